@@ -1,0 +1,108 @@
+"""mbcore benchmarks: one command, JSON on stdout.
+
+    python benchmarks/run.py [--quick] [--repeat N]
+
+Each case is measured on the compiled path and on the NumPy reference path in the
+same run; we report the median of ``repeat`` timings (the machines are shared and
+noisy) and the ratio numpy/compiled.  Cases:
+
+* ``fourbar_evaluation``: one kinematic evaluation of the KAP four-bar
+  (004 §5.2.1) = time functions + phi + Jacobian + nu + gamma at a state.
+* ``fourbar_newton_iteration``: phi + Jacobian + LU factor + solve.
+* ``fourbar_kinematic_analysis``: a whole kinematic analysis, 1000 output times,
+  in-memory results (output steps per second).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import mbcore
+from mbcore.linalg import dense_lu
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _time(fn, number: int, repeat: int) -> float:
+    """Median seconds per call over ``repeat`` batches of ``number`` calls."""
+    fn()  # warm up
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t0) / number)
+    return statistics.median(samples)
+
+
+def bench_fourbar(repeat: int, quick: bool) -> dict:
+    model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_kap.yaml")
+    out: dict = {}
+    systems = {k: model.compile(kernels=k) for k in ("compiled", "numpy")}
+    res = mbcore.run(model, kernels="compiled")
+    q, qd = res["q"][5].copy(), res["qd"][5].copy()
+
+    def evaluation(s):
+        def f():
+            s._ft = None          # force the time functions to be re-evaluated
+            s.phi(q, 0.3)
+            s.jacobian(q, 0.3)
+            s.nu(q, 0.3)
+            s.gamma(q, qd, 0.3)
+        return f
+
+    def newton(s):
+        lu = dense_lu(s.n, s.backend)
+        b = np.empty(s.n)
+
+        def f():
+            s._ft = None
+            b[:] = s.phi(q, 0.3)
+            s.jacobian(q, 0.3)
+            lu.factor(s._jdata)
+            lu.solve(b)
+        return f
+
+    n_eval = 2000 if quick else 20000
+    for case, make, number in (("fourbar_evaluation", evaluation, n_eval),
+                               ("fourbar_newton_iteration", newton, n_eval)):
+        tc = _time(make(systems["compiled"]), number, repeat)
+        tn = _time(make(systems["numpy"]), max(number // 20, 50), repeat)
+        out[case] = {"compiled_per_s": 1.0 / tc, "numpy_per_s": 1.0 / tn,
+                     "compiled_us": tc * 1e6, "numpy_us": tn * 1e6, "ratio": tn / tc}
+
+    steps = 200 if quick else 1000
+    settings = {"t_end": 1.0, "output_step": 1.0 / steps}
+    tc = _time(lambda: mbcore.run(model, settings=settings, kernels="compiled"), 1, repeat)
+    tn = _time(lambda: mbcore.run(model, settings=settings, kernels="numpy"), 1, repeat)
+    out["fourbar_kinematic_analysis"] = {
+        "output_steps": steps + 1, "compiled_steps_per_s": (steps + 1) / tc,
+        "numpy_steps_per_s": (steps + 1) / tn, "ratio": tn / tc}
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
+    p.add_argument("--repeat", type=int, default=7, help="timing batches (median taken)")
+    args = p.parse_args(argv)
+    report = {
+        "mbcore": mbcore.__version__, "python": platform.python_version(),
+        "numpy": np.__version__, "machine": platform.machine(),
+        "repeat": args.repeat, "statistic": "median",
+        "cases": bench_fourbar(args.repeat, args.quick),
+    }
+    json.dump(report, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Build script for the compiled kernels.
+
+The Cython sources live in ``ext/`` and compile into private modules of mbcore
+(``mbcore._ext.*``).  Everything else is declared in pyproject.toml.
+"""
+import os
+import sys
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+if sys.platform == "win32":
+    extra_compile_args = ["/O2"]
+else:
+    extra_compile_args = ["-O3"]
+    if os.environ.get("MBCORE_NATIVE") == "1":  # opt-in, never for wheels
+        extra_compile_args.append("-march=native")
+
+macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+
+
+def ext(name: str) -> Extension:
+    return Extension(
+        f"mbcore._ext.{name}",
+        [os.path.join("ext", f"{name}.pyx")],
+        include_dirs=[np.get_include()],
+        define_macros=macros,
+        extra_compile_args=extra_compile_args,
+    )
+
+
+extensions = [ext("_planar"), ext("_functions"), ext("_linalg")]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+            "embedsignature": True,
+        },
+    ),
+)

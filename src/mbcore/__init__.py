@@ -1,0 +1,33 @@
+"""mbcore — computer-aided analysis of multibody systems.
+
+Model (description) -> System (compiled) -> analyses -> reporters -> Result.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import (AnalysisError, ConvergenceError, LockupError, MbcoreError,  # noqa: E402
+                     ModelError, PluginError, SingularJacobianError)
+from .hookspecs import hookimpl  # noqa: E402
+from .model import Body, Model, Point  # noqa: E402
+from .state import State  # noqa: E402
+
+
+def __getattr__(name):  # lazy: keep `import mbcore` light
+    if name == "System":
+        from .system import System
+        return System
+    if name == "Result":
+        from .result import Result
+        return Result
+    if name == "run":
+        from .runner import run
+        return run
+    if name == "load":
+        return Model.from_file
+    raise AttributeError(f"module 'mbcore' has no attribute {name!r}")
+
+
+__all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl",
+           "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",
+           "LockupError", "SingularJacobianError", "__version__"]

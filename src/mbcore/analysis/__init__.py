@@ -1,0 +1,60 @@
+"""Analysis base class and the ``run`` entry point shared by the CLI and Python API."""
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar, Mapping
+
+from .. import schema as S
+from ..errors import ModelError
+from ..reporting import Channel
+from ..schema import Param
+
+
+class Analysis:
+    """Base class of analyses (plugins through hook ``mbcore_analyses``).
+
+    Rules for implementers:
+
+    1. ``name``: the value of ``settings.analysis``; ``settings_schema``: the
+       settings it understands (validated with key paths ``settings.<key>``).
+    2. ``channels()`` lists the series recorded per output time.
+    3. ``run(record, event, progress)`` performs the analysis, calling
+       ``record(t, data)`` once per output time (``data[name]`` a 1-D array per
+       channel) and ``event(t, kind, message)`` for notable events.  It raises an
+       :class:`mbcore.errors.MbcoreError` subclass naming the time on failure;
+       the caller marks the results failed and keeps every recorded row.
+    4. ``stats`` (dict) is written with the results when the run ends.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    settings_schema: ClassVar[Mapping[str, Param]] = {}
+    common_keys: ClassVar[tuple[str, ...]] = ("analysis", "output", "kernels")
+
+    def __init__(self, system, settings: Mapping[str, Any] | None = None):
+        self.system = system
+        self.settings = self.validate_settings(dict(settings or {}))
+        self.stats: dict[str, Any] = {}
+
+    @classmethod
+    def validate_settings(cls, settings: dict[str, Any], path: str = "settings") -> dict:
+        S.check_keys(settings, (*cls.common_keys, *cls.settings_schema), path)
+        out: dict[str, Any] = {}
+        for key, p in cls.settings_schema.items():
+            if key in settings and settings[key] is not None:
+                out[key] = p.validate(settings[key], f"{path}.{key}", None)
+            elif p.is_required():
+                raise ModelError(f"{path}.{key}", f"required by the {cls.name} analysis")
+            else:
+                out[key] = p.default_value()
+        cls.check_settings(out, path)
+        return out
+
+    @classmethod
+    def check_settings(cls, settings: dict[str, Any], path: str) -> None:
+        """Cross-field checks (override)."""
+
+    def channels(self) -> list[Channel]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def run(self, record: Callable, event: Callable, progress: bool = False) -> None:
+        raise NotImplementedError  # pragma: no cover - abstract

@@ -1,0 +1,112 @@
+"""Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import MbcoreError
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="mbcore", description="multibody analysis")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = p.add_subparsers(dest="cmd")
+
+    r = sub.add_parser("run", help="run the analysis of a model file, write HDF5")
+    r.add_argument("model", help="model file (.yaml, .yml or .json)")
+    r.add_argument("-o", "--output", help="HDF5 result file (default: MODEL.h5)")
+    r.add_argument("-a", "--analysis", help="analysis to run (default: settings.analysis)")
+    r.add_argument("--t-end", type=float, help="override settings.t_end")
+    r.add_argument("--step", type=float, help="override settings.output_step")
+    r.add_argument("--kernels", choices=("compiled", "numpy"),
+                   help="evaluation path (default: $MBCORE_KERNELS or compiled)")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
+
+    i = sub.add_parser("info", help="summarise an HDF5 result file")
+    i.add_argument("result")
+
+    sub.add_parser("plugins", help="list every installed type and its plugin")
+
+    c = sub.add_parser("check", help="validate a model file and describe the system")
+    c.add_argument("model")
+
+    args = p.parse_args(argv)
+    if args.version:
+        from . import __version__
+        print(f"mbcore {__version__}")
+        return 0
+    try:
+        if args.cmd == "run":
+            return _run(args)
+        if args.cmd == "info":
+            return _info(args)
+        if args.cmd == "plugins":
+            return _plugins()
+        if args.cmd == "check":
+            return _check(args)
+    except MbcoreError as exc:
+        print(f"mbcore: error: {exc}", file=sys.stderr)
+        return 1
+    p.print_help()
+    return 2
+
+
+def _run(args) -> int:
+    from .model import Model
+    from .result import Result
+    from .runner import run
+    model = Model.from_file(args.model)
+    out = Path(args.output) if args.output else Path(args.model).with_suffix(".h5")
+    overrides = {}
+    if args.t_end is not None:
+        overrides["t_end"] = args.t_end
+    if args.step is not None:
+        overrides["output_step"] = args.step
+    failed = None
+    try:
+        run(model, analysis=args.analysis, settings=overrides, output=out,
+            progress=not args.quiet, kernels=args.kernels)
+    except MbcoreError as exc:
+        failed = exc
+    if out.exists() and not args.quiet:
+        with Result(out) as res:
+            print(res.summary())
+    if failed is not None:
+        print(f"mbcore: run failed: {failed}", file=sys.stderr)
+        print(f"mbcore: results computed so far are in {out}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _info(args) -> int:
+    from .result import Result
+    with Result(args.result) as res:
+        print(res.summary())
+    return 0
+
+
+def _plugins() -> int:
+    from .plugins import get_plugin_manager
+    reg = get_plugin_manager().registry
+    rows = [(kind, name, str(prov), (getattr(cls, "description", "") or "").strip())
+            for kind, name, prov, cls in reg.rows()]
+    w0 = max([4] + [len(r[0]) for r in rows])
+    w1 = max([4] + [len(r[1]) for r in rows])
+    w2 = max([6] + [len(r[2]) for r in rows])
+    print(f"{'kind':{w0}}  {'type':{w1}}  {'plugin':{w2}}  description")
+    for r in rows:
+        print(f"{r[0]:{w0}}  {r[1]:{w1}}  {r[2]:{w2}}  {r[3]}")
+    return 0
+
+
+def _check(args) -> int:
+    from .model import Model
+    m = Model.from_file(args.model)
+    s = m.compile()
+    print(s.describe())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

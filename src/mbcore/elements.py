@@ -1,0 +1,120 @@
+"""Element contracts: what a constraint (joint/driver) or force type provides.
+
+The *reference* ("slow path") methods are vectorised over all elements of one type
+(a *group*), so a Python-only plugin type costs one Python call per group, never
+one per element.  Built-in types additionally name a compiled ``kernel`` that
+computes exactly the same numbers (tests keep them equal to 1e-12).
+
+Array conventions for a group of ``ne`` elements touching ``nb`` bodies each:
+
+* ``par``  (ne, n_par)  float64 — packed parameters (from :meth:`ConstraintType.pack`)
+* ``qb``   (ne, nb, 3)  coordinates ``[x, y, phi]`` of each element's bodies (ground: 0)
+* ``qdb``  (ne, nb, 3)  their velocities
+* ``f``    (ne, n_fun, 3) time-function jets ``(c, c', c'')`` at time t
+* returns: phi/nu/gamma (ne, m); jacobian (ne, m, nb, 3) = d phi_r / d q_(body b, coord c)
+
+Constraint equations follow 004 §3.2.2 / spec/planar.md §0.2: ``Phi(q, t) = 0``,
+``Phi_q qd = nu`` with ``nu = -Phi_t``, ``Phi_q qdd = gamma``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from .schema import Param
+
+
+@dataclass
+class PackContext:
+    """Passed to :meth:`ConstraintType.pack`: read-only access to the model."""
+
+    model: Any        # mbcore.model.Model
+    path: str         # key path of the element, e.g. "joints[2]"
+
+    def body(self, name: str):
+        return self.model.body(name)
+
+    def initial(self, name: str) -> np.ndarray:
+        """Initial estimate [x, y, phi] of a body (zeros for ground)."""
+        if name == self.model.ground:
+            return np.zeros(3)
+        b = self.model.body(name)
+        return np.array([b.position[0], b.position[1], b.angle], dtype=float)
+
+
+class ConstraintType:
+    """Base class of constraint types (joints, absolute constraints, drivers).
+
+    Rules for implementers:
+
+    1. ``name``: the model-file type name; ``equations``: rows per element;
+       ``bodies``: the parameter keys naming the bodies (order = ``qb`` axis 1);
+       ``params``: the parameter schema (keys other than ``name``/``type``).
+    2. ``pack(spec, ctx)`` turns one validated element description into
+       ``(par, functions)``: ``n_par`` floats and ``n_fun`` time functions.
+    3. ``phi``, ``jacobian``, ``nu``, ``gamma`` implement spec/planar.md §0.2 for a
+       whole group (see the module docstring for shapes).  They must not depend
+       on anything but their arguments.
+    4. ``kernel`` (optional): name of a compiled kernel in ``mbcore._ext._planar``
+       computing the same function from the same packed parameters.
+    5. ``labels``: one suffix per equation for naming rows (``joint.x``).
+    """
+
+    name: ClassVar[str] = ""
+    equations: ClassVar[int] = 0
+    bodies: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
+    params: ClassVar[Mapping[str, Param]] = {}
+    n_par: ClassVar[int] = 0
+    n_fun: ClassVar[int] = 0
+    kernel: ClassVar[str | None] = None
+    labels: ClassVar[tuple[str, ...]] = ()
+    category: ClassVar[str] = "joint"      # "joint" | "driver" | "constraint"
+    description: ClassVar[str] = ""
+
+    # -- model time ------------------------------------------------------------
+    def check(self, spec: dict[str, Any], path: str) -> None:
+        """Extra validation beyond the schema (raise ModelError naming the key)."""
+
+    def pack(self, spec: dict[str, Any], ctx: PackContext) -> tuple[Sequence[float], Sequence[Any]]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    # -- evaluation (reference / slow path) -------------------------------------
+    def phi(self, par, qb, t, f):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def jacobian(self, par, qb, t, f):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def nu(self, par, qb, t, f):
+        """Default: scleronomic (nu = 0)."""
+        return np.zeros((par.shape[0], self.equations))
+
+    def gamma(self, par, qb, qdb, t, f):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def equation_labels(self) -> tuple[str, ...]:
+        if self.labels:
+            return self.labels
+        return tuple(str(k) for k in range(self.equations))
+
+
+class ForceType:
+    """Base class of force element types (contract completed by the dynamics issue)."""
+
+    name: ClassVar[str] = ""
+    bodies: ClassVar[tuple[str, ...]] = ("body",)
+    params: ClassVar[Mapping[str, Param]] = {}
+
+
+# --- small planar helpers shared by reference implementations ---------------------
+def rot(phi: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """A(phi) s for arrays: phi (...,), s (..., 2) -> (..., 2)  (004 Eq 4.2)."""
+    c, sn = np.cos(phi), np.sin(phi)
+    return np.stack([c * s[..., 0] - sn * s[..., 1], sn * s[..., 0] + c * s[..., 1]], axis=-1)
+
+
+def perp(v: np.ndarray) -> np.ndarray:
+    """R v with R = [[0,-1],[1,0]] (rotate +90 degrees; spec/planar.md §0.1)."""
+    return np.stack([-v[..., 1], v[..., 0]], axis=-1)

@@ -1,0 +1,68 @@
+"""Exception hierarchy of mbcore.
+
+Every error raised for bad input names *where* the problem is: the key path in the
+model file (``joints[3].point_j``), the element name, or the simulation time.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+
+class MbcoreError(Exception):
+    """Base class of every error raised by mbcore."""
+
+
+class ModelError(MbcoreError, ValueError):
+    """A model description (file or Python API) is invalid.
+
+    ``path`` is the key path of the offending entry, e.g. ``joints[3].point_j``;
+    the message reads ``"<path>: <reason>"``.
+    """
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        self.reason = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class PluginError(MbcoreError):
+    """A plugin is broken or two plugins claim the same type name."""
+
+
+class UnknownTypeError(ModelError):
+    """A model names an element type that no installed plugin provides."""
+
+
+class AnalysisError(MbcoreError):
+    """An analysis could not proceed.  ``t`` is the simulation time at failure."""
+
+    def __init__(self, message: str, t: float | None = None):
+        self.t = t
+        super().__init__(message if t is None else f"t = {t:.9g}: {message}")
+
+
+class SingularJacobianError(AnalysisError):
+    """The constraint Jacobian is (numerically) rank deficient.
+
+    ``constraints`` lists the names of the constraint equations involved in the
+    dependency (the rows carrying weight in the left null vector).
+    """
+
+    def __init__(self, message: str, t: float | None = None,
+                 constraints: Sequence[str] = ()):
+        self.constraints = list(constraints)
+        super().__init__(message, t)
+
+
+class ConvergenceError(AnalysisError):
+    """Newton-Raphson did not converge (e.g. a mechanism driven into lock-up)."""
+
+    def __init__(self, message: str, t: float | None = None,
+                 constraints: Sequence[str] = ()):
+        self.constraints = list(constraints)
+        super().__init__(message, t)
+
+
+class LockupError(ConvergenceError):
+    """No assembly exists near the predicted configuration: the mechanism locks up
+    (dead point / limit position) — 004 §3.2.2, Prob 5.7."""

@@ -1,0 +1,396 @@
+"""Model: the pure description of a planar multibody system.
+
+A :class:`Model` holds bodies, named points, constraints (joints), drivers, forces,
+named parameters and settings.  It is built from Python (``add_body``,
+``add_joint``...) or loaded from a YAML/JSON model file (:meth:`Model.from_file`);
+both routes go through the same validation, whose errors name the key path
+(``joints[3].point_j: expected 2 numbers, got 3``).  ``Model.compile()`` returns a
+:class:`mbcore.system.System`.  The file format is documented in docs/model-format.md.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import schema as S
+from .errors import ModelError, UnknownTypeError
+from .schema import NamedPoint, ValidationContext
+
+TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground",
+            "bodies", "points", "joints", "drivers", "forces")
+BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
+             "angular_velocity", "description")
+POINT_KEYS = ("name", "body", "at")
+SECTIONS = ("joints", "drivers")   # constraint sections (forces: dynamics issue)
+
+
+@dataclass
+class Body:
+    """A rigid body: mass, polar moment of inertia about the centroid, and initial
+    estimates of its coordinates ``(x, y, phi)`` and velocities (004 §4.1)."""
+
+    name: str
+    mass: float = 1.0
+    inertia: float = 1.0
+    position: tuple[float, float] = (0.0, 0.0)
+    angle: float = 0.0
+    velocity: tuple[float, float] = (0.0, 0.0)
+    angular_velocity: float = 0.0
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"name": self.name, "mass": self.mass, "inertia": self.inertia,
+             "position": list(self.position), "angle": self.angle}
+        if any(self.velocity) or self.angular_velocity:
+            d["velocity"] = list(self.velocity)
+            d["angular_velocity"] = self.angular_velocity
+        if self.description:
+            d["description"] = self.description
+        return d
+
+
+@dataclass
+class Point:
+    """A named body-fixed point (local coordinates ``at``), e.g. a point of interest."""
+
+    name: str
+    body: str
+    at: tuple[float, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "body": self.body, "at": list(self.at)}
+
+
+@dataclass
+class Element:
+    """One constraint/driver entry: its section, type name, name and parameters.
+
+    ``raw`` is the entry as given (model-file data); ``values`` the validated,
+    normalised parameters (filled by :meth:`Model.validate`).
+    """
+
+    section: str
+    type: str
+    name: str
+    raw: dict[str, Any]
+    values: dict[str, Any] = field(default_factory=dict)
+    index: int = 0
+
+    @property
+    def path(self) -> str:
+        return f"{self.section}[{self.index}]"
+
+
+class Model:
+    """Pure description of a multibody system (no state, no buffers)."""
+
+    def __init__(self, name: str = "model", *, ground: str = "ground",
+                 parameters: Mapping[str, float] | None = None,
+                 settings: Mapping[str, Any] | None = None,
+                 units: Mapping[str, str] | None = None, description: str = ""):
+        self.name = name
+        self.description = description
+        self.ground = ground
+        self.parameters: dict[str, float] = dict(parameters or {})
+        self.settings: dict[str, Any] = dict(settings or {})
+        self.units: dict[str, str] = dict(units or {})
+        self.bodies: list[Body] = []
+        self.points: list[Point] = []
+        self.elements: dict[str, list[Element]] = {s: [] for s in SECTIONS}
+        self.forces: list[dict[str, Any]] = []
+        self.source_text: str | None = None
+        self.source_format: str = "json"
+        self.source_path: str | None = None
+
+    # ------------------------------------------------------------------ building
+    def add_body(self, name: str, *, mass: float = 1.0, inertia: float = 1.0,
+                 position=(0.0, 0.0), angle: float = 0.0, velocity=(0.0, 0.0),
+                 angular_velocity: float = 0.0, description: str = "") -> Body:
+        path = f"bodies[{len(self.bodies)}]"
+        b = _make_body({"name": name, "mass": mass, "inertia": inertia, "position": position,
+                        "angle": angle, "velocity": velocity,
+                        "angular_velocity": angular_velocity, "description": description},
+                       path)
+        if b.name == self.ground or any(x.name == b.name for x in self.bodies):
+            raise ModelError(f"{path}.name", f"body name '{b.name}' is already used")
+        self.bodies.append(b)
+        self._touch()
+        return b
+
+    def add_point(self, name: str, body: str, at) -> Point:
+        path = f"points[{len(self.points)}]"
+        p = Point(S.string(name, f"{path}.name"), S.string(body, f"{path}.body"),
+                  S.vector(at, f"{path}.at"))
+        self.points.append(p)
+        self._touch()
+        return p
+
+    def add_joint(self, type: str, name: str | None = None, **params: Any) -> Element:
+        """Add a constraint (joint, absolute constraint) of a registered type."""
+        return self._add("joints", type, name, params)
+
+    def add_driver(self, type: str, name: str | None = None, **params: Any) -> Element:
+        """Add a driver (a rheonomic constraint such as ``absolute_driver``)."""
+        return self._add("drivers", type, name, params)
+
+    def _add(self, section: str, type: str, name: str | None, params: dict) -> Element:
+        lst = self.elements[section]
+        raw = {"name": name or f"{type}{len(lst) + 1}", "type": type}
+        raw.update({k: _to_data(v) for k, v in params.items()})
+        el = Element(section, type, raw["name"], raw, index=len(lst))
+        lst.append(el)
+        self._touch()
+        return el
+
+    def _touch(self) -> None:
+        self.source_text = None     # a changed model is no longer its file
+
+    # ----------------------------------------------------------------- queries
+    def body(self, name: str) -> Body:
+        for b in self.bodies:
+            if b.name == name:
+                return b
+        raise KeyError(f"no body named '{name}'")
+
+    def body_index(self, name: str) -> int:
+        for k, b in enumerate(self.bodies):
+            if b.name == name:
+                return k
+        return -1
+
+    def constraint_elements(self) -> list[Element]:
+        return [e for s in SECTIONS for e in self.elements[s]]
+
+    # ------------------------------------------------------------- validation
+    def validate(self, registry=None) -> None:
+        """Check everything; raise :class:`ModelError` naming the key path."""
+        if registry is None:
+            from .plugins import registry as _reg
+            registry = _reg()
+        names: dict[str, str] = {}
+        for k, b in enumerate(self.bodies):
+            if b.name == self.ground:
+                raise ModelError(f"bodies[{k}].name", f"'{b.name}' is the ground's name")
+            if b.name in names:
+                raise ModelError(f"bodies[{k}].name", f"duplicate body name '{b.name}'")
+            names[b.name] = f"bodies[{k}]"
+        pts = {}
+        ctx = ValidationContext([b.name for b in self.bodies], {}, self.parameters, self.ground)
+        for k, p in enumerate(self.points):
+            ctx.check_body(p.body, f"points[{k}].body")
+            if p.name in pts:
+                raise ModelError(f"points[{k}].name", f"duplicate point name '{p.name}'")
+            pts[p.name] = (p.body, p.at)
+        ctx.points = pts
+        enames: dict[str, str] = {}
+        for el in self.constraint_elements():
+            self._validate_element(el, registry, ctx)
+            if el.name in enames:
+                raise ModelError(f"{el.path}.name",
+                                 f"duplicate element name '{el.name}' (also {enames[el.name]})")
+            enames[el.name] = el.path
+        if self.forces:
+            raise ModelError("forces", "force elements are not available yet in this "
+                                       "version (kinematic analysis only)")
+
+    def _validate_element(self, el: Element, registry, ctx: ValidationContext) -> None:
+        path = el.path
+        raw = S.mapping(el.raw, path)
+        tname = raw.get("type")
+        if tname is None:
+            raise ModelError(f"{path}.type", "required key is missing")
+        if not isinstance(tname, str) or not registry.has("constraint", tname):
+            raise UnknownTypeError(f"{path}.type", registry.unknown_message("constraint", tname))
+        cls = registry.get("constraint", tname)
+        S.string(raw.get("name"), f"{path}.name")
+        S.check_keys(raw, ("name", "type", *cls.params), path)
+        values: dict[str, Any] = {}
+        for key, p in cls.params.items():
+            kp = f"{path}.{key}"
+            if key in raw:
+                values[key] = p.validate(raw[key], kp, ctx)
+            elif p.is_required():
+                raise ModelError(kp, f"required key is missing ({cls.name}: {p.doc})"
+                                 if p.doc else "required key is missing")
+            else:
+                values[key] = p.validate(p.default_value(), kp, ctx) \
+                    if p.default_value() is not None else None
+        # named points must lie on the body they are used with
+        for key, p in cls.params.items():
+            v = values.get(key)
+            if isinstance(v, NamedPoint):
+                body = values.get(p.on) if p.on else None
+                if body is not None and v.body != body:
+                    raise ModelError(f"{path}.{key}", f"point '{v.name}' lies on body "
+                                     f"'{v.body}', not on '{body}' ({p.on})")
+                values[key] = v.at
+        bodies = [values[b] for b in cls.bodies if values.get(b) is not None]
+        if len(set(bodies)) != len(bodies):
+            raise ModelError(f"{path}.{cls.bodies[-1]}",
+                             f"an element cannot connect body '{bodies[-1]}' to itself")
+        cls().check(values, path)
+        el.type = tname
+        el.name = raw["name"]
+        el.values = values
+
+    # ---------------------------------------------------------------- compile
+    def compile(self, *, kernels: str | None = None, plugins=None):
+        """Validate and compile into a :class:`mbcore.system.System`.
+
+        ``kernels``: ``"compiled"`` or ``"numpy"`` (default: environment variable
+        ``MBCORE_KERNELS``, else compiled).  ``plugins``: a PluginManager
+        (default: the process-wide one).
+        """
+        from .plugins import get_plugin_manager
+        from .system import System
+        pm = plugins or get_plugin_manager()
+        self.validate(pm.registry)
+        return System(self, pm.registry, kernels=kernels)
+
+    # ----------------------------------------------------------- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name}
+        if self.description:
+            d["description"] = self.description
+        if self.units:
+            d["units"] = dict(self.units)
+        if self.ground != "ground":
+            d["ground"] = self.ground
+        if self.parameters:
+            d["parameters"] = dict(self.parameters)
+        if self.settings:
+            d["settings"] = copy.deepcopy(self.settings)
+        d["bodies"] = [b.to_dict() for b in self.bodies]
+        if self.points:
+            d["points"] = [p.to_dict() for p in self.points]
+        for s in SECTIONS:
+            if self.elements[s]:
+                d[s] = [copy.deepcopy(e.raw) for e in self.elements[s]]
+        if self.forces:
+            d["forces"] = copy.deepcopy(self.forces)
+        return d
+
+    def to_text(self) -> tuple[str, str]:
+        """(text, format): the original file text if unchanged, else JSON."""
+        if self.source_text is not None:
+            return self.source_text, self.source_format
+        return json.dumps(self.to_dict(), indent=2), "json"
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        if path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+            path.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        else:
+            path.write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, registry=None, validate: bool = True) -> "Model":
+        S.mapping(data, "model")
+        S.check_keys(data, TOP_KEYS, "")
+        m = cls(name=str(data.get("name", "model")),
+                ground=S.string(data.get("ground", "ground"), "ground"),
+                description=str(data.get("description", "")))
+        if "parameters" in data:
+            params = S.mapping(data["parameters"], "parameters")
+            m.parameters = {k: S.number(v, f"parameters.{k}") for k, v in params.items()}
+        if "settings" in data:
+            m.settings = dict(S.mapping(data["settings"], "settings"))
+        if "units" in data:
+            m.units = {k: str(v) for k, v in S.mapping(data["units"], "units").items()}
+        for k, b in enumerate(S.sequence(data.get("bodies", []), "bodies")):
+            m.bodies.append(_make_body(b, f"bodies[{k}]"))
+        for k, p in enumerate(S.sequence(data.get("points", []) or [], "points")):
+            path = f"points[{k}]"
+            S.mapping(p, path)
+            S.check_keys(p, POINT_KEYS, path, required=POINT_KEYS)
+            m.points.append(Point(S.string(p["name"], f"{path}.name"),
+                                  S.string(p["body"], f"{path}.body"),
+                                  S.vector(p["at"], f"{path}.at")))
+        for s in SECTIONS:
+            for k, e in enumerate(S.sequence(data.get(s, []) or [], s)):
+                e = dict(S.mapping(e, f"{s}[{k}]"))
+                e.setdefault("name", f"{e.get('type', s[:-1])}{k + 1}")
+                m.elements[s].append(Element(s, str(e.get("type")), str(e["name"]), e, index=k))
+        m.forces = list(S.sequence(data.get("forces", []) or [], "forces"))
+        if validate:
+            if registry is None:
+                from .plugins import registry as _reg
+                registry = _reg()
+            m.validate(registry)
+        return m
+
+    @classmethod
+    def from_text(cls, text: str, fmt: str = "yaml", *, registry=None,
+                  path: str | None = None) -> "Model":
+        data = parse_text(text, fmt, path or "<text>")
+        m = cls.from_dict(data, registry=registry)
+        m.source_text, m.source_format, m.source_path = text, fmt, path
+        return m
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, *, registry=None) -> "Model":
+        """Load a YAML (.yaml/.yml) or JSON (.json) model file."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ModelError("", f"cannot read model file '{p}': {exc.strerror}") from None
+        fmt = "json" if p.suffix.lower() == ".json" else "yaml"
+        return cls.from_text(text, fmt, registry=registry, path=str(p))
+
+    def __repr__(self) -> str:
+        nj = len(self.elements["joints"])
+        nd = len(self.elements["drivers"])
+        return f"<Model {self.name!r}: {len(self.bodies)} bodies, {nj} joints, {nd} drivers>"
+
+
+def parse_text(text: str, fmt: str, where: str) -> Any:
+    """Parse model-file text as data only (yaml.safe_load / json.loads)."""
+    if fmt == "json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ModelError("", f"{where}: invalid JSON at line {exc.lineno}, "
+                                 f"column {exc.colno}: {exc.msg}") from None
+    import yaml
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ModelError("", f"{where}: invalid YAML{loc}: "
+                             f"{getattr(exc, 'problem', None) or exc}") from None
+
+
+def _make_body(b: Any, path: str) -> Body:
+    S.mapping(b, path)
+    S.check_keys(b, BODY_KEYS, path, required=("name",))
+    name = S.string(b["name"], f"{path}.name")
+    mass = S.number(b.get("mass", 1.0), f"{path}.mass", positive=True)
+    inertia = S.number(b.get("inertia", 1.0), f"{path}.inertia", positive=True)
+    pos = S.vector(b.get("position", (0.0, 0.0)), f"{path}.position")
+    angle = S.number(b.get("angle", 0.0), f"{path}.angle")
+    vel = S.vector(b.get("velocity", (0.0, 0.0)), f"{path}.velocity")
+    om = S.number(b.get("angular_velocity", 0.0), f"{path}.angular_velocity")
+    return Body(name, mass, inertia, pos, angle, vel, om, str(b.get("description", "")))
+
+
+def _to_data(v: Any) -> Any:
+    """Python-API values -> plain model-file data (for to_dict / the stored text)."""
+    if hasattr(v, "to_spec"):
+        return v.to_spec()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return [_to_data(x) for x in v]
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    return v

@@ -1,0 +1,96 @@
+"""Reporter contract: where analyses send their results while they run.
+
+An analysis declares *channels* (named 1-D series per output time, e.g. ``q`` with one
+column per coordinate) in a :class:`RunInfo`, then calls ``record`` once per output
+time and ``finish`` once at the end (also after a failure).  Reporters are plugins
+(hook ``mbcore_reporters``); the built-in ones are ``hdf5`` and ``memory``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+
+@dataclass
+class Channel:
+    """One recorded series: ``labels[k]`` names column k (e.g. ``crank.phi``)."""
+
+    name: str
+    labels: list[str]
+    description: str = ""
+    unit: str = ""
+
+    @property
+    def width(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class RunInfo:
+    """Everything a reporter needs to know before the first row arrives."""
+
+    analysis: str                       # e.g. "kinematic"
+    channels: list[Channel]             # t is implicit and always recorded
+    model_text: str = ""                # the model file text (or JSON of a Python model)
+    model_format: str = "json"          # "yaml" | "json"
+    model_name: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)   # software versions
+    metadata: dict[str, Any] = field(default_factory=dict)   # free-form (bodies, units, ...)
+
+    def channel(self, name: str) -> Channel:
+        for c in self.channels:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+class Reporter:
+    """Base class of reporters.
+
+    Rules for implementers:
+
+    1. ``start(info)`` is called once before any row; allocate storage there.
+    2. ``record(t, data)`` is called once per output time with ``data[name]`` a 1-D
+       float array of ``info.channel(name).width`` values for every channel.  The
+       arrays are work buffers of the analysis: copy them, never keep references.
+    3. ``finish(status, reason, stats)`` is called exactly once, with status
+       ``"finished"`` or ``"failed"``; everything recorded before must then be
+       readable (a failed run keeps its rows).
+    4. ``event(t, kind, message)`` records a notable event (warning, partition change).
+    """
+
+    name = "reporter"
+
+    def start(self, info: RunInfo) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def record(self, t: float, data: Mapping[str, np.ndarray]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def event(self, t: float, kind: str, message: str) -> None:
+        """Record an event; the default ignores it."""
+
+    def finish(self, status: str, reason: str = "",
+               stats: Mapping[str, Any] | None = None) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+def fan_out(reporters: Sequence[Reporter]):
+    """Return (record, event, finish) callables that forward to every reporter."""
+
+    def record(t, data):
+        for r in reporters:
+            r.record(t, data)
+
+    def event(t, kind, message):
+        for r in reporters:
+            r.event(t, kind, message)
+
+    def finish(status, reason="", stats=None):
+        for r in reporters:
+            r.finish(status, reason, stats)
+
+    return record, event, finish

@@ -1,0 +1,640 @@
+"""Reading analysis results: :class:`Result` (an HDF5 result file) and
+:class:`MemoryResult` (what :class:`mbplugins.reporters.memory.MemoryReporter`
+returns) share one read API, :class:`ResultBase`.
+
+The file layout written by :class:`mbplugins.reporters.hdf5.HDF5Reporter` is
+documented in ``docs/results.md``; this module is its reference reader.
+
+Lookup rules of ``res[key]`` (see :meth:`ResultBase.locate`):
+
+1. ``"t"``                      -> the time vector ``res.t``
+2. a channel name (``"q"``)     -> the whole series, shape (N, width)
+3. ``"<channel>/<label>"`` or ``"<channel>:<label>"`` (``"qd/crank.phi"``)
+                                -> that column of that channel, shape (N,)
+4. a bare label (``"crank.phi"``) -> the column of the *primary* channel (``q`` if
+   there is one, else the first channel) with that label; if the primary channel has
+   no such label, the unique column of any channel with that label.  A label found
+   in several channels (or twice in one channel) is ambiguous: ``KeyError`` naming
+   where it was found.
+
+Unknown keys raise :class:`ResultKeyError` (a ``KeyError``) listing close matches.
+Arrays returned are cached and **read-only**; copy them (``np.array(res["q"])``)
+to modify.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import errno
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from mbcore.errors import MbcoreError
+from mbcore.reporting import Channel, RunInfo
+
+__all__ = [
+    "SCHEMA", "LAYOUT_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
+    "ResultFileError", "ResultKeyError", "open_result",
+]
+
+#: value of the root attribute ``schema`` of every mbcore result file
+SCHEMA = "mbcore-result"
+#: value of the root attribute ``layout_version`` written by this version
+LAYOUT_VERSION = 1
+#: channel names that are reserved (``res["t"]`` is the time vector)
+RESERVED_CHANNEL_NAMES = frozenset({"t"})
+#: separators of the explicit ``channel/label`` form (``"/"`` is canonical)
+SEPARATORS = ("/", ":")
+
+
+class ResultFileError(MbcoreError, ValueError):
+    """A file cannot be read as an mbcore result (not HDF5, not a result, newer
+    layout, locked by a writer).  The message names the path."""
+
+
+class ResultKeyError(KeyError):
+    """Unknown or ambiguous result key; ``str()`` is the plain message."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class Event(NamedTuple):
+    """A notable event recorded during the run (warning, partition change...)."""
+
+    t: float
+    kind: str
+    message: str
+
+
+# ----------------------------------------------------------------------------- helpers
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=repr)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    return str(obj)
+
+
+def to_json(obj: Any) -> str:
+    """JSON text of ``obj`` as stored in result files (numpy arrays and scalars
+    become lists/numbers, anything else unknown becomes ``str(obj)``; NaN and
+    Infinity are written as Python's json module does)."""
+    return json.dumps(obj, default=_json_default, ensure_ascii=False)
+
+
+def json_normalize(obj: Any) -> Any:
+    """``json.loads(to_json(obj))``: the value a reader gets back from a file."""
+    return json.loads(to_json(obj))
+
+
+def utc_now() -> str:
+    """Current time, ISO 8601 in UTC with seconds (``2025-01-31T12:00:00+00:00``)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def validate_run_info(info: RunInfo) -> None:
+    """Check what a reporter needs of ``info``: unique channel names that contain
+    neither ``/`` nor ``:`` and are not ``t``; string labels."""
+    if not isinstance(info, RunInfo):
+        raise TypeError(f"start() expects a RunInfo, got {type(info).__name__}")
+    seen: set[str] = set()
+    for k, ch in enumerate(info.channels):
+        where = f"RunInfo.channels[{k}]"
+        if not isinstance(ch.name, str) or not ch.name:
+            raise ValueError(f"{where}: channel name must be a non-empty string, got {ch.name!r}")
+        if any(s in ch.name for s in SEPARATORS) or ch.name in (".", ".."):
+            raise ValueError(f"{where}: channel name {ch.name!r} must not contain '/' or ':'")
+        if ch.name in RESERVED_CHANNEL_NAMES:
+            raise ValueError(f"{where}: channel name {ch.name!r} is reserved (time is recorded implicitly)")
+        if ch.name in seen:
+            raise ValueError(f"{where}: duplicate channel name {ch.name!r}")
+        seen.add(ch.name)
+        for j, lab in enumerate(ch.labels):
+            if not isinstance(lab, str):
+                raise ValueError(f"{where} ({ch.name!r}).labels[{j}]: label must be a string, got {lab!r}")
+
+
+def record_error(name: str, width: int, data: Any, exc: BaseException, t: Any) -> Exception:
+    """Build the error raised when ``record(t, data)`` gets a bad ``data[name]``."""
+    if not isinstance(data, Mapping):
+        return TypeError(f"record(t={t!r}): data must be a mapping channel name -> array, "
+                         f"got {type(data).__name__}")
+    if isinstance(exc, KeyError) or (isinstance(data, Mapping) and name not in data):
+        have = sorted(map(str, data.keys())) if isinstance(data, Mapping) else "?"
+        return KeyError(f"record(t={t!r}): data has no channel {name!r} (got {have})")
+    try:
+        shape = np.shape(data[name])
+    except Exception:  # pragma: no cover - defensive
+        shape = "?"
+    return ValueError(f"record(t={t!r}): channel {name!r} expects a 1-D array of "
+                      f"{width} values, got shape {shape} ({exc})")
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def _fmt_num(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def _short_list(items: Sequence[str], n: int = 4) -> str:
+    items = list(items)
+    s = ", ".join(items[:n])
+    if len(items) > n:
+        s += f", ... (+{len(items) - n})"
+    return s
+
+
+# -------------------------------------------------------------------------- read API
+class ResultBase:
+    """The read API shared by :class:`Result` (HDF5 file) and :class:`MemoryResult`.
+
+    Subclasses fill the private attributes in their constructor and implement
+    :meth:`_read_series`.
+    """
+
+    path: Path | None = None
+
+    # filled by subclasses
+    _status: str
+    _reason: str
+    _t: np.ndarray
+    _channels: list[Channel]
+
+    def __init__(self) -> None:
+        self._series_cache: dict[str, np.ndarray] = {}
+        self._label_index: dict[str, list[tuple[str, int]]] | None = None
+        self._chan_by_name = {c.name: c for c in self._channels}
+
+    # --- to implement ------------------------------------------------------------
+    def _read_series(self, name: str) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # --- run description -----------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """``"finished"``, ``"failed"`` or ``"running"`` (writer still running or killed)."""
+        return self._status
+
+    @property
+    def reason(self) -> str:
+        """Why the run failed (empty string when it finished)."""
+        return self._reason
+
+    @property
+    def analysis(self) -> str:
+        return self._analysis
+
+    @property
+    def model_name(self) -> str:
+        return self._model_name
+
+    @property
+    def model_format(self) -> str:
+        return self._model_format
+
+    @property
+    def model_text(self) -> str:
+        return self._model_text
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self._settings
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return self._versions
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self._metadata
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Run statistics given to ``finish`` (empty while running / after a kill)."""
+        return self._stats
+
+    @property
+    def events(self) -> list[Event]:
+        return list(self._events)
+
+    @property
+    def created(self) -> str:
+        """ISO 8601 UTC time the run started."""
+        return self._created
+
+    @property
+    def finished(self) -> str:
+        """ISO 8601 UTC time ``finish`` was called ("" if it never was)."""
+        return self._finished
+
+    # --- data ----------------------------------------------------------------------
+    @property
+    def t(self) -> np.ndarray:
+        """Output times, shape (N,)."""
+        return self._t
+
+    def __len__(self) -> int:
+        return int(self._t.shape[0])
+
+    @property
+    def n_rows(self) -> int:
+        return len(self)
+
+    @property
+    def channels(self) -> list[str]:
+        """Channel names in the order the analysis declared them."""
+        return [c.name for c in self._channels]
+
+    def channel(self, name: str) -> Channel:
+        """The :class:`~mbcore.reporting.Channel` (labels, description, unit)."""
+        try:
+            c = self._chan_by_name[name]
+        except (KeyError, TypeError):
+            raise self._unknown(name, what="channel", candidates=self.channels) from None
+        return Channel(c.name, list(c.labels), c.description, c.unit)
+
+    def labels(self, name: str) -> list[str]:
+        """Column labels of channel ``name``."""
+        return self.channel(name).labels
+
+    def width(self, name: str) -> int:
+        return self.channel(name).width
+
+    def series(self, name: str) -> np.ndarray:
+        """Channel ``name`` as a read-only array of shape (N, width)."""
+        a = self._series_cache.get(name)
+        if a is None:
+            if name not in self._chan_by_name:
+                raise self._unknown(name, what="channel", candidates=self.channels)
+            a = self._read_series(name)
+            a = _readonly(a)
+            self._series_cache[name] = a
+        return a
+
+    # --- key lookup ----------------------------------------------------------------
+    @property
+    def primary_channel(self) -> str | None:
+        """Channel searched first for bare labels: ``q`` if present, else the first."""
+        if "q" in self._chan_by_name:
+            return "q"
+        return self._channels[0].name if self._channels else None
+
+    def _index(self) -> dict[str, list[tuple[str, int]]]:
+        if self._label_index is None:
+            idx: dict[str, list[tuple[str, int]]] = {}
+            for c in self._channels:
+                for k, lab in enumerate(c.labels):
+                    idx.setdefault(lab, []).append((c.name, k))
+            self._label_index = idx
+        return self._label_index
+
+    def locate(self, key: str) -> tuple[str, int | None]:
+        """Resolve ``key`` to ``(channel, column)``; column is None for a whole
+        channel, and ``("t", None)`` means the time vector.  Raises
+        :class:`ResultKeyError` for unknown or ambiguous keys."""
+        if not isinstance(key, str):
+            raise TypeError(f"result keys are strings (channel or label), got {type(key).__name__}")
+        if key in self._chan_by_name:
+            return key, None
+        if key == "t":
+            return "t", None
+        explicit_miss = None
+        for sep in SEPARATORS:
+            if sep in key:
+                ch, lab = key.split(sep, 1)
+                if ch in self._chan_by_name:
+                    cols = [k for k, l in enumerate(self._chan_by_name[ch].labels) if l == lab]
+                    if len(cols) == 1:
+                        return ch, cols[0]
+                    if len(cols) > 1:
+                        raise ResultKeyError(
+                            f"{key!r} is ambiguous: label {lab!r} names columns {cols} of channel {ch!r}")
+                    explicit_miss = (ch, sep)
+                break  # channel names contain no separator: the first one decides
+        idx = self._index()
+        hits = idx.get(key, [])
+        primary = self.primary_channel
+        in_primary = [h for h in hits if h[0] == primary]
+        if len(in_primary) == 1:
+            return in_primary[0]
+        if len(hits) == 1:
+            return hits[0]
+        if hits:
+            chans = sorted({h[0] for h in hits}, key=self.channels.index)
+            if len(chans) == 1:
+                raise ResultKeyError(f"{key!r} is ambiguous: it labels columns "
+                                     f"{[h[1] for h in hits]} of channel {chans[0]!r}")
+            raise ResultKeyError(
+                f"{key!r} is ambiguous: it labels a column of channels {chans}; "
+                f"write e.g. {chans[0] + '/' + key!r}")
+        if explicit_miss is not None:
+            ch, sep = explicit_miss
+            raise self._unknown(key, what=f"label in channel {ch!r}",
+                                candidates=[ch + sep + l for l in self._chan_by_name[ch].labels])
+        cands = list(self.channels) + ["t"] + list(idx)
+        cands += [f"{c.name}/{l}" for c in self._channels for l in c.labels]
+        raise self._unknown(key, what="channel or label", candidates=cands)
+
+    def _unknown(self, key: Any, *, what: str, candidates: Sequence[str]) -> ResultKeyError:
+        close = difflib.get_close_matches(str(key), list(dict.fromkeys(candidates)), n=5, cutoff=0.6)
+        msg = f"{key!r}: no such {what}"
+        if close:
+            msg += "; did you mean " + ", ".join(repr(c) for c in close) + "?"
+        else:
+            msg += f"; channels are {self.channels}"
+        return ResultKeyError(msg)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        ch, col = self.locate(key)
+        if ch == "t" and col is None and ch not in self._chan_by_name:
+            return self.t
+        s = self.series(ch)
+        return s if col is None else s[:, col]
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        try:
+            self.locate(key)
+        except KeyError:
+            return False
+        return True
+
+    __iter__ = None  # not a mapping: iterate over res.channels instead
+
+    # --- life cycle ----------------------------------------------------------------
+    def close(self) -> None:
+        """Release the file (no-op for in-memory results)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- summary -------------------------------------------------------------------
+    def summary(self) -> str:
+        """Multi-line human summary (used by ``mbcore info``)."""
+        lines = []
+        lines.append(f"file:      {self.path if self.path is not None else '(in memory)'}")
+        model = self.model_name or "(unnamed)"
+        if self.model_format:
+            model += f" ({self.model_format})"
+        lines.append(f"model:     {model}")
+        lines.append(f"analysis:  {self.analysis or '?'}")
+        st = self.status
+        if self.reason:
+            st += f": {self.reason}"
+        lines.append(f"status:    {st}")
+        when = self.created or "?"
+        if self.finished:
+            when += f" .. {self.finished}"
+        lines.append(f"time:      {when}")
+        n = len(self)
+        if n:
+            t0, t1 = float(self._t[0]), float(self._t[-1])
+            lines.append(f"rows:      {n}  (t = {t0:.6g} .. {t1:.6g}, span {t1 - t0:.6g})")
+        else:
+            lines.append("rows:      0")
+        if self._channels:
+            lines.append(f"channels:  {len(self._channels)}")
+            wname = max(len(c.name) for c in self._channels)
+            for c in self._channels:
+                extra = f" [{c.unit}]" if c.unit else ""
+                desc = f"  {c.description}" if c.description else ""
+                lines.append(f"  {c.name:<{wname}}  width {c.width:<4}{extra}{desc}".rstrip())
+                if c.labels:
+                    lines.append(f"  {'':<{wname}}  {_short_list(c.labels)}")
+        else:
+            lines.append("channels:  (none)")
+        if self._events:
+            kinds: dict[str, int] = {}
+            for e in self._events:
+                kinds[e.kind] = kinds.get(e.kind, 0) + 1
+            lines.append(f"events:    {len(self._events)} ("
+                         + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")")
+        if self.stats:
+            lines.append("stats:     " + _short_list(
+                [f"{k}={_fmt_num(v)}" for k, v in self.stats.items()], n=8))
+        if self.versions:
+            lines.append("versions:  " + ", ".join(f"{k} {v}" for k, v in self.versions.items()))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path is not None else "memory"
+        return (f"<{type(self).__name__} {where}: {self.analysis or '?'} {self.status}, "
+                f"{len(self)} rows, channels {self.channels}>")
+
+
+# ------------------------------------------------------------------------ in memory
+class MemoryResult(ResultBase):
+    """A result held in memory (returned by ``MemoryReporter.result()``).
+
+    ``series`` maps channel name to an (N, width) array; arrays are kept (not
+    copied) and made read-only.
+    """
+
+    def __init__(self, *, info: RunInfo, t: np.ndarray, series: Mapping[str, np.ndarray],
+                 status: str = "finished", reason: str = "",
+                 stats: Mapping[str, Any] | None = None,
+                 events: Sequence[tuple[float, str, str]] = (),
+                 created: str = "", finished: str = ""):
+        self._channels = [Channel(c.name, list(c.labels), c.description, c.unit)
+                          for c in info.channels]
+        self._t = _readonly(np.asarray(t, dtype=np.float64))
+        n = self._t.shape[0]
+        self._data = {}
+        for c in self._channels:
+            a = np.asarray(series[c.name], dtype=np.float64)
+            if a.shape != (n, c.width):
+                raise ValueError(f"series {c.name!r} has shape {a.shape}, expected {(n, c.width)}")
+            self._data[c.name] = a
+        self._status = status
+        self._reason = reason
+        self._analysis = info.analysis
+        self._model_name = info.model_name
+        self._model_format = info.model_format
+        self._model_text = info.model_text
+        self._settings = json_normalize(dict(info.settings))
+        self._versions = {str(k): str(v) for k, v in info.versions.items()}
+        self._metadata = json_normalize(dict(info.metadata))
+        self._stats = json_normalize(dict(stats or {}))
+        self._events = [Event(float(e[0]), str(e[1]), str(e[2])) for e in events]
+        self._created = created
+        self._finished = finished
+        super().__init__()
+
+    def _read_series(self, name: str) -> np.ndarray:
+        return self._data[name]
+
+
+# ----------------------------------------------------------------------------- HDF5
+def _attr_str(attrs, name: str, default: str = "") -> str:
+    v = attrs.get(name, default)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, np.ndarray) and v.shape == ():
+        v = v[()]
+        return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+    return str(v)
+
+
+def _attr_json(attrs, name: str, default: Any) -> Any:
+    if name not in attrs:
+        return default
+    try:
+        return json.loads(_attr_str(attrs, name))
+    except ValueError:
+        return default
+
+
+def _str_list(values) -> list[str]:
+    return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in values]
+
+
+class Result(ResultBase):
+    """An mbcore HDF5 result file, opened read-only.
+
+    ``Result(path)`` reads the description, labels, time vector and events at
+    once and each series lazily on first access (then cached).  The file stays open
+    until :meth:`close` (or the end of a ``with`` block).
+
+    ``live=True`` opens a file that a running writer still holds (HDF5 file
+    locking disabled) and shows the rows flushed so far.  This is best-effort: the
+    file is consistent between the writer's flushes, and the reader sees a snapshot
+    taken at open time (reopen to see newer rows).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, live: bool = False):
+        import h5py  # local: mbcore.result must import without h5py for memory results
+
+        self.path = Path(path)
+        if not self.path.exists():
+            raise FileNotFoundError(errno.ENOENT, "no such result file", str(self.path))
+        if self.path.is_dir():
+            raise ResultFileError(f"{self.path}: is a directory, not a result file")
+        kw = {"locking": False} if live else {}
+        try:
+            f = h5py.File(self.path, "r", **kw)
+        except OSError as e:
+            if "lock" in str(e).lower():
+                raise ResultFileError(
+                    f"{self.path}: the file is open for writing by another process (a run in "
+                    f"progress?); Result(path, live=True) reads the rows flushed so far") from e
+            raise ResultFileError(f"{self.path}: not an HDF5 file ({e})") from e
+        self._f = f
+        try:
+            self._load(f)
+        except BaseException:
+            f.close()
+            raise
+        super().__init__()
+
+    def _load(self, f) -> None:
+        a = f.attrs
+        schema = _attr_str(a, "schema", "")
+        if schema != SCHEMA or "t" not in f or "series" not in f:
+            raise ResultFileError(f"{self.path}: not an mbcore result file "
+                                  f"(root attribute schema={schema or None!r}, expected {SCHEMA!r})")
+        version = int(a.get("layout_version", 0))
+        if version > LAYOUT_VERSION:
+            raise ResultFileError(
+                f"{self.path}: result layout_version {version} was written by a newer mbcore "
+                f"(this one reads up to {LAYOUT_VERSION})")
+        self.layout_version = version
+        self._status = _attr_str(a, "status", "running")
+        self._reason = _attr_str(a, "reason", "")
+        self._analysis = _attr_str(a, "analysis", "")
+        self._created = _attr_str(a, "created", "")
+        self._finished = _attr_str(a, "finished", "")
+        self._metadata = _attr_json(a, "metadata", {})
+        self._stats = _attr_json(a, "stats", {})
+        names = _str_list(a.get("channels", []))
+        series = f["series"]
+        labels = f["labels"] if "labels" in f else None
+        chans = []
+        lengths = []
+        for name in names:
+            ds = series[name]
+            lab = _str_list(labels[name][()]) if labels is not None and name in labels else []
+            chans.append(Channel(name, lab, _attr_str(ds.attrs, "description"),
+                                 _attr_str(ds.attrs, "unit")))
+            lengths.append(ds.shape[0])
+        self._channels = chans
+        t = f["t"]
+        # a reader trusts len(t); the writer writes t last, so series are never shorter
+        n = min([t.shape[0], *lengths])
+        self._t = _readonly(np.asarray(t[:n], dtype=np.float64))
+        # model
+        if "model" in f:
+            m = f["model"]
+            v = m[()]
+            self._model_text = v.decode("utf-8") if isinstance(v, bytes) else str(v)
+            self._model_format = _attr_str(m.attrs, "format", "")
+            self._model_name = _attr_str(m.attrs, "name", "")
+        else:  # pragma: no cover - always written
+            self._model_text, self._model_format, self._model_name = "", "", ""
+        self._settings = _attr_json(f["settings"].attrs, "json", {}) if "settings" in f else {}
+        self._versions = ({k: _attr_str(f["versions"].attrs, k) for k in f["versions"].attrs}
+                          if "versions" in f else {})
+        events: list[Event] = []
+        if "events" in f:
+            ev = f["events"]
+            m = min(ev["t"].shape[0], ev["kind"].shape[0], ev["message"].shape[0])
+            if m:
+                et = ev["t"][:m]
+                ek = _str_list(ev["kind"][:m])
+                em = _str_list(ev["message"][:m])
+                events = [Event(float(x), k, s) for x, k, s in zip(et, ek, em)]
+        self._events = events
+
+    def _read_series(self, name: str) -> np.ndarray:
+        if self._f is None or not self._f.id.valid:
+            raise ValueError(f"{self.path}: result is closed")
+        ds = self._f["series"][name]
+        n = len(self)
+        w = self._chan_by_name[name].width
+        if w == 0:
+            return np.empty((n, 0))
+        return np.asarray(ds[:n], dtype=np.float64)
+
+    def load_all(self) -> "Result":
+        """Read every series now (e.g. before closing the file); returns self."""
+        for name in self.channels:
+            self.series(name)
+        return self
+
+    def close(self) -> None:
+        f = getattr(self, "_f", None)
+        if f is not None:
+            try:
+                f.close()
+            finally:
+                self._f = None
+
+    def __del__(self):  # pragma: no cover - gc timing
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def open_result(path: str | os.PathLike, *, live: bool = False) -> Result:
+    """Same as ``Result(path)``."""
+    return Result(path, live=live)

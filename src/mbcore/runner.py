@@ -1,0 +1,130 @@
+"""``run``: compile a model, run its analysis, stream the results (CLI and Python)."""
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .errors import MbcoreError, ModelError
+from .reporting import Reporter, RunInfo
+
+
+def versions() -> dict[str, str]:
+    import h5py
+    import numpy
+    import pluggy
+    import scipy
+
+    from . import __version__
+    return {"mbcore": __version__, "python": platform.python_version(),
+            "numpy": numpy.__version__, "scipy": scipy.__version__,
+            "h5py": h5py.__version__, "pluggy": pluggy.__version__,
+            "platform": platform.platform()}
+
+
+def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | None = None,
+        output: str | os.PathLike | None = None, reporters: Sequence[Reporter] = (),
+        progress: bool = False, kernels: str | None = None, plugins=None, raise_errors=True):
+    """Run the model's analysis; return the in-memory result.
+
+    ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
+    ``settings`` are merged over the model's; ``output`` is an HDF5 path
+    (streamed while running).  On failure the results so far are kept (HDF5 file
+    marked ``failed`` with the reason) and the error is raised, unless
+    ``raise_errors=False``, in which case the (failed) result is returned.
+    """
+    from .plugins import get_plugin_manager
+    pm = plugins or get_plugin_manager()
+    reg = pm.registry
+    merged = dict(model.settings)
+    merged.update(settings or {})
+    aname = analysis or merged.get("analysis") or "kinematic"
+    if not reg.has("analysis", aname):
+        raise ModelError("settings.analysis", reg.unknown_message("analysis", aname))
+    system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm)
+    acls = reg.get("analysis", aname)
+    job = acls(system, {k: v for k, v in merged.items()})
+
+    memory = reg.get("reporter", "memory")()
+    reps: list[Reporter] = [memory]
+    if output is not None:
+        out = Path(output)
+        if not out.parent.exists():
+            raise ModelError("output", f"directory '{out.parent}' does not exist")
+        reps.append(reg.get("reporter", "hdf5")(out))
+    reps.extend(reporters)
+
+    text, fmt = model.to_text()
+    info = RunInfo(analysis=aname, channels=job.channels(), model_text=text,
+                   model_format=fmt, model_name=model.name,
+                   settings={"analysis": aname, **job.settings,
+                             "kernels": system.backend},
+                   versions=versions(),
+                   metadata={"bodies": system.body_names,
+                             "coordinates": system.coordinate_names,
+                             "constraints": system.constraint_names,
+                             "points": system.point_names,
+                             "source": model.source_path or "",
+                             "units": model.units})
+    for r in reps:
+        r.start(info)
+
+    def record(t, data):
+        for r in reps:
+            r.record(t, data)
+
+    def event(t, kind, message):
+        for r in reps:
+            r.event(t, kind, message)
+
+    t0 = time.perf_counter()
+    old = _install_sigterm()
+    error: BaseException | None = None
+    try:
+        job.run(record, event, progress=progress)
+    except (MbcoreError, KeyboardInterrupt) as exc:
+        error = exc
+    except Exception as exc:   # unexpected: still keep the results and say why
+        error = exc
+    finally:
+        _restore_sigterm(old)
+    stats = dict(job.stats)
+    stats["wall_time"] = time.perf_counter() - t0
+    if error is None:
+        for r in reps:
+            r.finish("finished", "", stats)
+    else:
+        reason = "interrupted" if isinstance(error, KeyboardInterrupt) else \
+            f"{type(error).__name__}: {error}"
+        for r in reps:
+            r.finish("failed", reason, stats)
+        if raise_errors:
+            raise error
+    result = memory.result()
+    result.system = system
+    return result
+
+
+class _Terminated(KeyboardInterrupt):
+    pass
+
+
+def _install_sigterm():
+    """Turn SIGTERM into an exception so the HDF5 file is closed as 'failed'."""
+    try:
+        def handler(signum, frame):
+            raise _Terminated("terminated (SIGTERM)")
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, AttributeError):   # not the main thread / no signals
+        return None
+
+
+def _restore_sigterm(old):
+    if old is not None:
+        try:
+            signal.signal(signal.SIGTERM, old)
+        except ValueError:
+            pass

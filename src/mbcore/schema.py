@@ -1,0 +1,199 @@
+"""Validation of model data with error messages that name the key path.
+
+Each element type declares its parameters as a mapping ``key -> Param``; the core
+checks a model's element entries against it (``joints[3].point_j: expected 2
+numbers, got 3``).  Values are data only: nothing is evaluated or executed.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import ModelError
+
+_MISSING = object()
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def number(value: Any, path: str, *, finite: bool = True, min: float | None = None,
+           max: float | None = None, positive: bool = False) -> float:
+    if not _is_number(value):
+        raise ModelError(path, f"expected a number, got {_describe(value)}")
+    v = float(value)
+    if finite and not math.isfinite(v):
+        raise ModelError(path, f"expected a finite number, got {v}")
+    if positive and not v > 0:
+        raise ModelError(path, f"expected a positive number, got {v:g}")
+    if min is not None and v < min:
+        raise ModelError(path, f"expected a number >= {min:g}, got {v:g}")
+    if max is not None and v > max:
+        raise ModelError(path, f"expected a number <= {max:g}, got {v:g}")
+    return v
+
+
+def vector(value: Any, path: str, n: int = 2) -> tuple[float, ...]:
+    if not isinstance(value, (list, tuple)) or isinstance(value, str):
+        try:  # numpy arrays from the Python API
+            import numpy as np
+            if isinstance(value, np.ndarray) and value.ndim == 1:
+                value = value.tolist()
+            else:
+                raise TypeError
+        except TypeError:
+            raise ModelError(path, f"expected {n} numbers, got {_describe(value)}") from None
+    if len(value) != n:
+        raise ModelError(path, f"expected {n} numbers, got {len(value)}")
+    return tuple(number(v, f"{path}[{k}]") for k, v in enumerate(value))
+
+
+def string(value: Any, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ModelError(path, f"expected a non-empty string, got {_describe(value)}")
+    return value
+
+
+def mapping(value: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ModelError(path, f"expected a mapping (key: value), got {_describe(value)}")
+    for k in value:
+        if not isinstance(k, str):
+            raise ModelError(path, f"keys must be strings, got {k!r}")
+    return value
+
+
+def sequence(value: Any, path: str) -> Sequence[Any]:
+    if not isinstance(value, (list, tuple)):
+        raise ModelError(path, f"expected a list, got {_describe(value)}")
+    return value
+
+
+def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str,
+               required: Iterable[str] = ()) -> None:
+    """Unknown keys and missing required keys are errors naming the key path."""
+    allowed = list(allowed)
+    for k in data:
+        if k not in allowed:
+            close = difflib.get_close_matches(k, allowed, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else \
+                f" (allowed: {', '.join(allowed)})"
+            raise ModelError(join(path, k), f"unknown key{hint}")
+    for k in required:
+        if k not in data:
+            raise ModelError(join(path, k), "required key is missing")
+
+
+def join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return f"{type(value).__name__} ({value!r})"
+
+
+# ---------------------------------------------------------------------------------
+# Parameter declarations used by element types
+# ---------------------------------------------------------------------------------
+@dataclass
+class Param:
+    """One parameter of an element type.
+
+    ``kind`` is one of ``body``, ``vec2``, ``number``, ``choice``, ``function``,
+    ``string``.  ``default`` of ``None`` with ``required=False`` means the type
+    computes a default itself (e.g. from the initial configuration).
+    """
+
+    kind: str
+    doc: str = ""
+    default: Any = _MISSING
+    required: bool | None = None
+    choices: Sequence[str] = field(default_factory=tuple)
+    positive: bool = False
+    on: str = ""          # for ``vec2`` points: the body parameter the point lies on
+
+    def is_required(self) -> bool:
+        if self.required is not None:
+            return self.required
+        return self.default is _MISSING
+
+    def validate(self, value: Any, path: str, ctx: "ValidationContext") -> Any:
+        if value is None and not self.is_required():
+            return None
+        k = self.kind
+        if k == "number":
+            return number(value, path, positive=self.positive)
+        if k == "vec2":
+            if isinstance(value, str) and ctx is not None:
+                return ctx.point(value, path)   # a named point: (body, local coords)
+            return vector(value, path, 2)
+        if k == "body":
+            name = string(value, path)
+            if ctx is not None:
+                ctx.check_body(name, path)
+            return name
+        if k == "choice":
+            if value not in self.choices:
+                raise ModelError(path, f"expected one of {', '.join(map(repr, self.choices))}, "
+                                       f"got {_describe(value)}")
+            return value
+        if k == "function":
+            return ctx.function(value, path) if ctx is not None else value
+        if k == "string":
+            return string(value, path)
+        raise ModelError(path, f"internal: unknown parameter kind {k!r}")
+
+    def default_value(self) -> Any:
+        return None if self.default is _MISSING else self.default
+
+
+class ValidationContext:
+    """What parameter validation may look up: body names, named points, functions."""
+
+    def __init__(self, bodies: Iterable[str], points: Mapping[str, tuple[str, tuple]],
+                 parameters: Mapping[str, float], ground: str = "ground"):
+        self.bodies = set(bodies)
+        self.points = dict(points)
+        self.parameters = dict(parameters)
+        self.ground = ground
+
+    def check_body(self, name: str, path: str) -> None:
+        if name != self.ground and name not in self.bodies:
+            known = sorted(self.bodies) + [self.ground]
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ModelError(path, f"unknown body '{name}'{hint}")
+
+    def point(self, name: str, path: str):
+        if name not in self.points:
+            raise ModelError(path, f"unknown point '{name}' (expected 2 numbers or the name "
+                                   f"of a point in 'points')")
+        return NamedPoint(name, *self.points[name])
+
+    def function(self, spec: Any, path: str):
+        from .functions import parse_function
+        return parse_function(spec, path, self.parameters)
+
+
+@dataclass(frozen=True)
+class NamedPoint:
+    """A point given by name in an element; resolved against the element's body."""
+
+    name: str
+    body: str
+    at: tuple[float, float]

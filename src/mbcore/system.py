@@ -1,0 +1,374 @@
+"""System: a Model compiled for evaluation, and the evaluation pipeline.
+
+``System`` is built once by :meth:`mbcore.Model.compile` and never changes: the
+coordinate index map, the constraint elements packed by type into contiguous
+arrays (*groups*), the Jacobian sparsity pattern, the function table of all time
+functions and preallocated buffers.  The state (t, q, qd, qdd, lam) lives apart
+(:class:`mbcore.state.State`).
+
+The pipeline (spec/planar.md §0.2, 004 §3.2.2) — one call per quantity, top to
+bottom in this file::
+
+    functions(t) -> phi(q, t) -> jacobian(q, t) -> nu(q, t) -> gamma(q, qd, t)
+
+Built-in types with a compiled kernel are assembled by one call into
+``mbcore._ext._planar.PlanarEvaluator``; the NumPy reference path (environment
+variable ``MBCORE_KERNELS=numpy`` or ``Model.compile(kernels="numpy")``) and
+Python-only plugin types use the types' vectorised reference methods, one call
+per group.  Returned arrays are the System's work buffers: valid until the next
+call of the same stage; copy them to keep them.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .elements import ConstraintType, PackContext, perp, rot
+from .errors import ModelError, PluginError
+from .state import State
+
+#: systems with at most this many coordinates use dense Jacobians and LAPACK
+DENSE_LIMIT = 300
+BACKENDS = ("compiled", "numpy")
+
+
+def default_backend() -> str:
+    b = os.environ.get("MBCORE_KERNELS", "compiled").strip().lower() or "compiled"
+    if b not in BACKENDS:
+        raise ValueError(f"MBCORE_KERNELS={b!r}: expected one of {', '.join(BACKENDS)}")
+    return b
+
+
+def compiled_available() -> bool:
+    try:
+        from ._ext import _functions, _linalg, _planar  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class Group:
+    """All elements of one constraint type, packed contiguously."""
+
+    ctype: ConstraintType
+    names: list[str]          # element names
+    paths: list[str]          # key paths (joints[2])
+    boff: np.ndarray          # (ne, nb) offsets of each body's x in the extended q
+    row: np.ndarray           # (ne,) first row of each element
+    par: np.ndarray           # (ne, n_par)
+    fidx: np.ndarray          # (ne, n_fun) indices into the function table
+    jpos: np.ndarray          # (ne, m*nb*3) Jacobian data positions (trash = last)
+    compiled: bool = False
+
+    @property
+    def ne(self) -> int:
+        return len(self.names)
+
+    @property
+    def m(self) -> int:
+        return self.ctype.equations
+
+    def rows(self) -> np.ndarray:
+        return (self.row[:, None] + np.arange(self.m)).ravel()
+
+    def cidx(self) -> np.ndarray:
+        return self.boff[:, :, None] + np.arange(3)
+
+
+class System:
+    """A compiled, immutable multibody system (see module docstring)."""
+
+    def __init__(self, model, registry, kernels: str | None = None):
+        self.model = model
+        backend = kernels or default_backend()
+        if backend not in BACKENDS:
+            raise ValueError(f"kernels={backend!r}: expected one of {', '.join(BACKENDS)}")
+        if backend == "compiled" and not compiled_available():
+            warnings.warn("mbcore's compiled kernels are not available (was the package "
+                          "built?); using the NumPy reference path", RuntimeWarning)
+            backend = "numpy"
+        self.backend = backend
+
+        # ---- coordinates ------------------------------------------------------
+        self.body_names = [b.name for b in model.bodies]
+        self.nb = len(self.body_names)
+        self.n = 3 * self.nb
+        self.coordinate_names = [f"{b}.{c}" for b in self.body_names for c in ("x", "y", "phi")]
+        self._boff = {name: 3 * k for k, name in enumerate(self.body_names)}
+        self._boff[model.ground] = self.n          # ground: the 3 zeros after q
+
+        # ---- constraint groups -------------------------------------------------
+        from .functions import FunctionTable
+        functions: list[Any] = []
+        by_type: dict[str, list] = {}
+        order: list[str] = []
+        row = 0
+        self.constraint_names: list[str] = []
+        self.element_rows: dict[str, slice] = {}
+        self.element_types: dict[str, str] = {}
+        self.element_sections: dict[str, str] = {}
+        for el in model.constraint_elements():
+            cls = registry.get("constraint", el.type)
+            if el.type not in by_type:
+                by_type[el.type] = []
+                order.append(el.type)
+            ct = cls()
+            par, funs = ct.pack(el.values, PackContext(model, el.path))
+            par = np.asarray(par, dtype=float).ravel()
+            if par.size != ct.n_par or len(funs) != ct.n_fun:
+                raise PluginError(f"constraint type '{el.type}': pack() returned {par.size} "
+                                  f"parameters and {len(funs)} functions, declared "
+                                  f"n_par={ct.n_par}, n_fun={ct.n_fun}")
+            fidx = list(range(len(functions), len(functions) + len(funs)))
+            functions.extend(funs)
+            bodies = [el.values[b] for b in cls.bodies]
+            by_type[el.type].append((el, ct, par, fidx, bodies, row))
+            labels = ct.equation_labels()
+            self.constraint_names += [f"{el.name}.{lab}" for lab in labels]
+            self.element_rows[el.name] = slice(row, row + ct.equations)
+            self.element_types[el.name] = el.type
+            self.element_sections[el.name] = el.section
+            row += ct.equations
+        self.m = row
+        self.functions = functions
+        self.ftable = FunctionTable(functions, backend=backend)
+        self.fv = np.zeros((len(functions), 3))
+        self._ft = None                       # time of the last function evaluation
+
+        # ---- Jacobian pattern --------------------------------------------------
+        rows_all, cols_all, owners = [], [], []
+        pre = []
+        for tname in order:
+            items = by_type[tname]
+            ct = items[0][1]
+            nbk = len(ct.bodies)
+            boff = np.array([[self._boff[b] for b in it[4]] for it in items], dtype=np.intp)
+            rowa = np.array([it[5] for it in items], dtype=np.intp)
+            # entry (e, r, b, c): row = row_e + r, col = boff[e,b] + c  (col >= n -> ground)
+            r_ = rowa[:, None, None, None] + np.arange(ct.equations)[None, :, None, None]
+            c_ = boff[:, None, :, None] + np.arange(3)[None, None, None, :]
+            r_, c_ = np.broadcast_arrays(r_, c_)
+            pre.append((tname, items, ct, boff, rowa, r_.reshape(len(items), -1),
+                        c_.reshape(len(items), -1)))
+            rows_all.append(r_.ravel())
+            cols_all.append(c_.ravel())
+        R = np.concatenate(rows_all) if rows_all else np.zeros(0, np.intp)
+        C = np.concatenate(cols_all) if cols_all else np.zeros(0, np.intp)
+        real = C < self.n
+        # CSR pattern of the non-ground entries (unique: an element owns its rows and
+        # connects distinct bodies)
+        key = np.unique(R[real] * max(self.n, 1) + C[real])
+        self._csr_rows = key // max(self.n, 1)
+        self._csr_cols = key % max(self.n, 1)
+        self.nnz = len(key)
+        indptr = np.zeros(self.m + 1, dtype=np.intp)
+        np.add.at(indptr, self._csr_rows + 1, 1)
+        self._indptr = np.cumsum(indptr)
+        self.dense = self.n <= DENSE_LIMIT
+
+        self.groups: list[Group] = []
+        for tname, items, ct, boff, rowa, r_, c_ in pre:
+            if self.dense:
+                jpos = np.where(c_ < self.n, r_ * self.n + c_, self.m * self.n)
+            else:
+                pos = np.searchsorted(key, r_ * max(self.n, 1) + c_)
+                jpos = np.where(c_ < self.n, pos, self.nnz)
+            g = Group(ct, [it[0].name for it in items], [it[0].path for it in items],
+                      boff, rowa, np.array([it[2] for it in items]).reshape(len(items), ct.n_par),
+                      np.array([it[3] for it in items], dtype=np.intp).reshape(len(items),
+                                                                                ct.n_fun),
+                      np.ascontiguousarray(jpos, dtype=np.intp))
+            self.groups.append(g)
+
+        # ---- buffers and kernels -------------------------------------------------
+        self._qx = np.zeros(self.n + 3)
+        self._qdx = np.zeros(self.n + 3)
+        self._phi = np.zeros(self.m)
+        self._nu = np.zeros(self.m)
+        self._gamma = np.zeros(self.m)
+        size = self.m * self.n if self.dense else self.nnz
+        self._jdata = np.zeros(size + 1)           # + trash slot
+        self._jac_view = self._jdata[:size].reshape(self.m, self.n) if self.dense else None
+        self._evaluator = None
+        self._py_groups = list(self.groups)
+        if self.backend == "compiled":
+            from ._ext import _planar
+            comp = []
+            for g in self.groups:
+                k = g.ctype.kernel
+                if k is None:
+                    continue
+                if k not in _planar.KERNELS:
+                    raise PluginError(f"constraint type '{g.ctype.name}' names kernel {k!r}, "
+                                      f"which mbcore._ext._planar does not provide")
+                spec = _planar.KERNELS[k]
+                if spec[1:] != (g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par,
+                                g.ctype.n_fun):
+                    raise PluginError(f"constraint type '{g.ctype.name}': its declaration "
+                                      f"does not match kernel {k!r}")
+                g.compiled = True
+                comp.append(dict(kernel=k, boff=g.boff, row=g.row, par=g.par,
+                                 fidx=g.fidx, jpos=g.jpos))
+            self._evaluator = _planar.PlanarEvaluator(self.n, comp)
+            self._py_groups = [g for g in self.groups if not g.compiled]
+        for g in self._py_groups:      # precomputed gather/scatter indices
+            g._rows = g.rows()
+            g._cidx = g.cidx()
+            g._jflat = g.jpos.ravel()
+
+        # points of interest (KAP "points"): body offsets and local coordinates
+        self.point_names = [p.name for p in model.points]
+        self._pt_off = np.array([self._boff[p.body] for p in model.points], dtype=np.intp)
+        self._pt_loc = np.array([p.at for p in model.points], dtype=float).reshape(-1, 2)
+
+    # =========================================================================
+    # evaluation pipeline
+    # =========================================================================
+    def functions_at(self, t: float) -> np.ndarray:
+        """Jets (c, c', c'') of every time function at t (cached per t)."""
+        if self._ft != t:
+            if len(self.functions):
+                self.ftable.evaluate(t, self.fv)
+            self._ft = t
+        return self.fv
+
+    def phi(self, q: np.ndarray, t: float) -> np.ndarray:
+        """Constraint violations Phi(q, t), length m (004 Eq 3.18)."""
+        fv = self.functions_at(t)
+        if self._evaluator is not None:
+            self._evaluator.phi(q, t, fv, self._phi)
+        if self._py_groups:
+            self._load(q)
+            for g in self._py_groups:
+                self._phi[g._rows] = self._call(g, "phi", (g.par, self._qx[g._cidx], t,
+                                                          fv[g.fidx]), (g.ne, g.m)).ravel()
+        return self._phi
+
+    def jacobian(self, q: np.ndarray, t: float):
+        """Phi_q: dense (m, n) array for small systems, else a CSR matrix."""
+        self._jacobian_data(q, t)
+        if self.dense:
+            return self._jac_view
+        return sp.csr_matrix((self._jdata[:self.nnz], self._csr_cols, self._indptr),
+                             shape=(self.m, self.n))
+
+    def _jacobian_data(self, q: np.ndarray, t: float) -> np.ndarray:
+        fv = self.functions_at(t)
+        if self._evaluator is not None:
+            self._evaluator.jacobian(q, t, fv, self._jdata)
+        if self._py_groups:
+            self._load(q)
+            for g in self._py_groups:
+                blk = self._call(g, "jacobian", (g.par, self._qx[g._cidx], t, fv[g.fidx]),
+                                 (g.ne, g.m, len(g.ctype.bodies), 3))
+                self._jdata[g._jflat] = blk.ravel()
+        return self._jdata
+
+    def nu(self, q: np.ndarray, t: float) -> np.ndarray:
+        """Velocity right-hand side nu = -Phi_t (004 Eq 3.14)."""
+        fv = self.functions_at(t)
+        if self._evaluator is not None:
+            self._evaluator.nu(q, t, fv, self._nu)
+        if self._py_groups:
+            self._load(q)
+            for g in self._py_groups:
+                self._nu[g._rows] = self._call(g, "nu", (g.par, self._qx[g._cidx], t,
+                                                        fv[g.fidx]), (g.ne, g.m)).ravel()
+        return self._nu
+
+    def gamma(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
+        """Acceleration right-hand side gamma (004 Eq 3.16)."""
+        fv = self.functions_at(t)
+        if self._evaluator is not None:
+            self._evaluator.gamma(q, qd, t, fv, self._gamma)
+        if self._py_groups:
+            self._load(q)
+            self._qdx[:self.n] = qd
+            for g in self._py_groups:
+                self._gamma[g._rows] = self._call(
+                    g, "gamma", (g.par, self._qx[g._cidx], self._qdx[g._cidx], t, fv[g.fidx]),
+                    (g.ne, g.m)).ravel()
+        return self._gamma
+
+    # ------------------------------------------------------------------ helpers
+    def _load(self, q: np.ndarray) -> None:
+        self._qx[:self.n] = q
+
+    @staticmethod
+    def _call(g: Group, method: str, args, shape) -> np.ndarray:
+        out = np.asarray(getattr(g.ctype, method)(*args), dtype=float)
+        if out.shape != shape:
+            try:
+                out = out.reshape(shape)
+            except ValueError:
+                raise PluginError(f"constraint type '{g.ctype.name}'.{method}() returned shape "
+                                  f"{out.shape}, expected {shape}") from None
+        return out
+
+    def jacobian_dense(self, q: np.ndarray, t: float) -> np.ndarray:
+        """Phi_q as a new dense array (any size; for diagnostics and tests)."""
+        J = self.jacobian(q, t)
+        return J.toarray() if sp.issparse(J) else J.copy()
+
+    def initial_state(self, t: float = 0.0) -> State:
+        """State from the bodies' initial estimates (not yet assembled)."""
+        q = np.zeros(self.n)
+        qd = np.zeros(self.n)
+        for k, b in enumerate(self.model.bodies):
+            q[3 * k: 3 * k + 3] = (b.position[0], b.position[1], b.angle)
+            qd[3 * k: 3 * k + 3] = (b.velocity[0], b.velocity[1], b.angular_velocity)
+        return State(t=t, q=q, qd=qd, qdd=np.zeros(self.n), lam=np.zeros(self.m))
+
+    def coordinate_index(self, name: str) -> int:
+        try:
+            return self.coordinate_names.index(name)
+        except ValueError:
+            raise KeyError(f"no coordinate '{name}'") from None
+
+    def point_kinematics(self, q, qd, qdd) -> np.ndarray:
+        """Position, velocity and acceleration of every named point, (np, 6):
+        ``x, y, xd, yd, xdd, ydd`` (spec/planar.md §0.1; KAP "points of interest")."""
+        if not len(self.point_names):
+            return np.zeros((0, 6))
+        qx = np.concatenate([q, np.zeros(3)])
+        qdx = np.concatenate([qd, np.zeros(3)])
+        qddx = np.concatenate([qdd, np.zeros(3)])
+        o = self._pt_off
+        S = rot(qx[o + 2], self._pt_loc)
+        RS = perp(S)
+        w, a = qdx[o + 2][:, None], qddx[o + 2][:, None]
+        pos = qx[o][:, None] * [1, 0] + qx[o + 1][:, None] * [0, 1] + S
+        vel = np.stack([qdx[o], qdx[o + 1]], -1) + w * RS
+        acc = np.stack([qddx[o], qddx[o + 1]], -1) + a * RS - w ** 2 * S
+        return np.concatenate([pos, vel, acc], axis=1)
+
+    def describe(self) -> str:
+        lines = [f"System {self.model.name!r}: n = {self.n} coordinates, m = {self.m} "
+                 f"constraint equations, {len(self.functions)} time functions, "
+                 f"backend = {self.backend}, Jacobian {'dense' if self.dense else 'sparse'} "
+                 f"({self.nnz} structural non-zeros)"]
+        for g in self.groups:
+            lines.append(f"  {g.ctype.name:16s} x{g.ne:<4d} "
+                         f"{'compiled' if g.compiled else 'python'}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<System {self.model.name!r} n={self.n} m={self.m} backend={self.backend}>"
+
+
+def check_finite(name: str, x: np.ndarray, labels, t: float) -> None:
+    """Raise a clear error if ``x`` has a NaN/inf, naming the first bad entry."""
+    if not np.all(np.isfinite(x)):
+        k = int(np.nonzero(~np.isfinite(x))[0][0])
+        from .errors import AnalysisError
+        raise AnalysisError(f"{name} is not finite at '{labels[k]}' ({x[k]})", t)
+
+
+__all__ = ["System", "Group", "default_backend", "compiled_available", "check_finite",
+           "ModelError"]

@@ -1,0 +1,28 @@
+"""Built-in plugins of mbcore: planar constraint types, analyses, reporters.
+
+Registered through the entry-point group ``mbcore`` exactly like a third-party
+plugin (see pyproject.toml), using the hooks of :mod:`mbcore.hookspecs`.
+"""
+from __future__ import annotations
+
+from mbcore import __version__
+from mbcore.hookspecs import hookimpl
+
+
+@hookimpl
+def mbcore_constraint_types():
+    from .planar.constraints import CONSTRAINT_TYPES
+    return list(CONSTRAINT_TYPES)
+
+
+@hookimpl
+def mbcore_analyses():
+    from .analyses.kinematic import KinematicAnalysis
+    return [KinematicAnalysis]
+
+
+@hookimpl
+def mbcore_reporters():
+    from .reporters.hdf5 import HDF5Reporter
+    from .reporters.memory import MemoryReporter
+    return [HDF5Reporter, MemoryReporter]

@@ -1,0 +1,218 @@
+"""Kinematic analysis of kinematically driven systems (004 §3.2.2 Alg K-II, §4.3,
+KAP §5.1.2; 002 ch.3; spec/planar.md §4.2).
+
+Per output time: Newton-Raphson on ``Phi(q, t) = 0`` (drivers appended, square
+system) with one LU per iteration, then ``Phi_q qd = nu`` and
+``Phi_q qdd = gamma`` with the factors of the Jacobian at the converged q.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbcore.analysis import Analysis
+from mbcore.errors import (AnalysisError, ConvergenceError, LockupError, ModelError,
+                           SingularJacobianError)
+from mbcore.linalg import dense_lu, dependent_rows, rank_revealing
+from mbcore.reporting import Channel
+from mbcore.schema import Param
+from mbcore.system import check_finite
+
+
+class KinematicAnalysis(Analysis):
+    name = "kinematic"
+    description = "positions, velocities and accelerations of a kinematically driven system"
+    settings_schema = {
+        "t_start": Param("number", "first output time", default=0.0),
+        "t_end": Param("number", "last output time", default=1.0),
+        "output_step": Param("number", "output interval", default=0.01, positive=True),
+        "tolerance": Param("number", "Newton tolerance on |Phi| (scaled by 1 + |q|)",
+                           default=1e-10, positive=True),
+        "max_iterations": Param("number", "Newton iterations per time", default=25,
+                                positive=True),
+        "singular_tolerance": Param("number", "LU pivot ratio treated as singular",
+                                    default=1e-13, positive=True),
+        "predictor": Param("choice", "initial guess at the next time",
+                           default="taylor", choices=("taylor", "previous")),
+    }
+
+    @classmethod
+    def check_settings(cls, s, path):
+        if s["t_end"] < s["t_start"]:
+            raise ModelError(f"{path}.t_end", f"t_end ({s['t_end']:g}) is before t_start "
+                                              f"({s['t_start']:g})")
+        if s["max_iterations"] != int(s["max_iterations"]):
+            raise ModelError(f"{path}.max_iterations", "expected an integer")
+
+    # ----------------------------------------------------------------------
+    def channels(self):
+        sysm = self.system
+        ch = [Channel("q", list(sysm.coordinate_names), "coordinates"),
+              Channel("qd", list(sysm.coordinate_names), "velocities"),
+              Channel("qdd", list(sysm.coordinate_names), "accelerations")]
+        if sysm.point_names:
+            labels = [f"{p}.{c}" for p in sysm.point_names
+                      for c in ("x", "y", "xd", "yd", "xdd", "ydd")]
+            ch.append(Channel("points", labels, "named points: position, velocity, "
+                                                "acceleration"))
+        ch.append(Channel("solver", ["newton_iterations", "phi_norm", "pivot_ratio"],
+                          "Newton iterations, final |Phi|_inf and LU pivot ratio per time"))
+        return ch
+
+    def times(self) -> np.ndarray:
+        s = self.settings
+        t0, t1, h = s["t_start"], s["t_end"], s["output_step"]
+        n = int(math.floor((t1 - t0) / h + 1e-9))
+        return t0 + h * np.arange(n + 1)
+
+    # ----------------------------------------------------------------------
+    def run(self, record, event, progress=False):
+        sysm = self.system
+        n, m = sysm.n, sysm.m
+        s = self.settings
+        if m != n:
+            q0 = sysm.initial_state().q
+            J = sysm.jacobian_dense(q0, s["t_start"])
+            rank = rank_revealing(J)[0] if m else 0
+            raise ModelError("drivers", f"kinematic analysis needs as many constraint "
+                             f"equations as coordinates: n = {n} coordinates, m = {m} "
+                             f"equations (rank {rank} at the initial estimates), so "
+                             f"{n - rank} degree(s) of freedom are not driven"
+                             if m < n else
+                             f"kinematic analysis needs as many constraint equations as "
+                             f"coordinates: n = {n}, m = {m} (over-constrained: remove "
+                             f"{m - n} equations or drivers)")
+        lu = dense_lu(n, sysm.backend) if sysm.dense else None
+        times = self.times()
+        state = sysm.initial_state(times[0])
+        q, qd, qdd = state.q, np.zeros(n), np.zeros(n)
+        tol, maxit = s["tolerance"], int(s["max_iterations"])
+        iters_total = 0
+        points = bool(sysm.point_names)
+        bar = _progress(len(times), progress)
+        self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
+                      "dof_mechanism": None}
+        try:
+            # degrees of freedom of the mechanism without drivers (spec §4.1)
+            kin_rows = [r for name, sl in sysm.element_rows.items()
+                        if sysm.element_sections[name] == "joints"
+                        for r in range(sl.start, sl.stop)]
+            J0 = sysm.jacobian_dense(q, times[0])
+            rk = rank_revealing(J0[kin_rows])[0] if kin_rows else 0
+            self.stats["dof_mechanism"] = n - rk
+            ndrv = m - len(kin_rows)
+            event(float(times[0]), "info", f"{n} coordinates, {len(kin_rows)} kinematic "
+                  f"equations (rank {rk}): {n - rk} DOF, {ndrv} driver equations")
+            prev_t = None
+            for k, t in enumerate(times):
+                t = float(t)
+                if prev_t is not None and s["predictor"] == "taylor":
+                    h = t - prev_t
+                    q = q + h * qd + 0.5 * h * h * qdd
+                it, phin, ratio = self._newton(q, t, lu, tol, maxit)
+                iters_total += it
+                # velocities and accelerations with the Jacobian at the converged q
+                J = sysm.jacobian(q, t)
+                ratio = self._factor(lu, J, q, t)
+                qd = sysm.nu(q, t).copy()
+                self._solve(lu, J, qd)
+                qdd = sysm.gamma(q, qd, t).copy()
+                self._solve(lu, J, qdd)
+                check_finite("acceleration", qdd, sysm.coordinate_names, t)
+                data = {"q": q, "qd": qd, "qdd": qdd,
+                        "solver": np.array([it, phin, ratio])}
+                if points:
+                    data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
+                record(t, data)
+                self.stats["steps"] = k + 1
+                prev_t = t
+                bar.update(1)
+        finally:
+            bar.close()
+            self.stats["newton_iterations"] = iters_total
+        self.final = (q, qd, qdd)
+
+    # ----------------------------------------------------------------------
+    def _factor(self, lu, J, q, t) -> float:
+        sysm = self.system
+        self.stats["lu_factorizations"] = self.stats.get("lu_factorizations", 0) + 1
+        if lu is None:      # large systems: sparse LU
+            import scipy.sparse.linalg as spla
+            try:
+                self._splu = spla.splu(J.tocsc())
+            except RuntimeError:
+                self._singular(J.toarray(), t, 0.0)
+            return float("nan")
+        info = lu.factor(self.system._jdata)
+        if info != 0 or lu.pivot_ratio < self.settings["singular_tolerance"]:
+            self._singular(J, t, lu.pivot_ratio)
+        return lu.pivot_ratio
+
+    def _solve(self, lu, J, b):
+        if lu is None:
+            b[:] = self._splu.solve(b)
+        else:
+            lu.solve(b)
+
+    def _singular(self, J, t, ratio):
+        names = self.system.constraint_names
+        rows = dependent_rows(np.asarray(J))
+        raise SingularJacobianError(
+            f"the constraint Jacobian is singular (LU pivot ratio {ratio:.3g}): the "
+            f"mechanism is at a singular configuration (dead point, change point or "
+            f"redundant constraints); equations involved: "
+            f"{', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
+
+    def _newton(self, q, t, lu, tol, maxit):
+        """Newton-Raphson in place on q (004 Alg NR-I / KAP NUTON2)."""
+        sysm = self.system
+        scale = 1.0 + float(np.max(np.abs(q))) if q.size else 1.0
+        phin = float("inf")
+        history = []
+        for it in range(maxit + 1):
+            phi = sysm.phi(q, t)
+            check_finite("Phi", phi, sysm.constraint_names, t)
+            phin = float(np.max(np.abs(phi))) if phi.size else 0.0
+            history.append(phin)
+            if phin <= tol * scale:
+                return it, phin, float("nan")
+            if it == maxit:
+                break
+            J = sysm.jacobian(q, t)
+            try:
+                self._factor(lu, J, q, t)
+            except SingularJacobianError as exc:
+                raise LockupError(f"lock-up: {exc.args[0].split(': ', 1)[-1]}", t,
+                                  exc.constraints) from None
+            dq = -phi
+            self._solve(lu, J, dq)
+            if not np.all(np.isfinite(dq)) or np.max(np.abs(dq)) > 1e6 * scale:
+                break
+            q += dq
+        J = sysm.jacobian_dense(q, t)
+        rows = dependent_rows(J, rtol=1e-3)
+        names = [sysm.constraint_names[r] for r in rows]
+        raise LockupError(
+            f"lock-up: Newton-Raphson did not converge in {maxit} iterations "
+            f"(|Phi| went {history[0]:.3g} -> {history[-1]:.3g}); no assembly exists near "
+            f"the predicted configuration (dead point or limit position?). Equations "
+            f"involved: {', '.join(names)}", t, names)
+
+
+def _progress(total: int, enabled: bool):
+    if enabled:
+        try:
+            from tqdm import tqdm
+            return tqdm(total=total, delay=1.0, unit="step", leave=False)
+        except ImportError:  # pragma: no cover
+            pass
+    return _NoBar()
+
+
+class _NoBar:
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass

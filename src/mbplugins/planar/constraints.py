@@ -1,0 +1,328 @@
+"""Built-in planar constraint types (spec/planar.md §1: C1-C4, D1-D3).
+
+Each class is the type's schema, its packing, and the NumPy *reference*
+implementation of phi / Jacobian / nu / gamma, vectorised over a group of
+elements.  The compiled kernels of the same name in ``mbcore._ext._planar``
+compute the same numbers from the same packed parameters.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mbcore.elements import ConstraintType, PackContext, perp, rot
+from mbcore.errors import ModelError
+from mbcore.functions import parse_function
+from mbcore.schema import Param
+
+COORD = {"x": 0, "y": 1, "phi": 2}
+
+
+class Fixed(ConstraintType):
+    """Body fixed to ground: ``x = x0, y = y0, phi = phi0`` (C1 x3, 004 Eqs 4.31-4.33).
+
+    The values default to the body's initial estimates (as KAP's INGRND does).
+    """
+
+    name = "fixed"
+    description = "fix a body's x, y and phi (ground it)"
+    equations = 3
+    bodies = ("body",)
+    params = {
+        "body": Param("body", "the body to fix"),
+        "position": Param("vec2", "x, y held (default: initial position)", required=False),
+        "angle": Param("number", "phi held (default: initial angle)", required=False),
+    }
+    n_par = 3
+    kernel = "fixed"
+    labels = ("x", "y", "phi")
+    category = "constraint"
+
+    def pack(self, spec, ctx: PackContext):
+        q0 = ctx.initial(spec["body"])
+        if spec.get("position") is not None:
+            q0[:2] = spec["position"]
+        if spec.get("angle") is not None:
+            q0[2] = spec["angle"]
+        return list(q0), []
+
+    def phi(self, par, qb, t, f):
+        return qb[:, 0, :] - par
+
+    def jacobian(self, par, qb, t, f):
+        ne = par.shape[0]
+        jac = np.zeros((ne, 3, 1, 3))
+        jac[:, [0, 1, 2], 0, [0, 1, 2]] = 1.0
+        return jac
+
+    def gamma(self, par, qb, qdb, t, f):
+        return np.zeros((par.shape[0], 3))
+
+
+class _AbsoluteBase(ConstraintType):
+    """x, y of a body point, or phi of a body, equal to c(t) (C1/C2, D1/D2).
+
+    ``Phi = x_i + S_x - c(t)`` / ``y_i + S_y - c(t)`` / ``phi_i - c(t)`` with
+    ``S = A_i s'`` (spec/planar.md C1, C2, D1, D2; 004 Eqs 4.31-4.40).
+    par = ``[k, s'_x, s'_y]``; one time function.
+    """
+
+    equations = 1
+    bodies = ("body",)
+    n_par = 3
+    n_fun = 1
+    kernel = "absolute"
+
+    def check(self, spec, path):
+        if spec["coordinate"] == "phi" and spec.get("point") not in (None, (0.0, 0.0)):
+            raise ModelError(f"{path}.point", "a point has no meaning for coordinate 'phi'")
+
+    def _par(self, spec):
+        s = spec.get("point") or (0.0, 0.0)
+        return [float(COORD[spec["coordinate"]]), float(s[0]), float(s[1])]
+
+    def equation_labels(self):
+        return ("c",)
+
+    def phi(self, par, qb, t, f):
+        k = par[:, 0].astype(int)
+        S = rot(qb[:, 0, 2], par[:, 1:3])
+        val = qb[:, 0, :][np.arange(len(k)), k]
+        val = val + np.where(k == 0, S[:, 0], 0.0) + np.where(k == 1, S[:, 1], 0.0)
+        return (val - f[:, 0, 0])[:, None]
+
+    def jacobian(self, par, qb, t, f):
+        ne = par.shape[0]
+        k = par[:, 0].astype(int)
+        S = rot(qb[:, 0, 2], par[:, 1:3])
+        jac = np.zeros((ne, 1, 1, 3))
+        jac[np.arange(ne), 0, 0, k] = 1.0
+        jac[:, 0, 0, 2] += np.where(k == 0, -S[:, 1], 0.0) + np.where(k == 1, S[:, 0], 0.0)
+        return jac
+
+    def nu(self, par, qb, t, f):
+        return f[:, 0, 1][:, None].copy()
+
+    def gamma(self, par, qb, qdb, t, f):
+        k = par[:, 0].astype(int)
+        S = rot(qb[:, 0, 2], par[:, 1:3])
+        w2 = qdb[:, 0, 2] ** 2
+        g = f[:, 0, 2] + np.where(k == 0, w2 * S[:, 0], 0.0) + np.where(k == 1, w2 * S[:, 1], 0.0)
+        return g[:, None]
+
+
+class Absolute(_AbsoluteBase):
+    """Absolute coordinate constraint: one of x, y (of a body point) or phi held at
+    a constant value (default: its initial value) — C1, C2."""
+
+    name = "absolute"
+    description = "hold x, y (of a point) or phi of a body at a constant"
+    category = "constraint"
+    params = {
+        "body": Param("body", "the constrained body"),
+        "coordinate": Param("choice", "x, y or phi", choices=("x", "y", "phi")),
+        "point": Param("vec2", "body-fixed point for x / y (default: origin)",
+                       required=False, on="body"),
+        "value": Param("number", "the constant (default: the initial value)", required=False),
+    }
+
+    def pack(self, spec, ctx: PackContext):
+        par = self._par(spec)
+        value = spec.get("value")
+        if value is None:
+            q0 = ctx.initial(spec["body"])
+            k = int(par[0])
+            s = rot(np.array(q0[2]), np.array(par[1:3]))
+            value = float(q0[k] + (s[k] if k < 2 else 0.0))
+        return par, [parse_function(value, f"{ctx.path}.value")]
+
+
+class AbsoluteDriver(_AbsoluteBase):
+    """Absolute driver: x, y (of a body point) or phi of a body = c(t) — D1, D2
+    (004 Eqs 4.36-4.40; KAP DRVR)."""
+
+    name = "absolute_driver"
+    description = "drive x, y (of a point) or phi of a body as a function of time"
+    category = "driver"
+    params = {
+        "body": Param("body", "the driven body"),
+        "coordinate": Param("choice", "x, y or phi", choices=("x", "y", "phi")),
+        "point": Param("vec2", "body-fixed point for x / y (default: origin)",
+                       required=False, on="body"),
+        "function": Param("function", "c(t): number, polynomial, harmonic, table or expression"),
+    }
+
+    def pack(self, spec, ctx: PackContext):
+        return self._par(spec), [spec["function"]]
+
+
+class RelativeDriver(ConstraintType):
+    """Relative driver ``q_i[k] - q_j[k] - c(t) = 0`` for k = phi (default), x or y
+    (spec/planar.md D3; 004 Prob 5.14).  With a constant c it holds a relative
+    angle (Eq 9.59)."""
+
+    name = "relative_driver"
+    description = "drive phi_i - phi_j (or x_i - x_j, y_i - y_j) as a function of time"
+    category = "driver"
+    equations = 1
+    bodies = ("body_i", "body_j")
+    params = {
+        "body_i": Param("body", "first body"),
+        "body_j": Param("body", "second body"),
+        "coordinate": Param("choice", "phi (default), x or y", default="phi",
+                            choices=("x", "y", "phi")),
+        "function": Param("function", "c(t)"),
+    }
+    n_par = 1
+    n_fun = 1
+    kernel = "relative"
+    labels = ("c",)
+
+    def pack(self, spec, ctx):
+        return [float(COORD[spec["coordinate"]])], [spec["function"]]
+
+    def phi(self, par, qb, t, f):
+        k = par[:, 0].astype(int)
+        e = np.arange(len(k))
+        return (qb[e, 0, k] - qb[e, 1, k] - f[:, 0, 0])[:, None]
+
+    def jacobian(self, par, qb, t, f):
+        ne = par.shape[0]
+        k = par[:, 0].astype(int)
+        jac = np.zeros((ne, 1, 2, 3))
+        jac[np.arange(ne), 0, 0, k] = 1.0
+        jac[np.arange(ne), 0, 1, k] = -1.0
+        return jac
+
+    def nu(self, par, qb, t, f):
+        return f[:, 0, 1][:, None].copy()
+
+    def gamma(self, par, qb, qdb, t, f):
+        return f[:, 0, 2][:, None].copy()
+
+
+class Revolute(ConstraintType):
+    """Revolute joint ``r_i + A_i s'_i - r_j - A_j s'_j = 0`` (C3; 004 Eqs 4.7-4.9,
+    Tables 4.2/4.3).  ``point_j`` defaults to the body-j coordinates of
+    ``point_i`` in the initial configuration."""
+
+    name = "revolute"
+    description = "pin joint between two bodies"
+    equations = 2
+    params = {
+        "body_i": Param("body", "first body"),
+        "body_j": Param("body", "second body"),
+        "point_i": Param("vec2", "joint centre in body i coordinates", on="body_i"),
+        "point_j": Param("vec2", "joint centre in body j coordinates (default: from the "
+                                 "initial configuration)", required=False, on="body_j"),
+    }
+    n_par = 4
+    kernel = "revolute"
+    labels = ("x", "y")
+
+    def pack(self, spec, ctx):
+        si = spec["point_i"]
+        sj = spec.get("point_j")
+        if sj is None:
+            qi, qj = ctx.initial(spec["body_i"]), ctx.initial(spec["body_j"])
+            p = qi[:2] + rot(np.array(qi[2]), np.array(si))
+            sj = rot(np.array(-qj[2]), p - qj[:2])
+        return [si[0], si[1], sj[0], sj[1]], []
+
+    def phi(self, par, qb, t, f):
+        Si = rot(qb[:, 0, 2], par[:, 0:2])
+        Sj = rot(qb[:, 1, 2], par[:, 2:4])
+        return qb[:, 0, :2] + Si - qb[:, 1, :2] - Sj
+
+    def jacobian(self, par, qb, t, f):
+        ne = par.shape[0]
+        Si = rot(qb[:, 0, 2], par[:, 0:2])
+        Sj = rot(qb[:, 1, 2], par[:, 2:4])
+        jac = np.zeros((ne, 2, 2, 3))
+        jac[:, 0, 0, 0] = jac[:, 1, 0, 1] = 1.0
+        jac[:, 0, 1, 0] = jac[:, 1, 1, 1] = -1.0
+        jac[:, :, 0, 2] = perp(Si)
+        jac[:, :, 1, 2] = -perp(Sj)
+        return jac
+
+    def gamma(self, par, qb, qdb, t, f):
+        Si = rot(qb[:, 0, 2], par[:, 0:2])
+        Sj = rot(qb[:, 1, 2], par[:, 2:4])
+        return qdb[:, 0, 2:3] ** 2 * Si - qdb[:, 1, 2:3] ** 2 * Sj
+
+
+class Translational(ConstraintType):
+    """Translational (prismatic) joint, 004 form (C4; 004 Eqs 4.10-4.12).
+
+    ``Phi1 = n^T (r_j^P - r_i^P)`` with ``u = A_i u'`` the unit sliding axis on body
+    i and ``n = R u``; ``Phi2 = phi_i - phi_j - angle``.  gamma1 is the exact form
+    of spec/planar.md C4 (Table 4.3 / KAP omit the ``(w_i - w_j)^2`` term).
+    par = ``[u'_x, u'_y, s'_iPx, s'_iPy, s'_jPx, s'_jPy, angle]``.
+    """
+
+    name = "translational"
+    description = "prismatic (sliding) joint between two bodies"
+    equations = 2
+    params = {
+        "body_i": Param("body", "body carrying the sliding axis"),
+        "body_j": Param("body", "sliding body"),
+        "point_i": Param("vec2", "a point of the axis, body i coordinates",
+                         default=(0.0, 0.0), on="body_i"),
+        "point_j": Param("vec2", "a point of the axis, body j coordinates",
+                         default=(0.0, 0.0), on="body_j"),
+        "axis": Param("vec2", "axis direction in body i coordinates (normalised)",
+                      default=(1.0, 0.0)),
+        "angle": Param("number", "phi_i - phi_j held (default: from the initial angles)",
+                       required=False),
+    }
+    n_par = 7
+    kernel = "translational"
+    labels = ("n", "phi")
+
+    def check(self, spec, path):
+        ax = spec["axis"]
+        if np.hypot(*ax) < 1e-12:
+            raise ModelError(f"{path}.axis", "axis must be a non-zero vector")
+
+    def pack(self, spec, ctx):
+        ax = np.asarray(spec["axis"], float)
+        ax = ax / np.hypot(*ax)
+        angle = spec.get("angle")
+        if angle is None:
+            angle = ctx.initial(spec["body_i"])[2] - ctx.initial(spec["body_j"])[2]
+        si, sj = spec["point_i"], spec["point_j"]
+        return [ax[0], ax[1], si[0], si[1], sj[0], sj[1], float(angle)], []
+
+    @staticmethod
+    def _geom(par, qb):
+        u = rot(qb[:, 0, 2], par[:, 0:2])
+        Si = rot(qb[:, 0, 2], par[:, 2:4])
+        Sj = rot(qb[:, 1, 2], par[:, 4:6])
+        return u, perp(u), Si, Sj
+
+    def phi(self, par, qb, t, f):
+        u, n, Si, Sj = self._geom(par, qb)
+        d = qb[:, 1, :2] + Sj - qb[:, 0, :2] - Si
+        return np.stack([np.sum(n * d, -1), qb[:, 0, 2] - qb[:, 1, 2] - par[:, 6]], -1)
+
+    def jacobian(self, par, qb, t, f):
+        ne = par.shape[0]
+        u, n, Si, Sj = self._geom(par, qb)
+        jac = np.zeros((ne, 2, 2, 3))
+        jac[:, 0, 0, :2] = -n
+        jac[:, 0, 0, 2] = -np.sum(u * (qb[:, 1, :2] + Sj - qb[:, 0, :2]), -1)
+        jac[:, 0, 1, :2] = n
+        jac[:, 0, 1, 2] = np.sum(u * Sj, -1)
+        jac[:, 1, 0, 2] = 1.0
+        jac[:, 1, 1, 2] = -1.0
+        return jac
+
+    def gamma(self, par, qb, qdb, t, f):
+        u, n, Si, Sj = self._geom(par, qb)
+        wi, wj = qdb[:, 0, 2], qdb[:, 1, 2]
+        g1 = (2.0 * wi * np.sum(u * (qdb[:, 1, :2] - qdb[:, 0, :2]), -1)
+              + wi ** 2 * np.sum(n * (qb[:, 1, :2] - qb[:, 0, :2]), -1)
+              + (wi - wj) ** 2 * np.sum(n * Sj, -1))
+        return np.stack([g1, np.zeros_like(g1)], -1)
+
+
+CONSTRAINT_TYPES = [Fixed, Absolute, AbsoluteDriver, RelativeDriver, Revolute, Translational]

@@ -1,0 +1,140 @@
+"""In-memory reporter: keeps every row in NumPy arrays (grown by doubling).
+
+After ``finish``, :meth:`MemoryReporter.result` returns a
+:class:`mbcore.result.MemoryResult`, which has the same read API as an HDF5
+:class:`mbcore.result.Result`.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from mbcore.reporting import Reporter, RunInfo
+from mbcore.result import MemoryResult, record_error, utc_now, validate_run_info
+
+__all__ = ["MemoryReporter"]
+
+_STATUSES = ("finished", "failed")
+
+
+class MemoryReporter(Reporter):
+    """Keep results in memory.  ``initial_rows`` is the first capacity; it doubles
+    whenever it is reached (amortised O(1) per row) and is trimmed at ``finish``."""
+
+    name = "memory"
+
+    def __init__(self, *, initial_rows: int = 1024):
+        if isinstance(initial_rows, bool) or not isinstance(initial_rows, (int, np.integer)) \
+                or initial_rows < 1:
+            raise ValueError(f"MemoryReporter: initial_rows must be an integer >= 1, "
+                             f"got {initial_rows!r}")
+        self._cap = int(initial_rows)
+        self._state = "new"
+        self._n = 0
+        self._events: list[tuple[float, str, str]] = []
+        self._result: MemoryResult | None = None
+        self.status = ""
+        self.reason = ""
+        self.stats: dict[str, Any] = {}
+
+    def start(self, info: RunInfo) -> None:
+        if self._state != "new":
+            raise RuntimeError("MemoryReporter: start() called twice")
+        self._state = "broken"      # until start() succeeds; finish() is then a no-op
+        validate_run_info(info)
+        self._info = info
+        self._created = utc_now()
+        self._finished = ""
+        self._t = np.empty(self._cap)
+        self._slots = [[c.name, np.empty((self._cap, c.width)), c.width] for c in info.channels]
+        self.status = "running"
+        self._state = "running"
+
+    def _grow(self) -> None:
+        cap = 2 * self._cap
+        n = self._n
+        t = np.empty(cap)
+        t[:n] = self._t[:n]
+        self._t = t
+        for slot in self._slots:
+            a = np.empty((cap, slot[2]))
+            a[:n] = slot[1][:n]
+            slot[1] = a
+        self._cap = cap
+
+    def record(self, t: float, data: Mapping[str, np.ndarray]) -> None:
+        if self._state != "running":
+            raise self._state_error("record")
+        i = self._n
+        if i == self._cap:
+            self._grow()
+        name = w = None
+        try:
+            for name, buf, w in self._slots:
+                a = data[name]
+                if len(a) != w:
+                    raise ValueError("wrong length")
+                buf[i] = a
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise record_error(name, w, data, e, t) from None
+        self._t[i] = t
+        self._n = i + 1
+
+    def event(self, t: float, kind: str, message: str) -> None:
+        if self._state != "running":
+            raise self._state_error("event")
+        self._events.append((float(t), str(kind), str(message)))
+
+    def finish(self, status: str, reason: str = "",
+               stats: Mapping[str, Any] | None = None) -> None:
+        if status not in _STATUSES:
+            raise ValueError(f"MemoryReporter.finish: status must be one of {_STATUSES}, "
+                             f"got {status!r}")
+        if self._state == "broken":
+            return
+        if self._state != "running":
+            raise self._state_error("finish")
+        n = self._n
+        self._t = self._t[:n].copy()           # trim: release the spare capacity
+        for slot in self._slots:
+            slot[1] = slot[1][:n].copy()
+        self._cap = max(n, 1)
+        self.status = status
+        self.reason = str(reason)
+        self.stats = dict(stats or {})
+        self._finished = utc_now()
+        self._state = "finished"
+        self._result = self._make_result(copy=False)
+
+    def _make_result(self, copy: bool) -> MemoryResult:
+        n = self._n
+        pick = (lambda a: a[:n].copy()) if copy else (lambda a: a[:n])
+        return MemoryResult(
+            info=self._info, t=pick(self._t),
+            series={name: pick(buf) for name, buf, _ in self._slots},
+            status=self.status, reason=self.reason, stats=self.stats,
+            events=list(self._events), created=self._created, finished=self._finished)
+
+    def result(self) -> MemoryResult:
+        """The recorded result.  Before ``finish`` this is a snapshot (copies) with
+        status ``"running"``; after it, the final result (always the same object)."""
+        if self._state == "finished":
+            return self._result
+        if self._state == "running":
+            return self._make_result(copy=True)
+        raise RuntimeError(f"MemoryReporter: result() needs a started run (state {self._state})")
+
+    @property
+    def n_rows(self) -> int:
+        return self._n
+
+    def _state_error(self, what: str) -> RuntimeError:
+        if self._state == "new":
+            return RuntimeError(f"MemoryReporter: {what}() before start()")
+        if self._state == "broken":
+            return RuntimeError(f"MemoryReporter: {what}() after start() failed")
+        return RuntimeError(f"MemoryReporter: {what}() after finish()")
+
+    def __repr__(self) -> str:
+        return f"<MemoryReporter {self._state}, {self._n} rows>"

@@ -1,0 +1,116 @@
+"""End to end: model file -> kinematic analysis -> HDF5 -> CLI, including a run that
+locks up (the file keeps its rows and says why it failed)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+import mbcore
+from mbcore import LockupError, Model, SingularJacobianError
+from mbcore.cli import main
+
+
+def test_cli_run_writes_hdf5_readable_by_plain_h5py(tmp_path, examples, capsys):
+    out = tmp_path / "kap.h5"
+    assert main(["run", str(examples / "fourbar_kap.yaml"), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "status:    finished" in text and "rows:      41" in text
+    with h5py.File(out, "r") as f:              # only the documented layout
+        assert f.attrs["status"] == "finished"
+        t = f["t"][:]
+        labels = list(f["labels/q"].asstr()[:])
+        q = f["series/q"][:]
+        assert len(t) == 41 == q.shape[0]
+        k = labels.index("crank.phi")
+        np.testing.assert_allclose(q[:, k], 1.0472 + 6.2832 * t, atol=1e-9)
+        assert "KAP four-bar" in f["model"].asstr()[()]
+        assert f["versions"].attrs["mbcore"] == mbcore.__version__
+    assert main(["info", str(out)]) == 0
+    assert "KAP four-bar" in capsys.readouterr().out
+
+
+def test_lockup_stops_with_time_and_keeps_rows(tmp_path, examples, backend):
+    model = Model.from_file(examples / "fourbar_lockup.yaml")
+    out = tmp_path / "lock.h5"
+    with pytest.raises(LockupError) as exc:
+        mbcore.run(model, output=out, kernels=backend)
+    err = exc.value
+    # limit position: cos(theta) = 0.125 -> theta = 1.4454 rad, t = theta - pi/6
+    t_limit = np.arccos(0.125) - np.pi / 6
+    assert t_limit < err.t <= t_limit + 0.011
+    assert f"t = {err.t:.9g}" in str(err) and "lock-up" in str(err)
+    assert "drive.c" in err.constraints
+    with mbcore.Result(out) as res:
+        assert res.status == "failed"
+        assert "LockupError" in res.reason and "lock-up" in res.reason
+        assert len(res) == int(round(err.t / 0.01))     # every row before the failure
+        assert res.t[-1] < err.t
+        # the rows recorded are assembled configurations
+        assert np.all(res["solver/phi_norm"] < 1e-9)
+
+
+def test_cli_failed_run_exit_code_and_message(tmp_path, examples, capsys):
+    out = tmp_path / "lock.h5"
+    assert main(["run", str(examples / "fourbar_lockup.yaml"), "-o", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "run failed: t = 0.93" in err and str(out) in err
+
+
+def test_cli_bad_model_is_a_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("bodies: [{name: a, position: [1, 2, 3]}]\n")
+    assert main(["run", str(bad), "-o", str(tmp_path / "x.h5")]) == 1
+    assert "bodies[0].position: expected 2 numbers, got 3" in capsys.readouterr().err
+    assert not (tmp_path / "x.h5").exists()
+
+
+def test_cli_plugins_lists_types_with_plugin(capsys):
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    for name in ("revolute", "translational", "absolute", "fixed", "absolute_driver",
+                 "relative_driver", "kinematic", "hdf5", "memory"):
+        line = [ln for ln in out.splitlines() if f"  {name} " in ln]
+        assert line and f"builtin (mbcore {mbcore.__version__})" in line[0], name
+
+
+def test_console_script_entry_point(tmp_path, examples):
+    out = tmp_path / "s.h5"
+    r = subprocess.run([sys.executable, "-m", "mbcore.cli", "run",
+                        str(examples / "slider_crank.yaml"), "-o", str(out), "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with mbcore.Result(out) as res:
+        assert res.status == "finished" and len(res) == 54
+
+
+def test_underdriven_model_names_missing_dof(examples):
+    m = Model.from_file(examples / "fourbar_kap.yaml")
+    m.elements["drivers"].clear()
+    with pytest.raises(mbcore.ModelError, match=r"1 degree\(s\) of freedom are not driven"):
+        mbcore.run(m)
+
+
+def test_singular_initial_configuration_names_equations():
+    """A crank and coupler stretched in line with the driven slider at the dead
+    centre: the Jacobian is singular at the solution itself."""
+    m = Model("dead centre")
+    m.add_body("crank", position=(0.5, 0.0), angle=0.0)
+    m.add_body("rod", position=(2.0, 0.0), angle=0.0)
+    m.add_body("slider", position=(3.0, 0.0))
+    m.add_joint("revolute", "A", body_i="ground", body_j="crank", point_i=(0, 0),
+                point_j=(-0.5, 0))
+    m.add_joint("revolute", "B", body_i="crank", body_j="rod", point_i=(0.5, 0),
+                point_j=(-1, 0))
+    m.add_joint("revolute", "C", body_i="rod", body_j="slider", point_i=(1, 0),
+                point_j=(0, 0))
+    m.add_joint("translational", "S", body_i="ground", body_j="slider")
+    m.add_driver("absolute_driver", "drive", body="slider", coordinate="x",
+                 function="3 - t**2")
+    with pytest.raises((SingularJacobianError, LockupError)) as exc:
+        mbcore.run(m, settings={"t_end": 0.1, "output_step": 0.05})
+    assert exc.value.t == 0.0
+    assert "drive.c" in str(exc.value) or "S.n" in str(exc.value)
