@@ -583,6 +583,19 @@ def test_missing_extension_gives_clear_import_error(monkeypatch):
     FunctionTable([Constant(1.0)], "numpy")                 # the reference still works
 
 
+def test_tables_pickle():
+    import pickle
+    fs = all_functions()
+    for backend in ("numpy", "compiled"):
+        try:
+            tab = FunctionTable(fs, backend)
+        except ImportError:
+            continue
+        copy = pickle.loads(pickle.dumps(tab))
+        assert copy.backend == backend and copy.functions == fs
+        assert np.array_equal(copy(1.1), tab(1.1))
+
+
 def test_time_function_base_is_abstract():
     with pytest.raises(NotImplementedError):
         TimeFunction().jet(0.0)

@@ -443,8 +443,7 @@ class _Compiler:
             return [OP_CONST, self.const_index(f.const)], 1
         return f.code, f.depth
 
-    def fold(self, node: ast.AST, op: int, args: list[float],
-             operand: float | None = None) -> _Frag:
+    def fold(self, node: ast.AST, op: int, args: list[float]) -> _Frag:
         """Evaluate an operation on constants at compile time."""
         try:
             if op == OP_CONST:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .errors import AnalysisError, ModelError
 from .expressions import (
-    ERR_DOMAIN, ERR_NONFINITE, ERR_RANGE, ERR_TIME, DomainFault, Program,
+    ERR_NONFINITE, ERR_RANGE, ERR_TIME, DomainFault, Program,
     check_program, compile_expression, fault_message,
 )
 
@@ -521,6 +521,8 @@ class FunctionTable:
     ``backend="compiled"`` packs every function into flat arrays at construction
     and evaluates them all in one call of the Cython evaluator;
     ``backend="numpy"`` is the pure-Python reference (``TimeFunction.jet``).
+    A table keeps per-instance work buffers (VM stack, spline-piece cache): do not
+    call ``evaluate`` of one table from several threads at once.
     """
 
     BACKENDS = ("compiled", "numpy")
@@ -540,6 +542,10 @@ class FunctionTable:
 
     def __len__(self) -> int:
         return len(self.functions)
+
+    def __reduce__(self):
+        # the compiled evaluator holds raw pointers: pickle the recipe, rebuild it
+        return FunctionTable, (self.functions, self.backend)
 
     def _packed(self):
         """Flat arrays: kinds, float/int offsets and counts, data, VM stack depth."""

@@ -91,6 +91,7 @@ class HDF5Reporter(Reporter):
     """
 
     name = "hdf5"
+    description = "streams results to a chunked, crash-safe HDF5 file (docs/results.md)"
 
     def __init__(self, path: str | os.PathLike, *, block_rows: int = 256,
                  flush_seconds: float = 2.0, compression: str | None = None):

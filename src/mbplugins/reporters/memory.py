@@ -23,6 +23,7 @@ class MemoryReporter(Reporter):
     whenever it is reached (amortised O(1) per row) and is trimmed at ``finish``."""
 
     name = "memory"
+    description = "keeps results in memory (returned by mbcore.run)"
 
     def __init__(self, *, initial_rows: int = 1024):
         if isinstance(initial_rows, bool) or not isinstance(initial_rows, (int, np.integer)) \

@@ -1,0 +1,41 @@
+"""Docs stay current: every built-in type and parameter is documented, and the
+README's test command is the one CI runs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mbcore.plugins import PluginManager
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.quick
+
+
+def test_every_builtin_constraint_type_and_parameter_is_documented():
+    doc = (ROOT / "docs" / "model-format.md").read_text()
+    reg = PluginManager().registry
+    for name in reg.names("constraint"):
+        if reg.provider("constraint", name).plugin != "builtin":
+            continue
+        assert f"### {name} " in doc, name
+        section = doc.split(f"### {name} ", 1)[1].split("\n### ", 1)[0]
+        for key in reg.get("constraint", name).params:
+            assert f"`{key}`" in section, f"{name}.{key} undocumented"
+
+
+def test_every_kinematic_setting_is_documented():
+    doc = (ROOT / "docs" / "model-format.md").read_text()
+    cls = PluginManager().registry.get("analysis", "kinematic")
+    for key in cls.settings_schema:
+        assert f"| `{key}` |" in doc, key
+
+
+def test_readme_opens_with_two_commands_and_ci_runs_the_test_command():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    block = lines[lines.index("```bash") + 1: lines.index("```bash") + 3]
+    assert block[0].startswith("pip install . && mbcore run examples/")
+    assert "pytest" in block[1]
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_cmd = block[1].replace("pip install", "python -m pip install -q")
+    assert test_cmd in ci
