@@ -241,18 +241,19 @@ class Model:
         el.values = values
 
     # ---------------------------------------------------------------- compile
-    def compile(self, *, kernels: str | None = None, plugins=None):
+    def compile(self, *, kernels: str | None = None, plugins=None, jacobian: str = "auto"):
         """Validate and compile into a :class:`mbcore.system.System`.
 
         ``kernels``: ``"compiled"`` or ``"numpy"`` (default: environment variable
         ``MBCORE_KERNELS``, else compiled).  ``plugins``: a PluginManager
-        (default: the process-wide one).
+        (default: the process-wide one).  ``jacobian``: ``"dense"`` (LAPACK),
+        ``"sparse"`` (CSR + SuperLU) or ``"auto"`` (dense up to 300 coordinates).
         """
         from .plugins import get_plugin_manager
         from .system import System
         pm = plugins or get_plugin_manager()
         self.validate(pm.registry)
-        return System(self, pm.registry, kernels=kernels)
+        return System(self, pm.registry, kernels=kernels, jacobian=jacobian)
 
     # ----------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

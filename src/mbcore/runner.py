@@ -27,12 +27,14 @@ def versions() -> dict[str, str]:
 
 def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | None = None,
         output: str | os.PathLike | None = None, reporters: Sequence[Reporter] = (),
-        progress: bool = False, kernels: str | None = None, plugins=None, raise_errors=True):
+        progress: bool = False, kernels: str | None = None, plugins=None,
+        jacobian: str = "auto", raise_errors: bool = True):
     """Run the model's analysis; return the in-memory result.
 
     ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
     ``settings`` are merged over the model's; ``output`` is an HDF5 path
-    (streamed while running).  On failure the results so far are kept (HDF5 file
+    (streamed while running); ``kernels`` and ``jacobian`` as for
+    :meth:`mbcore.Model.compile`.  On failure the results so far are kept (HDF5 file
     marked ``failed`` with the reason) and the error is raised, unless
     ``raise_errors=False``, in which case the (failed) result is returned.
     """
@@ -44,7 +46,8 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     aname = analysis or merged.get("analysis") or "kinematic"
     if not reg.has("analysis", aname):
         raise ModelError("settings.analysis", reg.unknown_message("analysis", aname))
-    system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm)
+    system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
+                           jacobian=jacobian)
     acls = reg.get("analysis", aname)
     job = acls(system, {k: v for k, v in merged.items()})
 

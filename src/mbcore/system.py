@@ -84,8 +84,11 @@ class Group:
 class System:
     """A compiled, immutable multibody system (see module docstring)."""
 
-    def __init__(self, model, registry, kernels: str | None = None):
+    def __init__(self, model, registry, kernels: str | None = None,
+                 jacobian: str = "auto"):
         self.model = model
+        if jacobian not in ("auto", "dense", "sparse"):
+            raise ValueError(f"jacobian={jacobian!r}: expected 'auto', 'dense' or 'sparse'")
         backend = kernels or default_backend()
         if backend not in BACKENDS:
             raise ValueError(f"kernels={backend!r}: expected one of {', '.join(BACKENDS)}")
@@ -170,7 +173,7 @@ class System:
         indptr = np.zeros(self.m + 1, dtype=np.intp)
         np.add.at(indptr, self._csr_rows + 1, 1)
         self._indptr = np.cumsum(indptr)
-        self.dense = self.n <= DENSE_LIMIT
+        self.dense = (self.n <= DENSE_LIMIT) if jacobian == "auto" else jacobian == "dense"
 
         self.groups: list[Group] = []
         for tname, items, ct, boff, rowa, r_, c_ in pre:
@@ -195,6 +198,13 @@ class System:
         size = self.m * self.n if self.dense else self.nnz
         self._jdata = np.zeros(size + 1)           # + trash slot
         self._jac_view = self._jdata[:size].reshape(self.m, self.n) if self.dense else None
+        self._csr = None
+        if not self.dense:   # a CSR matrix whose data array *is* the kernel buffer
+            self._csr = sp.csr_matrix((self._jdata[:size], self._csr_cols.astype(np.int32),
+                                       self._indptr.astype(np.int32)),
+                                      shape=(self.m, self.n), copy=False)
+            if not np.shares_memory(self._csr.data, self._jdata):  # pragma: no cover
+                raise RuntimeError("scipy copied the Jacobian buffer")
         self._evaluator = None
         self._py_groups = list(self.groups)
         if self.backend == "compiled":
@@ -255,8 +265,7 @@ class System:
         self._jacobian_data(q, t)
         if self.dense:
             return self._jac_view
-        return sp.csr_matrix((self._jdata[:self.nnz], self._csr_cols, self._indptr),
-                             shape=(self.m, self.n))
+        return self._csr
 
     def _jacobian_data(self, q: np.ndarray, t: float) -> np.ndarray:
         fv = self.functions_at(t)
