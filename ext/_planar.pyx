@@ -101,14 +101,17 @@ cdef class PlanarEvaluator:
         free(self.qx)
         free(self.qdx)
 
-    cdef inline void _load(self, const double[::1] q):
-        memcpy(self.qx, &q[0], self.n * sizeof(double))
+    cdef inline int _load(self, const double[::1] q) except -1:
+        if q.shape[0] != self.n:
+            raise ValueError(f"q has {q.shape[0]} entries, the system has {self.n} coordinates")
+        if self.n:
+            memcpy(self.qx, &q[0], self.n * sizeof(double))
+        return 0
 
     def phi(self, const double[::1] q, double t, const double[:, ::1] fv, double[::1] out):
         """out[rows] = Phi(q, t) for every compiled group."""
         cdef Py_ssize_t g
-        if self.n:
-            self._load(q)
+        self._load(q)
         for g in range(self.ng):
             _phi(&self.groups[g], self.qx, _fptr(fv), &out[0])
 
@@ -116,8 +119,7 @@ cdef class PlanarEvaluator:
                  double[::1] data):
         """data[jpos] = Jacobian entries (dense or CSR positions; last = trash)."""
         cdef Py_ssize_t g
-        if self.n:
-            self._load(q)
+        self._load(q)
         for g in range(self.ng):
             _jac(&self.groups[g], self.qx, &data[0])
 
@@ -131,8 +133,10 @@ cdef class PlanarEvaluator:
               const double[:, ::1] fv, double[::1] out):
         """out[rows] = gamma = -(Phi_q qd)_q qd - 2 Phi_qt qd - Phi_tt."""
         cdef Py_ssize_t g
+        self._load(q)
+        if qd.shape[0] != self.n:
+            raise ValueError(f"qd has {qd.shape[0]} entries, the system has {self.n} coordinates")
         if self.n:
-            self._load(q)
             memcpy(self.qdx, &qd[0], self.n * sizeof(double))
         for g in range(self.ng):
             _gamma(&self.groups[g], self.qx, self.qdx, _fptr(fv), &out[0])
@@ -144,13 +148,21 @@ cdef inline const double* _fptr(const double[:, ::1] fv):
     return &fv[0, 0]
 
 
+# pointers for empty arrays (never dereferenced) point into these module-level
+# arrays, which live as long as the module
+_EMPTY_D = np.zeros(1)
+_EMPTY_I = np.zeros(1, dtype=np.intp)
+
+
 cdef size_t _ptr_d(object a):
-    cdef double[::1] v = a.reshape(-1) if a.size else np.zeros(1)
+    """Address of the first element of a C-contiguous float64 array kept alive by
+    the caller (``self._keep``)."""
+    cdef double[::1] v = a.reshape(-1) if a.size else _EMPTY_D
     return <size_t> &v[0]
 
 
 cdef size_t _ptr_i(object a):
-    cdef Py_ssize_t[::1] v = a.reshape(-1) if a.size else np.zeros(1, dtype=np.intp)
+    cdef Py_ssize_t[::1] v = a.reshape(-1) if a.size else _EMPTY_I
     return <size_t> &v[0]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mbcore
-from mbcore import LockupError, Model, SingularJacobianError
+from mbcore import AssemblyError, LockupError, Model, SingularJacobianError
 from mbcore.cli import main
 
 
@@ -110,7 +110,32 @@ def test_singular_initial_configuration_names_equations():
     m.add_joint("translational", "S", body_i="ground", body_j="slider")
     m.add_driver("absolute_driver", "drive", body="slider", coordinate="x",
                  function="3 - t**2")
-    with pytest.raises((SingularJacobianError, LockupError)) as exc:
+    with pytest.raises((SingularJacobianError, AssemblyError)) as exc:
         mbcore.run(m, settings={"t_end": 0.1, "output_step": 0.05})
     assert exc.value.t == 0.0
     assert "drive.c" in str(exc.value) or "S.n" in str(exc.value)
+
+
+def test_impossible_assembly_names_residuals_and_keeps_file(tmp_path, examples):
+    """A frame longer than the other three links together cannot be assembled."""
+    model = Model.from_file(examples / "fourbar_kap.yaml")
+    model.elements["joints"][3].raw["point_j"] = [12.0, 0.0]
+    out = tmp_path / "x.h5"
+    with pytest.raises(AssemblyError, match=r"t = 0: initial assembly failed: .*largest "
+                                            r"residuals: .*(O4|A|B|O2)\.[xy]") as exc:
+        mbcore.run(model, output=out)
+    assert exc.value.constraints
+    with mbcore.Result(out) as res:
+        assert res.status == "failed" and len(res) == 0 and "AssemblyError" in res.reason
+
+
+def test_assembly_event_reports_body_moves(examples):
+    model = Model.from_file(examples / "fourbar_kap.yaml")
+    res = mbcore.run(model)
+    ev = [e for e in res.events if e.kind == "assembly"]
+    assert len(ev) == 1
+    est = np.array([[*b.position] for b in model.bodies])
+    moved = np.hypot(*(res["q"][0].reshape(3, 3)[:, :2] - est).T)
+    k = int(np.argmax(moved))
+    assert model.bodies[k].name in ev[0].message and f"{moved[k]:.4g}" in ev[0].message
+    assert res.stats["assembly_max_move"] == pytest.approx(moved[k])

@@ -150,3 +150,11 @@ def test_jacobian_sparsity_pattern(model, backend):
             other = [k for k in range(sysm.n) if k not in cols]
             assert np.all(J[rows][:, other] == 0.0), name
     assert sysm.nnz == len(sysm._csr_rows) and sysm.nnz >= np.count_nonzero(J)
+
+
+def test_wrong_state_length_is_a_clear_error(model, backend):
+    sysm = model.compile(kernels=backend)
+    with pytest.raises(ValueError, match=r"q has .*8.* the system has 12 coordinates"):
+        sysm.phi(np.zeros(8), 0.0)
+    with pytest.raises(ValueError, match=r"qd has .*13.* the system has 12 coordinates"):
+        sysm.gamma(np.zeros(12), np.zeros(13), 0.0)

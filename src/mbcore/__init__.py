@@ -6,7 +6,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (AnalysisError, ConvergenceError, LockupError, MbcoreError,  # noqa: E402
+from .errors import (AnalysisError, AssemblyError, ConvergenceError, LockupError,  # noqa: E402
+                     MbcoreError,
                      ModelError, PluginError, SingularJacobianError)
 from .hookspecs import hookimpl  # noqa: E402
 from .model import Body, Model, Point  # noqa: E402
@@ -29,5 +30,6 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
 
 
 __all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl",
+           "AssemblyError",
            "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",
            "LockupError", "SingularJacobianError", "__version__"]

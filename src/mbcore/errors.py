@@ -38,6 +38,7 @@ class AnalysisError(MbcoreError):
 
     def __init__(self, message: str, t: float | None = None):
         self.t = t
+        self.reason = message          # the message without the time prefix
         super().__init__(message if t is None else f"t = {t:.9g}: {message}")
 
 
@@ -66,3 +67,8 @@ class ConvergenceError(AnalysisError):
 class LockupError(ConvergenceError):
     """No assembly exists near the predicted configuration: the mechanism locks up
     (dead point / limit position) — 004 §3.2.2, Prob 5.7."""
+
+
+class AssemblyError(ConvergenceError):
+    """The initial configuration could not be assembled from the estimates
+    (004 §5.1: Newton-Raphson from the initial estimates did not converge)."""

@@ -298,6 +298,9 @@ class System:
             self._evaluator.gamma(q, qd, t, fv, self._gamma)
         if self._py_groups:
             self._load(q)
+            if np.shape(qd) != (self.n,):
+                raise ValueError(f"qd has shape {np.shape(qd)}, the system has {self.n} "
+                                 f"coordinates")
             self._qdx[:self.n] = qd
             for g in self._py_groups:
                 self._gamma[g._rows] = self._call(
@@ -307,6 +310,8 @@ class System:
 
     # ------------------------------------------------------------------ helpers
     def _load(self, q: np.ndarray) -> None:
+        if np.shape(q) != (self.n,):
+            raise ValueError(f"q has shape {np.shape(q)}, the system has {self.n} coordinates")
         self._qx[:self.n] = q
 
     @staticmethod

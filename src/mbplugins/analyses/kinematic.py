@@ -12,8 +12,7 @@ import math
 import numpy as np
 
 from mbcore.analysis import Analysis
-from mbcore.errors import (AnalysisError, ConvergenceError, LockupError, ModelError,
-                           SingularJacobianError)
+from mbcore.errors import AssemblyError, LockupError, ModelError, SingularJacobianError
 from mbcore.linalg import dense_lu, dependent_rows, rank_revealing
 from mbcore.reporting import Channel
 from mbcore.schema import Param
@@ -86,7 +85,7 @@ class KinematicAnalysis(Analysis):
         lu = dense_lu(n, sysm.backend) if sysm.dense else None
         times = self.times()
         state = sysm.initial_state(times[0])
-        q, qd, qdd = state.q, np.zeros(n), np.zeros(n)
+        q, qd, qdd = state.q.copy(), np.zeros(n), np.zeros(n)
         tol, maxit = s["tolerance"], int(s["max_iterations"])
         iters_total = 0
         points = bool(sysm.point_names)
@@ -110,7 +109,9 @@ class KinematicAnalysis(Analysis):
                 if prev_t is not None and s["predictor"] == "taylor":
                     h = t - prev_t
                     q = q + h * qd + 0.5 * h * h * qdd
-                it, phin, ratio = self._newton(q, t, lu, tol, maxit)
+                it, phin, ratio = self._newton(q, t, lu, tol, maxit, assembly=k == 0)
+                if k == 0:
+                    event(t, "assembly", self._assembly_report(state.q, q))
                 iters_total += it
                 # velocities and accelerations with the Jacobian at the converged q
                 J = sysm.jacobian(q, t)
@@ -164,11 +165,13 @@ class KinematicAnalysis(Analysis):
             f"redundant constraints); equations involved: "
             f"{', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
 
-    def _newton(self, q, t, lu, tol, maxit):
-        """Newton-Raphson in place on q (004 Alg NR-I / KAP NUTON2)."""
+    def _newton(self, q, t, lu, tol, maxit, assembly=False):
+        """Newton-Raphson in place on q (004 Alg NR-I / KAP NUTON2).  At the first
+        time (``assembly``) it starts from the initial estimates and may take twice
+        the iterations; failures there are assembly errors, later ones lock-ups."""
         sysm = self.system
         scale = 1.0 + float(np.max(np.abs(q))) if q.size else 1.0
-        phin = float("inf")
+        maxit = 2 * maxit if assembly else maxit
         history = []
         for it in range(maxit + 1):
             phi = sysm.phi(q, t)
@@ -183,21 +186,45 @@ class KinematicAnalysis(Analysis):
             try:
                 self._factor(lu, J, q, t)
             except SingularJacobianError as exc:
-                raise LockupError(f"lock-up: {exc.args[0].split(': ', 1)[-1]}", t,
-                                  exc.constraints) from None
+                cls = AssemblyError if assembly else LockupError
+                what = "initial assembly failed" if assembly else "lock-up"
+                raise cls(f"{what}: {exc.reason}", t, exc.constraints) from None
             dq = -phi
             self._solve(lu, J, dq)
             if not np.all(np.isfinite(dq)) or np.max(np.abs(dq)) > 1e6 * scale:
                 break
             q += dq
+        names = sysm.constraint_names
+        if assembly:
+            worst = np.argsort(-np.abs(phi))[:3]
+            raise AssemblyError(
+                f"initial assembly failed: Newton-Raphson from the initial estimates did "
+                f"not converge in {maxit} iterations (|Phi| went {history[0]:.3g} -> "
+                f"{history[-1]:.3g}); largest residuals: "
+                f"{', '.join(f'{names[r]} ({phi[r]:.3g})' for r in worst)}. Improve the "
+                f"bodies' initial position/angle estimates or check the joint data",
+                t, [names[r] for r in worst])
         J = sysm.jacobian_dense(q, t)
         rows = dependent_rows(J, rtol=1e-3)
-        names = [sysm.constraint_names[r] for r in rows]
         raise LockupError(
             f"lock-up: Newton-Raphson did not converge in {maxit} iterations "
             f"(|Phi| went {history[0]:.3g} -> {history[-1]:.3g}); no assembly exists near "
-            f"the predicted configuration (dead point or limit position?). Equations "
-            f"involved: {', '.join(names)}", t, names)
+            f"the predicted configuration (dead point or limit position?); the last "
+            f"assembled configuration is at the previous output time. Equations "
+            f"involved: {', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
+
+    def _assembly_report(self, q_est, q):
+        """How far assembly moved each body from its estimates (spec §4.8)."""
+        d = (q - q_est).reshape(-1, 3)
+        move = np.hypot(d[:, 0], d[:, 1])
+        k = int(np.argmax(move)) if len(move) else 0
+        self.stats["assembly_max_move"] = float(move.max()) if len(move) else 0.0
+        self.stats["assembly_max_rotation"] = float(np.abs(d[:, 2]).max()) if len(d) else 0.0
+        if not len(move):
+            return "assembly: no bodies"
+        return (f"assembly: bodies moved from their estimates by up to {move[k]:.4g} "
+                f"({self.system.body_names[k]}) and rotated by up to "
+                f"{self.stats['assembly_max_rotation']:.4g} rad")
 
 
 def _progress(total: int, enabled: bool):
