@@ -10,8 +10,8 @@ spec/planar.md §1 (C1-C4, D1-D3); each has a NumPy reference implementation in
 
 Array conventions (see mbcore.elements): q is copied into an extended buffer of
 length n + 3 whose last three entries are the ground's (0, 0, 0); Jacobian
-entries of ground columns are written to a trash slot (the last entry of the
-data array).
+entries of ground columns are written to slots of their own after the matrix
+data (``jpos`` says where).
 """
 from libc.math cimport sin, cos
 from libc.stdlib cimport malloc, free

@@ -158,3 +158,37 @@ def test_wrong_state_length_is_a_clear_error(model, backend):
         sysm.phi(np.zeros(8), 0.0)
     with pytest.raises(ValueError, match=r"qd has .*13.* the system has 12 coordinates"):
         sysm.gamma(np.zeros(12), np.zeros(13), 0.0)
+
+
+def test_reactions_are_jacobian_transpose_times_lambda(model, backend):
+    """g_b = (Phi_k)_{q_b}^T lam_k per element and body (spec/planar.md §2), checked
+    against the dense Jacobian; and the revolute's physical meaning: force lam on
+    body i at P_i, -lam on body j at P_j (004 Eqs 9.34-9.39)."""
+    sysm = model.compile(kernels=backend)
+    rng = np.random.default_rng(11)
+    q, lam, t = rng.normal(size=sysm.n), rng.normal(size=sysm.m), 0.7
+    r = sysm.reactions(q, t, lam).copy()
+    assert len(r) == len(sysm.reaction_labels) == len(set(sysm.reaction_labels))
+    J = sysm.jacobian_dense(q, t)
+    for el, rows in sysm.element_rows.items():
+        for body in sysm.body_names:
+            k = sysm.body_names.index(body)
+            labels = [lab for lab in sysm.reaction_labels if lab.startswith(el + ".")]
+            g = J[rows, 3 * k:3 * k + 3].T @ lam[rows]
+            if not np.any(J[rows, 3 * k:3 * k + 3]):
+                continue
+            hit = [lab for lab in labels
+                   if np.allclose([r[sysm.reaction_labels.index(lab.rsplit(".", 1)[0] + c)]
+                                   for c in (".fx", ".fy", ".n")], g, atol=1e-12)]
+            assert hit, (el, body)
+    # revolute r1 between b0 (i) and b1 (j)
+    li = lam[sysm.element_rows["r1"]]
+    val = dict(zip(sysm.reaction_labels, r))
+    np.testing.assert_allclose([val["r1.i.fx"], val["r1.i.fy"]], li, atol=1e-14)
+    np.testing.assert_allclose([val["r1.j.fx"], val["r1.j.fy"]], -li, atol=1e-14)
+    phi0 = q[2]
+    S = np.array([[np.cos(phi0), -np.sin(phi0)], [np.sin(phi0), np.cos(phi0)]]) @ [0.4, -0.3]
+    assert val["r1.i.n"] == pytest.approx(S[0] * li[1] - S[1] * li[0], abs=1e-13)
+    # the ground side of r0 (ground is body i) is reported too: +lam
+    l0 = lam[sysm.element_rows["r0"]]
+    np.testing.assert_allclose([val["r0.i.fx"], val["r0.i.fy"]], l0, atol=1e-14)

@@ -63,7 +63,7 @@ class Group:
     row: np.ndarray           # (ne,) first row of each element
     par: np.ndarray           # (ne, n_par)
     fidx: np.ndarray          # (ne, n_fun) indices into the function table
-    jpos: np.ndarray          # (ne, m*nb*3) Jacobian data positions (trash = last)
+    jpos: np.ndarray          # (ne, m*nb*3) Jacobian data positions (ground: beyond size)
     compiled: bool = False
 
     @property
@@ -175,13 +175,21 @@ class System:
         self._indptr = np.cumsum(indptr)
         self.dense = (self.n <= DENSE_LIMIT) if jacobian == "auto" else jacobian == "dense"
 
+        # Entries in ground columns are not part of Phi_q; each gets a slot of its own
+        # after the matrix data, so that the blocks (and reactions on the ground) can
+        # be read back from the data array.
         self.groups: list[Group] = []
+        size = self.m * self.n if self.dense else self.nnz
+        n_ground = 0
         for tname, items, ct, boff, rowa, r_, c_ in pre:
+            ground = c_ >= self.n
+            gslot = size + n_ground + np.cumsum(ground.ravel()).reshape(ground.shape) - 1
+            n_ground += int(ground.sum())
             if self.dense:
-                jpos = np.where(c_ < self.n, r_ * self.n + c_, self.m * self.n)
+                jpos = np.where(ground, gslot, r_ * self.n + c_)
             else:
                 pos = np.searchsorted(key, r_ * max(self.n, 1) + c_)
-                jpos = np.where(c_ < self.n, pos, self.nnz)
+                jpos = np.where(ground, gslot, pos)
             g = Group(ct, [it[0].name for it in items], [it[0].path for it in items],
                       boff, rowa, np.array([it[2] for it in items]).reshape(len(items), ct.n_par),
                       np.array([it[3] for it in items], dtype=np.intp).reshape(len(items),
@@ -195,8 +203,7 @@ class System:
         self._phi = np.zeros(self.m)
         self._nu = np.zeros(self.m)
         self._gamma = np.zeros(self.m)
-        size = self.m * self.n if self.dense else self.nnz
-        self._jdata = np.zeros(size + 1)           # + trash slot
+        self._jdata = np.zeros(size + n_ground)    # matrix data, then ground entries
         self._jac_view = self._jdata[:size].reshape(self.m, self.n) if self.dense else None
         self._csr = None
         if not self.dense:   # a CSR matrix whose data array *is* the kernel buffer
@@ -231,6 +238,33 @@ class System:
             g._rows = g.rows()
             g._cidx = g.cidx()
             g._jflat = g.jpos.ravel()
+
+        # reactions: one [fx, fy, n] triple per (element, body), in element order
+        self.reaction_labels: list[str] = []
+        off = 0
+        for g in self.groups:
+            nbk = len(g.ctype.bodies)
+            g._roff = off + np.arange(g.ne * nbk * 3).reshape(g.ne, nbk, 3)
+            off += g.ne * nbk * 3
+        by_name = {}
+        for g in self.groups:
+            for e, name in enumerate(g.names):
+                by_name[name] = (g, e)
+        order_ = np.concatenate([by_name[el.name][0]._roff[by_name[el.name][1]].ravel()
+                                 for el in model.constraint_elements()]) \
+            if self.groups else np.zeros(0, np.intp)
+        perm = np.empty_like(order_)
+        perm[order_] = np.arange(len(order_))
+        for g in self.groups:          # final positions in element order
+            g._roff = perm[g._roff]
+        labels = [""] * off
+        for g in self.groups:
+            for e, el in enumerate(g.names):
+                for b, key in enumerate(g.ctype.bodies):
+                    for c, lab in enumerate(("fx", "fy", "n")):
+                        labels[g._roff[e, b, c]] = f"{el}.{_short(key)}.{lab}"
+        self.reaction_labels = labels
+        self._reactions = np.zeros(off)
 
         # points of interest (KAP "points"): body offsets and local coordinates
         self.point_names = [p.name for p in model.points]
@@ -308,6 +342,23 @@ class System:
                     (g.ne, g.m)).ravel()
         return self._gamma
 
+    def reactions(self, q: np.ndarray, t: float, lam: np.ndarray) -> np.ndarray:
+        """Generalised reaction of every element on each of its bodies,
+        ``[fx, fy, n]`` with the moment about the body origin, in global
+        components: ``g_b = (Phi_k)_{q_b}^T lam_k`` (spec/planar.md §2, 004 Eq 8.50;
+        the 004 Ch.9 sign convention, docs/conventions.md).  Reactions on the ground
+        are included.  Labels: :attr:`reaction_labels`."""
+        if np.shape(lam) != (self.m,):
+            raise ValueError(f"lam has shape {np.shape(lam)}, the system has {self.m} "
+                             f"constraint equations")
+        data = self._jacobian_data(q, t)
+        for g in self.groups:
+            nbk = len(g.ctype.bodies)
+            blocks = data[g.jpos].reshape(g.ne, g.m, nbk, 3)
+            lam_g = lam[g.row[:, None] + np.arange(g.m)]
+            self._reactions[g._roff] = np.einsum("embc,em->ebc", blocks, lam_g)
+        return self._reactions
+
     # ------------------------------------------------------------------ helpers
     def _load(self, q: np.ndarray) -> None:
         if np.shape(q) != (self.n,):
@@ -374,6 +425,11 @@ class System:
 
     def __repr__(self) -> str:
         return f"<System {self.model.name!r} n={self.n} m={self.m} backend={self.backend}>"
+
+
+def _short(key: str) -> str:
+    """Body parameter key -> label part: body_i -> i, body_j -> j, body -> body."""
+    return key[5:] if key.startswith("body_") else key
 
 
 def check_finite(name: str, x: np.ndarray, labels, t: float) -> None:
