@@ -99,6 +99,19 @@ class ConstraintType:
             return self.labels
         return tuple(str(k) for k in range(self.equations))
 
+    # -- reactions (spec/planar.md §2) -------------------------------------------
+    #: names of the joint-local reaction components, e.g. ("normal", "torque")
+    local_labels: ClassVar[tuple[str, ...]] = ()
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """Joint-local reaction components, (ne, len(local_labels)), from the
+        multipliers ``lam`` (ne, m) in the convention of docs/conventions.md
+        (reaction = +Phi_q^T lam).  E.g. a revolute's force in body-i axes, a
+        translational joint's normal force and torque, a link's tension, a driver's
+        effort.  The global per-body reactions need no code: the System computes
+        them from the Jacobian blocks."""
+        return np.zeros((par.shape[0], 0))
+
 
 class ForceType:
     """Base class of force element types (contract completed by the dynamics issue)."""
