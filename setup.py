@@ -30,7 +30,7 @@ def ext(name: str) -> Extension:
     )
 
 
-extensions = [ext("_planar"), ext("_functions"), ext("_linalg")]
+extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg")]
 
 setup(
     ext_modules=cythonize(

@@ -5,7 +5,7 @@ its transpose: ``dgetrf`` factors A^T, and solves with A use ``trans='T'``.
 Reference path: ``scipy.linalg.lu_factor`` / ``lu_solve`` (mbcore.linalg)."""
 from libc.math cimport fabs
 from libc.string cimport memcpy
-from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
+from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs
 
 import numpy as np
 
@@ -56,3 +56,71 @@ cdef class DenseLU:
         if n == 0:
             return
         dgetrs(&trans, &n, &nrhs, &self.lu[0], &n, &self.ipiv[0], &b[0], &n, &info)
+
+
+cdef class SchurSolver:
+    """Accelerations and multipliers of a constrained system with a diagonal mass
+    matrix, by the Schur complement of the augmented system (004 Prob 10.9-10.10;
+    spec/planar.md §4.6, algorithms.md §1.5):
+
+        B = Phi_q M^-1 Phi_q^T  (SPD),   B lam = gamma - Phi_q M^-1 Q,
+        qdd = M^-1 (Q + Phi_q^T lam)
+
+    which is the solution of ``[M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma]``
+    (the 004 Ch.9 sign convention).  ``B`` is factored by LAPACK ``dpotrf``.
+    """
+
+    cdef public Py_ssize_t n, m
+    cdef double[::1] B
+    cdef double[::1] C
+    cdef public int info
+
+    def __cinit__(self, Py_ssize_t n, Py_ssize_t m):
+        self.n = n
+        self.m = m
+        self.B = np.zeros(max(m * m, 1))
+        self.C = np.zeros(max(m * n, 1))
+        self.info = 0
+
+    def solve(self, const double[::1] jac, const double[::1] minv, const double[::1] Q,
+              const double[::1] gamma, double[::1] qdd, double[::1] lam):
+        """``jac``: row-major dense Phi_q (first m*n entries).  Returns LAPACK info
+        (> 0: B is not positive definite — dependent constraint rows)."""
+        cdef Py_ssize_t n = self.n, m = self.m, i, k, j
+        cdef int mm = <int> m, nrhs = 1, info = 0
+        cdef char uplo = b'U'
+        cdef double acc
+        if qdd.shape[0] != n or lam.shape[0] != m or Q.shape[0] != n or minv.shape[0] != n \
+                or gamma.shape[0] != m:
+            raise ValueError("SchurSolver.solve: array sizes do not match (n, m)")
+        # C = Phi_q M^-1 ; lam <- gamma - C Q
+        for i in range(m):
+            acc = 0.0
+            for j in range(n):
+                self.C[i * n + j] = jac[i * n + j] * minv[j]
+                acc += self.C[i * n + j] * Q[j]
+            lam[i] = gamma[i] - acc
+        # B = C Phi_q^T (symmetric; row-major == column-major)
+        for i in range(m):
+            for k in range(i, m):
+                acc = 0.0
+                for j in range(n):
+                    acc += self.C[i * n + j] * jac[k * n + j]
+                self.B[i * m + k] = acc
+                self.B[k * m + i] = acc
+        if m > 0:
+            dpotrf(&uplo, &mm, &self.B[0], &mm, &info)
+            self.info = info
+            if info != 0:
+                return info
+            dpotrs(&uplo, &mm, &nrhs, &self.B[0], &mm, &lam[0], &mm, &info)
+        # qdd = M^-1 (Q + Phi_q^T lam)
+        for j in range(n):
+            qdd[j] = Q[j]
+        for i in range(m):
+            for j in range(n):
+                qdd[j] += jac[i * n + j] * lam[i]
+        for j in range(n):
+            qdd[j] *= minv[j]
+        self.info = 0
+        return 0

@@ -5,8 +5,9 @@ One :class:`PlanarEvaluator` per System holds raw pointers to the packed group
 arrays (built once by ``mbcore.system``) and assembles phi, the Jacobian values,
 nu and gamma for every compiled group in one call, without Python-level loops
 over elements and without allocation.  The formulas are those of
-spec/planar.md §1 (C1-C4, D1-D3); each has a NumPy reference implementation in
-``mbplugins.planar.constraints`` with identical packed parameters.
+spec/planar.md §1 (C1-C9, D1-D5); each has a NumPy reference implementation in
+``mbplugins.planar`` (``constraints``, ``links``, ``gears``, ``drivers``) with
+identical packed parameters.
 
 Array conventions (see mbcore.elements): q is copied into an extended buffer of
 length n + 3 whose last three entries are the ground's (0, 0, 0); Jacobian
@@ -25,6 +26,12 @@ cdef enum:
     K_RELATIVE = 2
     K_REVOLUTE = 3
     K_TRANSLATIONAL = 4
+    K_DISTANCE = 5
+    K_REVTRANS = 6
+    K_TRANS002 = 7
+    K_GEAR = 8
+    K_RACK = 9
+    K_POINTDIR = 10
 
 #: kernel name -> (code, equations, bodies, n_par, n_fun)
 KERNELS = {
@@ -33,6 +40,12 @@ KERNELS = {
     "relative": (K_RELATIVE, 1, 2, 1, 1),
     "revolute": (K_REVOLUTE, 2, 2, 4, 0),
     "translational": (K_TRANSLATIONAL, 2, 2, 7, 0),
+    "distance": (K_DISTANCE, 1, 2, 4, 1),
+    "revolute_translational": (K_REVTRANS, 1, 2, 6, 0),
+    "translational_002": (K_TRANS002, 2, 2, 4, 0),
+    "gear": (K_GEAR, 1, 3, 3, 0),
+    "rack_pinion": (K_RACK, 1, 2, 8, 0),
+    "point_driver": (K_POINTDIR, 1, 1, 4, 1),
 }
 
 ctypedef struct Group:

@@ -114,11 +114,47 @@ class ConstraintType:
 
 
 class ForceType:
-    """Base class of force element types (contract completed by the dynamics issue)."""
+    """Base class of force element types (spec/planar.md §3; 004 §9.2).
+
+    Rules for implementers (same group conventions as :class:`ConstraintType`):
+
+    1. ``name``, ``bodies`` (parameter keys naming the bodies it acts on),
+       ``params`` (schema), ``n_par``, ``n_fun``, optional ``kernel``.
+    2. ``pack(spec, ctx)`` -> ``(par, functions)``.
+    3. ``force(par, qb, qdb, t, f)`` -> (ne, nb, 3): the generalised force on each
+       body, ``[f_x, f_y, n]`` in global components with the moment about the body
+       origin (= centroid), 004 Eq 9.8.
+    4. ``energy(par, qb, t, f)`` -> (ne,): potential energy of the conservative
+       part (default 0: non-conservative).  The power an element injects is not
+       a method: the System computes it as ``sum_b g_b . qd_b``.
+    5. ``outputs(par, qb, qdb, t, f)`` -> (ne, len(labels)): element quantities
+       reported with the results (e.g. a spring's length and force).
+    """
 
     name: ClassVar[str] = ""
     bodies: ClassVar[tuple[str, ...]] = ("body",)
     params: ClassVar[Mapping[str, Param]] = {}
+    n_par: ClassVar[int] = 0
+    n_fun: ClassVar[int] = 0
+    kernel: ClassVar[str | None] = None
+    labels: ClassVar[tuple[str, ...]] = ()
+    conservative: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+
+    def check(self, spec: dict[str, Any], path: str) -> None:
+        """Extra validation beyond the schema (raise ModelError naming the key)."""
+
+    def pack(self, spec: dict[str, Any], ctx: PackContext) -> tuple[Sequence[float], Sequence[Any]]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def force(self, par, qb, qdb, t, f):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def energy(self, par, qb, t, f):
+        return np.zeros(par.shape[0])
+
+    def outputs(self, par, qb, qdb, t, f):
+        return np.zeros((par.shape[0], len(self.labels)))
 
 
 # --- small planar helpers shared by reference implementations ---------------------

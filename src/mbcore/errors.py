@@ -72,3 +72,14 @@ class LockupError(ConvergenceError):
 class AssemblyError(ConvergenceError):
     """The initial configuration could not be assembled from the estimates
     (004 §5.1: Newton-Raphson from the initial estimates did not converge)."""
+
+
+class ElementEvaluationError(MbcoreError):
+    """Raised by an element type's evaluation for element ``index`` of its group
+    (e.g. a spring of zero length has no direction); the System re-raises it as an
+    :class:`AnalysisError` naming the element and the time."""
+
+    def __init__(self, index: int, reason: str):
+        self.index = index
+        self.reason = reason
+        super().__init__(f"element {index}: {reason}")

@@ -23,12 +23,15 @@ from . import schema as S
 from .errors import ModelError, UnknownTypeError
 from .schema import NamedPoint, ValidationContext
 
-TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground",
+TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", "gravity",
             "bodies", "points", "joints", "drivers", "forces")
 BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
              "angular_velocity", "description")
 POINT_KEYS = ("name", "body", "at")
-SECTIONS = ("joints", "drivers")   # constraint sections (forces: dynamics issue)
+CONSTRAINT_SECTIONS = ("joints", "drivers")
+SECTIONS = CONSTRAINT_SECTIONS + ("forces",)
+#: registry kind of the element types of each section
+SECTION_KIND = {"joints": "constraint", "drivers": "constraint", "forces": "force"}
 
 
 @dataclass
@@ -104,7 +107,7 @@ class Model:
         self.bodies: list[Body] = []
         self.points: list[Point] = []
         self.elements: dict[str, list[Element]] = {s: [] for s in SECTIONS}
-        self.forces: list[dict[str, Any]] = []
+        self.gravity: tuple[float, float] = (0.0, 0.0)
         self.source_text: str | None = None
         self.source_format: str = "json"
         self.source_path: str | None = None
@@ -140,6 +143,15 @@ class Model:
         """Add a driver (a rheonomic constraint such as ``absolute_driver``)."""
         return self._add("drivers", type, name, params)
 
+    def add_force(self, type: str, name: str | None = None, **params: Any) -> Element:
+        """Add a force element (``tsda``, ``rsda``, ``force``, ``torque``...)."""
+        return self._add("forces", type, name, params)
+
+    def set_gravity(self, gx: float, gy: float) -> None:
+        """Uniform gravity acceleration (e.g. ``(0, -9.81)``), acting on every body."""
+        self.gravity = S.vector((gx, gy), "gravity")
+        self._touch()
+
     def _add(self, section: str, type: str, name: str | None, params: dict) -> Element:
         lst = self.elements[section]
         raw = {"name": name or f"{type}{len(lst) + 1}", "type": type}
@@ -166,7 +178,10 @@ class Model:
         return -1
 
     def constraint_elements(self) -> list[Element]:
-        return [e for s in SECTIONS for e in self.elements[s]]
+        return [e for s in CONSTRAINT_SECTIONS for e in self.elements[s]]
+
+    def force_elements(self) -> list[Element]:
+        return list(self.elements["forces"])
 
     # ------------------------------------------------------------- validation
     def validate(self, registry=None) -> None:
@@ -190,15 +205,12 @@ class Model:
             pts[p.name] = (p.body, p.at)
         ctx.points = pts
         enames: dict[str, str] = {}
-        for el in self.constraint_elements():
+        for el in self.constraint_elements() + self.force_elements():
             self._validate_element(el, registry, ctx)
             if el.name in enames:
                 raise ModelError(f"{el.path}.name",
                                  f"duplicate element name '{el.name}' (also {enames[el.name]})")
             enames[el.name] = el.path
-        if self.forces:
-            raise ModelError("forces", "force elements are not available yet in this "
-                                       "version (kinematic analysis only)")
 
     def _validate_element(self, el: Element, registry, ctx: ValidationContext) -> None:
         path = el.path
@@ -206,9 +218,10 @@ class Model:
         tname = raw.get("type")
         if tname is None:
             raise ModelError(f"{path}.type", "required key is missing")
-        if not isinstance(tname, str) or not registry.has("constraint", tname):
-            raise UnknownTypeError(f"{path}.type", registry.unknown_message("constraint", tname))
-        cls = registry.get("constraint", tname)
+        kind = SECTION_KIND[el.section]
+        if not isinstance(tname, str) or not registry.has(kind, tname):
+            raise UnknownTypeError(f"{path}.type", registry.unknown_message(kind, tname))
+        cls = registry.get(kind, tname)
         S.string(raw.get("name"), f"{path}.name")
         S.check_keys(raw, ("name", "type", *cls.params), path)
         values: dict[str, Any] = {}
@@ -266,6 +279,8 @@ class Model:
             d["ground"] = self.ground
         if self.parameters:
             d["parameters"] = dict(self.parameters)
+        if any(self.gravity):
+            d["gravity"] = list(self.gravity)
         if self.settings:
             d["settings"] = copy.deepcopy(self.settings)
         d["bodies"] = [b.to_dict() for b in self.bodies]
@@ -274,8 +289,6 @@ class Model:
         for s in SECTIONS:
             if self.elements[s]:
                 d[s] = [copy.deepcopy(e.raw) for e in self.elements[s]]
-        if self.forces:
-            d["forces"] = copy.deepcopy(self.forces)
         return d
 
     def to_text(self) -> tuple[str, str]:
@@ -320,7 +333,8 @@ class Model:
                 e = dict(S.mapping(e, f"{s}[{k}]"))
                 e.setdefault("name", f"{e.get('type', s[:-1])}{k + 1}")
                 m.elements[s].append(Element(s, str(e.get("type")), str(e["name"]), e, index=k))
-        m.forces = list(S.sequence(data.get("forces", []) or [], "forces"))
+        if "gravity" in data:
+            m.gravity = S.vector(data["gravity"], "gravity")
         if validate:
             if registry is None:
                 from .plugins import registry as _reg
@@ -350,7 +364,9 @@ class Model:
     def __repr__(self) -> str:
         nj = len(self.elements["joints"])
         nd = len(self.elements["drivers"])
-        return f"<Model {self.name!r}: {len(self.bodies)} bodies, {nj} joints, {nd} drivers>"
+        nf = len(self.elements["forces"])
+        return (f"<Model {self.name!r}: {len(self.bodies)} bodies, {nj} joints, {nd} drivers, "
+                f"{nf} forces>")
 
 
 def parse_text(text: str, fmt: str, where: str) -> Any:

@@ -46,10 +46,29 @@ def default_backend() -> str:
 
 def compiled_available() -> bool:
     try:
-        from ._ext import _functions, _linalg, _planar  # noqa: F401
+        from ._ext import _forces, _functions, _linalg, _planar  # noqa: F401
     except ImportError:
         return False
     return True
+
+
+@dataclass
+class ForceGroup:
+    """All force elements of one type, packed contiguously."""
+
+    ftype: Any
+    names: list[str]
+    paths: list[str]
+    boff: Any                 # (ne, nb) body offsets (ground: n)
+    par: Any                  # (ne, n_par)
+    fidx: Any                 # (ne, n_fun)
+    compiled: bool = False
+
+
+def _reason_of(fg: ForceGroup, e: int) -> str:
+    """Why a compiled force kernel refused element e (kernels signal by index)."""
+    from ._ext import _forces
+    return _forces.REASONS.get(fg.ftype.kernel, "the element could not be evaluated")
 
 
 @dataclass
@@ -139,6 +158,50 @@ class System:
             self.element_sections[el.name] = el.section
             row += ct.equations
         self.m = row
+
+        # ---- force groups (packed like constraints, no rows) -----------------------
+        fby: dict[str, list] = {}
+        self.force_groups: list[ForceGroup] = []
+        for el in model.force_elements():
+            cls = registry.get("force", el.type)
+            ft = cls()
+            par, funs = ft.pack(el.values, PackContext(model, el.path))
+            par = np.asarray(par, dtype=float).ravel()
+            if par.size != ft.n_par or len(funs) != ft.n_fun:
+                raise PluginError(f"force type '{el.type}': pack() returned {par.size} "
+                                  f"parameters and {len(funs)} functions, declared "
+                                  f"n_par={ft.n_par}, n_fun={ft.n_fun}")
+            fidx = list(range(len(functions), len(functions) + len(funs)))
+            functions.extend(funs)
+            boff = [self._boff[el.values[b]] for b in cls.bodies]
+            if el.type not in fby:
+                fby[el.type] = []
+                self.force_groups.append(ForceGroup(ft, [], [], [], [], []))
+            fg = next(g for g in self.force_groups if g.ftype.name == el.type)
+            fg.names.append(el.name)
+            fg.paths.append(el.path)
+            fg.boff.append(boff)
+            fg.par.append(par)
+            fg.fidx.append(fidx)
+            self.element_types[el.name] = el.type
+            self.element_sections[el.name] = el.section
+        for fg in self.force_groups:
+            nbk, ne = len(fg.ftype.bodies), len(fg.names)
+            fg.boff = np.array(fg.boff, dtype=np.intp).reshape(ne, nbk)
+            fg.par = np.array(fg.par, dtype=float).reshape(ne, fg.ftype.n_par)
+            fg.fidx = np.array(fg.fidx, dtype=np.intp).reshape(ne, fg.ftype.n_fun)
+            fg._cidx = fg.boff[:, :, None] + np.arange(3)
+        self.force_labels = [f"{name}.{lab}" for fg in self.force_groups
+                             for name in fg.names for lab in fg.ftype.labels]
+
+        # ---- mass and gravity (004 Eqs 9.2-9.3, 9.9a; centroidal body frames) ------
+        self.mass_diag = np.array([[b.mass, b.mass, b.inertia] for b in model.bodies],
+                                  dtype=float).reshape(-1)
+        self.gravity = np.array(model.gravity, dtype=float)
+        self._q_gravity = (self.mass_diag.reshape(-1, 3)
+                           * np.array([self.gravity[0], self.gravity[1], 0.0])).reshape(-1)
+        self._Q = np.zeros(self.n)
+
         self.functions = functions
         self.ftable = FunctionTable(functions, backend=backend)
         self.fv = np.zeros((len(functions), 3))
@@ -234,6 +297,27 @@ class System:
                                  fidx=g.fidx, jpos=g.jpos))
             self._evaluator = _planar.PlanarEvaluator(self.n, comp)
             self._py_groups = [g for g in self.groups if not g.compiled]
+        self._force_evaluator = None
+        self._py_force_groups = list(self.force_groups)
+        if self.backend == "compiled" and self.force_groups:
+            from ._ext import _forces
+            comp = []
+            for fg in self.force_groups:
+                k = fg.ftype.kernel
+                if k is None:
+                    continue
+                if k not in _forces.KERNELS:
+                    raise PluginError(f"force type '{fg.ftype.name}' names kernel {k!r}, "
+                                      f"which mbcore._ext._forces does not provide")
+                if _forces.KERNELS[k][1:] != (len(fg.ftype.bodies), fg.ftype.n_par,
+                                              fg.ftype.n_fun):
+                    raise PluginError(f"force type '{fg.ftype.name}': its declaration does "
+                                      f"not match kernel {k!r}")
+                fg.compiled = True
+                comp.append(dict(kernel=k, boff=fg.boff, par=fg.par, fidx=fg.fidx))
+            self._force_evaluator = _forces.ForceEvaluator(self.n, comp)
+            self._compiled_force_groups = [g for g in self.force_groups if g.compiled]
+            self._py_force_groups = [g for g in self.force_groups if not g.compiled]
         for g in self._py_groups:      # precomputed gather/scatter indices
             g._rows = g.rows()
             g._cidx = g.cidx()
@@ -341,6 +425,77 @@ class System:
                     g, "gamma", (g.par, self._qx[g._cidx], self._qdx[g._cidx], t, fv[g.fidx]),
                     (g.ne, g.m)).ravel()
         return self._gamma
+
+    # ------------------------------------------------------------ forces and mass
+    def forces(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
+        """Generalised applied forces Q(q, qd, t): gravity plus every force element
+        (004 Eq 9.8; spec/planar.md §3).  Length n."""
+        fv = self.functions_at(t)
+        Q = self._Q
+        if self._force_evaluator is not None:
+            if not self._force_evaluator.forces(q, qd, t, fv, Q):
+                fg = self._compiled_force_groups[self._force_evaluator.failed_group]
+                e = self._force_evaluator.failed_element
+                self._element_failed(fg, e, _reason_of(fg, e), t)
+        else:
+            if np.shape(q) != (self.n,) or np.shape(qd) != (self.n,):
+                raise ValueError(f"q and qd must have {self.n} entries")
+            Q[:] = 0.0
+        Q += self._q_gravity
+        if self._py_force_groups:
+            self._load(q)
+            self._qdx[:self.n] = qd
+            Qx = np.zeros(self.n + 3)
+            for fg in self._py_force_groups:
+                g = self._force_call(fg, "force", (fg.par, self._qx[fg._cidx],
+                                                   self._qdx[fg._cidx], t, fv[fg.fidx]),
+                                     (len(fg.names), len(fg.ftype.bodies), 3), t)
+                np.add.at(Qx, fg._cidx, g)
+            Q += Qx[:self.n]
+        return Q
+
+    def _force_call(self, fg: "ForceGroup", method: str, args, shape, t):
+        from .errors import ElementEvaluationError
+        try:
+            out = np.asarray(getattr(fg.ftype, method)(*args), dtype=float)
+        except ElementEvaluationError as exc:
+            self._element_failed(fg, exc.index, exc.reason, t)
+        if out.shape != shape:
+            raise PluginError(f"force type '{fg.ftype.name}'.{method}() returned shape "
+                              f"{out.shape}, expected {shape}")
+        return out
+
+    def _element_failed(self, fg, e, reason, t):
+        from .errors import AnalysisError
+        raise AnalysisError(f"force element '{fg.names[e]}' ({fg.paths[e]}, "
+                            f"{fg.ftype.name}): {reason}", t)
+
+    def kinetic_energy(self, qd: np.ndarray) -> float:
+        """T = qd^T M qd / 2 (004 Eq 14.8 for centroidal frames)."""
+        return 0.5 * float(np.dot(self.mass_diag * qd, qd))
+
+    def potential_energy(self, q: np.ndarray, t: float = 0.0) -> float:
+        """V = -sum m_i g . r_i (gravity) + the potential of every conservative part
+        of the force elements (spring energies, 004 Eqs 14.10-14.12)."""
+        V = -float(np.dot(self._q_gravity, q))
+        if self.force_groups:
+            fv = self.functions_at(t)
+            self._load(q)
+            for fg in self.force_groups:
+                V += float(np.sum(fg.ftype.energy(fg.par, self._qx[fg._cidx], t,
+                                                  fv[fg.fidx])))
+        return V
+
+    def force_outputs(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
+        """Element quantities of every force element (labels :attr:`force_labels`),
+        e.g. a spring-damper's length, rate and forces."""
+        fv = self.functions_at(t)
+        self._load(q)
+        self._qdx[:self.n] = qd
+        out = [np.asarray(fg.ftype.outputs(fg.par, self._qx[fg._cidx], self._qdx[fg._cidx],
+                                           t, fv[fg.fidx]), float).ravel()
+               for fg in self.force_groups]
+        return np.concatenate(out) if out else np.zeros(0)
 
     def reactions(self, q: np.ndarray, t: float, lam: np.ndarray) -> np.ndarray:
         """Generalised reaction of every element on each of its bodies,

@@ -16,6 +16,12 @@ def mbcore_constraint_types():
 
 
 @hookimpl
+def mbcore_force_types():
+    from .planar.forces import FORCE_TYPES
+    return list(FORCE_TYPES)
+
+
+@hookimpl
 def mbcore_analyses():
     from .analyses.kinematic import KinematicAnalysis
     return [KinematicAnalysis]

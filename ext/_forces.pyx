@@ -1,0 +1,192 @@
+# cython: language_level=3
+"""Compiled force kernels for the built-in planar force elements (spec/planar.md
+§3: F2 point force, F3 torque, F5 TSDA, F6 RSDA; 004 §9.2).
+
+:class:`ForceEvaluator` accumulates the generalised forces of every compiled group
+into Q in one call, without Python per element and without allocation.  The NumPy
+references with identical packed parameters are in
+``mbplugins.planar.forces``.  Conventions as in ``_planar``: body offsets index an
+extended coordinate buffer whose last three entries are the ground's zeros;
+forces on the ground land in three extra slots and are discarded.
+"""
+from libc.math cimport sin, cos, sqrt
+from libc.stdlib cimport malloc, free
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+cdef enum:
+    F_TSDA = 0
+    F_RSDA = 1
+    F_FORCE = 2
+    F_TORQUE = 3
+
+#: kernel name -> (code, bodies, n_par, n_fun)
+KERNELS = {
+    "tsda": (F_TSDA, 2, 7, 1),
+    "rsda": (F_RSDA, 2, 3, 1),
+    "force": (F_FORCE, 1, 3, 2),
+    "torque": (F_TORQUE, 2, 0, 1),
+}
+
+#: why a kernel refuses an element (reported by the System with the element's name)
+REASONS = {
+    "tsda": "the attachment points coincide (length < 1e-10): the spring-damper "
+            "direction is undefined",
+}
+
+#: TSDA lengths below this have no direction (same value as the reference)
+cdef double MIN_LENGTH = 1e-10
+
+ctypedef struct FGroup:
+    int kind
+    Py_ssize_t ne, nb, npar, nfun
+    const Py_ssize_t* boff
+    const double* par
+    const Py_ssize_t* fidx
+
+_EMPTY_D = np.zeros(1)
+_EMPTY_I = np.zeros(1, dtype=np.intp)
+
+
+cdef size_t _ptr_d(object a):
+    cdef double[::1] v = a.reshape(-1) if a.size else _EMPTY_D
+    return <size_t> &v[0]
+
+
+cdef size_t _ptr_i(object a):
+    cdef Py_ssize_t[::1] v = a.reshape(-1) if a.size else _EMPTY_I
+    return <size_t> &v[0]
+
+
+cdef class ForceEvaluator:
+    """Accumulates Q = sum of element forces for every compiled force group."""
+
+    cdef FGroup* groups
+    cdef Py_ssize_t ng, n
+    cdef double* qx
+    cdef double* qdx
+    cdef double* Qx
+    cdef list _keep
+    cdef public Py_ssize_t failed_group, failed_element
+
+    def __cinit__(self, Py_ssize_t n, list groups):
+        cdef Py_ssize_t k
+        self.n = n
+        self.ng = len(groups)
+        self._keep = []
+        self.failed_group = -1
+        self.failed_element = -1
+        self.groups = <FGroup*> malloc(max(self.ng, 1) * sizeof(FGroup))
+        self.qx = <double*> malloc((n + 3) * sizeof(double))
+        self.qdx = <double*> malloc((n + 3) * sizeof(double))
+        self.Qx = <double*> malloc((n + 3) * sizeof(double))
+        if self.groups == NULL or self.qx == NULL or self.qdx == NULL or self.Qx == NULL:
+            raise MemoryError()
+        memset(self.qx, 0, (n + 3) * sizeof(double))
+        memset(self.qdx, 0, (n + 3) * sizeof(double))
+        for k in range(self.ng):
+            self._set(k, groups[k])
+
+    cdef _set(self, Py_ssize_t k, dict g):
+        code, nb, npar, nfun = KERNELS[g["kernel"]]
+        boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
+        par = np.ascontiguousarray(g["par"], dtype=np.float64)
+        fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
+        ne = boff.shape[0]
+        if boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun:
+            raise ValueError(f"force kernel {g['kernel']!r}: packed arrays have wrong sizes")
+        self._keep.extend([boff, par, fidx])
+        cdef FGroup* G = &self.groups[k]
+        G.kind = code
+        G.ne = ne
+        G.nb = nb
+        G.npar = npar
+        G.nfun = nfun
+        G.boff = <const Py_ssize_t*> _ptr_i(boff)
+        G.par = <const double*> _ptr_d(par)
+        G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
+
+    def __dealloc__(self):
+        free(self.groups)
+        free(self.qx)
+        free(self.qdx)
+        free(self.Qx)
+
+    def forces(self, const double[::1] q, const double[::1] qd, double t,
+               const double[:, ::1] fv, double[::1] Q, bint accumulate=False):
+        """Q (+)= generalised forces of all compiled groups.  Returns True, or False
+        with ``failed_group``/``failed_element`` set when an element cannot be
+        evaluated (a TSDA of zero length)."""
+        cdef Py_ssize_t g, e
+        if q.shape[0] != self.n or qd.shape[0] != self.n or Q.shape[0] != self.n:
+            raise ValueError(f"q, qd and Q must have {self.n} entries")
+        if self.n:
+            memcpy(self.qx, &q[0], self.n * sizeof(double))
+            memcpy(self.qdx, &qd[0], self.n * sizeof(double))
+            if accumulate:
+                memcpy(self.Qx, &Q[0], self.n * sizeof(double))
+            else:
+                memset(self.Qx, 0, self.n * sizeof(double))
+        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        for g in range(self.ng):
+            e = _accumulate(&self.groups[g], self.qx, self.qdx, fp, self.Qx)
+            if e >= 0:
+                self.failed_group = g
+                self.failed_element = e
+                return False
+        if self.n:
+            memcpy(&Q[0], self.Qx, self.n * sizeof(double))
+        return True
+
+
+cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const double* fv,
+                            double* Q) noexcept nogil:
+    """Add the group's forces into Q; return -1, or the index of a failing element."""
+    cdef Py_ssize_t e, bi, bj
+    cdef const double* p
+    cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy, n
+    for e in range(G.ne):
+        p = G.par + e * G.npar
+        bi = G.boff[e * G.nb]
+        if G.kind == F_TSDA:
+            bj = G.boff[e * 2 + 1]
+            c = cos(q[bi + 2]); s = sin(q[bi + 2])
+            cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
+            Sjx = cj * p[2] - sj * p[3]; Sjy = sj * p[2] + cj * p[3]
+            lx = q[bj] + Sjx - q[bi] - Six
+            ly = q[bj + 1] + Sjy - q[bi + 1] - Siy
+            L = sqrt(lx * lx + ly * ly)
+            if not (L >= MIN_LENGTH):
+                return e
+            ux = lx / L; uy = ly / L
+            # l_dot = rd_j + w_j R S_j - rd_i - w_i R S_i,  R S = (-S_y, S_x)
+            Ld = (ux * (qd[bj] - qd[bj + 2] * Sjy - qd[bi] + qd[bi + 2] * Siy)
+                  + uy * (qd[bj + 1] + qd[bj + 2] * Sjx - qd[bi + 1] - qd[bi + 2] * Six))
+            f = p[4] * (L - p[6]) + p[5] * Ld + fv[3 * G.fidx[e]]
+            fx = f * ux; fy = f * uy
+            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
+            Q[bj] -= fx; Q[bj + 1] -= fy; Q[bj + 2] -= Sjx * fy - Sjy * fx
+        elif G.kind == F_RSDA:
+            bj = G.boff[e * 2 + 1]
+            n = (p[0] * (q[bj + 2] - q[bi + 2] - p[2]) + p[1] * (qd[bj + 2] - qd[bi + 2])
+                 + fv[3 * G.fidx[e]])
+            Q[bi + 2] += n
+            Q[bj + 2] -= n
+        elif G.kind == F_FORCE:
+            c = cos(q[bi + 2]); s = sin(q[bi + 2])
+            fx = fv[3 * G.fidx[e * 2]]
+            fy = fv[3 * G.fidx[e * 2 + 1]]
+            if p[2] > 0.5:          # components in body axes: f = A f'
+                f = c * fx - s * fy
+                fy = s * fx + c * fy
+                fx = f
+            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
+            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
+        elif G.kind == F_TORQUE:
+            bj = G.boff[e * 2 + 1]
+            n = fv[3 * G.fidx[e]]
+            Q[bi + 2] += n
+            Q[bj + 2] -= n
+    return -1

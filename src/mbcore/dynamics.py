@@ -1,0 +1,80 @@
+"""Equations of motion: accelerations and Lagrange multipliers at a state.
+
+``[M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma]`` (004 Eqs 9.49-9.55, sign of
+004 Ch.9: the reaction is ``+Phi_q^T lam``; docs/conventions.md), solved by the
+Schur complement ``B = Phi_q M^-1 Phi_q^T`` (004 Prob 10.9-10.10) because M is
+diagonal for centroidal planar frames: compiled (LAPACK dpotrf) or the SciPy
+reference; sparse systems use SuperLU on the augmented matrix.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .errors import AnalysisError, SingularJacobianError
+from .linalg import dependent_rows
+
+
+class AccelerationSolver:
+    """Solves the equations of motion of a System at (q, qd, t)."""
+
+    def __init__(self, system):
+        self.system = system
+        n, m = system.n, system.m
+        if np.any(system.mass_diag <= 0):
+            k = int(np.nonzero(system.mass_diag <= 0)[0][0])
+            raise AnalysisError(f"body '{system.body_names[k // 3]}' has zero mass or inertia: "
+                                f"the mass matrix is singular")
+        self.minv = 1.0 / system.mass_diag
+        self.qdd = np.zeros(n)
+        self.lam = np.zeros(m)
+        self._compiled = None
+        if system.backend == "compiled" and system.dense:
+            from ._ext._linalg import SchurSolver
+            self._compiled = SchurSolver(n, m)
+
+    def solve(self, q, qd, t, gamma_extra=None):
+        """(qdd, lam) — work buffers, valid until the next call.  ``gamma_extra``
+        is added to gamma (Baumgarte stabilisation, CS formulation)."""
+        s = self.system
+        Q = s.forces(q, qd, t)
+        J = s.jacobian(q, t)
+        gam = s.gamma(q, qd, t)
+        if gamma_extra is not None:
+            gam = gam + gamma_extra
+        if self._compiled is not None:
+            info = self._compiled.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam)
+            if info:
+                self._singular(J, t)
+            return self.qdd, self.lam
+        if s.dense:
+            C = J * self.minv
+            B = C @ J.T
+            try:
+                cho = sla.cho_factor(B, check_finite=False)
+            except np.linalg.LinAlgError:
+                self._singular(J, t)
+            if s.m and np.min(np.abs(np.diag(cho[0]))) ** 2 < 1e-13 * np.max(np.diag(B)):
+                self._singular(J, t)
+            self.lam[:] = sla.cho_solve(cho, gam - C @ Q, check_finite=False) if s.m else 0.0
+            self.qdd[:] = self.minv * (Q + J.T @ self.lam)
+            return self.qdd, self.lam
+        # sparse: augmented matrix with SuperLU
+        A = sp.bmat([[sp.diags(s.mass_diag), -J.T], [J, None]], format="csc")
+        try:
+            x = spla.splu(A).solve(np.concatenate([Q, gam]))
+        except RuntimeError:
+            self._singular(J.toarray(), t)
+        self.qdd[:] = x[:s.n]
+        self.lam[:] = x[s.n:]
+        return self.qdd, self.lam
+
+    def _singular(self, J, t):
+        names = self.system.constraint_names
+        rows = dependent_rows(np.asarray(J))
+        raise SingularJacobianError(
+            "the equations of motion are singular: the constraint Jacobian is rank "
+            "deficient (redundant constraints or a singular configuration); equations "
+            f"involved: {', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
