@@ -223,6 +223,8 @@ cdef void _phi(Group* G, const double* q, const double* fv, double* out) noexcep
             out[r] = q[bi] - p[0]
             out[r + 1] = q[bi + 1] - p[1]
             out[r + 2] = q[bi + 2] - p[2]
+        else:
+            _phi_ext(G, e, q, fv, out)
 
 
 cdef void _jac(Group* G, const double* q, double* J) noexcept nogil:
@@ -279,18 +281,23 @@ cdef void _jac(Group* G, const double* q, double* J) noexcept nogil:
             J[jp[0]] = 1.0; J[jp[1]] = 0.0; J[jp[2]] = 0.0
             J[jp[3]] = 0.0; J[jp[4]] = 1.0; J[jp[5]] = 0.0
             J[jp[6]] = 0.0; J[jp[7]] = 0.0; J[jp[8]] = 1.0
+        else:
+            _jac_ext(G, e, q, jp, J)
 
 
 cdef void _nu(Group* G, const double* fv, double* out) noexcept nogil:
-    cdef Py_ssize_t e, r
+    cdef Py_ssize_t e, r, k
+    cdef const double* f
     for e in range(G.ne):
         r = G.row[e]
-        if G.kind == K_ABSOLUTE or G.kind == K_RELATIVE:
+        if G.kind == K_ABSOLUTE or G.kind == K_RELATIVE or G.kind == K_POINTDIR:
             out[r] = fv[3 * G.fidx[e] + 1]
-        elif G.kind == K_FIXED:
-            out[r] = 0.0; out[r + 1] = 0.0; out[r + 2] = 0.0
-        else:   # revolute, translational: scleronomic
-            out[r] = 0.0; out[r + 1] = 0.0
+        elif G.kind == K_DISTANCE:     # Phi = d.d - L(t)^2: nu = -Phi_t = 2 L L'
+            f = fv + 3 * G.fidx[e]
+            out[r] = 2.0 * f[0] * f[1]
+        else:   # fixed, revolute, translational and the other scleronomic joints
+            for k in range(G.m):
+                out[r + k] = 0.0
 
 
 cdef void _gamma(Group* G, const double* q, const double* qd, const double* fv,
@@ -336,3 +343,175 @@ cdef void _gamma(Group* G, const double* q, const double* qd, const double* fv,
             out[r] = fv[3 * G.fidx[e] + 2]
         elif G.kind == K_FIXED:
             out[r] = 0.0; out[r + 1] = 0.0; out[r + 2] = 0.0
+        else:
+            _gamma_ext(G, e, q, qd, fv, out)
+
+
+# --------------------------------------------------------------------------------
+# C5-C9, D4, D5 (spec/planar.md §1).  Packed parameters: see the docstrings of the
+# NumPy reference classes in mbplugins.planar.links / gears / drivers.
+#   distance             [s'_i(2), s'_j(2)]           f: L(t)
+#   revolute_translational [u'(2), s'_i(2), s'_j(2)]  (body i: line, body j: pin)
+#   translational_002    [r'_ij(2), r'_ji(2)]
+#   gear                 [c_i, c_j, c0]   (c_k = -(c_i + c_j); bodies i, j, carrier)
+#   rack_pinion          [s'_C(2), s'_P(2), u'(2), rho_s, c0]
+#   point_driver         [u(2), s'(2)]                f: s(t)
+# --------------------------------------------------------------------------------
+cdef inline void _phi_ext(Group* G, Py_ssize_t e, const double* q, const double* fv,
+                          double* out) noexcept nogil:
+    cdef Py_ssize_t r = G.row[e]
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * G.nb]
+    cdef Py_ssize_t bj, bk
+    cdef double c, s, cj, sj, dx, dy, L, ux, uy, aix, aiy, ajx, ajy, ex, ey
+    cdef double SCx, SCy, SPx, SPy, Sx, Sy
+    c = cos(q[bi + 2]); s = sin(q[bi + 2])
+    if G.kind == K_POINTDIR:
+        Sx = c * p[2] - s * p[3]; Sy = s * p[2] + c * p[3]
+        out[r] = p[0] * (q[bi] + Sx) + p[1] * (q[bi + 1] + Sy) - fv[3 * G.fidx[e]]
+        return
+    bj = G.boff[e * G.nb + 1]
+    if G.kind == K_GEAR:
+        bk = G.boff[e * G.nb + 2]
+        out[r] = p[0] * q[bi + 2] + p[1] * q[bj + 2] - (p[0] + p[1]) * q[bk + 2] + p[2]
+        return
+    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+    if G.kind == K_DISTANCE:
+        dx = q[bi] + (c * p[0] - s * p[1]) - q[bj] - (cj * p[2] - sj * p[3])
+        dy = q[bi + 1] + (s * p[0] + c * p[1]) - q[bj + 1] - (sj * p[2] + cj * p[3])
+        L = fv[3 * G.fidx[e]]
+        out[r] = dx * dx + dy * dy - L * L
+    elif G.kind == K_REVTRANS:
+        ux = c * p[0] - s * p[1]; uy = s * p[0] + c * p[1]
+        dx = q[bj] + (cj * p[4] - sj * p[5]) - q[bi] - (c * p[2] - s * p[3])
+        dy = q[bj + 1] + (sj * p[4] + cj * p[5]) - q[bi + 1] - (s * p[2] + c * p[3])
+        out[r] = -uy * dx + ux * dy
+    elif G.kind == K_TRANS002:
+        aix = c * p[0] - s * p[1]; aiy = s * p[0] + c * p[1]
+        ajx = cj * p[2] - sj * p[3]; ajy = sj * p[2] + cj * p[3]
+        ex = q[bi] - q[bj]; ey = q[bi + 1] - q[bj + 1]
+        out[r] = ((aix + ajx) * ex + (aiy + ajy) * ey
+                  + ((p[0] * p[0] + p[1] * p[1]) - (p[2] * p[2] + p[3] * p[3])))
+        out[r + 1] = aix * ajy - aiy * ajx
+    elif G.kind == K_RACK:
+        SCx = c * p[0] - s * p[1]; SCy = s * p[0] + c * p[1]
+        SPx = cj * p[2] - sj * p[3]; SPy = sj * p[2] + cj * p[3]
+        ux = cj * p[4] - sj * p[5]; uy = sj * p[4] + cj * p[5]
+        ex = q[bi] + SCx - q[bj] - SPx; ey = q[bi + 1] + SCy - q[bj + 1] - SPy
+        out[r] = ux * ex + uy * ey + p[6] * (q[bi + 2] - q[bj + 2]) - p[7]
+
+
+cdef inline void _jac_ext(Group* G, Py_ssize_t e, const double* q, const Py_ssize_t* jp,
+                          double* J) noexcept nogil:
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * G.nb]
+    cdef Py_ssize_t bj
+    cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, dx, dy, ux, uy, aix, aiy, ajx, ajy
+    cdef double ex, ey, dot
+    c = cos(q[bi + 2]); s = sin(q[bi + 2])
+    if G.kind == K_POINTDIR:
+        Six = c * p[2] - s * p[3]; Siy = s * p[2] + c * p[3]
+        J[jp[0]] = p[0]; J[jp[1]] = p[1]; J[jp[2]] = -p[0] * Siy + p[1] * Six
+        return
+    if G.kind == K_GEAR:       # row 0: [0, 0, c_i | 0, 0, c_j | 0, 0, -(c_i + c_j)]
+        J[jp[0]] = 0.0; J[jp[1]] = 0.0; J[jp[2]] = p[0]
+        J[jp[3]] = 0.0; J[jp[4]] = 0.0; J[jp[5]] = p[1]
+        J[jp[6]] = 0.0; J[jp[7]] = 0.0; J[jp[8]] = -(p[0] + p[1])
+        return
+    bj = G.boff[e * G.nb + 1]
+    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+    if G.kind == K_DISTANCE:   # [2 d | 2 d.R S_i | -2 d | -2 d.R S_j]
+        Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
+        Sjx = cj * p[2] - sj * p[3]; Sjy = sj * p[2] + cj * p[3]
+        dx = q[bi] + Six - q[bj] - Sjx
+        dy = q[bi + 1] + Siy - q[bj + 1] - Sjy
+        J[jp[0]] = 2.0 * dx; J[jp[1]] = 2.0 * dy
+        J[jp[2]] = 2.0 * (-dx * Siy + dy * Six)
+        J[jp[3]] = -2.0 * dx; J[jp[4]] = -2.0 * dy
+        J[jp[5]] = -2.0 * (-dx * Sjy + dy * Sjx)
+    elif G.kind == K_REVTRANS:  # as row 0 of the translational joint
+        ux = c * p[0] - s * p[1]; uy = s * p[0] + c * p[1]
+        Sjx = cj * p[4] - sj * p[5]; Sjy = sj * p[4] + cj * p[5]
+        J[jp[0]] = uy; J[jp[1]] = -ux
+        J[jp[2]] = -(ux * (q[bj] + Sjx - q[bi]) + uy * (q[bj + 1] + Sjy - q[bi + 1]))
+        J[jp[3]] = -uy; J[jp[4]] = ux
+        J[jp[5]] = ux * Sjx + uy * Sjy
+    elif G.kind == K_TRANS002:
+        aix = c * p[0] - s * p[1]; aiy = s * p[0] + c * p[1]
+        ajx = cj * p[2] - sj * p[3]; ajy = sj * p[2] + cj * p[3]
+        ex = q[bi] - q[bj]; ey = q[bi + 1] - q[bj + 1]
+        J[jp[0]] = aix + ajx; J[jp[1]] = aiy + ajy
+        J[jp[2]] = -aiy * ex + aix * ey
+        J[jp[3]] = -(aix + ajx); J[jp[4]] = -(aiy + ajy)
+        J[jp[5]] = -ajy * ex + ajx * ey
+        dot = aix * ajx + aiy * ajy
+        J[jp[6]] = 0.0; J[jp[7]] = 0.0; J[jp[8]] = -dot
+        J[jp[9]] = 0.0; J[jp[10]] = 0.0; J[jp[11]] = dot
+    elif G.kind == K_RACK:
+        Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]          # S_C
+        Sjx = cj * p[2] - sj * p[3]; Sjy = sj * p[2] + cj * p[3]      # S_P
+        ux = cj * p[4] - sj * p[5]; uy = sj * p[4] + cj * p[5]
+        ex = q[bi] + Six - q[bj] - Sjx; ey = q[bi + 1] + Siy - q[bj + 1] - Sjy
+        J[jp[0]] = ux; J[jp[1]] = uy
+        J[jp[2]] = (-ux * Siy + uy * Six) + p[6]
+        J[jp[3]] = -ux; J[jp[4]] = -uy
+        J[jp[5]] = (-uy * ex + ux * ey) - (-ux * Sjy + uy * Sjx) - p[6]
+
+
+cdef inline void _gamma_ext(Group* G, Py_ssize_t e, const double* q, const double* qd,
+                            const double* fv, double* out) noexcept nogil:
+    cdef Py_ssize_t r = G.row[e]
+    cdef const double* p = G.par + e * G.npar
+    cdef const double* f
+    cdef Py_ssize_t bi = G.boff[e * G.nb]
+    cdef Py_ssize_t bj
+    cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, dx, dy, ddx, ddy, wi, wj, ux, uy
+    cdef double aix, aiy, ajx, ajy, ex, ey, edx, edy
+    wi = qd[bi + 2]
+    c = cos(q[bi + 2]); s = sin(q[bi + 2])
+    if G.kind == K_POINTDIR:   # s'' + w^2 u.S
+        Six = c * p[2] - s * p[3]; Siy = s * p[2] + c * p[3]
+        out[r] = fv[3 * G.fidx[e] + 2] + wi * wi * (p[0] * Six + p[1] * Siy)
+        return
+    if G.kind == K_GEAR:
+        out[r] = 0.0
+        return
+    bj = G.boff[e * G.nb + 1]
+    wj = qd[bj + 2]
+    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+    if G.kind == K_DISTANCE:
+        # -2 dd.dd + 2 d.(w_i^2 S_i - w_j^2 S_j) + 2 (L'^2 + L L'')
+        Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
+        Sjx = cj * p[2] - sj * p[3]; Sjy = sj * p[2] + cj * p[3]
+        dx = q[bi] + Six - q[bj] - Sjx
+        dy = q[bi + 1] + Siy - q[bj + 1] - Sjy
+        ddx = qd[bi] - wi * Siy - qd[bj] + wj * Sjy
+        ddy = qd[bi + 1] + wi * Six - qd[bj + 1] - wj * Sjx
+        f = fv + 3 * G.fidx[e]
+        out[r] = (-2.0 * (ddx * ddx + ddy * ddy)
+                  + 2.0 * (dx * (wi * wi * Six - wj * wj * Sjx)
+                           + dy * (wi * wi * Siy - wj * wj * Sjy))
+                  + 2.0 * (f[1] * f[1] + f[0] * f[2]))
+    elif G.kind == K_REVTRANS:  # exact gamma of the translational row 0
+        ux = c * p[0] - s * p[1]; uy = s * p[0] + c * p[1]
+        Sjx = cj * p[4] - sj * p[5]; Sjy = sj * p[4] + cj * p[5]
+        out[r] = (2.0 * wi * (ux * (qd[bj] - qd[bi]) + uy * (qd[bj + 1] - qd[bi + 1]))
+                  + wi * wi * (-uy * (q[bj] - q[bi]) + ux * (q[bj + 1] - q[bi + 1]))
+                  + (wi - wj) * (wi - wj) * (-uy * Sjx + ux * Sjy))
+    elif G.kind == K_TRANS002:
+        aix = c * p[0] - s * p[1]; aiy = s * p[0] + c * p[1]
+        ajx = cj * p[2] - sj * p[3]; ajy = sj * p[2] + cj * p[3]
+        ex = q[bi] - q[bj]; ey = q[bi + 1] - q[bj + 1]
+        edx = qd[bi] - qd[bj]; edy = qd[bi + 1] - qd[bj + 1]
+        out[r] = ((wi * wi * aix + wj * wj * ajx) * ex + (wi * wi * aiy + wj * wj * ajy) * ey
+                  - 2.0 * ((-wi * aiy - wj * ajy) * edx + (wi * aix + wj * ajx) * edy))
+        out[r + 1] = (aix * ajy - aiy * ajx) * (wi - wj) * (wi - wj)
+    elif G.kind == K_RACK:
+        Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]          # S_C
+        Sjx = cj * p[2] - sj * p[3]; Sjy = sj * p[2] + cj * p[3]      # S_P
+        ux = cj * p[4] - sj * p[5]; uy = sj * p[4] + cj * p[5]
+        ex = q[bi] + Six - q[bj] - Sjx; ey = q[bi + 1] + Siy - q[bj + 1] - Sjy
+        edx = qd[bi] - wi * Siy - qd[bj] + wj * Sjy
+        edy = qd[bi + 1] + wi * Six - qd[bj + 1] - wj * Sjx
+        out[r] = (wj * wj * (ux * ex + uy * ey) - 2.0 * wj * (-uy * edx + ux * edy)
+                  + ux * (wi * wi * Six - wj * wj * Sjx) + uy * (wi * wi * Siy - wj * wj * Sjy))

@@ -23,8 +23,8 @@ def mbcore_force_types():
 
 @hookimpl
 def mbcore_analyses():
-    from .analyses.kinematic import KinematicAnalysis
-    return [KinematicAnalysis]
+    from .analyses.kinematic import KinematicAnalysis, KinetostaticAnalysis
+    return [KinematicAnalysis, KinetostaticAnalysis]
 
 
 @hookimpl

@@ -125,6 +125,7 @@ class KinematicAnalysis(Analysis):
                         "solver": np.array([it, phin, ratio])}
                 if points:
                     data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
+                self._extra(t, q, qd, qdd, lu, J, data)
                 record(t, data)
                 self.stats["steps"] = k + 1
                 prev_t = t
@@ -150,11 +151,14 @@ class KinematicAnalysis(Analysis):
             self._singular(J, t, lu.pivot_ratio)
         return lu.pivot_ratio
 
-    def _solve(self, lu, J, b):
+    def _solve(self, lu, J, b, transposed=False):
         if lu is None:
-            b[:] = self._splu.solve(b)
+            b[:] = self._splu.solve(b, trans="T" if transposed else "N")
         else:
-            lu.solve(b)
+            lu.solve(b, transposed)
+
+    def _extra(self, t, q, qd, qdd, lu, J, data):
+        """Hook for subclasses: add channels computed from the converged state."""
 
     def _singular(self, J, t, ratio):
         names = self.system.constraint_names
@@ -243,3 +247,41 @@ class _NoBar:
 
     def close(self):
         pass
+
+
+class KinetostaticAnalysis(KinematicAnalysis):
+    """Inverse dynamics / kinetostatics of a kinematically driven system (004 §9.7
+    Eqs 9.62-9.64; 002 §3.4-3.5; spec/algorithms.md §6): the kinematic analysis,
+    then at every output time the multipliers from the transposed Jacobian factors,
+    ``Phi_q^T lam = M qdd - Q`` (004 sign, docs/conventions.md), the reactions of
+    every joint and the driver efforts (the drivers' reactions)."""
+
+    name = "kinetostatic"
+    description = ("kinematic analysis plus the multipliers, joint reactions and driver "
+                   "efforts needed to produce the motion (inverse dynamics)")
+
+    def channels(self):
+        sysm = self.system
+        ch = super().channels()
+        ch.insert(3, Channel("lam", list(sysm.constraint_names),
+                             "Lagrange multipliers (reaction = +Phi_q^T lam)"))
+        ch.insert(4, Channel("reactions", list(sysm.reaction_labels),
+                             "generalised reaction of each element on each of its bodies: "
+                             "fx, fy (global) and the moment n about the body origin"))
+        if sysm.force_labels:
+            ch.insert(5, Channel("forces", list(sysm.force_labels), "force element outputs"))
+        ch.insert(6 if sysm.force_labels else 5,
+                  Channel("energy", ["kinetic", "potential", "total"], "energies"))
+        return ch
+
+    def _extra(self, t, q, qd, qdd, lu, J, data):
+        sysm = self.system
+        lam = sysm.mass_diag * qdd - sysm.forces(q, qd, t)
+        self._solve(lu, J, lam, transposed=True)
+        check_finite("multiplier", lam, sysm.constraint_names, t)
+        data["lam"] = lam
+        data["reactions"] = sysm.reactions(q, t, lam)
+        if sysm.force_labels:
+            data["forces"] = sysm.force_outputs(q, qd, t)
+        T, V = sysm.kinetic_energy(qd), sysm.potential_energy(q, t)
+        data["energy"] = np.array([T, V, T + V])
