@@ -1,0 +1,101 @@
+"""Consistent initial conditions ("assembly"; spec/planar.md §4.8, algorithms.md §1.5).
+
+Positions: Gauss-Newton with minimum-norm steps on ``Phi(q, t) = 0`` (optionally
+weighted by the mass matrix, and holding chosen coordinates at their estimates),
+i.e. the nearest consistent configuration in the chosen metric (001 week 11).
+Velocities: the minimum-norm correction onto ``Phi_q qd = nu`` (held velocities
+keep their values).  Rank deficiency (redundant or conflicting constraints) is
+handled by the least-squares solution and reported with the equations named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import AssemblyError
+from .linalg import rank_revealing
+
+
+@dataclass
+class AssemblyReport:
+    """What assembly did: iterations, residuals, how far each body moved."""
+
+    q: np.ndarray
+    qd: np.ndarray
+    iterations: int
+    phi_norm: float
+    velocity_residual: float
+    rank: int
+    dof: int
+    redundant: list[str] = field(default_factory=list)
+    moves: dict[str, tuple[float, float]] = field(default_factory=dict)  # body: (dist, rot)
+
+    def summary(self) -> str:
+        if self.moves:
+            body = max(self.moves, key=lambda b: self.moves[b][0])
+            rot = max(abs(v[1]) for v in self.moves.values())
+            moved = (f"bodies moved by up to {self.moves[body][0]:.4g} ({body}), rotated by "
+                     f"up to {rot:.4g} rad")
+        else:
+            moved = "no bodies"
+        red = f"; redundant equations: {', '.join(self.redundant)}" if self.redundant else ""
+        return (f"assembly in {self.iterations} iterations: |Phi| = {self.phi_norm:.3g}, "
+                f"|Phi_q qd - nu| = {self.velocity_residual:.3g}; {moved}; "
+                f"{self.dof} degree(s) of freedom{red}")
+
+
+def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
+             hold: tuple[str, ...] | list[str] = (), mass_weighted: bool = True,
+             tol: float = 1e-12, max_iterations: int = 50) -> AssemblyReport:
+    """Nearest consistent (q, qd) to the estimates (see module docstring).
+
+    ``hold``: coordinate names (``crank.phi``) kept at their estimates (position and
+    velocity) — the book's "driving" conditions for assembly (004 §10.3.2).
+    Raises :class:`AssemblyError` naming the largest residual equations when no
+    consistent configuration is found near the estimates.
+    """
+    n = system.n
+    q = np.array(q, dtype=float)
+    qd = np.array(qd, dtype=float)
+    q_est = q.copy()
+    held = np.array([system.coordinate_index(c) for c in hold], dtype=int)
+    w = 1.0 / np.sqrt(system.mass_diag) if mass_weighted else np.ones(n)
+    free = np.ones(n, bool)
+    free[held] = False
+    scale = 1.0 + float(np.max(np.abs(q))) if n else 1.0
+    names = system.constraint_names
+    it = 0
+    phi = system.phi(q, t).copy()
+    for it in range(1, max_iterations + 1):
+        phin = float(np.max(np.abs(phi))) if phi.size else 0.0
+        if phin <= tol * scale:
+            it -= 1
+            break
+        J = system.jacobian_dense(q, t)
+        Jw = J[:, free] * w[free]
+        dz, *_ = np.linalg.lstsq(Jw, -phi, rcond=None)
+        q[free] += w[free] * dz
+        phi = system.phi(q, t).copy()
+    phin = float(np.max(np.abs(phi))) if phi.size else 0.0
+    if phin > tol * scale * 10:
+        worst = np.argsort(-np.abs(phi))[:3]
+        raise AssemblyError(
+            f"initial assembly failed: no consistent configuration near the estimates "
+            f"(|Phi| = {phin:.3g} after {max_iterations} Gauss-Newton iterations); largest "
+            f"residuals: {', '.join(f'{names[r]} ({phi[r]:.3g})' for r in worst)}. The "
+            f"constraints may conflict, or the estimates are too far off", t,
+            [names[r] for r in worst])
+    J = system.jacobian_dense(q, t)
+    rank, _, dep, _ = rank_revealing(J) if system.m else (0, None, [], 1.0)
+    nu = system.nu(q, t)
+    r = nu - J @ qd
+    dv, *_ = np.linalg.lstsq(J[:, free] * w[free], r, rcond=None)
+    qd[free] += w[free] * dv
+    vres = float(np.max(np.abs(J @ qd - nu))) if system.m else 0.0
+    moves = {}
+    for k, b in enumerate(system.body_names):
+        d = q[3 * k:3 * k + 3] - q_est[3 * k:3 * k + 3]
+        moves[b] = (float(np.hypot(d[0], d[1])), float(d[2]))
+    return AssemblyReport(q, qd, it, phin, vres, int(rank), n - int(rank),
+                          [names[r] for r in dep] if rank < system.m else [], moves)
