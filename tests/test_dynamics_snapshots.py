@@ -224,3 +224,28 @@ def test_compiled_schur_equals_reference_on_assembled_states(examples):
         q, qd = res["q"][k], res["qd"][k]
         for x, y in zip(sa.solve(q, qd, 0.1), sb.solve(q, qd, 0.1)):
             np.testing.assert_allclose(x, y, rtol=0, atol=1e-12 * (1 + np.abs(y).max()))
+
+
+def test_power_balance_dT_plus_dV_equals_nonconservative_power(backend):
+    """Along any motion of an unconstrained system, d(T+V)/dt = P_nc with
+    qdd = M^-1 Q (checks potential energies, power_nc and the force signs)."""
+    m = Model("power")
+    m.set_gravity(0.5, -9.81)
+    m.add_body("a", position=(0.1, 0.2), angle=0.3, mass=2, inertia=0.4)
+    m.add_body("b", position=(1.5, -0.4), angle=-0.2, mass=1.5, inertia=0.2)
+    m.add_force("tsda", "s", body_i="a", body_j="b", point_i=(0.2, 0.1), point_j=(-0.3, 0.2),
+                stiffness=120.0, damping=3.0, free_length=0.7, actuator="sin(t)")
+    m.add_force("rsda", "r", body_i="ground", body_j="b", stiffness=40.0, damping=2.0,
+                actuator=0.3)
+    m.add_force("force", "f", body="a", point=(0.1, 0.0), fx="t", fy=1.0, frame="body")
+    m.add_force("torque", "n", body="b", reaction_body="a", torque=0.7)
+    s = m.compile(kernels=backend)
+    rng = np.random.default_rng(2)
+    for _ in range(5):
+        q, qd, t = rng.normal(size=6), rng.normal(size=6), float(rng.uniform(0, 2))
+        qdd = s.forces(q, qd, t) / s.mass_diag
+        h = 1e-6
+        E = lambda tau: (s.kinetic_energy(qd + tau * qdd)
+                         + s.potential_energy(q + tau * qd + 0.5 * tau ** 2 * qdd, t + tau))
+        dE = (E(h) - E(-h)) / (2 * h)
+        assert dE == pytest.approx(s.nonconservative_power(q, qd, t), rel=1e-6, abs=1e-7)

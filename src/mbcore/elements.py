@@ -156,6 +156,12 @@ class ForceType:
     def outputs(self, par, qb, qdb, t, f):
         return np.zeros((par.shape[0], len(self.labels)))
 
+    def power_nc(self, par, qb, qdb, t, f):
+        """Power of the non-conservative part, (ne,).  Default: the element is
+        entirely non-conservative, ``sum_b g_b . qd_b``."""
+        g = self.force(par, qb, qdb, t, f)
+        return np.einsum("ebc,ebc->e", g, qdb)
+
 
 # --- small planar helpers shared by reference implementations ---------------------
 def rot(phi: np.ndarray, s: np.ndarray) -> np.ndarray:

@@ -486,6 +486,18 @@ class System:
                                                   fv[fg.fidx])))
         return V
 
+    def nonconservative_power(self, q: np.ndarray, qd: np.ndarray, t: float) -> float:
+        """Power of every non-conservative force part (dampers, actuators, applied
+        forces): the rate of the work that changes T + V."""
+        if not self.force_groups:
+            return 0.0
+        fv = self.functions_at(t)
+        self._load(q)
+        self._qdx[:self.n] = qd
+        return float(sum(np.sum(fg.ftype.power_nc(fg.par, self._qx[fg._cidx],
+                                                  self._qdx[fg._cidx], t, fv[fg.fidx]))
+                         for fg in self.force_groups))
+
     def force_outputs(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
         """Element quantities of every force element (labels :attr:`force_labels`),
         e.g. a spring-damper's length, rate and forces."""

@@ -22,6 +22,12 @@ def mbcore_force_types():
 
 
 @hookimpl
+def mbcore_formulations():
+    from .formulations import FORMULATIONS
+    return list(FORMULATIONS)
+
+
+@hookimpl
 def mbcore_analyses():
     from .analyses.kinematic import KinematicAnalysis, KinetostaticAnalysis
     return [KinematicAnalysis, KinetostaticAnalysis]

@@ -117,6 +117,11 @@ class TSDA(ForceType):
         Si, Sj, u, L, Ld, fs, fd, fa = self._forces(par, qb, qdb, f)
         return np.stack([L, Ld, fs, fd, fa, fs + fd + fa], -1)
 
+    def power_nc(self, par, qb, qdb, t, f):
+        """Damper and actuator power: a tension f does work -f Ldot on the bodies."""
+        Si, Sj, u, L, Ld, fs, fd, fa = self._forces(par, qb, qdb, f)
+        return -(fd + fa) * Ld
+
 
 class RSDA(ForceType):
     """Rotational spring-damper-actuator between two bodies (F6; 004 Eqs 9.26-9.32):
@@ -172,6 +177,10 @@ class RSDA(ForceType):
     def outputs(self, par, qb, qdb, t, f):
         th, thd, ns, nd, na = self._parts(par, qb, qdb, f)
         return np.stack([th, thd, ns, nd, na, ns + nd + na], -1)
+
+    def power_nc(self, par, qb, qdb, t, f):
+        th, thd, ns, nd, na = self._parts(par, qb, qdb, f)
+        return -(nd + na) * thd
 
 
 class PointForce(ForceType):

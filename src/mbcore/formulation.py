@@ -1,0 +1,80 @@
+"""Formulation contract: how a constrained System becomes ``y' = f(t, y)``.
+
+Formulations are plugins (hook ``mbcore_formulations``): DI (direct integration of
+the augmented index-1 system), CS (Baumgarte stabilisation), and later CP
+(coordinate partitioning), projection and joint coordinates.  The dynamic
+analysis hands ``rhs`` to an integrator and calls ``after_step`` after every
+accepted step.  State layout: ``y = [q; qd]`` (spec/algorithms.md §0.3, §4.1).
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from . import schema as S
+from .dynamics import AccelerationSolver
+from .schema import Param
+
+
+class Formulation:
+    """Base class.  Rules for implementers:
+
+    1. ``name`` and ``settings_schema`` (validated as ``settings.<key>``).
+    2. ``rhs(t, y)`` returns ``y'`` (a work buffer) and counts evaluations in
+       ``self.nfev``; it never keeps references to ``y``.
+    3. ``outputs(t, y)`` returns ``(q, qd, qdd, lam)`` at an output point.
+    4. ``after_step(t, y)`` may modify ``y`` in place after an accepted step
+       (projection); it returns True when it did (the integrator then restarts
+       its history).  Default: no-op.
+    5. ``warnings(step)`` returns messages about unsuitable settings for a step size.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    settings_schema: ClassVar[Mapping[str, Param]] = {}
+
+    def __init__(self, system, settings: Mapping[str, Any] | None = None):
+        self.system = system
+        settings = dict(settings or {})
+        S.check_keys(settings, self.settings_schema, "settings.formulation_options")
+        self.settings = {k: (p.validate(settings[k], f"settings.{k}", None) if k in settings
+                             else p.default_value())
+                         for k, p in self.settings_schema.items()}
+        self.n = system.n
+        self.solver = AccelerationSolver(system)
+        self._ydot = np.zeros(2 * self.n)
+        self.nfev = 0
+
+    @property
+    def size(self) -> int:
+        return 2 * self.n
+
+    def pack(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        return np.concatenate([q, qd])
+
+    def split(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return y[:self.n], y[self.n:2 * self.n]
+
+    def gamma_extra(self, q, qd, t):
+        """Extra terms added to gamma (CS); None for DI."""
+        return None
+
+    def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
+        self.nfev += 1
+        q, qd = self.split(y)
+        qdd, _ = self.solver.solve(q, qd, t, self.gamma_extra(q, qd, t))
+        self._ydot[:self.n] = qd
+        self._ydot[self.n:] = qdd
+        return self._ydot
+
+    def outputs(self, t: float, y: np.ndarray):
+        q, qd = self.split(y)
+        qdd, lam = self.solver.solve(q, qd, t, self.gamma_extra(q, qd, t))
+        return q, qd, qdd, lam
+
+    def after_step(self, t: float, y: np.ndarray) -> bool:
+        return False
+
+    def warnings(self, step: float | None) -> list[str]:
+        return []

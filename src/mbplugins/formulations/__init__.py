@@ -1,0 +1,4 @@
+"""Built-in formulations of the equations of motion (spec/algorithms.md §4)."""
+from .baumgarte import DI, CS
+
+FORMULATIONS = [DI, CS]

@@ -1,0 +1,65 @@
+"""DI and CS formulations (spec/algorithms.md §4.1 DI-4, §4.2 CS-1; 000 §13.3.1;
+004 §10.1, Prob 10.16)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbcore.errors import ModelError
+from mbcore.formulation import Formulation
+from mbcore.schema import Param
+
+
+class DI(Formulation):
+    """Direct integration of the augmented index-1 system: ``y = [q; qd]``,
+    ``y' = [qd; qdd(q, qd, t)]`` with qdd from ``[M, -Phi_q^T; Phi_q, 0]``.
+    The constraint violations drift with the integration error (monitor them)."""
+
+    name = "di"
+    description = "direct integration of the augmented index-1 equations (drift not controlled)"
+
+
+class CS(Formulation):
+    """Baumgarte constraint stabilisation: gamma is replaced by
+    ``gamma - 2 alpha Phidot - beta^2 Phi`` with ``Phidot = Phi_q qd - nu``, so the
+    violations obey ``Phi'' + 2 alpha Phi' + beta^2 Phi = 0`` (poles
+    ``-alpha +- sqrt(alpha^2 - beta^2)``).  alpha = beta gives critical damping;
+    alpha = beta = 0 is DI.  Defaults alpha = beta = 5 1/s (spec §4.2 [EXT]; the
+    book suggests 1-10)."""
+
+    name = "cs"
+    description = "Baumgarte constraint stabilisation (alpha, beta)"
+    settings_schema = {
+        "alpha": Param("number", "damping of the violation dynamics (1/s)", default=5.0),
+        "beta": Param("number", "stiffness of the violation dynamics (1/s)", default=5.0),
+    }
+
+    def __init__(self, system, settings=None):
+        super().__init__(system, settings)
+        for k in ("alpha", "beta"):
+            if self.settings[k] < 0:
+                raise ModelError(f"settings.{k}", "must be >= 0")
+        self.alpha, self.beta = self.settings["alpha"], self.settings["beta"]
+
+    def gamma_extra(self, q, qd, t):
+        s = self.system
+        phid = s.jacobian(q, t) @ qd - s.nu(q, t) if s.dense else \
+            s.jacobian(q, t).dot(qd) - s.nu(q, t)
+        return -2.0 * self.alpha * phid - self.beta ** 2 * s.phi(q, t)
+
+    def warnings(self, step):
+        """The violation dynamics must be resolved by the step: warn when
+        ``h |pole| > 1`` (well inside every explicit method's stability region)."""
+        a, b = self.alpha, self.beta
+        disc = a * a - b * b
+        pole = a + math.sqrt(disc) if disc >= 0 else math.hypot(a, math.sqrt(-disc))
+        out = []
+        if step and step * pole > 1.0:
+            out.append(f"Baumgarte alpha = {a:g}, beta = {b:g}: the violation dynamics have "
+                       f"a pole of magnitude {pole:.3g} 1/s, too fast for the step "
+                       f"{step:g} s (h*|pole| = {step * pole:.2g} > 1); reduce alpha/beta or "
+                       f"the step")
+        if a == 0 and b == 0:
+            out.append("Baumgarte alpha = beta = 0 is plain DI (no stabilisation)")
+        return out
