@@ -24,6 +24,16 @@ def test_every_builtin_constraint_type_and_parameter_is_documented():
             assert f"`{key}`" in section, f"{name}.{key} undocumented"
 
 
+def test_every_builtin_force_type_and_parameter_is_documented():
+    doc = (ROOT / "docs" / "model-format.md").read_text()
+    reg = PluginManager().registry
+    for name in reg.names("force"):
+        assert f"### {name} " in doc, name
+        section = doc.split(f"### {name} ", 1)[1].split("\n### ", 1)[0]
+        for key in reg.get("force", name).params:
+            assert f"`{key}`" in section, f"{name}.{key} undocumented"
+
+
 def test_every_kinematic_setting_is_documented():
     doc = (ROOT / "docs" / "model-format.md").read_text()
     cls = PluginManager().registry.get("analysis", "kinematic")

@@ -30,7 +30,8 @@ def mbcore_formulations():
 @hookimpl
 def mbcore_analyses():
     from .analyses.kinematic import KinematicAnalysis, KinetostaticAnalysis
-    return [KinematicAnalysis, KinetostaticAnalysis]
+    from .analyses.static import StaticAnalysis
+    return [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis]
 
 
 @hookimpl

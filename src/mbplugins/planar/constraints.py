@@ -1,9 +1,14 @@
-"""Built-in planar constraint types (spec/planar.md §1: C1-C4, D1-D3).
+"""Built-in planar constraint types (spec/planar.md §1: C1-C4, D1-D3) and the
+registry of all built-in planar types (:data:`CONSTRAINT_TYPES`, returned by the
+plugin hook), including those of :mod:`.links` (C5-C7, D4), :mod:`.gears` (C8, C9)
+and :mod:`.drivers` (D5).
 
 Each class is the type's schema, its packing, and the NumPy *reference*
 implementation of phi / Jacobian / nu / gamma, vectorised over a group of
-elements.  The compiled kernels of the same name in ``mbcore._ext._planar``
-compute the same numbers from the same packed parameters.
+elements, plus its joint-local reaction components (``reaction_local``; the
+convention reaction = +Phi_q^T lam of docs/conventions.md).  The compiled kernels of
+the same name in ``mbcore._ext._planar`` compute the same numbers from the same
+packed parameters.  Reference documentation: docs/constraints.md.
 """
 from __future__ import annotations
 
@@ -57,6 +62,12 @@ class Fixed(ConstraintType):
     def gamma(self, par, qb, qdb, t, f):
         return np.zeros((par.shape[0], 3))
 
+    local_labels = ("fx", "fy", "n")
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """The force (global x, y) and moment on the body at its origin: ``lam``."""
+        return lam.copy()
+
 
 class _AbsoluteBase(ConstraintType):
     """x, y of a body point, or phi of a body, equal to c(t) (C1/C2, D1/D2).
@@ -108,6 +119,14 @@ class _AbsoluteBase(ConstraintType):
         w2 = qdb[:, 0, 2] ** 2
         g = f[:, 0, 2] + np.where(k == 0, w2 * S[:, 0], 0.0) + np.where(k == 1, w2 * S[:, 1], 0.0)
         return g[:, None]
+
+    local_labels = ("effort",)
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """``effort`` = ``lam``: the force along global x (or y) applied at the point,
+        or the moment (coordinate phi) applied to the body — for a driver the
+        actuator effort needed to impose c(t) (spec §2, C1/C2/D1/D2)."""
+        return lam[:, 0:1].copy()
 
 
 class Absolute(_AbsoluteBase):
@@ -199,6 +218,14 @@ class RelativeDriver(ConstraintType):
     def gamma(self, par, qb, qdb, t, f):
         return f[:, 0, 2][:, None].copy()
 
+    local_labels = ("effort",)
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """``effort`` = ``lam``: the moment (coordinate phi) or the force along
+        global x / y at the origin applied to body i; body j receives ``-lam``
+        (spec §2, D3: the relative actuator torque / force)."""
+        return lam[:, 0:1].copy()
+
 
 class Revolute(ConstraintType):
     """Revolute joint ``r_i + A_i s'_i - r_j - A_j s'_j = 0`` (C3; 004 Eqs 4.7-4.9,
@@ -248,6 +275,14 @@ class Revolute(ConstraintType):
         Si = rot(qb[:, 0, 2], par[:, 0:2])
         Sj = rot(qb[:, 1, 2], par[:, 2:4])
         return qdb[:, 0, 2:3] ** 2 * Si - qdb[:, 1, 2:3] ** 2 * Sj
+
+    local_labels = ("fx_i", "fy_i")
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """The joint force on body i (applied at the joint centre) in body-i axes:
+        ``A_i^T lam`` (spec §2, 004 Eqs 9.34-9.39: the force on body i is ``lam``,
+        on body j ``-lam``, in global components)."""
+        return rot(-qb[:, 0, 2], lam)
 
 
 class Translational(ConstraintType):
@@ -324,5 +359,21 @@ class Translational(ConstraintType):
               + (wi - wj) ** 2 * np.sum(n * Sj, -1))
         return np.stack([g1, np.zeros_like(g1)], -1)
 
+    local_labels = ("normal", "torque")
 
-CONSTRAINT_TYPES = [Fixed, Absolute, AbsoluteDriver, RelativeDriver, Revolute, Translational]
+    def reaction_local(self, par, qb, t, f, lam):
+        """On body i: ``normal`` = the force along the unit normal ``n = R A_i u'``,
+        ``-lam1``, with its line of action through ``P_j``; ``torque`` = the couple,
+        ``+lam2`` (= the moment about ``P_j``).  Body j receives the opposite force
+        and couple (spec §2 C4, 004 Eqs 9.46-9.48)."""
+        return np.stack([-lam[:, 0], lam[:, 1]], -1)
+
+
+from .drivers import PointDriver  # noqa: E402
+from .gears import Gear, RackPinion  # noqa: E402
+from .links import Distance, DistanceDriver, RevoluteTranslational, Translational002  # noqa: E402
+
+#: every built-in planar constraint type (what the plugin hook returns)
+CONSTRAINT_TYPES = [Fixed, Absolute, AbsoluteDriver, RelativeDriver, Revolute, Translational,
+                    Distance, DistanceDriver, RevoluteTranslational, Translational002,
+                    Gear, RackPinion, PointDriver]

@@ -1,0 +1,30 @@
+"""Integrators for ``y' = f(t, y)``: the contract, shared helpers, events, driver.
+
+The core is method-agnostic: every method (RK4, Dormand–Prince, Adams PECE,
+BDF, ...) is a plugin class registered through the hook ``mbcore_integrators``
+(the built-in ones live in ``mbplugins.integrators``).  See docs/integrators.md.
+
+>>> from mbcore.integrate import integrate
+>>> res = integrate("dopri5", lambda t, y: -y, (0, 1), [1.0], rtol=1e-8)  # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from .base import (ADAPTIVE_OPTIONS, FIXED_STEP_OPTIONS, NEWTON_OPTIONS, IntegrationError,
+                   Integrator, IntegratorOptionError, NewtonFailure, NonFiniteError, Option,
+                   Statistics, StepSizeError)
+from .common import (BackwardDifferenceDenseOutput, ConstantDenseOutput, DenseOutput,
+                     HermiteDenseOutput, LinearDenseOutput, RKDenseOutput, num_jac, rms_norm,
+                     select_initial_step, step_from_frequency)
+from .driver import IntegrationResult, integrate, resolve_integrator
+from .events import Event, EventRecord
+
+__all__ = [
+    "Integrator", "Statistics", "Option", "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS",
+    "NEWTON_OPTIONS",
+    "IntegrationError", "StepSizeError", "NonFiniteError", "NewtonFailure",
+    "IntegratorOptionError",
+    "DenseOutput", "ConstantDenseOutput", "LinearDenseOutput", "HermiteDenseOutput",
+    "RKDenseOutput", "BackwardDifferenceDenseOutput",
+    "rms_norm", "select_initial_step", "num_jac", "step_from_frequency",
+    "Event", "EventRecord", "IntegrationResult", "integrate", "resolve_integrator",
+]

@@ -1,0 +1,277 @@
+"""Static equilibrium (004 Ch.14, 002 ch.4; spec/algorithms.md §5).
+
+With qd = qdd = 0: ``Phi(q) = 0`` and ``Phi_q^T lam + Q(q) = 0`` (004 Eqs 14.1-14.2,
+sign of docs/conventions.md).  Velocity-dependent forces (dampers) vanish.
+Methods (``settings.method``):
+
+* ``newton`` — Newton-Raphson on (q, lam) (004 §14.1, Eq 14.3) with a line search;
+  the stiffness ``(Phi_q^T lam + Q)_q`` by central differences.
+* ``modified_newton`` — the same, keeping the factorised matrix while the residual
+  falls fast enough (002 ch.4).
+* ``partitioned`` — Newton on the k independent coordinates,
+  ``f(v) = Q_v + H^T Q_u = 0`` with ``H = -Phi_u^-1 Phi_v`` (004 §14.1.1, Eqs 14.4-14.7),
+  the partition by QR with column pivoting of Phi_q.
+* ``energy`` — minimisation of the potential energy over v (004 §14.2, Alg SE-1) by
+  BFGS with the gradient ``dV/dv = -f(v)^T`` (Eq 14.20); conservative loads only;
+  finds stable equilibria only.
+* fictitious damping (dynamic relaxation, 004 §14.3) is the dynamic analysis with
+  damping, run until rest.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.optimize as opt
+
+from mbcore.analysis import Analysis
+from mbcore.assembly import assemble
+from mbcore.elements import ForceType
+from mbcore.errors import AnalysisError, ConvergenceError, ModelError
+from mbcore.reporting import Channel
+from mbcore.schema import Param
+
+
+class StaticAnalysis(Analysis):
+    name = "static"
+    description = "static equilibrium: Newton-Raphson, partitioned Newton or energy minimisation"
+    settings_schema = {
+        "t_start": Param("number", "time at which loads are evaluated", default=0.0),
+        "method": Param("choice", "solution method", default="newton",
+                        choices=("newton", "modified_newton", "partitioned", "energy")),
+        "tolerance": Param("number", "residual tolerance (forces and Phi)", default=1e-10,
+                           positive=True),
+        "max_iterations": Param("number", "iterations", default=100, positive=True),
+    }
+
+    def channels(self):
+        s = self.system
+        ch = [Channel("q", list(s.coordinate_names), "equilibrium coordinates"),
+              Channel("lam", list(s.constraint_names), "Lagrange multipliers"),
+              Channel("reactions", list(s.reaction_labels), "element reactions")]
+        if s.force_labels:
+            ch.append(Channel("forces", list(s.force_labels), "force element outputs"))
+        ch.append(Channel("energy", ["potential"], "potential energy"))
+        ch.append(Channel("solver", ["iterations", "force_residual", "phi_norm"],
+                          "iterations and final residuals"))
+        return ch
+
+    # ---------------------------------------------------------------------------
+    def run(self, record, event, progress=False):
+        s, st = self.system, self.settings
+        t = st["t_start"]
+        self.t = t
+        q0 = s.initial_state(t).q
+        if s.m:
+            rep = assemble(s, q0, np.zeros(s.n), t)
+            q0 = rep.q
+            event(t, "assembly", rep.summary())
+        method = st["method"]
+        if method == "energy":
+            self._check_conservative()
+        solve = {"newton": self._newton, "modified_newton": self._newton,
+                 "partitioned": self._partitioned, "energy": self._energy}[method]
+        q, lam, it = solve(q0.copy(), modified=(method == "modified_newton"))
+        r, phi = self._residual(q, lam)
+        fr = float(np.max(np.abs(r))) if r.size else 0.0
+        pn = float(np.max(np.abs(phi))) if phi.size else 0.0
+        self.stats = {"method": method, "iterations": it, "force_residual": fr,
+                      "phi_norm": pn}
+        self.q, self.lam = q, lam
+        data = {"q": q, "lam": lam, "reactions": s.reactions(q, t, lam),
+                "energy": np.array([s.potential_energy(q, t)]),
+                "solver": np.array([it, fr, pn])}
+        if s.force_labels:
+            data["forces"] = s.force_outputs(q, np.zeros(s.n), t)
+        record(t, data)
+
+    # ---------------------------------------------------------------------------
+    def _residual(self, q, lam):
+        s = self.system
+        Q = s.forces(q, np.zeros(s.n), self.t).copy()
+        J = s.jacobian_dense(q, self.t)
+        return Q + J.T @ lam, s.phi(q, self.t).copy()
+
+    def _scale(self, q):
+        s = self.system
+        Q = s.forces(q, np.zeros(s.n), self.t)
+        return 1.0 + float(np.max(np.abs(Q))), 1.0 + float(np.max(np.abs(q)))
+
+    def _stiffness(self, q, lam):
+        """K = d(Q + Phi_q^T lam)/dq by central differences (Eq 14.3)."""
+        n = self.system.n
+        K = np.empty((n, n))
+        for j in range(n):
+            h = 1e-6 * max(1.0, abs(q[j]))
+            e = np.zeros(n)
+            e[j] = h
+            K[:, j] = (self._residual(q + e, lam)[0] - self._residual(q - e, lam)[0]) / (2 * h)
+        return K
+
+    def _initial_lam(self, q):
+        s = self.system
+        Q = s.forces(q, np.zeros(s.n), self.t)
+        J = s.jacobian_dense(q, self.t)
+        return np.linalg.lstsq(J.T, -Q, rcond=None)[0] if s.m else np.zeros(0)
+
+    def _newton(self, q, modified=False):
+        s = self.system
+        n, m = s.n, s.m
+        lam = self._initial_lam(q)
+        fs, qs = self._scale(q)
+        tol, maxit = self.settings["tolerance"], int(self.settings["max_iterations"])
+        lu = None
+        prev = np.inf
+        for it in range(maxit + 1):
+            r, phi = self._residual(q, lam)
+            F = np.concatenate([r, phi])
+            norm = max(float(np.max(np.abs(r))) / fs if n else 0.0,
+                       float(np.max(np.abs(phi))) / qs if m else 0.0)
+            if norm <= tol:
+                return q, lam, it
+            if it == maxit:
+                break
+            if lu is None or not modified or norm > 0.25 * prev:
+                J = s.jacobian_dense(q, self.t)
+                A = np.block([[self._stiffness(q, lam), J.T], [J, np.zeros((m, m))]])
+                lu = sla.lu_factor(A, check_finite=False)
+            prev = norm
+            dz = sla.lu_solve(lu, -F, check_finite=False)
+            # line search on the residual norm (damped Newton)
+            step, F0 = 1.0, float(np.linalg.norm(F))
+            for _ in range(30):
+                qn, ln = q + step * dz[:n], lam + step * dz[n:]
+                try:
+                    rn, pn = self._residual(qn, ln)
+                except AnalysisError:       # e.g. a spring of zero length: step back
+                    step *= 0.5
+                    continue
+                if np.all(np.isfinite(rn)) and np.linalg.norm(np.concatenate([rn, pn])) < F0:
+                    break
+                step *= 0.5
+            q, lam = qn, ln
+        raise ConvergenceError(f"static equilibrium: Newton-Raphson did not converge in "
+                               f"{maxit} iterations (scaled residual {norm:.3g})", self.t)
+
+    # -- partitioned methods (004 §14.1.1, §14.2) ---------------------------------
+    def _partition(self, q):
+        s = self.system
+        J = s.jacobian_dense(q, self.t)
+        _, _, piv = sla.qr(J, mode="economic", pivoting=True)
+        u = np.sort(piv[:s.m])
+        v = np.sort(piv[s.m:])
+        return u, v
+
+    def _solve_u(self, q, u):
+        """Newton on Phi(u, v) = 0 for the dependent coordinates u (in place)."""
+        s = self.system
+        scale = 1.0 + float(np.max(np.abs(q)))
+        for _ in range(30):
+            phi = s.phi(q, self.t)
+            if np.max(np.abs(phi)) <= 1e-13 * scale:
+                return True
+            J = s.jacobian_dense(q, self.t)
+            try:
+                q[u] -= np.linalg.solve(J[:, u], phi)
+            except np.linalg.LinAlgError:
+                return False
+            if not np.all(np.isfinite(q)):
+                return False
+        return bool(np.max(np.abs(s.phi(q, self.t))) <= 1e-10 * scale)
+
+    def _reduced(self, q, u, v):
+        """f(v) = Q_v + H^T Q_u with H = -Phi_u^-1 Phi_v, and lam = -Phi_u^-T Q_u."""
+        s = self.system
+        Q = s.forces(q, np.zeros(s.n), self.t).copy()
+        J = s.jacobian_dense(q, self.t)
+        lam = -np.linalg.solve(J[:, u].T, Q[u]) if s.m else np.zeros(0)
+        return Q[v] + J[:, v].T @ lam, lam
+
+    def _partitioned(self, q, modified=False):
+        u, v = self._partition(q)
+        tol, maxit = self.settings["tolerance"], int(self.settings["max_iterations"])
+        fs = self._scale(q)[0]
+        for it in range(maxit + 1):
+            f, lam = self._reduced(q, u, v)
+            if np.max(np.abs(f)) / fs <= tol if f.size else True:
+                return q, lam, it
+            # df/dv by finite differences, re-solving u at every perturbation (Eq 14.7)
+            D = np.empty((len(v), len(v)))
+            for k, j in enumerate(v):
+                h = 1e-6 * max(1.0, abs(q[j]))
+                qp, qm = q.copy(), q.copy()
+                qp[j] += h
+                qm[j] -= h
+                if not (self._solve_u(qp, u) and self._solve_u(qm, u)):
+                    raise ConvergenceError("static equilibrium: the dependent coordinates "
+                                           "cannot be solved near the current estimate", self.t)
+                D[:, k] = (self._reduced(qp, u, v)[0] - self._reduced(qm, u, v)[0]) / (2 * h)
+            dv = np.linalg.solve(D, -f)
+            step = 1.0
+            for _ in range(30):
+                qn = q.copy()
+                qn[v] += step * dv
+                if self._solve_u(qn, u) and self._decreases(qn, u, v, f):
+                    break
+                step *= 0.5
+            q = qn
+        raise ConvergenceError(f"static equilibrium (partitioned Newton) did not converge in "
+                               f"{maxit} iterations", self.t)
+
+    def _decreases(self, q, u, v, f):
+        """Line-search test; a trial point where a load cannot be evaluated (e.g. a
+        spring of zero length) counts as a failed trial."""
+        try:
+            return bool(np.linalg.norm(self._reduced(q, u, v)[0]) < np.linalg.norm(f))
+        except AnalysisError:
+            return False
+
+    def _check_conservative(self):
+        """The energy method needs a potential for every load: gravity and springs
+        have one; applied forces, torques and actuators do not."""
+        s = self.system
+        fv = s.functions_at(self.t)
+        for fg in s.force_groups:
+            bad = None
+            if fg.ftype.name in ("force", "torque") or not hasattr(fg.ftype, "energy"):
+                bad = fg.names[0]
+            elif fg.ftype.name in ("tsda", "rsda"):
+                nz = np.nonzero(fv[fg.fidx[:, 0], 0] != 0)[0]
+                bad = fg.names[nz[0]] if len(nz) else None
+            elif type(fg.ftype).energy is ForceType.energy:
+                bad = fg.names[0]
+            if bad:
+                raise ModelError("settings.method", f"method 'energy' needs conservative "
+                                 f"loads; '{bad}' ({fg.ftype.name}) has no potential: use "
+                                 f"'newton' or 'partitioned'")
+
+    def _energy(self, q, modified=False):
+        s = self.system
+        u, v = self._partition(q)
+        base = q.copy()
+        n_eval = [0]
+
+        def fun(x):
+            n_eval[0] += 1
+            qq = base.copy()
+            qq[v] = x
+            try:
+                if not self._solve_u(qq, u):
+                    raise AnalysisError("no assembly")
+                f, _ = self._reduced(qq, u, v)
+            except AnalysisError:
+                return 1e300, np.zeros_like(x)     # infeasible: the line search backs off
+            base[:] = qq                           # warm start the next u solve
+            return s.potential_energy(qq, self.t), -f
+
+        fs = self._scale(q)[0]
+        res = opt.minimize(fun, q[v].copy(), jac=True, method="BFGS",
+                           options={"gtol": self.settings["tolerance"] * fs,
+                                    "maxiter": 50 * int(self.settings["max_iterations"])})
+        qq = base.copy()
+        qq[v] = res.x
+        self._solve_u(qq, u)
+        f, lam = self._reduced(qq, u, v)
+        if np.max(np.abs(f)) > 1e3 * self.settings["tolerance"] * fs:
+            raise ConvergenceError(f"static equilibrium by energy minimisation did not converge "
+                                   f"({res.message}; |dV/dv| = {np.max(np.abs(f)):.3g})", self.t)
+        return qq, lam, int(res.nit)
