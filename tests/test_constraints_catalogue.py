@@ -364,8 +364,9 @@ def test_translational_002_local_reaction_when_assembled(backend):
     """At an assembled state (a_i || a_j) the 002 joint's reaction is the normal
     force along a_i / |a_i| plus the torque about p_ji."""
     m = Model("t002")
-    m.add_body("s", position=(0.3, 1.0), angle=0.4)
-    m.add_body("g", position=(-0.5, -2.0), angle=0.4)
+    u, n = _A(0.4) @ [1.0, 0.0], _A(0.4) @ [0.0, 1.0]     # line through 0 along u
+    m.add_body("s", position=n + 0.3 * u, angle=0.4)        # foot point 0.3 u
+    m.add_body("g", position=-2.0 * n - 0.5 * u, angle=0.4)  # foot point -0.5 u
     m.add_joint("translational_002", "t", body_i="s", body_j="g", r_ij=(0.0, -1.0),
                 r_ji=(0.0, 2.0))
     sysm = m.compile(kernels=backend)
@@ -381,16 +382,16 @@ def test_translational_002_local_reaction_when_assembled(backend):
 # ---------------------------------------------------------------------------------
 # validation
 # ---------------------------------------------------------------------------------
-def _compile_one(kind, section="joints", bodies=(("a", (0.0, 0.0), 0.0),
-                                                 ("b", (1.0, 0.0), 0.0)), **params):
+def _compile_one(type_, section="joints", bodies=(("a", (0.0, 0.0), 0.0),
+                                                  ("b", (1.0, 0.0), 0.0)), **params):
     m = Model("v")
     for name, pos, ang in bodies:
         m.add_body(name, position=pos, angle=ang)
-    (m.add_driver if section == "drivers" else m.add_joint)(kind, "x", **params)
+    (m.add_driver if section == "drivers" else m.add_joint)(type_, "x", **params)
     return m.compile(kernels="numpy")
 
 
-@pytest.mark.parametrize("kind, section, params, path, msg", [
+@pytest.mark.parametrize("type_, section, params, path, msg", [
     ("point_driver", "drivers", dict(body="a", direction=(0, 0), function=0.0),
      "drivers[0].direction", "non-zero direction"),
     ("revolute_translational", "joints", dict(body_i="a", body_j="b", axis=(0.0, 0.0)),
@@ -423,9 +424,9 @@ def _compile_one(kind, section="joints", bodies=(("a", (0.0, 0.0), 0.0),
     ("translational_002", "joints", dict(body_i="a", body_j="b", r_ij=(2.5, 0.0),
                                          r_ji=(-2.5, 0.0)), "joints[0].r_ji", "singular"),
 ])
-def test_validation_errors_name_the_key(kind, section, params, path, msg):
+def test_validation_errors_name_the_key(type_, section, params, path, msg):
     with pytest.raises(ModelError, match=msg) as exc:
-        _compile_one(kind, section, **params)
+        _compile_one(type_, section, **params)
     assert exc.value.path == path
 
 
@@ -448,7 +449,8 @@ bodies:
 points:
   - {name: pin, body: crank, at: [1, 0]}
 joints:
-  - {name: slot, type: revolute_translational, body_i: yoke, body_j: crank, point_j: pin, axis: [0, 1]}
+  - {name: slot, type: revolute_translational, body_i: yoke, body_j: crank, point_j: pin,
+     axis: [0, 1]}
   - {name: mesh, type: gear, body_i: yoke, body_j: crank, radius_i: 1, radius_j: 2, kind: internal}
 drivers:
   - {name: push, type: point_driver, body: yoke, direction: [2, 0], function: {kap: [1, 0.5, 0]}}
@@ -460,6 +462,25 @@ drivers:
     p = tmp_path / "m.yaml"
     m.save(p)
     assert Model.from_file(p).compile(kernels="numpy").constraint_names == sysm.constraint_names
-    bad = text.replace("point_j: pin, axis", "point_j: pin, axis: [0, 1], pint_i: [0, 0], x")
-    with pytest.raises(ModelError, match=r"joints\[0\]"):
-        Model.from_text(bad.replace(", x", ""))
+    bad = text.replace("axis: [0, 1]}", "axis: [0, 1], pont_i: 0}")
+    with pytest.raises(ModelError, match=r"joints\[0\]\.pont_i: unknown key \(did you mean "
+                                         r"'point_i'\?\)"):
+        Model.from_text(bad)
+
+
+def test_constraints_doc_covers_every_builtin_type():
+    """docs/constraints.md has a section per built-in type listing every parameter
+    and every local reaction component."""
+    from pathlib import Path
+
+    from mbcore.plugins import PluginManager
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "constraints.md").read_text()
+    reg = PluginManager().registry
+    for name in reg.names("constraint"):
+        if reg.provider("constraint", name).plugin != "builtin":
+            continue
+        assert f"## {name} " in doc, name
+        section = doc.split(f"## {name} ", 1)[1].split("\n## ", 1)[0]
+        cls = reg.get("constraint", name)
+        for key in (*cls.params, *cls.local_labels):
+            assert f"`{key}`" in section, f"{name}: {key} undocumented"

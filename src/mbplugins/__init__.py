@@ -30,8 +30,18 @@ def mbcore_formulations():
 @hookimpl
 def mbcore_analyses():
     from .analyses.kinematic import KinematicAnalysis, KinetostaticAnalysis
+    from .analyses.dynamic import DynamicAnalysis
     from .analyses.static import StaticAnalysis
-    return [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis]
+    return [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis, DynamicAnalysis]
+
+
+@hookimpl
+def mbcore_integrators():
+    try:
+        from .integrators import INTEGRATORS
+    except ImportError:        # pragma: no cover - during development only
+        return []
+    return list(INTEGRATORS)
 
 
 @hookimpl

@@ -40,6 +40,7 @@ class Fixed(ConstraintType):
     n_par = 3
     kernel = "fixed"
     labels = ("x", "y", "phi")
+    local_labels = ("fx", "fy", "n")
     category = "constraint"
 
     def pack(self, spec, ctx: PackContext):
@@ -62,8 +63,6 @@ class Fixed(ConstraintType):
     def gamma(self, par, qb, qdb, t, f):
         return np.zeros((par.shape[0], 3))
 
-    local_labels = ("fx", "fy", "n")
-
     def reaction_local(self, par, qb, t, f, lam):
         """The force (global x, y) and moment on the body at its origin: ``lam``."""
         return lam.copy()
@@ -82,6 +81,7 @@ class _AbsoluteBase(ConstraintType):
     n_par = 3
     n_fun = 1
     kernel = "absolute"
+    local_labels = ("effort",)
 
     def check(self, spec, path):
         if spec["coordinate"] == "phi" and spec.get("point") not in (None, (0.0, 0.0)):
@@ -119,8 +119,6 @@ class _AbsoluteBase(ConstraintType):
         w2 = qdb[:, 0, 2] ** 2
         g = f[:, 0, 2] + np.where(k == 0, w2 * S[:, 0], 0.0) + np.where(k == 1, w2 * S[:, 1], 0.0)
         return g[:, None]
-
-    local_labels = ("effort",)
 
     def reaction_local(self, par, qb, t, f, lam):
         """``effort`` = ``lam``: the force along global x (or y) applied at the point,
@@ -195,6 +193,7 @@ class RelativeDriver(ConstraintType):
     n_fun = 1
     kernel = "relative"
     labels = ("c",)
+    local_labels = ("effort",)
 
     def pack(self, spec, ctx):
         return [float(COORD[spec["coordinate"]])], [spec["function"]]
@@ -217,8 +216,6 @@ class RelativeDriver(ConstraintType):
 
     def gamma(self, par, qb, qdb, t, f):
         return f[:, 0, 2][:, None].copy()
-
-    local_labels = ("effort",)
 
     def reaction_local(self, par, qb, t, f, lam):
         """``effort`` = ``lam``: the moment (coordinate phi) or the force along
@@ -245,6 +242,7 @@ class Revolute(ConstraintType):
     n_par = 4
     kernel = "revolute"
     labels = ("x", "y")
+    local_labels = ("fx_i", "fy_i")
 
     def pack(self, spec, ctx):
         si = spec["point_i"]
@@ -275,8 +273,6 @@ class Revolute(ConstraintType):
         Si = rot(qb[:, 0, 2], par[:, 0:2])
         Sj = rot(qb[:, 1, 2], par[:, 2:4])
         return qdb[:, 0, 2:3] ** 2 * Si - qdb[:, 1, 2:3] ** 2 * Sj
-
-    local_labels = ("fx_i", "fy_i")
 
     def reaction_local(self, par, qb, t, f, lam):
         """The joint force on body i (applied at the joint centre) in body-i axes:
@@ -312,6 +308,7 @@ class Translational(ConstraintType):
     n_par = 7
     kernel = "translational"
     labels = ("n", "phi")
+    local_labels = ("normal", "torque")
 
     def check(self, spec, path):
         ax = spec["axis"]
@@ -358,8 +355,6 @@ class Translational(ConstraintType):
               + wi ** 2 * np.sum(n * (qb[:, 1, :2] - qb[:, 0, :2]), -1)
               + (wi - wj) ** 2 * np.sum(n * Sj, -1))
         return np.stack([g1, np.zeros_like(g1)], -1)
-
-    local_labels = ("normal", "torque")
 
     def reaction_local(self, par, qb, t, f, lam):
         """On body i: ``normal`` = the force along the unit normal ``n = R A_i u'``,

@@ -1,0 +1,179 @@
+"""Forward dynamic analysis (004 Ch.10 DAP, Ch.13; spec/planar.md §4.6,
+algorithms.md §4.1-4.2).
+
+The initial state is corrected to the nearest consistent one (assembly), a
+formulation (``di``, ``cs``...) turns the equations of motion into ``y' = f(t, y)``
+and an integrator plugin advances it; results are recorded at the output times
+(by dense output, independent of the internal steps): q, qd, qdd, lam, reactions,
+force-element outputs, energies with the work of the non-conservative forces, and
+the constraint violations.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbcore.analysis import Analysis
+from mbcore.assembly import assemble
+from mbcore.errors import ModelError
+from mbcore.plugins import registry
+from mbcore.reporting import Channel
+from mbcore.schema import Param
+
+
+class DynamicAnalysis(Analysis):
+    name = "dynamic"
+    description = "forward dynamics: formulation (di, cs, ...) + integrator, streamed output"
+    settings_schema = {
+        "t_start": Param("number", "initial time", default=0.0),
+        "t_end": Param("number", "final time", default=1.0),
+        "output_step": Param("number", "output interval", default=0.01, positive=True),
+        "integrator": Param("string", "integrator plugin name", default="dopri5"),
+        "step": Param("number", "step of fixed-step integrators (default: output_step)",
+                      required=False, positive=True),
+        "rtol": Param("number", "relative tolerance (adaptive integrators)", default=1e-8,
+                      positive=True),
+        "atol": Param("number", "absolute tolerance (adaptive integrators)", default=1e-10,
+                      positive=True),
+        "max_step": Param("number", "largest step (adaptive integrators)", required=False,
+                          positive=True),
+        "formulation": Param("string", "formulation plugin name", default="cs"),
+        "alpha": Param("number", "Baumgarte alpha (cs)", required=False),
+        "beta": Param("number", "Baumgarte beta (cs)", required=False),
+        "assemble": Param("choice", "correct the initial state to the nearest consistent one",
+                          default="yes", choices=("yes", "no")),
+        "hold": Param("string", "comma-separated coordinates kept at their estimates "
+                                "during assembly (e.g. 'crank.phi')", required=False),
+    }
+
+    @classmethod
+    def check_settings(cls, s, path):
+        if s["t_end"] <= s["t_start"]:
+            raise ModelError(f"{path}.t_end", f"t_end ({s['t_end']:g}) must be after t_start "
+                                              f"({s['t_start']:g})")
+        reg = registry()
+        if not reg.has("integrator", s["integrator"]):
+            raise ModelError(f"{path}.integrator", reg.unknown_message("integrator",
+                                                                       s["integrator"]))
+        if not reg.has("formulation", s["formulation"]):
+            raise ModelError(f"{path}.formulation", reg.unknown_message("formulation",
+                                                                        s["formulation"]))
+
+    def __init__(self, system, settings=None):
+        super().__init__(system, settings)
+        s = self.settings
+        reg = registry()
+        fcls = reg.get("formulation", s["formulation"])
+        fopts = {k: s[k] for k in ("alpha", "beta")
+                 if s.get(k) is not None and k in fcls.settings_schema}
+        for k in ("alpha", "beta"):
+            if s.get(k) is not None and k not in fcls.settings_schema:
+                raise ModelError(f"settings.{k}", f"not used by formulation "
+                                                  f"'{s['formulation']}'")
+        self.formulation = fcls(system, fopts)
+        self.icls = reg.get("integrator", s["integrator"])
+        opts = {}
+        names = getattr(self.icls, "options", {})
+        if "step" in names:
+            opts["step"] = s["step"] if s.get("step") else s["output_step"]
+        for k in ("rtol", "atol", "max_step"):
+            if k in names and s.get(k) is not None:
+                opts[k] = s[k]
+        self.integrator_options = opts
+
+    def channels(self):
+        s = self.system
+        ch = [Channel("q", list(s.coordinate_names), "coordinates"),
+              Channel("qd", list(s.coordinate_names), "velocities"),
+              Channel("qdd", list(s.coordinate_names), "accelerations"),
+              Channel("lam", list(s.constraint_names),
+                      "Lagrange multipliers (reaction = +Phi_q^T lam)"),
+              Channel("reactions", list(s.reaction_labels),
+                      "generalised reaction of each element on each of its bodies")]
+        if s.force_labels:
+            ch.append(Channel("forces", list(s.force_labels), "force element outputs"))
+        if s.point_names:
+            ch.append(Channel("points", [f"{p}.{c}" for p in s.point_names
+                                         for c in ("x", "y", "xd", "yd", "xdd", "ydd")],
+                              "named points: position, velocity, acceleration"))
+        ch.append(Channel("energy", ["kinetic", "potential", "total", "work_nc", "balance"],
+                          "T, V, T + V, work of non-conservative and constraint forces "
+                          "since t_start, and T + V - work_nc (constant for exact solutions)"))
+        ch.append(Channel("violation", ["position", "velocity"],
+                          "max |Phi| and max |Phi_q qd - nu|"))
+        return ch
+
+    # ------------------------------------------------------------------------
+    def run(self, record, event, progress=False):
+        from mbcore.integrate import integrate
+        sysm, s, form = self.system, self.settings, self.formulation
+        n = sysm.n
+        t0, t1, h = s["t_start"], s["t_end"], s["output_step"]
+        nout = int(math.floor((t1 - t0) / h + 1e-9))
+        t_out = t0 + h * np.arange(nout + 1)
+        if t_out[-1] < t1 - 1e-9 * h:
+            t_out = np.append(t_out, t1)
+        st = sysm.initial_state(t0)
+        q, qd = st.q, st.qd
+        if s["assemble"] == "yes" and sysm.m:
+            hold = [c.strip() for c in (s.get("hold") or "").split(",") if c.strip()]
+            for c in hold:
+                if c not in sysm.coordinate_names:
+                    raise ModelError("settings.hold", f"unknown coordinate '{c}'")
+            rep = assemble(sysm, q, qd, t0, hold=hold)
+            q, qd = rep.q, rep.qd
+            event(t0, "assembly", rep.summary())
+            self.stats["assembly"] = rep.summary()
+        for w in form.warnings(self.integrator_options.get("step")):
+            event(t0, "warning", w)
+        y0 = np.concatenate([form.pack(q, qd), [0.0]])       # + work of nc forces
+        ydot = np.zeros(2 * n + 1)
+        J_dense = sysm.dense
+
+        def fun(t, y):
+            yd = form.rhs(t, y[:2 * n])
+            ydot[:2 * n] = yd
+            qq, qqd = y[:n], y[n:2 * n]
+            # power of non-conservative applied forces + of the constraint forces
+            lam = form.solver.lam
+            Jqd = (sysm.jacobian(qq, t) @ qqd) if J_dense else sysm.jacobian(qq, t).dot(qqd)
+            ydot[2 * n] = sysm.nonconservative_power(qq, qqd, t) + float(lam @ Jqd)
+            return ydot
+
+        bar = _progress(len(t_out), progress)
+
+        def on_output(t, y):
+            qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:2 * n]))
+            T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
+            W = float(y[2 * n])
+            phi = sysm.phi(qq, t)
+            J = sysm.jacobian_dense(qq, t) if not J_dense else sysm.jacobian(qq, t)
+            vres = J @ qqd - sysm.nu(qq, t)
+            data = {"q": qq, "qd": qqd, "qdd": qdd, "lam": lam,
+                    "reactions": sysm.reactions(qq, t, lam),
+                    "energy": np.array([T, V, T + V, W, T + V - W]),
+                    "violation": np.array([np.max(np.abs(phi)) if phi.size else 0.0,
+                                           np.max(np.abs(vres)) if vres.size else 0.0])}
+            if sysm.force_labels:
+                data["forces"] = sysm.force_outputs(qq, qqd, t)
+            if sysm.point_names:
+                data["points"] = sysm.point_kinematics(qq, qqd, qdd).ravel()
+            record(t, data)
+            bar.update(1)
+
+        try:
+            res = integrate(self.icls, fun, (t0, t1), y0, t_out=t_out, store=False,
+                            on_output=on_output, **self.integrator_options)
+        finally:
+            bar.close()
+        stats = res.stats.as_dict() if hasattr(res.stats, "as_dict") else dict(res.stats)
+        self.stats.update({f"integrator_{k}": v for k, v in stats.items()
+                           if isinstance(v, (int, float)) and v is not None})
+        self.stats["integrator"] = self.icls.name
+        self.stats["formulation"] = form.name
+
+
+def _progress(total, enabled):
+    from .kinematic import _progress as p
+    return p(total, enabled)

@@ -1,0 +1,272 @@
+"""Variable-order (1–5), variable-step BDF (Gear's method) with Newton iteration.
+
+References: 004 §12.4 (l.16048–16122, Eqs. 12.22–12.24, Table 12.3), 001 l.129;
+spec/algorithms.md §2.9.  Design after the quasi-constant-step codes: C.W. Gear,
+*Numerical Initial Value Problems in ODEs* (1971, DIFSUB); G.D. Byrne &
+A.C. Hindmarsh, *ACM TOMS* 1 (1975) 71–96 (EPISODE); A.C. Hindmarsh, LSODE
+(1983) and Brown, Byrne & Hindmarsh, VODE (1989) for the Jacobian/LU reuse
+policy; L.F. Shampine & M.W. Reichelt, *SIAM J. Sci. Comput.* 18 (1997) 1–22
+(ode15s) for the backward-difference formulation.
+
+Formulation (backward differences on a uniform grid, spec §2.9):
+``Σ_{j=1..k} (1/j) ∇^j y_n+1 = h f_n+1``.  With ``D[j] = ∇^j y_n`` the
+predictor is ``y_pred = Σ_{j=0..k} D[j]`` and the corrector solves for
+``d = y_n+1 − y_pred`` (= ∇^{k+1} y_n+1)
+
+    d − c f(t_n+1, y_pred + d) + ψ = 0,   c = h/γ_k,  ψ = (1/γ_k) Σ_{j=1..k} γ_j D[j],
+
+``γ_j = Σ_{i≤j} 1/i``, by modified Newton with ``M = I − c J``.  Local error
+estimate ``d/(k+1)`` (ode15s's conservative constant; spec §2.9).  A step-size
+change by a factor r re-interpolates the differences (``D ← (R(r)U)ᵀ D``).
+
+Newton and Jacobian policy (spec §2.9, "Jacobian handling"):
+
+* the Jacobian (user ``jac`` or forward differences) is kept across steps and
+  re-evaluated when the iteration fails with a stale one, or when it is
+  ``jac_max_age`` steps old (VODE's MSBJ);
+* the LU factors of M are kept while ``|c/c_LU − 1| ≤ refactor_ratio`` (0.3,
+  LSODE's CCMAX); with stale factors the correction is scaled by
+  ``2/(1 + c_LU/c)`` (DASSL);
+* convergence: rate ρ = ‖Δ_l‖/‖Δ_{l−1}‖ (the first iteration uses the rate of
+  the previous step), converged when ρ/(1−ρ)·‖Δ‖ < tol with
+  ``tol = max(10 eps/rtol, min(0.03, sqrt(rtol)))``; divergence when ρ ≥ 1 or
+  the predicted final error exceeds tol within ``newton_maxiter``;
+* failure with a fresh Jacobian halves the step.
+
+Order/step selection: after k+1 steps of constant size compare the error
+estimates of orders k−1 (``D[k]/k``), k, k+1 (``∇^{k+2}y/(k+2)``) and take the
+order allowing the largest step, changing it by at most one; factors are
+limited to [0.2, 10] with the safety ``0.9 (2m+1)/(2m+n_iter)``; a factor in
+[1, 1.2) with no order change keeps h (and the factors).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbcore.integrate.base import (ADAPTIVE_OPTIONS, EPS, Integrator, Option, fraction,
+                                   int_range, positive_or_none)
+from mbcore.integrate.common import (BackwardDifferenceDenseOutput, rms_norm,
+                                     select_initial_step)
+
+__all__ = ["BDF", "BDF_GAMMA", "BDF_ERROR_CONST", "rescale_matrix"]
+
+MAX_ORDER = 5
+MIN_FACTOR = 0.2
+MAX_FACTOR = 10.0
+KEEP_BELOW = 1.2
+
+#: γ_k = Σ_{i≤k} 1/i (γ_0 = 0); the leading coefficient b_{-1} of BDF_k is 1/γ_k
+BDF_GAMMA = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, MAX_ORDER + 1))))
+#: error constants used: 1/(k+1), k = 0..MAX_ORDER+1
+BDF_ERROR_CONST = 1.0 / np.arange(1, MAX_ORDER + 3)
+
+
+def _rmat(order: int, factor: float) -> np.ndarray:
+    """R(order, factor): maps backward differences at spacing h to those of the
+    same polynomial at spacing factor·h (with U = R(order, 1))."""
+    i = np.arange(1, order + 1)[:, None]
+    j = np.arange(1, order + 1)
+    M = np.zeros((order + 1, order + 1))
+    M[1:, 1:] = (i - 1 - factor * j) / i
+    M[0] = 1.0
+    return np.cumprod(M, axis=0)
+
+
+def rescale_matrix(order: int, factor: float) -> np.ndarray:
+    """Matrix ``T`` with ``D_new[:order+1] = T @ D[:order+1]`` for a step change
+    h → factor·h (exact for polynomials of degree ≤ order)."""
+    return (_rmat(order, factor) @ _rmat(order, 1.0)).T
+
+
+class BDF(Integrator):
+    """Variable-order, variable-step BDF with modified Newton iteration."""
+
+    name = "bdf"
+    description = ("Gear/BDF, variable step and order 1–5, Newton with Jacobian and LU "
+                   "reuse (004 §12.4; spec §2.9)")
+    order = 1
+    adaptive = True
+    implicit = True
+    variable_order = True
+    options = {
+        **ADAPTIVE_OPTIONS,
+        "max_order": Option(MAX_ORDER, "highest BDF order (1–5; 1–2 are A-stable)",
+                            int_range(1, MAX_ORDER)),
+        "newton_maxiter": Option(4, "Newton iterations per attempt", int_range(1, 50)),
+        "newton_tol": Option(None, "Newton convergence tolerance in the weighted norm; "
+                             "default max(10 eps/rtol, min(0.03, sqrt(rtol)))",
+                             positive_or_none),
+        "jac_max_age": Option(50, "re-evaluate the Jacobian after this many steps",
+                              int_range(1, 10**9)),
+        "refactor_ratio": Option(0.3, "refactor M = I - cJ when c changed by more than "
+                                 "this fraction", fraction),
+    }
+
+    def _restart_impl(self) -> None:
+        o = self.opts
+        n = self.n
+        self._rtol, self._atol = o["rtol"], o["atol"]
+        self._max_step = o["max_step"]
+        self._max_order = o["max_order"]
+        self._maxiter = o["newton_maxiter"]
+        rtol_min = float(np.min(self._rtol))
+        self._newton_tol = o["newton_tol"] if o["newton_tol"] is not None else \
+            max(10 * EPS / rtol_min, min(0.03, rtol_min ** 0.5))
+        self._I = np.eye(n)
+        self._D = np.zeros((MAX_ORDER + 3, n))
+        self._k = 1
+        self.order = 1
+        self._n_equal = 0
+        self._J = None
+        self._jac_current = False
+        self._jac_age = 0
+        self._lu = None
+        self._c_lu = 0.0
+        self._crate = None
+        self._dense = None
+        if self.status != "running":
+            return
+        f0 = self.fun(self.t, self.y).copy()
+        if o["first_step"] is not None:
+            h_abs = o["first_step"]
+        else:
+            h_abs = select_initial_step(self.fun, self.t, self.y, f0, self.direction, 1,
+                                        self._rtol, self._atol, self.t_bound, self._max_step)
+        self._h_abs = h_abs
+        self._D[0] = self.y
+        self._D[1] = f0 * self.direction * h_abs
+
+    def _rescale(self, factor: float) -> None:
+        k = self._k
+        self._D[:k + 1] = rescale_matrix(k, factor) @ self._D[:k + 1]
+        self._h_abs *= factor
+        self._n_equal = 0
+
+    def _newton(self, t_new, y_pred, c, psi, scale):
+        """Modified Newton for d; returns (converged, n_iter, y, d)."""
+        d = np.zeros(self.n)
+        y = y_pred.copy()
+        tol = self._newton_tol
+        maxiter = self._maxiter
+        lu = self._lu
+        ratio = self._c_lu / c
+        stale_scale = 1.0 if ratio == 1.0 else 2.0 / (1.0 + ratio)
+        dy_norm_old = None
+        rate = None
+        converged = False
+        k = 0
+        for k in range(maxiter):
+            f = self.fun(t_new, y)
+            dy = self.lu_solve(lu, c * f - psi - d)
+            if stale_scale != 1.0:
+                dy *= stale_scale
+            dy_norm = rms_norm(dy / scale)
+            if dy_norm_old is None:
+                rate = self._crate
+            else:
+                rate = dy_norm / dy_norm_old
+                if rate >= 1 or rate ** (maxiter - k) / (1 - rate) * dy_norm > tol:
+                    break
+            y += dy
+            d += dy
+            if dy_norm == 0.0 or (rate is not None and rate / (1 - rate) * dy_norm < tol):
+                converged = True
+                if dy_norm_old is not None:
+                    self._crate = max(0.2 * (self._crate or 0.0), rate)
+                break
+            dy_norm_old = dy_norm
+        self._newton_iterations(k + 1)
+        if not converged:
+            self._crate = None
+        return converged, k + 1, y, d
+
+    def _step_impl(self):
+        t = self.t
+        D = self._D
+        rtol, atol = self._rtol, self._atol
+        min_step = self._min_step(t)
+        if self._h_abs > self._max_step:
+            self._rescale(self._max_step / self._h_abs)
+        elif self._h_abs < min_step:
+            self._rescale(min_step / self._h_abs)
+        while True:
+            h_abs = self._h_abs
+            if h_abs < min_step:
+                self._step_too_small(h_abs)
+            h = self.direction * h_abs
+            t_new = t + h
+            if self.direction * (t_new - self.t_bound) > 0 or \
+                    abs(self.t_bound - t_new) < min_step:
+                self._rescale(abs(self.t_bound - t) / h_abs)
+                t_new = self.t_bound
+                h = t_new - t
+                h_abs = abs(h)
+            k = self._k
+            y_pred = D[:k + 1].sum(axis=0)
+            scale = atol + rtol * np.abs(y_pred)
+            psi = (BDF_GAMMA[1:k + 1] @ D[1:k + 1]) / BDF_GAMMA[k]
+            c = h / BDF_GAMMA[k]
+            if self._J is None:
+                self._J = self.jac(t_new, y_pred, None, scale)
+                self._jac_current = True
+                self._jac_age = 0
+                self._lu = None
+            if self._lu is None or abs(c / self._c_lu - 1.0) > self.opts["refactor_ratio"]:
+                self._lu = self.lu_factor(self._I - c * self._J)
+                self._c_lu = c
+            converged, n_iter, y_new, d = self._newton(t_new, y_pred, c, psi, scale)
+            if not converged:
+                self._reject_newton()
+                if not self._jac_current:
+                    self._J = self.jac(t_new, y_pred, None, scale)
+                    self._jac_current = True
+                    self._jac_age = 0
+                    self._lu = None
+                    continue
+                self._rescale(0.5)
+                continue
+            safety = 0.9 * (2 * self._maxiter + 1) / (2 * self._maxiter + n_iter)
+            scale = atol + rtol * np.abs(y_new)
+            err = rms_norm(BDF_ERROR_CONST[k] * d / scale)
+            if err > 1.0:
+                self._reject_error_test()
+                self._rescale(max(MIN_FACTOR, safety * err ** (-1.0 / (k + 1))))
+                continue
+            break
+
+        # accept
+        self._n_equal += 1
+        self.t = t_new
+        self.y = y_new
+        D[k + 2] = d - D[k + 1]
+        D[k + 1] = d
+        for i in range(k, -1, -1):
+            D[i] += D[i + 1]
+        self._dense = (h, D[:k + 1].copy())
+        self.order = k
+        self._jac_current = False
+        self._jac_age += 1
+        if self._jac_age >= self.opts["jac_max_age"]:
+            self._J = None
+
+        if self._n_equal < k + 1:
+            return True, None
+        with np.errstate(divide="ignore"):
+            e_m = rms_norm(BDF_ERROR_CONST[k - 1] * D[k] / scale) if k > 1 else math.inf
+            e_p = rms_norm(BDF_ERROR_CONST[k + 1] * D[k + 2] / scale) \
+                if k < self._max_order else math.inf
+            norms = np.array([e_m, err, e_p])
+            factors = norms ** (-1.0 / np.arange(k, k + 3))
+        best = int(np.argmax(factors))
+        factor = min(MAX_FACTOR, safety * factors[best])
+        if best == 1 and 1.0 <= factor < KEEP_BELOW:
+            return True, None
+        self._k = k + best - 1
+        self._rescale(factor)
+        return True, None
+
+    def _dense_output_impl(self):
+        h, Dk = self._dense
+        return BackwardDifferenceDenseOutput(self.t_old, self.t, h, Dk)

@@ -1,0 +1,137 @@
+"""Fixed-step implicit one-step methods solved by modified Newton: backward
+(implicit) Euler and the trapezoidal rule — the θ-method
+``y_n+1 = y_n + h[(1−θ) f_n + θ f(t_n+1, y_n+1)]`` with θ = 1 and θ = 1/2.
+
+References: spec/algorithms.md §2.5 (backward Euler = AM1 = BDF1, 001 l.125;
+004 Tables 12.2/12.3), §2.6 (trapezoid = AM2, A-stable), §2.9 (Newton with
+``I − hθ f_y``, Jacobian/LU reuse).  Backward Euler is L-stable and damps
+oscillations numerically; the trapezoidal rule is A-stable, conserves the
+amplitude of undamped oscillations, but does not damp stiff components.
+
+Newton: predictor ``y_n + h f_n``, iteration matrix ``I − hθJ`` factorised once
+and reused while h is unchanged; the Jacobian is re-evaluated only when the
+iteration fails to converge (rate ≥ 1 or ``newton_maxiter`` reached) and the
+attempt is repeated once; a second failure is a :class:`NewtonFailure` naming
+the time (a fixed-step method does not shrink its step).  Converged when the
+last correction is below ``newton_atol + newton_rtol·|y|`` (RMS).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mbcore.integrate.base import (FIXED_STEP_OPTIONS, NEWTON_OPTIONS, Integrator,
+                                   NewtonFailure)
+from mbcore.integrate.common import HermiteDenseOutput, LinearDenseOutput, rms_norm
+
+__all__ = ["ThetaMethod", "ImplicitEuler", "Trapezoid"]
+
+
+class ThetaMethod(Integrator):
+    """θ-method with a fixed step (options ``step`` and the Newton options)."""
+
+    implicit = True
+    theta: float = 1.0
+    options = {**FIXED_STEP_OPTIONS, **NEWTON_OPTIONS}
+
+    def _restart_impl(self) -> None:
+        self._h = self.opts["step"]
+        self._t_start = self.t
+        self._i = 0
+        self._J = None
+        self._jac_current = False
+        self._lu = None
+        self._c_lu = None
+        self._I = np.eye(self.n)
+        self._y_old = self._f_old = None
+        self._f = self.fun(self.t, self.y).copy() if self.status == "running" else None
+
+    def _solve(self, t_new, y_n, base, y0, c):
+        """Modified Newton for y = base + c f(t_new, y); returns (ok, y, iters)."""
+        o = self.opts
+        scale = o["newton_atol"] + o["newton_rtol"] * np.abs(y_n)
+        y = y0.copy()
+        norm_old = None
+        for it in range(1, o["newton_maxiter"] + 1):
+            f = self.fun(t_new, y)
+            dy = self.lu_solve(self._lu, base + c * f - y)
+            y += dy
+            norm = rms_norm(dy / scale)
+            if norm <= 1.0:
+                return True, y, it
+            if norm_old is not None and norm >= norm_old:
+                return False, y, it
+            norm_old = norm
+        return False, y, o["newton_maxiter"]
+
+    def _step_impl(self):
+        t, y_n, f_n = self.t, self.y, self._f
+        self._i += 1
+        t_new = self._t_start + self._i * self.direction * self._h
+        if self.direction * (t_new - self.t_bound) > -1e-9 * self._h:
+            t_new = self.t_bound
+        h = t_new - t
+        if abs(h) < self._min_step(t):
+            self._step_too_small(h, "remaining interval")
+        theta = self.theta
+        c = h * theta
+        base = y_n + (h * (1.0 - theta)) * f_n if theta != 1.0 else y_n
+        y_pred = y_n + h * f_n
+        for attempt in (0, 1):
+            if self._J is None:
+                self._J = self.jac(t_new, y_pred, None, None)
+                self._jac_current = True
+                self._lu = None
+            if self._lu is None or abs(c - self._c_lu) > 1e-6 * abs(self._c_lu):
+                self._lu = self.lu_factor(self._I - c * self._J)
+                self._c_lu = c
+            ok, y_new, iters = self._solve(t_new, y_n, base, y_pred, c)
+            self._newton_iterations(iters)
+            if ok:
+                break
+            self._reject_newton()
+            if attempt == 1 or self._jac_current:
+                raise NewtonFailure(
+                    f"{self.name}: the Newton iteration did not converge in "
+                    f"{self.opts['newton_maxiter']} iterations with step {abs(h):.3e} "
+                    f"(fresh Jacobian); reduce 'step' or loosen 'newton_rtol'", t_new)
+            self._J = None          # stale: re-evaluate and retry once
+        self._jac_current = False
+        self._y_old, self._f_old = y_n, f_n
+        self.t, self.y = t_new, y_new
+        self._f = self._end_derivative(t_new, y_n, y_new, f_n, h)
+        return True, None
+
+    def _end_derivative(self, t_new, y_n, y_new, f_n, h):
+        raise NotImplementedError  # pragma: no cover
+
+
+class ImplicitEuler(ThetaMethod):
+    name = "implicit_euler"
+    description = ("backward (implicit) Euler, order 1, fixed step, Newton; A- and "
+                   "L-stable (001 l.125; spec §2.5)")
+    order = 1
+    theta = 1.0
+
+    def _end_derivative(self, t_new, y_n, y_new, f_n, h):
+        # the derivative the method used: (y_n+1 − y_n)/h = f(t_n+1, y_n+1) at convergence
+        return (y_new - y_n) / h
+
+    def _dense_output_impl(self):
+        return LinearDenseOutput(self.t_old, self.t, self._y_old, self.y)
+
+
+class Trapezoid(ThetaMethod):
+    name = "trapezoid"
+    description = ("trapezoidal rule (AM2), order 2, fixed step, Newton; A-stable "
+                   "(004 Table 12.2; spec §2.6)")
+    order = 2
+    theta = 0.5
+
+    def _end_derivative(self, t_new, y_n, y_new, f_n, h):
+        # evaluated (one call per step): reconstructing it as 2(y_n+1−y_n)/h − f_n
+        # would carry an undamped (−1)^n error mode on stiff problems
+        return self.fun(t_new, y_new).copy()
+
+    def _dense_output_impl(self):
+        return HermiteDenseOutput(self.t_old, self.t, self._y_old, self._f_old,
+                                  self.y, self._f)
