@@ -70,3 +70,26 @@ def test_kinetostatic_channels_written_to_hdf5(tmp_path, examples):
         assert res.status == "finished" and res.analysis == "kinetostatic"
         assert {"lam", "reactions", "forces", "energy"} <= set(res.channels)
         assert "O2.i.fx" in res.labels("reactions") and "spring.force" in res.labels("forces")
+
+
+def test_local_reactions_channel_matches_system(examples):
+    res = mbcore.run(massive_fourbar(examples))
+    s = res.system
+    k = 12
+    loc = s.reactions_local(res["q"][k], res.t[k], res["lam"][k])
+    np.testing.assert_allclose(res["reactions_local"][k], loc)
+    # the revolute O2's force on the ground (body i) in ground axes equals its global force
+    lab = s.local_reaction_labels
+    assert res["reactions_local/O2.fx_i"][k] == pytest.approx(res["reactions/O2.i.fx"][k])
+    assert res["reactions_local/crank_drive.effort"][k] == \
+        pytest.approx(res["reactions/crank_drive.body.n"][k])
+    assert len(lab) == len(set(lab))
+
+
+def test_renamed_ground_is_the_default_body():
+    m = Model("frame-named", ground="frame")
+    m.add_body("a", position=(1, 0))
+    m.add_joint("revolute", "pin", body_i="frame", body_j="a", point_i=(0, 0), point_j=(-1, 0))
+    m.add_force("torque", "motor", body="a", torque=1.0)     # reaction_body defaults to ground
+    s = m.compile()
+    assert s.force_groups[0].boff[0, 1] == s.n              # the ground's slot

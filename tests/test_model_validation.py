@@ -149,3 +149,8 @@ def test_named_points_in_elements():
     with pytest.raises(ModelError, match=r"joints\[1\]\.point_i: point 'tip' lies on body "
                                          r"'a', not on 'ground'"):
         m.compile()
+
+
+def test_element_on_ground_only_is_rejected(data):
+    data["joints"][0]["body_j"] = "ground"
+    reject(data, r"joints\[0\]\.body_i: the element acts only on the ground 'ground'")

@@ -233,8 +233,10 @@ class Model:
                 raise ModelError(kp, f"required key is missing ({cls.name}: {p.doc})"
                                  if p.doc else "required key is missing")
             else:
-                values[key] = p.validate(p.default_value(), kp, ctx) \
-                    if p.default_value() is not None else None
+                default = p.default_value()
+                if p.kind == "body" and default == "ground":
+                    default = self.ground          # "the ground", whatever its name
+                values[key] = p.validate(default, kp, ctx) if default is not None else None
         # named points must lie on the body they are used with
         for key, p in cls.params.items():
             v = values.get(key)
@@ -244,7 +246,11 @@ class Model:
                     raise ModelError(f"{path}.{key}", f"point '{v.name}' lies on body "
                                      f"'{v.body}', not on '{body}' ({p.on})")
                 values[key] = v.at
-        bodies = [values[b] for b in cls.bodies if values.get(b) is not None]
+        given = [values[b] for b in cls.bodies if values.get(b) is not None]
+        if given and all(b == self.ground for b in given):
+            raise ModelError(f"{path}.{cls.bodies[0]}", f"the element acts only on the "
+                             f"ground '{self.ground}'")
+        bodies = [b for b in given if b != self.ground]
         if len(set(bodies)) != len(bodies):
             raise ModelError(f"{path}.{cls.bodies[-1]}",
                              f"an element cannot connect body '{bodies[-1]}' to itself")

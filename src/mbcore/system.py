@@ -349,6 +349,10 @@ class System:
                         labels[g._roff[e, b, c]] = f"{el}.{_short(key)}.{lab}"
         self.reaction_labels = labels
         self._reactions = np.zeros(off)
+        self.local_reaction_labels = [f"{el.name}.{lab}"
+                                      for el in model.constraint_elements()
+                                      for lab in by_name[el.name][0].ctype.local_labels] \
+            if self.groups else []
 
         # points of interest (KAP "points"): body offsets and local coordinates
         self.point_names = [p.name for p in model.points]
@@ -525,6 +529,22 @@ class System:
             lam_g = lam[g.row[:, None] + np.arange(g.m)]
             self._reactions[g._roff] = np.einsum("embc,em->ebc", blocks, lam_g)
         return self._reactions
+
+    def reactions_local(self, q: np.ndarray, t: float, lam: np.ndarray) -> np.ndarray:
+        """Joint-local reaction components of every element (a revolute's force in
+        body-i axes, a link's tension, a driver's effort...; labels
+        :attr:`local_reaction_labels`, meanings in docs/constraints.md)."""
+        fv = self.functions_at(t)
+        self._load(q)
+        parts = {}
+        for g in self.groups:
+            lam_g = lam[g.row[:, None] + np.arange(g.m)]
+            loc = np.asarray(g.ctype.reaction_local(g.par, self._qx[g.cidx()], t,
+                                                    fv[g.fidx], lam_g), dtype=float)
+            for e, name in enumerate(g.names):
+                parts[name] = loc[e]
+        out = [parts[el.name] for el in self.model.constraint_elements()]
+        return np.concatenate(out) if out else np.zeros(0)
 
     # ------------------------------------------------------------------ helpers
     def _load(self, q: np.ndarray) -> None:

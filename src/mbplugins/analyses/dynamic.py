@@ -91,6 +91,9 @@ class DynamicAnalysis(Analysis):
                       "Lagrange multipliers (reaction = +Phi_q^T lam)"),
               Channel("reactions", list(s.reaction_labels),
                       "generalised reaction of each element on each of its bodies")]
+        if s.local_reaction_labels:
+            ch.append(Channel("reactions_local", list(s.local_reaction_labels),
+                              "joint-local reaction components (docs/constraints.md)"))
         if s.force_labels:
             ch.append(Channel("forces", list(s.force_labels), "force element outputs"))
         if s.point_names:
@@ -155,6 +158,8 @@ class DynamicAnalysis(Analysis):
                     "energy": np.array([T, V, T + V, W, T + V - W]),
                     "violation": np.array([np.max(np.abs(phi)) if phi.size else 0.0,
                                            np.max(np.abs(vres)) if vres.size else 0.0])}
+            if sysm.local_reaction_labels:
+                data["reactions_local"] = sysm.reactions_local(qq, t, lam)
             if sysm.force_labels:
                 data["forces"] = sysm.force_outputs(qq, qqd, t)
             if sysm.point_names:

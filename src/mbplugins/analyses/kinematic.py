@@ -268,10 +268,15 @@ class KinetostaticAnalysis(KinematicAnalysis):
         ch.insert(4, Channel("reactions", list(sysm.reaction_labels),
                              "generalised reaction of each element on each of its bodies: "
                              "fx, fy (global) and the moment n about the body origin"))
+        k = 5
+        if sysm.local_reaction_labels:
+            ch.insert(k, Channel("reactions_local", list(sysm.local_reaction_labels),
+                                 "joint-local reaction components (docs/constraints.md)"))
+            k += 1
         if sysm.force_labels:
-            ch.insert(5, Channel("forces", list(sysm.force_labels), "force element outputs"))
-        ch.insert(6 if sysm.force_labels else 5,
-                  Channel("energy", ["kinetic", "potential", "total"], "energies"))
+            ch.insert(k, Channel("forces", list(sysm.force_labels), "force element outputs"))
+            k += 1
+        ch.insert(k, Channel("energy", ["kinetic", "potential", "total"], "energies"))
         return ch
 
     def _extra(self, t, q, qd, qdd, lu, J, data):
@@ -281,6 +286,8 @@ class KinetostaticAnalysis(KinematicAnalysis):
         check_finite("multiplier", lam, sysm.constraint_names, t)
         data["lam"] = lam
         data["reactions"] = sysm.reactions(q, t, lam)
+        if sysm.local_reaction_labels:
+            data["reactions_local"] = sysm.reactions_local(q, t, lam)
         if sysm.force_labels:
             data["forces"] = sysm.force_outputs(q, qd, t)
         T, V = sysm.kinetic_energy(qd), sysm.potential_energy(q, t)

@@ -48,6 +48,9 @@ class StaticAnalysis(Analysis):
         ch = [Channel("q", list(s.coordinate_names), "equilibrium coordinates"),
               Channel("lam", list(s.constraint_names), "Lagrange multipliers"),
               Channel("reactions", list(s.reaction_labels), "element reactions")]
+        if s.local_reaction_labels:
+            ch.append(Channel("reactions_local", list(s.local_reaction_labels),
+                              "joint-local reaction components (docs/constraints.md)"))
         if s.force_labels:
             ch.append(Channel("forces", list(s.force_labels), "force element outputs"))
         ch.append(Channel("energy", ["potential"], "potential energy"))
@@ -80,6 +83,8 @@ class StaticAnalysis(Analysis):
         data = {"q": q, "lam": lam, "reactions": s.reactions(q, t, lam),
                 "energy": np.array([s.potential_energy(q, t)]),
                 "solver": np.array([it, fr, pn])}
+        if s.local_reaction_labels:
+            data["reactions_local"] = s.reactions_local(q, t, lam)
         if s.force_labels:
             data["forces"] = s.force_outputs(q, np.zeros(s.n), t)
         record(t, data)
