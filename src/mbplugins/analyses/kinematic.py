@@ -13,6 +13,7 @@ import numpy as np
 
 from mbcore.analysis import Analysis
 from mbcore.errors import AssemblyError, LockupError, ModelError, SingularJacobianError
+from mbcore.assembly import assemble
 from mbcore.linalg import dense_lu, dependent_rows, rank_revealing
 from mbcore.reporting import Channel
 from mbcore.schema import Param
@@ -70,18 +71,7 @@ class KinematicAnalysis(Analysis):
         sysm = self.system
         n, m = sysm.n, sysm.m
         s = self.settings
-        if m != n:
-            q0 = sysm.initial_state().q
-            J = sysm.jacobian_dense(q0, s["t_start"])
-            rank = rank_revealing(J)[0] if m else 0
-            raise ModelError("drivers", f"kinematic analysis needs as many constraint "
-                             f"equations as coordinates: n = {n} coordinates, m = {m} "
-                             f"equations (rank {rank} at the initial estimates), so "
-                             f"{n - rank} degree(s) of freedom are not driven"
-                             if m < n else
-                             f"kinematic analysis needs as many constraint equations as "
-                             f"coordinates: n = {n}, m = {m} (over-constrained: remove "
-                             f"{m - n} equations or drivers)")
+        self.rows = self._select_rows(s["t_start"])
         lu = dense_lu(n, sysm.backend) if sysm.dense else None
         times = self.times()
         state = sysm.initial_state(times[0])
@@ -112,13 +102,15 @@ class KinematicAnalysis(Analysis):
                 it, phin, ratio = self._newton(q, t, lu, tol, maxit, assembly=k == 0)
                 if k == 0:
                     event(t, "assembly", self._assembly_report(state.q, q))
+                    if self.rows is not None:
+                        self._check_redundant_consistent(q, t, event)
                 iters_total += it
                 # velocities and accelerations with the Jacobian at the converged q
-                J = sysm.jacobian(q, t)
+                J = self._jac(q, t)
                 ratio = self._factor(lu, J, q, t)
-                qd = sysm.nu(q, t).copy()
+                qd = self._sel(sysm.nu(q, t)).copy()
                 self._solve(lu, J, qd)
-                qdd = sysm.gamma(q, qd, t).copy()
+                qdd = self._sel(sysm.gamma(q, qd, t)).copy()
                 self._solve(lu, J, qdd)
                 check_finite("acceleration", qdd, sysm.coordinate_names, t)
                 data = {"q": q, "qd": qd, "qdd": qdd,
@@ -146,7 +138,8 @@ class KinematicAnalysis(Analysis):
             except RuntimeError:
                 self._singular(J.toarray(), t, 0.0)
             return float("nan")
-        info = lu.factor(self.system._jdata)
+        info = lu.factor(self.system._jdata if self.rows is None
+                         else np.ascontiguousarray(J).reshape(-1))
         if info != 0 or lu.pivot_ratio < self.settings["singular_tolerance"]:
             self._singular(J, t, lu.pivot_ratio)
         return lu.pivot_ratio
@@ -160,9 +153,74 @@ class KinematicAnalysis(Analysis):
     def _extra(self, t, q, qd, qdd, lu, J, data):
         """Hook for subclasses: add channels computed from the converged state."""
 
-    def _singular(self, J, t, ratio):
+    # -- redundant constraints (spec/planar.md §4.1; 004 Prob 5.16) --------------
+    def _sel(self, v):
+        return v if self.rows is None else v[self.rows]
+
+    def _jac(self, q, t):
+        J = self.system.jacobian(q, t)
+        if self.rows is None:
+            return J
+        return J[self.rows] if self.system.dense else J[self.rows].tocsc()
+
+    def _select_rows(self, t0):
+        """All rows, or the independent ones when the constraint equations are
+        redundant (spec/planar.md §4.1: rank-revealing QR of Phi_q at the assembled
+        initial configuration).  After removing them the system must be square."""
+        sysm = self.system
+        n, m = sysm.n, sysm.m
+        q0 = sysm.initial_state(t0).q
+        J = sysm.jacobian_dense(q0, t0)
+        rank = rank_revealing(J)[0] if m else 0
+        if m < n:
+            raise ModelError("drivers", f"kinematic analysis needs as many independent "
+                             f"constraint equations as coordinates: n = {n} coordinates, "
+                             f"m = {m} equations (rank {rank} at the initial estimates), so "
+                             f"{n - rank} degree(s) of freedom are not driven")
+        if rank == m == n:
+            return None
+        # rank deficient at the estimates, or more equations than coordinates:
+        # assemble by least squares and decide at the assembled configuration
+        rep = assemble(sysm, q0, np.zeros(n), t0, mass_weighted=False)
+        J = sysm.jacobian_dense(rep.q, t0)
+        rank, ind, dep, _ = rank_revealing(J)
+        names = sysm.constraint_names
+        if rank < n:
+            rows = dependent_rows(J)
+            raise SingularJacobianError(
+                f"the constraint Jacobian has rank {rank} < {n} coordinates at the initial "
+                f"configuration: a singular configuration, or the drivers do not control "
+                f"every degree of freedom; equations involved: "
+                f"{', '.join(names[r] for r in rows)}", t0, [names[r] for r in rows])
+        if rank == m:
+            return None
+        self.redundant = [names[r] for r in dep]
+        return np.asarray(ind, dtype=np.intp)
+
+    def _check_redundant_consistent(self, q, t, event):
+        """Removed rows must hold at the assembled configuration; otherwise the
+        constraint set conflicts (AssemblyError naming the equations)."""
+        sysm = self.system
+        phi = sysm.phi(q, t)
+        dep = np.setdiff1d(np.arange(sysm.m), self.rows)
+        bad = [sysm.constraint_names[r] for r in dep
+               if abs(phi[r]) > 1e-8 * (1 + float(np.max(np.abs(q))))]
+        if bad:
+            raise AssemblyError(f"conflicting constraints: equations {', '.join(bad)} are "
+                                f"dependent on the others but cannot be satisfied together "
+                                f"with them (|Phi| = "
+                                f"{max(abs(phi[r]) for r in dep):.3g})", t, bad)
+        event(t, "redundant", "redundant constraint equations removed (consistent): "
+              + ", ".join(self.redundant))
+        self.stats["redundant_equations"] = ", ".join(self.redundant)
+
+    def _names(self):
         names = self.system.constraint_names
-        rows = dependent_rows(np.asarray(J))
+        return names if self.rows is None else [names[r] for r in self.rows]
+
+    def _singular(self, J, t, ratio):
+        names = self._names()
+        rows = dependent_rows(np.asarray(J.toarray() if hasattr(J, "toarray") else J))
         raise SingularJacobianError(
             f"the constraint Jacobian is singular (LU pivot ratio {ratio:.3g}): the "
             f"mechanism is at a singular configuration (dead point, change point or "
@@ -178,15 +236,15 @@ class KinematicAnalysis(Analysis):
         maxit = 2 * maxit if assembly else maxit
         history = []
         for it in range(maxit + 1):
-            phi = sysm.phi(q, t)
-            check_finite("Phi", phi, sysm.constraint_names, t)
+            phi = self._sel(sysm.phi(q, t))
+            check_finite("Phi", phi, self._names(), t)
             phin = float(np.max(np.abs(phi))) if phi.size else 0.0
             history.append(phin)
             if phin <= tol * scale:
                 return it, phin, float("nan")
             if it == maxit:
                 break
-            J = sysm.jacobian(q, t)
+            J = self._jac(q, t)
             try:
                 self._factor(lu, J, q, t)
             except SingularJacobianError as exc:
@@ -198,7 +256,7 @@ class KinematicAnalysis(Analysis):
             if not np.all(np.isfinite(dq)) or np.max(np.abs(dq)) > 1e6 * scale:
                 break
             q += dq
-        names = sysm.constraint_names
+        names = self._names()
         if assembly:
             worst = np.argsort(-np.abs(phi))[:3]
             raise AssemblyError(
@@ -208,7 +266,7 @@ class KinematicAnalysis(Analysis):
                 f"{', '.join(f'{names[r]} ({phi[r]:.3g})' for r in worst)}. Improve the "
                 f"bodies' initial position/angle estimates or check the joint data",
                 t, [names[r] for r in worst])
-        J = sysm.jacobian_dense(q, t)
+        J = self._sel(sysm.jacobian_dense(q, t))
         rows = dependent_rows(J, rtol=1e-3)
         raise LockupError(
             f"lock-up: Newton-Raphson did not converge in {maxit} iterations "
@@ -281,8 +339,11 @@ class KinetostaticAnalysis(KinematicAnalysis):
 
     def _extra(self, t, q, qd, qdd, lu, J, data):
         sysm = self.system
-        lam = sysm.mass_diag * qdd - sysm.forces(q, qd, t)
-        self._solve(lu, J, lam, transposed=True)
+        rhs = sysm.mass_diag * qdd - sysm.forces(q, qd, t)
+        self._solve(lu, J, rhs, transposed=True)
+        lam = rhs if self.rows is None else np.zeros(sysm.m)
+        if self.rows is not None:           # removed (redundant) rows carry no load
+            lam[self.rows] = rhs
         check_finite("multiplier", lam, sysm.constraint_names, t)
         data["lam"] = lam
         data["reactions"] = sysm.reactions(q, t, lam)
