@@ -1,6 +1,7 @@
 # cython: language_level=3
 """Compiled force kernels for the built-in planar force elements (spec/planar.md
-§3: F2 point force, F3 torque, F5 TSDA, F6 RSDA; 004 §9.2).
+§3: F2 point force, F3 torque, F5 TSDA, F6 RSDA, F8 drag, F9 point-line contact,
+F10 fictitious damping; 004 §9.2).
 
 :class:`ForceEvaluator` accumulates the generalised forces of every compiled group
 into Q in one call, without Python per element and without allocation.  The NumPy
@@ -9,7 +10,7 @@ references with identical packed parameters are in
 extended coordinate buffer whose last three entries are the ground's zeros;
 forces on the ground land in three extra slots and are discarded.
 """
-from libc.math cimport sin, cos, sqrt
+from libc.math cimport sin, cos, sqrt, pow, tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 
@@ -20,6 +21,9 @@ cdef enum:
     F_RSDA = 1
     F_FORCE = 2
     F_TORQUE = 3
+    F_DRAG = 4
+    F_CONTACT = 5
+    F_DAMPING = 6
 
 #: kernel name -> (code, bodies, n_par, n_fun)
 KERNELS = {
@@ -27,6 +31,9 @@ KERNELS = {
     "rsda": (F_RSDA, 2, 3, 1),
     "force": (F_FORCE, 1, 3, 2),
     "torque": (F_TORQUE, 2, 0, 1),
+    "drag": (F_DRAG, 1, 6, 0),
+    "contact": (F_CONTACT, 2, 14, 0),
+    "damping": (F_DAMPING, 1, 3, 0),
 }
 
 #: why a kernel refuses an element (reported by the System with the element's name)
@@ -146,6 +153,7 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const 
     cdef Py_ssize_t e, bi, bj
     cdef const double* p
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy, n
+    cdef double vx, vy, nx, ny, d, delta, pe, fel, fn, ft, vt, dd, Xix, Xiy, Xjx, Xjy
     for e in range(G.ne):
         p = G.par + e * G.npar
         bi = G.boff[e * G.nb]
@@ -189,4 +197,63 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const 
             n = fv[3 * G.fidx[e]]
             Q[bi + 2] += n
             Q[bj + 2] -= n
+        elif G.kind == F_DRAG:
+            # par = [s'_x, s'_y, 0.5 c_d rho A, c, wind_x, wind_y]
+            c = cos(q[bi + 2]); s = sin(q[bi + 2])
+            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
+            vx = qd[bi] - qd[bi + 2] * Siy - p[4]
+            vy = qd[bi + 1] + qd[bi + 2] * Six - p[5]
+            f = -(p[2] * sqrt(vx * vx + vy * vy) + p[3])
+            fx = f * vx; fy = f * vy
+            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
+        elif G.kind == F_DAMPING:
+            # par = [d_x, d_y, d_phi]
+            Q[bi] -= p[0] * qd[bi]
+            Q[bi + 1] -= p[1] * qd[bi + 1]
+            Q[bi + 2] -= p[2] * qd[bi + 2]
+        elif G.kind == F_CONTACT:
+            # par = [s'_x, s'_y, radius, l'_x, l'_y, n'_x, n'_y, k, c, e, mu, v_eps,
+            #        damping model (0 hunt_crossley, 1 compression, 2 linear),
+            #        friction model (0 tanh, 1 linear)];  body i = disc, j = line body
+            bj = G.boff[e * 2 + 1]
+            c = cos(q[bi + 2]); s = sin(q[bi + 2])
+            cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
+            nx = cj * p[5] - sj * p[6]; ny = sj * p[5] + cj * p[6]
+            # d = n . (r_P - r_L)
+            d = (nx * (q[bi] + Six - q[bj] - (cj * p[3] - sj * p[4]))
+                 + ny * (q[bi + 1] + Siy - q[bj + 1] - (sj * p[3] + cj * p[4])))
+            delta = p[2] - d
+            if not (delta > 0.0):
+                continue
+            # contact point X = r_P - d n, relative to each body's origin
+            Xix = Six - d * nx; Xiy = Siy - d * ny
+            Xjx = q[bi] + Xix - q[bj]; Xjy = q[bi + 1] + Xiy - q[bj + 1]
+            vx = (qd[bi] - qd[bi + 2] * Xiy) - (qd[bj] - qd[bj + 2] * Xjy)
+            vy = (qd[bi + 1] + qd[bi + 2] * Xix) - (qd[bj + 1] + qd[bj + 2] * Xjx)
+            dd = -(nx * vx + ny * vy)
+            vt = ny * vx - nx * vy
+            pe = pow(delta, p[9])
+            fel = p[7] * pe
+            if p[12] < 0.5:
+                fn = fel + p[8] * pe * dd
+            elif p[12] < 1.5:
+                fn = fel + (p[8] * dd if dd > 0.0 else 0.0)
+            else:
+                fn = fel + p[8] * dd
+            if fn < 0.0:
+                fn = 0.0
+            if p[13] < 0.5:
+                ft = -p[10] * fn * tanh(vt / p[11])
+            else:
+                f = vt / p[11]
+                if f > 1.0:
+                    f = 1.0
+                elif f < -1.0:
+                    f = -1.0
+                ft = -p[10] * fn * f
+            # F = fn n + ft t with t = (n_y, -n_x)
+            fx = fn * nx + ft * ny; fy = fn * ny - ft * nx
+            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Xix * fy - Xiy * fx
+            Q[bj] -= fx; Q[bj + 1] -= fy; Q[bj + 2] -= Xjx * fy - Xjy * fx
     return -1

@@ -50,8 +50,9 @@ KERNELS = {
 
 ctypedef struct Group:
     int kind
-    Py_ssize_t ne, nb, m, npar, nfun, njac
+    Py_ssize_t ne, nb, m, npar, nfun, njac, nx
     const Py_ssize_t* boff
+    const Py_ssize_t* xoff      # (ne, nx) offsets of artificial coordinates in q
     const Py_ssize_t* row
     const double* par
     const Py_ssize_t* fidx
@@ -84,17 +85,20 @@ cdef class PlanarEvaluator:
             self._set(k, groups[k])
 
     cdef _set(self, Py_ssize_t k, dict g):
-        code, m, nb, npar, nfun = KERNELS[g["kernel"]]
+        spec = KERNELS[g["kernel"]]
+        code, m, nb, npar, nfun = spec[:5]
+        nx = spec[5] if len(spec) > 5 else 0
         boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
+        xoff = np.ascontiguousarray(g.get("xoff", np.zeros((0, 0), np.intp)), dtype=np.intp)
         row = np.ascontiguousarray(g["row"], dtype=np.intp)
         par = np.ascontiguousarray(g["par"], dtype=np.float64)
         fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
         jpos = np.ascontiguousarray(g["jpos"], dtype=np.intp)
         ne = row.shape[0]
         if (boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun
-                or jpos.size != ne * m * nb * 3):
+                or jpos.size != ne * m * (nb * 3 + nx) or xoff.size != ne * nx):
             raise ValueError(f"kernel {g['kernel']!r}: packed arrays have wrong sizes")
-        self._keep.extend([boff, row, par, fidx, jpos])
+        self._keep.extend([boff, row, par, fidx, jpos, xoff])
         cdef Group* G = &self.groups[k]
         G.kind = code
         G.ne = ne
@@ -102,7 +106,9 @@ cdef class PlanarEvaluator:
         G.m = m
         G.npar = npar
         G.nfun = nfun
-        G.njac = m * nb * 3
+        G.njac = m * (nb * 3 + nx)     # body entries (r, b, c), then extra entries (r, x)
+        G.nx = nx
+        G.xoff = <const Py_ssize_t*> _ptr_i(xoff)
         G.boff = <const Py_ssize_t*> _ptr_i(boff)
         G.row = <const Py_ssize_t*> _ptr_i(row)
         G.par = <const double*> _ptr_d(par)

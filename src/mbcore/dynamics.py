@@ -23,15 +23,20 @@ class AccelerationSolver:
     def __init__(self, system):
         self.system = system
         n, m = system.n, system.m
-        if np.any(system.mass_diag <= 0):
-            k = int(np.nonzero(system.mass_diag <= 0)[0][0])
+        nbody = 3 * system.nb
+        if np.any(system.mass_diag[:nbody] <= 0):
+            k = int(np.nonzero(system.mass_diag[:nbody] <= 0)[0][0])
             raise AnalysisError(f"body '{system.body_names[k // 3]}' has zero mass or inertia: "
                                 f"the mass matrix is singular")
-        self.minv = 1.0 / system.mass_diag
+        # massless artificial coordinates (cams, slots): M is not invertible, solve the
+        # augmented system instead of the Schur complement (spec/planar.md C10-C13)
+        self.augmented = bool(np.any(system.mass_diag == 0))
+        self.minv = np.where(system.mass_diag > 0, 1.0 / np.where(system.mass_diag > 0,
+                                                                  system.mass_diag, 1.0), 0.0)
         self.qdd = np.zeros(n)
         self.lam = np.zeros(m)
         self._compiled = None
-        if system.backend == "compiled" and system.dense:
+        if system.backend == "compiled" and system.dense and not self.augmented:
             from ._ext._linalg import SchurSolver
             self._compiled = SchurSolver(n, m)
 
@@ -48,6 +53,18 @@ class AccelerationSolver:
             info = self._compiled.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam)
             if info:
                 self._singular(J, t)
+            return self.qdd, self.lam
+        if s.dense and self.augmented:
+            A = np.block([[np.diag(s.mass_diag), -J.T], [J, np.zeros((s.m, s.m))]])
+            try:
+                import warnings
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    x = sla.solve(A, np.concatenate([Q, gam]), check_finite=False)
+            except (np.linalg.LinAlgError, sla.LinAlgWarning):
+                self._singular(J, t)
+            self.qdd[:] = x[:s.n]
+            self.lam[:] = x[s.n:]
             return self.qdd, self.lam
         if s.dense:
             C = J * self.minv

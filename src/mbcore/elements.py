@@ -72,6 +72,12 @@ class ConstraintType:
     labels: ClassVar[tuple[str, ...]] = ()
     category: ClassVar[str] = "joint"      # "joint" | "driver" | "constraint"
     description: ClassVar[str] = ""
+    #: names of artificial coordinates each element adds (e.g. ("theta",) for a cam
+    #: or a pin in a curved slot, 004 §4.2.5); they follow the bodies' coordinates
+    #: in q, are massless, and reach the reference methods as keyword arguments
+    #: ``qe`` (ne, nx) (and ``qde`` in gamma); ``jacobian`` then returns a pair
+    #: ``(blocks (ne, m, nb, 3), extra (ne, m, nx))``.
+    extra: ClassVar[tuple[str, ...]] = ()
 
     # -- model time ------------------------------------------------------------
     def check(self, spec: dict[str, Any], path: str) -> None:
@@ -79,6 +85,10 @@ class ConstraintType:
 
     def pack(self, spec: dict[str, Any], ctx: PackContext) -> tuple[Sequence[float], Sequence[Any]]:
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def initial_extra(self, spec: dict[str, Any], ctx: PackContext) -> Sequence[float]:
+        """Initial estimates of the artificial coordinates (default 0)."""
+        return [0.0] * len(self.extra)
 
     # -- evaluation (reference / slow path) -------------------------------------
     def phi(self, par, qb, t, f):  # pragma: no cover - abstract

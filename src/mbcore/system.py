@@ -82,12 +82,17 @@ class Group:
     row: np.ndarray           # (ne,) first row of each element
     par: np.ndarray           # (ne, n_par)
     fidx: np.ndarray          # (ne, n_fun) indices into the function table
-    jpos: np.ndarray          # (ne, m*nb*3) Jacobian data positions (ground: beyond size)
+    jpos: np.ndarray          # (ne, m*nb*3 + m*nx) Jacobian data positions (ground: beyond size)
+    xoff: np.ndarray = None   # (ne, nx) offsets of the element's artificial coordinates
     compiled: bool = False
 
     @property
     def ne(self) -> int:
         return len(self.names)
+
+    @property
+    def nx(self) -> int:
+        return 0 if self.xoff is None else self.xoff.shape[1]
 
     @property
     def m(self) -> int:
@@ -120,8 +125,19 @@ class System:
         # ---- coordinates ------------------------------------------------------
         self.body_names = [b.name for b in model.bodies]
         self.nb = len(self.body_names)
-        self.n = 3 * self.nb
         self.coordinate_names = [f"{b}.{c}" for b in self.body_names for c in ("x", "y", "phi")]
+        # artificial coordinates of curve pairs (cam, slot: 004 §4.2.5) follow the
+        # bodies' coordinates, named <element>.<name>
+        self._xoff: dict[str, list[int]] = {}
+        for el in model.constraint_elements():
+            extra = registry.get("constraint", el.type).extra
+            if extra:
+                self._xoff[el.name] = list(range(len(self.coordinate_names),
+                                                 len(self.coordinate_names) + len(extra)))
+                self.coordinate_names += [f"{el.name}.{x}" for x in extra]
+        self.n = len(self.coordinate_names)
+        self.n_extra = self.n - 3 * self.nb
+        self._extra0 = np.zeros(self.n_extra)
         self._boff = {name: 3 * k for k, name in enumerate(self.body_names)}
         self._boff[model.ground] = self.n          # ground: the 3 zeros after q
 
@@ -150,6 +166,13 @@ class System:
             fidx = list(range(len(functions), len(functions) + len(funs)))
             functions.extend(funs)
             bodies = [el.values[b] for b in cls.bodies]
+            if cls.extra:
+                x0 = np.asarray(ct.initial_extra(el.values, PackContext(model, el.path)),
+                                dtype=float).ravel()
+                if x0.size != len(cls.extra):
+                    raise PluginError(f"constraint type '{el.type}': initial_extra() returned "
+                                      f"{x0.size} values for {len(cls.extra)} coordinates")
+                self._extra0[np.array(self._xoff[el.name]) - 3 * self.nb] = x0
             by_type[el.type].append((el, ct, par, fidx, bodies, row))
             labels = ct.equation_labels()
             self.constraint_names += [f"{el.name}.{lab}" for lab in labels]
@@ -195,11 +218,15 @@ class System:
                              for name in fg.names for lab in fg.ftype.labels]
 
         # ---- mass and gravity (004 Eqs 9.2-9.3, 9.9a; centroidal body frames) ------
-        self.mass_diag = np.array([[b.mass, b.mass, b.inertia] for b in model.bodies],
-                                  dtype=float).reshape(-1)
+        self.mass_diag = np.concatenate([
+            np.array([[b.mass, b.mass, b.inertia] for b in model.bodies],
+                     dtype=float).reshape(-1),
+            np.zeros(self.n_extra)])         # artificial coordinates are massless
         self.gravity = np.array(model.gravity, dtype=float)
-        self._q_gravity = (self.mass_diag.reshape(-1, 3)
-                           * np.array([self.gravity[0], self.gravity[1], 0.0])).reshape(-1)
+        self._q_gravity = np.zeros(self.n)
+        self._q_gravity[:3 * self.nb] = (self.mass_diag[:3 * self.nb].reshape(-1, 3)
+                                         * np.array([self.gravity[0], self.gravity[1], 0.0])
+                                         ).reshape(-1)
         self._Q = np.zeros(self.n)
 
         self.functions = functions
@@ -220,8 +247,16 @@ class System:
             r_ = rowa[:, None, None, None] + np.arange(ct.equations)[None, :, None, None]
             c_ = boff[:, None, :, None] + np.arange(3)[None, None, None, :]
             r_, c_ = np.broadcast_arrays(r_, c_)
-            pre.append((tname, items, ct, boff, rowa, r_.reshape(len(items), -1),
-                        c_.reshape(len(items), -1)))
+            r_, c_ = r_.reshape(len(items), -1), c_.reshape(len(items), -1)
+            xoff = None
+            if ct.extra:   # entries (e, r, x) after the body entries
+                xoff = np.array([self._xoff[it[0].name] for it in items], dtype=np.intp)
+                rx = rowa[:, None, None] + np.arange(ct.equations)[None, :, None]
+                cx = np.broadcast_to(xoff[:, None, :], rx.shape[:2] + (xoff.shape[1],))
+                rx = np.broadcast_to(rx, cx.shape)
+                r_ = np.concatenate([r_, rx.reshape(len(items), -1)], axis=1)
+                c_ = np.concatenate([c_, cx.reshape(len(items), -1)], axis=1)
+            pre.append((tname, items, ct, boff, rowa, r_, c_, xoff))
             rows_all.append(r_.ravel())
             cols_all.append(c_.ravel())
         R = np.concatenate(rows_all) if rows_all else np.zeros(0, np.intp)
@@ -244,7 +279,7 @@ class System:
         self.groups: list[Group] = []
         size = self.m * self.n if self.dense else self.nnz
         n_ground = 0
-        for tname, items, ct, boff, rowa, r_, c_ in pre:
+        for tname, items, ct, boff, rowa, r_, c_, xoff in pre:
             ground = c_ >= self.n
             gslot = size + n_ground + np.cumsum(ground.ravel()).reshape(ground.shape) - 1
             n_ground += int(ground.sum())
@@ -257,7 +292,7 @@ class System:
                       boff, rowa, np.array([it[2] for it in items]).reshape(len(items), ct.n_par),
                       np.array([it[3] for it in items], dtype=np.intp).reshape(len(items),
                                                                                 ct.n_fun),
-                      np.ascontiguousarray(jpos, dtype=np.intp))
+                      np.ascontiguousarray(jpos, dtype=np.intp), xoff)
             self.groups.append(g)
 
         # ---- buffers and kernels -------------------------------------------------
@@ -288,13 +323,16 @@ class System:
                     raise PluginError(f"constraint type '{g.ctype.name}' names kernel {k!r}, "
                                       f"which mbcore._ext._planar does not provide")
                 spec = _planar.KERNELS[k]
-                if spec[1:] != (g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par,
-                                g.ctype.n_fun):
+                if tuple(spec[1:5]) != (g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par,
+                                        g.ctype.n_fun) or \
+                        (spec[5] if len(spec) > 5 else 0) != len(g.ctype.extra):
                     raise PluginError(f"constraint type '{g.ctype.name}': its declaration "
                                       f"does not match kernel {k!r}")
                 g.compiled = True
                 comp.append(dict(kernel=k, boff=g.boff, row=g.row, par=g.par,
-                                 fidx=g.fidx, jpos=g.jpos))
+                                 fidx=g.fidx, jpos=g.jpos,
+                                 xoff=g.xoff if g.xoff is not None
+                                 else np.zeros((g.ne, 0), np.intp)))
             self._evaluator = _planar.PlanarEvaluator(self.n, comp)
             self._py_groups = [g for g in self.groups if not g.compiled]
         self._force_evaluator = None
@@ -379,7 +417,8 @@ class System:
             self._load(q)
             for g in self._py_groups:
                 self._phi[g._rows] = self._call(g, "phi", (g.par, self._qx[g._cidx], t,
-                                                          fv[g.fidx]), (g.ne, g.m)).ravel()
+                                                          fv[g.fidx]), (g.ne, g.m),
+                                                self._xkw(g)).ravel()
         return self._phi
 
     def jacobian(self, q: np.ndarray, t: float):
@@ -396,8 +435,17 @@ class System:
         if self._py_groups:
             self._load(q)
             for g in self._py_groups:
-                blk = self._call(g, "jacobian", (g.par, self._qx[g._cidx], t, fv[g.fidx]),
-                                 (g.ne, g.m, len(g.ctype.bodies), 3))
+                if g.nx:
+                    jb, jx = g.ctype.jacobian(g.par, self._qx[g._cidx], t, fv[g.fidx],
+                                              **self._xkw(g))
+                    blk = np.concatenate([np.asarray(jb, float).reshape(g.ne, -1),
+                                          np.asarray(jx, float).reshape(g.ne, -1)], axis=1)
+                    if blk.shape != g.jpos.shape:
+                        raise PluginError(f"constraint type '{g.ctype.name}'.jacobian() "
+                                          f"returned blocks of the wrong shape")
+                else:
+                    blk = self._call(g, "jacobian", (g.par, self._qx[g._cidx], t, fv[g.fidx]),
+                                     (g.ne, g.m, len(g.ctype.bodies), 3))
                 self._jdata[g._jflat] = blk.ravel()
         return self._jdata
 
@@ -410,7 +458,8 @@ class System:
             self._load(q)
             for g in self._py_groups:
                 self._nu[g._rows] = self._call(g, "nu", (g.par, self._qx[g._cidx], t,
-                                                        fv[g.fidx]), (g.ne, g.m)).ravel()
+                                                        fv[g.fidx]), (g.ne, g.m),
+                                               self._xkw(g)).ravel()
         return self._nu
 
     def gamma(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
@@ -427,7 +476,7 @@ class System:
             for g in self._py_groups:
                 self._gamma[g._rows] = self._call(
                     g, "gamma", (g.par, self._qx[g._cidx], self._qdx[g._cidx], t, fv[g.fidx]),
-                    (g.ne, g.m)).ravel()
+                    (g.ne, g.m), self._xkw(g, velocities=True)).ravel()
         return self._gamma
 
     # ------------------------------------------------------------ forces and mass
@@ -525,7 +574,7 @@ class System:
         data = self._jacobian_data(q, t)
         for g in self.groups:
             nbk = len(g.ctype.bodies)
-            blocks = data[g.jpos].reshape(g.ne, g.m, nbk, 3)
+            blocks = data[g.jpos[:, :g.m * nbk * 3]].reshape(g.ne, g.m, nbk, 3)
             lam_g = lam[g.row[:, None] + np.arange(g.m)]
             self._reactions[g._roff] = np.einsum("embc,em->ebc", blocks, lam_g)
         return self._reactions
@@ -552,9 +601,19 @@ class System:
             raise ValueError(f"q has shape {np.shape(q)}, the system has {self.n} coordinates")
         self._qx[:self.n] = q
 
+    def _xkw(self, g: Group, velocities: bool = False) -> dict:
+        """Keyword arguments with the artificial coordinates (and their rates) of a
+        group's elements, for types that declare ``extra`` (else empty)."""
+        if not g.nx:
+            return {}
+        kw = {"qe": self._qx[g.xoff]}
+        if velocities:
+            kw["qde"] = self._qdx[g.xoff]
+        return kw
+
     @staticmethod
-    def _call(g: Group, method: str, args, shape) -> np.ndarray:
-        out = np.asarray(getattr(g.ctype, method)(*args), dtype=float)
+    def _call(g: Group, method: str, args, shape, kw=None) -> np.ndarray:
+        out = np.asarray(getattr(g.ctype, method)(*args, **(kw or {})), dtype=float)
         if out.shape != shape:
             try:
                 out = out.reshape(shape)
@@ -575,6 +634,7 @@ class System:
         for k, b in enumerate(self.model.bodies):
             q[3 * k: 3 * k + 3] = (b.position[0], b.position[1], b.angle)
             qd[3 * k: 3 * k + 3] = (b.velocity[0], b.velocity[1], b.angular_velocity)
+        q[3 * self.nb:] = self._extra0
         return State(t=t, q=q, qd=qd, qdd=np.zeros(self.n), lam=np.zeros(self.m))
 
     def coordinate_index(self, name: str) -> int:

@@ -27,8 +27,10 @@ Newton and Jacobian policy (spec §2.9, "Jacobian handling"):
 * the LU factors of M are kept while ``|c/c_LU − 1| ≤ refactor_ratio`` (0.3,
   LSODE's CCMAX); with stale factors the correction is scaled by
   ``2/(1 + c_LU/c)`` (DASSL);
-* convergence: rate ρ = ‖Δ_l‖/‖Δ_{l−1}‖ (the first iteration uses the rate of
-  the previous step), converged when ρ/(1−ρ)·‖Δ‖ < tol with
+* convergence: rate ρ = ‖Δ_l‖/‖Δ_{l−1}‖ (so at least two iterations, unless the
+  first correction is exactly zero; accepting after one iteration with the rate
+  of the previous step, as VODE does, let Newton errors pollute the high-order
+  differences and caused cascades of rejections on Robertson), converged when ρ/(1−ρ)·‖Δ‖ < tol with
   ``tol = max(10 eps/rtol, min(0.03, sqrt(rtol)))``; divergence when ρ ≥ 1 or
   the predicted final error exceeds tol within ``newton_maxiter``;
 * failure with a fresh Jacobian halves the step.
@@ -124,7 +126,7 @@ class BDF(Integrator):
         self._jac_age = 0
         self._lu = None
         self._c_lu = 0.0
-        self._crate = None
+        self.newton_rate = None
         self._dense = None
         if self.status != "running":
             return
@@ -163,9 +165,7 @@ class BDF(Integrator):
             if stale_scale != 1.0:
                 dy *= stale_scale
             dy_norm = rms_norm(dy / scale)
-            if dy_norm_old is None:
-                rate = self._crate
-            else:
+            if dy_norm_old is not None:
                 rate = dy_norm / dy_norm_old
                 if rate >= 1 or rate ** (maxiter - k) / (1 - rate) * dy_norm > tol:
                     break
@@ -173,13 +173,10 @@ class BDF(Integrator):
             d += dy
             if dy_norm == 0.0 or (rate is not None and rate / (1 - rate) * dy_norm < tol):
                 converged = True
-                if dy_norm_old is not None:
-                    self._crate = max(0.2 * (self._crate or 0.0), rate)
                 break
             dy_norm_old = dy_norm
         self._newton_iterations(k + 1)
-        if not converged:
-            self._crate = None
+        self.newton_rate = rate
         return converged, k + 1, y, d
 
     def _step_impl(self):
