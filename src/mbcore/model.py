@@ -24,7 +24,7 @@ from .errors import ModelError, UnknownTypeError
 from .schema import NamedPoint, ValidationContext
 
 TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", "gravity",
-            "bodies", "points", "joints", "drivers", "forces")
+            "bodies", "points", "joints", "drivers", "forces", "impacts")
 BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
              "angular_velocity", "description")
 POINT_KEYS = ("name", "body", "at")
@@ -108,6 +108,8 @@ class Model:
         self.points: list[Point] = []
         self.elements: dict[str, list[Element]] = {s: [] for s in SECTIONS}
         self.gravity: tuple[float, float] = (0.0, 0.0)
+        self.impacts: list[dict[str, Any]] = []     # rigid contacts (mbcore.impacts)
+        self.contacts: list = []                    # validated impacts
         self.source_text: str | None = None
         self.source_format: str = "json"
         self.source_path: str | None = None
@@ -146,6 +148,14 @@ class Model:
     def add_force(self, type: str, name: str | None = None, **params: Any) -> Element:
         """Add a force element (``tsda``, ``rsda``, ``force``, ``torque``...)."""
         return self._add("forces", type, name, params)
+
+    def add_impact(self, name: str, body: str, *, restitution: float, **params: Any) -> None:
+        """Add a rigid contact with restitution (see :mod:`mbcore.impacts`): a body
+        point (``point``, ``radius``) against a line (``surface``,
+        ``surface_point``, ``normal``, optional ``extent``)."""
+        self.impacts.append({"name": name, "body": body, "restitution": restitution,
+                             **{k: _to_data(v) for k, v in params.items()}})
+        self._touch()
 
     def set_gravity(self, gx: float, gy: float) -> None:
         """Uniform gravity acceleration (e.g. ``(0, -9.81)``), acting on every body."""
@@ -211,6 +221,8 @@ class Model:
                 raise ModelError(f"{el.path}.name",
                                  f"duplicate element name '{el.name}' (also {enames[el.name]})")
             enames[el.name] = el.path
+        from .impacts import validate_contacts
+        self.contacts = validate_contacts(self.impacts, ctx)
 
     def _validate_element(self, el: Element, registry, ctx: ValidationContext) -> None:
         path = el.path
@@ -295,6 +307,8 @@ class Model:
         for s in SECTIONS:
             if self.elements[s]:
                 d[s] = [copy.deepcopy(e.raw) for e in self.elements[s]]
+        if self.impacts:
+            d["impacts"] = copy.deepcopy(self.impacts)
         return d
 
     def to_text(self) -> tuple[str, str]:
@@ -341,6 +355,9 @@ class Model:
                 m.elements[s].append(Element(s, str(e.get("type")), str(e["name"]), e, index=k))
         if "gravity" in data:
             m.gravity = S.vector(data["gravity"], "gravity")
+        if data.get("impacts"):
+            m.impacts = [dict(S.mapping(x, f"impacts[{k}]"))
+                         for k, x in enumerate(S.sequence(data["impacts"], "impacts"))]
         if validate:
             if registry is None:
                 from .plugins import registry as _reg

@@ -16,7 +16,9 @@ import numpy as np
 
 from mbcore.analysis import Analysis
 from mbcore.assembly import assemble
-from mbcore.errors import ModelError
+from mbcore.errors import AnalysisError, ModelError
+from mbcore.impacts import ContactSet
+from mbcore.integrate.events import Event
 from mbcore.plugins import registry
 from mbcore.reporting import Channel
 from mbcore.schema import Param
@@ -80,6 +82,10 @@ class DynamicAnalysis(Analysis):
         for k in ("rtol", "atol", "max_step"):
             if k in names and s.get(k) is not None:
                 opts[k] = s[k]
+        if system.model.contacts and "max_step" in names and s.get("max_step") is None:
+            # events are checked at step ends: a contact segment (extent) could be
+            # entered and left inside one long step of a smooth flight
+            opts["max_step"] = s["output_step"]
         self.integrator_options = opts
 
     def channels(self):
@@ -167,16 +173,93 @@ class DynamicAnalysis(Analysis):
             record(t, data)
             bar.update(1)
 
+        contacts = ContactSet(sysm, sysm.model.contacts) if sysm.model.contacts else None
+        events = []
+        if contacts is not None:
+            for k in range(len(contacts)):
+                events.append(Event(_gap_event(contacts, k, n), terminal=True, direction=-1,
+                                    name=contacts.names[k]))
+        totals: dict[str, float] = {}
+        impacts = 0
+        recent: list[float] = []
+        t_cur, y_cur, outs = t0, y0, t_out
         try:
-            res = integrate(self.icls, fun, (t0, t1), y0, t_out=t_out, store=False,
-                            on_output=on_output, **self.integrator_options)
+            while True:
+                res = integrate(self.icls, fun, (t_cur, t1), y_cur, t_out=outs, store=False,
+                                on_output=on_output, events=events,
+                                **self.integrator_options)
+                st_ = res.stats.as_dict() if hasattr(res.stats, "as_dict") else {}
+                for k, v in st_.items():
+                    if isinstance(v, (int, float)) and v is not None and k.startswith("n"):
+                        totals[k] = totals.get(k, 0) + v
+                if res.status != 1 or contacts is None:
+                    break
+                # a contact closed: apply the impact map and restart (spec §7)
+                rec = res.events[-1]
+                t_cur, y_cur = float(rec.t), np.array(rec.y, dtype=float)
+                y_cur = self._impact(contacts, t_cur, y_cur, event)
+                impacts += 1
+                recent = [x for x in recent if x > t_cur - 1e-6 * (t1 - t0)] + [t_cur]
+                if len(recent) > 20:
+                    raise AnalysisError(f"impact chattering: {len(recent)} impacts within "
+                                        f"{1e-6 * (t1 - t0):.3g} s (a contact comes to rest); "
+                                        f"model resting contact with a compliant contact force "
+                                        f"or a constraint", t_cur)
+                outs = t_out[t_out > t_cur]
+                if t_cur >= t1 or outs.size == 0:
+                    break
         finally:
             bar.close()
-        stats = res.stats.as_dict() if hasattr(res.stats, "as_dict") else dict(res.stats)
-        self.stats.update({f"integrator_{k}": v for k, v in stats.items()
-                           if isinstance(v, (int, float)) and v is not None})
+        self.stats.update({f"integrator_{k}": v for k, v in totals.items()})
+        self.stats["impacts"] = impacts
         self.stats["integrator"] = self.icls.name
         self.stats["formulation"] = form.name
+
+    def _impact(self, contacts, t, y, event):
+        """Impact map at a located contact event; the kinetic energy lost is added
+        to the work of the non-conservative forces (the balance stays constant)."""
+        sysm, n = self.system, self.system.n
+        q, qd = y[:n], y[n:2 * n]
+        tol = 1e-8 * (1.0 + float(np.max(np.abs(q))))
+        active = [k for k in range(len(contacts))
+                  if abs(contacts.gap(k, q)) <= tol and contacts.jacobian_row(k, q) @ qd < 0]
+        if not active:        # e.g. a spurious sign change at the edge of an extent
+            return y
+        T0 = sysm.kinetic_energy(qd)
+        vn = {k: float(contacts.jacobian_row(k, q) @ qd) for k in active}
+        qd_new, impulses = contacts.impact(q, qd, t, active)
+        y = y.copy()
+        y[n:2 * n] = qd_new
+        y[2 * n] += sysm.kinetic_energy(qd_new) - T0
+        for k, lam_n in impulses.items():
+            vn_new = float(contacts.jacobian_row(k, q) @ qd_new)
+            event(t, "impact", f"{contacts.names[k]}: normal velocity {vn[k]:.17g} -> "
+                               f"{vn_new:.17g}, impulse {lam_n:.17g}")
+        # resting contact: the rebound is too small to leave the surface for a
+        # resolvable time (e = 0, or the end of a Zeno sequence of ever smaller
+        # bounces) while the motion presses into the surface
+        qq, qqd, qdd, _ = self.formulation.outputs(t, y[:2 * n])
+        t_span = self.settings["t_end"] - self.settings["t_start"]
+        h = 1e-7 * t_span
+        for k in impulses:
+            C = contacts.jacobian_row(k, q)
+            vn_new = float(C @ qd_new)
+            g2 = contacts.gap(k, qq + h * qqd + 0.5 * h * h * qdd)      # ~ vn h + an h^2/2
+            an = 2.0 * (g2 - vn_new * h) / (h * h) if np.isfinite(g2) else 0.0
+            if an < 0 and 2.0 * vn_new / -an < 1e-6 * t_span:
+                raise AnalysisError(
+                    f"contact '{contacts.names[k]}' comes to rest (rebound {vn_new:.3g} too "
+                    f"small against the normal acceleration {an:.3g}): resting contact is not "
+                    f"modelled by rigid impacts; use a compliant contact force element or a "
+                    f"constraint", t)
+        return y
+
+
+def _gap_event(contacts, k, n):
+    def g(t, y):
+        v = contacts.gap(k, y[:n])
+        return 1.0 if not np.isfinite(v) else v
+    return g
 
 
 def _progress(total, enabled):

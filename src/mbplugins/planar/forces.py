@@ -1,4 +1,7 @@
-"""Built-in planar force elements (spec/planar.md §3: F2, F3, F5, F6; 004 §9.2).
+"""Built-in planar force elements (spec/planar.md §3: F2, F3, F5, F6, F8, F10; 004 §9.2).
+
+The contact element (F9) is in :mod:`.contact`, the user force (F7, DAP USRFRC)
+in :mod:`.userforce`.
 
 Each class is the type's schema, its packing and the NumPy *reference*
 implementation of its generalised force, vectorised over a group of elements; the
@@ -13,7 +16,7 @@ import numpy as np
 from mbcore.elements import ForceType, PackContext, perp, rot
 from mbcore.errors import ElementEvaluationError, ModelError
 from mbcore.functions import parse_function
-from mbcore.schema import Param
+from mbcore.schema import Param, number
 
 #: below this length a TSDA has no direction (spec §3 F5: DAP clamps at 1e-10)
 MIN_LENGTH = 1e-10
@@ -256,4 +259,115 @@ class Torque(ForceType):
         return f[:, 0, 0:1].copy()
 
 
-FORCE_TYPES = [TSDA, RSDA, PointForce, Torque]
+class Drag(ForceType):
+    """Aerodynamic drag on a body point (F8; 004 Prob 10.18), with an optional
+    linear (viscous) term:
+
+    ``v = rd + w R S - v_wind`` (velocity of P relative to the air),
+    ``f = -(0.5 c_d rho A |v| + c) v``;  ``g += [f, S x f]``.
+
+    Quadratic magnitude ``c_d rho A |v|^2 / 2`` as in the book; the direction
+    (opposite to v) is derived.  Entirely non-conservative (power ``f . v_P``).
+    par = ``[s'_x, s'_y, 0.5 c_d rho A, c, wind_x, wind_y]``.
+    """
+
+    name = "drag"
+    description = "aerodynamic (quadratic) and linear drag on a body point"
+    bodies = ("body",)
+    params = {
+        "body": Param("body", "the body"),
+        "point": Param("vec2", "point where the drag acts (body coordinates)",
+                       default=(0.0, 0.0), on="body"),
+        "drag_coefficient": Param("number", "c_d (>= 0)", default=0.0),
+        "density": Param("number", "fluid density rho (>= 0)", default=1.225),
+        "area": Param("number", "reference area A (>= 0)", default=0.0),
+        "linear": Param("number", "linear drag coefficient c (>= 0): adds -c v", default=0.0),
+        "wind": Param("vec2", "velocity of the fluid (global)", default=(0.0, 0.0)),
+    }
+    n_par = 6
+    n_fun = 0
+    kernel = "drag"
+    labels = ("speed", "force", "fx", "fy")
+
+    def check(self, spec, path):
+        for key in ("drag_coefficient", "density", "area", "linear"):
+            if spec[key] < 0:
+                raise ModelError(f"{path}.{key}", f"must be >= 0, got {spec[key]:g}")
+
+    def pack(self, spec, ctx):
+        s, w = spec["point"], spec["wind"]
+        kq = 0.5 * spec["drag_coefficient"] * spec["density"] * spec["area"]
+        return [s[0], s[1], kq, spec["linear"], w[0], w[1]], []
+
+    @staticmethod
+    def _parts(par, qb, qdb):
+        S = rot(qb[:, 0, 2], par[:, 0:2])
+        v = qdb[:, 0, :2] + qdb[:, 0, 2:3] * perp(S) - par[:, 4:6]
+        speed = np.hypot(v[:, 0], v[:, 1])
+        f = -(par[:, 2] * speed + par[:, 3])[:, None] * v
+        return S, speed, f
+
+    def force(self, par, qb, qdb, t, f):
+        S, speed, fv = self._parts(par, qb, qdb)
+        g = np.zeros((par.shape[0], 1, 3))
+        g[:, 0, :2] = fv
+        g[:, 0, 2] = _cross(S, fv)
+        return g
+
+    def outputs(self, par, qb, qdb, t, f):
+        S, speed, fv = self._parts(par, qb, qdb)
+        return np.stack([speed, np.hypot(fv[:, 0], fv[:, 1]), fv[:, 0], fv[:, 1]], -1)
+
+
+class _Coefficients(Param):
+    """One non-negative number for all three coordinates, or ``[d_x, d_y, d_phi]``."""
+
+    def validate(self, value, path, ctx):
+        if isinstance(value, (list, tuple, np.ndarray)) and not isinstance(value, str):
+            if len(value) != 3:
+                raise ModelError(path, f"expected one number or 3 numbers [d_x, d_y, d_phi], "
+                                       f"got a list of {len(value)}")
+            return tuple(_nonneg(v, f"{path}[{k}]") for k, v in enumerate(value))
+        return (_nonneg(value, path),) * 3
+
+
+def _nonneg(value, path):
+    v = number(value, path)
+    if v < 0:
+        raise ModelError(path, f"must be >= 0, got {v:g}")
+    return v
+
+
+class FictitiousDamping(ForceType):
+    """Fictitious (numerical) damping of a body's coordinates (F10; 004 Eq 14.21,
+    §14.3 dynamic relaxation): ``g = -D qd`` with ``D = diag(d_x, d_y, d_phi)``.
+    It damps the absolute velocities (also rigid motions): use it to bring a
+    model to rest at a static equilibrium, not as a physical damper.
+    par = ``[d_x, d_y, d_phi]``."""
+
+    name = "damping"
+    description = "fictitious damping g = -D qd on a body (dynamic relaxation)"
+    bodies = ("body",)
+    params = {
+        "body": Param("body", "the damped body"),
+        "coefficients": _Coefficients("number", "d (all three) or [d_x, d_y, d_phi], >= 0"),
+    }
+    n_par = 3
+    n_fun = 0
+    kernel = "damping"
+    labels = ("fx", "fy", "n")
+
+    def pack(self, spec, ctx):
+        return list(spec["coefficients"]), []
+
+    def force(self, par, qb, qdb, t, f):
+        return -(par * qdb[:, 0, :])[:, None, :]
+
+    def outputs(self, par, qb, qdb, t, f):
+        return -(par * qdb[:, 0, :])
+
+
+from .contact import Contact  # noqa: E402  (after the helpers they share)
+from .userforce import UserForce  # noqa: E402
+
+FORCE_TYPES = [TSDA, RSDA, PointForce, Torque, Drag, Contact, FictitiousDamping, UserForce]

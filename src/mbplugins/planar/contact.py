@@ -1,0 +1,165 @@
+"""Unilateral point(disc)-to-line contact with a penalty normal force and
+regularised Coulomb friction (spec/planar.md §3 F9; 004 Probs 10.21-10.24 bouncing
+ball, 9.10-9.11 tyre, 10.29 brake pad, 10.31 tyre slip).
+
+Geometry (body i = ``body``, the disc; body j = ``line_body``, default ground)::
+
+    r_P = r_i + A_i s'_P                 disc centre / contact point of a point follower
+    r_L = r_j + A_j l',   n = A_j n'      a point of the line and its unit normal
+    d     = n . (r_P - r_L)               signed distance (positive on the normal's side)
+    delta = radius - d                    penetration; no force when delta <= 0
+    X     = r_P - d n                     contact point (projection of P on the line)
+    v_rel = (rd_i + w_i R (X - r_i)) - (rd_j + w_j R (X - r_j))
+    delta_dot = -n . v_rel,  t = (n_y, -n_x),  v_t = t . v_rel   (slip velocity)
+
+Normal force ``f_n = max(0, k delta^e + f_d)`` with ``f_d`` by ``damping_model``:
+
+* ``hunt_crossley`` (default): ``f_d = c delta^e delta_dot`` — continuous at impact
+  (no force jump at delta = 0), restitution depends on the impact speed.
+* ``compression``: ``f_d = c delta_dot`` while ``delta_dot > 0`` (approach), 0 in
+  rebound — the two-branch damper of the bouncing ball (004 Prob 10.21, spec §3 F9
+  reading, an assumption); the force jumps to ``c v0`` at impact.
+* ``linear``: ``f_d = c delta_dot`` in both phases (Kelvin-Voigt; e.g. the tyre of
+  004 Prob 10.31 with k = 175000, c = 7000), clipped.
+
+Clipping at 0 means the contact never pulls.  Friction (on the disc, along t):
+``f_t = -mu f_n sat(v_t / v_eps)`` with ``sat = tanh`` (``friction_model: tanh``) or
+the linear ramp ``clip(., -1, 1)`` (``linear``).  The force ``f_n n + f_t t`` acts at
+X on the disc and its opposite at X on the line body, so the normal force has no
+moment about P and the friction produces the rolling moment ``(X - r_i) x f``.
+
+Energy: the elastic part ``k delta^(e+1) / (e+1)`` (g = -grad V for it, any
+point X on the normal through P gives that); non-conservative power
+``-(f_n - k delta^e) delta_dot + f_t v_t`` (damping + clipping, and friction,
+``<= 0`` except for the clipping, which only removes a pulling force).
+
+par = ``[s'_x, s'_y, radius, l'_x, l'_y, n'_x, n'_y, k, c, e, mu, v_eps,
+damping_model, friction_model]`` (models as codes 0, 1, 2 and 0, 1 in the order
+above); the compiled kernel ``contact`` in ``mbcore._ext._forces`` uses the same.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mbcore.elements import ForceType, rot
+from mbcore.errors import ModelError
+from mbcore.schema import Param
+
+from ._common import cross, unit_vector
+
+DAMPING_MODELS = ("hunt_crossley", "compression", "linear")
+FRICTION_MODELS = ("tanh", "linear")
+
+
+class Contact(ForceType):
+    """Unilateral penalty contact of a body point (a disc of ``radius``) with a
+    line fixed on another body or the ground, with Coulomb friction (F9)."""
+
+    name = "contact"
+    description = "unilateral point/disc-to-line penalty contact with regularised friction"
+    bodies = ("body", "line_body")
+    params = {
+        "body": Param("body", "body carrying the contact point (the disc)"),
+        "point": Param("vec2", "the point / disc centre (body coordinates)",
+                       default=(0.0, 0.0), on="body"),
+        "radius": Param("number", "disc radius (>= 0; 0: a point)", default=0.0),
+        "line_body": Param("body", "body carrying the line", default="ground"),
+        "line_point": Param("vec2", "a point of the line (line_body coordinates)",
+                            default=(0.0, 0.0), on="line_body"),
+        "normal": Param("vec2", "line normal towards the free side (line_body "
+                                "coordinates; normalised)", default=(0.0, 1.0)),
+        "stiffness": Param("number", "k (> 0)"),
+        "exponent": Param("number", "e (>= 1): elastic force k delta^e", default=1.0),
+        "damping": Param("number", "c (>= 0), see damping_model", default=0.0),
+        "damping_model": Param("choice", "hunt_crossley (c delta^e delta_dot), "
+                                         "compression (c delta_dot while approaching) or "
+                                         "linear (c delta_dot)",
+                               default="hunt_crossley", choices=DAMPING_MODELS),
+        "friction": Param("number", "Coulomb coefficient mu (>= 0)", default=0.0),
+        "slip_velocity": Param("number", "regularisation velocity v_eps (> 0)",
+                               default=1e-3),
+        "friction_model": Param("choice", "tanh (mu f_n tanh(v_t / v_eps)) or linear "
+                                          "(ramp saturating at |v_t| = v_eps)",
+                                default="tanh", choices=FRICTION_MODELS),
+    }
+    n_par = 14
+    n_fun = 0
+    kernel = "contact"
+    labels = ("delta", "delta_rate", "normal_force", "slip_velocity", "friction_force")
+
+    def check(self, spec, path):
+        if not spec["stiffness"] > 0:
+            raise ModelError(f"{path}.stiffness", f"must be > 0, got {spec['stiffness']:g}")
+        if not spec["exponent"] >= 1:
+            raise ModelError(f"{path}.exponent", f"must be >= 1, got {spec['exponent']:g}")
+        if not spec["slip_velocity"] > 0:
+            raise ModelError(f"{path}.slip_velocity",
+                             f"must be > 0, got {spec['slip_velocity']:g}")
+        for key in ("radius", "damping", "friction"):
+            if spec[key] < 0:
+                raise ModelError(f"{path}.{key}", f"must be >= 0, got {spec[key]:g}")
+        unit_vector(spec["normal"], f"{path}.normal")
+
+    def pack(self, spec, ctx):
+        s, lp = spec["point"], spec["line_point"]
+        nx, ny = unit_vector(spec["normal"], f"{ctx.path}.normal")
+        return [s[0], s[1], spec["radius"], lp[0], lp[1], nx, ny, spec["stiffness"],
+                spec["damping"], spec["exponent"], spec["friction"], spec["slip_velocity"],
+                float(DAMPING_MODELS.index(spec["damping_model"])),
+                float(FRICTION_MODELS.index(spec["friction_model"]))], []
+
+    # ------------------------------------------------------------------ reference
+    @staticmethod
+    def _geometry(par, qb):
+        S = rot(qb[:, 0, 2], par[:, 0:2])
+        n = rot(qb[:, 1, 2], par[:, 5:7])
+        rL = qb[:, 1, :2] + rot(qb[:, 1, 2], par[:, 3:5])
+        d = np.sum(n * (qb[:, 0, :2] + S - rL), -1)
+        return S, n, d, par[:, 2] - d
+
+    def _parts(self, par, qb, qdb):
+        S, n, d, delta = self._geometry(par, qb)
+        Xi = S - d[:, None] * n                       # X - r_i
+        Xj = qb[:, 0, :2] + Xi - qb[:, 1, :2]         # X - r_j
+        vrel = ((qdb[:, 0, :2] + qdb[:, 0, 2:3] * np.stack([-Xi[:, 1], Xi[:, 0]], -1))
+                - (qdb[:, 1, :2] + qdb[:, 1, 2:3] * np.stack([-Xj[:, 1], Xj[:, 0]], -1)))
+        dd = -np.sum(n * vrel, -1)
+        vt = n[:, 1] * vrel[:, 0] - n[:, 0] * vrel[:, 1]
+        on = delta > 0.0
+        pe = np.where(on, np.power(np.where(on, delta, 0.0), par[:, 9]), 0.0)
+        fel = par[:, 7] * pe
+        model = par[:, 12]
+        fd = np.where(model < 0.5, par[:, 8] * pe * dd,
+                      np.where(model < 1.5, np.where(dd > 0.0, par[:, 8] * dd, 0.0),
+                               par[:, 8] * dd))
+        fn = np.where(on, np.maximum(fel + fd, 0.0), 0.0)
+        x = vt / par[:, 11]
+        sat = np.where(par[:, 13] < 0.5, np.tanh(x), np.clip(x, -1.0, 1.0))
+        ft = np.where(on, -par[:, 10] * fn * sat, 0.0)
+        return Xi, Xj, n, delta, dd, vt, fel, fn, ft
+
+    def force(self, par, qb, qdb, t, f):
+        Xi, Xj, n, delta, dd, vt, fel, fn, ft = self._parts(par, qb, qdb)
+        F = fn[:, None] * n + ft[:, None] * np.stack([n[:, 1], -n[:, 0]], -1)
+        g = np.zeros((par.shape[0], 2, 3))
+        g[:, 0, :2] = F
+        g[:, 0, 2] = cross(Xi, F)
+        g[:, 1, :2] = -F
+        g[:, 1, 2] = -cross(Xj, F)
+        return g
+
+    def energy(self, par, qb, t, f):
+        delta = self._geometry(par, qb)[3]
+        dp = np.maximum(delta, 0.0)
+        e1 = par[:, 9] + 1.0
+        return np.where(delta > 0.0, par[:, 7] * np.power(dp, e1) / e1, 0.0)
+
+    def outputs(self, par, qb, qdb, t, f):
+        Xi, Xj, n, delta, dd, vt, fel, fn, ft = self._parts(par, qb, qdb)
+        return np.stack([delta, dd, fn, vt, ft], -1)
+
+    def power_nc(self, par, qb, qdb, t, f):
+        """Damping (and clipping) power ``-(f_n - k delta^e) delta_dot`` plus the
+        friction power ``f_t v_t`` (both zero without contact)."""
+        Xi, Xj, n, delta, dd, vt, fel, fn, ft = self._parts(par, qb, qdb)
+        return np.where(delta > 0.0, -(fn - fel) * dd + ft * vt, 0.0)
