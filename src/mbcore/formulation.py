@@ -17,6 +17,16 @@ from .dynamics import AccelerationSolver
 from .schema import Param
 
 
+class RestartRequest(Exception):
+    """Raised by a formulation inside an evaluation when its current coordinates can
+    no longer be used (e.g. a coordinate partition became singular): the analysis
+    restarts from the last output state after ``initialize``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
 class Formulation:
     """Base class.  Rules for implementers:
 
@@ -28,11 +38,18 @@ class Formulation:
        (projection); it returns True when it did (the integrator then restarts
        its history).  Default: no-op.
     5. ``warnings(step)`` returns messages about unsuitable settings for a step size.
+    6. ``initialize(q, qd, t)`` returns ``(y0, info)`` for a consistent state (CP
+       chooses its partition here); ``wants_repartition()`` may return a reason
+       at an output point, and evaluations may raise :class:`RestartRequest`: the
+       analysis then calls ``initialize`` again at the last output state.
+    7. After ``rhs``, ``q_cur``/``qd_cur`` hold the coordinates of that evaluation.
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     settings_schema: ClassVar[Mapping[str, Param]] = {}
+    #: the state is y = [q; qd] (False: a subset, e.g. independent coordinates)
+    full_state: ClassVar[bool] = True
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system
@@ -56,6 +73,12 @@ class Formulation:
     def split(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return y[:self.n], y[self.n:2 * self.n]
 
+    def initialize(self, q, qd, t):
+        return self.pack(q, qd), None
+
+    def wants_repartition(self):
+        return None
+
     def gamma_extra(self, q, qd, t):
         """Extra terms added to gamma (CS); None for DI."""
         return None
@@ -63,6 +86,7 @@ class Formulation:
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         self.nfev += 1
         q, qd = self.split(y)
+        self.q_cur, self.qd_cur = q, qd
         qdd, _ = self.solver.solve(q, qd, t, self.gamma_extra(q, qd, t))
         self._ydot[:self.n] = qd
         self._ydot[self.n:] = qdd

@@ -76,19 +76,19 @@ def resolve_integrator(method: str | type, registry=None) -> type:
         raise MbcoreError(exc.args[0]) from None
 
 
-def _check_t_out(t_out, t0: float, tf: float) -> np.ndarray:
+def _check_t_out(t_out, t0: float, tf: float, label: str) -> np.ndarray:
     arr = np.asarray(t_out, dtype=float)
     if arr.ndim != 1:
-        raise IntegratorOptionError("integrate", "t_out", "must be a 1-D array of times")
+        raise IntegratorOptionError(label, "t_out", "must be a 1-D array of times")
     if arr.size and not np.all(np.isfinite(arr)):
-        raise IntegratorOptionError("integrate", "t_out", "contains NaN/inf")
+        raise IntegratorOptionError(label, "t_out", "contains NaN/inf")
     lo, hi = min(t0, tf), max(t0, tf)
     if arr.size and (arr.min() < lo or arr.max() > hi):
-        raise IntegratorOptionError("integrate", "t_out",
+        raise IntegratorOptionError(label, "t_out",
                                     f"times must lie within t_span [{t0}, {tf}]")
     d = np.diff(arr) * (1.0 if tf >= t0 else -1.0)
     if np.any(d < 0):
-        raise IntegratorOptionError("integrate", "t_out", "times must be sorted in the "
+        raise IntegratorOptionError(label, "t_out", "times must be sorted in the "
                                     "direction of integration")
     return arr
 
@@ -135,7 +135,7 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
                                     f"got {max_steps!r}")
     integ: Integrator = cls(fun, t0, y0, tf, jac=jac, **options)
     direction = integ.direction
-    outs = _check_t_out(t_out, t0, tf) if t_out is not None else None
+    outs = _check_t_out(t_out, t0, tf, cls.name or cls.__name__) if t_out is not None else None
 
     ts: list[float] = []
     ys: list[np.ndarray] = []

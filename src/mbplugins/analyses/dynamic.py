@@ -17,6 +17,7 @@ import numpy as np
 from mbcore.analysis import Analysis
 from mbcore.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError
+from mbcore.formulation import RestartRequest
 from mbcore.impacts import ContactSet
 from mbcore.integrate.events import Event
 from mbcore.plugins import registry
@@ -42,6 +43,10 @@ class DynamicAnalysis(Analysis):
                           positive=True),
         "formulation": Param("string", "formulation plugin name", default="cs"),
         "alpha": Param("number", "Baumgarte alpha (cs)", required=False),
+        "independent": Param("string", "initial independent coordinates (cp)",
+                             required=False),
+        "repartition_factor": Param("number", "re-partition threshold (cp)", required=False,
+                                    positive=True),
         "beta": Param("number", "Baumgarte beta (cs)", required=False),
         "assemble": Param("choice", "correct the initial state to the nearest consistent one",
                           default="yes", choices=("yes", "no")),
@@ -67,13 +72,16 @@ class DynamicAnalysis(Analysis):
         s = self.settings
         reg = registry()
         fcls = reg.get("formulation", s["formulation"])
-        fopts = {k: s[k] for k in ("alpha", "beta")
-                 if s.get(k) is not None and k in fcls.settings_schema}
-        for k in ("alpha", "beta"):
+        fkeys = ("alpha", "beta", "independent", "repartition_factor")
+        fopts = {k: s[k] for k in fkeys if s.get(k) is not None and k in fcls.settings_schema}
+        for k in fkeys:
             if s.get(k) is not None and k not in fcls.settings_schema:
                 raise ModelError(f"settings.{k}", f"not used by formulation "
                                                   f"'{s['formulation']}'")
         self.formulation = fcls(system, fopts)
+        if system.model.contacts and not fcls.full_state:
+            raise ModelError("settings.formulation", f"impacts need a formulation on all "
+                             f"coordinates (di, cs); '{fcls.name}' integrates a subset")
         self.icls = reg.get("integrator", s["integrator"])
         opts = {}
         names = getattr(self.icls, "options", {})
@@ -136,26 +144,34 @@ class DynamicAnalysis(Analysis):
             self.stats["assembly"] = rep.summary()
         for w in form.warnings(self.integrator_options.get("step")):
             event(t0, "warning", w)
-        y0 = np.concatenate([form.pack(q, qd), [0.0]])       # + work of nc forces
-        ydot = np.zeros(2 * n + 1)
+        yf, _ = form.initialize(q, qd, t0)
+        self._describe_partition(t0, None, "initial", event)
+        y0 = np.concatenate([yf, [0.0]])                      # + work of nc forces
         J_dense = sysm.dense
+        buf = {"ydot": np.zeros(form.size + 1)}
 
         def fun(t, y):
-            yd = form.rhs(t, y[:2 * n])
-            ydot[:2 * n] = yd
-            qq, qqd = y[:n], y[n:2 * n]
+            size = form.size
+            ydot = buf["ydot"]
+            if ydot.size != size + 1:
+                ydot = buf["ydot"] = np.zeros(size + 1)
+            ydot[:size] = form.rhs(t, y[:size])
+            qq, qqd = form.q_cur, form.qd_cur
             # power of non-conservative applied forces + of the constraint forces
             lam = form.solver.lam
             Jqd = (sysm.jacobian(qq, t) @ qqd) if J_dense else sysm.jacobian(qq, t).dot(qqd)
-            ydot[2 * n] = sysm.nonconservative_power(qq, qqd, t) + float(lam @ Jqd)
+            ydot[size] = sysm.nonconservative_power(qq, qqd, t) + float(lam @ Jqd)
             return ydot
 
         bar = _progress(len(t_out), progress)
+        last = {}
 
         def on_output(t, y):
-            qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:2 * n]))
+            size = form.size
+            qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
             T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
-            W = float(y[2 * n])
+            W = float(y[size])
+            last.update(t=t, q=qq, qd=qqd, W=W)
             phi = sysm.phi(qq, t)
             J = sysm.jacobian_dense(qq, t) if not J_dense else sysm.jacobian(qq, t)
             vres = J @ qqd - sysm.nu(qq, t)
@@ -172,6 +188,11 @@ class DynamicAnalysis(Analysis):
                 data["points"] = sysm.point_kinematics(qq, qqd, qdd).ravel()
             record(t, data)
             bar.update(1)
+            reason = form.wants_repartition()
+            if reason:
+                last["reason"] = reason
+                return True          # stop here; the loop re-partitions and restarts
+            return None
 
         contacts = ContactSet(sysm, sysm.model.contacts) if sysm.model.contacts else None
         events = []
@@ -183,15 +204,34 @@ class DynamicAnalysis(Analysis):
         impacts = 0
         recent: list[float] = []
         t_cur, y_cur, outs = t0, y0, t_out
+        restarts_here = 0
         try:
             while True:
-                res = integrate(self.icls, fun, (t_cur, t1), y_cur, t_out=outs, store=False,
-                                on_output=on_output, events=events,
-                                **self.integrator_options)
+                try:
+                    res = integrate(self.icls, fun, (t_cur, t1), y_cur, t_out=outs,
+                                    store=False, on_output=on_output, events=events,
+                                    **self.integrator_options)
+                except RestartRequest as exc:
+                    # the formulation cannot continue: restart from the last output
+                    if not last or (last["t"] == t_cur and restarts_here >= 2):
+                        raise AnalysisError(f"formulation '{form.name}' cannot continue: "
+                                            f"{exc.reason}", last.get("t", t_cur)) from None
+                    restarts_here = restarts_here + 1 if last["t"] == t_cur else 1
+                    t_cur, y_cur = self._restart(last, exc.reason, event)
+                    outs = t_out[t_out > t_cur]
+                    if outs.size == 0:
+                        break
+                    continue
                 st_ = res.stats.as_dict() if hasattr(res.stats, "as_dict") else {}
                 for k, v in st_.items():
                     if isinstance(v, (int, float)) and v is not None and k.startswith("n"):
                         totals[k] = totals.get(k, 0) + v
+                if res.status == 2:          # the formulation asked to re-partition
+                    t_cur, y_cur = self._restart(last, last.pop("reason", ""), event)
+                    outs = t_out[t_out > t_cur]
+                    if outs.size == 0:
+                        break
+                    continue
                 if res.status != 1 or contacts is None:
                     break
                 # a contact closed: apply the impact map and restart (spec §7)
@@ -214,11 +254,43 @@ class DynamicAnalysis(Analysis):
         self.stats["impacts"] = impacts
         self.stats["integrator"] = self.icls.name
         self.stats["formulation"] = form.name
+        self.stats["restarts"] = self._restarts
+
+    _restarts = 0
+
+    def _restart(self, last, reason, event):
+        """Re-initialise the formulation at the last output state (CP chooses a new
+        partition) and return the new (t, y)."""
+        form = self.formulation
+        t = last["t"]
+        old = getattr(form, "v", None)
+        old = None if old is None else list(old)
+        yf, _ = form.initialize(last["q"], last["qd"], t)
+        self._restarts += 1
+        self._describe_partition(t, old, reason, event)
+        return t, np.concatenate([yf, [last["W"]]])
+
+    def _describe_partition(self, t, old, reason, event):
+        form = self.formulation
+        if not hasattr(form, "independent_names"):
+            if old is not None or reason != "initial":
+                event(t, "restart", f"formulation restarted: {reason}")
+            return
+        names = self.system.coordinate_names
+        new = form.independent_names()
+        if old is None:
+            event(t, "partition", f"independent coordinates: {', '.join(new)}")
+        else:
+            event(t, "repartition", f"{reason}; independent coordinates "
+                                    f"{', '.join(names[j] for j in old)} -> {', '.join(new)}")
 
     def _impact(self, contacts, t, y, event):
         """Impact map at a located contact event; the kinetic energy lost is added
         to the work of the non-conservative forces (the balance stays constant)."""
         sysm, n = self.system, self.system.n
+        if self.formulation.size != 2 * n:
+            raise AnalysisError(f"impacts need a formulation on all coordinates (di, cs); "
+                                f"'{self.formulation.name}' integrates a subset", t)
         q, qd = y[:n], y[n:2 * n]
         tol = 1e-8 * (1.0 + float(np.max(np.abs(q))))
         active = [k for k in range(len(contacts))

@@ -55,7 +55,7 @@ def _gammas(n: int) -> tuple[list[Fraction], list[Fraction]]:
     Σ_{i=0..j} γ_i/(j+1-i) = 1 and γ*_j = γ_j − γ_{j-1} (spec §2.6)."""
     g: list[Fraction] = []
     for j in range(n):
-        g.append(1 - sum(g[i] / (j + 1 - i) for i in range(j)))
+        g.append(Fraction(1) - sum((g[i] / (j + 1 - i) for i in range(j)), Fraction(0)))
     gs = [g[0]] + [g[j] - g[j - 1] for j in range(1, n)]
     return g, gs
 

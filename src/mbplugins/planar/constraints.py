@@ -371,4 +371,5 @@ from .links import Distance, DistanceDriver, RevoluteTranslational, Translationa
 #: every built-in planar constraint type (what the plugin hook returns)
 CONSTRAINT_TYPES = [Fixed, Absolute, AbsoluteDriver, RelativeDriver, Revolute, Translational,
                     Distance, DistanceDriver, RevoluteTranslational, Translational002,
-                    Gear, RackPinion, PointDriver]
+                    Gear, RackPinion, PointDriver,
+                    *__import__("mbplugins.planar.cams", fromlist=["CAM_TYPES"]).CAM_TYPES]
