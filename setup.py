@@ -30,7 +30,8 @@ def ext(name: str) -> Extension:
     )
 
 
-extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg")]
+extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
+              ext("_kinematics")]
 
 setup(
     ext_modules=cythonize(

@@ -5,16 +5,18 @@ One :class:`PlanarEvaluator` per System holds raw pointers to the packed group
 arrays (built once by ``mbcore.system``) and assembles phi, the Jacobian values,
 nu and gamma for every compiled group in one call, without Python-level loops
 over elements and without allocation.  The formulas are those of
-spec/planar.md §1 (C1-C9, D1-D5); each has a NumPy reference implementation in
-``mbplugins.planar`` (``constraints``, ``links``, ``gears``, ``drivers``) with
-identical packed parameters.
+spec/planar.md §1 (C1-C13, D1-D5); each has a NumPy reference implementation in
+``mbplugins.planar`` (``constraints``, ``links``, ``gears``, ``drivers``, ``cams``)
+with identical packed parameters.  The curve pairs (C10-C13) carry an artificial
+coordinate theta each (``G.xoff``) and evaluate body-fixed curves packed as in
+``mbplugins.planar.curves``.
 
 Array conventions (see mbcore.elements): q is copied into an extended buffer of
 length n + 3 whose last three entries are the ground's (0, 0, 0); Jacobian
 entries of ground columns are written to slots of their own after the matrix
 data (``jpos`` says where).
 """
-from libc.math cimport sin, cos
+from libc.math cimport sin, cos, floor
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 
@@ -32,8 +34,24 @@ cdef enum:
     K_GEAR = 8
     K_RACK = 9
     K_POINTDIR = 10
+    K_CAM_POINT = 11
+    K_CAM_ROLLER = 12
+    K_CAM_FLAT = 13
+    K_SLOT = 14
 
-#: kernel name -> (code, equations, bodies, n_par, n_fun)
+# packed curve blocks (keep in sync with mbplugins.planar.curves and .cams)
+cdef enum:
+    CURVE_SIZE = 2048
+    CURVE_HEADER = 5
+    CURVE_GEOM = 4        # type geometry floats before the curve block
+    C_SERIES = 0
+    C_POLAR_SPLINE = 1
+    C_XY_SPLINE = 2
+
+#: floats in a packed curve block (mbplugins.planar.curves.CURVE_SIZE)
+CURVE_BLOCK = CURVE_SIZE
+
+#: kernel name -> (code, equations, bodies, n_par, n_fun[, nx])
 KERNELS = {
     "fixed": (K_FIXED, 3, 1, 3, 0),
     "absolute": (K_ABSOLUTE, 1, 1, 3, 1),
@@ -46,6 +64,10 @@ KERNELS = {
     "gear": (K_GEAR, 1, 3, 3, 0),
     "rack_pinion": (K_RACK, 1, 2, 8, 0),
     "point_driver": (K_POINTDIR, 1, 1, 4, 1),
+    "cam_point": (K_CAM_POINT, 2, 2, CURVE_GEOM + CURVE_SIZE, 0, 1),
+    "cam_roller": (K_CAM_ROLLER, 2, 2, CURVE_GEOM + CURVE_SIZE, 0, 1),
+    "cam_flat": (K_CAM_FLAT, 2, 2, CURVE_GEOM + CURVE_SIZE, 0, 1),
+    "slot": (K_SLOT, 2, 2, CURVE_GEOM + CURVE_SIZE, 0, 1),
 }
 
 ctypedef struct Group:
@@ -229,6 +251,8 @@ cdef void _phi(Group* G, const double* q, const double* fv, double* out) noexcep
             out[r] = q[bi] - p[0]
             out[r + 1] = q[bi + 1] - p[1]
             out[r + 2] = q[bi + 2] - p[2]
+        elif G.kind >= K_CAM_POINT:
+            _phi_curve(G, e, q, out)
         else:
             _phi_ext(G, e, q, fv, out)
 
@@ -287,6 +311,8 @@ cdef void _jac(Group* G, const double* q, double* J) noexcept nogil:
             J[jp[0]] = 1.0; J[jp[1]] = 0.0; J[jp[2]] = 0.0
             J[jp[3]] = 0.0; J[jp[4]] = 1.0; J[jp[5]] = 0.0
             J[jp[6]] = 0.0; J[jp[7]] = 0.0; J[jp[8]] = 1.0
+        elif G.kind >= K_CAM_POINT:
+            _jac_curve(G, e, q, jp, J)
         else:
             _jac_ext(G, e, q, jp, J)
 
@@ -349,6 +375,8 @@ cdef void _gamma(Group* G, const double* q, const double* qd, const double* fv,
             out[r] = fv[3 * G.fidx[e] + 2]
         elif G.kind == K_FIXED:
             out[r] = 0.0; out[r + 1] = 0.0; out[r + 2] = 0.0
+        elif G.kind >= K_CAM_POINT:
+            _gamma_curve(G, e, q, qd, out)
         else:
             _gamma_ext(G, e, q, qd, fv, out)
 
@@ -521,3 +549,258 @@ cdef inline void _gamma_ext(Group* G, Py_ssize_t e, const double* q, const doubl
         edy = qd[bi + 1] + wi * Six - qd[bj + 1] - wj * Sjx
         out[r] = (wj * wj * (ux * ex + uy * ey) - 2.0 * wj * (-uy * edx + ux * edy)
                   + ux * (wi * wi * Six - wj * wj * Sjx) + uy * (wi * wi * Siy - wj * wj * Sjy))
+
+
+# --------------------------------------------------------------------------------
+# C10-C13: curve pairs with an artificial coordinate theta (spec/planar.md
+# C10-C13).  par = [geometry(4), curve block(CURVE_SIZE)], see the docstrings of
+# mbplugins.planar.cams (types) and mbplugins.planar.curves (curve block); the
+# operations mirror the NumPy reference (curves.evaluate / _series_jet /
+# _spline_jet) so that both agree to rounding.
+#   cam_point   [s'_jP(2), 0, 0]        curve on body i, follower point on j
+#   cam_roller  [s'_jQ(2), rho, 0]      curve on body i, roller centre on j
+#   cam_flat    [s'_jQ(2), n'(2)]       curve on body i, face on j (n' unit)
+#   slot        [s'_iP(2), 0, 0]        pin on body i, curve on body j
+# --------------------------------------------------------------------------------
+cdef inline void _series_jet(const double* cv, double th, double* s) noexcept nogil:
+    # s[0..3] = value and 1st-3rd derivatives of a polar series block
+    cdef Py_ssize_t npoly = <Py_ssize_t> cv[1]
+    cdef Py_ssize_t nh = <Py_ssize_t> cv[2]
+    cdef const double* d = cv + CURVE_HEADER
+    cdef Py_ssize_t k
+    cdef double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, a, b, ck, sk, kf
+    k = npoly - 1
+    while k >= 0:        # Horner with derivatives (s2, s3 accumulate s''/2, s'''/6)
+        s3 = s3 * th + s2
+        s2 = s2 * th + s1
+        s1 = s1 * th + s0
+        s0 = s0 * th + d[k]
+        k -= 1
+    s2 = 2.0 * s2
+    s3 = 6.0 * s3
+    for k in range(1, nh + 1):
+        a = d[npoly + k - 1]
+        b = d[npoly + nh + k - 1]
+        ck = cos(k * th)
+        sk = sin(k * th)
+        kf = <double> k
+        s0 = s0 + (a * ck + b * sk)
+        s1 = s1 + kf * (b * ck - a * sk)
+        s2 = s2 - kf * kf * (a * ck + b * sk)
+        s3 = s3 + kf * kf * kf * (a * sk - b * ck)
+    s[0] = s0; s[1] = s1; s[2] = s2; s[3] = s3
+
+
+cdef inline void _spline_jet(const double* cv, double th, int which, double* y) noexcept nogil:
+    # y[0..3] = value and derivatives of spline `which` (0: s or x, 1: y)
+    cdef Py_ssize_t n = <Py_ssize_t> cv[1]
+    cdef double per = cv[2]
+    cdef const double* x = cv + CURVE_HEADER
+    cdef double u = th, dd, dx, a3, a2, a1, a0
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    cdef const double* c
+    if per > 0.0:
+        dd = th - x[0]
+        u = x[0] + (dd - per * floor(dd / per))
+    while hi - lo > 1:       # largest i <= n - 1 with x[i] <= u (0 below x[0])
+        mid = (lo + hi) // 2
+        if x[mid] <= u:
+            lo = mid
+        else:
+            hi = mid
+    dx = u - x[lo]
+    c = cv + CURVE_HEADER + n + 1 + 4 * n * which + 4 * lo
+    a3 = c[0]; a2 = c[1]; a1 = c[2]; a0 = c[3]
+    y[0] = ((a3 * dx + a2) * dx + a1) * dx + a0
+    y[1] = (3.0 * a3 * dx + 2.0 * a2) * dx + a1
+    y[2] = 6.0 * a3 * dx + 2.0 * a2
+    y[3] = 6.0 * a3
+
+
+cdef inline void _curve_eval(const double* cv, double th, double* o) noexcept nogil:
+    # o[0..7] = c', c'_th, c'_thth, c'_ththth (body coordinates, x then y)
+    cdef double s[4]
+    cdef double yy[4]
+    cdef double co, si
+    cdef int kind = <int> cv[0]
+    if kind == C_XY_SPLINE:
+        _spline_jet(cv, th, 0, s)
+        _spline_jet(cv, th, 1, yy)
+        o[0] = s[0] + cv[3]; o[1] = yy[0] + cv[4]
+        o[2] = s[1]; o[3] = yy[1]
+        o[4] = s[2]; o[5] = yy[2]
+        o[6] = s[3]; o[7] = yy[3]
+        return
+    if kind == C_SERIES:
+        _series_jet(cv, th, s)
+    else:
+        _spline_jet(cv, th, 0, s)
+    co = cos(th); si = sin(th)
+    o[0] = cv[3] + s[0] * co
+    o[1] = cv[4] + s[0] * si
+    o[2] = s[1] * co + s[0] * (-si)
+    o[3] = s[1] * si + s[0] * co
+    o[4] = (s[2] - s[0]) * co + (2.0 * s[1]) * (-si)
+    o[5] = (s[2] - s[0]) * si + (2.0 * s[1]) * co
+    o[6] = (s[3] - 3.0 * s[1]) * co + (3.0 * s[2] - s[0]) * (-si)
+    o[7] = (s[3] - 3.0 * s[1]) * si + (3.0 * s[2] - s[0]) * co
+
+
+cdef inline void _curve_global(const double* p, double th, double phi, double* v) noexcept nogil:
+    # v[0..7] = c, g, h, kk: the body-frame curve quantities rotated by A(phi)
+    cdef double o[8]
+    cdef double c = cos(phi), s = sin(phi)
+    cdef int k
+    _curve_eval(p + CURVE_GEOM, th, o)
+    for k in range(4):
+        v[2 * k] = c * o[2 * k] - s * o[2 * k + 1]
+        v[2 * k + 1] = s * o[2 * k] + c * o[2 * k + 1]
+
+
+cdef inline void _phi_curve(Group* G, Py_ssize_t e, const double* q, double* out) noexcept nogil:
+    cdef Py_ssize_t r = G.row[e]
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * 2], bj = G.boff[e * 2 + 1]
+    cdef double th = q[G.xoff[e * G.nx]]
+    cdef double v[8]
+    cdef double ci, si, cj, sj, Sx, Sy, nx, ny, dx, dy
+    ci = cos(q[bi + 2]); si = sin(q[bi + 2])
+    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+    if G.kind == K_SLOT:
+        _curve_global(p, th, q[bj + 2], v)
+        Sx = ci * p[0] - si * p[1]; Sy = si * p[0] + ci * p[1]
+        out[r] = q[bi] + Sx - q[bj] - v[0]
+        out[r + 1] = q[bi + 1] + Sy - q[bj + 1] - v[1]
+        return
+    _curve_global(p, th, q[bi + 2], v)
+    Sx = cj * p[0] - sj * p[1]; Sy = sj * p[0] + cj * p[1]
+    if G.kind == K_CAM_POINT:
+        out[r] = q[bi] + v[0] - q[bj] - Sx
+        out[r + 1] = q[bi + 1] + v[1] - q[bj + 1] - Sy
+    elif G.kind == K_CAM_ROLLER:
+        dx = q[bj] + Sx - q[bi] - v[0]
+        dy = q[bj + 1] + Sy - q[bi + 1] - v[1]
+        out[r] = v[2] * dx + v[3] * dy
+        out[r + 1] = (dx * dx + dy * dy) - p[2] * p[2]
+    elif G.kind == K_CAM_FLAT:
+        nx = cj * p[2] - sj * p[3]; ny = sj * p[2] + cj * p[3]
+        dx = q[bi] + v[0] - q[bj] - Sx
+        dy = q[bi + 1] + v[1] - q[bj + 1] - Sy
+        out[r] = v[2] * nx + v[3] * ny
+        out[r + 1] = dx * nx + dy * ny
+
+
+cdef inline void _jac_curve(Group* G, Py_ssize_t e, const double* q, const Py_ssize_t* jp,
+                            double* J) noexcept nogil:
+    # body entries jp[0..11] = (row, body, coord); theta entries jp[12] (row 0), jp[13]
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * 2], bj = G.boff[e * 2 + 1]
+    cdef double th = q[G.xoff[e * G.nx]]
+    cdef double v[8]
+    cdef double ci, si, cj, sj, Sx, Sy, nx, ny, dx, dy, cx, cy, gx, gy, hx, hy
+    ci = cos(q[bi + 2]); si = sin(q[bi + 2])
+    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+    if G.kind == K_SLOT:     # [I2, R S_i | -I2, -R c | -g]
+        _curve_global(p, th, q[bj + 2], v)
+        Sx = ci * p[0] - si * p[1]; Sy = si * p[0] + ci * p[1]
+        J[jp[0]] = 1.0; J[jp[1]] = 0.0; J[jp[2]] = -Sy
+        J[jp[3]] = -1.0; J[jp[4]] = 0.0; J[jp[5]] = v[1]
+        J[jp[6]] = 0.0; J[jp[7]] = 1.0; J[jp[8]] = Sx
+        J[jp[9]] = 0.0; J[jp[10]] = -1.0; J[jp[11]] = -v[0]
+        J[jp[12]] = -v[2]; J[jp[13]] = -v[3]
+        return
+    _curve_global(p, th, q[bi + 2], v)
+    cx = v[0]; cy = v[1]; gx = v[2]; gy = v[3]; hx = v[4]; hy = v[5]
+    Sx = cj * p[0] - sj * p[1]; Sy = sj * p[0] + cj * p[1]
+    if G.kind == K_CAM_POINT:    # [I2, R c | -I2, -R S_j | g]
+        J[jp[0]] = 1.0; J[jp[1]] = 0.0; J[jp[2]] = -cy
+        J[jp[3]] = -1.0; J[jp[4]] = 0.0; J[jp[5]] = Sy
+        J[jp[6]] = 0.0; J[jp[7]] = 1.0; J[jp[8]] = cx
+        J[jp[9]] = 0.0; J[jp[10]] = -1.0; J[jp[11]] = -Sx
+        J[jp[12]] = gx; J[jp[13]] = gy
+    elif G.kind == K_CAM_ROLLER:
+        dx = q[bj] + Sx - q[bi] - cx
+        dy = q[bj + 1] + Sy - q[bi + 1] - cy
+        J[jp[0]] = -gx; J[jp[1]] = -gy
+        J[jp[2]] = (-gy * dx + gx * dy) - (gx * (-cy) + gy * cx)
+        J[jp[3]] = gx; J[jp[4]] = gy
+        J[jp[5]] = gx * (-Sy) + gy * Sx
+        J[jp[6]] = -2.0 * dx; J[jp[7]] = -2.0 * dy
+        J[jp[8]] = -2.0 * (dx * (-cy) + dy * cx)
+        J[jp[9]] = 2.0 * dx; J[jp[10]] = 2.0 * dy
+        J[jp[11]] = 2.0 * (dx * (-Sy) + dy * Sx)
+        J[jp[12]] = (hx * dx + hy * dy) - (gx * gx + gy * gy)
+        J[jp[13]] = -2.0 * (dx * gx + dy * gy)
+    elif G.kind == K_CAM_FLAT:
+        nx = cj * p[2] - sj * p[3]; ny = sj * p[2] + cj * p[3]
+        dx = q[bi] + cx - q[bj] - Sx
+        dy = q[bi + 1] + cy - q[bj + 1] - Sy
+        J[jp[0]] = 0.0; J[jp[1]] = 0.0
+        J[jp[2]] = -gy * nx + gx * ny
+        J[jp[3]] = 0.0; J[jp[4]] = 0.0
+        J[jp[5]] = gx * (-ny) + gy * nx
+        J[jp[6]] = nx; J[jp[7]] = ny
+        J[jp[8]] = nx * (-cy) + ny * cx
+        J[jp[9]] = -nx; J[jp[10]] = -ny
+        J[jp[11]] = -(nx * (-Sy) + ny * Sx) + (dx * (-ny) + dy * nx)
+        J[jp[12]] = hx * nx + hy * ny
+        J[jp[13]] = nx * gx + ny * gy
+
+
+cdef inline void _gamma_curve(Group* G, Py_ssize_t e, const double* q, const double* qd,
+                              double* out) noexcept nogil:
+    cdef Py_ssize_t r = G.row[e]
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * 2], bj = G.boff[e * 2 + 1]
+    cdef Py_ssize_t xo = G.xoff[e * G.nx]
+    cdef double th = q[xo], thd = qd[xo]
+    cdef double v[8]
+    cdef double ci, si, cj, sj, Sx, Sy, nx, ny, dx, dy, cx, cy, gx, gy, hx, hy, kx, ky
+    cdef double wi = qd[bi + 2], wj = qd[bj + 2]
+    cdef double ddx, ddy, gdx, gdy, d2x, d2y, g2x, g2y, ndx, ndy, w2
+    ci = cos(q[bi + 2]); si = sin(q[bi + 2])
+    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+    if G.kind == K_SLOT:
+        # w_i^2 S_i - w_j^2 c + 2 w_j thd R g + thd^2 h
+        _curve_global(p, th, q[bj + 2], v)
+        Sx = ci * p[0] - si * p[1]; Sy = si * p[0] + ci * p[1]
+        out[r] = wi * wi * Sx - wj * wj * v[0] + 2.0 * wj * thd * (-v[3]) + thd * thd * v[4]
+        out[r + 1] = wi * wi * Sy - wj * wj * v[1] + 2.0 * wj * thd * v[2] + thd * thd * v[5]
+        return
+    _curve_global(p, th, q[bi + 2], v)
+    cx = v[0]; cy = v[1]; gx = v[2]; gy = v[3]; hx = v[4]; hy = v[5]; kx = v[6]; ky = v[7]
+    Sx = cj * p[0] - sj * p[1]; Sy = sj * p[0] + cj * p[1]
+    if G.kind == K_CAM_POINT:
+        # w_i^2 c - 2 w_i thd R g - thd^2 h - w_j^2 S_j
+        out[r] = wi * wi * cx - 2.0 * wi * thd * (-gy) - thd * thd * hx - wj * wj * Sx
+        out[r + 1] = wi * wi * cy - 2.0 * wi * thd * gx - thd * thd * hy - wj * wj * Sy
+        return
+    # gdot = w_i R g + thd h;  g2q = -w_i^2 g + 2 w_i thd R h + thd^2 kk
+    gdx = wi * (-gy) + thd * hx
+    gdy = wi * gx + thd * hy
+    g2x = -wi * wi * gx + 2.0 * wi * thd * (-hy) + thd * thd * kx
+    g2y = -wi * wi * gy + 2.0 * wi * thd * hx + thd * thd * ky
+    if G.kind == K_CAM_ROLLER:
+        dx = q[bj] + Sx - q[bi] - cx
+        dy = q[bj + 1] + Sy - q[bi + 1] - cy
+        ddx = qd[bj] + wj * (-Sy) - qd[bi] - wi * (-cy) - thd * gx
+        ddy = qd[bj + 1] + wj * Sx - qd[bi + 1] - wi * cx - thd * gy
+        d2x = -wj * wj * Sx + wi * wi * cx - 2.0 * wi * thd * (-gy) - thd * thd * hx
+        d2y = -wj * wj * Sy + wi * wi * cy - 2.0 * wi * thd * gx - thd * thd * hy
+        out[r] = -((g2x * dx + g2y * dy) + 2.0 * (gdx * ddx + gdy * ddy)
+                   + (gx * d2x + gy * d2y))
+        out[r + 1] = -2.0 * (ddx * ddx + ddy * ddy) - 2.0 * (dx * d2x + dy * d2y)
+    elif G.kind == K_CAM_FLAT:
+        nx = cj * p[2] - sj * p[3]; ny = sj * p[2] + cj * p[3]
+        dx = q[bi] + cx - q[bj] - Sx
+        dy = q[bi + 1] + cy - q[bj + 1] - Sy
+        ddx = qd[bi] + wi * (-cy) + thd * gx - qd[bj] - wj * (-Sy)
+        ddy = qd[bi + 1] + wi * cx + thd * gy - qd[bj + 1] - wj * Sx
+        ndx = wj * (-ny); ndy = wj * nx
+        d2x = -wi * wi * cx + 2.0 * wi * thd * (-gy) + thd * thd * hx + wj * wj * Sx
+        d2y = -wi * wi * cy + 2.0 * wi * thd * gx + thd * thd * hy + wj * wj * Sy
+        w2 = wj * wj
+        out[r] = -((g2x * nx + g2y * ny) + 2.0 * (gdx * ndx + gdy * ndy)
+                   - w2 * (gx * nx + gy * ny))
+        out[r + 1] = -((d2x * nx + d2y * ny) + 2.0 * (ddx * ndx + ddy * ndy)
+                       - w2 * (dx * nx + dy * ny))

@@ -463,7 +463,8 @@ def test_user_force_errors(backend):
         return m
 
     cases = [
-        ("no_such_module_xyz:f", r"forces\[0\]\.callable: cannot import module"),
+        ("no_such_module_xyz:f", r"forces\[0\]\.callable: module 'no_such_module_xyz' is not "
+                                 r"imported: a model file may only name code"),
         (f"{__name__}:missing", r"forces\[0\]\.callable: module .* has no attribute"),
         (f"{__name__}:NOT_CALLABLE", r"forces\[0\]\.callable: .* is not callable"),
         ("never_registered", r"forces\[0\]\.callable: no user function registered"),
@@ -472,6 +473,14 @@ def test_user_force_errors(backend):
     for spec, msg in cases:
         with pytest.raises(ModelError, match=msg):
             model(spec).compile(kernels=backend)
+    # trusted model files may import their modules (opt-in)
+    import os
+    os.environ["MBCORE_ALLOW_IMPORTS"] = "1"
+    try:
+        with pytest.raises(ModelError, match=r"forces\[0\]\.callable: cannot import module"):
+            model("no_such_module_xyz:f").compile(kernels=backend)
+    finally:
+        del os.environ["MBCORE_ALLOW_IMPORTS"]
     with pytest.raises(ModelError, match=r"callable: .*user_function\(fn\)"):
         model(tsda_law).compile(kernels=backend)
     with pytest.raises(ModelError, match=r"forces\[0\]\.parameters\.k: expected a finite"):

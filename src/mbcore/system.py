@@ -20,6 +20,7 @@ call of the same stage; copy them to keep them.
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -645,20 +646,32 @@ class System:
 
     def point_kinematics(self, q, qd, qdd) -> np.ndarray:
         """Position, velocity and acceleration of every named point, (np, 6):
-        ``x, y, xd, yd, xdd, ydd`` (spec/planar.md §0.1; KAP "points of interest")."""
-        if not len(self.point_names):
+        ``x, y, xd, yd, xdd, ydd`` (spec/planar.md §0.1; KAP "points of interest").
+        Returns a work buffer."""
+        npt = len(self.point_names)
+        if not npt:
             return np.zeros((0, 6))
-        qx = np.concatenate([q, np.zeros(3)])
-        qdx = np.concatenate([qd, np.zeros(3)])
-        qddx = np.concatenate([qdd, np.zeros(3)])
-        o = self._pt_off
-        S = rot(qx[o + 2], self._pt_loc)
-        RS = perp(S)
-        w, a = qdx[o + 2][:, None], qddx[o + 2][:, None]
-        pos = qx[o][:, None] * [1, 0] + qx[o + 1][:, None] * [0, 1] + S
-        vel = np.stack([qdx[o], qdx[o + 1]], -1) + w * RS
-        acc = np.stack([qddx[o], qddx[o + 1]], -1) + a * RS - w ** 2 * S
-        return np.concatenate([pos, vel, acc], axis=1)
+        if not hasattr(self, "_pk"):
+            self._pk = np.zeros((3, self.n + 3))
+            self._pk_out = np.zeros((npt, 6))
+        pk, out, o = self._pk, self._pk_out, self._pt_off
+        pk[0, :self.n] = q
+        pk[1, :self.n] = qd
+        pk[2, :self.n] = qdd
+        phi = pk[0, o + 2]
+        c, s = np.cos(phi), np.sin(phi)
+        lx, ly = self._pt_loc[:, 0], self._pt_loc[:, 1]
+        Sx = c * lx - s * ly
+        Sy = s * lx + c * ly
+        w, a = pk[1, o + 2], pk[2, o + 2]
+        w2 = w * w
+        out[:, 0] = pk[0, o] + Sx
+        out[:, 1] = pk[0, o + 1] + Sy
+        out[:, 2] = pk[1, o] - w * Sy
+        out[:, 3] = pk[1, o + 1] + w * Sx
+        out[:, 4] = pk[2, o] - a * Sy - w2 * Sx
+        out[:, 5] = pk[2, o + 1] + a * Sx - w2 * Sy
+        return out
 
     def describe(self) -> str:
         lines = [f"System {self.model.name!r}: n = {self.n} coordinates, m = {self.m} "
@@ -681,8 +694,11 @@ def _short(key: str) -> str:
 
 def check_finite(name: str, x: np.ndarray, labels, t: float) -> None:
     """Raise a clear error if ``x`` has a NaN/inf, naming the first bad entry."""
-    if not np.all(np.isfinite(x)):
-        k = int(np.nonzero(~np.isfinite(x))[0][0])
+    if x.size and not math.isfinite(float(np.add.reduce(x, axis=None))):
+        bad = np.nonzero(~np.isfinite(x))[0]
+        if not len(bad):            # the sum overflowed; the entries are finite
+            return
+        k = int(bad[0])
         from .errors import AnalysisError
         raise AnalysisError(f"{name} is not finite at '{labels[k]}' ({x[k]})", t)
 

@@ -8,6 +8,7 @@ system) with one LU per iteration, then ``Phi_q qd = nu`` and
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -94,11 +95,34 @@ class KinematicAnalysis(Analysis):
             event(float(times[0]), "info", f"{n} coordinates, {len(kin_rows)} kinematic "
                   f"equations (rank {rk}): {n - rk} DOF, {ndrv} driver equations")
             prev_t = None
+            stepper = self._stepper()
             for k, t in enumerate(times):
                 t = float(t)
                 if prev_t is not None and s["predictor"] == "taylor":
                     h = t - prev_t
                     q = q + h * qd + 0.5 * h * h * qdd
+                if stepper is not None and k > 0:
+                    # compiled step: Newton + velocities + accelerations in one call;
+                    # any failure is re-run on the reference path for its diagnosis
+                    q0, qd, qdd = q.copy(), np.empty(n), np.empty(n)
+                    status = stepper.step(q, qd, qdd, t, sysm.functions_at(t), tol, maxit,
+                                          s["singular_tolerance"])
+                    if status == 0:
+                        iters_total += stepper.iterations
+                        self.stats["lu_factorizations"] += stepper.iterations + 1
+                        check_finite("acceleration", qdd, sysm.coordinate_names, t)
+                        data = {"q": q, "qd": qd, "qdd": qdd,
+                                "solver": np.array([stepper.iterations, stepper.phi_norm,
+                                                    stepper.pivot_ratio])}
+                        if points:
+                            data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
+                        self._extra(t, q, qd, qdd, _StepperLU(stepper), None, data)
+                        record(t, data)
+                        self.stats["steps"] = k + 1
+                        prev_t = t
+                        bar.update(1)
+                        continue
+                    q = q0
                 it, phin, ratio = self._newton(q, t, lu, tol, maxit, assembly=k == 0)
                 if k == 0:
                     event(t, "assembly", self._assembly_report(state.q, q))
@@ -152,6 +176,17 @@ class KinematicAnalysis(Analysis):
 
     def _extra(self, t, q, qd, qdd, lu, J, data):
         """Hook for subclasses: add channels computed from the converged state."""
+
+    def _stepper(self):
+        """The compiled kinematic step when it applies (compiled kernels only, dense
+        Jacobian, no Python-only constraint types, no removed rows); else None."""
+        sysm = self.system
+        if (sysm.backend != "compiled" or not sysm.dense or self.rows is not None
+                or sysm._py_groups or sysm._evaluator is None or sysm.n == 0
+                or os.environ.get("MBCORE_KINEMATIC_STEP", "compiled") == "python"):
+            return None
+        from mbcore._ext._kinematics import KinematicStepper
+        return KinematicStepper(sysm._evaluator, sysm.n, sysm._jdata)
 
     # -- redundant constraints (spec/planar.md §4.1; 004 Prob 5.16) --------------
     def _sel(self, v):
@@ -287,6 +322,16 @@ class KinematicAnalysis(Analysis):
         return (f"assembly: bodies moved from their estimates by up to {move[k]:.4g} "
                 f"({self.system.body_names[k]}) and rotated by up to "
                 f"{self.stats['assembly_max_rotation']:.4g} rad")
+
+
+class _StepperLU:
+    """The compiled stepper's factors behind the LU interface used by _solve."""
+
+    def __init__(self, stepper):
+        self.stepper = stepper
+
+    def solve(self, b, transposed=False):
+        self.stepper.solve(b, transposed)
 
 
 def _progress(total: int, enabled: bool):

@@ -67,6 +67,8 @@ GAMMA = np.array([float(x) for x in _G])
 GAMMA_STAR = np.array([float(x) for x in _GS])
 _GSTAR_ABS = np.abs(GAMMA_STAR)
 _TWO = 2.0 ** np.arange(KMAX + 3)
+_ARANGE = np.arange(KMAX + 3, dtype=float)
+_ONES = np.ones(KMAX + 3)
 
 
 class AdamsDenseOutput(DenseOutput):
@@ -145,14 +147,14 @@ class AdamsPECE(Integrator):
         self._h = self.direction * h_abs
         # past steps (signed, most recent first); placeholders until history exists
         self._hs = np.full(self._kmax + 2, self._h)
-        self._coef_key = None
 
     # -- coefficients ----------------------------------------------------------------
     def _coefficients(self, h: float, k: int):
         """ψ(n+1), α, β, σ, g for the step h at order k (STEP block 1)."""
-        key = (h, k)
-        if key == self._coef_key and self._neq > k + 1:
-            return self._coef
+        k1 = k + 1
+        if self._neq >= k1 and h == self._h_last:
+            # uniform history: the constant-step values (spec §2.6: g_i = γ_{i-1})
+            return h * _ARANGE[1:k1 + 1], _ONES, _ONES, GAMMA
         k1 = k + 1
         psi_old = np.cumsum(self._hs[:k1])                     # ψ_j(n), j=1..k+1
         psi_new = h + np.concatenate(([0.0], psi_old[:k]))      # ψ_j(n+1)
@@ -167,9 +169,7 @@ class AdamsPECE(Integrator):
         for i in range(1, k1 + 1):
             w = w[:-1] - alpha[i - 1] * w[1:]
             g[i] = w[0]
-        self._coef = (psi_new, beta, sigma, g)
-        self._coef_key = key
-        return self._coef
+        return psi_new, beta, sigma, g
 
     # -- one step --------------------------------------------------------------------
     def _step_impl(self):

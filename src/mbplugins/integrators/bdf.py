@@ -65,6 +65,10 @@ BDF_GAMMA = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, MAX_ORDER + 1)))
 BDF_ERROR_CONST = 1.0 / np.arange(1, MAX_ORDER + 3)
 
 
+def _factor(err: float, order: int) -> float:
+    return math.inf if err == 0.0 else err ** (-1.0 / (order + 1))
+
+
 def _rmat(order: int, factor: float) -> np.ndarray:
     """R(order, factor): maps backward differences at spacing h to those of the
     same polynomial at spacing factor·h (with U = R(order, 1))."""
@@ -165,6 +169,8 @@ class BDF(Integrator):
             if stale_scale != 1.0:
                 dy *= stale_scale
             dy_norm = rms_norm(dy / scale)
+            if not dy_norm < math.inf:            # singular M or overflow: a failure
+                break
             if dy_norm_old is not None:
                 rate = dy_norm / dy_norm_old
                 if rate >= 1 or rate ** (maxiter - k) / (1 - rate) * dy_norm > tol:
@@ -250,17 +256,20 @@ class BDF(Integrator):
 
         if self._n_equal < k + 1:
             return True, None
-        with np.errstate(divide="ignore"):
-            e_m = rms_norm(BDF_ERROR_CONST[k - 1] * D[k] / scale) if k > 1 else math.inf
-            e_p = rms_norm(BDF_ERROR_CONST[k + 1] * D[k + 2] / scale) \
-                if k < self._max_order else math.inf
-            norms = np.array([e_m, err, e_p])
-            factors = norms ** (-1.0 / np.arange(k, k + 3))
-        best = int(np.argmax(factors))
-        factor = min(MAX_FACTOR, safety * factors[best])
-        if best == 1 and 1.0 <= factor < KEEP_BELOW:
+        # order k-1, k, k+1: the one allowing the largest step (factor = err^(-1/(q+1)))
+        best, best_factor = 0, _factor(err, k)
+        if k > 1:
+            f_m = _factor(rms_norm(BDF_ERROR_CONST[k - 1] * D[k] / scale), k - 1)
+            if f_m > best_factor:
+                best, best_factor = -1, f_m
+        if k < self._max_order:
+            f_p = _factor(rms_norm(BDF_ERROR_CONST[k + 1] * D[k + 2] / scale), k + 1)
+            if f_p > best_factor:
+                best, best_factor = 1, f_p
+        factor = min(MAX_FACTOR, safety * best_factor)
+        if best == 0 and 1.0 <= factor < KEEP_BELOW:
             return True, None
-        self._k = k + best - 1
+        self._k = k + best
         self._rescale(factor)
         return True, None
 

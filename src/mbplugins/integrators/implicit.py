@@ -17,6 +17,8 @@ last correction is below ``newton_atol + newton_rtol·|y|`` (RMS).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mbcore.integrate.base import (FIXED_STEP_OPTIONS, NEWTON_OPTIONS, Integrator,
@@ -56,6 +58,8 @@ class ThetaMethod(Integrator):
             dy = self.lu_solve(self._lu, base + c * f - y)
             y += dy
             norm = rms_norm(dy / scale)
+            if not norm < math.inf:              # singular matrix or overflow
+                return False, y, it
             if norm <= 1.0:
                 return True, y, it
             if norm_old is not None and norm >= norm_old:

@@ -76,6 +76,10 @@ class _CurvePair(ConstraintType):
                                                   "give theta")
         return [th]
 
+    def nu(self, par, qb, t, f, *, qe=None):
+        """Scleronomic: ``nu = 0``."""
+        return np.zeros((par.shape[0], 2))
+
     @staticmethod
     def _to_local(q, p):
         """Body coordinates (body at q = [x, y, phi]) of the global point p."""

@@ -19,9 +19,11 @@ Model-file spec (key ``curve`` of the types in :mod:`.cams`; exactly one shape k
             center: [x, y]}
         s(theta) = sum_k p_k theta^k + sum_k (a_k cos k theta + b_k sin k theta)
     curve: {polar: {theta: [...], s: [...], degrees: false, periodic: auto,
-                    bc: not-a-knot, slopes: [0, 0]}, center: [x, y]}
+                    bc: not-a-knot}, center: [x, y]}
         s(theta) = the cubic spline (scipy.interpolate.CubicSpline) through the table;
-        periodic (bc "periodic") when the table closes (span 2 pi, s[-1] == s[0])
+        periodic (bc "periodic") when the table closes (span 2 pi, s[-1] == s[0]);
+        else bc: not-a-knot | natural | clamped (zero end slopes) |
+        [[order, value], [order, value]] (s' or s'' given at the first / last point)
     curve: {xy: {theta: [...], x: [...], y: [...], periodic: false, bc: ...},
             center: [x, y]}
         parametric: c' = center + [x(theta), y(theta)], two cubic splines
@@ -160,23 +162,29 @@ def _spline_options(d, path: str, th: np.ndarray, values: dict[str, list[float]]
                                  f"({v[0]!r}), got {v[-1]!r}")
         if n < 3:
             raise ModelError(join(path, "theta"), "a periodic table needs at least 4 points")
-        if "bc" in d or "slopes" in d:
-            raise ModelError(join(path, "bc" if "bc" in d else "slopes"),
-                             "a periodic table has no end conditions")
+        if "bc" in d:
+            raise ModelError(join(path, "bc"), "a periodic table has no end conditions")
         return True, "periodic"
     bc = d.get("bc", "not-a-knot")
-    if bc not in SPLINE_BC:
-        raise ModelError(join(path, "bc"), f"expected one of {', '.join(SPLINE_BC)}, "
-                                           f"got {bc!r}")
-    if "slopes" in d:
-        if bc != "clamped":
-            raise ModelError(join(path, "slopes"), "end slopes are given only with "
-                                                   "bc: clamped")
+    if isinstance(bc, (list, tuple)):
+        bp = join(path, "bc")
         if len(values) != 1:
-            raise ModelError(join(path, "slopes"), "end slopes are only supported for "
-                                                   "polar tables")
-        sl = vector(d["slopes"], join(path, "slopes"), 2)
-        return False, ((1, sl[0]), (1, sl[1]))
+            raise ModelError(bp, "end derivatives are only supported for polar tables "
+                                 "(use a name: " + ", ".join(SPLINE_BC) + ")")
+        if len(bc) != 2:
+            raise ModelError(bp, f"expected [[order, value], [order, value]] for the first "
+                                 f"and the last point, got a list of {len(bc)}")
+        ends = []
+        for k, item in enumerate(bc):
+            order, val = vector(item, f"{bp}[{k}]", 2)
+            if order not in (1.0, 2.0):
+                raise ModelError(f"{bp}[{k}][0]", f"the derivative order must be 1 (s') or "
+                                                  f"2 (s''), got {order:g}")
+            ends.append((int(order), val))
+        return False, tuple(ends)
+    if bc not in SPLINE_BC:
+        raise ModelError(join(path, "bc"), f"expected one of {', '.join(SPLINE_BC)} or "
+                                           f"[[order, value], [order, value]], got {bc!r}")
     return False, bc
 
 
@@ -222,7 +230,7 @@ def parse_curve(value: Any, path: str) -> Curve:
         data[:len(poly) + 2 * nh] = poly + cos_ + sin_
     elif shape == "polar":
         td = mapping(d[shape], p)
-        check_keys(td, ("theta", "s", "degrees", "periodic", "bc", "slopes"), p,
+        check_keys(td, ("theta", "s", "degrees", "periodic", "bc"), p,
                    required=("theta", "s"))
         th = _numbers(td["theta"], join(p, "theta"), 2)
         s = _numbers(td["s"], join(p, "s"), 2)
@@ -389,11 +397,9 @@ def _candidates(curve: Curve, angle: float | None = None) -> np.ndarray:
     lo, hi = curve.domain()
     grid = np.linspace(lo, hi, 721)
     extra = []
-    if angle is not None:
-        mid = 0.5 * (lo + hi)
-        k0 = round((mid - angle) / TWO_PI)
-        extra = [angle + TWO_PI * k for k in range(k0 - 1, k0 + 2)]
-    return np.concatenate([grid, extra])
+    if angle is not None:       # the polar angle, shifted by whole turns nearest the domain
+        extra = [angle + TWO_PI * round((0.5 * (lo + hi) - angle) / TWO_PI)]
+    return np.concatenate([extra, grid])
 
 
 def _refine(curve: Curve, th: float, fun, lo: float, hi: float) -> float:

@@ -32,6 +32,7 @@ error naming the element and the time.
 from __future__ import annotations
 
 import importlib
+import os
 import math
 from typing import Any, Callable, Mapping
 
@@ -124,6 +125,14 @@ def resolve(spec: str, path: str) -> Callable:
     mod, _, attr = spec.partition(":")
     if not mod or not attr or not all(p.isidentifier() for p in mod.split(".") + attr.split(".")):
         raise ModelError(path, f"expected 'package.module:function', got {spec!r}")
+    # Model files are data: naming a module must not run its code unless the user
+    # opted in (or the program imported it already).
+    import sys
+    if mod not in sys.modules and os.environ.get("MBCORE_ALLOW_IMPORTS", "") != "1":
+        raise ModelError(path, f"module '{mod}' is not imported: a model file may only name "
+                               f"code the program has already imported or registered "
+                               f"(register_user_function), unless MBCORE_ALLOW_IMPORTS=1 "
+                               f"is set for trusted model files")
     try:
         module = importlib.import_module(mod)
     except Exception as exc:   # ImportError, or an error while importing
