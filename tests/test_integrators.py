@@ -7,6 +7,7 @@ tests/test_integrators_accuracy.py.  Spec references: spec/algorithms.md §2,
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -485,6 +486,29 @@ def test_step_size_underflow_names_the_time(cls):
     assert 1.0 - 1e-9 < exc.value.t < 1.0
 
 
+def test_errors_raised_by_the_problem_keep_their_type():
+    """A formulation's own error (e.g. its Newton iteration fails) reaches the caller
+    with its type and the partial result; other exceptions propagate untouched."""
+    def f(t, y):
+        if t > 0.5:
+            raise mbcore.ConvergenceError("position Newton diverged", t)
+        return osc(t, y)
+
+    with pytest.raises(mbcore.ConvergenceError, match=r"^t = 0\.5\d*: position Newton") \
+            as exc:
+        integrate(RK4, f, (0, 1), [1.0, 0.0], step=0.1)
+    assert exc.value.result.status == -1 and exc.value.result.t[-1] == pytest.approx(0.5)
+
+    class Custom(Exception):
+        pass
+
+    def g(t, y):
+        raise Custom("boom")
+
+    with pytest.raises(Custom):
+        integrate(DOPRI5, g, (0, 1), [1.0, 0.0])
+
+
 def test_fixed_step_newton_failure_names_the_time():
     # y' = -y^3 from y = 10 with h = 1: the predictor overshoots hopelessly and the
     # Newton iteration (fresh Jacobian) diverges
@@ -640,3 +664,32 @@ def test_event_with_output_times_and_errors():
         Event(lambda t, y: y[0], direction=2)
     with pytest.raises(MbcoreError, match="terminal must be"):
         Event(lambda t, y: y[0], terminal=-1)
+
+
+# ---------------------------------------------------------------------------------
+# documentation stays current
+# ---------------------------------------------------------------------------------
+DOC = Path(__file__).resolve().parents[1] / "docs" / "integrators.md"
+
+
+def test_every_builtin_integrator_and_option_is_documented():
+    doc = DOC.read_text()
+    for cls in INTEGRATORS:
+        assert f"\n### {cls.name}" in doc, cls.name
+        section = doc.split(f"\n### {cls.name}", 1)[1].split("\n### ", 1)[0]
+        for key in cls.options:
+            assert f"`{key}`" in section, f"{cls.name}.{key} undocumented"
+
+
+def test_the_third_party_example_in_the_docs_runs():
+    doc = DOC.read_text()
+    block = doc.split("### A third-party integrator", 1)[1].split("```python\n", 1)[1]
+    block = block.split("```", 1)[0]
+    ns: dict = {}
+    exec(compile(block, "docs/integrators.md", "exec"), ns)
+    pm = PluginManager(load_entrypoints=False)
+    pm.register(ns["MyPlugin"](), name="myplugin")
+    res = integrate("ralston", osc, (0, 1), [1.0, 0.0], step=0.01, registry=pm.registry,
+                    t_out=[0.5, 1.0])
+    assert res.stats.nfev == 201 and res.stats.nsteps == 100
+    np.testing.assert_allclose(res.y, osc_exact(res.t), atol=3e-5)

@@ -451,10 +451,11 @@ def test_bdf_needs_twenty_times_fewer_evaluations_than_explicit_methods(name):
     ref = solve_ivp(fun, span, y0, method="Radau", jac=jac, rtol=1e-11,
                     atol=np.asarray(tol["atol"]) * 1e-4, t_eval=[span[1]]).y[:, -1]
     counts = {}
-    for cls in (BDF, DOPRI5, BS23):
+    for cls in (BDF, DOPRI5, BS23, AdamsPECE):
         res = integrate(cls, fun, span, y0, t_out=[span[1]], **tol)
         assert scaled_error(res.y[-1], ref, tol["rtol"], tol["atol"]) < 10, cls.name
         counts[cls.name] = res.stats.nfev
-    # measured: robertson bdf 303 / dopri5 ~63000; vdp 110 / 32000; chain 480 / 42000
-    assert counts["dopri5"] >= 20 * counts["bdf"], counts
-    assert counts["bs23"] >= 20 * counts["bdf"], counts
+    # measured nfev (bdf / dopri5 / bs23 / abm): robertson 381 / 49634 / 28235 / 30758;
+    # vdp1000 168 / 31706 / 17990 / 20197; chain 669 / 42308 / 24137 / 26591
+    for explicit in ("dopri5", "bs23", "abm"):
+        assert counts[explicit] >= 20 * counts["bdf"], counts

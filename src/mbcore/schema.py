@@ -115,7 +115,7 @@ class Param:
     """One parameter of an element type.
 
     ``kind`` is one of ``body``, ``vec2``, ``number``, ``choice``, ``function``,
-    ``string``.  ``default`` of ``None`` with ``required=False`` means the type
+    ``string``, ``bool`` (true/false; also yes/no).  ``default`` of ``None`` with ``required=False`` means the type
     computes a default itself (e.g. from the initial configuration).
     """
 
@@ -156,6 +156,12 @@ class Param:
             return ctx.function(value, path) if ctx is not None else value
         if k == "string":
             return string(value, path)
+        if k == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("yes", "no", "true", "false"):
+                return value.lower() in ("yes", "true")
+            raise ModelError(path, f"expected true or false, got {_describe(value)}")
         raise ModelError(path, f"internal: unknown parameter kind {k!r}")
 
     def default_value(self) -> Any:

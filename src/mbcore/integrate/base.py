@@ -262,9 +262,9 @@ class Integrator:
        count ``nfev``, ``njev``, ``nlu``, ``nlu_solves`` and turn a non-finite
        result into :class:`NonFiniteError` naming the time.  The array returned
        by ``self.fun`` is valid only until the next call (a compiled multibody
-       right-hand side may return its own buffer): copy what you keep.  Never
-       modify an array you passed to ``self.fun``'s caller-owned ``y``
-       (problems treat ``y`` as a trial state, spec §0.3).
+       right-hand side may return its own buffer): copy what you keep.  The
+       problem, in turn, must not modify the ``y`` it is given (a trial state,
+       spec §0.3), and the integrator never modifies the user's ``y0``.
     6. Report what the base class cannot see: ``self._reject_error_test()`` and
        ``self._reject_newton()`` for each rejected attempt,
        ``self._newton_iterations(k)`` for Newton iterations.
@@ -291,7 +291,9 @@ class Integrator:
     t_bound, direction : end time and integration direction (+1 or -1).
     step_size : size |t - t_old| of the last accepted step (None before the first).
     status : ``'running'``, ``'finished'`` or ``'failed'``; ``message`` says why.
-    error : the :class:`IntegrationError` that made the integrator fail, or None.
+    error : the exception (:class:`IntegrationError`, or an
+        :class:`~mbcore.errors.AnalysisError` raised by the problem) that made the
+        integrator fail, or None.
     stats : :class:`Statistics`.
     opts : resolved option values.
     """
@@ -339,7 +341,7 @@ class Integrator:
         self.step_size: float | None = None
         self.status = "running"
         self.message: str | None = None
-        self.error: IntegrationError | None = None
+        self.error: AnalysisError | None = None
         self.stats = Statistics()
         self.opts = self._resolve_options(options)
         self._user_fun = fun
@@ -388,7 +390,7 @@ class Integrator:
             rtol = out["rtol"]
             if np.any(np.asarray(rtol) < 100 * EPS):
                 out["rtol"] = np.maximum(rtol, 100 * EPS) if np.ndim(rtol) else 100 * EPS
-            if self.opts_require_positive_tol(out):
+            if self._zero_tolerance(out):
                 raise IntegratorOptionError(self._label, "atol",
                                             "rtol and atol are both zero for some component")
         if out.get("first_step") is not None and out["first_step"] > abs(self.t_bound - self.t0) \
@@ -399,7 +401,7 @@ class Integrator:
         return out
 
     @staticmethod
-    def opts_require_positive_tol(out: dict[str, Any]) -> bool:
+    def _zero_tolerance(out: dict[str, Any]) -> bool:
         if "atol" not in out:
             return False
         return bool(np.any((np.asarray(out["atol"]) + np.asarray(out["rtol"])) <= 0))
@@ -491,8 +493,8 @@ class Integrator:
         self.stats.nnewton_iter += k
 
     def _min_step(self, t: float) -> float:
-        """Smallest meaningful step at time t (round-off limit)."""
-        return 10.0 * EPS * max(abs(t), abs(self.t_bound - self.t0) * 1e-3, 1e-300)
+        """Smallest meaningful step at time t: ten units of round-off of t."""
+        return 10.0 * EPS * max(abs(t), 1e-300)
 
     def _step_too_small(self, h: float, why: str = "") -> None:
         raise StepSizeError(
@@ -511,9 +513,13 @@ class Integrator:
         try:
             success, message = self._step_impl()
         except AnalysisError as exc:
+            # integrator errors, and errors of the problem that name their time (e.g. a
+            # formulation's ConvergenceError), keep their type; other exceptions of the
+            # right-hand side propagate unchanged
             success, message = False, str(exc)
-            self.error = exc if isinstance(exc, IntegrationError) else IntegrationError(
-                getattr(exc, "reason", str(exc)), exc.t if exc.t is not None else t)
+            if exc.t is None:
+                exc.t = t
+            self.error = exc
         if not success:
             self.status = "failed"
             if self.error is None:

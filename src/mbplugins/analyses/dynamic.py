@@ -48,8 +48,8 @@ class DynamicAnalysis(Analysis):
         "repartition_factor": Param("number", "re-partition threshold (cp)", required=False,
                                     positive=True),
         "beta": Param("number", "Baumgarte beta (cs)", required=False),
-        "assemble": Param("choice", "correct the initial state to the nearest consistent one",
-                          default="yes", choices=("yes", "no")),
+        "assemble": Param("bool", "correct the initial state to the nearest consistent one",
+                          default=True),
         "hold": Param("string", "comma-separated coordinates kept at their estimates "
                                 "during assembly (e.g. 'crank.phi')", required=False),
     }
@@ -133,7 +133,7 @@ class DynamicAnalysis(Analysis):
             t_out = np.append(t_out, t1)
         st = sysm.initial_state(t0)
         q, qd = st.q, st.qd
-        if s["assemble"] == "yes" and sysm.m:
+        if s["assemble"] and sysm.m:
             hold = [c.strip() for c in (s.get("hold") or "").split(",") if c.strip()]
             for c in hold:
                 if c not in sysm.coordinate_names:

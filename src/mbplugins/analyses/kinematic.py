@@ -312,7 +312,8 @@ class KinematicAnalysis(Analysis):
 
     def _assembly_report(self, q_est, q):
         """How far assembly moved each body from its estimates (spec §4.8)."""
-        d = (q - q_est).reshape(-1, 3)
+        nb = 3 * self.system.nb
+        d = (q[:nb] - q_est[:nb]).reshape(-1, 3)
         move = np.hypot(d[:, 0], d[:, 1])
         k = int(np.argmax(move)) if len(move) else 0
         self.stats["assembly_max_move"] = float(move.max()) if len(move) else 0.0

@@ -37,7 +37,9 @@ class StaticAnalysis(Analysis):
     settings_schema = {
         "t_start": Param("number", "time at which loads are evaluated", default=0.0),
         "method": Param("choice", "solution method", default="newton",
-                        choices=("newton", "modified_newton", "partitioned", "energy")),
+                        choices=("newton", "modified_newton", "partitioned", "energy",
+                                 "given")),
+        "assemble": Param("bool", "assemble the estimates first", default=True),
         "tolerance": Param("number", "residual tolerance (forces and Phi)", default=1e-10,
                            positive=True),
         "max_iterations": Param("number", "iterations", default=100, positive=True),
@@ -53,6 +55,10 @@ class StaticAnalysis(Analysis):
                               "joint-local reaction components (docs/constraints.md)"))
         if s.force_labels:
             ch.append(Channel("forces", list(s.force_labels), "force element outputs"))
+        if s.point_names:
+            ch.append(Channel("points", [f"{p}.{c}" for p in s.point_names
+                                         for c in ("x", "y", "xd", "yd", "xdd", "ydd")],
+                              "named points"))
         ch.append(Channel("energy", ["potential"], "potential energy"))
         ch.append(Channel("solver", ["iterations", "force_residual", "phi_norm"],
                           "iterations and final residuals"))
@@ -64,7 +70,7 @@ class StaticAnalysis(Analysis):
         t = st["t_start"]
         self.t = t
         q0 = s.initial_state(t).q
-        if s.m:
+        if s.m and st["assemble"]:
             rep = assemble(s, q0, np.zeros(s.n), t)
             q0 = rep.q
             event(t, "assembly", rep.summary())
@@ -72,7 +78,8 @@ class StaticAnalysis(Analysis):
         if method == "energy":
             self._check_conservative()
         solve = {"newton": self._newton, "modified_newton": self._newton,
-                 "partitioned": self._partitioned, "energy": self._energy}[method]
+                 "partitioned": self._partitioned, "energy": self._energy,
+                 "given": self._given}[method]
         q, lam, it = solve(q0.copy(), modified=(method == "modified_newton"))
         r, phi = self._residual(q, lam)
         fr = float(np.max(np.abs(r))) if r.size else 0.0
@@ -87,6 +94,8 @@ class StaticAnalysis(Analysis):
             data["reactions_local"] = s.reactions_local(q, t, lam)
         if s.force_labels:
             data["forces"] = s.force_outputs(q, np.zeros(s.n), t)
+        if s.point_names:
+            data["points"] = s.point_kinematics(q, np.zeros(s.n), np.zeros(s.n)).ravel()
         record(t, data)
 
     # ---------------------------------------------------------------------------
@@ -249,9 +258,17 @@ class StaticAnalysis(Analysis):
                                  f"loads; '{bad}' ({fg.ftype.name}) has no potential: use "
                                  f"'newton' or 'partitioned'")
 
+    def _given(self, q, modified=False):
+        """The multipliers at the given configuration, without moving it: the
+        structure / DAP STATIC case (004 §9.5, Eq 9.57) — least squares
+        ``Phi_q^T lam = -Q``; the residual says whether it is an equilibrium."""
+        return q, self._initial_lam(q), 0
+
     def _energy(self, q, modified=False):
         s = self.system
         u, v = self._partition(q)
+        if len(v) == 0:            # no degree of freedom: the assembly is the answer
+            return q, self._reduced(q, u, v)[1], 0
         base = q.copy()
         n_eval = [0]
 

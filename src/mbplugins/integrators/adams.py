@@ -155,7 +155,6 @@ class AdamsPECE(Integrator):
         if self._neq >= k1 and h == self._h_last:
             # uniform history: the constant-step values (spec §2.6: g_i = γ_{i-1})
             return h * _ARANGE[1:k1 + 1], _ONES, _ONES, GAMMA
-        k1 = k + 1
         psi_old = np.cumsum(self._hs[:k1])                     # ψ_j(n), j=1..k+1
         psi_new = h + np.concatenate(([0.0], psi_old[:k]))      # ψ_j(n+1)
         alpha = h / psi_new                                     # α_1..α_{k+1}

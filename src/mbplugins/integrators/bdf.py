@@ -249,7 +249,7 @@ class BDF(Integrator):
             D[i] += D[i + 1]
         self._dense = (h, D[:k + 1].copy())
         self.order = k
-        self._jac_current = False
+        self._jac_current = self._jac_constant is not None   # a constant J is never stale
         self._jac_age += 1
         if self._jac_age >= self.opts["jac_max_age"]:
             self._J = None

@@ -82,7 +82,8 @@ class EmbeddedRK(Integrator):
                 self._step_too_small(h_abs)
             h = self.direction * h_abs
             t_new = t + h
-            if self.direction * (t_new - self.t_bound) > 0:
+            if self.direction * (t_new - self.t_bound) > 0 or \
+                    abs(self.t_bound - t_new) < min_step:
                 t_new = self.t_bound
             h = t_new - t
             h_abs = abs(h)

@@ -99,7 +99,7 @@ class ThetaMethod(Integrator):
                     f"{self.opts['newton_maxiter']} iterations with step {abs(h):.3e} "
                     f"(fresh Jacobian); reduce 'step' or loosen 'newton_rtol'", t_new)
             self._J = None          # stale: re-evaluate and retry once
-        self._jac_current = False
+        self._jac_current = self._jac_constant is not None
         self._y_old, self._f_old = y_n, f_n
         self.t, self.y = t_new, y_new
         self._f = self._end_derivative(t_new, y_n, y_new, f_n, h)

@@ -352,41 +352,45 @@ def _spline_jet(b: np.ndarray, th: np.ndarray, which: int):
     return y0, y1, y2, y3
 
 
+def _polar(b: np.ndarray, t: np.ndarray, s):
+    """c', c'_th, c'_thth, c'_ththth of polar blocks b from their jets s."""
+    s0, s1, s2, s3 = s
+    co, si = np.cos(t), np.sin(t)
+    e = np.stack([co, si], -1)
+    ep = np.stack([-si, co], -1)
+    return (b[:, 3:5] + s0[:, None] * e,
+            s1[:, None] * e + s0[:, None] * ep,
+            (s2 - s0)[:, None] * e + (2.0 * s1)[:, None] * ep,
+            (s3 - 3.0 * s1)[:, None] * e + (3.0 * s2 - s0)[:, None] * ep)
+
+
+def _xy(b: np.ndarray, t: np.ndarray):
+    xj = _spline_jet(b, t, 0)
+    yj = _spline_jet(b, t, 1)
+    out = [np.stack([xj[k], yj[k]], -1) for k in range(4)]
+    out[0] = out[0] + b[:, 3:5]
+    return tuple(out)
+
+
+def _one_kind(b: np.ndarray, t: np.ndarray, kind: float):
+    if kind == K_XY_SPLINE:
+        return _xy(b, t)
+    return _polar(b, t, _series_jet(b, t) if kind == K_SERIES else _spline_jet(b, t, 0))
+
+
 def evaluate(block: np.ndarray, th: np.ndarray):
     """Body-frame ``c', c'_th, c'_thth, c'_ththth`` (each (ne, 2)) of packed curve
     blocks (ne, CURVE_SIZE) at theta (ne,)."""
     block = np.asarray(block, dtype=float)
     th = np.asarray(th, dtype=float)
-    ne = block.shape[0]
     kind = block[:, 0]
-    out = [np.zeros((ne, 2)) for _ in range(4)]
-    polar = kind != K_XY_SPLINE
-    if polar.any():
-        sel = np.nonzero(polar)[0]
-        b, t = block[sel], th[sel]
-        ser = b[:, 0] == K_SERIES
-        s = [np.zeros(len(sel)) for _ in range(4)]
-        for mask, fn in ((ser, lambda bb, tt: _series_jet(bb, tt)),
-                         (~ser, lambda bb, tt: _spline_jet(bb, tt, 0))):
-            if mask.any():
-                for k, v in enumerate(fn(b[mask], t[mask])):
-                    s[k][mask] = v
-        s0, s1, s2, s3 = s
-        co, si = np.cos(t), np.sin(t)
-        e = np.stack([co, si], -1)
-        ep = np.stack([-si, co], -1)
-        out[0][sel] = b[:, 3:5] + s0[:, None] * e
-        out[1][sel] = s1[:, None] * e + s0[:, None] * ep
-        out[2][sel] = (s2 - s0)[:, None] * e + (2.0 * s1)[:, None] * ep
-        out[3][sel] = (s3 - 3.0 * s1)[:, None] * e + (3.0 * s2 - s0)[:, None] * ep
-    if (~polar).any():
-        sel = np.nonzero(~polar)[0]
-        b, t = block[sel], th[sel]
-        xj = _spline_jet(b, t, 0)
-        yj = _spline_jet(b, t, 1)
-        for k in range(4):
-            out[k][sel] = np.stack([xj[k], yj[k]], -1)
-        out[0][sel] += b[:, 3:5]
+    if kind.size and np.all(kind == kind[0]):        # one kind (the usual case)
+        return _one_kind(block, th, kind[0])
+    out = [np.zeros((block.shape[0], 2)) for _ in range(4)]
+    for k in np.unique(kind):
+        sel = np.nonzero(kind == k)[0]
+        for o, v in zip(out, _one_kind(block[sel], th[sel], k)):
+            o[sel] = v
     return tuple(out)
 
 
