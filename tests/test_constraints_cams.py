@@ -359,14 +359,9 @@ def check_series(res, key, f, tol=1e-8, dtol=1e-7, ddtol=2e-6):
 
 E, RC, RR, W = 0.3, 1.0, 0.25, 2.0      # eccentricity, cam radius, roller radius, rad/s
 
-# Known core bugs with artificial coordinates (outside the curve pairs), reported:
-# kinematic.py _assembly_report reshapes q (length 3 nb + n_extra) into (-1, 3); the
+# Known core bug with artificial coordinates (outside the curve pairs), reported: the
 # mass-weighted assembly (dynamic, static) divides by the zero mass of theta.  Narrow
-# ``raises`` so that any other failure of these tests still fails.
-KINEMATIC_BUG = pytest.mark.xfail(
-    raises=ValueError, strict=False,
-    reason="mbcore bug: kinematic _assembly_report reshapes q with artificial "
-           "coordinates into (-1, 3)")
+# ``raises`` so that any other failure of the test still fails.
 ASSEMBLY_BUG = pytest.mark.xfail(
     raises=np.linalg.LinAlgError, strict=False,
     reason="mbcore bug: mass-weighted assembly uses 1/sqrt(0) for massless theta")
@@ -384,7 +379,6 @@ def _cam_base(name, follower_y):
     return m
 
 
-@KINEMATIC_BUG
 def test_eccentric_cam_roller_follower_closed_form_and_distance_model(backend):
     """Circular cam (radius RC, centre at e from the pivot) and a roller (RR) on a
     follower translating along the line through the pivot.  With the disc centre
@@ -417,7 +411,6 @@ def test_eccentric_cam_roller_follower_closed_form_and_distance_model(backend):
                                    atol=1e-9, err_msg=ch)
 
 
-@KINEMATIC_BUG
 def test_flat_faced_follower_on_circular_cam(backend):
     """Flat face (normal -y, at the follower origin) on the eccentric circle:
     lift y = e sin phi + R; the contact is the top of the disc, theta = pi/2 - phi.
@@ -439,7 +432,6 @@ def test_flat_faced_follower_on_circular_cam(backend):
                                    atol=1e-9, err_msg=ch)
 
 
-@KINEMATIC_BUG
 def test_pin_in_circular_slot_equals_revolute_and_link(backend):
     """A slider (pin at its origin, on the global x axis) driven by a crank with a
     circular slot of radius RS centred at C' = (a, 0) on the crank.  Equivalent: a
@@ -477,7 +469,6 @@ def test_pin_in_circular_slot_equals_revolute_and_link(backend):
         assert (th - want + math.pi) % (2 * math.pi) - math.pi == pytest.approx(0, abs=1e-9)
 
 
-@KINEMATIC_BUG
 def test_table_4_1_cam_full_revolution_point_follower(backend):
     """004 Table 4.1 outline as a periodic spline, cam turning one full revolution
     about its polar centre; a point follower on the vertical line through the
@@ -513,35 +504,62 @@ def test_table_4_1_cam_full_revolution_point_follower(backend):
 # ---------------------------------------------------------------------------------
 # dynamics: contact force normal to the curve, energy balance, local reactions
 # ---------------------------------------------------------------------------------
-@ASSEMBLY_BUG
-def test_dynamic_cam_roller_with_spring(backend):
-    """A free cam (series outline) driving a roller follower held on it by a
-    compression spring, under gravity; no damping.  The massless theta row gives
-    Phi_theta^T lam = 0 (frictionless contact force normal to the curve), the
-    energy balance T + V - work is constant, the contact stays compressive, and the
-    documented ``normal`` rebuilds the global reaction on the follower."""
-    spec = {"polar_series": {"polynomial": [1.0], "cosine": [0.15], "sine": [0.0, 0.05]}}
+DYN_CURVE = {"polar_series": {"polynomial": [1.0], "cosine": [0.15], "sine": [0.0, 0.05]}}
+
+
+def _cam_dynamic_model(backend, assemble, y0=1.4, theta=None, omega0=12.0):
     m = Model("cam_dynamic")
     m.set_gravity(0.0, -9.81)
     # (the NumPy reference path costs ~2 ms per right-hand side: a shorter run)
     m.settings.update({"analysis": "dynamic", "integrator": "dopri5",
                        "t_end": 1.0 if backend == "compiled" else 0.3, "output_step": 0.02,
-                       "hold": "cam.phi"})
+                       "assemble": assemble, "hold": "cam.phi"})
     m.add_body("cam", position=(0, 0), angle=0.0, mass=2.0, inertia=0.3,
-               angular_velocity=12.0)
-    m.add_body("follower", position=(0.0, 1.4), angle=0.0, mass=0.5, inertia=0.01)
+               angular_velocity=omega0)
+    m.add_body("follower", position=(0.0, y0), angle=0.0, mass=0.5, inertia=0.01)
     m.add_joint("revolute", "A", body_i="cam", body_j="ground", point_i=(0, 0), point_j=(0, 0))
     m.add_joint("translational", "T", body_i="ground", body_j="follower", axis=(0, 1))
-    m.add_joint("cam_roller", "roll", body_i="cam", body_j="follower", curve=spec, radius=0.2)
+    m.add_joint("cam_roller", "roll", body_i="cam", body_j="follower", curve=DYN_CURVE,
+                radius=0.2, theta=theta)
     m.add_force("tsda", "spring", body_i="ground", body_j="follower", point_i=(0, 3.0),
                 stiffness=60.0, free_length=3.0)
+    return m
+
+
+@pytest.mark.parametrize("assemble", ["no", pytest.param("yes", marks=ASSEMBLY_BUG)])
+def test_dynamic_cam_roller_with_spring(backend, assemble):
+    """A free cam (series outline) driving a roller follower held on it by a
+    compression spring, under gravity; no damping.  The massless theta row gives
+    Phi_theta^T lam = 0 (frictionless contact force normal to the curve), the
+    energy balance T + V - work is constant, the contact stays compressive, and the
+    documented ``normal`` rebuilds the global reaction on the follower.
+
+    ``assemble: no`` starts from rest at a consistent configuration (solved here; a
+    theta rate cannot be given as an initial estimate); ``assemble: yes`` from rough
+    estimates with the cam spinning (its angle and rate held during assembly)."""
+    if assemble == "no":
+        sysm = _cam_dynamic_model(backend, "no").compile(kernels="numpy")
+        q = sysm.initial_state().q
+        free = np.array([c != "cam.phi" for c in sysm.coordinate_names])
+        for _ in range(30):      # Gauss-Newton for the consistent configuration
+            dq, *_ = np.linalg.lstsq(sysm.jacobian_dense(q, 0.0)[:, free],
+                                     -sysm.phi(q, 0.0), rcond=None)
+            q[free] += dq
+        assert np.abs(sysm.phi(q, 0.0)).max() < 1e-14
+        m = _cam_dynamic_model(backend, "no", y0=q[4], theta=q[6], omega0=0.0)
+    else:
+        m = _cam_dynamic_model(backend, "yes")
     res = run(m, kernels=backend)
     sysm = res.system
     bal = res["energy/balance"]
     assert np.ptp(bal) < 1e-6 * np.abs(res["energy/total"]).max()
-    assert np.ptp(res["q:cam.phi"]) > (8.0 if backend == "compiled" else 2.5)  # it turns
+    if assemble == "yes":
+        assert np.ptp(res["q:cam.phi"]) > (8.0 if backend == "compiled" else 2.5)  # it turns
+    else:
+        assert np.ptp(res["q:cam.phi"]) > (0.3 if backend == "compiled" else 0.05)
+    assert res["violation/position"].max() < 1e-8
     it = sysm.coordinate_index("roll.theta")
-    curve = parse_curve(spec, "c")
+    curve = parse_curve(DYN_CURVE, "c")
     lam_names = [f"lam:{c}" for c in sysm.constraint_names]
     normal = res["reactions_local:roll.normal"]
     assert normal.min() > 0.0                               # contact kept
@@ -562,7 +580,6 @@ def test_dynamic_cam_roller_with_spring(backend):
         assert abs(F @ (A @ g)) <= 1e-7 * np.hypot(*F) * np.hypot(*g)
 
 
-@KINEMATIC_BUG
 def test_local_reactions_of_point_flat_and_slot(backend):
     """Kinetostatic runs (lam from the equations of motion): the documented
     ``normal`` of cam_point / cam_flat / slot is the contact force along the curve

@@ -71,3 +71,41 @@ def test_cp_same_accelerations_and_multipliers_at_a_state(runs):
     k = 123
     np.testing.assert_allclose(cp["qdd"][k], di["qdd"][k], atol=1e-6)
     np.testing.assert_allclose(cp["lam"][k], di["lam"][k], atol=1e-6 * (1 + np.abs(di["lam"][k]).max()))
+
+
+def test_projection_keeps_constraints_and_agrees_with_cp_and_di(runs):
+    cp, di = runs
+    pr = mbcore.run(free_slider_crank(), settings={"formulation": "projection", "rtol": 1e-11,
+                                                   "atol": 1e-13, "hold": "crank.phi"})
+    assert np.max(pr["violation/position"]) <= 1e-10
+    assert np.max(pr["violation/velocity"]) <= 1e-10
+    np.testing.assert_allclose(pr["q"], cp["q"], atol=1e-7)
+    np.testing.assert_allclose(pr["q"], di["q"], atol=1e-7)
+
+
+def test_projection_at_loose_tolerance_beats_di_drift():
+    loose = {"rtol": 1e-6, "atol": 1e-8, "hold": "crank.phi", "t_end": 5.0}
+    pr = mbcore.run(free_slider_crank(), settings={"formulation": "projection", **loose})
+    di = mbcore.run(free_slider_crank(), settings={"formulation": "di", **loose})
+    assert np.max(pr["violation/position"]) <= 1e-10 < np.max(di["violation/position"])
+    assert np.max(pr["violation/velocity"]) <= 1e-10
+    assert pr.stats["projections"] > 0
+
+
+def test_all_formulations_same_accelerations_and_multipliers_at_a_state(runs):
+    """DI, CS, CP, projection: same qdd and lam at the same consistent state."""
+    from mbcore.plugins import registry
+    cp, _ = runs
+    s = cp.system
+    k = 77
+    q, qd, t = cp["q"][k], cp["qd"][k], cp.t[k]
+    ref = None
+    for name in ("di", "cs", "projection"):
+        f = registry().get("formulation", name)(s)
+        qq, qqd, qdd, lam = (np.array(x) for x in f.outputs(t, f.pack(q, qd)))
+        if ref is None:
+            ref = (qdd, lam)
+        np.testing.assert_allclose(qdd, ref[0], atol=1e-10 * (1 + np.abs(ref[0]).max()))
+        np.testing.assert_allclose(lam, ref[1], atol=1e-10 * (1 + np.abs(ref[1]).max()))
+    np.testing.assert_allclose(cp["qdd"][k], ref[0], atol=1e-9 * (1 + np.abs(ref[0]).max()))
+    np.testing.assert_allclose(cp["lam"][k], ref[1], atol=1e-9 * (1 + np.abs(ref[1]).max()))

@@ -96,6 +96,7 @@ def _check_t_out(t_out, t0: float, tf: float, label: str) -> np.ndarray:
 def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
               t_out=None, events=(), on_output: Callable | None = None,
               jac=None, store: bool = True, max_steps: int | None = None,
+              post_step: Callable | None = None,
               event_xtol: float | None = None, raise_on_failure: bool = True,
               registry=None, **options: Any) -> IntegrationResult:
     """Integrate ``y' = fun(t, y)`` over ``t_span = (t0, tf)`` from ``y0``.
@@ -117,6 +118,11 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
     jac : Jacobian for implicit methods: a callable ``jac(t, y)`` or a constant
         ``(n, n)`` array; default finite differences.  Ignored by explicit methods.
     store : keep the outputs in the result (False: stream through ``on_output``).
+    post_step : ``post_step(t, y) -> y_new | None`` called after every accepted step
+        (not at a terminal event); a returned state replaces ``y`` (coordinate
+        projection, spec/algorithms.md §4.5) and the integrator is restarted there
+        (multistep history is discarded).  Outputs exactly at the step end use the
+        new state; outputs inside the step use the step's dense output.
     max_steps : fail after this many accepted steps.
     event_xtol : absolute time tolerance of event location (default: 4 eps |t|).
     raise_on_failure : raise the integrator's error (with ``.result`` attached,
@@ -186,6 +192,11 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
                 if recs[-1].terminal:
                     terminal = True
                     t_stop = recs[-1].t
+        y_post = None
+        if post_step is not None and not terminal:
+            y_post = post_step(t_new, y_new)
+            if y_post is not None:
+                y_new = np.array(y_post, dtype=float)
         if outs is None:
             if terminal:
                 emit(t_stop, recs[-1].y.copy())
@@ -210,6 +221,8 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
             status, message = TERMINAL_EVENT, f"terminal event '{recs[-1].name}' at " \
                                               f"t = {t_stop:.9g}"
             break
+        if y_post is not None and integ.status == "running":
+            integ.restart(t_new, y_new)
         if max_steps is not None and integ.stats.nsteps >= max_steps \
                 and integ.status == "running":
             error = IntegrationError(f"max_steps = {max_steps} reached before t_bound = "

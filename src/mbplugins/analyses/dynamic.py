@@ -168,6 +168,10 @@ class DynamicAnalysis(Analysis):
 
         def on_output(t, y):
             size = form.size
+            if hasattr(form, "project"):       # report consistent states (spec §4.5)
+                yp = form.project(t, y[:size], count=False)
+                if yp is not None:
+                    y = np.concatenate([yp, y[size:]])
             qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
             T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
             W = float(y[size])
@@ -194,6 +198,15 @@ class DynamicAnalysis(Analysis):
                 return True          # stop here; the loop re-partitions and restarts
             return None
 
+        post_step = None
+        if hasattr(form, "project"):
+            def post_step(t, y):          # projection formulation: after every step
+                size = form.size
+                yp = form.project(t, y[:size])
+                if yp is None:
+                    return None
+                return np.concatenate([yp, y[size:]])
+
         contacts = ContactSet(sysm, sysm.model.contacts) if sysm.model.contacts else None
         events = []
         if contacts is not None:
@@ -210,7 +223,7 @@ class DynamicAnalysis(Analysis):
                 try:
                     res = integrate(self.icls, fun, (t_cur, t1), y_cur, t_out=outs,
                                     store=False, on_output=on_output, events=events,
-                                    **self.integrator_options)
+                                    post_step=post_step, **self.integrator_options)
                 except RestartRequest as exc:
                     # the formulation cannot continue: restart from the last output
                     if not last or (last["t"] == t_cur and restarts_here >= 2):
@@ -255,6 +268,8 @@ class DynamicAnalysis(Analysis):
         self.stats["integrator"] = self.icls.name
         self.stats["formulation"] = form.name
         self.stats["restarts"] = self._restarts
+        if hasattr(form, "projections"):
+            self.stats["projections"] = form.projections
 
     _restarts = 0
 

@@ -1,5 +1,6 @@
 """Built-in formulations of the equations of motion (spec/algorithms.md §4)."""
 from .baumgarte import DI, CS
 from .partitioning import CP
+from .projection import Projection
 
-FORMULATIONS = [DI, CS, CP]
+FORMULATIONS = [DI, CS, CP, Projection]
