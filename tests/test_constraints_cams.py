@@ -121,6 +121,9 @@ def test_every_curve_pair_is_exercised_and_compiled(model, backend):
                                           ("cp1", "cp2", "cr1", "cr2", "cf1", "cf2", "s1", "s2")]
     if backend == "compiled":
         assert all(g.compiled for g in sysm.groups)
+        from mbcore._ext import _planar
+        assert _planar.CURVE_BLOCK == CURVE_SIZE
+        assert all(_planar.KERNELS[t][3:] == (GEOM + CURVE_SIZE, 0, 1) for t in CAM_TYPES)
     q0 = sysm.initial_state().q
     assert q0[12:].tolist() == [0.4, -2.5, 1.0, 7.0, 0.3, 2.0, 1.5, 0.5]   # given thetas
 
@@ -292,6 +295,8 @@ def test_table_4_1_periodic_outline():
 
 def test_curve_block_layout():
     assert parse_curve(CIRCLE, "c").block.shape == (CURVE_SIZE,)
+    assert parse_curve(CIRCLE, "c") == parse_curve(dict(CIRCLE), "d")
+    assert parse_curve(CIRCLE, "c") != parse_curve({"radius": 0.7}, "c")
     c = parse_curve({"radius": 2.0}, "c")
     assert c.periodic and c.domain() == (-math.pi, math.pi)
     np.testing.assert_allclose(c([0.3])[0][0], 2.0 * np.array([math.cos(0.3), math.sin(0.3)]))
@@ -758,6 +763,16 @@ drivers:
     assert again.coordinate_names == sysm.coordinate_names
     par = [[g.par for g in s.groups if g.ctype.name == "cam_point"][0] for s in (sysm, again)]
     np.testing.assert_array_equal(par[0], par[1])
+    # Python API: a parsed curve (numpy data) is stored as plain model-file data
+    api = Model("api")
+    api.add_body("cam")
+    api.add_body("f", position=(0.0, 2.0))
+    curve = parse_curve({"polar": {"theta": np.linspace(0, 2 * np.pi, 9), "s": np.ones(9)}},
+                        "c")
+    api.add_joint("cam_point", "p", body_i="cam", body_j="f", curve=curve)
+    api.save(tmp_path / "api.json")
+    loaded = Model.from_file(tmp_path / "api.json").compile(kernels="numpy")
+    assert loaded.groups[0].par[0, GEOM:].tolist() == curve.block.tolist()
     bad = text.replace("degrees: true", "degrees: true, bc: natural, periodic: true")
     with pytest.raises(ModelError, match=r"joints\[2\]\.curve\.polar\.bc: a periodic table"):
         Model.from_text(bad).compile(kernels="numpy")

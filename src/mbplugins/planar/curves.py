@@ -72,14 +72,25 @@ TWO_PI = 2.0 * math.pi
 # =====================================================================================
 # the curve value object
 # =====================================================================================
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Curve:
-    """A validated curve spec (see the module docstring) and its packed block."""
+    """A validated curve spec (see the module docstring) and its packed block.
+    Curves are equal when their packed blocks are."""
 
     shape: str                                  # one of SHAPES
     center: tuple[float, float]
     spec: dict = field(compare=False, repr=False)
     block: np.ndarray = field(compare=False, repr=False)
+
+    def to_spec(self) -> dict:
+        """The model-file data of this curve (plain lists and numbers)."""
+        return _plain(self.spec)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Curve) and np.array_equal(self.block, other.block)
+
+    def __hash__(self) -> int:
+        return hash(self.block.tobytes())
 
     @property
     def periodic(self) -> bool:
@@ -101,8 +112,8 @@ class Curve:
     def __call__(self, theta):
         """``(c', c'_th, c'_thth, c'_ththth)`` in body coordinates, each (..., 2)."""
         th = np.atleast_1d(np.asarray(theta, dtype=float))
-        out = evaluate(np.broadcast_to(self.block, th.shape + (CURVE_SIZE,)).reshape(-1, CURVE_SIZE),
-                       th.ravel())
+        blocks = np.broadcast_to(self.block, (th.size, CURVE_SIZE))
+        out = evaluate(blocks, th.ravel())
         return tuple(o.reshape(th.shape + (2,)) for o in out)
 
     def s(self, theta):
@@ -118,7 +129,22 @@ class Curve:
 # =====================================================================================
 # parsing and validation (ModelError names the key path)
 # =====================================================================================
+def _plain(v: Any) -> Any:
+    """Model-file data from Python-API values (numpy arrays and scalars, tuples)."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (np.floating, np.integer, np.bool_)):
+        return v.item()
+    return v
+
+
 def _numbers(value: Any, path: str, min_len: int = 1) -> list[float]:
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        value = value.tolist()
     seq = sequence(value, path)
     if len(seq) < min_len:
         raise ModelError(path, f"expected at least {min_len} numbers, got {len(seq)}")
@@ -276,7 +302,7 @@ def parse_curve(value: Any, path: str) -> Curve:
         data[n + 1:n + 1 + 4 * n] = cx.T.ravel()
         data[n + 1 + 4 * n:n + 1 + 8 * n] = cy.T.ravel()
     block.flags.writeable = False
-    return Curve(shape, center, dict(d), block)
+    return Curve(shape, center, _plain(dict(d)), block)
 
 
 class CurveParam(Param):
