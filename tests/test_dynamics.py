@@ -88,3 +88,13 @@ def test_cs_bounds_the_drift_that_di_accumulates(examples):
     v_di, v_cs = di["violation/position"], cs["violation/position"]
     assert v_di[-1] > 10 * v_cs[-1]
     assert np.max(v_cs) < 1e-5
+
+
+def test_integrator_channel_records_steps(examples):
+    res = mbcore.run(Model.from_file(examples / "platform.yaml"), settings={"t_end": 1.0})
+    steps = res["integrator/steps"]
+    assert steps[0] == 0 and np.all(np.diff(steps) >= 0) and steps[-1] > 10
+    h = res["integrator/step_size"][1:]
+    assert np.all(h > 0) and np.all(h <= 1.0)
+    assert res["integrator/rhs_evaluations"][-1] == res.stats["integrator_nfev"]
+    assert np.all(res["integrator/order"][1:] == 5)           # dopri5

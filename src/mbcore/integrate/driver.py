@@ -96,7 +96,7 @@ def _check_t_out(t_out, t0: float, tf: float, label: str) -> np.ndarray:
 def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
               t_out=None, events=(), on_output: Callable | None = None,
               jac=None, store: bool = True, max_steps: int | None = None,
-              post_step: Callable | None = None,
+              post_step: Callable | None = None, on_step: Callable | None = None,
               event_xtol: float | None = None, raise_on_failure: bool = True,
               registry=None, **options: Any) -> IntegrationResult:
     """Integrate ``y' = fun(t, y)`` over ``t_span = (t0, tf)`` from ``y0``.
@@ -118,6 +118,8 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
     jac : Jacobian for implicit methods: a callable ``jac(t, y)`` or a constant
         ``(n, n)`` array; default finite differences.  Ignored by explicit methods.
     store : keep the outputs in the result (False: stream through ``on_output``).
+    on_step : ``on_step(integrator)`` called after every accepted step, before its
+        outputs (step size, order and statistics for diagnostics).
     post_step : ``post_step(t, y) -> y_new | None`` called after every accepted step
         (not at a terminal event); a returned state replaces ``y`` (coordinate
         projection, spec/algorithms.md §4.5) and the integrator is restarted there
@@ -176,6 +178,8 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
         t_old, t_new = integ.t_old, integ.t
         y_new = integ.y
         sol = None
+        if on_step is not None:
+            on_step(integ)
 
         def dense():
             nonlocal sol

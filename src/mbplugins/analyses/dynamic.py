@@ -119,6 +119,10 @@ class DynamicAnalysis(Analysis):
                           "since t_start, and T + V - work_nc (constant for exact solutions)"))
         ch.append(Channel("violation", ["position", "velocity"],
                           "max |Phi| and max |Phi_q qd - nu|"))
+        ch.append(Channel("integrator", ["step_size", "order", "steps", "rejected",
+                                         "rhs_evaluations"],
+                          "last accepted step size and order; cumulative steps, rejected "
+                          "steps and right-hand-side evaluations"))
         return ch
 
     # ------------------------------------------------------------------------
@@ -165,6 +169,14 @@ class DynamicAnalysis(Analysis):
 
         bar = _progress(len(t_out), progress)
         last = {}
+        istat = np.zeros(5)          # step size, order, steps, rejected, nfev
+        base = np.zeros(3)           # totals of earlier integrate() calls (restarts)
+
+        def on_step(integ):
+            st_ = integ.stats
+            istat[0] = integ.step_size or 0.0
+            istat[1] = getattr(integ, "order", 0)
+            istat[2:] = base + (st_.nsteps, st_.nrejected, st_.nfev)
 
         def on_output(t, y):
             size = form.size
@@ -183,7 +195,8 @@ class DynamicAnalysis(Analysis):
                     "reactions": sysm.reactions(qq, t, lam),
                     "energy": np.array([T, V, T + V, W, T + V - W]),
                     "violation": np.array([np.max(np.abs(phi)) if phi.size else 0.0,
-                                           np.max(np.abs(vres)) if vres.size else 0.0])}
+                                           np.max(np.abs(vres)) if vres.size else 0.0]),
+                    "integrator": istat}
             if sysm.local_reaction_labels:
                 data["reactions_local"] = sysm.reactions_local(qq, t, lam)
             if sysm.force_labels:
@@ -223,7 +236,8 @@ class DynamicAnalysis(Analysis):
                 try:
                     res = integrate(self.icls, fun, (t_cur, t1), y_cur, t_out=outs,
                                     store=False, on_output=on_output, events=events,
-                                    post_step=post_step, **self.integrator_options)
+                                    post_step=post_step, on_step=on_step,
+                                    **self.integrator_options)
                 except RestartRequest as exc:
                     # the formulation cannot continue: restart from the last output
                     if not last or (last["t"] == t_cur and restarts_here >= 2):
@@ -235,6 +249,7 @@ class DynamicAnalysis(Analysis):
                     if outs.size == 0:
                         break
                     continue
+                base[:] = istat[2:]
                 st_ = res.stats.as_dict() if hasattr(res.stats, "as_dict") else {}
                 for k, v in st_.items():
                     if isinstance(v, (int, float)) and v is not None and k.startswith("n"):
