@@ -79,3 +79,19 @@ def test_energy_method_refuses_nonconservative_loads():
         mbcore.run(m, settings={"method": "energy"})
     res = mbcore.run(m, settings={"method": "newton"})
     assert res.status == "finished"
+
+
+def test_static_balance_torques_of_a_two_link_arm(examples):
+    """004 §9.6: with the joint angles locked by artificial constraints, their
+    reactions are the actuator torques that hold the arm: shoulder
+    g (m1 L1/2 + m2 (L1 + L2/2)), elbow g m2 L2/2 (counter-clockwise on the
+    outer link, by the driver convention of docs/constraints.md)."""
+    g, m1, m2, L1, L2 = 9.81, 3.0, 2.0, 1.0, 0.8
+    for method in ("newton", "given"):
+        res = mbcore.run(Model.from_file(examples / "arm_static_balance.yaml"),
+                         settings={"method": method})
+        tau_s = res["reactions/shoulder_lock.i.n"][0]
+        tau_e = res["reactions/elbow_lock.i.n"][0]
+        assert tau_s == pytest.approx(g * (m1 * L1 / 2 + m2 * (L1 + L2 / 2)), rel=1e-10)
+        assert tau_e == pytest.approx(g * m2 * L2 / 2, rel=1e-10)
+        assert res["solver/force_residual"][0] < 1e-9
