@@ -364,12 +364,6 @@ def check_series(res, key, f, tol=1e-8, dtol=1e-7, ddtol=2e-6):
 
 E, RC, RR, W = 0.3, 1.0, 0.25, 2.0      # eccentricity, cam radius, roller radius, rad/s
 
-# Known core bug with artificial coordinates (outside the curve pairs), reported: the
-# mass-weighted assembly (dynamic, static) divides by the zero mass of theta.  Narrow
-# ``raises`` so that any other failure of the test still fails.
-ASSEMBLY_BUG = pytest.mark.xfail(
-    raises=np.linalg.LinAlgError, strict=False,
-    reason="mbcore bug: mass-weighted assembly uses 1/sqrt(0) for massless theta")
 
 
 def _cam_base(name, follower_y):
@@ -531,7 +525,7 @@ def _cam_dynamic_model(backend, assemble, y0=1.4, theta=None, omega0=12.0):
     return m
 
 
-@pytest.mark.parametrize("assemble", ["no", pytest.param("yes", marks=ASSEMBLY_BUG)])
+@pytest.mark.parametrize("assemble", ["no", "yes"])
 def test_dynamic_cam_roller_with_spring(backend, assemble):
     """A free cam (series outline) driving a roller follower held on it by a
     compression spring, under gravity; no damping.  The massless theta row gives

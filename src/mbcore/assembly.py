@@ -60,32 +60,40 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     qd = np.array(qd, dtype=float)
     q_est = q.copy()
     held = np.array([system.coordinate_index(c) for c in hold], dtype=int)
-    w = 1.0 / np.sqrt(system.mass_diag) if mass_weighted else np.ones(n)
+    md = system.mass_diag
+    if mass_weighted:
+        # massless (artificial) coordinates get the weight of the lightest body
+        light = float(md[md > 0].min()) if np.any(md > 0) else 1.0
+        w = 1.0 / np.sqrt(np.where(md > 0, md, light))
+    else:
+        w = np.ones(n)
     free = np.ones(n, bool)
     free[held] = False
     scale = 1.0 + float(np.max(np.abs(q))) if n else 1.0
     names = system.constraint_names
+    hnames = [nm for nm, h in zip(names, system.holonomic) if h]
     it = 0
-    phi = system.phi(q, t).copy()
+    hol = system.holonomic               # velocity-level rows take no part in positions
+    phi = system.phi(q, t)[hol].copy()
     for it in range(1, max_iterations + 1):
         phin = float(np.max(np.abs(phi))) if phi.size else 0.0
         if phin <= tol * scale:
             it -= 1
             break
-        J = system.jacobian_dense(q, t)
+        J = system.jacobian_dense(q, t)[hol]
         Jw = J[:, free] * w[free]
         dz, *_ = np.linalg.lstsq(Jw, -phi, rcond=None)
         q[free] += w[free] * dz
-        phi = system.phi(q, t).copy()
+        phi = system.phi(q, t)[hol].copy()
     phin = float(np.max(np.abs(phi))) if phi.size else 0.0
     if phin > tol * scale * 10:
         worst = np.argsort(-np.abs(phi))[:3]
         raise AssemblyError(
             f"initial assembly failed: no consistent configuration near the estimates "
             f"(|Phi| = {phin:.3g} after {max_iterations} Gauss-Newton iterations); largest "
-            f"residuals: {', '.join(f'{names[r]} ({phi[r]:.3g})' for r in worst)}. The "
+            f"residuals: {', '.join(f'{hnames[r]} ({phi[r]:.3g})' for r in worst)}. The "
             f"constraints may conflict, or the estimates are too far off", t,
-            [names[r] for r in worst])
+            [hnames[r] for r in worst])
     J = system.jacobian_dense(q, t)
     rank, _, dep, _ = rank_revealing(J) if system.m else (0, None, [], 1.0)
     nu = system.nu(q, t)

@@ -78,6 +78,10 @@ class ConstraintType:
     #: ``qe`` (ne, nx) (and ``qde`` in gamma); ``jacobian`` then returns a pair
     #: ``(blocks (ne, m, nb, 3), extra (ne, m, nx))``.
     extra: ClassVar[tuple[str, ...]] = ()
+    #: False for velocity-level (nonholonomic) constraints such as a knife edge
+    #: (spec/planar.md D6): no position equation (``phi`` returns 0), the
+    #: Jacobian row acts on velocities, ``nu`` and ``gamma`` as usual.
+    holonomic: ClassVar[bool] = True
 
     # -- model time ------------------------------------------------------------
     def check(self, spec: dict[str, Any], path: str) -> None:
@@ -119,7 +123,8 @@ class ConstraintType:
         (reaction = +Phi_q^T lam).  E.g. a revolute's force in body-i axes, a
         translational joint's normal force and torque, a link's tension, a driver's
         effort.  The global per-body reactions need no code: the System computes
-        them from the Jacobian blocks."""
+        them from the Jacobian blocks.  Types with ``extra`` coordinates also get
+        ``qe``."""
         return np.zeros((par.shape[0], 0))
 
 

@@ -429,8 +429,10 @@ def _to_data(v: Any) -> Any:
         return v.to_spec()
     if isinstance(v, np.ndarray):
         return v.tolist()
-    if isinstance(v, tuple):
+    if isinstance(v, (tuple, list)):
         return [_to_data(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _to_data(x) for k, x in v.items()}
     if isinstance(v, (np.floating, np.integer)):
         return v.item()
     return v

@@ -149,6 +149,7 @@ class System:
         order: list[str] = []
         row = 0
         self.constraint_names: list[str] = []
+        holo_rows: list[bool] = []
         self.element_rows: dict[str, slice] = {}
         self.element_types: dict[str, str] = {}
         self.element_sections: dict[str, str] = {}
@@ -177,11 +178,15 @@ class System:
             by_type[el.type].append((el, ct, par, fidx, bodies, row))
             labels = ct.equation_labels()
             self.constraint_names += [f"{el.name}.{lab}" for lab in labels]
+            holo_rows.extend([bool(cls.holonomic)] * ct.equations)
             self.element_rows[el.name] = slice(row, row + ct.equations)
             self.element_types[el.name] = el.type
             self.element_sections[el.name] = el.section
             row += ct.equations
         self.m = row
+        #: per constraint row: True for position-level (holonomic) equations
+        self.holonomic = np.array(holo_rows, dtype=bool)
+        self.all_holonomic = bool(self.holonomic.all()) if self.m else True
 
         # ---- force groups (packed like constraints, no rows) -----------------------
         fby: dict[str, list] = {}
@@ -590,7 +595,8 @@ class System:
         for g in self.groups:
             lam_g = lam[g.row[:, None] + np.arange(g.m)]
             loc = np.asarray(g.ctype.reaction_local(g.par, self._qx[g.cidx()], t,
-                                                    fv[g.fidx], lam_g), dtype=float)
+                                                    fv[g.fidx], lam_g, **self._xkw(g)),
+                             dtype=float)
             for e, name in enumerate(g.names):
                 parts[name] = loc[e]
         out = [parts[el.name] for el in self.model.constraint_elements()]
