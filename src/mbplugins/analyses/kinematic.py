@@ -204,6 +204,11 @@ class KinematicAnalysis(Analysis):
         initial configuration).  After removing them the system must be square."""
         sysm = self.system
         n, m = sysm.n, sysm.m
+        if not sysm.all_holonomic:
+            bad = [nm for nm, h in zip(sysm.constraint_names, sysm.holonomic) if not h]
+            raise ModelError("settings.analysis", f"velocity-level (nonholonomic) constraints "
+                             f"{', '.join(bad)} do not determine positions: use the dynamic "
+                             f"analysis")
         q0 = sysm.initial_state(t0).q
         J = sysm.jacobian_dense(q0, t0)
         rank = rank_revealing(J)[0] if m else 0

@@ -41,6 +41,10 @@ class CP(Formulation):
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
+        if not system.all_holonomic:
+            raise ModelError("settings.formulation", "coordinate partitioning needs "
+                             "position-level constraints; use di, cs or projection with "
+                             "velocity-level (nonholonomic) constraints")
         if system.m >= system.n:
             raise ModelError("settings.formulation", "coordinate partitioning needs at least "
                              "one degree of freedom (m < n)")

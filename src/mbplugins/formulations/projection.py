@@ -43,16 +43,17 @@ class Projection(Formulation):
         q = y[:n].copy()
         qd = y[n:2 * n].copy()
         tol = self.settings["projection_tolerance"] * (1.0 + float(np.max(np.abs(q))))
-        phi = s.phi(q, t)
+        hol = s.holonomic              # positions: position-level rows only
+        phi = s.phi(q, t)[hol]
         changed = False
         for _ in range(10):
-            if np.max(np.abs(phi)) <= tol:
+            if not phi.size or np.max(np.abs(phi)) <= tol:
                 break
-            J = s.jacobian_dense(q, t)
+            J = s.jacobian_dense(q, t)[hol]
             JW = J * self.winv
             q -= JW.T @ np.linalg.solve(JW @ J.T, phi)
             changed = True
-            phi = s.phi(q, t)
+            phi = s.phi(q, t)[hol]
         else:
             raise AnalysisError(f"coordinate projection did not converge (|Phi| = "
                                 f"{np.max(np.abs(phi)):.3g})", t)

@@ -366,10 +366,11 @@ class Translational(ConstraintType):
 
 from .drivers import PointDriver  # noqa: E402
 from .cams import CAM_TYPES  # noqa: E402
+from .nonholonomic import NONHOLONOMIC_TYPES  # noqa: E402
 from .gears import Gear, RackPinion  # noqa: E402
 from .links import Distance, DistanceDriver, RevoluteTranslational, Translational002  # noqa: E402
 
 #: every built-in planar constraint type (what the plugin hook returns)
 CONSTRAINT_TYPES = [Fixed, Absolute, AbsoluteDriver, RelativeDriver, Revolute, Translational,
                     Distance, DistanceDriver, RevoluteTranslational, Translational002,
-                    Gear, RackPinion, PointDriver, *CAM_TYPES]
+                    Gear, RackPinion, PointDriver, *CAM_TYPES, *NONHOLONOMIC_TYPES]
