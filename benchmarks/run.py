@@ -89,12 +89,18 @@ def bench_fourbar(repeat: int, quick: bool) -> dict:
 
 
 def bench_kinematics(repeat: int, quick: bool) -> dict:
-    """Kinematic analysis steps per second, compiled vs NumPy (issue: constraint
-    library benchmark): slider-crank (004 §5.2.2) and the driven chain of 110 links
-    (sparse path)."""
+    """Kinematic analysis output steps per second, compiled vs NumPy: slider-crank
+    (004 §5.2.2), Peaucellier-Lipkin (002 §6.2), link-gear multiplier (002 §6.3)."""
     out = {}
-    cases = {"slider_crank": (mbcore.Model.from_file(ROOT / "examples" / "slider_crank.yaml"),
-                              {"t_end": 5.3, "output_step": 0.1 if quick else 0.01})}
+    ex = ROOT / "examples"
+    cases = {
+        "slider_crank": (mbcore.Model.from_file(ex / "slider_crank.yaml"),
+                         {"t_end": 5.3, "output_step": 0.1 if quick else 0.01}),
+        "peaucellier": (mbcore.Model.from_file(ex / "peaucellier_002.yaml"),
+                        {"t_end": 10.0, "output_step": 0.1 if quick else 0.01}),
+        "link_gear_multiplier": (mbcore.Model.from_file(ex / "link_gear_multiplier.yaml"),
+                                 {"t_end": 10.0, "output_step": 0.1 if quick else 0.01}),
+    }
     for name, (model, settings) in cases.items():
         steps = int(round(settings["t_end"] / settings["output_step"])) + 1
         tc = _time(lambda: mbcore.run(model, settings=settings, kernels="compiled"), 1, repeat)

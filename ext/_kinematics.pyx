@@ -9,7 +9,7 @@ whose constraint groups are all compiled and which need no row selection.
 Evaluation goes through the System's ``PlanarEvaluator`` (``phi``, ``jacobian``,
 ``nu``, ``gamma``) and LAPACK ``dgetrf``/``dgetrs`` on a private copy.
 """
-from libc.math cimport fabs, isfinite
+from libc.math cimport cos, fabs, isfinite, sin
 from libc.string cimport memcpy
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
 
@@ -21,7 +21,7 @@ cdef class KinematicStepper:
 
     cdef object ev
     cdef Py_ssize_t n
-    cdef double[::1] phi, jdata, lu, b, nu, gam
+    cdef double[::1] phi, jdata, lu, b, nu, gam, qpred
     cdef int[::1] ipiv
     cdef public double pivot_ratio
     cdef public int iterations
@@ -37,6 +37,7 @@ cdef class KinematicStepper:
         self.lu = np.zeros(max(n * n, 1))
         self.b = np.zeros(max(n, 1))
         self.ipiv = np.zeros(max(n, 1), dtype=np.intc)
+        self.qpred = np.zeros(max(n, 1))
 
     cdef int _factor(self, double sing_tol):
         cdef int n = <int> self.n, info = 0, k
@@ -59,14 +60,26 @@ cdef class KinematicStepper:
         cdef char trans = b'T'             # row-major data is A^T for LAPACK
         dgetrs(&trans, &n, &nrhs, &self.lu[0], &n, &self.ipiv[0], x, &n, &info)
 
+    def predicted(self):
+        """The predicted configuration of the last step (for diagnostics)."""
+        return np.array(self.qpred[:self.n])
+
     def step(self, double[::1] q, double[::1] qd, double[::1] qdd, double t,
-             const double[:, ::1] fv, double tol, int maxit, double sing_tol):
-        """Solve Phi(q, t) = 0 in place from the predicted q, then qd and qdd.
+             const double[:, ::1] fv, double tol, int maxit, double sing_tol,
+             double h=0.0):
+        """From the previous (q, qd, qdd) predict ``q + h qd + h^2/2 qdd`` (h = 0:
+        start from q), solve Phi(q, t) = 0 in place, then qd and qdd in place.
         Returns 0 (success), 1 (singular Jacobian during Newton), 2 (Newton did not
-        converge / diverged), 3 (non-finite Phi), 4 (singular at the solution)."""
+        converge / diverged), 3 (non-finite Phi), 4 (singular at the solution),
+        5 (non-finite velocity or acceleration)."""
         cdef Py_ssize_t n = self.n, i
         cdef int it
         cdef double scale = 0.0, pn, a, dmax
+        if h != 0.0:
+            for i in range(n):
+                q[i] += h * qd[i] + 0.5 * h * h * qdd[i]
+        for i in range(n):
+            self.qpred[i] = q[i]
         for i in range(n):
             if fabs(q[i]) > scale:
                 scale = fabs(q[i])
@@ -116,6 +129,9 @@ cdef class KinematicStepper:
         for i in range(n):
             qdd[i] = self.gam[i]
         self._solve(&qdd[0])
+        for i in range(n):
+            if not isfinite(qdd[i]) or not isfinite(qd[i]):
+                return 5
         return 0
 
     def solve(self, double[::1] b, bint transposed=False):
@@ -123,3 +139,30 @@ cdef class KinematicStepper:
         cdef int n = <int> self.n, nrhs = 1, info = 0
         cdef char trans = b'N' if transposed else b'T'
         dgetrs(&trans, &n, &nrhs, &self.lu[0], &n, &self.ipiv[0], &b[0], &n, &info)
+
+
+def point_kinematics(const double[::1] q, const double[::1] qd, const double[::1] qdd,
+                     const Py_ssize_t[::1] off, const double[:, ::1] loc, double[:, ::1] out):
+    """Position, velocity and acceleration of body points (spec/planar.md §0.1):
+    ``r + S``, ``rd + w R S``, ``rdd + wd R S - w^2 S`` with ``S = A(phi) s'``; rows
+    ``x, y, xd, yd, xdd, ydd``.  Offsets >= len(q) denote the ground (all zero).
+    Reference: ``System.point_kinematics`` on the NumPy path."""
+    cdef Py_ssize_t k, o, n = q.shape[0]
+    cdef double c, s, Sx, Sy, x, y, xd, yd, w, xdd, ydd, a, phi
+    for k in range(off.shape[0]):
+        o = off[k]
+        if o >= n:
+            x = y = xd = yd = w = xdd = ydd = a = phi = 0.0
+        else:
+            x = q[o]; y = q[o + 1]; phi = q[o + 2]
+            xd = qd[o]; yd = qd[o + 1]; w = qd[o + 2]
+            xdd = qdd[o]; ydd = qdd[o + 1]; a = qdd[o + 2]
+        c = cos(phi); s = sin(phi)
+        Sx = c * loc[k, 0] - s * loc[k, 1]
+        Sy = s * loc[k, 0] + c * loc[k, 1]
+        out[k, 0] = x + Sx
+        out[k, 1] = y + Sy
+        out[k, 2] = xd - w * Sy
+        out[k, 3] = yd + w * Sx
+        out[k, 4] = xdd - a * Sy - w * w * Sx
+        out[k, 5] = ydd + a * Sx - w * w * Sy

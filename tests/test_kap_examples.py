@@ -152,3 +152,14 @@ def test_conflicting_constraints_are_rejected_naming_them(fourbar):
                 point_j=(-1, 0))
     with pytest.raises(AssemblyError, match="(conflicting|largest residuals).*O2"):
         run(m)
+
+
+@pytest.mark.skipif(not __import__("mbcore.system").system.compiled_available(),
+                    reason="compiled kernels not built")
+def test_point_kinematics_compiled_equals_reference(fourbar):
+    a, b = fourbar.compile(kernels="compiled"), fourbar.compile(kernels="numpy")
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        q, qd, qdd = (rng.normal(scale=3, size=9) for _ in range(3))
+        np.testing.assert_allclose(a.point_kinematics(q, qd, qdd),
+                                   b.point_kinematics(q, qd, qdd), rtol=1e-13, atol=1e-13)

@@ -660,6 +660,15 @@ class System:
         if not hasattr(self, "_pk"):
             self._pk = np.zeros((3, self.n + 3))
             self._pk_out = np.zeros((npt, 6))
+            self._pk_c = None
+            if self.backend == "compiled":
+                from ._ext._kinematics import point_kinematics
+                self._pk_c = point_kinematics
+                self._pt_off = np.ascontiguousarray(self._pt_off, dtype=np.intp)
+                self._pt_loc = np.ascontiguousarray(self._pt_loc)
+        if self._pk_c is not None:
+            self._pk_c(q, qd, qdd, self._pt_off, self._pt_loc, self._pk_out)
+            return self._pk_out
         pk, out, o = self._pk, self._pk_out, self._pt_off
         pk[0, :self.n] = q
         pk[1, :self.n] = qd

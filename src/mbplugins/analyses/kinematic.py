@@ -81,6 +81,7 @@ class KinematicAnalysis(Analysis):
         iters_total = 0
         points = bool(sysm.point_names)
         bar = _progress(len(times), progress)
+        stepper, fast_lu, recorded = None, 0, 0
         self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
                       "dof_mechanism": None}
         try:
@@ -96,33 +97,43 @@ class KinematicAnalysis(Analysis):
                   f"equations (rank {rk}): {n - rk} DOF, {ndrv} driver equations")
             prev_t = None
             stepper = self._stepper()
+            fast = None
+            taylor = s["predictor"] == "taylor"
             for k, t in enumerate(times):
                 t = float(t)
-                if prev_t is not None and s["predictor"] == "taylor":
+                use_fast = stepper is not None and k > 0
+                if prev_t is not None and taylor and not use_fast:
                     h = t - prev_t
                     q = q + h * qd + 0.5 * h * h * qdd
-                if stepper is not None and k > 0:
-                    # compiled step: Newton + velocities + accelerations in one call;
-                    # any failure is re-run on the reference path for its diagnosis
-                    q0, qd, qdd = q.copy(), np.empty(n), np.empty(n)
+                if use_fast:
+                    # compiled step: predictor + Newton + velocities + accelerations in
+                    # one call; a failure is re-run on the reference path for diagnosis
+                    if fast is None:          # persistent buffers, updated in place
+                        fast = (q.copy(), qd.copy(), qdd.copy(), np.zeros(3), {})
+                        q, qd, qdd = fast[0], fast[1], fast[2]
+                    hh = t - prev_t if taylor else 0.0
                     status = stepper.step(q, qd, qdd, t, sysm.functions_at(t), tol, maxit,
-                                          s["singular_tolerance"])
+                                          s["singular_tolerance"], hh)
                     if status == 0:
                         iters_total += stepper.iterations
-                        self.stats["lu_factorizations"] += stepper.iterations + 1
-                        check_finite("acceleration", qdd, sysm.coordinate_names, t)
-                        data = {"q": q, "qd": qd, "qdd": qdd,
-                                "solver": np.array([stepper.iterations, stepper.phi_norm,
-                                                    stepper.pivot_ratio])}
+                        fast_lu += stepper.iterations + 1
+                        solver = fast[3]
+                        solver[0], solver[1], solver[2] = (stepper.iterations,
+                                                           stepper.phi_norm,
+                                                           stepper.pivot_ratio)
+                        data = fast[4]
+                        data["q"], data["qd"], data["qdd"], data["solver"] = q, qd, qdd, solver
                         if points:
-                            data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
+                            data["points"] = sysm.point_kinematics(q, qd, qdd).reshape(-1)
                         self._extra(t, q, qd, qdd, _StepperLU(stepper), None, data)
                         record(t, data)
-                        self.stats["steps"] = k + 1
+                        recorded += 1
                         prev_t = t
                         bar.update(1)
                         continue
-                    q = q0
+                    q = stepper.predicted()
+                    qd, qdd = qd.copy(), qdd.copy()
+                    fast = None
                 it, phin, ratio = self._newton(q, t, lu, tol, maxit, assembly=k == 0)
                 if k == 0:
                     event(t, "assembly", self._assembly_report(state.q, q))
@@ -143,12 +154,15 @@ class KinematicAnalysis(Analysis):
                     data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
                 self._extra(t, q, qd, qdd, lu, J, data)
                 record(t, data)
-                self.stats["steps"] = k + 1
+                recorded += 1
                 prev_t = t
                 bar.update(1)
         finally:
             bar.close()
             self.stats["newton_iterations"] = iters_total
+            self.stats["steps"] = recorded
+            if stepper is not None:
+                self.stats["lu_factorizations"] += fast_lu
         self.final = (q, qd, qdd)
 
     # ----------------------------------------------------------------------
