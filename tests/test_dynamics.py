@@ -98,3 +98,62 @@ def test_integrator_channel_records_steps(examples):
     assert np.all(h > 0) and np.all(h <= 1.0)
     assert res["integrator/rhs_evaluations"][-1] == res.stats["integrator_nfev"]
     assert np.all(res["integrator/order"][1:] == 5)           # dopri5
+
+
+def pendulum(n_links=1):
+    m = Model(f"chain{n_links}")
+    m.set_gravity(0, -9.81)
+    for k in range(n_links):
+        m.add_body(f"l{k}", mass=1.0, inertia=1.0 / 12, position=(0.5 + k, 0.0), angle=0.0)
+        m.add_joint("revolute", f"j{k}", body_i="ground" if k == 0 else f"l{k - 1}",
+                    body_j=f"l{k}", point_i=(0, 0) if k == 0 else (0.5, 0),
+                    point_j=(-0.5, 0))
+    return m
+
+
+@pytest.mark.parametrize("n_links", [1, 10])
+def test_energy_of_pendulum_and_chain_at_rtol_1e_9(n_links):
+    """Issue acceptance: conservative pendulum and chain of 10, adaptive integrator
+    at rtol 1e-9, 10 s: |Delta E| / E <= 1e-7 (E scale: the largest kinetic energy)."""
+    res = mbcore.run(pendulum(n_links), settings={
+        "analysis": "dynamic", "t_end": 10.0, "output_step": 0.05, "rtol": 1e-9,
+        "atol": 1e-11, "formulation": "cs"})
+    E = res["energy/total"]
+    assert np.max(np.abs(E - E[0])) <= 1e-7 * np.max(res["energy/kinetic"])
+
+
+def test_third_party_force_type_equals_builtin(backend):
+    """A force type written in Python and registered through the plugin hooks gives
+    the built-in TSDA's results (the same slow-path contract as user forces)."""
+    from mbcore import hookimpl
+    from mbcore.plugins import PluginManager
+    from mbplugins.planar.forces import TSDA
+
+    class PyTSDA(TSDA):
+        name = "py_tsda"
+        kernel = None
+
+    class Plugin:
+        @hookimpl
+        def mbcore_force_types(self):
+            return [PyTSDA]
+
+    pm = PluginManager()
+    pm.register(Plugin(), name="third")
+    models = []
+    for kind in ("tsda", "py_tsda"):
+        m = Model.from_file(__import__("pathlib").Path(__file__).parents[1] / "examples" /
+                            "platform.yaml", registry=pm.registry)
+        m.elements["forces"][0].raw["type"] = kind
+        models.append(m)
+    a = models[0].compile(kernels=backend, plugins=pm)
+    b = models[1].compile(kernels=backend, plugins=pm)
+    assert not any(g.compiled for g in b.force_groups)
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        q, qd = rng.normal(size=9), rng.normal(size=9)
+        np.testing.assert_allclose(a.forces(q, qd, 0.3), b.forces(q, qd, 0.3), rtol=1e-12,
+                                   atol=1e-12)
+    ra = mbcore.run(models[0], plugins=pm, kernels=backend, settings={"t_end": 0.5})
+    rb = mbcore.run(models[1], plugins=pm, kernels=backend, settings={"t_end": 0.5})
+    np.testing.assert_allclose(ra["q"], rb["q"], atol=1e-10)
