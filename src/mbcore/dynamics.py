@@ -36,9 +36,20 @@ class AccelerationSolver:
         self.qdd = np.zeros(n)
         self.lam = np.zeros(m)
         self._compiled = None
+        self.rows = None                 # independent rows when constraints are redundant
         if system.backend == "compiled" and system.dense and not self.augmented:
             from ._ext._linalg import SchurSolver
             self._compiled = SchurSolver(n, m)
+
+    def set_rows(self, rows) -> None:
+        """Use only these constraint rows (the independent ones of a redundant set,
+        spec/algorithms.md §1.2); the multipliers of the others are zero."""
+        s = self.system
+        self.rows = None if rows is None else np.asarray(rows, dtype=np.intp)
+        if self.rows is not None and self._compiled is not None:
+            from ._ext._linalg import SchurSolver
+            self._compiled = SchurSolver(s.n, len(self.rows))
+            self._lam_a = np.zeros(len(self.rows))
 
     def solve(self, q, qd, t, gamma_extra=None):
         """(qdd, lam) — work buffers, valid until the next call.  ``gamma_extra``
@@ -49,6 +60,8 @@ class AccelerationSolver:
         gam = s.gamma(q, qd, t)
         if gamma_extra is not None:
             gam = gam + gamma_extra
+        if self.rows is not None:
+            return self._solve_rows(J, gam, Q, t)
         if self._compiled is not None:
             info = self._compiled.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam)
             if info:
@@ -86,6 +99,30 @@ class AccelerationSolver:
             self._singular(J.toarray(), t)
         self.qdd[:] = x[:s.n]
         self.lam[:] = x[s.n:]
+        return self.qdd, self.lam
+
+    def _solve_rows(self, J, gam, Q, t):
+        """The equations of motion with the independent rows only."""
+        s, r = self.system, self.rows
+        Ja = np.asarray(J.toarray() if sp.issparse(J) else J)[r]
+        ga = gam[r]
+        if self._compiled is not None:
+            info = self._compiled.solve(np.ascontiguousarray(Ja).reshape(-1), self.minv, Q,
+                                        ga, self.qdd, self._lam_a)
+            if info:
+                self._singular(Ja, t)
+            lam_a = self._lam_a
+        else:
+            M = s.mass_diag
+            A = np.block([[np.diag(M), -Ja.T], [Ja, np.zeros((len(r), len(r)))]])
+            try:
+                x = np.linalg.solve(A, np.concatenate([Q, ga]))
+            except np.linalg.LinAlgError:
+                self._singular(Ja, t)
+            self.qdd[:] = x[:s.n]
+            lam_a = x[s.n:]
+        self.lam[:] = 0.0
+        self.lam[r] = lam_a
         return self.qdd, self.lam
 
     def _singular(self, J, t):

@@ -146,6 +146,8 @@ class DynamicAnalysis(Analysis):
             q, qd = rep.q, rep.qd
             event(t0, "assembly", rep.summary())
             self.stats["assembly"] = rep.summary()
+            if rep.redundant:
+                self._use_independent_rows(q, t0, event)
         for w in form.warnings(self.integrator_options.get("step")):
             event(t0, "warning", w)
         yf, _ = form.initialize(q, qd, t0)
@@ -287,6 +289,21 @@ class DynamicAnalysis(Analysis):
             self.stats["projections"] = form.projections
 
     _restarts = 0
+
+    def _use_independent_rows(self, q, t, event):
+        """Redundant but consistent constraints: keep the independent rows (named
+        once, in an event and the stats); the removed rows carry no load."""
+        from mbcore.linalg import rank_revealing
+        sysm = self.system
+        if not self.formulation.full_state:
+            raise ModelError("settings.formulation", "redundant constraints: use di, cs or "
+                             "projection (coordinate partitioning needs independent rows)")
+        rank, ind, dep, _ = rank_revealing(sysm.jacobian_dense(q, t))
+        names = [sysm.constraint_names[r] for r in dep]
+        self.formulation.solver.set_rows(ind)
+        event(t, "redundant", "redundant constraint equations removed (consistent): "
+              + ", ".join(names))
+        self.stats["redundant_equations"] = ", ".join(names)
 
     def _restart(self, last, reason, event):
         """Re-initialise the formulation at the last output state (CP chooses a new
