@@ -37,6 +37,11 @@ class AccelerationSolver:
         self.lam = np.zeros(m)
         self._compiled = None
         self.rows = None                 # independent rows when constraints are redundant
+        #: "error": a rank-deficient Jacobian stops the run; "least_squares": pass
+        #: through (singular configurations of consistent systems, e.g. the N-four-bar
+        #: at its change points) with the minimum-norm multipliers
+        self.rank_deficiency = "error"
+        self.rank_deficient_events = 0
         if system.backend == "compiled" and system.dense and not self.augmented:
             from ._ext._linalg import SchurSolver
             self._compiled = SchurSolver(n, m)
@@ -65,7 +70,7 @@ class AccelerationSolver:
         if self._compiled is not None:
             info = self._compiled.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam)
             if info:
-                self._singular(J, t)
+                return self._least_squares(J, gam, Q, t)
             return self.qdd, self.lam
         if s.dense and self.augmented:
             A = np.block([[np.diag(s.mass_diag), -J.T], [J, np.zeros((s.m, s.m))]])
@@ -85,9 +90,9 @@ class AccelerationSolver:
             try:
                 cho = sla.cho_factor(B, check_finite=False)
             except np.linalg.LinAlgError:
-                self._singular(J, t)
+                return self._least_squares(J, gam, Q, t)
             if s.m and np.min(np.abs(np.diag(cho[0]))) ** 2 < 1e-13 * np.max(np.diag(B)):
-                self._singular(J, t)
+                return self._least_squares(J, gam, Q, t)
             self.lam[:] = sla.cho_solve(cho, gam - C @ Q, check_finite=False) if s.m else 0.0
             self.qdd[:] = self.minv * (Q + J.T @ self.lam)
             return self.qdd, self.lam
@@ -99,6 +104,20 @@ class AccelerationSolver:
             self._singular(J.toarray(), t)
         self.qdd[:] = x[:s.n]
         self.lam[:] = x[s.n:]
+        return self.qdd, self.lam
+
+    def _least_squares(self, J, gam, Q, t):
+        """B = J M^-1 J^T is singular: stop (default) or use the minimum-norm
+        multipliers (``rank_deficiency = "least_squares"``)."""
+        if self.rank_deficiency != "least_squares":
+            self._singular(J, t)
+        s = self.system
+        J = np.asarray(J.toarray() if sp.issparse(J) else J)
+        C = J * self.minv
+        B = C @ J.T
+        self.lam[:] = np.linalg.lstsq(B, gam - C @ Q, rcond=1e-10)[0]
+        self.qdd[:] = self.minv * (Q + J.T @ self.lam)
+        self.rank_deficient_events += 1
         return self.qdd, self.lam
 
     def _solve_rows(self, J, gam, Q, t):

@@ -47,6 +47,9 @@ class DynamicAnalysis(Analysis):
                              required=False),
         "repartition_factor": Param("number", "re-partition threshold (cp)", required=False,
                                     positive=True),
+        "rank_deficiency": Param("choice", "a rank-deficient Jacobian during the run: stop "
+                                 "(error) or pass with minimum-norm multipliers",
+                                 default="error", choices=("error", "least_squares")),
         "beta": Param("number", "Baumgarte beta (cs)", required=False),
         "assemble": Param("bool", "correct the initial state to the nearest consistent one",
                           default=True),
@@ -79,6 +82,7 @@ class DynamicAnalysis(Analysis):
                 raise ModelError(f"settings.{k}", f"not used by formulation "
                                                   f"'{s['formulation']}'")
         self.formulation = fcls(system, fopts)
+        self.formulation.solver.rank_deficiency = s["rank_deficiency"]
         if system.model.contacts and not fcls.full_state:
             raise ModelError("settings.formulation", f"impacts need a formulation on all "
                              f"coordinates (di, cs); '{fcls.name}' integrates a subset")
@@ -285,6 +289,7 @@ class DynamicAnalysis(Analysis):
         self.stats["integrator"] = self.icls.name
         self.stats["formulation"] = form.name
         self.stats["restarts"] = self._restarts
+        self.stats["rank_deficient_evaluations"] = form.solver.rank_deficient_events
         if hasattr(form, "projections"):
             self.stats["projections"] = form.projections
 

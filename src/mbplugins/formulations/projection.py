@@ -51,7 +51,7 @@ class Projection(Formulation):
                 break
             J = s.jacobian_dense(q, t)[hol]
             JW = J * self.winv
-            q -= JW.T @ np.linalg.solve(JW @ J.T, phi)
+            q -= JW.T @ np.linalg.lstsq(JW @ J.T, phi, rcond=1e-12)[0]
             changed = True
             phi = s.phi(q, t)[hol]
         else:
@@ -61,7 +61,7 @@ class Projection(Formulation):
         r = J @ qd - s.nu(q, t)
         if changed or np.max(np.abs(r)) > tol:
             JW = J * self.winv
-            qd -= JW.T @ np.linalg.solve(JW @ J.T, r)
+            qd -= JW.T @ np.linalg.lstsq(JW @ J.T, r, rcond=1e-12)[0]
             changed = True
         if not changed:
             return None
