@@ -94,6 +94,13 @@ class DynamicAnalysis(Analysis):
         for k in ("rtol", "atol", "max_step"):
             if k in names and s.get(k) is not None:
                 opts[k] = s[k]
+        if getattr(fcls, "needs_mass", False):
+            if "mass" not in names:
+                raise ModelError("settings.integrator", f"formulation '{fcls.name}' is a DAE: "
+                                 f"it needs an integrator with a mass matrix (bdf), not "
+                                 f"'{s['integrator']}'")
+            # + the work of the non-conservative forces (a differential component)
+            opts["mass"] = np.concatenate([self.formulation.state_mass, [1.0]])
         if system.model.contacts and "max_step" in names and s.get("max_step") is None:
             # events are checked at step ends: a contact segment (extent) could be
             # entered and left inside one long step of a smooth flight
@@ -217,6 +224,23 @@ class DynamicAnalysis(Analysis):
                 return True          # stop here; the loop re-partitions and restarts
             return None
 
+        jac = None
+        if hasattr(form, "jacobian"):       # DAE forms: df/dy of y = [state, W]
+            def jac(t, y):
+                size = form.size
+                Jf = form.jacobian(t, y[:size])
+                out = np.zeros((size + 1, size + 1))
+                out[:size, :size] = Jf
+                h = 1e-7
+                base = fun(t, y)[size]     # the work row by differences
+                yp = y.copy()
+                for j in range(size):
+                    d = h * (1.0 + abs(y[j]))
+                    yp[j] = y[j] + d
+                    out[size, j] = (fun(t, yp)[size] - base) / d
+                    yp[j] = y[j]
+                return out
+
         post_step = None
         if hasattr(form, "project"):
             def post_step(t, y):          # projection formulation: after every step
@@ -242,7 +266,7 @@ class DynamicAnalysis(Analysis):
                 try:
                     res = integrate(self.icls, fun, (t_cur, t1), y_cur, t_out=outs,
                                     store=False, on_output=on_output, events=events,
-                                    post_step=post_step, on_step=on_step,
+                                    post_step=post_step, on_step=on_step, jac=jac,
                                     **self.integrator_options)
                 except RestartRequest as exc:
                     # the formulation cannot continue: restart from the last output

@@ -1,6 +1,7 @@
 """Built-in formulations of the equations of motion (spec/algorithms.md §4)."""
 from .baumgarte import DI, CS
 from .partitioning import CP
+from .ggl import GGL
 from .projection import Projection
 
-FORMULATIONS = [DI, CS, CP, Projection]
+FORMULATIONS = [DI, CS, CP, Projection, GGL]

@@ -65,6 +65,16 @@ BDF_GAMMA = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, MAX_ORDER + 1)))
 BDF_ERROR_CONST = 1.0 / np.arange(1, MAX_ORDER + 3)
 
 
+def _mass_vector(value, n: int = 0):
+    """Option check: None or a 1-D array of n finite non-negative numbers."""
+    if value is None:
+        return None
+    v = np.asarray(value, dtype=float).reshape(-1)
+    if (n and v.size != n) or not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise ValueError(f"expected {n} finite numbers >= 0, got {v.size} values")
+    return v
+
+
 def _factor(err: float, order: int) -> float:
     return math.inf if err == 0.0 else err ** (-1.0 / (order + 1))
 
@@ -108,6 +118,9 @@ class BDF(Integrator):
                               int_range(1, 10**9)),
         "refactor_ratio": Option(0.3, "refactor M = I - cJ when c changed by more than "
                                  "this fraction", fraction),
+        "mass": Option(None, "diagonal of a constant mass matrix for M y' = f(t, y) "
+                       "(semi-explicit DAE: zeros mark algebraic equations, which are "
+                       "excluded from the error test)", _mass_vector),
     }
 
     def _restart_impl(self) -> None:
@@ -120,7 +133,10 @@ class BDF(Integrator):
         rtol_min = float(np.min(self._rtol))
         self._newton_tol = o["newton_tol"] if o["newton_tol"] is not None else \
             max(10 * EPS / rtol_min, min(0.03, rtol_min ** 0.5))
-        self._I = np.eye(n)
+        mass = o.get("mass")
+        self._m = np.ones(n) if mass is None else np.asarray(mass, float)
+        self._I = np.diag(self._m)
+        self._diff = self._m != 0          # differential components (error test)
         self._D = np.zeros((MAX_ORDER + 3, n))
         self._k = 1
         self.order = 1
@@ -142,7 +158,20 @@ class BDF(Integrator):
                                         self._rtol, self._atol, self.t_bound, self._max_step)
         self._h_abs = h_abs
         self._D[0] = self.y
-        self._D[1] = f0 * self.direction * h_abs
+        # M y' = f: y' = f / m for differential components; algebraic ones start flat
+        yp = np.where(self._diff, f0 / np.where(self._diff, self._m, 1.0), 0.0)
+        self._D[1] = yp * self.direction * h_abs
+
+    def _newton_matrix(self, c: float) -> np.ndarray:
+        """``M - c J``; for a DAE the algebraic rows (m_i = 0) are divided by c and
+        the algebraic unknowns are solved as ``c * dy``, so that the matrix stays
+        well conditioned as h -> 0 (index-2 scaling, Hairer-Wanner VII.3)."""
+        A = self._I - c * self._J
+        alg = ~self._diff
+        if alg.any():
+            A[alg] = -self._J[alg]           # rows of the algebraic equations / c
+            A[:, alg] = -self._J[:, alg]     # columns of the algebraic unknowns * 1/c
+        return A
 
     def _rescale(self, factor: float) -> None:
         k = self._k
@@ -163,12 +192,22 @@ class BDF(Integrator):
         rate = None
         converged = False
         k = 0
+        m = self._m
+        alg = ~self._diff
+        dm = self._diff
         for k in range(maxiter):
             f = self.fun(t_new, y)
-            dy = self.lu_solve(lu, c * f - psi - d)
+            r = c * f - m * (psi + d)
+            if alg.any():        # algebraic rows are divided by c (see _newton_matrix)
+                r[alg] = f[alg]
+            dy = self.lu_solve(lu, r)
+            if alg.any():        # the algebraic unknowns were solved as c * dy
+                dy[alg] /= self._c_lu
             if stale_scale != 1.0:
                 dy *= stale_scale
-            dy_norm = rms_norm(dy / scale)
+            # index-2 algebraic unknowns converge with the differential ones; their
+            # corrections are O(1) as h -> 0 and stay out of the norm (as in DAE codes)
+            dy_norm = rms_norm(dy[dm] / scale[dm]) if alg.any() else rms_norm(dy / scale)
             if not dy_norm < math.inf:            # singular M or overflow: a failure
                 break
             if dy_norm_old is not None:
@@ -217,7 +256,7 @@ class BDF(Integrator):
                 self._jac_age = 0
                 self._lu = None
             if self._lu is None or abs(c / self._c_lu - 1.0) > self.opts["refactor_ratio"]:
-                self._lu = self.lu_factor(self._I - c * self._J)
+                self._lu = self.lu_factor(self._newton_matrix(c))
                 self._c_lu = c
             converged, n_iter, y_new, d = self._newton(t_new, y_pred, c, psi, scale)
             if not converged:
@@ -232,7 +271,8 @@ class BDF(Integrator):
                 continue
             safety = 0.9 * (2 * self._maxiter + 1) / (2 * self._maxiter + n_iter)
             scale = atol + rtol * np.abs(y_new)
-            err = rms_norm(BDF_ERROR_CONST[k] * d / scale)
+            dm = self._diff
+            err = rms_norm(BDF_ERROR_CONST[k] * d[dm] / scale[dm])
             if err > 1.0:
                 self._reject_error_test()
                 self._rescale(max(MIN_FACTOR, safety * err ** (-1.0 / (k + 1))))
@@ -258,12 +298,13 @@ class BDF(Integrator):
             return True, None
         # order k-1, k, k+1: the one allowing the largest step (factor = err^(-1/(q+1)))
         best, best_factor = 0, _factor(err, k)
+        dm = self._diff
         if k > 1:
-            f_m = _factor(rms_norm(BDF_ERROR_CONST[k - 1] * D[k] / scale), k - 1)
+            f_m = _factor(rms_norm(BDF_ERROR_CONST[k - 1] * D[k][dm] / scale[dm]), k - 1)
             if f_m > best_factor:
                 best, best_factor = -1, f_m
         if k < self._max_order:
-            f_p = _factor(rms_norm(BDF_ERROR_CONST[k + 1] * D[k + 2] / scale), k + 1)
+            f_p = _factor(rms_norm(BDF_ERROR_CONST[k + 1] * D[k + 2][dm] / scale[dm]), k + 1)
             if f_p > best_factor:
                 best, best_factor = 1, f_p
         factor = min(MAX_FACTOR, safety * best_factor)

@@ -1,0 +1,89 @@
+"""Stabilised index-2 (Gear-Gupta-Leimkuhler) form of the multibody DAE, for BDF
+(spec/algorithms.md §2.9, §4.6; 004 §13.3.4 "stiff method"):
+
+    q' = v + Phi_q^T mu            0 = Phi(q, t)
+    M v' = Q(q, v, t) + Phi_q^T lam     0 = Phi_q v - nu
+
+State ``y = [q, v, lam, mu]`` with the constant mass ``diag(1, M, 0, 0)``: a
+semi-explicit DAE that the ``bdf`` integrator solves directly (Newton on the whole
+state, algebraic components out of the error test).  Both the position and the
+velocity constraints hold to the Newton tolerance at every step without any
+projection; ``mu`` is zero for the exact solution.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mbcore.errors import ModelError
+from mbcore.formulation import Formulation
+
+
+class GGL(Formulation):
+    name = "ggl"
+    description = ("stabilised index-2 DAE (Gear-Gupta-Leimkuhler) solved directly by BDF: "
+                   "constraints hold at every step without projection")
+    full_state = False
+    needs_mass = True                    # the integrator must accept a mass matrix
+
+    def __init__(self, system, settings=None):
+        super().__init__(system, settings)
+        if not system.all_holonomic:
+            raise ModelError("settings.formulation", "the GGL form needs position-level "
+                                                     "constraints")
+        n, m = system.n, system.m
+        self.m = m
+        self._f = np.zeros(2 * n + 2 * m)
+        self.state_mass = np.concatenate([np.ones(n), system.mass_diag, np.zeros(2 * m)])
+
+    @property
+    def size(self) -> int:
+        return 2 * self.n + 2 * self.m
+
+    def initialize(self, q, qd, t):
+        qdd, lam = self.solver.solve(q, qd, t)
+        return np.concatenate([q, qd, lam, np.zeros(self.m)]), None
+
+    def split(self, y):
+        n = self.n
+        return y[:n], y[n:2 * n]
+
+    def rhs(self, t, y):
+        """f(t, y) of ``diag(1, M, 0, 0) y' = f``."""
+        self.nfev += 1
+        s, n, m = self.system, self.n, self.m
+        q, v = y[:n], y[n:2 * n]
+        lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
+        J = s.jacobian_dense(q, t) if not s.dense else s.jacobian(q, t)
+        f = self._f
+        f[:n] = v + J.T @ mu
+        f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
+        f[2 * n:2 * n + m] = s.phi(q, t)
+        f[2 * n + m:] = J @ v - s.nu(q, t)
+        self.q_cur, self.qd_cur = q, v
+        self.solver.lam[:] = lam         # for the power of the constraint forces
+        return f
+
+    def jacobian(self, t, y):
+        """df/dy: forward differences in q and v (2n columns), exact columns for
+        lam and mu (f is linear in them: Phi_q^T blocks)."""
+        s, n, m = self.system, self.n, self.m
+        N = 2 * n + 2 * m
+        J = np.zeros((N, N))
+        f0 = self.rhs(t, y).copy()
+        yp = y.copy()
+        for j in range(2 * n):
+            d = 1e-7 * (1.0 + abs(y[j]))
+            yp[j] = y[j] + d
+            J[:, j] = (self.rhs(t, yp) - f0) / d
+            yp[j] = y[j]
+        Phq = s.jacobian_dense(y[:n], t)
+        J[n:2 * n, 2 * n:2 * n + m] = Phq.T
+        J[:n, 2 * n + m:] = Phq.T
+        self.rhs(t, y)                   # leave the buffers at y
+        return J
+
+    def outputs(self, t, y):
+        n = self.n
+        q, v = y[:n], y[n:2 * n]
+        qdd, lam = self.solver.solve(q, v, t)
+        return q, v, qdd, lam
