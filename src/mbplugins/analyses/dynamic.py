@@ -47,6 +47,9 @@ class DynamicAnalysis(Analysis):
                              required=False),
         "repartition_factor": Param("number", "re-partition threshold (cp)", required=False,
                                     positive=True),
+        "stop_when": Param("string", "stop condition(s) on coordinates or velocities, e.g. "
+                           "'ball.y < 0' or 'qd:crank.phi > 10; slider.x >= 0.5'",
+                           required=False),
         "rank_deficiency": Param("choice", "a rank-deficient Jacobian during the run: stop "
                                  "(error) or pass with minimum-norm multipliers",
                                  default="error", choices=("error", "least_squares")),
@@ -252,6 +255,7 @@ class DynamicAnalysis(Analysis):
 
         contacts = ContactSet(sysm, sysm.model.contacts) if sysm.model.contacts else None
         events = []
+        stops = self._stop_events()
         if contacts is not None:
             for k in range(len(contacts)):
                 events.append(Event(_gap_event(contacts, k, n), terminal=True, direction=-1,
@@ -259,6 +263,7 @@ class DynamicAnalysis(Analysis):
         totals: dict[str, float] = {}
         impacts = 0
         recent: list[float] = []
+        events = events + stops
         t_cur, y_cur, outs = t0, y0, t_out
         restarts_here = 0
         try:
@@ -290,6 +295,11 @@ class DynamicAnalysis(Analysis):
                     if outs.size == 0:
                         break
                     continue
+                if res.status == 1 and res.events[-1].name.startswith("stop:"):
+                    rec = res.events[-1]
+                    event(float(rec.t), "stop", f"stop condition '{rec.name[5:]}' met")
+                    self.stats["stopped_by"] = rec.name[5:]
+                    break
                 if res.status != 1 or contacts is None:
                     break
                 # a contact closed: apply the impact map and restart (spec §7)
@@ -318,6 +328,40 @@ class DynamicAnalysis(Analysis):
             self.stats["projections"] = form.projections
 
     _restarts = 0
+
+    def _stop_events(self):
+        """Terminal events from ``settings.stop_when``: ``<coordinate> <op> <number>``
+        conditions separated by ';' (``qd:`` before a name means its velocity).  Parsed
+        by a fixed grammar: nothing is evaluated."""
+        import re
+        spec = self.settings.get("stop_when")
+        if not spec:
+            return []
+        sysm, form = self.system, self.formulation
+        names = sysm.coordinate_names
+        out = []
+        for k, cond in enumerate(c.strip() for c in spec.split(";") if c.strip()):
+            m = re.fullmatch(r"(qd:)?([A-Za-z_][\w.]*)\s*(<=|>=|<|>)\s*"
+                             r"([-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?)", cond)
+            if not m:
+                raise ModelError("settings.stop_when", f"cannot read condition {cond!r}: "
+                                 f"expected '<coordinate> <|<=|>|>= <number>', e.g. "
+                                 f"'ball.y < 0' or 'qd:crank.phi > 10'")
+            vel, name, op, value = m.group(1), m.group(2), m.group(3), float(m.group(4))
+            if name not in names:
+                raise ModelError("settings.stop_when", f"unknown coordinate '{name}' in "
+                                 f"{cond!r}")
+            j = names.index(name) + (sysm.n if vel else 0)
+            if not form.full_state:
+                raise ModelError("settings.stop_when", f"stop conditions need a formulation "
+                                 f"on all coordinates (di, cs, projection), not "
+                                 f"'{form.name}'")
+            sign = 1.0 if op in ("<", "<=") else -1.0
+
+            def g(t, y, j=j, value=value, sign=sign):
+                return sign * (y[j] - value)          # falls through 0 when met
+            out.append(Event(g, terminal=True, direction=-1, name=f"stop:{cond}"))
+        return out
 
     def _use_independent_rows(self, q, t, event):
         """Redundant but consistent constraints: keep the independent rows (named
