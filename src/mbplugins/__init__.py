@@ -37,10 +37,7 @@ def mbcore_analyses():
 
 @hookimpl
 def mbcore_integrators():
-    try:
-        from .integrators import INTEGRATORS
-    except ImportError:        # pragma: no cover - during development only
-        return []
+    from .integrators import INTEGRATORS
     return list(INTEGRATORS)
 
 
