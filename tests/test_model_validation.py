@@ -18,7 +18,7 @@ def data(examples):
     return yaml.safe_load((examples / "fourbar_kap.yaml").read_text())
 
 
-def reject(data, match):
+def assert_rejected(data, match):
     with pytest.raises(ModelError, match=match) as exc:
         Model.from_dict(data)
     return exc.value
@@ -31,15 +31,15 @@ def test_valid_example_loads(data):
 
 def test_wrong_shape_names_key_path(data):
     data["joints"][3]["point_j"] = [2.5, 0, 1]
-    e = reject(data, r"^joints\[3\]\.point_j: expected 2 numbers, got 3$")
+    e = assert_rejected(data, r"^joints\[3\]\.point_j: expected 2 numbers, got 3$")
     assert e.path == "joints[3].point_j"
 
 
 def test_wrong_key_names_key_path_and_suggests(data):
     data["joints"][1]["piont_i"] = data["joints"][1].pop("point_i")
-    reject(data, r"joints\[1\]\.piont_i: unknown key \(did you mean 'point_i'\?\)")
+    assert_rejected(data, r"joints\[1\]\.piont_i: unknown key \(did you mean 'point_i'\?\)")
     data2 = yaml.safe_load("bodies: [{name: a, mass: 1, masss: 2}]")
-    reject(data2, r"bodies\[0\]\.masss: unknown key")
+    assert_rejected(data2, r"bodies\[0\]\.masss: unknown key")
 
 
 def test_unknown_joint_type(data):
@@ -52,28 +52,28 @@ def test_unknown_joint_type(data):
 def test_unknown_body_and_self_connection(data):
     d = copy.deepcopy(data)
     d["joints"][0]["body_j"] = "crankk"
-    reject(d, r"joints\[0\]\.body_j: unknown body 'crankk' \(did you mean 'crank'\?\)")
+    assert_rejected(d, r"joints\[0\]\.body_j: unknown body 'crankk' \(did you mean 'crank'\?\)")
     d = copy.deepcopy(data)
     d["joints"][0]["body_i"] = "crank"
-    reject(d, r"joints\[0\]\.body_j: an element cannot connect body 'crank' to itself")
+    assert_rejected(d, r"joints\[0\]\.body_j: an element cannot connect body 'crank' to itself")
 
 
 def test_missing_required_and_wrong_types(data):
     d = copy.deepcopy(data)
     del d["joints"][1]["point_i"]
-    reject(d, r"joints\[1\]\.point_i: required key is missing")
+    assert_rejected(d, r"joints\[1\]\.point_i: required key is missing")
     d = copy.deepcopy(data)
     d["bodies"][0]["mass"] = "heavy"
-    reject(d, r"bodies\[0\]\.mass: expected a number, got a string \('heavy'\)")
+    assert_rejected(d, r"bodies\[0\]\.mass: expected a number, got a string \('heavy'\)")
     d = copy.deepcopy(data)
     d["bodies"][1]["mass"] = -1
-    reject(d, r"bodies\[1\]\.mass: expected a positive number")
+    assert_rejected(d, r"bodies\[1\]\.mass: expected a positive number")
     d = copy.deepcopy(data)
     d["drivers"][0]["coordinate"] = "z"
-    reject(d, r"drivers\[0\]\.coordinate: expected one of 'x', 'y', 'phi'")
+    assert_rejected(d, r"drivers\[0\]\.coordinate: expected one of 'x', 'y', 'phi'")
     d = copy.deepcopy(data)
     d["bodies"][2]["name"] = "crank"
-    reject(d, r"bodies\[2\]\.name: duplicate body name 'crank'")
+    assert_rejected(d, r"bodies\[2\]\.name: duplicate body name 'crank'")
 
 
 @pytest.mark.parametrize("expr", [
@@ -86,13 +86,13 @@ def test_missing_required_and_wrong_types(data):
 ])
 def test_driver_expression_is_never_executed(data, expr, tmp_path):
     data["drivers"][0]["function"] = expr
-    e = reject(data, r"^drivers\[0\]\.function")
+    e = assert_rejected(data, r"^drivers\[0\]\.function")
     assert "drivers[0].function" in str(e)
 
 
 def test_not_whitelisted_function_call_is_named(data):
     data["drivers"][0]["function"] = "1.0472 + system(t)"
-    reject(data, r"drivers\[0\]\.function.*'system'")
+    assert_rejected(data, r"drivers\[0\]\.function.*'system'")
 
 
 def test_expression_with_named_parameters(data):
@@ -101,7 +101,7 @@ def test_expression_with_named_parameters(data):
     m = Model.from_dict(data)
     assert m.parameters["omega"] == 6.2832
     data["drivers"][0]["function"] = "phi0 + omegaa*t"
-    reject(data, r"drivers\[0\]\.function.*omegaa")
+    assert_rejected(data, r"drivers\[0\]\.function.*omegaa")
 
 
 def test_json_and_yaml_files_and_syntax_errors(tmp_path, data):
@@ -153,4 +153,4 @@ def test_named_points_in_elements():
 
 def test_element_on_ground_only_is_rejected(data):
     data["joints"][0]["body_j"] = "ground"
-    reject(data, r"joints\[0\]\.body_i: the element acts only on the ground 'ground'")
+    assert_rejected(data, r"joints\[0\]\.body_i: the element acts only on the ground 'ground'")

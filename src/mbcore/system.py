@@ -66,6 +66,20 @@ class ForceGroup:
     compiled: bool = False
 
 
+def _pack(obj, el, model, functions: list, kind: str):
+    """Pack one element: its float parameters, and the indices of its time functions
+    (appended to ``functions``); checks the counts the type declares."""
+    par, funs = obj.pack(el.values, PackContext(model, el.path))
+    par = np.asarray(par, dtype=float).ravel()
+    if par.size != obj.n_par or len(funs) != obj.n_fun:
+        raise PluginError(f"{kind} type '{el.type}': pack() returned {par.size} parameters "
+                          f"and {len(funs)} functions, declared n_par={obj.n_par}, "
+                          f"n_fun={obj.n_fun}")
+    fidx = list(range(len(functions), len(functions) + len(funs)))
+    functions.extend(funs)
+    return par, fidx
+
+
 def _reason_of(fg: ForceGroup, e: int) -> str:
     """Why a compiled force kernel refused element e (kernels signal by index)."""
     from ._ext import _forces
@@ -159,14 +173,7 @@ class System:
                 by_type[el.type] = []
                 order.append(el.type)
             ct = cls()
-            par, funs = ct.pack(el.values, PackContext(model, el.path))
-            par = np.asarray(par, dtype=float).ravel()
-            if par.size != ct.n_par or len(funs) != ct.n_fun:
-                raise PluginError(f"constraint type '{el.type}': pack() returned {par.size} "
-                                  f"parameters and {len(funs)} functions, declared "
-                                  f"n_par={ct.n_par}, n_fun={ct.n_fun}")
-            fidx = list(range(len(functions), len(functions) + len(funs)))
-            functions.extend(funs)
+            par, fidx = _pack(ct, el, model, functions, "constraint")
             bodies = [el.values[b] for b in cls.bodies]
             if cls.extra:
                 x0 = np.asarray(ct.initial_extra(el.values, PackContext(model, el.path)),
@@ -194,14 +201,7 @@ class System:
         for el in model.force_elements():
             cls = registry.get("force", el.type)
             ft = cls()
-            par, funs = ft.pack(el.values, PackContext(model, el.path))
-            par = np.asarray(par, dtype=float).ravel()
-            if par.size != ft.n_par or len(funs) != ft.n_fun:
-                raise PluginError(f"force type '{el.type}': pack() returned {par.size} "
-                                  f"parameters and {len(funs)} functions, declared "
-                                  f"n_par={ft.n_par}, n_fun={ft.n_fun}")
-            fidx = list(range(len(functions), len(functions) + len(funs)))
-            functions.extend(funs)
+            par, fidx = _pack(ft, el, model, functions, "force")
             boff = [self._boff[el.values[b]] for b in cls.bodies]
             if el.type not in fby:
                 fby[el.type] = []

@@ -24,6 +24,18 @@ ZERO_LENGTH = ("the attachment points coincide (length < 1e-10): the spring-damp
                "direction is undefined")
 
 
+def initial_length(spec, ctx: PackContext) -> float:
+    """``free_length`` if given, else the distance of the attachment points in the
+    initial configuration."""
+    if spec.get("free_length") is not None:
+        return float(spec["free_length"])
+    si, sj = spec["point_i"], spec["point_j"]
+    qi, qj = ctx.initial(spec["body_i"]), ctx.initial(spec["body_j"])
+    pi = qi[:2] + rot(np.array(qi[2]), np.array(si))
+    pj = qj[:2] + rot(np.array(qj[2]), np.array(sj))
+    return float(np.hypot(*(pj - pi)))
+
+
 def _cross(a, b):
     """Planar cross product a x b = a_x b_y - a_y b_x."""
     return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
@@ -71,36 +83,36 @@ class TSDA(ForceType):
 
     def pack(self, spec, ctx: PackContext):
         si, sj = spec["point_i"], spec["point_j"]
-        L0 = spec.get("free_length")
-        if L0 is None:
-            qi, qj = ctx.initial(spec["body_i"]), ctx.initial(spec["body_j"])
-            pi = qi[:2] + rot(np.array(qi[2]), np.array(si))
-            pj = qj[:2] + rot(np.array(qj[2]), np.array(sj))
-            L0 = float(np.hypot(*(pj - pi)))
-        return [si[0], si[1], sj[0], sj[1], spec["stiffness"], spec["damping"], L0], \
-            [spec["actuator"]]
+        return [si[0], si[1], sj[0], sj[1], spec["stiffness"], spec["damping"],
+                initial_length(spec, ctx)], [spec["actuator"]]
+
+    _L0 = 6                           # index of the free length in par
 
     @staticmethod
-    def _geom(par, qb, qdb):
+    def _length(par, qb):
         Si = rot(qb[:, 0, 2], par[:, 0:2])
         Sj = rot(qb[:, 1, 2], par[:, 2:4])
         l = qb[:, 1, :2] + Sj - qb[:, 0, :2] - Si
-        L = np.hypot(l[:, 0], l[:, 1])
-        return Si, Sj, l, L
+        return Si, Sj, l, np.hypot(l[:, 0], l[:, 1])
 
-    def _forces(self, par, qb, qdb, f):
-        Si, Sj, l, L = self._geom(par, qb, qdb)
+    def _line(self, par, qb, qdb):
+        """Geometry of the line P_i P_j: S_i, S_j, unit u, length L and rate Ldot."""
+        Si, Sj, l, L = self._length(par, qb)
         short = L < MIN_LENGTH
         if np.any(short):
             raise ElementEvaluationError(int(np.nonzero(short)[0][0]), ZERO_LENGTH)
         u = l / L[:, None]
         ld = (qdb[:, 1, :2] + qdb[:, 1, 2:3] * perp(Sj)
               - qdb[:, 0, :2] - qdb[:, 0, 2:3] * perp(Si))
-        Ld = np.sum(u * ld, -1)
-        fs = par[:, 4] * (L - par[:, 6])
-        fd = par[:, 5] * Ld
-        fa = f[:, 0, 0]
-        return Si, Sj, u, L, Ld, fs, fd, fa
+        return Si, Sj, u, L, np.sum(u * ld, -1)
+
+    def _laws(self, par, L, Ld, f):
+        """Spring, damper and actuator forces (linear laws)."""
+        return par[:, 4] * (L - par[:, 6]), par[:, 5] * Ld, f[:, 0, 0]
+
+    def _forces(self, par, qb, qdb, f):
+        Si, Sj, u, L, Ld = self._line(par, qb, qdb)
+        return (Si, Sj, u, L, Ld) + tuple(self._laws(par, L, Ld, f))
 
     def force(self, par, qb, qdb, t, f):
         Si, Sj, u, L, Ld, fs, fd, fa = self._forces(par, qb, qdb, f)
@@ -113,7 +125,7 @@ class TSDA(ForceType):
         return g
 
     def energy(self, par, qb, t, f):
-        L = self._geom(par, qb, None)[3]
+        L = self._length(par, qb)[3]
         return 0.5 * par[:, 4] * (L - par[:, 6]) ** 2
 
     def outputs(self, par, qb, qdb, t, f):

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from mbcore.elements import ForceType, PackContext, perp, rot
-from mbcore.errors import ElementEvaluationError, ModelError
+from mbcore.elements import PackContext
+from mbcore.errors import ModelError
 from mbcore.schema import Param, check_keys, mapping, number, sequence
+
+from .forces import TSDA, initial_length  # noqa: E402  (forces imports this module last)
 
 _LAWS: list["Law"] = []          # process-local table; par holds indices into it
 
@@ -99,7 +101,7 @@ class _LawParam(Param):
         return parse_law(value, path)
 
 
-class NonlinearTSDA(ForceType):
+class NonlinearTSDA(TSDA):
     """``f = f_s(L - L0) + f_d(Ldot) + f_a(t)`` along the line P_i P_j (positive =
     tension); ``g_i += [f u, S_i x f u]``, ``g_j -= [f u, S_j x f u]``.
     par = ``[s'_i, s'_j, L0, spring law index, damper law index (-1: none)]``."""
@@ -119,64 +121,30 @@ class NonlinearTSDA(ForceType):
     }
     n_par = 8
     n_fun = 1
-    labels = ("length", "length_rate", "spring_force", "damper_force", "actuator_force",
-              "force")
+    kernel = None                      # Python only
+    _L0 = 4
+
+    def check(self, spec, path):
+        if spec.get("free_length") is not None and spec["free_length"] < 0:
+            raise ModelError(f"{path}.free_length", "must be >= 0")
 
     def pack(self, spec, ctx: PackContext):
         si, sj = spec["point_i"], spec["point_j"]
-        L0 = spec.get("free_length")
-        if L0 is None:
-            qi, qj = ctx.initial(spec["body_i"]), ctx.initial(spec["body_j"])
-            pi = qi[:2] + rot(np.array(qi[2]), np.array(si))
-            pj = qj[:2] + rot(np.array(qj[2]), np.array(sj))
-            L0 = float(np.hypot(*(pj - pi)))
         _LAWS.append(spec["spring"])
         ks = len(_LAWS) - 1
         kd = -1
         if spec.get("damper") is not None:
             _LAWS.append(spec["damper"])
             kd = len(_LAWS) - 1
-        return [si[0], si[1], sj[0], sj[1], L0, ks, kd, 0.0], [spec["actuator"]]
+        return [si[0], si[1], sj[0], sj[1], initial_length(spec, ctx), ks, kd, 0.0], \
+            [spec["actuator"]]
 
-    def _parts(self, par, qb, qdb, f):
-        Si = rot(qb[:, 0, 2], par[:, 0:2])
-        Sj = rot(qb[:, 1, 2], par[:, 2:4])
-        l = qb[:, 1, :2] + Sj - qb[:, 0, :2] - Si
-        L = np.hypot(l[:, 0], l[:, 1])
-        if np.any(L < 1e-10):
-            raise ElementEvaluationError(int(np.argmax(L < 1e-10)),
-                                         "the attachment points coincide: the direction "
-                                         "is undefined")
-        u = l / L[:, None]
-        ld = (qdb[:, 1, :2] + qdb[:, 1, 2:3] * perp(Sj)
-              - qdb[:, 0, :2] - qdb[:, 0, 2:3] * perp(Si))
-        Ld = np.sum(u * ld, -1)
+    def _laws(self, par, L, Ld, f):
         fs = np.array([float(_LAWS[int(k)](d)) for k, d in zip(par[:, 5], L - par[:, 4])])
         fd = np.array([float(_LAWS[int(k)](v)) if k >= 0 else 0.0
                        for k, v in zip(par[:, 6], Ld)])
-        return Si, Sj, u, L, Ld, fs, fd, f[:, 0, 0]
-
-    def force(self, par, qb, qdb, t, f):
-        Si, Sj, u, L, Ld, fs, fd, fa = self._parts(par, qb, qdb, f)
-        fu = (fs + fd + fa)[:, None] * u
-        g = np.zeros((par.shape[0], 2, 3))
-        g[:, 0, :2] = fu
-        g[:, 0, 2] = Si[:, 0] * fu[:, 1] - Si[:, 1] * fu[:, 0]
-        g[:, 1, :2] = -fu
-        g[:, 1, 2] = -(Sj[:, 0] * fu[:, 1] - Sj[:, 1] * fu[:, 0])
-        return g
+        return fs, fd, f[:, 0, 0]
 
     def energy(self, par, qb, t, f):
-        Si = rot(qb[:, 0, 2], par[:, 0:2])
-        Sj = rot(qb[:, 1, 2], par[:, 2:4])
-        l = qb[:, 1, :2] + Sj - qb[:, 0, :2] - Si
-        d = np.hypot(l[:, 0], l[:, 1]) - par[:, 4]
+        d = self._length(par, qb)[3] - par[:, 4]
         return np.array([float(_LAWS[int(k)].integral(x)) for k, x in zip(par[:, 5], d)])
-
-    def outputs(self, par, qb, qdb, t, f):
-        Si, Sj, u, L, Ld, fs, fd, fa = self._parts(par, qb, qdb, f)
-        return np.stack([L, Ld, fs, fd, fa, fs + fd + fa], -1)
-
-    def power_nc(self, par, qb, qdb, t, f):
-        Si, Sj, u, L, Ld, fs, fd, fa = self._parts(par, qb, qdb, f)
-        return -(fd + fa) * Ld
