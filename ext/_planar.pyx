@@ -16,9 +16,11 @@ length n + 3 whose last three entries are the ground's (0, 0, 0); Jacobian
 entries of ground columns are written to slots of their own after the matrix
 data (``jpos`` says where).
 """
-from libc.math cimport sin, cos, floor
+from libc.math cimport sin, cos, fabs, isfinite, floor
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
+
+from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
 
 import numpy as np
 
@@ -148,6 +150,27 @@ cdef class PlanarEvaluator:
         if self.n:
             memcpy(self.qx, &q[0], self.n * sizeof(double))
         return 0
+
+    # -- C-level stages (used by KinematicStepper; q already in self.qx) ----------
+    cdef void c_phi(self, const double* fv, double* out) noexcept nogil:
+        cdef Py_ssize_t g
+        for g in range(self.ng):
+            _phi(&self.groups[g], self.qx, fv, out)
+
+    cdef void c_jacobian(self, double* data) noexcept nogil:
+        cdef Py_ssize_t g
+        for g in range(self.ng):
+            _jac(&self.groups[g], self.qx, data)
+
+    cdef void c_nu(self, const double* fv, double* out) noexcept nogil:
+        cdef Py_ssize_t g
+        for g in range(self.ng):
+            _nu(&self.groups[g], fv, out)
+
+    cdef void c_gamma(self, const double* fv, double* out) noexcept nogil:
+        cdef Py_ssize_t g
+        for g in range(self.ng):
+            _gamma(&self.groups[g], self.qx, self.qdx, fv, out)
 
     def phi(self, const double[::1] q, double t, const double[:, ::1] fv, double[::1] out):
         """out[rows] = Phi(q, t) for every compiled group."""
@@ -804,3 +827,141 @@ cdef inline void _gamma_curve(Group* G, Py_ssize_t e, const double* q, const dou
                    - w2 * (gx * nx + gy * ny))
         out[r + 1] = -((d2x * nx + d2y * ny) + 2.0 * (ddx * ndx + ddy * ndy)
                        - w2 * (dx * nx + dy * ny))
+
+
+# --------------------------------------------------------------------------------
+# compiled kinematic step (004 §3.2.2 Alg K-II; reference: mbplugins.analyses.kinematic)
+# --------------------------------------------------------------------------------
+cdef class KinematicStepper:
+    """Work buffers and the step routine for one System (n = m)."""
+
+    cdef PlanarEvaluator ev
+    cdef Py_ssize_t n
+    cdef double[::1] phi, jdata, lu, b, nu, gam, qpred
+    cdef int[::1] ipiv
+    cdef public double pivot_ratio
+    cdef public int iterations
+    cdef public double phi_norm
+
+    def __cinit__(self, PlanarEvaluator evaluator, Py_ssize_t n, double[::1] jdata):
+        self.ev = evaluator
+        self.n = n
+        self.phi = np.zeros(max(n, 1))
+        self.nu = np.zeros(max(n, 1))
+        self.gam = np.zeros(max(n, 1))
+        self.jdata = jdata                 # the System's Jacobian buffer (row-major n x n, + ground slots)
+        self.lu = np.zeros(max(n * n, 1))
+        self.b = np.zeros(max(n, 1))
+        self.ipiv = np.zeros(max(n, 1), dtype=np.intc)
+        self.qpred = np.zeros(max(n, 1))
+
+    cdef int _factor(self, double sing_tol):
+        cdef int n = <int> self.n, info = 0, k
+        cdef double d, dmin = 1e308, dmax = 0.0
+        memcpy(&self.lu[0], &self.jdata[0], n * n * sizeof(double))
+        dgetrf(&n, &n, &self.lu[0], &n, &self.ipiv[0], &info)
+        for k in range(n):
+            d = fabs(self.lu[k * n + k])
+            if d < dmin:
+                dmin = d
+            if d > dmax:
+                dmax = d
+        self.pivot_ratio = dmin / dmax if dmax > 0 else 0.0
+        if info != 0 or self.pivot_ratio < sing_tol:
+            return 1
+        return 0
+
+    cdef void _solve(self, double* x):
+        cdef int n = <int> self.n, nrhs = 1, info = 0
+        cdef char trans = b'T'             # row-major data is A^T for LAPACK
+        dgetrs(&trans, &n, &nrhs, &self.lu[0], &n, &self.ipiv[0], x, &n, &info)
+
+    def predicted(self):
+        """The predicted configuration of the last step (for diagnostics)."""
+        return np.array(self.qpred[:self.n])
+
+    def step(self, double[::1] q, double[::1] qd, double[::1] qdd, double t,
+             const double[:, ::1] fv, double tol, int maxit, double sing_tol,
+             double h=0.0):
+        """From the previous (q, qd, qdd) predict ``q + h qd + h^2/2 qdd`` (h = 0:
+        start from q), solve Phi(q, t) = 0 in place, then qd and qdd in place.
+        Returns 0 (success), 1 (singular Jacobian during Newton), 2 (Newton did not
+        converge / diverged), 3 (non-finite Phi), 4 (singular at the solution),
+        5 (non-finite velocity or acceleration)."""
+        cdef Py_ssize_t n = self.n, i
+        cdef int it
+        cdef double scale = 0.0, pn, a, dmax
+        if h != 0.0:
+            for i in range(n):
+                q[i] += h * qd[i] + 0.5 * h * h * qdd[i]
+        for i in range(n):
+            self.qpred[i] = q[i]
+        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        cdef double* qx = self.ev.qx
+        for i in range(n):
+            if fabs(q[i]) > scale:
+                scale = fabs(q[i])
+        scale += 1.0
+        self.iterations = 0
+        for it in range(maxit + 1):
+            for i in range(n):
+                qx[i] = q[i]
+            self.ev.c_phi(fp, &self.phi[0])
+            pn = 0.0
+            for i in range(n):
+                a = fabs(self.phi[i])
+                if not isfinite(a):
+                    self.phi_norm = a
+                    return 3
+                if a > pn:
+                    pn = a
+            self.phi_norm = pn
+            self.iterations = it
+            if pn <= tol * scale:
+                break
+            if it == maxit:
+                return 2
+            self.ev.c_jacobian(&self.jdata[0])
+            if self._factor(sing_tol):
+                return 1
+            for i in range(n):
+                self.b[i] = -self.phi[i]
+            self._solve(&self.b[0])
+            dmax = 0.0
+            for i in range(n):
+                if not isfinite(self.b[i]):
+                    return 2
+                if fabs(self.b[i]) > dmax:
+                    dmax = fabs(self.b[i])
+            if dmax > 1e6 * scale:
+                return 2
+            for i in range(n):
+                q[i] += self.b[i]
+        # velocities and accelerations with the Jacobian at the converged q
+        for i in range(n):
+            qx[i] = q[i]
+        self.ev.c_jacobian(&self.jdata[0])
+        if self._factor(sing_tol):
+            return 4
+        self.ev.c_nu(fp, &self.nu[0])
+        for i in range(n):
+            qd[i] = self.nu[i]
+        self._solve(&qd[0])
+        for i in range(n):
+            self.ev.qdx[i] = qd[i]
+        self.ev.c_gamma(fp, &self.gam[0])
+        for i in range(n):
+            qdd[i] = self.gam[i]
+        self._solve(&qdd[0])
+        for i in range(n):
+            if not isfinite(qdd[i]) or not isfinite(qd[i]):
+                return 5
+        return 0
+
+    def solve(self, double[::1] b, bint transposed=False):
+        """b <- A^-1 b (or A^-T b) with the factors of the last Jacobian."""
+        cdef int n = <int> self.n, nrhs = 1, info = 0
+        cdef char trans = b'N' if transposed else b'T'
+        dgetrs(&trans, &n, &nrhs, &self.lu[0], &n, &self.ipiv[0], &b[0], &n, &info)
+
+

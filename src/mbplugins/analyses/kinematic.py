@@ -199,7 +199,7 @@ class KinematicAnalysis(Analysis):
                 or sysm._py_groups or sysm._evaluator is None or sysm.n == 0
                 or os.environ.get("MBCORE_KINEMATIC_STEP", "compiled") == "python"):
             return None
-        from mbcore._ext._kinematics import KinematicStepper
+        from mbcore._ext._planar import KinematicStepper
         return KinematicStepper(sysm._evaluator, sysm.n, sysm._jdata)
 
     # -- redundant constraints (spec/planar.md §4.1; 004 Prob 5.16) --------------
