@@ -108,11 +108,21 @@ cdef class SchurSolver:
                     acc += self.C[i * n + j] * jac[k * n + j]
                 self.B[i * m + k] = acc
                 self.B[k * m + i] = acc
+        cdef double bmax = 0.0, lmin = 1e308
         if m > 0:
+            for i in range(m):
+                if self.B[i * m + i] > bmax:
+                    bmax = self.B[i * m + i]
             dpotrf(&uplo, &mm, &self.B[0], &mm, &info)
             self.info = info
             if info != 0:
                 return info
+            for i in range(m):                      # same test as the NumPy reference
+                if fabs(self.B[i * m + i]) < lmin:
+                    lmin = fabs(self.B[i * m + i])
+            if lmin * lmin < 1e-13 * bmax:
+                self.info = m + 1
+                return m + 1
             dpotrs(&uplo, &mm, &nrhs, &self.B[0], &mm, &lam[0], &mm, &info)
         # qdd = M^-1 (Q + Phi_q^T lam)
         for j in range(n):

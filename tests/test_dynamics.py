@@ -211,3 +211,41 @@ def test_every_integrator_runs_the_multibody_ode(integrator, examples):
     drift = np.max(np.abs(E - E[0])) / np.max(res["energy/kinetic"])
     bound = {"euler": 0.5, "implicit_euler": 0.5}.get(integrator, 1e-3)
     assert res.status == "finished" and len(res) == 11 and drift < bound
+
+
+@pytest.mark.parametrize("t_end, step", [(0.3, 0.1), (1.7, 0.05), (0.7, 0.1)])
+def test_output_times_never_round_past_t_end(t_end, step):
+    m = Model("free")
+    m.set_gravity(0, -9.81)
+    m.add_body("b", position=(0, 0))
+    res = mbcore.run(m, settings={"analysis": "dynamic", "t_end": t_end, "output_step": step,
+                                  "formulation": "di"})
+    assert res.t[-1] == pytest.approx(t_end) and res.t[-1] <= t_end
+    assert len(res) == int(round(t_end / step)) + 1
+
+
+def test_stop_condition_true_at_start():
+    m = Model("below")
+    m.add_body("ball", position=(0, -1.0))
+    res = mbcore.run(m, settings={"analysis": "dynamic", "t_end": 1.0, "stop_when": "ball.y < 0"})
+    assert len(res) == 1 and res.stats["stopped_by"] == "ball.y < 0"
+
+
+def test_compiled_schur_detects_near_singular_like_the_reference():
+    """A duplicated pin, solved at a state without removing rows: both backends
+    report the singular system (or pass with least squares when asked)."""
+    from mbcore.dynamics import AccelerationSolver
+    m = Model("twice")
+    m.set_gravity(0, -9.81)
+    m.add_body("p", position=(0.5, 0.0))
+    for k in range(2):
+        m.add_joint("revolute", f"pin{k}", body_i="ground", body_j="p", point_i=(0, 0),
+                    point_j=(-0.5, 0))
+    for kernels in ("compiled", "numpy"):
+        s = m.compile(kernels=kernels)
+        solver = AccelerationSolver(s)
+        with pytest.raises(mbcore.SingularJacobianError):
+            solver.solve(np.array([0.5, 0.0, 0.0]), np.zeros(3), 0.0)
+        solver.rank_deficiency = "least_squares"
+        qdd, lam = solver.solve(np.array([0.5, 0.0, 0.0]), np.zeros(3), 0.0)
+        assert qdd[1] == pytest.approx(-9.81 * 0.25 / (0.25 + 1.0), rel=1e-9)   # J = 1

@@ -95,3 +95,14 @@ def test_static_balance_torques_of_a_two_link_arm(examples):
         assert tau_s == pytest.approx(g * (m1 * L1 / 2 + m2 * (L1 + L2 / 2)), rel=1e-10)
         assert tau_e == pytest.approx(g * m2 * L2 / 2, rel=1e-10)
         assert res["solver/force_residual"][0] < 1e-9
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unconstrained_static_equilibrium(method):
+    m = Model("hanging")
+    m.set_gravity(0, -9.81)
+    m.add_body("b", mass=2.0, position=(0.0, -1.0))
+    m.add_force("tsda", "k", body_i="ground", body_j="b", stiffness=100.0, free_length=1.0)
+    m.add_force("rsda", "r", body_i="ground", body_j="b", stiffness=5.0, free_angle=0.0)
+    res = mbcore.run(m, settings={"analysis": "static", "method": method})
+    assert res["q/b.y"][0] == pytest.approx(-1.0 - 2 * 9.81 / 100.0, abs=1e-8)

@@ -72,8 +72,15 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
                              "points": system.point_names,
                              "source": model.source_path or "",
                              "units": model.units})
-    for r in reps:
-        r.start(info)
+    started: list[Reporter] = []
+    try:
+        for r in reps:
+            r.start(info)
+            started.append(r)
+    except BaseException as exc:
+        for r in started:            # keep what exists consistent: marked failed
+            r.finish("failed", f"reporter start failed: {type(exc).__name__}: {exc}", {})
+        raise
 
     def record(t, data):
         for r in reps:
@@ -90,7 +97,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         job.run(record, event, progress=progress)
     except (MbcoreError, KeyboardInterrupt) as exc:
         error = exc
-    except Exception as exc:   # unexpected: still keep the results and say why
+    except BaseException as exc:   # unexpected: still keep the results and say why
         error = exc
     finally:
         _restore_sigterm(old)
@@ -104,7 +111,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
             f"{type(error).__name__}: {error}"
         for r in reps:
             r.finish("failed", reason, stats)
-        if raise_errors:
+        if raise_errors or not isinstance(error, Exception):
             raise error
     result = memory.result()
     result.system = system

@@ -541,8 +541,8 @@ class System:
             fv = self.functions_at(t)
             self._load(q)
             for fg in self.force_groups:
-                V += float(np.sum(fg.ftype.energy(fg.par, self._qx[fg._cidx], t,
-                                                  fv[fg.fidx])))
+                V += float(np.sum(self._force_call(fg, "energy", (
+                    fg.par, self._qx[fg._cidx], t, fv[fg.fidx]), (len(fg.names),), t)))
         return V
 
     def nonconservative_power(self, q: np.ndarray, qd: np.ndarray, t: float) -> float:
@@ -553,9 +553,9 @@ class System:
         fv = self.functions_at(t)
         self._load(q)
         self._qdx[:self.n] = qd
-        return float(sum(np.sum(fg.ftype.power_nc(fg.par, self._qx[fg._cidx],
-                                                  self._qdx[fg._cidx], t, fv[fg.fidx]))
-                         for fg in self.force_groups))
+        return float(sum(np.sum(self._force_call(fg, "power_nc", (
+            fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t, fv[fg.fidx]),
+            (len(fg.names),), t)) for fg in self.force_groups))
 
     def force_outputs(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
         """Element quantities of every force element (labels :attr:`force_labels`),
@@ -563,8 +563,9 @@ class System:
         fv = self.functions_at(t)
         self._load(q)
         self._qdx[:self.n] = qd
-        out = [np.asarray(fg.ftype.outputs(fg.par, self._qx[fg._cidx], self._qdx[fg._cidx],
-                                           t, fv[fg.fidx]), float).ravel()
+        out = [self._force_call(fg, "outputs", (fg.par, self._qx[fg._cidx],
+                                                self._qdx[fg._cidx], t, fv[fg.fidx]),
+                                (len(fg.names), len(fg.ftype.labels)), t).ravel()
                for fg in self.force_groups]
         return np.concatenate(out) if out else np.zeros(0)
 

@@ -146,9 +146,11 @@ class DynamicAnalysis(Analysis):
         n = sysm.n
         t0, t1, h = s["t_start"], s["t_end"], s["output_step"]
         nout = int(math.floor((t1 - t0) / h + 1e-9))
-        t_out = t0 + h * np.arange(nout + 1)
+        t_out = np.minimum(t0 + h * np.arange(nout + 1), t1)   # no rounding past t_end
         if t_out[-1] < t1 - 1e-9 * h:
             t_out = np.append(t_out, t1)
+        t_out[-1] = min(t_out[-1], t1)
+        t_out = t_out[np.concatenate([[True], np.diff(t_out) > 0])]
         st = sysm.initial_state(t0)
         q, qd = st.q, st.qd
         if s["assemble"] and sysm.m:
@@ -264,6 +266,13 @@ class DynamicAnalysis(Analysis):
         impacts = 0
         recent: list[float] = []
         events = events + stops
+        for ev_ in stops:                  # a condition that already holds at t_start
+            if ev_(t0, y0) <= 0.0:
+                on_output(t0, y0)
+                event(t0, "stop", f"stop condition '{ev_.name[5:]}' met at t_start")
+                self.stats["stopped_by"] = ev_.name[5:]
+                bar.close()
+                return
         t_cur, y_cur, outs = t0, y0, t_out
         restarts_here = 0
         try:
@@ -274,6 +283,7 @@ class DynamicAnalysis(Analysis):
                                     post_step=post_step, on_step=on_step, jac=jac,
                                     **self.integrator_options)
                 except RestartRequest as exc:
+                    base[:] = istat[2:]
                     # the formulation cannot continue: restart from the last output
                     if not last or (last["t"] == t_cur and restarts_here >= 2):
                         raise AnalysisError(f"formulation '{form.name}' cannot continue: "

@@ -65,7 +65,7 @@ class KinematicAnalysis(Analysis):
         s = self.settings
         t0, t1, h = s["t_start"], s["t_end"], s["output_step"]
         n = int(math.floor((t1 - t0) / h + 1e-9))
-        return t0 + h * np.arange(n + 1)
+        return np.minimum(t0 + h * np.arange(n + 1), t1)
 
     # ----------------------------------------------------------------------
     def run(self, record, event, progress=False):

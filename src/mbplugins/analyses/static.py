@@ -169,6 +169,8 @@ class StaticAnalysis(Analysis):
     # -- partitioned methods (004 §14.1.1, §14.2) ---------------------------------
     def _partition(self, q):
         s = self.system
+        if s.m == 0:
+            return np.zeros(0, dtype=int), np.arange(s.n)
         J = s.jacobian_dense(q, self.t)
         _, _, piv = sla.qr(J, mode="economic", pivoting=True)
         u = np.sort(piv[:s.m])
@@ -178,6 +180,8 @@ class StaticAnalysis(Analysis):
     def _solve_u(self, q, u):
         """Newton on Phi(u, v) = 0 for the dependent coordinates u (in place)."""
         s = self.system
+        if s.m == 0:
+            return True
         scale = 1.0 + float(np.max(np.abs(q)))
         for _ in range(30):
             phi = s.phi(q, self.t)

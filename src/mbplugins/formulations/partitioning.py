@@ -120,10 +120,13 @@ class CP(Formulation):
         q = self._q.copy()
         q[self.v] = y[:self.k]
         scale = 1.0 + float(np.max(np.abs(q)))
-        for it in range(12):
+        for it in range(13):
             phi = s.phi(q, t)
             if np.max(np.abs(phi)) <= self.tol * scale:
                 break
+            if it == 12:
+                raise RepartitionRequest(f"Newton for the dependent coordinates did not "
+                                         f"converge (|Phi| = {np.max(np.abs(phi)):.3g})")
             J = s.jacobian_dense(q, t)
             try:
                 lu = sla.lu_factor(J[:, self.u], check_finite=False)
@@ -132,9 +135,6 @@ class CP(Formulation):
             q[self.u] -= sla.lu_solve(lu, phi, check_finite=False)
             if not np.all(np.isfinite(q)):
                 raise RepartitionRequest("Newton for the dependent coordinates diverged")
-        else:
-            raise RepartitionRequest(f"Newton for the dependent coordinates did not converge "
-                                     f"(|Phi| = {np.max(np.abs(phi)):.3g})")
         J = s.jacobian_dense(q, t)
         Ju = J[:, self.u]
         lu, piv = sla.lu_factor(Ju, check_finite=False)

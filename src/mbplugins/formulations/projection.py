@@ -54,7 +54,7 @@ class Projection(Formulation):
             q -= JW.T @ np.linalg.lstsq(JW @ J.T, phi, rcond=1e-12)[0]
             changed = True
             phi = s.phi(q, t)[hol]
-        else:
+        if phi.size and np.max(np.abs(phi)) > tol:
             raise AnalysisError(f"coordinate projection did not converge (|Phi| = "
                                 f"{np.max(np.abs(phi)):.3g})", t)
         J = s.jacobian_dense(q, t)
