@@ -695,8 +695,16 @@ class System:
                  f"backend = {self.backend}, Jacobian {'dense' if self.dense else 'sparse'} "
                  f"({self.nnz} structural non-zeros)"]
         for g in self.groups:
-            lines.append(f"  {g.ctype.name:16s} x{g.ne:<4d} "
+            lines.append(f"  constraint {g.ctype.name:24s} x{g.ne:<4d} "
                          f"{'compiled' if g.compiled else 'python'}")
+        for fg in self.force_groups:
+            lines.append(f"  force      {fg.ftype.name:24s} x{len(fg.names):<4d} "
+                         f"{'compiled' if fg.compiled else 'python'}")
+        if any(self.gravity):
+            lines.append(f"  gravity    {tuple(float(g) for g in self.gravity)}")
+        if self.n_extra:
+            lines.append(f"  {self.n_extra} artificial coordinate(s): "
+                         f"{', '.join(self.coordinate_names[3 * self.nb:])}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
