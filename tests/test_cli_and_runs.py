@@ -139,3 +139,10 @@ def test_assembly_event_reports_body_moves(examples):
     k = int(np.argmax(moved))
     assert model.bodies[k].name in ev[0].message and f"{moved[k]:.4g}" in ev[0].message
     assert res.stats["assembly_max_move"] == pytest.approx(moved[k])
+
+
+def test_cli_check_describes_the_system(examples, capsys):
+    assert main(["check", str(examples / "platform.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "n = 9 coordinates, m = 8 constraint equations" in out
+    assert "constraint revolute" in out and "force      tsda" in out and "gravity" in out
