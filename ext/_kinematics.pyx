@@ -1,18 +1,10 @@
 # cython: language_level=3
-"""Compiled kinematic helpers: point kinematics (the kinematic step itself lives in
-``mbcore._ext._planar.KinematicStepper`` beside the kernels it calls).
-
-The reference is the Python loop of ``mbplugins.analyses.kinematic`` (same
-algorithm, same tests, same tolerances); this path is used for dense systems
-whose constraint groups are all compiled and which need no row selection.
-Evaluation goes through the System's ``PlanarEvaluator`` (``phi``, ``jacobian``,
-``nu``, ``gamma``) and LAPACK ``dgetrf``/``dgetrs`` on a private copy.
+"""Compiled kinematic helpers: point kinematics (reference:
+``mbcore.system.System.point_kinematics`` on the NumPy path).  The compiled
+kinematic step lives in ``mbcore._ext._planar.KinematicStepper``, beside the
+kernels it calls at C level.
 """
-from libc.math cimport cos, fabs, isfinite, sin
-from libc.string cimport memcpy
-from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
-
-import numpy as np
+from libc.math cimport cos, sin
 
 
 def point_kinematics(const double[::1] q, const double[::1] qd, const double[::1] qdd,
