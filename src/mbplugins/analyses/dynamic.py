@@ -181,7 +181,8 @@ class DynamicAnalysis(Analysis):
             qq, qqd = form.q_cur, form.qd_cur
             # power of non-conservative applied forces + of the constraint forces
             lam = form.solver.lam
-            Jqd = (sysm.jacobian(qq, t) @ qqd) if J_dense else sysm.jacobian(qq, t).dot(qqd)
+            # the formulation just evaluated Phi_q at (qq, t): reuse the System's buffer
+            Jqd = sysm._jac_view @ qqd if J_dense else sysm._csr.dot(qqd)
             ydot[size] = sysm.nonconservative_power(qq, qqd, t) + float(lam @ Jqd)
             return ydot
 

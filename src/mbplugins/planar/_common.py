@@ -40,3 +40,14 @@ def moment_about(g: np.ndarray, r_body: np.ndarray, point: np.ndarray) -> np.nda
     """Moment about ``point`` of a generalised force ``g = [fx, fy, n]`` whose
     moment ``n`` is about the body origin ``r_body``: ``n - (point - r_body) x f``."""
     return g[..., 2] - cross(point - r_body, g[..., :2])
+
+
+def axis_geometry(par, qb):
+    """A line on body i: unit direction ``u = A_i u'`` (par[:, 0:2]), its normal
+    ``n = R u``, and the offsets ``S_i`` (par[:, 2:4]) and ``S_j`` (par[:, 4:6]) of the
+    two points (translational C4 and revolute-translational C7 share this)."""
+    from mbcore.elements import perp, rot
+    u = rot(qb[:, 0, 2], par[:, 0:2])
+    Si = rot(qb[:, 0, 2], par[:, 2:4])
+    Sj = rot(qb[:, 1, 2], par[:, 4:6])
+    return u, perp(u), Si, Sj

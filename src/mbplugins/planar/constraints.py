@@ -19,6 +19,8 @@ from mbcore.errors import ModelError
 from mbcore.functions import parse_function
 from mbcore.schema import Param
 
+from ._common import axis_geometry
+
 COORD = {"x": 0, "y": 1, "phi": 2}
 
 
@@ -324,12 +326,7 @@ class Translational(ConstraintType):
         si, sj = spec["point_i"], spec["point_j"]
         return [ax[0], ax[1], si[0], si[1], sj[0], sj[1], float(angle)], []
 
-    @staticmethod
-    def _geom(par, qb):
-        u = rot(qb[:, 0, 2], par[:, 0:2])
-        Si = rot(qb[:, 0, 2], par[:, 2:4])
-        Sj = rot(qb[:, 1, 2], par[:, 4:6])
-        return u, perp(u), Si, Sj
+    _geom = staticmethod(axis_geometry)
 
     def phi(self, par, qb, t, f):
         u, n, Si, Sj = self._geom(par, qb)
