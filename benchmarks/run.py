@@ -145,6 +145,52 @@ def bench_dynamics(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_overheads(repeat: int, quick: bool) -> dict:
+    """Cost of a Python-only plugin type above the built-in one (four-bar with its
+    four revolutes as a Python type: one call per group and stage), and of
+    streaming every output step to HDF5 (slider-crank kinematics)."""
+    import tempfile
+
+    from mbcore.plugins import PluginManager
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_plugins import ThirdParty  # a Python-only revolute, one element at a time
+
+    out = {}
+    pm = PluginManager()
+    pm.register(ThirdParty(), name="thirdparty")
+    import yaml
+    data = yaml.safe_load((ROOT / "examples" / "fourbar_kap.yaml").read_text())
+    sysb = mbcore.Model.from_dict(data, registry=pm.registry).compile(plugins=pm)
+    for j in data["joints"]:
+        j["type"] = "py_revolute"
+    sysp = mbcore.Model.from_dict(data, registry=pm.registry).compile(plugins=pm)
+    q = np.array([.5, .866, 1.047, 2.824, 2.553, .423, 3.574, 1.687, 1.004])
+    qd = np.ones(9)
+
+    def ev(s):
+        def f():
+            s.phi(q, 0.3)
+            s.jacobian(q, 0.3)
+            s.gamma(q, qd, 0.3)
+        return f
+    n = 500 if quick else 5000
+    tb = _time(ev(sysb), n, repeat)
+    tp = _time(ev(sysp), max(n // 10, 50), repeat)
+    out["python_plugin_constraint_overhead"] = {
+        "builtin_us": tb * 1e6, "python_type_us": tp * 1e6,
+        "extra_us_per_stage_call": (tp - tb) * 1e6 / 3,
+        "note": "4 revolutes as one Python-only group; 3 stages (phi, jacobian, gamma)"}
+    model = mbcore.Model.from_file(ROOT / "examples" / "slider_crank.yaml")
+    settings = {"t_end": 5.3, "output_step": 0.01 if quick else 0.001}
+    tmp = tempfile.mkdtemp()
+    tm = _time(lambda: mbcore.run(model, settings=settings), 1, repeat)
+    th = _time(lambda: mbcore.run(model, settings=settings, output=f"{tmp}/r.h5"), 1, repeat)
+    out["hdf5_streaming_overhead"] = {
+        "output_steps": int(round(5.3 / settings["output_step"])) + 1,
+        "memory_only_s": tm, "with_hdf5_s": th, "overhead_fraction": (th - tm) / th}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -156,7 +202,8 @@ def main(argv=None) -> int:
         "repeat": args.repeat, "statistic": "median",
         "cases": {**bench_fourbar(args.repeat, args.quick),
                   **bench_kinematics(args.repeat, args.quick),
-                  **bench_dynamics(args.repeat, args.quick)},
+                  **bench_dynamics(args.repeat, args.quick),
+                  **bench_overheads(args.repeat, args.quick)},
     }
     json.dump(report, sys.stdout, indent=2)
     print()
