@@ -52,18 +52,7 @@ ctypedef struct FGroup:
     const double* par
     const Py_ssize_t* fidx
 
-_EMPTY_D = np.zeros(1)
-_EMPTY_I = np.zeros(1, dtype=np.intp)
-
-
-cdef size_t _ptr_d(object a):
-    cdef double[::1] v = a.reshape(-1) if a.size else _EMPTY_D
-    return <size_t> &v[0]
-
-
-cdef size_t _ptr_i(object a):
-    cdef Py_ssize_t[::1] v = a.reshape(-1) if a.size else _EMPTY_I
-    return <size_t> &v[0]
+include "_pointers.pxi"
 
 
 cdef class ForceEvaluator:

@@ -80,6 +80,14 @@ def _pack(obj, el, model, functions: list, kind: str):
     return par, fidx
 
 
+def _kernel_spec(module, kind: str, etype) -> tuple:
+    """The compiled module's declaration of the kernel a type names."""
+    if etype.kernel not in module.KERNELS:
+        raise PluginError(f"{kind} type '{etype.name}' names kernel {etype.kernel!r}, which "
+                          f"{module.__name__} does not provide")
+    return tuple(module.KERNELS[etype.kernel])
+
+
 def _reason_of(fg: ForceGroup, e: int) -> str:
     """Why a compiled force kernel refused element e (kernels signal by index)."""
     from ._ext import _forces
@@ -325,13 +333,9 @@ class System:
                 k = g.ctype.kernel
                 if k is None:
                     continue
-                if k not in _planar.KERNELS:
-                    raise PluginError(f"constraint type '{g.ctype.name}' names kernel {k!r}, "
-                                      f"which mbcore._ext._planar does not provide")
-                spec = _planar.KERNELS[k]
-                if tuple(spec[1:5]) != (g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par,
-                                        g.ctype.n_fun) or \
-                        (spec[5] if len(spec) > 5 else 0) != len(g.ctype.extra):
+                spec = _kernel_spec(_planar, "constraint", g.ctype)
+                if (spec + (0,))[5] != len(g.ctype.extra) or tuple(spec[1:5]) != (
+                        g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par, g.ctype.n_fun):
                     raise PluginError(f"constraint type '{g.ctype.name}': its declaration "
                                       f"does not match kernel {k!r}")
                 g.compiled = True
@@ -350,11 +354,8 @@ class System:
                 k = fg.ftype.kernel
                 if k is None:
                     continue
-                if k not in _forces.KERNELS:
-                    raise PluginError(f"force type '{fg.ftype.name}' names kernel {k!r}, "
-                                      f"which mbcore._ext._forces does not provide")
-                if _forces.KERNELS[k][1:] != (len(fg.ftype.bodies), fg.ftype.n_par,
-                                              fg.ftype.n_fun):
+                if _kernel_spec(_forces, "force", fg.ftype)[1:] != (
+                        len(fg.ftype.bodies), fg.ftype.n_par, fg.ftype.n_fun):
                     raise PluginError(f"force type '{fg.ftype.name}': its declaration does "
                                       f"not match kernel {k!r}")
                 fg.compiled = True

@@ -58,3 +58,21 @@ class Analysis:
 
     def run(self, record: Callable, event: Callable, progress: bool = False) -> None:
         raise NotImplementedError  # pragma: no cover - abstract
+
+
+def element_channels(system, *, local: bool = True, forces: bool = True,
+                     points: bool = True) -> list[Channel]:
+    """The optional per-element channels every analysis with multipliers records:
+    joint-local reactions, force-element outputs and named points (when the model
+    has them)."""
+    ch = []
+    if local and system.local_reaction_labels:
+        ch.append(Channel("reactions_local", list(system.local_reaction_labels),
+                          "joint-local reaction components (docs/constraints.md)"))
+    if forces and system.force_labels:
+        ch.append(Channel("forces", list(system.force_labels), "force element outputs"))
+    if points and system.point_names:
+        ch.append(Channel("points", [f"{p}.{c}" for p in system.point_names
+                                     for c in ("x", "y", "xd", "yd", "xdd", "ydd")],
+                          "named points: position, velocity, acceleration"))
+    return ch

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from mbcore.analysis import Analysis
+from mbcore.analysis import Analysis, element_channels
 from mbcore.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import RestartRequest
@@ -119,15 +119,7 @@ class DynamicAnalysis(Analysis):
                       "Lagrange multipliers (reaction = +Phi_q^T lam)"),
               Channel("reactions", list(s.reaction_labels),
                       "generalised reaction of each element on each of its bodies")]
-        if s.local_reaction_labels:
-            ch.append(Channel("reactions_local", list(s.local_reaction_labels),
-                              "joint-local reaction components (docs/constraints.md)"))
-        if s.force_labels:
-            ch.append(Channel("forces", list(s.force_labels), "force element outputs"))
-        if s.point_names:
-            ch.append(Channel("points", [f"{p}.{c}" for p in s.point_names
-                                         for c in ("x", "y", "xd", "yd", "xdd", "ydd")],
-                              "named points: position, velocity, acceleration"))
+        ch += element_channels(s)
         ch.append(Channel("energy", ["kinetic", "potential", "total", "work_nc", "balance"],
                           "T, V, T + V, work of non-conservative and constraint forces "
                           "since t_start, and T + V - work_nc (constant for exact solutions)"))

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from mbcore.analysis import Analysis
+from mbcore.analysis import Analysis, element_channels
 from mbcore.errors import AssemblyError, LockupError, ModelError, SingularJacobianError
 from mbcore.assembly import assemble
 from mbcore.linalg import dense_lu, dependent_rows, rank_revealing
@@ -391,16 +391,9 @@ class KinetostaticAnalysis(KinematicAnalysis):
         ch.insert(4, Channel("reactions", list(sysm.reaction_labels),
                              "generalised reaction of each element on each of its bodies: "
                              "fx, fy (global) and the moment n about the body origin"))
-        k = 5
-        if sysm.local_reaction_labels:
-            ch.insert(k, Channel("reactions_local", list(sysm.local_reaction_labels),
-                                 "joint-local reaction components (docs/constraints.md)"))
-            k += 1
-        if sysm.force_labels:
-            ch.insert(k, Channel("forces", list(sysm.force_labels), "force element outputs"))
-            k += 1
-        ch.insert(k, Channel("energy", ["kinetic", "potential", "total"], "energies"))
-        return ch
+        extra = element_channels(sysm, points=False)   # points: already in ch
+        extra.append(Channel("energy", ["kinetic", "potential", "total"], "energies"))
+        return ch[:5] + extra + ch[5:]
 
     def _extra(self, t, q, qd, qdd, lu, J, data):
         sysm = self.system

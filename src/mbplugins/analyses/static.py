@@ -23,7 +23,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.optimize as opt
 
-from mbcore.analysis import Analysis
+from mbcore.analysis import Analysis, element_channels
 from mbcore.assembly import assemble
 from mbcore.elements import ForceType
 from mbcore.errors import AnalysisError, ConvergenceError, ModelError
@@ -50,15 +50,7 @@ class StaticAnalysis(Analysis):
         ch = [Channel("q", list(s.coordinate_names), "equilibrium coordinates"),
               Channel("lam", list(s.constraint_names), "Lagrange multipliers"),
               Channel("reactions", list(s.reaction_labels), "element reactions")]
-        if s.local_reaction_labels:
-            ch.append(Channel("reactions_local", list(s.local_reaction_labels),
-                              "joint-local reaction components (docs/constraints.md)"))
-        if s.force_labels:
-            ch.append(Channel("forces", list(s.force_labels), "force element outputs"))
-        if s.point_names:
-            ch.append(Channel("points", [f"{p}.{c}" for p in s.point_names
-                                         for c in ("x", "y", "xd", "yd", "xdd", "ydd")],
-                              "named points"))
+        ch += element_channels(s)
         ch.append(Channel("energy", ["potential"], "potential energy"))
         ch.append(Channel("solver", ["iterations", "force_residual", "phi_norm"],
                           "iterations and final residuals"))
