@@ -31,11 +31,12 @@ def ext(name: str) -> Extension:
 
 
 extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
-              ext("_kinematics")]
+              ext("_kinematics"), ext("_dynamics")]
 
 setup(
     ext_modules=cythonize(
         extensions,
+        include_path=["src"],      # the .pxd interfaces live in src/mbcore/_ext
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,

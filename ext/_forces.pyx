@@ -45,26 +45,11 @@ REASONS = {
 #: TSDA lengths below this have no direction (same value as the reference)
 cdef double MIN_LENGTH = 1e-10
 
-ctypedef struct FGroup:
-    int kind
-    Py_ssize_t ne, nb, npar, nfun
-    const Py_ssize_t* boff
-    const double* par
-    const Py_ssize_t* fidx
-
 include "_pointers.pxi"
 
 
 cdef class ForceEvaluator:
     """Accumulates Q = sum of element forces for every compiled force group."""
-
-    cdef FGroup* groups
-    cdef Py_ssize_t ng, n
-    cdef double* qx
-    cdef double* qdx
-    cdef double* Qx
-    cdef list _keep
-    cdef public Py_ssize_t failed_group, failed_element
 
     def __cinit__(self, Py_ssize_t n, list groups):
         cdef Py_ssize_t k
@@ -126,7 +111,7 @@ cdef class ForceEvaluator:
                 memset(self.Qx, 0, self.n * sizeof(double))
         cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
         for g in range(self.ng):
-            e = _accumulate(&self.groups[g], self.qx, self.qdx, fp, self.Qx)
+            e = _accumulate(&self.groups[g], self.qx, self.qdx, fp, self.Qx, NULL)
             if e >= 0:
                 self.failed_group = g
                 self.failed_element = e
@@ -136,13 +121,53 @@ cdef class ForceEvaluator:
         return True
 
 
+    cdef Py_ssize_t c_forces(self, const double* q, const double* qd, const double* fv,
+                             double* Q, double* P) noexcept nogil:
+        """Q (+)= forces of every compiled group (Q has n entries; it is accumulated
+        into), P[0] += power of their non-conservative parts (P may be NULL).  Returns
+        -1, or the group index of a failing element (``failed_element`` is set)."""
+        cdef Py_ssize_t g, e, n = self.n
+        memcpy(self.qx, q, n * sizeof(double))
+        memcpy(self.qdx, qd, n * sizeof(double))
+        memcpy(self.Qx, Q, n * sizeof(double))
+        for g in range(self.ng):
+            e = _accumulate(&self.groups[g], self.qx, self.qdx, fv, self.Qx, P)
+            if e >= 0:
+                self.failed_group = g
+                self.failed_element = e
+                return g
+        memcpy(Q, self.Qx, n * sizeof(double))
+        return -1
+
+    def power_nc(self, const double[::1] q, const double[::1] qd,
+                 const double[:, ::1] fv):
+        """Power of the non-conservative parts of every compiled group (the sum of
+        the references' ``power_nc``); NaN when an element cannot be evaluated."""
+        cdef double P = 0.0
+        cdef Py_ssize_t g
+        if q.shape[0] != self.n or qd.shape[0] != self.n:
+            raise ValueError(f"q and qd must have {self.n} entries")
+        if self.n:
+            memset(self.Qx, 0, self.n * sizeof(double))
+            memcpy(self.qx, &q[0], self.n * sizeof(double))
+            memcpy(self.qdx, &qd[0], self.n * sizeof(double))
+        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        for g in range(self.ng):
+            if _accumulate(&self.groups[g], self.qx, self.qdx, fp, self.Qx, &P) >= 0:
+                return float("nan")
+        return P
+
+
 cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const double* fv,
-                            double* Q) noexcept nogil:
-    """Add the group's forces into Q; return -1, or the index of a failing element."""
+                            double* Q, double* P) noexcept nogil:
+    """Add the group's forces into Q and, when ``P`` is not NULL, the power of their
+    non-conservative parts into ``P[0]`` (the ``power_nc`` of the references);
+    return -1, or the index of a failing element."""
     cdef Py_ssize_t e, bi, bj
     cdef const double* p
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy, n
     cdef double vx, vy, nx, ny, d, delta, pe, fel, fn, ft, vt, dd, Xix, Xiy, Xjx, Xjy
+    cdef double pw = 0.0
     for e in range(G.ne):
         p = G.par + e * G.npar
         bi = G.boff[e * G.nb]
@@ -161,14 +186,18 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const 
             # l_dot = rd_j + w_j R S_j - rd_i - w_i R S_i,  R S = (-S_y, S_x)
             Ld = (ux * (qd[bj] - qd[bj + 2] * Sjy - qd[bi] + qd[bi + 2] * Siy)
                   + uy * (qd[bj + 1] + qd[bj + 2] * Sjx - qd[bi + 1] - qd[bi + 2] * Six))
-            f = p[4] * (L - p[6]) + p[5] * Ld + fv[3 * G.fidx[e]]
+            f = p[5] * Ld + fv[3 * G.fidx[e]]
+            pw -= f * Ld
+            f += p[4] * (L - p[6])
             fx = f * ux; fy = f * uy
             Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
             Q[bj] -= fx; Q[bj + 1] -= fy; Q[bj + 2] -= Sjx * fy - Sjy * fx
         elif G.kind == F_RSDA:
             bj = G.boff[e * 2 + 1]
-            n = (p[0] * (q[bj + 2] - q[bi + 2] - p[2]) + p[1] * (qd[bj + 2] - qd[bi + 2])
-                 + fv[3 * G.fidx[e]])
+            d = qd[bj + 2] - qd[bi + 2]
+            n = p[1] * d + fv[3 * G.fidx[e]]
+            pw -= n * d
+            n += p[0] * (q[bj + 2] - q[bi + 2] - p[2])
             Q[bi + 2] += n
             Q[bj + 2] -= n
         elif G.kind == F_FORCE:
@@ -181,11 +210,13 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const 
                 fx = f
             Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
             Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
+            pw += fx * (qd[bi] - qd[bi + 2] * Siy) + fy * (qd[bi + 1] + qd[bi + 2] * Six)
         elif G.kind == F_TORQUE:
             bj = G.boff[e * 2 + 1]
             n = fv[3 * G.fidx[e]]
             Q[bi + 2] += n
             Q[bj + 2] -= n
+            pw += n * (qd[bi + 2] - qd[bj + 2])
         elif G.kind == F_DRAG:
             # par = [s'_x, s'_y, 0.5 c_d rho A, c, wind_x, wind_y]
             c = cos(q[bi + 2]); s = sin(q[bi + 2])
@@ -195,11 +226,14 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const 
             f = -(p[2] * sqrt(vx * vx + vy * vy) + p[3])
             fx = f * vx; fy = f * vy
             Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
+            pw += fx * (qd[bi] - qd[bi + 2] * Siy) + fy * (qd[bi + 1] + qd[bi + 2] * Six)
         elif G.kind == F_DAMPING:
             # par = [d_x, d_y, d_phi]
             Q[bi] -= p[0] * qd[bi]
             Q[bi + 1] -= p[1] * qd[bi + 1]
             Q[bi + 2] -= p[2] * qd[bi + 2]
+            pw -= (p[0] * qd[bi] * qd[bi] + p[1] * qd[bi + 1] * qd[bi + 1]
+                   + p[2] * qd[bi + 2] * qd[bi + 2])
         elif G.kind == F_CONTACT:
             # par = [s'_x, s'_y, radius, l'_x, l'_y, n'_x, n'_y, k, c, e, mu, v_eps,
             #        damping model (0 hunt_crossley, 1 compression, 2 linear),
@@ -245,4 +279,8 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const 
             fx = fn * nx + ft * ny; fy = fn * ny - ft * nx
             Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Xix * fy - Xiy * fx
             Q[bj] -= fx; Q[bj + 1] -= fy; Q[bj + 2] -= Xjx * fy - Xjy * fx
+            pw += -(fn - fel) * dd + ft * vt
+    if P != NULL:
+        P[0] += pw
     return -1
+

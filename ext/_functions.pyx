@@ -92,11 +92,6 @@ EXTRAPOLATION_CODES = {"error": X_ERROR, "linear": X_LINEAR, "hold": X_HOLD,
 cdef double LN10 = 2.302585092994045684
 
 
-cdef struct ErrInfo:
-    Py_ssize_t index
-    int code
-    int op
-    double value
 
 
 # --- jets --------------------------------------------------------------------------
@@ -416,17 +411,6 @@ cdef class Evaluator:
     checked (``mbcore.expressions.check_program``) with stack depth <= ``depth``.
     """
 
-    cdef readonly Py_ssize_t size
-    cdef object _keep, _on_error
-    cdef const int* kinds
-    cdef const Py_ssize_t* foff
-    cdef const Py_ssize_t* fcnt
-    cdef const Py_ssize_t* ioff
-    cdef const Py_ssize_t* icnt
-    cdef const double* fdata
-    cdef const int* idata
-    cdef Py_ssize_t* cache
-    cdef double* stack
 
     def __cinit__(self, kinds, foff, fcnt, ioff, icnt, fdata, idata, Py_ssize_t depth,
                   on_error):

@@ -72,26 +72,8 @@ KERNELS = {
     "slot": (K_SLOT, 2, 2, CURVE_GEOM + CURVE_SIZE, 0, 1),
 }
 
-ctypedef struct Group:
-    int kind
-    Py_ssize_t ne, nb, m, npar, nfun, njac, nx
-    const Py_ssize_t* boff
-    const Py_ssize_t* xoff      # (ne, nx) offsets of artificial coordinates in q
-    const Py_ssize_t* row
-    const double* par
-    const Py_ssize_t* fidx
-    const Py_ssize_t* jpos
-
-
 cdef class PlanarEvaluator:
     """Assembles phi, Jacobian, nu and gamma of all compiled groups of a System."""
-
-    cdef Group* groups
-    cdef Py_ssize_t ng
-    cdef Py_ssize_t n
-    cdef double* qx
-    cdef double* qdx
-    cdef list _keep
 
     def __cinit__(self, Py_ssize_t n, list groups):
         cdef Py_ssize_t k
@@ -144,7 +126,7 @@ cdef class PlanarEvaluator:
         free(self.qx)
         free(self.qdx)
 
-    cdef inline int _load(self, const double[::1] q) except -1:
+    cdef int _load(self, const double[::1] q) except -1:
         if q.shape[0] != self.n:
             raise ValueError(f"q has {q.shape[0]} entries, the system has {self.n} coordinates")
         if self.n:

@@ -42,7 +42,14 @@ class Formulation:
        chooses its partition here); ``wants_repartition()`` may return a reason
        at an output point, and evaluations may raise :class:`RestartRequest`: the
        analysis then calls ``initialize`` again at the last output state.
-    7. After ``rhs``, ``q_cur``/``qd_cur`` hold the coordinates of that evaluation.
+    7. After ``rhs``, ``q_cur``/``qd_cur`` hold the coordinates of that evaluation
+       (Python path only).
+    8. ``compiled_stabilisation()`` returns ``(alpha, beta)`` when the formulation's
+       right-hand side is the index-1 one with Baumgarte terms (DI: (0, 0)); the
+       base class then evaluates it by the compiled :attr:`compiled` kernel
+       (``mbcore._ext._dynamics.CompiledRHS``) where the System allows.  Return None
+       (the default for formulations that override ``rhs`` or ``gamma_extra``) to
+       keep the Python path.
     """
 
     name: ClassVar[str] = ""
@@ -62,6 +69,8 @@ class Formulation:
         self.solver = AccelerationSolver(system)
         self._ydot = np.zeros(2 * self.n)
         self.nfev = 0
+        self.compiled = _compiled_rhs(system, self.solver, self.compiled_stabilisation())
+        self._ywork = np.zeros(2 * self.n + 1) if self.compiled is not None else None
 
     @property
     def size(self) -> int:
@@ -83,8 +92,27 @@ class Formulation:
         """Extra terms added to gamma (CS); None for DI."""
         return None
 
+    def compiled_stabilisation(self) -> tuple[float, float] | None:
+        """(alpha, beta) of the Baumgarte terms when ``rhs`` is the base class's
+        index-1 right-hand side, else None (rule 8)."""
+        cls = type(self)
+        if cls.rhs is Formulation.rhs and cls.gamma_extra is Formulation.gamma_extra:
+            return 0.0, 0.0
+        return None
+
+    def compiled_ready(self) -> bool:
+        """The compiled right-hand side applies now (no rows removed since)."""
+        return self.compiled is not None and self.solver.rows is None
+
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         self.nfev += 1
+        if self.compiled is not None and self.solver.rows is None:
+            if self.compiled.eval(t, y, self._ywork) == 0:
+                self.q_cur, self.qd_cur = self.split(y)
+                self._ydot[:] = self._ywork[:2 * self.n]
+                return self._ydot
+            # singular / failed: the Python path raises the named error (or applies
+            # the least-squares multipliers)
         q, qd = self.split(y)
         self.q_cur, self.qd_cur = q, qd
         qdd, _ = self.solver.solve(q, qd, t, self.gamma_extra(q, qd, t))
@@ -102,3 +130,21 @@ class Formulation:
 
     def warnings(self, step: float | None) -> list[str]:
         return []
+
+
+def _compiled_rhs(system, solver, stabilisation):
+    """The compiled right-hand side (``_dynamics.CompiledRHS``) of a System made only
+    of compiled elements with a dense Jacobian and a positive mass matrix, else None."""
+    if (stabilisation is None or system.backend != "compiled" or not system.dense
+            or solver.augmented or system._evaluator is None or system._py_groups
+            or system._py_force_groups):
+        return None
+    try:
+        from ._ext._dynamics import CompiledRHS
+    except ImportError:              # pragma: no cover - an old build
+        return None
+    alpha, beta = stabilisation
+    return CompiledRHS(system._evaluator, system._force_evaluator,
+                       system.ftable._impl if len(system.functions) else None,
+                       system.n, system.m, system._jdata, system._q_gravity,
+                       solver.minv, alpha, beta)

@@ -164,11 +164,19 @@ class DynamicAnalysis(Analysis):
         J_dense = sysm.dense
         buf = {"ydot": np.zeros(form.size + 1)}
 
+        crhs = form.compiled
+
         def fun(t, y):
             size = form.size
             ydot = buf["ydot"]
             if ydot.size != size + 1:
                 ydot = buf["ydot"] = np.zeros(size + 1)
+            if crhs is not None and form.solver.rows is None:
+                # compiled [qd; qdd; W'] in one call (else the Python path below
+                # repeats the evaluation and raises the named error)
+                if crhs.eval(t, y, ydot) == 0:
+                    form.nfev += 1
+                    return ydot
             ydot[:size] = form.rhs(t, y[:size])
             qq, qqd = form.q_cur, form.qd_cur
             # power of non-conservative applied forces + of the constraint forces

@@ -42,6 +42,9 @@ class CS(Formulation):
                 raise ModelError(f"settings.{k}", "must be >= 0")
         self.alpha, self.beta = self.settings["alpha"], self.settings["beta"]
 
+    def compiled_stabilisation(self):
+        return float(self.settings["alpha"]), float(self.settings["beta"])
+
     def gamma_extra(self, q, qd, t):
         s = self.system
         phid = s.jacobian(q, t) @ qd - s.nu(q, t) if s.dense else \

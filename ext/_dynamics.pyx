@@ -1,0 +1,252 @@
+# cython: language_level=3
+"""Compiled right-hand side of the equations of motion and compiled integration
+loops (``mbcore._ext._dynamics``).
+
+:class:`CompiledRHS` evaluates, in one C call and without allocation, the state
+derivative of the dynamic analysis ``y = [q; qd; W]``:
+
+    qdd, lam  from  [M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma + gamma_s]
+    W'        =  P_nc + lam . (Phi_q qd)
+
+(004 Eqs 9.49-9.55 with the Ch.9 sign, docs/conventions.md), where ``gamma_s =
+-2 alpha Phidot - beta^2 Phi`` is the Baumgarte term of the CS formulation (004
+§10.1, spec/algorithms.md §4.2; zero for DI) and ``W`` the work of the
+non-conservative and constraint forces (the energy balance channel).  The stages
+are the compiled kernels of ``_functions`` (time functions), ``_planar``
+(Jacobian, gamma, phi, nu) and ``_forces`` (applied forces and their
+non-conservative power); the linear system is solved by the Schur complement
+``B = Phi_q M^-1 Phi_q^T`` (M diagonal) with an unblocked Cholesky for small m and
+LAPACK ``dpotrf`` above.  The NumPy reference of the same function is the
+Python path of ``mbcore.formulation.Formulation.rhs`` (+ the work rate computed
+by the dynamic analysis); tests keep them equal to 1e-12.
+
+It applies to dense systems whose elements all have compiled kernels, without
+massless coordinates or removed (redundant) rows; anything else keeps the
+Python path.  A non-zero status (singular B, a time function or force element
+that cannot be evaluated, a non-finite result) makes the caller repeat the
+evaluation on the Python path, which raises the named error (or applies the
+least-squares multipliers).
+"""
+from libc.math cimport fabs, isfinite, sqrt
+from libc.string cimport memcpy, memset
+
+from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+
+from mbcore._ext._planar cimport PlanarEvaluator
+from mbcore._ext._forces cimport ForceEvaluator
+from mbcore._ext._functions cimport Evaluator, ErrInfo
+
+import numpy as np
+
+#: above this many constraint rows the Cholesky factor is computed by LAPACK
+cdef enum:
+    SMALL_M = 40
+
+#: evaluation status codes
+cdef enum:
+    OK = 0
+    SINGULAR = 1
+    FUNCTION_FAILED = 2
+    FORCE_FAILED = 3
+    NOT_FINITE = 4
+
+STATUS = {OK: "ok", SINGULAR: "singular", FUNCTION_FAILED: "function failed",
+          FORCE_FAILED: "force element failed", NOT_FINITE: "not finite"}
+
+
+cdef class CompiledRHS:
+    """``CompiledRHS(evaluator, force_evaluator, functions, n, m, jdata, qgrav,
+    minv, alpha=0, beta=0)``.  ``functions`` is the compiled time-function
+    evaluator (or None when the system has none), ``jdata`` the System's Jacobian
+    buffer (dense row-major, m*n entries then the ground slots), ``qgrav`` the
+    gravity forces, ``minv`` the inverse of the diagonal mass matrix."""
+
+    cdef PlanarEvaluator ev
+    cdef ForceEvaluator fe
+    cdef Evaluator fn
+    cdef readonly Py_ssize_t n, m, nf
+    cdef double[::1] fv, jdata, gam, phi, nu, Q, qgrav, minv, B, C, lam, qdd
+    cdef double* fvp
+    cdef public double alpha, beta
+    cdef readonly bint stabilise
+    cdef public long nfev
+    cdef readonly int status
+    cdef readonly double power
+    cdef ErrInfo err
+
+    def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
+                  double[::1] qgrav, double[::1] minv, double alpha=0.0,
+                  double beta=0.0):
+        if jdata.shape[0] < m * n or qgrav.shape[0] != n or minv.shape[0] != n:
+            raise ValueError("CompiledRHS: buffer sizes do not match (n, m)")
+        self.ev = evaluator
+        self.fe = force_evaluator
+        self.fn = functions
+        self.n = n
+        self.m = m
+        self.nf = 0 if functions is None else functions.size
+        self.fv = np.zeros(3 * max(self.nf, 1))
+        self.fvp = &self.fv[0] if self.nf else NULL
+        self.jdata = jdata
+        self.gam = np.zeros(max(m, 1))
+        self.phi = np.zeros(max(m, 1))
+        self.nu = np.zeros(max(m, 1))
+        self.Q = np.zeros(max(n, 1))
+        self.qgrav = qgrav
+        self.minv = minv
+        self.B = np.zeros(max(m * m, 1))
+        self.C = np.zeros(max(m * n, 1))
+        self.lam = np.zeros(max(m, 1))
+        self.qdd = np.zeros(max(n, 1))
+        self.alpha = alpha
+        self.beta = beta
+        self.stabilise = alpha != 0.0 or beta != 0.0
+        self.nfev = 0
+        self.status = 0
+
+    # ------------------------------------------------------------------ C level
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        """ydot[0:2n+1] = [qd; qdd; W'] at (t, y[0:2n]).  Returns a status code."""
+        cdef Py_ssize_t n = self.n, m = self.m, i, j
+        cdef const double* q = y
+        cdef const double* qd = y + n
+        cdef double* J = &self.jdata[0]
+        cdef double* gam = &self.gam[0]
+        cdef double* lam = &self.lam[0]
+        cdef double* qdd = &self.qdd[0]
+        cdef double* Q = &self.Q[0]
+        cdef double acc, P = 0.0, a2, b2
+        self.nfev += 1
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = FUNCTION_FAILED
+                return FUNCTION_FAILED
+        memcpy(self.ev.qx, q, n * sizeof(double))
+        memcpy(self.ev.qdx, qd, n * sizeof(double))
+        self.ev.c_jacobian(J)
+        self.ev.c_gamma(self.fvp, gam)
+        if self.stabilise:
+            self.ev.c_phi(self.fvp, &self.phi[0])
+            self.ev.c_nu(self.fvp, &self.nu[0])
+            a2 = 2.0 * self.alpha
+            b2 = self.beta * self.beta
+            for i in range(m):
+                acc = -self.nu[i]
+                for j in range(n):
+                    acc += J[i * n + j] * qd[j]
+                gam[i] -= a2 * acc + b2 * self.phi[i]
+        memcpy(Q, &self.qgrav[0], n * sizeof(double))
+        if self.fe is not None:
+            if self.fe.c_forces(q, qd, self.fvp, Q, &P) >= 0:
+                self.status = FORCE_FAILED
+                return FORCE_FAILED
+        if self.c_schur(J, Q, gam, qdd, lam):
+            self.status = SINGULAR
+            return SINGULAR
+        # W' = P_nc + lam . (Phi_q qd)
+        for i in range(m):
+            acc = 0.0
+            for j in range(n):
+                acc += J[i * n + j] * qd[j]
+            P += lam[i] * acc
+        for i in range(n):
+            ydot[i] = qd[i]
+            ydot[n + i] = qdd[i]
+            if not isfinite(qdd[i]):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+        ydot[2 * n] = P
+        self.power = P
+        self.status = OK
+        return OK
+
+    cdef int c_schur(self, const double* J, const double* Q, const double* gam,
+                     double* qdd, double* lam) noexcept nogil:
+        """lam, qdd of the Schur complement system; 1 when B is (nearly) singular
+        (the test of the NumPy reference: min pivot^2 < 1e-13 max diag B)."""
+        cdef Py_ssize_t n = self.n, m = self.m, i, j, k
+        cdef double* C = &self.C[0]
+        cdef double* B = &self.B[0]
+        cdef const double* minv = &self.minv[0]
+        cdef double acc, bmax = 0.0, lmin = 1e308, d
+        cdef int mm = <int> m, nrhs = 1, info = 0
+        cdef char uplo = b'U'
+        for i in range(m):
+            acc = 0.0
+            for j in range(n):
+                C[i * n + j] = J[i * n + j] * minv[j]
+                acc += C[i * n + j] * Q[j]
+            lam[i] = gam[i] - acc
+        for i in range(m):
+            for k in range(i, m):
+                acc = 0.0
+                for j in range(n):
+                    acc += C[i * n + j] * J[k * n + j]
+                B[i * m + k] = acc
+                B[k * m + i] = acc
+            if B[i * m + i] > bmax:
+                bmax = B[i * m + i]
+        if m > SMALL_M:
+            dpotrf(&uplo, &mm, B, &mm, &info)
+            if info != 0:
+                return 1
+            for i in range(m):
+                if fabs(B[i * m + i]) < lmin:
+                    lmin = fabs(B[i * m + i])
+            if lmin * lmin < 1e-13 * bmax:
+                return 1
+            dpotrs(&uplo, &mm, &nrhs, B, &mm, lam, &mm, &info)
+        elif m > 0:
+            # B = L L^T in place (lower triangle, row-major), then two triangular solves
+            for j in range(m):
+                d = B[j * m + j]
+                for k in range(j):
+                    d -= B[j * m + k] * B[j * m + k]
+                if not (d > 0.0):
+                    return 1
+                d = sqrt(d)
+                if d < lmin:
+                    lmin = d
+                B[j * m + j] = d
+                for i in range(j + 1, m):
+                    acc = B[i * m + j]
+                    for k in range(j):
+                        acc -= B[i * m + k] * B[j * m + k]
+                    B[i * m + j] = acc / d
+            if lmin * lmin < 1e-13 * bmax:
+                return 1
+            for i in range(m):                    # L z = r
+                acc = lam[i]
+                for k in range(i):
+                    acc -= B[i * m + k] * lam[k]
+                lam[i] = acc / B[i * m + i]
+            for i in range(m - 1, -1, -1):        # L^T lam = z
+                acc = lam[i]
+                for k in range(i + 1, m):
+                    acc -= B[k * m + i] * lam[k]
+                lam[i] = acc / B[i * m + i]
+        for j in range(n):
+            qdd[j] = Q[j]
+        for i in range(m):
+            for j in range(n):
+                qdd[j] += J[i * n + j] * lam[i]
+        for j in range(n):
+            qdd[j] *= minv[j]
+        return 0
+
+    # ------------------------------------------------------------- Python level
+    def eval(self, double t, const double[::1] y, double[::1] ydot):
+        """ydot[:2n+1] = [qd; qdd; W'] at (t, y[:2n]); returns the status (0 = OK)."""
+        if y.shape[0] < 2 * self.n or ydot.shape[0] < 2 * self.n + 1:
+            raise ValueError(f"y needs {2 * self.n} and ydot {2 * self.n + 1} entries")
+        return self.c_eval(t, &y[0], &ydot[0])
+
+    @property
+    def lam_view(self):
+        """The multipliers of the last evaluation (a view of the work buffer)."""
+        return np.asarray(self.lam)[:self.m]
+
+    @property
+    def qdd_view(self):
+        return np.asarray(self.qdd)[:self.n]

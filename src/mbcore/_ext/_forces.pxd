@@ -1,0 +1,21 @@
+# C-level interface of mbcore._ext._forces (cimported by _dynamics).
+ctypedef struct FGroup:
+    int kind
+    Py_ssize_t ne, nb, npar, nfun
+    const Py_ssize_t* boff
+    const double* par
+    const Py_ssize_t* fidx
+
+
+cdef class ForceEvaluator:
+    cdef FGroup* groups
+    cdef Py_ssize_t ng, n
+    cdef double* qx
+    cdef double* qdx
+    cdef double* Qx
+    cdef list _keep
+    cdef public Py_ssize_t failed_group, failed_element
+
+    cdef _set(self, Py_ssize_t k, dict g)
+    cdef Py_ssize_t c_forces(self, const double* q, const double* qd, const double* fv,
+                             double* Q, double* P) noexcept nogil

@@ -1,0 +1,148 @@
+"""The compiled right-hand side of the dynamic analysis (``mbcore._ext._dynamics``)
+against the Python path of the same function (Formulation.rhs + the work rate of
+the dynamic analysis) and against the NumPy reference backend: equal to 1e-12."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mbcore
+from mbcore import Model
+from mbcore.plugins import registry
+from mbcore.system import compiled_available
+
+pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
+
+
+def loaded_chain() -> Model:
+    """Three bodies on revolutes (one crank driven by a harmonic driver), every
+    compiled force kind with damping and time-function actuators."""
+    m = Model("loaded")
+    m.set_gravity(0.3, -9.81)
+    m.add_body("a", position=(0.5, 0.0), angle=0.0, mass=2.0, inertia=0.2)
+    m.add_body("b", position=(1.5, 0.0), angle=0.0, mass=1.5, inertia=0.15)
+    m.add_body("c", position=(2.2, 0.4), angle=0.3, mass=1.0, inertia=0.1)
+    m.add_joint("revolute", "O", body_i="ground", body_j="a", point_i=(0.0, 0.0),
+                point_j=(-0.5, 0.0))
+    m.add_joint("revolute", "A", body_i="a", body_j="b", point_i=(0.5, 0.0),
+                point_j=(-0.5, 0.0))
+    m.add_driver("relative_driver", "drive", body_i="b", body_j="c", coordinate="phi",
+                 function={"harmonic": {"amplitude": 0.2, "frequency": 3.0, "phase": 0.4,
+                                        "offset": 0.3}})
+    m.add_force("tsda", "spring", body_i="ground", body_j="c", point_i=(2.0, 1.5),
+                point_j=(0.1, 0.05), stiffness=120.0, damping=3.5, free_length=0.9,
+                actuator={"polynomial": [1.0, -2.0, 0.5]})
+    m.add_force("rsda", "coil", body_i="a", body_j="b", stiffness=8.0, damping=0.7,
+                actuator={"harmonic": {"amplitude": 1.5, "frequency": 2.0}})
+    m.add_force("force", "push", body="b", point=(0.2, 0.1), fx={"polynomial": [0.5, 1.0]},
+                fy=2.0, frame="body")
+    m.add_force("torque", "motor", body="a", torque={"polynomial": [0.3, 0.2]})
+    m.add_force("drag", "air", body="c", point=(0.1, 0.0), drag_coefficient=1.1,
+                area=0.3, linear=0.2, wind=(0.5, -0.2))
+    m.add_force("damping", "visc", body="b", coefficients=[0.5, 0.7, 0.2])
+    m.add_force("contact", "stop", body="c", point=(0.1, 0.1), radius=1.0, stiffness=400.0,
+                damping=7.0, friction=0.4, slip_velocity=0.05)
+    return m
+
+
+def _python_path(form, sysm, t, y):
+    """[qd; qdd; W'] by the Python path on the same System (the dynamic analysis'
+    reference formula)."""
+    n = sysm.n
+    c, form.compiled = form.compiled, None
+    try:
+        yd = form.rhs(t, y[:2 * n]).copy()
+    finally:
+        form.compiled = c
+    q, qd = y[:n], y[n:2 * n]
+    J = sysm.jacobian(q, t)
+    w = sysm.nonconservative_power(q, qd, t) + float(form.solver.lam @ (J @ qd))
+    return np.concatenate([yd, [w]])
+
+
+def _states(sysm, rng, k):
+    st = sysm.initial_state(0.0)
+    for _ in range(k):
+        q = st.q + 0.05 * rng.standard_normal(sysm.n)
+        qd = rng.standard_normal(sysm.n)
+        yield rng.uniform(0.0, 2.0), np.concatenate([q, qd, [0.0]])
+
+
+@pytest.mark.parametrize("formulation", ["di", "cs"])
+@pytest.mark.parametrize("case", ["loaded", "slider_crank", "fourbar_dap", "platform"])
+def test_compiled_rhs_equals_python_path(examples, case, formulation):
+    m = loaded_chain() if case == "loaded" else Model.from_file(examples / f"{case}.yaml")
+    sysm = m.compile(kernels="compiled")
+    ref = m.compile(kernels="numpy")
+    form = registry().get("formulation", formulation)(sysm, {"alpha": 3.0, "beta": 4.0}
+                                                       if formulation == "cs" else {})
+    fref = registry().get("formulation", formulation)(ref, {"alpha": 3.0, "beta": 4.0}
+                                                      if formulation == "cs" else {})
+    assert form.compiled is not None and fref.compiled is None
+    rng = np.random.default_rng(5)
+    out = np.zeros(2 * sysm.n + 1)
+    for t, y in _states(sysm, rng, 6):
+        assert form.compiled.eval(t, y, out) == 0
+        want = _python_path(form, sysm, t, y)
+        # the kernels agree to rounding; the solve amplifies rounding by cond(B)
+        # (2.7e11 for the slider-crank in mm), so the bound is 1e-12 or eps cond(B)
+        J = sysm.jacobian_dense(y[:sysm.n], t)
+        cond = np.linalg.cond((J / sysm.mass_diag) @ J.T) if sysm.m else 1.0
+        scale = (np.max(np.abs(want)) + 1.0) * max(1e-12, 1e-15 * cond)
+        np.testing.assert_allclose(out, want, rtol=0, atol=scale)
+        # the NumPy backend computes the same function
+        want_np = _python_path(fref, ref, t, y)
+        np.testing.assert_allclose(out, want_np, rtol=0, atol=10 * scale)
+        # the power term is exercised (non-zero) for the loaded model
+        if case == "loaded":
+            assert abs(out[-1]) > 1e-3
+
+
+def test_compiled_rhs_singular_falls_back_to_the_named_error(examples):
+    """A singular configuration: the compiled kernel reports it and the Python path
+    raises the named error (or passes with least-squares multipliers)."""
+    from mbcore.errors import SingularJacobianError
+    m = Model("double")
+    m.add_body("a", position=(0.5, 0.0), mass=1.0, inertia=0.1)
+    m.add_joint("revolute", "O1", body_i="ground", body_j="a", point_i=(0.0, 0.0),
+                point_j=(-0.5, 0.0))
+    m.add_joint("revolute", "O2", body_i="ground", body_j="a", point_i=(0.0, 0.0),
+                point_j=(-0.5, 0.0))
+    sysm = m.compile(kernels="compiled")
+    form = registry().get("formulation", "di")(sysm, {})
+    y = np.concatenate([sysm.initial_state(0.0).q, np.zeros(3), [0.0]])
+    assert form.compiled.eval(0.0, y, np.zeros(7)) == 1          # SINGULAR
+    with pytest.raises(SingularJacobianError, match="O1|O2"):
+        form.rhs(0.0, y[:6])
+    form.solver.rank_deficiency = "least_squares"
+    yd = form.rhs(0.0, y[:6])
+    np.testing.assert_allclose(yd[3:], [0.0, -9.81 * 0, 0.0], atol=1e-12)
+
+
+def test_compiled_force_failure_is_named(examples):
+    """A TSDA of zero length: the compiled kernel refuses, the Python path names the
+    element and the time."""
+    from mbcore.errors import AnalysisError
+    m = Model("zero")
+    m.add_body("a", position=(0.0, 0.0), mass=1.0, inertia=0.1)
+    m.add_force("tsda", "s", body_i="ground", body_j="a", stiffness=1.0, free_length=1.0)
+    sysm = m.compile(kernels="compiled")
+    form = registry().get("formulation", "di")(sysm, {})
+    y = np.zeros(7)
+    assert form.compiled.eval(0.5, y, np.zeros(7)) == 3          # FORCE_FAILED
+    with pytest.raises(AnalysisError, match=r"'s'.*t = 0.5|t = 0.5.*'s'|'s'"):
+        form.rhs(0.5, y[:6])
+
+
+def test_dynamic_runs_agree_between_backends(examples):
+    """Whole runs through the compiled right-hand side and the NumPy path agree."""
+    m = loaded_chain()
+    st = {"analysis": "dynamic", "t_end": 0.5, "output_step": 0.05, "rtol": 1e-10,
+          "atol": 1e-12, "formulation": "di"}
+    a = mbcore.run(m, kernels="compiled", settings=st)
+    b = mbcore.run(m, kernels="numpy", settings=st)
+    np.testing.assert_allclose(a["q"], b["q"], atol=1e-9)
+    np.testing.assert_allclose(a["energy"], b["energy"], atol=1e-8)
+    # the balance T + V - W is conserved: the work rate is right
+    bal = a["energy"][:, 4]
+    assert np.ptp(bal) < 1e-6 * (1.0 + np.max(np.abs(a["energy"][:, 0])))
