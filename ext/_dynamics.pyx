@@ -250,3 +250,182 @@ cdef class CompiledRHS:
     @property
     def qdd_view(self):
         return np.asarray(self.qdd)[:self.n]
+
+
+# ----------------------------------------------------------------------------------
+# compiled explicit Runge-Kutta loops (fixed step and embedded pairs)
+# ----------------------------------------------------------------------------------
+cdef double _rms(const double* v, const double* scale, Py_ssize_t N) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double acc = 0.0, r
+    for i in range(N):
+        r = v[i] / scale[i]
+        acc += r * r
+    return sqrt(acc / N) if N else 0.0
+
+
+def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
+           double[::1] E, double[:, ::1] P, bint adaptive, double t0, double t1,
+           double[::1] y0, double[::1] f0, double[::1] t_out, Py_ssize_t i_out,
+           double h_abs, double rtol, double atol, double max_step, double safety,
+           double min_factor, double max_factor, double exponent, int order,
+           object on_output, double[::1] stats, long nfev_start=0):
+    """Integrate ``y' = f(t, y)`` (the compiled right-hand side) from (t0, y0) to t1
+    by an explicit Runge-Kutta method, calling ``on_output(t, y)`` at the output
+    times ``t_out[i_out:]``.
+
+    ``adaptive``: an embedded FSAL pair (A, B, C; error weights E over the s + 1
+    stages; dense output y_old + h sum_i K_i sum_j P[i, j] s^(j+1)), the controller
+    of ``mbplugins.integrators.erk`` (local extrapolation, RMS norm of
+    ``h E.K / (atol + rtol max(|y|, |y_new|))``, factor ``safety err^exponent``
+    clipped to [min_factor, max_factor], no increase right after a rejection).
+    Else a fixed step ``h_abs`` on the grid ``t0 + i h`` (RUNGK4 semantics, last
+    step shortened to t1) with cubic Hermite dense output, as
+    ``mbplugins.integrators.explicit``.  ``f0`` = f(t0, y0).
+
+    ``stats`` (5 floats, updated before every output): last step, order, steps,
+    rejected steps, evaluations (counted from this call; evaluations start at
+    ``nfev_start``, those spent before it).  Returns ``(code, t,
+    y, i_out, h_abs)``: code 0 finished, 1 stopped (on_output returned True), 2 the
+    right-hand side failed at a trial point (t, y = the last accepted state: the
+    caller continues on the Python path, which raises the named error), 3 the step
+    size fell below the round-off limit."""
+    cdef Py_ssize_t N = y0.shape[0], s = B.shape[0], i, j, k, st
+    cdef Py_ssize_t nout = t_out.shape[0], deg = P.shape[1] if adaptive else 0
+    cdef double[:, ::1] K = np.zeros((s + 1, N))
+    cdef double[::1] y = np.array(y0, dtype=np.float64)
+    cdef double[::1] ynew = np.zeros(N)
+    cdef double[::1] yold = np.zeros(N)
+    cdef double[::1] fold = np.zeros(N)
+    cdef double[::1] ytmp = np.zeros(N)
+    cdef double[::1] scale = np.zeros(N)
+    cdef double[::1] work = np.zeros(N)
+    cdef double[:, ::1] Qd = np.zeros((max(deg, 1), N))
+    cdef double[::1] out
+    cdef double t = t0, tnew, h, err, factor, a, b, sk, tt, th, h00, h10, h01, h11
+    cdef double nfev0 = f.nfev - nfev_start
+    cdef long nsteps = 0, nrej = 0, istep = 0
+    cdef bint rejected, exact
+    cdef double eps = 2.220446049250313e-16
+    cdef double hfix = h_abs
+    if N < 2 * f.n + 1:
+        raise ValueError("run_rk: y0 must hold [q; qd; W]")
+    for i in range(N):
+        K[0, i] = f0[i]
+    while t < t1:
+        # ---- one accepted step from (t, y) with derivative K[0] ------------------
+        rejected = False
+        while True:
+            if adaptive:
+                if h_abs > max_step:
+                    h_abs = max_step
+                if h_abs < 10.0 * eps * fabs(t):
+                    return 3, t, np.asarray(y), i_out, h_abs
+                tnew = t + h_abs
+                if tnew > t1 or fabs(t1 - tnew) < 10.0 * eps * fabs(t):
+                    tnew = t1
+            else:
+                istep += 1
+                tnew = t0 + istep * hfix
+                if tnew - t1 > -1e-9 * hfix:
+                    tnew = t1
+                if tnew - t < 10.0 * eps * fabs(t):
+                    return 3, t, np.asarray(y), i_out, h_abs
+            h = tnew - t
+            for st in range(1, s):
+                for i in range(N):
+                    a = 0.0
+                    for k in range(st):
+                        a += A[st, k] * K[k, i]
+                    ytmp[i] = y[i] + h * a
+                if f.c_eval(t + C[st] * h, &ytmp[0], &K[st, 0]):
+                    return 2, t, np.asarray(y), i_out, h_abs
+            for i in range(N):
+                a = 0.0
+                for k in range(s):
+                    a += B[k] * K[k, i]
+                ynew[i] = y[i] + h * a
+            if f.c_eval(tnew, &ynew[0], &K[s, 0]):
+                return 2, t, np.asarray(y), i_out, h_abs
+            if not adaptive:
+                break
+            for i in range(N):
+                a = 0.0
+                for k in range(s + 1):
+                    a += E[k] * K[k, i]
+                work[i] = h * a
+                scale[i] = atol + rtol * (fabs(y[i]) if fabs(y[i]) > fabs(ynew[i])
+                                          else fabs(ynew[i]))
+            err = _rms(&work[0], &scale[0], N)
+            if err <= 1.0:
+                if err == 0.0:
+                    factor = max_factor
+                else:
+                    factor = safety * err ** exponent
+                    if factor > max_factor:
+                        factor = max_factor
+                if rejected and factor > 1.0:
+                    factor = 1.0
+                h_abs *= factor
+                break
+            nrej += 1
+            factor = safety * err ** exponent
+            if factor < min_factor:
+                factor = min_factor
+            h_abs *= factor
+            rejected = True
+        nsteps += 1
+        # ---- outputs in (t, tnew] ------------------------------------------------
+        if i_out < nout and t_out[i_out] <= tnew:
+            stats[0] = h
+            stats[1] = order
+            stats[2] = nsteps
+            stats[3] = nrej
+            stats[4] = f.nfev - nfev0
+            if adaptive:
+                for j in range(deg):
+                    for i in range(N):
+                        a = 0.0
+                        for k in range(s + 1):
+                            a += K[k, i] * P[k, j]
+                        Qd[j, i] = h * a
+            while i_out < nout and t_out[i_out] <= tnew:
+                tt = t_out[i_out]
+                outa = np.empty(N)
+                out = outa
+                if tt == tnew:
+                    for i in range(N):
+                        out[i] = ynew[i]
+                elif adaptive:
+                    th = (tt - t) / h
+                    for i in range(N):
+                        a = 0.0
+                        sk = 1.0
+                        for j in range(deg):
+                            sk *= th
+                            a += Qd[j, i] * sk
+                        out[i] = y[i] + a
+                else:                       # cubic Hermite (y, K0) -> (ynew, K[s])
+                    th = (tt - t) / h
+                    h00 = (1.0 + 2.0 * th) * (1.0 - th) * (1.0 - th)
+                    h10 = th * (1.0 - th) * (1.0 - th)
+                    h01 = th * th * (3.0 - 2.0 * th)
+                    h11 = th * th * (th - 1.0)
+                    for i in range(N):
+                        out[i] = (h00 * y[i] + h10 * h * K[0, i] + h01 * ynew[i]
+                                  + h11 * h * K[s, i])
+                i_out += 1
+                if on_output(tt, outa) is True:
+                    t = tnew
+                    for i in range(N):
+                        y[i] = ynew[i]
+                    return 1, t, np.asarray(y), i_out, h_abs
+        t = tnew
+        for i in range(N):
+            y[i] = ynew[i]
+            K[0, i] = K[s, i]
+    stats[0] = h_abs
+    stats[2] = nsteps
+    stats[3] = nrej
+    stats[4] = f.nfev - nfev0
+    return 0, t, np.asarray(y), i_out, h_abs

@@ -17,6 +17,7 @@ import numpy as np
 from mbcore.analysis import Analysis, element_channels
 from mbcore.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError
+from mbcore.fastloop import compiled_loop_for, run_compiled
 from mbcore.formulation import RestartRequest
 from mbcore.impacts import ContactSet
 from mbcore.integrate.events import Event
@@ -58,6 +59,10 @@ class DynamicAnalysis(Analysis):
                           default=True),
         "hold": Param("string", "comma-separated coordinates kept at their estimates "
                                 "during assembly (e.g. 'crank.phi')", required=False),
+        "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
+                      "methods on the compiled right-hand side in compiled code; "
+                      "'python' forces the Python driver", default="auto",
+                      choices=("auto", "python")),
     }
 
     @classmethod
@@ -274,15 +279,36 @@ class DynamicAnalysis(Analysis):
                 self.stats["stopped_by"] = ev_.name[5:]
                 bar.close()
                 return
+        def python_loop(t_a, y_a, outs_a):
+            return integrate(self.icls, fun, (t_a, t1), y_a, t_out=outs_a, store=False,
+                             on_output=on_output, events=events, post_step=post_step,
+                             on_step=on_step, jac=jac, **self.integrator_options)
+
+        loop = None
+        if s["loop"] == "auto":
+            loop = compiled_loop_for(self.icls, form, events=events, post_step=post_step,
+                                     jac=jac)
+        self.stats["loop"] = "compiled" if loop else "python"
+        cstat = np.zeros(5)
+
+        def on_output_compiled(t, y):
+            istat[0], istat[1] = cstat[0], cstat[1]
+            istat[2:] = base + cstat[2:]
+            return on_output(t, y)
+
+        def run_integrator(t_a, y_a, outs_a):
+            if loop is None or not form.compiled_ready():
+                return python_loop(t_a, y_a, outs_a)
+            return run_compiled(loop, self.icls, form, t_a, t1, y_a, outs_a,
+                                self.integrator_options, on_output_compiled, cstat,
+                                python_loop)
+
         t_cur, y_cur, outs = t0, y0, t_out
         restarts_here = 0
         try:
             while True:
                 try:
-                    res = integrate(self.icls, fun, (t_cur, t1), y_cur, t_out=outs,
-                                    store=False, on_output=on_output, events=events,
-                                    post_step=post_step, on_step=on_step, jac=jac,
-                                    **self.integrator_options)
+                    res = run_integrator(t_cur, y_cur, outs)
                 except RestartRequest as exc:
                     base[:] = istat[2:]
                     # the formulation cannot continue: restart from the last output

@@ -1,0 +1,140 @@
+"""The compiled integration loop of the dynamic analysis (issue #7).
+
+When the right-hand side is compiled (:class:`mbcore.formulation.Formulation`
+``.compiled``: a model of built-in elements, DI or CS) and the integrator is an
+explicit Runge–Kutta method of ``mbplugins.integrators`` that has a compiled twin
+(fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
+the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
+Python only at output times.  Events (impacts, stop conditions), post-step
+projection and DAE forms keep the Python driver (:func:`mbcore.integrate.integrate`).
+
+The method data (tableau, error weights, dense-output coefficients, controller
+constants) and the effective tolerances and first step are read from the Python
+integrator object itself, so both loops integrate the same way; tests keep their
+trajectories equal to rounding.  A failing evaluation inside the compiled loop
+(singular Jacobian, an element that cannot be evaluated) hands the rest of the
+run to the Python driver from the last accepted step, which raises the named
+error (or continues, e.g. with least-squares multipliers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import AnalysisError
+from .integrate.base import Statistics
+
+__all__ = ["compiled_loop_for", "run_compiled"]
+
+
+@dataclass
+class LoopResult:
+    """The part of :class:`mbcore.integrate.driver.IntegrationResult` the dynamic
+    analysis reads."""
+
+    status: int
+    stats: Statistics
+    t_final: float
+    y_final: np.ndarray
+    events: list = field(default_factory=list)
+
+
+def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
+    """'fixed' or 'embedded' when the compiled loop can run this integrator class on
+    this formulation, else None."""
+    if form.compiled is None or not form.compiled_ready() or events or post_step \
+            or jac is not None:
+        return None
+    try:
+        from mbplugins.integrators.erk import EmbeddedRK
+        from mbplugins.integrators.explicit import FixedStepRK
+    except ImportError:             # pragma: no cover - built-in plugins missing
+        return None
+    if isinstance(icls, type) and issubclass(icls, FixedStepRK) \
+            and icls._step_impl is FixedStepRK._step_impl:
+        return "fixed"
+    if isinstance(icls, type) and issubclass(icls, EmbeddedRK) \
+            and icls._step_impl is EmbeddedRK._step_impl \
+            and icls._error_norm is EmbeddedRK._error_norm:
+        return "embedded"
+    return None
+
+
+def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
+                 t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
+                 python_fallback) -> LoopResult:
+    """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
+
+    ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
+    before each output (counted from this call); ``python_fallback(t, y, outs)``
+    continues on the Python driver and returns its result."""
+    from ._ext._dynamics import run_rk
+    from .integrate.base import EPS  # noqa: F401  (same round-off rule as the driver)
+
+    crhs = form.compiled
+    size = y0.size
+    buf = np.zeros(size)
+
+    def fun(t, y):                      # for the Python integrator's start-up only
+        if crhs.eval(t, y, buf):
+            raise _Fallback(t)
+        return buf
+
+    try:
+        integ = icls(fun, t0, np.array(y0, dtype=float), t1, **options)
+    except _Fallback:
+        return python_fallback(t0, y0, t_out)
+    from mbplugins.integrators.erk import EmbeddedRK, SAFETY, MIN_FACTOR, MAX_FACTOR
+    st = Statistics()
+    st.nfev = integ.stats.nfev
+    f0 = np.array(integ._f, dtype=float)
+    B = np.ascontiguousarray(icls.B, dtype=float)
+    A = np.ascontiguousarray(np.asarray(icls.A, dtype=float)[:B.size, :B.size])
+    C = np.ascontiguousarray(icls.C, dtype=float)
+    if kind == "embedded":
+        assert issubclass(icls, EmbeddedRK)
+        E = np.ascontiguousarray(icls.E, dtype=float)
+        P = np.ascontiguousarray(icls.P, dtype=float)
+        h_abs, rtol, atol = float(integ._h_abs), float(integ._rtol), float(integ._atol)
+        max_step = float(integ._max_step)
+        exponent = float(integ._exponent)
+        adaptive = True
+    else:
+        E = np.zeros(B.size + 1)
+        P = np.zeros((B.size + 1, 1))
+        h_abs, rtol, atol, max_step, exponent = float(integ._h), 0.0, 0.0, np.inf, 0.0
+        adaptive = False
+    t_out = np.ascontiguousarray(t_out, dtype=float)
+    i0 = 0
+    while i0 < t_out.size and t_out[i0] <= t0:
+        if on_output(float(t_out[i0]), np.array(y0, dtype=float)) is True:
+            return LoopResult(2, st, t0, np.array(y0))
+        i0 += 1
+    code, t, y, i_out, h_abs = run_rk(
+        crhs, A, B, C, E, P, adaptive, float(t0), float(t1), np.array(y0, dtype=float), f0,
+        t_out, i0, h_abs, rtol, atol, max_step, SAFETY, MIN_FACTOR, MAX_FACTOR, exponent,
+        int(icls.order), on_output, stats, st.nfev)
+    st.nsteps += int(stats[2])
+    st.nrejected += int(stats[3])
+    st.nerror_test_failures += int(stats[3])
+    st.nfev = int(stats[4])
+    if code == 0:
+        return LoopResult(0, st, t, y)
+    if code == 1:
+        return LoopResult(2, st, t, y)
+    if code == 3:
+        raise AnalysisError(f"{icls.name}: the step size fell below the round-off limit "
+                            f"(the problem may be stiff or singular here, or the tolerance "
+                            f"too tight)", t)
+    # code 2: an evaluation failed: the Python driver takes over from the last step
+    res = python_fallback(t, y, t_out[i_out:])
+    rest = res.stats
+    for k in ("nsteps", "nrejected", "nerror_test_failures", "nfev"):
+        setattr(rest, k, getattr(rest, k) + getattr(st, k))
+    return res
+
+
+class _Fallback(Exception):
+    def __init__(self, t):
+        self.t = t
