@@ -113,36 +113,175 @@ def bench_kinematics(repeat: int, quick: bool) -> dict:
     return out
 
 
-def bench_dynamics(repeat: int, quick: bool) -> dict:
-    """Wall time per simulated second (dynamic analysis, DI, dopri5 at rtol 1e-8),
-    compiled vs NumPy, and right-hand-side evaluations."""
-    out = {}
-    t_end = 1.0 if quick else 10.0
+def _pendulum() -> "mbcore.Model":
     pend = mbcore.Model("pendulum")
     pend.set_gravity(0, -9.81)
     pend.add_body("rod", mass=1.0, inertia=1.0 / 12, position=(0.5, 0.0))
     pend.add_joint("revolute", "pivot", body_i="ground", body_j="rod", point_i=(0, 0),
                    point_j=(-0.5, 0))
     pend.settings = {"analysis": "dynamic"}
-    models = {"pendulum": pend,
-              "fourbar": mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")}
-    settings = {"t_end": t_end, "output_step": 0.01, "formulation": "di", "rtol": 1e-8,
-                "atol": 1e-10}
+    return pend
+
+
+def _peak_memory(fn) -> float:
+    """Peak Python-heap allocation (MiB) during one call (tracemalloc: NumPy
+    buffers included, the interpreter's baseline excluded)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1] / 2 ** 20
+    finally:
+        tracemalloc.stop()
+
+
+def _drift(res) -> float:
+    """max |balance - balance(0)| / max(T): the energy error of a run (the balance
+    T + V - W_nc is constant for exact solutions)."""
+    bal = res["energy/balance"]
+    scale = float(np.max(np.abs(res["energy/kinetic"]))) or 1.0
+    return float(np.max(np.abs(bal - bal[0])) / scale)
+
+
+def bench_rhs(repeat: int, quick: bool) -> dict:
+    """One right-hand-side evaluation of the dynamic analysis (time functions,
+    Jacobian, gamma, forces, Schur solve, work rate): compiled kernel as the
+    compiled loop calls it, the same through one Python call, and the NumPy path."""
+    from mbcore.plugins import registry
+    out = {}
+    ex = ROOT / "examples"
+    models = {"pendulum": _pendulum(), "fourbar": mbcore.Model.from_file(ex / "fourbar_dap.yaml"),
+              "slider_crank": mbcore.Model.from_file(ex / "slider_crank_dynamic.yaml")}
     for name, model in models.items():
+        sc = model.compile(kernels="compiled")
+        sn = model.compile(kernels="numpy")
+        fc = registry().get("formulation", "di")(sc, {})
+        fn = registry().get("formulation", "di")(sn, {})
+        st = sc.initial_state(0.0)
+        y = np.concatenate([st.q, st.qd, [0.0]])
+        number = 20000 if quick else 200000
+        tk = statistics.median(fc.compiled.timeit(0.1, y, number) for _ in range(repeat))
+        tc = _time(lambda: fc.rhs(0.1, y[:-1]), number // 20, repeat)
+        tn = _time(lambda: fn.rhs(0.1, y[:-1]), max(number // 2000, 50), repeat)
+        out[f"{name}_rhs"] = {"n": sc.n, "m": sc.m, "compiled_kernel_us": tk * 1e6,
+                              "compiled_python_call_us": tc * 1e6, "numpy_us": tn * 1e6,
+                              "ratio": tn / tk, "ratio_python_call": tn / tc}
+    return out
+
+
+def dynamic_cases(quick: bool) -> dict:
+    """name -> (model, settings, accuracy statement).  Tolerances are the loosest
+    that keep the stated accuracy (the energy drift is measured and reported)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from models import chain, stiff_chain
+    ex = ROOT / "examples"
+    t_end = 2.0 if quick else 10.0
+    common = {"formulation": "di", "integrator": "dopri5", "output_step": 0.1}
+    cases = {
+        "pendulum": (_pendulum(), {**common, "t_end": t_end, "rtol": 1e-4, "atol": 1e-6},
+                     "energy drift <= 5e-6"),
+        "fourbar": (mbcore.Model.from_file(ex / "fourbar_dap.yaml"),
+                    {**common, "t_end": t_end, "rtol": 1e-4, "atol": 1e-6},
+                    "energy drift <= 5e-6"),
+        "fourbar_output_0.01": (mbcore.Model.from_file(ex / "fourbar_dap.yaml"),
+                                {**common, "t_end": t_end, "rtol": 1e-4, "atol": 1e-6,
+                                 "output_step": 0.01}, "energy drift <= 5e-6"),
+        "slider_crank": (mbcore.Model.from_file(ex / "slider_crank_dynamic.yaml"),
+                         {**common, "t_end": t_end, "rtol": 1e-4, "atol": 1e-6},
+                         "energy drift <= 5e-6"),
+    }
+    for n in ((10, 100) if quick else (10, 100, 1000, 10000)):
+        te = 1.0 if n <= 1000 else 0.1
+        cases[f"chain_{n}"] = (chain(n), {**common, "t_end": te, "rtol": 1e-4, "atol": 1e-6,
+                                          "output_step": te / 10}, "energy drift <= 1e-4")
+    cases["stiff_chain_10"] = (stiff_chain(10), {**common, "t_end": 1.0 if not quick else 0.2,
+                                                 "rtol": 1e-4, "atol": 1e-6,
+                                                 "integrator": "bdf", "output_step": 0.01},
+                               "energy drift <= 1e-3 (bdf)")
+    return cases
+
+
+def bench_dynamics(repeat: int, quick: bool, numpy_limit: float = 20.0) -> dict:
+    """Wall time per simulated second of whole dynamic analyses (mbcore.run, in-memory
+    results), compiled vs NumPy path in the same run; right-hand-side evaluations,
+    evaluations per second, energy drift and peak memory (compiled path).  The NumPy
+    path is skipped where one run would exceed ``numpy_limit`` seconds
+    (estimated from the compiled run and the per-evaluation ratio)."""
+    out = {}
+    for name, (model, settings, accuracy) in dynamic_cases(quick).items():
         res = {}
 
         def go(k):
             res[k] = mbcore.run(model, settings=settings, kernels=k)
-        tc = _time(lambda: go("compiled"), 1, max(1, repeat // 2))
-        tn = _time(lambda: go("numpy"), 1, max(1, repeat // 2))
-        E = res["compiled"]["energy/total"]
-        scale = float(np.max(res["compiled"]["energy/kinetic"])) or 1.0
-        out[f"{name}_dynamics"] = {
-            "simulated_s": t_end, "compiled_s_per_simulated_s": tc / t_end,
-            "numpy_s_per_simulated_s": tn / t_end, "ratio": tn / tc,
-            "rhs_evaluations": int(res["compiled"].stats.get("integrator_nfev", 0)),
-            "energy_drift_rel": float(np.max(np.abs(E - E[0])) / scale)}
+        t_end = settings["t_end"]
+        t0 = time.perf_counter()
+        go("compiled")
+        once = time.perf_counter() - t0
+        reps = max(1, min(repeat, int(30.0 / max(once, 1e-3))))
+        tc = _time(lambda: go("compiled"), 1, reps) if reps > 1 else once
+        rc = res["compiled"]
+        nfev = int(rc.stats.get("integrator_nfev", 0))
+        row = {"simulated_s": t_end, "accuracy": accuracy, "rtol": settings["rtol"],
+               "integrator": settings["integrator"], "output_step": settings["output_step"],
+               "loop": rc.stats.get("loop"), "rhs_evaluations": nfev,
+               "compiled_s_per_simulated_s": tc / t_end,
+               "compiled_evaluations_per_s": nfev / tc,
+               "energy_drift_rel": _drift(rc),
+               "peak_memory_mib": _peak_memory(lambda: go("compiled"))}
+        est = once * 150.0
+        if est < numpy_limit:
+            tn = _time(lambda: go("numpy"), 1, max(1, min(3, repeat // 2)))
+            row.update({"numpy_s_per_simulated_s": tn / t_end, "ratio": tn / tc,
+                        "numpy_energy_drift_rel": _drift(res["numpy"])})
+        else:
+            row["numpy"] = f"skipped (estimated > {numpy_limit:g} s)"
+        out[f"{name}_dynamics"] = row
     return out
+
+
+def bench_integrators(repeat: int, quick: bool) -> dict:
+    """Right-hand-side evaluations and wall time per simulated second of every
+    integrator on the four-bar (DI, 2 s) and the stiff chain, compiled vs NumPy."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from models import stiff_chain
+    out = {}
+    fourbar = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
+    stiff = stiff_chain(5)
+    cases = [("fourbar", fourbar, 0.5 if quick else 2.0,
+              ["rk4", "heun", "bs23", "dopri5", "abm", "bdf", "implicit_euler", "trapezoid"]),
+             ("stiff_chain_5", stiff, 0.05 if quick else 0.2,
+              ["rk4", "dopri5", "bs23", "abm", "bdf", "implicit_euler"])]
+    for name, model, t_end, methods in cases:
+        for meth in methods:
+            st = {"t_end": t_end, "output_step": t_end / 10, "integrator": meth,
+                  "formulation": "di", "rtol": 1e-6, "atol": 1e-8, "step": 1e-3 if
+                  name == "fourbar" else 2e-5}
+            res = {}
+
+            def go(k):
+                res[k] = mbcore.run(model, settings=st, kernels=k)
+            try:
+                tc = _time(lambda: go("compiled"), 1, max(1, repeat // 3))
+                tn = _time(lambda: go("numpy"), 1, 1)
+            except Exception as exc:          # report, do not abort the suite
+                out[f"{name}_{meth}"] = {"error": str(exc)[:200]}
+                continue
+            rc = res["compiled"]
+            out[f"{name}_{meth}"] = {
+                "simulated_s": t_end, "rhs_evaluations": int(rc.stats.get("integrator_nfev", 0)),
+                "steps": int(rc.stats.get("integrator_nsteps", 0)), "loop": rc.stats.get("loop"),
+                "compiled_s_per_simulated_s": tc / t_end, "numpy_s_per_simulated_s": tn / t_end,
+                "ratio": tn / tc, "energy_drift_rel": _drift(rc)}
+    return out
+
+
+def bench_chain_eom_cost(repeat: int, quick: bool) -> dict:
+    """Cost of one equations-of-motion evaluation of a chain of N links and the fitted
+    exponent in N (linear time: <= 1.05)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from models import bench_chain_eom
+    ns = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
+    return {"chain_eom": bench_chain_eom(ns, repeat=max(3, repeat // 2))}
 
 
 def bench_overheads(repeat: int, quick: bool) -> dict:
@@ -195,19 +334,42 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     p.add_argument("--repeat", type=int, default=7, help="timing batches (median taken)")
+    p.add_argument("--only", nargs="*", choices=("kinematics", "rhs", "dynamics", "chain",
+                                                 "integrators", "overheads"),
+                   help="run only these groups")
     args = p.parse_args(argv)
     report = {
         "mbcore": mbcore.__version__, "python": platform.python_version(),
         "numpy": np.__version__, "machine": platform.machine(),
         "repeat": args.repeat, "statistic": "median",
-        "cases": {**bench_fourbar(args.repeat, args.quick),
-                  **bench_kinematics(args.repeat, args.quick),
-                  **bench_dynamics(args.repeat, args.quick),
-                  **bench_overheads(args.repeat, args.quick)},
+        "cases": {},
     }
+    groups = {"kinematics": (bench_fourbar, bench_kinematics), "rhs": (bench_rhs,),
+              "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
+              "integrators": (bench_integrators,), "overheads": (bench_overheads,)}
+    for key in (args.only or list(groups)):
+        for fn in groups[key]:
+            report["cases"].update(fn(args.repeat, args.quick))
     json.dump(report, sys.stdout, indent=2)
     print()
+    print(table(report), file=sys.stderr)
     return 0
+
+
+def table(report: dict) -> str:
+    """A readable summary of the JSON (stderr): one line per case."""
+    keys = ("compiled_s_per_simulated_s", "numpy_s_per_simulated_s", "ratio",
+            "rhs_evaluations", "energy_drift_rel", "compiled_kernel_us", "numpy_us",
+            "compiled_steps_per_s", "exponent", "overhead_fraction",
+            "extra_us_per_stage_call", "extra_us_per_call")
+    lines = []
+    for name, row in report["cases"].items():
+        if not isinstance(row, dict):
+            continue
+        parts = [f"{k}={row[k]:.4g}" if isinstance(row[k], float) else f"{k}={row[k]}"
+                 for k in keys if k in row]
+        lines.append(f"{name:34s} " + "  ".join(parts))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -33,8 +33,13 @@ from .elements import ConstraintType, PackContext, perp, rot
 from .errors import ModelError, PluginError
 from .state import State
 
-#: systems with at most this many coordinates use dense Jacobians and LAPACK
-DENSE_LIMIT = 300
+#: systems with at most this many coordinates use dense Jacobians and LAPACK; larger
+#: ones a CSR Jacobian and the sparse Schur solver (mbcore.sparse_schur).  Measured on
+#: the pendulum chain (docs/linear-solvers.md): one equations-of-motion solve is
+#: cheaper sparse from n ~ 15; the compiled dense right-hand side loses from n ~ 36;
+#: a whole 1 s dopri5 run breaks even at n ~ 48 (16 links).  Override per model
+#: with ``compile(jacobian="dense"|"sparse")`` or MBCORE_DENSE_LIMIT.
+DENSE_LIMIT = int(os.environ.get("MBCORE_DENSE_LIMIT", "48"))
 BACKENDS = ("compiled", "numpy")
 
 
@@ -322,7 +327,7 @@ class System:
             self._csr = sp.csr_matrix((self._jdata[:size], self._csr_cols.astype(np.int32),
                                        self._indptr.astype(np.int32)),
                                       shape=(self.m, self.n), copy=False)
-            if not np.shares_memory(self._csr.data, self._jdata):  # pragma: no cover
+            if size and not np.shares_memory(self._csr.data, self._jdata):  # pragma: no cover
                 raise RuntimeError("scipy copied the Jacobian buffer")
         self._evaluator = None
         self._py_groups = list(self.groups)
@@ -398,6 +403,19 @@ class System:
                                       for el in model.constraint_elements()
                                       for lab in by_name[el.name][0].ctype.local_labels] \
             if self.groups else []
+        # gather indices of the output stages (reactions, local reactions): once
+        pos, start = {}, 0
+        for g in self.groups:
+            nbk, nl = len(g.ctype.bodies), len(g.ctype.local_labels)
+            g._jblk = g.jpos[:, :g.m * nbk * 3].reshape(g.ne, g.m, nbk, 3)
+            g._lrows = g.row[:, None] + np.arange(g.m)
+            g._cidx_all = g.cidx()
+            for e, name in enumerate(g.names):
+                pos[name] = np.arange(start + e * nl, start + (e + 1) * nl)
+            start += g.ne * nl
+        self._local_perm = np.concatenate(
+            [pos[el.name] for el in model.constraint_elements()]).astype(np.intp) \
+            if self.groups else np.zeros(0, np.intp)
 
         # points of interest (KAP "points"): body offsets and local coordinates
         self.point_names = [p.name for p in model.points]
@@ -581,10 +599,12 @@ class System:
                              f"constraint equations")
         data = self._jacobian_data(q, t)
         for g in self.groups:
-            nbk = len(g.ctype.bodies)
-            blocks = data[g.jpos[:, :g.m * nbk * 3]].reshape(g.ne, g.m, nbk, 3)
-            lam_g = lam[g.row[:, None] + np.arange(g.m)]
-            self._reactions[g._roff] = np.einsum("embc,em->ebc", blocks, lam_g)
+            blocks = data[g._jblk]                      # (ne, m, nb, 3)
+            lam_g = lam[g._lrows]                       # (ne, m)
+            if g.m == 1:
+                self._reactions[g._roff] = blocks[:, 0] * lam_g[:, 0, None, None]
+            else:
+                self._reactions[g._roff] = np.einsum("embc,em->ebc", blocks, lam_g)
         return self._reactions
 
     def reactions_local(self, q: np.ndarray, t: float, lam: np.ndarray) -> np.ndarray:
@@ -593,16 +613,21 @@ class System:
         :attr:`local_reaction_labels`, meanings in docs/constraints.md)."""
         fv = self.functions_at(t)
         self._load(q)
-        parts = {}
+        parts = []
         for g in self.groups:
-            lam_g = lam[g.row[:, None] + np.arange(g.m)]
-            loc = np.asarray(g.ctype.reaction_local(g.par, self._qx[g.cidx()], t,
-                                                    fv[g.fidx], lam_g, **self._xkw(g)),
-                             dtype=float)
-            for e, name in enumerate(g.names):
-                parts[name] = loc[e]
-        out = [parts[el.name] for el in self.model.constraint_elements()]
-        return np.concatenate(out) if out else np.zeros(0)
+            if not g.ctype.local_labels:
+                continue
+            loc = np.asarray(g.ctype.reaction_local(g.par, self._qx[g._cidx_all], t,
+                                                    fv[g.fidx], lam[g._lrows],
+                                                    **self._xkw(g)), dtype=float)
+            if loc.shape != (g.ne, len(g.ctype.local_labels)):
+                raise PluginError(f"constraint type '{g.ctype.name}'.reaction_local() "
+                                  f"returned shape {loc.shape}, expected "
+                                  f"{(g.ne, len(g.ctype.local_labels))}")
+            parts.append(loc.ravel())
+        if not parts:
+            return np.zeros(0)
+        return np.concatenate(parts)[self._local_perm]
 
     # ------------------------------------------------------------------ helpers
     def _load(self, q: np.ndarray) -> None:

@@ -202,19 +202,29 @@ class DynamicAnalysis(Analysis):
             istat[1] = getattr(integ, "order", 0)
             istat[2:] = base + (st_.nsteps, st_.nrejected, st_.nfev)
 
+        obuf = np.zeros(form.size + 1)
+
         def on_output(t, y):
             size = form.size
             if hasattr(form, "project"):       # report consistent states (spec §4.5)
                 yp = form.project(t, y[:size], count=False)
                 if yp is not None:
                     y = np.concatenate([yp, y[size:]])
-            qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
+            if crhs is not None and form.solver.rows is None and \
+                    crhs.eval(t, y, obuf) == 0:
+                # the compiled evaluation leaves qdd, lam and Phi_q(q) in its buffers
+                crhs.nfev -= 1                 # an output, not an integration cost
+                qq, qqd = np.array(y[:n]), np.array(y[n:2 * n])
+                qdd, lam = crhs.qdd_view.copy(), crhs.lam_view.copy()
+                J = sysm._jac_view
+            else:
+                qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
+                J = sysm.jacobian_dense(qq, t) if not J_dense else sysm.jacobian(qq, t)
+            vres = J @ qqd - sysm.nu(qq, t)
             T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
             W = float(y[size])
             last.update(t=t, q=qq, qd=qqd, W=W)
             phi = sysm.phi(qq, t)
-            J = sysm.jacobian_dense(qq, t) if not J_dense else sysm.jacobian(qq, t)
-            vres = J @ qqd - sysm.nu(qq, t)
             data = {"q": qq, "qd": qqd, "qdd": qdd, "lam": lam,
                     "reactions": sysm.reactions(qq, t, lam),
                     "energy": np.array([T, V, T + V, W, T + V - W]),
