@@ -23,7 +23,7 @@ from scipy.linalg import expm
 from scipy.optimize import brentq
 
 from mbcore.integrate import Event, integrate
-from mbplugins.integrators import (BDF, BS23, DOPRI5, RK4, AdamsPECE, Euler, Heun,
+from mbplugins.integrators import (BDF, BS23, DOP853, DOPRI5, RK4, AdamsPECE, Euler, Heun,
                                    ImplicitEuler, Midpoint, Trapezoid)
 
 TOLS = [1e-4, 1e-6, 1e-8, 1e-10]
@@ -69,18 +69,34 @@ def ex122(t, y):
 #: spec §9.1 reference values of Ex. 12.2 (exact solution) at t = 2
 EX122_T2 = np.array([0.9999766239, 1.9999734362])
 
+def ex122_exact(t):
+    """Ex. 12.2 is affine, y' = A y + b: exact through the augmented exponential."""
+    b = ex122(0.0, np.zeros(4))
+    M = np.zeros((5, 5))
+    M[:4, :4] = np.array([ex122(0.0, e) - b for e in np.eye(4)]).T
+    M[:4, 4] = b
+    return (expm(t * M) @ np.r_[1.0, 1.9, 0.0, 0.0, 1.0])[:4]
+
+
 KNOWN = {
-    # name: (fun, t_span, y0, exact y(tf), components compared)
-    "linexp": (lambda t, y: A_LIN @ y, (0.0, 5.0), Y0_LIN, expm(5 * A_LIN) @ Y0_LIN),
-    "ex121": (lambda t, y: -y * y, (0.0, 5.0), np.array([1.0]), np.array([1 / 6])),
-    "osc": (osc, (0.0, 2 * np.pi), np.array([1.0, 0.0]), np.array([1.0, 0.0])),
+    # name: (fun, t_span, y0, exact(t)); as benchmarks/integrators_accuracy.py
+    "linexp": (lambda t, y: A_LIN @ y, (0.0, 5.0), Y0_LIN, lambda t: expm(t * A_LIN) @ Y0_LIN),
+    "ex121": (lambda t, y: -y * y, (0.0, 5.0), np.array([1.0]),
+              lambda t: np.array([1 / (1 + t)])),
+    "ex122": (ex122, (0.0, 2.0), np.array([1.0, 1.9, 0.0, 0.0]), ex122_exact),
+    "osc": (osc, (0.0, 20 * np.pi), np.array([1.0, 0.0]),           # 10 periods
+            lambda t: np.array([np.cos(t), -np.sin(t)])),
+    "kepler": (kepler, (0.0, 6 * np.pi), kepler_exact(0.0), kepler_exact),   # 3 orbits
 }
 
 
-def global_error(cls, name, tol):
+def global_error(cls, name, tol, **kw):
+    """Largest absolute error over 20 equally spaced outputs (dense output) with
+    rtol = atol = tol, and the statistics."""
     fun, span, y0, exact = KNOWN[name]
-    res = integrate(cls, fun, span, y0, t_out=[span[1]], rtol=tol, atol=tol)
-    return np.abs(res.y[-1] - exact).max(), res.stats
+    t_out = np.linspace(span[0], span[1], 21)[1:]
+    res = integrate(cls, fun, span, y0, t_out=t_out, rtol=tol, atol=tol, **kw)
+    return np.abs(res.y - np.array([exact(t) for t in t_out])).max(), res.stats
 
 
 def richardson_slopes(cls, fun, y0, T, ks, **kw):
@@ -133,6 +149,55 @@ def test_embedded_pairs_have_their_order_at_a_constant_step(cls, ks):
     D = np.array([np.abs(ys[i + 1] - ys[i]).max() for i in range(len(ys) - 1)])
     slopes = np.log2(D[:-1] / D[1:])
     assert np.all(np.abs(slopes - cls.order) < 0.2), slopes
+
+
+def test_dop853_has_order_8_at_a_constant_step():
+    """DOP853 with the controller switched off (h = T/2^k): true errors on the
+    oscillator over t ∈ [0, 10] fall by 2^8 per halving (measured slopes 8.05,
+    8.15, 8.09, 8.05); the Richardson differences (§2.12) on the pendulum too."""
+    T = 10.0
+    errs = []
+    for k in range(2, 7):
+        h = T / 2 ** k
+        res = integrate(DOP853, osc, (0, T), [1.0, 0.0], t_out=[T], rtol=1e3, atol=1e3,
+                        first_step=h, max_step=h)
+        assert res.stats.nsteps == 2 ** k
+        errs.append(np.abs(res.y[-1] - [np.cos(T), -np.sin(T)]).max())
+    slopes = np.log2(np.array(errs[:-1]) / errs[1:])
+    assert np.all(np.abs(slopes - 8) < 0.2), (errs, slopes)
+    ys = [integrate(DOP853, pendulum, (0, T), [1.0, 0.0], t_out=[T], rtol=1e3, atol=1e3,
+                    first_step=T / 2 ** k, max_step=T / 2 ** k).y[-1] for k in range(3, 8)]
+    D = np.array([np.abs(ys[i + 1] - ys[i]).max() for i in range(len(ys) - 1)])
+    slopes = np.log2(D[:-1] / D[1:])
+    assert np.all(np.abs(slopes - 8) < 0.75), slopes          # measured 8.41 8.73 8.00
+
+
+def test_dop853_dense_output_is_seventh_order_and_exact_at_the_ends():
+    """One step from exact data on y' = -y²: the interpolant's error is O(h^8)
+    (7th-order continuous extension; measured slopes 7.5-8.1) and it reproduces
+    y_old, y exactly.  On a tolerance run the interpolant (order 7) is less accurate
+    than the order-8 steps at their ends, but within the tolerance (Kepler, tol 1e-9:
+    1.0e-10 at midpoints, 1.4e-11 at the ends)."""
+    s = np.linspace(0, 1, 21)
+    errs = []
+    for h in 0.2 / 2 ** np.arange(3):
+        integ = DOP853(lambda t, y: -y * y, 0.0, [1.0], 1.0, first_step=h, max_step=h,
+                       rtol=1e3, atol=1e3)
+        integ.step()
+        sol = integ.dense_output()
+        assert sol(integ.t)[0] == pytest.approx(integ.y[0], abs=1e-15)
+        assert sol(0.0)[0] == 1.0
+        errs.append(np.abs(sol(s * h)[:, 0] - 1 / (1 + s * h)).max())
+    slopes = np.log2(np.array(errs[:-1]) / errs[1:])
+    assert np.all(slopes > 7.3), (errs, slopes)
+    nodes = integrate(DOP853, kepler, (0, 2 * np.pi), kepler_exact(0.0), rtol=1e-9,
+                      atol=1e-9)
+    mids = 0.5 * (nodes.t[:-1] + nodes.t[1:])
+    res = integrate(DOP853, kepler, (0, 2 * np.pi), kepler_exact(0.0), rtol=1e-9,
+                    atol=1e-9, t_out=mids)
+    e_nodes = np.abs(nodes.y - np.array([kepler_exact(t) for t in nodes.t])).max()
+    e_mids = np.abs(res.y - np.array([kepler_exact(t) for t in mids])).max()
+    assert e_mids < 10 * e_nodes and max(e_mids, e_nodes) < 1e-9, (e_mids, e_nodes)
 
 
 def test_richardson_estimate_matches_the_true_error():
@@ -192,40 +257,70 @@ def test_implicit_methods_are_a_stable():
 # ---------------------------------------------------------------------------------
 # tolerance proportionality (acceptance: global error ≤ 10 × tol, 1e-4 … 1e-10)
 # ---------------------------------------------------------------------------------
-# measured err/tol for tol = 1e-4, 1e-6, 1e-8, 1e-10:
-#   bs23   linexp 2.5 2.5 2.5 2.5 | ex121 0.96 1.2 1.2 1.2 | osc 18.5 18.4 18.3 18.3
-#   dopri5 linexp 0.08 0.16 0.25 0.27 | ex121 0.84 0.61 0.44 0.30 | osc 3.0 2.4 2.6 2.6
-#   abm    linexp 0.04 0.05 0.00 0.02 | ex121 0.02 0.04 0.05 0.07 | osc 0.65 3.5 2.8 8.1
-#   bdf    linexp 0.09 0.96 2.4 5.5 | ex121 1.2 1.7 4.6 10.6 | osc 7.9 15 46 145
-# The standard local-error-per-step control does not bound the global error; the
-# RK and Adams codes propagate the higher-order value (local extrapolation) and
-# meet 10 × tol where the problem does not amplify errors.  BDF propagates the
-# value it controls, so its global error grows like (number of steps) × tol on
-# non-dissipative problems (osc; Kepler: see docs/integrators.md).
-@pytest.mark.parametrize("cls, problems", [
-    (BS23, ["linexp", "ex121"]), (DOPRI5, ["linexp", "ex121", "osc"]),
-    (AdamsPECE, ["linexp", "ex121", "osc"])], ids=["bs23", "dopri5", "abm"])
-def test_global_error_within_ten_times_tol(cls, problems):
-    for name in problems:
-        errs = np.array([global_error(cls, name, tol)[0] for tol in TOLS])
-        assert np.all(errs <= 10 * np.array(TOLS)), (name, errs / TOLS)
-        assert np.all(np.diff(np.log10(errs)) < -1.0), (name, errs)   # proportional
+# The controllers work with calibrated internal tolerances (docs/integrators.md,
+# "Tolerance calibration"; benchmarks/integrators_accuracy.py prints the sweep).
+# measured max err/tol over tol = 1e-4 … 1e-10 (linexp, ex121, ex122, osc 10 periods,
+# Kepler e = 0.5 3 orbits):
+#   bs23   0.013 0.006 0.037 0.92 6.7 | dopri5 0.002 0.004 0.007 0.13 5.5
+#   dop853 0.017 0.002 0.022 0.05 5.7 | abm    0.005 0.001 0.017 0.14 7.4
+#   bdf    see test_bdf_global_error below (Kepler is not met)
+def check_within_ten_times_tol(cls, name, tols):
+    errs = np.array([global_error(cls, name, tol)[0] for tol in tols])
+    assert np.all(errs <= 10 * np.array(tols)), (name, errs / tols)
+    # proportional: each factor 100 in tol gains at least a factor 10 in the error
+    assert np.all(np.diff(np.log10(errs)) < -1.0), (name, errs)
+    return errs / tols
 
 
-def test_bdf_global_error_within_ten_times_tol_on_dissipative_problems():
-    for name in ("linexp", "ex121"):
-        errs = np.array([global_error(BDF, name, tol)[0] for tol in TOLS])
-        ratio = errs / TOLS
-        assert np.all(ratio[:3] <= 10), (name, ratio)       # 1e-4 … 1e-8
-        assert ratio[3] <= 12, (name, ratio)                # 1e-10: 5.5 and 10.6
-        assert np.all(np.diff(np.log10(errs)) < -0.8), (name, errs)   # ~ tol^(k/(k+1))
+@pytest.mark.parametrize("cls", [DOPRI5, DOP853, AdamsPECE], ids=lambda c: c.name)
+@pytest.mark.parametrize("name", list(KNOWN))
+def test_global_error_within_ten_times_tol(cls, name):
+    check_within_ten_times_tol(cls, name, TOLS)
 
 
-def test_bs23_on_the_oscillator_is_proportional_but_above_ten_times_tol():
-    # BS23 accumulates ≈ 18 × tol over one period at every tolerance: proportional
-    ratios = np.array([global_error(BS23, "osc", tol)[0] / tol for tol in TOLS])
-    assert np.all((ratios > 10) & (ratios < 25)), ratios
-    assert ratios.max() / ratios.min() < 1.1
+@pytest.mark.parametrize("name", list(KNOWN))
+def test_bs23_global_error_within_ten_times_tol(name):
+    # 1e-10 costs 2e5-6e5 evaluations on osc/kepler: in the slow test below
+    check_within_ten_times_tol(BS23, name, TOLS[:3] if name in ("osc", "kepler") else TOLS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["osc", "kepler"])
+def test_bs23_global_error_within_ten_times_tol_at_1e_10(name):
+    err, _ = global_error(BS23, name, 1e-10)
+    assert err <= 1e-9, err                          # measured 0.91e-10, 6.7e-10
+
+
+def test_uncalibrated_controllers_reproduce_the_classic_local_control():
+    """calibrate=False is the raw local control of scipy/Hairer: on the 10-period
+    oscillator the global error is far above tol (measured bs23 180, dopri5 26,
+    bdf 110-1600 × tol) — the reason for the calibration."""
+    for cls, lo in ((BS23, 100), (DOPRI5, 15), (BDF, 50)):
+        err, _ = global_error(cls, "osc", 1e-6, calibrate=False)
+        assert err > lo * 1e-6, (cls.name, err / 1e-6)
+    # raw DOP853 behaves like scipy's DOP853 (same tableau, error norm and controller)
+    fun, span, y0, _ = KNOWN["kepler"]
+    ours = integrate(DOP853, fun, span, y0, rtol=1e-8, atol=1e-8, calibrate=False)
+    sp = solve_ivp(fun, span, y0, method="DOP853", rtol=1e-8, atol=1e-8)
+    assert abs(ours.stats.nfev - sp.nfev) < 0.05 * sp.nfev, (ours.stats.nfev, sp.nfev)
+    # both carry the raw global error of ≈ 1e-6 after 3 orbits (100 × tol)
+    np.testing.assert_allclose(ours.y[-1], sp.y[:, -1], atol=2e-6)
+
+
+@pytest.mark.parametrize("name", ["linexp", "ex121", "ex122", "osc"])
+def test_bdf_global_error_within_ten_times_tol(name):
+    # measured max: linexp 0.1, ex121 0.05, ex122 0.12, osc 5.0
+    check_within_ten_times_tol(BDF, name, TOLS)
+
+
+def test_bdf_on_kepler_is_proportional_but_above_ten_times_tol():
+    """BDF on the 3-orbit Kepler problem: 38-88 × tol (documented miss).  Meeting 10×
+    needs an internal tolerance 16× tighter, which more than doubles BDF's cost on the
+    stiff problems it is meant for (measured: the stiff chain then needs only 8× fewer
+    evaluations than bs23 instead of ≥ 20×)."""
+    ratios = np.array([global_error(BDF, "kepler", tol)[0] / tol for tol in TOLS])
+    assert np.all(ratios < 150), ratios
+    assert ratios.max() / ratios.min() < 4, ratios            # proportional to tol
 
 
 @pytest.mark.parametrize("cls, q", [(BS23, 2), (DOPRI5, 4)], ids=["bs23", "dopri5"])
@@ -371,18 +466,24 @@ def test_robertson_agrees_with_radau(use_jac):
     rtol, atol = 1e-6, np.array([1e-8, 1e-12, 1e-8])
     ref = solve_ivp(rober, (0, 1e5), [1.0, 0, 0], method="Radau", jac=rober_jac,
                     rtol=1e-10, atol=atol * 1e-4, t_eval=t_out).y.T
+    # like-for-like with scipy's BDF: the raw local control (calibrate=False)
     res = integrate(BDF, rober, (0, 1e5), [1.0, 0, 0], t_out=t_out, rtol=rtol, atol=atol,
-                    jac=rober_jac if use_jac else None)
+                    jac=rober_jac if use_jac else None, calibrate=False)
     # measured: 5.2 (max over the outputs; scipy's BDF 4.5), 968 evaluations with jac
     # (scipy's BDF 1034)
     assert scaled_error(res.y, ref, rtol, atol) < 10
     np.testing.assert_allclose(res.y.sum(axis=1), 1.0, atol=1e-8)     # mass conservation
     assert res.stats.nfev < 1300 and res.stats.nsteps < 500
+    # the calibrated default: more accurate (measured 0.4), about twice the cost (2040)
+    cal = integrate(BDF, rober, (0, 1e5), [1.0, 0, 0], t_out=t_out, rtol=rtol, atol=atol,
+                    jac=rober_jac if use_jac else None)
+    assert scaled_error(cal.y, ref, rtol, atol) < 0.5 * scaled_error(res.y, ref, rtol, atol)
+    assert cal.stats.nfev < 3 * res.stats.nfev
     # tighter: the global error grows with the number of steps, for scipy's BDF too
     # (measured 16.7 vs 14.8 at rtol = 1e-9)
     rtol, atol = 1e-9, atol * 1e-3
     res = integrate(BDF, rober, (0, 1e5), [1.0, 0, 0], t_out=t_out, rtol=rtol, atol=atol,
-                    jac=rober_jac if use_jac else None)
+                    jac=rober_jac if use_jac else None, calibrate=False)
     sp = solve_ivp(rober, (0, 1e5), [1.0, 0, 0], method="BDF", jac=rober_jac, rtol=rtol,
                    atol=atol, t_eval=t_out)
     e, e_sp = scaled_error(res.y, ref, rtol, atol), scaled_error(sp.y.T, ref, rtol, atol)
@@ -403,7 +504,7 @@ def test_van_der_pol_mu_1000_agrees_with_radau_and_scipy_bdf():
     sp = solve_ivp(vdp, (0, 3000), [2.0, 0.0], method="BDF", jac=vdp_jac, rtol=rtol,
                    atol=atol, t_eval=t_out, events=g)
     res = integrate(BDF, vdp, (0, 3000), [2.0, 0.0], jac=vdp_jac, rtol=rtol, atol=atol,
-                    t_out=t_out, events=[Event(g, name="zero")])
+                    t_out=t_out, events=[Event(g, name="zero")], calibrate=False)
     t_ref = ref.t_events[0]
     assert len(res.t_events[0]) == len(t_ref) == 3
     rel = np.abs(res.t_events[0] - t_ref) / t_ref
@@ -423,7 +524,7 @@ def test_stiff_chain_agrees_with_the_matrix_exponential():
     t_out = np.linspace(0, 5, 6)
     exact = np.array([expm(A_CHAIN * t) @ Y0_CHAIN for t in t_out])
     res = integrate(BDF, lambda t, y: A_CHAIN @ y, (0, 5), Y0_CHAIN, jac=A_CHAIN,
-                    rtol=rtol, atol=atol, t_out=t_out)
+                    rtol=rtol, atol=atol, t_out=t_out, calibrate=False)
     sp = solve_ivp(lambda t, y: A_CHAIN @ y, (0, 5), Y0_CHAIN, jac=A_CHAIN, method="BDF",
                    rtol=rtol, atol=atol, t_eval=t_out)
     # the soft modes oscillate undamped: errors accumulate (measured 12.6; scipy 15.0)
@@ -431,6 +532,9 @@ def test_stiff_chain_agrees_with_the_matrix_exponential():
     assert e < 20 and e < 1.5 * e_sp, (e, e_sp)
     assert res.stats.njev == 0                      # constant Jacobian never re-evaluated
     assert res.stats.nlu < res.stats.nsteps / 4     # LU reused across steps
+    cal = integrate(BDF, lambda t, y: A_CHAIN @ y, (0, 5), Y0_CHAIN, jac=A_CHAIN,
+                    rtol=rtol, atol=atol, t_out=t_out)      # calibrated default
+    assert scaled_error(cal.y, exact, rtol, atol) < 2, scaled_error(cal.y, exact, rtol, atol)
 
 
 STIFF_CASES = {
@@ -446,16 +550,25 @@ STIFF_CASES = {
 @pytest.mark.parametrize("name", list(STIFF_CASES))
 def test_bdf_needs_twenty_times_fewer_evaluations_than_explicit_methods(name):
     """Same tolerances, both results within 10 × tol of a tight Radau reference;
-    BDF's count includes its finite-difference Jacobians (no jac given)."""
+    BDF's count includes its finite-difference Jacobians (no jac given).  Compared
+    like-for-like with the raw local controllers (calibrate=False: the explicit
+    methods' cost is set by stability, not by the tolerance); with the calibrated
+    defaults BDF is more accurate and the margin is smaller (≥ 15×, below)."""
     fun, jac, span, y0, tol = STIFF_CASES[name]
     ref = solve_ivp(fun, span, y0, method="Radau", jac=jac, rtol=1e-11,
                     atol=np.asarray(tol["atol"]) * 1e-4, t_eval=[span[1]]).y[:, -1]
     counts = {}
+    cal = {}
     for cls in (BDF, DOPRI5, BS23, AdamsPECE):
-        res = integrate(cls, fun, span, y0, t_out=[span[1]], **tol)
+        res = integrate(cls, fun, span, y0, t_out=[span[1]], calibrate=False, **tol)
         assert scaled_error(res.y[-1], ref, tol["rtol"], tol["atol"]) < 10, cls.name
         counts[cls.name] = res.stats.nfev
+        res = integrate(cls, fun, span, y0, t_out=[span[1]], **tol)
+        assert scaled_error(res.y[-1], ref, tol["rtol"], tol["atol"]) < 10, cls.name
+        cal[cls.name] = res.stats.nfev
     # measured nfev (bdf / dopri5 / bs23 / abm): robertson 381 / 49634 / 28235 / 30758;
     # vdp1000 168 / 31706 / 17990 / 20197; chain 669 / 42308 / 24137 / 26591
+    # calibrated (bdf / dopri5 / bs23 / abm): chain 1629 / 42578 / 27473 / 27373
     for explicit in ("dopri5", "bs23", "abm"):
         assert counts[explicit] >= 20 * counts["bdf"], counts
+        assert cal[explicit] >= 15 * cal["bdf"], cal

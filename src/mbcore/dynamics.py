@@ -4,7 +4,10 @@
 004 Ch.9: the reaction is ``+Phi_q^T lam``; docs/conventions.md), solved by the
 Schur complement ``B = Phi_q M^-1 Phi_q^T`` (004 Prob 10.9-10.10) because M is
 diagonal for centroidal planar frames: compiled (LAPACK dpotrf) or the SciPy
-reference; sparse systems use SuperLU on the augmented matrix.
+reference for dense Jacobians; sparse Jacobians use the sparse Schur solver of
+:mod:`mbcore.sparse_schur` (ordering and symbolic factorisation once per topology,
+O(N) per call for chains and trees; docs/linear-solvers.md).  Massless artificial
+coordinates (M singular) use SuperLU on the augmented matrix.
 """
 from __future__ import annotations
 
@@ -45,6 +48,12 @@ class AccelerationSolver:
         if system.backend == "compiled" and system.dense and not self.augmented:
             from ._ext._linalg import SchurSolver
             self._compiled = SchurSolver(n, m)
+        #: sparse Jacobians: sparse Schur complement (compiled or reference by backend)
+        self._sparse = None
+        self._sparse_rows = None
+        if not system.dense and not self.augmented:
+            from .sparse_schur import for_system
+            self._sparse = for_system(system)
 
     def set_rows(self, rows) -> None:
         """Use only these constraint rows (the independent ones of a redundant set,
@@ -55,6 +64,10 @@ class AccelerationSolver:
             from ._ext._linalg import SchurSolver
             self._compiled = SchurSolver(s.n, len(self.rows))
             self._lam_a = np.zeros(len(self.rows))
+        self._sparse_rows = None
+        if self.rows is not None and self._sparse is not None:
+            from .sparse_schur import for_system
+            self._sparse_rows = for_system(s, rows=self.rows)
 
     def solve(self, q, qd, t, gamma_extra=None):
         """(qdd, lam) — work buffers, valid until the next call.  ``gamma_extra``
@@ -96,7 +109,11 @@ class AccelerationSolver:
             self.lam[:] = sla.cho_solve(cho, gam - C @ Q, check_finite=False) if s.m else 0.0
             self.qdd[:] = self.minv * (Q + J.T @ self.lam)
             return self.qdd, self.lam
-        # sparse: augmented matrix with SuperLU
+        if self._sparse is not None:
+            if self._sparse.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam):
+                return self._least_squares(J, gam, Q, t)
+            return self.qdd, self.lam
+        # sparse with massless coordinates: augmented matrix with SuperLU
         A = sp.bmat([[sp.diags(s.mass_diag), -J.T], [J, None]], format="csc")
         try:
             x = spla.splu(A).solve(np.concatenate([Q, gam]))
@@ -123,6 +140,10 @@ class AccelerationSolver:
     def _solve_rows(self, J, gam, Q, t):
         """The equations of motion with the independent rows only."""
         s, r = self.system, self.rows
+        if self._sparse_rows is not None:
+            if self._sparse_rows.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam):
+                self._singular(J[r], t, index=r)
+            return self.qdd, self.lam
         Ja = np.asarray(J.toarray() if sp.issparse(J) else J)[r]
         ga = gam[r]
         if self._compiled is not None:
@@ -144,10 +165,38 @@ class AccelerationSolver:
         self.lam[r] = lam_a
         return self.qdd, self.lam
 
-    def _singular(self, J, t):
+    def _singular(self, J, t, index=None):
         names = self.system.constraint_names
-        rows = dependent_rows(np.asarray(J))
+        if sp.issparse(J):
+            rows = self._dependent_rows_sparse(J, index)
+        else:
+            rows = dependent_rows(np.asarray(J))
+        if index is not None:           # J holds the rows ``index`` of the Jacobian
+            rows = np.asarray(index)[rows]
         raise SingularJacobianError(
             "the equations of motion are singular: the constraint Jacobian is rank "
             "deficient (redundant constraints or a singular configuration); equations "
             f"involved: {', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
+
+    def _dependent_rows_sparse(self, J, index=None, limit: int = 4_000_000):
+        """Dependent rows of a sparse Jacobian: the SVD of the whole matrix when it is
+        small, else of the rows around the failed pivot of the sparse Schur solver
+        (its neighbours in B's graph, two levels), so that the error stays cheap."""
+        J = sp.csr_matrix(J)
+        if J.shape[0] * J.shape[1] <= limit:
+            return dependent_rows(J.toarray())
+        solver = self._sparse_rows if self.rows is not None else self._sparse
+        r0 = solver.failed_row if solver is not None else -1
+        if r0 >= 0 and index is not None:
+            hit = np.nonzero(np.asarray(index) == r0)[0]
+            r0 = int(hit[0]) if len(hit) else -1
+        if r0 < 0 or r0 >= J.shape[0]:
+            return np.array([], int)
+        B = (J @ J.T).tocsr()
+        near = {r0}
+        for _ in range(2):
+            near |= set(B[sorted(near)].indices.tolist())
+        near = np.array(sorted(near))
+        sub = J[near]
+        cols = np.unique(sub.indices)
+        return near[dependent_rows(sub[:, cols].toarray())]

@@ -47,6 +47,31 @@ class RunInfo:
         raise KeyError(name)
 
 
+class Row(dict):
+    """One output row of every channel packed in a single flat float64 array.
+
+    ``row[name]`` is a view of ``row.flat`` (channels in the order given, normally
+    ``RunInfo.channels``): an analysis fills the views in place
+    (``row["q"][:] = q``) and records the same Row every time; a reporter whose
+    channels have the same ``layout`` copies ``row.flat`` in one operation instead
+    of channel by channel (``record`` still receives a Mapping, so reporters that
+    do not know Rows work unchanged)."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.layout = layout_of(channels)
+        self.flat = np.zeros(sum(w for _, w in self.layout))
+        off = 0
+        for name, w in self.layout:
+            self[name] = self.flat[off:off + w]
+            off += w
+
+
+def layout_of(channels) -> tuple:
+    """``((name, width), ...)`` of a channel list (what :class:`Row` packs)."""
+    return tuple((c.name, c.width) for c in channels)
+
+
 class Reporter:
     """Base class of reporters.
 
@@ -56,6 +81,8 @@ class Reporter:
     2. ``record(t, data)`` is called once per output time with ``data[name]`` a 1-D
        float array of ``info.channel(name).width`` values for every channel.  The
        arrays are work buffers of the analysis: copy them, never keep references.
+       ``data`` may be a :class:`Row` (all channels in one flat array ``data.flat``
+       with ``data.layout``): a reporter may then copy the flat array at once.
     3. ``finish(status, reason, stats)`` is called exactly once, with status
        ``"finished"`` or ``"failed"``; everything recorded before must then be
        readable (a failed run keeps its rows).

@@ -9,9 +9,10 @@ BDF, ...) is a plugin class registered through the hook ``mbcore_integrators``
 """
 from __future__ import annotations
 
-from .base import (ADAPTIVE_OPTIONS, FIXED_STEP_OPTIONS, NEWTON_OPTIONS, IntegrationError,
+from .base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, FIXED_STEP_OPTIONS,
+                   NEWTON_OPTIONS, IntegrationError,
                    Integrator, IntegratorOptionError, NewtonFailure, NonFiniteError, Option,
-                   Statistics, StepSizeError)
+                   Statistics, StepSizeError, calibrated_tolerances)
 from .common import (BackwardDifferenceDenseOutput, ConstantDenseOutput, DenseOutput,
                      HermiteDenseOutput, LinearDenseOutput, RKDenseOutput, num_jac, rms_norm,
                      select_initial_step, step_from_frequency)
@@ -20,7 +21,7 @@ from .events import Event, EventRecord
 
 __all__ = [
     "Integrator", "Statistics", "Option", "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS",
-    "NEWTON_OPTIONS",
+    "NEWTON_OPTIONS", "CALIBRATION_OPTIONS", "calibrated_tolerances",
     "IntegrationError", "StepSizeError", "NonFiniteError", "NewtonFailure",
     "IntegratorOptionError",
     "DenseOutput", "ConstantDenseOutput", "LinearDenseOutput", "HermiteDenseOutput",

@@ -24,7 +24,8 @@ from ..errors import AnalysisError, MbcoreError
 
 __all__ = ["Integrator", "Statistics", "Option", "IntegrationError", "StepSizeError",
            "NonFiniteError", "IntegratorOptionError", "NewtonFailure",
-           "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS", "NEWTON_OPTIONS"]
+           "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS", "NEWTON_OPTIONS", "CALIBRATION_OPTIONS",
+           "calibrated_tolerances"]
 
 EPS = float(np.finfo(float).eps)
 
@@ -165,6 +166,36 @@ ADAPTIVE_OPTIONS: dict[str, Option] = {
                          positive_or_none),
     "max_step": Option(math.inf, "largest step size allowed", positive_or_inf),
 }
+
+#: option of the built-in adaptive methods whose controller is calibrated for the
+#: global error (docs/integrators.md, "Tolerance calibration")
+CALIBRATION_OPTIONS: dict[str, Option] = {
+    "calibrate": Option(True, "True: the controller works with internally tightened "
+                        "tolerances so that the global error stays near rtol/atol "
+                        "(measured calibration, docs/integrators.md); False: the raw "
+                        "local error control of the classic codes (scipy, Hairer)",
+                        boolean),
+}
+
+
+def calibrated_tolerances(rtol, atol, scale: float, exponent: float = 1.0,
+                          calibrate: bool = True, floor: float = 1e-13):
+    """Internal tolerances of a calibrated controller:
+    ``rtol_int = scale · rtol^exponent`` (at least ``floor`` = 1e-13, where
+    round-off takes over, but never above rtol) and
+    ``atol_int = atol · rtol_int / rtol`` (the ratio atol/rtol is kept, as RADAU5
+    does for its tolerance transformation).  ``calibrate=False`` returns the
+    tolerances unchanged."""
+    if not calibrate:
+        return rtol, atol
+    r = np.asarray(rtol, dtype=float)
+    r_int = np.minimum(np.maximum(scale * r ** exponent, floor), r)
+    factor = r_int / r
+    a_int = np.asarray(atol, dtype=float) * factor
+    r_int = float(r_int) if r_int.ndim == 0 else r_int
+    a_int = float(a_int) if a_int.ndim == 0 else a_int
+    return r_int, a_int
+
 
 #: options of the Newton iteration of the fixed-step implicit methods
 NEWTON_OPTIONS: dict[str, Option] = {

@@ -22,7 +22,7 @@ from mbcore.formulation import RestartRequest
 from mbcore.impacts import ContactSet
 from mbcore.integrate.events import Event
 from mbcore.plugins import registry
-from mbcore.reporting import Channel
+from mbcore.reporting import Channel, Row
 from mbcore.schema import Param
 
 
@@ -203,6 +203,7 @@ class DynamicAnalysis(Analysis):
             istat[2:] = base + (st_.nsteps, st_.nrejected, st_.nfev)
 
         obuf = np.zeros(form.size + 1)
+        row = Row(self.channels())
 
         def on_output(t, y):
             size = form.size
@@ -225,18 +226,24 @@ class DynamicAnalysis(Analysis):
             W = float(y[size])
             last.update(t=t, q=qq, qd=qqd, W=W)
             phi = sysm.phi(qq, t)
-            data = {"q": qq, "qd": qqd, "qdd": qdd, "lam": lam,
-                    "reactions": sysm.reactions(qq, t, lam),
-                    "energy": np.array([T, V, T + V, W, T + V - W]),
-                    "violation": np.array([np.max(np.abs(phi)) if phi.size else 0.0,
-                                           np.max(np.abs(vres)) if vres.size else 0.0]),
-                    "integrator": istat}
+            data = row                       # views of one flat row (reporting.Row)
+            data["q"][:] = qq
+            data["qd"][:] = qqd
+            data["qdd"][:] = qdd
+            data["lam"][:] = lam
+            data["reactions"][:] = sysm.reactions(qq, t, lam)
+            e = data["energy"]
+            e[0], e[1], e[2], e[3], e[4] = T, V, T + V, W, T + V - W
+            v = data["violation"]
+            v[0] = np.max(np.abs(phi)) if phi.size else 0.0
+            v[1] = np.max(np.abs(vres)) if vres.size else 0.0
+            data["integrator"][:] = istat
             if sysm.local_reaction_labels:
-                data["reactions_local"] = sysm.reactions_local(qq, t, lam)
+                data["reactions_local"][:] = sysm.reactions_local(qq, t, lam)
             if sysm.force_labels:
-                data["forces"] = sysm.force_outputs(qq, qqd, t)
+                data["forces"][:] = sysm.force_outputs(qq, qqd, t)
             if sysm.point_names:
-                data["points"] = sysm.point_kinematics(qq, qqd, qdd).ravel()
+                data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
             record(t, data)
             bar.update(1)
             reason = form.wants_repartition()

@@ -42,7 +42,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from mbcore.integrate.base import ADAPTIVE_OPTIONS, Integrator, Option, int_range
+from mbcore.integrate.base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, Integrator, Option,
+                                   calibrated_tolerances, int_range)
 from mbcore.integrate.common import DenseOutput, rms_norm, select_initial_step
 
 __all__ = ["AdamsPECE", "AdamsDenseOutput", "GAMMA", "GAMMA_STAR"]
@@ -117,15 +118,19 @@ class AdamsPECE(Integrator):
     order = 1
     adaptive = True
     variable_order = True
-    options = {**ADAPTIVE_OPTIONS,
+    options = {**ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS,
                "max_order": Option(KMAX, "highest order k of the AB_k/AM_(k+1) pair "
                                    "(1–12)", int_range(1, KMAX))}
+    #: internal tolerance = TOL_SCALE × user tolerance when ``calibrate``
+    #: (docs/integrators.md "Tolerance calibration")
+    TOL_SCALE = 0.003
 
     def _restart_impl(self) -> None:
         n = self.n
         self._kmax = self.opts["max_order"]
-        self._rtol = self.opts["rtol"]
-        self._atol = self.opts["atol"]
+        self._rtol, self._atol = calibrated_tolerances(
+            self.opts["rtol"], self.opts["atol"], self.TOL_SCALE,
+            calibrate=self.opts["calibrate"])
         self._max_step = self.opts["max_step"]
         self._phi = np.zeros((self._kmax + 2, n))     # φ_1 .. φ_{kmax+2} at t_n
         self._k = 1

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.integrate.base import ADAPTIVE_OPTIONS, Integrator
-from mbcore.integrate.common import RKDenseOutput, rms_norm, select_initial_step
+from mbcore.integrate.base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, Integrator,
+                                   calibrated_tolerances)
+from mbcore.integrate.common import DenseOutput, RKDenseOutput, rms_norm, select_initial_step
 
-__all__ = ["EmbeddedRK", "BS23", "DOPRI5"]
+__all__ = ["EmbeddedRK", "BS23", "DOPRI5", "DOP853", "Dop853DenseOutput"]
 
 SAFETY = 0.9
 MIN_FACTOR = 0.2
@@ -39,7 +40,10 @@ class EmbeddedRK(Integrator):
     ((s+1)×degree) the dense-output coefficients, ``error_order`` q."""
 
     adaptive = True
-    options = ADAPTIVE_OPTIONS
+    options = {**ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS}
+    #: internal tolerance = TOL_SCALE × user tolerance when ``calibrate`` (measured,
+    #: docs/integrators.md "Tolerance calibration")
+    TOL_SCALE = 1.0
     A: np.ndarray
     B: np.ndarray
     C: np.ndarray
@@ -50,8 +54,9 @@ class EmbeddedRK(Integrator):
     def _restart_impl(self) -> None:
         s = self.B.size
         self._K = np.empty((s + 1, self.n))
-        self._rtol = self.opts["rtol"]
-        self._atol = self.opts["atol"]
+        self._rtol, self._atol = calibrated_tolerances(
+            self.opts["rtol"], self.opts["atol"], self.TOL_SCALE,
+            calibrate=self.opts["calibrate"])
         self._max_step = self.opts["max_step"]
         self._exponent = -1.0 / (self.error_order + 1)
         self._y_old = None
@@ -93,7 +98,7 @@ class EmbeddedRK(Integrator):
             y_new = y + h * (B @ K[:s])
             K[s] = fun(t_new, y_new)
             scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-            err = rms_norm((h * (E @ K)) / scale)
+            err = self._error_norm(h, K, scale)
             if err <= 1.0:
                 if err == 0.0:
                     factor = MAX_FACTOR
@@ -113,6 +118,9 @@ class EmbeddedRK(Integrator):
         self._h_abs = h_abs
         return True, None
 
+    def _error_norm(self, h, K, scale) -> float:
+        return rms_norm((h * (self.E @ K)) / scale)
+
     def _dense_output_impl(self):
         return RKDenseOutput(self.t_old, self.t, self._y_old, self._K, self.P)
 
@@ -123,6 +131,7 @@ class BS23(EmbeddedRK):
                    "(ode23; 001 l.135–137; spec §2.10)")
     order = 3
     error_order = 2
+    TOL_SCALE = 0.005
     C = np.array([0.0, 1 / 2, 3 / 4])
     A = np.array([[0.0, 0.0, 0.0],
                   [1 / 2, 0.0, 0.0],
@@ -142,6 +151,7 @@ class DOPRI5(EmbeddedRK):
                    "(ode45; spec §2.10)")
     order = 5
     error_order = 4
+    TOL_SCALE = 0.005
     C = np.array([0.0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1.0])
     A = np.array([
         [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
@@ -168,3 +178,95 @@ class DOPRI5(EmbeddedRK):
         [0.0, -282668133 / 205662961, 2019193451 / 616988883, -1453857185 / 822651844],
         [0.0, 40617522 / 29380423, -110615467 / 29380423, 69997945 / 29380423]])
 
+
+
+# ----------------------------------------------------------------------------------
+# Dormand–Prince 8(5,3)
+# ----------------------------------------------------------------------------------
+def _dop853_coefficients():
+    """The DOP853 tableau of Hairer's code (12 stages + FSAL, 3 extra stages for
+    the 7th-order dense output), taken from scipy (which transcribes Hairer's
+    dop853.f), so that the coefficients are not retyped."""
+    from scipy.integrate._ivp import dop853_coefficients as c
+    s = c.N_STAGES
+    return dict(A=np.array(c.A[:s, :s]), B=np.array(c.B), C=np.array(c.C[:s]),
+                E3=np.array(c.E3), E5=np.array(c.E5), D=np.array(c.D),
+                A_EXTRA=np.array(c.A[s + 1:]), C_EXTRA=np.array(c.C[s + 1:]))
+
+
+class Dop853DenseOutput(DenseOutput):
+    """Hairer's DOP853 continuous extension (CONTD8), a polynomial of degree 7 in
+    ``s = (t - t_old)/h``, evaluated in the nested form
+    ``y_old + s(F0 + (1-s)(F1 + s(F2 + (1-s)(F3 + ...))))``."""
+
+    __slots__ = ("y_old", "F")
+
+    def __init__(self, t_old, t, y_old, F):
+        super().__init__(t_old, t)
+        self.y_old = y_old
+        self.F = F
+
+    def _call_impl(self, s):
+        x = s[:, None]
+        y = np.zeros((s.size, self.y_old.size))
+        for i, f in enumerate(self.F[::-1]):
+            y += f
+            y *= x if i % 2 == 0 else (1 - x)
+        return y + self.y_old
+
+
+class DOP853(EmbeddedRK):
+    """Dormand–Prince 8(5,3): order 8, error estimated with the 5th- and
+    3rd-order embedded solutions combined as in Hairer's DOP853
+    (``err = err5² / sqrt(err5² + 0.01 err3²)``, behaving like an order-8
+    estimate, exponent −1/8), FSAL, 7th-order dense output costing 3 extra
+    evaluations in the steps where it is requested."""
+
+    name = "dop853"
+    description = ("Dormand–Prince 8(5,3) embedded RK, FSAL, 7th-order dense output "
+                   "(Hairer's DOP853; spec §2.10 optional 8(5,3))")
+    order = 8
+    error_order = 7
+    TOL_SCALE = 0.005
+    _c = _dop853_coefficients()
+    A, B, C = _c["A"], _c["B"], _c["C"]
+    E3, E5, D = _c["E3"], _c["E5"], _c["D"]
+    A_EXTRA, C_EXTRA = _c["A_EXTRA"], _c["C_EXTRA"]
+    E = E5                                  # the 5th-order difference (for reference)
+    del _c
+
+    def _restart_impl(self) -> None:
+        super()._restart_impl()
+        self._dense_cache = None
+
+    def _error_norm(self, h, K, scale) -> float:
+        err5 = (self.E5 @ K) / scale
+        err3 = (self.E3 @ K) / scale
+        e5, e3 = float(err5 @ err5), float(err3 @ err3)
+        if e5 == 0.0 and e3 == 0.0:
+            return 0.0
+        return abs(h) * e5 / np.sqrt((e5 + 0.01 * e3) * scale.size)
+
+    def _step_impl(self):
+        self._dense_cache = None
+        return super()._step_impl()
+
+    def _dense_output_impl(self):
+        if self._dense_cache is not None:
+            return self._dense_cache
+        s = self.B.size
+        h = self.t - self.t_old
+        y_old = self._y_old
+        K = np.empty((s + 1 + self.C_EXTRA.size, self.n))
+        K[:s + 1] = self._K
+        for i, (a, c) in enumerate(zip(self.A_EXTRA, self.C_EXTRA), start=s + 1):
+            K[i] = self.fun(self.t_old + c * h, y_old + h * (a[:i] @ K[:i]))
+        F = np.empty((7, self.n))
+        f_old, f_new = K[0], K[s]
+        dy = self.y - y_old
+        F[0] = dy
+        F[1] = h * f_old - dy
+        F[2] = 2 * dy - h * (f_new + f_old)
+        F[3:] = h * (self.D @ K)
+        self._dense_cache = Dop853DenseOutput(self.t_old, self.t, y_old.copy(), F)
+        return self._dense_cache

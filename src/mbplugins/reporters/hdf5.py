@@ -23,7 +23,7 @@ import h5py
 import numpy as np
 from h5py import h5a, h5s
 
-from mbcore.reporting import Reporter, RunInfo
+from mbcore.reporting import Reporter, Row, RunInfo, layout_of
 from mbcore.result import (LAYOUT_VERSION, SCHEMA, record_error, to_json, utc_now,
                            validate_run_info)
 
@@ -31,6 +31,8 @@ __all__ = ["HDF5Reporter"]
 
 #: target size of one chunk of a series dataset (bytes)
 CHUNK_BYTES = 64 * 1024
+#: target size of the in-memory block of rows written at once (default block_rows)
+BLOCK_BYTES = 1 << 20
 _COMPRESSIONS = (None, "gzip", "lzf")
 _STATUSES = ("finished", "failed")
 
@@ -93,10 +95,11 @@ class HDF5Reporter(Reporter):
     name = "hdf5"
     description = "streams results to a chunked, crash-safe HDF5 file (docs/results.md)"
 
-    def __init__(self, path: str | os.PathLike, *, block_rows: int = 256,
+    def __init__(self, path: str | os.PathLike, *, block_rows: int | None = None,
                  flush_seconds: float = 2.0, compression: str | None = None):
-        if isinstance(block_rows, bool) or not isinstance(block_rows, (int, np.integer)) \
-                or block_rows < 1:
+        if block_rows is not None and (
+                isinstance(block_rows, bool) or not isinstance(block_rows, (int, np.integer))
+                or block_rows < 1):
             raise ValueError(f"HDF5Reporter: block_rows must be an integer >= 1, got {block_rows!r}")
         if not (isinstance(flush_seconds, (int, float)) and flush_seconds >= 0):
             raise ValueError(f"HDF5Reporter: flush_seconds must be >= 0, got {flush_seconds!r}")
@@ -104,7 +107,8 @@ class HDF5Reporter(Reporter):
             raise ValueError(f"HDF5Reporter: compression must be one of {_COMPRESSIONS}, "
                              f"got {compression!r}")
         self.path = Path(path)
-        self.block_rows = int(block_rows)
+        #: None: chosen at start() for ~1 MiB blocks (256 ... 65536 rows)
+        self.block_rows = None if block_rows is None else int(block_rows)
         self.flush_seconds = float(flush_seconds)
         self.compression = compression
         self.blocks_written = 0     # number of (partial) blocks written so far
@@ -181,6 +185,9 @@ class HDF5Reporter(Reporter):
         self._t_ds = f.create_dataset("t", shape=(0,), maxshape=(None,), dtype="f8",
                                       chunks=(_chunk_rows(1),), **comp)
         self._t_ds.attrs["description"] = "output time"
+        if self.block_rows is None:        # ~1 MiB per block: few, large writes
+            width = max(1, sum(c.width for c in info.channels))
+            self.block_rows = int(min(65536, max(256, BLOCK_BYTES // (8 * width))))
         self._tbuf = np.empty(self.block_rows)
         self._n_rows_attr = np.zeros((), dtype=np.int64)
 
@@ -188,6 +195,11 @@ class HDF5Reporter(Reporter):
         labels = f.create_group("labels")
         self._slots = []      # (name, buffer, width) used by record()
         self._datasets = []   # (dataset, buffer, width) used by _write_buffer()
+        # one block for all channels: a packed Row is copied with one assignment;
+        # each channel's buffer is a column view of it
+        self._layout = layout_of(info.channels)
+        self._flat = np.empty((self.block_rows, sum(c.width for c in info.channels)))
+        off = 0
         for c in info.channels:
             w = c.width
             ds = series.create_dataset(
@@ -196,7 +208,8 @@ class HDF5Reporter(Reporter):
             ds.attrs["description"] = str(c.description)
             ds.attrs["unit"] = str(c.unit)
             labels.create_dataset(c.name, data=np.array(list(c.labels), dtype=object), dtype=sdt)
-            buf = np.empty((self.block_rows, w))
+            buf = self._flat[:, off:off + w]
+            off += w
             self._slots.append((c.name, buf, w))
             self._datasets.append((ds, buf, w))
 
@@ -212,15 +225,19 @@ class HDF5Reporter(Reporter):
         if self._state != "running":
             raise self._state_error("record")
         i = self._n_buf
-        name = w = None
-        try:
-            for name, buf, w in self._slots:
-                a = data[name]
-                if len(a) != w:
-                    raise ValueError("wrong length")
-                buf[i] = a
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise record_error(name, w, data, e, t) from None
+        if type(data) is Row and (data.layout is self._layout or data.layout == self._layout):
+            self._layout = data.layout       # identical: the next check is by identity
+            self._flat[i] = data.flat
+        else:
+            name = w = None
+            try:
+                for name, buf, w in self._slots:
+                    a = data[name]
+                    if len(a) != w:
+                        raise ValueError("wrong length")
+                    buf[i] = a
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                raise record_error(name, w, data, e, t) from None
         self._tbuf[i] = t
         i += 1
         self._n_buf = i
@@ -250,7 +267,7 @@ class HDF5Reporter(Reporter):
         if k:
             n0 = self._n_rows
             for ds, buf, w in self._datasets:
-                _append(ds.id, n0, buf[:k])
+                _append(ds.id, n0, np.ascontiguousarray(buf[:k]))
             _append(self._t_ds.id, n0, self._tbuf[:k])
             n1 = n0 + k
             self._n_rows_attr[()] = n1

@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mbcore.reporting import Reporter, RunInfo
+from mbcore.reporting import Reporter, Row, RunInfo, layout_of
 from mbcore.result import MemoryResult, record_error, utc_now, validate_run_info
 
 __all__ = ["MemoryReporter"]
@@ -48,9 +48,23 @@ class MemoryReporter(Reporter):
         self._created = utc_now()
         self._finished = ""
         self._t = np.empty(self._cap)
-        self._slots = [[c.name, np.empty((self._cap, c.width)), c.width] for c in info.channels]
+        self._layout = layout_of(info.channels)
+        self._slots = [[c.name, None, c.width] for c in info.channels]
+        self._alloc(self._cap, 0)
         self.status = "running"
         self._state = "running"
+
+    def _alloc(self, cap: int, n: int) -> None:
+        """One (cap, total width) array for all channels (a packed Row is copied with
+        one assignment); each channel is a column view of it."""
+        flat = np.empty((cap, sum(w for _, w in self._layout)))
+        if n:
+            flat[:n] = self._flat[:n]
+        self._flat = flat
+        off = 0
+        for slot in self._slots:
+            slot[1] = flat[:, off:off + slot[2]]
+            off += slot[2]
 
     def _grow(self) -> None:
         cap = 2 * self._cap
@@ -58,10 +72,7 @@ class MemoryReporter(Reporter):
         t = np.empty(cap)
         t[:n] = self._t[:n]
         self._t = t
-        for slot in self._slots:
-            a = np.empty((cap, slot[2]))
-            a[:n] = slot[1][:n]
-            slot[1] = a
+        self._alloc(cap, n)
         self._cap = cap
 
     def record(self, t: float, data: Mapping[str, np.ndarray]) -> None:
@@ -70,15 +81,19 @@ class MemoryReporter(Reporter):
         i = self._n
         if i == self._cap:
             self._grow()
-        name = w = None
-        try:
-            for name, buf, w in self._slots:
-                a = data[name]
-                if len(a) != w:
-                    raise ValueError("wrong length")
-                buf[i] = a
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise record_error(name, w, data, e, t) from None
+        if type(data) is Row and (data.layout is self._layout or data.layout == self._layout):
+            self._layout = data.layout       # identical: the next check is by identity
+            self._flat[i] = data.flat
+        else:
+            name = w = None
+            try:
+                for name, buf, w in self._slots:
+                    a = data[name]
+                    if len(a) != w:
+                        raise ValueError("wrong length")
+                    buf[i] = a
+            except (KeyError, TypeError, ValueError, IndexError) as e:
+                raise record_error(name, w, data, e, t) from None
         self._t[i] = t
         self._n = i + 1
 
@@ -100,6 +115,7 @@ class MemoryReporter(Reporter):
         self._t = self._t[:n].copy()           # trim: release the spare capacity
         for slot in self._slots:
             slot[1] = slot[1][:n].copy()
+        self._flat = None
         self._cap = max(n, 1)
         self.status = status
         self.reason = str(reason)

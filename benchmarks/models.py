@@ -1,0 +1,197 @@
+"""Scalable benchmark models and the equations-of-motion cost measurement.
+
+* :func:`chain` — a planar pendulum chain of N links joined by revolutes, link 0
+  pinned to the ground, released from rest horizontally under gravity.
+* :func:`tree` — a binary tree of links (the tree counterpart of the chain).
+* :func:`stiff_chain` — N point masses hanging from the ground on stiff ``tsda``
+  springs (k large: the highest spring frequency makes explicit integrators take
+  tiny steps).
+* :func:`bench_chain_eom` — seconds per ``AccelerationSolver.solve`` for chains of
+  N links, with the fitted exponent of the cost in N (issue 7: ≤ 1.05).
+
+All models are built through the public API (:class:`mbcore.Model` ``add_*``).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+import mbcore
+
+
+def chain(n_links: int, *, length: float = 1.0, mass: float = 1.0, gravity: float = 9.81,
+          name: str | None = None) -> mbcore.Model:
+    """Planar pendulum chain: ``n_links`` uniform slender links of ``length`` and
+    ``mass`` (centroidal inertia m L^2/12) joined end to end by revolutes, link 0
+    pinned to the ground at the origin; initially horizontal along +x and at rest,
+    gravity (0, -g).  2 N constraint equations, 3 N coordinates."""
+    m = mbcore.Model(name or f"chain{n_links}")
+    m.set_gravity(0.0, -gravity)
+    inertia = mass * length ** 2 / 12.0
+    h = 0.5 * length
+    for k in range(n_links):
+        m.add_body(f"L{k}", mass=mass, inertia=inertia, position=((k + 0.5) * length, 0.0),
+                   angle=0.0)
+        m.add_joint("revolute", f"J{k}", body_i="ground" if k == 0 else f"L{k - 1}",
+                    body_j=f"L{k}", point_i=(0.0, 0.0) if k == 0 else (h, 0.0),
+                    point_j=(-h, 0.0))
+    m.settings.update({"analysis": "dynamic", "formulation": "di", "integrator": "dopri5",
+                       "rtol": 1e-6, "atol": 1e-8, "t_end": 1.0, "output_step": 0.01})
+    return m
+
+
+def tree(depth: int, *, length: float = 1.0, mass: float = 1.0,
+         gravity: float = 9.81) -> mbcore.Model:
+    """Binary tree of links: a root link pinned to the ground, every link carrying two
+    children pinned at its far end (2^depth - 1 links), spread out in a fan and at
+    rest under gravity.  A topology whose Schur complement needs a
+    minimum-degree ordering (a band ordering fills in)."""
+    m = mbcore.Model(f"tree{depth}")
+    m.set_gravity(0.0, -gravity)
+    inertia = mass * length ** 2 / 12.0
+    h = 0.5 * length
+    # breadth-first numbering: node k has children 2k+1, 2k+2
+    n = 2 ** depth - 1
+    tip = {-1: np.zeros(2)}
+    for k in range(n):
+        parent = (k - 1) // 2 if k else -1
+        level = int(math.floor(math.log2(k + 1)))
+        pos_in_level = k + 1 - 2 ** level
+        ang = -0.5 * math.pi + (pos_in_level + 0.5) / 2 ** level * math.pi - 0.5 * math.pi
+        ang = 0.3 * ang                          # a fan around straight down
+        e = np.array([math.cos(ang), math.sin(ang)])
+        start = tip[parent]
+        centre = start + h * e
+        tip[k] = start + length * e
+        m.add_body(f"T{k}", mass=mass, inertia=inertia, position=tuple(centre), angle=ang)
+        if parent < 0:
+            m.add_joint("revolute", f"R{k}", body_i="ground", body_j=f"T{k}",
+                        point_i=tuple(start), point_j=(-h, 0.0))
+        else:
+            m.add_joint("revolute", f"R{k}", body_i=f"T{parent}", body_j=f"T{k}",
+                        point_i=(h, 0.0), point_j=(-h, 0.0))
+    return m
+
+
+def stiff_chain(n: int, *, k: float = 1.0e6, mass: float = 1.0, spacing: float = 1.0,
+                damping: float = 0.0, gravity: float = 9.81) -> mbcore.Model:
+    """N point masses (small inertia) hanging in a vertical line from the ground,
+    each joined to the one above (mass 0 to the ground at the origin) by a ``tsda``
+    spring of stiffness ``k`` and free length ``spacing``; released from the
+    unstretched configuration.  The highest natural frequency grows like
+    sqrt(k/m)·2, so explicit integrators are limited by stability, not accuracy."""
+    m = mbcore.Model(f"stiff_chain{n}")
+    m.set_gravity(0.0, -gravity)
+    for i in range(n):
+        m.add_body(f"M{i}", mass=mass, inertia=1e-2 * mass,
+                   position=(0.0, -(i + 1) * spacing))
+        m.add_force("tsda", f"S{i}", body_i="ground" if i == 0 else f"M{i - 1}",
+                    body_j=f"M{i}", point_i=(0.0, 0.0), point_j=(0.0, 0.0), stiffness=k,
+                    damping=damping, free_length=spacing)
+    m.settings.update({"analysis": "dynamic", "formulation": "di", "integrator": "dopri5",
+                       "rtol": 1e-6, "atol": 1e-8, "t_end": 0.1, "output_step": 0.01})
+    return m
+
+
+def chain_state(system, seed: int = 0):
+    """A consistent state of a :func:`chain` system: links at angles
+    ``0.3 sin(k)``-like pseudo-random angles with random angular rates, positions and
+    velocities computed from the joint equations (so gamma is the true one)."""
+    nb = system.nb
+    rng = np.random.default_rng(seed)
+    phi = np.cumsum(rng.uniform(-0.4, 0.4, nb))
+    w = rng.uniform(-1.0, 1.0, nb)
+    c, s = np.cos(phi), np.sin(phi)
+    # link k: tip_k = tip_{k-1} + L e_k; centre = tip_{k-1} + L/2 e_k (L = 1)
+    tipx = np.concatenate([[0.0], np.cumsum(c)])
+    tipy = np.concatenate([[0.0], np.cumsum(s)])
+    vx_tip = np.concatenate([[0.0], np.cumsum(-w * s)])
+    vy_tip = np.concatenate([[0.0], np.cumsum(w * c)])
+    q = np.zeros(system.n)
+    qd = np.zeros(system.n)
+    q[0::3] = tipx[:-1] + 0.5 * c
+    q[1::3] = tipy[:-1] + 0.5 * s
+    q[2::3] = phi
+    qd[0::3] = vx_tip[:-1] - 0.5 * w * s
+    qd[1::3] = vy_tip[:-1] + 0.5 * w * c
+    qd[2::3] = w
+    return q, qd
+
+
+def _median_time(fn, number: int, repeat: int) -> float:
+    fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - t0) / number)
+    return statistics.median(samples)
+
+
+def fit_exponent(ns, times) -> float:
+    """Least-squares slope of log(time) against log(N)."""
+    return float(np.polyfit(np.log(np.asarray(ns, float)), np.log(np.asarray(times, float)),
+                            1)[0])
+
+
+def bench_chain_eom(ns=(10, 100, 1000, 10000), repeat: int = 5, *,
+                    kernels: str = "compiled", jacobian: str = "auto",
+                    budget: float = 0.2) -> dict:
+    """Seconds per equations-of-motion evaluation (``AccelerationSolver.solve``:
+    forces + Jacobian + gamma + the linear solve) of :func:`chain` for each N, the
+    median of ``repeat`` batches (each batch ~``budget`` seconds), and the fitted
+    exponent of the cost in N over all given N.  Returns::
+
+        {"n": [...], "seconds": [...], "us_per_link": [...], "exponent": float,
+         "jacobian": ["sparse"|"dense", ...], "kernels": kernels}
+    """
+    from mbcore.dynamics import AccelerationSolver
+    out = {"n": [], "seconds": [], "us_per_link": [], "jacobian": [], "kernels": kernels,
+           "repeat": repeat}
+    for n in ns:
+        system = chain(int(n)).compile(kernels=kernels, jacobian=jacobian)
+        solver = AccelerationSolver(system)
+        q, qd = chain_state(system)
+
+        def f():
+            solver.solve(q, qd, 0.1)
+
+        t0 = time.perf_counter()
+        f()
+        one = max(time.perf_counter() - t0, 1e-7)
+        number = max(1, int(budget / one))
+        sec = _median_time(f, number, repeat)
+        out["n"].append(int(n))
+        out["seconds"].append(sec)
+        out["us_per_link"].append(sec / n * 1e6)
+        out["jacobian"].append("dense" if system.dense else "sparse")
+    out["exponent"] = fit_exponent(out["n"], out["seconds"]) if len(ns) > 1 else None
+    return out
+
+
+def bench_chain_simulation(n_links: int, *, kernels: str = "compiled", t_end: float = 1.0,
+                           rtol: float = 1e-6) -> dict:
+    """Wall time of a ``t_end``-second dynamic simulation of :func:`chain`
+    (dopri5, DI formulation, rtol as given) through :func:`mbcore.run`."""
+    model = chain(n_links)
+    t0 = time.perf_counter()
+    res = mbcore.run(model, kernels=kernels, settings={
+        "t_end": t_end, "rtol": rtol, "atol": rtol * 1e-2, "output_step": t_end / 10,
+        "integrator": "dopri5", "formulation": "di"})
+    wall = time.perf_counter() - t0
+    integ = np.asarray(res["integrator"])[-1]     # step size, order, steps, rejected, nfev
+    return {"n": n_links, "seconds": wall, "seconds_per_simulated_second": wall / t_end,
+            "steps": int(integ[2]), "rejected": int(integ[3]), "nfev": int(integ[4]),
+            "us_per_evaluation": wall / max(int(integ[4]), 1) * 1e6,
+            "jacobian": "dense" if res.system.dense else "sparse"}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import json
+    import sys
+    ns = [int(a) for a in sys.argv[1:]] or [10, 100, 1000, 10000]
+    print(json.dumps(bench_chain_eom(ns), indent=1))

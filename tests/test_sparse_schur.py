@@ -1,0 +1,243 @@
+"""The sparse Schur-complement equations of motion (mbcore.sparse_schur): the
+compiled kernel equals the NumPy/SciPy reference, both equal the dense solution of
+the augmented system, orderings, linear fill, singular Jacobians, redundant rows,
+and the wiring into AccelerationSolver and the dynamic analysis."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import mbcore
+from mbcore import Model
+from mbcore.dynamics import AccelerationSolver
+from mbcore.errors import SingularJacobianError
+from mbcore.sparse_schur import (SchurTopology, SparseSchurReference, for_system,
+                                 make_solver)
+from mbcore.system import compiled_available
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from models import bench_chain_eom, chain, chain_state, stiff_chain, tree  # noqa: E402
+
+needs_compiled = pytest.mark.skipif(not compiled_available(), reason="compiled kernels "
+                                    "not built")
+BACKENDS = ["numpy", pytest.param("compiled", marks=needs_compiled)]
+
+
+def random_state(system, seed=1):
+    rng = np.random.default_rng(seed)
+    q = system.initial_state().q + 0.05 * rng.standard_normal(system.n)
+    return q, rng.standard_normal(system.n)
+
+
+def eom_inputs(system, q, qd, t=0.2):
+    J = system.jacobian(q, t)
+    J = J.toarray() if sp.issparse(J) else J.copy()
+    return (J, system.forces(q, qd, t).copy(), system.gamma(q, qd, t).copy(),
+            1.0 / system.mass_diag)
+
+
+def dense_solution(system, J, Q, gam):
+    n, m = system.n, system.m
+    A = np.block([[np.diag(system.mass_diag), -J.T], [J, np.zeros((m, m))]])
+    x = np.linalg.solve(A, np.concatenate([Q, gam]))
+    return x[:n], x[n:]
+
+
+def solve_with(solver, system, Q, gam, minv):
+    qdd, lam = np.zeros(system.n), np.full(system.m, np.nan)
+    info = solver.solve(system._jdata, minv, Q, gam, qdd, lam)
+    return info, qdd, lam
+
+
+def rel(a, b):
+    return np.abs(a - b).max() / max(np.abs(b).max(), 1e-300)
+
+
+def loop_model():
+    """The KAP four-bar: a closed loop (B couples every joint of the loop)."""
+    root = Path(__file__).resolve().parents[1]
+    return Model.from_file(root / "examples" / "fourbar_kap.yaml")
+
+
+MODELS = {"chain": lambda: chain(25), "tree": lambda: tree(4), "loop": loop_model}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sparse_schur_matches_dense_augmented_solution(name, backend):
+    s = MODELS[name]().compile(kernels=backend, jacobian="sparse")
+    q, qd = random_state(s)
+    J, Q, gam, minv = eom_inputs(s, q, qd)
+    info, qdd, lam = solve_with(for_system(s), s, Q, gam, minv)
+    assert info == 0
+    qdd_ref, lam_ref = dense_solution(s, J, Q, gam)
+    assert rel(qdd, qdd_ref) < 1e-11 and rel(lam, lam_ref) < 1e-11
+    # the equations of motion hold
+    scale = max(np.abs(J.T @ lam).max(), np.abs(Q).max(), 1.0)
+    assert np.abs(s.mass_diag * qdd - J.T @ lam - Q).max() < 1e-11 * scale
+    assert np.abs(J @ qdd - gam).max() < 1e-10 * max(np.abs(gam).max(), 1.0)
+
+
+@needs_compiled
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("ordering", ["auto", "mmd", "rcm", "natural"])
+def test_compiled_equals_reference(name, ordering):
+    s = MODELS[name]().compile(kernels="compiled", jacobian="sparse")
+    q, qd = random_state(s, seed=7)
+    _, Q, gam, minv = eom_inputs(s, q, qd)
+    topo = SchurTopology(s._indptr, s._csr_cols, s.n, ordering=ordering)
+    a = solve_with(make_solver(topo, "compiled"), s, Q, gam, minv)
+    b = solve_with(make_solver(topo, "numpy"), s, Q, gam, minv)
+    assert a[0] == 0 and b[0] == 0
+    assert rel(a[1], b[1]) < 1e-12 and rel(a[2], b[2]) < 1e-12
+    # and the pivots (D of LDL^T in the same order) agree
+    assert rel(_pivots(topo, s, Q, gam, minv, "compiled"),
+               _pivots(topo, s, Q, gam, minv, "numpy")) < 1e-12
+
+
+def _pivots(topo, s, Q, gam, minv, backend):
+    solver = make_solver(topo, backend)
+    solve_with(solver, s, Q, gam, minv)
+    return solver.diagonal()
+
+
+def test_orderings_and_fill_are_linear():
+    """Trees and chains factor without fill beyond B's pattern with the chosen
+    ordering, and nnz(L) grows linearly with the number of bodies."""
+    for model in (chain(40), tree(6)):
+        s = model.compile(kernels="numpy", jacobian="sparse")
+        topo = SchurTopology(s._indptr, s._csr_cols, s.n)
+        strict_upper = len(topo.Bi) - topo.m
+        assert topo.nnz_L == strict_upper, topo.describe()
+    s_tree = tree(6).compile(kernels="numpy", jacobian="sparse")
+    nat = SchurTopology(s_tree._indptr, s_tree._csr_cols, s_tree.n, ordering="natural")
+    auto = SchurTopology(s_tree._indptr, s_tree._csr_cols, s_tree.n)
+    assert auto.flops < nat.flops / 5     # breadth-first numbering of a tree fills in
+    counts = []
+    for n_links in (200, 400, 800):
+        s = chain(n_links).compile(kernels="numpy", jacobian="sparse")
+        topo = SchurTopology(s._indptr, s._csr_cols, s.n)
+        counts.append((topo.nnz_L, len(topo.ta)))
+    for (l1, t1), (l2, t2) in zip(counts, counts[1:]):
+        assert 1.9 < l2 / l1 < 2.1 and 1.9 < t2 / t1 < 2.1
+
+
+def test_topology_rejects_bad_ordering():
+    s = chain(5).compile(kernels="numpy", jacobian="sparse")
+    with pytest.raises(ValueError, match="permutation"):
+        SchurTopology(s._indptr, s._csr_cols, s.n, ordering=[0, 0, 1, 2, 3, 4, 5, 6, 7, 8])
+    with pytest.raises(ValueError, match="ordering"):
+        SchurTopology(s._indptr, s._csr_cols, s.n, ordering="amd")
+
+
+def doubled_pendulum(n_links=4, extra=True) -> Model:
+    """A chain whose first pin is given twice (J12 duplicates J0): redundant rows."""
+    m = chain(n_links)
+    if extra:
+        m.add_joint("revolute", "J0bis", body_i="ground", body_j="L0", point_i=(0.0, 0.0),
+                    point_j=(-0.5, 0.0))
+    return m
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_singular_pivot_is_reported(backend):
+    s = doubled_pendulum().compile(kernels=backend, jacobian="sparse")
+    q, qd = chain_state(s)
+    _, Q, gam, minv = eom_inputs(s, q, qd)
+    solver = for_system(s)
+    info, _, _ = solve_with(solver, s, Q, gam, minv)
+    assert info > 0
+    names = s.constraint_names
+    assert names[solver.failed_row] in ("J0.x", "J0.y", "J0bis.x", "J0bis.y")
+    with pytest.raises(SingularJacobianError) as exc:
+        AccelerationSolver(s).solve(q, qd, 0.2)
+    assert set(exc.value.constraints) >= {"J0.x", "J0bis.x"} or \
+        set(exc.value.constraints) >= {"J0.y", "J0bis.y"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_redundant_rows_and_least_squares_on_sparse_systems(backend):
+    sd = doubled_pendulum().compile(kernels=backend, jacobian="dense")
+    ss = doubled_pendulum().compile(kernels=backend, jacobian="sparse")
+    q, qd = chain_state(ss)
+    rows = [r for r, name in enumerate(ss.constraint_names) if not name.startswith("J0bis")]
+    out = []
+    for s in (sd, ss):
+        a = AccelerationSolver(s)
+        a.set_rows(rows)
+        qdd, lam = a.solve(q, qd, 0.2)
+        out.append((qdd.copy(), lam.copy()))
+        b = AccelerationSolver(s)
+        b.rank_deficiency = "least_squares"
+        qdd2, _ = b.solve(q, qd, 0.2)
+        assert b.rank_deficient_events == 1
+        np.testing.assert_allclose(qdd2, qdd, rtol=1e-8, atol=1e-8)
+    assert rel(out[1][0], out[0][0]) < 1e-11 and rel(out[1][1], out[0][1]) < 1e-11
+    assert np.all(out[1][1][len(rows):] == 0.0)
+    # the sparse solver of the independent rows: qdd of the plain chain
+    s0 = chain(4).compile(kernels=backend, jacobian="sparse")
+    qdd0, _ = AccelerationSolver(s0).solve(q, qd, 0.2)
+    assert rel(out[1][0], qdd0) < 1e-11
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_acceleration_solver_dense_and_sparse_agree(backend):
+    for model in (chain(12), tree(3)):
+        sd = model.compile(kernels=backend, jacobian="dense")
+        ss = model.compile(kernels=backend, jacobian="sparse")
+        q, qd = random_state(sd, seed=3)
+        a = [x.copy() for x in AccelerationSolver(sd).solve(q, qd, 0.1)]
+        solver = AccelerationSolver(ss)
+        assert solver._sparse is not None and solver._sparse.backend == backend
+        b = solver.solve(q, qd, 0.1)
+        assert rel(b[0], a[0]) < 1e-11 and rel(b[1], a[1]) < 1e-11
+
+
+def test_unconstrained_sparse_system():
+    s = stiff_chain(30).compile(kernels="numpy", jacobian="sparse")
+    assert s.m == 0 and not s.dense
+    st = s.initial_state()
+    st.q[1::3] -= 0.01                            # stretch every spring
+    for backend in ["numpy"] + (["compiled"] if compiled_available() else []):
+        s = stiff_chain(30).compile(kernels=backend, jacobian="sparse")
+        qdd, lam = AccelerationSolver(s).solve(st.q, st.qd, 0.0)
+        assert lam.shape == (0,)
+        np.testing.assert_allclose(qdd, s.forces(st.q, st.qd, 0.0) / s.mass_diag, rtol=1e-14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_run_sparse_equals_dense(backend):
+    model = chain(6)
+    settings = {"t_end": 0.2, "output_step": 0.05, "rtol": 1e-9, "atol": 1e-11}
+    a = mbcore.run(model, kernels=backend, jacobian="dense", settings=settings)
+    b = mbcore.run(model, kernels=backend, jacobian="sparse", settings=settings)
+    assert a.system.dense and not b.system.dense
+    for ch in ("q", "qd", "qdd", "lam"):
+        np.testing.assert_allclose(b[ch], a[ch], rtol=1e-7, atol=1e-7 * np.abs(a[ch]).max())
+    # the chain falls: energy is conserved by the DI run to the tolerance
+    T = [a.system.kinetic_energy(qd) + a.system.potential_energy(q)
+         for q, qd in zip(a["q"], a["qd"])]
+    assert np.ptp(T) < 1e-6 * max(abs(T[0]), 1.0)
+
+
+def test_chain_model_and_benchmark_function():
+    s = chain(8).compile(kernels="numpy")
+    q, qd = chain_state(s)
+    assert np.abs(s.phi(q, 0.0)).max() < 1e-12
+    assert np.abs(s.jacobian_dense(q, 0.0) @ qd).max() < 1e-12
+    r = bench_chain_eom((3, 30), repeat=1, kernels="numpy", budget=0.01)
+    assert r["n"] == [3, 30] and len(r["seconds"]) == 2 and all(t > 0 for t in r["seconds"])
+    assert np.isfinite(r["exponent"])
+
+
+def test_reference_reports_zero_pivot():
+    """Exactly dependent rows: SuperLU meets a zero pivot or the relative test fails."""
+    s = doubled_pendulum(2).compile(kernels="numpy", jacobian="sparse")
+    q, qd = chain_state(s)
+    _, Q, gam, minv = eom_inputs(s, q, qd)
+    solver = SparseSchurReference(SchurTopology(s._indptr, s._csr_cols, s.n))
+    assert solve_with(solver, s, Q, gam, minv)[0] > 0
