@@ -72,6 +72,11 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     scale = 1.0 + float(np.max(np.abs(q))) if n else 1.0
     names = system.constraint_names
     hnames = [nm for nm, h in zip(names, system.holonomic) if h]
+    if not system.dense and system.all_holonomic and system.m:
+        rep = _assemble_sparse(system, q, qd, t, held, w, tol * scale, max_iterations)
+        if rep is not None:
+            rep.moves = _moves(system, rep.q, q_est)
+            return rep
     it = 0
     hol = system.holonomic               # velocity-level rows take no part in positions
     phi = system.phi(q, t)[hol].copy()
@@ -101,9 +106,55 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     dv, *_ = np.linalg.lstsq(J[:, free] * w[free], r, rcond=None)
     qd[free] += w[free] * dv
     vres = float(np.max(np.abs(J @ qd - nu))) if system.m else 0.0
+    return AssemblyReport(q, qd, it, phin, vres, int(rank), n - int(rank),
+                          [names[r] for r in dep] if rank < system.m else [],
+                          _moves(system, q, q_est))
+
+
+def _moves(system, q, q_est) -> dict:
     moves = {}
     for k, b in enumerate(system.body_names):
         d = q[3 * k:3 * k + 3] - q_est[3 * k:3 * k + 3]
         moves[b] = (float(np.hypot(d[0], d[1])), float(d[2]))
-    return AssemblyReport(q, qd, it, phin, vres, int(rank), n - int(rank),
-                          [names[r] for r in dep] if rank < system.m else [], moves)
+    return moves
+
+
+def _assemble_sparse(system, q, qd, t, held, w, tol, max_iterations):
+    """Large systems (CSR Jacobian, holonomic): the same minimum-norm Gauss-Newton
+    steps in the metric ``W^-2`` (held coordinates: infinite weight), computed by the
+    sparse Schur solver: ``dq = W^2 J^T (J W^2 J^T)^-1 (-Phi)`` is its solution for
+    ``Q = 0, gamma = -Phi`` with ``M^-1 = W^2`` (O(N) per iteration for chains and
+    trees).  Returns None when the Jacobian is rank deficient (redundant or
+    conflicting constraints): the caller's dense rank-revealing path names them."""
+    from .sparse_schur import for_system
+    n, m = system.n, system.m
+    solver = for_system(system)
+    minv = w * w
+    minv[held] = 0.0
+    zero = np.zeros(n)
+    dq = np.zeros(n)
+    lam = np.zeros(m)
+    q = q.copy()
+    qd = qd.copy()
+    phi = system.phi(q, t).copy()
+    it = 0
+    for it in range(1, max_iterations + 1):
+        if float(np.max(np.abs(phi))) <= tol:
+            it -= 1
+            break
+        system._jacobian_data(q, t)
+        if solver.solve(system._jdata, minv, zero, -phi, dq, lam) or \
+                not np.all(np.isfinite(dq)):
+            return None
+        q += dq
+        phi = system.phi(q, t).copy()
+    phin = float(np.max(np.abs(phi)))
+    if phin > 10 * tol:
+        return None                      # the dense path reports the failure
+    J = system.jacobian(q, t)
+    r = system.nu(q, t) - J.dot(qd)
+    if solver.solve(system._jdata, minv, zero, r, dq, lam):
+        return None
+    qd += dq
+    vres = float(np.max(np.abs(J.dot(qd) - system.nu(q, t))))
+    return AssemblyReport(q, qd, it, phin, vres, m, n - m, [], {})

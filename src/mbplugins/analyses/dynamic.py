@@ -103,12 +103,15 @@ class DynamicAnalysis(Analysis):
             if k in names and s.get(k) is not None:
                 opts[k] = s[k]
         if getattr(fcls, "needs_mass", False):
-            if "mass" not in names:
+            # + the work of the non-conservative forces (a differential component)
+            form = self.formulation
+            dae = form.integrator_options(1) if hasattr(form, "integrator_options") else \
+                {"mass": np.concatenate([form.state_mass, [1.0]])}
+            if any(k not in names for k in dae):
                 raise ModelError("settings.integrator", f"formulation '{fcls.name}' is a DAE: "
                                  f"it needs an integrator with a mass matrix (bdf), not "
                                  f"'{s['integrator']}'")
-            # + the work of the non-conservative forces (a differential component)
-            opts["mass"] = np.concatenate([self.formulation.state_mass, [1.0]])
+            opts.update(dae)
         if system.model.contacts and "max_step" in names and s.get("max_step") is None:
             # events are checked at step ends: a contact segment (extent) could be
             # entered and left inside one long step of a smooth flight
@@ -186,9 +189,14 @@ class DynamicAnalysis(Analysis):
             qq, qqd = form.q_cur, form.qd_cur
             # power of non-conservative applied forces + of the constraint forces
             lam = form.solver.lam
-            # the formulation just evaluated Phi_q at (qq, t): reuse the System's buffer
-            Jqd = sysm._jac_view @ qqd if J_dense else sysm._csr.dot(qqd)
-            ydot[size] = sysm.nonconservative_power(qq, qqd, t) + float(lam @ Jqd)
+            if J_dense:
+                # the formulation just evaluated Phi_q at (qq, t): the System's buffer
+                wc = float(lam @ (sysm._jac_view @ qqd))
+            else:
+                # lam . (Phi_q qd) = qd . (M qdd - Q) (equations of motion): no sparse
+                # product (scipy's overhead is ~13 us per call)
+                wc = float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
+            ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
             return ydot
 
         bar = _progress(len(t_out), progress)
@@ -220,8 +228,8 @@ class DynamicAnalysis(Analysis):
                 J = sysm._jac_view
             else:
                 qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
-                J = sysm.jacobian_dense(qq, t) if not J_dense else sysm.jacobian(qq, t)
-            vres = J @ qqd - sysm.nu(qq, t)
+                J = sysm.jacobian(qq, t)                 # dense array or CSR
+            vres = J.dot(qqd) - sysm.nu(qq, t)
             T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
             W = float(y[size])
             last.update(t=t, q=qq, qd=qqd, W=W)
