@@ -318,16 +318,112 @@ def bench_overheads(repeat: int, quick: bool) -> dict:
     out["python_plugin_constraint_overhead"] = {
         "builtin_us": tb * 1e6, "python_type_us": tp * 1e6,
         "extra_us_per_stage_call": (tp - tb) * 1e6 / 3,
-        "note": "4 revolutes as one Python-only group; 3 stages (phi, jacobian, gamma)"}
+        "note": "4 revolutes as one Python-only group written one element at a time "
+                "(the plugin's own arithmetic included); 3 stages (phi, jacobian, gamma)"}
+    out.update(_framework_overhead(repeat, quick))
+    tmp = tempfile.mkdtemp()
     model = mbcore.Model.from_file(ROOT / "examples" / "slider_crank.yaml")
     settings = {"t_end": 5.3, "output_step": 0.01 if quick else 0.001}
-    tmp = tempfile.mkdtemp()
     tm = _time(lambda: mbcore.run(model, settings=settings), 1, repeat)
     th = _time(lambda: mbcore.run(model, settings=settings, output=f"{tmp}/r.h5"), 1, repeat)
-    out["hdf5_streaming_overhead"] = {
+    out["hdf5_streaming_overhead_kinematic"] = {
         "output_steps": int(round(5.3 / settings["output_step"])) + 1,
         "memory_only_s": tm, "with_hdf5_s": th, "overhead_fraction": (th - tm) / th}
+    fourbar = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
+    for label, step in (("every_step", 0.001), ("sparse", 0.1)):
+        st = {"t_end": 2.0 if quick else 10.0, "output_step": step, "rtol": 1e-4,
+              "atol": 1e-6, "formulation": "di"}
+        tm = _time(lambda: mbcore.run(fourbar, settings=st), 1, repeat)
+        th = _time(lambda: mbcore.run(fourbar, settings=st, output=f"{tmp}/d.h5"), 1, repeat)
+        rows = int(round(st["t_end"] / step)) + 1
+        out[f"hdf5_streaming_overhead_dynamic_{label}"] = {
+            "output_rows": rows, "memory_only_s": tm, "with_hdf5_s": th,
+            "overhead_fraction": (th - tm) / th, "extra_us_per_row": (th - tm) / rows * 1e6}
     return out
+
+
+def _framework_overhead(repeat: int, quick: bool) -> dict:
+    """What the System adds around a Python-only element type (gather, call, shape
+    check, scatter): a constraint type and a force type whose methods return
+    preallocated zeros, against the same model with built-in elements only."""
+    from mbcore import hookimpl
+    from mbcore.elements import ConstraintType, ForceType
+    from mbcore.plugins import PluginManager
+    from mbcore.schema import Param
+
+    cache: dict = {}
+
+    def zeros(shape):
+        a = cache.get(shape)
+        if a is None:
+            a = cache[shape] = np.zeros(shape)
+        return a
+
+    class NullJoint(ConstraintType):
+        name = "null_joint"
+        equations = 2
+        bodies = ("body_i", "body_j")
+        params = {"body_i": Param("body"), "body_j": Param("body")}
+        n_par = 0
+
+        def pack(self, spec, ctx):
+            return [], []
+
+        def phi(self, par, qb, t, f):
+            return zeros((len(par), 2))
+
+        def jacobian(self, par, qb, t, f):
+            return zeros((len(par), 2, 2, 3))
+
+        def gamma(self, par, qb, qdb, t, f):
+            return zeros((len(par), 2))
+
+    class NullForce(ForceType):
+        name = "null_force"
+        bodies = ("body",)
+        params = {"body": Param("body")}
+        n_par = 0
+
+        def pack(self, spec, ctx):
+            return [], []
+
+        def force(self, par, qb, qdb, t, f):
+            return zeros((len(par), 1, 3))
+
+    class Plug:
+        @hookimpl
+        def mbcore_constraint_types(self):
+            return [NullJoint]
+
+        @hookimpl
+        def mbcore_force_types(self):
+            return [NullForce]
+
+    pm = PluginManager()
+    pm.register(Plug(), name="null")
+    m = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
+    base = m.compile(plugins=pm)
+    d = m.to_dict()
+    d["joints"].append({"name": "nj", "type": "null_joint", "body_i": d["bodies"][0]["name"],
+                        "body_j": d["bodies"][1]["name"]})
+    d.setdefault("forces", []).append({"name": "nf", "type": "null_force",
+                                       "body": d["bodies"][0]["name"]})
+    plug = mbcore.Model.from_dict(d, registry=pm.registry).compile(plugins=pm)
+    q0, qd0 = base.initial_state(0.0).q, np.ones(base.n)
+    n = 2000 if quick else 20000
+    row = {}
+    for stage, call in (("phi", lambda s: s.phi(q0, 0.1)),
+                        ("jacobian", lambda s: s.jacobian(q0, 0.1)),
+                        ("gamma", lambda s: s.gamma(q0, qd0, 0.1)),
+                        ("forces", lambda s: s.forces(q0, qd0, 0.1))):
+        tb = _time(lambda: call(base), n, repeat)
+        tp = _time(lambda: call(plug), n, repeat)
+        row[f"{stage}_builtin_us"] = tb * 1e6
+        row[f"{stage}_extra_us"] = (tp - tb) * 1e6
+    row["extra_us_per_call"] = max(v for k, v in row.items() if k.endswith("_extra_us"))
+    row["note"] = ("one Python-only constraint group and one force group whose methods "
+                   "return preallocated zeros: the framework's cost per group and stage")
+    return {"python_plugin_framework_overhead": row}
 
 
 def main(argv=None) -> int:

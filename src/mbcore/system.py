@@ -233,6 +233,7 @@ class System:
             fg.par = np.array(fg.par, dtype=float).reshape(ne, fg.ftype.n_par)
             fg.fidx = np.array(fg.fidx, dtype=np.intp).reshape(ne, fg.ftype.n_fun)
             fg._cidx = fg.boff[:, :, None] + np.arange(3)
+            fg._cflat = fg._cidx.reshape(-1)
         self.force_labels = [f"{name}.{lab}" for fg in self.force_groups
                              for name in fg.names for lab in fg.ftype.labels]
 
@@ -368,10 +369,17 @@ class System:
             self._force_evaluator = _forces.ForceEvaluator(self.n, comp)
             self._compiled_force_groups = [g for g in self.force_groups if g.compiled]
             self._py_force_groups = [g for g in self.force_groups if not g.compiled]
-        for g in self._py_groups:      # precomputed gather/scatter indices
+        for g in self._py_groups:      # precomputed gather/scatter indices and shapes
             g._rows = g.rows()
+            if g._rows.size and np.array_equal(g._rows, np.arange(g._rows[0],
+                                                                  g._rows[0] + g._rows.size)):
+                g._rows = slice(int(g._rows[0]), int(g._rows[0]) + g._rows.size)
             g._cidx = g.cidx()
             g._jflat = g.jpos.ravel()
+            g._nf = g.ctype.n_fun
+            g._fv0 = np.zeros((g.ne, 0, 3))
+            g._shape_rows = (g.ne, g.m)
+            g._shape_jac = (g.ne, g.m, len(g.ctype.bodies), 3)
 
         # reactions: one [fx, fy, n] triple per (element, body), in element order
         self.reaction_labels: list[str] = []
@@ -441,9 +449,9 @@ class System:
         if self._py_groups:
             self._load(q)
             for g in self._py_groups:
-                self._phi[g._rows] = self._call(g, "phi", (g.par, self._qx[g._cidx], t,
-                                                          fv[g.fidx]), (g.ne, g.m),
-                                                self._xkw(g)).ravel()
+                self._phi[g._rows] = self._py_call(g, "phi", g.ctype.phi, (
+                    g.par, self._qx[g._cidx], t, fv[g.fidx] if g._nf else g._fv0),
+                    g._shape_rows, self._xkw(g) if g.nx else None)
         return self._phi
 
     def jacobian(self, q: np.ndarray, t: float):
@@ -468,10 +476,12 @@ class System:
                     if blk.shape != g.jpos.shape:
                         raise PluginError(f"constraint type '{g.ctype.name}'.jacobian() "
                                           f"returned blocks of the wrong shape")
+                    blk = blk.ravel()
                 else:
-                    blk = self._call(g, "jacobian", (g.par, self._qx[g._cidx], t, fv[g.fidx]),
-                                     (g.ne, g.m, len(g.ctype.bodies), 3))
-                self._jdata[g._jflat] = blk.ravel()
+                    blk = self._py_call(g, "jacobian", g.ctype.jacobian, (
+                        g.par, self._qx[g._cidx], t, fv[g.fidx] if g._nf else g._fv0),
+                        g._shape_jac, None)
+                self._jdata[g._jflat] = blk
         return self._jdata
 
     def nu(self, q: np.ndarray, t: float) -> np.ndarray:
@@ -482,9 +492,9 @@ class System:
         if self._py_groups:
             self._load(q)
             for g in self._py_groups:
-                self._nu[g._rows] = self._call(g, "nu", (g.par, self._qx[g._cidx], t,
-                                                        fv[g.fidx]), (g.ne, g.m),
-                                               self._xkw(g)).ravel()
+                self._nu[g._rows] = self._py_call(g, "nu", g.ctype.nu, (
+                    g.par, self._qx[g._cidx], t, fv[g.fidx] if g._nf else g._fv0),
+                    g._shape_rows, self._xkw(g) if g.nx else None)
         return self._nu
 
     def gamma(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
@@ -494,14 +504,16 @@ class System:
             self._evaluator.gamma(q, qd, t, fv, self._gamma)
         if self._py_groups:
             self._load(q)
-            if np.shape(qd) != (self.n,):
-                raise ValueError(f"qd has shape {np.shape(qd)}, the system has {self.n} "
-                                 f"coordinates")
+            if getattr(qd, "shape", None) != (self.n,):
+                if np.shape(qd) != (self.n,):
+                    raise ValueError(f"qd has shape {np.shape(qd)}, the system has {self.n} "
+                                     f"coordinates")
             self._qdx[:self.n] = qd
             for g in self._py_groups:
-                self._gamma[g._rows] = self._call(
-                    g, "gamma", (g.par, self._qx[g._cidx], self._qdx[g._cidx], t, fv[g.fidx]),
-                    (g.ne, g.m), self._xkw(g, velocities=True)).ravel()
+                self._gamma[g._rows] = self._py_call(g, "gamma", g.ctype.gamma, (
+                    g.par, self._qx[g._cidx], self._qdx[g._cidx], t,
+                    fv[g.fidx] if g._nf else g._fv0), g._shape_rows,
+                    self._xkw(g, velocities=True) if g.nx else None)
         return self._gamma
 
     # ------------------------------------------------------------ forces and mass
@@ -523,21 +535,23 @@ class System:
         if self._py_force_groups:
             self._load(q)
             self._qdx[:self.n] = qd
-            Qx = np.zeros(self.n + 3)
             for fg in self._py_force_groups:
                 g = self._force_call(fg, "force", (fg.par, self._qx[fg._cidx],
                                                    self._qdx[fg._cidx], t, fv[fg.fidx]),
                                      (len(fg.names), len(fg.ftype.bodies), 3), t)
-                np.add.at(Qx, fg._cidx, g)
-            Q += Qx[:self.n]
+                # scatter-add (bodies may repeat across elements); ground slots dropped
+                Q += np.bincount(fg._cflat, weights=g.reshape(-1),
+                                 minlength=self.n + 3)[:self.n]
         return Q
 
     def _force_call(self, fg: "ForceGroup", method: str, args, shape, t):
         from .errors import ElementEvaluationError
         try:
-            out = np.asarray(getattr(fg.ftype, method)(*args), dtype=float)
+            out = getattr(fg.ftype, method)(*args)
         except ElementEvaluationError as exc:
             self._element_failed(fg, exc.index, exc.reason, t)
+        if type(out) is not np.ndarray or out.dtype != np.float64:
+            out = np.asarray(out, dtype=float)
         if out.shape != shape:
             raise PluginError(f"force type '{fg.ftype.name}'.{method}() returned shape "
                               f"{out.shape}, expected {shape}")
@@ -631,9 +645,25 @@ class System:
 
     # ------------------------------------------------------------------ helpers
     def _load(self, q: np.ndarray) -> None:
-        if np.shape(q) != (self.n,):
+        if getattr(q, "shape", None) != (self.n,) and np.shape(q) != (self.n,):
             raise ValueError(f"q has shape {np.shape(q)}, the system has {self.n} coordinates")
         self._qx[:self.n] = q
+
+    @staticmethod
+    def _py_call(g: Group, method: str, fn, args, shape, kw) -> np.ndarray:
+        """One stage of a Python-only group: the flat result of ``fn(*args)``
+        (checked: a float64 array of the declared shape; anything else is converted
+        or refused with the type and method named)."""
+        out = fn(*args, **kw) if kw else fn(*args)
+        if type(out) is not np.ndarray or out.shape != shape or out.dtype != np.float64:
+            out = np.asarray(out, dtype=float)
+            if out.shape != shape:
+                try:
+                    out = out.reshape(shape)
+                except ValueError:
+                    raise PluginError(f"constraint type '{g.ctype.name}'.{method}() returned "
+                                      f"shape {out.shape}, expected {shape}") from None
+        return out.reshape(-1)
 
     def _xkw(self, g: Group, velocities: bool = False) -> dict:
         """Keyword arguments with the artificial coordinates (and their rates) of a
