@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .elements import ConstraintType, PackContext, perp, rot
-from .errors import ModelError, PluginError
+from .errors import ElementEvaluationError, ModelError, PluginError
 from .state import State
 
 #: systems with at most this many coordinates use dense Jacobians and LAPACK; larger
@@ -234,6 +234,10 @@ class System:
             fg.fidx = np.array(fg.fidx, dtype=np.intp).reshape(ne, fg.ftype.n_fun)
             fg._cidx = fg.boff[:, :, None] + np.arange(3)
             fg._cflat = fg._cidx.reshape(-1)
+            real = fg._cflat[fg._cflat < self.n]     # repeated ground slots are discarded
+            fg._unique = len(np.unique(real)) == real.size
+            fg._fv0 = np.zeros((ne, 0, 3))
+            fg._shape = (ne, nbk, 3)
         self.force_labels = [f"{name}.{lab}" for fg in self.force_groups
                              for name in fg.names for lab in fg.ftype.labels]
 
@@ -248,6 +252,7 @@ class System:
                                          * np.array([self.gravity[0], self.gravity[1], 0.0])
                                          ).reshape(-1)
         self._Q = np.zeros(self.n)
+        self._Qx3 = np.zeros(self.n + 3)
 
         self.functions = functions
         self.ftable = FunctionTable(functions, backend=backend)
@@ -353,7 +358,7 @@ class System:
             self._py_groups = [g for g in self.groups if not g.compiled]
         self._force_evaluator = None
         self._py_force_groups = list(self.force_groups)
-        if self.backend == "compiled" and self.force_groups:
+        if self.backend == "compiled" and any(fg.ftype.kernel for fg in self.force_groups):
             from ._ext import _forces
             comp = []
             for fg in self.force_groups:
@@ -528,24 +533,30 @@ class System:
                 e = self._force_evaluator.failed_element
                 self._element_failed(fg, e, _reason_of(fg, e), t)
         else:
-            if np.shape(q) != (self.n,) or np.shape(qd) != (self.n,):
+            if (getattr(q, "shape", None) != (self.n,) or getattr(qd, "shape", None)
+                    != (self.n,)) and (np.shape(q) != (self.n,) or np.shape(qd) != (self.n,)):
                 raise ValueError(f"q and qd must have {self.n} entries")
             Q[:] = 0.0
         Q += self._q_gravity
         if self._py_force_groups:
             self._load(q)
             self._qdx[:self.n] = qd
+            Qx = self._Qx3
+            Qx[:] = 0.0
             for fg in self._py_force_groups:
-                g = self._force_call(fg, "force", (fg.par, self._qx[fg._cidx],
-                                                   self._qdx[fg._cidx], t, fv[fg.fidx]),
-                                     (len(fg.names), len(fg.ftype.bodies), 3), t)
-                # scatter-add (bodies may repeat across elements); ground slots dropped
-                Q += np.bincount(fg._cflat, weights=g.reshape(-1),
-                                 minlength=self.n + 3)[:self.n]
+                g = self._force_call(fg, "force", (
+                    fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t,
+                    fv[fg.fidx] if fg.ftype.n_fun else fg._fv0), fg._shape, t)
+                # scatter-add into the extended buffer (ground slots dropped); bodies
+                # repeated across a group's elements need the unbuffered add
+                if fg._unique:
+                    Qx[fg._cflat] += g.reshape(-1)
+                else:
+                    np.add.at(Qx, fg._cflat, g.reshape(-1))
+            Q += Qx[:self.n]
         return Q
 
     def _force_call(self, fg: "ForceGroup", method: str, args, shape, t):
-        from .errors import ElementEvaluationError
         try:
             out = getattr(fg.ftype, method)(*args)
         except ElementEvaluationError as exc:
