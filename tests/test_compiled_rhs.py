@@ -212,3 +212,18 @@ def test_compiled_loop_hands_a_failing_run_to_the_python_driver():
                  point_j=(-0.5, 0.0))
     r1 = mbcore.run(m1, settings={**st, "rank_deficiency": "error"})
     np.testing.assert_allclose(r["q"], r1["q"], atol=1e-7)
+
+
+def test_record_setting_selects_channels(examples):
+    """settings.record keeps only the named channels (cheaper rows for long runs);
+    the recorded values equal those of a full run; unknown names are refused."""
+    from mbcore.errors import ModelError
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    st = {"analysis": "dynamic", "t_end": 0.3, "output_step": 0.1}
+    full = mbcore.run(m, settings=st)
+    few = mbcore.run(m, settings={**st, "record": "q, energy"})
+    assert set(few.channels) == {"q", "energy"}
+    np.testing.assert_array_equal(few["q"], full["q"])
+    np.testing.assert_array_equal(few["energy"], full["energy"])
+    with pytest.raises(ModelError, match=r"settings.record.*unknown channel 'qq'"):
+        mbcore.run(m, settings={**st, "record": "q, qq"})

@@ -628,8 +628,8 @@ class System:
             lam_g = lam[g._lrows]                       # (ne, m)
             if g.m == 1:
                 self._reactions[g._roff] = blocks[:, 0] * lam_g[:, 0, None, None]
-            else:
-                self._reactions[g._roff] = np.einsum("embc,em->ebc", blocks, lam_g)
+            else:                  # sum over the element's equations (einsum is slower)
+                self._reactions[g._roff] = (blocks * lam_g[:, :, None, None]).sum(axis=1)
         return self._reactions
 
     def reactions_local(self, q: np.ndarray, t: float, lam: np.ndarray) -> np.ndarray:

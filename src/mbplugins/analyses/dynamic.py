@@ -59,6 +59,10 @@ class DynamicAnalysis(Analysis):
                           default=True),
         "hold": Param("string", "comma-separated coordinates kept at their estimates "
                                 "during assembly (e.g. 'crank.phi')", required=False),
+        "record": Param("string", "comma-separated channels to record (default: all): "
+                        "q, qd, qdd, lam, reactions, reactions_local, forces, points, "
+                        "energy, violation, integrator; fewer channels make each output "
+                        "row cheaper", required=False),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
                       "methods on the compiled right-hand side in compiled code; "
                       "'python' forces the Python driver", default="auto",
@@ -117,8 +121,30 @@ class DynamicAnalysis(Analysis):
             # entered and left inside one long step of a smooth flight
             opts["max_step"] = s["output_step"]
         self.integrator_options = opts
+        self._recorded()                     # validate settings.record now
+
+    #: every channel of the dynamic analysis (``settings.record`` picks a subset)
+    CHANNELS = ("q", "qd", "qdd", "lam", "reactions", "reactions_local", "forces", "points",
+                "energy", "violation", "integrator")
+
+    def _recorded(self) -> set[str]:
+        spec = self.settings.get("record")
+        if not spec:
+            return set(self.CHANNELS)
+        names = [c.strip() for c in spec.split(",") if c.strip()]
+        for c in names:
+            if c not in self.CHANNELS:
+                raise ModelError("settings.record", f"unknown channel '{c}' (channels: "
+                                                    f"{', '.join(self.CHANNELS)})")
+        if not names:
+            raise ModelError("settings.record", "no channel named")
+        return set(names)
 
     def channels(self):
+        want = self._recorded()
+        return [c for c in self._all_channels() if c.name in want]
+
+    def _all_channels(self):
         s = self.system
         ch = [Channel("q", list(s.coordinate_names), "coordinates"),
               Channel("qd", list(s.coordinate_names), "velocities"),
@@ -229,28 +255,38 @@ class DynamicAnalysis(Analysis):
             else:
                 qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
                 J = sysm.jacobian(qq, t)                 # dense array or CSR
-            vres = J.dot(qqd) - sysm.nu(qq, t)
-            T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
             W = float(y[size])
             last.update(t=t, q=qq, qd=qqd, W=W)
-            phi = sysm.phi(qq, t)
+            if "violation" in row:
+                vres = J.dot(qqd) - sysm.nu(qq, t)
+            if "energy" in row:
+                T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
             data = row                       # views of one flat row (reporting.Row)
-            data["q"][:] = qq
-            data["qd"][:] = qqd
-            data["qdd"][:] = qdd
-            data["lam"][:] = lam
-            data["reactions"][:] = sysm.reactions(qq, t, lam)
-            e = data["energy"]
-            e[0], e[1], e[2], e[3], e[4] = T, V, T + V, W, T + V - W
-            v = data["violation"]
-            v[0] = np.max(np.abs(phi)) if phi.size else 0.0
-            v[1] = np.max(np.abs(vres)) if vres.size else 0.0
-            data["integrator"][:] = istat
-            if sysm.local_reaction_labels:
+            if "q" in data:
+                data["q"][:] = qq
+            if "qd" in data:
+                data["qd"][:] = qqd
+            if "qdd" in data:
+                data["qdd"][:] = qdd
+            if "lam" in data:
+                data["lam"][:] = lam
+            if "reactions" in data:
+                data["reactions"][:] = sysm.reactions(qq, t, lam)
+            if "energy" in data:
+                e = data["energy"]
+                e[0], e[1], e[2], e[3], e[4] = T, V, T + V, W, T + V - W
+            if "violation" in data:
+                phi = sysm.phi(qq, t)
+                v = data["violation"]
+                v[0] = np.max(np.abs(phi)) if phi.size else 0.0
+                v[1] = np.max(np.abs(vres)) if vres.size else 0.0
+            if "integrator" in data:
+                data["integrator"][:] = istat
+            if "reactions_local" in data:
                 data["reactions_local"][:] = sysm.reactions_local(qq, t, lam)
-            if sysm.force_labels:
+            if "forces" in data:
                 data["forces"][:] = sysm.force_outputs(qq, qqd, t)
-            if sysm.point_names:
+            if "points" in data:
                 data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
             record(t, data)
             bar.update(1)
