@@ -73,3 +73,25 @@ def test_backends_give_identical_trajectories(examples):
     b = mbcore.run(model, kernels="numpy")
     for ch in ("q", "qd", "qdd", "points"):
         np.testing.assert_allclose(a[ch], b[ch], rtol=1e-12, atol=1e-12 * np.abs(a[ch]).max())
+
+
+def test_runner_uses_the_analysis_dense_limit():
+    """jacobian: auto picks dense/sparse by the analysis' measured crossover: a
+    60-coordinate system runs its kinematics dense (compiled stepper) and its
+    dynamics sparse (sparse Schur complement)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from models import chain
+    import mbcore
+    m = chain(20)                                  # n = 60
+    dyn = mbcore.run(m, settings={"analysis": "dynamic", "t_end": 0.02, "output_step": 0.01})
+    assert not dyn.system.dense
+    m.add_driver("absolute_driver", "turn", body="L0", coordinate="phi",
+                 function={"polynomial": [0.0, 1.0]})
+    for k in range(1, 20):
+        m.add_driver("relative_driver", f"hold{k}", body_i=f"L{k - 1}", body_j=f"L{k}",
+                     coordinate="phi", function=0.0)
+    m.settings = {"analysis": "kinematic", "t_end": 0.02, "output_step": 0.01}
+    kin = mbcore.run(m)
+    assert kin.system.dense and kin.status == "finished"

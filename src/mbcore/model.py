@@ -272,19 +272,23 @@ class Model:
         el.values = values
 
     # ---------------------------------------------------------------- compile
-    def compile(self, *, kernels: str | None = None, plugins=None, jacobian: str = "auto"):
+    def compile(self, *, kernels: str | None = None, plugins=None, jacobian: str = "auto",
+                dense_limit: int | None = None):
         """Validate and compile into a :class:`mbcore.system.System`.
 
         ``kernels``: ``"compiled"`` or ``"numpy"`` (default: environment variable
         ``MBCORE_KERNELS``, else compiled).  ``plugins``: a PluginManager
         (default: the process-wide one).  ``jacobian``: ``"dense"`` (LAPACK),
-        ``"sparse"`` (CSR + SuperLU) or ``"auto"`` (dense up to 300 coordinates).
+        ``"sparse"`` (CSR; sparse Schur complement / SuperLU) or ``"auto"``: dense up
+        to ``dense_limit`` coordinates (default ``mbcore.system.DENSE_LIMIT`` = 48,
+        the dynamics crossover; the runner uses each analysis' own ``dense_limit``).
         """
         from .plugins import get_plugin_manager
         from .system import System
         pm = plugins or get_plugin_manager()
         self.validate(pm.registry)
-        return System(self, pm.registry, kernels=kernels, jacobian=jacobian)
+        return System(self, pm.registry, kernels=kernels, jacobian=jacobian,
+                      dense_limit=dense_limit)
 
     # ----------------------------------------------------------- serialisation
     def to_dict(self) -> dict[str, Any]:

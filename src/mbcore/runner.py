@@ -46,9 +46,11 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     aname = analysis or merged.get("analysis") or "kinematic"
     if not reg.has("analysis", aname):
         raise ModelError("settings.analysis", reg.unknown_message("analysis", aname))
-    system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
-                           jacobian=jacobian)
     acls = reg.get("analysis", aname)
+    system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
+                           jacobian=jacobian,
+                           dense_limit=None if "MBCORE_DENSE_LIMIT" in os.environ
+                           else getattr(acls, "dense_limit", None))
     job = acls(system, {k: v for k, v in merged.items()})
 
     memory = reg.get("reporter", "memory")()

@@ -137,7 +137,7 @@ class System:
     """A compiled, immutable multibody system (see module docstring)."""
 
     def __init__(self, model, registry, kernels: str | None = None,
-                 jacobian: str = "auto"):
+                 jacobian: str = "auto", dense_limit: int | None = None):
         self.model = model
         if jacobian not in ("auto", "dense", "sparse"):
             raise ValueError(f"jacobian={jacobian!r}: expected 'auto', 'dense' or 'sparse'")
@@ -296,7 +296,8 @@ class System:
         indptr = np.zeros(self.m + 1, dtype=np.intp)
         np.add.at(indptr, self._csr_rows + 1, 1)
         self._indptr = np.cumsum(indptr)
-        self.dense = (self.n <= DENSE_LIMIT) if jacobian == "auto" else jacobian == "dense"
+        limit = DENSE_LIMIT if dense_limit is None else int(dense_limit)
+        self.dense = (self.n <= limit) if jacobian == "auto" else jacobian == "dense"
 
         # Entries in ground columns are not part of Phi_q; each gets a slot of its own
         # after the matrix data, so that the blocks (and reactions on the ground) can

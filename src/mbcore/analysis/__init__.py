@@ -23,10 +23,14 @@ class Analysis:
        :class:`mbcore.errors.MbcoreError` subclass naming the time on failure;
        the caller marks the results failed and keeps every recorded row.
     4. ``stats`` (dict) is written with the results when the run ends.
+    5. ``dense_limit``: largest number of coordinates compiled with a dense Jacobian
+       by :func:`mbcore.run` when ``jacobian="auto"`` (None: the System default,
+       ``mbcore.system.DENSE_LIMIT``).
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    dense_limit: ClassVar[int | None] = None
     settings_schema: ClassVar[Mapping[str, Param]] = {}
     common_keys: ClassVar[tuple[str, ...]] = ("analysis", "output", "kernels")
 

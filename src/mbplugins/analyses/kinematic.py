@@ -22,6 +22,10 @@ from mbcore.system import check_finite
 
 
 class KinematicAnalysis(Analysis):
+    #: dense Jacobians up to this many coordinates when ``jacobian: auto``: the
+    #: compiled dense stepper beats the sparse LU per iteration up to n ~ 140
+    #: (measured, docs/linear-solvers.md)
+    dense_limit = 140
     name = "kinematic"
     description = "positions, velocities and accelerations of a kinematically driven system"
     settings_schema = {
