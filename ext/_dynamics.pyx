@@ -35,6 +35,7 @@ from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 from mbcore._ext._planar cimport PlanarEvaluator
 from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
+from mbcore._ext._sparse cimport SparseSchur, idx_t
 
 import numpy as np
 
@@ -73,12 +74,27 @@ cdef class CompiledRHS:
     cdef readonly int status
     cdef readonly double power
     cdef ErrInfo err
+    cdef SparseSchur sp
+    cdef idx_t[::1] indptr, indices
+    cdef readonly bint sparse
 
     def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
                   double[::1] qgrav, double[::1] minv, double alpha=0.0,
-                  double beta=0.0):
-        if jdata.shape[0] < m * n or qgrav.shape[0] != n or minv.shape[0] != n:
+                  double beta=0.0, SparseSchur sparse_solver=None,
+                  idx_t[::1] indptr=None, idx_t[::1] indices=None):
+        self.sparse = sparse_solver is not None
+        if self.sparse:
+            if indptr is None or indices is None or indptr.shape[0] != m + 1 \
+                    or sparse_solver.n != n or sparse_solver.m_full != m \
+                    or sparse_solver.m != m or jdata.shape[0] < indices.shape[0]:
+                raise ValueError("CompiledRHS: sparse solver / CSR pattern do not match")
+            self.sp = sparse_solver
+            self.indptr = indptr
+            self.indices = indices
+        elif jdata.shape[0] < m * n:
+            raise ValueError("CompiledRHS: buffer sizes do not match (n, m)")
+        if qgrav.shape[0] != n or minv.shape[0] != n:
             raise ValueError("CompiledRHS: buffer sizes do not match (n, m)")
         self.ev = evaluator
         self.fe = force_evaluator
@@ -95,8 +111,8 @@ cdef class CompiledRHS:
         self.Q = np.zeros(max(n, 1))
         self.qgrav = qgrav
         self.minv = minv
-        self.B = np.zeros(max(m * m, 1))
-        self.C = np.zeros(max(m * n, 1))
+        self.B = np.zeros(1 if self.sparse else max(m * m, 1))
+        self.C = np.zeros(1 if self.sparse else max(m * n, 1))
         self.lam = np.zeros(max(m, 1))
         self.qdd = np.zeros(max(n, 1))
         self.alpha = alpha
@@ -132,24 +148,23 @@ cdef class CompiledRHS:
             a2 = 2.0 * self.alpha
             b2 = self.beta * self.beta
             for i in range(m):
-                acc = -self.nu[i]
-                for j in range(n):
-                    acc += J[i * n + j] * qd[j]
+                acc = -self.nu[i] + self.c_jrow_dot(i, qd)
                 gam[i] -= a2 * acc + b2 * self.phi[i]
         memcpy(Q, &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
             if self.fe.c_forces(q, qd, self.fvp, Q, &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
-        if self.c_schur(J, Q, gam, qdd, lam):
+        if self.sparse:
+            if self.sp._solve(self.jdata, self.minv, self.Q, self.gam, self.qdd, self.lam):
+                self.status = SINGULAR
+                return SINGULAR
+        elif self.c_schur(J, Q, gam, qdd, lam):
             self.status = SINGULAR
             return SINGULAR
         # W' = P_nc + lam . (Phi_q qd)
         for i in range(m):
-            acc = 0.0
-            for j in range(n):
-                acc += J[i * n + j] * qd[j]
-            P += lam[i] * acc
+            P += lam[i] * self.c_jrow_dot(i, qd)
         for i in range(n):
             ydot[i] = qd[i]
             ydot[n + i] = qdd[i]
@@ -160,6 +175,19 @@ cdef class CompiledRHS:
         self.power = P
         self.status = OK
         return OK
+
+    cdef inline double c_jrow_dot(self, Py_ssize_t i, const double* v) noexcept nogil:
+        """(Phi_q v)_i from the dense row-major or CSR Jacobian data."""
+        cdef Py_ssize_t j, p, n = self.n
+        cdef double acc = 0.0
+        cdef const double* J = &self.jdata[0]
+        if self.sparse:
+            for p in range(self.indptr[i], self.indptr[i + 1]):
+                acc += J[p] * v[self.indices[p]]
+        else:
+            for j in range(n):
+                acc += J[i * n + j] * v[j]
+        return acc
 
     cdef int c_schur(self, const double* J, const double* Q, const double* gam,
                      double* qdd, double* lam) noexcept nogil:

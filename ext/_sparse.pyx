@@ -28,7 +28,6 @@ from libc.math cimport fabs
 import numpy as np
 cimport numpy as cnp
 
-ctypedef cnp.intp_t idx_t
 
 
 def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double cap=-1.0):
@@ -68,21 +67,11 @@ cdef class SparseSchur:
     :class:`mbcore.sparse_schur.SparseSchurSolver` from a ``SchurTopology``; all
     buffers are allocated here, once."""
 
-    cdef public Py_ssize_t n, m, m_full
-    # J rows used (a subset for redundant constraints): CSR over positions in jdata
-    cdef idx_t[::1] rp, jpos, jcol, rowid
-    # ordering: permuted index k <-> used row perm[k]
-    cdef idx_t[::1] perm
-    # permuted B, upper triangle by columns, and the product map
-    cdef idx_t[::1] Bp, Bi, bdiag, tp
-    cdef int[::1] ta, tb
-    cdef double[::1] Bx, jv, cj
-    # L (strict lower, by columns), D, elimination tree and work arrays
-    cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
-    cdef double[::1] Lx, D, Y, w
-    cdef public double pivot_tol
-    cdef public int info
-    cdef public Py_ssize_t failed_row
+    # attributes (declared in src/mbcore/_ext/_sparse.pxd): J rows used (a subset
+    # for redundant constraints) as CSR over positions in jdata (rp, jpos, jcol,
+    # rowid); the ordering (permuted index k <-> used row perm[k]); the permuted B,
+    # upper triangle by columns, and the product map (Bp, Bi, bdiag, tp, ta, tb, Bx,
+    # jv, cj); L (strict lower, by columns), D, elimination tree and work arrays.
 
     def __cinit__(self, Py_ssize_t n, Py_ssize_t m_full, idx_t[::1] rp, idx_t[::1] jpos,
                   idx_t[::1] jcol, idx_t[::1] rowid, idx_t[::1] perm, idx_t[::1] Bp,

@@ -58,3 +58,57 @@ def test_cs_warns_when_alpha_beta_too_fast_for_the_step(examples):
     assert w and "too fast for the step" in w[0]
     with pytest.raises(mbcore.ModelError, match=r"settings\.alpha: must be >= 0"):
         cs(s, {"alpha": -1})
+
+
+# -- every formulation x integrator combination that makes sense ------------------
+ODE_FORMS = ["di", "cs", "cp", "projection"]
+DAE_FORMS = ["ggl", "stiff"]                  # semi-explicit DAEs: bdf only
+INTEGRATORS = {"dopri5": {"rtol": 1e-9, "atol": 1e-11}, "abm": {"rtol": 1e-9, "atol": 1e-11},
+               "bdf": {"rtol": 1e-9, "atol": 1e-11}, "rk4": {"step": 1e-3},
+               "implicit_euler": {"step": 1e-4}}
+COMBOS = [(f, i) for f in ODE_FORMS for i in INTEGRATORS] + [(f, "bdf") for f in DAE_FORMS]
+
+
+def _model(examples, which):
+    f = "fourbar_dap.yaml" if which == "fourbar" else "slider_crank_dynamic.yaml"
+    return Model.from_file(examples / f)
+
+
+@pytest.fixture(scope="module")
+def references():
+    from conftest import EXAMPLES
+    return {w: mbcore.run(_model(EXAMPLES, w), settings={
+        "formulation": "di", "integrator": "dopri5", "rtol": 1e-12, "atol": 1e-14,
+        "t_end": 0.3, "output_step": 0.05}) for w in ("fourbar", "slider_crank")}
+
+
+@pytest.mark.parametrize("which", ["fourbar", "slider_crank"])
+@pytest.mark.parametrize("formulation, integrator", COMBOS)
+def test_formulation_integrator_matrix(formulation, integrator, which, examples, references):
+    ref = references[which]
+    res = mbcore.run(_model(examples, which), settings={
+        "formulation": formulation, "integrator": integrator, "t_end": 0.3,
+        "output_step": 0.05, **INTEGRATORS[integrator]})
+    assert res.stats["formulation"] == formulation and res.stats["integrator"] == integrator
+    # implicit Euler is first order: h = 1e-4 over 0.3 s
+    tol = 2e-3 if integrator == "implicit_euler" else 1e-6
+    np.testing.assert_allclose(res["q"], ref["q"], atol=tol)
+    if formulation in ("cp", "projection", "ggl", "stiff"):    # constraints held
+        assert np.max(res["violation/position"]) < 1e-9
+
+
+@pytest.mark.parametrize("formulation", DAE_FORMS)
+@pytest.mark.parametrize("integrator", [i for i in INTEGRATORS if i != "bdf"])
+def test_dae_formulations_need_bdf(formulation, integrator, examples):
+    with pytest.raises(mbcore.ModelError, match=rf"settings\.integrator: formulation "
+                                                rf"'{formulation}' is a DAE: it needs .*\(bdf\)"
+                                                rf", not '{integrator}'"):
+        mbcore.run(_model(examples, "fourbar"), settings={"formulation": formulation,
+                                                          "integrator": integrator})
+
+
+def test_stiff_rejects_settings_of_other_formulations(examples):
+    with pytest.raises(mbcore.ModelError, match=r"settings\.alpha: not used by formulation "
+                                                r"'stiff'"):
+        mbcore.run(_model(examples, "fourbar"), settings={"formulation": "stiff",
+                                                          "integrator": "bdf", "alpha": 5.0})

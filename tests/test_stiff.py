@@ -65,3 +65,150 @@ def test_bdf2_converges_with_order_two_to_di_and_holds_the_positions(ref):
         assert most <= 4
     assert 3.5 < eq[0] / eq[1] < 4.5 and 3.5 < el[0] / el[1] < 4.5, (eq, el)
     assert eq[1] < 3e-4
+
+
+# -- the ``stiff`` formulation run by bdf through its newton_system hook -----------
+from mbcore.integrate import integrate                                     # noqa: E402
+from mbcore.plugins import registry                                        # noqa: E402
+from mbplugins.formulations.stiff import ReducedNewton                     # noqa: E402
+from mbplugins.integrators.bdf import BDF                                  # noqa: E402
+
+
+def _formulation(s):
+    return registry().get("formulation", "stiff")(s)
+
+
+def test_hook_solves_bdfs_full_newton_system_through_the_reduced_one(ref):
+    """The hook's answer is the solution of bdf's (diag(mass) - cJ) d = r, with an
+    extra trailing component, for fresh and stale Phi_q; the matrix bdf factors is
+    the reduced one (bounded condition) while diag(mass) - cJ grows like h^-3."""
+    s, res = ref
+    form = _formulation(s)
+    n, m = s.n, s.m
+    y = np.concatenate([res["q"][3], res["qd"][3], res["lam"][3]])
+    L = y.size
+    rng = np.random.default_rng(7)
+    J = np.zeros((L + 1, L + 1))
+    J[:L, :L] = form.jacobian(0.15, y)
+    J[L, :L] = rng.normal(size=L)                 # a work-like row: depends on the state
+    opts = form.integrator_options(1)
+    mass = opts["mass"]
+    assert opts["h_power"].tolist() == [0] * n + [2] * n + [2] * m + [2]
+    conds_full, conds_red = [], []
+    for h in (1e-2, 5e-3, 2.5e-3, 1.25e-3):
+        c = h * 2 / 3
+        hook = ReducedNewton(n, m, s.jacobian_dense)
+        assert hook.update(0.15, y)
+        A = hook.matrix(J, mass, c)
+        assert A.shape == (n + m, n + m)
+        full = np.diag(mass) - c * J
+        r = rng.normal(size=L + 1)
+        d = hook.solution(np.linalg.solve(A, hook.rhs(r, c)), r, c)
+        np.testing.assert_allclose(full @ d, r, atol=1e-9 * np.abs(r).max())
+        conds_full.append(np.linalg.cond(full[:L, :L]))
+        conds_red.append(np.linalg.cond(A))
+    ratios = np.array(conds_full[1:]) / np.array(conds_full[:-1])
+    assert np.all((ratios > 7.0) & (ratios < 9.0)), ratios
+    assert max(conds_red) < 100 and max(conds_red) / min(conds_red) < 1.01, conds_red
+    # without phi_q the blocks come from J: the same solution
+    hook = ReducedNewton(n, m)
+    assert not hook.update(0.15, y)
+    A = hook.matrix(J, mass, 1e-3)
+    r = rng.normal(size=L + 1)
+    d = hook.solution(np.linalg.solve(A, hook.rhs(r, 1e-3)), r, 1e-3)
+    np.testing.assert_allclose((np.diag(mass) - 1e-3 * J) @ d, r, atol=1e-9 * np.abs(r).max())
+
+
+def test_stiff_same_accelerations_and_multipliers_as_di_at_a_state(ref):
+    s, res = ref
+    di = registry().get("formulation", "di")(s)
+    form = _formulation(s)
+    for k in (0, 4, 9):
+        q, qd, t = res["q"][k], res["qd"][k], float(res["t"][k])
+        a = [np.array(x) for x in di.outputs(t, di.pack(q, qd))]
+        y, _ = form.initialize(q, qd, t)
+        b = [np.array(x) for x in form.outputs(t, y)]
+        for i in (2, 3):
+            np.testing.assert_allclose(b[i], a[i], atol=1e-10 * (1 + np.abs(a[i]).max()))
+        f = form.rhs(t, y)                          # the DAE itself: s' = qdd, Phi = 0
+        np.testing.assert_allclose(f[s.n:2 * s.n] / s.mass_diag, a[2],
+                                   atol=1e-10 * (1 + np.abs(a[2]).max()))
+        assert np.abs(f[2 * s.n:]).max() < 1e-12
+
+
+def test_steps_keep_phi_zero_without_projection(ref):
+    """Every accepted bdf step of the index-3 system satisfies Phi = 0 to round-off
+    (the step ends themselves: no output projection involved); the velocity
+    constraint holds only to the integration error."""
+    s, res = ref
+    form = _formulation(s)
+    y0, _ = form.initialize(res["q"][0], res["qd"][0], 0.0)
+    opts = form.integrator_options(0)
+    out = integrate(BDF, lambda t, y: form.rhs(t, y).copy(), (0.0, 0.5), y0,
+                    jac=form.jacobian, rtol=1e-8, atol=1e-10, **opts)
+    n = s.n
+    phi = max(np.abs(s.phi(y[:n], t)).max() for t, y in zip(out.t, out.y))
+    vel = max(np.abs(s.jacobian_dense(y[:n], t) @ y[n:2 * n]).max() for t, y in zip(out.t, out.y))
+    assert len(out.t) > 50 and phi < 1e-13, phi
+    assert 1e-12 < vel < 1e-3, vel          # measured 3.3e-5: not enforced, O(h^k)
+    np.testing.assert_allclose(out.y[-1][:n], res["q"][10], atol=1e-5)
+    # the hook was used: LU of the (n + m) reduced matrix, refreshed every step
+    assert out.stats.nlu >= out.stats.nsteps
+
+
+@pytest.mark.parametrize("which, rtol", [("fourbar", 1e-10), ("slider_crank", 1e-11)])
+def test_stiff_trajectory_agrees_with_di_at_tight_tolerance(which, rtol, examples):
+    f = examples / ("fourbar_dap.yaml" if which == "fourbar" else "slider_crank_dynamic.yaml")
+    common = {"t_end": 2.0}
+    ref = mbcore.run(mbcore.Model.from_file(f), settings={
+        "formulation": "di", "integrator": "dopri5", "rtol": 1e-12, "atol": 1e-14, **common})
+    st = mbcore.run(mbcore.Model.from_file(f), settings={
+        "formulation": "stiff", "integrator": "bdf", "rtol": rtol, "atol": rtol / 100,
+        **common})
+    assert st.stats["formulation"] == "stiff" and st.stats["integrator"] == "bdf"
+    # measured: four-bar 2.2e-8 (rtol 1e-10), slider-crank 2.4e-8 (rtol 1e-11)
+    np.testing.assert_allclose(st["q"], ref["q"], atol=1e-7)
+    np.testing.assert_allclose(st["qd"], ref["qd"], atol=1e-6 * (1 + np.abs(ref["qd"]).max()))
+    lam_scale = 1 + np.abs(ref["lam"]).max()
+    np.testing.assert_allclose(st["lam"], ref["lam"], atol=1e-5 * lam_scale)
+    assert np.max(st["violation/position"]) < 1e-12
+    assert np.max(st["violation/velocity"]) < 1e-6
+
+
+def test_stiff_model_runs_with_far_fewer_steps_than_di_dopri5():
+    """A pendulum carrying a bob on a very stiff, damped spring (k = 1e6)."""
+    from mbcore import Model
+
+    def stiff():
+        m = Model("stiff")
+        m.set_gravity(0, -9.81)
+        m.add_body("rod", mass=1.0, inertia=1 / 12, position=(0.5, 0.0))
+        m.add_joint("revolute", "pivot", body_i="ground", body_j="rod", point_i=(0, 0),
+                    point_j=(-0.5, 0))
+        m.add_body("bob", mass=0.5, inertia=0.01, position=(1.1, 0.0))
+        m.add_joint("translational", "slide", body_i="rod", body_j="bob", point_i=(0.5, 0))
+        m.add_force("tsda", "k", body_i="rod", body_j="bob", point_i=(0.5, 0),
+                    stiffness=1e6, damping=2e3, free_length=0.6)
+        return m
+    common = {"analysis": "dynamic", "t_end": 1.5, "output_step": 0.01, "rtol": 1e-6,
+              "atol": 1e-8}
+    ex = mbcore.run(stiff(), settings={"integrator": "dopri5", "formulation": "di", **common})
+    im = mbcore.run(stiff(), settings={"integrator": "bdf", "formulation": "stiff", **common})
+    # measured: 236 steps against 10382
+    assert ex.stats["integrator_nsteps"] > 20 * im.stats["integrator_nsteps"]
+    np.testing.assert_allclose(im["q"], ex["q"], atol=1e-4)
+    assert np.max(im["violation/position"]) < 1e-12
+
+
+def test_bdf_rejects_bad_dae_hook_options():
+    from mbcore.integrate.base import IntegratorOptionError
+    f = lambda t, y: -y                                                   # noqa: E731
+    with pytest.raises(IntegratorOptionError, match="newton_system.*lacks"):
+        integrate(BDF, f, (0, 1), [1.0, 2.0], newton_system=object())
+    with pytest.raises(IntegratorOptionError, match="h_power.*integers in 0..3"):
+        integrate(BDF, f, (0, 1), [1.0, 2.0], h_power=[0, 5])
+    # h_power all zero on an ODE: the same steps as without it (no component left out)
+    a = integrate(BDF, f, (0, 1), [1.0, 2.0], rtol=1e-6)
+    b = integrate(BDF, f, (0, 1), [1.0, 2.0], rtol=1e-6, h_power=[0, 0])
+    assert a.stats.nsteps == b.stats.nsteps
+    np.testing.assert_array_equal(a.y[-1], b.y[-1])

@@ -135,16 +135,24 @@ class Formulation:
 def _compiled_rhs(system, solver, stabilisation):
     """The compiled right-hand side (``_dynamics.CompiledRHS``) of a System made only
     of compiled elements with a dense Jacobian and a positive mass matrix, else None."""
-    if (stabilisation is None or system.backend != "compiled" or not system.dense
-            or solver.augmented or system._evaluator is None or system._py_groups
+    if (stabilisation is None or system.backend != "compiled" or solver.augmented
+            or system._evaluator is None or system._py_groups
             or system._py_force_groups):
+        return None
+    sparse = getattr(solver._sparse, "_k", None)       # the compiled sparse Schur kernel
+    if not system.dense and (sparse is None or not system.m):
         return None
     try:
         from ._ext._dynamics import CompiledRHS
     except ImportError:              # pragma: no cover - an old build
         return None
     alpha, beta = stabilisation
+    kw = {}
+    if not system.dense:
+        kw = dict(sparse_solver=sparse, indptr=np.ascontiguousarray(system._indptr,
+                                                                    dtype=np.intp),
+                  indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
     return CompiledRHS(system._evaluator, system._force_evaluator,
                        system.ftable._impl if len(system.functions) else None,
                        system.n, system.m, system._jdata, system._q_gravity,
-                       solver.minv, alpha, beta)
+                       solver.minv, alpha, beta, **kw)

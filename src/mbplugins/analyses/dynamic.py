@@ -251,7 +251,7 @@ class DynamicAnalysis(Analysis):
                 crhs.nfev -= 1                 # an output, not an integration cost
                 qq, qqd = np.array(y[:n]), np.array(y[n:2 * n])
                 qdd, lam = crhs.qdd_view.copy(), crhs.lam_view.copy()
-                J = sysm._jac_view
+                J = sysm._jac_view if J_dense else sysm._csr
             else:
                 qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
                 J = sysm.jacobian(qq, t)                 # dense array or CSR

@@ -3,5 +3,6 @@ from .baumgarte import DI, CS
 from .partitioning import CP
 from .ggl import GGL
 from .projection import Projection
+from .stiff import Stiff
 
-FORMULATIONS = [DI, CS, CP, Projection, GGL]
+FORMULATIONS = [DI, CS, CP, Projection, GGL, Stiff]

@@ -1,35 +1,38 @@
 """Stiff differential-equation (DAE) method, ADAMS-type (000 §13.3.4, 004 §13.3.4;
-spec/algorithms.md §4.6).
+spec/algorithms.md §4.6): the ``stiff`` formulation.
 
 The constraints are kept as degenerate (algebraic) equations and the whole
 index-3 system is integrated by a stiff BDF method with a Newton corrector
 (004 Eqs 13.33-13.35), in mbcore's sign (reaction = +Phi_q^T lam)::
 
-    M s' = Q(q, s, t) + Phi_q^T lam,    q' = s,    0 = Phi(q, t)
+    q' = s,    M s' = Q(q, s, t) + Phi_q^T lam,    0 = Phi(q, t)
 
-with unknowns ``(s, q, lam)`` and consistent starting values (``lam0`` from the
-augmented system at t0, ``s0 = qd0``).  Positions satisfy ``Phi = 0`` to the
-Newton tolerance at every step; the velocity constraint holds only to the
+State ``y = [q, s, lam]`` with the constant mass ``diag(1, M, 0)``, consistent
+starting values (``lam0`` from the augmented system at t0, ``s0 = qd0``), run
+by the variable-step, variable-order ``bdf`` integrator through its
+``newton_system`` hook: every Newton iteration solves the reduced, rescaled
+(n + m) system the spec derives (:class:`ReducedNewton`; eliminate
+``ds = (dq - r_q)/c``, unknown ``c^2 dlam``), whose condition number stays O(1)
+as ``h -> 0`` while that of the full (2n + m) matrix of 004 Eq 13.31 grows like
+``h^-3`` (:func:`full_newton_matrix` / :func:`reduced_newton_matrix` expose
+both; tests compare their iterates and condition numbers); Phi_q is refreshed
+at every step's predictor.  The error test weights the velocities and the
+multipliers by h^2 (bdf's ``h_power`` option, after RADAU5's h / h^2 weights of
+index-2 / index-3 variables, Hairer-Wanner VII.8; docs/analyses.md gives the
+measurements behind h^2 for the velocities).  Positions satisfy ``Phi = 0`` to
+the Newton tolerance at every step; the velocity constraint holds only to the
 integration error, as the book describes.
 
-Status: this module is the method (Newton systems and a fixed-step BDF-k driver);
-it is not yet a ``formulation`` plugin, because the ``bdf`` integrator's Newton
-solve applies the index-2 scaling to every algebraic component and cannot take
-the index-3 rescaling below (a formulation-supplied Newton solve is needed there).
-
-The Newton matrix of 13.31 in the unknowns ``(ds, dq, dlam)`` has a condition
-number growing like ``h^-3``; :func:`reduced_newton_step` implements the reduced,
-rescaled (n + m) system the spec derives (eliminate ``ds = dq/(hb) + r2``, scale
-``dlam' = (hb)^2 dlam``), whose condition number stays O(1) as ``h -> 0``, and
-:func:`full_newton_matrix` / :func:`reduced_newton_matrix` expose both matrices
-(tests compare their iterates and condition numbers).  :func:`bdf_stiff_solve`
-is the fixed-step BDF-k driver of §4.6 built on the reduced step.
+:func:`bdf_stiff_solve` is the fixed-step BDF-k driver of §4.6 built on
+:func:`reduced_newton_step` (a reference for the order of convergence).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from mbcore.errors import AnalysisError
+from mbcore.errors import AnalysisError, ModelError
+from mbcore.formulation import Formulation
+from mbplugins.integrators.bdf import NewtonSystem
 
 #: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (004 Table 12.3)
 BDF_COEFFS = {1: ((1.0,), 1.0),
@@ -83,15 +86,22 @@ def full_newton_matrix(system, q, s, lam, t, hb):
     return A
 
 
+def _reduced(M, Kq, Ks, PqT, Pq, hb):
+    """``[[M - hb Ks - hb^2 Kq, -PqT], [Pq, 0]]``: the reduced matrix of spec §4.6
+    from the blocks of df/dy (Kq = d(Q + Phi_q^T lam)/dq, Ks = dQ/ds, PqT =
+    d(Q + Phi_q^T lam)/dlam = Phi_q^T, Pq = Phi_q)."""
+    n, m = Kq.shape[0], Pq.shape[0]
+    A = np.zeros((n + m, n + m))
+    A[:n, :n] = M - hb * Ks - hb * hb * Kq
+    A[:n, n:] = -PqT
+    A[n:, :n] = Pq
+    return A
+
+
 def reduced_newton_matrix(system, q, s, lam, t, hb):
     """The reduced, rescaled (n + m) matrix of spec §4.6 in (dq, (hb)^2 dlam)."""
-    n, m = system.n, system.m
     M, Kq, Ks, Jq = _parts(system, q, s, lam, t)
-    A = np.zeros((n + m, n + m))
-    A[:n, :n] = M - hb * Ks - hb ** 2 * Kq
-    A[:n, n:] = -Jq.T
-    A[n:, :n] = Jq
-    return A, M, Ks
+    return _reduced(M, Kq, Ks, Jq.T, Jq, hb), M, Ks
 
 
 def reduced_newton_step(system, q, s, lam, t, hb, r1, r2, r3):
@@ -145,3 +155,176 @@ def bdf_stiff_solve(system, q0, qd0, t0, t1, h, order=2, tol=1e-10, max_iter=10)
         Ss.append(s)
         Ls.append(lam)
     return T, np.array(Qs), np.array(Ss), np.array(Ls), most
+
+
+# -- the formulation plugin ------------------------------------------------------
+class ReducedNewton(NewtonSystem):
+    """bdf's Newton equations ``(diag(mass) - cJ) d = r`` for the state
+    ``[q (n), s (n), lam (m), extra...]`` solved through the reduced, rescaled
+    (n + m) system of spec §4.6 (exact elimination, the same iterate).
+
+    From the q rows (``f_q = s``: ``dq - c ds = r_q``) ``ds = (dq - r_q)/c``;
+    the s rows times c and the lam rows (``-c Phi_q dq = r_lam``) divided by -c
+    give, in the unknowns ``(dq, c^2 dlam)``::
+
+        [M - c Ks - c^2 Kq   -Phi_q^T] [dq       ]   [c r_s + (M - c Ks) r_q]
+        [Phi_q                0      ] [c^2 dlam ] = [-r_lam / c            ]
+
+    ``extra`` trailing components (the dynamic analysis appends the work of the
+    non-conservative forces) must not enter the first rows of f; they follow by
+    forward substitution from their rows of J.  The blocks are read from J, except
+    Phi_q when ``phi_q(q, t)`` is given: it is then evaluated exactly at every step's
+    predictor (:meth:`update`) and the matrix re-factored — Phi_q enters the
+    reduced matrix unscaled (condition ~40), so a Jacobian a few steps old stalls
+    the iteration (four-bar, rtol 1e-10: 362 Newton failures in 1625 steps), while
+    the finite-difference blocks Ks, Kq are damped by c and c^2 and can stay old.
+    """
+
+    def __init__(self, n: int, m: int, phi_q=None):
+        self.n, self.m = n, m
+        self._J = None
+        self._phi_q = phi_q
+        self._P = None
+
+    def update(self, t, y):
+        if self._phi_q is None:
+            return False
+        self._P = np.array(self._phi_q(y[:self.n], t), dtype=float)
+        return True
+
+    def matrix(self, J, mass, c):
+        n, L = self.n, 2 * self.n + self.m
+        self._J = J
+        self._Ms = np.diag(mass[n:2 * n]) - c * J[n:2 * n, n:2 * n]      # M - c Ks
+        self._me = mass[L:]
+        P = self._P if self._P is not None else J[2 * n:L, :n]
+        PT = P.T if self._P is not None else J[n:2 * n, 2 * n:L]
+        return _reduced(np.diag(mass[n:2 * n]), J[n:2 * n, :n], J[n:2 * n, n:2 * n], PT, P, c)
+
+    def rhs(self, r, c):
+        n, L = self.n, 2 * self.n + self.m
+        return np.concatenate([c * r[n:2 * n] + self._Ms @ r[:n], -r[2 * n:L] / c])
+
+    def solution(self, x, r, c):
+        n, L = self.n, 2 * self.n + self.m
+        d = np.empty(r.size)
+        d[:n] = x[:n]
+        d[n:2 * n] = (x[:n] - r[:n]) / c
+        d[2 * n:L] = x[n:] / (c * c)
+        if r.size > L:                   # extra components: lower block triangular
+            J = self._J
+            A = np.diag(self._me) - c * J[L:, L:]
+            d[L:] = np.linalg.solve(A, r[L:] + c * (J[L:, :L] @ d[:L]))
+        return d
+
+
+class Stiff(Formulation):
+    """ADAMS-type stiff DAE method (spec §4.6): the index-3 equations of motion
+    with ``y = [q, s, lam]`` run by ``bdf`` with the reduced, rescaled Newton
+    system (:class:`ReducedNewton`) and h-weighted error control."""
+
+    name = "stiff"
+    description = ("ADAMS-type stiff DAE method: index-3 equations (q, s, lam) solved by "
+                   "bdf with the reduced, rescaled Newton system; Phi = 0 at every step")
+    full_state = False
+    needs_mass = True                    # the integrator must accept a mass matrix
+    #: error weights |h|^p of q, s, lam and of the analysis' extra components (the
+    #: work integral): q is controlled as in an ODE; s and lam, whose local errors
+    #: are amplified by 1/h and 1/h^2 in an index-3 system, are weighted by h^2
+    #: (RADAU5 would weight s by h only: measured 1.8x the steps for no gain in
+    #: accuracy; docs/analyses.md); the work integral contains lam: h^2
+    H_POWER = (0, 2, 2, 2)
+
+    def __init__(self, system, settings=None):
+        super().__init__(system, settings)
+        if not system.all_holonomic:
+            raise ModelError("settings.formulation", "the stiff (index-3) formulation needs "
+                                                     "position-level constraints")
+        n, m = system.n, system.m
+        self.m = m
+        self._f = np.zeros(2 * n + m)
+        self.state_mass = np.concatenate([np.ones(n), system.mass_diag, np.zeros(m)])
+        pq, ps, pl, _ = self.H_POWER
+        self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
+
+    @property
+    def size(self) -> int:
+        return 2 * self.n + self.m
+
+    def integrator_options(self, extra: int = 0) -> dict:
+        """bdf options of this DAE for the state plus ``extra`` trailing differential
+        components (mass 1) appended by the analysis: the mass diagonal, the error
+        weights and the reduced Newton system."""
+        return {"mass": np.concatenate([self.state_mass, np.ones(extra)]),
+                "h_power": np.concatenate([self.state_h_power,
+                                           np.full(extra, float(self.H_POWER[3]))]),
+                "newton_system": ReducedNewton(self.n, self.m, self.system.jacobian_dense)}
+
+    def initialize(self, q, qd, t):
+        """Consistent starting values: lam0 from the augmented system, s0 = qd0."""
+        _, lam = self.solver.solve(q, qd, t)
+        return np.concatenate([q, qd, lam]), None
+
+    def split(self, y):
+        n = self.n
+        return y[:n], y[n:2 * n]
+
+    def rhs(self, t, y):
+        """f(t, y) of ``diag(1, M, 0) y' = f``: ``[s, Q + Phi_q^T lam, Phi]``."""
+        self.nfev += 1
+        s, n = self.system, self.n
+        q, v, lam = y[:n], y[n:2 * n], y[2 * n:]
+        J = s.jacobian_dense(q, t) if not s.dense else s.jacobian(q, t)
+        f = self._f
+        f[:n] = v
+        f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
+        f[2 * n:] = s.phi(q, t)
+        self.q_cur, self.qd_cur = q, v
+        self.solver.lam[:] = lam         # for the power of the constraint forces
+        return f
+
+    def jacobian(self, t, y):
+        """df/dy: exact q rows and lam columns, forward differences for
+        d(Q + Phi_q^T lam)/dq and dQ/ds, exact Phi_q rows."""
+        n = self.n
+        N = self.size
+        M, Kq, Ks, Jq = _parts(self.system, y[:n], y[n:2 * n], y[2 * n:], t)
+        J = np.zeros((N, N))
+        J[:n, n:2 * n] = np.eye(n)
+        J[n:2 * n, :n] = Kq
+        J[n:2 * n, n:2 * n] = Ks
+        J[n:2 * n, 2 * n:] = Jq.T
+        J[2 * n:, :n] = Jq
+        self.rhs(t, y)                   # leave the buffers at y
+        return J
+
+    def consistent_positions(self, q, t, tol=1e-14, max_iter=5):
+        """``q`` moved onto Phi(q, t) = 0 by minimum-norm Gauss-Newton corrections
+        (the dense output between two steps, each with Phi = 0, is off the manifold
+        by the interpolation error, O(tolerance); this removes it)."""
+        s = self.system
+        q = np.array(q, dtype=float)
+        for _ in range(max_iter):
+            phi = s.phi(q, t)
+            if not phi.size or np.max(np.abs(phi)) <= tol * (1.0 + np.max(np.abs(q))):
+                break
+            J = s.jacobian_dense(q, t)
+            q -= J.T @ np.linalg.solve(J @ J.T, phi)
+        return q
+
+    def outputs(self, t, y):
+        """Positions on Phi = 0 (:meth:`consistent_positions`), the velocities s and
+        the method's own multipliers lam (interpolated between steps, not recomputed);
+        qdd = M^-1 (Q + Phi_q^T lam)."""
+        n = self.n
+        yy = np.array(y[:self.size], dtype=float)
+        yy[:n] = self.consistent_positions(yy[:n], t)
+        q, v, lam = yy[:n], yy[n:2 * n], yy[2 * n:]
+        if self.solver.augmented:        # massless coordinates: M^-1 does not exist
+            qdd = np.array(self.solver.solve(q, v, t)[0])
+        else:
+            f = self.rhs(t, yy)
+            self.nfev -= 1               # an output, not an integration cost
+            qdd = self.solver.minv * f[n:2 * n]
+        self.solver.lam[:] = lam
+        return q, v, qdd, lam

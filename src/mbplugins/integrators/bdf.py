@@ -35,6 +35,15 @@ Newton and Jacobian policy (spec §2.9, "Jacobian handling"):
   the predicted final error exceeds tol within ``newton_maxiter``;
 * failure with a fresh Jacobian halves the step.
 
+DAE hooks (``mass``, ``h_power``, ``newton_system``; docs/integrators.md "DAEs"):
+with ``mass`` alone the algebraic components (zero mass) get the index-2 scaling
+of the Newton matrix and stay out of the error test; ``h_power`` weights each
+component's error by ``|h|^p`` in the error test and the Newton norm instead
+(RADAU5's treatment of higher-index variables: p = index − 1); ``newton_system``
+lets the problem solve the Newton equations ``(diag(mass) − cJ) Δ = r`` its own
+way (a reduced, rescaled system: the stiff multibody formulation).  Without
+them nothing changes.
+
 Order/step selection: after k+1 steps of constant size compare the error
 estimates of orders k−1 (``D[k]/k``), k, k+1 (``∇^{k+2}y/(k+2)``) and take the
 order allowing the largest step, changing it by at most one; factors are
@@ -53,7 +62,7 @@ from mbcore.integrate.base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, EPS, I
 from mbcore.integrate.common import (BackwardDifferenceDenseOutput, rms_norm,
                                      select_initial_step)
 
-__all__ = ["BDF", "BDF_GAMMA", "BDF_ERROR_CONST", "rescale_matrix"]
+__all__ = ["BDF", "BDF_GAMMA", "BDF_ERROR_CONST", "NewtonSystem", "rescale_matrix"]
 
 MAX_ORDER = 5
 MIN_FACTOR = 0.2
@@ -74,6 +83,67 @@ def _mass_vector(value, n: int = 0):
     if (n and v.size != n) or not np.all(np.isfinite(v)) or np.any(v < 0):
         raise ValueError(f"expected {n} finite numbers >= 0, got {v.size} values")
     return v
+
+
+def _power_vector(value, n: int = 0):
+    """Option check: None or n integers in 0..3 (power of |h| per component)."""
+    if value is None:
+        return None
+    try:
+        v = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected {n} integers in 0..3, got {value!r}") from None
+    if (n and v.size != n) or not np.all(np.isfinite(v)) or np.any(v != np.round(v)) \
+            or np.any(v < 0) or np.any(v > 3):
+        raise ValueError(f"expected {n} integers in 0..3 (the power of |h| weighting each "
+                         f"component's error), got {v.size} values")
+    return v
+
+
+class NewtonSystem:
+    """Hook (``newton_system`` option): solve bdf's Newton equations
+
+        (diag(mass) − c J) Δ = r,      r = c f(t, y) − mass·(ψ + d),
+
+    exactly but in the problem's own unknowns — e.g. after eliminating some of
+    them and rescaling others so that the matrix stays well conditioned as
+    h → 0 where the plain matrix does not (index-3 DAEs: cond ∝ h⁻³).  bdf
+    factors ``matrix(J, mass, c)`` with its own LU (counted, reused while c
+    changes by less than ``refactor_ratio`` and J is not re-evaluated: a stale
+    ``c`` is passed to ``rhs``/``solution``, which must then solve the system of
+    that ``c``) and, at every iteration, computes
+    ``Δ = solution(lu_solve(rhs(r, c)), r, c)``.  ``J`` is the last Jacobian passed
+    to ``matrix``.  Before every step attempt bdf calls ``update(t, y_pred)``; a
+    True return has the matrix re-factored (the hook refreshed cheap, exact parts
+    of J that a stale Jacobian would get wrong: an index-3 constraint Jacobian
+    enters the matrix unscaled, so a few steps' drift already stalls Newton).
+    The default (no hook) is bdf's own full system with the index-2 scaling of
+    the algebraic components.
+    """
+
+    def update(self, t: float, y: np.ndarray) -> bool:
+        return False
+
+    def matrix(self, J: np.ndarray, mass: np.ndarray, c: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def rhs(self, r: np.ndarray, c: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def solution(self, x: np.ndarray, r: np.ndarray, c: float) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _newton_system(value, n: int = 0):
+    """Option check: None or an object with update/matrix/rhs/solution methods."""
+    if value is None:
+        return None
+    missing = [k for k in ("matrix", "rhs", "solution", "update")
+               if not callable(getattr(value, k, None))]
+    if missing:
+        raise ValueError(f"expected a NewtonSystem (methods matrix, rhs, solution, update), "
+                         f"{type(value).__name__} lacks {', '.join(missing)}")
+    return value
 
 
 def _factor(err: float, order: int) -> float:
@@ -129,6 +199,13 @@ class BDF(Integrator):
         "mass": Option(None, "diagonal of a constant mass matrix for M y' = f(t, y) "
                        "(semi-explicit DAE: zeros mark algebraic equations, which are "
                        "excluded from the error test)", _mass_vector),
+        "h_power": Option(None, "per component p in 0..3: its error is weighted by |h|^p "
+                          "in the error test and the Newton norm (DAEs: RADAU5 uses "
+                          "p = index - 1) and no component is left out of them",
+                          _power_vector),
+        "newton_system": Option(None, "hook: a NewtonSystem solving the Newton equations "
+                                "(diag(mass) - cJ) d = r its own way (reduced, rescaled "
+                                "index-3 system of the 'stiff' formulation)", _newton_system),
     }
 
     def _restart_impl(self) -> None:
@@ -152,6 +229,9 @@ class BDF(Integrator):
         self._m = np.ones(n) if mass is None else np.asarray(mass, float)
         self._I = np.diag(self._m)
         self._diff = self._m != 0          # differential components (error test)
+        self._hook = o.get("newton_system")
+        # |h|^p weights of higher-index DAE components in every norm (RADAU5)
+        self._hpow = o.get("h_power")
         self._D = np.zeros((MAX_ORDER + 3, n))
         self._k = 1
         self.order = 1
@@ -180,13 +260,31 @@ class BDF(Integrator):
     def _newton_matrix(self, c: float) -> np.ndarray:
         """``M - c J``; for a DAE the algebraic rows (m_i = 0) are divided by c and
         the algebraic unknowns are solved as ``c * dy``, so that the matrix stays
-        well conditioned as h -> 0 (index-2 scaling, Hairer-Wanner VII.3)."""
+        well conditioned as h -> 0 (index-2 scaling, Hairer-Wanner VII.3).  A
+        ``newton_system`` hook supplies its own (reduced) matrix instead."""
+        if self._hook is not None:
+            return np.array(self._hook.matrix(self._J, self._m, c), dtype=np.float64,
+                            order="F")
         A = self._I - c * self._J
         alg = ~self._diff
         if alg.any():
             A[alg] = -self._J[alg]           # rows of the algebraic equations / c
             A[:, alg] = -self._J[:, alg]     # columns of the algebraic unknowns * 1/c
         return A
+
+    @property
+    def _err_mask(self):
+        """Components in the error test: the differential ones, or all with ``h_power``."""
+        return self._diff if self._hpow is None else slice(None)
+
+    def _weighted(self, scale: np.ndarray, h_abs: float) -> np.ndarray:
+        """Error scale of a step of size h_abs: with ``h_power`` each component's scale
+        is divided by |h|^p, i.e. its error weighted by |h|^p (RADAU5's SCAL/HHFAC for
+        index-2 and index-3 variables; Hairer & Wanner, Solving ODEs II, VII.8);
+        else unchanged."""
+        if self._hpow is None:
+            return scale
+        return scale / h_abs ** self._hpow
 
     def _rescale(self, factor: float) -> None:
         k = self._k
@@ -210,19 +308,27 @@ class BDF(Integrator):
         m = self._m
         alg = ~self._diff
         dm = self._diff
+        hook = self._hook
         for k in range(maxiter):
             f = self.fun(t_new, y)
             r = c * f - m * (psi + d)
-            if alg.any():        # algebraic rows are divided by c (see _newton_matrix)
-                r[alg] = f[alg]
-            dy = self.lu_solve(lu, r)
-            if alg.any():        # the algebraic unknowns were solved as c * dy
-                dy[alg] /= self._c_lu
+            if hook is not None:     # the problem's own (reduced) Newton system
+                dy = hook.solution(self.lu_solve(lu, hook.rhs(r, self._c_lu)), r, self._c_lu)
+            else:
+                if alg.any():        # algebraic rows are divided by c (see _newton_matrix)
+                    r[alg] = f[alg]
+                dy = self.lu_solve(lu, r)
+                if alg.any():        # the algebraic unknowns were solved as c * dy
+                    dy[alg] /= self._c_lu
             if stale_scale != 1.0:
                 dy *= stale_scale
             # index-2 algebraic unknowns converge with the differential ones; their
-            # corrections are O(1) as h -> 0 and stay out of the norm (as in DAE codes)
-            dy_norm = rms_norm(dy[dm] / scale[dm]) if alg.any() else rms_norm(dy / scale)
+            # corrections are O(1) as h -> 0 and stay out of the norm (as in DAE codes);
+            # with ``h_power`` every component counts, ``scale`` carries the h weights
+            if self._hpow is not None:
+                dy_norm = rms_norm(dy / scale)
+            else:
+                dy_norm = rms_norm(dy[dm] / scale[dm]) if alg.any() else rms_norm(dy / scale)
             if not dy_norm < math.inf:            # singular M or overflow: a failure
                 break
             if dy_norm_old is not None:
@@ -262,13 +368,15 @@ class BDF(Integrator):
                 h_abs = abs(h)
             k = self._k
             y_pred = D[:k + 1].sum(axis=0)
-            scale = atol + rtol * np.abs(y_pred)
+            scale = self._weighted(atol + rtol * np.abs(y_pred), h_abs)
             psi = (BDF_GAMMA[1:k + 1] @ D[1:k + 1]) / BDF_GAMMA[k]
             c = h / BDF_GAMMA[k]
             if self._J is None:
                 self._J = self.jac(t_new, y_pred, None, scale)
                 self._jac_current = True
                 self._jac_age = 0
+                self._lu = None
+            if self._hook is not None and self._hook.update(t_new, y_pred):
                 self._lu = None
             if self._lu is None or abs(c / self._c_lu - 1.0) > self.opts["refactor_ratio"]:
                 self._lu = self.lu_factor(self._newton_matrix(c))
@@ -285,8 +393,8 @@ class BDF(Integrator):
                 self._rescale(0.5)
                 continue
             safety = 0.9 * (2 * self._maxiter + 1) / (2 * self._maxiter + n_iter)
-            scale = atol + rtol * np.abs(y_new)
-            dm = self._diff
+            scale = self._weighted(atol + rtol * np.abs(y_new), h_abs)
+            dm = self._err_mask
             err = rms_norm(BDF_ERROR_CONST[k] * d[dm] / scale[dm])
             if err > 1.0:
                 self._reject_error_test()
@@ -313,7 +421,7 @@ class BDF(Integrator):
             return True, None
         # order k-1, k, k+1: the one allowing the largest step (factor = err^(-1/(q+1)))
         best, best_factor = 0, _factor(err, k)
-        dm = self._diff
+        dm = self._err_mask
         if k > 1:
             f_m = _factor(rms_norm(BDF_ERROR_CONST[k - 1] * D[k][dm] / scale[dm]), k - 1)
             if f_m > best_factor:

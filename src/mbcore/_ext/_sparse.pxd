@@ -1,0 +1,22 @@
+# C-level interface of mbcore._ext._sparse (cimported by _dynamics).
+cimport numpy as cnp
+
+ctypedef cnp.intp_t idx_t
+
+
+cdef class SparseSchur:
+    cdef public Py_ssize_t n, m, m_full
+    cdef idx_t[::1] rp, jpos, jcol, rowid
+    cdef idx_t[::1] perm
+    cdef idx_t[::1] Bp, Bi, bdiag, tp
+    cdef int[::1] ta, tb
+    cdef double[::1] Bx, jv, cj
+    cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
+    cdef double[::1] Lx, D, Y, w
+    cdef public double pivot_tol
+    cdef public int info
+    cdef public Py_ssize_t failed_row
+
+    cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
+                    const double[::1] Q, const double[::1] gamma, double[::1] qdd,
+                    double[::1] lam) noexcept nogil
