@@ -83,6 +83,8 @@ cdef class CompiledRHS:
                   double[::1] qgrav, double[::1] minv, double alpha=0.0,
                   double beta=0.0, SparseSchur sparse_solver=None,
                   idx_t[::1] indptr=None, idx_t[::1] indices=None):
+        if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
+            raise ValueError("CompiledRHS: the evaluators belong to another system")
         self.sparse = sparse_solver is not None
         if self.sparse:
             if indptr is None or indices is None or indptr.shape[0] != m + 1 \
@@ -276,6 +278,8 @@ cdef class CompiledRHS:
         import time
         cdef double[::1] out = np.zeros(2 * self.n + 1)
         cdef long k
+        if y.shape[0] < 2 * self.n:
+            raise ValueError(f"y needs {2 * self.n} entries")
         cdef double t0 = time.perf_counter()
         for k in range(repeat):
             self.c_eval(t, &y[0], &out[0])
@@ -301,6 +305,15 @@ cdef double _rms(const double* v, const double* scale, Py_ssize_t N) noexcept no
         r = v[i] / scale[i]
         acc += r * r
     return sqrt(acc / N) if N else 0.0
+
+
+cdef inline void _stats(double[::1] stats, double h, int order, long nsteps, long nrej,
+                        double nfev) noexcept:
+    stats[0] = h
+    stats[1] = order
+    stats[2] = nsteps
+    stats[3] = nrej
+    stats[4] = nfev
 
 
 def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
@@ -346,29 +359,39 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
     cdef long nsteps = 0, nrej = 0, istep = 0
     cdef bint rejected, exact
     cdef double eps = 2.220446049250313e-16
-    cdef double hfix = h_abs
+    cdef double hfix = h_abs, min_step
     if N < 2 * f.n + 1:
         raise ValueError("run_rk: y0 must hold [q; qd; W]")
+    if (f0.shape[0] != N or stats.shape[0] < 5 or C.shape[0] != s or A.shape[0] < s
+            or A.shape[1] < s or (adaptive and (E.shape[0] != s + 1 or P.shape[0] != s + 1))):
+        raise ValueError("run_rk: tableau, f0 or stats have the wrong size")
     for i in range(N):
         K[0, i] = f0[i]
     while t < t1:
         # ---- one accepted step from (t, y) with derivative K[0] ------------------
         rejected = False
+        min_step = 10.0 * eps * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
+        if adaptive:                    # as EmbeddedRK._step_impl
+            if h_abs > max_step:
+                h_abs = max_step
+            if h_abs < min_step:
+                h_abs = min_step
         while True:
             if adaptive:
-                if h_abs > max_step:
-                    h_abs = max_step
-                if h_abs < 10.0 * eps * fabs(t):
+                if h_abs < min_step:
+                    _stats(stats, h_abs, order, nsteps, nrej, f.nfev - nfev0)
                     return 3, t, np.asarray(y), i_out, h_abs
                 tnew = t + h_abs
-                if tnew > t1 or fabs(t1 - tnew) < 10.0 * eps * fabs(t):
+                if tnew > t1 or fabs(t1 - tnew) < min_step:
                     tnew = t1
+                h_abs = fabs(tnew - t)
             else:
                 istep += 1
                 tnew = t0 + istep * hfix
                 if tnew - t1 > -1e-9 * hfix:
                     tnew = t1
-                if tnew - t < 10.0 * eps * fabs(t):
+                if tnew - t < min_step:
+                    _stats(stats, tnew - t, order, nsteps, nrej, f.nfev - nfev0)
                     return 3, t, np.asarray(y), i_out, h_abs
             h = tnew - t
             for st in range(1, s):
@@ -378,6 +401,7 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
                         a += A[st, k] * K[k, i]
                     ytmp[i] = y[i] + h * a
                 if f.c_eval(t + C[st] * h, &ytmp[0], &K[st, 0]):
+                    _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h_abs
             for i in range(N):
                 a = 0.0
@@ -385,6 +409,7 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
                     a += B[k] * K[k, i]
                 ynew[i] = y[i] + h * a
             if f.c_eval(tnew, &ynew[0], &K[s, 0]):
+                _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
                 return 2, t, np.asarray(y), i_out, h_abs
             if not adaptive:
                 break

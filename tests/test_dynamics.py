@@ -249,3 +249,20 @@ def test_compiled_schur_detects_near_singular_like_the_reference():
         solver.rank_deficiency = "least_squares"
         qdd, lam = solver.solve(np.array([0.5, 0.0, 0.0]), np.zeros(3), 0.0)
         assert qdd[1] == pytest.approx(-9.81 * 0.25 / (0.25 + 1.0), rel=1e-9)   # J = 1
+
+
+def test_formulation_options_reach_the_formulation(examples):
+    """settings.formulation_options passes any setting of the formulation's own
+    table; unknown keys and keys given twice are errors naming the key path."""
+    from mbcore.errors import ModelError
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    st = {"analysis": "dynamic", "t_end": 0.1, "output_step": 0.05, "formulation": "cs"}
+    a = mbcore.run(m, settings={**st, "formulation_options": {"alpha": 2.0, "beta": 3.0}})
+    b = mbcore.run(m, settings={**st, "alpha": 2.0, "beta": 3.0})
+    np.testing.assert_array_equal(a["q"], b["q"])
+    with pytest.raises(ModelError, match=r"settings.formulation_options.gama: unknown key"):
+        mbcore.run(m, settings={**st, "formulation_options": {"gama": 1.0}})
+    with pytest.raises(ModelError, match=r"settings.formulation_options.alpha: also given"):
+        mbcore.run(m, settings={**st, "alpha": 1.0, "formulation_options": {"alpha": 2.0}})
+    with pytest.raises(ModelError, match=r"settings.formulation_options: expected a mapping"):
+        mbcore.run(m, settings={**st, "formulation_options": [1, 2]})

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import AnalysisError
-from .integrate.base import Statistics
+from .integrate.base import EPS, Statistics, StepSizeError
 
 __all__ = ["compiled_loop_for", "run_compiled"]
 
@@ -70,7 +69,6 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     before each output (counted from this call); ``python_fallback(t, y, outs)``
     continues on the Python driver and returns its result."""
     from ._ext._dynamics import run_rk
-    from .integrate.base import EPS  # noqa: F401  (same round-off rule as the driver)
 
     crhs = form.compiled
     size = y0.size
@@ -123,10 +121,12 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return LoopResult(0, st, t, y)
     if code == 1:
         return LoopResult(2, st, t, y)
-    if code == 3:
-        raise AnalysisError(f"{icls.name}: the step size fell below the round-off limit "
-                            f"(the problem may be stiff or singular here, or the tolerance "
-                            f"too tight)", t)
+    if code == 3:                        # the message of Integrator._step_too_small
+        min_step = 10.0 * EPS * max(abs(t), 1e-300)
+        raise StepSizeError(
+            f"step size {abs(float(stats[0])):.3e} fell below the round-off limit "
+            f"{min_step:.3e}{' (remaining interval)' if kind == 'fixed' else ''}; the "
+            f"problem may be stiff or singular here, or the tolerance too tight", t)
     # code 2: an evaluation failed: the Python driver takes over from the last step
     res = python_fallback(t, y, t_out[i_out:])
     rest = res.stats

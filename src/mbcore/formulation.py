@@ -96,7 +96,9 @@ class Formulation:
         """(alpha, beta) of the Baumgarte terms when ``rhs`` is the base class's
         index-1 right-hand side, else None (rule 8)."""
         cls = type(self)
-        if cls.rhs is Formulation.rhs and cls.gamma_extra is Formulation.gamma_extra:
+        if all(getattr(cls, k) is getattr(Formulation, k)
+               for k in ("rhs", "gamma_extra", "split", "outputs")) \
+                and cls.size is Formulation.size:
             return 0.0, 0.0
         return None
 

@@ -115,7 +115,8 @@ class Param:
     """One parameter of an element type.
 
     ``kind`` is one of ``body``, ``vec2``, ``number``, ``choice``, ``function``,
-    ``string``, ``bool`` (true/false; also yes/no).  ``default`` of ``None`` with ``required=False`` means the type
+    ``string``, ``bool`` (true/false; also yes/no), ``mapping`` (key: value, keys
+    validated by whoever uses it).  ``default`` of ``None`` with ``required=False`` means the type
     computes a default itself (e.g. from the initial configuration).
     """
 
@@ -156,6 +157,8 @@ class Param:
             return ctx.function(value, path) if ctx is not None else value
         if k == "string":
             return string(value, path)
+        if k == "mapping":
+            return dict(mapping(value, path))
         if k == "bool":
             if isinstance(value, bool):
                 return value

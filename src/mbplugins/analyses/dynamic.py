@@ -59,6 +59,9 @@ class DynamicAnalysis(Analysis):
                           default=True),
         "hold": Param("string", "comma-separated coordinates kept at their estimates "
                                 "during assembly (e.g. 'crank.phi')", required=False),
+        "formulation_options": Param("mapping", "further settings of the formulation, "
+                                     "by the names of its settings table (e.g. penalty: "
+                                     "{omega: 20, projection: false})", required=False),
         "record": Param("string", "comma-separated channels to record (default: all): "
                         "q, qd, qdd, lam, reactions, reactions_local, forces, points, "
                         "energy, violation, integrator; fewer channels make each output "
@@ -93,6 +96,11 @@ class DynamicAnalysis(Analysis):
             if s.get(k) is not None and k not in fcls.settings_schema:
                 raise ModelError(f"settings.{k}", f"not used by formulation "
                                                   f"'{s['formulation']}'")
+        for k, v in (s.get("formulation_options") or {}).items():
+            if k in fopts:
+                raise ModelError(f"settings.formulation_options.{k}",
+                                 f"also given as settings.{k}: give it once")
+            fopts[k] = v           # validated by the formulation (its settings table)
         self.formulation = fcls(system, fopts)
         self.formulation.solver.rank_deficiency = s["rank_deficiency"]
         if system.model.contacts and not fcls.full_state:
@@ -245,10 +253,12 @@ class DynamicAnalysis(Analysis):
                 yp = form.project(t, y[:size], count=False)
                 if yp is not None:
                     y = np.concatenate([yp, y[size:]])
-            if crhs is not None and form.solver.rows is None and \
-                    crhs.eval(t, y, obuf) == 0:
-                # the compiled evaluation leaves qdd, lam and Phi_q(q) in its buffers
+            ok = crhs is not None and form.solver.rows is None and \
+                crhs.eval(t, y, obuf) == 0
+            if crhs is not None and form.solver.rows is None:
                 crhs.nfev -= 1                 # an output, not an integration cost
+            if ok:
+                # the compiled evaluation leaves qdd, lam and Phi_q(q) in its buffers
                 qq, qqd = np.array(y[:n]), np.array(y[n:2 * n])
                 qdd, lam = crhs.qdd_view.copy(), crhs.lam_view.copy()
                 J = sysm._jac_view if J_dense else sysm._csr
@@ -357,12 +367,19 @@ class DynamicAnalysis(Analysis):
             istat[2:] = base + cstat[2:]
             return on_output(t, y)
 
+        def handover(t_a, y_a, outs_a):
+            # the compiled loop stopped at a failing evaluation: the Python driver
+            # continues; the integrator channel keeps counting from the compiled part
+            base[:] = base + cstat[2:]
+            return python_loop(t_a, y_a, outs_a)
+
         def run_integrator(t_a, y_a, outs_a):
             if loop is None or not form.compiled_ready():
                 return python_loop(t_a, y_a, outs_a)
+            cstat[:] = 0.0
             return run_compiled(loop, self.icls, form, t_a, t1, y_a, outs_a,
                                 self.integrator_options, on_output_compiled, cstat,
-                                python_loop)
+                                handover)
 
         t_cur, y_cur, outs = t0, y0, t_out
         restarts_here = 0

@@ -2,7 +2,8 @@
 from .baumgarte import DI, CS
 from .partitioning import CP
 from .ggl import GGL
+from .penalty import Penalty
 from .projection import Projection
 from .stiff import Stiff
 
-FORMULATIONS = [DI, CS, CP, Projection, GGL, Stiff]
+FORMULATIONS = [DI, CS, CP, Projection, GGL, Penalty, Stiff]
