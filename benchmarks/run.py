@@ -286,6 +286,41 @@ def bench_integrators(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_formulations(repeat: int, quick: bool) -> dict:
+    """Wall time per simulated second and constraint violations of every formulation
+    on the four-bar and the free slider-crank (compiled path, same run): dopri5 for
+    the ODE forms, bdf for the DAE forms, rtol 1e-8."""
+    ex = ROOT / "examples"
+    models = {"fourbar": mbcore.Model.from_file(ex / "fourbar_dap.yaml"),
+              "slider_crank": mbcore.Model.from_file(ex / "slider_crank_dynamic.yaml")}
+    t_end = 1.0 if quick else 10.0
+    out = {}
+    for name, model in models.items():
+        for form in ("di", "cs", "cp", "projection", "penalty", "ggl", "stiff"):
+            st = {"t_end": t_end, "output_step": 0.1, "formulation": form, "rtol": 1e-8,
+                  "atol": 1e-10, "integrator": "bdf" if form in ("ggl", "stiff") else "dopri5"}
+            if form in ("ggl", "stiff") and not quick:
+                st["t_end"] = 2.0              # implicit DAE methods: a shorter run
+            res = {}
+
+            def go():
+                res["r"] = mbcore.run(model, settings=st)
+            try:
+                tc = _time(go, 1, max(1, repeat // 3))
+            except Exception as exc:          # report, do not abort the suite
+                out[f"{name}_{form}_formulation"] = {"error": str(exc)[:200]}
+                continue
+            r = res["r"]
+            out[f"{name}_{form}_formulation"] = {
+                "simulated_s": st["t_end"], "integrator": st["integrator"],
+                "compiled_s_per_simulated_s": tc / st["t_end"],
+                "rhs_evaluations": int(r.stats.get("integrator_nfev", 0)),
+                "max_position_violation": float(np.max(r["violation/position"])),
+                "max_velocity_violation": float(np.max(r["violation/velocity"])),
+                "energy_drift_rel": _drift(r), "loop": r.stats.get("loop")}
+    return out
+
+
 def bench_chain_eom_cost(repeat: int, quick: bool) -> dict:
     """Cost of one equations-of-motion evaluation of a chain of N links and the fitted
     exponent in N (linear time: <= 1.05)."""
@@ -444,7 +479,7 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", metavar="PATH",
                    help="also write the tables as markdown (benchmarks/BASELINE.md)")
     p.add_argument("--only", nargs="*", choices=("kinematics", "rhs", "dynamics", "chain",
-                                                 "integrators", "overheads"),
+                                                 "integrators", "overheads", "formulations"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -455,7 +490,8 @@ def main(argv=None) -> int:
     }
     groups = {"kinematics": (bench_fourbar, bench_kinematics), "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
-              "integrators": (bench_integrators,), "overheads": (bench_overheads,)}
+              "integrators": (bench_integrators,), "overheads": (bench_overheads,),
+              "formulations": (bench_formulations,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:
             report["cases"].update(fn(args.repeat, args.quick))
@@ -485,6 +521,9 @@ def markdown(report: dict) -> str:
          ["simulated_s", "integrator", "rtol", "loop", "rhs_evaluations",
           "compiled_s_per_simulated_s", "numpy_s_per_simulated_s", "ratio",
           "energy_drift_rel", "peak_memory_mib"]),
+        ("Formulations (compiled path)", "_formulation",
+         ["simulated_s", "integrator", "compiled_s_per_simulated_s", "rhs_evaluations",
+          "max_position_violation", "max_velocity_violation", "energy_drift_rel"]),
         ("Kinematic analyses", "_kinematic_analysis",
          ["output_steps", "compiled_steps_per_s", "numpy_steps_per_s", "ratio"]),
     ]
@@ -520,7 +559,8 @@ def _fmt(v) -> str:
 def table(report: dict) -> str:
     """A readable summary of the JSON (stderr): one line per case."""
     keys = ("compiled_s_per_simulated_s", "numpy_s_per_simulated_s", "ratio",
-            "rhs_evaluations", "energy_drift_rel", "compiled_kernel_us", "numpy_us",
+            "rhs_evaluations", "energy_drift_rel", "max_position_violation",
+            "compiled_kernel_us", "numpy_us",
             "compiled_steps_per_s", "exponent", "overhead_fraction",
             "extra_us_per_stage_call", "extra_us_per_call")
     lines = []

@@ -67,6 +67,9 @@ INTEGRATORS = {"dopri5": {"rtol": 1e-9, "atol": 1e-11}, "abm": {"rtol": 1e-9, "a
                "bdf": {"rtol": 1e-9, "atol": 1e-11}, "rk4": {"step": 1e-3},
                "implicit_euler": {"step": 1e-4}}
 COMBOS = [(f, i) for f in ODE_FORMS for i in INTEGRATORS] + [(f, "bdf") for f in DAE_FORMS]
+# the penalty ODE with its damped projections: adaptive explicit methods (bdf works
+# but is slow: tests/test_singular.py, marked slow)
+COMBOS += [("penalty", "dopri5"), ("penalty", "abm")]
 
 
 def _model(examples, which):
@@ -93,7 +96,7 @@ def test_formulation_integrator_matrix(formulation, integrator, which, examples,
     # implicit Euler is first order: h = 1e-4 over 0.3 s
     tol = 2e-3 if integrator == "implicit_euler" else 1e-6
     np.testing.assert_allclose(res["q"], ref["q"], atol=tol)
-    if formulation in ("cp", "projection", "ggl", "stiff"):    # constraints held
+    if formulation in ("cp", "projection", "ggl", "stiff", "penalty"):  # constraints held
         assert np.max(res["violation/position"]) < 1e-9
 
 
