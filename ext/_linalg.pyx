@@ -3,11 +3,13 @@
 round trip per call.  The matrix arrives row-major (C order), which LAPACK sees as
 its transpose: ``dgetrf`` factors A^T, and solves with A use ``trans='T'``.
 Reference path: ``scipy.linalg.lu_factor`` / ``lu_solve`` (mbcore.linalg)."""
-from libc.math cimport fabs
+from libc.math cimport fabs, sqrt
 from libc.string cimport memcpy
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs
 
 import numpy as np
+
+include "_schur.pxi"
 
 
 cdef class DenseLU:
@@ -67,7 +69,8 @@ cdef class SchurSolver:
         qdd = M^-1 (Q + Phi_q^T lam)
 
     which is the solution of ``[M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma]``
-    (the 004 Ch.9 sign convention).  ``B`` is factored by LAPACK ``dpotrf``.
+    (the 004 Ch.9 sign convention); ``dense_schur`` of ``_schur.pxi`` (the same
+    routine as the compiled right-hand side).
     """
 
     cdef public Py_ssize_t n, m
@@ -84,53 +87,22 @@ cdef class SchurSolver:
 
     def solve(self, const double[::1] jac, const double[::1] minv, const double[::1] Q,
               const double[::1] gamma, double[::1] qdd, double[::1] lam):
-        """``jac``: row-major dense Phi_q (first m*n entries).  Returns LAPACK info
-        (> 0: B is not positive definite — dependent constraint rows)."""
-        cdef Py_ssize_t n = self.n, m = self.m, i, k, j
-        cdef int mm = <int> m, nrhs = 1, info = 0
-        cdef char uplo = b'U'
-        cdef double acc
+        """``jac``: row-major dense Phi_q (first m*n entries).  Returns 0, or m + 1
+        when B is (nearly) singular (dependent constraint rows)."""
+        cdef Py_ssize_t n = self.n, m = self.m, j
+        cdef int info = 0
         if qdd.shape[0] != n or lam.shape[0] != m or Q.shape[0] != n or minv.shape[0] != n \
                 or gamma.shape[0] != m:
             raise ValueError("SchurSolver.solve: array sizes do not match (n, m)")
-        # C = Phi_q M^-1 ; lam <- gamma - C Q
-        for i in range(m):
-            acc = 0.0
+        if m == 0:
             for j in range(n):
-                self.C[i * n + j] = jac[i * n + j] * minv[j]
-                acc += self.C[i * n + j] * Q[j]
-            lam[i] = gamma[i] - acc
-        # B = C Phi_q^T (symmetric; row-major == column-major)
-        for i in range(m):
-            for k in range(i, m):
-                acc = 0.0
-                for j in range(n):
-                    acc += self.C[i * n + j] * jac[k * n + j]
-                self.B[i * m + k] = acc
-                self.B[k * m + i] = acc
-        cdef double bmax = 0.0, lmin = 1e308
-        if m > 0:
-            for i in range(m):
-                if self.B[i * m + i] > bmax:
-                    bmax = self.B[i * m + i]
-            dpotrf(&uplo, &mm, &self.B[0], &mm, &info)
-            self.info = info
-            if info != 0:
-                return info
-            for i in range(m):                      # same test as the NumPy reference
-                if fabs(self.B[i * m + i]) < lmin:
-                    lmin = fabs(self.B[i * m + i])
-            if lmin * lmin < 1e-13 * bmax:
-                self.info = m + 1
-                return m + 1
-            dpotrs(&uplo, &mm, &nrhs, &self.B[0], &mm, &lam[0], &mm, &info)
-        # qdd = M^-1 (Q + Phi_q^T lam)
-        for j in range(n):
-            qdd[j] = Q[j]
-        for i in range(m):
-            for j in range(n):
-                qdd[j] += jac[i * n + j] * lam[i]
-        for j in range(n):
-            qdd[j] *= minv[j]
+                qdd[j] = Q[j] * minv[j]
+            self.info = 0
+            return 0
+        info = dense_schur(n, m, &jac[0], &minv[0], &Q[0], &gamma[0], &self.C[0],
+                           &self.B[0], &qdd[0], &lam[0])
+        if info:
+            self.info = m + 1
+            return m + 1
         self.info = 0
         return 0

@@ -125,6 +125,29 @@ def validate_run_info(info: RunInfo) -> None:
                 raise ValueError(f"{where} ({ch.name!r}).labels[{j}]: label must be a string, got {lab!r}")
 
 
+def store_row(data: Any, i: int, flat: np.ndarray, slots, layout: tuple, t: Any) -> tuple:
+    """Copy one ``record(t, data)`` into row ``i`` of a reporter's block ``flat``
+    whose channel columns are the views ``slots`` ``[(name, view, width), ...]``: a
+    packed :class:`mbcore.reporting.Row` with the same ``layout`` in one assignment,
+    any other mapping channel by channel (bad data raise :func:`record_error`).
+    Returns the layout to compare with next time (the Row's own, so that the next
+    check is by identity)."""
+    from .reporting import Row
+    if type(data) is Row and (data.layout is layout or data.layout == layout):
+        flat[i] = data.flat
+        return data.layout
+    name = w = None
+    try:
+        for name, buf, w in slots:
+            a = data[name]
+            if len(a) != w:
+                raise ValueError("wrong length")
+            buf[i] = a
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise record_error(name, w, data, e, t) from None
+    return layout
+
+
 def record_error(name: str, width: int, data: Any, exc: BaseException, t: Any) -> Exception:
     """Build the error raised when ``record(t, data)`` gets a bad ``data[name]``."""
     if not isinstance(data, Mapping):

@@ -23,8 +23,8 @@ import h5py
 import numpy as np
 from h5py import h5a, h5s
 
-from mbcore.reporting import Reporter, Row, RunInfo, layout_of
-from mbcore.result import (LAYOUT_VERSION, SCHEMA, record_error, to_json, utc_now,
+from mbcore.reporting import Reporter, RunInfo, layout_of
+from mbcore.result import (LAYOUT_VERSION, SCHEMA, store_row, to_json, utc_now,
                            validate_run_info)
 
 __all__ = ["HDF5Reporter"]
@@ -225,19 +225,7 @@ class HDF5Reporter(Reporter):
         if self._state != "running":
             raise self._state_error("record")
         i = self._n_buf
-        if type(data) is Row and (data.layout is self._layout or data.layout == self._layout):
-            self._layout = data.layout       # identical: the next check is by identity
-            self._flat[i] = data.flat
-        else:
-            name = w = None
-            try:
-                for name, buf, w in self._slots:
-                    a = data[name]
-                    if len(a) != w:
-                        raise ValueError("wrong length")
-                    buf[i] = a
-            except (KeyError, TypeError, ValueError, IndexError) as e:
-                raise record_error(name, w, data, e, t) from None
+        self._layout = store_row(data, i, self._flat, self._slots, self._layout, t)
         self._tbuf[i] = t
         i += 1
         self._n_buf = i

@@ -10,8 +10,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mbcore.reporting import Reporter, Row, RunInfo, layout_of
-from mbcore.result import MemoryResult, record_error, utc_now, validate_run_info
+from mbcore.reporting import Reporter, RunInfo, layout_of
+from mbcore.result import MemoryResult, store_row, utc_now, validate_run_info
 
 __all__ = ["MemoryReporter"]
 
@@ -81,19 +81,7 @@ class MemoryReporter(Reporter):
         i = self._n
         if i == self._cap:
             self._grow()
-        if type(data) is Row and (data.layout is self._layout or data.layout == self._layout):
-            self._layout = data.layout       # identical: the next check is by identity
-            self._flat[i] = data.flat
-        else:
-            name = w = None
-            try:
-                for name, buf, w in self._slots:
-                    a = data[name]
-                    if len(a) != w:
-                        raise ValueError("wrong length")
-                    buf[i] = a
-            except (KeyError, TypeError, ValueError, IndexError) as e:
-                raise record_error(name, w, data, e, t) from None
+        self._layout = store_row(data, i, self._flat, self._slots, self._layout, t)
         self._t[i] = t
         self._n = i + 1
 
