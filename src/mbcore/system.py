@@ -236,7 +236,9 @@ class System:
             fg._cflat = fg._cidx.reshape(-1)
             real = fg._cflat[fg._cflat < self.n]     # repeated ground slots are discarded
             fg._unique = len(np.unique(real)) == real.size
+            fg._direct = fg._unique and real.size == fg._cflat.size
             fg._fv0 = np.zeros((ne, 0, 3))
+            fg._force_fn = fg.ftype.force
             fg._shape = (ne, nbk, 3)
         self.force_labels = [f"{name}.{lab}" for fg in self.force_groups
                              for name in fg.names for lab in fg.ftype.labels]
@@ -542,24 +544,30 @@ class System:
         if self._py_force_groups:
             self._load(q)
             self._qdx[:self.n] = qd
-            Qx = self._Qx3
-            Qx[:] = 0.0
+            Qx = None
             for fg in self._py_force_groups:
                 g = self._force_call(fg, "force", (
                     fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t,
                     fv[fg.fidx] if fg.ftype.n_fun else fg._fv0), fg._shape, t)
+                if fg._direct:              # distinct bodies, none the ground: add in place
+                    Q[fg._cflat] += g.reshape(-1)
+                    continue
                 # scatter-add into the extended buffer (ground slots dropped); bodies
                 # repeated across a group's elements need the unbuffered add
+                if Qx is None:
+                    Qx = self._Qx3
+                    Qx[:] = 0.0
                 if fg._unique:
                     Qx[fg._cflat] += g.reshape(-1)
                 else:
                     np.add.at(Qx, fg._cflat, g.reshape(-1))
-            Q += Qx[:self.n]
+            if Qx is not None:
+                Q += Qx[:self.n]
         return Q
 
     def _force_call(self, fg: "ForceGroup", method: str, args, shape, t):
         try:
-            out = getattr(fg.ftype, method)(*args)
+            out = (fg._force_fn if method == "force" else getattr(fg.ftype, method))(*args)
         except ElementEvaluationError as exc:
             self._element_failed(fg, exc.index, exc.reason, t)
         if type(out) is not np.ndarray or out.dtype != np.float64:
