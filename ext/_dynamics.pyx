@@ -251,7 +251,9 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
            double[::1] y0, double[::1] f0, double[::1] t_out, Py_ssize_t i_out,
            double h_abs, double rtol, double atol, double max_step, double safety,
            double min_factor, double max_factor, double exponent, int order,
-           object on_output, double[::1] stats, long nfev_start=0):
+           object on_output, double[::1] stats, long nfev_start=0,
+           const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
+           const double[::1] stop_sign=None):
     """Integrate ``y' = f(t, y)`` (the compiled right-hand side) from (t0, y0) to t1
     by an explicit Runge-Kutta method, calling ``on_output(t, y)`` at the output
     times ``t_out[i_out:]``.
@@ -271,7 +273,9 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
     y, i_out, h_abs)``: code 0 finished, 1 stopped (on_output returned True), 2 the
     right-hand side failed at a trial point (t, y = the last accepted state: the
     caller continues on the Python path, which raises the named error), 3 the step
-    size fell below the round-off limit."""
+    size fell below the round-off limit, 4 a stop condition ``stop_sign[k] *
+    (y[stop_idx[k]] - stop_val[k])`` falls through zero in the step after (t, y)
+    (the caller locates it).  Outputs beyond t are not emitted in cases 2-4."""
     cdef Py_ssize_t N = y0.shape[0], s = B.shape[0], i, j, k, st
     cdef Py_ssize_t nout = t_out.shape[0], deg = P.shape[1] if adaptive else 0
     cdef double[:, ::1] K = np.zeros((s + 1, N))
@@ -290,11 +294,18 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
     cdef bint rejected, exact
     cdef double eps = 2.220446049250313e-16
     cdef double hfix = h_abs, min_step
+    cdef Py_ssize_t nstop = 0 if stop_idx is None else stop_idx.shape[0], ks
     if N < 2 * f.n + 1:
         raise ValueError("run_rk: y0 must hold [q; qd; W]")
     if (f0.shape[0] != N or stats.shape[0] < 5 or C.shape[0] != s or A.shape[0] < s
             or A.shape[1] < s or (adaptive and (E.shape[0] != s + 1 or P.shape[0] != s + 1))):
         raise ValueError("run_rk: tableau, f0 or stats have the wrong size")
+    if nstop and (stop_val is None or stop_sign is None or stop_val.shape[0] != nstop
+                  or stop_sign.shape[0] != nstop):
+        raise ValueError("run_rk: stop arrays have different lengths")
+    for ks in range(nstop):
+        if not 0 <= stop_idx[ks] < N:
+            raise ValueError("run_rk: stop index out of range")
     for i in range(N):
         K[0, i] = f0[i]
     while t < t1:
@@ -368,6 +379,11 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
                 factor = min_factor
             h_abs *= factor
             rejected = True
+        # ---- stop conditions: met in this step -> the caller redoes it ------------
+        for ks in range(nstop):
+            if stop_sign[ks] * (ynew[stop_idx[ks]] - stop_val[ks]) <= 0.0:
+                _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
+                return 4, t, np.asarray(y), i_out, h_abs
         nsteps += 1
         # ---- outputs in (t, tnew] ------------------------------------------------
         if i_out < nout and t_out[i_out] <= tnew:

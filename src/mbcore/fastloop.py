@@ -62,12 +62,16 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
 
 def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
-                 python_fallback) -> LoopResult:
+                 python_fallback, stops=None) -> LoopResult:
     """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
 
     ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
     before each output (counted from this call); ``python_fallback(t, y, outs)``
-    continues on the Python driver and returns its result."""
+    continues on the Python driver and returns its result.  ``stops``: rows
+    ``(j, value, sign)`` of terminal conditions ``sign (y_j - value)`` falling
+    through 0, checked at every step end; the step in which one is met is handed to
+    the Python driver (from its start), which locates the crossing with its event
+    locator."""
     from ._ext._dynamics import run_rk
 
     crhs = form.compiled
@@ -109,10 +113,13 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         if on_output(float(t_out[i0]), np.array(y0, dtype=float)) is True:
             return LoopResult(2, st, t0, np.array(y0))
         i0 += 1
+    stops = np.zeros((0, 3)) if stops is None else np.asarray(stops, dtype=float)
     code, t, y, i_out, h_abs = run_rk(
         crhs, A, B, C, E, P, adaptive, float(t0), float(t1), np.array(y0, dtype=float), f0,
         t_out, i0, h_abs, rtol, atol, max_step, SAFETY, MIN_FACTOR, MAX_FACTOR, exponent,
-        int(icls.order), on_output, stats, st.nfev)
+        int(icls.order), on_output, stats, st.nfev,
+        np.ascontiguousarray(stops[:, 0], dtype=np.intp),
+        np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]))
     st.nsteps += int(stats[2])
     st.nrejected += int(stats[3])
     st.nerror_test_failures += int(stats[3])
@@ -127,7 +134,8 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             f"step size {abs(float(stats[0])):.3e} fell below the round-off limit "
             f"{min_step:.3e}{' (remaining interval)' if kind == 'fixed' else ''}; the "
             f"problem may be stiff or singular here, or the tolerance too tight", t)
-    # code 2: an evaluation failed: the Python driver takes over from the last step
+    # code 2: an evaluation failed; code 4: a stop condition is met in the next step:
+    # the Python driver takes over from the last accepted step
     res = python_fallback(t, y, t_out[i_out:])
     rest = res.stats
     for k in ("nsteps", "nrejected", "nerror_test_failures", "nfev"):

@@ -356,9 +356,16 @@ class DynamicAnalysis(Analysis):
                              on_step=on_step, jac=jac, **self.integrator_options)
 
         loop = None
+        stop_specs = np.zeros((0, 3))
         if s["loop"] == "auto":
-            loop = compiled_loop_for(self.icls, form, events=events, post_step=post_step,
-                                     jac=jac)
+            # stop conditions are checked in C at every step end; the step where one
+            # is met is redone by the Python driver, which locates the crossing
+            linear = [ev_.fun.linear for ev_ in events if hasattr(ev_.fun, "linear")]
+            loop = compiled_loop_for(self.icls, form, post_step=post_step, jac=jac,
+                                     events=[ev_ for ev_ in events
+                                             if not hasattr(ev_.fun, "linear")])
+            if loop:
+                stop_specs = np.array(linear, dtype=float).reshape(-1, 3)
         self.stats["loop"] = "compiled" if loop else "python"
         cstat = np.zeros(5)
 
@@ -379,7 +386,7 @@ class DynamicAnalysis(Analysis):
             cstat[:] = 0.0
             return run_compiled(loop, self.icls, form, t_a, t1, y_a, outs_a,
                                 self.integrator_options, on_output_compiled, cstat,
-                                handover)
+                                handover, stops=stop_specs)
 
         t_cur, y_cur, outs = t0, y0, t_out
         restarts_here = 0
@@ -475,6 +482,7 @@ class DynamicAnalysis(Analysis):
 
             def g(t, y, j=j, value=value, sign=sign):
                 return sign * (y[j] - value)          # falls through 0 when met
+            g.linear = (j, value, sign)               # for the compiled loop's check
             out.append(Event(g, terminal=True, direction=-1, name=f"stop:{cond}"))
         return out
 
