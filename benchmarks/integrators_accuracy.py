@@ -3,6 +3,7 @@
     python benchmarks/integrators_accuracy.py [--methods bs23,dopri5,...]
                                               [--problems osc,kepler] [--tols 1e-4,1e-6]
                                               [--table]
+    python benchmarks/integrators_accuracy.py --stiff [--table]
 
 For every adaptive method, problem with a known solution and tolerance ``tol``
 (``rtol = atol = tol``) it reports ``ratio`` = global error / tol, where the
@@ -19,6 +20,15 @@ Problems (all with exact solutions):
 * ``osc``: undamped harmonic oscillator, 10 periods, t ∈ [0, 20π];
 * ``kepler``: Kepler orbit e = 0.5 (a = μ = 1, period 2π), 3 orbits, t ∈ [0, 6π],
   exact solution from Kepler's equation.
+
+``--stiff``: work–precision on the stiff problems of tests/test_integrators_accuracy.py
+(Robertson t ∈ [0, 10], Van der Pol μ = 1000 t ∈ [0, 5], the 10-mass stiff chain
+t ∈ [0, 2]): for every method a sweep of requested rtol (atol keeps the problem's
+atol/rtol), the achieved error ``max |y - ref| / (atol/rtol + |ref|)`` over 10
+outputs against a tight Radau solution (the chain: expm), ``nfev``, and the cost at
+equal achieved error 1e-5 … 1e-8 (log-log interpolation of nfev against the error;
+a method more accurate than the target at its loosest tolerance costs its cheapest
+run).  bdf without ``jac`` (finite-difference Jacobians counted in nfev).
 """
 from __future__ import annotations
 
@@ -131,13 +141,110 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+# -- stiff work–precision ----------------------------------------------------------
+def _rober(t, y):
+    y1, y2, y3 = y
+    return np.array([-0.04 * y1 + 1e4 * y2 * y3, 0.04 * y1 - 1e4 * y2 * y3 - 3e7 * y2 * y2,
+                     3e7 * y2 * y2])
+
+
+def _vdp(t, y, mu=1000.0):
+    return np.array([y[1], mu * (1 - y[0] ** 2) * y[1] - y[0]])
+
+
+def _chain_matrix(n=10, k_stiff=1e5, damping=0.05):
+    K = np.zeros((n, n))
+    ks = np.ones(n)
+    ks[::2] = k_stiff
+    for i in range(n):
+        K[i, i] += ks[i]
+        if i > 0:
+            K[i, i - 1] -= ks[i]
+            K[i - 1, i] -= ks[i]
+            K[i - 1, i - 1] += ks[i]
+    return np.block([[np.zeros((n, n)), np.eye(n)], [-K, -damping * K]])
+
+
+A_CHAIN = _chain_matrix()
+STIFF = {
+    # name: fun, span, y0, atol/rtol
+    "robertson": (_rober, (0.0, 10.0), np.array([1.0, 0.0, 0.0]), np.array([1e-2, 1e-6, 1e-2])),
+    "vdp1000": (_vdp, (0.0, 5.0), np.array([2.0, 0.0]), 1e-2),
+    "chain": (lambda t, y: A_CHAIN @ y, (0.0, 2.0),
+              np.r_[np.linspace(0.01, 0.1, 10), np.zeros(10)], 1e-3),
+}
+STIFF_METHODS = ["bdf", "dopri5", "dop853", "bs23", "abm"]
+STIFF_RTOLS = [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8]
+STIFF_TARGETS = [1e-5, 1e-6, 1e-7, 1e-8]
+
+
+def cost_at(pts, target):
+    """nfev at achieved error ``target`` from [(error, nfev), ...] (see --stiff)."""
+    errs = np.array([e for e, _ in pts])
+    nfev = np.array([n for _, n in pts], dtype=float)
+    if errs.min() > target:
+        return float("inf")
+    if errs.max() <= target:
+        return float(nfev.min())
+    o = np.argsort(errs)
+    c = float(np.exp(np.interp(np.log(target), np.log(errs[o]), np.log(nfev[o]))))
+    return min(c, float(nfev[errs <= target].min()))
+
+
+def run_stiff(methods=STIFF_METHODS, rtols=STIFF_RTOLS, targets=STIFF_TARGETS) -> dict:
+    from scipy.integrate import solve_ivp
+    out = {}
+    for name, (fun, span, y0, ratio) in STIFF.items():
+        t_out = np.linspace(span[0], span[1], 11)[1:]
+        if name == "chain":
+            ref = np.array([expm(A_CHAIN * t) @ y0 for t in t_out])
+        else:
+            ref = solve_ivp(fun, span, y0, method="Radau", rtol=1e-12, atol=ratio * 1e-12,
+                            t_eval=t_out).y.T
+        pts = {}
+        for m in methods:
+            pts[m] = []
+            for rtol in rtols:
+                res = integrate(m, fun, span, y0, t_out=t_out, rtol=rtol, atol=ratio * rtol)
+                err = float(np.max(np.abs(res.y - ref) / (ratio + np.abs(ref))))
+                pts[m].append((err, res.stats.nfev))
+        cost = {m: {f"{t:g}": cost_at(pts[m], t) for t in targets} for m in methods}
+        out[name] = {"sweep": {m: [{"rtol": r, "error": e, "nfev": n}
+                                   for r, (e, n) in zip(rtols, pts[m])] for m in methods},
+                     "cost_at_error": cost}
+    return {"benchmark": "integrators_work_precision", "python": sys.version.split()[0],
+            "targets": list(targets), "problems": out}
+
+
+def markdown_stiff(result: dict) -> str:
+    targets = [f"{t:g}" for t in result["targets"]]
+    lines = ["| problem | error | " + " | ".join(m for m in STIFF_METHODS) + " |",
+             "|---|---|" + "---|" * len(STIFF_METHODS)]
+    for name, r in result["problems"].items():
+        c = r["cost_at_error"]
+        for i, t in enumerate(targets):
+            b = c["bdf"][t]
+            cells = [f"{b:.0f}"]
+            for m in STIFF_METHODS[1:]:
+                x = c[m][t]
+                cells.append("—" if not np.isfinite(x) else f"{x:.0f} ({x / b:.0f}×)")
+            lines.append(f"| {name if i == 0 else ''} | {t} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--tols", default=",".join(f"{t:g}" for t in TOLS))
     ap.add_argument("--table", action="store_true", help="print a markdown table")
+    ap.add_argument("--stiff", action="store_true",
+                    help="work–precision of bdf against the explicit methods on stiff problems")
     a = ap.parse_args(argv)
+    if a.stiff:
+        result = run_stiff()
+        print(markdown_stiff(result) if a.table else json.dumps(result, indent=1))
+        return
     result = run(a.methods.split(","), a.problems.split(","),
                  [float(x) for x in a.tols.split(",")])
     if a.table:

@@ -9,7 +9,7 @@
 * variable-step exactness of the Adams coefficients (§10.1 item 7);
 * stiff problems (Robertson, Van der Pol μ = 1000, a stiff spring-mass chain):
   agreement with scipy's Radau/BDF and ≥ 20× fewer evaluations than the
-  explicit methods at the same accuracy.
+  explicit methods for the same achieved accuracy (work–precision comparison).
 
 The numbers measured when these tests were written are quoted in comments and in
 docs/integrators.md.
@@ -307,20 +307,29 @@ def test_uncalibrated_controllers_reproduce_the_classic_local_control():
     np.testing.assert_allclose(ours.y[-1], sp.y[:, -1], atol=2e-6)
 
 
-@pytest.mark.parametrize("name", ["linexp", "ex121", "ex122", "osc"])
+@pytest.mark.parametrize("name", list(KNOWN))
 def test_bdf_global_error_within_ten_times_tol(name):
-    # measured max: linexp 0.1, ex121 0.05, ex122 0.12, osc 5.0
+    """The calibrated BDF (internal rtol 0.005 · rtol^1.2) meets 10 × tol on all five
+    problems, Kepler over 3 orbits included (measured max over 1e-4 … 1e-10:
+    linexp 0.003, ex121 0.003, ex122 0.009, osc 0.41, kepler 4.8; with the former
+    0.1 · rtol^1.2, Kepler was at 38-88 × tol)."""
     check_within_ten_times_tol(BDF, name, TOLS)
 
 
-def test_bdf_on_kepler_is_proportional_but_above_ten_times_tol():
-    """BDF on the 3-orbit Kepler problem: 38-88 × tol (documented miss).  Meeting 10×
-    needs an internal tolerance 16× tighter, which more than doubles BDF's cost on the
-    stiff problems it is meant for (measured: the stiff chain then needs only 8× fewer
-    evaluations than bs23 instead of ≥ 20×)."""
-    ratios = np.array([global_error(BDF, "kepler", tol)[0] / tol for tol in TOLS])
-    assert np.all(ratios < 150), ratios
-    assert ratios.max() / ratios.min() < 4, ratios            # proportional to tol
+def test_bdf_calibration_is_problem_independent_and_order_five_dominated():
+    """The single calibration rests on these measurements: on every non-stiff
+    problem with a known solution BDF spends ≥ 85 % of its steps at order 5 (so the
+    order-5 exponent 1.2 is the right one; an order-dependent exponent would change
+    nothing here), and with one constant the error/tol ratios of the five problems
+    stay within 10 (Kepler, the worst, ≈ 10 × the oscillator)."""
+    for name in KNOWN:
+        _, st = global_error(BDF, name, 1e-8)
+        assert st.orders.get(5, 0) >= 0.85 * st.nsteps, (name, st.orders)
+    # the error of the raw controller grows like (steps) × tol ∝ tol^(5/6): the
+    # calibrated one is proportional to tol
+    r = [global_error(BDF, "osc", tol)[0] / tol for tol in (1e-5, 1e-9)]
+    raw = [global_error(BDF, "osc", tol, calibrate=False)[0] / tol for tol in (1e-5, 1e-9)]
+    assert r[1] / r[0] < 2 and raw[1] / raw[0] > 3, (r, raw)
 
 
 @pytest.mark.parametrize("cls, q", [(BS23, 2), (DOPRI5, 4)], ids=["bs23", "dopri5"])
@@ -336,7 +345,9 @@ def test_variable_order_methods_use_high_orders_when_the_tolerance_is_tight():
     assert max(st.orders) >= 9 and st.norder_changes > 0
     _, st = global_error(BDF, "osc", 1e-9)
     assert max(st.orders) == 5
-    st = integrate(BDF, osc, (0, 6), [1.0, 0.0], rtol=1e-9, atol=1e-9, max_order=2).stats
+    # the cap at a moderate tol (at 1e-9 order 2 needs 106532 steps: the calibration is
+    # made for order 5, docs/integrators.md)
+    st = integrate(BDF, osc, (0, 6), [1.0, 0.0], rtol=1e-6, atol=1e-6, max_order=2).stats
     assert max(st.orders) == 2
     st = integrate(AdamsPECE, osc, (0, 6), [1.0, 0.0], rtol=1e-9, atol=1e-9,
                    max_order=4).stats
@@ -474,7 +485,7 @@ def test_robertson_agrees_with_radau(use_jac):
     assert scaled_error(res.y, ref, rtol, atol) < 10
     np.testing.assert_allclose(res.y.sum(axis=1), 1.0, atol=1e-8)     # mass conservation
     assert res.stats.nfev < 1300 and res.stats.nsteps < 500
-    # the calibrated default: more accurate (measured 0.4), about twice the cost (2040)
+    # the calibrated default: far more accurate (measured 0.006), 2.7× the cost (2599)
     cal = integrate(BDF, rober, (0, 1e5), [1.0, 0, 0], t_out=t_out, rtol=rtol, atol=atol,
                     jac=rober_jac if use_jac else None)
     assert scaled_error(cal.y, ref, rtol, atol) < 0.5 * scaled_error(res.y, ref, rtol, atol)
@@ -534,7 +545,8 @@ def test_stiff_chain_agrees_with_the_matrix_exponential():
     assert res.stats.nlu < res.stats.nsteps / 4     # LU reused across steps
     cal = integrate(BDF, lambda t, y: A_CHAIN @ y, (0, 5), Y0_CHAIN, jac=A_CHAIN,
                     rtol=rtol, atol=atol, t_out=t_out)      # calibrated default
-    assert scaled_error(cal.y, exact, rtol, atol) < 2, scaled_error(cal.y, exact, rtol, atol)
+    # measured 0.0097 × tol (1639 evaluations; raw 12.6 with 612)
+    assert scaled_error(cal.y, exact, rtol, atol) < 0.1, scaled_error(cal.y, exact, rtol, atol)
 
 
 STIFF_CASES = {
@@ -547,28 +559,108 @@ STIFF_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", list(STIFF_CASES))
-def test_bdf_needs_twenty_times_fewer_evaluations_than_explicit_methods(name):
-    """Same tolerances, both results within 10 × tol of a tight Radau reference;
-    BDF's count includes its finite-difference Jacobians (no jac given).  Compared
-    like-for-like with the raw local controllers (calibrate=False: the explicit
-    methods' cost is set by stability, not by the tolerance); with the calibrated
-    defaults BDF is more accurate and the margin is smaller (≥ 15×, below)."""
+#: work–precision sweeps: requested rtol (atol keeps the case's atol/rtol) and the
+#: accuracy targets at which the costs are compared
+WP_RTOLS = {"bdf": [1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8],
+            "explicit": [1e-3, 1e-4, 1e-5, 1e-6, 1e-7]}
+WP_TARGETS = [1e-5, 1e-6, 1e-7]
+
+
+def stiff_reference(name):
+    """Reference at 10 equally spaced outputs: a tight Radau solution (the chain is
+    linear: its matrix exponential)."""
     fun, jac, span, y0, tol = STIFF_CASES[name]
-    ref = solve_ivp(fun, span, y0, method="Radau", jac=jac, rtol=1e-11,
-                    atol=np.asarray(tol["atol"]) * 1e-4, t_eval=[span[1]]).y[:, -1]
-    counts = {}
-    cal = {}
-    for cls in (BDF, DOPRI5, BS23, AdamsPECE):
-        res = integrate(cls, fun, span, y0, t_out=[span[1]], calibrate=False, **tol)
-        assert scaled_error(res.y[-1], ref, tol["rtol"], tol["atol"]) < 10, cls.name
-        counts[cls.name] = res.stats.nfev
-        res = integrate(cls, fun, span, y0, t_out=[span[1]], **tol)
-        assert scaled_error(res.y[-1], ref, tol["rtol"], tol["atol"]) < 10, cls.name
-        cal[cls.name] = res.stats.nfev
-    # measured nfev (bdf / dopri5 / bs23 / abm): robertson 381 / 49634 / 28235 / 30758;
-    # vdp1000 168 / 31706 / 17990 / 20197; chain 669 / 42308 / 24137 / 26591
-    # calibrated (bdf / dopri5 / bs23 / abm): chain 1629 / 42578 / 27473 / 27373
-    for explicit in ("dopri5", "bs23", "abm"):
-        assert counts[explicit] >= 20 * counts["bdf"], counts
-        assert cal[explicit] >= 15 * cal["bdf"], cal
+    ratio = np.asarray(tol["atol"]) / tol["rtol"]
+    t_out = np.linspace(span[0], span[1], 11)[1:]
+    if name == "chain":
+        return t_out, np.array([expm(A_CHAIN * t) @ Y0_CHAIN for t in t_out]), ratio
+    ref = solve_ivp(fun, span, y0, method="Radau", jac=jac, rtol=1e-12, atol=ratio * 1e-12,
+                    t_eval=t_out).y.T
+    return t_out, ref, ratio
+
+
+def work_precision(cls, name, rtols, ref_data, **kw):
+    """(achieved error, nfev) for each requested rtol.  The error is the largest
+    relative error over the outputs, with the case's atol/rtol as the floor:
+    ``max |y - ref| / (atol/rtol + |ref|)`` — one accuracy measure for every
+    method and tolerance."""
+    fun, jac, span, y0, tol = STIFF_CASES[name]
+    t_out, ref, ratio = ref_data
+    pts = []
+    for rtol in rtols:
+        res = integrate(cls, fun, span, y0, t_out=t_out, rtol=rtol, atol=ratio * rtol, **kw)
+        pts.append((float(np.max(np.abs(res.y - ref) / (ratio + np.abs(ref)))),
+                    res.stats.nfev))
+    return pts
+
+
+def cost_at(pts, target):
+    """Evaluations needed for an achieved error ``target``: log-log interpolation of
+    nfev against the error along the sweep; a method more accurate than the target
+    at its loosest tolerance costs its cheapest run (an explicit method on a stiff
+    problem: the stability limit, independent of the tolerance); inf if no run
+    reaches the target."""
+    errs = np.array([e for e, _ in pts])
+    nfev = np.array([n for _, n in pts], dtype=float)
+    if errs.min() > target:
+        return np.inf
+    if errs.max() <= target:
+        return nfev.min()
+    order = np.argsort(errs)
+    le, ln = np.log(errs[order]), np.log(nfev[order])
+    cost = float(np.exp(np.interp(np.log(target), le, ln)))
+    # never cheaper than a run that reached the target
+    return min(cost, nfev[errs <= target].min())
+
+
+@pytest.mark.parametrize("name", list(STIFF_CASES))
+def test_bdf_needs_twenty_times_fewer_evaluations_than_bs23_for_the_same_accuracy(name):
+    """Work–precision (issue #5: "≥ 20× fewer evaluations ... for the same
+    accuracy"): BDF's evaluations (finite-difference Jacobians included, no ``jac``)
+    against bs23's — the cheapest explicit method on these problems — at equal
+    achieved error 1e-6 (relative to a tight Radau solution).  Measured: robertson
+    ≈ 360 vs 28400 (79×), vdp1000 ≈ 150 vs 18000 (123×), chain ≈ 800 vs 24400 (30×).
+    All explicit methods and targets: the slow test below."""
+    ref = stiff_reference(name)
+    bdf = work_precision(BDF, name, WP_RTOLS["bdf"][:5], ref)
+    bs23 = work_precision(BS23, name, [1e-3, 1e-5], ref)
+    c_bdf, c_bs23 = cost_at(bdf, 1e-6), cost_at(bs23, 1e-6)
+    assert c_bs23 >= 20 * c_bdf, (bdf, bs23)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(STIFF_CASES))
+def test_work_precision_bdf_against_every_explicit_method(name):
+    """Every explicit adaptive method (dopri5, dop853, bs23, abm), accuracy targets
+    1e-5, 1e-6, 1e-7: BDF needs ≥ 20× fewer evaluations (finite-difference
+    Jacobians counted).  The explicit costs are set by stability (flat in the
+    tolerance: robertson 28000-67000, vdp1000 18000-32000, chain 24000-43000);
+    BDF's grow with the accuracy (measured at 1e-7: robertson ≈ 515, vdp1000 ≈ 154,
+    chain ≈ 1160: smallest ratios 58 (bs23), 118 (bs23), 22 (bs23; abm 23)).  At
+    1e-8 the chain falls to 13× against bs23/abm (docs/integrators.md).  Both sides use their calibrated
+    defaults; the raw controllers give the same picture (one point below)."""
+    ref = stiff_reference(name)
+    bdf = work_precision(BDF, name, WP_RTOLS["bdf"], ref)
+    ratios = {}
+    for cls in (DOPRI5, DOP853, BS23, AdamsPECE):
+        pts = work_precision(cls, name, WP_RTOLS["explicit"], ref)
+        for target in WP_TARGETS:
+            ratios[cls.name, target] = cost_at(pts, target) / cost_at(bdf, target)
+    assert min(ratios.values()) >= 20, ratios
+    # raw controllers (calibrate=False) at the case's tolerance: same conclusion
+    fun, jac, span, y0, tol = STIFF_CASES[name]
+    t_out, r, ratio = ref
+    raw = {}
+    for cls in (BDF, BS23):
+        res = integrate(cls, fun, span, y0, t_out=t_out, calibrate=False, **tol)
+        assert np.max(np.abs(res.y - r) / (ratio + np.abs(r))) < 10 * tol["rtol"], cls.name
+        raw[cls.name] = res.stats.nfev
+    assert raw["bs23"] >= 20 * raw["bdf"], raw
+
+
+def test_cost_at_interpolates_the_work_precision_curve():
+    pts = [(1e-4, 100), (1e-6, 400), (1e-8, 1600)]
+    assert cost_at(pts, 1e-5) == pytest.approx(200)
+    assert cost_at(pts, 1e-3) == 100            # every run more accurate: the cheapest
+    assert cost_at(pts, 1e-9) == np.inf         # unreachable
+    assert cost_at(pts, 1e-6) == pytest.approx(400)
