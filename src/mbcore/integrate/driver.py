@@ -122,8 +122,9 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
         outputs (step size, order and statistics for diagnostics).
     post_step : ``post_step(t, y) -> y_new | None`` called after every accepted step
         (not at a terminal event); a returned state replaces ``y`` (coordinate
-        projection, spec/algorithms.md §4.5) and the integrator is restarted there
-        (multistep history is discarded).  Outputs exactly at the step end use the
+        projection, spec/algorithms.md §4.5) and the integrator continues from it:
+        ``resume(t, y)`` when the method has one (one-step methods keep their step
+        size), else ``restart`` (multistep history is discarded).  Outputs exactly at the step end use the
         new state; outputs inside the step use the step's dense output.
     max_steps : fail after this many accepted steps.
     event_xtol : absolute time tolerance of event location (default: 4 eps |t|).
@@ -226,7 +227,12 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
                                               f"t = {t_stop:.9g}"
             break
         if y_post is not None and integ.status == "running":
-            integ.restart(t_new, y_new)
+            # one-step methods may keep their step size (``resume``); others restart
+            resume = getattr(integ, "resume", None)
+            if resume is not None:
+                resume(t_new, y_new)
+            else:
+                integ.restart(t_new, y_new)
         if max_steps is not None and integ.stats.nsteps >= max_steps \
                 and integ.status == "running":
             error = IntegrationError(f"max_steps = {max_steps} reached before t_bound = "

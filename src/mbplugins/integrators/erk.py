@@ -64,12 +64,24 @@ class EmbeddedRK(Integrator):
             self._f = None
             return
         self._f = self.fun(self.t, self.y).copy()
-        if self.opts["first_step"] is not None:
+        resume, self._resume_h = getattr(self, "_resume_h", None), None
+        if resume:                      # resume(): keep the controller's step size
+            self._h_abs = resume
+        elif self.opts["first_step"] is not None:
             self._h_abs = self.opts["first_step"]
         else:
             self._h_abs = select_initial_step(self.fun, self.t, self.y, self._f,
                                               self.direction, self.order, self._rtol,
                                               self._atol, self.t_bound, self._max_step)
+
+    def resume(self, t: float, y) -> None:
+        """Continue from a slightly changed state (a projection onto the constraint
+        manifold after a step): a one-step method needs no history, so only the
+        derivative is re-evaluated and the controller's next step size is kept (a
+        full :meth:`restart` would choose a new first step, one evaluation more and
+        usually a much smaller step)."""
+        self._resume_h = self._h_abs if self.status == "running" else None
+        self.restart(t, y)
 
     def _step_impl(self):
         t, y, f = self.t, self.y, self._f
