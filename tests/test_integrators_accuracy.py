@@ -637,8 +637,9 @@ def test_work_precision_bdf_against_every_explicit_method(name):
     tolerance: robertson 28000-67000, vdp1000 18000-32000, chain 24000-43000);
     BDF's grow with the accuracy (measured at 1e-7: robertson ≈ 515, vdp1000 ≈ 154,
     chain ≈ 1160: smallest ratios 58 (bs23), 118 (bs23), 22 (bs23; abm 23)).  At
-    1e-8 the chain falls to 13× against bs23/abm (docs/integrators.md).  Both sides use their calibrated
-    defaults; the raw controllers give the same picture (one point below)."""
+    1e-8 the chain falls to 13× against bs23/abm (docs/integrators.md).  Both sides
+    use their calibrated defaults; the raw controllers give the same picture (one
+    point below)."""
     ref = stiff_reference(name)
     bdf = work_precision(BDF, name, WP_RTOLS["bdf"], ref)
     ratios = {}

@@ -156,7 +156,10 @@ def test_steps_keep_phi_zero_without_projection(ref):
     assert out.stats.nlu >= out.stats.nsteps
 
 
-@pytest.mark.parametrize("which, rtol", [("fourbar", 1e-10), ("slider_crank", 1e-11)])
+# rtol 1e-11 for both: at 1e-10 the four-bar's error is 2e-8 ... 4e-7 depending on
+# the rounding of the consistent start (the step sequence changes; measured with the
+# compiled and NumPy kernels), at 1e-11 1.5e-8 ... 4.2e-8
+@pytest.mark.parametrize("which, rtol", [("fourbar", 1e-11), ("slider_crank", 1e-11)])
 def test_stiff_trajectory_agrees_with_di_at_tight_tolerance(which, rtol, examples):
     f = examples / ("fourbar_dap.yaml" if which == "fourbar" else "slider_crank_dynamic.yaml")
     common = {"t_end": 2.0}
@@ -166,7 +169,7 @@ def test_stiff_trajectory_agrees_with_di_at_tight_tolerance(which, rtol, example
         "formulation": "stiff", "integrator": "bdf", "rtol": rtol, "atol": rtol / 100,
         **common})
     assert st.stats["formulation"] == "stiff" and st.stats["integrator"] == "bdf"
-    # measured: four-bar 2.2e-8 (rtol 1e-10), slider-crank 2.4e-8 (rtol 1e-11)
+    # measured: four-bar 1.5e-8 - 4.2e-8, slider-crank 2.4e-8 (rtol 1e-11)
     np.testing.assert_allclose(st["q"], ref["q"], atol=1e-7)
     np.testing.assert_allclose(st["qd"], ref["qd"], atol=1e-6 * (1 + np.abs(ref["qd"]).max()))
     lam_scale = 1 + np.abs(ref["lam"]).max()
