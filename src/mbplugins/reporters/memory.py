@@ -19,8 +19,9 @@ _STATUSES = ("finished", "failed")
 
 
 class MemoryReporter(Reporter):
-    """Keep results in memory.  ``initial_rows`` is the first capacity; it doubles
-    whenever it is reached (amortised O(1) per row) and is trimmed at ``finish``."""
+    """Keep results in memory.  ``initial_rows`` is the first capacity (at most
+    ~8 MiB of rows for wide models); it doubles whenever it is reached (amortised
+    O(1) per row) and is trimmed at ``finish``."""
 
     name = "memory"
     description = "keeps results in memory (returned by mbcore.run)"
@@ -47,6 +48,9 @@ class MemoryReporter(Reporter):
         self._info = info
         self._created = utc_now()
         self._finished = ""
+        # wide rows (large models): start with at most ~8 MiB, then double
+        width = max(1, sum(c.width for c in info.channels))
+        self._cap = max(1, min(self._cap, (8 << 20) // (8 * width)))
         self._t = np.empty(self._cap)
         self._layout = layout_of(info.channels)
         self._slots = [[c.name, None, c.width] for c in info.channels]
