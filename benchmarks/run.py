@@ -42,6 +42,25 @@ def _time(fn, number: int, repeat: int) -> float:
     return statistics.median(samples)
 
 
+def _ab_time(fa, fb, repeat: int) -> tuple[float, float, float]:
+    """Interleaved A/B timing (a, b, a, b, ...): medians of both and the median of
+    the paired differences b - a (less sensitive to the machine's load drifting
+    than two separate batches)."""
+    fa()
+    fb()
+    ta, tb = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fa()
+        t1 = time.perf_counter()
+        fb()
+        t2 = time.perf_counter()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+    return (statistics.median(ta), statistics.median(tb),
+            statistics.median(b - a for a, b in zip(ta, tb)))
+
+
 def bench_fourbar(repeat: int, quick: bool) -> dict:
     model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_kap.yaml")
     out: dict = {}
@@ -370,21 +389,23 @@ def bench_overheads(repeat: int, quick: bool) -> dict:
     tmp = tempfile.mkdtemp()
     model = mbcore.Model.from_file(ROOT / "examples" / "slider_crank.yaml")
     settings = {"t_end": 5.3, "output_step": 0.01 if quick else 0.001}
-    tm = _time(lambda: mbcore.run(model, settings=settings), 1, repeat)
-    th = _time(lambda: mbcore.run(model, settings=settings, output=f"{tmp}/r.h5"), 1, repeat)
+    tm, th, dt = _ab_time(lambda: mbcore.run(model, settings=settings),
+                          lambda: mbcore.run(model, settings=settings, output=f"{tmp}/r.h5"),
+                          max(repeat, 5))
     out["hdf5_streaming_overhead_kinematic"] = {
         "output_steps": int(round(5.3 / settings["output_step"])) + 1,
-        "memory_only_s": tm, "with_hdf5_s": th, "overhead_fraction": (th - tm) / th}
+        "memory_only_s": tm, "with_hdf5_s": th, "overhead_fraction": dt / (tm + dt)}
     fourbar = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
     for label, step in (("every_step", 0.001), ("sparse", 0.1)):
         st = {"t_end": 2.0 if quick else 10.0, "output_step": step, "rtol": 1e-4,
               "atol": 1e-6, "formulation": "di"}
-        tm = _time(lambda: mbcore.run(fourbar, settings=st), 1, repeat)
-        th = _time(lambda: mbcore.run(fourbar, settings=st, output=f"{tmp}/d.h5"), 1, repeat)
+        tm, th, dt = _ab_time(lambda: mbcore.run(fourbar, settings=st),
+                              lambda: mbcore.run(fourbar, settings=st, output=f"{tmp}/d.h5"),
+                              max(repeat, 5))
         rows = int(round(st["t_end"] / step)) + 1
         out[f"hdf5_streaming_overhead_dynamic_{label}"] = {
             "output_rows": rows, "memory_only_s": tm, "with_hdf5_s": th,
-            "overhead_fraction": (th - tm) / th, "extra_us_per_row": (th - tm) / rows * 1e6}
+            "overhead_fraction": dt / (tm + dt), "extra_us_per_row": dt / rows * 1e6}
     return out
 
 

@@ -34,7 +34,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from mbcore.errors import MbcoreError
-from mbcore.reporting import Channel, RunInfo
+from mbcore.reporting import Channel, Row, RunInfo
 
 __all__ = [
     "SCHEMA", "LAYOUT_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
@@ -132,7 +132,6 @@ def store_row(data: Any, i: int, flat: np.ndarray, slots, layout: tuple, t: Any)
     any other mapping channel by channel (bad data raise :func:`record_error`).
     Returns the layout to compare with next time (the Row's own, so that the next
     check is by identity)."""
-    from .reporting import Row
     if type(data) is Row and (data.layout is layout or data.layout == layout):
         flat[i] = data.flat
         return data.layout

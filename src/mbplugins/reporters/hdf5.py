@@ -32,7 +32,7 @@ __all__ = ["HDF5Reporter"]
 #: target size of one chunk of a series dataset (bytes)
 CHUNK_BYTES = 64 * 1024
 #: target size of the in-memory block of rows written at once (default block_rows)
-BLOCK_BYTES = 1 << 20
+BLOCK_BYTES = 8 << 20
 _COMPRESSIONS = (None, "gzip", "lzf")
 _STATUSES = ("finished", "failed")
 
@@ -107,7 +107,7 @@ class HDF5Reporter(Reporter):
             raise ValueError(f"HDF5Reporter: compression must be one of {_COMPRESSIONS}, "
                              f"got {compression!r}")
         self.path = Path(path)
-        #: None: chosen at start() for ~1 MiB blocks (256 ... 65536 rows)
+        #: None: chosen at start() for ~8 MiB blocks (256 ... 65536 rows)
         self.block_rows = None if block_rows is None else int(block_rows)
         self.flush_seconds = float(flush_seconds)
         self.compression = compression
@@ -185,7 +185,7 @@ class HDF5Reporter(Reporter):
         self._t_ds = f.create_dataset("t", shape=(0,), maxshape=(None,), dtype="f8",
                                       chunks=(_chunk_rows(1),), **comp)
         self._t_ds.attrs["description"] = "output time"
-        if self.block_rows is None:        # ~1 MiB per block: few, large writes
+        if self.block_rows is None:        # ~8 MiB per block: few, large writes
             width = max(1, sum(c.width for c in info.channels))
             self.block_rows = int(min(65536, max(256, BLOCK_BYTES // (8 * width))))
         self._tbuf = np.empty(self.block_rows)
