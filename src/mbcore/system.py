@@ -377,6 +377,7 @@ class System:
             self._force_evaluator = _forces.ForceEvaluator(self.n, comp)
             self._compiled_force_groups = [g for g in self.force_groups if g.compiled]
             self._py_force_groups = [g for g in self.force_groups if not g.compiled]
+        self._py_forces_direct = all(fg._direct for fg in self._py_force_groups)
         for g in self._py_groups:      # precomputed gather/scatter indices and shapes
             g._rows = g.rows()
             if g._rows.size and np.array_equal(g._rows, np.arange(g._rows[0],
@@ -542,12 +543,16 @@ class System:
             Q[:] = 0.0
         Q += self._q_gravity
         if self._py_force_groups:
-            self._load(q)
-            self._qdx[:self.n] = qd
+            if self._py_forces_direct:      # no ground slots: gather from q, qd directly
+                qs, qds = np.asarray(q), np.asarray(qd)
+            else:
+                self._load(q)
+                self._qdx[:self.n] = qd
+                qs, qds = self._qx, self._qdx
             Qx = None
             for fg in self._py_force_groups:
                 g = self._force_call(fg, "force", (
-                    fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t,
+                    fg.par, qs[fg._cidx], qds[fg._cidx], t,
                     fv[fg.fidx] if fg.ftype.n_fun else fg._fv0), fg._shape, t)
                 if fg._direct:              # distinct bodies, none the ground: add in place
                     Q[fg._cflat] += g.reshape(-1)
