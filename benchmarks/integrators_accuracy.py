@@ -152,7 +152,11 @@ def _vdp(t, y, mu=1000.0):
     return np.array([y[1], mu * (1 - y[0] ** 2) * y[1] - y[0]])
 
 
-def _chain_matrix(n=10, k_stiff=1e5, damping=0.05):
+def chain_matrix(n=10, k_stiff=1e5, damping=0.05):
+    """n unit masses in a row, springs alternately soft (1) and stiff (k_stiff),
+    stiffness-proportional damping: eigenvalues from -0.02 to ≈ -1e4 (the stiff
+    modes are overdamped, the soft ones oscillate).  Also used by
+    tests/test_integrators_accuracy.py."""
     K = np.zeros((n, n))
     ks = np.ones(n)
     ks[::2] = k_stiff
@@ -165,7 +169,7 @@ def _chain_matrix(n=10, k_stiff=1e5, damping=0.05):
     return np.block([[np.zeros((n, n)), np.eye(n)], [-K, -damping * K]])
 
 
-A_CHAIN = _chain_matrix()
+A_CHAIN = chain_matrix()
 STIFF = {
     # name: fun, span, y0, atol/rtol
     "robertson": (_rober, (0.0, 10.0), np.array([1.0, 0.0, 0.0]), np.array([1e-2, 1e-6, 1e-2])),

@@ -16,6 +16,9 @@ docs/integrators.md.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -447,21 +450,8 @@ def vdp_jac(t, y):
     return np.array([[0.0, 1.0], [-2 * MU * y[0] * y[1] - 1, MU * (1 - y[0] ** 2)]])
 
 
-def chain_matrix(n=10, k_stiff=1e5, damping=0.05):
-    """n unit masses in a row, springs alternately soft (1) and stiff (k_stiff),
-    stiffness-proportional damping: eigenvalues from -0.02 to ≈ -1e4 (the stiff
-    modes are overdamped, the soft ones oscillate)."""
-    K = np.zeros((n, n))
-    ks = np.ones(n)
-    ks[::2] = k_stiff
-    for i in range(n):
-        K[i, i] += ks[i]
-        if i > 0:
-            K[i, i - 1] -= ks[i]
-            K[i - 1, i] -= ks[i]
-            K[i - 1, i - 1] += ks[i]
-    return np.block([[np.zeros((n, n)), np.eye(n)], [-K, -damping * K]])
-
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from integrators_accuracy import chain_matrix  # noqa: E402  (one definition)
 
 A_CHAIN = chain_matrix()
 Y0_CHAIN = np.r_[np.linspace(0.01, 0.1, 10), np.zeros(10)]
