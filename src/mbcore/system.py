@@ -237,6 +237,10 @@ class System:
             real = fg._cflat[fg._cflat < self.n]     # repeated ground slots are discarded
             fg._unique = len(np.unique(real)) == real.size
             fg._direct = fg._unique and real.size == fg._cflat.size
+            c0 = int(fg._cflat[0]) if fg._cflat.size else 0
+            # a run of consecutive coordinates (e.g. one body): a slice, not a fancy index
+            fg._cslice = slice(c0, c0 + fg._cflat.size) if fg._direct and np.array_equal(
+                fg._cflat, np.arange(c0, c0 + fg._cflat.size)) else fg._cflat
             fg._fv0 = np.zeros((ne, 0, 3))
             fg._force_fn = fg.ftype.force
             fg._shape = (ne, nbk, 3)
@@ -555,7 +559,7 @@ class System:
                     fg.par, qs[fg._cidx], qds[fg._cidx], t,
                     fv[fg.fidx] if fg.ftype.n_fun else fg._fv0), fg._shape, t)
                 if fg._direct:              # distinct bodies, none the ground: add in place
-                    Q[fg._cflat] += g.reshape(-1)
+                    Q[fg._cslice] += g.reshape(-1)
                     continue
                 # scatter-add into the extended buffer (ground slots dropped); bodies
                 # repeated across a group's elements need the unbuffered add
