@@ -96,6 +96,23 @@ def stiff_chain(n: int, *, k: float = 1.0e6, mass: float = 1.0, spacing: float =
     return m
 
 
+def stiff_pendulum(k: float = 1.0e6, c: float = 2.0e3) -> mbcore.Model:
+    """A pendulum rod carrying a bob on a very stiff, damped spring along a
+    translational joint (k = 1e6): explicit integrators are limited by stability,
+    stiff methods by accuracy.  Used by tests/test_partitioning.py and
+    tests/test_stiff.py."""
+    m = mbcore.Model("stiff_pendulum")
+    m.set_gravity(0, -9.81)
+    m.add_body("rod", mass=1.0, inertia=1 / 12, position=(0.5, 0.0))
+    m.add_joint("revolute", "pivot", body_i="ground", body_j="rod", point_i=(0, 0),
+                point_j=(-0.5, 0))
+    m.add_body("bob", mass=0.5, inertia=0.01, position=(1.1, 0.0))
+    m.add_joint("translational", "slide", body_i="rod", body_j="bob", point_i=(0.5, 0))
+    m.add_force("tsda", "k", body_i="rod", body_j="bob", point_i=(0.5, 0),
+                stiffness=k, damping=c, free_length=0.6)
+    return m
+
+
 def chain_state(system, seed: int = 0):
     """A consistent state of a :func:`chain` system: links at angles
     ``0.3 sin(k)``-like pseudo-random angles with random angular rates, positions and
@@ -121,7 +138,9 @@ def chain_state(system, seed: int = 0):
     return q, qd
 
 
-def _median_time(fn, number: int, repeat: int) -> float:
+def median_time(fn, number: int, repeat: int) -> float:
+    """Median seconds per call over ``repeat`` batches of ``number`` calls (after one
+    warm-up call); also used by benchmarks/run.py."""
     fn()
     samples = []
     for _ in range(repeat):
@@ -164,7 +183,7 @@ def bench_chain_eom(ns=(10, 100, 1000, 10000), repeat: int = 5, *,
         f()
         one = max(time.perf_counter() - t0, 1e-7)
         number = max(1, int(budget / one))
-        sec = _median_time(f, number, repeat)
+        sec = median_time(f, number, repeat)
         out["n"].append(int(n))
         out["seconds"].append(sec)
         out["us_per_link"].append(sec / n * 1e6)

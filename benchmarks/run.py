@@ -30,16 +30,8 @@ from mbcore.linalg import dense_lu
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _time(fn, number: int, repeat: int) -> float:
-    """Median seconds per call over ``repeat`` batches of ``number`` calls."""
-    fn()  # warm up
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number)
-    return statistics.median(samples)
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from models import median_time as _time  # noqa: E402  (one timing helper)
 
 
 def _ab_time(fa, fb, repeat: int) -> tuple[float, float, float]:

@@ -180,19 +180,10 @@ def test_stiff_trajectory_agrees_with_di_at_tight_tolerance(which, rtol, example
 
 def test_stiff_model_runs_with_far_fewer_steps_than_di_dopri5():
     """A pendulum carrying a bob on a very stiff, damped spring (k = 1e6)."""
-    from mbcore import Model
-
-    def stiff():
-        m = Model("stiff")
-        m.set_gravity(0, -9.81)
-        m.add_body("rod", mass=1.0, inertia=1 / 12, position=(0.5, 0.0))
-        m.add_joint("revolute", "pivot", body_i="ground", body_j="rod", point_i=(0, 0),
-                    point_j=(-0.5, 0))
-        m.add_body("bob", mass=0.5, inertia=0.01, position=(1.1, 0.0))
-        m.add_joint("translational", "slide", body_i="rod", body_j="bob", point_i=(0.5, 0))
-        m.add_force("tsda", "k", body_i="rod", body_j="bob", point_i=(0.5, 0),
-                    stiffness=1e6, damping=2e3, free_length=0.6)
-        return m
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from models import stiff_pendulum as stiff
     common = {"analysis": "dynamic", "t_end": 1.5, "output_step": 0.01, "rtol": 1e-6,
               "atol": 1e-8}
     ex = mbcore.run(stiff(), settings={"integrator": "dopri5", "formulation": "di", **common})
