@@ -60,7 +60,7 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     qd = np.array(qd, dtype=float)
     q_est = q.copy()
     held = np.array([system.coordinate_index(c) for c in hold], dtype=int)
-    md = system.mass_diag
+    md = system.mass_weights
     if mass_weighted:
         # massless (artificial) coordinates get the weight of the lightest body
         light = float(md[md > 0].min()) if np.any(md > 0) else 1.0
@@ -111,12 +111,24 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
                           _moves(system, q, q_est))
 
 
-def _moves(system, q, q_est) -> dict:
+def body_moves(system, q, q_est) -> dict:
+    """Per body: (distance its origin moved, rotation in rad) between two states
+    (planar: the change of phi; spatial: the angle of the relative rotation)."""
     moves = {}
     for k, b in enumerate(system.body_names):
-        d = q[3 * k:3 * k + 3] - q_est[3 * k:3 * k + 3]
-        moves[b] = (float(np.hypot(d[0], d[1])), float(d[2]))
+        o = int(system.body_offsets[k])
+        if system.body_kinds[k].name == "spatial":
+            d = q[o:o + 3] - q_est[o:o + 3]
+            p, p0 = q[o + 3:o + 7], q_est[o + 3:o + 7]
+            c = abs(float(p @ p0)) / max(float(np.linalg.norm(p) * np.linalg.norm(p0)), 1e-300)
+            moves[b] = (float(np.linalg.norm(d)), 2.0 * float(np.arccos(min(1.0, c))))
+        else:
+            d = q[o:o + 3] - q_est[o:o + 3]
+            moves[b] = (float(np.hypot(d[0], d[1])), float(d[2]))
     return moves
+
+
+_moves = body_moves
 
 
 def _assemble_sparse(system, q, qd, t, held, w, tol, max_iterations):

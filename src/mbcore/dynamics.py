@@ -26,6 +26,10 @@ class AccelerationSolver:
     def __init__(self, system):
         self.system = system
         n, m = system.n, system.m
+        if system.mass_diag is None:
+            raise AnalysisError("the equations of motion of spatial bodies are not "
+                                "available yet (kinematic, kinetostatic and static analyses "
+                                "are; spatial dynamics is the next milestone)")
         nbody = 3 * system.nb
         if np.any(system.mass_diag[:nbody] <= 0):
             k = int(np.nonzero(system.mass_diag[:nbody] <= 0)[0][0])

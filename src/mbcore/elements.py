@@ -37,11 +37,24 @@ class PackContext:
         return self.model.body(name)
 
     def initial(self, name: str) -> np.ndarray:
-        """Initial estimate [x, y, phi] of a body (zeros for ground)."""
+        """Initial estimate of a body's coordinates: ``[x, y, phi]`` of a planar body
+        (zeros for the ground of a planar model), ``[x, y, z, e0, e1, e2, e3]`` of a
+        spatial body (ground: ``[0, 0, 0, 1, 0, 0, 0]``)."""
         if name == self.model.ground:
+            if getattr(self.model, "dimensions", 2) == 3:
+                return np.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
             return np.zeros(3)
         b = self.model.body(name)
+        if getattr(b, "kind", "planar") == "spatial":
+            return np.array([*b.position, *b.orientation], dtype=float)
         return np.array([b.position[0], b.position[1], b.angle], dtype=float)
+
+    def pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Initial position r (3,) and rotation matrix A (3, 3) of a spatial body
+        (ground: 0 and I), for types that accept global points/axes at assembly."""
+        from .rotations import A
+        q = self.initial(name)
+        return q[:3].copy(), A(q[3:7])
 
 
 class ConstraintType:
@@ -82,6 +95,9 @@ class ConstraintType:
     #: (spec/planar.md D6): no position equation (``phi`` returns 0), the
     #: Jacobian row acts on velocities, ``nu`` and ``gamma`` as usual.
     holonomic: ClassVar[bool] = True
+    #: the body kind this type works on (:mod:`mbcore.bodykinds`): "planar" (the
+    #: default: blocks ``(ne, nb, 3)``) or "spatial" (see :class:`SpatialConstraintType`)
+    body_kind: ClassVar[str] = "planar"
 
     # -- model time ------------------------------------------------------------
     def check(self, spec: dict[str, Any], path: str) -> None:
@@ -155,6 +171,7 @@ class ForceType:
     labels: ClassVar[tuple[str, ...]] = ()
     conservative: ClassVar[bool] = False
     description: ClassVar[str] = ""
+    body_kind: ClassVar[str] = "planar"
 
     def check(self, spec: dict[str, Any], path: str) -> None:
         """Extra validation beyond the schema (raise ModelError naming the key)."""
@@ -176,6 +193,50 @@ class ForceType:
         entirely non-conservative, ``sum_b g_b . qd_b``."""
         g = self.force(par, qb, qdb, t, f)
         return np.einsum("ebc,ebc->e", g, qdb)
+
+
+class SpatialConstraintType(ConstraintType):
+    """Base class of constraint types between spatial bodies (spec/spatial.md §2).
+
+    Body blocks: ``qb`` (ne, nb, 7) = ``[x, y, z, e0, e1, e2, e3]`` of each body
+    (ground: ``[0, 0, 0, 1, 0, 0, 0]``).  A type implements the angular-velocity
+    form of spec/spatial.md §2.1 (Table 11.1):
+
+    * ``phi(par, qb, t, f)`` -> (ne, m)
+    * ``jacobian_v(par, qb, t, f)`` -> (ne, m, nb, 6): the columns ``[Phi_r, Phi_pi']``
+      acting on ``v_b = [rdot, omega']`` (omega' in body axes)
+    * ``gamma_v(par, qb, vb, t, f)`` -> (ne, m): ``gamma#`` with ``vb`` (ne, nb, 6)
+    * ``nu(par, qb, t, f)`` (default 0)
+
+    The Euler-parameter form used with ``q_b = [r, p]`` and ``qdot`` follows without
+    code (spec §2.1 variant P): ``Phi_p = 2 Phi_pi' L(p)``, and since
+    ``omega'dot = 2 L(p) pddot`` exactly, its right side is the same ``gamma#``.
+    """
+
+    body_kind: ClassVar[str] = "spatial"
+
+    def jacobian_v(self, par, qb, t, f):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def gamma_v(self, par, qb, vb, t, f):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def jacobian(self, par, qb, t, f):
+        """Euler-parameter (projected) Jacobian (ne, m, nb, 7) = [Phi_r, 2 Phi_pi' L]."""
+        from .rotations import L as Lmat
+        Jv = np.asarray(self.jacobian_v(par, qb, t, f), dtype=float)
+        out = np.empty(Jv.shape[:3] + (7,))
+        out[..., :3] = Jv[..., :3]
+        out[..., 3:] = 2.0 * np.einsum("embk,ebkl->embl", Jv[..., 3:], Lmat(qb[..., 3:7]))
+        return out
+
+    def gamma(self, par, qb, qdb, t, f):
+        """gamma for the Euler-parameter form: gamma# at omega' = 2 L(p) pdot."""
+        from .rotations import L as Lmat
+        vb = np.empty(qdb.shape[:2] + (6,))
+        vb[..., :3] = qdb[..., :3]
+        vb[..., 3:] = 2.0 * np.einsum("ebkl,ebl->ebk", Lmat(qb[..., 3:7]), qdb[..., 3:7])
+        return self.gamma_v(par, qb, vb, t, f)
 
 
 # --- small planar helpers shared by reference implementations ---------------------

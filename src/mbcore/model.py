@@ -24,9 +24,11 @@ from .errors import ModelError, UnknownTypeError
 from .schema import NamedPoint, ValidationContext
 
 TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", "gravity",
-            "bodies", "points", "joints", "drivers", "forces", "impacts")
+            "dimensions", "bodies", "points", "joints", "drivers", "forces", "impacts")
 BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
              "angular_velocity", "description")
+SPATIAL_BODY_KEYS = ("name", "mass", "inertia", "position", "orientation", "velocity",
+                     "angular_velocity", "angular_velocity_body", "description")
 POINT_KEYS = ("name", "body", "at")
 CONSTRAINT_SECTIONS = ("joints", "drivers")
 SECTIONS = CONSTRAINT_SECTIONS + ("forces",)
@@ -36,19 +38,39 @@ SECTION_KIND = {"joints": "constraint", "drivers": "constraint", "forces": "forc
 
 @dataclass
 class Body:
-    """A rigid body: mass, polar moment of inertia about the centroid, and initial
-    estimates of its coordinates ``(x, y, phi)`` and velocities (004 §4.1)."""
+    """A rigid body: mass, moment of inertia about the centroid, and initial
+    estimates of its coordinates and velocities.
+
+    Planar (004 §4.1): ``position`` (x, y), ``angle`` phi, ``inertia`` the polar
+    moment, ``angular_velocity`` a number.  Spatial (``kind == "spatial"``, 004
+    §7.3, §8.3): ``position`` r (3), ``orientation`` the Euler parameters p (4),
+    ``inertia`` the 3x3 inertia tensor J' in body axes (tuple of rows),
+    ``velocity`` ṙ (3) and ``angular_velocity`` ω in global components (3)."""
 
     name: str
     mass: float = 1.0
-    inertia: float = 1.0
-    position: tuple[float, float] = (0.0, 0.0)
+    inertia: Any = 1.0
+    position: tuple[float, ...] = (0.0, 0.0)
     angle: float = 0.0
-    velocity: tuple[float, float] = (0.0, 0.0)
-    angular_velocity: float = 0.0
+    velocity: tuple[float, ...] = (0.0, 0.0)
+    angular_velocity: Any = 0.0
     description: str = ""
+    kind: str = "planar"
+    orientation: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        if self.kind == "spatial":
+            d = {"name": self.name, "mass": self.mass,
+                 "inertia": [list(r) for r in self.inertia],
+                 "position": list(self.position),
+                 "orientation": {"euler_parameters": list(self.orientation)}}
+            if any(self.velocity) or any(self.angular_velocity):
+                d["velocity"] = list(self.velocity)
+                d["angular_velocity"] = list(self.angular_velocity)
+            if self.description:
+                d["description"] = self.description
+            return d
         d = {"name": self.name, "mass": self.mass, "inertia": self.inertia,
              "position": list(self.position), "angle": self.angle}
         if any(self.velocity) or self.angular_velocity:
@@ -107,7 +129,9 @@ class Model:
         self.bodies: list[Body] = []
         self.points: list[Point] = []
         self.elements: dict[str, list[Element]] = {s: [] for s in SECTIONS}
-        self.gravity: tuple[float, float] = (0.0, 0.0)
+        self.gravity: tuple[float, ...] = (0.0, 0.0)
+        #: 2 (planar bodies) or 3 (spatial bodies with Euler parameters)
+        self.dimensions: int = 2
         self.impacts: list[dict[str, Any]] = []     # rigid contacts (mbcore.impacts)
         self.contacts: list = []                    # validated impacts
         self.source_text: str | None = None
@@ -115,14 +139,28 @@ class Model:
         self.source_path: str | None = None
 
     # ------------------------------------------------------------------ building
-    def add_body(self, name: str, *, mass: float = 1.0, inertia: float = 1.0,
-                 position=(0.0, 0.0), angle: float = 0.0, velocity=(0.0, 0.0),
-                 angular_velocity: float = 0.0, description: str = "") -> Body:
+    def add_body(self, name: str, *, mass: float = 1.0, inertia: Any = 1.0,
+                 position=None, angle: float = 0.0, velocity=None,
+                 angular_velocity: Any = None, description: str = "",
+                 orientation: Any = None, angular_velocity_body: Any = None) -> Body:
+        """Add a rigid body.  Planar models: ``position`` (x, y), ``angle``,
+        ``inertia`` (polar moment).  Spatial models (``set_dimensions(3)``):
+        ``position`` (3), ``orientation`` (any model-file form, e.g.
+        ``{"axis": [0, 0, 1], "angle": 30, "unit": "deg"}`` or 4 Euler parameters),
+        ``inertia`` (3 principal moments or a 3x3 tensor in body axes),
+        ``velocity`` (3), ``angular_velocity`` (global) or ``angular_velocity_body``."""
         path = f"bodies[{len(self.bodies)}]"
-        b = _make_body({"name": name, "mass": mass, "inertia": inertia, "position": position,
-                        "angle": angle, "velocity": velocity,
-                        "angular_velocity": angular_velocity, "description": description},
-                       path)
+        spec: dict[str, Any] = {"name": name, "mass": mass, "inertia": _to_data(inertia),
+                                "description": description}
+        for key, v in (("position", position), ("velocity", velocity),
+                       ("angular_velocity", angular_velocity),
+                       ("orientation", orientation),
+                       ("angular_velocity_body", angular_velocity_body)):
+            if v is not None:
+                spec[key] = _to_data(v)
+        if self.dimensions == 2:
+            spec["angle"] = angle
+        b = _make_body(spec, path, self.dimensions)
         if b.name == self.ground or any(x.name == b.name for x in self.bodies):
             raise ModelError(f"{path}.name", f"body name '{b.name}' is already used")
         self.bodies.append(b)
@@ -132,7 +170,7 @@ class Model:
     def add_point(self, name: str, body: str, at) -> Point:
         path = f"points[{len(self.points)}]"
         p = Point(S.string(name, f"{path}.name"), S.string(body, f"{path}.body"),
-                  S.vector(at, f"{path}.at"))
+                  S.vector(at, f"{path}.at", self.dimensions))
         self.points.append(p)
         self._touch()
         return p
@@ -157,10 +195,29 @@ class Model:
                              **{k: _to_data(v) for k, v in params.items()}})
         self._touch()
 
-    def set_gravity(self, gx: float, gy: float) -> None:
-        """Uniform gravity acceleration (e.g. ``(0, -9.81)``), acting on every body."""
-        self.gravity = S.vector((gx, gy), "gravity")
+    def set_gravity(self, gx: float, gy: float, gz: float | None = None) -> None:
+        """Uniform gravity acceleration (e.g. ``(0, -9.81)``; three components in a
+        spatial model), acting on every body."""
+        g = (gx, gy) if gz is None else (gx, gy, gz)
+        self.gravity = S.vector(g, "gravity", self.dimensions)
         self._touch()
+
+    def set_dimensions(self, dimensions: int) -> None:
+        """2: planar model (the default); 3: spatial model (Euler-parameter bodies,
+        spatial element types).  Set before adding bodies."""
+        if dimensions not in (2, 3):
+            raise ModelError("dimensions", f"expected 2 or 3, got {dimensions!r}")
+        if self.bodies and dimensions != self.dimensions:
+            raise ModelError("dimensions", "set the dimensions before adding bodies")
+        self.dimensions = int(dimensions)
+        if len(self.gravity) != self.dimensions:
+            self.gravity = (0.0,) * self.dimensions
+        self._touch()
+
+    @property
+    def body_kind(self) -> str:
+        """Body kind of this model's bodies and element types."""
+        return "spatial" if self.dimensions == 3 else "planar"
 
     def _add(self, section: str, type: str, name: str | None, params: dict) -> Element:
         lst = self.elements[section]
@@ -231,9 +288,10 @@ class Model:
         if tname is None:
             raise ModelError(f"{path}.type", "required key is missing")
         kind = SECTION_KIND[el.section]
-        if not isinstance(tname, str) or not registry.has(kind, tname):
-            raise UnknownTypeError(f"{path}.type", registry.unknown_message(kind, tname))
-        cls = registry.get(kind, tname)
+        bk = self.body_kind
+        if not isinstance(tname, str) or not registry.has(kind, tname, bk):
+            raise UnknownTypeError(f"{path}.type", registry.unknown_message(kind, tname, bk))
+        cls = registry.get(kind, tname, bk)
         S.string(raw.get("name"), f"{path}.name")
         S.check_keys(raw, ("name", "type", *cls.params), path)
         values: dict[str, Any] = {}
@@ -301,6 +359,8 @@ class Model:
             d["ground"] = self.ground
         if self.parameters:
             d["parameters"] = dict(self.parameters)
+        if self.dimensions != 2:
+            d["dimensions"] = self.dimensions
         if any(self.gravity):
             d["gravity"] = list(self.gravity)
         if self.settings:
@@ -346,8 +406,15 @@ class Model:
             m.settings = dict(S.mapping(data["settings"], "settings"))
         if "units" in data:
             m.units = {k: str(v) for k, v in S.mapping(data["units"], "units").items()}
+        if "dimensions" in data:
+            dim = data["dimensions"]
+            if dim not in (2, 3) or isinstance(dim, bool):
+                raise ModelError("dimensions", f"expected 2 (planar) or 3 (spatial), got "
+                                               f"{dim!r}")
+            m.dimensions = int(dim)
+            m.gravity = (0.0,) * m.dimensions
         for k, b in enumerate(S.sequence(data.get("bodies", []), "bodies")):
-            m.bodies.append(_make_body(b, f"bodies[{k}]"))
+            m.bodies.append(_make_body(b, f"bodies[{k}]", m.dimensions))
         for k, p in enumerate(S.sequence(data.get("points", []) or [], "points")):
             path = f"points[{k}]"
             S.mapping(p, path)
@@ -361,7 +428,7 @@ class Model:
                 e.setdefault("name", f"{e.get('type', s[:-1])}{k + 1}")
                 m.elements[s].append(Element(s, str(e.get("type")), str(e["name"]), e, index=k))
         if "gravity" in data:
-            m.gravity = S.vector(data["gravity"], "gravity")
+            m.gravity = S.vector(data["gravity"], "gravity", m.dimensions)
         if data.get("impacts"):
             m.impacts = [dict(S.mapping(x, f"impacts[{k}]"))
                          for k, x in enumerate(S.sequence(data["impacts"], "impacts"))]
@@ -417,7 +484,9 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
                              f"{getattr(exc, 'problem', None) or exc}") from None
 
 
-def _make_body(b: Any, path: str) -> Body:
+def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
+    if dimensions == 3:
+        return _make_spatial_body(b, path)
     S.mapping(b, path)
     S.check_keys(b, BODY_KEYS, path, required=("name",))
     name = S.string(b["name"], f"{path}.name")
@@ -428,6 +497,53 @@ def _make_body(b: Any, path: str) -> Body:
     vel = S.vector(b.get("velocity", (0.0, 0.0)), f"{path}.velocity")
     om = S.number(b.get("angular_velocity", 0.0), f"{path}.angular_velocity")
     return Body(name, mass, inertia, pos, angle, vel, om, str(b.get("description", "")))
+
+
+def _make_spatial_body(b: Any, path: str) -> Body:
+    """A spatial body from its model-file entry (spec/spatial.md §0, §1.7-1.9)."""
+    from . import rotations as R
+    S.mapping(b, path)
+    S.check_keys(b, SPATIAL_BODY_KEYS, path, required=("name",))
+    name = S.string(b["name"], f"{path}.name")
+    mass = S.number(b.get("mass", 1.0), f"{path}.mass", positive=True)
+    J = inertia_tensor(b.get("inertia", (1.0, 1.0, 1.0)), f"{path}.inertia")
+    pos = S.vector(b.get("position", (0.0, 0.0, 0.0)), f"{path}.position", 3)
+    notes: list[str] = []
+    if b.get("orientation") is None:
+        p = np.array([1.0, 0.0, 0.0, 0.0])
+    else:
+        p = R.orientation_from_spec(b["orientation"], f"{path}.orientation", notes=notes)
+    vel = S.vector(b.get("velocity", (0.0, 0.0, 0.0)), f"{path}.velocity", 3)
+    if "angular_velocity" in b and "angular_velocity_body" in b:
+        raise ModelError(f"{path}.angular_velocity_body", "give angular_velocity (global "
+                         "components) or angular_velocity_body, not both")
+    if "angular_velocity_body" in b:
+        wb = np.array(S.vector(b["angular_velocity_body"], f"{path}.angular_velocity_body", 3))
+        om = tuple(float(x) for x in R.A(p) @ wb)
+    else:
+        om = S.vector(b.get("angular_velocity", (0.0, 0.0, 0.0)),
+                      f"{path}.angular_velocity", 3)
+    return Body(name, mass, J, pos, 0.0, vel, om, str(b.get("description", "")),
+                kind="spatial", orientation=tuple(float(x) for x in p), notes=tuple(notes))
+
+
+def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
+    """J' from 3 principal moments or a symmetric positive definite 3x3 tensor
+    (body axes, about the centroid; 004 Eqs 8.22-8.24)."""
+    if isinstance(value, (list, tuple)) and len(value) == 3 and all(
+            isinstance(r, (list, tuple)) for r in value):
+        rows = [S.vector(r, f"{path}[{k}]", 3) for k, r in enumerate(value)]
+        J = np.array(rows, dtype=float)
+        if not np.allclose(J, J.T, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(J).max())):
+            raise ModelError(path, f"the inertia tensor must be symmetric, got {J.tolist()}")
+        J = 0.5 * (J + J.T)
+    else:
+        J = np.diag(S.vector(value, path, 3))
+    ev = np.linalg.eigvalsh(J)
+    if not ev.min() > 0.0:
+        raise ModelError(path, f"the inertia tensor must be positive definite (eigenvalues "
+                               f"{', '.join(f'{x:.6g}' for x in ev)})")
+    return tuple(tuple(float(x) for x in r) for r in J)
 
 
 def _to_data(v: Any) -> Any:

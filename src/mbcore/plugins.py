@@ -64,6 +64,7 @@ class Registry:
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {provider}: {kind} class {cls!r} has no string 'name'")
+        name = _key(name, getattr(cls, "body_kind", "planar"))
         table = self._types[kind]
         if name in table:
             other = self._providers[kind][name]
@@ -75,21 +76,31 @@ class Registry:
         self._providers[kind][name] = provider
 
     # -- queries ------------------------------------------------------------------
-    def names(self, kind: str) -> list[str]:
-        return sorted(self._types[kind])
+    # Constraint and force types are keyed by (name, body kind): a spatial
+    # ``revolute`` and the planar ``revolute`` coexist.  Keys of planar types are
+    # their names; others are "<kind>:<name>" (e.g. "spatial:revolute").
+    def names(self, kind: str, body_kind: str | None = None) -> list[str]:
+        """Type names of a registry kind; with ``body_kind``, the model-file names of
+        the types for that body kind only."""
+        if body_kind is None:
+            return sorted(self._types[kind])
+        return sorted(_split(k)[1] for k in self._types[kind] if _split(k)[0] == body_kind)
 
-    def has(self, kind: str, name: str) -> bool:
-        return name in self._types[kind]
+    def has(self, kind: str, name: str, body_kind: str = "planar") -> bool:
+        return _key(name, body_kind) in self._types[kind]
 
-    def get(self, kind: str, name: str) -> type:
+    def get(self, kind: str, name: str, body_kind: str = "planar") -> type:
         """Class for ``name``; KeyError with close matches if unknown."""
         try:
-            return self._types[kind][name]
+            return self._types[kind][_key(name, body_kind)]
         except KeyError:
-            raise KeyError(self.unknown_message(kind, name)) from None
+            raise KeyError(self.unknown_message(kind, name, body_kind)) from None
 
-    def unknown_message(self, kind: str, name: Any) -> str:
-        known = self.names(kind)
+    def unknown_message(self, kind: str, name: Any, body_kind: str = "planar") -> str:
+        known = self.names(kind, body_kind) if kind in ("constraint", "force") \
+            else self.names(kind)
+        if body_kind != "planar" and kind in ("constraint", "force"):
+            kind = f"{body_kind} {kind}"
         close = difflib.get_close_matches(str(name), known, n=3)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         return (f"unknown {kind} type {name!r}{hint} (installed: "
@@ -105,6 +116,15 @@ class Registry:
             for name in sorted(self._types[kind]):
                 out.append((kind, name, self._providers[kind][name], self._types[kind][name]))
         return out
+
+
+def _key(name: str, body_kind: str) -> str:
+    return name if body_kind == "planar" else f"{body_kind}:{name}"
+
+
+def _split(key: str) -> tuple[str, str]:
+    kind, sep, name = key.partition(":")
+    return (kind, name) if sep else ("planar", key)
 
 
 def _provider(pm: pluggy.PluginManager, plugin: Any, dist: Any) -> Provider:

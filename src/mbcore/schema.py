@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import difflib
 import math
+
+import numpy as np
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -114,7 +116,9 @@ def _describe(value: Any) -> str:
 class Param:
     """One parameter of an element type.
 
-    ``kind`` is one of ``body``, ``vec2``, ``number``, ``choice``, ``function``,
+    ``kind`` is one of ``body``, ``vec2``, ``vec3`` (a spatial point: 3 numbers or
+    a named point), ``axis3`` (a direction: 3 numbers of non-zero length, returned
+    as a unit vector), ``number``, ``choice``, ``function``,
     ``string``, ``bool`` (true/false; also yes/no), ``mapping`` (key: value, keys
     validated by whoever uses it).  ``default`` of ``None`` with ``required=False`` means the type
     computes a default itself (e.g. from the initial configuration).
@@ -143,6 +147,16 @@ class Param:
             if isinstance(value, str) and ctx is not None:
                 return ctx.point(value, path)   # a named point: (body, local coords)
             return vector(value, path, 2)
+        if k == "vec3":
+            if isinstance(value, str) and ctx is not None:
+                return ctx.point(value, path)   # a named point: (body, local coords)
+            return vector(value, path, 3)
+        if k == "axis3":
+            v = np.asarray(vector(value, path, 3), dtype=float)
+            nrm = float(np.linalg.norm(v))
+            if not nrm > 1e-12 * max(1.0, float(np.max(np.abs(v)))) or nrm == 0.0:
+                raise ModelError(path, f"a direction must have non-zero length, got {list(v)}")
+            return tuple(float(x) for x in v / nrm)
         if k == "body":
             name = string(value, path)
             if ctx is not None:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .elements import ConstraintType, PackContext, perp, rot
+from .elements import ConstraintType, PackContext
 from .errors import ElementEvaluationError, ModelError, PluginError
 from .state import State
 
@@ -113,6 +113,9 @@ class Group:
     jpos: np.ndarray          # (ne, m*nb*3 + m*nx) Jacobian data positions (ground: beyond size)
     xoff: np.ndarray = None   # (ne, nx) offsets of the element's artificial coordinates
     compiled: bool = False
+    kind: str = "planar"      # body kind of the type
+    ncol: int = 3             # Jacobian columns per body (the kind's coordinates)
+    internal: bool = False    # added by the System (normalisation rows), not a model element
 
     @property
     def ne(self) -> int:
@@ -130,11 +133,20 @@ class Group:
         return (self.row[:, None] + np.arange(self.m)).ravel()
 
     def cidx(self) -> np.ndarray:
-        return self.boff[:, :, None] + np.arange(3)
+        """Indices into the System's extended q buffer of each body's block."""
+        off = getattr(self, "_pyoff", self.boff)
+        return off[:, :, None] + np.arange(self.ncol)
 
 
 class System:
-    """A compiled, immutable multibody system (see module docstring)."""
+    """A compiled, immutable multibody system (see module docstring).
+
+    Compilation is a sequence of named steps, each filling its own attributes:
+    ``_layout_coordinates`` (bodies -> coordinates, by body kind) ->
+    ``_pack_constraints`` (elements -> groups and rows) -> ``_pack_forces`` ->
+    ``_mass_and_gravity`` -> ``_jacobian_pattern`` (rows, columns, data positions)
+    -> ``_buffers_and_kernels`` -> ``_reaction_maps`` -> ``_points``.
+    """
 
     def __init__(self, model, registry, kernels: str | None = None,
                  jacobian: str = "auto", dense_limit: int | None = None):
@@ -149,29 +161,74 @@ class System:
                           "built?); using the NumPy reference path", RuntimeWarning)
             backend = "numpy"
         self.backend = backend
-
-        # ---- coordinates ------------------------------------------------------
-        self.body_names = [b.name for b in model.bodies]
-        self.nb = len(self.body_names)
-        self.coordinate_names = [f"{b}.{c}" for b in self.body_names for c in ("x", "y", "phi")]
-        # artificial coordinates of curve pairs (cam, slot: 004 §4.2.5) follow the
-        # bodies' coordinates, named <element>.<name>
-        self._xoff: dict[str, list[int]] = {}
-        for el in model.constraint_elements():
-            extra = registry.get("constraint", el.type).extra
-            if extra:
-                self._xoff[el.name] = list(range(len(self.coordinate_names),
-                                                 len(self.coordinate_names) + len(extra)))
-                self.coordinate_names += [f"{el.name}.{x}" for x in extra]
-        self.n = len(self.coordinate_names)
-        self.n_extra = self.n - 3 * self.nb
-        self._extra0 = np.zeros(self.n_extra)
-        self._boff = {name: 3 * k for k, name in enumerate(self.body_names)}
-        self._boff[model.ground] = self.n          # ground: the 3 zeros after q
-
-        # ---- constraint groups -------------------------------------------------
+        self.body_kind = getattr(model, "body_kind", "planar")
         from .functions import FunctionTable
         functions: list[Any] = []
+        self._layout_coordinates(model, registry)
+        order, by_type = self._pack_constraints(model, registry, functions)
+        self._pack_forces(model, registry, functions)
+        self._mass_and_gravity(model)
+        self.functions = functions
+        self.ftable = FunctionTable(functions, backend=backend)
+        self.fv = np.zeros((len(functions), 3))
+        self._ft = None                       # time of the last function evaluation
+        size, n_ground = self._jacobian_pattern(order, by_type, jacobian, dense_limit)
+        self._buffers_and_kernels(size, n_ground)
+        self._reaction_maps(model)
+        self._points(model)
+
+    # ------------------------------------------------------------------ compile steps
+    def _layout_coordinates(self, model, registry) -> None:
+        """Bodies -> coordinates: per body kind its q block (x, y, phi | x, y, z,
+        p0..p3), then the artificial coordinates of curve pairs (004 §4.2.5).  The
+        ground is no coordinate: elements see it through a constant block after q
+        (planar: 3 zeros at n; spatial: r = 0, p = (1, 0, 0, 0) at n + 3)."""
+        from .bodykinds import KINDS
+        self.body_names = [b.name for b in model.bodies]
+        self.nb = len(self.body_names)
+        self.body_kinds = [KINDS[getattr(b, "kind", "planar")] for b in model.bodies]
+        self.body_offsets = np.zeros(self.nb, dtype=np.intp)
+        names: list[str] = []
+        for k, (b, kind) in enumerate(zip(self.body_names, self.body_kinds)):
+            self.body_offsets[k] = len(names)
+            names += [f"{b}.{c}" for c in kind.coordinates]
+        self.n_body = len(names)                 # coordinates of the bodies
+        self.spatial = any(kd.name == "spatial" for kd in self.body_kinds)
+        self.planar_only = not self.spatial
+        self._xoff: dict[str, list[int]] = {}
+        bk = self.body_kind
+        for el in model.constraint_elements():
+            extra = registry.get("constraint", el.type, bk).extra
+            if extra:
+                self._xoff[el.name] = list(range(len(names), len(names) + len(extra)))
+                names += [f"{el.name}.{x}" for x in extra]
+        self.coordinate_names = names
+        self.n = len(names)
+        self.n_extra = self.n - self.n_body
+        self._extra0 = np.zeros(self.n_extra)
+        self._boff = {name: int(o) for name, o in zip(self.body_names, self.body_offsets)}
+        self._boff[model.ground] = self.n
+        #: offset of the ground block an element of a body kind reads (after q)
+        self._ground_off = {"planar": self.n, "spatial": self.n + 3}
+
+    def _body_offset(self, name: str, kind: str) -> int:
+        return self._ground_off[kind] if name == self.model.ground else self._boff[name]
+
+    def _check_kind(self, cls, el, kind: str) -> None:
+        """An element's bodies must be of the kind its type works on."""
+        for key in cls.bodies:
+            name = el.values.get(key)
+            if name is None or name == self.model.ground:
+                continue
+            bkind = self.body_kinds[self.body_names.index(name)].name
+            if bkind != kind:
+                raise ModelError(f"{el.path}.{key}", f"{cls.name} works on {kind} bodies; "
+                                                     f"'{name}' is a {bkind} body")
+
+    def _pack_constraints(self, model, registry, functions: list):
+        """Elements -> groups: every constraint element packed by type, rows in model
+        order; then the normalisation row of every spatial body (spec/spatial.md
+        §1.12)."""
         by_type: dict[str, list] = {}
         order: list[str] = []
         row = 0
@@ -180,12 +237,16 @@ class System:
         self.element_rows: dict[str, slice] = {}
         self.element_types: dict[str, str] = {}
         self.element_sections: dict[str, str] = {}
+        self._types: dict[str, Any] = {}
+        bk = self.body_kind
         for el in model.constraint_elements():
-            cls = registry.get("constraint", el.type)
+            cls = registry.get("constraint", el.type, bk)
+            self._check_kind(cls, el, getattr(cls, "body_kind", "planar"))
             if el.type not in by_type:
                 by_type[el.type] = []
                 order.append(el.type)
             ct = cls()
+            self._types[el.type] = ct
             par, fidx = _pack(ct, el, model, functions, "constraint")
             bodies = [el.values[b] for b in cls.bodies]
             if cls.extra:
@@ -194,8 +255,8 @@ class System:
                 if x0.size != len(cls.extra):
                     raise PluginError(f"constraint type '{el.type}': initial_extra() returned "
                                       f"{x0.size} values for {len(cls.extra)} coordinates")
-                self._extra0[np.array(self._xoff[el.name]) - 3 * self.nb] = x0
-            by_type[el.type].append((el, ct, par, fidx, bodies, row))
+                self._extra0[np.array(self._xoff[el.name]) - self.n_body] = x0
+            by_type[el.type].append((el.name, el.path, ct, par, fidx, bodies, row))
             labels = ct.equation_labels()
             self.constraint_names += [f"{el.name}.{lab}" for lab in labels]
             holo_rows.extend([bool(cls.holonomic)] * ct.equations)
@@ -203,23 +264,41 @@ class System:
             self.element_types[el.name] = el.type
             self.element_sections[el.name] = el.section
             row += ct.equations
+        self.m_elements = row
+        spatial = [b for b, kd in zip(self.body_names, self.body_kinds) if kd.name == "spatial"]
+        if spatial:                              # Euler-parameter normalisation rows
+            from .bodykinds import EulerNormalization
+            ct = EulerNormalization()
+            key = "@" + ct.name                  # no model-file type can have this name
+            by_type[key] = []
+            order.append(key)
+            for b in spatial:
+                by_type[key].append((f"{b}", f"bodies[{self.body_names.index(b)}]", ct,
+                                     np.zeros(0), [], [b], row))
+                self.constraint_names.append(f"{b}.norm")
+                holo_rows.append(True)
+                row += 1
         self.m = row
         #: per constraint row: True for position-level (holonomic) equations
         self.holonomic = np.array(holo_rows, dtype=bool)
         self.all_holonomic = bool(self.holonomic.all()) if self.m else True
+        return order, by_type
 
-        # ---- force groups (packed like constraints, no rows) -----------------------
-        fby: dict[str, list] = {}
+    def _pack_forces(self, model, registry, functions: list) -> None:
+        """Force elements packed by type like constraints (no rows)."""
         self.force_groups: list[ForceGroup] = []
+        bk = self.body_kind
         for el in model.force_elements():
-            cls = registry.get("force", el.type)
+            cls = registry.get("force", el.type, bk)
+            kind = getattr(cls, "body_kind", "planar")
+            self._check_kind(cls, el, kind)
             ft = cls()
             par, fidx = _pack(ft, el, model, functions, "force")
-            boff = [self._boff[el.values[b]] for b in cls.bodies]
-            if el.type not in fby:
-                fby[el.type] = []
-                self.force_groups.append(ForceGroup(ft, [], [], [], [], []))
-            fg = next(g for g in self.force_groups if g.ftype.name == el.type)
+            boff = [self._body_offset(el.values[b], kind) for b in cls.bodies]
+            fg = next((g for g in self.force_groups if g.ftype.name == el.type), None)
+            if fg is None:
+                fg = ForceGroup(ft, [], [], [], [], [])
+                self.force_groups.append(fg)
             fg.names.append(el.name)
             fg.paths.append(el.path)
             fg.boff.append(boff)
@@ -227,12 +306,14 @@ class System:
             fg.fidx.append(fidx)
             self.element_types[el.name] = el.type
             self.element_sections[el.name] = el.section
+        from .bodykinds import KINDS
         for fg in self.force_groups:
             nbk, ne = len(fg.ftype.bodies), len(fg.names)
+            ncol = KINDS[getattr(fg.ftype, "body_kind", "planar")].nq
             fg.boff = np.array(fg.boff, dtype=np.intp).reshape(ne, nbk)
             fg.par = np.array(fg.par, dtype=float).reshape(ne, fg.ftype.n_par)
             fg.fidx = np.array(fg.fidx, dtype=np.intp).reshape(ne, fg.ftype.n_fun)
-            fg._cidx = fg.boff[:, :, None] + np.arange(3)
+            fg._cidx = fg.boff[:, :, None] + np.arange(ncol)
             fg._cflat = fg._cidx.reshape(-1)
             real = fg._cflat[fg._cflat < self.n]     # repeated ground slots are discarded
             fg._unique = len(np.unique(real)) == real.size
@@ -243,51 +324,74 @@ class System:
                 fg._cflat, np.arange(c0, c0 + fg._cflat.size)) else fg._cflat
             fg._fv0 = np.zeros((ne, 0, 3))
             fg._force_fn = fg.ftype.force
-            fg._shape = (ne, nbk, 3)
+            fg._shape = (ne, nbk, ncol)
         self.force_labels = [f"{name}.{lab}" for fg in self.force_groups
                              for name in fg.names for lab in fg.ftype.labels]
 
-        # ---- mass and gravity (004 Eqs 9.2-9.3, 9.9a; centroidal body frames) ------
-        self.mass_diag = np.concatenate([
-            np.array([[b.mass, b.mass, b.inertia] for b in model.bodies],
-                     dtype=float).reshape(-1),
-            np.zeros(self.n_extra)])         # artificial coordinates are massless
+    def _mass_and_gravity(self, model) -> None:
+        """Mass (004 Eqs 9.2-9.3; spatial: spec/spatial.md §3.3 Formulation I) and the
+        gravity forces (004 Eq 9.9a; centroidal body frames)."""
+        n, nb = self.n, self.nb
         self.gravity = np.array(model.gravity, dtype=float)
-        self._q_gravity = np.zeros(self.n)
-        self._q_gravity[:3 * self.nb] = (self.mass_diag[:3 * self.nb].reshape(-1, 3)
-                                         * np.array([self.gravity[0], self.gravity[1], 0.0])
-                                         ).reshape(-1)
-        self._Q = np.zeros(self.n)
-        self._Qx3 = np.zeros(self.n + 3)
+        self._q_gravity = np.zeros(n)
+        #: positive weights per coordinate (mass-like) for nearest-state problems
+        self.mass_weights = np.zeros(n)
+        if self.planar_only:
+            self.mass_diag = np.concatenate([
+                np.array([[b.mass, b.mass, b.inertia] for b in model.bodies],
+                         dtype=float).reshape(-1),
+                np.zeros(self.n_extra)])         # artificial coordinates are massless
+            self._q_gravity[:3 * nb] = (self.mass_diag[:3 * nb].reshape(-1, 3)
+                                        * np.array([self.gravity[0], self.gravity[1], 0.0])
+                                        ).reshape(-1)
+            self.mass_weights[:] = self.mass_diag
+        else:
+            # M(q) depends on p (J* = 4 L^T J' L): no diagonal mass matrix
+            self.mass_diag = None
+            self.body_mass = np.array([b.mass for b in model.bodies], dtype=float)
+            self.body_inertia = np.array([b.inertia for b in model.bodies],
+                                         dtype=float).reshape(nb, 3, 3)
+            o = self.body_offsets
+            self._r_idx = (o[:, None] + np.arange(3)).reshape(-1)      # every r
+            self._p_idx = (o[:, None] + 3 + np.arange(4))              # (nb, 4)
+            self._q_gravity[self._r_idx] = (self.body_mass[:, None] * self.gravity).reshape(-1)
+            self.mass_weights[self._r_idx] = np.repeat(self.body_mass, 3)
+            # a rotation by d(theta) moves p by d(theta)/2: weight 4 J
+            jw = 4.0 * np.trace(self.body_inertia, axis1=1, axis2=2) / 3.0
+            self.mass_weights[self._p_idx.reshape(-1)] = np.repeat(jw, 4)
+        self._Q = np.zeros(n)
+        self._Qx3 = np.zeros(n + 10)
 
-        self.functions = functions
-        self.ftable = FunctionTable(functions, backend=backend)
-        self.fv = np.zeros((len(functions), 3))
-        self._ft = None                       # time of the last function evaluation
-
-        # ---- Jacobian pattern --------------------------------------------------
-        rows_all, cols_all, owners = [], [], []
+    def _jacobian_pattern(self, order, by_type, jacobian: str, dense_limit):
+        """Rows, columns and data positions of every Jacobian entry (dense row-major
+        or CSR; entries in ground columns get slots after the matrix data)."""
+        from .bodykinds import KINDS
+        rows_all, cols_all = [], []
         pre = []
         for tname in order:
             items = by_type[tname]
-            ct = items[0][1]
+            ct = items[0][2]
+            kind = getattr(ct, "body_kind", "planar")
+            ncol = KINDS[kind].nq
             nbk = len(ct.bodies)
-            boff = np.array([[self._boff[b] for b in it[4]] for it in items], dtype=np.intp)
-            rowa = np.array([it[5] for it in items], dtype=np.intp)
+            # kernels see the ground at n (compiled evaluators add its block there)
+            boff = np.array([[self._boff[b] for b in it[5]] for it in items],
+                            dtype=np.intp).reshape(len(items), nbk)
+            rowa = np.array([it[6] for it in items], dtype=np.intp)
             # entry (e, r, b, c): row = row_e + r, col = boff[e,b] + c  (col >= n -> ground)
             r_ = rowa[:, None, None, None] + np.arange(ct.equations)[None, :, None, None]
-            c_ = boff[:, None, :, None] + np.arange(3)[None, None, None, :]
+            c_ = boff[:, None, :, None] + np.arange(ncol)[None, None, None, :]
             r_, c_ = np.broadcast_arrays(r_, c_)
             r_, c_ = r_.reshape(len(items), -1), c_.reshape(len(items), -1)
             xoff = None
             if ct.extra:   # entries (e, r, x) after the body entries
-                xoff = np.array([self._xoff[it[0].name] for it in items], dtype=np.intp)
+                xoff = np.array([self._xoff[it[0]] for it in items], dtype=np.intp)
                 rx = rowa[:, None, None] + np.arange(ct.equations)[None, :, None]
                 cx = np.broadcast_to(xoff[:, None, :], rx.shape[:2] + (xoff.shape[1],))
                 rx = np.broadcast_to(rx, cx.shape)
                 r_ = np.concatenate([r_, rx.reshape(len(items), -1)], axis=1)
                 c_ = np.concatenate([c_, cx.reshape(len(items), -1)], axis=1)
-            pre.append((tname, items, ct, boff, rowa, r_, c_, xoff))
+            pre.append((tname, items, ct, boff, rowa, r_, c_, xoff, kind, ncol))
             rows_all.append(r_.ravel())
             cols_all.append(c_.ravel())
         R = np.concatenate(rows_all) if rows_all else np.zeros(0, np.intp)
@@ -311,7 +415,7 @@ class System:
         self.groups: list[Group] = []
         size = self.m * self.n if self.dense else self.nnz
         n_ground = 0
-        for tname, items, ct, boff, rowa, r_, c_, xoff in pre:
+        for tname, items, ct, boff, rowa, r_, c_, xoff, kind, ncol in pre:
             ground = c_ >= self.n
             gslot = size + n_ground + np.cumsum(ground.ravel()).reshape(ground.shape) - 1
             n_ground += int(ground.sum())
@@ -320,16 +424,26 @@ class System:
             else:
                 pos = np.searchsorted(key, r_ * max(self.n, 1) + c_)
                 jpos = np.where(ground, gslot, pos)
-            g = Group(ct, [it[0].name for it in items], [it[0].path for it in items],
-                      boff, rowa, np.array([it[2] for it in items]).reshape(len(items), ct.n_par),
-                      np.array([it[3] for it in items], dtype=np.intp).reshape(len(items),
+            g = Group(ct, [it[0] for it in items], [it[1] for it in items],
+                      boff, rowa, np.array([it[3] for it in items]).reshape(len(items), ct.n_par),
+                      np.array([it[4] for it in items], dtype=np.intp).reshape(len(items),
                                                                                 ct.n_fun),
                       np.ascontiguousarray(jpos, dtype=np.intp), xoff)
+            g.kind = kind
+            g.ncol = ncol
+            g.internal = tname.startswith("@")
+            # the Python path reads the ground block of its kind
+            g._pyoff = np.where(boff >= self.n, self._ground_off[kind], boff)
             self.groups.append(g)
+        return size, n_ground
 
-        # ---- buffers and kernels -------------------------------------------------
-        self._qx = np.zeros(self.n + 3)
-        self._qdx = np.zeros(self.n + 3)
+    def _buffers_and_kernels(self, size: int, n_ground: int) -> None:
+        """Work buffers, the CSR view of the Jacobian buffer, and the compiled
+        evaluators of the groups that have kernels."""
+        from .bodykinds import SPATIAL
+        self._qx = np.zeros(self.n + 10)
+        self._qx[self.n + 3:self.n + 10] = SPATIAL.ground
+        self._qdx = np.zeros(self.n + 10)
         self._phi = np.zeros(self.m)
         self._nu = np.zeros(self.m)
         self._gamma = np.zeros(self.m)
@@ -349,8 +463,8 @@ class System:
             comp = []
             for g in self.groups:
                 k = g.ctype.kernel
-                if k is None:
-                    continue
+                if k is None or k not in _planar.KERNELS and g.kind != "planar":
+                    continue            # spatial types without a compiled kernel yet
                 spec = _kernel_spec(_planar, "constraint", g.ctype)
                 if (spec + (0,))[5] != len(g.ctype.extra) or tuple(spec[1:5]) != (
                         g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par, g.ctype.n_fun):
@@ -392,56 +506,70 @@ class System:
             g._nf = g.ctype.n_fun
             g._fv0 = np.zeros((g.ne, 0, 3))
             g._shape_rows = (g.ne, g.m)
-            g._shape_jac = (g.ne, g.m, len(g.ctype.bodies), 3)
+            g._shape_jac = (g.ne, g.m, len(g.ctype.bodies), g.ncol)
 
-        # reactions: one [fx, fy, n] triple per (element, body), in element order
-        self.reaction_labels: list[str] = []
+    def _reaction_maps(self, model) -> None:
+        """Reactions: per (element, body) ``[fx, fy, n]`` (planar) or ``[fx, fy, fz,
+        nx, ny, nz]`` (spatial, global components, moment about the body origin), in
+        element order; and the gather indices of the joint-local components."""
+        self._element_groups = [g for g in self.groups if not g.internal]
+        groups = self._element_groups
         off = 0
-        for g in self.groups:
+        for g in groups:
             nbk = len(g.ctype.bodies)
-            g._roff = off + np.arange(g.ne * nbk * 3).reshape(g.ne, nbk, 3)
-            off += g.ne * nbk * 3
+            nr = 3 if g.kind == "planar" else 6
+            g._nr = nr
+            g._roff = off + np.arange(g.ne * nbk * nr).reshape(g.ne, nbk, nr)
+            off += g.ne * nbk * nr
         by_name = {}
-        for g in self.groups:
+        for g in groups:
             for e, name in enumerate(g.names):
                 by_name[name] = (g, e)
         order_ = np.concatenate([by_name[el.name][0]._roff[by_name[el.name][1]].ravel()
                                  for el in model.constraint_elements()]) \
-            if self.groups else np.zeros(0, np.intp)
+            if groups else np.zeros(0, np.intp)
         perm = np.empty_like(order_)
         perm[order_] = np.arange(len(order_))
-        for g in self.groups:          # final positions in element order
+        for g in groups:          # final positions in element order
             g._roff = perm[g._roff]
         labels = [""] * off
-        for g in self.groups:
+        for g in groups:
+            comps = ("fx", "fy", "n") if g._nr == 3 else ("fx", "fy", "fz", "nx", "ny", "nz")
             for e, el in enumerate(g.names):
                 for b, key in enumerate(g.ctype.bodies):
-                    for c, lab in enumerate(("fx", "fy", "n")):
+                    for c, lab in enumerate(comps):
                         labels[g._roff[e, b, c]] = f"{el}.{_short(key)}.{lab}"
         self.reaction_labels = labels
         self._reactions = np.zeros(off)
         self.local_reaction_labels = [f"{el.name}.{lab}"
                                       for el in model.constraint_elements()
                                       for lab in by_name[el.name][0].ctype.local_labels] \
-            if self.groups else []
+            if groups else []
         # gather indices of the output stages (reactions, local reactions): once
         pos, start = {}, 0
         for g in self.groups:
             nbk, nl = len(g.ctype.bodies), len(g.ctype.local_labels)
-            g._jblk = g.jpos[:, :g.m * nbk * 3].reshape(g.ne, g.m, nbk, 3)
+            g._jblk = g.jpos[:, :g.m * nbk * g.ncol].reshape(g.ne, g.m, nbk, g.ncol)
             g._lrows = g.row[:, None] + np.arange(g.m)
             g._cidx_all = g.cidx()
+            if g.internal:
+                continue
             for e, name in enumerate(g.names):
                 pos[name] = np.arange(start + e * nl, start + (e + 1) * nl)
             start += g.ne * nl
         self._local_perm = np.concatenate(
             [pos[el.name] for el in model.constraint_elements()]).astype(np.intp) \
-            if self.groups else np.zeros(0, np.intp)
+            if groups else np.zeros(0, np.intp)
 
-        # points of interest (KAP "points"): body offsets and local coordinates
+    def _points(self, model) -> None:
+        """Points of interest (KAP "points"): body offsets and local coordinates."""
         self.point_names = [p.name for p in model.points]
         self._pt_off = np.array([self._boff[p.body] for p in model.points], dtype=np.intp)
-        self._pt_loc = np.array([p.at for p in model.points], dtype=float).reshape(-1, 2)
+        dim = 3 if self.spatial else 2
+        self._pt_loc = np.array([p.at for p in model.points], dtype=float).reshape(-1, dim)
+        comps = (("x", "y", "xd", "yd", "xdd", "ydd") if dim == 2 else
+                 ("x", "y", "z", "xd", "yd", "zd", "xdd", "ydd", "zdd"))
+        self.point_labels = [f"{p}.{c}" for p in self.point_names for c in comps]
 
     # =========================================================================
     # evaluation pipeline
@@ -591,9 +719,41 @@ class System:
         raise AnalysisError(f"force element '{fg.names[e]}' ({fg.paths[e]}, "
                             f"{fg.ftype.name}): {reason}", t)
 
-    def kinetic_energy(self, qd: np.ndarray) -> float:
-        """T = qd^T M qd / 2 (004 Eq 14.8 for centroidal frames)."""
-        return 0.5 * float(np.dot(self.mass_diag * qd, qd))
+    def kinetic_energy(self, qd: np.ndarray, q: np.ndarray | None = None) -> float:
+        """T = qd^T M qd / 2 (004 Eq 14.8 for centroidal frames; spatial bodies:
+        T = m rd^2 / 2 + w'^T J' w' / 2 with w' = 2 L(p) pd, Prob. 11.5, which
+        needs q)."""
+        if self.mass_diag is not None:
+            return 0.5 * float(np.dot(self.mass_diag * qd, qd))
+        if q is None:
+            raise ValueError("the kinetic energy of spatial bodies needs q")
+        from .rotations import L as Lmat
+        rd = np.asarray(qd)[self._r_idx].reshape(-1, 3)
+        w = 2.0 * np.einsum("bkl,bl->bk", Lmat(np.asarray(q)[self._p_idx]),
+                            np.asarray(qd)[self._p_idx])
+        return 0.5 * float(np.dot(self.body_mass, np.einsum("bk,bk->b", rd, rd))
+                           + np.einsum("bk,bkl,bl->", w, self.body_inertia, w))
+
+    def inertia_minus_forces(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
+                             t: float) -> np.ndarray:
+        """``M(q) qdd + b(q, qd) - Q(q, qd, t)``: the right side of
+        ``Phi_q^T lam = M qdd - Q`` of inverse dynamics (004 Eq 9.62).  Spatial
+        bodies (Formulation I, spec/spatial.md §3.3-3.4): ``M = diag(m I, J*)``,
+        ``J* = 4 L^T J' L``, ``b = [0; 8 Ldot^T J' L pd]``; the moment loads of the
+        force elements arrive as ``n* = 2 G^T n``."""
+        if self.mass_diag is not None:
+            return self.mass_diag * qdd - self.forces(q, qd, t)
+        from .rotations import L as Lmat
+        out = -self.forces(q, qd, t).copy()
+        q, qd, qdd = np.asarray(q), np.asarray(qd), np.asarray(qdd)
+        out[self._r_idx] += np.repeat(self.body_mass, 3) * qdd[self._r_idx]
+        p, pd, pdd = q[self._p_idx], qd[self._p_idx], qdd[self._p_idx]
+        Lp, Ld = Lmat(p), Lmat(pd)
+        Jw = np.einsum("bkl,blm->bkm", self.body_inertia, Lp)          # J' L
+        acc = 4.0 * np.einsum("bkl,bk->bl", Lp, np.einsum("bkm,bm->bk", Jw, pdd))
+        gyro = 8.0 * np.einsum("bkl,bk->bl", Ld, np.einsum("bkm,bm->bk", Jw, pd))
+        out[self._p_idx] += acc + gyro
+        return out
 
     def potential_energy(self, q: np.ndarray, t: float = 0.0) -> float:
         """V = -sum m_i g . r_i (gravity) + the potential of every conservative part
@@ -641,13 +801,22 @@ class System:
             raise ValueError(f"lam has shape {np.shape(lam)}, the system has {self.m} "
                              f"constraint equations")
         data = self._jacobian_data(q, t)
-        for g in self.groups:
-            blocks = data[g._jblk]                      # (ne, m, nb, 3)
+        for g in self._element_groups:
+            blocks = data[g._jblk]                      # (ne, m, nb, ncol)
             lam_g = lam[g._lrows]                       # (ne, m)
             if g.m == 1:
-                self._reactions[g._roff] = blocks[:, 0] * lam_g[:, 0, None, None]
+                gen = blocks[:, 0] * lam_g[:, 0, None, None]
             else:                  # sum over the element's equations (einsum is slower)
-                self._reactions[g._roff] = (blocks * lam_g[:, :, None, None]).sum(axis=1)
+                gen = (blocks * lam_g[:, :, None, None]).sum(axis=1)
+            if g.kind == "spatial":
+                # Euler-parameter generalised force n* -> global moment n = G n* / 2
+                # (spec/spatial.md §3.1, Eq 11.4)
+                from .rotations import G as Gmat
+                self._load(q)
+                p = self._qx[g._cidx_all][..., 3:7]
+                n = 0.5 * np.einsum("ebkl,ebl->ebk", Gmat(p), gen[..., 3:7])
+                gen = np.concatenate([gen[..., :3], n], axis=-1)
+            self._reactions[g._roff] = gen
         return self._reactions
 
     def reactions_local(self, q: np.ndarray, t: float, lam: np.ndarray) -> np.ndarray:
@@ -657,7 +826,7 @@ class System:
         fv = self.functions_at(t)
         self._load(q)
         parts = []
-        for g in self.groups:
+        for g in self._element_groups:
             if not g.ctype.local_labels:
                 continue
             loc = np.asarray(g.ctype.reaction_local(g.par, self._qx[g._cidx_all], t,
@@ -725,9 +894,17 @@ class System:
         q = np.zeros(self.n)
         qd = np.zeros(self.n)
         for k, b in enumerate(self.model.bodies):
-            q[3 * k: 3 * k + 3] = (b.position[0], b.position[1], b.angle)
-            qd[3 * k: 3 * k + 3] = (b.velocity[0], b.velocity[1], b.angular_velocity)
-        q[3 * self.nb:] = self._extra0
+            o = int(self.body_offsets[k])
+            if self.body_kinds[k].name == "spatial":
+                from .rotations import G as Gmat
+                p = np.asarray(b.orientation, dtype=float)
+                q[o:o + 7] = (*b.position, *p)
+                qd[o:o + 3] = b.velocity
+                qd[o + 3:o + 7] = 0.5 * Gmat(p).T @ np.asarray(b.angular_velocity, float)
+            else:
+                q[o:o + 3] = (b.position[0], b.position[1], b.angle)
+                qd[o:o + 3] = (b.velocity[0], b.velocity[1], b.angular_velocity)
+        q[self.n_body:] = self._extra0
         return State(t=t, q=q, qd=qd, qdd=np.zeros(self.n), lam=np.zeros(self.m))
 
     def coordinate_index(self, name: str) -> int:
@@ -743,6 +920,8 @@ class System:
         npt = len(self.point_names)
         if not npt:
             return np.zeros((0, 6))
+        if self.spatial:
+            return self._point_kinematics_spatial(q, qd, qdd)
         if not hasattr(self, "_pk"):
             self._pk = np.zeros((3, self.n + 3))
             self._pk_out = np.zeros((npt, 6))
@@ -774,12 +953,34 @@ class System:
         out[:, 5] = pk[2, o + 1] + a * Sx - w2 * Sy
         return out
 
+    def _point_kinematics_spatial(self, q, qd, qdd) -> np.ndarray:
+        """Points of spatial bodies, (np, 9): position, velocity, acceleration
+        (r + A s', rd + Adot s', rdd + Addot s'; 004 Eqs 6.62-6.63, 6.102)."""
+        from .rotations import G as Gmat, L as Lmat
+        o = self._pt_off
+        r = np.asarray(q)[o[:, None] + np.arange(3)]
+        rd = np.asarray(qd)[o[:, None] + np.arange(3)]
+        rdd = np.asarray(qdd)[o[:, None] + np.arange(3)]
+        pi = o[:, None] + 3 + np.arange(4)
+        p, pd, pdd = np.asarray(q)[pi], np.asarray(qd)[pi], np.asarray(qdd)[pi]
+        Gp, Lp, Gd, Ld = Gmat(p), Lmat(p), Gmat(pd), Lmat(pd)
+        s = self._pt_loc
+        A = np.einsum("pkl,pml->pkm", Gp, Lp)
+        Ad = 2.0 * np.einsum("pkl,pml->pkm", Gd, Lp)
+        Add = 2.0 * np.einsum("pkl,pml->pkm", Gd, Ld) + 2.0 * np.einsum(
+            "pkl,pml->pkm", Gp, Lmat(pdd))
+        out = np.empty((len(o), 9))
+        out[:, 0:3] = r + np.einsum("pkm,pm->pk", A, s)
+        out[:, 3:6] = rd + np.einsum("pkm,pm->pk", Ad, s)
+        out[:, 6:9] = rdd + np.einsum("pkm,pm->pk", Add, s)
+        return out
+
     def describe(self) -> str:
         lines = [f"System {self.model.name!r}: n = {self.n} coordinates, m = {self.m} "
                  f"constraint equations, {len(self.functions)} time functions, "
                  f"backend = {self.backend}, Jacobian {'dense' if self.dense else 'sparse'} "
                  f"({self.nnz} structural non-zeros)"]
-        for g in self.groups:
+        for g in self._element_groups:
             lines.append(f"  constraint {g.ctype.name:24s} x{g.ne:<4d} "
                          f"{'compiled' if g.compiled else 'python'}")
         for fg in self.force_groups:
@@ -787,9 +988,12 @@ class System:
                          f"{'compiled' if fg.compiled else 'python'}")
         if any(self.gravity):
             lines.append(f"  gravity    {tuple(float(g) for g in self.gravity)}")
+        if self.spatial:
+            lines.append(f"  {self.nb} spatial bodies (Euler parameters; {self.nb} "
+                         f"normalisation rows)")
         if self.n_extra:
             lines.append(f"  {self.n_extra} artificial coordinate(s): "
-                         f"{', '.join(self.coordinate_names[3 * self.nb:])}")
+                         f"{', '.join(self.coordinate_names[self.n_body:])}")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -76,7 +76,6 @@ def element_channels(system, *, local: bool = True, forces: bool = True,
     if forces and system.force_labels:
         ch.append(Channel("forces", list(system.force_labels), "force element outputs"))
     if points and system.point_names:
-        ch.append(Channel("points", [f"{p}.{c}" for p in system.point_names
-                                     for c in ("x", "y", "xd", "yd", "xdd", "ydd")],
+        ch.append(Channel("points", list(system.point_labels),
                           "named points: position, velocity, acceleration"))
     return ch

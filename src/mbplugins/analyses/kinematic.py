@@ -57,8 +57,7 @@ class KinematicAnalysis(Analysis):
               Channel("qd", list(sysm.coordinate_names), "velocities"),
               Channel("qdd", list(sysm.coordinate_names), "accelerations")]
         if sysm.point_names:
-            labels = [f"{p}.{c}" for p in sysm.point_names
-                      for c in ("x", "y", "xd", "yd", "xdd", "ydd")]
+            labels = list(sysm.point_labels)
             ch.append(Channel("points", labels, "named points: position, velocity, "
                                                 "acceleration"))
         ch.append(Channel("solver", ["newton_iterations", "phi_norm", "pivot_ratio"],
@@ -335,12 +334,13 @@ class KinematicAnalysis(Analysis):
 
     def _assembly_report(self, q_est, q):
         """How far assembly moved each body from its estimates (spec §4.8)."""
-        nb = 3 * self.system.nb
-        d = (q[:nb] - q_est[:nb]).reshape(-1, 3)
-        move = np.hypot(d[:, 0], d[:, 1])
+        from mbcore.assembly import body_moves
+        moves = body_moves(self.system, q, q_est)
+        move = np.array([mv[0] for mv in moves.values()])
+        rot = np.array([mv[1] for mv in moves.values()])
         k = int(np.argmax(move)) if len(move) else 0
         self.stats["assembly_max_move"] = float(move.max()) if len(move) else 0.0
-        self.stats["assembly_max_rotation"] = float(np.abs(d[:, 2]).max()) if len(d) else 0.0
+        self.stats["assembly_max_rotation"] = float(np.abs(rot).max()) if len(rot) else 0.0
         if not len(move):
             return "assembly: no bodies"
         return (f"assembly: bodies moved from their estimates by up to {move[k]:.4g} "
@@ -401,7 +401,7 @@ class KinetostaticAnalysis(KinematicAnalysis):
 
     def _extra(self, t, q, qd, qdd, lu, J, data):
         sysm = self.system
-        rhs = sysm.mass_diag * qdd - sysm.forces(q, qd, t)
+        rhs = sysm.inertia_minus_forces(q, qd, qdd, t)
         self._solve(lu, J, rhs, transposed=True)
         lam = rhs if self.rows is None else np.zeros(sysm.m)
         if self.rows is not None:           # removed (redundant) rows carry no load
