@@ -272,9 +272,8 @@ def test_parallelogram_passes_its_singular_position(examples):
 
 
 def test_index1_methods_stop_with_a_named_error_at_the_singular_point(examples):
-    """DI, projection and CP cannot pass: at the horizontal configuration every
-    square Phi_u is singular (no re-partition helps) and the augmented matrix is
-    singular.  They stop with a named error at the first passage (t ~ 0.714 s)
+    """DI and projection cannot pass: at the horizontal configuration the augmented
+    matrix is singular.  They stop with a named error at the first passage (t ~ 0.714 s)
     instead of returning a wrong branch."""
     model = Model.from_file(examples / "nfourbar_2.yaml")
     t_sing = None
@@ -287,8 +286,34 @@ def test_index1_methods_stop_with_a_named_error_at_the_singular_point(examples):
                                         "atol": 1e-10})
         assert abs(exc.value.t - t_sing) < 1e-3, (form, exc.value.t, t_sing)
         assert "O0.x" in str(exc.value)
+
+
+@pytest.mark.parametrize("rtol", [1e-6, 1e-8, 1e-10])
+def test_cp_stops_on_its_branch_before_the_singular_point(examples, rtol):
+    """CP cannot pass a configuration where every square Phi_u is singular (which
+    branch Newton lands on after it depends on step sizes and rounding).  It stops
+    with the named error at the last output before the first passage, at every
+    tolerance, and everything up to there is on the exact parallelogram branch
+    (spec/algorithms.md §4.3)."""
+    model = Model.from_file(examples / "nfourbar_2.yaml")
+    sol, _, _ = branch_reference(2)
+    tt = np.linspace(0.0, 1.0, 100001)
+    t_sing = tt[np.argmax(sol(tt)[0] <= 0.0)]
+    opts = {"formulation": "cp", "rtol": rtol, "atol": 1e-2 * rtol}
     with pytest.raises(AnalysisError, match=r"formulation 'cp' cannot continue: .*singular") \
             as exc:
-        mbcore.run(model, settings={"formulation": "cp", "t_end": 1.0, "rtol": 1e-8,
-                                    "atol": 1e-10})
-    assert abs(exc.value.t - t_sing) < 0.02, exc.value.t
+        mbcore.run(model, settings={**opts, "t_end": 1.0})
+    assert t_sing - 0.02 < exc.value.t <= t_sing, (exc.value.t, t_sing)
+    res = mbcore.run(model, settings={**opts, "t_end": round(exc.value.t - 0.01, 2)})
+    theta = np.array([res[f"q/crank{k}.phi"] for k in range(3)])
+    assert np.max(np.abs(theta - sol(res.t)[0])) < 1e3 * rtol + 1e-6
+
+
+def test_cp_singular_guard_settings(examples):
+    model = Model.from_file(examples / "nfourbar_2.yaml")
+    with pytest.raises(ModelError, match=r"settings\.singular_ratio"):
+        mbcore.run(model, settings={"formulation": "cp", "t_end": 0.1,
+                                    "formulation_options": {"singular_ratio": 1.5}})
+    # far from the singular point the guard is silent
+    res = mbcore.run(model, settings={"formulation": "cp", "t_end": 0.5})
+    assert res.t[-1] == pytest.approx(0.5)

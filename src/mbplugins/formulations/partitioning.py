@@ -9,13 +9,27 @@ Newton-Raphson and ``Phi_u ud = nu - Phi_v vd`` for the dependent velocities, so
 the position and velocity constraints hold to the Newton tolerance everywhere.
 When Phi_u degrades (its pivot ratio falls well below that of a fresh partition)
 or Newton fails, the formulation asks the analysis to re-partition and restart.
+
+Singular configurations (spec/algorithms.md §4.3, "limits").  Where the Jacobian
+itself loses rank (a change-point or bifurcation, e.g. the flat N-four-bar of IFToMM
+A02) every square Phi_u is singular: no partition can pass, and which branch Newton
+lands on after the point depends on the step sizes and on rounding.  CP therefore
+watches the rank-revealing ratio mu = |R_kk| / |R_11| of the column-scaled Jacobian
+(pivoted QR, computed at every output anyway for the hysteresis test).  When mu is
+below ``singular_ratio`` and falling, its zero is extrapolated linearly from the
+last two outputs (mu is proportional to the distance from a simple singular point);
+an evaluation at or past that time, or an output predicting it within the next
+output interval, stops the analysis with a named error at the last output on the
+branch.  The stop is decided from output states, not from where the integrator's
+stages happen to fall, so it is the same on every machine and at every tolerance.
+Use the penalty formulation to pass such configurations.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg as sla
 
-from mbcore.errors import ModelError
+from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import Formulation, RestartRequest
 from mbcore.schema import Param
 
@@ -35,6 +49,10 @@ class CP(Formulation):
         "repartition_factor": Param("number", "re-partition when the pivot ratio of Phi_u "
                                     "is this many times worse than the best", default=10.0,
                                     positive=True),
+        "singular_ratio": Param("number", "stop before a configuration where the Jacobian "
+                                "loses rank (every Phi_u singular) when the rank ratio of "
+                                "the scaled Jacobian falls below this toward zero; 0 "
+                                "disables the guard", default=0.02),
         "independent": Param("string", "comma-separated initial independent coordinates "
                                        "(default: automatic)", required=False),
     }
@@ -58,6 +76,12 @@ class CP(Formulation):
         self._col_scale[2:3 * system.nb:3] = self.length      # d/dphi ~ length
         self._q = None
         self._want = None
+        self.singular_ratio = float(self.settings["singular_ratio"])
+        if not 0.0 <= self.singular_ratio < 1.0:
+            raise ModelError("settings.singular_ratio", f"must be in [0, 1), got "
+                                                       f"{self.singular_ratio!r}")
+        self._mu_last = None           # (t, mu) at the last output
+        self._t_singular = np.inf      # extrapolated time of a rank loss
 
     # -- partition ---------------------------------------------------------------
     def choose(self, q, t):
@@ -117,6 +141,8 @@ class CP(Formulation):
     def split(self, y, t=None):
         s = self.system
         t = self._t if t is None else t
+        if t >= self._t_singular:
+            self._stop_singular()
         q = self._q.copy()
         q[self.v] = y[:self.k]
         scale = 1.0 + float(np.max(np.abs(q)))
@@ -166,10 +192,38 @@ class CP(Formulation):
         qdd, lam = self.solver.solve(q, qd, t)
         # hysteresis: ask for a new partition when a fresh one is much better
         _, v_new, best = self.choose(q, t)
+        self._watch_rank(t, best)
         if list(v_new) != list(self.v) and best > self.factor * self.ratio:
             self._want = (f"a better partition exists (pivot ratio {self.ratio:.3g} -> "
                           f"{best:.3g})")
         return q, qd, qdd, lam
+
+    def _watch_rank(self, t, mu):
+        """Extrapolate the zero of the Jacobian's rank ratio from the last two outputs
+        (module docstring); stop when it falls before the next output."""
+        prev, self._mu_last = self._mu_last, (t, mu)
+        if self.singular_ratio <= 0.0:
+            return
+        if mu <= 1e-3 * self.singular_ratio:
+            self._t_singular = t
+        elif prev is not None and t > prev[0] and mu < self.singular_ratio and mu < prev[1]:
+            dt = t - prev[0]
+            self._t_singular = t + mu * dt / (prev[1] - mu)
+            if self._t_singular > t + dt:
+                return
+        else:
+            self._t_singular = np.inf
+            return
+        self._stop_singular()
+
+    def _stop_singular(self):
+        t, mu = self._mu_last
+        raise AnalysisError(
+            f"formulation 'cp' cannot continue: the constraint Jacobian becomes singular "
+            f"near t = {self._t_singular:.6g} (rank ratio {mu:.3g} at t = {t:.6g}, falling): "
+            f"every square Phi_u is singular there, so no coordinate partition can pass "
+            f"on a determined branch; use formulation: penalty to pass singular "
+            f"configurations, or settings.formulation_options.singular_ratio: 0 to try", t)
 
     def wants_repartition(self):
         return self._want
