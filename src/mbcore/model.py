@@ -421,7 +421,7 @@ class Model:
             S.check_keys(p, POINT_KEYS, path, required=POINT_KEYS)
             m.points.append(Point(S.string(p["name"], f"{path}.name"),
                                   S.string(p["body"], f"{path}.body"),
-                                  S.vector(p["at"], f"{path}.at")))
+                                  S.vector(p["at"], f"{path}.at", m.dimensions)))
         for s in SECTIONS:
             for k, e in enumerate(S.sequence(data.get(s, []) or [], s)):
                 e = dict(S.mapping(e, f"{s}[{k}]"))

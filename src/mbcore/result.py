@@ -400,6 +400,39 @@ class ResultBase:
 
     __iter__ = None  # not a mapping: iterate over res.channels instead
 
+    # --- derived channels ------------------------------------------------------------
+    def orientation(self, body: str, convention: str = "bryant_123",
+                    unit: str = "rad") -> np.ndarray:
+        """Orientation of a spatial body as angles, (n_rows, 3), derived from its Euler
+        parameters in channel ``q`` (spec/spatial.md §1.8-1.9): ``bryant_123``
+        (phi1, phi2, phi3; 004 App. A.2), ``euler_313`` (psi, theta, sigma; App. A.1)
+        or ``axis_angle`` (the rotation angle in [0, pi] and the unit axis: 4 columns).
+        ``unit`` is ``rad`` or ``deg``.  Angles are unwrapped along the rows."""
+        from . import rotations as R
+        if unit not in ("rad", "deg"):
+            raise ValueError(f"unit must be 'rad' or 'deg', got {unit!r}")
+        cols = [f"{body}.p{k}" for k in range(4)]
+        labels = self.labels("q") if "q" in self.channels else []
+        missing = [c for c in cols if c not in labels]
+        if missing:
+            raise self._unknown(f"q/{missing[0]}", what="coordinate (a spatial body's "
+                                "Euler parameter)", candidates=labels)
+        p = np.stack([self[f"q/{c}"] for c in cols], axis=-1)
+        if convention == "bryant_123":
+            ang = np.unwrap(R.p_to_bryant123(p), axis=0)
+        elif convention == "euler_313":
+            ang = np.unwrap(R.p_to_euler313(p), axis=0)
+        elif convention == "axis_angle":
+            axis, phi = R.p_to_axis_angle(p)
+            ang = np.column_stack([phi, axis])
+            if unit == "deg":
+                ang[:, 0] = np.degrees(ang[:, 0])
+            return ang
+        else:
+            raise ValueError(f"unknown convention {convention!r} (bryant_123, euler_313, "
+                             f"axis_angle)")
+        return np.degrees(ang) if unit == "deg" else ang
+
     # --- life cycle ----------------------------------------------------------------
     def close(self) -> None:
         """Release the file (no-op for in-memory results)."""

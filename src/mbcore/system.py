@@ -570,6 +570,11 @@ class System:
         comps = (("x", "y", "xd", "yd", "xdd", "ydd") if dim == 2 else
                  ("x", "y", "z", "xd", "yd", "zd", "xdd", "ydd", "zdd"))
         self.point_labels = [f"{p}.{c}" for p in self.point_names for c in comps]
+        # angular velocity and acceleration of every spatial body (global axes)
+        sp = [k for k, kd in enumerate(self.body_kinds) if kd.name == "spatial"]
+        self._ang_p = (self.body_offsets[sp][:, None] + 3 + np.arange(4)).astype(np.intp)
+        self.angular_labels = [f"{self.body_names[k]}.{c}" for k in sp
+                               for c in ("wx", "wy", "wz", "wxd", "wyd", "wzd")]
 
     # =========================================================================
     # evaluation pipeline
@@ -951,6 +956,18 @@ class System:
         out[:, 3] = pk[1, o + 1] + w * Sx
         out[:, 4] = pk[2, o] - a * Sy - w2 * Sx
         out[:, 5] = pk[2, o + 1] + a * Sx - w2 * Sy
+        return out
+
+    def angular_kinematics(self, q, qd, qdd) -> np.ndarray:
+        """Angular velocity and acceleration of every spatial body in global axes,
+        (nb_spatial, 6) = [omega, omegadot]: omega = 2 G(p) pd, omegadot = 2 G(p) pdd
+        (004 Eqs 6.96, 6.107; G(pd) pd = 0)."""
+        from .rotations import G as Gmat
+        idx = self._ang_p
+        Gp = Gmat(np.asarray(q)[idx])
+        out = np.empty((len(idx), 6))
+        out[:, 0:3] = 2.0 * np.einsum("bkl,bl->bk", Gp, np.asarray(qd)[idx])
+        out[:, 3:6] = 2.0 * np.einsum("bkl,bl->bk", Gp, np.asarray(qdd)[idx])
         return out
 
     def _point_kinematics_spatial(self, q, qd, qdd) -> np.ndarray:

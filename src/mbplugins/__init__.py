@@ -1,4 +1,4 @@
-"""Built-in plugins of mbcore: planar constraint types, analyses, reporters.
+"""Built-in plugins of mbcore: planar and spatial constraint types, analyses, reporters.
 
 Registered through the entry-point group ``mbcore`` exactly like a third-party
 plugin (see pyproject.toml), using the hooks of :mod:`mbcore.hookspecs`.
@@ -12,7 +12,8 @@ from mbcore.hookspecs import hookimpl
 @hookimpl
 def mbcore_constraint_types():
     from .planar.constraints import CONSTRAINT_TYPES
-    return list(CONSTRAINT_TYPES)
+    from .spatial.constraints import CONSTRAINT_TYPES as SPATIAL_CONSTRAINT_TYPES
+    return list(CONSTRAINT_TYPES) + list(SPATIAL_CONSTRAINT_TYPES)
 
 
 @hookimpl

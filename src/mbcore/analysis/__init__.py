@@ -78,4 +78,8 @@ def element_channels(system, *, local: bool = True, forces: bool = True,
     if points and system.point_names:
         ch.append(Channel("points", list(system.point_labels),
                           "named points: position, velocity, acceleration"))
+    if points and getattr(system, "angular_labels", None):
+        ch.append(Channel("angular", list(system.angular_labels),
+                          "angular velocity and acceleration of each spatial body, "
+                          "global axes"))
     return ch

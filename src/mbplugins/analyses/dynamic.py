@@ -64,7 +64,7 @@ class DynamicAnalysis(Analysis):
                                      "{omega: 20, projection: false})", required=False),
         "record": Param("string", "comma-separated channels to record (default: all): "
                         "q, qd, qdd, lam, reactions, reactions_local, forces, points, "
-                        "energy, violation, integrator; fewer channels make each output "
+                        "angular (spatial bodies), energy, violation, integrator; fewer channels make each output "
                         "row cheaper", required=False),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
                       "methods on the compiled right-hand side in compiled code; "
@@ -133,7 +133,7 @@ class DynamicAnalysis(Analysis):
 
     #: every channel of the dynamic analysis (``settings.record`` picks a subset)
     CHANNELS = ("q", "qd", "qdd", "lam", "reactions", "reactions_local", "forces", "points",
-                "energy", "violation", "integrator")
+                "angular", "energy", "violation", "integrator")
 
     def _recorded(self) -> set[str]:
         spec = self.settings.get("record")
@@ -270,7 +270,7 @@ class DynamicAnalysis(Analysis):
             if "violation" in row:
                 vres = J.dot(qqd) - sysm.nu(qq, t)
             if "energy" in row:
-                T, V = sysm.kinetic_energy(qqd), sysm.potential_energy(qq, t)
+                T, V = sysm.kinetic_energy(qqd, qq), sysm.potential_energy(qq, t)
             data = row                       # views of one flat row (reporting.Row)
             if "q" in data:
                 data["q"][:] = qq
@@ -298,6 +298,8 @@ class DynamicAnalysis(Analysis):
                 data["forces"][:] = sysm.force_outputs(qq, qqd, t)
             if "points" in data:
                 data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
+            if "angular" in data:
+                data["angular"][:] = sysm.angular_kinematics(qq, qqd, qdd).ravel()
             record(t, data)
             bar.update(1)
             reason = form.wants_repartition()

@@ -60,6 +60,9 @@ class KinematicAnalysis(Analysis):
             labels = list(sysm.point_labels)
             ch.append(Channel("points", labels, "named points: position, velocity, "
                                                 "acceleration"))
+        if sysm.angular_labels:
+            ch.append(Channel("angular", list(sysm.angular_labels), "angular velocity and "
+                              "acceleration of each spatial body, global axes"))
         ch.append(Channel("solver", ["newton_iterations", "phi_norm", "pivot_ratio"],
                           "Newton iterations, final |Phi|_inf and LU pivot ratio per time"))
         return ch
@@ -83,6 +86,7 @@ class KinematicAnalysis(Analysis):
         tol, maxit = s["tolerance"], int(s["max_iterations"])
         iters_total = 0
         points = bool(sysm.point_names)
+        angular = bool(sysm.angular_labels)
         bar = _progress(len(times), progress)
         stepper, fast_lu, recorded = None, 0, 0
         self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
@@ -92,6 +96,7 @@ class KinematicAnalysis(Analysis):
             kin_rows = [r for name, sl in sysm.element_rows.items()
                         if sysm.element_sections[name] == "joints"
                         for r in range(sl.start, sl.stop)]
+            kin_rows += list(range(sysm.m_elements, sysm.m))   # Euler-parameter norms
             J0 = sysm.jacobian_dense(q, times[0])
             rk = rank_revealing(J0[kin_rows])[0] if kin_rows else 0
             self.stats["dof_mechanism"] = n - rk
@@ -128,6 +133,8 @@ class KinematicAnalysis(Analysis):
                         data["q"], data["qd"], data["qdd"], data["solver"] = q, qd, qdd, solver
                         if points:
                             data["points"] = sysm.point_kinematics(q, qd, qdd).reshape(-1)
+                        if angular:
+                            data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
                         self._extra(t, q, qd, qdd, _StepperLU(stepper), None, data)
                         record(t, data)
                         recorded += 1
@@ -155,6 +162,8 @@ class KinematicAnalysis(Analysis):
                         "solver": np.array([it, phin, ratio])}
                 if points:
                     data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
+                if angular:
+                    data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
                 self._extra(t, q, qd, qdd, lu, J, data)
                 record(t, data)
                 recorded += 1
@@ -413,5 +422,5 @@ class KinetostaticAnalysis(KinematicAnalysis):
             data["reactions_local"] = sysm.reactions_local(q, t, lam)
         if sysm.force_labels:
             data["forces"] = sysm.force_outputs(q, qd, t)
-        T, V = sysm.kinetic_energy(qd), sysm.potential_energy(q, t)
+        T, V = sysm.kinetic_energy(qd, q), sysm.potential_energy(q, t)
         data["energy"] = np.array([T, V, T + V])

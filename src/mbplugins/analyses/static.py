@@ -88,6 +88,8 @@ class StaticAnalysis(Analysis):
             data["forces"] = s.force_outputs(q, np.zeros(s.n), t)
         if s.point_names:
             data["points"] = s.point_kinematics(q, np.zeros(s.n), np.zeros(s.n)).ravel()
+        if s.angular_labels:
+            data["angular"] = np.zeros(len(s.angular_labels))
         record(t, data)
 
     # ---------------------------------------------------------------------------
@@ -159,15 +161,47 @@ class StaticAnalysis(Analysis):
                                f"{maxit} iterations (scaled residual {norm:.3g})", self.t)
 
     # -- partitioned methods (004 §14.1.1, §14.2) ---------------------------------
-    def _partition(self, q):
+    def _partition(self, q, avoid=()):
+        """Independent coordinates v: the k rows of a null-space basis T of the
+        Jacobian (the admissible motions) that form its best-conditioned k x k block
+        (QR with column pivoting of T^T); then Phi_u is regular (Phi_u T_u = -Phi_v
+        T_v).  A coordinate that cannot move at q (T row ~ 0) is never independent;
+        coordinates in ``avoid`` (a chart that failed, e.g. a coordinate along gravity,
+        whose reduced force never vanishes) are taken only if nothing else serves."""
         s = self.system
         if s.m == 0:
             return np.zeros(0, dtype=int), np.arange(s.n)
         J = s.jacobian_dense(q, self.t)
-        _, _, piv = sla.qr(J, mode="economic", pivoting=True)
-        u = np.sort(piv[:s.m])
-        v = np.sort(piv[s.m:])
-        return u, v
+        T = sla.null_space(J)
+        k = s.n - s.m
+        if T.shape[1] != k:              # rank deficient: the Jacobian's own pivots
+            _, _, piv = sla.qr(J, mode="economic", pivoting=True)
+            return np.sort(piv[:s.m]), np.sort(piv[s.m:])
+        Tt = T.T.copy()
+        if len(avoid):
+            Tt[:, list(avoid)] *= 1e-3
+        _, _, piv = sla.qr(Tt, mode="economic", pivoting=True)
+        v = np.sort(piv[:k])
+        return np.setdiff1d(np.arange(s.n), v), v
+
+    def _quality(self, q, v):
+        """Smallest singular value of the rows v of an orthonormal null-space basis
+        (1: ideal independent coordinates; 0: Phi_u singular)."""
+        T = sla.null_space(self.system.jacobian_dense(q, self.t))
+        if T.shape[1] != len(v):
+            return 0.0
+        return float(np.linalg.svd(T[v], compute_uv=False)[-1])
+
+    def _repartition(self, q, u, v):
+        """A fresh partition when the current one has become 10x worse than the best
+        at q (e.g. a coordinate along gravity is stationary at the equilibrium and
+        cannot stay independent; spec/algorithms.md §5.2)."""
+        if self.system.m == 0:
+            return u, v
+        u2, v2 = self._partition(q)
+        if np.array_equal(v2, v):
+            return u, v
+        return (u2, v2) if 10.0 * self._quality(q, v) < self._quality(q, v2) else (u, v)
 
     def _solve_u(self, q, u):
         """Newton on Phi(u, v) = 0 for the dependent coordinates u (in place)."""
@@ -200,32 +234,62 @@ class StaticAnalysis(Analysis):
         u, v = self._partition(q)
         tol, maxit = self.settings["tolerance"], int(self.settings["max_iterations"])
         fs = self._scale(q)[0]
+        avoid: set[int] = set()
         for it in range(maxit + 1):
+            u, v = self._repartition(q, u, v)
             f, lam = self._reduced(q, u, v)
             if np.max(np.abs(f)) / fs <= tol if f.size else True:
                 return q, lam, it
-            # df/dv by finite differences, re-solving u at every perturbation (Eq 14.7)
-            D = np.empty((len(v), len(v)))
-            for k, j in enumerate(v):
-                h = 1e-6 * max(1.0, abs(q[j]))
-                qp, qm = q.copy(), q.copy()
-                qp[j] += h
-                qm[j] -= h
-                if not (self._solve_u(qp, u) and self._solve_u(qm, u)):
-                    raise ConvergenceError("static equilibrium: the dependent coordinates "
-                                           "cannot be solved near the current estimate", self.t)
-                D[:, k] = (self._reduced(qp, u, v)[0] - self._reduced(qm, u, v)[0]) / (2 * h)
-            dv = np.linalg.solve(D, -f)
-            step = 1.0
-            for _ in range(30):
-                qn = q.copy()
-                qn[v] += step * dv
-                if self._solve_u(qn, u) and self._decreases(qn, u, v, f):
-                    break
-                step *= 0.5
+            dv = self._partitioned_step(q, u, v, f)
+            qn = None
+            if dv is not None:
+                step = 1.0
+                for _ in range(30):
+                    qn = q.copy()
+                    qn[v] += step * dv
+                    if self._solve_u(qn, u) and self._decreases(qn, u, v, f):
+                        break
+                    step *= 0.5
+                    qn = None
+            if qn is None:
+                # this chart cannot reach the equilibrium (singular reduced stiffness
+                # or no descent): another set of independent coordinates
+                avoid.update(int(j) for j in v)
+                u2, v2 = self._partition(q, sorted(avoid))
+                if np.array_equal(v2, v) or len(avoid) >= self.system.n:
+                    raise ConvergenceError("static equilibrium (partitioned Newton): the "
+                                           "reduced stiffness matrix is singular in every "
+                                           "coordinate partition (a neutral direction: the "
+                                           "equilibrium is not unique)", self.t)
+                u, v = u2, v2
+                continue
             q = qn
         raise ConvergenceError(f"static equilibrium (partitioned Newton) did not converge in "
                                f"{maxit} iterations", self.t)
+
+    def _partitioned_step(self, q, u, v, f):
+        """Newton step dv of the reduced equations f(v) = 0, with df/dv by central
+        differences re-solving u at every perturbation (004 Eq 14.7); the
+        least-squares step where df/dv is singular, None where that is zero."""
+        D = np.empty((len(v), len(v)))
+        for k, j in enumerate(v):
+            h = 1e-6 * max(1.0, abs(q[j]))
+            qp, qm = q.copy(), q.copy()
+            qp[j] += h
+            qm[j] -= h
+            if not (self._solve_u(qp, u) and self._solve_u(qm, u)):
+                raise ConvergenceError("static equilibrium: the dependent coordinates "
+                                       "cannot be solved near the current estimate", self.t)
+            D[:, k] = (self._reduced(qp, u, v)[0] - self._reduced(qm, u, v)[0]) / (2 * h)
+        if not np.all(np.isfinite(D)):
+            return None
+        sv = np.linalg.svd(D, compute_uv=False)
+        if sv[-1] > 1e-12 * max(sv[0], 1e-300):
+            return np.linalg.solve(D, -f)
+        # singular (e.g. a spring at its free length has no lateral stiffness yet):
+        # the least-squares step; none at all means this chart cannot move f
+        dv = np.linalg.lstsq(D, -f, rcond=1e-12)[0]
+        return dv if np.any(dv != 0.0) else None
 
     def _decreases(self, q, u, v, f):
         """Line-search test; a trial point where a load cannot be evaluated (e.g. a
@@ -261,10 +325,27 @@ class StaticAnalysis(Analysis):
         return q, self._initial_lam(q), 0
 
     def _energy(self, q, modified=False):
-        s = self.system
+        """BFGS on V(v) over the independent coordinates; when it stalls where its
+        partition has degraded, again from there with a fresh partition."""
         u, v = self._partition(q)
         if len(v) == 0:            # no degree of freedom: the assembly is the answer
             return q, self._reduced(q, u, v)[1], 0
+        nit = 0
+        avoid: set[int] = set()
+        for attempt in range(4):
+            q, lam, it, err = self._energy_once(q, u, v)
+            nit += it
+            if err is None:
+                return q, lam, nit
+            avoid.update(int(j) for j in v)          # a chart that cannot reach it
+            u2, v2 = self._partition(q, sorted(avoid))
+            if np.array_equal(v2, v):
+                break
+            u, v = u2, v2
+        raise err
+
+    def _energy_once(self, q, u, v):
+        s = self.system
         base = q.copy()
         n_eval = [0]
 
@@ -290,6 +371,7 @@ class StaticAnalysis(Analysis):
         self._solve_u(qq, u)
         f, lam = self._reduced(qq, u, v)
         if np.max(np.abs(f)) > 1e3 * self.settings["tolerance"] * fs:
-            raise ConvergenceError(f"static equilibrium by energy minimisation did not converge "
-                                   f"({res.message}; |dV/dv| = {np.max(np.abs(f)):.3g})", self.t)
-        return qq, lam, int(res.nit)
+            return qq, lam, int(res.nit), ConvergenceError(
+                f"static equilibrium by energy minimisation did not converge "
+                f"({res.message}; |dV/dv| = {np.max(np.abs(f)):.3g})", self.t)
+        return qq, lam, int(res.nit), None

@@ -1,0 +1,1 @@
+"""Built-in spatial (3D, Euler-parameter) element types."""

@@ -1,0 +1,1117 @@
+"""Built-in spatial constraint types (spec/spatial.md §2): joints, composite joints,
+absolute constraints and drivers between Euler-parameter bodies.
+
+Every class is the type's schema, its packing and the NumPy *reference*
+implementation of the angular-velocity form of :class:`SpatialConstraintType`
+(spec §2.1, "ω′ body" variant = Table 11.1), vectorised over a group of elements:
+
+* ``phi``        (ne, m)
+* ``jacobian_v`` (ne, m, nb, 6): columns ``[Phi_r, Phi_pi']`` acting on ``[rdot, omega']``
+* ``gamma_v``    (ne, m): ``gamma#`` (spec §2.1: the same number for the ω and ω′ forms)
+* ``nu``         (ne, m): ``cdot`` of drivers, 0 otherwise.
+
+The Euler-parameter Jacobian (projected variant P, ``Phi_p = 2 Phi_pi' L``) and its
+gamma come from the base class.
+
+How the rows are built.  Every row is an algebraic expression (dot and cross
+products, differences) of *body vectors* ``a = A_k a'`` and *body points*
+``r_k + A_k s'``.  Each such quantity is carried as a small "jet" with, for a
+group, its value ``v``, its ω′-Jacobian ``J`` (ne, ..., nb, 6), its rate ``d`` and
+the quadratic velocity term ``h`` of its second derivative
+(``d²X/dt² = J vdot + h``).  For a body vector (spec §1.6)::
+
+    v = A a',  J = [0, -A ã'],  d = A (ω̃' a'),  h = A (ω̃' ω̃' a')     (h = â#)
+
+a point adds ``r`` (J: ``I`` in the r columns, d: ``rdot``, no h), and products
+follow the product rule, e.g. for ``U·W``: ``J = Wᵀ J_U + Uᵀ J_W`` and
+``h = Wᵀ Û + Uᵀ Ŵ + 2 U̇ᵀ Ẇ``.  ``gamma# = -h`` (+ the driver terms), which is
+exactly the γ# column of spec §2.3 (n1: ``-(a_jᵀâ_i + a_iᵀâ_j + 2ȧ_iᵀȧ_j)``, s:
+``ŝ_j - ŝ_i``, ss: ``-2dᵀd̂ - 2ḋᵀḋ`` ...).  The relative-orientation rows (ep,
+§2.4) and the atan2 angle (§2.8) have jets of their own (see ``_relative_ep`` and
+``_atan2``).
+
+Parameters are in body-fixed coordinates of the body frames; points and axes of
+body j default to the body-j coordinates of the body-i ones in the initial
+configuration (``ctx.pose``), as the planar revolute's ``point_j`` does.
+
+Compiled kernels: none yet (``kernel = None``); they will compute the same
+numbers from the same packed parameters.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbcore.elements import PackContext, SpatialConstraintType
+from mbcore.errors import ModelError
+from mbcore.functions import parse_function
+from mbcore.rotations import A as _A, skew
+from mbcore.schema import Param
+
+TWO_PI = 2.0 * math.pi
+COORD3 = {"x": 0, "y": 1, "z": 2}
+_I3 = np.eye(3)
+
+
+# =====================================================================================
+# small vectorised helpers (private)
+# =====================================================================================
+def _dot(a, b):
+    return np.einsum("...i,...i->...", a, b)
+
+
+def _mv(M, x):
+    """M x for stacks: (..., 3, 3) @ (..., 3)."""
+    return np.einsum("...ij,...j->...i", M, x)
+
+
+def _mtv(M, x):
+    """Mᵀ x for stacks."""
+    return np.einsum("...ji,...j->...i", M, x)
+
+
+def _qmul(a, b):
+    """Quaternion (Euler-parameter) product a ⊗ b, scalar first (spec §1.10)."""
+    a0, av = a[..., :1], a[..., 1:]
+    b0, bv = b[..., :1], b[..., 1:]
+    return np.concatenate([a0 * b0 - np.sum(av * bv, -1, keepdims=True),
+                           a0 * bv + b0 * av + np.cross(av, bv)], -1)
+
+
+def _qconj(a):
+    out = -np.asarray(a, dtype=float)
+    out[..., 0] = -out[..., 0]
+    return out
+
+
+def _pure(x):
+    """The quaternion [0, x]."""
+    return np.concatenate([np.zeros(x.shape[:-1] + (1,)), x], -1)
+
+
+# =====================================================================================
+# jets: value, ω′-Jacobian, rate, quadratic velocity term
+# =====================================================================================
+class _Kin:
+    """What the row builders read: body poses of a group, optionally velocities.
+
+    ``jac``: build Jacobians; ``vb`` (ne, nb, 6) given: build rates and the
+    quadratic terms (for gamma).  Ground blocks are ``[0,0,0,1,0,0,0]`` with zero
+    velocity, which needs no special case."""
+
+    def __init__(self, qb, vb=None, jac=False):
+        qb = np.asarray(qb, dtype=float)
+        self.ne, self.nb = qb.shape[0], qb.shape[1]
+        self.r = qb[..., :3]
+        self.p = qb[..., 3:7]
+        self.A = _A(self.p)                     # (ne, nb, 3, 3), explicit form 6.18
+        self.jac = bool(jac)
+        self.vel = vb is not None
+        if self.vel:
+            vb = np.asarray(vb, dtype=float)
+            self.rd = vb[..., :3]
+            self.w = vb[..., 3:6]               # omega' (body components)
+
+    def zeros_J(self, *shape):
+        return np.zeros((self.ne,) + shape + (self.nb, 6))
+
+
+class _Jet:
+    """A scalar (``v`` (ne,)) or 3-vector (``v`` (ne, 3)) quantity with its
+    Jacobian ``J`` (ne, [3,] nb, 6), rate ``d`` and quadratic term ``h`` (None when
+    not requested)."""
+
+    __slots__ = ("v", "J", "d", "h")
+
+    def __init__(self, v, J=None, d=None, h=None):
+        self.v, self.J, self.d, self.h = v, J, d, h
+
+
+def _body_vector(K: _Kin, k: int, a) -> _Jet:
+    """``a = A_k a'`` for a body-fixed vector with local components ``a'`` (ne, 3)."""
+    A = K.A[:, k]
+    v = _mv(A, a)
+    J = d = h = None
+    if K.jac:
+        J = K.zeros_J(3)
+        J[:, :, k, 3:] = -A @ skew(a)
+    if K.vel:
+        wa = np.cross(K.w[:, k], a)
+        d = _mv(A, wa)
+        h = _mv(A, np.cross(K.w[:, k], wa))
+    return _Jet(v, J, d, h)
+
+
+def _body_point(K: _Kin, k: int, s) -> _Jet:
+    """``r_k + A_k s'`` for a body point with local coordinates ``s'`` (ne, 3)."""
+    P = _body_vector(K, k, s)
+    P.v = P.v + K.r[:, k]
+    if K.jac:
+        P.J[:, :, k, :3] = _I3
+    if K.vel:
+        P.d = P.d + K.rd[:, k]
+    return P
+
+
+def _sub(U: _Jet, W: _Jet) -> _Jet:
+    return _Jet(U.v - W.v,
+                None if U.J is None else U.J - W.J,
+                None if U.d is None else U.d - W.d,
+                None if U.h is None else U.h - W.h)
+
+
+def _lin(*terms) -> _Jet:
+    """``sum c_k X_k`` with per-element coefficients ``c_k`` (ne,) of scalar jets."""
+    c0, X0 = terms[0]
+    out = _Jet(c0 * X0.v,
+               None if X0.J is None else c0[:, None, None] * X0.J,
+               None if X0.d is None else c0 * X0.d,
+               None if X0.h is None else c0 * X0.h)
+    for c, X in terms[1:]:
+        out.v = out.v + c * X.v
+        if out.J is not None:
+            out.J = out.J + c[:, None, None] * X.J
+        if out.d is not None:
+            out.d = out.d + c * X.d
+            out.h = out.h + c * X.h
+    return out
+
+
+def _shift(S: _Jet, c) -> _Jet:
+    """A scalar jet minus a constant (per element)."""
+    return _Jet(S.v - c, S.J, S.d, S.h)
+
+
+def _vdot(U: _Jet, W: _Jet) -> _Jet:
+    """``U·W`` (spec §2.3 n1/n2: J = WᵀJ_U + UᵀJ_W, h = WᵀÛ + UᵀŴ + 2U̇ᵀẆ)."""
+    v = _dot(U.v, W.v)
+    J = d = h = None
+    if U.J is not None:
+        J = np.einsum("ei,eibc->ebc", W.v, U.J) + np.einsum("ei,eibc->ebc", U.v, W.J)
+    if U.d is not None:
+        d = _dot(U.d, W.v) + _dot(U.v, W.d)
+        h = _dot(U.h, W.v) + _dot(U.v, W.h) + 2.0 * _dot(U.d, W.d)
+    return _Jet(v, J, d, h)
+
+
+def _vcross(U: _Jet, W: _Jet) -> _Jet:
+    """``U × W = Ũ W`` (spec §2.3 p1/p2: J = Ũ J_W - W̃ J_U, h = Û×W + U×Ŵ + 2U̇×Ẇ)."""
+    v = np.cross(U.v, W.v)
+    J = d = h = None
+    if U.J is not None:
+        J = (np.einsum("eij,ejbc->eibc", skew(U.v), W.J)
+             - np.einsum("eij,ejbc->eibc", skew(W.v), U.J))
+    if U.d is not None:
+        d = np.cross(U.d, W.v) + np.cross(U.v, W.d)
+        h = np.cross(U.h, W.v) + np.cross(U.v, W.h) + 2.0 * np.cross(U.d, W.d)
+    return _Jet(v, J, d, h)
+
+
+def _component(U: _Jet, k) -> _Jet:
+    """Component ``k`` (ne,) ints of a vector jet."""
+    e = np.arange(U.v.shape[0])
+    return _Jet(U.v[e, k], None if U.J is None else U.J[e, k],
+                None if U.d is None else U.d[e, k], None if U.h is None else U.h[e, k])
+
+
+def _atan2(y: _Jet, x: _Jet) -> _Jet:
+    """``theta = atan2(y, x)`` (principal value) with (spec §2.8)::
+
+        theta_q = (x y_q - y x_q)/rho²,   thetadot = (x ydot - y xdot)/rho²,
+        h = (x ŷ - y x̂)/rho² - 2 thetadot (x xdot + y ydot)/rho²
+    """
+    r2 = x.v * x.v + y.v * y.v
+    J = d = h = None
+    if x.J is not None:
+        J = (x.v[:, None, None] * y.J - y.v[:, None, None] * x.J) / r2[:, None, None]
+    if x.d is not None:
+        d = (x.v * y.d - y.v * x.d) / r2
+        h = (x.v * y.h - y.v * x.h) / r2 - 2.0 * d * (x.v * x.d + y.v * y.d) / r2
+    return _Jet(np.arctan2(y.v, x.v), J, d, h)
+
+
+def _relative_ep(K: _Kin, q0) -> _Jet:
+    """ep,3 rows generalised to a reference relative orientation ``q0`` (ne, 4)
+    (spec §2.4 with ``E = I``; §1.10)::
+
+        w   = conj(q0) ⊗ conj(p_j) ⊗ p_i        (= [p_jᵀp_i; L_j p_i] for q0 = 1)
+        Phi = vec(w) = 0  <=>  A_jᵀ A_i = A(q0)
+
+    Body-frame perturbations ``p_k -> p_k ⊗ [1, δπ'_k/2]`` give::
+
+        Phi_pi'_i =  ½ (w0 I + w̃)          Phi_pi'_j = -½ (w0 I - w̃) A(q0)ᵀ
+        h = -¼ (|ω'_i|² + |ω'_j|²) vec(w) + ½ vec([0, -A(q0)ᵀω'_j] ⊗ w ⊗ [0, ω'_i])
+
+    (with q0 = 1 these are spec §2.4's ``½E(e0ij I + ẽij)``, ``-½E(e0ij I - ẽij)``
+    and ``gamma# = -2 L(ṗ_j)ṗ_i + (ṗ_iᵀṗ_i + ṗ_jᵀṗ_j) L_j p_i``).  Well conditioned
+    near the assembled state (Jacobian ≈ ±½ I), no spurious solutions."""
+    pi, pj = K.p[:, 0], K.p[:, 1]
+    w = _qmul(_qconj(q0), _qmul(_qconj(pj), pi))
+    w0, wv = w[:, 0], w[:, 1:]
+    A0 = _A(q0)
+    J = d = h = None
+    Pi = 0.5 * (w0[:, None, None] * _I3 + skew(wv))
+    Pj = -0.5 * (w0[:, None, None] * _I3 - skew(wv)) @ np.swapaxes(A0, -1, -2)
+    if K.jac:
+        J = K.zeros_J(3)
+        J[:, :, 0, 3:] = Pi
+        J[:, :, 1, 3:] = Pj
+    if K.vel:
+        wi, wj = K.w[:, 0], K.w[:, 1]
+        d = _mv(Pi, wi) + _mv(Pj, wj)
+        bj = -_mtv(A0, wj)
+        h = (-0.25 * (_dot(wi, wi) + _dot(wj, wj))[:, None] * wv
+             + 0.5 * _qmul(_qmul(_pure(bj), w), _pure(wi))[:, 1:])
+    return _Jet(wv, J, d, h)
+
+
+def _stack(rows, attr):
+    parts = []
+    for r in rows:
+        x = getattr(r, attr)
+        if attr == "J":
+            parts.append(x[:, None] if x.ndim == 3 else x)
+        else:
+            parts.append(x[:, None] if x.ndim == 1 else x)
+    return np.concatenate(parts, axis=1)
+
+
+# =====================================================================================
+# packing helpers (model time)
+# =====================================================================================
+def _v3(value, default=(0.0, 0.0, 0.0)) -> np.ndarray:
+    return np.asarray(default if value is None else value, dtype=float).reshape(3)
+
+
+def _unit(v, path: str, what: str = "direction") -> np.ndarray:
+    v = np.asarray(v, dtype=float)
+    n = float(np.linalg.norm(v))
+    if not n > 1e-12:
+        raise ModelError(path, f"expected a non-zero {what}, got {list(v)}")
+    return v / n
+
+
+def _perp_pair(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit ``f ⊥ u`` (from the coordinate axis least aligned with u) and
+    ``g = u × f``: with u a right-handed orthonormal triad (f, g, u)."""
+    e = np.zeros(3)
+    e[int(np.argmin(np.abs(u)))] = 1.0
+    f = e - (e @ u) * u
+    f /= np.linalg.norm(f)
+    return f, np.cross(u, f)
+
+
+def _map_point(ctx: PackContext, body_i: str, s_i, body_j: str) -> np.ndarray:
+    """Body-j coordinates of the point with body-i coordinates ``s_i`` in the
+    initial configuration: ``A_jᵀ (r_i + A_i s_i - r_j)``."""
+    ri, Ai = ctx.pose(body_i)
+    rj, Aj = ctx.pose(body_j)
+    return Aj.T @ (ri + Ai @ np.asarray(s_i, float) - rj)
+
+
+def _map_dir(ctx: PackContext, body_i: str, u_i, body_j: str) -> np.ndarray:
+    """Body-j components of the body-i direction ``u_i`` (initial configuration)."""
+    _, Ai = ctx.pose(body_i)
+    _, Aj = ctx.pose(body_j)
+    return Aj.T @ (Ai @ np.asarray(u_i, float))
+
+
+def _global_point(ctx, body, s):
+    r, A = ctx.pose(body)
+    return r + A @ np.asarray(s, float)
+
+
+def _q_from_A(A: np.ndarray) -> np.ndarray:
+    """Euler parameters of a rotation matrix, largest-square pivot (spec §1.7)."""
+    tr = np.trace(A)
+    sq = np.array([tr + 1.0, 1.0 + 2 * A[0, 0] - tr, 1.0 + 2 * A[1, 1] - tr,
+                   1.0 + 2 * A[2, 2] - tr]) / 4.0
+    k = int(np.argmax(sq))
+    P = np.zeros((4, 4))
+    P[0, 1], P[0, 2], P[0, 3] = A[2, 1] - A[1, 2], A[0, 2] - A[2, 0], A[1, 0] - A[0, 1]
+    P[1, 2], P[1, 3], P[2, 3] = A[1, 0] + A[0, 1], A[2, 0] + A[0, 2], A[2, 1] + A[1, 2]
+    P = P + P.T
+    pk = math.sqrt(max(sq[k], 0.0))
+    p = P[k] / (4.0 * pk)
+    p[k] = pk
+    return p / np.linalg.norm(p)
+
+
+def _length_default(ctx, spec, si, sj, key="length") -> float:
+    L = spec.get(key)
+    if L is None:
+        d = _global_point(ctx, spec["body_j"], sj) - _global_point(ctx, spec["body_i"], si)
+        L = float(np.linalg.norm(d))
+        if not L > 1e-12 * max(1.0, float(np.abs(d).max())):
+            raise ModelError(f"{ctx.path}.{key}",
+                             "the two points coincide in the initial configuration, so the "
+                             "length cannot default to their distance: give a positive "
+                             "length (or use a spherical joint)")
+    return float(L)
+
+
+# =====================================================================================
+# base class
+# =====================================================================================
+class _SpatialBase(SpatialConstraintType):
+    """Rows from ``_rows(par, K, f)`` (a list of jets); drivers add
+    ``_drive(par, f) -> (c, cdot, cddot)`` (each (ne, m)): ``Phi = rows - c``,
+    ``nu = cdot``, ``gamma# = -h + cddot`` (spec §2.8: any ``Phi0(q) - c(t)``)."""
+
+    body_kind = "spatial"
+    kernel = None
+    bodies = ("body_i", "body_j")
+
+    def _rows(self, par, K, f):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _drive(self, par, f):
+        return None
+
+    def phi(self, par, qb, t, f):
+        out = _stack(self._rows(par, _Kin(qb), f), "v")
+        dr = self._drive(par, f)
+        return out if dr is None else out - dr[0]
+
+    def jacobian_v(self, par, qb, t, f):
+        return _stack(self._rows(par, _Kin(qb, jac=True), f), "J")
+
+    def nu(self, par, qb, t, f):
+        dr = self._drive(par, f)
+        if dr is None:
+            return np.zeros((par.shape[0], self.equations))
+        return np.array(dr[1], dtype=float)
+
+    def gamma_v(self, par, qb, vb, t, f):
+        g = -_stack(self._rows(par, _Kin(qb, vb), f), "h")
+        dr = self._drive(par, f)
+        return g if dr is None else g + dr[2]
+
+    # -- reactions -------------------------------------------------------------------
+    def _joint_reaction(self, par, qb, t, f, lam, s_i, E, moments=True):
+        """Reaction on body i (``+Phi_qᵀ lam``, docs/conventions.md): the force and the
+        moment about the joint point ``P_i`` (body-i coordinates ``s_i`` (ne, 3)),
+        in the joint frame whose axes are the columns of ``E`` (ne, 3, 3), given in
+        body-i components (spec §3.2 "Joint reactions from multipliers")."""
+        J = self.jacobian_v(par, qb, t, f)
+        F = np.einsum("em,emc->ec", lam, J[:, :, 0, :3])       # global force on i
+        n = np.einsum("em,emc->ec", lam, J[:, :, 0, 3:])       # body-i moment about r_i
+        Fl = _mtv(_A(qb[:, 0, 3:7]), F)
+        nP = n - np.cross(s_i, Fl)
+        out = [_mtv(E, Fl)]
+        if moments:
+            out.append(_mtv(E, nP))
+        return np.concatenate(out, axis=1)
+
+
+_BODY_I = Param("body", "first body (i)")
+_BODY_J = Param("body", "second body (j)")
+
+
+def _point_i(doc="joint point, body i coordinates"):
+    return Param("vec3", doc, on="body_i")
+
+
+def _point_j(doc="the same point in body j coordinates (default: from the initial "
+                 "configuration)"):
+    return Param("vec3", doc, required=False, on="body_j")
+
+
+def _axis_j(doc="the axis in body j components (default: axis_i in the initial "
+                "configuration)"):
+    return Param("axis3", doc, required=False)
+
+
+# =====================================================================================
+# 1. spherical
+# =====================================================================================
+class Spherical(_SpatialBase):
+    """Spherical (ball) joint ``Phi = r_i + A_i s'_i - r_j - A_j s'_j = 0``
+    (spec §2.3 "s", 004 Eq 7.7): 3 rows, 3 relative DOF.
+
+    ``Phi_r = [I, -I]``, ``Phi_pi' = [-A_i s̃'_i, A_j s̃'_j]``, ``gamma# = ŝ_j - ŝ_i``.
+    par = ``[s'_i (3), s'_j (3)]``."""
+
+    name = "spherical"
+    description = "ball joint: a point of body i coincides with a point of body j"
+    equations = 3
+    params = {"body_i": _BODY_I, "body_j": _BODY_J, "point_i": _point_i(),
+              "point_j": _point_j()}
+    n_par = 6
+    labels = ("x", "y", "z")
+    local_labels = ("fx", "fy", "fz")
+
+    def pack(self, spec, ctx):
+        si = _v3(spec["point_i"])
+        sj = spec.get("point_j")
+        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        return [*si, *sj], []
+
+    def _rows(self, par, K, f):
+        return [_sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """The joint force on body i in body-i axes (the reaction on body j is
+        opposite; a ball joint transmits no moment about its centre)."""
+        E = np.broadcast_to(_I3, (par.shape[0], 3, 3))
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, moments=False)
+
+
+# =====================================================================================
+# 2. universal
+# =====================================================================================
+class Universal(_SpatialBase):
+    """Universal (Hooke) joint: s(P) + n1(a_i, a_j) with the two cross-bar axes
+    ``a_i`` on body i and ``a_j`` on body j (spec §2.5, 004 Eq 7.8): 4 rows, 2
+    relative DOF.  par = ``[s'_i, s'_j, a'_i, a'_j]``."""
+
+    name = "universal"
+    description = "Hooke joint: common point and perpendicular cross-bar axes"
+    equations = 4
+    params = {"body_i": _BODY_I, "body_j": _BODY_J, "point_i": _point_i(),
+              "point_j": _point_j(),
+              "axis_i": Param("axis3", "cross-bar axis on body i (body i components)"),
+              "axis_j": Param("axis3", "cross-bar axis on body j (body j components), "
+                                       "perpendicular to axis_i")}
+    n_par = 12
+    labels = ("x", "y", "z", "n")
+    local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+
+    def pack(self, spec, ctx):
+        si = _v3(spec["point_i"])
+        sj = spec.get("point_j")
+        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        return [*si, *sj, *_unit(spec["axis_i"], f"{ctx.path}.axis_i"),
+                *_unit(spec["axis_j"], f"{ctx.path}.axis_j")], []
+
+    def _rows(self, par, K, f):
+        s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
+        return [s, _vdot(_body_vector(K, 0, par[:, 6:9]), _body_vector(K, 1, par[:, 9:12]))]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """Force and moment (about the joint point) on body i in the cross frame:
+        x = axis_i, z = axis_i × axis_j (normal to both cross bars), y = z × x;
+        ``nx = ny = 0`` (the joint turns freely about both bars), ``nz`` is the
+        moment the cross transmits."""
+        Ai, Aj = _A(qb[:, 0, 3:7]), _A(qb[:, 1, 3:7])
+        e1 = par[:, 6:9]
+        aj = _mtv(Ai, _mv(Aj, par[:, 9:12]))           # a_j in body-i components
+        e3 = np.cross(e1, aj)
+        e3 /= np.maximum(np.linalg.norm(e3, axis=1, keepdims=True), 1e-300)
+        E = np.stack([e1, np.cross(e3, e1), e3], -1)
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E)
+
+
+# =====================================================================================
+# 3-5. revolute, cylindrical, translational (no row selection: 2 x n1, spec §2.3)
+# =====================================================================================
+class _AxisJoint(_SpatialBase):
+    """Common packing of the axis joints: par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, ...]``
+    with ``(f_i, g_i, u_i)`` a right-handed orthonormal triad on body i (u_i =
+    axis_i) and ``u_j`` the axis on body j."""
+
+    def _pack_axis(self, spec, ctx):
+        si = _v3(spec["point_i"])
+        sj = spec.get("point_j")
+        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        ui = _unit(spec["axis_i"], f"{ctx.path}.axis_i")
+        uj = spec.get("axis_j")
+        uj = _map_dir(ctx, spec["body_i"], ui, spec["body_j"]) if uj is None else _v3(uj)
+        uj = _unit(uj, f"{ctx.path}.axis_j")
+        fi, gi = _perp_pair(ui)
+        return [*si, *sj, *uj, *fi, *gi]
+
+    def _parallel_rows(self, par, K):
+        """n1(f_i, u_j), n1(g_i, u_j): u_j ∥ u_i without row selection
+        (spec §2.3 "revolute via 2x n1", Prob. 7.17)."""
+        uj = _body_vector(K, 1, par[:, 6:9])
+        return [_vdot(_body_vector(K, 0, par[:, 9:12]), uj),
+                _vdot(_body_vector(K, 0, par[:, 12:15]), uj)]
+
+    def _frame(self, par):
+        fi, gi = par[:, 9:12], par[:, 12:15]
+        return np.stack([fi, gi, np.cross(fi, gi)], -1)
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """Force and moment (about the joint point ``P_i``) on body i in the joint
+        frame ``x = f_i, y = g_i, z = axis_i`` (body-i axes ⊥ / along the axis)."""
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], self._frame(par))
+
+
+_AXIS_PARAMS = {
+    "body_i": _BODY_I, "body_j": _BODY_J,
+    "point_i": _point_i("a point of the joint axis, body i coordinates"),
+    "point_j": _point_j("the same point in body j coordinates (default: from the "
+                        "initial configuration)"),
+    "axis_i": Param("axis3", "joint axis, body i components"),
+    "axis_j": _axis_j(),
+}
+
+
+class Revolute(_AxisJoint):
+    """Revolute joint: s(P) + n1(f_i, u_j) + n1(g_i, u_j), ``f_i, g_i ⊥ u_i``
+    (spec §2.5 "revolute (no row selection)", 004 Prob 7.17): 5 rows, 1 relative DOF.
+    par = ``[s'_i, s'_j, u'_j, f'_i, g'_i]``."""
+
+    name = "revolute"
+    description = "hinge: common point and common axis"
+    equations = 5
+    params = dict(_AXIS_PARAMS)
+    n_par = 15
+    labels = ("x", "y", "z", "f", "g")
+    local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+
+    def pack(self, spec, ctx):
+        return self._pack_axis(spec, ctx), []
+
+    def _rows(self, par, K, f):
+        s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
+        return [s, *self._parallel_rows(par, K)]
+
+
+class Cylindrical(_AxisJoint):
+    """Cylindrical joint: n1(f_i, u_j), n1(g_i, u_j) (axes parallel) and
+    n2(f_i, d), n2(g_i, d) with ``d = P_j - P_i`` (P_j on the axis of body i)
+    (spec §2.3/§2.5, 004 Eq 7.13 without row selection): 4 rows, 2 relative DOF.
+    par = ``[s'_i, s'_j, u'_j, f'_i, g'_i]``."""
+
+    name = "cylindrical"
+    description = "common axis: rotation about and translation along it"
+    equations = 4
+    params = dict(_AXIS_PARAMS)
+    n_par = 15
+    labels = ("f", "g", "df", "dg")
+    local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+
+    def pack(self, spec, ctx):
+        return self._pack_axis(spec, ctx), []
+
+    def _rows(self, par, K, f):
+        d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
+        return [*self._parallel_rows(par, K),
+                _vdot(_body_vector(K, 0, par[:, 9:12]), d),
+                _vdot(_body_vector(K, 0, par[:, 12:15]), d)]
+
+
+class Translational(_AxisJoint):
+    """Translational (prismatic) joint: the cylindrical rows + n1(f_i, h_j), ``h_j``
+    a body-j vector perpendicular to ``f_i`` and to the axis in the initial
+    configuration (g_i mapped into body j) (spec §2.5, 004 Eq 7.15): 5 rows, 1
+    relative DOF.  par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, h'_j]``."""
+
+    name = "translational"
+    description = "prismatic joint: sliding along a common axis, no relative rotation"
+    equations = 5
+    params = dict(_AXIS_PARAMS)
+    n_par = 18
+    labels = ("f", "g", "df", "dg", "rot")
+    local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+
+    def pack(self, spec, ctx):
+        par = self._pack_axis(spec, ctx)
+        uj, gi = np.array(par[6:9]), np.array(par[12:15])
+        hj = _map_dir(ctx, spec["body_i"], gi, spec["body_j"])
+        hj = _unit(hj - (hj @ uj) * uj, f"{ctx.path}.axis_j",
+                   "axis_j not parallel to axis_i in the initial configuration")
+        return par + list(hj), []
+
+    def _rows(self, par, K, f):
+        d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
+        fi = _body_vector(K, 0, par[:, 9:12])
+        return [*self._parallel_rows(par, K), _vdot(fi, d),
+                _vdot(_body_vector(K, 0, par[:, 12:15]), d),
+                _vdot(fi, _body_vector(K, 1, par[:, 15:18]))]
+
+
+# =====================================================================================
+# 6. spherical-spherical (distance) and 10. distance driver
+# =====================================================================================
+class _DistanceBase(_SpatialBase):
+    """``Phi = dᵀd - l(t)²``, ``d = r_j + A_j s'_j - r_i - A_i s'_i`` (spec §2.3 ss,
+    004 Eqs 7.19-7.20; §2.8): ``Phi_r = [-2dᵀ, 2dᵀ]``,
+    ``Phi_pi' = [2dᵀA_i s̃'_i, -2dᵀA_j s̃'_j]``, ``nu = 2 l l'``,
+    ``gamma# = -2dᵀd̂ - 2ḋᵀḋ + 2(l'² + l l'')``.  Needs l > 0 (the Jacobian
+    vanishes with d).  par = ``[s'_i, s'_j]``; one time function l(t)."""
+
+    equations = 1
+    n_par = 6
+    n_fun = 1
+    labels = ("d",)
+    local_labels = ("tension",)
+
+    def _rows(self, par, K, f):
+        d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
+        return [_vdot(d, d)]
+
+    def _drive(self, par, f):
+        L, Ld, Ldd = f[:, 0, 0], f[:, 0, 1], f[:, 0, 2]
+        return (L * L)[:, None], (2.0 * L * Ld)[:, None], (2.0 * (Ld * Ld + L * Ldd))[:, None]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """``tension`` = ``-2 lam |d|``: positive when the link pulls the two
+        points towards each other (the force on body i is ``-2 lam d``)."""
+        K = _Kin(qb)
+        d = _body_point(K, 1, par[:, 3:6]).v - _body_point(K, 0, par[:, 0:3]).v
+        return (-2.0 * lam[:, 0] * np.linalg.norm(d, axis=1))[:, None]
+
+
+_DIST_PARAMS = {
+    "body_i": _BODY_I, "body_j": _BODY_J,
+    "point_i": Param("vec3", "end point on body i, body i coordinates",
+                     default=(0.0, 0.0, 0.0), on="body_i"),
+    "point_j": Param("vec3", "end point on body j, body j coordinates",
+                     default=(0.0, 0.0, 0.0), on="body_j"),
+}
+
+
+class Distance(_DistanceBase):
+    """Spherical-spherical composite joint / massless link of constant length
+    (spec §2.6, 004 Fig 7.9): ``|P_j - P_i| = l``, written ``dᵀd - l² = 0``.
+    ``length`` defaults to the distance in the initial configuration."""
+
+    name = "distance"
+    description = "massless link with ball joints at both ends (constant distance)"
+    params = {**_DIST_PARAMS,
+              "length": Param("number", "link length l > 0 (default: the distance in "
+                                        "the initial configuration)",
+                              required=False, positive=True)}
+
+    def pack(self, spec, ctx):
+        si, sj = _v3(spec.get("point_i")), _v3(spec.get("point_j"))
+        L = _length_default(ctx, spec, si, sj)
+        return [*si, *sj], [parse_function(L, f"{ctx.path}.length")]
+
+
+class SphericalSpherical(Distance):
+    """The ``distance`` type under its book name (spherical-spherical, Fig 7.9)."""
+
+    name = "spherical_spherical"
+
+
+class DistanceDriver(_DistanceBase):
+    """Distance driver ``dᵀd - l(t)² = 0`` (spec §2.8): a linear actuator between
+    two body points; l(t) must stay positive."""
+
+    name = "distance_driver"
+    description = "drive the distance between two body points as a function of time"
+    category = "driver"
+    params = {**_DIST_PARAMS,
+              "function": Param("function", "l(t) > 0: number, polynomial, harmonic, "
+                                            "table or expression")}
+
+    def pack(self, spec, ctx):
+        si, sj = _v3(spec.get("point_i")), _v3(spec.get("point_j"))
+        return [*si, *sj], [spec["function"]]
+
+
+# =====================================================================================
+# 7. spherical-revolute, 8. revolute-revolute composite joints
+# =====================================================================================
+class SphericalRevolute(_SpatialBase):
+    """Spherical-revolute composite joint (spec §2.6, 004 Eq 7.21, Fig 7.10): a
+    massless link from the ball centre ``P_i`` on body i to the point ``P_j`` of the
+    revolute axis ``u_j`` of body j, perpendicular to that axis::
+
+        Phi1 = dᵀd - l² ,   Phi2 = u_jᵀ d      (d = P_j - P_i)
+
+    2 rows.  ``length`` defaults to the initial distance.
+    par = ``[s'_i, s'_j, u'_j, l]``."""
+
+    name = "spherical_revolute"
+    description = "massless link: ball joint on body i, revolute (axis_j) on body j"
+    equations = 2
+    params = {
+        "body_i": Param("body", "body with the ball joint"),
+        "body_j": Param("body", "body with the revolute joint"),
+        "point_i": Param("vec3", "ball centre, body i coordinates",
+                         default=(0.0, 0.0, 0.0), on="body_i"),
+        "point_j": Param("vec3", "point of the revolute axis where the link is attached, "
+                                 "body j coordinates", default=(0.0, 0.0, 0.0), on="body_j"),
+        "axis_j": Param("axis3", "revolute axis, body j components"),
+        "length": Param("number", "link length l > 0 (default: the initial distance)",
+                        required=False, positive=True),
+    }
+    n_par = 10
+    labels = ("d", "n")
+    local_labels = ("tension",)
+
+    def pack(self, spec, ctx):
+        si, sj = _v3(spec.get("point_i")), _v3(spec.get("point_j"))
+        L = _length_default(ctx, spec, si, sj)
+        return [*si, *sj, *_unit(spec["axis_j"], f"{ctx.path}.axis_j"), L], []
+
+    def _rows(self, par, K, f):
+        d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
+        return [_shift(_vdot(d, d), par[:, 9] ** 2), _vdot(_body_vector(K, 1, par[:, 6:9]), d)]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """``tension`` of the link from the ss row: ``-2 lam_1 |d|`` (the n2 row
+        carries the moment the link's revolute end cannot take)."""
+        K = _Kin(qb)
+        d = _body_point(K, 1, par[:, 3:6]).v - _body_point(K, 0, par[:, 0:3]).v
+        return (-2.0 * lam[:, 0] * np.linalg.norm(d, axis=1))[:, None]
+
+
+class RevoluteRevolute(_SpatialBase):
+    """Revolute-revolute composite joint (spec §2.6, 004 Eqs 7.22-7.25, Fig 7.11): a
+    massless link from ``P_i`` on the axis ``u_i`` of body i to ``P_j`` on the axis
+    ``u_j`` of body j, perpendicular to both axes::
+
+        Phi1 = dᵀd - l²,  Phi2 = u_iᵀd,  Phi3 = u_jᵀd,
+        Phi4 = sin(b0) u_iᵀu_j - cos(b0) dᵀ(u_i × u_j)/l
+
+    ``b0`` is the angle from u_i to u_j about d in the initial configuration; with
+    the first three rows holding, ``Phi4 = sin(b0 - b)``, regular at every angle: it
+    is the n1 row of Eq 7.22 for perpendicular axes (b0 = ±90°) and the p1 row along
+    d of Eq 7.23 for parallel axes (b0 = 0).  4 rows, 2 relative DOF.
+    par = ``[s'_i, s'_j, u'_i, u'_j, l, sin b0, cos b0 / l]``."""
+
+    name = "revolute_revolute"
+    description = "massless link with revolute joints at both ends"
+    equations = 4
+    params = {
+        "body_i": _BODY_I, "body_j": _BODY_J,
+        "point_i": Param("vec3", "link end on the axis of body i, body i coordinates",
+                         default=(0.0, 0.0, 0.0), on="body_i"),
+        "point_j": Param("vec3", "link end on the axis of body j, body j coordinates",
+                         default=(0.0, 0.0, 0.0), on="body_j"),
+        "axis_i": Param("axis3", "revolute axis on body i, body i components"),
+        "axis_j": Param("axis3", "revolute axis on body j, body j components"),
+        "length": Param("number", "link length l > 0 (default: the initial distance)",
+                        required=False, positive=True),
+    }
+    n_par = 15
+    labels = ("d", "ni", "nj", "angle")
+
+    def pack(self, spec, ctx):
+        si, sj = _v3(spec.get("point_i")), _v3(spec.get("point_j"))
+        L = _length_default(ctx, spec, si, sj)
+        ui = _unit(spec["axis_i"], f"{ctx.path}.axis_i")
+        uj = _unit(spec["axis_j"], f"{ctx.path}.axis_j")
+        d = _global_point(ctx, spec["body_j"], sj) - _global_point(ctx, spec["body_i"], si)
+        dn = d / max(np.linalg.norm(d), 1e-300)
+        _, Ai = ctx.pose(spec["body_i"])
+        _, Aj = ctx.pose(spec["body_j"])
+        a, b = Ai @ ui, Aj @ uj
+        a, b = a - (a @ dn) * dn, b - (b @ dn) * dn
+        if not (np.linalg.norm(a) > 1e-6 and np.linalg.norm(b) > 1e-6):
+            raise ModelError(f"{ctx.path}.axis_i", "an axis is parallel to the link "
+                             "(point_i -> point_j) in the initial configuration")
+        b0 = math.atan2(dn @ np.cross(a, b), a @ b)
+        return [*si, *sj, *ui, *uj, L, math.sin(b0), math.cos(b0) / L], []
+
+    def _rows(self, par, K, f):
+        d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
+        ui, uj = _body_vector(K, 0, par[:, 6:9]), _body_vector(K, 1, par[:, 9:12])
+        ang = _lin((par[:, 13], _vdot(ui, uj)), (-par[:, 14], _vdot(d, _vcross(ui, uj))))
+        return [_shift(_vdot(d, d), par[:, 12] ** 2), _vdot(ui, d), _vdot(uj, d), ang]
+
+
+# =====================================================================================
+# 9. point coordinate, 11. angle driver
+# =====================================================================================
+class PointCoordinate(_SpatialBase):
+    """Component k (x, y or z) of a body point equal to C(t) (spec §2.7, 004 Eqs
+    7.27-7.32; as a driver §2.8)::
+
+        Phi = e_kᵀ (r_i + A_i s') - C(t):  Phi_r = e_kᵀ, Phi_pi' = -e_kᵀ A_i s̃',
+        nu = C',  gamma# = -e_kᵀ ŝ + C''
+
+    ``function`` defaults to the initial value (a constraint holding it).
+    par = ``[k, s']``; one time function."""
+
+    name = "point_coordinate"
+    description = "x, y or z of a body point held constant or driven as C(t)"
+    category = "constraint"
+    equations = 1
+    bodies = ("body",)
+    params = {
+        "body": Param("body", "the body"),
+        "coordinate": Param("choice", "x, y or z (global)", choices=("x", "y", "z")),
+        "point": Param("vec3", "body point, body coordinates (default: origin)",
+                       default=(0.0, 0.0, 0.0), on="body"),
+        "function": Param("function", "C(t): number, polynomial, harmonic, table or "
+                                      "expression (default: the initial value)",
+                          required=False),
+    }
+    n_par = 4
+    n_fun = 1
+    labels = ("c",)
+    local_labels = ("effort",)
+
+    def pack(self, spec, ctx):
+        k = COORD3[spec["coordinate"]]
+        s = _v3(spec.get("point"))
+        fn = spec.get("function")
+        if fn is None:
+            fn = parse_function(float(_global_point(ctx, spec["body"], s)[k]),
+                                f"{ctx.path}.function")
+        return [float(k), *s], [fn]
+
+    def _rows(self, par, K, f):
+        return [_component(_body_point(K, 0, par[:, 1:4]), par[:, 0].astype(int))]
+
+    def _drive(self, par, f):
+        return f[:, 0, 0:1], f[:, 0, 1:2], f[:, 0, 2:3]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """``effort`` = ``lam``: the force along the global axis applied at the point."""
+        return lam[:, 0:1].copy()
+
+
+class AngleDriver(_SpatialBase):
+    """Angle c(t) between two body directions (spec §2.8, Prob 7.24 steering)::
+
+        Phi = a_iᵀa_j - cos c(t)   (unit a_i, a_j),   nu = -sin(c) c',
+        gamma# = gamma_n1 - cos(c) c'² - sin(c) c''
+
+    Only |c| is determined, and the row is singular at c = 0 and π (use
+    ``rotation_driver`` for a relative rotation about an axis).
+    par = ``[a'_i, a'_j]``; one time function c(t) (radians)."""
+
+    name = "angle_driver"
+    description = "drive the angle between a body-i and a body-j direction"
+    category = "driver"
+    equations = 1
+    params = {"body_i": _BODY_I, "body_j": _BODY_J,
+              "vector_i": Param("axis3", "direction on body i, body i components"),
+              "vector_j": Param("axis3", "direction on body j, body j components"),
+              "function": Param("function", "the angle c(t) in radians")}
+    n_par = 6
+    n_fun = 1
+    labels = ("c",)
+    local_labels = ("effort",)
+
+    def pack(self, spec, ctx):
+        return [*_unit(spec["vector_i"], f"{ctx.path}.vector_i"),
+                *_unit(spec["vector_j"], f"{ctx.path}.vector_j")], [spec["function"]]
+
+    def _rows(self, par, K, f):
+        return [_vdot(_body_vector(K, 0, par[:, 0:3]), _body_vector(K, 1, par[:, 3:6]))]
+
+    def _drive(self, par, f):
+        c, cd, cdd = f[:, 0, 0], f[:, 0, 1], f[:, 0, 2]
+        co, si = np.cos(c), np.sin(c)
+        return co[:, None], (-si * cd)[:, None], (-co * cd * cd - si * cdd)[:, None]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """``effort`` = ``lam`` (the row's multiplier)."""
+        return lam[:, 0:1].copy()
+
+
+# =====================================================================================
+# 12. rotation driver (atan2 form with continuous tracking)
+# =====================================================================================
+class RotationDriver(_SpatialBase):
+    """Relative rotation about a revolute axis ``theta(q) = c(t)`` in the atan2 form
+    of spec §2.8::
+
+        x = f_iᵀf_j,  y = g_iᵀf_j,  theta = atan2(y, x) + 2 pi n,   Phi = theta - c(t)
+        theta_q = (x y_q - y x_q)/rho²   (on a healthy revolute: -u_iᵀ, +u_iᵀ)
+        gamma# = -[(x ŷ - y x̂)/rho² - 2 thetadot (x xdot + y ydot)/rho²] + c''
+
+    ``u_i`` = axis_i (body i), ``f_i ⊥ u_i`` (reference_i), ``g_i = u_i × f_i``,
+    ``f_j`` a body-j direction ⊥ the axis (reference_j; default: reference_i in the
+    initial configuration, so theta = 0 there).  theta increases for body j turning
+    positively about u_i relative to body i.
+
+    Continuous tracking (any number of turns): the last tracked angle is state
+    carried per element in the packed parameters (``par[:, 9]``); ``phi`` picks
+    the branch of atan2 nearest to it and stores the new value (in place).  It is
+    correct while successive evaluations of ``phi`` differ by less than pi in theta
+    (true for integration steps, Newton iterations and finite differences).  The
+    initial branch is the one nearest c(0), so a driver starting at, e.g., 4 pi
+    needs no full turns at assembly.  Jacobian, nu and gamma do not depend on the
+    branch.  par = ``[f'_i, g'_i, f'_j, theta_tracked]``; one time function c(t)."""
+
+    name = "rotation_driver"
+    description = "drive the relative rotation angle of two bodies about an axis"
+    category = "driver"
+    equations = 1
+    params = {
+        "body_i": _BODY_I, "body_j": _BODY_J,
+        "axis_i": Param("axis3", "rotation axis, body i components"),
+        "reference_i": Param("axis3", "body-i direction from which theta is measured "
+                                      "(projected ⊥ axis_i; default: any)", required=False),
+        "reference_j": Param("axis3", "body-j direction whose angle is theta (default: "
+                                      "reference_i in the initial configuration)",
+                             required=False),
+        "function": Param("function", "theta = c(t) in radians (a number holds it)"),
+    }
+    n_par = 10
+    n_fun = 1
+    labels = ("theta",)
+    local_labels = ("torque",)
+    TRACK = 9
+
+    def pack(self, spec, ctx):
+        p = ctx.path
+        bi, bj = spec["body_i"], spec["body_j"]
+        ui = _unit(spec["axis_i"], f"{p}.axis_i")
+        ref = spec.get("reference_i")
+        if ref is None:
+            fi, _ = _perp_pair(ui)
+        else:
+            ref = np.asarray(ref, float)
+            fi = _unit(ref - (ref @ ui) * ui, f"{p}.reference_i",
+                       "reference direction not parallel to axis_i")
+        gi = np.cross(ui, fi)
+        uj = _map_dir(ctx, bi, ui, bj)
+        ref = spec.get("reference_j")
+        ref = _map_dir(ctx, bi, fi, bj) if ref is None else np.asarray(ref, float)
+        fj = _unit(ref - (ref @ uj) * uj, f"{p}.reference_j",
+                   "reference direction not parallel to the axis")
+        _, Ai = ctx.pose(bi)
+        _, Aj = ctx.pose(bj)
+        fjg = Aj @ fj
+        th = math.atan2(float((Ai @ gi) @ fjg), float((Ai @ fi) @ fjg))
+        fn = spec["function"]
+        try:
+            c0 = float(fn.jet(0.0)[0])
+            th += TWO_PI * round((c0 - th) / TWO_PI)
+        except Exception:          # no value at t = 0 (e.g. a table starting later)
+            pass
+        return [*fi, *gi, *fj, th], [fn]
+
+    def _angle_jet(self, par, K):
+        fj = _body_vector(K, 1, par[:, 6:9])
+        return _atan2(_vdot(_body_vector(K, 0, par[:, 3:6]), fj),
+                      _vdot(_body_vector(K, 0, par[:, 0:3]), fj))
+
+    def angle(self, par, qb):
+        """The tracked relative angle theta (ne,), updating the tracking state
+        ``par[:, 9]`` in place."""
+        raw = self._angle_jet(par, _Kin(qb)).v
+        ref = par[:, self.TRACK]
+        th = raw + TWO_PI * np.round((ref - raw) / TWO_PI)
+        par[:, self.TRACK] = th
+        return th
+
+    def phi(self, par, qb, t, f):
+        return (self.angle(par, qb) - f[:, 0, 0])[:, None]
+
+    def _rows(self, par, K, f):
+        return [self._angle_jet(par, K)]
+
+    def _drive(self, par, f):
+        return f[:, 0, 0:1], f[:, 0, 1:2], f[:, 0, 2:3]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """``torque`` = ``lam``: on a healthy revolute the moment ``lam u_i`` acts on
+        body j and ``-lam u_i`` on body i (the driving torque)."""
+        return lam[:, 0:1].copy()
+
+
+# =====================================================================================
+# 13. fixed (lock to ground or to another body)
+# =====================================================================================
+class Fixed(_SpatialBase):
+    """Body i rigidly attached to body j (default: the ground): s(P) + ep,3 rows
+    with the relative orientation of the initial configuration (spec §2.4, §2.7
+    "lock a body with r - r0 and the ep,3 rows")::
+
+        Phi[0:3] = r_i + A_i s'_i - r_j - A_j s'_j
+        Phi[3:6] = vec(conj(q0) ⊗ conj(p_j) ⊗ p_i),   A(q0) = A_jᵀA_i initially
+
+    6 rows, 0 relative DOF.  par = ``[s'_i, s'_j, q0]``."""
+
+    name = "fixed"
+    description = "weld body i to body j (default: the ground) in its initial pose"
+    category = "constraint"
+    equations = 6
+    params = {
+        "body_i": Param("body", "the fixed body"),
+        "body_j": Param("body", "the body it is fixed to (default: ground)",
+                        default="ground"),
+        "point_i": Param("vec3", "weld point, body i coordinates (default: origin)",
+                         default=(0.0, 0.0, 0.0), on="body_i"),
+        "point_j": _point_j(),
+    }
+    n_par = 10
+    labels = ("x", "y", "z", "ex", "ey", "ez")
+    local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+
+    def pack(self, spec, ctx):
+        bi, bj = spec["body_i"], spec["body_j"]
+        si = _v3(spec.get("point_i"))
+        sj = spec.get("point_j")
+        sj = _map_point(ctx, bi, si, bj) if sj is None else _v3(sj)
+        _, Ai = ctx.pose(bi)
+        _, Aj = ctx.pose(bj)
+        return [*si, *sj, *_q_from_A(Aj.T @ Ai)], []
+
+    def _rows(self, par, K, f):
+        s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
+        q0 = par[:, 6:10] / np.linalg.norm(par[:, 6:10], axis=1, keepdims=True)
+        return [s, _relative_ep(K, q0)]
+
+    def reaction_local(self, par, qb, t, f, lam):
+        """Force and moment (about the weld point) on body i in body-i axes."""
+        E = np.broadcast_to(_I3, (par.shape[0], 3, 3))
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E)
+
+
+# =====================================================================================
+# 14. primitives: perpendicular (n1) and parallel (p1 as 2 x n1)
+# =====================================================================================
+class Perpendicular(_SpatialBase):
+    """n1: a body-i direction perpendicular to a body-j direction,
+    ``Phi = a_iᵀ a_j`` (spec §2.3, 004 Eq 7.3): ``Phi_pi'_i = -a_jᵀA_i ã'_i``,
+    ``Phi_pi'_j = -a_iᵀA_j ã'_j``, ``gamma# = -(a_jᵀâ_i + a_iᵀâ_j + 2ȧ_iᵀȧ_j)``.
+    par = ``[a'_i, a'_j]``."""
+
+    name = "perpendicular"
+    description = "a body-i direction perpendicular to a body-j direction (n1)"
+    category = "constraint"
+    equations = 1
+    params = {"body_i": _BODY_I, "body_j": _BODY_J,
+              "vector_i": Param("axis3", "direction on body i, body i components"),
+              "vector_j": Param("axis3", "direction on body j, body j components")}
+    n_par = 6
+    labels = ("n",)
+
+    def pack(self, spec, ctx):
+        return [*_unit(spec["vector_i"], f"{ctx.path}.vector_i"),
+                *_unit(spec["vector_j"], f"{ctx.path}.vector_j")], []
+
+    def _rows(self, par, K, f):
+        return [_vdot(_body_vector(K, 0, par[:, 0:3]), _body_vector(K, 1, par[:, 3:6]))]
+
+
+class Parallel(_SpatialBase):
+    """p1 without row selection: a body-j direction ``a_j`` parallel to a body-i
+    direction ``a_i`` through two n1 rows ``f_iᵀa_j = 0``, ``g_iᵀa_j = 0`` with
+    ``f_i, g_i ⊥ a_i`` (spec §2.3 "revolute via 2x n1"; allows a_j = ±a_i).
+    par = ``[f'_i, g'_i, a'_j]``."""
+
+    name = "parallel"
+    description = "a body-j direction parallel to a body-i direction (p1, 2 rows)"
+    category = "constraint"
+    equations = 2
+    params = {"body_i": _BODY_I, "body_j": _BODY_J,
+              "vector_i": Param("axis3", "direction on body i, body i components"),
+              "vector_j": Param("axis3", "direction on body j, body j components "
+                                         "(default: vector_i in the initial "
+                                         "configuration)", required=False)}
+    n_par = 9
+    labels = ("f", "g")
+
+    def pack(self, spec, ctx):
+        ai = _unit(spec["vector_i"], f"{ctx.path}.vector_i")
+        aj = spec.get("vector_j")
+        aj = _map_dir(ctx, spec["body_i"], ai, spec["body_j"]) if aj is None else _v3(aj)
+        fi, gi = _perp_pair(ai)
+        return [*fi, *gi, *_unit(aj, f"{ctx.path}.vector_j")], []
+
+    def _rows(self, par, K, f):
+        aj = _body_vector(K, 1, par[:, 6:9])
+        return [_vdot(_body_vector(K, 0, par[:, 0:3]), aj),
+                _vdot(_body_vector(K, 0, par[:, 3:6]), aj)]
+
+
+#: every spatial constraint type of this module (what the plugin hook will return)
+CONSTRAINT_TYPES = [Spherical, Universal, Revolute, Cylindrical, Translational,
+                    Distance, SphericalSpherical, SphericalRevolute, RevoluteRevolute,
+                    PointCoordinate, DistanceDriver, AngleDriver, RotationDriver, Fixed,
+                    Perpendicular, Parallel]
