@@ -139,7 +139,7 @@ class Model:
         self.source_path: str | None = None
 
     # ------------------------------------------------------------------ building
-    def add_body(self, name: str, *, mass: float = 1.0, inertia: Any = 1.0,
+    def add_body(self, name: str, *, mass: float = 1.0, inertia: Any = None,
                  position=None, angle: float = 0.0, velocity=None,
                  angular_velocity: Any = None, description: str = "",
                  orientation: Any = None, angular_velocity_body: Any = None) -> Body:
@@ -150,8 +150,9 @@ class Model:
         ``inertia`` (3 principal moments or a 3x3 tensor in body axes),
         ``velocity`` (3), ``angular_velocity`` (global) or ``angular_velocity_body``."""
         path = f"bodies[{len(self.bodies)}]"
-        spec: dict[str, Any] = {"name": name, "mass": mass, "inertia": _to_data(inertia),
-                                "description": description}
+        spec: dict[str, Any] = {"name": name, "mass": mass, "description": description}
+        if inertia is not None:                 # default: 1 (planar), [1, 1, 1] (spatial)
+            spec["inertia"] = _to_data(inertia)
         for key, v in (("position", position), ("velocity", velocity),
                        ("angular_velocity", angular_velocity),
                        ("orientation", orientation),

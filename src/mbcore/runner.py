@@ -32,7 +32,8 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     """Run the model's analysis; return the in-memory result.
 
     ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
-    ``settings`` are merged over the model's; ``output`` is an HDF5 path
+    ``settings`` are merged over the model's (when the analysis differs from the
+    model file's, only the model settings the new analysis knows are kept); ``output`` is an HDF5 path
     (streamed while running); ``kernels`` and ``jacobian`` as for
     :meth:`mbcore.Model.compile`.  On failure the results so far are kept (HDF5 file
     marked ``failed`` with the reason) and the error is raised, unless
@@ -41,12 +42,18 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     from .plugins import get_plugin_manager
     pm = plugins or get_plugin_manager()
     reg = pm.registry
-    merged = dict(model.settings)
-    merged.update(settings or {})
-    aname = analysis or merged.get("analysis") or "kinematic"
+    own = dict(model.settings)
+    override = dict(settings or {})
+    aname = analysis or override.get("analysis") or own.get("analysis") or "kinematic"
     if not reg.has("analysis", aname):
         raise ModelError("settings.analysis", reg.unknown_message("analysis", aname))
     acls = reg.get("analysis", aname)
+    if aname != (own.get("analysis") or "kinematic"):
+        # the model file's settings were written for another analysis: keep the ones
+        # this analysis knows (explicit overrides are always validated)
+        known = set(getattr(acls, "settings_schema", {})) | {"analysis", "kernels"}
+        own = {k: v for k, v in own.items() if k in known}
+    merged = {**own, **override}
     system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
                            jacobian=jacobian,
                            dense_limit=None if "MBCORE_DENSE_LIMIT" in os.environ

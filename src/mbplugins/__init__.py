@@ -12,8 +12,9 @@ from mbcore.hookspecs import hookimpl
 @hookimpl
 def mbcore_constraint_types():
     from .planar.constraints import CONSTRAINT_TYPES
+    from .spatial.composites import COMPOSITE_TYPES
     from .spatial.constraints import CONSTRAINT_TYPES as SPATIAL_CONSTRAINT_TYPES
-    return list(CONSTRAINT_TYPES) + list(SPATIAL_CONSTRAINT_TYPES)
+    return list(CONSTRAINT_TYPES) + list(SPATIAL_CONSTRAINT_TYPES) + list(COMPOSITE_TYPES)
 
 
 @hookimpl

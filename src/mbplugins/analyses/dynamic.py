@@ -175,281 +175,11 @@ class DynamicAnalysis(Analysis):
 
     # ------------------------------------------------------------------------
     def run(self, record, event, progress=False):
-        from mbcore.integrate import integrate
-        sysm, s, form = self.system, self.settings, self.formulation
-        n = sysm.n
-        t0, t1, h = s["t_start"], s["t_end"], s["output_step"]
-        nout = int(math.floor((t1 - t0) / h + 1e-9))
-        t_out = np.minimum(t0 + h * np.arange(nout + 1), t1)   # no rounding past t_end
-        if t_out[-1] < t1 - 1e-9 * h:
-            t_out = np.append(t_out, t1)
-        t_out[-1] = min(t_out[-1], t1)
-        t_out = t_out[np.concatenate([[True], np.diff(t_out) > 0])]
-        st = sysm.initial_state(t0)
-        q, qd = st.q, st.qd
-        if s["assemble"] and sysm.m:
-            hold = [c.strip() for c in (s.get("hold") or "").split(",") if c.strip()]
-            for c in hold:
-                if c not in sysm.coordinate_names:
-                    raise ModelError("settings.hold", f"unknown coordinate '{c}'")
-            rep = assemble(sysm, q, qd, t0, hold=hold)
-            q, qd = rep.q, rep.qd
-            event(t0, "assembly", rep.summary())
-            self.stats["assembly"] = rep.summary()
-            if rep.redundant:
-                self._use_independent_rows(q, t0, event)
-        for w in form.warnings(self.integrator_options.get("step")):
-            event(t0, "warning", w)
-        yf, _ = form.initialize(q, qd, t0)
-        self._describe_partition(t0, None, "initial", event)
-        y0 = np.concatenate([yf, [0.0]])                      # + work of nc forces
-        J_dense = sysm.dense
-        buf = {"ydot": np.zeros(form.size + 1)}
-
-        crhs = form.compiled
-
-        def fun(t, y):
-            size = form.size
-            ydot = buf["ydot"]
-            if ydot.size != size + 1:
-                ydot = buf["ydot"] = np.zeros(size + 1)
-            if crhs is not None and form.solver.rows is None:
-                # compiled [qd; qdd; W'] in one call (else the Python path below
-                # repeats the evaluation and raises the named error)
-                if crhs.eval(t, y, ydot) == 0:
-                    form.nfev += 1
-                    return ydot
-            ydot[:size] = form.rhs(t, y[:size])
-            qq, qqd = form.q_cur, form.qd_cur
-            # power of non-conservative applied forces + of the constraint forces
-            lam = form.solver.lam
-            if J_dense:
-                # the formulation just evaluated Phi_q at (qq, t): the System's buffer
-                wc = float(lam @ (sysm._jac_view @ qqd))
-            else:
-                # lam . (Phi_q qd) = qd . (M qdd - Q) (equations of motion): no sparse
-                # product (scipy's overhead is ~13 us per call)
-                wc = float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
-            ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
-            return ydot
-
-        bar = _progress(len(t_out), progress)
-        last = {}
-        istat = np.zeros(5)          # step size, order, steps, rejected, nfev
-        base = np.zeros(3)           # totals of earlier integrate() calls (restarts)
-
-        def on_step(integ):
-            st_ = integ.stats
-            istat[0] = integ.step_size or 0.0
-            istat[1] = getattr(integ, "order", 0)
-            istat[2:] = base + (st_.nsteps, st_.nrejected, st_.nfev)
-
-        obuf = np.zeros(form.size + 1)
-        row = Row(self.channels())
-
-        def on_output(t, y):
-            size = form.size
-            if hasattr(form, "project"):       # report consistent states (spec §4.5)
-                yp = form.project(t, y[:size], count=False)
-                if yp is not None:
-                    y = np.concatenate([yp, y[size:]])
-            ok = crhs is not None and form.solver.rows is None and \
-                crhs.eval(t, y, obuf) == 0
-            if crhs is not None and form.solver.rows is None:
-                crhs.nfev -= 1                 # an output, not an integration cost
-            if ok:
-                # the compiled evaluation leaves qdd, lam and Phi_q(q) in its buffers
-                qq, qqd = np.array(y[:n]), np.array(y[n:2 * n])
-                qdd, lam = crhs.qdd_view.copy(), crhs.lam_view.copy()
-                J = sysm._jac_view if J_dense else sysm._csr
-            else:
-                qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:size]))
-                J = sysm.jacobian(qq, t)                 # dense array or CSR
-            W = float(y[size])
-            last.update(t=t, q=qq, qd=qqd, W=W)
-            if "violation" in row:
-                vres = J.dot(qqd) - sysm.nu(qq, t)
-            if "energy" in row:
-                T, V = sysm.kinetic_energy(qqd, qq), sysm.potential_energy(qq, t)
-            data = row                       # views of one flat row (reporting.Row)
-            if "q" in data:
-                data["q"][:] = qq
-            if "qd" in data:
-                data["qd"][:] = qqd
-            if "qdd" in data:
-                data["qdd"][:] = qdd
-            if "lam" in data:
-                data["lam"][:] = lam
-            if "reactions" in data:
-                data["reactions"][:] = sysm.reactions(qq, t, lam)
-            if "energy" in data:
-                e = data["energy"]
-                e[0], e[1], e[2], e[3], e[4] = T, V, T + V, W, T + V - W
-            if "violation" in data:
-                phi = sysm.phi(qq, t)
-                v = data["violation"]
-                v[0] = np.max(np.abs(phi)) if phi.size else 0.0
-                v[1] = np.max(np.abs(vres)) if vres.size else 0.0
-            if "integrator" in data:
-                data["integrator"][:] = istat
-            if "reactions_local" in data:
-                data["reactions_local"][:] = sysm.reactions_local(qq, t, lam)
-            if "forces" in data:
-                data["forces"][:] = sysm.force_outputs(qq, qqd, t)
-            if "points" in data:
-                data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
-            if "angular" in data:
-                data["angular"][:] = sysm.angular_kinematics(qq, qqd, qdd).ravel()
-            record(t, data)
-            bar.update(1)
-            reason = form.wants_repartition()
-            if reason:
-                last["reason"] = reason
-                return True          # stop here; the loop re-partitions and restarts
-            return None
-
-        jac = None
-        if hasattr(form, "jacobian"):       # DAE forms: df/dy of y = [state, W]
-            def jac(t, y):
-                size = form.size
-                Jf = form.jacobian(t, y[:size])
-                out = np.zeros((size + 1, size + 1))
-                out[:size, :size] = Jf
-                h = 1e-7
-                base = fun(t, y)[size]     # the work row by differences
-                yp = y.copy()
-                for j in range(size):
-                    d = h * (1.0 + abs(y[j]))
-                    yp[j] = y[j] + d
-                    out[size, j] = (fun(t, yp)[size] - base) / d
-                    yp[j] = y[j]
-                return out
-
-        post_step = None
-        if hasattr(form, "project"):
-            def post_step(t, y):          # projection formulation: after every step
-                size = form.size
-                yp = form.project(t, y[:size])
-                if yp is None:
-                    return None
-                return np.concatenate([yp, y[size:]])
-
-        contacts = ContactSet(sysm, sysm.model.contacts) if sysm.model.contacts else None
-        events = []
-        stops = self._stop_events()
-        if contacts is not None:
-            for k in range(len(contacts)):
-                events.append(Event(_gap_event(contacts, k, n), terminal=True, direction=-1,
-                                    name=contacts.names[k]))
-        totals: dict[str, float] = {}
-        impacts = 0
-        recent: list[float] = []
-        events = events + stops
-        for ev_ in stops:                  # a condition that already holds at t_start
-            if ev_(t0, y0) <= 0.0:
-                on_output(t0, y0)
-                event(t0, "stop", f"stop condition '{ev_.name[5:]}' met at t_start")
-                self.stats["stopped_by"] = ev_.name[5:]
-                bar.close()
-                return
-        def python_loop(t_a, y_a, outs_a):
-            return integrate(self.icls, fun, (t_a, t1), y_a, t_out=outs_a, store=False,
-                             on_output=on_output, events=events, post_step=post_step,
-                             on_step=on_step, jac=jac, **self.integrator_options)
-
-        loop = None
-        stop_specs = np.zeros((0, 3))
-        if s["loop"] == "auto":
-            # stop conditions are checked in C at every step end; the step where one
-            # is met is redone by the Python driver, which locates the crossing
-            linear = [ev_.fun.linear for ev_ in events if hasattr(ev_.fun, "linear")]
-            loop = compiled_loop_for(self.icls, form, post_step=post_step, jac=jac,
-                                     events=[ev_ for ev_ in events
-                                             if not hasattr(ev_.fun, "linear")])
-            if loop:
-                stop_specs = np.array(linear, dtype=float).reshape(-1, 3)
-        self.stats["loop"] = "compiled" if loop else "python"
-        cstat = np.zeros(5)
-
-        def on_output_compiled(t, y):
-            istat[0], istat[1] = cstat[0], cstat[1]
-            istat[2:] = base + cstat[2:]
-            return on_output(t, y)
-
-        def handover(t_a, y_a, outs_a):
-            # the compiled loop stopped at a failing evaluation: the Python driver
-            # continues; the integrator channel keeps counting from the compiled part
-            base[:] = base + cstat[2:]
-            return python_loop(t_a, y_a, outs_a)
-
-        def run_integrator(t_a, y_a, outs_a):
-            if loop is None or not form.compiled_ready():
-                return python_loop(t_a, y_a, outs_a)
-            cstat[:] = 0.0
-            return run_compiled(loop, self.icls, form, t_a, t1, y_a, outs_a,
-                                self.integrator_options, on_output_compiled, cstat,
-                                handover, stops=stop_specs)
-
-        t_cur, y_cur, outs = t0, y0, t_out
-        restarts_here = 0
-        try:
-            while True:
-                try:
-                    res = run_integrator(t_cur, y_cur, outs)
-                except RestartRequest as exc:
-                    base[:] = istat[2:]
-                    # the formulation cannot continue: restart from the last output
-                    if not last or (last["t"] == t_cur and restarts_here >= 2):
-                        raise AnalysisError(f"formulation '{form.name}' cannot continue: "
-                                            f"{exc.reason}", last.get("t", t_cur)) from None
-                    restarts_here = restarts_here + 1 if last["t"] == t_cur else 1
-                    t_cur, y_cur = self._restart(last, exc.reason, event)
-                    outs = t_out[t_out > t_cur]
-                    if outs.size == 0:
-                        break
-                    continue
-                base[:] = istat[2:]
-                st_ = res.stats.as_dict() if hasattr(res.stats, "as_dict") else {}
-                for k, v in st_.items():
-                    if isinstance(v, (int, float)) and v is not None and k.startswith("n"):
-                        totals[k] = totals.get(k, 0) + v
-                if res.status == 2:          # the formulation asked to re-partition
-                    t_cur, y_cur = self._restart(last, last.pop("reason", ""), event)
-                    outs = t_out[t_out > t_cur]
-                    if outs.size == 0:
-                        break
-                    continue
-                if res.status == 1 and res.events[-1].name.startswith("stop:"):
-                    rec = res.events[-1]
-                    event(float(rec.t), "stop", f"stop condition '{rec.name[5:]}' met")
-                    self.stats["stopped_by"] = rec.name[5:]
-                    break
-                if res.status != 1 or contacts is None:
-                    break
-                # a contact closed: apply the impact map and restart (spec §7)
-                rec = res.events[-1]
-                t_cur, y_cur = float(rec.t), np.array(rec.y, dtype=float)
-                y_cur = self._impact(contacts, t_cur, y_cur, event)
-                impacts += 1
-                recent = [x for x in recent if x > t_cur - 1e-6 * (t1 - t0)] + [t_cur]
-                if len(recent) > 20:
-                    raise AnalysisError(f"impact chattering: {len(recent)} impacts within "
-                                        f"{1e-6 * (t1 - t0):.3g} s (a contact comes to rest); "
-                                        f"model resting contact with a compliant contact force "
-                                        f"or a constraint", t_cur)
-                outs = t_out[t_out > t_cur]
-                if t_cur >= t1 or outs.size == 0:
-                    break
-        finally:
-            bar.close()
-        self.stats.update({f"integrator_{k}": v for k, v in totals.items()})
-        self.stats["impacts"] = impacts
-        self.stats["integrator"] = self.icls.name
-        self.stats["formulation"] = form.name
-        self.stats["restarts"] = self._restarts
-        self.stats["rank_deficient_evaluations"] = form.solver.rank_deficient_events
-        if hasattr(form, "projections"):
-            self.stats["projections"] = form.projections
+        """One forward dynamic run, as named stages (see :class:`_Run`, read top to
+        bottom): output times -> consistent initial state -> integration segments
+        (each: formulation right-hand side -> integrator step -> outputs ->
+        reporters) separated by restarts, impacts and stop conditions."""
+        _Run(self, record, event, progress).execute()
 
     _restarts = 0
 
@@ -582,3 +312,336 @@ def _gap_event(contacts, k, n):
 def _progress(total, enabled):
     from .kinematic import _progress as p
     return p(total, enabled)
+
+
+class _Run:
+    """The state of one dynamic run and its stages.
+
+    * :meth:`output_times` and :meth:`initial_state`: t_out, then the assembled
+      (q, qd) -> the formulation's y0 (+ the work of the non-conservative forces).
+    * :meth:`rhs`: one evaluation y' = f(t, y): the formulation's right-hand side
+      (compiled in one call where the System allows) and the power of the
+      non-conservative and constraint forces for the work channel.
+    * :meth:`output`: at an output time, the consistent state, qdd and lam, every
+      recorded channel, then the reporters (``record``).
+    * :meth:`segment`: the integrator from (t_a, y_a) over the remaining output
+      times, on the compiled loop or the Python driver.
+    * :meth:`execute`: segments until t_end; between them CP re-partitions, a
+      formulation restarts, an impact map is applied or a stop condition ends it.
+    """
+
+    def __init__(self, analysis: DynamicAnalysis, record, event, progress):
+        self.a = analysis
+        self.sysm = analysis.system
+        self.form = analysis.formulation
+        self.s = analysis.settings
+        self.record, self.event = record, event
+        self.progress_enabled = progress
+        self.n = self.sysm.n
+        self.t0, self.t1 = self.s["t_start"], self.s["t_end"]
+        # the compiled right-hand side serves while every constraint row is used
+        self.crhs = self.form.compiled if self.form.solver.rows is None else None
+        self.projects = hasattr(self.form, "project")       # projection, penalty
+        self.row = Row(analysis.channels())
+        self.last: dict = {}                 # the last output state (restarts)
+        self.istat = np.zeros(5)             # step size, order, steps, rejected, nfev
+        self.base = np.zeros(3)              # totals of earlier segments (restarts)
+        self.cstat = np.zeros(5)             # statistics of the compiled loop
+        self.totals: dict[str, float] = {}
+        self._ydot = self._obuf = np.zeros(0)     # sized once the state is known
+        self.bar = _progress(0, False)
+
+    # -- stage 1: output times and the initial state ---------------------------------
+    def output_times(self) -> np.ndarray:
+        h = self.s["output_step"]
+        t0, t1 = self.t0, self.t1
+        nout = int(math.floor((t1 - t0) / h + 1e-9))
+        t_out = np.minimum(t0 + h * np.arange(nout + 1), t1)   # no rounding past t_end
+        if t_out[-1] < t1 - 1e-9 * h:
+            t_out = np.append(t_out, t1)
+        t_out[-1] = min(t_out[-1], t1)
+        return t_out[np.concatenate([[True], np.diff(t_out) > 0])]
+
+    def initial_state(self) -> np.ndarray:
+        """Nearest consistent state (assembly, spec §4.8) -> y0 = [formulation
+        state; work of the non-conservative forces = 0]."""
+        sysm, s, a, t0 = self.sysm, self.s, self.a, self.t0
+        st = sysm.initial_state(t0)
+        q, qd = st.q, st.qd
+        if s["assemble"] and sysm.m:
+            hold = [c.strip() for c in (s.get("hold") or "").split(",") if c.strip()]
+            for c in hold:
+                if c not in sysm.coordinate_names:
+                    raise ModelError("settings.hold", f"unknown coordinate '{c}'")
+            rep = assemble(sysm, q, qd, t0, hold=hold)
+            q, qd = rep.q, rep.qd
+            self.event(t0, "assembly", rep.summary())
+            a.stats["assembly"] = rep.summary()
+            if rep.redundant:
+                a._use_independent_rows(q, t0, self.event)
+                self.crhs = None
+        for w in self.form.warnings(a.integrator_options.get("step")):
+            self.event(t0, "warning", w)
+        yf, _ = self.form.initialize(q, qd, t0)
+        a._describe_partition(t0, None, "initial", self.event)
+        return np.concatenate([yf, [0.0]])
+
+    # -- stage 2: one evaluation ---------------------------------------------------
+    def rhs(self, t, y):
+        """y' = [formulation right-hand side; power of the non-conservative and
+        constraint forces] (the work channel)."""
+        form, sysm = self.form, self.sysm
+        size = form.size
+        ydot = self._ydot
+        if ydot.size != size + 1:
+            ydot = self._ydot = np.zeros(size + 1)
+        if self.crhs is not None and self.crhs.eval(t, y, ydot) == 0:
+            form.nfev += 1      # compiled [qd; qdd; W'] in one call (else the Python
+            return ydot         # path below repeats it and raises the named error)
+        ydot[:size] = form.rhs(t, y[:size])
+        qq, qqd = form.q_cur, form.qd_cur
+        lam = form.solver.lam
+        if sysm.dense:
+            # the formulation just evaluated Phi_q at (qq, t): the System's buffer
+            wc = float(lam @ (sysm._jac_view @ qqd))
+        else:
+            # lam . (Phi_q qd) = qd . (M qdd - Q) (equations of motion): no sparse
+            # product (scipy's overhead is ~13 us per call)
+            wc = float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
+        ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
+        return ydot
+
+    def dae_jacobian(self, t, y):
+        """df/dy of y = [state, W] for the DAE formulations (ggl, stiff): theirs,
+        and the work row by differences."""
+        form = self.form
+        size = form.size
+        Jf = form.jacobian(t, y[:size])
+        out = np.zeros((size + 1, size + 1))
+        out[:size, :size] = Jf
+        h = 1e-7
+        w0 = self.rhs(t, y)[size]
+        yp = y.copy()
+        for j in range(size):
+            d = h * (1.0 + abs(y[j]))
+            yp[j] = y[j] + d
+            out[size, j] = (self.rhs(t, yp)[size] - w0) / d
+            yp[j] = y[j]
+        return out
+
+    def post_step(self, t, y):
+        """Projection formulations: positions and velocities after every step."""
+        size = self.form.size
+        yp = self.form.project(t, y[:size])
+        if yp is None:
+            return None
+        return np.concatenate([yp, y[size:]])
+
+    # -- stage 3: outputs -> reporters ---------------------------------------------
+    def _output_state(self, t, y):
+        """(q, qd, qdd, lam, Phi_q) at an output: from the compiled evaluation's
+        buffers where it applies, else from the formulation (which projects or
+        solves its dependent coordinates)."""
+        form, sysm, n = self.form, self.sysm, self.n
+        if self.crhs is not None:
+            ok = self.crhs.eval(t, y, self._obuf) == 0
+            self.crhs.nfev -= 1                # an output, not an integration cost
+            if ok:
+                qq, qqd = np.array(y[:n]), np.array(y[n:2 * n])
+                J = sysm._jac_view if sysm.dense else sysm._csr
+                return qq, qqd, self.crhs.qdd_view.copy(), self.crhs.lam_view.copy(), J
+        qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:form.size]))
+        return qq, qqd, qdd, lam, sysm.jacobian(qq, t)
+
+    def output(self, t, y):
+        """Record one output row; True asks the loop to stop here (CP wants a new
+        partition)."""
+        form, sysm = self.form, self.sysm
+        size = form.size
+        if self.projects:                      # report consistent states (spec §4.5)
+            yp = form.project(t, y[:size], count=False)
+            if yp is not None:
+                y = np.concatenate([yp, y[size:]])
+        qq, qqd, qdd, lam, J = self._output_state(t, y)
+        W = float(y[size])
+        self.last.update(t=t, q=qq, qd=qqd, W=W)
+        data = self.row                      # views of one flat row (reporting.Row)
+        if "q" in data:
+            data["q"][:] = qq
+        if "qd" in data:
+            data["qd"][:] = qqd
+        if "qdd" in data:
+            data["qdd"][:] = qdd
+        if "lam" in data:
+            data["lam"][:] = lam
+        if "reactions" in data:
+            data["reactions"][:] = sysm.reactions(qq, t, lam)
+        if "energy" in data:
+            T, V = sysm.kinetic_energy(qqd, qq), sysm.potential_energy(qq, t)
+            e = data["energy"]
+            e[0], e[1], e[2], e[3], e[4] = T, V, T + V, W, T + V - W
+        if "violation" in data:
+            vres = J.dot(qqd) - sysm.nu(qq, t)
+            phi = sysm.phi(qq, t)
+            v = data["violation"]
+            v[0] = np.max(np.abs(phi)) if phi.size else 0.0
+            v[1] = np.max(np.abs(vres)) if vres.size else 0.0
+        if "integrator" in data:
+            data["integrator"][:] = self.istat
+        if "reactions_local" in data:
+            data["reactions_local"][:] = sysm.reactions_local(qq, t, lam)
+        if "forces" in data:
+            data["forces"][:] = sysm.force_outputs(qq, qqd, t)
+        if "points" in data:
+            data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
+        if "angular" in data:
+            data["angular"][:] = sysm.angular_kinematics(qq, qqd, qdd).ravel()
+        self.record(t, data)
+        self.bar.update(1)
+        reason = form.wants_repartition()
+        if reason:
+            self.last["reason"] = reason
+            return True          # stop here; the loop re-partitions and restarts
+        return None
+
+    def _output_compiled(self, t, y):
+        self.istat[0], self.istat[1] = self.cstat[0], self.cstat[1]
+        self.istat[2:] = self.base + self.cstat[2:]
+        return self.output(t, y)
+
+    def on_step(self, integ):
+        st_ = integ.stats
+        self.istat[0] = integ.step_size or 0.0
+        self.istat[1] = getattr(integ, "order", 0)
+        self.istat[2:] = self.base + (st_.nsteps, st_.nrejected, st_.nfev)
+
+    # -- stage 4: integration segments ---------------------------------------------
+    def _setup_segments(self, y0):
+        """Events (contacts, stop conditions) and the loop: compiled for explicit
+        Runge-Kutta methods on a compiled right-hand side, else the Python driver."""
+        a, sysm, form = self.a, self.sysm, self.form
+        self.contacts = (ContactSet(sysm, sysm.model.contacts)
+                         if sysm.model.contacts else None)
+        events = []
+        if self.contacts is not None:
+            for k in range(len(self.contacts)):
+                events.append(Event(_gap_event(self.contacts, k, self.n), terminal=True,
+                                    direction=-1, name=self.contacts.names[k]))
+        self.stops = a._stop_events()
+        self.events = events + self.stops
+        self.jac = self.dae_jacobian if hasattr(form, "jacobian") else None
+        self.post = self.post_step if self.projects else None
+        self.loop, self.stop_specs = None, None
+        if a.settings["loop"] == "auto":
+            # stop conditions are checked in C at every step end; the step where one
+            # is met is redone by the Python driver, which locates the crossing
+            linear = [e.fun.linear for e in self.events if hasattr(e.fun, "linear")]
+            self.loop = compiled_loop_for(a.icls, form, post_step=self.post, jac=self.jac,
+                                          events=[e for e in self.events
+                                                  if not hasattr(e.fun, "linear")])
+            if self.loop:
+                self.stop_specs = np.array(linear, dtype=float).reshape(-1, 3)
+        a.stats["loop"] = "compiled" if self.loop else "python"
+
+    def python_segment(self, t_a, y_a, outs):
+        from mbcore.integrate import integrate
+        return integrate(self.a.icls, self.rhs, (t_a, self.t1), y_a, t_out=outs,
+                         store=False, on_output=self.output, events=self.events,
+                         post_step=self.post, on_step=self.on_step, jac=self.jac,
+                         **self.a.integrator_options)
+
+    def _handover(self, t_a, y_a, outs):
+        # the compiled loop stopped at a failing evaluation: the Python driver
+        # continues; the integrator channel keeps counting from the compiled part
+        self.base[:] = self.base + self.cstat[2:]
+        return self.python_segment(t_a, y_a, outs)
+
+    def segment(self, t_a, y_a, outs):
+        if self.loop is None or not self.form.compiled_ready():
+            return self.python_segment(t_a, y_a, outs)
+        self.cstat[:] = 0.0
+        return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
+                            self.a.integrator_options, self._output_compiled, self.cstat,
+                            self._handover, stops=self.stop_specs)
+
+    # -- stage 5: the run --------------------------------------------------------------
+    def execute(self):
+        a, form, event = self.a, self.form, self.event
+        t_out = self.output_times()
+        y0 = self.initial_state()
+        self._ydot = np.zeros(form.size + 1)
+        self._obuf = np.zeros(form.size + 1)
+        self._setup_segments(y0)
+        self.bar = _progress(len(t_out), self.progress_enabled)
+        for ev_ in self.stops:                # a condition that already holds at t_start
+            if ev_(self.t0, y0) <= 0.0:
+                self.output(self.t0, y0)
+                event(self.t0, "stop", f"stop condition '{ev_.name[5:]}' met at t_start")
+                a.stats["stopped_by"] = ev_.name[5:]
+                self.bar.close()
+                return
+        impacts = 0
+        recent: list[float] = []
+        t_cur, y_cur, outs = self.t0, y0, t_out
+        restarts_here = 0
+        last = self.last
+        try:
+            while True:
+                try:
+                    res = self.segment(t_cur, y_cur, outs)
+                except RestartRequest as exc:
+                    self.base[:] = self.istat[2:]
+                    # the formulation cannot continue: restart from the last output
+                    if not last or (last["t"] == t_cur and restarts_here >= 2):
+                        raise AnalysisError(f"formulation '{form.name}' cannot continue: "
+                                            f"{exc.reason}", last.get("t", t_cur)) from None
+                    restarts_here = restarts_here + 1 if last["t"] == t_cur else 1
+                    t_cur, y_cur = a._restart(last, exc.reason, event)
+                    outs = t_out[t_out > t_cur]
+                    if outs.size == 0:
+                        break
+                    continue
+                self.base[:] = self.istat[2:]
+                st_ = res.stats.as_dict() if hasattr(res.stats, "as_dict") else {}
+                for k, v in st_.items():
+                    if isinstance(v, (int, float)) and v is not None and k.startswith("n"):
+                        self.totals[k] = self.totals.get(k, 0) + v
+                if res.status == 2:          # the formulation asked to re-partition
+                    t_cur, y_cur = a._restart(last, last.pop("reason", ""), event)
+                    outs = t_out[t_out > t_cur]
+                    if outs.size == 0:
+                        break
+                    continue
+                if res.status == 1 and res.events[-1].name.startswith("stop:"):
+                    rec = res.events[-1]
+                    event(float(rec.t), "stop", f"stop condition '{rec.name[5:]}' met")
+                    a.stats["stopped_by"] = rec.name[5:]
+                    break
+                if res.status != 1 or self.contacts is None:
+                    break
+                # a contact closed: apply the impact map and restart (spec §7)
+                rec = res.events[-1]
+                t_cur, y_cur = float(rec.t), np.array(rec.y, dtype=float)
+                y_cur = a._impact(self.contacts, t_cur, y_cur, event)
+                impacts += 1
+                span = 1e-6 * (self.t1 - self.t0)
+                recent = [x for x in recent if x > t_cur - span] + [t_cur]
+                if len(recent) > 20:
+                    raise AnalysisError(f"impact chattering: {len(recent)} impacts within "
+                                        f"{span:.3g} s (a contact comes to rest); "
+                                        f"model resting contact with a compliant contact force "
+                                        f"or a constraint", t_cur)
+                outs = t_out[t_out > t_cur]
+                if t_cur >= self.t1 or outs.size == 0:
+                    break
+        finally:
+            self.bar.close()
+        st = a.stats
+        st.update({f"integrator_{k}": v for k, v in self.totals.items()})
+        st["impacts"] = impacts
+        st["integrator"] = a.icls.name
+        st["formulation"] = form.name
+        st["restarts"] = a._restarts
+        st["rank_deficient_evaluations"] = form.solver.rank_deficient_events
+        if hasattr(form, "projections"):
+            st["projections"] = form.projections

@@ -403,7 +403,9 @@ class KinetostaticAnalysis(KinematicAnalysis):
                              "Lagrange multipliers (reaction = +Phi_q^T lam)"))
         ch.insert(4, Channel("reactions", list(sysm.reaction_labels),
                              "generalised reaction of each element on each of its bodies: "
-                             "fx, fy (global) and the moment n about the body origin"))
+                             + ("fx, fy, fz and the moment nx, ny, nz about the body origin "
+                                "(global axes)" if sysm.spatial else
+                                "fx, fy (global) and the moment n about the body origin")))
         extra = element_channels(sysm, points=False)   # points: already in ch
         extra.append(Channel("energy", ["kinetic", "potential", "total"], "energies"))
         return ch[:5] + extra + ch[5:]
