@@ -185,3 +185,70 @@ def test_spatial_model_errors_name_the_key(examples):
     bad = text.replace("type: universal", "type: universall")
     with pytest.raises(ModelError, match=r"joints\[2\]\.type.*universal"):
         Model.from_text(bad, "yaml")
+
+
+def _slider_driven(examples, x_end):
+    """The spatial slider-crank with the crank free and the slider driven along its
+    guide from its assembled position to x_end (beyond the reach when x_end > the
+    largest x of the closed form: a lock-up)."""
+    model = Model.from_file(examples / "spatial_slider_crank.yaml")
+    d = model.to_dict()
+    d["drivers"] = [{"name": "stroke", "type": "point_coordinate", "body": "slider",
+                     "coordinate": "x",
+                     "function": {"polynomial": [0.44, (x_end - 0.44) / 1.0]}}]
+    return Model.from_dict(d)
+
+
+def test_spatial_lockup_names_the_time_and_equations(examples):
+    """Driving the slider beyond the largest reach of crank + coupler (x_max =
+    0.1 cos th + sqrt(0.15 - (0.05 - 0.1 sin th)^2) maximised over th) stops with a
+    LockupError at the time the driver reaches x_max."""
+    from mbcore import LockupError
+    th = np.linspace(-np.pi, np.pi, 200001)
+    x_max = np.max(0.1 * np.cos(th) + np.sqrt(0.15 - (0.05 - 0.1 * np.sin(th)) ** 2))
+    model = _slider_driven(examples, 0.6)
+    with pytest.raises(LockupError) as exc:
+        mbcore.run(model, settings={"t_end": 1.0, "output_step": 0.001})
+    t_lock = (x_max - 0.44) / 0.16
+    # the first output time with no assembly: just past t_lock
+    assert t_lock < exc.value.t <= t_lock + 0.001 + 1e-12, (exc.value.t, t_lock)
+    assert "stroke.c" in str(exc.value) and "pin.x" in str(exc.value)
+
+
+def test_spatial_assembly_nearest_consistent_state(examples):
+    """assemble() from perturbed estimates: constraints (with the Euler-parameter
+    norms) hold, velocities are consistent, and the report names the body that
+    moved most."""
+    from mbcore.assembly import assemble
+    model = Model.from_file(examples / "spatial_slider_crank.yaml")
+    s = model.compile()
+    st = s.initial_state(0.0)
+    rng = np.random.default_rng(3)
+    q = st.q + 0.02 * rng.standard_normal(s.n)
+    qd = rng.standard_normal(s.n)
+    rep = assemble(s, q, qd, 0.0)
+    assert np.max(np.abs(s.phi(rep.q, 0.0))) < 1e-10
+    J = s.jacobian_dense(rep.q, 0.0)
+    np.testing.assert_allclose(J @ rep.qd, s.nu(rep.q, 0.0), atol=1e-9)
+    for b in ("crank", "coupler", "slider"):
+        k = s.coordinate_index(f"{b}.p0")
+        assert np.linalg.norm(rep.q[k:k + 4]) == pytest.approx(1.0, abs=1e-12)
+    moved = max(rep.moves, key=lambda b: rep.moves[b][0])
+    assert moved in rep.summary()
+    # the slider position is the closed form's at t = 0
+    assert rep.q[s.coordinate_index("slider.x")] == pytest.approx(closed_form(0.0)[0],
+                                                                     abs=1e-9)
+
+
+def test_spatial_static_given_configuration_multipliers(examples):
+    """method 'given': the multipliers at the assembled configuration of the
+    slider-crank with gravity along -z balance the weight: the translational guide
+    and the crank pivot carry the total weight."""
+    model = Model.from_file(examples / "spatial_slider_crank.yaml")
+    d = model.to_dict()
+    d["gravity"] = [0.0, 0.0, -9.81]
+    model = Model.from_dict(d)
+    res = mbcore.run(model, settings={"analysis": "static", "method": "given"})
+    W = 9.81 * (0.5 + 1.0 + 2.0)
+    Fz = sum(res[f"reactions/{j}.j.fz"][-1] for j in ("pivot", "guide"))
+    assert Fz == pytest.approx(W, rel=1e-9)
