@@ -11,6 +11,8 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``fourbar_newton_iteration``: phi + Jacobian + LU factor + solve.
 * ``fourbar_kinematic_analysis``: a whole kinematic analysis, 1000 output times,
   in-memory results (output steps per second).
+* ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
+  (spec/spatial.md §4.5), one evaluation and whole kinematic analyses.
 """
 from __future__ import annotations
 
@@ -121,6 +123,61 @@ def bench_kinematics(repeat: int, quick: bool) -> dict:
         out[f"{name}_kinematic_analysis"] = {
             "output_steps": steps, "compiled_steps_per_s": steps / tc,
             "numpy_steps_per_s": steps / tn, "ratio": tn / tc}
+    return out
+
+
+def bench_spatial(repeat: int, quick: bool) -> dict:
+    """The spatial slider-crank (spec/spatial.md §4.5: revolute, spherical, universal
+    and translational joints, the tracked rotation driver, 3 Euler-parameter
+    bodies, n = m = 21), compiled kernels (ext/_spatial.pxi, KinematicStepper) vs
+    the NumPy reference path in the same run:
+
+    * ``spatial_slider_crank_evaluation``: time functions + phi + Jacobian + nu +
+      gamma at a state;
+    * ``spatial_slider_crank_kinematic_analysis``: the example as it is, 3 s
+      (the crank turns past 2 pi), output steps per second; the named points and
+      the angular channel are recorded at every step (compiled kernels, NumPy
+      reference on the NumPy path);
+    * ``spatial_slider_crank_no_points_kinematic_analysis``: the same without the
+      named points (what the point channel costs the compiled path).
+    """
+    model = mbcore.Model.from_file(ROOT / "examples" / "spatial_slider_crank.yaml")
+    out: dict = {}
+    systems = {k: model.compile(kernels=k) for k in ("compiled", "numpy")}
+    res = mbcore.run(model, kernels="compiled", settings={"t_end": 0.5})
+    q, qd = res["q"][37].copy(), res["qd"][37].copy()
+
+    def evaluation(s):
+        def f():
+            s._ft = None          # force the time functions to be re-evaluated
+            s.phi(q, 0.37)
+            s.jacobian(q, 0.37)
+            s.nu(q, 0.37)
+            s.gamma(q, qd, 0.37)
+        return f
+
+    n_eval = 2000 if quick else 20000
+    tc = _time(evaluation(systems["compiled"]), n_eval, repeat)
+    tn = _time(evaluation(systems["numpy"]), max(n_eval // 200, 10), repeat)
+    out["spatial_slider_crank_evaluation"] = {
+        "compiled_per_s": 1.0 / tc, "numpy_per_s": 1.0 / tn, "compiled_us": tc * 1e6,
+        "numpy_us": tn * 1e6, "ratio": tn / tc}
+
+    data = model.to_dict()
+    data.pop("points", None)
+    no_points = mbcore.Model.from_dict(data)
+    step = 0.01 if quick else 0.005
+    settings = {"t_end": 3.0, "output_step": step}
+    steps = int(round(3.0 / step)) + 1
+    for name, mdl in (("spatial_slider_crank", model),
+                      ("spatial_slider_crank_no_points", no_points)):
+        tc = _time(lambda: mbcore.run(mdl, settings=settings, kernels="compiled"), 1, repeat)
+        tn = _time(lambda: mbcore.run(mdl, settings=settings, kernels="numpy"), 1,
+                   max(3, repeat // 2))
+        out[f"{name}_kinematic_analysis"] = {
+            "output_steps": steps, "compiled_steps_per_s": steps / tc,
+            "numpy_steps_per_s": steps / tn, "compiled_us_per_step": tc / steps * 1e6,
+            "numpy_us_per_step": tn / steps * 1e6, "ratio": tn / tc}
     return out
 
 
@@ -491,8 +548,9 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=7, help="timing batches (median taken)")
     p.add_argument("--markdown", metavar="PATH",
                    help="also write the tables as markdown (benchmarks/BASELINE.md)")
-    p.add_argument("--only", nargs="*", choices=("kinematics", "rhs", "dynamics", "chain",
-                                                 "integrators", "overheads", "formulations"),
+    p.add_argument("--only", nargs="*", choices=("kinematics", "spatial", "rhs", "dynamics",
+                                                 "chain", "integrators", "overheads",
+                                                 "formulations"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -501,7 +559,8 @@ def main(argv=None) -> int:
         "repeat": args.repeat, "statistic": "median",
         "cases": {},
     }
-    groups = {"kinematics": (bench_fourbar, bench_kinematics), "rhs": (bench_rhs,),
+    groups = {"kinematics": (bench_fourbar, bench_kinematics), "spatial": (bench_spatial,),
+              "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
               "integrators": (bench_integrators,), "overheads": (bench_overheads,),
               "formulations": (bench_formulations,)}

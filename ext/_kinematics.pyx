@@ -32,3 +32,96 @@ def point_kinematics(const double[::1] q, const double[::1] qd, const double[::1
         out[k, 3] = yd + w * Sx
         out[k, 4] = xdd - a * Sy - w * w * Sx
         out[k, 5] = ydd + a * Sx - w * w * Sy
+
+
+# --- spatial bodies (Euler parameters; spec/spatial.md §1.3-1.6) --------------------
+cdef inline void _Lt(const double* p, const double* s, double* u) noexcept nogil:
+    """u = L(p)^T s' (4): [-e.s', e0 s' + e x s'] (004 Eq 6.39)."""
+    u[0] = -(p[1] * s[0] + p[2] * s[1] + p[3] * s[2])
+    u[1] = p[0] * s[0] + p[2] * s[2] - p[3] * s[1]
+    u[2] = p[0] * s[1] + p[3] * s[0] - p[1] * s[2]
+    u[3] = p[0] * s[2] + p[1] * s[1] - p[2] * s[0]
+
+
+cdef inline void _Gadd(const double* x, const double* u, double c,
+                       double* out) noexcept nogil:
+    """out += c G(x) u, G(x) u = -x_v u0 + x_v x u_v + x0 u_v (004 Eq 6.38)."""
+    out[0] += c * (-x[1] * u[0] + x[0] * u[1] - x[3] * u[2] + x[2] * u[3])
+    out[1] += c * (-x[2] * u[0] + x[3] * u[1] + x[0] * u[2] - x[1] * u[3])
+    out[2] += c * (-x[3] * u[0] - x[2] * u[1] + x[1] * u[2] + x[0] * u[3])
+
+
+def point_kinematics_spatial(const double[::1] q, const double[::1] qd,
+                             const double[::1] qdd, const Py_ssize_t[::1] off,
+                             const double[:, ::1] loc, double[:, ::1] out):
+    """Points of spatial bodies, rows ``x, y, z, xd, yd, zd, xdd, ydd, zdd``:
+    ``r + A s'``, ``rd + Adot s'``, ``rdd + Addot s'`` with ``A = G L^T``,
+    ``Adot = 2 G(pd) L^T``, ``Addot = 2 G(pdd) L^T + 2 G(pd) L(pd)^T`` (004 Eqs
+    6.62-6.63, 6.102).  Offsets >= len(q) denote the ground (r = 0, p = (1, 0, 0,
+    0)).  Reference: ``System._point_kinematics_spatial`` on the NumPy path."""
+    cdef Py_ssize_t k, j, o, n = q.shape[0]
+    cdef double u[4]
+    cdef double ud[4]
+    cdef double p[4]
+    cdef double pd[4]
+    cdef double pdd[4]
+    cdef double* row
+    if out.shape[0] != off.shape[0] or out.shape[1] != 9 or loc.shape[0] != off.shape[0] \
+            or loc.shape[1] != 3 or qd.shape[0] != n or qdd.shape[0] != n:
+        raise ValueError("point_kinematics_spatial: inconsistent array sizes")
+    for k in range(off.shape[0]):
+        if off[k] < n and off[k] + 7 > n:
+            raise ValueError("point_kinematics_spatial: body offset out of range")
+    with nogil:
+        for k in range(off.shape[0]):
+            o = off[k]
+            row = &out[k, 0]
+            for j in range(9):
+                row[j] = 0.0
+            if o >= n:                         # a point of the ground
+                for j in range(3):
+                    row[j] = loc[k, j]
+                continue
+            for j in range(4):
+                p[j] = q[o + 3 + j]
+                pd[j] = qd[o + 3 + j]
+                pdd[j] = qdd[o + 3 + j]
+            for j in range(3):
+                row[j] = q[o + j]
+                row[3 + j] = qd[o + j]
+                row[6 + j] = qdd[o + j]
+            _Lt(p, &loc[k, 0], u)
+            _Lt(pd, &loc[k, 0], ud)
+            _Gadd(p, u, 1.0, row)
+            _Gadd(pd, u, 2.0, row + 3)
+            _Gadd(pdd, u, 2.0, row + 6)
+            _Gadd(pd, ud, 2.0, row + 6)
+
+
+def angular_kinematics(const double[::1] q, const double[::1] qd, const double[::1] qdd,
+                       const Py_ssize_t[:, ::1] pidx, double[:, ::1] out):
+    """Angular velocity and acceleration of spatial bodies in global axes, rows
+    ``wx, wy, wz, wxd, wyd, wzd``: ``omega = 2 G(p) pd``, ``omegadot = 2 G(p) pdd``
+    (004 Eqs 6.96, 6.107).  ``pidx`` (nb, 4): the indices of each body's p in q.
+    Reference: ``System.angular_kinematics`` on the NumPy path."""
+    cdef Py_ssize_t k, j, n = q.shape[0]
+    cdef double p[4]
+    cdef double pd[4]
+    cdef double pdd[4]
+    if out.shape[0] != pidx.shape[0] or out.shape[1] != 6 or pidx.shape[1] != 4 \
+            or qd.shape[0] != n or qdd.shape[0] != n:
+        raise ValueError("angular_kinematics: inconsistent array sizes")
+    for k in range(pidx.shape[0]):
+        for j in range(4):
+            if pidx[k, j] < 0 or pidx[k, j] >= n:
+                raise ValueError("angular_kinematics: index out of range")
+    with nogil:
+        for k in range(pidx.shape[0]):
+            for j in range(4):
+                p[j] = q[pidx[k, j]]
+                pd[j] = qd[pidx[k, j]]
+                pdd[j] = qdd[pidx[k, j]]
+            for j in range(6):
+                out[k, j] = 0.0
+            _Gadd(p, pd, 2.0, &out[k, 0])
+            _Gadd(p, pdd, 2.0, &out[k, 3])

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Compiled assembly kernels for the built-in planar constraint types.
+"""Compiled assembly kernels for the built-in planar and spatial constraint types.
 
 One :class:`PlanarEvaluator` per System holds raw pointers to the packed group
 arrays (built once by ``mbcore.system``) and assembles phi, the Jacobian values,
@@ -9,12 +9,16 @@ spec/planar.md §1 (C1-C13, D1-D5); each has a NumPy reference implementation in
 ``mbplugins.planar`` (``constraints``, ``links``, ``gears``, ``drivers``, ``cams``)
 with identical packed parameters.  The curve pairs (C10-C13) carry an artificial
 coordinate theta each (``G.xoff``) and evaluate body-fixed curves packed as in
-``mbplugins.planar.curves``.
+``mbplugins.planar.curves``.  The spatial types (Euler-parameter bodies,
+spec/spatial.md §2; NumPy reference ``mbplugins.spatial.constraints``) have kernel
+codes >= 100 and live in ``_spatial.pxi``.
 
 Array conventions (see mbcore.elements): q is copied into an extended buffer of
-length n + 3 whose last three entries are the ground's (0, 0, 0); Jacobian
-entries of ground columns are written to slots of their own after the matrix
-data (``jpos`` says where).
+length n + 10, like ``System._qx``: the planar ground's block (0, 0, 0) at n, the
+spatial ground's (0, 0, 0, 1, 0, 0, 0) at n + 3 (the System passes every ground
+body at offset n; ``_set`` moves spatial ones to n + 3).  Jacobian entries of
+ground columns are written to slots of their own after the matrix data (``jpos``
+says where); a body has 3 (planar) or 7 (spatial) columns.
 """
 from libc.math cimport sin, cos, fabs, isfinite, floor
 from libc.stdlib cimport malloc, free
@@ -23,6 +27,8 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
 
 import numpy as np
+
+include "_spatial.pxi"
 
 cdef enum:
     K_FIXED = 0
@@ -71,6 +77,7 @@ KERNELS = {
     "cam_flat": (K_CAM_FLAT, 2, 2, CURVE_GEOM + CURVE_SIZE, 0, 1),
     "slot": (K_SLOT, 2, 2, CURVE_GEOM + CURVE_SIZE, 0, 1),
 }
+KERNELS.update(SPATIAL_KERNELS)
 
 cdef class PlanarEvaluator:
     """Assembles phi, Jacobian, nu and gamma of all compiled groups of a System."""
@@ -81,12 +88,13 @@ cdef class PlanarEvaluator:
         self.ng = len(groups)
         self._keep = []
         self.groups = <Group*> malloc(max(self.ng, 1) * sizeof(Group))
-        self.qx = <double*> malloc((n + 3) * sizeof(double))
-        self.qdx = <double*> malloc((n + 3) * sizeof(double))
+        self.qx = <double*> malloc((n + 10) * sizeof(double))
+        self.qdx = <double*> malloc((n + 10) * sizeof(double))
         if self.groups == NULL or self.qx == NULL or self.qdx == NULL:
             raise MemoryError()
-        memset(self.qx, 0, (n + 3) * sizeof(double))
-        memset(self.qdx, 0, (n + 3) * sizeof(double))
+        memset(self.qx, 0, (n + 10) * sizeof(double))
+        memset(self.qdx, 0, (n + 10) * sizeof(double))
+        self.qx[n + 6] = 1.0           # spatial ground: r = 0, p = (1, 0, 0, 0) at n + 3
         for k in range(self.ng):
             self._set(k, groups[k])
 
@@ -94,15 +102,29 @@ cdef class PlanarEvaluator:
         spec = KERNELS[g["kernel"]]
         code, m, nb, npar, nfun = spec[:5]
         nx = spec[5] if len(spec) > 5 else 0
+        spatial = code >= K_SPATIAL
+        ncol = 7 if spatial else 3
+        if g.get("kind", "planar") != ("spatial" if spatial else "planar"):
+            raise ValueError(f"kernel {g['kernel']!r} is for "
+                             f"{'spatial' if spatial else 'planar'} bodies, the group's "
+                             f"are {g.get('kind', 'planar')}")
         boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
+        if spatial:            # the spatial ground block is at n + 3 (module docstring)
+            boff = np.where(boff >= self.n, self.n + 3, boff).astype(np.intp)
         xoff = np.ascontiguousarray(g.get("xoff", np.zeros((0, 0), np.intp)), dtype=np.intp)
         row = np.ascontiguousarray(g["row"], dtype=np.intp)
         par = np.ascontiguousarray(g["par"], dtype=np.float64)
+        if code in _STATEFUL and par.size and not (
+                isinstance(g["par"], np.ndarray) and np.shares_memory(par, g["par"])):
+            # the kernel writes tracking state into par (rotation driver): it must be
+            # the System group's own array, so that both paths share that state
+            raise ValueError(f"kernel {g['kernel']!r} updates its parameters in place: "
+                             f"pass the group's C-contiguous float64 par array itself")
         fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
         jpos = np.ascontiguousarray(g["jpos"], dtype=np.intp)
         ne = row.shape[0]
         if (boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun
-                or jpos.size != ne * m * (nb * 3 + nx) or xoff.size != ne * nx):
+                or jpos.size != ne * m * (nb * ncol + nx) or xoff.size != ne * nx):
             raise ValueError(f"kernel {g['kernel']!r}: packed arrays have wrong sizes")
         self._keep.extend([boff, row, par, fidx, jpos, xoff])
         cdef Group* G = &self.groups[k]
@@ -112,8 +134,9 @@ cdef class PlanarEvaluator:
         G.m = m
         G.npar = npar
         G.nfun = nfun
-        G.njac = m * (nb * 3 + nx)     # body entries (r, b, c), then extra entries (r, x)
+        G.njac = m * (nb * ncol + nx)  # body entries (r, b, c), then extra entries (r, x)
         G.nx = nx
+        G.ncol = ncol
         G.xoff = <const Py_ssize_t*> _ptr_i(xoff)
         G.boff = <const Py_ssize_t*> _ptr_i(boff)
         G.row = <const Py_ssize_t*> _ptr_i(row)
@@ -204,6 +227,9 @@ cdef void _phi(Group* G, const double* q, const double* fv, double* out) noexcep
     cdef Py_ssize_t e, bi, bj, r, k
     cdef const double* p
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, ux, uy, nx, ny, dx, dy
+    if G.kind >= K_SPATIAL:
+        _phi_spatial(G, q, fv, out)
+        return
     for e in range(G.ne):
         r = G.row[e]
         p = G.par + e * G.npar
@@ -253,6 +279,9 @@ cdef void _jac(Group* G, const double* q, double* J) noexcept nogil:
     cdef const Py_ssize_t* jp
     cdef const double* p
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, ux, uy, nx, ny
+    if G.kind >= K_SPATIAL:
+        _jac_spatial(G, q, J)
+        return
     for e in range(G.ne):
         p = G.par + e * G.npar
         jp = G.jpos + e * G.njac
@@ -310,6 +339,9 @@ cdef void _jac(Group* G, const double* q, double* J) noexcept nogil:
 cdef void _nu(Group* G, const double* fv, double* out) noexcept nogil:
     cdef Py_ssize_t e, r, k
     cdef const double* f
+    if G.kind >= K_SPATIAL:
+        _nu_spatial(G, fv, out)
+        return
     for e in range(G.ne):
         r = G.row[e]
         if G.kind == K_ABSOLUTE or G.kind == K_RELATIVE or G.kind == K_POINTDIR:
@@ -327,6 +359,9 @@ cdef void _gamma(Group* G, const double* q, const double* qd, const double* fv,
     cdef Py_ssize_t e, bi, bj, r, k
     cdef const double* p
     cdef double c, s, cj, sj, Sjx, Sjy, ux, uy, nx, ny, wi, wj, w2
+    if G.kind >= K_SPATIAL:
+        _gamma_spatial(G, q, qd, fv, out)
+        return
     for e in range(G.ne):
         r = G.row[e]
         p = G.par + e * G.npar

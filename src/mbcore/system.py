@@ -461,17 +461,24 @@ class System:
         if self.backend == "compiled":
             from ._ext import _planar
             comp = []
+            spatial_kernels = getattr(_planar, "SPATIAL_KERNELS", {})
             for g in self.groups:
                 k = g.ctype.kernel
                 if k is None or k not in _planar.KERNELS and g.kind != "planar":
-                    continue            # spatial types without a compiled kernel yet
+                    continue            # a spatial kernel this build does not have
                 spec = _kernel_spec(_planar, "constraint", g.ctype)
                 if (spec + (0,))[5] != len(g.ctype.extra) or tuple(spec[1:5]) != (
                         g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par, g.ctype.n_fun):
                     raise PluginError(f"constraint type '{g.ctype.name}': its declaration "
                                       f"does not match kernel {k!r}")
+                if (k in spatial_kernels) != (g.kind == "spatial"):
+                    raise PluginError(f"constraint type '{g.ctype.name}' works on {g.kind} "
+                                      f"bodies; kernel {k!r} does not")
                 g.compiled = True
-                comp.append(dict(kernel=k, boff=g.boff, row=g.row, par=g.par,
+                # par is passed as the group's own array, never a copy: the rotation
+                # driver's kernel updates its tracked angle in it (as its NumPy phi
+                # does), so both paths share that state
+                comp.append(dict(kernel=k, kind=g.kind, boff=g.boff, row=g.row, par=g.par,
                                  fidx=g.fidx, jpos=g.jpos,
                                  xoff=g.xoff if g.xoff is not None
                                  else np.zeros((g.ne, 0), np.intp)))
@@ -962,31 +969,59 @@ class System:
         """Angular velocity and acceleration of every spatial body in global axes,
         (nb_spatial, 6) = [omega, omegadot]: omega = 2 G(p) pd, omegadot = 2 G(p) pdd
         (004 Eqs 6.96, 6.107; G(pd) pd = 0)."""
-        from .rotations import G as Gmat
         idx = self._ang_p
+        if not hasattr(self, "_ang_out"):
+            self._ang_out = np.zeros((len(idx), 6))
+            self._ang_c = None
+            if self.backend == "compiled":
+                from ._ext._kinematics import angular_kinematics
+                self._ang_c = angular_kinematics
+        out = self._ang_out
+        if self._ang_c is not None:
+            self._ang_c(q, qd, qdd, idx, out)
+            return out
+        from .rotations import G as Gmat
         Gp = Gmat(np.asarray(q)[idx])
-        out = np.empty((len(idx), 6))
         out[:, 0:3] = 2.0 * np.einsum("bkl,bl->bk", Gp, np.asarray(qd)[idx])
         out[:, 3:6] = 2.0 * np.einsum("bkl,bl->bk", Gp, np.asarray(qdd)[idx])
         return out
 
     def _point_kinematics_spatial(self, q, qd, qdd) -> np.ndarray:
         """Points of spatial bodies, (np, 9): position, velocity, acceleration
-        (r + A s', rd + Adot s', rdd + Addot s'; 004 Eqs 6.62-6.63, 6.102)."""
+        (r + A s', rd + Adot s', rdd + Addot s'; 004 Eqs 6.62-6.63, 6.102).  Compiled:
+        ``mbcore._ext._kinematics.point_kinematics_spatial`` (same function)."""
+        if not hasattr(self, "_pks_out"):
+            self._pks_out = np.zeros((len(self._pt_off), 9))
+            self._pks_c = None
+            self._pks = np.zeros((3, self.n + 10))
+            self._pks[0, self.n + 3:self.n + 10] = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+            # points of the ground read the spatial ground block
+            self._pks_off = np.ascontiguousarray(
+                np.where(self._pt_off >= self.n, self.n + 3, self._pt_off), dtype=np.intp)
+            if self.backend == "compiled":
+                from ._ext._kinematics import point_kinematics_spatial
+                self._pks_c = point_kinematics_spatial
+                self._pt_loc = np.ascontiguousarray(self._pt_loc)
+                self._pt_off = np.ascontiguousarray(self._pt_off, dtype=np.intp)
+        if self._pks_c is not None:
+            self._pks_c(q, qd, qdd, self._pt_off, self._pt_loc, self._pks_out)
+            return self._pks_out
         from .rotations import G as Gmat, L as Lmat
-        o = self._pt_off
-        r = np.asarray(q)[o[:, None] + np.arange(3)]
-        rd = np.asarray(qd)[o[:, None] + np.arange(3)]
-        rdd = np.asarray(qdd)[o[:, None] + np.arange(3)]
+        ext = self._pks
+        ext[0, :self.n], ext[1, :self.n], ext[2, :self.n] = q, qd, qdd
+        o = self._pks_off
+        r = ext[0][o[:, None] + np.arange(3)]
+        rd = ext[1][o[:, None] + np.arange(3)]
+        rdd = ext[2][o[:, None] + np.arange(3)]
         pi = o[:, None] + 3 + np.arange(4)
-        p, pd, pdd = np.asarray(q)[pi], np.asarray(qd)[pi], np.asarray(qdd)[pi]
+        p, pd, pdd = ext[0][pi], ext[1][pi], ext[2][pi]
         Gp, Lp, Gd, Ld = Gmat(p), Lmat(p), Gmat(pd), Lmat(pd)
         s = self._pt_loc
         A = np.einsum("pkl,pml->pkm", Gp, Lp)
         Ad = 2.0 * np.einsum("pkl,pml->pkm", Gd, Lp)
         Add = 2.0 * np.einsum("pkl,pml->pkm", Gd, Ld) + 2.0 * np.einsum(
             "pkl,pml->pkm", Gp, Lmat(pdd))
-        out = np.empty((len(o), 9))
+        out = self._pks_out
         out[:, 0:3] = r + np.einsum("pkm,pm->pk", A, s)
         out[:, 3:6] = rd + np.einsum("pkm,pm->pk", Ad, s)
         out[:, 6:9] = rdd + np.einsum("pkm,pm->pk", Add, s)

@@ -1,11 +1,13 @@
 # C-level interface of mbcore._ext._planar (cimported by _dynamics).
 ctypedef struct Group:
-    int kind
+    int kind                    # kernel code (>= 100: spatial, see ext/_spatial.pxi)
     Py_ssize_t ne, nb, m, npar, nfun, njac, nx
+    Py_ssize_t ncol             # Jacobian columns per body: 3 (planar), 7 (spatial)
     const Py_ssize_t* boff
     const Py_ssize_t* xoff      # (ne, nx) offsets of artificial coordinates in q
     const Py_ssize_t* row
-    const double* par
+    const double* par           # the System group's own array (the rotation driver
+                                # writes its tracked angle there)
     const Py_ssize_t* fidx
     const Py_ssize_t* jpos
 
@@ -14,7 +16,7 @@ cdef class PlanarEvaluator:
     cdef Group* groups
     cdef Py_ssize_t ng
     cdef Py_ssize_t n
-    cdef double* qx
+    cdef double* qx             # extended q: n + 10 (planar ground at n, spatial at n + 3)
     cdef double* qdx
     cdef list _keep
 

@@ -34,8 +34,11 @@ Parameters are in body-fixed coordinates of the body frames; points and axes of
 body j default to the body-j coordinates of the body-i ones in the initial
 configuration (``ctx.pose``), as the planar revolute's ``point_j`` does.
 
-Compiled kernels: none yet (``kernel = None``); they will compute the same
-numbers from the same packed parameters.
+Compiled kernels: every type names one (``kernel = "spatial_..."``) in
+``mbcore._ext._planar`` (source ``ext/_spatial.pxi``): the same jets in C, from the
+same packed parameters and time-function jets, equal to these references to
+1e-12 (tests/test_spatial_compiled.py).  A plugin subclass that changes the rows
+must set ``kernel = None`` (or its own kernel).
 """
 from __future__ import annotations
 
@@ -360,7 +363,7 @@ class _SpatialBase(SpatialConstraintType):
     ``nu = cdot``, ``gamma# = -h + cddot`` (spec §2.8: any ``Phi0(q) - c(t)``)."""
 
     body_kind = "spatial"
-    kernel = None
+    kernel = None             # set by every concrete type (ext/_spatial.pxi)
     bodies = ("body_i", "body_j")
 
     def _rows(self, par, K, f):  # pragma: no cover - abstract
@@ -434,6 +437,7 @@ class Spherical(_SpatialBase):
     par = ``[s'_i (3), s'_j (3)]``."""
 
     name = "spherical"
+    kernel = "spatial_spherical"
     description = "ball joint: a point of body i coincides with a point of body j"
     equations = 3
     params = {"body_i": _BODY_I, "body_j": _BODY_J, "point_i": _point_i(),
@@ -467,6 +471,7 @@ class Universal(_SpatialBase):
     relative DOF.  par = ``[s'_i, s'_j, a'_i, a'_j]``."""
 
     name = "universal"
+    kernel = "spatial_universal"
     description = "Hooke joint: common point and perpendicular cross-bar axes"
     equations = 4
     params = {"body_i": _BODY_I, "body_j": _BODY_J, "point_i": _point_i(),
@@ -555,6 +560,7 @@ class Revolute(_AxisJoint):
     par = ``[s'_i, s'_j, u'_j, f'_i, g'_i]``."""
 
     name = "revolute"
+    kernel = "spatial_revolute"
     description = "hinge: common point and common axis"
     equations = 5
     params = dict(_AXIS_PARAMS)
@@ -577,6 +583,7 @@ class Cylindrical(_AxisJoint):
     par = ``[s'_i, s'_j, u'_j, f'_i, g'_i]``."""
 
     name = "cylindrical"
+    kernel = "spatial_cylindrical"
     description = "common axis: rotation about and translation along it"
     equations = 4
     params = dict(_AXIS_PARAMS)
@@ -601,6 +608,7 @@ class Translational(_AxisJoint):
     relative DOF.  par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, h'_j]``."""
 
     name = "translational"
+    kernel = "spatial_translational"
     description = "prismatic joint: sliding along a common axis, no relative rotation"
     equations = 5
     params = dict(_AXIS_PARAMS)
@@ -671,6 +679,7 @@ class Distance(_DistanceBase):
     ``length`` defaults to the distance in the initial configuration."""
 
     name = "distance"
+    kernel = "spatial_distance"
     description = "massless link with ball joints at both ends (constant distance)"
     params = {**_DIST_PARAMS,
               "length": Param("number", "link length l > 0 (default: the distance in "
@@ -694,6 +703,7 @@ class DistanceDriver(_DistanceBase):
     two body points; l(t) must stay positive."""
 
     name = "distance_driver"
+    kernel = "spatial_distance"
     description = "drive the distance between two body points as a function of time"
     category = "driver"
     params = {**_DIST_PARAMS,
@@ -719,6 +729,7 @@ class SphericalRevolute(_SpatialBase):
     par = ``[s'_i, s'_j, u'_j, l]``."""
 
     name = "spherical_revolute"
+    kernel = "spatial_spherical_revolute"
     description = "massless link: ball joint on body i, revolute (axis_j) on body j"
     equations = 2
     params = {
@@ -768,6 +779,7 @@ class RevoluteRevolute(_SpatialBase):
     par = ``[s'_i, s'_j, u'_i, u'_j, l, sin b0, cos b0 / l]``."""
 
     name = "revolute_revolute"
+    kernel = "spatial_revolute_revolute"
     description = "massless link with revolute joints at both ends"
     equations = 4
     params = {
@@ -822,6 +834,7 @@ class PointCoordinate(_SpatialBase):
     par = ``[k, s']``; one time function."""
 
     name = "point_coordinate"
+    kernel = "spatial_point_coordinate"
     description = "x, y or z of a body point held constant or driven as C(t)"
     category = "constraint"
     equations = 1
@@ -871,6 +884,7 @@ class AngleDriver(_SpatialBase):
     par = ``[a'_i, a'_j]``; one time function c(t) (radians)."""
 
     name = "angle_driver"
+    kernel = "spatial_angle_driver"
     description = "drive the angle between a body-i and a body-j direction"
     category = "driver"
     equations = 1
@@ -923,9 +937,15 @@ class RotationDriver(_SpatialBase):
     (true for integration steps, Newton iterations and finite differences).  The
     initial branch is the one nearest c(0), so a driver starting at, e.g., 4 pi
     needs no full turns at assembly.  Jacobian, nu and gamma do not depend on the
-    branch.  par = ``[f'_i, g'_i, f'_j, theta_tracked]``; one time function c(t)."""
+    branch.  par = ``[f'_i, g'_i, f'_j, theta_tracked]``; one time function c(t).
+
+    The compiled kernel (``spatial_rotation_driver``) does the same update on the
+    same memory: the System hands the compiled evaluator its group's own par array
+    (never a copy; the evaluator checks), so the compiled and NumPy paths of one
+    System share one tracking state."""
 
     name = "rotation_driver"
+    kernel = "spatial_rotation_driver"
     description = "drive the relative rotation angle of two bodies about an axis"
     category = "driver"
     equations = 1
@@ -1017,6 +1037,7 @@ class Fixed(_SpatialBase):
     6 rows, 0 relative DOF.  par = ``[s'_i, s'_j, q0]``."""
 
     name = "fixed"
+    kernel = "spatial_fixed"
     description = "weld body i to body j (default: the ground) in its initial pose"
     category = "constraint"
     equations = 6
@@ -1062,6 +1083,7 @@ class Perpendicular(_SpatialBase):
     par = ``[a'_i, a'_j]``."""
 
     name = "perpendicular"
+    kernel = "spatial_perpendicular"
     description = "a body-i direction perpendicular to a body-j direction (n1)"
     category = "constraint"
     equations = 1
@@ -1086,6 +1108,7 @@ class Parallel(_SpatialBase):
     par = ``[f'_i, g'_i, a'_j]``."""
 
     name = "parallel"
+    kernel = "spatial_parallel"
     description = "a body-j direction parallel to a body-i direction (p1, 2 rows)"
     category = "constraint"
     equations = 2
