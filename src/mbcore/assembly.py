@@ -117,7 +117,10 @@ def body_moves(system, q, q_est) -> dict:
     moves = {}
     for k, b in enumerate(system.body_names):
         o = int(system.body_offsets[k])
-        if system.body_kinds[k].name == "spatial":
+        if system.body_kinds[k].pad:                 # a particle: no rotation
+            nq = system.body_kinds[k].nq
+            moves[b] = (float(np.linalg.norm(q[o:o + nq] - q_est[o:o + nq])), 0.0)
+        elif system.body_kinds[k].name == "spatial":
             d = q[o:o + 3] - q_est[o:o + 3]
             p, p0 = q[o + 3:o + 7], q_est[o + 3:o + 7]
             c = abs(float(p @ p0)) / max(float(np.linalg.norm(p) * np.linalg.norm(p0)), 1e-300)

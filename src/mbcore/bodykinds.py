@@ -11,6 +11,13 @@ docs/plugins.md, "Body kinds"):
   normalisation constraint ``p^T p - 1 = 0`` of each body among the constraints
   (spec/spatial.md §1.12, §2.9; 004 Eq 7.33), M = diag(m I3, J* = 4 L^T J' L)
   (spec/spatial.md §3.3 Formulation I).
+* ``particle`` (planar models) and ``particle3`` (spatial models) — point masses,
+  q = (x, y) or (x, y, z), M = m I: no rotational coordinate, so no tiny inertia
+  (IFToMM A01, a point mass on a massless rod).  Elements of the model's kind see a
+  particle as a body whose rotation is fixed at zero: the System pads its block
+  (``pad``: phi = 0, or p = (1, 0, 0, 0)) in the extended coordinate buffer and
+  drops the Jacobian columns of the padding, so every planar (spatial) element type
+  works on particles unchanged.
 
 The angular-velocity form of spatial bodies (v = (ṙ, ω'), q̇ = N(q) v with
 ṗ = ½ L^T ω') is what the element kernels compute natively (``jacobian_v``,
@@ -35,12 +42,24 @@ class BodyKind:
     nv: int                          #: velocity coordinates per body
     coordinates: tuple[str, ...]     #: names of q_b (``body.<name>``)
     ground: tuple[float, ...]        #: q_b of the ground as an element of this kind sees it
+    #: the kind of element types that act on it ("planar" or "spatial")
+    element_kind: str = ""
+    #: constant values appended to q_b to form the block elements receive
+    pad: tuple[float, ...] = ()
+
+    @property
+    def elements(self) -> str:
+        return self.element_kind or self.name
 
 
 PLANAR = BodyKind("planar", 3, 3, ("x", "y", "phi"), (0.0, 0.0, 0.0))
 SPATIAL = BodyKind("spatial", 7, 7, ("x", "y", "z", "p0", "p1", "p2", "p3"),
                    (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0))
-KINDS: dict[str, BodyKind] = {"planar": PLANAR, "spatial": SPATIAL}
+PARTICLE = BodyKind("particle", 2, 2, ("x", "y"), (0.0, 0.0), "planar", (0.0,))
+PARTICLE3 = BodyKind("particle3", 3, 3, ("x", "y", "z"), (0.0, 0.0, 0.0), "spatial",
+                     (1.0, 0.0, 0.0, 0.0))
+KINDS: dict[str, BodyKind] = {"planar": PLANAR, "spatial": SPATIAL, "particle": PARTICLE,
+                              "particle3": PARTICLE3}
 
 
 class EulerNormalization(ConstraintType):

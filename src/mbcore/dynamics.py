@@ -30,10 +30,11 @@ class AccelerationSolver:
             raise AnalysisError("the equations of motion of spatial bodies are not "
                                 "available yet (kinematic, kinetostatic and static analyses "
                                 "are; spatial dynamics is the next milestone)")
-        nbody = 3 * system.nb
+        nbody = system.n_body
         if np.any(system.mass_diag[:nbody] <= 0):
             k = int(np.nonzero(system.mass_diag[:nbody] <= 0)[0][0])
-            raise AnalysisError(f"body '{system.body_names[k // 3]}' has zero mass or inertia: "
+            body = system.coordinate_names[k].rsplit(".", 1)[0]
+            raise AnalysisError(f"body '{body}' has zero mass or inertia: "
                                 f"the mass matrix is singular")
         # massless artificial coordinates (cams, slots): M is not invertible, solve the
         # augmented system instead of the Schur complement (spec/planar.md C10-C13)

@@ -139,6 +139,7 @@ def _compiled_rhs(system, solver, stabilisation):
     of compiled elements with a dense Jacobian and a positive mass matrix, else None."""
     if (stabilisation is None or system.backend != "compiled" or solver.augmented
             or not system.planar_only        # M(q) of spatial bodies is not diagonal
+            or system.padded                 # particles: the evaluator reads padded blocks
             or system._evaluator is None or system._py_groups
             or system._py_force_groups):
         return None

@@ -26,9 +26,10 @@ from .schema import NamedPoint, ValidationContext
 TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", "gravity",
             "dimensions", "bodies", "points", "joints", "drivers", "forces", "impacts")
 BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
-             "angular_velocity", "description")
+             "angular_velocity", "description", "kind")
+PARTICLE_KEYS = ("name", "mass", "position", "velocity", "description", "kind")
 SPATIAL_BODY_KEYS = ("name", "mass", "inertia", "position", "orientation", "velocity",
-                     "angular_velocity", "angular_velocity_body", "description")
+                     "angular_velocity", "angular_velocity_body", "description", "kind")
 POINT_KEYS = ("name", "body", "at")
 CONSTRAINT_SECTIONS = ("joints", "drivers")
 SECTIONS = CONSTRAINT_SECTIONS + ("forces",)
@@ -60,6 +61,14 @@ class Body:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        if self.kind in ("particle", "particle3"):
+            d = {"name": self.name, "kind": "particle", "mass": self.mass,
+                 "position": list(self.position)}
+            if any(self.velocity):
+                d["velocity"] = list(self.velocity)
+            if self.description:
+                d["description"] = self.description
+            return d
         if self.kind == "spatial":
             d = {"name": self.name, "mass": self.mass,
                  "inertia": [list(r) for r in self.inertia],
@@ -161,6 +170,28 @@ class Model:
                 spec[key] = _to_data(v)
         if self.dimensions == 2:
             spec["angle"] = angle
+        elif angle:
+            raise ModelError(f"{path}.angle", "a spatial body has no planar angle: give its "
+                                              "orientation (e.g. {'axis': [0, 0, 1], "
+                                              "'angle': 30, 'unit': 'deg'})")
+        b = _make_body(spec, path, self.dimensions)
+        if b.name == self.ground or any(x.name == b.name for x in self.bodies):
+            raise ModelError(f"{path}.name", f"body name '{b.name}' is already used")
+        self.bodies.append(b)
+        self._touch()
+        return b
+
+    def add_particle(self, name: str, *, mass: float = 1.0, position=None, velocity=None,
+                     description: str = "") -> Body:
+        """Add a point mass (``kind: particle`` in a model file): mass, position and
+        velocity only (2 or 3 components).  Joints and forces of the model's kind act
+        on it as on a body whose rotation is fixed."""
+        path = f"bodies[{len(self.bodies)}]"
+        spec: dict[str, Any] = {"name": name, "kind": "particle", "mass": mass,
+                                "description": description}
+        for key, v in (("position", position), ("velocity", velocity)):
+            if v is not None:
+                spec[key] = _to_data(v)
         b = _make_body(spec, path, self.dimensions)
         if b.name == self.ground or any(x.name == b.name for x in self.bodies):
             raise ModelError(f"{path}.name", f"body name '{b.name}' is already used")
@@ -210,6 +241,9 @@ class Model:
             raise ModelError("dimensions", f"expected 2 or 3, got {dimensions!r}")
         if self.bodies and dimensions != self.dimensions:
             raise ModelError("dimensions", "set the dimensions before adding bodies")
+        if any(self.gravity) and len(self.gravity) != int(dimensions):
+            raise ModelError("dimensions", "set the dimensions before the gravity (its "
+                                           "number of components changes)")
         self.dimensions = int(dimensions)
         if len(self.gravity) != self.dimensions:
             self.gravity = (0.0,) * self.dimensions
@@ -486,9 +520,15 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
 
 
 def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
+    S.mapping(b, path)
+    kind = b.get("kind", "rigid")
+    if kind not in ("rigid", "particle"):
+        raise ModelError(f"{path}.kind", f"expected 'rigid' (the default) or 'particle' "
+                                         f"(a point mass), got {kind!r}")
+    if kind == "particle":
+        return _make_particle(b, path, dimensions)
     if dimensions == 3:
         return _make_spatial_body(b, path)
-    S.mapping(b, path)
     S.check_keys(b, BODY_KEYS, path, required=("name",))
     name = S.string(b["name"], f"{path}.name")
     mass = S.number(b.get("mass", 1.0), f"{path}.mass", positive=True)
@@ -498,6 +538,23 @@ def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
     vel = S.vector(b.get("velocity", (0.0, 0.0)), f"{path}.velocity")
     om = S.number(b.get("angular_velocity", 0.0), f"{path}.angular_velocity")
     return Body(name, mass, inertia, pos, angle, vel, om, str(b.get("description", "")))
+
+
+def _make_particle(b: Any, path: str, dimensions: int) -> Body:
+    """A point mass (``kind: particle``): mass, position and velocity only."""
+    for key in b:
+        if key not in PARTICLE_KEYS and key in SPATIAL_BODY_KEYS + BODY_KEYS:
+            raise ModelError(f"{path}.{key}", f"a particle (point mass) has no {key}: it "
+                                              f"has mass, position and velocity only")
+    S.check_keys(b, PARTICLE_KEYS, path, required=("name",))
+    name = S.string(b["name"], f"{path}.name")
+    mass = S.number(b.get("mass", 1.0), f"{path}.mass", positive=True)
+    pos = S.vector(b.get("position", (0.0,) * dimensions), f"{path}.position", dimensions)
+    vel = S.vector(b.get("velocity", (0.0,) * dimensions), f"{path}.velocity", dimensions)
+    zero3 = (0.0, 0.0, 0.0)
+    return Body(name, mass, 0.0, pos, 0.0, vel, zero3 if dimensions == 3 else 0.0,
+                str(b.get("description", "")),
+                kind="particle3" if dimensions == 3 else "particle")
 
 
 def _make_spatial_body(b: Any, path: str) -> Body:

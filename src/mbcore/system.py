@@ -193,8 +193,10 @@ class System:
             self.body_offsets[k] = len(names)
             names += [f"{b}.{c}" for c in kind.coordinates]
         self.n_body = len(names)                 # coordinates of the bodies
-        self.spatial = any(kd.name == "spatial" for kd in self.body_kinds)
+        self.spatial = any(kd.elements == "spatial" for kd in self.body_kinds)
         self.planar_only = not self.spatial
+        #: rigid spatial bodies (Euler parameters; normalisation rows, mass blocks J*)
+        self.rigid_spatial = [k for k, kd in enumerate(self.body_kinds) if kd.name == "spatial"]
         self._xoff: dict[str, list[int]] = {}
         bk = self.body_kind
         for el in model.constraint_elements():
@@ -210,6 +212,34 @@ class System:
         self._boff[model.ground] = self.n
         #: offset of the ground block an element of a body kind reads (after q)
         self._ground_off = {"planar": self.n, "spatial": self.n + 3}
+        self._layout_padding()
+
+    def _layout_padding(self) -> None:
+        """Particles (point masses): elements read a padded block for each, after the
+        ground blocks in the extended buffer (``[x, y, 0]`` or ``[x, y, z, 1, 0, 0,
+        0]``): ``_boff`` points there, ``_pad_src``/``_pad_dst`` copy the particle's
+        coordinates in, and ``_colmap`` maps every extended index to its coordinate
+        (>= n: a constant, whose Jacobian entries are dropped)."""
+        n = self.n
+        src, dst, const = [], [], []
+        off = n + 10
+        for k, kd in enumerate(self.body_kinds):
+            if not kd.pad:
+                continue
+            o = int(self.body_offsets[k])
+            self._boff[self.body_names[k]] = off
+            src += list(range(o, o + kd.nq))
+            dst += list(range(off, off + kd.nq))
+            const += [(off + kd.nq + j, v) for j, v in enumerate(kd.pad)]
+            off += kd.nq + len(kd.pad)
+        self.padded = bool(src)
+        self.n_ext = off
+        self._pad_src = np.array(src, dtype=np.intp)
+        self._pad_dst = np.array(dst, dtype=np.intp)
+        self._pad_const = const
+        self._colmap = np.arange(off, dtype=np.intp)
+        self._colmap[n:] = n                    # ground and padding: constants
+        self._colmap[self._pad_dst] = self._pad_src
 
     def _body_offset(self, name: str, kind: str) -> int:
         return self._ground_off[kind] if name == self.model.ground else self._boff[name]
@@ -220,10 +250,10 @@ class System:
             name = el.values.get(key)
             if name is None or name == self.model.ground:
                 continue
-            bkind = self.body_kinds[self.body_names.index(name)].name
-            if bkind != kind:
+            bk = self.body_kinds[self.body_names.index(name)]
+            if bk.elements != kind:
                 raise ModelError(f"{el.path}.{key}", f"{cls.name} works on {kind} bodies; "
-                                                     f"'{name}' is a {bkind} body")
+                                                     f"'{name}' is a {bk.name} body")
 
     def _pack_constraints(self, model, registry, functions: list):
         """Elements -> groups: every constraint element packed by type, rows in model
@@ -315,7 +345,7 @@ class System:
             fg.fidx = np.array(fg.fidx, dtype=np.intp).reshape(ne, fg.ftype.n_fun)
             fg._cidx = fg.boff[:, :, None] + np.arange(ncol)
             fg._cflat = fg._cidx.reshape(-1)
-            real = fg._cflat[fg._cflat < self.n]     # repeated ground slots are discarded
+            real = fg._cflat[fg._cflat < self.n]     # ground and padding slots: folded
             fg._unique = len(np.unique(real)) == real.size
             fg._direct = fg._unique and real.size == fg._cflat.size
             c0 = int(fg._cflat[0]) if fg._cflat.size else 0
@@ -337,30 +367,32 @@ class System:
         #: positive weights per coordinate (mass-like) for nearest-state problems
         self.mass_weights = np.zeros(n)
         if self.planar_only:
-            self.mass_diag = np.concatenate([
-                np.array([[b.mass, b.mass, b.inertia] for b in model.bodies],
-                         dtype=float).reshape(-1),
-                np.zeros(self.n_extra)])         # artificial coordinates are massless
-            self._q_gravity[:3 * nb] = (self.mass_diag[:3 * nb].reshape(-1, 3)
-                                        * np.array([self.gravity[0], self.gravity[1], 0.0])
-                                        ).reshape(-1)
+            blocks = [[b.mass, b.mass, b.inertia] if kd.name == "planar" else [b.mass, b.mass]
+                      for b, kd in zip(model.bodies, self.body_kinds)]
+            self.mass_diag = np.concatenate(
+                [np.array(x, dtype=float) for x in blocks]
+                + [np.zeros(self.n_extra)])      # artificial coordinates are massless
+            o = self.body_offsets
+            for k in range(2):                   # m g on x and y of every body
+                self._q_gravity[o + k] = self.mass_diag[o + k] * self.gravity[k]
             self.mass_weights[:] = self.mass_diag
         else:
             # M(q) depends on p (J* = 4 L^T J' L): no diagonal mass matrix
             self.mass_diag = None
             self.body_mass = np.array([b.mass for b in model.bodies], dtype=float)
-            self.body_inertia = np.array([b.inertia for b in model.bodies],
-                                         dtype=float).reshape(nb, 3, 3)
+            rs = self.rigid_spatial                # particles: r only
+            self.body_inertia = np.array([model.bodies[k].inertia for k in rs],
+                                         dtype=float).reshape(len(rs), 3, 3)
             o = self.body_offsets
             self._r_idx = (o[:, None] + np.arange(3)).reshape(-1)      # every r
-            self._p_idx = (o[:, None] + 3 + np.arange(4))              # (nb, 4)
+            self._p_idx = (o[rs][:, None] + 3 + np.arange(4))          # (rigid, 4)
             self._q_gravity[self._r_idx] = (self.body_mass[:, None] * self.gravity).reshape(-1)
             self.mass_weights[self._r_idx] = np.repeat(self.body_mass, 3)
             # a rotation by d(theta) moves p by d(theta)/2: weight 4 J
             jw = 4.0 * np.trace(self.body_inertia, axis1=1, axis2=2) / 3.0
             self.mass_weights[self._p_idx.reshape(-1)] = np.repeat(jw, 4)
         self._Q = np.zeros(n)
-        self._Qx3 = np.zeros(n + 10)
+        self._Qx3 = np.zeros(self.n_ext)
 
     def _jacobian_pattern(self, order, by_type, jacobian: str, dense_limit):
         """Rows, columns and data positions of every Jacobian entry (dense row-major
@@ -380,7 +412,7 @@ class System:
             rowa = np.array([it[6] for it in items], dtype=np.intp)
             # entry (e, r, b, c): row = row_e + r, col = boff[e,b] + c  (col >= n -> ground)
             r_ = rowa[:, None, None, None] + np.arange(ct.equations)[None, :, None, None]
-            c_ = boff[:, None, :, None] + np.arange(ncol)[None, None, None, :]
+            c_ = self._colmap[boff[:, None, :, None] + np.arange(ncol)[None, None, None, :]]
             r_, c_ = np.broadcast_arrays(r_, c_)
             r_, c_ = r_.reshape(len(items), -1), c_.reshape(len(items), -1)
             xoff = None
@@ -433,7 +465,7 @@ class System:
             g.ncol = ncol
             g.internal = tname.startswith("@")
             # the Python path reads the ground block of its kind
-            g._pyoff = np.where(boff >= self.n, self._ground_off[kind], boff)
+            g._pyoff = np.where(boff == self.n, self._ground_off[kind], boff)
             self.groups.append(g)
         return size, n_ground
 
@@ -441,9 +473,11 @@ class System:
         """Work buffers, the CSR view of the Jacobian buffer, and the compiled
         evaluators of the groups that have kernels."""
         from .bodykinds import SPATIAL
-        self._qx = np.zeros(self.n + 10)
+        self._qx = np.zeros(self.n_ext)
         self._qx[self.n + 3:self.n + 10] = SPATIAL.ground
-        self._qdx = np.zeros(self.n + 10)
+        for j, v in self._pad_const:             # the fixed rotation of particles
+            self._qx[j] = v
+        self._qdx = np.zeros(self.n_ext)
         self._phi = np.zeros(self.m)
         self._nu = np.zeros(self.m)
         self._gamma = np.zeros(self.m)
@@ -478,11 +512,15 @@ class System:
                 # par is passed as the group's own array, never a copy: the rotation
                 # driver's kernel updates its tracked angle in it (as its NumPy phi
                 # does), so both paths share that state
-                comp.append(dict(kernel=k, kind=g.kind, boff=g.boff, row=g.row, par=g.par,
+                # with particles the evaluator reads the System's padded buffer, the
+                # ground blocks included (``_pyoff``)
+                comp.append(dict(kernel=k, kind=g.kind,
+                                 boff=g._pyoff if self.padded else g.boff, row=g.row, par=g.par,
                                  fidx=g.fidx, jpos=g.jpos,
                                  xoff=g.xoff if g.xoff is not None
                                  else np.zeros((g.ne, 0), np.intp)))
-            self._evaluator = _planar.PlanarEvaluator(self.n, comp)
+            self._evaluator = _planar.PlanarEvaluator(self.n_ext if self.padded else self.n,
+                                                      comp)
             self._py_groups = [g for g in self.groups if not g.compiled]
         self._force_evaluator = None
         self._py_force_groups = list(self.force_groups)
@@ -499,7 +537,9 @@ class System:
                                       f"not match kernel {k!r}")
                 fg.compiled = True
                 comp.append(dict(kernel=k, boff=fg.boff, par=fg.par, fidx=fg.fidx))
-            self._force_evaluator = _forces.ForceEvaluator(self.n, comp)
+            self._force_evaluator = _forces.ForceEvaluator(
+                self.n_ext if self.padded else self.n, comp)
+            self._Qext = np.zeros(self.n_ext)
             self._compiled_force_groups = [g for g in self.force_groups if g.compiled]
             self._py_force_groups = [g for g in self.force_groups if not g.compiled]
         self._py_forces_direct = all(fg._direct for fg in self._py_force_groups)
@@ -598,7 +638,7 @@ class System:
         """Constraint violations Phi(q, t), length m (004 Eq 3.18)."""
         fv = self.functions_at(t)
         if self._evaluator is not None:
-            self._evaluator.phi(q, t, fv, self._phi)
+            self._evaluator.phi(self._ev_q(q), t, fv, self._phi)
         if self._py_groups:
             self._load(q)
             for g in self._py_groups:
@@ -617,7 +657,7 @@ class System:
     def _jacobian_data(self, q: np.ndarray, t: float) -> np.ndarray:
         fv = self.functions_at(t)
         if self._evaluator is not None:
-            self._evaluator.jacobian(q, t, fv, self._jdata)
+            self._evaluator.jacobian(self._ev_q(q), t, fv, self._jdata)
         if self._py_groups:
             self._load(q)
             for g in self._py_groups:
@@ -641,7 +681,7 @@ class System:
         """Velocity right-hand side nu = -Phi_t (004 Eq 3.14)."""
         fv = self.functions_at(t)
         if self._evaluator is not None:
-            self._evaluator.nu(q, t, fv, self._nu)
+            self._evaluator.nu(self._ev_q(q), t, fv, self._nu)
         if self._py_groups:
             self._load(q)
             for g in self._py_groups:
@@ -654,14 +694,19 @@ class System:
         """Acceleration right-hand side gamma (004 Eq 3.16)."""
         fv = self.functions_at(t)
         if self._evaluator is not None:
-            self._evaluator.gamma(q, qd, t, fv, self._gamma)
+            if self.padded:
+                self._load(q)
+                self._load_qd(qd)
+                self._evaluator.gamma(self._qx, self._qdx, t, fv, self._gamma)
+            else:
+                self._evaluator.gamma(q, qd, t, fv, self._gamma)
         if self._py_groups:
             self._load(q)
             if getattr(qd, "shape", None) != (self.n,):
                 if np.shape(qd) != (self.n,):
                     raise ValueError(f"qd has shape {np.shape(qd)}, the system has {self.n} "
                                      f"coordinates")
-            self._qdx[:self.n] = qd
+            self._load_qd(qd)
             for g in self._py_groups:
                 self._gamma[g._rows] = self._py_call(g, "gamma", g.ctype.gamma, (
                     g.par, self._qx[g._cidx], self._qdx[g._cidx], t,
@@ -676,7 +721,15 @@ class System:
         fv = self.functions_at(t)
         Q = self._Q
         if self._force_evaluator is not None:
-            if not self._force_evaluator.forces(q, qd, t, fv, Q):
+            if self.padded:
+                self._load(q)
+                self._load_qd(qd)
+                ok = self._force_evaluator.forces(self._qx, self._qdx, t, fv, self._Qext)
+                Q[:] = self._Qext[:self.n]
+                Q[self._pad_src] += self._Qext[self._pad_dst]
+            else:
+                ok = self._force_evaluator.forces(q, qd, t, fv, Q)
+            if not ok:
                 fg = self._compiled_force_groups[self._force_evaluator.failed_group]
                 e = self._force_evaluator.failed_element
                 self._element_failed(fg, e, _reason_of(fg, e), t)
@@ -691,7 +744,7 @@ class System:
                 qs, qds = np.asarray(q), np.asarray(qd)
             else:
                 self._load(q)
-                self._qdx[:self.n] = qd
+                self._load_qd(qd)
                 qs, qds = self._qx, self._qdx
             Qx = None
             for fg in self._py_force_groups:
@@ -712,6 +765,8 @@ class System:
                     np.add.at(Qx, fg._cflat, g.reshape(-1))
             if Qx is not None:
                 Q += Qx[:self.n]
+                if self.padded:
+                    Q[self._pad_src] += Qx[self._pad_dst]
         return Q
 
     def _force_call(self, fg: "ForceGroup", method: str, args, shape, t):
@@ -786,7 +841,7 @@ class System:
             return 0.0
         fv = self.functions_at(t)
         self._load(q)
-        self._qdx[:self.n] = qd
+        self._load_qd(qd)
         return float(sum(np.sum(self._force_call(fg, "power_nc", (
             fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t, fv[fg.fidx]),
             (len(fg.names),), t)) for fg in self.force_groups))
@@ -796,7 +851,7 @@ class System:
         e.g. a spring-damper's length, rate and forces."""
         fv = self.functions_at(t)
         self._load(q)
-        self._qdx[:self.n] = qd
+        self._load_qd(qd)
         out = [self._force_call(fg, "outputs", (fg.par, self._qx[fg._cidx],
                                                 self._qdx[fg._cidx], t, fv[fg.fidx]),
                                 (len(fg.names), len(fg.ftype.labels)), t).ravel()
@@ -858,6 +913,20 @@ class System:
         if getattr(q, "shape", None) != (self.n,) and np.shape(q) != (self.n,):
             raise ValueError(f"q has shape {np.shape(q)}, the system has {self.n} coordinates")
         self._qx[:self.n] = q
+        if self.padded:                          # particles' padded blocks
+            self._qx[self._pad_dst] = self._qx[self._pad_src]
+
+    def _load_qd(self, qd: np.ndarray) -> None:
+        self._qdx[:self.n] = qd
+        if self.padded:
+            self._qdx[self._pad_dst] = self._qdx[self._pad_src]
+
+    def _ev_q(self, q: np.ndarray) -> np.ndarray:
+        """What the compiled evaluator reads: q itself, or the padded buffer."""
+        if self.padded:
+            self._load(q)
+            return self._qx
+        return q
 
     @staticmethod
     def _py_call(g: Group, method: str, fn, args, shape, kw) -> np.ndarray:
@@ -907,7 +976,11 @@ class System:
         qd = np.zeros(self.n)
         for k, b in enumerate(self.model.bodies):
             o = int(self.body_offsets[k])
-            if self.body_kinds[k].name == "spatial":
+            if self.body_kinds[k].pad:          # a particle: position and velocity
+                nq = self.body_kinds[k].nq
+                q[o:o + nq] = b.position
+                qd[o:o + nq] = b.velocity
+            elif self.body_kinds[k].name == "spatial":
                 from .rotations import G as Gmat
                 p = np.asarray(b.orientation, dtype=float)
                 q[o:o + 7] = (*b.position, *p)
@@ -932,10 +1005,19 @@ class System:
         npt = len(self.point_names)
         if not npt:
             return np.zeros((0, 6))
+        if self.padded:          # points of particles: read their padded blocks
+            if not hasattr(self, "_pk_ext"):
+                self._pk_ext = np.zeros((3, self.n_ext))
+                self._pk_ext[0] = self._qx
+            ext = self._pk_ext
+            for k, x in enumerate((q, qd, qdd)):
+                ext[k, :self.n] = x
+                ext[k, self._pad_dst] = ext[k, self._pad_src]
+            q, qd, qdd = ext[0], ext[1], ext[2]
         if self.spatial:
             return self._point_kinematics_spatial(q, qd, qdd)
         if not hasattr(self, "_pk"):
-            self._pk = np.zeros((3, self.n + 3))
+            self._pk = np.zeros((3, len(q) + 3))
             self._pk_out = np.zeros((npt, 6))
             self._pk_c = None
             if self.backend == "compiled":
@@ -947,9 +1029,9 @@ class System:
             self._pk_c(q, qd, qdd, self._pt_off, self._pt_loc, self._pk_out)
             return self._pk_out
         pk, out, o = self._pk, self._pk_out, self._pt_off
-        pk[0, :self.n] = q
-        pk[1, :self.n] = qd
-        pk[2, :self.n] = qdd
+        pk[0, :len(q)] = q
+        pk[1, :len(q)] = qd
+        pk[2, :len(q)] = qdd
         phi = pk[0, o + 2]
         c, s = np.cos(phi), np.sin(phi)
         lx, ly = self._pt_loc[:, 0], self._pt_loc[:, 1]
@@ -990,25 +1072,29 @@ class System:
         """Points of spatial bodies, (np, 9): position, velocity, acceleration
         (r + A s', rd + Adot s', rdd + Addot s'; 004 Eqs 6.62-6.63, 6.102).  Compiled:
         ``mbcore._ext._kinematics.point_kinematics_spatial`` (same function)."""
+        nq = len(q)              # n, or n_ext with particles (padded blocks)
         if not hasattr(self, "_pks_out"):
             self._pks_out = np.zeros((len(self._pt_off), 9))
             self._pks_c = None
-            self._pks = np.zeros((3, self.n + 10))
+            self._pks = np.zeros((3, nq + 10))
             self._pks[0, self.n + 3:self.n + 10] = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
             # points of the ground read the spatial ground block
             self._pks_off = np.ascontiguousarray(
-                np.where(self._pt_off >= self.n, self.n + 3, self._pt_off), dtype=np.intp)
+                np.where(self._pt_off == self.n, self.n + 3, self._pt_off), dtype=np.intp)
             if self.backend == "compiled":
                 from ._ext._kinematics import point_kinematics_spatial
                 self._pks_c = point_kinematics_spatial
                 self._pt_loc = np.ascontiguousarray(self._pt_loc)
                 self._pt_off = np.ascontiguousarray(self._pt_off, dtype=np.intp)
         if self._pks_c is not None:
-            self._pks_c(q, qd, qdd, self._pt_off, self._pt_loc, self._pks_out)
+            self._pks_c(q, qd, qdd, self._pks_off if self.padded else self._pt_off,
+                        self._pt_loc, self._pks_out)
             return self._pks_out
         from .rotations import G as Gmat, L as Lmat
         ext = self._pks
-        ext[0, :self.n], ext[1, :self.n], ext[2, :self.n] = q, qd, qdd
+        ext[0, :nq], ext[1, :nq], ext[2, :nq] = q, qd, qdd
+        if self.padded:
+            ext[0, self.n + 3:self.n + 10] = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
         o = self._pks_off
         r = ext[0][o[:, None] + np.arange(3)]
         rd = ext[1][o[:, None] + np.arange(3)]

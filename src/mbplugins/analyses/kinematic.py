@@ -208,6 +208,7 @@ class KinematicAnalysis(Analysis):
         Jacobian, no Python-only constraint types, no removed rows); else None."""
         sysm = self.system
         if (sysm.backend != "compiled" or not sysm.dense or self.rows is not None
+                or sysm.padded
                 or sysm._py_groups or sysm._evaluator is None or sysm.n == 0
                 or os.environ.get("MBCORE_KINEMATIC_STEP", "compiled") == "python"):
             return None

@@ -192,13 +192,13 @@ class StaticAnalysis(Analysis):
             return 0.0
         return float(np.linalg.svd(T[v], compute_uv=False)[-1])
 
-    def _repartition(self, q, u, v):
+    def _repartition(self, q, u, v, avoid=()):
         """A fresh partition when the current one has become 10x worse than the best
         at q (e.g. a coordinate along gravity is stationary at the equilibrium and
         cannot stay independent; spec/algorithms.md §5.2)."""
         if self.system.m == 0:
             return u, v
-        u2, v2 = self._partition(q)
+        u2, v2 = self._partition(q, avoid)
         if np.array_equal(v2, v):
             return u, v
         return (u2, v2) if 10.0 * self._quality(q, v) < self._quality(q, v2) else (u, v)
@@ -231,12 +231,34 @@ class StaticAnalysis(Analysis):
         return Q[v] + J[:, v].T @ lam, lam
 
     def _partitioned(self, q, modified=False):
-        u, v = self._partition(q)
+        """Partitioned Newton (004 §14.1.1) on null-space charts with switching; if
+        that fails, once more from the estimate on the Jacobian's own pivot
+        partition kept fixed (the classic choice, which reaches some equilibria the
+        switching does not); the first error is reported when both fail."""
+        try:
+            return self._partitioned_charts(q.copy(), switching=True)
+        except ConvergenceError as first:
+            try:
+                return self._partitioned_charts(q.copy(), switching=False)
+            except (ConvergenceError, np.linalg.LinAlgError):
+                raise first from None
+
+    def _partitioned_charts(self, q, switching=True):
+        if switching:
+            u, v = self._partition(q)
+        else:
+            J = self.system.jacobian_dense(q, self.t)
+            if self.system.m:
+                _, _, piv = sla.qr(J, mode="economic", pivoting=True)
+                u, v = np.sort(piv[:self.system.m]), np.sort(piv[self.system.m:])
+            else:
+                u, v = np.zeros(0, dtype=int), np.arange(self.system.n)
         tol, maxit = self.settings["tolerance"], int(self.settings["max_iterations"])
         fs = self._scale(q)[0]
         avoid: set[int] = set()
         for it in range(maxit + 1):
-            u, v = self._repartition(q, u, v)
+            if switching:                      # never back to a failed chart
+                u, v = self._repartition(q, u, v, sorted(avoid))
             f, lam = self._reduced(q, u, v)
             if np.max(np.abs(f)) / fs <= tol if f.size else True:
                 return q, lam, it
@@ -255,12 +277,14 @@ class StaticAnalysis(Analysis):
                 # this chart cannot reach the equilibrium (singular reduced stiffness
                 # or no descent): another set of independent coordinates
                 avoid.update(int(j) for j in v)
-                u2, v2 = self._partition(q, sorted(avoid))
+                u2, v2 = self._partition(q, sorted(avoid)) if switching else (u, v)
                 if np.array_equal(v2, v) or len(avoid) >= self.system.n:
-                    raise ConvergenceError("static equilibrium (partitioned Newton): the "
-                                           "reduced stiffness matrix is singular in every "
-                                           "coordinate partition (a neutral direction: the "
-                                           "equilibrium is not unique)", self.t)
+                    raise ConvergenceError("static equilibrium (partitioned Newton): no "
+                                           "step reduces the reduced forces from the "
+                                           "current estimate in any coordinate "
+                                           "partition (a stationary point of them, or a "
+                                           "neutral direction): try method 'energy' or "
+                                           "another estimate", self.t)
                 u, v = u2, v2
                 continue
             q = qn

@@ -16,11 +16,12 @@ A02) every square Phi_u is singular: no partition can pass, and which branch New
 lands on after the point depends on the step sizes and on rounding.  CP therefore
 watches the rank-revealing ratio mu = |R_kk| / |R_11| of the column-scaled Jacobian
 (pivoted QR, computed at every output anyway for the hysteresis test).  When mu is
-below ``singular_ratio`` and falling, its zero is extrapolated linearly from the
-last two outputs (mu is proportional to the distance from a simple singular point);
-an evaluation at or past that time, or an output predicting it within the next
-output interval, stops the analysis with a named error at the last output on the
-branch.  The stop is decided from output states, not from where the integrator's
+below ``singular_ratio`` times its value at the start and falling, the parabola
+through mu^2 at the last three outputs predicts the passage (mu is proportional to
+the distance from a simple singular point, so mu^2 has a zero minimum there; a near
+miss has a positive one and is not stopped); an evaluation at or past the predicted
+time, or an output predicting it within the next output interval, stops the
+analysis with a named error at the last output on the branch.  The stop is decided from output states, not from where the integrator's
 stages happen to fall, so it is the same on every machine and at every tolerance.
 Use the penalty formulation to pass such configurations.
 """
@@ -51,8 +52,9 @@ class CP(Formulation):
                                     positive=True),
         "singular_ratio": Param("number", "stop before a configuration where the Jacobian "
                                 "loses rank (every Phi_u singular) when the rank ratio of "
-                                "the scaled Jacobian falls below this toward zero; 0 "
-                                "disables the guard", default=0.02),
+                                "the scaled Jacobian falls below this fraction of its "
+                                "initial value toward zero; 0 disables the guard",
+                                default=0.1),
         "independent": Param("string", "comma-separated initial independent coordinates "
                                        "(default: automatic)", required=False),
     }
@@ -73,31 +75,53 @@ class CP(Formulation):
         lengths = [max(abs(b.position[0]), abs(b.position[1]), 1e-3) for b in system.model.bodies]
         self.length = float(np.median(lengths)) if lengths else 1.0
         self._col_scale = np.ones(system.n)
-        self._col_scale[2:3 * system.nb:3] = self.length      # d/dphi ~ length
+        rot = [j for j, c in enumerate(system.coordinate_names[:system.n_body])
+               if c.endswith(".phi")]
+        self._col_scale[rot] = self.length                     # d/dphi ~ length
         self._q = None
         self._want = None
         self.singular_ratio = float(self.settings["singular_ratio"])
         if not 0.0 <= self.singular_ratio < 1.0:
             raise ModelError("settings.singular_ratio", f"must be in [0, 1), got "
                                                        f"{self.singular_ratio!r}")
-        self._mu_last = None           # (t, mu) at the last output
-        self._t_singular = np.inf      # extrapolated time of a rank loss
+        self._mu_hist: list = []       # (t, mu) at the last three outputs
+        self._mu0 = None               # mu at the first output
+        self._t_singular = np.inf      # predicted time of a rank loss
+        self._stop_pending = False
 
     # -- partition ---------------------------------------------------------------
     def choose(self, q, t):
         """Dependent = the first m pivot columns of QR with column pivoting of the
-        (column-scaled) Jacobian; returns (u, v, pivot ratio of Phi_u)."""
+        (column-scaled) Jacobian; returns (u, v, quality of Phi_u, rank ratio mu of
+        the Jacobian |R_mm| / |R_11|)."""
         s = self.system
         J = s.jacobian_dense(q, t)
         _, R, piv = sla.qr(J / self._col_scale, mode="economic", pivoting=True)
         d = np.abs(np.diag(R))
         u = np.sort(piv[:s.m])
         v = np.sort(piv[s.m:])
-        return u, v, float(d[-1] / d[0]) if d.size and d[0] > 0 else 0.0
+        mu = float(d[-1] / d[0]) if d.size and d[0] > 0 else 0.0
+        return u, v, self._quality(J, u), mu
+
+    def _quality(self, J, u, lu=None):
+        """Smallest LU pivot of the column-scaled Phi_u relative to the largest entry
+        of the column-scaled Jacobian: 0 when Phi_u is singular, comparable between
+        partitions (a pivot ratio of Phi_u alone is 1 for any 1 x 1 Phi_u, which
+        would never ask for a re-partition of a pendulum whose dependent coordinate
+        stops moving)."""
+        cs = self._col_scale[u]
+        if lu is None:
+            try:
+                lu = sla.lu_factor(J[:, u], check_finite=False)[0]
+            except (ValueError, np.linalg.LinAlgError):
+                return 0.0
+        dg = np.abs(np.diag(lu)) / cs
+        big = float(np.max(np.abs(J) / self._col_scale)) if J.size else 0.0
+        return float(dg.min() / big) if dg.size and big > 0 else 0.0
 
     def initialize(self, q, qd, t):
         old = None if self.v is None else list(self.v)
-        self.u, self.v, self.best_ratio = self.choose(q, t)
+        self.u, self.v, self.best_ratio, _ = self.choose(q, t)
         if old is None and self.settings.get("independent"):
             self._user_partition(q, t)
         self.partitions += 1
@@ -164,8 +188,7 @@ class CP(Formulation):
         J = s.jacobian_dense(q, t)
         Ju = J[:, self.u]
         lu, piv = sla.lu_factor(Ju, check_finite=False)
-        dg = np.abs(np.diag(lu))
-        ratio = float(dg.min() / dg.max()) if dg.size and dg.max() > 0 else 0.0
+        ratio = self._quality(J, self.u, lu)
         if ratio * self.factor < self.best_ratio * 1e-2 or ratio < 1e-12:
             raise RepartitionRequest(f"Phi_u is nearly singular (pivot ratio {ratio:.3g})")
         qd = np.zeros(s.n)
@@ -191,39 +214,58 @@ class CP(Formulation):
         q, qd = self.split(y, t)
         qdd, lam = self.solver.solve(q, qd, t)
         # hysteresis: ask for a new partition when a fresh one is much better
-        _, v_new, best = self.choose(q, t)
-        self._watch_rank(t, best)
+        _, v_new, best, mu = self.choose(q, t)
+        self._watch_rank(t, mu)
         if list(v_new) != list(self.v) and best > self.factor * self.ratio:
             self._want = (f"a better partition exists (pivot ratio {self.ratio:.3g} -> "
                           f"{best:.3g})")
         return q, qd, qdd, lam
 
     def _watch_rank(self, t, mu):
-        """Extrapolate the zero of the Jacobian's rank ratio from the last two outputs
-        (module docstring); stop when it falls before the next output."""
-        prev, self._mu_last = self._mu_last, (t, mu)
-        if self.singular_ratio <= 0.0:
+        """Watch the rank ratio mu of the scaled Jacobian at the outputs (module
+        docstring).  A rank loss ahead is confirmed by the parabola through mu^2 at
+        the last three outputs (mu^2 = b^2 (t - t*)^2 near a simple singular point,
+        a positive minimum for a near miss): its minimum must lie ahead and be
+        below (mu / 10)^2, and mu must be below ``singular_ratio`` times its value
+        at the first output.  Then an evaluation at or past t* stops the run, and
+        an output with t* before the next output stops it after being recorded."""
+        hist = self._mu_hist
+        if hist and t <= hist[-1][0]:          # a restart at an earlier output
+            while hist and hist[-1][0] >= t:
+                hist.pop()
+        hist.append((t, mu))
+        del hist[:-3]
+        if self._mu0 is None:
+            self._mu0 = mu
+        self._t_singular = np.inf
+        if self.singular_ratio <= 0.0 or len(hist) < 3:
             return
-        if mu <= 1e-3 * self.singular_ratio:
-            self._t_singular = t
-        elif prev is not None and t > prev[0] and mu < self.singular_ratio and mu < prev[1]:
-            dt = t - prev[0]
-            self._t_singular = t + mu * dt / (prev[1] - mu)
-            if self._t_singular > t + dt:
-                return
-        else:
-            self._t_singular = np.inf
+        (t1, m1), (t2, m2), (t3, m3) = hist
+        if not (m3 < self.singular_ratio * self._mu0 and m3 < m2 < m1):
             return
-        self._stop_singular()
+        a, b, c = np.polyfit([t1 - t3, t2 - t3, 0.0], [m1 * m1, m2 * m2, m3 * m3], 2)
+        if not a > 0.0:
+            return
+        ts = -b / (2.0 * a)                    # relative to t3
+        cmin = c - b * b / (4.0 * a)
+        if ts <= 0.0 or cmin > (0.1 * m3) ** 2:
+            return
+        self._t_singular = t3 + ts
+        if ts <= t3 - t2:
+            self._stop_pending = True          # raised once this output is recorded
 
     def _stop_singular(self):
-        t, mu = self._mu_last
+        t, mu = self._mu_hist[-1]
         raise AnalysisError(
             f"formulation 'cp' cannot continue: the constraint Jacobian becomes singular "
-            f"near t = {self._t_singular:.6g} (rank ratio {mu:.3g} at t = {t:.6g}, falling): "
-            f"every square Phi_u is singular there, so no coordinate partition can pass "
-            f"on a determined branch; use formulation: penalty to pass singular "
-            f"configurations, or settings.formulation_options.singular_ratio: 0 to try", t)
+            f"near t = {self._t_singular:.6g} (its rank ratio fell to {mu:.3g} at "
+            f"t = {t:.6g}, the last output on the branch): every square Phi_u is "
+            f"singular there, so no coordinate partition can pass on a determined "
+            f"branch; use formulation: penalty to pass singular configurations, or "
+            f"settings.formulation_options.singular_ratio: 0 to try", t)
 
     def wants_repartition(self):
+        if self._stop_pending:
+            self._stop_pending = False
+            self._stop_singular()
         return self._want
