@@ -291,7 +291,7 @@ def _unit(v, path: str, what: str = "direction") -> np.ndarray:
     v = np.asarray(v, dtype=float)
     n = float(np.linalg.norm(v))
     if not n > 1e-12:
-        raise ModelError(path, f"expected a non-zero {what}, got {list(v)}")
+        raise ModelError(path, f"expected a non-zero {what}, got {v.tolist()}")
     return v / n
 
 
@@ -621,7 +621,8 @@ class Translational(_AxisJoint):
         uj, gi = np.array(par[6:9]), np.array(par[12:15])
         hj = _map_dir(ctx, spec["body_i"], gi, spec["body_j"])
         hj = _unit(hj - (hj @ uj) * uj, f"{ctx.path}.axis_j",
-                   "axis_j not parallel to axis_i in the initial configuration")
+                   "normal of the joint frame (axis_j is far from parallel to axis_i in "
+                   "the initial configuration: omit it or correct the orientations)")
         return par + list(hj), []
 
     def _rows(self, par, K, f):
