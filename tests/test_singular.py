@@ -317,3 +317,33 @@ def test_cp_singular_guard_settings(examples):
     # far from the singular point the guard is silent
     res = mbcore.run(model, settings={"formulation": "cp", "t_end": 0.5})
     assert res.t[-1] == pytest.approx(0.5)
+
+
+def test_cp_guard_is_silent_on_regular_mechanisms_in_any_units():
+    """The rank ratio is judged relative to its value at the start: a free
+    slider-crank with a massless rod (full rank everywhere) runs in metres and in
+    millimetres (where the absolute rank ratio is ~1e-6) without a stop."""
+    def slider_crank(scale):
+        a, L, phi0 = 0.2 * scale, 0.5 * scale, 5.76
+        m = Model("dsc")
+        m.add_body("crank", mass=2.0, inertia=0.0067 * scale ** 2,
+                   position=(a / 2 * np.cos(phi0), a / 2 * np.sin(phi0)), angle=phi0,
+                   angular_velocity=-6.0)
+        B = np.array([a * np.cos(phi0), a * np.sin(phi0)])
+        m.add_body("slider", mass=0.5, inertia=0.002 * scale ** 2,
+                   position=(B[0] - np.sqrt(L ** 2 - B[1] ** 2), 0.0))
+        m.add_joint("revolute", "A", body_i="crank", body_j="ground", point_i=(-a / 2, 0),
+                    point_j=(0, 0))
+        m.add_joint("translational", "slide", body_i="slider", body_j="ground",
+                    point_i=(0, 0), point_j=(0, 0), axis=(1, 0))
+        m.add_joint("distance", "rod", body_i="crank", body_j="slider",
+                    point_i=(a / 2, 0.0), length=L)
+        return m
+    for scale in (1.0, 1000.0):
+        res = mbcore.run(slider_crank(scale), settings={
+            "analysis": "dynamic", "formulation": "cp", "t_end": 1.5, "rtol": 1e-8,
+            "atol": 1e-10 * scale})
+        assert res.t[-1] == pytest.approx(1.5)
+        assert np.max(res["violation/position"]) < 1e-8 * scale
+        E = res["energy/total"]
+        assert np.max(np.abs(E - E[0])) < 1e-6 * np.max(np.abs(E))
