@@ -23,8 +23,9 @@
 # element's ground block sits at n + 3 with value [0, 0, 0, 1, 0, 0, 0] (zero
 # velocity), exactly like System._qx.  No allocation: fixed-size C structs only.
 #
-# The rotation driver keeps its tracked angle in par[9] of its element and updates
-# it in place in phi (like RotationDriver.phi of the reference): the evaluator's par
+# The rotation driver keeps its tracked angle in par[9] of its element (the screw
+# joint in par[24]) and updates it in place in phi (like RotationDriver.phi and
+# Screw.phi of the reference): the evaluator's par
 # pointer is the System group's own par array (checked in PlanarEvaluator._set), so
 # the compiled and NumPy paths share one tracking state.
 # --------------------------------------------------------------------------------
@@ -47,12 +48,18 @@ cdef enum:
     K_S_PERPENDICULAR = 112
     K_S_PARALLEL = 113
     K_S_EULER_NORM = 114      # p^T p - 1 of every spatial body (mbcore.bodykinds)
+    K_S_SCREW = 115           # mbplugins.spatial.composites
+    K_S_REV_CYL = 116
+    K_S_POINT_LINE = 117
+    K_S_POINT_PLANE = 118
+    K_S_REL_ROT_EP = 119
+    K_S_ORIENT_LOCK = 120
 
 cdef enum:
     SF_JAC = 1                # build Jacobians
     SF_VEL = 2                # build rates and quadratic terms (gamma)
     S_NJ = 12                 # omega'-Jacobian columns of a jet: 2 bodies x [r, pi']
-    S_MAXROWS = 6
+    S_MAXROWS = 7             # 6 rows + scratch (the screw's angle and travel)
 
 cdef double S_TWO_PI = 6.283185307179586      # == 2.0 * math.pi
 
@@ -73,11 +80,17 @@ SPATIAL_KERNELS = {
     "spatial_perpendicular": (K_S_PERPENDICULAR, 1, 2, 6, 0),
     "spatial_parallel": (K_S_PARALLEL, 2, 2, 9, 0),
     "euler_normalization": (K_S_EULER_NORM, 1, 1, 0, 0),
+    "spatial_screw": (K_S_SCREW, 5, 2, 25, 0),
+    "spatial_revolute_cylindrical": (K_S_REV_CYL, 3, 2, 18, 0),
+    "spatial_point_on_line": (K_S_POINT_LINE, 2, 2, 12, 0),
+    "spatial_point_on_plane": (K_S_POINT_PLANE, 1, 2, 9, 0),
+    "spatial_relative_rotation_ep": (K_S_REL_ROT_EP, 1, 2, 4, 1),
+    "spatial_orientation_lock": (K_S_ORIENT_LOCK, 3, 2, 4, 0),
 }
 
 #: spatial kernels that write their packed parameters (tracking state): the
 #: evaluator must hold the System's own par array, not a copy
-_STATEFUL = frozenset([K_S_ROTATION_DRIVER])
+_STATEFUL = frozenset([K_S_ROTATION_DRIVER, K_S_SCREW])
 
 
 ctypedef struct SBody:
@@ -365,6 +378,65 @@ cdef inline void _s_relep(const SCtx* K, const double* q0, SJ3* X) noexcept nogi
             X.h[i] = s2 * w[1 + i] + 0.5 * v[1 + i]
 
 
+cdef inline void _s_relep0(const SCtx* K, const double* q0, SJ1* X) noexcept nogil:
+    """scal(conj(q0) (x) conj(p_j) (x) p_i) with its jets (reference:
+    RelativeRotationEP._rows; q0 as packed, not normalised)."""
+    cdef const double* pi = K.b[0].p
+    cdef const double* pj = K.b[1].p
+    cdef double cq0[4]
+    cdef double cpj[4]
+    cdef double t[4]
+    cdef double w[4]
+    cdef double u[4]
+    cdef double v[4]
+    cdef double bj[4]
+    cdef double wi4[4]
+    cdef double A0[9]
+    cdef double Pi[3]
+    cdef double Pj[3]
+    cdef double e0 = q0[0], e1 = q0[1], e2 = q0[2], e3 = q0[3]
+    cdef const double* wi
+    cdef const double* wj
+    cdef int i
+    cq0[0] = q0[0]; cq0[1] = -q0[1]; cq0[2] = -q0[2]; cq0[3] = -q0[3]
+    cpj[0] = pj[0]; cpj[1] = -pj[1]; cpj[2] = -pj[2]; cpj[3] = -pj[3]
+    _qmul(cpj, pi, t)
+    _qmul(cq0, t, w)
+    X.v = w[0]
+    if not (K.flags & (SF_JAC | SF_VEL)):
+        return
+    A0[0] = 2.0 * (e0 * e0 + e1 * e1 - 0.5)
+    A0[1] = 2.0 * (e1 * e2 - e0 * e3)
+    A0[2] = 2.0 * (e1 * e3 + e0 * e2)
+    A0[3] = 2.0 * (e1 * e2 + e0 * e3)
+    A0[4] = 2.0 * (e0 * e0 + e2 * e2 - 0.5)
+    A0[5] = 2.0 * (e2 * e3 - e0 * e1)
+    A0[6] = 2.0 * (e1 * e3 - e0 * e2)
+    A0[7] = 2.0 * (e2 * e3 + e0 * e1)
+    A0[8] = 2.0 * (e0 * e0 + e3 * e3 - 0.5)
+    # Phi_pi'_i = -1/2 vec(w)^T;  Phi_pi'_j = 1/2 (A0 vec(w))^T
+    _mv3(A0, w + 1, Pj)
+    for i in range(3):
+        Pi[i] = -0.5 * w[1 + i]
+        Pj[i] = 0.5 * Pj[i]
+    if K.flags & SF_JAC:
+        memset(X.J, 0, S_NJ * sizeof(double))
+        for i in range(3):
+            X.J[3 + i] = Pi[i]
+            X.J[9 + i] = Pj[i]
+    if K.flags & SF_VEL:
+        wi = K.b[0].w
+        wj = K.b[1].w
+        X.d = _d3(Pi, wi) + _d3(Pj, wj)
+        bj[0] = 0.0                     # [0, -A0^T w_j]
+        for i in range(3):
+            bj[1 + i] = -(A0[i] * wj[0] + A0[3 + i] * wj[1] + A0[6 + i] * wj[2])
+        wi4[0] = 0.0; wi4[1] = wi[0]; wi4[2] = wi[1]; wi4[3] = wi[2]
+        _qmul(bj, w, u)
+        _qmul(u, wi4, v)
+        X.h = -0.25 * (_d3(wi, wi) + _d3(wj, wj)) * w[0] + 0.5 * v[0]
+
+
 # ---------------------------------------------------------------- rows per type
 cdef Py_ssize_t _s_rows(Group* G, Py_ssize_t e, const SCtx* K, SJ1* R) noexcept nogil:
     """The rows of element e (without driver terms) as scalar jets; returns m."""
@@ -489,6 +561,64 @@ cdef Py_ssize_t _s_rows(Group* G, Py_ssize_t e, const SCtx* K, SJ1* R) noexcept 
         for i in range(3):
             _s_comp(K, &X, i, &R[3 + i])
         return 6
+    if k == K_S_SCREW:
+        # [s'_i, s'_j, u'_j, f'_i, g'_i, u'_i, f'_j, a, delta0, theta0, theta]:
+        # the cylindrical rows, u_i.d - a atan2(g_i.f_j, f_i.f_j) (the tracked angle
+        # and the constants by _phi_spatial); scratch: R[5] = u_i.d, R[6] = the
+        # principal-value angle
+        _s_vec(K, 1, p + 6, &Y)
+        _s_vec(K, 0, p + 9, &X)                    # f_i
+        _s_dot(K, &X, &Y, &R[0])
+        _s_vec(K, 0, p + 12, &U)                   # g_i
+        _s_dot(K, &U, &Y, &R[1])
+        _s_point(K, 1, p + 3, &W)
+        _s_point(K, 0, p, &Y)
+        _s_sub(K, &W, &Y, &W)                      # d = P_j - P_i
+        _s_dot(K, &X, &W, &R[2])
+        _s_dot(K, &U, &W, &R[3])
+        _s_vec(K, 0, p + 15, &Y)                   # u_i
+        _s_dot(K, &Y, &W, &R[5])
+        _s_vec(K, 1, p + 18, &Y)                   # f_j
+        _s_dot(K, &U, &Y, &a)
+        _s_dot(K, &X, &Y, &b)
+        _s_atan2(K, &a, &b, &R[6])
+        _s_lin2(K, 1.0, &R[5], -p[21], &R[6], &R[4])
+        return 5
+    if k == K_S_REV_CYL:            # [s'_i, s'_j, u'_i, u'_j, f'_j, g'_j]: u_i.u_j, f_j.d, g_j.d
+        _s_vec(K, 0, p + 6, &U)
+        _s_vec(K, 1, p + 9, &W)
+        _s_dot(K, &U, &W, &R[0])
+        _s_point(K, 1, p + 3, &W)
+        _s_point(K, 0, p, &Y)
+        _s_sub(K, &W, &Y, &X)                      # d = P_j - P_i
+        _s_vec(K, 1, p + 12, &U)
+        _s_dot(K, &U, &X, &R[1])
+        _s_vec(K, 1, p + 15, &U)
+        _s_dot(K, &U, &X, &R[2])
+        return 3
+    if k == K_S_POINT_LINE or k == K_S_POINT_PLANE:
+        # [s'_i, s'_j, f'_i(, g'_i)]: f_i.d(, g_i.d);  point on plane: f'_i = n'_i
+        _s_point(K, 1, p + 3, &W)
+        _s_point(K, 0, p, &Y)
+        _s_sub(K, &W, &Y, &X)                      # d = P_j - P_i
+        _s_vec(K, 0, p + 6, &U)
+        _s_dot(K, &U, &X, &R[0])
+        if k == K_S_POINT_PLANE:
+            return 1
+        _s_vec(K, 0, p + 9, &U)
+        _s_dot(K, &U, &X, &R[1])
+        return 2
+    if k == K_S_REL_ROT_EP:         # [q0]: scal(q0* (x) p_j* (x) p_i) (- cos(c/2) by the driver terms)
+        _s_relep0(K, p, &R[0])
+        return 1
+    if k == K_S_ORIENT_LOCK:        # [q0]: vec(q0* (x) p_j* (x) p_i), q0 normalised
+        nq = sqrt(p[0] * p[0] + p[1] * p[1] + p[2] * p[2] + p[3] * p[3])
+        for i in range(4):
+            q0[i] = p[i] / nq
+        _s_relep(K, q0, &X)
+        for i in range(3):
+            _s_comp(K, &X, i, &R[i])
+        return 3
     return 0
 
 
@@ -512,6 +642,13 @@ cdef void _phi_spatial(Group* G, const double* q, const double* fv, double* out)
         m = _s_rows(G, e, &K, R)
         for k in range(m):
             out[r + k] = R[k].v
+        if G.kind == K_S_SCREW:
+            # tracked angle as for the rotation driver (Screw.phi), stored in par[24]
+            p = (<double*> G.par) + e * G.npar
+            th = R[6].v + S_TWO_PI * rint((p[24] - R[6].v) / S_TWO_PI)
+            p[24] = th
+            out[r + 4] = R[5].v - p[22] - p[21] * (th - p[23])
+            continue
         if G.nfun == 0:
             continue
         f = fv + 3 * G.fidx[e * G.nfun]
@@ -521,6 +658,8 @@ cdef void _phi_spatial(Group* G, const double* q, const double* fv, double* out)
             out[r] = out[r] - f[0]
         elif G.kind == K_S_ANGLE_DRIVER:
             out[r] = out[r] - cos(f[0])
+        elif G.kind == K_S_REL_ROT_EP:
+            out[r] = out[r] - cos(0.5 * f[0])
         elif G.kind == K_S_ROTATION_DRIVER:
             # continuous tracking: the branch nearest the last tracked angle, stored
             # in place (par is the System group's array, shared with the NumPy path)
@@ -579,6 +718,8 @@ cdef void _nu_spatial(Group* G, const double* fv, double* out) noexcept nogil:
             out[r] = 2.0 * f[0] * f[1]
         elif G.kind == K_S_ANGLE_DRIVER:         # of a_i.a_j - cos c
             out[r] = -sin(f[0]) * f[1]
+        elif G.kind == K_S_REL_ROT_EP:           # of w0 - cos(c/2)
+            out[r] = -0.5 * sin(0.5 * f[0]) * f[1]
         else:                                    # point coordinate, rotation driver
             out[r] = f[1]
 
@@ -610,5 +751,8 @@ cdef void _gamma_spatial(Group* G, const double* q, const double* qd, const doub
         elif G.kind == K_S_ANGLE_DRIVER:
             co = cos(f[0]); si = sin(f[0])
             out[r] = out[r] + (-co * f[1] * f[1] - si * f[2])
+        elif G.kind == K_S_REL_ROT_EP:
+            co = cos(0.5 * f[0]); si = sin(0.5 * f[0])
+            out[r] = out[r] + (-0.25 * co * f[1] * f[1] - 0.5 * si * f[2])
         else:
             out[r] = out[r] + f[2]

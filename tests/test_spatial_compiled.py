@@ -1,12 +1,12 @@
 """Compiled kernels of the spatial constraint types (ext/_spatial.pxi) against their
-NumPy references (mbplugins.spatial.constraints), through the System:
+NumPy references (mbplugins.spatial.constraints, .composites), through the System:
 
-* every type of ``CONSTRAINT_TYPES`` (and the Euler-parameter normalisation rows)
-  is compiled, and phi, the Jacobian (dense and CSR storage), nu and gamma equal
+* every type of ``CONSTRAINT_TYPES`` and ``COMPOSITE_TYPES`` (and the
+  Euler-parameter normalisation rows) is compiled, and phi, the Jacobian (dense and CSR storage), nu and gamma equal
   the NumPy path to 1e-12 on random seeded states (normalised p, random rates),
   groups of several elements with the ground as body i and as body j, drivers
   with time-dependent functions;
-* the rotation driver's tracked angle lives in the System group's own par array,
+* the rotation driver's and the screw's tracked angles live in the System group's own par array,
   shared by the compiled and the NumPy path;
 * the spatial slider-crank runs its kinematic analysis on the compiled
   KinematicStepper and equals the NumPy path to 1e-10 over 3 s (the crank turns
@@ -25,6 +25,7 @@ import mbcore
 from mbcore import Model
 from mbcore.errors import PluginError
 from mbcore.system import compiled_available
+from mbplugins.spatial import composites as SX
 from mbplugins.spatial import constraints as SC
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
@@ -87,6 +88,23 @@ def _params(tname: str, rng, k: int) -> dict:
         return {"vector_i": _unit(rng), "vector_j": _unit(rng)}
     if tname == "parallel":
         return {"vector_i": _unit(rng), **({} if odd else {"vector_j": _unit(rng)})}
+    if tname == "screw":
+        p = {"point_i": _vec(rng), "axis_i": _unit(rng), "pitch": 0.05 * (k - 1.5)}
+        if not odd:
+            p["point_j"] = _vec(rng)
+            p["axis_j"] = _unit(rng)
+        return p
+    if tname == "revolute_cylindrical":
+        return {"point_i": _vec(rng), "axis_i": _unit(rng), "axis_j": _unit(rng),
+                **({} if odd else {"point_j": _vec(rng)})}
+    if tname in ("point_on_line", "point_on_plane"):
+        key = "axis_i" if tname == "point_on_line" else "normal_i"
+        return {"point_i": _vec(rng), key: _unit(rng),
+                **({} if odd else {"point_j": _vec(rng)})}
+    if tname == "relative_rotation_ep":
+        return {"function": drive, **({"zero": "initial"} if odd else {})}
+    if tname == "orientation_lock":
+        return {}
     raise AssertionError(f"no parameters for {tname}")
 
 
@@ -100,7 +118,7 @@ def group_model(tname: str, seed: int) -> Model:
         m.add_body(b, mass=1.0, inertia=[0.1, 0.2, 0.3], position=_vec(rng, 1.0),
                    orientation={"axis": _unit(rng), "angle": float(rng.uniform(-3, 3)),
                                 "unit": "rad"})
-    cls = next(c for c in SC.CONSTRAINT_TYPES if c.name == tname)
+    cls = next(c for c in ALL_TYPES if c.name == tname)
     add = m.add_driver if cls.category == "driver" else m.add_joint
     if tname == "point_coordinate":
         for k, (b, c) in enumerate((("b1", "x"), ("ground", "y"), ("b2", "z"), ("b3", "y"))):
@@ -111,12 +129,13 @@ def group_model(tname: str, seed: int) -> Model:
                 p["function"] = f"{0.1 * k} + 0.5*cos({k + 1}*t)"
             add(tname, f"e{k}", **p)
         return m
-    pairs = PAIRS + ((("b1", "ground"),) if tname == "fixed" else ())
+    default_j = tname in ("fixed", "orientation_lock")
+    pairs = PAIRS + ((("b1", "ground"),) if default_j else ())
     for k, (bi, bj) in enumerate(pairs):
         if tname == "fixed" and bi == "ground":
             bi, bj = bj, bi            # fixed: body_i is the welded body
         p = _params(tname, rng, k)
-        if tname == "fixed" and k == 4:
+        if default_j and k == 4:
             add(tname, f"e{k}", body_i=bi, **p)          # body_j defaults to the ground
         else:
             add(tname, f"e{k}", body_i=bi, body_j=bj, **p)
@@ -140,12 +159,14 @@ def assert_close(a, b, what):
     assert err <= 1e-12 * scale, f"{what}: compiled - numpy = {err:.3g} (scale {scale:.3g})"
 
 
-TYPE_NAMES = [c.name for c in SC.CONSTRAINT_TYPES]
+ALL_TYPES = list(SC.CONSTRAINT_TYPES) + list(SX.COMPOSITE_TYPES)
+TYPE_NAMES = [c.name for c in ALL_TYPES]
 
 
 def test_every_spatial_type_names_a_compiled_kernel():
     from mbcore._ext import _planar
-    for cls in SC.CONSTRAINT_TYPES:
+    for cls in ALL_TYPES:
+        assert cls.kernel == f"spatial_{cls.name}" or cls in SC.CONSTRAINT_TYPES, cls.name
         assert cls.kernel in _planar.SPATIAL_KERNELS, cls.name
         code, m, nb, npar, nfun = _planar.KERNELS[cls.kernel]
         assert (m, nb, npar, nfun) == (cls.equations, len(cls.bodies), cls.n_par, cls.n_fun)
@@ -179,7 +200,8 @@ def test_compiled_equals_numpy(tname, jacobian):
 def test_time_dependent_drivers_have_nonzero_nu_and_gamma_terms():
     """The driver comparisons above are not vacuous: nu != 0 and gamma changes
     with t at a fixed state."""
-    for tname in ("distance_driver", "angle_driver", "rotation_driver", "point_coordinate"):
+    for tname in ("distance_driver", "angle_driver", "rotation_driver", "point_coordinate",
+                  "relative_rotation_ep"):
         a = group_model(tname, seed=3).compile(kernels="compiled")
         q, qd = random_state(a, np.random.default_rng(1))
         assert np.abs(a.nu(q, 0.4)).max() > 1e-3, tname
@@ -372,3 +394,28 @@ def test_point_and_angular_kinematics_compiled_equal_numpy():
         s = P[k, 0:3] - q[o:o + 3]
         np.testing.assert_allclose(P[k, 3:6] - qd[o:o + 3], np.cross(W[k, 0:3], s),
                                    atol=1e-12)
+
+
+def test_screw_tracks_turns_like_numpy():
+    """The screw's compiled phi follows the tracked angle through 2.5 turns (steps
+    < pi) exactly like Screw.phi, both leaving the same angle in par[:, 24]."""
+    m = Model("screw")
+    m.set_dimensions(3)
+    m.add_body("disc", mass=1.0, inertia=[1, 1, 1], position=[0, 0, 0])
+    m.add_joint("screw", "s0", body_i="ground", body_j="disc", point_i=[0, 0, 0],
+                axis_i=[0, 0, 1], pitch=0.1)
+    m.add_joint("screw", "s1", body_i="disc", body_j="ground", point_i=[0, 0, 0],
+                axis_i=[0, 0, 1], pitch=-0.2)
+    a, b = m.compile(kernels="compiled"), m.compile(kernels="numpy")
+    ga = next(g for g in a.groups if g.ctype.name == "screw")
+    gb = next(g for g in b.groups if g.ctype.name == "screw")
+    assert ga.compiled and not gb.compiled
+    q0 = a.initial_state().q
+    for ang in np.linspace(0.0, 5.0 * math.pi, 41):
+        q = _turn(a, q0, "disc", ang)
+        pa, pb = a.phi(q, 0.0).copy(), b.phi(q, 0.0).copy()
+        assert_close(pa, pb, "screw phi")
+        assert pa[4] == pytest.approx(-0.1 * ang, abs=1e-12)    # delta = 0: -a theta
+        np.testing.assert_array_equal(ga.par[:, 24], gb.par[:, 24])
+    assert ga.par[0, 24] == pytest.approx(5.0 * math.pi, abs=1e-12)
+    assert ga.par[1, 24] == pytest.approx(-5.0 * math.pi, abs=1e-12)

@@ -86,7 +86,7 @@ def test_catalogue_metadata():
     assert not set(names) & {c.name for c in SC.CONSTRAINT_TYPES}
     for cls in SX.COMPOSITE_TYPES:
         ct = cls()
-        assert cls.body_kind == "spatial" and cls.kernel is None
+        assert cls.body_kind == "spatial" and cls.kernel == f"spatial_{cls.name}"
         assert cls.category in ("joint", "driver", "constraint")
         assert len(ct.equation_labels()) == cls.equations
         assert cls.description and cls.__doc__ and "spec §" in cls.__doc__

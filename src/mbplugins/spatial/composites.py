@@ -12,7 +12,9 @@ Euler-parameter Jacobian (variant P) and its gamma come from
 
 Parameters are in body-fixed coordinates; points and axes of body j default to the
 body-j coordinates of the body-i ones in the initial configuration, as in
-``constraints.py``.  Compiled kernels: none (``kernel = None``).
+``constraints.py``.  Compiled kernels: ``spatial_<name>`` in ext/_spatial.pxi (same
+packed parameters; the screw's compiled phi updates the same tracked angle in the
+System group's own par array).
 
 ``COMPOSITE_TYPES`` lists the types (for the plugin hook).
 """
@@ -62,12 +64,14 @@ class Screw(_AxisJoint):
     The angle is tracked continuously in the packed parameters exactly as
     ``rotation_driver`` does: ``phi`` takes the atan2 branch nearest to the last
     tracked value and stores it (``par[:, TRACK]``, in place); Jacobian and gamma
-    do not depend on the branch.  5 rows, 1 relative DOF.
+    do not depend on the branch.  The compiled kernel (``spatial_screw``) does the
+    same update on the same memory (the System hands the evaluator its group's own
+    par array).  5 rows, 1 relative DOF.
     par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, u'_i, f'_j, a, delta0, theta0, theta]``."""
 
     name = "screw"
     description = "screw joint: rotation about a common axis coupled to translation along it"
-    kernel = None
+    kernel = "spatial_screw"
     equations = 5
     params = {**_AXIS_PARAMS,
               "pitch": Param("number", "axial travel of body j along axis_i per radian of "
@@ -142,7 +146,7 @@ class RevoluteCylindrical(_SpatialBase):
     name = "revolute_cylindrical"
     description = ("massless link: revolute on body i, cylindrical on body j, axes "
                    "perpendicular and intersecting")
-    kernel = None
+    kernel = "spatial_revolute_cylindrical"
     equations = 3
     params = {
         "body_i": Param("body", "body with the revolute axis"),
@@ -202,7 +206,7 @@ class PointOnLine(_SpatialBase):
     name = "point_on_line"
     description = "a point of body j stays on a line of body i"
     category = "constraint"
-    kernel = None
+    kernel = "spatial_point_on_line"
     equations = 2
     params = {
         "body_i": Param("body", "body carrying the line (i)"),
@@ -248,7 +252,7 @@ class PointOnPlane(_SpatialBase):
     name = "point_on_plane"
     description = "a point of body j stays on a plane of body i"
     category = "constraint"
-    kernel = None
+    kernel = "spatial_point_on_plane"
     equations = 1
     params = {
         "body_i": Param("body", "body carrying the plane (i)"),
@@ -310,7 +314,7 @@ class RelativeRotationEP(_SpatialBase):
     description = ("drive the relative rotation angle through Euler parameters "
                    "(p_iᵀp_j = cos(theta/2))")
     category = "driver"
-    kernel = None
+    kernel = "spatial_relative_rotation_ep"
     equations = 1
     params = {
         "body_i": _BODY_I, "body_j": _BODY_J,
@@ -381,7 +385,7 @@ class OrientationLock(_SpatialBase):
     name = "orientation_lock"
     description = "keep the relative orientation of two bodies (translations free)"
     category = "constraint"
-    kernel = None
+    kernel = "spatial_orientation_lock"
     equations = 3
     params = {
         "body_i": Param("body", "the body whose orientation is locked"),
