@@ -55,6 +55,18 @@ def _ab_time(fa, fb, repeat: int) -> tuple[float, float, float]:
             statistics.median(b - a for a, b in zip(ta, tb)))
 
 
+def _evaluation(s, q, qd, t):
+    """One kinematic evaluation of System ``s``: time functions + phi + Jacobian +
+    nu + gamma at (q, qd, t)."""
+    def f():
+        s._ft = None          # force the time functions to be re-evaluated
+        s.phi(q, t)
+        s.jacobian(q, t)
+        s.nu(q, t)
+        s.gamma(q, qd, t)
+    return f
+
+
 def bench_fourbar(repeat: int, quick: bool) -> dict:
     model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_kap.yaml")
     out: dict = {}
@@ -63,13 +75,7 @@ def bench_fourbar(repeat: int, quick: bool) -> dict:
     q, qd = res["q"][5].copy(), res["qd"][5].copy()
 
     def evaluation(s):
-        def f():
-            s._ft = None          # force the time functions to be re-evaluated
-            s.phi(q, 0.3)
-            s.jacobian(q, 0.3)
-            s.nu(q, 0.3)
-            s.gamma(q, qd, 0.3)
-        return f
+        return _evaluation(s, q, qd, 0.3)
 
     def newton(s):
         lu = dense_lu(s.n, s.backend)
@@ -148,13 +154,7 @@ def bench_spatial(repeat: int, quick: bool) -> dict:
     q, qd = res["q"][37].copy(), res["qd"][37].copy()
 
     def evaluation(s):
-        def f():
-            s._ft = None          # force the time functions to be re-evaluated
-            s.phi(q, 0.37)
-            s.jacobian(q, 0.37)
-            s.nu(q, 0.37)
-            s.gamma(q, qd, 0.37)
-        return f
+        return _evaluation(s, q, qd, 0.37)
 
     n_eval = 2000 if quick else 20000
     tc = _time(evaluation(systems["compiled"]), n_eval, repeat)

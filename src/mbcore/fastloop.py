@@ -2,8 +2,8 @@
 
 When the right-hand side is compiled (:class:`mbcore.formulation.Formulation`
 ``.compiled``: a model of built-in elements, DI or CS) and the integrator is an
-explicit Runge–Kutta method of ``mbplugins.integrators`` that has a compiled twin
-(fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
+explicit Runge–Kutta method whose integrator class declares a compiled twin
+(``Integrator.compiled_loop_kind``; fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
 the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
 Python only at output times.  Events (impacts, stop conditions), post-step
 projection and DAE forms keep the Python driver (:func:`mbcore.integrate.integrate`).
@@ -45,19 +45,9 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     if form.compiled is None or not form.compiled_ready() or events or post_step \
             or jac is not None:
         return None
-    try:
-        from mbplugins.integrators.erk import EmbeddedRK
-        from mbplugins.integrators.explicit import FixedStepRK
-    except ImportError:             # pragma: no cover - built-in plugins missing
-        return None
-    if isinstance(icls, type) and issubclass(icls, FixedStepRK) \
-            and icls._step_impl is FixedStepRK._step_impl:
-        return "fixed"
-    if isinstance(icls, type) and issubclass(icls, EmbeddedRK) \
-            and icls._step_impl is EmbeddedRK._step_impl \
-            and icls._error_norm is EmbeddedRK._error_norm:
-        return "embedded"
-    return None
+    kind = getattr(icls, "compiled_loop_kind", None)
+    kind = kind() if callable(kind) else None
+    return kind if kind in ("fixed", "embedded") else None
 
 
 def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
@@ -87,7 +77,6 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, **options)
     except _Fallback:
         return python_fallback(t0, y0, t_out)
-    from mbplugins.integrators.erk import EmbeddedRK, SAFETY, MIN_FACTOR, MAX_FACTOR
     st = Statistics()
     st.nfev = integ.stats.nfev
     f0 = np.array(integ._f, dtype=float)
@@ -95,7 +84,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     A = np.ascontiguousarray(np.asarray(icls.A, dtype=float)[:B.size, :B.size])
     C = np.ascontiguousarray(icls.C, dtype=float)
     if kind == "embedded":
-        assert issubclass(icls, EmbeddedRK)
+        assert icls.compiled_loop_kind() == "embedded"
         E = np.ascontiguousarray(icls.E, dtype=float)
         P = np.ascontiguousarray(icls.P, dtype=float)
         h_abs, rtol, atol = float(integ._h_abs), float(integ._rtol), float(integ._atol)
@@ -114,9 +103,12 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             return LoopResult(2, st, t0, np.array(y0))
         i0 += 1
     stops = np.zeros((0, 3)) if stops is None else np.asarray(stops, dtype=float)
+    # step-size controller of embedded pairs (unused by fixed steps)
+    controller = ((icls.SAFETY, icls.MIN_FACTOR, icls.MAX_FACTOR) if kind == "embedded"
+                  else (1.0, 1.0, 1.0))
     code, t, y, i_out, h_abs = run_rk(
         crhs, A, B, C, E, P, adaptive, float(t0), float(t1), np.array(y0, dtype=float), f0,
-        t_out, i0, h_abs, rtol, atol, max_step, SAFETY, MIN_FACTOR, MAX_FACTOR, exponent,
+        t_out, i0, h_abs, rtol, atol, max_step, *controller, exponent,
         int(icls.order), on_output, stats, st.nfev,
         np.ascontiguousarray(stops[:, 0], dtype=np.intp),
         np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]))

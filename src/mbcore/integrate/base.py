@@ -337,6 +337,16 @@ class Integrator:
     variable_order: ClassVar[bool] = False
     options: ClassVar[Mapping[str, Option]] = {}
 
+    @classmethod
+    def compiled_loop_kind(cls) -> str | None:
+        """'fixed' or 'embedded' when :mod:`mbcore.fastloop` can run this class's
+        method in compiled code from its tableau (``A``, ``B``, ``C``; embedded
+        pairs also ``E``, ``P``, ``error_order`` and the step-size controller
+        constants ``SAFETY``, ``MIN_FACTOR``, ``MAX_FACTOR``); None (the default)
+        keeps the Python driver.  Declared by the integrator plugins, so the core
+        needs no knowledge of them."""
+        return None
+
     def __init__(self, fun: Callable, t0: float, y0, t_bound: float, *,
                  jac: Callable | np.ndarray | None = None, **options: Any):
         cls = type(self)

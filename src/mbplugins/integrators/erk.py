@@ -44,12 +44,22 @@ class EmbeddedRK(Integrator):
     #: internal tolerance = TOL_SCALE × user tolerance when ``calibrate`` (measured,
     #: docs/integrators.md "Tolerance calibration")
     TOL_SCALE = 1.0
+    #: step-size controller (also read by the compiled loop)
+    SAFETY, MIN_FACTOR, MAX_FACTOR = SAFETY, MIN_FACTOR, MAX_FACTOR
     A: np.ndarray
     B: np.ndarray
     C: np.ndarray
     E: np.ndarray
     P: np.ndarray
     error_order: int
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'embedded' unless a subclass changes the step or the error norm."""
+        if cls._step_impl is EmbeddedRK._step_impl and \
+                cls._error_norm is EmbeddedRK._error_norm:
+            return "embedded"
+        return None
 
     def _restart_impl(self) -> None:
         s = self.B.size

@@ -30,6 +30,11 @@ class FixedStepRK(Integrator):
     C: np.ndarray = np.zeros(1)
     options = FIXED_STEP_OPTIONS
 
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'fixed' unless a subclass changes the step."""
+        return "fixed" if cls._step_impl is FixedStepRK._step_impl else None
+
     def _restart_impl(self) -> None:
         s = self.B.size
         self._K = np.empty((s, self.n))

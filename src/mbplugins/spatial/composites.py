@@ -26,10 +26,10 @@ from mbcore.rotations import A as _A
 from mbcore.schema import Param
 
 from .constraints import (TWO_PI, _AXIS_PARAMS, _BODY_I, _BODY_J, _I3, _AxisJoint, _Jet,
-                          _Kin, _SpatialBase, _atan2, _body_point, _body_vector, _dot,
-                          _lin, _map_dir, _map_point, _mv, _mtv, _perp_pair, _point_i,
+                          _joint_points, _Kin, _SpatialBase, _atan2, _body_point, _body_vector, _dot,
+                          _lin, _map_dir, _mv, _mtv, _perp_pair, _point_i,
                           _point_j, _pure, _q_from_A, _qconj, _qmul, _relative_ep, _sub,
-                          _unit, _v3, _vdot)
+                          _unit, _vdot)
 
 __all__ = ["Screw", "RevoluteCylindrical", "PointOnLine", "PointOnPlane",
            "RelativeRotationEP", "OrientationLock", "COMPOSITE_TYPES"]
@@ -164,9 +164,7 @@ class RevoluteCylindrical(_SpatialBase):
     local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
 
     def pack(self, spec, ctx):
-        si = _v3(spec["point_i"])
-        sj = spec.get("point_j")
-        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        si, sj = _joint_points(spec, ctx)
         ui = _unit(spec["axis_i"], f"{ctx.path}.axis_i")
         uj = _unit(spec["axis_j"], f"{ctx.path}.axis_j")
         fj, gj = _perp_pair(uj)
@@ -221,9 +219,7 @@ class PointOnLine(_SpatialBase):
     local_labels = ("fx", "fy")
 
     def pack(self, spec, ctx):
-        si = _v3(spec["point_i"])
-        sj = spec.get("point_j")
-        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        si, sj = _joint_points(spec, ctx)
         fi, gi = _perp_pair(_unit(spec["axis_i"], f"{ctx.path}.axis_i"))
         return [*si, *sj, *fi, *gi], []
 
@@ -267,9 +263,7 @@ class PointOnPlane(_SpatialBase):
     local_labels = ("fn",)
 
     def pack(self, spec, ctx):
-        si = _v3(spec["point_i"])
-        sj = spec.get("point_j")
-        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        si, sj = _joint_points(spec, ctx)
         return [*si, *sj, *_unit(spec["normal_i"], f"{ctx.path}.normal_i")], []
 
     def _rows(self, par, K, f):

@@ -313,6 +313,15 @@ def _map_point(ctx: PackContext, body_i: str, s_i, body_j: str) -> np.ndarray:
     return Aj.T @ (ri + Ai @ np.asarray(s_i, float) - rj)
 
 
+def _joint_points(spec, ctx: PackContext) -> tuple[np.ndarray, np.ndarray]:
+    """``point_i`` (body i) and ``point_j`` (body j; default: the body-j coordinates
+    of point_i in the initial configuration) of a two-body element."""
+    si = _v3(spec["point_i"])
+    sj = spec.get("point_j")
+    return si, (_map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None
+                else _v3(sj))
+
+
 def _map_dir(ctx: PackContext, body_i: str, u_i, body_j: str) -> np.ndarray:
     """Body-j components of the body-i direction ``u_i`` (initial configuration)."""
     _, Ai = ctx.pose(body_i)
@@ -447,9 +456,7 @@ class Spherical(_SpatialBase):
     local_labels = ("fx", "fy", "fz")
 
     def pack(self, spec, ctx):
-        si = _v3(spec["point_i"])
-        sj = spec.get("point_j")
-        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        si, sj = _joint_points(spec, ctx)
         return [*si, *sj], []
 
     def _rows(self, par, K, f):
@@ -484,9 +491,7 @@ class Universal(_SpatialBase):
     local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
 
     def pack(self, spec, ctx):
-        si = _v3(spec["point_i"])
-        sj = spec.get("point_j")
-        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        si, sj = _joint_points(spec, ctx)
         return [*si, *sj, *_unit(spec["axis_i"], f"{ctx.path}.axis_i"),
                 *_unit(spec["axis_j"], f"{ctx.path}.axis_j")], []
 
@@ -517,9 +522,7 @@ class _AxisJoint(_SpatialBase):
     axis_i) and ``u_j`` the axis on body j."""
 
     def _pack_axis(self, spec, ctx):
-        si = _v3(spec["point_i"])
-        sj = spec.get("point_j")
-        sj = _map_point(ctx, spec["body_i"], si, spec["body_j"]) if sj is None else _v3(sj)
+        si, sj = _joint_points(spec, ctx)
         ui = _unit(spec["axis_i"], f"{ctx.path}.axis_i")
         uj = spec.get("axis_j")
         uj = _map_dir(ctx, spec["body_i"], ui, spec["body_j"]) if uj is None else _v3(uj)
@@ -989,10 +992,11 @@ class RotationDriver(_SpatialBase):
         th = math.atan2(float((Ai @ gi) @ fjg), float((Ai @ fi) @ fjg))
         fn = spec["function"]
         try:
-            c0 = float(fn.jet(0.0)[0])
+            c0 = float(np.asarray(fn.jet(0.0), dtype=float).ravel()[0])
+        except (ValueError, ArithmeticError, ModelError):
+            c0 = math.nan          # no value at t = 0 (e.g. a table starting later)
+        if np.isfinite(c0):        # start on the branch nearest c(0)
             th += TWO_PI * round((c0 - th) / TWO_PI)
-        except Exception:          # no value at t = 0 (e.g. a table starting later)
-            pass
         return [*fi, *gi, *fj, th], [fn]
 
     def _angle_jet(self, par, K):
