@@ -26,21 +26,35 @@ class AccelerationSolver:
     def __init__(self, system):
         self.system = system
         n, m = system.n, system.m
+        #: spatial bodies (Formulation I): the solver works in transformed columns
+        #: with a diagonal M^-1 (mbcore.mass)
+        self.spatial = None
         if system.mass_diag is None:
-            raise AnalysisError("the equations of motion of spatial bodies are not "
-                                "available yet (kinematic, kinetostatic and static analyses "
-                                "are; spatial dynamics is the next milestone)")
-        nbody = system.n_body
-        if np.any(system.mass_diag[:nbody] <= 0):
-            k = int(np.nonzero(system.mass_diag[:nbody] <= 0)[0][0])
-            body = system.coordinate_names[k].rsplit(".", 1)[0]
-            raise AnalysisError(f"body '{body}' has zero mass or inertia: "
-                                f"the mass matrix is singular")
-        # massless artificial coordinates (cams, slots): M is not invertible, solve the
-        # augmented system instead of the Schur complement (spec/planar.md C10-C13)
-        self.augmented = bool(np.any(system.mass_diag == 0))
-        self.minv = np.where(system.mass_diag > 0, 1.0 / np.where(system.mass_diag > 0,
-                                                                  system.mass_diag, 1.0), 0.0)
+            self._check_spatial_mass(system)
+            from .mass import SpatialMass
+            self.spatial = SpatialMass(system)
+            self.augmented = False
+            self.minv = self.spatial.minv_hat
+            self._Qs = np.zeros(n)
+            self._jhat = np.zeros(len(system._jdata))
+            self._jhat_view = (self._jhat[:m * n].reshape(m, n) if system.dense else
+                               sp.csr_matrix((self._jhat[:system.nnz],
+                                              system._csr_cols.astype(np.int32),
+                                              system._indptr.astype(np.int32)),
+                                             shape=(m, n), copy=False))
+        else:
+            nbody = system.n_body
+            if np.any(system.mass_diag[:nbody] <= 0):
+                k = int(np.nonzero(system.mass_diag[:nbody] <= 0)[0][0])
+                body = system.coordinate_names[k].rsplit(".", 1)[0]
+                raise AnalysisError(f"body '{body}' has zero mass or inertia: "
+                                    f"the mass matrix is singular")
+            # massless artificial coordinates (cams, slots): M is not invertible, solve
+            # the augmented system instead of the Schur complement (spec/planar.md
+            # C10-C13)
+            self.augmented = bool(np.any(system.mass_diag == 0))
+            self.minv = np.where(system.mass_diag > 0, 1.0 / np.where(
+                system.mass_diag > 0, system.mass_diag, 1.0), 0.0)
         self.qdd = np.zeros(n)
         self.lam = np.zeros(m)
         self._compiled = None
@@ -59,6 +73,34 @@ class AccelerationSolver:
         if not system.dense and not self.augmented:
             from .sparse_schur import for_system
             self._sparse = for_system(system)
+
+    def mass_solve(self, q, qd, F, out=None):
+        """``M^-1 F`` (planar) or, for spatial bodies, the regular Formulation I
+        equivalent ``(M + alpha p p^T)^-1 (F - b* - alpha p pd^T pd)`` (mbcore.mass):
+        the accelerations produced by the total force F (applied + reactions)."""
+        if out is None:
+            out = np.empty(self.system.n)
+        if self.spatial is None:
+            np.multiply(self.minv, F, out=out)
+            return out
+        return self.spatial.solve(q, qd, F, out)
+
+    @staticmethod
+    def _check_spatial_mass(system) -> None:
+        """Positive masses and a positive definite J' for every spatial body."""
+        if system.n_extra:
+            raise AnalysisError("the equations of motion of spatial models with "
+                                "artificial coordinates are not available")
+        for k, mass in enumerate(system.body_mass):
+            if not mass > 0:
+                raise AnalysisError(f"body '{system.body_names[k]}' has zero mass: "
+                                    f"the mass matrix is singular")
+        for j, k in enumerate(system.rigid_spatial):
+            ev = np.linalg.eigvalsh(system.body_inertia[j])
+            if not ev[0] > 0:
+                raise AnalysisError(f"body '{system.body_names[k]}': its inertia tensor is "
+                                    f"not positive definite (principal moments "
+                                    f"{', '.join(f'{x:.6g}' for x in ev)})")
 
     def set_rows(self, rows) -> None:
         """Use only these constraint rows (the independent ones of a redundant set,
@@ -83,10 +125,25 @@ class AccelerationSolver:
         gam = s.gamma(q, qd, t)
         if gamma_extra is not None:
             gam = gam + gamma_extra
+        if self.spatial is None:
+            return self._solve(J, s._jdata, Q, gam, t)
+        sm = self.spatial
+        sm.update(q)
+        Qs = self._Qs
+        Qs[:] = Q
+        sm.inertial_forces(q, qd, Qs)
+        sm.transform_jacobian(s._jdata, self._jhat)
+        self._solve(self._jhat_view, self._jhat, sm.transform_forces(Qs), gam, t)
+        sm.back(self.qdd)
+        return self.qdd, self.lam
+
+    def _solve(self, J, jdata, Q, gam, t):
+        """The diagonal-mass solve (spatial bodies: in transformed columns)."""
+        s = self.system
         if self.rows is not None:
             return self._solve_rows(J, gam, Q, t)
         if self._compiled is not None:
-            info = self._compiled.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam)
+            info = self._compiled.solve(jdata, self.minv, Q, gam, self.qdd, self.lam)
             if info:
                 return self._least_squares(J, gam, Q, t)
             return self.qdd, self.lam
@@ -115,7 +172,7 @@ class AccelerationSolver:
             self.qdd[:] = self.minv * (Q + J.T @ self.lam)
             return self.qdd, self.lam
         if self._sparse is not None:
-            if self._sparse.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam):
+            if self._sparse.solve(jdata, self.minv, Q, gam, self.qdd, self.lam):
                 return self._least_squares(J, gam, Q, t)
             return self.qdd, self.lam
         # sparse with massless coordinates: augmented matrix with SuperLU
@@ -146,7 +203,8 @@ class AccelerationSolver:
         """The equations of motion with the independent rows only."""
         s, r = self.system, self.rows
         if self._sparse_rows is not None:
-            if self._sparse_rows.solve(s._jdata, self.minv, Q, gam, self.qdd, self.lam):
+            if self._sparse_rows.solve(self._jhat if self.spatial is not None else s._jdata,
+                                       self.minv, Q, gam, self.qdd, self.lam):
                 self._singular(J[r], t, index=r)
             return self.qdd, self.lam
         Ja = np.asarray(J.toarray() if sp.issparse(J) else J)[r]
@@ -158,7 +216,7 @@ class AccelerationSolver:
                 self._singular(Ja, t)
             lam_a = self._lam_a
         else:
-            M = s.mass_diag
+            M = 1.0 / self.minv if self.spatial is not None else s.mass_diag
             A = np.block([[np.diag(M), -Ja.T], [Ja, np.zeros((len(r), len(r)))]])
             try:
                 x = np.linalg.solve(A, np.concatenate([Q, ga]))

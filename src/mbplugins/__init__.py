@@ -20,7 +20,8 @@ def mbcore_constraint_types():
 @hookimpl
 def mbcore_force_types():
     from .planar.forces import FORCE_TYPES
-    return list(FORCE_TYPES)
+    from .spatial.forces import FORCE_TYPES as SPATIAL_FORCE_TYPES
+    return list(FORCE_TYPES) + list(SPATIAL_FORCE_TYPES)
 
 
 @hookimpl

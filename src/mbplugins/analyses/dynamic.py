@@ -407,7 +407,8 @@ class _Run:
         else:
             # lam . (Phi_q qd) = qd . (M qdd - Q) (equations of motion): no sparse
             # product (scipy's overhead is ~13 us per call)
-            wc = float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
+            wc = (float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
+                  if sysm.mass_diag is not None else float(lam @ (sysm._csr @ qqd)))
         ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
         return ydot
 

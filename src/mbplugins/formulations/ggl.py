@@ -33,7 +33,10 @@ class GGL(Formulation):
         n, m = system.n, system.m
         self.m = m
         self._f = np.zeros(2 * n + 2 * m)
-        self.state_mass = np.concatenate([np.ones(n), system.mass_diag, np.zeros(2 * m)])
+        #: spatial bodies: unit mass on v and M^-1 inside f (AccelerationSolver.mass_solve)
+        self.spatial = system.mass_diag is None
+        self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
+                                          else system.mass_diag, np.zeros(2 * m)])
 
     @property
     def size(self) -> int:
@@ -56,7 +59,10 @@ class GGL(Formulation):
         J = s.jacobian_dense(q, t) if not s.dense else s.jacobian(q, t)
         f = self._f
         f[:n] = v + J.T @ mu
-        f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
+        if self.spatial:
+            self.solver.mass_solve(q, v, s.forces(q, v, t) + J.T @ lam, f[n:2 * n])
+        else:
+            f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
         f[2 * n:2 * n + m] = s.phi(q, t)
         f[2 * n + m:] = J @ v - s.nu(q, t)
         self.q_cur, self.qd_cur = q, v
@@ -77,7 +83,12 @@ class GGL(Formulation):
             J[:, j] = (self.rhs(t, yp) - f0) / d
             yp[j] = y[j]
         Phq = s.jacobian_dense(y[:n], t)
-        J[n:2 * n, 2 * n:2 * n + m] = Phq.T
+        if self.spatial:                 # d(M^-1 (Q + Phi_q^T lam))/d lam
+            z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
+            J[n:2 * n, 2 * n:2 * n + m] = np.column_stack([
+                self.solver.mass_solve(y[:n], y[n:2 * n], c) - z for c in Phq]) if m else 0.0
+        else:
+            J[n:2 * n, 2 * n:2 * n + m] = Phq.T
         J[:n, 2 * n + m:] = Phq.T
         self.rhs(t, y)                   # leave the buffers at y
         return J

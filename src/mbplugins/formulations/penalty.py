@@ -82,7 +82,12 @@ class Penalty(Formulation):
         if it != int(it) or it < 1:
             raise ModelError("settings.iterations", f"must be a positive integer, got {it:g}")
         self.iterations = int(it)
-        md = np.asarray(system.mass_diag, dtype=float)
+        #: spatial bodies: M(q) is not diagonal; ``md`` are the coordinate weights (for
+        #: the penalty scale and the projections), the equations use
+        #: ``M + alpha_p p p^T`` with the matching inertial forces (mbcore.mass)
+        self.spatial = self.solver.spatial
+        md = np.asarray(system.mass_diag if system.mass_diag is not None
+                        else system.mass_weights, dtype=float)
         self.mass = md
         self.alpha = float(st["alpha"]) if st["alpha"] is not None else \
             ALPHA_SCALE * float(np.max(md) if md.size else 1.0)
@@ -106,12 +111,14 @@ class Penalty(Formulation):
         holds it (the analysis reuses it for the power of the constraint forces)."""
         return self.system.jacobian(q, t)
 
-    def _factor(self, J):
+    def _factor(self, J, M=None):
         """Factor P = M + a J^T J (positive definite for every configuration where
-        the massless coordinates, if any, are constrained)."""
+        the massless coordinates, if any, are constrained); ``M`` a dense mass matrix
+        (spatial bodies) or None for the diagonal one."""
         a = self.alpha
         if sp.issparse(J):
-            P = (sp.diags(self.mass) + a * (J.T @ J)).tocsc()
+            P = ((sp.diags(self.mass) if M is None else sp.csr_matrix(M))
+                 + a * (J.T @ J)).tocsc()
             try:
                 lu = spla.splu(P)
             except RuntimeError:
@@ -119,7 +126,10 @@ class Penalty(Formulation):
                                     "a massless coordinate is not constrained") from None
             return lu.solve
         P = a * (J.T @ J)
-        P[np.diag_indices_from(P)] += self.mass
+        if M is None:
+            P[np.diag_indices_from(P)] += self.mass
+        else:
+            P += M
         try:
             cho = sla.cho_factor(P, check_finite=False)
         except np.linalg.LinAlgError:
@@ -132,8 +142,13 @@ class Penalty(Formulation):
         s, a = self.system, self.alpha
         self.evaluations += 1
         Q = np.array(s.forces(q, qd, t), dtype=float)
+        M = None
+        if self.spatial is not None:
+            self.spatial.update(q)
+            self.spatial.inertial_forces(q, qd, Q)
+            M = self.spatial.matrix_regular(q)
         if s.m == 0:
-            self.qdd[:] = Q / self.mass
+            self.qdd[:] = Q / self.mass if M is None else np.linalg.solve(M, Q)
             return self.qdd, self.lam
         gam = np.array(s.gamma(q, qd, t), dtype=float)
         nu = np.array(s.nu(q, t), dtype=float)
@@ -141,7 +156,7 @@ class Penalty(Formulation):
         J = self._jacobian(q, t)
         phid = J @ qd - nu
         gs = gam - 2.0 * self.xi * self.omega * phid - self.omega ** 2 * phi
-        solve = self._factor(J)
+        solve = self._factor(J, M)
         lam = np.zeros(s.m)
         qdd_prev = None
         absJ = abs(J)

@@ -29,7 +29,8 @@ class Projection(Formulation):
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
-        md = system.mass_diag
+        # spatial bodies: the positive coordinate weights (m, 4 tr(J')/3 for p)
+        md = system.mass_diag if system.mass_diag is not None else system.mass_weights
         self.winv = (np.where(md > 0, 1.0 / np.where(md > 0, md, 1.0), 1.0)
                      if self.settings["mass_weighted"] else np.ones(system.n))
         self.projections = 0

@@ -45,10 +45,16 @@ BDF_COEFFS = {1: ((1.0,), 1.0),
 def _parts(system, q, s, lam, t, eps=1e-7):
     """M, g_q + (Phi_q^T lam)_q (forward differences), g_s, Phi_q at (q, s, lam)."""
     n = system.n
-    M = np.diag(system.mass_diag)
+    if system.mass_diag is None:        # spatial: M^-1 applied inside f (see _accel)
+        M = np.eye(n)
 
-    def force(qq, ss):
-        return system.forces(qq, ss, t) + system.jacobian_dense(qq, t).T @ lam
+        def force(qq, ss):
+            return _accel(system, qq, ss, t, lam)
+    else:
+        M = np.diag(system.mass_diag)
+
+        def force(qq, ss):
+            return system.forces(qq, ss, t) + system.jacobian_dense(qq, t).T @ lam
 
     f0 = force(q, s).copy()
     Kq = np.zeros((n, n))
@@ -65,10 +71,25 @@ def _parts(system, q, s, lam, t, eps=1e-7):
     return M, Kq, Ks, system.jacobian_dense(q, t).copy()
 
 
+def _accel(system, q, s, t, lam):
+    """Spatial bodies: ``(M + alpha p p^T)^-1 (Q - b* - alpha p pd^T pd + Phi_q^T lam)``
+    (Formulation I made regular, mbcore.mass); the velocity rows of the DAE are then
+    ``s' = _accel`` with a unit mass."""
+    from mbcore.dynamics import AccelerationSolver
+    solver = getattr(system, "_stiff_solver", None)
+    if solver is None:
+        solver = system._stiff_solver = AccelerationSolver(system)
+    F = system.forces(q, s, t) + system.jacobian_dense(q, t).T @ lam
+    return solver.mass_solve(q, s, F)
+
+
 def residuals(system, q, s, lam, t, sdot, qdot):
     """r1 = M s' - Q - Phi_q^T lam, r2 = q' - s, r3 = Phi (13.33-13.35)."""
-    J = system.jacobian_dense(q, t)
-    r1 = system.mass_diag * sdot - system.forces(q, s, t) - J.T @ lam
+    if system.mass_diag is None:
+        r1 = sdot - _accel(system, q, s, t, lam)
+    else:
+        J = system.jacobian_dense(q, t)
+        r1 = system.mass_diag * sdot - system.forces(q, s, t) - J.T @ lam
     return r1, qdot - s, system.phi(q, t).copy()
 
 
@@ -243,7 +264,10 @@ class Stiff(Formulation):
         n, m = system.n, system.m
         self.m = m
         self._f = np.zeros(2 * n + m)
-        self.state_mass = np.concatenate([np.ones(n), system.mass_diag, np.zeros(m)])
+        #: spatial bodies: unit mass on s, M^-1 inside f (_accel)
+        self.spatial = system.mass_diag is None
+        self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
+                                          else system.mass_diag, np.zeros(m)])
         pq, ps, pl, _ = self.H_POWER
         self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
 
@@ -258,7 +282,9 @@ class Stiff(Formulation):
         return {"mass": np.concatenate([self.state_mass, np.ones(extra)]),
                 "h_power": np.concatenate([self.state_h_power,
                                            np.full(extra, float(self.H_POWER[3]))]),
-                "newton_system": ReducedNewton(self.n, self.m, self.system.jacobian_dense)}
+                # spatial: d f_s / d lam = M^-1 Phi_q^T is read from the Jacobian
+                "newton_system": ReducedNewton(self.n, self.m, None if self.spatial
+                                               else self.system.jacobian_dense)}
 
     def initialize(self, q, qd, t):
         """Consistent starting values: lam0 from the augmented system, s0 = qd0."""
@@ -277,7 +303,10 @@ class Stiff(Formulation):
         J = s.jacobian_dense(q, t) if not s.dense else s.jacobian(q, t)
         f = self._f
         f[:n] = v
-        f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
+        if self.spatial:
+            self.solver.mass_solve(q, v, s.forces(q, v, t) + J.T @ lam, f[n:2 * n])
+        else:
+            f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
         f[2 * n:] = s.phi(q, t)
         self.q_cur, self.qd_cur = q, v
         self.solver.lam[:] = lam         # for the power of the constraint forces
@@ -293,7 +322,12 @@ class Stiff(Formulation):
         J[:n, n:2 * n] = np.eye(n)
         J[n:2 * n, :n] = Kq
         J[n:2 * n, n:2 * n] = Ks
-        J[n:2 * n, 2 * n:] = Jq.T
+        if self.spatial:                 # d(M^-1 (Q + Phi_q^T lam))/d lam
+            J[n:2 * n, 2 * n:] = np.column_stack([
+                self.solver.mass_solve(y[:n], y[n:2 * n], c) - self.solver.mass_solve(
+                    y[:n], y[n:2 * n], np.zeros(n)) for c in Jq]) if self.m else 0.0
+        else:
+            J[n:2 * n, 2 * n:] = Jq.T
         J[2 * n:, :n] = Jq
         self.rhs(t, y)                   # leave the buffers at y
         return J
@@ -325,6 +359,6 @@ class Stiff(Formulation):
         else:
             f = self.rhs(t, yy)
             self.nfev -= 1               # an output, not an integration cost
-            qdd = self.solver.minv * f[n:2 * n]
+            qdd = f[n:2 * n].copy() if self.spatial else self.solver.minv * f[n:2 * n]
         self.solver.lam[:] = lam
         return q, v, qdd, lam

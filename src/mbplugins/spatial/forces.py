@@ -1,0 +1,568 @@
+"""Built-in spatial force elements (spec/spatial.md §3.1-3.2; 004 §11.1, the spatial
+counterparts of §9.2).
+
+Body blocks ``qb`` (ne, nb, 7) = ``[r, p]``, ``qdb`` = ``[rdot, pdot]``.  Every type
+computes its loads as in spec §3.1 — a force ``f`` (global) through the centre of
+mass and a moment — and returns the generalised force of Formulation I per body,
+``[f, n*]`` with ``n* = 2 G^T n = 2 L^T n'`` (Eqs 11.1-11.2).  Its power is
+``f . rdot + n* . pdot = f . rdot + omega . n``.
+
+Spring-damper elements are written as laws on *scalar coordinates* of the
+configuration (a length, an angle, the components of a relative displacement and
+rotation): with a coordinate ``s(q)``, its angular-velocity Jacobian ``J_s``
+(``sdot = J_s [rdot; omega']``, the jets of :mod:`.constraints`) and a law
+``f = k (s - s0) + c sdot + f_a(t)``, the generalised force is ``-f J_s^T``.  The
+spring part is then exactly ``-grad V`` of ``V = k (s - s0)^2 / 2`` whatever the
+joints do, and the damper/actuator power is ``-(c sdot + f_a) sdot``.
+
+Gravity is a model setting (``gravity: [gx, gy, gz]``), applied by the System.
+These are the NumPy references; compiled kernels follow the planar pattern
+(``kernel`` names in ``mbcore._ext._forces``) where they exist.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbcore.elements import ForceType, PackContext
+from mbcore.errors import ElementEvaluationError, ModelError
+from mbcore.rotations import G as Gmat, L as Lmat, skew
+from mbcore.schema import Param
+
+from . import constraints as C
+from ..planar import userforce as _uf
+
+MIN_LENGTH = 1e-10
+ZERO_LENGTH = ("the attachment points coincide (length < 1e-10): the spring-damper "
+               "direction is undefined")
+
+
+# =====================================================================================
+# helpers
+# =====================================================================================
+def _omega_body(qb, qdb):
+    """v blocks [rdot, omega'] (ne, nb, 6) from [r, p] and [rdot, pdot]."""
+    vb = np.empty(qdb.shape[:2] + (6,))
+    vb[..., :3] = qdb[..., :3]
+    vb[..., 3:] = 2.0 * np.einsum("ebkl,ebl->ebk", Lmat(qb[..., 3:7]), qdb[..., 3:7])
+    return vb
+
+
+def _to_q(qb, gv):
+    """Generalised force in v form ``[f, n']`` (ne, nb, 6) -> q form ``[f, 2 L^T n']``."""
+    g = np.empty(gv.shape[:2] + (7,))
+    g[..., :3] = gv[..., :3]
+    g[..., 3:] = 2.0 * np.einsum("ebkl,ebk->ebl", Lmat(qb[..., 3:7]), gv[..., 3:])
+    return g
+
+
+def _loads(qb, f, n, k=0, nb=1):
+    """``[f, 2 G^T n]`` on body ``k`` of ``nb`` from a global force (ne, 3) through
+    the centre of mass and a global moment (ne, 3)."""
+    g = np.zeros((qb.shape[0], nb, 7))
+    g[:, k, :3] = f
+    g[:, k, 3:] = 2.0 * np.einsum("ekl,ek->el", Gmat(qb[:, k, 3:7]), n)
+    return g
+
+
+def _sqrt_jet(S2: C._Jet) -> C._Jet:
+    """``s = sqrt(S2)``: J = J2 / (2 s), d = d2 / (2 s) (no h: forces need none)."""
+    s = np.sqrt(S2.v)
+    return C._Jet(s, None if S2.J is None else S2.J / (2.0 * s)[:, None, None],
+                  None if S2.d is None else S2.d / (2.0 * s))
+
+
+class SpatialForceType(ForceType):
+    """Base of the spatial force types (body kind ``spatial``)."""
+
+    body_kind = "spatial"
+
+
+class _CoordinateLaw(SpatialForceType):
+    """Spring-damper-actuator laws on scalar configuration coordinates (module
+    docstring).  Subclasses give ``_coords(par, K)`` -> list of jets and
+    ``_laws(par, s, sd, f)`` -> (spring, damper, actuator) forces, each (ne, k)."""
+
+    def _kin(self, par, qb, qdb=None):
+        K = C._Kin(qb, None if qdb is None else _omega_body(qb, qdb), jac=True)
+        return K, self._coords(par, K)
+
+    def _parts(self, par, qb, qdb, f):
+        K, jets = self._kin(par, qb, qdb)
+        s = np.stack([j.v for j in jets], -1)
+        sd = np.stack([j.d for j in jets], -1)
+        fs, fd, fa = self._laws(par, s, sd, f)
+        return K, jets, s, sd, fs, fd, fa
+
+    def force(self, par, qb, qdb, t, f):
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        ftot = fs + fd + fa
+        gv = -sum(ftot[:, k, None, None] * j.J for k, j in enumerate(jets))
+        return _to_q(qb, gv)
+
+    def energy(self, par, qb, t, f):
+        K, jets = self._kin(par, qb)
+        s = np.stack([j.v for j in jets], -1)
+        return 0.5 * np.sum(self._stiffness(par) * (s - self._free(par)) ** 2, -1)
+
+    def power_nc(self, par, qb, qdb, t, f):
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        return -np.sum((fd + fa) * sd, -1)
+
+
+# =====================================================================================
+# TSDA
+# =====================================================================================
+class SpatialTSDA(_CoordinateLaw):
+    """Translational spring-damper-actuator between P_i and P_j (spec §3.2 [V:TSDA];
+    004 Eqs 9.13-9.25 in 3D)::
+
+        l = r_j + A_j s'_j - r_i - A_i s'_i,  L = |l|,  Ldot = u . (rdot_j^P - rdot_i^P)
+        f = k (L - L0) + c Ldot + f_a(t)     (tension positive)
+
+    ``f u`` pulls body i towards j and ``-f u`` body j (with the moments of the
+    attachment offsets).  par = ``[s'_i, s'_j, k, c, L0]``; one time function."""
+
+    name = "tsda"
+    description = "translational spring-damper-actuator between two body points"
+    kernel = None
+    bodies = ("body_i", "body_j")
+    params = {
+        "body_i": Param("body", "first body"),
+        "body_j": Param("body", "second body"),
+        "point_i": Param("vec3", "attachment on body i (body coordinates)",
+                         default=(0.0, 0.0, 0.0), on="body_i"),
+        "point_j": Param("vec3", "attachment on body j (body coordinates)",
+                         default=(0.0, 0.0, 0.0), on="body_j"),
+        "stiffness": Param("number", "k", default=0.0),
+        "damping": Param("number", "c", default=0.0),
+        "free_length": Param("number", "L0 (default: the initial length)", required=False),
+        "actuator": Param("function", "f_a(t), positive = tension", default=0.0),
+    }
+    n_par = 9
+    n_fun = 1
+    labels = ("length", "length_rate", "spring_force", "damper_force", "actuator_force",
+              "force")
+
+    def check(self, spec, path):
+        for key in ("stiffness", "damping"):
+            if spec[key] < 0:
+                raise ModelError(f"{path}.{key}", "must be >= 0 (use the actuator for "
+                                                  "active forces)")
+        if spec.get("free_length") is not None and spec["free_length"] < 0:
+            raise ModelError(f"{path}.free_length", "must be >= 0")
+
+    def pack(self, spec, ctx: PackContext):
+        si, sj = C._v3(spec["point_i"]), C._v3(spec["point_j"])
+        L0 = spec.get("free_length")
+        if L0 is None:
+            L0 = float(np.linalg.norm(C._global_point(ctx, spec["body_j"], sj)
+                                      - C._global_point(ctx, spec["body_i"], si)))
+        return [*si, *sj, spec["stiffness"], spec["damping"], L0], [spec["actuator"]]
+
+    def _coords(self, par, K):
+        d = C._sub(C._body_point(K, 1, par[:, 3:6]), C._body_point(K, 0, par[:, 0:3]))
+        L2 = C._vdot(d, d)
+        short = L2.v < MIN_LENGTH ** 2
+        if np.any(short):
+            raise ElementEvaluationError(int(np.nonzero(short)[0][0]), ZERO_LENGTH)
+        return [_sqrt_jet(L2)]
+
+    def _stiffness(self, par):
+        return par[:, 6:7]
+
+    def _free(self, par):
+        return par[:, 8:9]
+
+    def _laws(self, par, s, sd, f):
+        return par[:, 6:7] * (s - par[:, 8:9]), par[:, 7:8] * sd, f[:, 0, 0:1]
+
+    def outputs(self, par, qb, qdb, t, f):
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        return np.concatenate([s, sd, fs, fd, fa, fs + fd + fa], -1)
+
+
+# =====================================================================================
+# RSDA about a revolute axis
+# =====================================================================================
+class SpatialRSDA(_CoordinateLaw):
+    """Rotational spring-damper-actuator about a revolute axis (spec §3.2 [V:rotational
+    spring]; 004 Eqs 9.26-9.32 in 3D)::
+
+        theta = atan2(g_i . f_j, f_i . f_j) (tracked through any number of turns)
+        tau = k (theta - theta0) + c thetadot + tau_a(t)
+
+    with the axis ``u_i`` and the reference directions of the rotation driver
+    (:class:`.constraints.RotationDriver`: theta increases for body j turning
+    positively about u_i relative to body i, theta = 0 in the initial
+    configuration by default).  The generalised force is ``-tau theta_q^T``: on a
+    healthy revolute ``+tau u_i`` on body i and ``-tau u_i`` on body j, and the
+    exact gradient of ``k (theta - theta0)^2 / 2`` when the joint is violated.
+    The tracked angle is state in ``par`` (as the rotation driver's).
+    par = ``[f'_i, g'_i, f'_j, theta_tracked, k, c, theta0]``."""
+
+    name = "rsda"
+    description = "rotational spring-damper-actuator about a revolute axis"
+    kernel = None
+    bodies = ("body_i", "body_j")
+    params = {
+        "body_i": Param("body", "first body"),
+        "body_j": Param("body", "second body"),
+        "axis_i": Param("axis3", "rotation axis, body i components"),
+        "reference_i": Param("axis3", "body-i direction from which theta is measured "
+                                      "(projected ⊥ axis_i; default: any)", required=False),
+        "reference_j": Param("axis3", "body-j direction whose angle is theta (default: "
+                                      "reference_i in the initial configuration)",
+                             required=False),
+        "stiffness": Param("number", "k", default=0.0),
+        "damping": Param("number", "c", default=0.0),
+        "free_angle": Param("number", "theta0 in radians", default=0.0),
+        "actuator": Param("function", "tau_a(t)", default=0.0),
+    }
+    n_par = 13
+    n_fun = 1
+    TRACK = 9
+    labels = ("angle", "angle_rate", "spring_torque", "damper_torque", "actuator_torque",
+              "torque")
+
+    def check(self, spec, path):
+        for key in ("stiffness", "damping"):
+            if spec[key] < 0:
+                raise ModelError(f"{path}.{key}", "must be >= 0 (use the actuator for "
+                                                  "active torques)")
+
+    def pack(self, spec, ctx):
+        drv = dict(spec)
+        drv["function"] = _zero_function()
+        par, _ = C.RotationDriver().pack(drv, ctx)
+        return [*par, spec["stiffness"], spec["damping"], spec["free_angle"]], \
+            [spec["actuator"]]
+
+    def _coords(self, par, K):
+        fj = C._body_vector(K, 1, par[:, 6:9])
+        th = C._atan2(C._vdot(C._body_vector(K, 0, par[:, 3:6]), fj),
+                      C._vdot(C._body_vector(K, 0, par[:, 0:3]), fj))
+        ref = par[:, self.TRACK]
+        th.v = th.v + C.TWO_PI * np.round((ref - th.v) / C.TWO_PI)
+        par[:, self.TRACK] = th.v
+        return [th]
+
+    def _stiffness(self, par):
+        return par[:, 10:11]
+
+    def _free(self, par):
+        return par[:, 12:13]
+
+    def _laws(self, par, s, sd, f):
+        return par[:, 10:11] * (s - par[:, 12:13]), par[:, 11:12] * sd, f[:, 0, 0:1]
+
+    def outputs(self, par, qb, qdb, t, f):
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        return np.concatenate([s, sd, fs, fd, fa, fs + fd + fa], -1)
+
+
+def _zero_function():
+    from mbcore.functions import parse_function
+    return parse_function(0.0, "function")
+
+
+# =====================================================================================
+# bushing: 6 linear springs and dampers between two body frames
+# =====================================================================================
+class Bushing(_CoordinateLaw):
+    """Linear bushing between a frame on body i and one on body j (spec §3.2, the
+    6-component generalisation of the TSDA and RSDA)::
+
+        d_k     = e_k(i) . (P_j - P_i)                   (k = x, y, z; body-i axes)
+        theta_k = -2 vec(conj(q0) ⊗ conj(p_j) ⊗ p_i)_k   (small relative rotation of j)
+        f_k = k_k d_k + c_k ddot_k,   tau_k = kr_k theta_k + cr_k thetadot_k
+
+    Both sets are functions of q, so the springs are exactly ``-grad V`` of
+    ``V = sum k_k d_k^2 / 2 + kr_k theta_k^2 / 2`` (theta_k = the rotation angle
+    about k for small rotations; ``2 sin(angle/2)`` times the axis in general).
+    ``q0`` is the relative orientation of the initial configuration (no preload)
+    and ``point_j`` defaults to the initial position of ``point_i``.
+    par = ``[s'_i, s'_j, q0, k(3), c(3), kr(3), cr(3)]``."""
+
+    name = "bushing"
+    description = "linear 6-component spring-damper between two body frames"
+    kernel = None
+    bodies = ("body_i", "body_j")
+    params = {
+        "body_i": Param("body", "first body"),
+        "body_j": Param("body", "second body"),
+        "point_i": Param("vec3", "bushing centre on body i (body coordinates)",
+                         default=(0.0, 0.0, 0.0), on="body_i"),
+        "point_j": Param("vec3", "the same point in body j coordinates (default: from "
+                                 "the initial configuration)", required=False,
+                         on="body_j"),
+        "stiffness": Param("vec3", "translational stiffness along body-i x, y, z",
+                           default=(0.0, 0.0, 0.0)),
+        "damping": Param("vec3", "translational damping", default=(0.0, 0.0, 0.0)),
+        "rotational_stiffness": Param("vec3", "rotational stiffness about body-i x, y, z",
+                                      default=(0.0, 0.0, 0.0)),
+        "rotational_damping": Param("vec3", "rotational damping", default=(0.0, 0.0, 0.0)),
+    }
+    n_par = 22
+    n_fun = 0
+    labels = ("dx", "dy", "dz", "rx", "ry", "rz", "fx", "fy", "fz", "tx", "ty", "tz")
+
+    def check(self, spec, path):
+        for key in ("stiffness", "damping", "rotational_stiffness", "rotational_damping"):
+            if np.any(np.asarray(spec[key], float) < 0):
+                raise ModelError(f"{path}.{key}", "must be >= 0")
+
+    def pack(self, spec, ctx):
+        bi, bj = spec["body_i"], spec["body_j"]
+        si = C._v3(spec["point_i"])
+        sj = spec.get("point_j")
+        sj = C._map_point(ctx, bi, si, bj) if sj is None else C._v3(sj)
+        _, Ai = ctx.pose(bi)
+        _, Aj = ctx.pose(bj)
+        q0 = C._q_from_A(Aj.T @ Ai)
+        return [*si, *sj, *q0, *C._v3(spec["stiffness"]), *C._v3(spec["damping"]),
+                *C._v3(spec["rotational_stiffness"]), *C._v3(spec["rotational_damping"])], []
+
+    def _coords(self, par, K):
+        d = C._sub(C._body_point(K, 1, par[:, 3:6]), C._body_point(K, 0, par[:, 0:3]))
+        ne = par.shape[0]
+        out = []
+        for k in range(3):
+            e = np.zeros((ne, 3))
+            e[:, k] = 1.0
+            out.append(C._vdot(C._body_vector(K, 0, e), d))
+        w = C._relative_ep(K, par[:, 6:10])
+        for k in range(3):
+            wk = C._component(w, np.full(ne, k))
+            out.append(C._Jet(-2.0 * wk.v, -2.0 * wk.J, None if wk.d is None else -2.0 * wk.d))
+        return out
+
+    def _stiffness(self, par):
+        return np.concatenate([par[:, 10:13], par[:, 16:19]], -1)
+
+    def _free(self, par):
+        return 0.0
+
+    def _laws(self, par, s, sd, f):
+        k = self._stiffness(par)
+        c = np.concatenate([par[:, 13:16], par[:, 19:22]], -1)
+        return k * s, c * sd, np.zeros_like(s)
+
+    def outputs(self, par, qb, qdb, t, f):
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        return np.concatenate([s, fs + fd], -1)
+
+
+# =====================================================================================
+# point force, pure moment, drag
+# =====================================================================================
+class SpatialPointForce(SpatialForceType):
+    """Force ``f(t)`` at a body point (spec §3.2 "point force"; 004 Eqs 11.5-11.7):
+    ``n = s x f`` with ``s = A s'``; ``frame: body`` gives the components in body
+    axes (a follower force, ``f = A f'``).  par = ``[s', frame]``."""
+
+    name = "force"
+    description = "force at a body point, components functions of time (global or body axes)"
+    kernel = None
+    bodies = ("body",)
+    params = {
+        "body": Param("body", "the loaded body"),
+        "point": Param("vec3", "point of application (body coordinates)",
+                       default=(0.0, 0.0, 0.0), on="body"),
+        "fx": Param("function", "x component f_x(t)", default=0.0),
+        "fy": Param("function", "y component f_y(t)", default=0.0),
+        "fz": Param("function", "z component f_z(t)", default=0.0),
+        "frame": Param("choice", "axes of the components", default="global",
+                       choices=("global", "body")),
+    }
+    n_par = 4
+    n_fun = 3
+    labels = ("fx", "fy", "fz")
+
+    def pack(self, spec, ctx):
+        return [*C._v3(spec["point"]), 1.0 if spec["frame"] == "body" else 0.0], \
+            [spec["fx"], spec["fy"], spec["fz"]]
+
+    def _f(self, par, qb, f):
+        A = C._A(qb[:, 0, 3:7])
+        fl = f[:, :, 0]
+        return np.where(par[:, 3:4] > 0.5, np.einsum("ekl,el->ek", A, fl), fl), A
+
+    def force(self, par, qb, qdb, t, f):
+        fg, A = self._f(par, qb, f)
+        s = np.einsum("ekl,el->ek", A, par[:, 0:3])
+        return _loads(qb, fg, np.cross(s, fg))
+
+    def outputs(self, par, qb, qdb, t, f):
+        return self._f(par, qb, f)[0]
+
+
+class SpatialTorque(SpatialForceType):
+    """Pure moment ``n(t)`` on a body (spec §3.2 "pure moment"), global or body
+    components; with ``reaction_body`` the opposite moment acts on it (a relative
+    actuator).  par = ``[frame]``."""
+
+    name = "torque"
+    description = "pure moment on a body (optionally reacting on a second body)"
+    kernel = None
+    bodies = ("body", "reaction_body")
+    params = {
+        "body": Param("body", "the loaded body"),
+        "reaction_body": Param("body", "body receiving -n (default: ground)",
+                               default="ground"),
+        "tx": Param("function", "x component n_x(t)", default=0.0),
+        "ty": Param("function", "y component n_y(t)", default=0.0),
+        "tz": Param("function", "z component n_z(t)", default=0.0),
+        "frame": Param("choice", "axes of the components (body: of 'body')",
+                       default="global", choices=("global", "body")),
+    }
+    n_par = 1
+    n_fun = 3
+    labels = ("tx", "ty", "tz")
+
+    def pack(self, spec, ctx):
+        return [1.0 if spec["frame"] == "body" else 0.0], [spec["tx"], spec["ty"], spec["tz"]]
+
+    def _n(self, par, qb, f):
+        nl = f[:, :, 0]
+        A = C._A(qb[:, 0, 3:7])
+        return np.where(par[:, 0:1] > 0.5, np.einsum("ekl,el->ek", A, nl), nl)
+
+    def force(self, par, qb, qdb, t, f):
+        n = self._n(par, qb, f)
+        z = np.zeros_like(n)
+        return _loads(qb, z, n, 0, 2) + _loads(qb, z, -n, 1, 2)
+
+    def outputs(self, par, qb, qdb, t, f):
+        return self._n(par, qb, f)
+
+
+class SpatialDrag(SpatialForceType):
+    """Aerodynamic (quadratic) and linear drag on a body point (004 Prob 10.18 in
+    3D): ``v = rdot + omega x s - v_wind``, ``f = -(0.5 c_d rho A |v| + c) v`` at the
+    point.  Non-conservative (power ``f . v_P``).
+    par = ``[s', 0.5 c_d rho A, c, wind]``."""
+
+    name = "drag"
+    description = "aerodynamic (quadratic) and linear drag on a body point"
+    kernel = None
+    bodies = ("body",)
+    params = {
+        "body": Param("body", "the body"),
+        "point": Param("vec3", "point where the drag acts (body coordinates)",
+                       default=(0.0, 0.0, 0.0), on="body"),
+        "drag_coefficient": Param("number", "c_d (>= 0)", default=0.0),
+        "density": Param("number", "fluid density rho (>= 0)", default=1.225),
+        "area": Param("number", "reference area A (>= 0)", default=0.0),
+        "linear": Param("number", "linear drag coefficient c (>= 0): adds -c v", default=0.0),
+        "wind": Param("vec3", "velocity of the fluid (global)", default=(0.0, 0.0, 0.0)),
+    }
+    n_par = 8
+    n_fun = 0
+    labels = ("speed", "force", "fx", "fy", "fz")
+
+    def check(self, spec, path):
+        for key in ("drag_coefficient", "density", "area", "linear"):
+            if spec[key] < 0:
+                raise ModelError(f"{path}.{key}", f"must be >= 0, got {spec[key]:g}")
+
+    def pack(self, spec, ctx):
+        kq = 0.5 * spec["drag_coefficient"] * spec["density"] * spec["area"]
+        return [*C._v3(spec["point"]), kq, spec["linear"], *C._v3(spec["wind"])], []
+
+    def _parts(self, par, qb, qdb):
+        p, pd = qb[:, 0, 3:7], qdb[:, 0, 3:7]
+        A = C._A(p)
+        s = np.einsum("ekl,el->ek", A, par[:, 0:3])
+        w = 2.0 * np.einsum("ekl,el->ek", Gmat(p), pd)          # global omega
+        v = qdb[:, 0, :3] + np.cross(w, s) - par[:, 5:8]
+        speed = np.sqrt(np.einsum("ek,ek->e", v, v))
+        fv = -(par[:, 3] * speed + par[:, 4])[:, None] * v
+        return s, v, speed, fv
+
+    def force(self, par, qb, qdb, t, f):
+        s, v, speed, fv = self._parts(par, qb, qdb)
+        return _loads(qb, fv, np.cross(s, fv))
+
+    def outputs(self, par, qb, qdb, t, f):
+        s, v, speed, fv = self._parts(par, qb, qdb)
+        return np.concatenate([speed[:, None], np.linalg.norm(fv, axis=1)[:, None], fv], -1)
+
+
+# =====================================================================================
+# user force from Python
+# =====================================================================================
+class SpatialUserForce(SpatialForceType):
+    """Force law given by a Python callable (DAP USRFRC in 3D): ``fn(t, q, qd,
+    **parameters)`` with ``q``, ``qd`` the (2, 7) blocks ``[r, p]``, ``[rdot, pdot]``
+    of body_i and body_j returns the loads ``[f, n]`` (global force through the
+    centre of mass, global moment about it) on body_i — shape (6,) — or on both,
+    (2, 6).  ``vectorized: true``: one call per group with (ne, 2, 7) blocks,
+    returning (ne, 6) or (ne, 2, 6).  par = ``[handle]``."""
+
+    name = "user_force"
+    description = "force law given by a Python callable (DAP USRFRC)"
+    kernel = None
+    bodies = ("body_i", "body_j")
+    params = _uf.UserForce.params
+    n_par = 1
+    n_fun = 0
+    labels = ("fx_i", "fy_i", "fz_i", "nx_i", "ny_i", "nz_i",
+              "fx_j", "fy_j", "fz_j", "nx_j", "ny_j", "nz_j")
+
+    def pack(self, spec, ctx):
+        return _uf.UserForce.pack(self, spec, ctx)
+
+    def _load_blocks(self, par, qb, qdb, t):
+        ne = par.shape[0]
+        out = np.zeros((ne, 2, 6))
+        h = par[:, 0].astype(np.intp)
+        for k in np.unique(h):
+            fn, spec, kw, vec = _uf._HANDLES[k]
+            idx = np.nonzero(h == k)[0]
+            if vec:
+                out[idx] = self._call(fn, spec, kw, t, qb[idx].copy(), qdb[idx].copy(),
+                                      int(idx[0]), len(idx))
+            else:
+                for e in idx:
+                    out[e] = self._call(fn, spec, kw, t, qb[e].copy(), qdb[e].copy(),
+                                        int(e), None)[0]
+        return out
+
+    @staticmethod
+    def _call(fn, spec, kw, t, q, qd, e, n):
+        try:
+            out = np.asarray(fn(t, q, qd, **kw), dtype=float)
+        except Exception as exc:
+            raise ElementEvaluationError(e, f"user function '{spec}' raised "
+                                            f"{type(exc).__name__}: {exc}") from exc
+        m = 1 if n is None else n
+        if out.shape == ((6,) if n is None else (n, 6)):
+            full = np.zeros((m, 2, 6))
+            full[:, 0, :] = out.reshape(m, 6)
+            out = full
+        elif out.shape == ((2, 6) if n is None else (n, 2, 6)):
+            out = out.reshape(m, 2, 6)
+        else:
+            want = "(6,) or (2, 6)" if n is None else f"({n}, 6) or ({n}, 2, 6)"
+            raise ElementEvaluationError(e, f"user function '{spec}' returned shape "
+                                            f"{out.shape}, expected {want}")
+        if not np.all(np.isfinite(out)):
+            raise ElementEvaluationError(e, f"user function '{spec}' returned a non-finite "
+                                            f"force")
+        return out
+
+    def force(self, par, qb, qdb, t, f):
+        lb = self._load_blocks(par, qb, qdb, t)
+        return _loads(qb, lb[:, 0, :3], lb[:, 0, 3:], 0, 2) + \
+            _loads(qb, lb[:, 1, :3], lb[:, 1, 3:], 1, 2)
+
+    def outputs(self, par, qb, qdb, t, f):
+        return self._load_blocks(par, qb, qdb, t).reshape(par.shape[0], 12)
+
+
+FORCE_TYPES = (SpatialTSDA, SpatialRSDA, Bushing, SpatialPointForce, SpatialTorque,
+               SpatialDrag, SpatialUserForce)
+
+del math, skew
