@@ -190,7 +190,6 @@ class AccelerationSolver:
         multipliers (``rank_deficiency = "least_squares"``)."""
         if self.rank_deficiency != "least_squares":
             self._singular(J, t)
-        s = self.system
         J = np.asarray(J.toarray() if sp.issparse(J) else J)
         C = J * self.minv
         B = C @ J.T
