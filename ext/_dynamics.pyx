@@ -41,6 +41,13 @@ import numpy as np
 
 include "_schur.pxi"
 
+cdef inline void _Lmat(const double* p, double* L) noexcept nogil:
+    """L(p) (3x4 row-major, 004 Eq 6.39): [-e, -e~ + e0 I]."""
+    L[0] = -p[1]; L[1] = p[0]; L[2] = p[3]; L[3] = -p[2]
+    L[4] = -p[2]; L[5] = -p[3]; L[6] = p[0]; L[7] = p[1]
+    L[8] = -p[3]; L[9] = p[2]; L[10] = -p[1]; L[11] = p[0]
+
+
 #: evaluation status codes
 cdef enum:
     OK = 0
@@ -75,12 +82,19 @@ cdef class CompiledRHS:
     cdef SparseSchur sp
     cdef idx_t[::1] indptr, indices
     cdef readonly bint sparse
+    # spatial bodies (Formulation I in transformed columns, mbcore.mass)
+    cdef readonly Py_ssize_t nsp
+    cdef idx_t[:, ::1] sp_pidx, sp_pos
+    cdef idx_t[::1] sp_bod
+    cdef double[:, :, ::1] sp_J, sp_V
+    cdef double[:, ::1] sp_lam, sp_E
+    cdef double[::1] sp_alpha, jhat
 
     def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
                   double[::1] qgrav, double[::1] minv, double alpha=0.0,
                   double beta=0.0, SparseSchur sparse_solver=None,
-                  idx_t[::1] indptr=None, idx_t[::1] indices=None):
+                  idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None):
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledRHS: the evaluators belong to another system")
         self.sparse = sparse_solver is not None
@@ -120,6 +134,26 @@ cdef class CompiledRHS:
         self.stabilise = alpha != 0.0 or beta != 0.0
         self.nfev = 0
         self.status = 0
+        self.nsp = 0
+        if spatial is not None:
+            # the spatial mass blocks: own copies (minv: the diagonal part, the p
+            # columns are overwritten by D at every evaluation)
+            self.nsp = spatial.nb
+            self.sp_pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
+            self.sp_pos = np.ascontiguousarray(spatial.pos, dtype=np.intp).reshape(-1, 4)
+            self.sp_bod = np.ascontiguousarray(spatial.bod, dtype=np.intp)
+            self.sp_J = np.ascontiguousarray(spatial.inertia, dtype=np.float64)
+            self.sp_V = np.ascontiguousarray(spatial.V, dtype=np.float64)
+            self.sp_lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
+            self.sp_alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
+            self.sp_E = np.zeros((max(self.nsp, 1), 16))
+            self.minv = np.array(spatial.minv, dtype=np.float64)
+            self.jhat = np.zeros(jdata.shape[0])
+            if self.sp_pidx.shape[0] != self.nsp or self.minv.shape[0] != n or (
+                    self.sp_pos.shape[0] and (np.max(self.sp_pos) >= jdata.shape[0]
+                                              or np.max(self.sp_bod) >= self.nsp)) or \
+                    np.max(self.sp_pidx) >= n or np.min(self.sp_pidx) < 0:
+                raise ValueError("CompiledRHS: spatial mass blocks do not match the system")
 
     # ------------------------------------------------------------------ C level
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
@@ -155,13 +189,19 @@ cdef class CompiledRHS:
             if self.fe.c_forces(q, qd, self.fvp, Q, &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
+        if self.nsp:
+            self.c_spatial(q, qd, Q)
+            J = &self.jhat[0]
         if self.sparse:
-            if self.sp._solve(self.jdata, self.minv, self.Q, self.gam, self.qdd, self.lam):
+            if self.sp._solve(self.jhat if self.nsp else self.jdata, self.minv, self.Q,
+                              self.gam, self.qdd, self.lam):
                 self.status = SINGULAR
                 return SINGULAR
         elif self.c_schur(J, Q, gam, qdd, lam):
             self.status = SINGULAR
             return SINGULAR
+        if self.nsp:
+            self.c_spatial_back(qdd)
         # W' = P_nc + lam . (Phi_q qd)
         for i in range(m):
             P += lam[i] * self.c_jrow_dot(i, qd)
@@ -175,6 +215,87 @@ cdef class CompiledRHS:
         self.power = P
         self.status = OK
         return OK
+
+    cdef void c_spatial(self, const double* q, const double* qd, double* Q) noexcept nogil:
+        """Formulation I made regular, in transformed columns (mbcore.mass.SpatialMass:
+        update, inertial_forces, transform_forces, transform_jacobian): E and D per
+        body, Q_p -= b* + alpha p pd.pd then Q_p <- E^T Q_p, minv_p <- D, and
+        jhat = J with the p columns of every (row, body) pair times E."""
+        cdef Py_ssize_t b, j, k, l, c
+        cdef double p[4]
+        cdef double pd[4]
+        cdef double Lp[12]
+        cdef double Ld[12]
+        cdef double w[3]
+        cdef double Jw[3]
+        cdef double x[4]
+        cdef double s2, pdpd, acc
+        cdef double* E
+        cdef double* jh = &self.jhat[0]
+        cdef const double* jd = &self.jdata[0]
+        for b in range(self.nsp):
+            for j in range(4):
+                p[j] = q[self.sp_pidx[b, j]]
+                pd[j] = qd[self.sp_pidx[b, j]]
+            _Lmat(p, Lp)
+            _Lmat(pd, Ld)
+            s2 = p[0] * p[0] + p[1] * p[1] + p[2] * p[2] + p[3] * p[3]
+            s2 = s2 * s2
+            E = &self.sp_E[b, 0]
+            for j in range(4):                      # E = [L^T V, p]
+                for l in range(3):
+                    acc = 0.0
+                    for k in range(3):
+                        acc += Lp[4 * k + j] * self.sp_V[b, k, l]
+                    E[4 * j + l] = acc
+                E[4 * j + 3] = p[j]
+            for l in range(3):
+                self.minv[self.sp_pidx[b, l]] = 1.0 / (4.0 * s2 * self.sp_lam[b, l])
+            self.minv[self.sp_pidx[b, 3]] = 1.0 / (self.sp_alpha[b] * s2)
+            # inertial forces: b* = 4 L(pd)^T J' omega', omega' = 2 L(p) pd
+            for k in range(3):
+                acc = 0.0
+                for j in range(4):
+                    acc += Lp[4 * k + j] * pd[j]
+                w[k] = 2.0 * acc
+            for k in range(3):
+                Jw[k] = (self.sp_J[b, k, 0] * w[0] + self.sp_J[b, k, 1] * w[1]
+                         + self.sp_J[b, k, 2] * w[2])
+            pdpd = pd[0] * pd[0] + pd[1] * pd[1] + pd[2] * pd[2] + pd[3] * pd[3]
+            for j in range(4):
+                acc = 4.0 * (Ld[j] * Jw[0] + Ld[4 + j] * Jw[1] + Ld[8 + j] * Jw[2])
+                x[j] = Q[self.sp_pidx[b, j]] - (acc + self.sp_alpha[b] * pdpd * p[j])
+            for l in range(4):                      # Q^_p = E^T Q_p
+                acc = 0.0
+                for j in range(4):
+                    acc += E[4 * j + l] * x[j]
+                Q[self.sp_pidx[b, l]] = acc
+        memcpy(jh, jd, self.jhat.shape[0] * sizeof(double))
+        for c in range(self.sp_pos.shape[0]):
+            E = &self.sp_E[self.sp_bod[c], 0]
+            for j in range(4):
+                x[j] = jd[self.sp_pos[c, j]]
+            for l in range(4):
+                acc = 0.0
+                for j in range(4):
+                    acc += x[j] * E[4 * j + l]
+                jh[self.sp_pos[c, l]] = acc
+
+    cdef void c_spatial_back(self, double* qdd) noexcept nogil:
+        """qdd_p = E qdd^_p."""
+        cdef Py_ssize_t b, j, l
+        cdef double x[4]
+        cdef double acc
+        cdef double* E
+        for b in range(self.nsp):
+            E = &self.sp_E[b, 0]
+            for l in range(4):
+                x[l] = qdd[self.sp_pidx[b, l]]
+            for j in range(4):
+                acc = 0.0
+                for l in range(4):
+                    acc += E[4 * j + l] * x[l]
+                qdd[self.sp_pidx[b, j]] = acc
 
     cdef inline double c_jrow_dot(self, Py_ssize_t i, const double* v) noexcept nogil:
         """(Phi_q v)_i from the dense row-major or CSR Jacobian data."""

@@ -24,6 +24,10 @@ cdef enum:
     F_DRAG = 4
     F_CONTACT = 5
     F_DAMPING = 6
+    S_TSDA = 10
+    S_FORCE = 11
+    S_TORQUE = 12
+    S_DRAG = 13
 
 #: kernel name -> (code, bodies, n_par, n_fun)
 KERNELS = {
@@ -34,18 +38,25 @@ KERNELS = {
     "drag": (F_DRAG, 1, 6, 0),
     "contact": (F_CONTACT, 2, 14, 0),
     "damping": (F_DAMPING, 1, 3, 0),
+    "spatial_tsda": (S_TSDA, 2, 9, 1),
+    "spatial_force": (S_FORCE, 1, 4, 3),
+    "spatial_torque": (S_TORQUE, 2, 1, 3),
+    "spatial_drag": (S_DRAG, 1, 8, 0),
 }
 
 #: why a kernel refuses an element (reported by the System with the element's name)
 REASONS = {
     "tsda": "the attachment points coincide (length < 1e-10): the spring-damper "
             "direction is undefined",
+    "spatial_tsda": "the attachment points coincide (length < 1e-10): the spring-damper "
+                    "direction is undefined",
 }
 
 #: TSDA lengths below this have no direction (same value as the reference)
 cdef double MIN_LENGTH = 1e-10
 
 include "_pointers.pxi"
+include "_spatial_forces.pxi"
 
 
 cdef class ForceEvaluator:
@@ -59,13 +70,16 @@ cdef class ForceEvaluator:
         self.failed_group = -1
         self.failed_element = -1
         self.groups = <FGroup*> malloc(max(self.ng, 1) * sizeof(FGroup))
-        self.qx = <double*> malloc((n + 3) * sizeof(double))
-        self.qdx = <double*> malloc((n + 3) * sizeof(double))
-        self.Qx = <double*> malloc((n + 3) * sizeof(double))
+        # after q: the planar ground block (3 zeros at n) and the spatial one
+        # (r = 0, p = (1, 0, 0, 0) at n + 3)
+        self.qx = <double*> malloc((n + 10) * sizeof(double))
+        self.qdx = <double*> malloc((n + 10) * sizeof(double))
+        self.Qx = <double*> malloc((n + 10) * sizeof(double))
         if self.groups == NULL or self.qx == NULL or self.qdx == NULL or self.Qx == NULL:
             raise MemoryError()
-        memset(self.qx, 0, (n + 3) * sizeof(double))
-        memset(self.qdx, 0, (n + 3) * sizeof(double))
+        memset(self.qx, 0, (n + 10) * sizeof(double))
+        memset(self.qdx, 0, (n + 10) * sizeof(double))
+        self.qx[n + 6] = 1.0
         for k in range(self.ng):
             self._set(k, groups[k])
 
@@ -168,6 +182,13 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const 
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy, n
     cdef double vx, vy, nx, ny, d, delta, pe, fel, fn, ft, vt, dd, Xix, Xiy, Xjx, Xjy
     cdef double pw = 0.0
+    if G.kind >= S_TSDA:
+        for e in range(G.ne):
+            if _spatial_element(G, e, q, qd, fv, Q, &pw) >= 0:
+                return e
+        if P != NULL:
+            P[0] += pw
+        return -1
     for e in range(G.ne):
         p = G.par + e * G.npar
         bi = G.boff[e * G.nb]

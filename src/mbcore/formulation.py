@@ -138,7 +138,6 @@ def _compiled_rhs(system, solver, stabilisation):
     """The compiled right-hand side (``_dynamics.CompiledRHS``) of a System made only
     of compiled elements with a dense Jacobian and a positive mass matrix, else None."""
     if (stabilisation is None or system.backend != "compiled" or solver.augmented
-            or not system.planar_only        # M(q) of spatial bodies is not diagonal
             or system.padded                 # particles: the evaluator reads padded blocks
             or system._evaluator is None or system._py_groups
             or system._py_force_groups):
@@ -152,8 +151,10 @@ def _compiled_rhs(system, solver, stabilisation):
         return None
     alpha, beta = stabilisation
     kw = {}
+    if solver.spatial is not None:       # Formulation I mass blocks (mbcore.mass)
+        kw["spatial"] = solver.spatial
     if not system.dense:
-        kw = dict(sparse_solver=sparse, indptr=np.ascontiguousarray(system._indptr,
+        kw.update(sparse_solver=sparse, indptr=np.ascontiguousarray(system._indptr,
                                                                     dtype=np.intp),
                   indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
     return CompiledRHS(system._evaluator, system._force_evaluator,

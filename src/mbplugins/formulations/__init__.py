@@ -2,8 +2,9 @@
 from .baumgarte import DI, CS
 from .partitioning import CP
 from .ggl import GGL
+from .omega import AngularVelocityDI
 from .penalty import Penalty
 from .projection import Projection
 from .stiff import Stiff
 
-FORMULATIONS = [DI, CS, CP, Projection, GGL, Penalty, Stiff]
+FORMULATIONS = [DI, CS, CP, Projection, GGL, Penalty, Stiff, AngularVelocityDI]

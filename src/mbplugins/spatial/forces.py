@@ -126,7 +126,7 @@ class SpatialTSDA(_CoordinateLaw):
 
     name = "tsda"
     description = "translational spring-damper-actuator between two body points"
-    kernel = None
+    kernel = "spatial_tsda"
     bodies = ("body_i", "body_j")
     params = {
         "body_i": Param("body", "first body"),
@@ -364,7 +364,7 @@ class SpatialPointForce(SpatialForceType):
 
     name = "force"
     description = "force at a body point, components functions of time (global or body axes)"
-    kernel = None
+    kernel = "spatial_force"
     bodies = ("body",)
     params = {
         "body": Param("body", "the loaded body"),
@@ -405,7 +405,7 @@ class SpatialTorque(SpatialForceType):
 
     name = "torque"
     description = "pure moment on a body (optionally reacting on a second body)"
-    kernel = None
+    kernel = "spatial_torque"
     bodies = ("body", "reaction_body")
     params = {
         "body": Param("body", "the loaded body"),
@@ -446,7 +446,7 @@ class SpatialDrag(SpatialForceType):
 
     name = "drag"
     description = "aerodynamic (quadratic) and linear drag on a body point"
-    kernel = None
+    kernel = "spatial_drag"
     bodies = ("body",)
     params = {
         "body": Param("body", "the body"),
