@@ -14,7 +14,7 @@ import pytest
 import mbcore
 from mbcore import Model
 from mbcore.plugins import registry
-from mbcore.rotations import A as Amat, G as Gmat, normalize
+from mbcore.rotations import A as Amat, G as Gmat
 
 EX = Path(__file__).resolve().parents[1] / "examples"
 SPATIAL_DYNAMIC = ["spatial_heavy_top", "spatial_torque_free", "spatial_double_pendulum",
