@@ -138,6 +138,52 @@ def chain_state(system, seed: int = 0):
     return q, qd
 
 
+def spatial_chain(n_links: int, *, length: float = 1.0, mass: float = 1.0,
+                  gravity: float = 9.81) -> mbcore.Model:
+    """Spatial pendulum chain: ``n_links`` slender rods (J' = diag(m L^2/1200,
+    m L^2/12, m L^2/12)) joined end to end by spherical joints, rod 0 on a ball
+    joint at the origin; initially along +x at rest, gravity -z.  3 N joint rows and
+    N normalisation rows, 7 N coordinates."""
+    m = mbcore.Model(f"spatial_chain{n_links}")
+    m.set_dimensions(3)
+    m.set_gravity(0.0, 0.0, -gravity)
+    jt = mass * length ** 2 / 12.0
+    h = 0.5 * length
+    for k in range(n_links):
+        m.add_body(f"L{k}", mass=mass, inertia=[jt / 100.0, jt, jt],
+                   position=((k + 0.5) * length, 0.0, 0.0))
+        m.add_joint("spherical", f"J{k}", body_i="ground" if k == 0 else f"L{k - 1}",
+                    body_j=f"L{k}", point_i=(0.0, 0.0, 0.0) if k == 0 else (h, 0.0, 0.0),
+                    point_j=(-h, 0.0, 0.0))
+    m.settings.update({"analysis": "dynamic", "formulation": "di", "integrator": "dopri5",
+                       "rtol": 1e-6, "atol": 1e-8, "t_end": 1.0, "output_step": 0.01})
+    return m
+
+
+def spatial_chain_state(system, seed: int = 0):
+    """A consistent state of a :func:`spatial_chain`: random orientations and angular
+    velocities, positions and velocities from the joints (rod k's tip is rod k+1's
+    base); pdot = G(p)^T omega / 2."""
+    from mbcore.rotations import A as Amat, G as Gmat, normalize
+    nb = system.nb
+    rng = np.random.default_rng(seed)
+    p = normalize(np.array([1.0, 0.0, 0.0, 0.0]) + 0.3 * rng.normal(size=(nb, 4)))
+    w = rng.uniform(-1.0, 1.0, (nb, 3))
+    ex = np.einsum("bij,j->bi", Amat(p), [0.5, 0.0, 0.0])     # half rod, global
+    q = np.zeros(system.n)
+    qd = np.zeros(system.n)
+    base, vbase = np.zeros(3), np.zeros(3)
+    for k in range(nb):
+        o = 7 * k
+        q[o:o + 3] = base + ex[k]
+        qd[o:o + 3] = vbase + np.cross(w[k], ex[k])
+        q[o + 3:o + 7] = p[k]
+        qd[o + 3:o + 7] = 0.5 * Gmat(p[k]).T @ w[k]
+        base = base + 2.0 * ex[k]
+        vbase = vbase + 2.0 * np.cross(w[k], ex[k])
+    return q, qd
+
+
 def median_time(fn, number: int, repeat: int) -> float:
     """Median seconds per call over ``repeat`` batches of ``number`` calls (after one
     warm-up call); also used by benchmarks/run.py."""
@@ -159,7 +205,7 @@ def fit_exponent(ns, times) -> float:
 
 def bench_chain_eom(ns=(10, 100, 1000, 10000), repeat: int = 5, *,
                     kernels: str = "compiled", jacobian: str = "auto",
-                    budget: float = 0.2) -> dict:
+                    budget: float = 0.2, spatial: bool = False) -> dict:
     """Seconds per equations-of-motion evaluation (``AccelerationSolver.solve``:
     forces + Jacobian + gamma + the linear solve) of :func:`chain` for each N, the
     median of ``repeat`` batches (each batch ~``budget`` seconds), and the fitted
@@ -172,9 +218,11 @@ def bench_chain_eom(ns=(10, 100, 1000, 10000), repeat: int = 5, *,
     out = {"n": [], "seconds": [], "us_per_link": [], "jacobian": [], "kernels": kernels,
            "repeat": repeat}
     for n in ns:
-        system = chain(int(n)).compile(kernels=kernels, jacobian=jacobian)
+        build, state = (spatial_chain, spatial_chain_state) if spatial else (chain,
+                                                                            chain_state)
+        system = build(int(n)).compile(kernels=kernels, jacobian=jacobian)
         solver = AccelerationSolver(system)
-        q, qd = chain_state(system)
+        q, qd = state(system)
 
         def f():
             solver.solve(q, qd, 0.1)

@@ -13,6 +13,11 @@ noisy) and the ratio numpy/compiled.  Cases:
   in-memory results (output steps per second).
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
   (spec/spatial.md §4.5), one evaluation and whole kinematic analyses.
+* ``heavy_top_*``, ``spatial_chain_*`` (``--only spatial_dynamics``): the heavy top on
+  its steady precession (issue 12: seconds per simulated second at a precession
+  error, compiled vs NumPy right-hand side) and spatial chains of N = 10 ... 10000
+  bodies on spherical joints (cost per right-hand side and per simulated second
+  with the fitted exponent in N).
 """
 from __future__ import annotations
 
@@ -389,6 +394,81 @@ def bench_formulations(repeat: int, quick: bool) -> dict:
     return out
 
 
+def _precession_error(res, omega=0.4915462) -> float:
+    """Largest |azimuth(t) - azimuth(0) - Omega t| of the top's centroid (rad)."""
+    az = np.unwrap(np.arctan2(res["disc.y"], res["disc.x"]))
+    return float(np.max(np.abs(az - az[0] - omega * res.t)))
+
+
+def bench_spatial_dynamics(repeat: int, quick: bool) -> dict:
+    """Issue 12 benchmarks: the heavy top (thin disc 1 kg, r = 0.1 m, tip 0.05 m from
+    the centroid, tilt 30 deg, spin 200 rad/s, exact steady precession 0.4915462
+    rad/s, 5 s) with several integrators and tolerances, its right-hand side compiled
+    vs NumPy, and spatial chains on spherical joints."""
+    from mbcore.plugins import registry
+    from models import (bench_chain_eom, fit_exponent, spatial_chain,
+                        spatial_chain_state)
+    out = {}
+    top = mbcore.Model.from_file(ROOT / "examples" / "spatial_heavy_top.yaml")
+    # 500 output rows of q and qd (record: q, qd); "all_channels": every channel
+    runs = [("dop853", 1e-6, "q, qd"), ("dop853", 1e-7, "q, qd"), ("dop853", 1e-8, "q, qd"),
+            ("dopri5", 1e-7, "q, qd"), ("dopri5", 1e-8, "q, qd"), ("dop853", 1e-7, None)]
+    for integ, rtol, record in runs:
+        walls, res = [], None
+        st = {"integrator": integ, "rtol": rtol, "atol": rtol}
+        if record:
+            st["record"] = record
+        for _ in range(max(3, repeat)):
+            t0 = time.perf_counter()
+            res = mbcore.run(top, settings=st)
+            walls.append(time.perf_counter() - t0)
+        tag = "" if record else "_all_channels"
+        out[f"heavy_top_{integ}_rtol{rtol:g}{tag}"] = {
+            "seconds_per_simulated_second": statistics.median(walls) / 5.0,
+            "precession_error_rad": _precession_error(res),
+            "relative_precession_error": _precession_error(res) / (0.4915462 * 5.0),
+            "nfev": int(res.stats["integrator_nfev"]), "loop": res.stats["loop"]}
+    sc, sn = top.compile(kernels="compiled"), top.compile(kernels="numpy")
+    fc = registry().get("formulation", "di")(sc, {})
+    fn = registry().get("formulation", "di")(sn, {})
+    st = sc.initial_state(0.0)
+    y = np.concatenate([st.q, st.qd, [0.0]])
+    number = 20000 if quick else 200000
+    tk = statistics.median(fc.compiled.timeit(0.1, y, number) for _ in range(repeat))
+    tn = _time(lambda: fn.rhs(0.1, y[:-1]), 200, repeat)
+    out["heavy_top_rhs"] = {"compiled_kernel_us": tk * 1e6, "numpy_us": tn * 1e6,
+                            "ratio": tn / tk}
+    # spatial chains: one right-hand side (compiled kernel; sparse Schur above the
+    # dense limit) and the Python-level solve, exponent in N
+    ns = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
+    rhs = {"n": [], "us": [], "jacobian": []}
+    for n in ns:
+        s = spatial_chain(n).compile(kernels="compiled")
+        f = registry().get("formulation", "di")(s, {})
+        q, qd = spatial_chain_state(s)
+        yy = np.concatenate([q, qd, [0.0]])
+        k = max(3, int(2e5 / n))
+        t_one = statistics.median(f.compiled.timeit(0.1, yy, k) for _ in range(repeat))
+        rhs["n"].append(n)
+        rhs["us"].append(t_one * 1e6)
+        rhs["jacobian"].append("dense" if s.dense else "sparse")
+    rhs["exponent"] = fit_exponent(rhs["n"], rhs["us"])
+    out["spatial_chain_rhs"] = rhs
+    out["spatial_chain_eom_python"] = bench_chain_eom(ns, repeat=max(3, repeat // 2),
+                                                      spatial=True)
+    sim = {"n": [], "seconds_per_simulated_second": [], "nfev": []}
+    t_end = 0.1
+    for n in ns[:3]:
+        t0 = time.perf_counter()
+        res = mbcore.run(spatial_chain(n), settings={"t_end": t_end, "output_step": t_end})
+        sim["n"].append(n)
+        sim["seconds_per_simulated_second"].append((time.perf_counter() - t0) / t_end)
+        sim["nfev"].append(int(res.stats["integrator_nfev"]))
+    sim["exponent"] = fit_exponent(sim["n"], sim["seconds_per_simulated_second"])
+    out["spatial_chain_simulation"] = sim
+    return out
+
+
 def bench_chain_eom_cost(repeat: int, quick: bool) -> dict:
     """Cost of one equations-of-motion evaluation of a chain of N links and the fitted
     exponent in N (linear time: <= 1.05)."""
@@ -548,7 +628,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=7, help="timing batches (median taken)")
     p.add_argument("--markdown", metavar="PATH",
                    help="also write the tables as markdown (benchmarks/BASELINE.md)")
-    p.add_argument("--only", nargs="*", choices=("kinematics", "spatial", "rhs", "dynamics",
+    p.add_argument("--only", nargs="*", choices=("kinematics", "spatial", "spatial_dynamics",
+                                                 "rhs", "dynamics",
                                                  "chain", "integrators", "overheads",
                                                  "formulations"),
                    help="run only these groups")
@@ -560,6 +641,7 @@ def main(argv=None) -> int:
         "cases": {},
     }
     groups = {"kinematics": (bench_fourbar, bench_kinematics), "spatial": (bench_spatial,),
+              "spatial_dynamics": (bench_spatial_dynamics,),
               "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
               "integrators": (bench_integrators,), "overheads": (bench_overheads,),

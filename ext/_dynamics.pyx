@@ -374,7 +374,9 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
            double min_factor, double max_factor, double exponent, int order,
            object on_output, double[::1] stats, long nfev_start=0,
            const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
-           const double[::1] stop_sign=None):
+           const double[::1] stop_sign=None, const double[::1] E3=None,
+           const double[:, ::1] A_extra=None, const double[::1] C_extra=None,
+           const double[:, ::1] D=None):
     """Integrate ``y' = f(t, y)`` (the compiled right-hand side) from (t0, y0) to t1
     by an explicit Runge-Kutta method, calling ``on_output(t, y)`` at the output
     times ``t_out[i_out:]``.
@@ -396,7 +398,13 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
     caller continues on the Python path, which raises the named error), 3 the step
     size fell below the round-off limit, 4 a stop condition ``stop_sign[k] *
     (y[stop_idx[k]] - stop_val[k])`` falls through zero in the step after (t, y)
-    (the caller locates it).  Outputs beyond t are not emitted in cases 2-4."""
+    (the caller locates it).  Outputs beyond t are not emitted in cases 2-4.
+
+    Hairer's DOP853 (``mbplugins.integrators.erk.DOP853``): ``E3`` given -> the error
+    ``|h| e5 / sqrt((e5 + 0.01 e3) N)`` with ``e5 = |E.K / scale|^2``, ``e3 = |E3.K /
+    scale|^2``; ``A_extra`` (3 x (s+4)), ``C_extra``, ``D`` (4 x (s+4)) given -> the
+    7th-order continuous extension (three extra evaluations in the steps with
+    outputs) instead of ``P``."""
     cdef Py_ssize_t N = y0.shape[0], s = B.shape[0], i, j, k, st
     cdef Py_ssize_t nout = t_out.shape[0], deg = P.shape[1] if adaptive else 0
     cdef double[:, ::1] K = np.zeros((s + 1, N))
@@ -416,6 +424,17 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
     cdef double eps = 2.220446049250313e-16
     cdef double hfix = h_abs, min_step
     cdef Py_ssize_t nstop = 0 if stop_idx is None else stop_idx.shape[0], ks
+    cdef bint hairer = E3 is not None, dense_ready
+    cdef bint extra = D is not None
+    cdef Py_ssize_t nx = A_extra.shape[0] if extra else 0
+    cdef double e5, e3, r5, r3
+    cdef double[:, ::1] KX = np.zeros((nx, N)) if extra else np.zeros((1, 1))
+    cdef double[:, ::1] F7 = np.zeros((7, N)) if extra else np.zeros((1, 1))
+    if hairer and E3.shape[0] != s + 1:
+        raise ValueError("run_rk: E3 has the wrong size")
+    if extra and (C_extra is None or C_extra.shape[0] != nx or A_extra.shape[1] < s + 1 + nx
+                  or D.shape[0] != 4 or D.shape[1] < s + 1 + nx):
+        raise ValueError("run_rk: extra dense-output stages have the wrong size")
     if N < 2 * f.n + 1:
         raise ValueError("run_rk: y0 must hold [q; qd; W]")
     if (f0.shape[0] != N or stats.shape[0] < 5 or C.shape[0] != s or A.shape[0] < s
@@ -475,14 +494,34 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
                 return 2, t, np.asarray(y), i_out, h_abs
             if not adaptive:
                 break
-            for i in range(N):
-                a = 0.0
-                for k in range(s + 1):
-                    a += E[k] * K[k, i]
-                work[i] = h * a
-                scale[i] = atol + rtol * (fabs(y[i]) if fabs(y[i]) > fabs(ynew[i])
-                                          else fabs(ynew[i]))
-            err = _rms(&work[0], &scale[0], N)
+            if hairer:                  # DOP853._error_norm
+                e5 = 0.0
+                e3 = 0.0
+                for i in range(N):
+                    sk = atol + rtol * (fabs(y[i]) if fabs(y[i]) > fabs(ynew[i])
+                                        else fabs(ynew[i]))
+                    r5 = 0.0
+                    r3 = 0.0
+                    for k in range(s + 1):
+                        r5 += E[k] * K[k, i]
+                        r3 += E3[k] * K[k, i]
+                    r5 /= sk
+                    r3 /= sk
+                    e5 += r5 * r5
+                    e3 += r3 * r3
+                if e5 == 0.0 and e3 == 0.0:
+                    err = 0.0
+                else:
+                    err = fabs(h) * e5 / sqrt((e5 + 0.01 * e3) * N)
+            else:
+                for i in range(N):
+                    a = 0.0
+                    for k in range(s + 1):
+                        a += E[k] * K[k, i]
+                    work[i] = h * a
+                    scale[i] = atol + rtol * (fabs(y[i]) if fabs(y[i]) > fabs(ynew[i])
+                                              else fabs(ynew[i]))
+                err = _rms(&work[0], &scale[0], N)
             if err <= 1.0:
                 if err == 0.0:
                     factor = max_factor
@@ -507,13 +546,14 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
                 return 4, t, np.asarray(y), i_out, h_abs
         nsteps += 1
         # ---- outputs in (t, tnew] ------------------------------------------------
+        dense_ready = False
         if i_out < nout and t_out[i_out] <= tnew:
             stats[0] = h
             stats[1] = order
             stats[2] = nsteps
             stats[3] = nrej
             stats[4] = f.nfev - nfev0
-            if adaptive:
+            if adaptive and not extra:
                 for j in range(deg):
                     for i in range(N):
                         a = 0.0
@@ -527,6 +567,35 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
                 if tt == tnew:
                     for i in range(N):
                         out[i] = ynew[i]
+                elif extra:                 # y_old + s(F0 + (1-s)(F1 + s(F2 + ...)))
+                    if not dense_ready:     # DOP853._dense_output_impl, once per step
+                        for j in range(nx):
+                            for i in range(N):
+                                a = 0.0
+                                for k in range(s + 1 + j):
+                                    a += A_extra[j, k] * (K[k, i] if k <= s else KX[k - s - 1, i])
+                                ytmp[i] = y[i] + h * a
+                            if f.c_eval(t + C_extra[j] * h, &ytmp[0], &KX[j, 0]):
+                                _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
+                                return 2, t, np.asarray(y), i_out, h_abs
+                        for i in range(N):
+                            a = ynew[i] - y[i]
+                            F7[0, i] = a
+                            F7[1, i] = h * K[0, i] - a
+                            F7[2, i] = 2.0 * a - h * (K[s, i] + K[0, i])
+                            for j in range(4):
+                                b = 0.0
+                                for k in range(s + 1 + nx):
+                                    b += D[j, k] * (K[k, i] if k <= s else KX[k - s - 1, i])
+                                F7[3 + j, i] = h * b
+                        dense_ready = True
+                    th = (tt - t) / h
+                    for i in range(N):
+                        a = 0.0
+                        for j in range(6, -1, -1):
+                            a += F7[j, i]
+                            a *= th if (6 - j) % 2 == 0 else (1.0 - th)
+                        out[i] = y[i] + a
                 elif adaptive:
                     th = (tt - t) / h
                     for i in range(N):

@@ -149,7 +149,8 @@ def test_dynamic_runs_agree_between_backends(examples):
 
 
 # ------------------------------------------------------------- compiled loop
-@pytest.mark.parametrize("integrator", ["dopri5", "bs23", "rk4", "heun", "euler", "midpoint"])
+@pytest.mark.parametrize("integrator", ["dopri5", "bs23", "dop853", "rk4", "heun", "euler",
+                                        "midpoint"])
 @pytest.mark.parametrize("formulation", ["di", "cs"])
 def test_compiled_loop_equals_python_loop(examples, integrator, formulation):
     """The compiled step loop (mbcore.fastloop) takes the same steps as the Python
@@ -157,14 +158,15 @@ def test_compiled_loop_equals_python_loop(examples, integrator, formulation):
     rounding (dense output at output times between steps)."""
     m = Model.from_file(examples / "fourbar_dap.yaml")
     st = {"analysis": "dynamic", "t_end": 1.0, "output_step": 0.0625 if integrator in
-          ("dopri5", "bs23") else 0.05, "integrator": integrator, "formulation": formulation,
+          ("dopri5", "bs23", "dop853") else 0.05, "integrator": integrator, "formulation": formulation,
           "rtol": 1e-6, "atol": 1e-8, "step": 0.002}
     a = mbcore.run(m, settings={**st, "loop": "auto"})
     b = mbcore.run(m, settings={**st, "loop": "python"})
     assert a.stats["loop"] == "compiled" and b.stats["loop"] == "python"
     assert a.stats["integrator_nfev"] == b.stats["integrator_nfev"]
     assert a.stats["integrator_nsteps"] == b.stats["integrator_nsteps"]
-    assert len(a) == len(b) == 17 if integrator in ("dopri5", "bs23") else len(a) == len(b)
+    assert len(a) == len(b) == 17 if integrator in ("dopri5", "bs23", "dop853") \
+        else len(a) == len(b)
     for ch in ("q", "qd", "qdd", "lam", "energy"):
         x, y = a[ch], b[ch]
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-9 * (1.0 + np.max(np.abs(y))),

@@ -86,7 +86,8 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if kind == "embedded":
         assert icls.compiled_loop_kind() == "embedded"
         E = np.ascontiguousarray(icls.E, dtype=float)
-        P = np.ascontiguousarray(icls.P, dtype=float)
+        P = (np.ascontiguousarray(icls.P, dtype=float) if getattr(icls, "P", None) is not None
+             else np.zeros((B.size + 1, 1)))
         h_abs, rtol, atol = float(integ._h_abs), float(integ._rtol), float(integ._atol)
         max_step = float(integ._max_step)
         exponent = float(integ._exponent)
@@ -106,12 +107,26 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     # step-size controller of embedded pairs (unused by fixed steps)
     controller = ((icls.SAFETY, icls.MIN_FACTOR, icls.MAX_FACTOR) if kind == "embedded"
                   else (1.0, 1.0, 1.0))
+    # an embedded pair may declare Hairer's combined error norm (E3, with E = E5)
+    # and a continuous extension with extra stages (A_EXTRA, C_EXTRA, D): DOP853
+    hairer = {}
+    if kind == "embedded" and getattr(icls, "E3", None) is not None:
+        s = B.size
+        nx = len(icls.C_EXTRA)
+        ax = np.zeros((nx, s + 1 + nx))
+        a_extra = np.asarray(icls.A_EXTRA, dtype=float)
+        ax[:, :min(a_extra.shape[1], s + 1 + nx)] = a_extra[:, :s + 1 + nx]
+        hairer = dict(E3=np.ascontiguousarray(icls.E3, dtype=float),
+                      A_extra=ax, C_extra=np.ascontiguousarray(icls.C_EXTRA, dtype=float),
+                      D=np.ascontiguousarray(np.asarray(icls.D, dtype=float)[:, :s + 1 + nx]))
+        E = np.ascontiguousarray(icls.E5, dtype=float)
+        P = np.zeros((B.size + 1, 1))
     code, t, y, i_out, h_abs = run_rk(
         crhs, A, B, C, E, P, adaptive, float(t0), float(t1), np.array(y0, dtype=float), f0,
         t_out, i0, h_abs, rtol, atol, max_step, *controller, exponent,
         int(icls.order), on_output, stats, st.nfev,
         np.ascontiguousarray(stops[:, 0], dtype=np.intp),
-        np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]))
+        np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]), **hairer)
     st.nsteps += int(stats[2])
     st.nrejected += int(stats[3])
     st.nerror_test_failures += int(stats[3])

@@ -83,6 +83,18 @@ def _accel(system, q, s, t, lam):
     return solver.mass_solve(q, s, F)
 
 
+def _lam_columns(system, q, s, t, Jq):
+    """d(velocity rows of f)/d lam: Phi_q^T, or (M + alpha p p^T)^-1 Phi_q^T for
+    spatial bodies (the velocity rows are then accelerations, see _accel)."""
+    if system.mass_diag is not None:
+        return Jq.T
+    _accel(system, q, s, t, np.zeros(system.m))          # creates the solver
+    solver = system._stiff_solver
+    z0 = solver.mass_solve(q, s, np.zeros(system.n))
+    return np.column_stack([solver.mass_solve(q, s, c) - z0 for c in Jq]) if len(Jq) \
+        else np.zeros((system.n, 0))
+
+
 def residuals(system, q, s, lam, t, sdot, qdot):
     """r1 = M s' - Q - Phi_q^T lam, r2 = q' - s, r3 = Phi (13.33-13.35)."""
     if system.mass_diag is None:
@@ -97,10 +109,11 @@ def full_newton_matrix(system, q, s, lam, t, hb):
     """The (2n + m) iteration matrix of 13.31 in the unknowns (ds, dq, dlam)."""
     n, m = system.n, system.m
     M, Kq, Ks, Jq = _parts(system, q, s, lam, t)
+    PT = _lam_columns(system, q, s, t, Jq)
     A = np.zeros((2 * n + m, 2 * n + m))
     A[:n, :n] = M / hb - Ks
     A[:n, n:2 * n] = -Kq
-    A[:n, 2 * n:] = -Jq.T
+    A[:n, 2 * n:] = -PT
     A[n:2 * n, :n] = -np.eye(n)
     A[n:2 * n, n:2 * n] = np.eye(n) / hb
     A[2 * n:, n:2 * n] = Jq
@@ -122,7 +135,7 @@ def _reduced(M, Kq, Ks, PqT, Pq, hb):
 def reduced_newton_matrix(system, q, s, lam, t, hb):
     """The reduced, rescaled (n + m) matrix of spec §4.6 in (dq, (hb)^2 dlam)."""
     M, Kq, Ks, Jq = _parts(system, q, s, lam, t)
-    return _reduced(M, Kq, Ks, Jq.T, Jq, hb), M, Ks
+    return _reduced(M, Kq, Ks, _lam_columns(system, q, s, t, Jq), Jq, hb), M, Ks
 
 
 def reduced_newton_step(system, q, s, lam, t, hb, r1, r2, r3):
@@ -201,16 +214,21 @@ class ReducedNewton(NewtonSystem):
     the finite-difference blocks Ks, Kq are damped by c and c^2 and can stay old.
     """
 
-    def __init__(self, n: int, m: int, phi_q=None):
+    def __init__(self, n: int, m: int, phi_q=None, lam_columns=None):
         self.n, self.m = n, m
         self._J = None
         self._phi_q = phi_q
+        #: spatial bodies: d f_s / d lam = M^-1 Phi_q^T, refreshed with Phi_q
+        self._lam_columns = lam_columns
         self._P = None
+        self._PT = None
 
     def update(self, t, y):
         if self._phi_q is None:
             return False
         self._P = np.array(self._phi_q(y[:self.n], t), dtype=float)
+        if self._lam_columns is not None:
+            self._PT = self._lam_columns(y, t, self._P)
         return True
 
     def matrix(self, J, mass, c):
@@ -219,7 +237,8 @@ class ReducedNewton(NewtonSystem):
         self._Ms = np.diag(mass[n:2 * n]) - c * J[n:2 * n, n:2 * n]      # M - c Ks
         self._me = mass[L:]
         P = self._P if self._P is not None else J[2 * n:L, :n]
-        PT = P.T if self._P is not None else J[n:2 * n, 2 * n:L]
+        PT = (self._PT if self._PT is not None else P.T) if self._P is not None \
+            else J[n:2 * n, 2 * n:L]
         return _reduced(np.diag(mass[n:2 * n]), J[n:2 * n, :n], J[n:2 * n, n:2 * n], PT, P, c)
 
     def rhs(self, r, c):
@@ -282,9 +301,12 @@ class Stiff(Formulation):
         return {"mass": np.concatenate([self.state_mass, np.ones(extra)]),
                 "h_power": np.concatenate([self.state_h_power,
                                            np.full(extra, float(self.H_POWER[3]))]),
-                # spatial: d f_s / d lam = M^-1 Phi_q^T is read from the Jacobian
-                "newton_system": ReducedNewton(self.n, self.m, None if self.spatial
-                                               else self.system.jacobian_dense)}
+                # spatial: d f_s / d lam = M^-1 Phi_q^T refreshed with Phi_q
+                "newton_system": ReducedNewton(
+                    self.n, self.m, self.system.jacobian_dense,
+                    (lambda y, t, P: _lam_columns(self.system, y[:self.n],
+                                                  y[self.n:2 * self.n], t, P))
+                    if self.spatial else None)}
 
     def initialize(self, q, qd, t):
         """Consistent starting values: lam0 from the augmented system, s0 = qd0."""

@@ -257,6 +257,15 @@ class DOP853(EmbeddedRK):
     E = E5                                  # the 5th-order difference (for reference)
     del _c
 
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'embedded': the compiled loop knows Hairer's norm (E3) and the
+        extra-stage dense output (A_EXTRA, C_EXTRA, D) — unless a subclass changes
+        the step or the norm."""
+        if cls._error_norm is DOP853._error_norm and cls._step_impl is DOP853._step_impl:
+            return "embedded"
+        return None
+
     def _restart_impl(self) -> None:
         super()._restart_impl()
         self._dense_cache = None
