@@ -10,7 +10,7 @@ references with identical packed parameters are in
 extended coordinate buffer whose last three entries are the ground's zeros;
 forces on the ground land in three extra slots and are discarded.
 """
-from libc.math cimport sin, cos, sqrt, pow, tanh
+from libc.math cimport sin, cos, sqrt, pow, tanh, atan2, round
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
 
@@ -28,6 +28,8 @@ cdef enum:
     S_FORCE = 11
     S_TORQUE = 12
     S_DRAG = 13
+    S_RSDA = 14
+    S_BUSHING = 15
 
 #: kernel name -> (code, bodies, n_par, n_fun)
 KERNELS = {
@@ -42,6 +44,8 @@ KERNELS = {
     "spatial_force": (S_FORCE, 1, 4, 3),
     "spatial_torque": (S_TORQUE, 2, 1, 3),
     "spatial_drag": (S_DRAG, 1, 8, 0),
+    "spatial_rsda": (S_RSDA, 2, 13, 1),
+    "spatial_bushing": (S_BUSHING, 2, 22, 0),
 }
 
 #: why a kernel refuses an element (reported by the System with the element's name)
@@ -54,6 +58,7 @@ REASONS = {
 
 #: TSDA lengths below this have no direction (same value as the reference)
 cdef double MIN_LENGTH = 1e-10
+cdef double TWO_PI = 6.283185307179586
 
 include "_pointers.pxi"
 include "_spatial_forces.pxi"

@@ -179,7 +179,7 @@ def test_point_loads_power_from_point_velocity(ftype):
         np.testing.assert_allclose(f, -(kq * np.linalg.norm(v) + 0.4) * v, rtol=1e-7)
 
 
-@pytest.mark.parametrize("ftype", ["tsda", "force", "torque", "drag"])
+@pytest.mark.parametrize("ftype", ["tsda", "force", "torque", "drag", "rsda", "bushing"])
 def test_compiled_kernels_equal_numpy(ftype):
     """The compiled spatial kernels (ext/_spatial_forces.pxi) equal the NumPy
     references to 1e-12: forces and non-conservative power, also off |p| = 1."""

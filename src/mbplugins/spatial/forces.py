@@ -204,7 +204,7 @@ class SpatialRSDA(_CoordinateLaw):
 
     name = "rsda"
     description = "rotational spring-damper-actuator about a revolute axis"
-    kernel = None
+    kernel = "spatial_rsda"
     bodies = ("body_i", "body_j")
     params = {
         "body_i": Param("body", "first body"),
@@ -287,7 +287,7 @@ class Bushing(_CoordinateLaw):
 
     name = "bushing"
     description = "linear 6-component spring-damper between two body frames"
-    kernel = None
+    kernel = "spatial_bushing"
     bodies = ("body_i", "body_j")
     params = {
         "body_i": Param("body", "first body"),
