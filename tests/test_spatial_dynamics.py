@@ -302,3 +302,62 @@ def test_kinematic_examples_driven_by_forces(name):
                                    err_msg=f"{f}: qdd")
         np.testing.assert_allclose(b[3], a[3], atol=1e-10 * (1 + np.abs(a[3]).max()),
                                    err_msg=f"{f}: lam")
+
+
+# ------------------------------------------------------------------ impacts in 3D
+def test_sphere_bouncing_on_a_plane():
+    """A ball (radius 0.1 m) dropped from z = 1 m with a horizontal speed: the impact
+    at z = 0.1, t = sqrt(2 0.9 / g), normal velocity -sqrt(2 g 0.9) -> 0.8 x that,
+    impulse m (1 + e) v; T + V - W constant (the energy lost goes into W)."""
+    m = Model()
+    m.set_dimensions(3)
+    m.set_gravity(0, 0, -9.81)
+    m.add_body("ball", mass=0.5, inertia=[0.002] * 3, position=[0, 0, 1.0],
+               velocity=[1.0, 0, 0], angular_velocity=[0.0, 2.0, 0.0])
+    m.add_impact("floor", body="ball", restitution=0.8, radius=0.1, normal=[0, 0, 1])
+    res = mbcore.run(m, analysis="dynamic", settings={"t_end": 1.0, "output_step": 0.01,
+                                                      "rtol": 1e-10, "atol": 1e-12})
+    hits = [e for e in res.events if e.kind == "impact"]
+    assert len(hits) == 1
+    v = np.sqrt(2 * 9.81 * 0.9)
+    assert hits[0].t == pytest.approx(np.sqrt(2 * 0.9 / 9.81), rel=1e-8)
+    nums = [float(x) for x in hits[0].message.replace(",", " ").split()
+            if x.lstrip("-").replace(".", "").replace("e", "").replace("-", "").isdigit()]
+    assert nums[0] == pytest.approx(-v, rel=1e-8) and nums[1] == pytest.approx(0.8 * v,
+                                                                              rel=1e-8)
+    assert nums[2] == pytest.approx(0.5 * 1.8 * v, rel=1e-8)
+    assert res["ball.z"].min() > 0.1 - 1e-9
+    np.testing.assert_allclose(res["qd/ball.x"], 1.0, atol=1e-10)   # frictionless
+    bal = res["energy"][:, 4]
+    np.testing.assert_allclose(bal, bal[0], atol=1e-8)
+
+
+def test_rod_end_impact_equals_the_planar_model():
+    """A tilted rod falling onto the floor on one end, in the x-z plane: the spatial
+    model (rotation about -y) and the planar one (rotation about z, y up) give the
+    same motion through the impact (e = 0.5), including the spin it picks up."""
+    phi = np.radians(30.0)
+    planar = Model()
+    planar.set_gravity(0, -9.81)
+    planar.add_body("rod", mass=1.0, inertia=1.0 / 12.0, position=[0.0, 1.0], angle=phi)
+    planar.add_impact("floor", body="rod", restitution=0.5, point=[-0.5, 0.0],
+                      normal=[0, 1])
+    spatial = Model()
+    spatial.set_dimensions(3)
+    spatial.set_gravity(0, 0, -9.81)
+    spatial.add_body("rod", mass=1.0, inertia=[0.01, 1.0 / 12.0, 1.0 / 12.0],
+                     position=[0.0, 0.0, 1.0],
+                     orientation={"axis": [0, -1, 0], "angle": phi, "unit": "rad"})
+    spatial.add_impact("floor", body="rod", restitution=0.5, point=[-0.5, 0.0, 0.0],
+                       normal=[0, 0, 1])
+    st = {"t_end": 0.8, "output_step": 0.02, "rtol": 1e-11, "atol": 1e-12}
+    a = mbcore.run(planar, analysis="dynamic", settings=st)
+    b = mbcore.run(spatial, analysis="dynamic", settings=st)
+    assert [e.kind for e in a.events].count("impact") >= 1
+    assert [e.t for e in a.events if e.kind == "impact"] == pytest.approx(
+        [e.t for e in b.events if e.kind == "impact"], rel=1e-8)
+    np.testing.assert_allclose(b["rod.x"], a["rod.x"], atol=1e-8)
+    np.testing.assert_allclose(b["rod.z"], a["rod.y"], atol=1e-8)
+    # the rotation angle about -y from the Euler parameters
+    ang = 2.0 * np.arctan2(-b["rod.p2"], b["rod.p0"])
+    np.testing.assert_allclose(ang, a["rod.phi"], atol=1e-8)

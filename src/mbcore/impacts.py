@@ -1,8 +1,9 @@
 """Rigid impacts with Newton's coefficient of restitution (001 weeks 4-5;
 spec/algorithms.md §7).
 
-A contact is a body point with a radius (a disc) against a line fixed on a
-surface body (ground or any body), optionally limited to a segment.  Its gap
+A contact is a body point with a radius (a disc; a sphere in spatial models)
+against a line (a plane in spatial models) fixed on a surface body (ground or any
+body), a line optionally limited to a segment.  Its gap
 ``c(q) = n^T (r_P - r_L) - rho`` is an event function of the dynamic analysis; at
 ``c = 0`` with approaching normal velocity the velocities jump by the impact map
 
@@ -13,6 +14,12 @@ surface body (ground or any body), optionally limited to a segment.  Its gap
 (Nikravesh sign, Lam_n >= 0 compressive), which keeps every bilateral constraint
 and gives ``v_n+ = -e v_n-``; contacts with a negative impulse are released and the
 map is solved again.  Positions do not change.
+
+Spatial bodies: q = [r, p] and qd = [rdot, pdot]; the gap's Jacobian row has the
+Euler-parameter columns ``2 c_pi' L(p)`` (spec/spatial.md §2.1), M is the regular
+Formulation I mass ``M + alpha p p^T`` (mbcore.mass; exact here because the
+normalisation rows are among the bilateral constraints, so ``p^T pdot`` is 0 before
+and after the impact).
 """
 from __future__ import annotations
 
@@ -30,15 +37,16 @@ KEYS = ("name", "body", "point", "radius", "surface", "surface_point", "normal",
 
 @dataclass
 class Contact:
-    """One validated contact description (model data)."""
+    """One validated contact description (model data); vectors have 2 or 3
+    components (planar or spatial model)."""
 
     name: str
     body: str
-    point: tuple[float, float]
+    point: tuple[float, ...]
     radius: float
     surface: str
-    surface_point: tuple[float, float]
-    normal: tuple[float, float]
+    surface_point: tuple[float, ...]
+    normal: tuple[float, ...]
     extent: tuple[float, float] | None
     restitution: float
 
@@ -52,7 +60,7 @@ class Contact:
         return d
 
 
-def parse_contact(data: Any, path: str, ctx: S.ValidationContext) -> Contact:
+def parse_contact(data: Any, path: str, ctx: S.ValidationContext, dims: int = 2) -> Contact:
     S.mapping(data, path)
     S.check_keys(data, KEYS, path, required=("body", "restitution"))
     body = S.string(data["body"], f"{path}.body")
@@ -61,11 +69,15 @@ def parse_contact(data: Any, path: str, ctx: S.ValidationContext) -> Contact:
     ctx.check_body(surface, f"{path}.surface")
     if surface == body:
         raise ModelError(f"{path}.surface", f"a body cannot hit itself ('{body}')")
-    normal = S.vector(data.get("normal", (0.0, 1.0)), f"{path}.normal")
-    nn = float(np.hypot(*normal))
+    zero = (0.0,) * dims
+    normal = S.vector(data.get("normal", zero[:-1] + (1.0,)), f"{path}.normal", dims)
+    nn = float(np.linalg.norm(normal))
     if nn < 1e-12:
         raise ModelError(f"{path}.normal", "must be a non-zero vector")
     extent = None
+    if data.get("extent") is not None and dims == 3:
+        raise ModelError(f"{path}.extent", "a spatial contact plane is unbounded (extent "
+                                           "is for planar contact lines)")
     if data.get("extent") is not None:
         extent = S.vector(data["extent"], f"{path}.extent")
         if extent[1] <= extent[0]:
@@ -73,10 +85,10 @@ def parse_contact(data: Any, path: str, ctx: S.ValidationContext) -> Contact:
                                                f"got {list(extent)}")
     e = S.number(data["restitution"], f"{path}.restitution", min=0.0, max=1.0)
     return Contact(S.string(data.get("name", f"contact{path}"), f"{path}.name"), body,
-                   S.vector(data.get("point", (0.0, 0.0)), f"{path}.point"),
+                   S.vector(data.get("point", zero), f"{path}.point", dims),
                    S.number(data.get("radius", 0.0), f"{path}.radius", min=0.0), surface,
-                   S.vector(data.get("surface_point", (0.0, 0.0)), f"{path}.surface_point"),
-                   (normal[0] / nn, normal[1] / nn), extent, e)
+                   S.vector(data.get("surface_point", zero), f"{path}.surface_point", dims),
+                   tuple(x / nn for x in normal), extent, e)
 
 
 def _rot(phi, v):
@@ -92,14 +104,62 @@ class ContactSet:
         self.contacts = list(contacts)
         self.names = [c.name for c in self.contacts]
         n = system.n
+        self._n = n
+        self.spatial = bool(system.spatial)
+        if self.spatial:
+            from .mass import SpatialMass
+            self._mass = SpatialMass(system) if system.rigid_spatial else None
+            # per contact: (offset, kind) of body and surface; ground: None
+            self._ob = [self._where(c.body) for c in self.contacts]
+            self._os = [self._where(c.surface) for c in self.contacts]
+            return
         self._ob = [system._boff[c.body] for c in self.contacts]
         self._os = [system._boff[c.surface] for c in self.contacts]
-        self._n = n
+
+    def _where(self, name):
+        s = self.system
+        if name == s.model.ground:
+            return None
+        k = s.body_names.index(name)
+        return int(s.body_offsets[k]), s.body_kinds[k].name == "spatial"
+
+    def _pose(self, where, q):
+        """r, A of a spatial body, particle3 or the ground."""
+        from .rotations import A as Amat
+        if where is None:
+            return np.zeros(3), np.eye(3)
+        o, rigid = where
+        return q[o:o + 3], (Amat(q[o + 3:o + 7]) if rigid else np.eye(3))
+
+    def _gap3(self, k, q):
+        c = self.contacts[k]
+        rB, AB = self._pose(self._ob[k], q)
+        rS, AS = self._pose(self._os[k], q)
+        nrm = AS @ np.asarray(c.normal)
+        d = rB + AB @ np.asarray(c.point) - rS - AS @ np.asarray(c.surface_point)
+        return c, AB, AS, nrm, d
+
+    def _row3(self, k, q):
+        """dc/dq of a spatial contact: omega'-columns mapped to p by 2 (.) L(p)."""
+        from .rotations import L as Lmat
+        c, AB, AS, nrm, d = self._gap3(k, q)
+        row = np.zeros(self._n)
+        for where, sign, wrow in (
+                (self._ob[k], 1.0, np.cross(np.asarray(c.point), AB.T @ nrm)),
+                (self._os[k], -1.0, np.cross(np.asarray(c.normal), AS.T @ d)
+                 - np.cross(np.asarray(c.surface_point), AS.T @ nrm))):
+            if where is None:
+                continue
+            o, rigid = where
+            row[o:o + 3] += sign * nrm
+            if rigid:                    # wrow: the omega' columns, signs included
+                row[o + 3:o + 7] += 2.0 * wrow @ Lmat(q[o + 3:o + 7])
+        return row
 
     def __len__(self) -> int:
         return len(self.contacts)
 
-    def _geometry(self, k: int, q: np.ndarray):
+    def _geometry(self, k: int, q: np.ndarray):  # planar
         c = self.contacts[k]
         qx = np.concatenate([q, np.zeros(3)])
         ob, os_ = self._ob[k], self._os[k]
@@ -112,6 +172,9 @@ class ContactSet:
 
     def gap(self, k: int, q: np.ndarray) -> float:
         """Signed gap; +inf outside the contact's extent (no contact possible)."""
+        if self.spatial:
+            c, AB, AS, nrm, d = self._gap3(k, q)
+            return float(nrm @ d) - c.radius
         c, ob, os_, SP, SL, nrm, rP, rL = self._geometry(k, q)
         d = rP - rL
         if c.extent is not None:
@@ -123,6 +186,8 @@ class ContactSet:
 
     def jacobian_row(self, k: int, q: np.ndarray) -> np.ndarray:
         """C_k = dc_k/dq (1 x n)."""
+        if self.spatial:
+            return self._row3(k, q)
         c, ob, os_, SP, SL, nrm, rP, rL = self._geometry(k, q)
         row = np.zeros(self._n + 3)
         row[ob:ob + 2] += nrm
@@ -137,7 +202,12 @@ class ContactSet:
         """Velocities after the impact of the ``active`` contacts (all at gap 0),
         and their normal impulses.  Contacts with a negative impulse are released."""
         s = self.system
-        M = np.diag(s.mass_diag)
+        if s.mass_diag is not None:
+            M = np.diag(s.mass_diag)
+        elif self._mass is not None:
+            M = self._mass.matrix_regular(q)
+        else:                                # particles only
+            M = np.diag(np.repeat(s.body_mass, 3))
         J = s.jacobian_dense(q, t)
         if rows is not None:
             J = J[rows]
@@ -164,11 +234,11 @@ class ContactSet:
         return qd.copy(), {}
 
 
-def validate_contacts(data: Any, ctx: S.ValidationContext) -> list[Contact]:
+def validate_contacts(data: Any, ctx: S.ValidationContext, dims: int = 2) -> list[Contact]:
     out = []
     names = set()
     for k, item in enumerate(S.sequence(data or [], "impacts")):
-        c = parse_contact(item, f"impacts[{k}]", ctx)
+        c = parse_contact(item, f"impacts[{k}]", ctx, dims)
         if "name" not in item:
             c.name = f"impact{k + 1}"
         if c.name in names:

@@ -314,7 +314,7 @@ class Model:
                                  f"duplicate element name '{el.name}' (also {enames[el.name]})")
             enames[el.name] = el.path
         from .impacts import validate_contacts
-        self.contacts = validate_contacts(self.impacts, ctx)
+        self.contacts = validate_contacts(self.impacts, ctx, self.dimensions)
 
     def _validate_element(self, el: Element, registry, ctx: ValidationContext) -> None:
         path = el.path

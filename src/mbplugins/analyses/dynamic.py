@@ -272,12 +272,12 @@ class DynamicAnalysis(Analysis):
                   if abs(contacts.gap(k, q)) <= tol and contacts.jacobian_row(k, q) @ qd < 0]
         if not active:        # e.g. a spurious sign change at the edge of an extent
             return y
-        T0 = sysm.kinetic_energy(qd)
+        T0 = sysm.kinetic_energy(qd, q)
         vn = {k: float(contacts.jacobian_row(k, q) @ qd) for k in active}
         qd_new, impulses = contacts.impact(q, qd, t, active)
         y = y.copy()
         y[n:2 * n] = qd_new
-        y[2 * n] += sysm.kinetic_energy(qd_new) - T0
+        y[2 * n] += sysm.kinetic_energy(qd_new, q) - T0
         for k, lam_n in impulses.items():
             vn_new = float(contacts.jacobian_row(k, q) @ qd_new)
             event(t, "impact", f"{contacts.names[k]}: normal velocity {vn[k]:.17g} -> "
