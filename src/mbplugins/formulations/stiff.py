@@ -79,8 +79,65 @@ def _accel(system, q, s, t, lam):
     solver = getattr(system, "_stiff_solver", None)
     if solver is None:
         solver = system._stiff_solver = AccelerationSolver(system)
-    F = system.forces(q, s, t) + system.jacobian_dense(q, t).T @ lam
+    F = system.forces(q, s, t) + _phi_rows(system, q, t).T @ lam
     return solver.mass_solve(q, s, F)
+
+
+def _radial(system, q, t, Jq):
+    """Per spatial body b the coefficients ``a_b`` (m) with which the true gradient
+    of Phi differs from the projected Jacobian of the elements: ``dPhi/dp_b =
+    (Phi_q)_{p_b} + a_b p_b^T`` (the projected variant ``Phi_p = 2 Phi_pi' L``,
+    spec §2.1, has no component along p; the normalisation rows are exact, a = 0),
+    from the derivative along p: central differences with h and h/2 combined by
+    Richardson extrapolation (4 evaluations of Phi per body; exact for the
+    quartic-in-p rows of body vectors and points, rounding ~1e-13)."""
+    h = 1e-3
+    a = np.zeros((len(system._p_idx), system.m))
+    qp = np.array(q, dtype=float)
+    for b, idx in enumerate(system._p_idx):
+        p = np.array(q[idx], dtype=float)
+        d = []
+        for hh in (h, 0.5 * h):
+            qp[idx] = p * (1.0 + hh)
+            up = system.phi(qp, t).copy()
+            qp[idx] = p * (1.0 - hh)
+            d.append((up - system.phi(qp, t)) / (2.0 * hh))
+        qp[idx] = p
+        D = (4.0 * d[1] - d[0]) / 3.0
+        a[b] = (D - Jq[:, idx] @ p) / (p @ p)
+    return a
+
+
+def _phi_rows(system, q, t, Jq=None):
+    """The exact derivative of Phi(q).  The stiff method uses it for spatial bodies
+    in its Newton rows *and* in the reactions ``Phi_q^T lam`` of its DAE: with the
+    projected Jacobian in either the index-3 iteration stalls (step-size underflow
+    within 0.1 s on the heavy top, the double pendulum, the slider-crank).  The
+    motion is the same (a reaction along p_b is taken up by the normalisation
+    multiplier); :func:`_lam_projected` maps the multipliers back.  Planar: Phi_q."""
+    if Jq is None:
+        Jq = system.jacobian_dense(q, t)
+    if system.mass_diag is not None:
+        return Jq
+    J = np.array(Jq, dtype=float)
+    for b, a in enumerate(_radial(system, q, t, J)):
+        idx = system._p_idx[b]
+        J[:, idx] += np.outer(a, q[idx])
+    return J
+
+
+def _norm_rows(system):
+    return np.arange(system.m - len(system._p_idx), system.m)
+
+
+def _lam_projected(system, q, t, lam, sign=1.0):
+    """Multipliers of the true-gradient DAE -> those of the projected Jacobian (the
+    other formulations'): ``lam_n,b += a_b . lam / 2`` (``sign=-1``: the inverse)."""
+    lam = np.array(lam, dtype=float)
+    if system.mass_diag is None:
+        a = _radial(system, q, t, system.jacobian_dense(q, t))
+        lam[_norm_rows(system)] += sign * 0.5 * (a @ lam)
+    return lam
 
 
 def _lam_columns(system, q, s, t, Jq):
@@ -109,6 +166,7 @@ def full_newton_matrix(system, q, s, lam, t, hb):
     """The (2n + m) iteration matrix of 13.31 in the unknowns (ds, dq, dlam)."""
     n, m = system.n, system.m
     M, Kq, Ks, Jq = _parts(system, q, s, lam, t)
+    Jq = _phi_rows(system, q, t, Jq)
     PT = _lam_columns(system, q, s, t, Jq)
     A = np.zeros((2 * n + m, 2 * n + m))
     A[:n, :n] = M / hb - Ks
@@ -135,7 +193,8 @@ def _reduced(M, Kq, Ks, PqT, Pq, hb):
 def reduced_newton_matrix(system, q, s, lam, t, hb):
     """The reduced, rescaled (n + m) matrix of spec §4.6 in (dq, (hb)^2 dlam)."""
     M, Kq, Ks, Jq = _parts(system, q, s, lam, t)
-    return _reduced(M, Kq, Ks, _lam_columns(system, q, s, t, Jq), Jq, hb), M, Ks
+    P = _phi_rows(system, q, t, Jq)
+    return _reduced(M, Kq, Ks, _lam_columns(system, q, s, t, P), P, hb), M, Ks
 
 
 def reduced_newton_step(system, q, s, lam, t, hb, r1, r2, r3):
@@ -161,6 +220,7 @@ def bdf_stiff_solve(system, q0, qd0, t0, t1, h, order=2, tol=1e-10, max_iter=10)
         raise AnalysisError(f"BDF order {order} not available (1-4)", t0)
     n = system.n
     _, lam0 = AccelerationSolver(system).solve(q0, qd0, t0)
+    lam0 = _lam_projected(system, q0, t0, lam0, sign=-1.0)
     nsteps = int(round((t1 - t0) / h))
     T = t0 + h * np.arange(nsteps + 1)
     Qs, Ss, Ls = [q0.copy()], [qd0.copy()], [lam0.copy()]
@@ -303,7 +363,9 @@ class Stiff(Formulation):
                                            np.full(extra, float(self.H_POWER[3]))]),
                 # spatial: d f_s / d lam = M^-1 Phi_q^T refreshed with Phi_q
                 "newton_system": ReducedNewton(
-                    self.n, self.m, self.system.jacobian_dense,
+                    self.n, self.m,
+                    (lambda q, t: _phi_rows(self.system, q, t)) if self.spatial
+                    else self.system.jacobian_dense,
                     (lambda y, t, P: _lam_columns(self.system, y[:self.n],
                                                   y[self.n:2 * self.n], t, P))
                     if self.spatial else None)}
@@ -311,6 +373,8 @@ class Stiff(Formulation):
     def initialize(self, q, qd, t):
         """Consistent starting values: lam0 from the augmented system, s0 = qd0."""
         _, lam = self.solver.solve(q, qd, t)
+        if self.spatial:                 # the multipliers of the true-gradient DAE
+            lam = _lam_projected(self.system, q, t, lam, sign=-1.0)
         return np.concatenate([q, qd, lam]), None
 
     def split(self, y):
@@ -325,8 +389,9 @@ class Stiff(Formulation):
         J = s.jacobian_dense(q, t) if not s.dense else s.jacobian(q, t)
         f = self._f
         f[:n] = v
-        if self.spatial:
-            self.solver.mass_solve(q, v, s.forces(q, v, t) + J.T @ lam, f[n:2 * n])
+        if self.spatial:                 # true gradient (see _phi_rows)
+            self.solver.mass_solve(q, v, s.forces(q, v, t) + _phi_rows(s, q, t, J).T @ lam,
+                                   f[n:2 * n])
         else:
             f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
         f[2 * n:] = s.phi(q, t)
@@ -344,13 +409,13 @@ class Stiff(Formulation):
         J[:n, n:2 * n] = np.eye(n)
         J[n:2 * n, :n] = Kq
         J[n:2 * n, n:2 * n] = Ks
-        if self.spatial:                 # d(M^-1 (Q + Phi_q^T lam))/d lam
-            J[n:2 * n, 2 * n:] = np.column_stack([
-                self.solver.mass_solve(y[:n], y[n:2 * n], c) - self.solver.mass_solve(
-                    y[:n], y[n:2 * n], np.zeros(n)) for c in Jq]) if self.m else 0.0
+        if self.spatial:                 # the true Phi rows, and M^-1 times them
+            P = _phi_rows(self.system, y[:n], t, Jq)
+            J[n:2 * n, 2 * n:] = _lam_columns(self.system, y[:n], y[n:2 * n], t, P)
+            J[2 * n:, :n] = P
         else:
             J[n:2 * n, 2 * n:] = Jq.T
-        J[2 * n:, :n] = Jq
+            J[2 * n:, :n] = Jq
         self.rhs(t, y)                   # leave the buffers at y
         return J
 
@@ -382,5 +447,7 @@ class Stiff(Formulation):
             f = self.rhs(t, yy)
             self.nfev -= 1               # an output, not an integration cost
             qdd = f[n:2 * n].copy() if self.spatial else self.solver.minv * f[n:2 * n]
+        if self.spatial:
+            lam = _lam_projected(self.system, q, t, lam)
         self.solver.lam[:] = lam
         return q, v, qdd, lam
