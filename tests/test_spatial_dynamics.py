@@ -376,3 +376,28 @@ def test_every_formulation_integrates_spatial_models(name, formulation):
                                             "integrator": integ})
     np.testing.assert_allclose(res["q"], ref["q"], atol=2e-6)
     assert res["violation/position"].max() < 1e-9
+
+
+@pytest.mark.parametrize("kernels", ["numpy", "compiled"])
+def test_conical_pendulum_of_a_point_mass_beside_a_rigid_body(kernels):
+    """A particle3 on a massless rod (distance joint) on the exact conical motion,
+    w = sqrt(g / (L cos th)), next to a spinning body on a ball joint (a model with
+    point masses and Euler-parameter bodies)."""
+    L, th, g = 1.0, np.radians(30.0), 9.81
+    w = np.sqrt(g / (L * np.cos(th)))
+    m = Model()
+    m.set_dimensions(3)
+    m.set_gravity(0, 0, -g)
+    m.add_particle("bob", mass=2.0, position=[L * np.sin(th), 0, -L * np.cos(th)],
+                   velocity=[0, w * L * np.sin(th), 0])
+    m.add_body("disc", mass=1.0, inertia=[0.1, 0.1, 0.2], angular_velocity=[0, 0, 3.0])
+    m.add_joint("distance", "rod", body_i="ground", body_j="bob", point_i=[0, 0, 0],
+                point_j=[0, 0, 0], length=L)
+    m.add_joint("spherical", "pin", body_i="ground", body_j="disc", point_i=[0, 0, 0],
+                point_j=[0, 0, 0])
+    r = mbcore.run(m, analysis="dynamic", kernels=kernels,
+                   settings={"t_end": 0.5, "output_step": 0.05, "rtol": 1e-9, "atol": 1e-11})
+    az = np.unwrap(np.arctan2(r["bob.y"], r["bob.x"]))
+    np.testing.assert_allclose(az, w * r.t, atol=1e-8)
+    np.testing.assert_allclose(r["bob.z"], -L * np.cos(th), atol=1e-10)
+    np.testing.assert_allclose(r["qd/disc.p3"] * 2 / r["q/disc.p0"], 3.0, rtol=1e-9)

@@ -218,7 +218,6 @@ def bdf_stiff_solve(system, q0, qd0, t0, t1, h, order=2, tol=1e-10, max_iter=10)
     from mbcore.dynamics import AccelerationSolver
     if order not in BDF_COEFFS:
         raise AnalysisError(f"BDF order {order} not available (1-4)", t0)
-    n = system.n
     _, lam0 = AccelerationSolver(system).solve(q0, qd0, t0)
     lam0 = _lam_projected(system, q0, t0, lam0, sign=-1.0)
     nsteps = int(round((t1 - t0) / h))
