@@ -54,6 +54,8 @@ REASONS = {
             "direction is undefined",
     "spatial_tsda": "the attachment points coincide (length < 1e-10): the spring-damper "
                     "direction is undefined",
+    "spatial_rsda": "the body-j reference direction is parallel to the rotation axis (the "
+                    "revolute joint is far from assembled): the angle is undefined",
 }
 
 #: TSDA lengths below this have no direction (same value as the reference)

@@ -262,6 +262,8 @@ cdef Py_ssize_t _spatial_element(FGroup* G, Py_ssize_t e, const double* q,
         xv = fi[0] * fj[0] + fi[1] * fj[1] + fi[2] * fj[2]
         yv = gi[0] * fj[0] + gi[1] * fj[1] + gi[2] * fj[2]
         r2 = xv * xv + yv * yv
+        if not (r2 >= 1e-12):           # MIN_RHO2 of the reference: angle undefined
+            return e
         # omega'-Jacobians: x: [f'_i x A_i^T f_j] on i, [f'_j x A_j^T f_i] on j
         for k in range(12):
             Jx[k] = 0.0

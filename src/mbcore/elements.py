@@ -47,6 +47,8 @@ class PackContext:
         b = self.model.body(name)
         if getattr(b, "kind", "planar") == "spatial":
             return np.array([*b.position, *b.orientation], dtype=float)
+        if getattr(self.model, "dimensions", 2) == 3:        # particle3: no rotation
+            return np.array([*b.position, 1.0, 0.0, 0.0, 0.0], dtype=float)
         return np.array([b.position[0], b.position[1], b.angle], dtype=float)
 
     def pose(self, name: str) -> tuple[np.ndarray, np.ndarray]:

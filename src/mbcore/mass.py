@@ -138,6 +138,20 @@ class SpatialMass:
             M[np.ix_(idx, idx)] += self.alpha[b] * np.outer(p[b], p[b])
         return M
 
+    def matrix_regular_sparse(self, q: np.ndarray):
+        """:meth:`matrix_regular` as a scipy CSR matrix (O(n) entries)."""
+        import scipy.sparse as sp
+        n = self.system.n
+        Lp = Lmat(q[self.p_idx])
+        p = q[self.p_idx]
+        blocks = (4.0 * np.einsum("bki,bkl,blj->bij", Lp, self.inertia, Lp)
+                  + self.alpha[:, None, None] * np.einsum("bi,bj->bij", p, p))
+        diag = np.where(self.minv > 0, 1.0 / np.where(self.minv > 0, self.minv, 1.0), 0.0)
+        rows = np.concatenate([np.arange(n), np.repeat(self.p_idx, 4, axis=1).ravel()])
+        cols = np.concatenate([np.arange(n), np.tile(self.p_idx, (1, 4)).ravel()])
+        vals = np.concatenate([diag, blocks.ravel()])
+        return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
     def solve(self, q: np.ndarray, qd: np.ndarray, F: np.ndarray,
               out: np.ndarray) -> np.ndarray:
         """``out = (M + alpha p p^T)^-1 (F - b* - alpha p pd^T pd)``: the accelerations

@@ -345,9 +345,11 @@ class System:
             fg.fidx = np.array(fg.fidx, dtype=np.intp).reshape(ne, fg.ftype.n_fun)
             fg._cidx = fg.boff[:, :, None] + np.arange(ncol)
             fg._cflat = fg._cidx.reshape(-1)
-            real = fg._cflat[fg._cflat < self.n]     # ground and padding slots: folded
+            # ground slots [n, n + 10) are dropped; padded particle slots (>= n + 10)
+            # are folded onto the particle's coordinates: both count for repeats
+            real = fg._cflat[(fg._cflat < self.n) | (fg._cflat >= self.n + 10)]
             fg._unique = len(np.unique(real)) == real.size
-            fg._direct = fg._unique and real.size == fg._cflat.size
+            fg._direct = fg._unique and bool(np.all(fg._cflat < self.n))
             c0 = int(fg._cflat[0]) if fg._cflat.size else 0
             # a run of consecutive coordinates (e.g. one body): a slice, not a fancy index
             fg._cslice = slice(c0, c0 + fg._cflat.size) if fg._direct and np.array_equal(

@@ -146,7 +146,8 @@ class Penalty(Formulation):
         if self.spatial is not None:
             self.spatial.update(q)
             self.spatial.inertial_forces(q, qd, Q)
-            M = self.spatial.matrix_regular(q)
+            M = (self.spatial.matrix_regular(q) if s.dense
+                 else self.spatial.matrix_regular_sparse(q))
         if s.m == 0:
             self.qdd[:] = Q / self.mass if M is None else np.linalg.solve(M, Q)
             return self.qdd, self.lam

@@ -36,6 +36,10 @@ from ..planar import userforce as _uf
 MIN_LENGTH = 1e-10
 ZERO_LENGTH = ("the attachment points coincide (length < 1e-10): the spring-damper "
                "direction is undefined")
+#: below this x^2 + y^2 (unit reference vectors) the RSDA angle is undefined
+MIN_RHO2 = 1e-12
+NO_ANGLE = ("the body-j reference direction is parallel to the rotation axis (the "
+            "revolute joint is far from assembled): the angle is undefined")
 
 
 # =====================================================================================
@@ -241,8 +245,12 @@ class SpatialRSDA(_CoordinateLaw):
 
     def _coords(self, par, K):
         fj = C._body_vector(K, 1, par[:, 6:9])
-        th = C._atan2(C._vdot(C._body_vector(K, 0, par[:, 3:6]), fj),
-                      C._vdot(C._body_vector(K, 0, par[:, 0:3]), fj))
+        y = C._vdot(C._body_vector(K, 0, par[:, 3:6]), fj)
+        x = C._vdot(C._body_vector(K, 0, par[:, 0:3]), fj)
+        bad = ~(x.v * x.v + y.v * y.v >= MIN_RHO2)
+        if np.any(bad):
+            raise ElementEvaluationError(int(np.nonzero(bad)[0][0]), NO_ANGLE)
+        th = C._atan2(y, x)
         ref = par[:, self.TRACK]
         th.v = th.v + C.TWO_PI * np.round((ref - th.v) / C.TWO_PI)
         par[:, self.TRACK] = th.v
