@@ -1,0 +1,308 @@
+"""Joint-coordinate formulation for planar kinematic trees (spec/algorithms.md §4.7,
+JC-1 with the reduced equations of §4.7.1 [EXT] / §4.8 TMT; 000 §13.4, 004 §13.4).
+
+The state is ``y = [theta; thetadot]``: one relative coordinate per joint of a tree
+rooted at the ground — the angle ``phi_j - phi_i`` of a revolute, the slide ``d``
+along the axis of a translational joint (Prob. 13.10).  Every evaluation:
+
+1. the Cartesian ``q``, ``qdot`` of every body by the forward recursion 13.36-13.37
+   (the tree constraints hold identically: no drift);
+2. ``qddot = B thetaddot + a0`` by the acceleration recursion, linear in
+   ``thetaddot``: ``a0 = Bdot thetadot`` (``thetaddot = 0``) and the columns of ``B``
+   (unit ``thetaddot_k``, in one vectorised pass);
+3. ``B^T M B thetaddot = B^T (Q - M a0)`` (the composite, dense joint-space mass
+   matrix; Cholesky).
+
+Outputs are Cartesian, with the channels and names of the other formulations:
+``q``, ``qd``, ``qdd`` and the multipliers of the joints from ``Phi_q^T lam = M qdd -
+Q`` (consistent for the exact motion; least squares), so reactions, energies and
+points are computed as usual.
+
+Scope of this first version: fixed base (joints to the ground), revolute and
+translational joints (the axis body nearer the ground), planar rigid bodies, no
+other constraints (drivers, closed loops: cut joints come next), NumPy recursion
+(a Python loop over the joints in tree order; the compiled O(N) articulated-body
+path is the next step).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import scipy.linalg as sla
+
+from mbcore.errors import AnalysisError, ModelError
+from mbcore.formulation import Formulation
+
+
+def _A(phi):
+    c, s = np.cos(phi), np.sin(phi)
+    return np.array([[c, -s], [s, c]])
+
+
+def _perp(v):
+    """R v = (-v_y, v_x) along the last axis (B(phi) s = R A s)."""
+    return np.stack([-v[..., 1], v[..., 0]], -1)
+
+
+class _Joint:
+    __slots__ = ("name", "kind", "parent", "child", "sp", "sc", "u", "angle", "index")
+
+
+class PlanarTree:
+    """Topology and recursions of a planar tree of revolute / translational joints."""
+
+    TYPES = ("revolute", "translational")
+
+    def __init__(self, system):
+        s = system
+        if not s.planar_only or s.padded or s.n_extra:
+            raise ModelError("settings.formulation", "joint_coordinates handles planar "
+                                                     "rigid bodies for now (spatial trees, "
+                                                     "point masses: next steps)")
+        self.system = s
+        n = s.n
+        body_of = {int(o): k for k, o in enumerate(s.body_offsets)}
+        joints = []
+        others = []
+        for g in s.groups:
+            if g.ctype.name not in self.TYPES:
+                others += g.names
+                continue
+            for e in range(g.ne):
+                j = _Joint()
+                j.name, j.kind = g.names[e], g.ctype.name
+                bi, bj = (int(x) for x in g.boff[e])
+                j.parent = None if bi == n else body_of[bi]
+                j.child = None if bj == n else body_of[bj]
+                p = g.par[e]
+                if j.kind == "revolute":
+                    j.sp, j.sc = np.array(p[0:2]), np.array(p[2:4])
+                    j.u, j.angle = None, 0.0
+                else:
+                    j.u = np.array(p[0:2])
+                    j.sp, j.sc = np.array(p[2:4]), np.array(p[4:6])
+                    j.angle = float(p[6])
+                joints.append(j)
+        if others:
+            raise ModelError("settings.formulation",
+                             "joint_coordinates needs a kinematic tree of revolute and "
+                             "translational joints; these elements are not joints of the "
+                             f"tree: {', '.join(others)} (drivers and closed loops through "
+                             "cut joints are not available yet: use di, cs, cp or projection)")
+        self.joints = self._order(joints)
+        self.dof = len(self.joints)
+        self.nb = s.nb
+
+    def _order(self, joints):
+        """Breadth-first from the ground: each body reached by exactly one joint
+        (a tree); a revolute may be given in either direction."""
+        s = self.system
+        adj: dict = {}
+        for j in joints:
+            adj.setdefault(j.parent, []).append(j)
+            adj.setdefault(j.child, []).append(j)
+        seen = {None}
+        order = []
+        queue = deque([None])
+        used = set()
+        while queue:
+            b = queue.popleft()
+            for j in adj.get(b, []):
+                if id(j) in used:
+                    continue
+                other = j.child if j.parent == b else j.parent
+                if other in seen:
+                    raise ModelError("settings.formulation",
+                                     f"joint '{j.name}' closes a loop: joint_coordinates "
+                                     f"handles trees (cut joints come next)")
+                if j.child != other:                 # given as (child, parent): swap
+                    if j.kind != "revolute":
+                        raise ModelError("settings.formulation",
+                                         f"translational joint '{j.name}': its axis body "
+                                         f"(body_i) must be the one nearer the ground")
+                    j.parent, j.child = j.child, j.parent
+                    j.sp, j.sc = j.sc, j.sp
+                used.add(id(j))
+                seen.add(other)
+                order.append(j)
+                queue.append(other)
+        missing = [s.body_names[k] for k in range(s.nb) if k not in seen]
+        if missing:
+            raise ModelError("settings.formulation",
+                             f"bodies not connected to the ground by joints: "
+                             f"{', '.join(missing)} (a floating base is not available yet)")
+        for k, j in enumerate(order):
+            j.index = k
+        return order
+
+    # ------------------------------------------------------------------ maps
+    def _block(self, x, body):
+        """View of a body's 3 numbers in a Cartesian vector (ground: zeros)."""
+        if body is None:
+            return np.zeros(x.shape[:-1] + (3,)) if x.ndim > 1 else np.zeros(3)
+        o = 3 * body
+        return x[..., o:o + 3]
+
+    def positions(self, theta):
+        q = np.zeros(3 * self.nb)
+        for j in self.joints:
+            qp = self._block(q, j.parent)
+            qc = q[3 * j.child:3 * j.child + 3]
+            Ap = _A(qp[2])
+            if j.kind == "revolute":
+                qc[2] = qp[2] + theta[j.index]
+                w = j.sp
+            else:
+                qc[2] = qp[2] - j.angle
+                w = j.sp + theta[j.index] * j.u
+            qc[:2] = qp[:2] + Ap @ w - _A(qc[2]) @ j.sc
+        return q
+
+    def velocities(self, q, thetad):
+        qd = np.zeros(3 * self.nb)
+        for j in self.joints:
+            qp, vp = self._block(q, j.parent), self._block(qd, j.parent)
+            qc = q[3 * j.child:3 * j.child + 3]
+            vc = qd[3 * j.child:3 * j.child + 3]
+            Ap, Ac = _A(qp[2]), _A(qc[2])
+            if j.kind == "revolute":
+                vc[2] = vp[2] + thetad[j.index]
+                vc[:2] = vp[:2] + vp[2] * _perp(Ap @ j.sp) - vc[2] * _perp(Ac @ j.sc)
+            else:
+                d = self._slide(q, j)
+                vc[2] = vp[2]
+                vc[:2] = (vp[:2] + vp[2] * _perp(Ap @ (j.sp + d * j.u))
+                          + thetad[j.index] * (Ap @ j.u) - vc[2] * _perp(Ac @ j.sc))
+        return qd
+
+    def _slide(self, q, j):
+        qp, qc = self._block(q, j.parent), q[3 * j.child:3 * j.child + 3]
+        Ap = _A(qp[2])
+        return float((Ap @ j.u) @ (qc[:2] + _A(qc[2]) @ j.sc - qp[:2] - Ap @ j.sp))
+
+    def accelerations(self, q, qd, theta, thetad, thetadd):
+        """qddot for ``thetadd`` of shape (K, dof) -> (K, 3 nb) (linear in thetadd)."""
+        K = thetadd.shape[0]
+        a = np.zeros((K, 3 * self.nb))
+        for j in self.joints:
+            qp, vp = self._block(q, j.parent), self._block(qd, j.parent)
+            ap = self._block(a, j.parent)
+            oc = 3 * j.child
+            qc, vc = q[oc:oc + 3], qd[oc:oc + 3]
+            Ap, Ac = _A(qp[2]), _A(qc[2])
+            Sc = Ac @ j.sc
+            if j.kind == "revolute":
+                ac2 = ap[:, 2] + thetadd[:, j.index]
+                Sp = Ap @ j.sp
+                lin = (ap[:, :2] + ap[:, 2:3] * _perp(Sp) - vp[2] ** 2 * Sp)
+            else:
+                d, dd = theta[j.index], thetad[j.index]
+                ac2 = ap[:, 2]
+                W = Ap @ (j.sp + d * j.u)
+                U = Ap @ j.u
+                lin = (ap[:, :2] + ap[:, 2:3] * _perp(W) - vp[2] ** 2 * W
+                       + 2.0 * vp[2] * dd * _perp(U) + thetadd[:, j.index:j.index + 1] * U)
+            a[:, oc + 2] = ac2
+            a[:, oc:oc + 2] = lin - ac2[:, None] * _perp(Sc) + vc[2] ** 2 * Sc
+        return a
+
+    def joint_coordinates(self, q, qd):
+        """theta, thetadot of a Cartesian state (consistent with the tree)."""
+        th = np.zeros(self.dof)
+        thd = np.zeros(self.dof)
+        for j in self.joints:
+            qp, vp = self._block(q, j.parent), self._block(qd, j.parent)
+            oc = 3 * j.child
+            qc, vc = q[oc:oc + 3], qd[oc:oc + 3]
+            if j.kind == "revolute":
+                th[j.index] = qc[2] - qp[2]
+                thd[j.index] = vc[2] - vp[2]
+            else:
+                Ap, Ac = _A(qp[2]), _A(qc[2])
+                U = Ap @ j.u
+                th[j.index] = self._slide(q, j)
+                vP_c = vc[:2] + vc[2] * _perp(Ac @ j.sc)
+                vP_p = vp[:2] + vp[2] * _perp(Ap @ j.sp)
+                Delta = qc[:2] + Ac @ j.sc - qp[:2] - Ap @ j.sp
+                thd[j.index] = U @ (vP_c - vP_p) + (vp[2] * _perp(U)) @ Delta
+        return th, thd
+
+
+class JointCoordinates(Formulation):
+    name = "joint_coordinates"
+    description = ("relative (joint) coordinates of a kinematic tree, Cartesian results; "
+                   "no drift (spec §4.7, TMT)")
+    full_state = False
+
+    def __init__(self, system, settings=None):
+        super().__init__(system, settings)
+        self.tree = PlanarTree(system)
+        self.dof = self.tree.dof
+        self.mass = np.array(system.mass_diag, dtype=float)
+        self._ydot = np.zeros(2 * self.dof)
+        self._eye = np.eye(self.dof)
+
+    @property
+    def size(self) -> int:
+        return 2 * self.dof
+
+    def pack(self, q, qd):
+        th, thd = self.tree.joint_coordinates(np.asarray(q, float), np.asarray(qd, float))
+        return np.concatenate([th, thd])
+
+    def split(self, y):
+        th, thd = y[:self.dof], y[self.dof:2 * self.dof]
+        q = self.tree.positions(th)
+        return q, self.tree.velocities(q, thd)
+
+    def initialize(self, q, qd, t):
+        y = self.pack(q, qd)
+        qq, qqd = self.split(y)
+        err = max(np.max(np.abs(qq - q)), 0.0) if q is not None else 0.0
+        if err > 1e-6 * (1.0 + np.max(np.abs(q))):
+            raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
+                                f"(positions differ by {err:.3g})", t)
+        return y, None
+
+    def _solve(self, t, y):
+        s, tree, dof = self.system, self.tree, self.dof
+        th, thd = y[:dof], y[dof:2 * dof]
+        q = tree.positions(th)
+        qd = tree.velocities(q, thd)
+        a = tree.accelerations(q, qd, th, thd, np.vstack([np.zeros(dof), self._eye]))
+        a0 = a[0]
+        B = (a[1:] - a0).T                          # (n, dof)
+        Q = s.forces(q, qd, t)
+        MB = self.mass[:, None] * B
+        H = B.T @ MB
+        rhs = B.T @ (Q - self.mass * a0)
+        try:
+            thdd = sla.cho_solve(sla.cho_factor(H, check_finite=False), rhs,
+                                 check_finite=False)
+        except np.linalg.LinAlgError:
+            raise AnalysisError("joint_coordinates: the joint-space mass matrix is singular "
+                                "(a massless body in the tree?)", t) from None
+        return q, qd, thdd, B @ thdd + a0, Q
+
+    def rhs(self, t, y):
+        self.nfev += 1
+        q, qd, thdd, qdd, Q = self._solve(t, y)
+        self.q_cur, self.qd_cur = q, qd
+        self.solver.lam[:] = 0.0         # tree constraints do no work
+        self.system.jacobian(q, t)       # the System's buffer at q (work channel)
+        self._ydot[:self.dof] = y[self.dof:2 * self.dof]
+        self._ydot[self.dof:] = thdd
+        return self._ydot
+
+    def outputs(self, t, y):
+        """Cartesian q, qd, qdd and the joint multipliers from ``Phi_q^T lam = M qdd -
+        Q`` (least squares; exact for the motion of the tree)."""
+        q, qd, thdd, qdd, Q = self._solve(t, y)
+        s = self.system
+        J = s.jacobian_dense(q, t)
+        lam = np.linalg.lstsq(J.T, self.mass * qdd - Q, rcond=None)[0] if s.m else \
+            np.zeros(0)
+        self.solver.lam[:] = lam
+        s.jacobian(q, t)
+        return q, qd, qdd, lam

@@ -1,0 +1,122 @@
+"""Joint-coordinate formulation, planar trees (spec/algorithms.md §4.7, §4.8; first
+increment of the joint-coordinate issue): the same motion and reactions as the
+Cartesian formulation, no drift, the recursions against finite differences, and the
+named errors for what is not a tree yet."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mbcore
+from mbcore import Model
+from mbcore.errors import ModelError
+from mbcore.plugins import registry
+
+ST = {"t_end": 0.6, "output_step": 0.1, "rtol": 1e-11, "atol": 1e-12}
+
+
+def chain(n, reverse=False):
+    m = Model()
+    m.set_gravity(0.0, -9.81)
+    for k in range(n):
+        m.add_body(f"L{k}", mass=1.0 + 0.1 * k, inertia=1.0 / 12.0,
+                   position=(k + 0.5, 0.0), angle=0.0)
+        parent = "ground" if k == 0 else f"L{k - 1}"
+        pi = (0.0, 0.0) if k == 0 else (0.5, 0.0)
+        if reverse and k % 2:
+            m.add_joint("revolute", f"J{k}", body_i=f"L{k}", body_j=parent,
+                        point_i=(-0.5, 0.0), point_j=pi)
+        else:
+            m.add_joint("revolute", f"J{k}", body_i=parent, body_j=f"L{k}", point_i=pi,
+                        point_j=(-0.5, 0.0))
+    return m
+
+
+def tree_with_slider():
+    """A branching tree: a root link on the ground, two links pinned at its tip, a
+    slider on the first of them pulled by a spring, a damped rotary spring."""
+    m = Model()
+    m.set_gravity(0.0, -9.81)
+    m.add_body("root", mass=2.0, inertia=0.2, position=(0.5, 0.0))
+    m.add_body("left", mass=1.0, inertia=0.1, position=(1.0, 0.5), angle=np.pi / 2)
+    m.add_body("right", mass=1.5, inertia=0.12, position=(1.5, 0.0))
+    m.add_body("slider", mass=0.5, inertia=0.01, position=(1.0, 0.8), angle=np.pi / 2)
+    m.add_joint("revolute", "base", body_i="ground", body_j="root", point_i=(0, 0),
+                point_j=(-0.5, 0))
+    m.add_joint("revolute", "to_left", body_i="root", body_j="left", point_i=(0.5, 0),
+                point_j=(-0.5, 0))
+    m.add_joint("revolute", "to_right", body_i="root", body_j="right", point_i=(0.5, 0),
+                point_j=(-0.5, 0))
+    m.add_joint("translational", "slide", body_i="left", body_j="slider",
+                point_i=(0.0, 0.0), point_j=(0.0, 0.0), axis=(1.0, 0.0))
+    m.add_force("tsda", "spring", body_i="left", body_j="slider", point_i=(-0.5, 0.0),
+                stiffness=50.0, damping=0.5, free_length=0.6)
+    m.add_force("rsda", "hinge", body_i="root", body_j="right", stiffness=3.0,
+                damping=0.1)
+    for b in m.bodies:
+        b.velocity = (0.0, 0.0)
+    return m
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_pendulum_chains_agree_with_cartesian(n, reverse):
+    m = chain(n, reverse)
+    a = mbcore.run(m, analysis="dynamic", settings={**ST, "formulation": "di"})
+    b = mbcore.run(m, analysis="dynamic", settings={**ST, "formulation": "joint_coordinates"})
+    np.testing.assert_allclose(b["q"], a["q"], atol=1e-8)
+    np.testing.assert_allclose(b["qd"], a["qd"], atol=1e-8)
+    R = np.abs(a["reactions"]).max()
+    np.testing.assert_allclose(b["reactions"], a["reactions"], atol=1e-7 * R)
+    assert b["violation/position"].max() < 1e-13          # no drift: the tree holds
+    bal = b["energy"][:, 4]
+    assert np.ptp(bal) < 1e-8 * np.abs(b["energy"][:, :3]).max()
+
+
+def test_branching_tree_with_slider_and_springs():
+    m = tree_with_slider()
+    a = mbcore.run(m, analysis="dynamic", settings={**ST, "formulation": "di"})
+    b = mbcore.run(m, analysis="dynamic", settings={**ST, "formulation": "joint_coordinates"})
+    np.testing.assert_allclose(b["q"], a["q"], atol=1e-8)
+    np.testing.assert_allclose(b["qdd"], a["qdd"], atol=1e-7 * np.abs(a["qdd"]).max())
+    np.testing.assert_allclose(b["reactions"], a["reactions"],
+                               atol=1e-7 * np.abs(a["reactions"]).max())
+    assert b["violation/position"].max() < 1e-13
+    assert np.ptp(b["q/slider.x"]) > 1e-3                  # the slider moved
+
+
+def test_recursions_against_finite_differences():
+    """qdot of the velocity recursion = dq/dt of the position recursion, qddot of the
+    acceleration recursion = d(qdot)/dt, and the joint coordinates recovered."""
+    from mbplugins.formulations.joint_coordinates import PlanarTree
+    s = tree_with_slider().compile(kernels="numpy")
+    tree = PlanarTree(s)
+    rng = np.random.default_rng(2)
+    th = rng.normal(size=tree.dof)
+    thd = rng.normal(size=tree.dof)
+    thdd = rng.normal(size=tree.dof)
+    h = 1e-6
+    q = tree.positions(th)
+    qd = tree.velocities(q, thd)
+    fd = (tree.positions(th + h * thd) - tree.positions(th - h * thd)) / (2 * h)
+    np.testing.assert_allclose(qd, fd, atol=1e-8)
+
+    def vel(x):
+        return tree.velocities(tree.positions(th + x * thd), thd + x * thdd)
+    qdd = tree.accelerations(q, qd, th, thd, thdd[None, :])[0]
+    np.testing.assert_allclose(qdd, (vel(h) - vel(-h)) / (2 * h), atol=1e-7)
+    th2, thd2 = tree.joint_coordinates(q, qd)
+    np.testing.assert_allclose(th2, th, atol=1e-12)
+    np.testing.assert_allclose(thd2, thd, atol=1e-12)
+    assert np.max(np.abs(s.phi(q, 0.0))) < 1e-12          # on the tree by construction
+
+
+def test_not_a_tree_yet_is_a_named_error(examples):
+    four = Model.from_file(examples / "fourbar_dap.yaml")
+    with pytest.raises(ModelError, match="closes a loop"):
+        mbcore.run(four, settings={"formulation": "joint_coordinates"})
+    m = chain(2)
+    m.add_driver("relative_driver", "motor", body_i="ground", body_j="L0",
+                 function="0.1*t")
+    with pytest.raises(ModelError, match="motor"):
+        registry().get("formulation", "joint_coordinates")(m.compile())
