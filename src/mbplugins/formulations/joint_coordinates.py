@@ -33,6 +33,7 @@ import scipy.linalg as sla
 
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import Formulation
+from mbcore.schema import Param
 
 
 def _A(phi):
@@ -46,7 +47,8 @@ def _perp(v):
 
 
 class _Joint:
-    __slots__ = ("name", "kind", "parent", "child", "sp", "sc", "u", "angle", "index")
+    __slots__ = ("name", "kind", "parent", "child", "sp", "sc", "u", "angle", "index",
+                 "rows")
 
 
 class PlanarTree:
@@ -64,14 +66,13 @@ class PlanarTree:
         n = s.n
         body_of = {int(o): k for k, o in enumerate(s.body_offsets)}
         joints = []
-        others = []
         for g in s.groups:
             if g.ctype.name not in self.TYPES:
-                others += g.names
                 continue
             for e in range(g.ne):
                 j = _Joint()
                 j.name, j.kind = g.names[e], g.ctype.name
+                j.rows = np.arange(g.row[e], g.row[e] + g.ctype.equations)
                 bi, bj = (int(x) for x in g.boff[e])
                 j.parent = None if bi == n else body_of[bi]
                 j.child = None if bj == n else body_of[bj]
@@ -84,15 +85,15 @@ class PlanarTree:
                     j.sp, j.sc = np.array(p[2:4]), np.array(p[4:6])
                     j.angle = float(p[6])
                 joints.append(j)
-        if others:
-            raise ModelError("settings.formulation",
-                             "joint_coordinates needs a kinematic tree of revolute and "
-                             "translational joints; these elements are not joints of the "
-                             f"tree: {', '.join(others)} (drivers and closed loops through "
-                             "cut joints are not available yet: use di, cs, cp or projection)")
-        self.joints = self._order(joints)
+        self.joints, self.cut = self._order(joints)
         self.dof = len(self.joints)
         self.nb = s.nb
+        tree_rows = np.concatenate([j.rows for j in self.joints]) if self.joints else \
+            np.zeros(0, np.intp)
+        #: the rows of the tree joints (hold identically) and every other row: cut
+        #: joints, drivers, other constraints — algebraic equations in theta
+        self.tree_rows = np.sort(tree_rows)
+        self.extra_rows = np.setdiff1d(np.arange(s.m), tree_rows)
 
     def _order(self, joints):
         """Breadth-first from the ground: each body reached by exactly one joint
@@ -104,6 +105,8 @@ class PlanarTree:
             adj.setdefault(j.child, []).append(j)
         seen = {None}
         order = []
+        cut = []
+        deferred = []
         queue = deque([None])
         used = set()
         while queue:
@@ -112,21 +115,30 @@ class PlanarTree:
                 if id(j) in used:
                     continue
                 other = j.child if j.parent == b else j.parent
-                if other in seen:
-                    raise ModelError("settings.formulation",
-                                     f"joint '{j.name}' closes a loop: joint_coordinates "
-                                     f"handles trees (cut joints come next)")
+                if other in seen:            # closes a loop: a cut joint
+                    used.add(id(j))
+                    cut.append(j)
+                    continue
                 if j.child != other:                 # given as (child, parent): swap
-                    if j.kind != "revolute":
-                        raise ModelError("settings.formulation",
-                                         f"translational joint '{j.name}': its axis body "
-                                         f"(body_i) must be the one nearer the ground")
+                    if j.kind != "revolute":         # the axis body must be the parent:
+                        deferred.append(j)           # a cut joint if a loop allows
+                        continue
                     j.parent, j.child = j.child, j.parent
                     j.sp, j.sc = j.sc, j.sp
                 used.add(id(j))
                 seen.add(other)
                 order.append(j)
                 queue.append(other)
+        for j in deferred:
+            if id(j) in used:
+                continue
+            used.add(id(j))
+            if j.parent in seen and j.child in seen:
+                cut.append(j)
+            else:
+                raise ModelError("settings.formulation",
+                                 f"translational joint '{j.name}': its axis body (body_i) "
+                                 f"must be the one nearer the ground")
         missing = [s.body_names[k] for k in range(s.nb) if k not in seen]
         if missing:
             raise ModelError("settings.formulation",
@@ -134,7 +146,7 @@ class PlanarTree:
                              f"{', '.join(missing)} (a floating base is not available yet)")
         for k, j in enumerate(order):
             j.index = k
-        return order
+        return order, cut
 
     # ------------------------------------------------------------------ maps
     def _block(self, x, body):
@@ -230,18 +242,35 @@ class PlanarTree:
 
 
 class JointCoordinates(Formulation):
+    """See the module docstring.  Rows of the model that are not tree joints (cut
+    joints closing loops, drivers, other constraints) stay algebraic equations in
+    theta with multipliers, ``D = Phi*_q B`` (spec §4.7.2, Eq. 13.41), stabilised by
+    Baumgarte terms ``-2 alpha Phidot* - beta^2 Phi*`` (alpha = beta = 0: none)."""
+
     name = "joint_coordinates"
     description = ("relative (joint) coordinates of a kinematic tree, Cartesian results; "
-                   "no drift (spec §4.7, TMT)")
+                   "loops through cut joints (spec §4.7, TMT)")
     full_state = False
+    settings_schema = {
+        "alpha": Param("number", "Baumgarte damping of the cut-joint / driver rows (1/s)",
+                       default=5.0),
+        "beta": Param("number", "Baumgarte stiffness of the cut-joint / driver rows (1/s)",
+                      default=5.0),
+    }
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
+        for k in ("alpha", "beta"):
+            if self.settings[k] < 0:
+                raise ModelError(f"settings.{k}", "must be >= 0")
+        self.alpha, self.beta = self.settings["alpha"], self.settings["beta"]
         self.tree = PlanarTree(system)
         self.dof = self.tree.dof
+        self.extra = self.tree.extra_rows
         self.mass = np.array(system.mass_diag, dtype=float)
         self._ydot = np.zeros(2 * self.dof)
         self._eye = np.eye(self.dof)
+        self.lam_full = np.zeros(system.m)
 
     @property
     def size(self) -> int:
@@ -259,50 +288,78 @@ class JointCoordinates(Formulation):
     def initialize(self, q, qd, t):
         y = self.pack(q, qd)
         qq, qqd = self.split(y)
-        err = max(np.max(np.abs(qq - q)), 0.0) if q is not None else 0.0
+        err = float(np.max(np.abs(qq - q))) if len(q) else 0.0
         if err > 1e-6 * (1.0 + np.max(np.abs(q))):
             raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
                                 f"(positions differ by {err:.3g})", t)
         return y, None
 
     def _solve(self, t, y):
-        s, tree, dof = self.system, self.tree, self.dof
+        s, tree, dof, ex = self.system, self.tree, self.dof, self.extra
         th, thd = y[:dof], y[dof:2 * dof]
         q = tree.positions(th)
         qd = tree.velocities(q, thd)
         a = tree.accelerations(q, qd, th, thd, np.vstack([np.zeros(dof), self._eye]))
         a0 = a[0]
         B = (a[1:] - a0).T                          # (n, dof)
-        Q = s.forces(q, qd, t)
-        MB = self.mass[:, None] * B
-        H = B.T @ MB
-        rhs = B.T @ (Q - self.mass * a0)
+        Q = s.forces(q, qd, t).copy()
+        H = B.T @ (self.mass[:, None] * B)
+        f = B.T @ (Q - self.mass * a0)
         try:
-            thdd = sla.cho_solve(sla.cho_factor(H, check_finite=False), rhs,
-                                 check_finite=False)
+            cho = sla.cho_factor(H, check_finite=False)
         except np.linalg.LinAlgError:
             raise AnalysisError("joint_coordinates: the joint-space mass matrix is singular "
                                 "(a massless body in the tree?)", t) from None
-        return q, qd, thdd, B @ thdd + a0, Q
+        lam_e = np.zeros(len(ex))
+        if len(ex):
+            J = s.jacobian_dense(q, t)
+            Je = J[ex]
+            D = Je @ B
+            phid = Je @ qd - s.nu(q, t)[ex]
+            c = (s.gamma(q, qd, t)[ex] - Je @ a0 - 2.0 * self.settings["alpha"] * phid
+                 - self.settings["beta"] ** 2 * s.phi(q, t)[ex])
+            HiDt = sla.cho_solve(cho, D.T, check_finite=False)
+            S = D @ HiDt
+            try:
+                lam_e = np.linalg.solve(S, c - D @ sla.cho_solve(cho, f, check_finite=False))
+                if not np.all(np.isfinite(lam_e)) or np.linalg.cond(S) > 1e13:
+                    raise np.linalg.LinAlgError
+            except np.linalg.LinAlgError:
+                self.solver._singular(Je, t, index=ex)
+            f = f + D.T @ lam_e
+        thdd = sla.cho_solve(cho, f, check_finite=False)
+        return q, qd, thdd, B @ thdd + a0, Q, lam_e
 
     def rhs(self, t, y):
         self.nfev += 1
-        q, qd, thdd, qdd, Q = self._solve(t, y)
+        q, qd, thdd, qdd, Q, lam_e = self._solve(t, y)
         self.q_cur, self.qd_cur = q, qd
-        self.solver.lam[:] = 0.0         # tree constraints do no work
+        lam = self.solver.lam
+        lam[:] = 0.0                     # tree rows do no work (Phi_q qd = 0 there)
+        lam[self.extra] = lam_e
         self.system.jacobian(q, t)       # the System's buffer at q (work channel)
         self._ydot[:self.dof] = y[self.dof:2 * self.dof]
         self._ydot[self.dof:] = thdd
         return self._ydot
 
     def outputs(self, t, y):
-        """Cartesian q, qd, qdd and the joint multipliers from ``Phi_q^T lam = M qdd -
-        Q`` (least squares; exact for the motion of the tree)."""
-        q, qd, thdd, qdd, Q = self._solve(t, y)
+        """Cartesian q, qd, qdd; the multipliers of the cut rows from the solve and of
+        the tree joints from ``Phi_tree^T lam = M qdd - Q - Phi*^T lam*`` (least
+        squares; exact for the motion)."""
+        q, qd, thdd, qdd, Q, lam_e = self._solve(t, y)
         s = self.system
-        J = s.jacobian_dense(q, t)
-        lam = np.linalg.lstsq(J.T, self.mass * qdd - Q, rcond=None)[0] if s.m else \
-            np.zeros(0)
+        lam = np.zeros(s.m)
+        lam[self.extra] = lam_e
+        if s.m:
+            J = s.jacobian_dense(q, t)
+            tr = self.tree.tree_rows
+            r = self.mass * qdd - Q - J[self.extra].T @ lam_e
+            if len(tr):
+                lam[tr] = np.linalg.lstsq(J[tr].T, r, rcond=None)[0]
         self.solver.lam[:] = lam
         s.jacobian(q, t)
         return q, qd, qdd, lam
+
+    def warnings(self, step):
+        from .baumgarte import CS
+        return CS.warnings(self, step) if len(self.extra) else []
