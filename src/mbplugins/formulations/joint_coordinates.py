@@ -241,6 +241,81 @@ class PlanarTree:
         return th, thd
 
 
+def _children(tree):
+    ch = [[] for _ in range(tree.nb)]
+    roots = []
+    for j in tree.joints:
+        (roots if j.parent is None else ch[j.parent]).append(j)
+    return ch, roots
+
+
+def articulated_body(tree, mass, q, qd, theta, thetad, Q):
+    """thetaddot and qddot of a tree by the articulated-body recursion (O(N); the
+    recursive forward dynamics of the joint-coordinate issue, NumPy reference).
+
+    With each joint written ``qddot_j = X_j qddot_i + S_j thetaddot_j + c_j`` (the
+    acceleration recursion: X the rigid transport between the centroids, S the
+    joint's motion, c the velocity terms) and the joint force F_j on the child in
+    its coordinates (``S_j^T F_j = 0``, reaction ``-X_j^T F_j`` on the parent), the
+    inward pass builds the articulated inertia ``I_j = M_j + sum X^T Ia X`` and bias
+    ``p_j = -Q_j + sum X^T pa`` of every subtree, ``Ia = I - U U^T / D``, ``U = I S``,
+    ``D = S^T U``, ``pa = Ia c + p - U (S^T p) / D``; the outward pass gives
+    ``thetaddot_k = -(U^T (X qddot_parent + c) + S^T p) / D``."""
+    nb = tree.nb
+    X = np.zeros((tree.dof, 3, 3))
+    S = np.zeros((tree.dof, 3))
+    c = np.zeros((tree.dof, 3))
+    for j in tree.joints:                       # outward: X, S, c
+        qp = tree._block(q, j.parent)
+        vp = tree._block(qd, j.parent)
+        oc = 3 * j.child
+        qc, vc = q[oc:oc + 3], qd[oc:oc + 3]
+        Ap, Ac = _A(qp[2]), _A(qc[2])
+        Sc = Ac @ j.sc
+        k = j.index
+        X[k] = np.eye(3)
+        if j.kind == "revolute":
+            Sp = Ap @ j.sp
+            X[k, :2, 2] = _perp(Sp) - _perp(Sc)
+            S[k, :2] = -_perp(Sc)
+            S[k, 2] = 1.0
+            c[k, :2] = -vp[2] ** 2 * Sp + vc[2] ** 2 * Sc
+        else:
+            W = Ap @ (j.sp + theta[k] * j.u)
+            U = Ap @ j.u
+            X[k, :2, 2] = _perp(W) - _perp(Sc)
+            S[k, :2] = U
+            c[k, :2] = (2.0 * vp[2] * thetad[k] * _perp(U) - vp[2] ** 2 * W
+                        + vc[2] ** 2 * Sc)
+    IA = np.zeros((nb, 3, 3))
+    pA = np.zeros((nb, 3))
+    for b in range(nb):
+        IA[b] = np.diag(mass[3 * b:3 * b + 3])
+        pA[b] = -Q[3 * b:3 * b + 3]
+    Uv = np.zeros((tree.dof, 3))
+    Dv = np.zeros(tree.dof)
+    for j in reversed(tree.joints):             # inward: articulated inertias
+        k, b = j.index, j.child
+        U = IA[b] @ S[k]
+        D = S[k] @ U
+        Uv[k], Dv[k] = U, D
+        if j.parent is None:
+            continue
+        Ia = IA[b] - np.outer(U, U) / D
+        pa = Ia @ c[k] + pA[b] - U * (S[k] @ pA[b]) / D
+        IA[j.parent] += X[k].T @ Ia @ X[k]
+        pA[j.parent] += X[k].T @ pa
+    qdd = np.zeros(3 * nb)
+    thdd = np.zeros(tree.dof)
+    for j in tree.joints:                       # outward: accelerations
+        k, b = j.index, j.child
+        ap = np.zeros(3) if j.parent is None else qdd[3 * j.parent:3 * j.parent + 3]
+        base = X[k] @ ap + c[k]
+        thdd[k] = -(Uv[k] @ base + S[k] @ pA[b]) / Dv[k]
+        qdd[3 * b:3 * b + 3] = base + S[k] * thdd[k]
+    return thdd, qdd
+
+
 class JointCoordinates(Formulation):
     """See the module docstring.  Rows of the model that are not tree joints (cut
     joints closing loops, drivers, other constraints) stay algebraic equations in
@@ -256,6 +331,10 @@ class JointCoordinates(Formulation):
                        default=5.0),
         "beta": Param("number", "Baumgarte stiffness of the cut-joint / driver rows (1/s)",
                       default=5.0),
+        "solver": Param("choice", "forward dynamics: 'recursive' (articulated-body, O(N); "
+                        "trees without cut rows), 'composite' (dense B^T M B), 'auto' "
+                        "(recursive for trees of more than 10 joints)", default="auto",
+                        choices=("auto", "recursive", "composite")),
     }
 
     def __init__(self, system, settings=None):
@@ -271,6 +350,13 @@ class JointCoordinates(Formulation):
         self._ydot = np.zeros(2 * self.dof)
         self._eye = np.eye(self.dof)
         self.lam_full = np.zeros(system.m)
+        choice = self.settings["solver"]
+        if choice == "recursive" and len(self.extra):
+            raise ModelError("settings.solver", "the recursive (articulated-body) solver "
+                                                "handles trees; this model has cut joints "
+                                                "or drivers: use 'composite' or 'auto'")
+        self.recursive = choice == "recursive" or (choice == "auto" and not len(self.extra)
+                                                   and self.dof > 10)
 
     @property
     def size(self) -> int:
@@ -299,6 +385,10 @@ class JointCoordinates(Formulation):
         th, thd = y[:dof], y[dof:2 * dof]
         q = tree.positions(th)
         qd = tree.velocities(q, thd)
+        if self.recursive:
+            Q = s.forces(q, qd, t).copy()
+            thdd, qdd = articulated_body(tree, self.mass, q, qd, th, thd, Q)
+            return q, qd, thdd, qdd, Q, np.zeros(0)
         a = tree.accelerations(q, qd, th, thd, np.vstack([np.zeros(dof), self._eye]))
         a0 = a[0]
         B = (a[1:] - a0).T                          # (n, dof)
