@@ -629,3 +629,169 @@ def run_rk(CompiledRHS f, double[:, ::1] A, double[::1] B, double[::1] C,
     stats[3] = nrej
     stats[4] = f.nfev - nfev0
     return 0, t, np.asarray(y), i_out, h_abs
+
+
+# ----------------------------------------------------------------------------------
+# joint coordinates: planar tree recursions and the articulated-body solver
+# (NumPy references: mbplugins.formulations.joint_coordinates.PlanarTree.positions /
+# velocities and articulated_body)
+# ----------------------------------------------------------------------------------
+from libc.math cimport sin, cos
+
+
+def jc_planar_kinematics(const int[::1] kind, const idx_t[::1] parent,
+                         const idx_t[::1] child, const double[:, ::1] sp,
+                         const double[:, ::1] sc, const double[:, ::1] u,
+                         const double[::1] angle, const double[::1] theta,
+                         const double[::1] thetad, double[::1] q, double[::1] qd):
+    """q, qd (3 per body) of a planar tree from the joint coordinates, joints in
+    tree order (parent -1: the ground)."""
+    cdef Py_ssize_t dof = kind.shape[0], k, p, c
+    cdef double php, ca, sa, cc, sc_, wx, wy, Spx, Spy, Scx, Scy, wp, vx, vy, d
+    cdef double rpx, rpy, Ux, Uy
+    if (parent.shape[0] != dof or child.shape[0] != dof or sp.shape[0] != dof
+            or sc.shape[0] != dof or u.shape[0] != dof or angle.shape[0] != dof
+            or theta.shape[0] != dof or thetad.shape[0] != dof or q.shape[0] != qd.shape[0]):
+        raise ValueError("jc_planar_kinematics: array sizes do not match")
+    for k in range(dof):
+        if child[k] < 0 or 3 * child[k] + 3 > q.shape[0] or parent[k] >= q.shape[0] // 3:
+            raise ValueError("jc_planar_kinematics: body index out of range")
+    with nogil:
+        for k in range(dof):
+            p = parent[k]
+            c = 3 * child[k]
+            if p >= 0:
+                php = q[3 * p + 2]; rpx = q[3 * p]; rpy = q[3 * p + 1]
+                vx = qd[3 * p]; vy = qd[3 * p + 1]; wp = qd[3 * p + 2]
+            else:
+                php = 0.0; rpx = 0.0; rpy = 0.0; vx = 0.0; vy = 0.0; wp = 0.0
+            ca = cos(php); sa = sin(php)
+            if kind[k] == 0:
+                q[c + 2] = php + theta[k]
+                wx = sp[k, 0]; wy = sp[k, 1]
+            else:
+                q[c + 2] = php - angle[k]
+                wx = sp[k, 0] + theta[k] * u[k, 0]; wy = sp[k, 1] + theta[k] * u[k, 1]
+            cc = cos(q[c + 2]); sc_ = sin(q[c + 2])
+            Spx = ca * wx - sa * wy; Spy = sa * wx + ca * wy
+            Scx = cc * sc[k, 0] - sc_ * sc[k, 1]; Scy = sc_ * sc[k, 0] + cc * sc[k, 1]
+            q[c] = rpx + Spx - Scx
+            q[c + 1] = rpy + Spy - Scy
+            if kind[k] == 0:
+                qd[c + 2] = wp + thetad[k]
+                qd[c] = vx - wp * Spy + qd[c + 2] * Scy
+                qd[c + 1] = vy + wp * Spx - qd[c + 2] * Scx
+            else:
+                Ux = ca * u[k, 0] - sa * u[k, 1]; Uy = sa * u[k, 0] + ca * u[k, 1]
+                qd[c + 2] = wp
+                qd[c] = vx - wp * Spy + thetad[k] * Ux + qd[c + 2] * Scy
+                qd[c + 1] = vy + wp * Spx + thetad[k] * Uy - qd[c + 2] * Scx
+
+
+def jc_planar_aba(const int[::1] kind, const idx_t[::1] parent, const idx_t[::1] child,
+                  const double[:, ::1] sp, const double[:, ::1] sc, const double[:, ::1] u,
+                  const double[::1] mass, const double[::1] q, const double[::1] qd,
+                  const double[::1] theta, const double[::1] thetad, const double[::1] Q,
+                  double[::1] thdd, double[::1] qdd, double[:, ::1] work):
+    """The articulated-body recursion of ``articulated_body`` in C: thdd (dof), qdd
+    (3 nb).  ``work``: (nb + dof, 16) scratch (IA 9 + pA 3 per body; X 9... per
+    joint in the rows after nb)."""
+    cdef Py_ssize_t dof = kind.shape[0], nb = q.shape[0] // 3, k, b, p, i, jj, kk
+    cdef double ca, sa, cc, sc_, Spx, Spy, Scx, Scy, Wx, Wy, Ux, Uy, wp, wc
+    cdef double S0, S1, S2, c0, c1, D, Sp_, acc
+    cdef double U[3]
+    cdef double T[9]
+    cdef double Ia[9]
+    cdef double pa[3]
+    cdef double base[3]
+    cdef double* IA
+    cdef double* pA
+    cdef double* J
+    if (work.shape[0] < nb + dof or work.shape[1] < 16 or thdd.shape[0] != dof
+            or qdd.shape[0] != 3 * nb or mass.shape[0] != 3 * nb or Q.shape[0] != 3 * nb
+            or qd.shape[0] != 3 * nb or theta.shape[0] != dof or thetad.shape[0] != dof):
+        raise ValueError("jc_planar_aba: array sizes do not match")
+    for k in range(dof):
+        if not (0 <= child[k] < nb) or parent[k] >= nb:
+            raise ValueError("jc_planar_aba: body index out of range")
+    with nogil:
+        # per joint row nb + k: [X02, X12, S0, S1, S2, c0, c1, U0, U1, U2, D]
+        for k in range(dof):
+            p = parent[k]
+            b = 3 * child[k]
+            J = &work[nb + k, 0]
+            if p >= 0:
+                ca = cos(q[3 * p + 2]); sa = sin(q[3 * p + 2]); wp = qd[3 * p + 2]
+            else:
+                ca = 1.0; sa = 0.0; wp = 0.0
+            cc = cos(q[b + 2]); sc_ = sin(q[b + 2]); wc = qd[b + 2]
+            Scx = cc * sc[k, 0] - sc_ * sc[k, 1]; Scy = sc_ * sc[k, 0] + cc * sc[k, 1]
+            if kind[k] == 0:
+                Spx = ca * sp[k, 0] - sa * sp[k, 1]; Spy = sa * sp[k, 0] + ca * sp[k, 1]
+                J[0] = -Spy + Scy; J[1] = Spx - Scx
+                J[2] = Scy; J[3] = -Scx; J[4] = 1.0
+                J[5] = -wp * wp * Spx + wc * wc * Scx
+                J[6] = -wp * wp * Spy + wc * wc * Scy
+            else:
+                Wx = sp[k, 0] + theta[k] * u[k, 0]; Wy = sp[k, 1] + theta[k] * u[k, 1]
+                Spx = ca * Wx - sa * Wy; Spy = sa * Wx + ca * Wy
+                Ux = ca * u[k, 0] - sa * u[k, 1]; Uy = sa * u[k, 0] + ca * u[k, 1]
+                J[0] = -Spy + Scy; J[1] = Spx - Scx
+                J[2] = Ux; J[3] = Uy; J[4] = 0.0
+                J[5] = 2.0 * wp * thetad[k] * (-Uy) - wp * wp * Spx + wc * wc * Scx
+                J[6] = 2.0 * wp * thetad[k] * Ux - wp * wp * Spy + wc * wc * Scy
+        for b in range(nb):
+            IA = &work[b, 0]
+            for i in range(9):
+                IA[i] = 0.0
+            IA[0] = mass[3 * b]; IA[4] = mass[3 * b + 1]; IA[8] = mass[3 * b + 2]
+            IA[9] = -Q[3 * b]; IA[10] = -Q[3 * b + 1]; IA[11] = -Q[3 * b + 2]
+        for k in range(dof - 1, -1, -1):
+            b = child[k]
+            p = parent[k]
+            IA = &work[b, 0]
+            pA = &work[b, 9]
+            J = &work[nb + k, 0]
+            for i in range(3):
+                U[i] = IA[3 * i] * J[2] + IA[3 * i + 1] * J[3] + IA[3 * i + 2] * J[4]
+            D = J[2] * U[0] + J[3] * U[1] + J[4] * U[2]
+            J[7] = U[0]; J[8] = U[1]; J[9] = U[2]; J[10] = D
+            if p < 0:
+                continue
+            for i in range(3):
+                for jj in range(3):
+                    Ia[3 * i + jj] = IA[3 * i + jj] - U[i] * U[jj] / D
+            Sp_ = J[2] * pA[0] + J[3] * pA[1] + J[4] * pA[2]
+            for i in range(3):            # pa = Ia c + pA - U (S.pA) / D  (c2 = 0)
+                pa[i] = Ia[3 * i] * J[5] + Ia[3 * i + 1] * J[6] + pA[i] - U[i] * Sp_ / D
+            # X = [[1, 0, x0], [0, 1, x1], [0, 0, 1]]; X^T Ia X and X^T pa
+            for i in range(9):
+                T[i] = Ia[i]
+            # T = Ia X: column 2 += x0 col0 + x1 col1
+            for i in range(3):
+                T[3 * i + 2] = Ia[3 * i + 2] + J[0] * Ia[3 * i] + J[1] * Ia[3 * i + 1]
+            # X^T T: row 2 += x0 row0 + x1 row1
+            for jj in range(3):
+                T[6 + jj] = T[6 + jj] + J[0] * T[jj] + J[1] * T[3 + jj]
+            for i in range(9):
+                work[p, i] += T[i]
+            work[p, 9] += pa[0]
+            work[p, 10] += pa[1]
+            work[p, 11] += pa[2] + J[0] * pa[0] + J[1] * pa[1]
+        for k in range(dof):
+            b = child[k]
+            p = parent[k]
+            J = &work[nb + k, 0]
+            pA = &work[b, 9]
+            if p >= 0:
+                base[0] = qdd[3 * p] + J[0] * qdd[3 * p + 2] + J[5]
+                base[1] = qdd[3 * p + 1] + J[1] * qdd[3 * p + 2] + J[6]
+                base[2] = qdd[3 * p + 2]
+            else:
+                base[0] = J[5]; base[1] = J[6]; base[2] = 0.0
+            acc = -(J[7] * base[0] + J[8] * base[1] + J[9] * base[2]
+                    + J[2] * pA[0] + J[3] * pA[1] + J[4] * pA[2]) / J[10]
+            thdd[k] = acc
+            qdd[3 * b] = base[0] + J[2] * acc
+            qdd[3 * b + 1] = base[1] + J[3] * acc
+            qdd[3 * b + 2] = base[2] + J[4] * acc

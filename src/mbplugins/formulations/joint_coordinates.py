@@ -357,6 +357,29 @@ class JointCoordinates(Formulation):
                                                 "or drivers: use 'composite' or 'auto'")
         self.recursive = choice == "recursive" or (choice == "auto" and not len(self.extra)
                                                    and self.dof > 10)
+        #: the compiled recursions (ext/_dynamics.pyx jc_planar_*), by the System's
+        #: backend; the NumPy functions above are their reference
+        self._ck = None
+        if self.recursive and system.backend == "compiled":
+            try:
+                from mbcore._ext import _dynamics as D
+                self._ck = (D.jc_planar_kinematics, D.jc_planar_aba)
+            except (ImportError, AttributeError):     # pragma: no cover - old build
+                self._ck = None
+        if self._ck is not None:
+            js = self.tree.joints
+            self._jk = np.array([0 if j.kind == "revolute" else 1 for j in js], np.intc)
+            self._jp = np.array([-1 if j.parent is None else j.parent for j in js], np.intp)
+            self._jc = np.array([j.child for j in js], np.intp)
+            self._jsp = np.ascontiguousarray([j.sp for j in js], dtype=float).reshape(-1, 2)
+            self._jsc = np.ascontiguousarray([j.sc for j in js], dtype=float).reshape(-1, 2)
+            self._ju = np.ascontiguousarray([j.u if j.u is not None else (0.0, 0.0)
+                                             for j in js], dtype=float).reshape(-1, 2)
+            self._jang = np.array([j.angle for j in js], dtype=float)
+            n = system.n
+            self._cq, self._cqd = np.zeros(n), np.zeros(n)
+            self._cthdd, self._cqdd = np.zeros(self.dof), np.zeros(n)
+            self._cwork = np.zeros((system.nb + self.dof, 16))
 
     @property
     def size(self) -> int:
@@ -383,6 +406,16 @@ class JointCoordinates(Formulation):
     def _solve(self, t, y):
         s, tree, dof, ex = self.system, self.tree, self.dof, self.extra
         th, thd = y[:dof], y[dof:2 * dof]
+        if self._ck is not None:             # compiled recursions
+            th = np.ascontiguousarray(th)
+            thd = np.ascontiguousarray(thd)
+            q, qd = self._cq, self._cqd
+            self._ck[0](self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,
+                        self._jang, th, thd, q, qd)
+            Q = s.forces(q, qd, t)
+            self._ck[1](self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,
+                        self.mass, q, qd, th, thd, Q, self._cthdd, self._cqdd, self._cwork)
+            return q, qd, self._cthdd, self._cqdd, Q, np.zeros(0)
         q = tree.positions(th)
         qd = tree.velocities(q, thd)
         if self.recursive:
@@ -441,11 +474,20 @@ class JointCoordinates(Formulation):
         lam = np.zeros(s.m)
         lam[self.extra] = lam_e
         if s.m:
-            J = s.jacobian_dense(q, t)
             tr = self.tree.tree_rows
-            r = self.mass * qdd - Q - J[self.extra].T @ lam_e
-            if len(tr):
-                lam[tr] = np.linalg.lstsq(J[tr].T, r, rcond=None)[0]
+            if s.dense:
+                J = s.jacobian_dense(q, t)
+                r = self.mass * qdd - Q - J[self.extra].T @ lam_e
+                if len(tr):
+                    lam[tr] = np.linalg.lstsq(J[tr].T, r, rcond=None)[0]
+            else:                            # O(N): (J J^T) lam = J r, J sparse
+                import scipy.sparse.linalg as spla
+                J = s.jacobian(q, t).tocsr()
+                r = self.mass * qdd - Q - (J[self.extra].T @ lam_e if len(self.extra)
+                                           else 0.0)
+                if len(tr):
+                    Jt = J[tr]
+                    lam[tr] = spla.spsolve((Jt @ Jt.T).tocsc(), Jt @ r)
         self.solver.lam[:] = lam
         s.jacobian(q, t)
         return q, qd, qdd, lam
