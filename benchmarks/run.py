@@ -483,6 +483,51 @@ def bench_spatial_dynamics(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_joint_coordinates(repeat: int, quick: bool) -> dict:
+    """Joint-coordinate issue: planar chains of N links (benchmarks/models.py chain:
+    1 m, 1 kg slender links, revolutes, released horizontal) — one right-hand side
+    of ``joint_coordinates`` (compiled articulated-body recursion) vs the Cartesian
+    DI right-hand side (compiled), and whole runs (dopri5 rtol 1e-6, record q)."""
+    from mbcore.plugins import registry
+    from models import chain, chain_state, fit_exponent
+    from mbplugins.formulations.joint_coordinates import JointCoordinates
+    ns = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
+    rhs = {"n": [], "joint_us": [], "cartesian_us": []}
+    for n in ns:
+        s = chain(n).compile(kernels="compiled")
+        jc = JointCoordinates(s, {"solver": "recursive"})
+        q, qd = chain_state(s)
+        y = jc.pack(q, qd)
+        k = max(3, int(2e4 / n))
+        tj = _time(lambda: jc.rhs(0.1, y), k, repeat)
+        di = registry().get("formulation", "di")(s, {})
+        yc = np.concatenate([q, qd, [0.0]])
+        out = np.zeros(2 * s.n + 1)
+        if di.compiled is not None:
+            tc = statistics.median(di.compiled.timeit(0.1, yc, k) for _ in range(repeat))
+        else:
+            tc = _time(lambda: di.rhs(0.1, yc[:-1]), k, repeat)
+        del out
+        rhs["n"].append(n)
+        rhs["joint_us"].append(tj * 1e6)
+        rhs["cartesian_us"].append(tc * 1e6)
+    rhs["joint_exponent"] = fit_exponent(rhs["n"], rhs["joint_us"])
+    rhs["cartesian_exponent"] = fit_exponent(rhs["n"], rhs["cartesian_us"])
+    sim = {"n": [], "joint_s_per_simulated_s": [], "cartesian_s_per_simulated_s": [],
+           "joint_nfev": [], "cartesian_nfev": []}
+    t_end = 0.2 if quick else 1.0
+    for n in ns[:3]:
+        st = {"t_end": t_end, "output_step": t_end / 10, "rtol": 1e-6, "atol": 1e-8,
+              "record": "q"}
+        sim["n"].append(n)
+        for key, form in (("joint", "joint_coordinates"), ("cartesian", "di")):
+            t0 = time.perf_counter()
+            res = mbcore.run(chain(n), settings={**st, "formulation": form})
+            sim[f"{key}_s_per_simulated_s"].append((time.perf_counter() - t0) / t_end)
+            sim[f"{key}_nfev"].append(int(res.stats["integrator_nfev"]))
+    return {"joint_coordinates_chain_rhs": rhs, "joint_coordinates_chain_runs": sim}
+
+
 def bench_chain_eom_cost(repeat: int, quick: bool) -> dict:
     """Cost of one equations-of-motion evaluation of a chain of N links and the fitted
     exponent in N (linear time: <= 1.05)."""
@@ -643,6 +688,7 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", metavar="PATH",
                    help="also write the tables as markdown (benchmarks/BASELINE.md)")
     p.add_argument("--only", nargs="*", choices=("kinematics", "spatial", "spatial_dynamics",
+                                                 "joint_coordinates",
                                                  "rhs", "dynamics",
                                                  "chain", "integrators", "overheads",
                                                  "formulations"),
@@ -656,6 +702,7 @@ def main(argv=None) -> int:
     }
     groups = {"kinematics": (bench_fourbar, bench_kinematics), "spatial": (bench_spatial,),
               "spatial_dynamics": (bench_spatial_dynamics,),
+              "joint_coordinates": (bench_joint_coordinates,),
               "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
               "integrators": (bench_integrators,), "overheads": (bench_overheads,),

@@ -333,7 +333,7 @@ class JointCoordinates(Formulation):
                       default=5.0),
         "solver": Param("choice", "forward dynamics: 'recursive' (articulated-body, O(N); "
                         "trees without cut rows), 'composite' (dense B^T M B), 'auto' "
-                        "(recursive for trees of more than 10 joints)", default="auto",
+                        "(recursive for trees: compiled, or NumPy above 10 joints)", default="auto",
                         choices=("auto", "recursive", "composite")),
     }
 
@@ -355,8 +355,9 @@ class JointCoordinates(Formulation):
             raise ModelError("settings.solver", "the recursive (articulated-body) solver "
                                                 "handles trees; this model has cut joints "
                                                 "or drivers: use 'composite' or 'auto'")
+        compiled = system.backend == "compiled"
         self.recursive = choice == "recursive" or (choice == "auto" and not len(self.extra)
-                                                   and self.dof > 10)
+                                                   and (compiled or self.dof > 10))
         #: the compiled recursions (ext/_dynamics.pyx jc_planar_*), by the System's
         #: backend; the NumPy functions above are their reference
         self._ck = None
