@@ -234,11 +234,7 @@ class SpatialConstraintType(ConstraintType):
 
     def gamma(self, par, qb, qdb, t, f):
         """gamma for the Euler-parameter form: gamma# at omega' = 2 L(p) pdot."""
-        from .rotations import L as Lmat
-        vb = np.empty(qdb.shape[:2] + (6,))
-        vb[..., :3] = qdb[..., :3]
-        vb[..., 3:] = 2.0 * np.einsum("ebkl,ebl->ebk", Lmat(qb[..., 3:7]), qdb[..., 3:7])
-        return self.gamma_v(par, qb, vb, t, f)
+        return self.gamma_v(par, qb, velocity_blocks(qb, qdb), t, f)
 
 
 # --- small planar helpers shared by reference implementations ---------------------
@@ -251,3 +247,13 @@ def rot(phi: np.ndarray, s: np.ndarray) -> np.ndarray:
 def perp(v: np.ndarray) -> np.ndarray:
     """R v with R = [[0,-1],[1,0]] (rotate +90 degrees; spec/planar.md §0.1)."""
     return np.stack([-v[..., 1], v[..., 0]], axis=-1)
+
+
+def velocity_blocks(qb: np.ndarray, qdb: np.ndarray) -> np.ndarray:
+    """Spatial blocks ``[rdot, omega']`` (ne, nb, 6) from ``[r, p]`` and ``[rdot,
+    pdot]`` (omega' = 2 L(p) pdot, spec/spatial.md §1.5)."""
+    from .rotations import L as Lmat
+    vb = np.empty(qdb.shape[:2] + (6,))
+    vb[..., :3] = qdb[..., :3]
+    vb[..., 3:] = 2.0 * np.einsum("ebkl,ebl->ebk", Lmat(qb[..., 3:7]), qdb[..., 3:7])
+    return vb

@@ -31,6 +31,7 @@ from collections import deque
 import numpy as np
 import scipy.linalg as sla
 
+from mbcore.elements import perp
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import Formulation
 from mbcore.schema import Param
@@ -41,9 +42,6 @@ def _A(phi):
     return np.array([[c, -s], [s, c]])
 
 
-def _perp(v):
-    """R v = (-v_y, v_x) along the last axis (B(phi) s = R A s)."""
-    return np.stack([-v[..., 1], v[..., 0]], -1)
 
 
 class _Joint:
@@ -180,12 +178,12 @@ class PlanarTree:
             Ap, Ac = _A(qp[2]), _A(qc[2])
             if j.kind == "revolute":
                 vc[2] = vp[2] + thetad[j.index]
-                vc[:2] = vp[:2] + vp[2] * _perp(Ap @ j.sp) - vc[2] * _perp(Ac @ j.sc)
+                vc[:2] = vp[:2] + vp[2] * perp(Ap @ j.sp) - vc[2] * perp(Ac @ j.sc)
             else:
                 d = self._slide(q, j)
                 vc[2] = vp[2]
-                vc[:2] = (vp[:2] + vp[2] * _perp(Ap @ (j.sp + d * j.u))
-                          + thetad[j.index] * (Ap @ j.u) - vc[2] * _perp(Ac @ j.sc))
+                vc[:2] = (vp[:2] + vp[2] * perp(Ap @ (j.sp + d * j.u))
+                          + thetad[j.index] * (Ap @ j.u) - vc[2] * perp(Ac @ j.sc))
         return qd
 
     def _slide(self, q, j):
@@ -207,16 +205,16 @@ class PlanarTree:
             if j.kind == "revolute":
                 ac2 = ap[:, 2] + thetadd[:, j.index]
                 Sp = Ap @ j.sp
-                lin = (ap[:, :2] + ap[:, 2:3] * _perp(Sp) - vp[2] ** 2 * Sp)
+                lin = (ap[:, :2] + ap[:, 2:3] * perp(Sp) - vp[2] ** 2 * Sp)
             else:
                 d, dd = theta[j.index], thetad[j.index]
                 ac2 = ap[:, 2]
                 W = Ap @ (j.sp + d * j.u)
                 U = Ap @ j.u
-                lin = (ap[:, :2] + ap[:, 2:3] * _perp(W) - vp[2] ** 2 * W
-                       + 2.0 * vp[2] * dd * _perp(U) + thetadd[:, j.index:j.index + 1] * U)
+                lin = (ap[:, :2] + ap[:, 2:3] * perp(W) - vp[2] ** 2 * W
+                       + 2.0 * vp[2] * dd * perp(U) + thetadd[:, j.index:j.index + 1] * U)
             a[:, oc + 2] = ac2
-            a[:, oc:oc + 2] = lin - ac2[:, None] * _perp(Sc) + vc[2] ** 2 * Sc
+            a[:, oc:oc + 2] = lin - ac2[:, None] * perp(Sc) + vc[2] ** 2 * Sc
         return a
 
     def joint_coordinates(self, q, qd):
@@ -234,10 +232,10 @@ class PlanarTree:
                 Ap, Ac = _A(qp[2]), _A(qc[2])
                 U = Ap @ j.u
                 th[j.index] = self._slide(q, j)
-                vP_c = vc[:2] + vc[2] * _perp(Ac @ j.sc)
-                vP_p = vp[:2] + vp[2] * _perp(Ap @ j.sp)
+                vP_c = vc[:2] + vc[2] * perp(Ac @ j.sc)
+                vP_p = vp[:2] + vp[2] * perp(Ap @ j.sp)
                 Delta = qc[:2] + Ac @ j.sc - qp[:2] - Ap @ j.sp
-                thd[j.index] = U @ (vP_c - vP_p) + (vp[2] * _perp(U)) @ Delta
+                thd[j.index] = U @ (vP_c - vP_p) + (vp[2] * perp(U)) @ Delta
         return th, thd
 
 
@@ -276,16 +274,16 @@ def articulated_body(tree, mass, q, qd, theta, thetad, Q):
         X[k] = np.eye(3)
         if j.kind == "revolute":
             Sp = Ap @ j.sp
-            X[k, :2, 2] = _perp(Sp) - _perp(Sc)
-            S[k, :2] = -_perp(Sc)
+            X[k, :2, 2] = perp(Sp) - perp(Sc)
+            S[k, :2] = -perp(Sc)
             S[k, 2] = 1.0
             c[k, :2] = -vp[2] ** 2 * Sp + vc[2] ** 2 * Sc
         else:
             W = Ap @ (j.sp + theta[k] * j.u)
             U = Ap @ j.u
-            X[k, :2, 2] = _perp(W) - _perp(Sc)
+            X[k, :2, 2] = perp(W) - perp(Sc)
             S[k, :2] = U
-            c[k, :2] = (2.0 * vp[2] * thetad[k] * _perp(U) - vp[2] ** 2 * W
+            c[k, :2] = (2.0 * vp[2] * thetad[k] * perp(U) - vp[2] ** 2 * W
                         + vc[2] ** 2 * Sc)
     IA = np.zeros((nb, 3, 3))
     pA = np.zeros((nb, 3))

@@ -228,45 +228,53 @@ class UserForce(ForceType):
                               bool(spec["vectorized"])))], []
 
     def force(self, par, qb, qdb, t, f):
-        ne = par.shape[0]
-        g = np.zeros((ne, 2, 3))
-        h = par[:, 0].astype(np.intp)
-        for k in np.unique(h):
-            fn, spec, kw, vec = _HANDLES[k]
-            idx = np.nonzero(h == k)[0]
-            if vec:
-                out = self._call(fn, spec, kw, t, qb[idx].copy(), qdb[idx].copy(),
-                                 int(idx[0]), len(idx))
-                g[idx] = out
-            else:
-                for e in idx:
-                    g[e] = self._call(fn, spec, kw, t, qb[e].copy(), qdb[e].copy(),
-                                      int(e), None)[0]
-        return g
-
-    @staticmethod
-    def _call(fn, spec, kw, t, q, qd, e, n):
-        try:
-            out = fn(t, q, qd, **kw)
-            out = np.asarray(out, dtype=float)
-        except Exception as exc:
-            raise ElementEvaluationError(e, f"user function '{spec}' raised "
-                                            f"{type(exc).__name__}: {exc}") from exc
-        m = 1 if n is None else n
-        if out.shape == ((3,) if n is None else (n, 3)):
-            full = np.zeros((m, 2, 3))
-            full[:, 0, :] = out.reshape(m, 3)
-            out = full
-        elif out.shape == ((2, 3) if n is None else (n, 2, 3)):
-            out = out.reshape(m, 2, 3)
-        else:
-            want = "(3,) or (2, 3)" if n is None else f"({n}, 3) or ({n}, 2, 3)"
-            raise ElementEvaluationError(e, f"user function '{spec}' returned shape "
-                                            f"{out.shape}, expected {want}")
-        if not np.all(np.isfinite(out)):
-            raise ElementEvaluationError(e, f"user function '{spec}' returned a non-finite "
-                                            f"force")
-        return out
+        return load_blocks(par, qb, qdb, t, 3)
 
     def outputs(self, par, qb, qdb, t, f):
         return self.force(par, qb, qdb, t, f).reshape(par.shape[0], 6)
+
+
+def load_blocks(par, qb, qdb, t, width: int) -> np.ndarray:
+    """The loads of a group of user-force elements, (ne, 2, width): one call per
+    element, or one per group for ``vectorized`` callables; ``width`` is 3 for
+    planar ``[fx, fy, n]`` and 6 for spatial ``[f, n]`` (mbplugins.spatial.forces)."""
+    ne = par.shape[0]
+    out = np.zeros((ne, 2, width))
+    h = par[:, 0].astype(np.intp)
+    for k in np.unique(h):
+        fn, spec, kw, vec = _HANDLES[k]
+        idx = np.nonzero(h == k)[0]
+        if vec:
+            out[idx] = _call(fn, spec, kw, t, qb[idx].copy(), qdb[idx].copy(),
+                             int(idx[0]), len(idx), width)
+        else:
+            for e in idx:
+                out[e] = _call(fn, spec, kw, t, qb[e].copy(), qdb[e].copy(), int(e), None,
+                               width)[0]
+    return out
+
+
+def _call(fn, spec, kw, t, q, qd, e, n, width):
+    """One call of a user function: loads on body_i only ``(width,)`` or on both
+    ``(2, width)`` (with a leading ``n`` when vectorised), checked finite."""
+    try:
+        out = np.asarray(fn(t, q, qd, **kw), dtype=float)
+    except Exception as exc:
+        raise ElementEvaluationError(e, f"user function '{spec}' raised "
+                                        f"{type(exc).__name__}: {exc}") from exc
+    m = 1 if n is None else n
+    if out.shape == ((width,) if n is None else (n, width)):
+        full = np.zeros((m, 2, width))
+        full[:, 0, :] = out.reshape(m, width)
+        out = full
+    elif out.shape == ((2, width) if n is None else (n, 2, width)):
+        out = out.reshape(m, 2, width)
+    else:
+        want = (f"({width},) or (2, {width})" if n is None
+                else f"({n}, {width}) or ({n}, 2, {width})")
+        raise ElementEvaluationError(e, f"user function '{spec}' returned shape "
+                                        f"{out.shape}, expected {want}")
+    if not np.all(np.isfinite(out)):
+        raise ElementEvaluationError(e, f"user function '{spec}' returned a non-finite "
+                                        f"force")
+    return out

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from mbcore.elements import ForceType, PackContext
+from mbcore.elements import ForceType, PackContext, velocity_blocks
 from mbcore.errors import ElementEvaluationError, ModelError
 from mbcore.rotations import G as Gmat, L as Lmat, skew
 from mbcore.schema import Param
@@ -45,14 +45,6 @@ NO_ANGLE = ("the body-j reference direction is parallel to the rotation axis (th
 # =====================================================================================
 # helpers
 # =====================================================================================
-def _omega_body(qb, qdb):
-    """v blocks [rdot, omega'] (ne, nb, 6) from [r, p] and [rdot, pdot]."""
-    vb = np.empty(qdb.shape[:2] + (6,))
-    vb[..., :3] = qdb[..., :3]
-    vb[..., 3:] = 2.0 * np.einsum("ebkl,ebl->ebk", Lmat(qb[..., 3:7]), qdb[..., 3:7])
-    return vb
-
-
 def _to_q(qb, gv):
     """Generalised force in v form ``[f, n']`` (ne, nb, 6) -> q form ``[f, 2 L^T n']``."""
     g = np.empty(gv.shape[:2] + (7,))
@@ -84,12 +76,16 @@ class SpatialForceType(ForceType):
 
 
 class _CoordinateLaw(SpatialForceType):
+    #: single-coordinate laws: par columns of k, c and the free value (subclasses
+    #: with several coordinates override _stiffness/_free/_laws/outputs)
+    K_COL = C_COL = FREE_COL = 0
+
     """Spring-damper-actuator laws on scalar configuration coordinates (module
     docstring).  Subclasses give ``_coords(par, K)`` -> list of jets and
     ``_laws(par, s, sd, f)`` -> (spring, damper, actuator) forces, each (ne, k)."""
 
     def _kin(self, par, qb, qdb=None):
-        K = C._Kin(qb, None if qdb is None else _omega_body(qb, qdb), jac=True)
+        K = C._Kin(qb, None if qdb is None else velocity_blocks(qb, qdb), jac=True)
         return K, self._coords(par, K)
 
     def _parts(self, par, qb, qdb, f):
@@ -113,6 +109,21 @@ class _CoordinateLaw(SpatialForceType):
     def power_nc(self, par, qb, qdb, t, f):
         K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
         return -np.sum((fd + fa) * sd, -1)
+
+    def _stiffness(self, par):
+        return par[:, self.K_COL:self.K_COL + 1]
+
+    def _free(self, par):
+        return par[:, self.FREE_COL:self.FREE_COL + 1]
+
+    def _laws(self, par, s, sd, f):
+        """spring k (s - s0), damper c sdot, actuator f_a(t) (one time function)."""
+        return (self._stiffness(par) * (s - self._free(par)),
+                par[:, self.C_COL:self.C_COL + 1] * sd, f[:, 0, 0:1])
+
+    def outputs(self, par, qb, qdb, t, f):
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        return np.concatenate([s, sd, fs, fd, fa, fs + fd + fa], -1)
 
 
 # =====================================================================================
@@ -146,6 +157,7 @@ class SpatialTSDA(_CoordinateLaw):
     }
     n_par = 9
     n_fun = 1
+    K_COL, C_COL, FREE_COL = 6, 7, 8
     labels = ("length", "length_rate", "spring_force", "damper_force", "actuator_force",
               "force")
 
@@ -173,18 +185,6 @@ class SpatialTSDA(_CoordinateLaw):
             raise ElementEvaluationError(int(np.nonzero(short)[0][0]), ZERO_LENGTH)
         return [_sqrt_jet(L2)]
 
-    def _stiffness(self, par):
-        return par[:, 6:7]
-
-    def _free(self, par):
-        return par[:, 8:9]
-
-    def _laws(self, par, s, sd, f):
-        return par[:, 6:7] * (s - par[:, 8:9]), par[:, 7:8] * sd, f[:, 0, 0:1]
-
-    def outputs(self, par, qb, qdb, t, f):
-        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
-        return np.concatenate([s, sd, fs, fd, fa, fs + fd + fa], -1)
 
 
 # =====================================================================================
@@ -227,6 +227,7 @@ class SpatialRSDA(_CoordinateLaw):
     n_par = 13
     n_fun = 1
     TRACK = 9
+    K_COL, C_COL, FREE_COL = 10, 11, 12
     labels = ("angle", "angle_rate", "spring_torque", "damper_torque", "actuator_torque",
               "torque")
 
@@ -256,18 +257,6 @@ class SpatialRSDA(_CoordinateLaw):
         par[:, self.TRACK] = th.v
         return [th]
 
-    def _stiffness(self, par):
-        return par[:, 10:11]
-
-    def _free(self, par):
-        return par[:, 12:13]
-
-    def _laws(self, par, s, sd, f):
-        return par[:, 10:11] * (s - par[:, 12:13]), par[:, 11:12] * sd, f[:, 0, 0:1]
-
-    def outputs(self, par, qb, qdb, t, f):
-        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
-        return np.concatenate([s, sd, fs, fd, fa, fs + fd + fa], -1)
 
 
 def _zero_function():
@@ -523,43 +512,7 @@ class SpatialUserForce(SpatialForceType):
         return _uf.UserForce.pack(self, spec, ctx)
 
     def _load_blocks(self, par, qb, qdb, t):
-        ne = par.shape[0]
-        out = np.zeros((ne, 2, 6))
-        h = par[:, 0].astype(np.intp)
-        for k in np.unique(h):
-            fn, spec, kw, vec = _uf._HANDLES[k]
-            idx = np.nonzero(h == k)[0]
-            if vec:
-                out[idx] = self._call(fn, spec, kw, t, qb[idx].copy(), qdb[idx].copy(),
-                                      int(idx[0]), len(idx))
-            else:
-                for e in idx:
-                    out[e] = self._call(fn, spec, kw, t, qb[e].copy(), qdb[e].copy(),
-                                        int(e), None)[0]
-        return out
-
-    @staticmethod
-    def _call(fn, spec, kw, t, q, qd, e, n):
-        try:
-            out = np.asarray(fn(t, q, qd, **kw), dtype=float)
-        except Exception as exc:
-            raise ElementEvaluationError(e, f"user function '{spec}' raised "
-                                            f"{type(exc).__name__}: {exc}") from exc
-        m = 1 if n is None else n
-        if out.shape == ((6,) if n is None else (n, 6)):
-            full = np.zeros((m, 2, 6))
-            full[:, 0, :] = out.reshape(m, 6)
-            out = full
-        elif out.shape == ((2, 6) if n is None else (n, 2, 6)):
-            out = out.reshape(m, 2, 6)
-        else:
-            want = "(6,) or (2, 6)" if n is None else f"({n}, 6) or ({n}, 2, 6)"
-            raise ElementEvaluationError(e, f"user function '{spec}' returned shape "
-                                            f"{out.shape}, expected {want}")
-        if not np.all(np.isfinite(out)):
-            raise ElementEvaluationError(e, f"user function '{spec}' returned a non-finite "
-                                            f"force")
-        return out
+        return _uf.load_blocks(par, qb, qdb, t, 6)
 
     def force(self, par, qb, qdb, t, f):
         lb = self._load_blocks(par, qb, qdb, t)
