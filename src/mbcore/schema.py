@@ -119,7 +119,8 @@ class Param:
     ``kind`` is one of ``body``, ``vec2``, ``vec3`` (a spatial point: 3 numbers or
     a named point), ``axis3`` (a direction: 3 numbers of non-zero length, returned
     as a unit vector), ``number``, ``choice``, ``function``,
-    ``string``, ``bool`` (true/false; also yes/no), ``mapping`` (key: value, keys
+    ``string``, ``strings`` (a list of names), ``bool`` (true/false; also yes/no),
+    ``mapping`` (key: value, keys
     validated by whoever uses it).  ``default`` of ``None`` with ``required=False`` means the type
     computes a default itself (e.g. from the initial configuration).
     """
@@ -171,6 +172,10 @@ class Param:
             return ctx.function(value, path) if ctx is not None else value
         if k == "string":
             return string(value, path)
+        if k == "strings":              # a list of names (one name: a list of one)
+            if isinstance(value, str):
+                return (value,)
+            return tuple(string(x, join(path, i)) for i, x in enumerate(sequence(value, path)))
         if k == "mapping":
             return dict(mapping(value, path))
         if k == "bool":
