@@ -9,7 +9,7 @@ import pytest
 import mbcore
 
 G = 9.81
-METHODS = ("newton", "modified_newton", "partitioned", "energy")
+METHODS = ("newton", "modified_newton", "partitioned", "energy", "joint_coordinates")
 
 
 def inclined_pendulum():

@@ -8,7 +8,7 @@ import yaml
 import mbcore
 from mbcore import Model
 
-METHODS = ["newton", "modified_newton", "partitioned", "energy"]
+METHODS = ["newton", "modified_newton", "partitioned", "energy", "joint_coordinates"]
 
 
 def platform(examples):

@@ -40,6 +40,10 @@ class KinematicAnalysis(Analysis):
                                     default=1e-13, positive=True),
         "predictor": Param("choice", "initial guess at the next time",
                            default="taylor", choices=("taylor", "previous")),
+        "coordinates": Param("choice", "solve in Cartesian coordinates, or in the joint "
+                             "coordinates of the model's kinematic tree (drivers and cut "
+                             "joints of loops as the equations; spec §4.7)",
+                             default="cartesian", choices=("cartesian", "joint")),
     }
 
     @classmethod
@@ -78,6 +82,8 @@ class KinematicAnalysis(Analysis):
         sysm = self.system
         n, m = sysm.n, sysm.m
         s = self.settings
+        if s["coordinates"] == "joint":
+            return self._run_joint(record, event, progress)
         self.rows = self._select_rows(s["t_start"])
         lu = dense_lu(n, sysm.backend) if sysm.dense else None
         times = self.times()
@@ -178,6 +184,55 @@ class KinematicAnalysis(Analysis):
         self.final = (q, qd, qdd)
 
     # ----------------------------------------------------------------------
+    def _run_joint(self, record, event, progress=False):
+        """The kinematic analysis in joint coordinates (:mod:`.jc_kinematics`)."""
+        from .jc_kinematics import JointKinematics
+        sysm, s = self.system, self.settings
+        times = self.times()
+        t0 = float(times[0])
+        state = sysm.initial_state(t0)
+        rep = assemble(sysm, state.q, np.zeros(sysm.n), t0)
+        q = rep.q
+        event(t0, "assembly", rep.summary())
+        jk = JointKinematics(sysm, q, t0)
+        self.joint_kinematics = jk
+        event(t0, "info", f"joint coordinates: {jk.chart.nv} joint velocities, "
+              f"{len(jk.extra)} driver / loop equations, cut joints: "
+              f"{', '.join(j.name for j in jk.tree.cut) or 'none'}")
+        if jk.redundant:
+            event(t0, "redundant", "redundant driver / loop equations removed: "
+                  + ", ".join(jk.redundant))
+        tol, maxit = s["tolerance"], int(s["max_iterations"])
+        self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
+                      "dof_mechanism": jk.chart.nv, "coordinates": "joint"}
+        points, angular = bool(sysm.point_names), bool(sysm.angular_labels)
+        bar = _progress(len(times), progress)
+        qd = qdd = np.zeros(sysm.n)
+        try:
+            for t in times:
+                t = float(t)
+                q, it, phin = jk.position(q, t, tol, maxit)
+                qd, qdd, aux = jk.velocities(q, t)
+                check_finite("acceleration", qdd, sysm.coordinate_names, t)
+                self.stats["newton_iterations"] += it
+                self.stats["lu_factorizations"] += it + 1
+                data = {"q": q, "qd": qd, "qdd": qdd,
+                        "solver": np.array([it, phin, float("nan")])}
+                if points:
+                    data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
+                if angular:
+                    data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
+                self._extra_joint(t, q, qd, qdd, aux, data)
+                record(t, data)
+                self.stats["steps"] += 1
+                bar.update(1)
+        finally:
+            bar.close()
+        self.final = (q, qd, qdd)
+
+    def _extra_joint(self, t, q, qd, qdd, aux, data):
+        """Hook for subclasses (joint coordinates): channels from the converged state."""
+
     def _factor(self, lu, J, q, t) -> float:
         sysm = self.system
         self.stats["lu_factorizations"] = self.stats.get("lu_factorizations", 0) + 1
@@ -418,6 +473,14 @@ class KinetostaticAnalysis(KinematicAnalysis):
         lam = rhs if self.rows is None else np.zeros(sysm.m)
         if self.rows is not None:           # removed (redundant) rows carry no load
             lam[self.rows] = rhs
+        self._fill(t, q, qd, lam, data)
+
+    def _extra_joint(self, t, q, qd, qdd, aux, data):
+        lam = self.joint_kinematics.multipliers(q, qd, t, aux)
+        self._fill(t, q, qd, lam, data)
+
+    def _fill(self, t, q, qd, lam, data):
+        sysm = self.system
         check_finite("multiplier", lam, sysm.constraint_names, t)
         data["lam"] = lam
         data["reactions"] = sysm.reactions(q, t, lam)

@@ -14,6 +14,9 @@ Methods (``settings.method``):
 * ``energy`` — minimisation of the potential energy over v (004 §14.2, Alg SE-1) by
   BFGS with the gradient ``dV/dv = -f(v)^T`` (Eq 14.20); conservative loads only;
   finds stable equilibria only.
+* ``joint_coordinates`` — minimisation of the potential energy over the joint
+  coordinates of the model's kinematic tree (004 §14.4, Eq 14.24; loops: penalty on
+  the cut joints, Eq 14.26, then Newton); conservative loads; stable equilibria.
 * fictitious damping (dynamic relaxation, 004 §14.3) is the dynamic analysis with
   damping, run until rest.
 """
@@ -38,7 +41,7 @@ class StaticAnalysis(Analysis):
         "t_start": Param("number", "time at which loads are evaluated", default=0.0),
         "method": Param("choice", "solution method", default="newton",
                         choices=("newton", "modified_newton", "partitioned", "energy",
-                                 "given")),
+                                 "joint_coordinates", "given")),
         "assemble": Param("bool", "assemble the estimates first", default=True),
         "tolerance": Param("number", "residual tolerance (forces and Phi)", default=1e-10,
                            positive=True),
@@ -67,11 +70,11 @@ class StaticAnalysis(Analysis):
             q0 = rep.q
             event(t, "assembly", rep.summary())
         method = st["method"]
-        if method == "energy":
+        if method in ("energy", "joint_coordinates"):
             self._check_conservative()
         solve = {"newton": self._newton, "modified_newton": self._newton,
                  "partitioned": self._partitioned, "energy": self._energy,
-                 "given": self._given}[method]
+                 "joint_coordinates": self._joint_coordinates, "given": self._given}[method]
         q, lam, it = solve(q0.copy(), modified=(method == "modified_newton"))
         r, phi = self._residual(q, lam)
         fr = float(np.max(np.abs(r))) if r.size else 0.0
@@ -341,6 +344,19 @@ class StaticAnalysis(Analysis):
                 raise ModelError("settings.method", f"method 'energy' needs conservative "
                                  f"loads; '{bad}' ({fg.ftype.name}) has no potential: use "
                                  f"'newton' or 'partitioned'")
+
+    def _joint_coordinates(self, q, modified=False):
+        """Potential-energy minimisation over the joint coordinates of the model's
+        tree (004 §14.4, :mod:`.jc_statics`); loops through their cut joints (penalty),
+        then Newton-Raphson on (q, lam) to close them exactly."""
+        from .jc_statics import minimise
+        tol, maxit = self.settings["tolerance"], int(self.settings["max_iterations"])
+        q, it = minimise(self.system, q, self.t, tol, maxit)
+        if len(self.system.phi(q, self.t)) and \
+                np.max(np.abs(self.system.phi(q, self.t))) > 1e-12 * (1 + np.abs(q).max()):
+            q, lam, it2 = self._newton(q)
+            return q, lam, it + it2
+        return q, self._initial_lam(q), it
 
     def _given(self, q, modified=False):
         """The multipliers at the given configuration, without moving it: the
