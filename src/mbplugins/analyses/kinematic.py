@@ -234,7 +234,6 @@ class KinematicAnalysis(Analysis):
         """Hook for subclasses (joint coordinates): channels from the converged state."""
 
     def _factor(self, lu, J, q, t) -> float:
-        sysm = self.system
         self.stats["lu_factorizations"] = self.stats.get("lu_factorizations", 0) + 1
         if lu is None:      # large systems: sparse LU
             import scipy.sparse.linalg as spla
