@@ -113,8 +113,8 @@ def stiff_pendulum(k: float = 1.0e6, c: float = 2.0e3) -> mbcore.Model:
     return m
 
 
-def chain_state(system, seed: int = 0):
-    """A consistent state of a :func:`chain` system: links at angles
+def chain_state(system, seed: int = 0, length: float = 1.0):
+    """A consistent state of a :func:`chain` system (links of ``length``): links at
     ``0.3 sin(k)``-like pseudo-random angles with random angular rates, positions and
     velocities computed from the joint equations (so gamma is the true one)."""
     nb = system.nb
@@ -122,18 +122,19 @@ def chain_state(system, seed: int = 0):
     phi = np.cumsum(rng.uniform(-0.4, 0.4, nb))
     w = rng.uniform(-1.0, 1.0, nb)
     c, s = np.cos(phi), np.sin(phi)
-    # link k: tip_k = tip_{k-1} + L e_k; centre = tip_{k-1} + L/2 e_k (L = 1)
-    tipx = np.concatenate([[0.0], np.cumsum(c)])
-    tipy = np.concatenate([[0.0], np.cumsum(s)])
-    vx_tip = np.concatenate([[0.0], np.cumsum(-w * s)])
-    vy_tip = np.concatenate([[0.0], np.cumsum(w * c)])
+    # link k: tip_k = tip_{k-1} + L e_k; centre = tip_{k-1} + L/2 e_k
+    L = length
+    tipx = np.concatenate([[0.0], np.cumsum(L * c)])
+    tipy = np.concatenate([[0.0], np.cumsum(L * s)])
+    vx_tip = np.concatenate([[0.0], np.cumsum(-L * w * s)])
+    vy_tip = np.concatenate([[0.0], np.cumsum(L * w * c)])
     q = np.zeros(system.n)
     qd = np.zeros(system.n)
-    q[0::3] = tipx[:-1] + 0.5 * c
-    q[1::3] = tipy[:-1] + 0.5 * s
+    q[0::3] = tipx[:-1] + 0.5 * L * c
+    q[1::3] = tipy[:-1] + 0.5 * L * s
     q[2::3] = phi
-    qd[0::3] = vx_tip[:-1] - 0.5 * w * s
-    qd[1::3] = vy_tip[:-1] + 0.5 * w * c
+    qd[0::3] = vx_tip[:-1] - 0.5 * L * w * s
+    qd[1::3] = vy_tip[:-1] + 0.5 * L * w * c
     qd[2::3] = w
     return q, qd
 

@@ -18,6 +18,10 @@ noisy) and the ratio numpy/compiled.  Cases:
   error, compiled vs NumPy right-hand side) and spatial chains of N = 10 ... 10000
   bodies on spherical joints (cost per right-hand side and per simulated second
   with the fitted exponent in N).
+* ``joint_coordinates_chain_*`` (``--only joint_coordinates``): planar chains of N =
+  10 ... 10000 links of 0.1 m, 1 kg slender bars — one right-hand side of the joint
+  coordinates vs the Cartesian DI (exponent in N) and 1 s runs at a tip error <= 1e-6
+  m (s per simulated s of the integration, evaluations, errors).
 """
 from __future__ import annotations
 
@@ -483,48 +487,120 @@ def bench_spatial_dynamics(repeat: int, quick: bool) -> dict:
     return out
 
 
+def _chain_tip(q: np.ndarray, length: float) -> np.ndarray:
+    """Free end of the last link of a :func:`models.chain` at coordinates q."""
+    return np.array([q[-3] + 0.5 * length * np.cos(q[-1]),
+                     q[-2] + 0.5 * length * np.sin(q[-1])])
+
+
 def bench_joint_coordinates(repeat: int, quick: bool) -> dict:
-    """Joint-coordinate issue: planar chains of N links (benchmarks/models.py chain:
-    1 m, 1 kg slender links, revolutes, released horizontal) — one right-hand side
-    of ``joint_coordinates`` (compiled articulated-body recursion) vs the Cartesian
-    DI right-hand side (compiled), and whole runs (dopri5 rtol 1e-6, record q)."""
+    """Joint-coordinate issue: planar chains of N links of 0.1 m, 1 kg slender bars
+    (benchmarks/models.py ``chain(n, length=0.1)``), revolute joints, released
+    horizontal under gravity, 1 s.
+
+    * ``joint_coordinates_chain_rhs``: one right-hand side as the compiled loop calls
+      it — joint coordinates (``CompiledJC``: recursion, forces, articulated-body
+      solver) vs Cartesian DI (``CompiledRHS``: Jacobian, gamma, forces, Schur
+      solve) — µs, µs per link and the exponent fitted in N; the joint-coordinate
+      right-hand side through one Python call too.
+    * ``joint_coordinates_chain_runs``: dop853 runs (``record: q``, output every 0.1
+      s) at the loosest rtol = atol of 1e-3, 1e-4, ... whose tip position (and every
+      body centre) at t_end is within 1e-6 m of a joint-coordinate reference at rtol
+      = atol = 1e-12: wall s per simulated s of the integration (``stats
+      wall_time``: initial state, compiled loop, outputs; median of ``repeat``
+      runs), the model compile + formulation set-up per run separately, evaluations
+      and the errors.  Cartesian runs for N <= 1000 (N = 10 000: ~100 s per run)."""
     from mbcore.plugins import registry
     from models import chain, chain_state, fit_exponent
     from mbplugins.formulations.joint_coordinates import JointCoordinates
+    L = 0.1
     ns = (10, 100, 1000) if quick else (10, 100, 1000, 10000)
-    rhs = {"n": [], "joint_us": [], "cartesian_us": []}
+    rhs = {"n": [], "joint_us": [], "joint_us_per_link": [], "joint_python_call_us": [],
+           "cartesian_us": [], "cartesian_us_per_link": [], "cartesian_jacobian": [],
+           "ratio": []}
     for n in ns:
-        s = chain(n).compile(kernels="compiled")
+        s = chain(n, length=L).compile(kernels="compiled")
         jc = JointCoordinates(s, {"solver": "recursive"})
-        q, qd = chain_state(s)
-        y = jc.pack(q, qd)
-        k = max(3, int(2e4 / n))
-        tj = _time(lambda: jc.rhs(0.1, y), k, repeat)
         di = registry().get("formulation", "di")(s, {})
+        q, qd = chain_state(s, length=L)
+        y = np.concatenate([jc.pack(q, qd), [0.0]])
         yc = np.concatenate([q, qd, [0.0]])
-        out = np.zeros(2 * s.n + 1)
-        if di.compiled is not None:
-            tc = statistics.median(di.compiled.timeit(0.1, yc, k) for _ in range(repeat))
-        else:
-            tc = _time(lambda: di.rhs(0.1, yc[:-1]), k, repeat)
-        del out
+        k = max(3, int(2e5 / n))
+        tj = statistics.median(jc.compiled.timeit(0.1, y, k) for _ in range(repeat))
+        tp = _time(lambda: jc.rhs(0.1, y[:-1]), max(3, k // 4), repeat)
+        tc = statistics.median(di.compiled.timeit(0.1, yc, max(3, k // 4))
+                               for _ in range(repeat))
         rhs["n"].append(n)
         rhs["joint_us"].append(tj * 1e6)
+        rhs["joint_us_per_link"].append(tj * 1e6 / n)
+        rhs["joint_python_call_us"].append(tp * 1e6)
         rhs["cartesian_us"].append(tc * 1e6)
+        rhs["cartesian_us_per_link"].append(tc * 1e6 / n)
+        rhs["cartesian_jacobian"].append("dense" if s.dense else "sparse")
+        rhs["ratio"].append(tc / tj)
     rhs["joint_exponent"] = fit_exponent(rhs["n"], rhs["joint_us"])
     rhs["cartesian_exponent"] = fit_exponent(rhs["n"], rhs["cartesian_us"])
-    sim = {"n": [], "joint_s_per_simulated_s": [], "cartesian_s_per_simulated_s": [],
-           "joint_nfev": [], "cartesian_nfev": []}
-    t_end = 0.2 if quick else 1.0
-    for n in ns[:3]:
-        st = {"t_end": t_end, "output_step": t_end / 10, "rtol": 1e-6, "atol": 1e-8,
-              "record": "q"}
+
+    t_end, tol, integ = 1.0, 1e-6, "dop853"
+    base = {"t_end": t_end, "output_step": 0.1, "integrator": integ, "record": "q"}
+    ladder = (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
+
+    def go(n, form, rtol):
+        t0 = time.perf_counter()
+        res = mbcore.run(chain(n, length=L), settings={**base, "formulation": form,
+                                                       "rtol": rtol, "atol": rtol})
+        total = time.perf_counter() - t0
+        wall = float(res.stats["wall_time"])
+        return res, wall, total - wall
+
+    sim = {"n": [], "integrator": integ, "t_end": t_end, "tolerance_m": tol,
+           "reference": f"joint coordinates, {integ} rtol = atol = 1e-12",
+           "criterion": "tip and every body centre at t_end within tolerance_m of the "
+                        "reference; the loosest rtol = atol of 1e-3, 1e-4, ...",
+           "timing": "s_per_simulated_s: stats wall_time / t_end (initial state, "
+                     "integration loop, 11 output rows); setup_s: model compile + "
+                     "analysis/formulation set-up of the same run",
+           "joint": {}, "cartesian": {}}
+    keys = ("rtol", "s_per_simulated_s", "setup_s", "nfev", "us_per_evaluation",
+            "tip_error_m", "max_position_error_m", "met", "loop")
+    for key in ("joint", "cartesian"):
+        sim[key] = {k: [] for k in keys}
+    for n in ns:
         sim["n"].append(n)
+        ref, _, _ = go(n, "joint_coordinates", 1e-12)
+        qref = ref["q"][-1]
         for key, form in (("joint", "joint_coordinates"), ("cartesian", "di")):
-            t0 = time.perf_counter()
-            res = mbcore.run(chain(n), settings={**st, "formulation": form})
-            sim[f"{key}_s_per_simulated_s"].append((time.perf_counter() - t0) / t_end)
-            sim[f"{key}_nfev"].append(int(res.stats["integrator_nfev"]))
+            row = sim[key]
+            if key == "cartesian" and n > 1000:
+                for k in keys:
+                    row[k].append(None)
+                continue
+            for rtol in ladder:
+                res, wall, setup = go(n, form, rtol)
+                qf = res["q"][-1]
+                tip = float(np.max(np.abs(_chain_tip(qf, L) - _chain_tip(qref, L))))
+                pos = float(max(np.max(np.abs(qf[0::3] - qref[0::3])),
+                                np.max(np.abs(qf[1::3] - qref[1::3]))))
+                if max(tip, pos) <= tol:
+                    break
+            walls, setups = [wall], [setup]
+            for _ in range(max(0, min(repeat, int(60.0 / max(wall + setup, 1e-3))) - 1)):
+                _, w, su = go(n, form, rtol)
+                walls.append(w)
+                setups.append(su)
+            nfev = int(res.stats["integrator_nfev"])
+            row["rtol"].append(rtol)
+            row["s_per_simulated_s"].append(statistics.median(walls) / t_end)
+            row["setup_s"].append(statistics.median(setups))
+            row["nfev"].append(nfev)
+            row["us_per_evaluation"].append(statistics.median(walls) / nfev * 1e6)
+            row["tip_error_m"].append(tip)
+            row["max_position_error_m"].append(pos)
+            row["met"].append(max(tip, pos) <= tol)
+            row["loop"].append(res.stats["loop"])
+    for key in ("joint", "cartesian"):
+        pts = [(n, v) for n, v in zip(sim["n"], sim[key]["s_per_simulated_s"]) if v]
+        sim[key]["exponent"] = fit_exponent(*zip(*pts)) if len(pts) > 1 else None
     return {"joint_coordinates_chain_rhs": rhs, "joint_coordinates_chain_runs": sim}
 
 

@@ -193,3 +193,146 @@ def test_compiled_recursion_equals_numpy_reference():
             np.testing.assert_allclose(a, b, atol=1e-12 * (1 + np.abs(b).max()))
             np.testing.assert_allclose(A.q_cur, B.q_cur, atol=1e-12)
             np.testing.assert_allclose(A.qd_cur, B.qd_cur, atol=1e-12)
+
+
+def _forced_chain(n=6):
+    """A chain with a spring-damper-actuator to the ground (actuator a time function),
+    a damped rotary spring with an actuator torque and a viscous damper: compiled
+    force elements whose time functions the compiled right-hand side evaluates."""
+    m = chain(n, reverse=True)
+    m.add_force("tsda", "pull", body_i="ground", body_j=f"L{n - 1}", point_i=(n, 1.0),
+                point_j=(0.5, 0.0), stiffness=20.0, damping=0.7, free_length=0.5,
+                actuator="2*sin(3*t)")
+    m.add_force("rsda", "hinge", body_i="L0", body_j="L1", stiffness=3.0, damping=0.2,
+                actuator="0.5*cos(2*t)")
+    m.add_force("damping", "visc", body="L2", coefficients=[0.5, 0.7, 0.2])
+    return m
+
+
+def test_compiled_jc_right_hand_side_equals_numpy_path():
+    """CompiledJC (kinematics + compiled forces and time functions + articulated-body
+    solver in one C call) gives [thetadot; thetaddot; P_nc] of the NumPy formulation
+    (backend numpy: the NumPy recursions and force references) to 1e-12, on a chain
+    with forces and on the branching tree with a slider; the Python-visible
+    recursions too."""
+    from mbcore._ext import _dynamics as D
+    from mbplugins.formulations.joint_coordinates import (JointCoordinates,
+                                                          articulated_body)
+    for mdl in (_forced_chain(), tree_with_slider()):
+        sc, sn = mdl.compile(kernels="compiled"), mdl.compile(kernels="numpy")
+        A = JointCoordinates(sc, {"solver": "recursive"})
+        B = JointCoordinates(sn, {"solver": "recursive"})
+        assert isinstance(A.compiled, D.CompiledJC) and B.compiled is None
+        assert A.compiled.n == A.dof and not A.compiled.cartesian
+        rng = np.random.default_rng(8)
+        out = np.zeros(2 * A.dof + 1)
+        for t in (0.0, 0.37, 1.3):
+            y = np.concatenate([0.5 * rng.normal(size=A.dof), rng.normal(size=A.dof),
+                                [rng.normal()]])
+            assert A.compiled.eval(t, y, out) == 0
+            ref = B.rhs(t, y[:-1]).copy()
+            P = B.work_rate(t)
+            assert P != 0.0
+            scale = 1 + np.abs(ref).max()
+            np.testing.assert_allclose(out[:-1], ref, rtol=0, atol=1e-12 * scale)
+            assert abs(out[-1] - P) <= 1e-12 * (1 + abs(P))
+            np.testing.assert_allclose(A.compiled.q_view, B.q_cur, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(A.compiled.qd_view, B.qd_cur, rtol=0, atol=1e-12)
+            # the Python rhs of the compiled formulation: the same C call
+            np.testing.assert_array_equal(A.rhs(t, y[:-1]), out[:-1])
+            assert A.work_rate(t) == out[-1]
+            # the Python-visible recursions against the NumPy reference
+            th, thd = y[:A.dof], y[A.dof:-1]
+            q, qd = np.zeros(sc.n), np.zeros(sc.n)
+            D.jc_planar_kinematics(A._jk, A._jp, A._jc, A._jsp, A._jsc, A._ju, A._jang,
+                                   th, thd, q, qd)
+            np.testing.assert_allclose(q, B.tree.positions(th), rtol=0, atol=1e-12)
+            np.testing.assert_allclose(qd, B.tree.velocities(q, thd), rtol=0, atol=1e-12)
+            Q = sn.forces(q, qd, t).copy()
+            thdd, qdd = np.zeros(A.dof), np.zeros(sc.n)
+            D.jc_planar_aba(A._jk, A._jp, A._jc, A._jsp, A._jsc, A._ju, A.mass, q, qd, th,
+                            thd, Q, thdd, qdd, np.zeros((sc.nb + A.dof, 16)))
+            rt, rq = articulated_body(B.tree, B.mass, q, qd, th, thd, Q)
+            np.testing.assert_allclose(thdd, rt, rtol=0, atol=1e-12 * (1 + np.abs(rt).max()))
+            np.testing.assert_allclose(qdd, rq, rtol=0, atol=1e-12 * (1 + np.abs(rq).max()))
+    with pytest.raises(ValueError, match="tree order"):
+        D.CompiledJC(A._jk, A._jp[::-1].copy(), A._jc[::-1].copy(), A._jsp, A._jsc, A._ju,
+                     A._jang, A.mass, sc._q_gravity)
+    with pytest.raises(ValueError, match="force evaluator"):
+        D.CompiledJC(A._jk, A._jp, A._jc, A._jsp, A._jsc, A._ju, A._jang, A.mass,
+                     sc._q_gravity, _forced_chain(3).compile(kernels="compiled")
+                     ._force_evaluator)
+
+
+def test_compiled_loop_runs_joint_coordinates():
+    """A planar tree with joint coordinates runs in the compiled integration loop
+    (stats 'loop'; the compiled right-hand side counts the evaluations) with the
+    outputs of the Python driver to 1e-10 and of the NumPy backend to 1e-8; the
+    energy balance (work of the damper, actuators) closes; a Python force element
+    keeps the Python path."""
+    m = _forced_chain(5)
+    st = {**ST, "t_end": 0.4, "formulation": "joint_coordinates",
+          "record": "q, qd, qdd, lam, energy"}
+    from mbcore.fastloop import run_compiled as real
+    calls = []
+
+    def spy(kind, icls, form, *a, **k):
+        calls.append(type(form.compiled).__name__)
+        return real(kind, icls, form, *a, **k)
+    import mbplugins.analyses.dynamic as dyn
+    dyn.run_compiled, saved = spy, dyn.run_compiled
+    try:
+        a = mbcore.run(m, analysis="dynamic", settings=st, kernels="compiled")
+    finally:
+        dyn.run_compiled = saved
+    assert a.stats["loop"] == "compiled" and calls == ["CompiledJC"]
+    b = mbcore.run(m, analysis="dynamic", settings={**st, "loop": "python"},
+                   kernels="compiled")
+    c = mbcore.run(m, analysis="dynamic", settings={**st, "t_end": 0.1}, kernels="numpy")
+    assert b.stats["loop"] == "python" and c.stats["loop"] == "python"
+    assert a.stats["integrator_nfev"] == b.stats["integrator_nfev"]
+    for ch in ("q", "qd", "qdd", "lam", "energy"):
+        sc = 1 + np.abs(b[ch]).max()
+        np.testing.assert_allclose(a[ch], b[ch], rtol=0, atol=1e-10 * sc, err_msg=ch)
+        np.testing.assert_allclose(a[ch][:2], c[ch], rtol=0, atol=1e-8 * sc, err_msg=ch)
+    E = a["energy"]
+    assert abs(E[-1, 3]) > 1e-2                          # the forces did work
+    assert np.ptp(E[:, 4]) < 1e-8 * np.abs(E[:, :4]).max()   # T + V - W constant
+    # a (large, sparse-Jacobian) chain: the balance closes too (tree rows do no work)
+    big = mbcore.run(chain(40), analysis="dynamic",
+                     settings={**st, "t_end": 0.2, "record": "energy"})
+    assert big.stats["loop"] == "compiled"
+    Eb = big["energy"]
+    assert np.ptp(Eb[:, 4]) < 1e-7 * np.abs(Eb[:, :3]).max()
+    # ... and on the NumPy path (work_rate: P_nc, no Cartesian multipliers needed)
+    nb = mbcore.run(chain(40), analysis="dynamic", kernels="numpy",
+                    settings={**st, "t_end": 0.04, "output_step": 0.01, "rtol": 1e-6,
+                              "atol": 1e-6, "record": "energy"})
+    assert nb.stats["loop"] == "python"
+    assert np.ptp(nb["energy"][:, 4]) < 1e-7 * np.abs(nb["energy"][:, :3]).max()
+    # a Python-only force element: no CompiledJC, the Python driver, the same motion
+    from mbcore import hookimpl
+    from mbcore.plugins import PluginManager
+    from mbplugins.formulations.joint_coordinates import JointCoordinates
+    from mbplugins.planar.forces import TSDA
+
+    class PyTSDA(TSDA):
+        name = "py_tsda"
+        kernel = None
+
+    class Plugin:
+        @hookimpl
+        def mbcore_force_types(self):
+            return [PyTSDA]
+
+    pm = PluginManager()
+    pm.register(Plugin(), name="third")
+    mp = _forced_chain(5)
+    assert mp.elements["forces"][0].name == "pull"
+    mp.elements["forces"][0].raw["type"] = "py_tsda"
+    assert JointCoordinates(mp.compile(kernels="compiled", plugins=pm)).compiled is None
+    d = mbcore.run(mp, analysis="dynamic", settings=st, kernels="compiled", plugins=pm)
+    assert d.stats["loop"] == "python"
+    for ch in ("q", "energy"):
+        np.testing.assert_allclose(d[ch], a[ch], rtol=0,
+                                   atol=1e-8 * (1 + np.abs(a[ch]).max()), err_msg=ch)

@@ -50,6 +50,12 @@ class Formulation:
        (``mbcore._ext._dynamics.CompiledRHS``) where the System allows.  Return None
        (the default for formulations that override ``rhs`` or ``gamma_extra``) to
        keep the Python path.
+    9. A formulation with another state may set :attr:`compiled` itself to a
+       ``_dynamics.CompiledODE`` of ``[its state; W]`` (joint coordinates:
+       ``CompiledJC``; ``cartesian`` False, so outputs come from ``outputs``), and
+       define ``work_rate(t)``: the rate of the work channel at the last ``rhs``
+       (else the dynamic analysis adds ``lam . Phi_q qd`` to the power of the
+       non-conservative forces).
     """
 
     name: ClassVar[str] = ""

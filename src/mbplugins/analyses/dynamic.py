@@ -399,6 +399,10 @@ class _Run:
             form.nfev += 1      # compiled [qd; qdd; W'] in one call (else the Python
             return ydot         # path below repeats it and raises the named error)
         ydot[:size] = form.rhs(t, y[:size])
+        rate = getattr(form, "work_rate", None)
+        if rate is not None:     # the formulation's own power (joint coordinates)
+            ydot[size] = rate(t)
+            return ydot
         qq, qqd = form.q_cur, form.qd_cur
         lam = form.solver.lam
         if sysm.dense:
@@ -444,7 +448,9 @@ class _Run:
         buffers where it applies, else from the formulation (which projects or
         solves its dependent coordinates)."""
         form, sysm, n = self.form, self.sysm, self.n
-        if self.crhs is not None:
+        # (a compiled right-hand side of another state, e.g. joint coordinates, leaves
+        # the outputs to the formulation)
+        if self.crhs is not None and getattr(self.crhs, "cartesian", True):
             ok = self.crhs.eval(t, y, self._obuf) == 0
             self.crhs.nfev -= 1                # an output, not an integration cost
             if ok:

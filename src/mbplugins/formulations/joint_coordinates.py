@@ -18,11 +18,16 @@ Outputs are Cartesian, with the channels and names of the other formulations:
 Q`` (consistent for the exact motion; least squares), so reactions, energies and
 points are computed as usual.
 
-Scope of this first version: fixed base (joints to the ground), revolute and
-translational joints (the axis body nearer the ground), planar rigid bodies, no
-other constraints (drivers, closed loops: cut joints come next), NumPy recursion
-(a Python loop over the joints in tree order; the compiled O(N) articulated-body
-path is the next step).
+Scope: fixed base (joints to the ground), revolute and translational joints (the
+axis body nearer the ground), planar rigid bodies; other rows (cut joints closing
+loops, drivers) stay algebraic equations with multipliers (composite solver).
+
+Speed: on the compiled backend a tree without cut rows uses the O(N) articulated-body
+recursion in C, and when every force element is compiled the whole right-hand side
+``[thetadot; thetaddot; P_nc]`` is one C call (``_dynamics.CompiledJC``,
+:attr:`JointCoordinates.compiled`) that the dynamic analysis' compiled integration
+loop steps (mbcore.fastloop); outputs stay on the Python path.  The NumPy functions
+of this module are the reference of the compiled recursions.
 """
 from __future__ import annotations
 
@@ -346,7 +351,7 @@ class JointCoordinates(Formulation):
         self.extra = self.tree.extra_rows
         self.mass = np.array(system.mass_diag, dtype=float)
         self._ydot = np.zeros(2 * self.dof)
-        self._eye = np.eye(self.dof)
+        self._eye = None                 # unit thetaddot rows (composite path only)
         self.lam_full = np.zeros(system.m)
         choice = self.settings["solver"]
         if choice == "recursive" and len(self.extra):
@@ -379,6 +384,27 @@ class JointCoordinates(Formulation):
             self._cq, self._cqd = np.zeros(n), np.zeros(n)
             self._cthdd, self._cqdd = np.zeros(self.dof), np.zeros(n)
             self._cwork = np.zeros((system.nb + self.dof, 16))
+        #: the whole right-hand side in one C call (``_dynamics.CompiledJC``): the
+        #: dynamic analysis' compiled loop steps it (mbcore.fastloop)
+        self.compiled = self._compiled_jc()
+        self._ywork = np.zeros(2 * self.dof + 1) if self.compiled is not None else None
+        self._from_compiled = False
+
+    def _compiled_jc(self):
+        """``CompiledJC`` for a tree without cut rows on the compiled recursions whose
+        System has only compiled force elements (the conditions of
+        ``mbcore.formulation._compiled_rhs``), else None (the Python path)."""
+        s = self.system
+        if (self._ck is None or len(self.extra) or not self.dof or s.backend != "compiled"
+                or s._py_force_groups or s.padded or s.mass_diag is None):
+            return None
+        try:
+            from mbcore._ext._dynamics import CompiledJC
+        except ImportError:                       # pragma: no cover - an old build
+            return None
+        return CompiledJC(self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,
+                          self._jang, self.mass, s._q_gravity, s._force_evaluator,
+                          s.ftable._impl if len(s.functions) else None)
 
     @property
     def size(self) -> int:
@@ -390,6 +416,13 @@ class JointCoordinates(Formulation):
 
     def split(self, y):
         th, thd = y[:self.dof], y[self.dof:2 * self.dof]
+        if self._ck is not None:              # the compiled forward recursion
+            n = self.system.n
+            q, qd = np.zeros(n), np.zeros(n)
+            self._ck[0](self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,
+                        self._jang, np.ascontiguousarray(th, dtype=float),
+                        np.ascontiguousarray(thd, dtype=float), q, qd)
+            return q, qd
         q = self.tree.positions(th)
         return q, self.tree.velocities(q, thd)
 
@@ -421,7 +454,9 @@ class JointCoordinates(Formulation):
             Q = s.forces(q, qd, t).copy()
             thdd, qdd = articulated_body(tree, self.mass, q, qd, th, thd, Q)
             return q, qd, thdd, qdd, Q, np.zeros(0)
-        a = tree.accelerations(q, qd, th, thd, np.vstack([np.zeros(dof), self._eye]))
+        if self._eye is None:
+            self._eye = np.vstack([np.zeros(dof), np.eye(dof)])
+        a = tree.accelerations(q, qd, th, thd, self._eye)
         a0 = a[0]
         B = (a[1:] - a0).T                          # (n, dof)
         Q = s.forces(q, qd, t).copy()
@@ -454,15 +489,40 @@ class JointCoordinates(Formulation):
 
     def rhs(self, t, y):
         self.nfev += 1
+        dof = self.dof
+        c = self.compiled
+        if c is not None:                # one C call (else the Python path below,
+            if c.eval(t, y, self._ywork) == 0:      # which raises the named error)
+                self._from_compiled = True
+                self.q_cur, self.qd_cur = c.q_view, c.qd_view
+                self.solver.lam[:] = 0.0
+                self._ydot[:] = self._ywork[:2 * dof]
+                return self._ydot
+        self._from_compiled = False
         q, qd, thdd, qdd, Q, lam_e = self._solve(t, y)
         self.q_cur, self.qd_cur = q, qd
         lam = self.solver.lam
         lam[:] = 0.0                     # tree rows do no work (Phi_q qd = 0 there)
         lam[self.extra] = lam_e
-        self.system.jacobian(q, t)       # the System's buffer at q (work channel)
-        self._ydot[:self.dof] = y[self.dof:2 * self.dof]
-        self._ydot[self.dof:] = thdd
+        if len(self.extra):
+            self.system.jacobian(q, t)   # the System's buffer at q (work channel)
+        self._ydot[:dof] = y[dof:2 * dof]
+        self._ydot[dof:] = thdd
         return self._ydot
+
+    def work_rate(self, t):
+        """Rate of the work channel W at the last :meth:`rhs`: the power of the
+        non-conservative forces and of the cut-joint / driver rows, ``P_nc + lam* .
+        (Phi*_q qd)`` (the tree joints do no work)."""
+        if self._from_compiled:
+            return self.compiled.power
+        s = self.system
+        q, qd = self.q_cur, self.qd_cur
+        P = s.nonconservative_power(q, qd, t)
+        if len(self.extra):
+            J = s._jac_view if s.dense else s._csr
+            P += float(self.solver.lam @ (J @ qd))
+        return P
 
     def outputs(self, t, y):
         """Cartesian q, qd, qdd; the multipliers of the cut rows from the solve and of
