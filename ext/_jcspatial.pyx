@@ -265,6 +265,24 @@ cdef void c_outward(Py_ssize_t nj, const int* kind, const idx_t* parent,
         _mtv3(Ac, cw, Ck + 3)
 
 
+cdef void c_qdot(Py_ssize_t nb, const double* q, const double* V, double* qd) noexcept nogil:
+    """qdot (7 per body): rdot, pdot = 1/2 L(p)^T omega' (``cartesian_velocity``)."""
+    cdef Py_ssize_t b
+    cdef const double* p
+    cdef const double* w
+    for b in range(nb):
+        p = q + 7 * b + 3
+        w = V + 6 * b + 3
+        qd[7 * b] = V[6 * b]
+        qd[7 * b + 1] = V[6 * b + 1]
+        qd[7 * b + 2] = V[6 * b + 2]
+        # L(p)^T w: L = [[-e1, e0, e3, -e2], [-e2, -e3, e0, e1], [-e3, e2, -e1, e0]]
+        qd[7 * b + 3] = 0.5 * (-p[1] * w[0] - p[2] * w[1] - p[3] * w[2])
+        qd[7 * b + 4] = 0.5 * (p[0] * w[0] - p[3] * w[1] + p[2] * w[2])
+        qd[7 * b + 5] = 0.5 * (p[3] * w[0] + p[0] * w[1] - p[1] * w[2])
+        qd[7 * b + 6] = 0.5 * (-p[2] * w[0] + p[1] * w[1] + p[0] * w[2])
+
+
 cdef void c_body_forces(Py_ssize_t nb, const double* q, const double* V,
                         const double* Q, const double* inertia, double* F) noexcept nogil:
     """[F; n' - omega'~ J' omega'] per body, n' = 1/2 L(p) n* (``body_forces``)."""
@@ -495,7 +513,7 @@ cdef class SpatialTreeKernel:
     cdef double[:, ::1] geo
     cdef double[::1] mass
     cdef double[:, :, ::1] inertia
-    cdef public double[::1] q, V, X, S, C, body, F, acc, nud, IA, pA, U, W, Lf, thd
+    cdef public double[::1] q, qd, V, X, S, C, body, F, acc, nud, IA, pA, U, W, Lf, thd
 
     def __cinit__(self, int[::1] kind, idx_t[::1] parent, idx_t[::1] child,
                   double[:, ::1] geo, idx_t[::1] qo, idx_t[::1] vo, double[::1] mass,
@@ -530,6 +548,7 @@ cdef class SpatialTreeKernel:
         self.qo, self.vo, self.mass, self.inertia = qo, vo, mass, inertia
         nj1, nb1 = max(self.nj, 1), max(self.nb, 1)
         self.q = np.zeros(7 * nb1)
+        self.qd = np.zeros(7 * nb1)
         self.V = np.zeros(6 * nb1)
         self.X = np.zeros(36 * nj1)
         self.S = np.zeros(36 * nj1)
@@ -546,7 +565,7 @@ cdef class SpatialTreeKernel:
         self.thd = np.zeros(max(nq, 1))
 
     def outward(self, const double[::1] theta, const double[::1] nu):
-        """Fills q, V, X, S, C from (theta, nu)."""
+        """Fills q, qd, V, X, S, C from (theta, nu)."""
         if theta.shape[0] != self.nq or nu.shape[0] != self.nv:
             raise ValueError("SpatialTreeKernel.outward: theta / nu have the wrong size")
         if self.nj == 0:
@@ -556,6 +575,7 @@ cdef class SpatialTreeKernel:
                       &self.geo[0, 0], &self.qo[0], &self.vo[0], &theta[0], &nu[0],
                       &self.q[0], &self.V[0], &self.X[0], &self.S[0], &self.C[0],
                       &self.body[0])
+            c_qdot(self.nb, &self.q[0], &self.V[0], &self.qd[0])
 
     def body_forces(self, const double[::1] Q):
         """F from the System's forces Q at the last outward pass."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from mbcore.errors import ModelError
 from mbcore.formulation import Formulation

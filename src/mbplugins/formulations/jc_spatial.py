@@ -627,7 +627,7 @@ class SpatialJointCoordinates(Formulation):
             K.outward(th, nu)
             q = np.asarray(K.q)
             V = np.asarray(K.V).reshape(tr.nb, 6)
-            qd = tr.cartesian_velocity(q, V)
+            qd = np.asarray(K.qd)
             Q = s.forces(q, qd, t)
             K.body_forces(np.ascontiguousarray(Q))
             if K.aba():
@@ -694,6 +694,17 @@ class SpatialJointCoordinates(Formulation):
                                                 y[self.nq:self.size])
         self._ydot[self.nq:] = nud
         return self._ydot
+
+    def work_rate(self, t):
+        """Rate of the work channel at the last :meth:`rhs`: ``P_nc + lam* . (Phi*_q
+        qd)`` (tree joints and normalisation rows do no work)."""
+        s = self.system
+        q, qd = self.q_cur, self.qd_cur
+        P = s.nonconservative_power(q, qd, t)
+        if len(self.extra):
+            J = s._jac_view if s.dense else s._csr
+            P += float(self.solver.lam @ (J @ qd))
+        return P
 
     def outputs(self, t, y):
         """Cartesian q, qd, qdd; multipliers: the cut rows from the solve, the

@@ -59,7 +59,7 @@ class PlanarTree:
 
     TYPES = ("revolute", "translational")
 
-    def __init__(self, system):
+    def __init__(self, system, cut=()):
         s = system
         if not s.planar_only or s.padded or s.n_extra:
             raise ModelError("settings.formulation", "joint_coordinates handles planar "
@@ -68,7 +68,7 @@ class PlanarTree:
         self.system = s
         n = s.n
         body_of = {int(o): k for k, o in enumerate(s.body_offsets)}
-        joints = []
+        joints, named_cut = [], []
         for g in s.groups:
             if g.ctype.name not in self.TYPES:
                 continue
@@ -87,8 +87,13 @@ class PlanarTree:
                     j.u = np.array(p[0:2])
                     j.sp, j.sc = np.array(p[2:4]), np.array(p[4:6])
                     j.angle = float(p[6])
-                joints.append(j)
+                (named_cut if j.name in cut else joints).append(j)
+        unknown = set(cut) - {j.name for j in named_cut}
+        if unknown:
+            raise ModelError("settings.cut_joints", f"no revolute or translational joint "
+                                                    f"named {', '.join(sorted(unknown))}")
         self.joints, self.cut = self._order(joints)
+        self.cut += named_cut
         self.dof = len(self.joints)
         self.nb = s.nb
         tree_rows = np.concatenate([j.rows for j in self.joints]) if self.joints else \
@@ -338,7 +343,16 @@ class JointCoordinates(Formulation):
                         "trees without cut rows), 'composite' (dense B^T M B), 'auto' "
                         "(recursive for trees: compiled, or NumPy above 10 joints)", default="auto",
                         choices=("auto", "recursive", "composite")),
+        "cut_joints": Param("strings", "joints to keep as algebraic (cut) equations "
+                            "rather than tree joints (default: chosen by the spanning "
+                            "tree)", default=()),
     }
+
+    def __new__(cls, system, settings=None):
+        if cls is JointCoordinates and not system.planar_only:
+            from .jc_spatial import SpatialJointCoordinates
+            return SpatialJointCoordinates(system, settings)
+        return super().__new__(cls)
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
@@ -346,7 +360,7 @@ class JointCoordinates(Formulation):
             if self.settings[k] < 0:
                 raise ModelError(f"settings.{k}", "must be >= 0")
         self.alpha, self.beta = self.settings["alpha"], self.settings["beta"]
-        self.tree = PlanarTree(system)
+        self.tree = PlanarTree(system, self.settings["cut_joints"])
         self.dof = self.tree.dof
         self.extra = self.tree.extra_rows
         self.mass = np.array(system.mass_diag, dtype=float)
