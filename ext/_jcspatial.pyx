@@ -6,7 +6,7 @@ NumPy reference: ``mbplugins.formulations.jc_spatial`` (``SpatialTree.outward``,
 ``SpatialTree.body_forces``, ``SpatialTree.theta_dot``, ``articulated_body_blocks``);
 tests keep them equal to 1e-12.  Joint kinds: 0 revolute, 1 translational,
 2 cylindrical, 3 universal, 4 spherical, 5 free (floating base).  Joints in tree
-order (a parent before its children), parent -1 = the ground.
+order (a parent before its children), parent -1 = the ground; 6 planar.
 """
 from libc.math cimport sin, cos, sqrt
 from libc.string cimport memset
@@ -15,10 +15,10 @@ import numpy as np
 
 ctypedef Py_ssize_t idx_t
 
-cdef int NV[6]
-NV[:] = [1, 1, 2, 2, 3, 6]
-cdef int NQ[6]
-NQ[:] = [1, 1, 2, 2, 4, 7]
+cdef int NV[7]
+NV[:] = [1, 1, 2, 2, 3, 6, 3]
+cdef int NQ[7]
+NQ[:] = [1, 1, 2, 2, 4, 7, 3]
 
 
 cdef inline void _qmul(const double* a, const double* b, double* o) noexcept nogil:
@@ -172,6 +172,13 @@ cdef void c_outward(Py_ssize_t nj, const int* kind, const idx_t* parent,
         elif kind[k] == 4:
             _unit4(th, e)
             Sw[0] = Sw[7] = Sw[14] = 1.0
+        elif kind[k] == 6:                 # planar: normal u (6:9), in-plane f, g
+            _qaxis(g + 6, th[2], e)
+            for i in range(3):
+                d[i] = th[0] * g[9 + i] + th[1] * g[12 + i]
+                Sd[6 * i] = g[9 + i]
+                Sd[6 * i + 1] = g[12 + i]
+                Sw[6 * i + 2] = g[6 + i]
         else:
             _unit4(th + 3, e)
             d[0] = th[0]; d[1] = th[1]; d[2] = th[2]
@@ -528,7 +535,7 @@ cdef class SpatialTreeKernel:
             raise ValueError("SpatialTreeKernel: array sizes do not match")
         seen = np.zeros(self.nb, dtype=bool)
         for k in range(self.nj):
-            if not 0 <= kind[k] <= 5:
+            if not 0 <= kind[k] <= 6:
                 raise ValueError(f"SpatialTreeKernel: joint {k}: unknown kind {kind[k]}")
             if not 0 <= child[k] < self.nb or parent[k] >= self.nb or parent[k] < -1:
                 raise ValueError(f"SpatialTreeKernel: joint {k}: body index out of range")

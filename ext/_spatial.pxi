@@ -54,6 +54,7 @@ cdef enum:
     K_S_POINT_PLANE = 118
     K_S_REL_ROT_EP = 119
     K_S_ORIENT_LOCK = 120
+    K_S_PLANAR = 121
 
 cdef enum:
     SF_JAC = 1                # build Jacobians
@@ -70,6 +71,7 @@ SPATIAL_KERNELS = {
     "spatial_revolute": (K_S_REVOLUTE, 5, 2, 15, 0),
     "spatial_cylindrical": (K_S_CYLINDRICAL, 4, 2, 15, 0),
     "spatial_translational": (K_S_TRANSLATIONAL, 5, 2, 18, 0),
+    "spatial_planar": (K_S_PLANAR, 3, 2, 18, 0),
     "spatial_distance": (K_S_DISTANCE, 1, 2, 6, 1),
     "spatial_spherical_revolute": (K_S_SPH_REV, 2, 2, 10, 0),
     "spatial_revolute_revolute": (K_S_REV_REV, 4, 2, 15, 0),
@@ -492,6 +494,19 @@ cdef Py_ssize_t _s_rows(Group* G, Py_ssize_t e, const SCtx* K, SJ1* R) noexcept 
         _s_vec(K, 1, p + 15, &Y)
         _s_dot(K, &X, &Y, &R[4])
         return 5
+    if k == K_S_PLANAR:
+        # [s'_i, s'_j, u'_j, f'_i, g'_i, u'_i]: f_i.u_j, g_i.u_j, u_i.d
+        _s_vec(K, 1, p + 6, &Y)
+        _s_vec(K, 0, p + 9, &X)
+        _s_dot(K, &X, &Y, &R[0])
+        _s_vec(K, 0, p + 12, &U)
+        _s_dot(K, &U, &Y, &R[1])
+        _s_point(K, 1, p + 3, &W)
+        _s_point(K, 0, p, &Y)
+        _s_sub(K, &W, &Y, &W)                      # d = P_j - P_i
+        _s_vec(K, 0, p + 15, &X)                   # u_i
+        _s_dot(K, &X, &W, &R[2])
+        return 3
     if k == K_S_DISTANCE:           # [s'_i, s'_j]: d.d (- L(t)^2 by the driver terms)
         _s_point(K, 1, p + 3, &U)
         _s_point(K, 0, p, &W)

@@ -20,7 +20,8 @@ ST = {"t_end": 0.5, "output_step": 0.1, "rtol": 1e-11, "atol": 1e-12}
 def mixed_tree(reverse=False, damping=0.2):
     """Every joint kind in one tree (some given child-first), springs and a damper:
     ground -revolute(y)- arm -universal- link -cylindrical(x)- sleeve
-    -spherical- bob; a slider on the arm (translational along the arm)."""
+    -spherical- bob; a slider on the arm (translational along the arm) and a puck on
+    a plane of the arm (planar joint)."""
     m = Model()
     m.set_dimensions(3)
     m.set_gravity(0.0, 0.0, -9.81)
@@ -34,6 +35,8 @@ def mixed_tree(reverse=False, damping=0.2):
                orientation=axis_angle_to_p([1.0, 2.0, 0.5], 0.7).tolist(),
                angular_velocity=(1.0, -0.5, 0.3))
     m.add_body("slider", mass=0.3, inertia=[0.001, 0.002, 0.002], position=(0.4, 0, 0.1))
+    m.add_body("puck", mass=0.4, inertia=[0.002, 0.003, 0.004], position=(0.7, 0.1, 0.05),
+               velocity=(0.3, -0.5, 0.0), angular_velocity=(0.0, 0.8, 3.0))
     m.add_joint("revolute", "hinge", body_i="ground", body_j="arm", point_i=(0, 0, 0),
                 axis_i=(0, 1, 0))
     if reverse:
@@ -54,6 +57,14 @@ def mixed_tree(reverse=False, damping=0.2):
                     point_i=(0.3, 0.0, 0.0), point_j=(0.0, 0.0, 0.4))
         m.add_joint("translational", "rail", body_i="arm", body_j="slider",
                     point_i=(0, 0, 0), axis_i=(1, 0, 0))
+    if reverse:
+        m.add_joint("planar", "plate", body_i="puck", body_j="arm", point_i=(0, 0, 0),
+                    axis_i=(0, 0, 1))
+    else:
+        m.add_joint("planar", "plate", body_i="arm", body_j="puck",
+                    point_i=(0.2, 0.1, 0.05), axis_i=(0, 0, 1))
+    m.add_force("tsda", "puck_spring", body_i="arm", body_j="puck", point_i=(0.0, 0, 0.05),
+                point_j=(0.05, 0, 0), stiffness=25.0, damping=damping, free_length=0.5)
     m.add_force("tsda", "sleeve_spring", body_i="link", body_j="sleeve",
                 point_i=(0.0, 0, 0), point_j=(0, 0, 0), stiffness=40.0, damping=damping,
                 free_length=0.7)
@@ -102,6 +113,7 @@ def test_every_joint_kind_agrees_with_cartesian(reverse):
     a, b = run_both(mixed_tree(reverse))
     assert_same(a, b)
     assert np.ptp(b["q/sleeve.x"]) > 1e-3 and np.ptp(b["q/slider.x"]) > 1e-3
+    assert np.ptp(b["q/puck.y"]) > 1e-3
     assert b["violation/position"].max() < 1e-12            # the tree holds exactly
     bal = b["energy"][:, 4]
     assert np.ptp(bal) < 1e-8 * np.abs(b["energy"][:, :3]).max()

@@ -54,7 +54,7 @@ def _params(tname: str, rng, k: int) -> dict:
     if tname == "universal":
         return {"point_i": _vec(rng), "axis_i": _unit(rng), "axis_j": _unit(rng),
                 **({} if odd else {"point_j": _vec(rng)})}
-    if tname in ("revolute", "cylindrical", "translational"):
+    if tname in ("revolute", "cylindrical", "translational", "planar"):
         p = {"point_i": _vec(rng), "axis_i": _unit(rng)}
         if not odd:
             p["point_j"] = _vec(rng)

@@ -262,7 +262,7 @@ def spec_for(name, rng, bi, bj, k):
     elif name == "universal":
         s.update(point_i=_pt(rng), point_j=_pt(rng) if alt else None,
                  axis_i=_ax(rng), axis_j=_ax(rng))
-    elif name in ("revolute", "cylindrical", "translational"):
+    elif name in ("revolute", "cylindrical", "translational", "planar"):
         s.update(point_i=_pt(rng), point_j=_pt(rng) if alt else None,
                  axis_i=_ax(rng), axis_j=_ax(rng) if alt else None)
     elif name in ("distance", "spherical_spherical"):
@@ -481,7 +481,7 @@ def assembled(name, rng, bi="b1", bj="b2"):
         perp = unit(np.cross(ai, rng.normal(size=3)))
         s.update(point_i=_pt(rng), point_j=None, axis_i=tuple(ai),
                  axis_j=tuple(Aj.T @ Ai @ perp))
-    elif name in ("revolute", "cylindrical", "translational"):
+    elif name in ("revolute", "cylindrical", "translational", "planar"):
         s.update(point_i=_pt(rng), point_j=None, axis_i=tuple(ai), axis_j=None)
     elif name in ("spherical_spherical", "distance"):
         s.update(point_i=_pt(rng), point_j=_pt(rng), length=None)
@@ -508,7 +508,7 @@ def assembled(name, rng, bi="b1", bj="b2"):
     return ct, np.array([par], float), q, jets([fl], 0.0), s, ctx
 
 
-RELATIVE_DOF = {"spherical": 3, "universal": 2, "revolute": 1, "cylindrical": 2,
+RELATIVE_DOF = {"spherical": 3, "universal": 2, "revolute": 1, "cylindrical": 2, "planar": 3,
                 "translational": 1, "fixed": 0, "spherical_spherical": 5,
                 "spherical_revolute": 4, "revolute_revolute": 2, "perpendicular": 5,
                 "parallel": 4}
@@ -752,6 +752,7 @@ MINIMAL = {
     "revolute": dict(point_i=[0.1, 0.2, 0.3], axis_i=[0, 0, 2]),
     "cylindrical": dict(point_i=[0.1, 0.2, 0.3], axis_i=[0, 1, 1]),
     "translational": dict(point_i=[0.1, 0.2, 0.3], axis_i=[1, 0, 1]),
+    "planar": dict(point_i=[0.1, 0.2, 0.3], axis_i=[0, 0, 1]),
     "distance": dict(point_i=[0.1, 0.2, 0.3]),
     "spherical_spherical": dict(point_j=[0.1, 0.2, 0.3]),
     "spherical_revolute": dict(point_i=[0.1, 0.2, 0.3], axis_j=[0, 0, 1]),
@@ -765,7 +766,8 @@ MINIMAL = {
     "parallel": dict(vector_i=[1, 0, 0]),
 }
 #: types whose defaults hold at the initial configuration of the model below
-HOLDS = {"spherical", "universal", "revolute", "cylindrical", "translational", "distance",
+HOLDS = {"spherical", "universal", "revolute", "cylindrical", "translational", "planar",
+         "distance",
          "spherical_spherical", "point_coordinate", "rotation_driver", "fixed",
          "perpendicular", "parallel"}
 

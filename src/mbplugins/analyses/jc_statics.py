@@ -71,11 +71,11 @@ class JointChart:
             # continuity with the previous reference: angles not wrapped, Euler
             # parameters of the same sign (the Cartesian p follow continuously)
             for j in self.tree.joints:
-                o = slice(j.qo, j.qo + j.nq)
-                if j.kind in ("revolute", "cylindrical", "universal"):
-                    na = 2 if j.kind == "universal" else 1
-                    d = th[o][:na] - prev[o][:na]
-                    th[j.qo:j.qo + na] -= 2.0 * np.pi * np.round(d / (2.0 * np.pi))
+                if j.kind in ("revolute", "cylindrical", "universal", "planar"):
+                    a0, na = (2, 1) if j.kind == "planar" else \
+                        (0, 2 if j.kind == "universal" else 1)
+                    a = slice(j.qo + a0, j.qo + a0 + na)
+                    th[a] -= 2.0 * np.pi * np.round((th[a] - prev[a]) / (2.0 * np.pi))
                 elif j.kind in ("spherical", "free"):
                     e = slice(j.qo + (3 if j.kind == "free" else 0), j.qo + j.nq)
                     if th[e] @ prev[e] < 0.0:

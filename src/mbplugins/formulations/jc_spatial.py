@@ -9,6 +9,7 @@ coordinates ``theta`` (positions) and velocities ``nu``:
 =============  ===========================  ==============  =========================
 joint          theta                        nu              relative motion
 =============  ===========================  ==============  =========================
+planar         slides along f, g; angle     their rates     ``d = t1 f + t2 g``, u
 revolute       angle about the axis         its rate        ``e = e(u, theta)``
 translational  slide along the axis         its rate        ``d = theta u``
 cylindrical    angle, slide                 rates           both
@@ -51,7 +52,7 @@ from mbcore.rotations import A as Amat, G as Gmat, L as Lmat, quat_conj, \
 
 #: joint kinds -> (number of theta, number of nu)
 SIZES = {"revolute": (1, 1), "translational": (1, 1), "cylindrical": (2, 2),
-         "universal": (2, 2), "spherical": (4, 3), "free": (7, 6)}
+         "universal": (2, 2), "spherical": (4, 3), "free": (7, 6), "planar": (3, 3)}
 _E0 = np.array([1.0, 0.0, 0.0, 0.0])
 
 
@@ -88,7 +89,7 @@ class SJoint:
 class SpatialTree:
     """Topology, coordinates and recursions of a spatial tree (module docstring)."""
 
-    TYPES = ("revolute", "translational", "cylindrical", "universal", "spherical")
+    TYPES = ("revolute", "translational", "cylindrical", "universal", "spherical", "planar")
     width = 6
 
     def __init__(self, system, cut=()):
@@ -239,7 +240,7 @@ class SpatialTree:
         self.referenced = True
 
     KIND_CODES = {"revolute": 0, "translational": 1, "cylindrical": 2, "universal": 3,
-                  "spherical": 4, "free": 5}
+                  "spherical": 4, "free": 5, "planar": 6}
 
     def kernel(self):
         """The compiled recursions (``mbcore._ext._jcspatial.SpatialTreeKernel``) of
@@ -252,6 +253,8 @@ class SpatialTree:
         geo = np.zeros((len(js), 22))
         for k, j in enumerate(js):
             geo[k, 0:3], geo[k, 3:6] = j.sp, j.sc
+            if j.kind == "planar":                 # normal u, in-plane axes f, g
+                geo[k, 6:9], geo[k, 9:12], geo[k, 12:15] = j.u, j.f, j.g
             for o, x in ((6, j.u), (9, j.ac), (12, getattr(j, "w", None))):
                 if x is not None and j.kind in ("revolute", "translational", "cylindrical",
                                                 "universal"):
@@ -300,6 +303,11 @@ class SpatialTree:
         elif k == "spherical":
             e = th / np.linalg.norm(th)
             Sw[:] = np.eye(3)
+        elif k == "planar":
+            e = _qaxis(j.u, th[2])
+            d = th[0] * j.f + th[1] * j.g
+            Sd[:, 0], Sd[:, 1] = j.f, j.g
+            Sw[:, 2] = j.u
         else:                                   # free
             d = th[0:3]
             e = th[3:7] / np.linalg.norm(th[3:7])
@@ -480,6 +488,10 @@ class SpatialTree:
             elif k == "spherical":
                 th[:] = e if e[0] >= 0 else -e
                 v[:] = w_rel
+            elif k == "planar":
+                th[0], th[1] = j.f @ d, j.g @ d
+                th[2] = _angle_about(j.u, j.f, Amat(e) @ j.f)
+                v[0], v[1], v[2] = j.f @ dd, j.g @ dd, j.u @ w_rel
             else:
                 th[0:3], th[3:7] = d, e
                 v[0:3], v[3:6] = dd, w_rel

@@ -636,6 +636,33 @@ class Translational(_AxisJoint):
                 _vdot(fi, _body_vector(K, 1, par[:, 15:18]))]
 
 
+class Planar(_AxisJoint):
+    """Planar joint: body j slides and turns in a plane of body i — the plane normals
+    parallel, n1(f_i, u_j), n1(g_i, u_j), and the point P_j in the plane through P_i,
+    n2(u_i, d) with ``d = P_j - P_i`` (004 §7.2 lower pairs; the rows of the
+    cylindrical joint with the in-plane pair replaced): 3 rows, 3 relative DOF.
+    par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, u'_i]`` (``axis_i``: the plane normal)."""
+
+    name = "planar"
+    kernel = "spatial_planar"
+    description = "plane joint: body j moves in a plane of body i (2 slides, 1 turn)"
+    equations = 3
+    params = dict(_AXIS_PARAMS, axis_i=Param("axis3", "plane normal, body i components"),
+                  axis_j=_axis_j("the normal in body j components (default: axis_i in "
+                                 "the initial configuration)"))
+    n_par = 18
+    labels = ("f", "g", "d")
+    local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+
+    def pack(self, spec, ctx):
+        par = self._pack_axis(spec, ctx)
+        return par + list(np.cross(par[9:12], par[12:15])), []
+
+    def _rows(self, par, K, f):
+        d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
+        return [*self._parallel_rows(par, K), _vdot(_body_vector(K, 0, par[:, 15:18]), d)]
+
+
 # =====================================================================================
 # 6. spherical-spherical (distance) and 10. distance driver
 # =====================================================================================
@@ -1139,7 +1166,7 @@ class Parallel(_SpatialBase):
 
 
 #: every spatial constraint type of this module (what the plugin hook will return)
-CONSTRAINT_TYPES = [Spherical, Universal, Revolute, Cylindrical, Translational,
+CONSTRAINT_TYPES = [Spherical, Universal, Revolute, Cylindrical, Translational, Planar,
                     Distance, SphericalSpherical, SphericalRevolute, RevoluteRevolute,
                     PointCoordinate, DistanceDriver, AngleDriver, RotationDriver, Fixed,
                     Perpendicular, Parallel]
