@@ -601,7 +601,44 @@ def bench_joint_coordinates(repeat: int, quick: bool) -> dict:
     for key in ("joint", "cartesian"):
         pts = [(n, v) for n, v in zip(sim["n"], sim[key]["s_per_simulated_s"]) if v]
         sim[key]["exponent"] = fit_exponent(*zip(*pts)) if len(pts) > 1 else None
-    return {"joint_coordinates_chain_rhs": rhs, "joint_coordinates_chain_runs": sim}
+    return {"joint_coordinates_chain_rhs": rhs, "joint_coordinates_chain_runs": sim,
+            "joint_coordinates_spatial_chain_rhs": _bench_jc_spatial(repeat, quick)}
+
+
+def _bench_jc_spatial(repeat: int, quick: bool) -> dict:
+    """Spatial ball-jointed rod chains (benchmarks/models.py ``spatial_chain``): one
+    right-hand side of ``joint_coordinates`` (compiled ext/_jcspatial.pyx recursion
+    through the formulation's Python ``rhs``) vs its NumPy reference and vs the
+    Cartesian DI right-hand side (``CompiledRHS``), in the same run."""
+    from mbcore.plugins import registry
+    from models import spatial_chain, spatial_chain_state, fit_exponent
+    from mbplugins.formulations.jc_spatial import SpatialJointCoordinates
+    ns = (10, 100, 1000)
+    out = {"n": [], "joint_us": [], "joint_numpy_us": [], "cartesian_us": [],
+           "compiled_vs_numpy": [], "cartesian_vs_joint": []}
+    for n in ns:
+        s = spatial_chain(n).compile(kernels="compiled")
+        q, qd = spatial_chain_state(s)
+        jc = SpatialJointCoordinates(s, {"solver": "recursive"})
+        y, _ = jc.initialize(q, qd, 0.0)
+        k = max(3, int(2e4 / n))
+        tj = _time(lambda: jc.rhs(0.1, y), k, repeat)
+        sn = spatial_chain(n).compile(kernels="numpy")
+        jn = SpatialJointCoordinates(sn, {"solver": "recursive"})
+        yn, _ = jn.initialize(q, qd, 0.0)
+        tn = _time(lambda: jn.rhs(0.1, yn), max(2, k // 50), max(1, repeat // 2))
+        di = registry().get("formulation", "di")(s, {})
+        yc = np.concatenate([q, qd, [0.0]])
+        tc = (statistics.median(di.compiled.timeit(0.1, yc, k) for _ in range(repeat))
+              if di.compiled is not None else float("nan"))
+        out["n"].append(n)
+        out["joint_us"].append(tj * 1e6)
+        out["joint_numpy_us"].append(tn * 1e6)
+        out["cartesian_us"].append(tc * 1e6)
+        out["compiled_vs_numpy"].append(tn / tj)
+        out["cartesian_vs_joint"].append(tc / tj)
+    out["joint_exponent"] = fit_exponent(out["n"], out["joint_us"])
+    return out
 
 
 def bench_chain_eom_cost(repeat: int, quick: bool) -> dict:

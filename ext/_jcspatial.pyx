@@ -415,23 +415,31 @@ cdef int c_aba(Py_ssize_t nj, Py_ssize_t nb, const int* kind, const idx_t* paren
             for m in range(nv):
                 s -= Wk[6 * m + i] * sp[m]
             pa[i] = s
-        # IA_p += X^T Ia X, pA_p += X^T pa
+        # IA_p += X^T Ia X, pA_p += X^T pa with X = [[I, P], [0, R]] (P = X[0:3, 3:6],
+        # R = X[3:6, 3:6]): T = Ia X = [Ia[:, :3], Ia[:, :3] P + Ia[:, 3:] R]
         for i in range(6):
-            for j in range(6):
+            for j in range(3):
+                T[6 * i + j] = Ia[6 * i + j]
                 s = 0.0
-                for m in range(6):
-                    s += Ia[6 * i + m] * Xk[6 * m + j]
-                T[6 * i + j] = s
-        for i in range(6):
-            for j in range(6):
+                for m in range(3):
+                    s += Ia[6 * i + m] * Xk[6 * m + 3 + j] \
+                        + Ia[6 * i + 3 + m] * Xk[6 * (3 + m) + 3 + j]
+                T[6 * i + 3 + j] = s
+        # X^T T = [T[:3]; P^T T[:3] + R^T T[3:]]
+        for j in range(6):
+            for i in range(3):
+                IA[36 * p + 6 * i + j] += T[6 * i + j]
                 s = 0.0
-                for m in range(6):
-                    s += Xk[6 * m + i] * T[6 * m + j]
-                IA[36 * p + 6 * i + j] += s
+                for m in range(3):
+                    s += Xk[6 * m + 3 + i] * T[6 * m + j] \
+                        + Xk[6 * (3 + m) + 3 + i] * T[6 * (3 + m) + j]
+                IA[36 * p + 6 * (3 + i) + j] += s
+        for i in range(3):
+            pA[6 * p + i] += pa[i]
             s = 0.0
-            for m in range(6):
-                s += Xk[6 * m + i] * pa[m]
-            pA[6 * p + i] += s
+            for m in range(3):
+                s += Xk[6 * m + 3 + i] * pa[m] + Xk[6 * (3 + m) + 3 + i] * pa[3 + m]
+            pA[6 * p + 3 + i] += s
     for k in range(nj):
         b = child[k]
         p = parent[k]
@@ -441,11 +449,17 @@ cdef int c_aba(Py_ssize_t nj, Py_ssize_t nb, const int* kind, const idx_t* paren
         Wk = W + 36 * k
         L = Lf + 36 * k
         for i in range(6):
-            s = C[6 * k + i]
-            if p >= 0:
-                for j in range(6):
-                    s += Xk[6 * i + j] * acc[6 * p + j]
-            base[i] = s
+            base[i] = C[6 * k + i]
+        if p >= 0:                     # X acc_p = [a + P alpha; R alpha]
+            for i in range(3):
+                s = acc[6 * p + i]
+                for j in range(3):
+                    s += Xk[6 * i + 3 + j] * acc[6 * p + 3 + j]
+                base[i] += s
+                s = 0.0
+                for j in range(3):
+                    s += Xk[6 * (3 + i) + 3 + j] * acc[6 * p + 3 + j]
+                base[3 + i] += s
         # x = -(W base + D^-1 S^T pA)
         for m in range(nv):
             s = 0.0
