@@ -14,7 +14,8 @@ from conftest import EXAMPLES
 
 KINEMATIC = ["chebyshev_lambda", "crank_rocker", "fourbar_kap", "quick_return_1",
              "slider_crank", "geneva_wheel", "pantograph", "spatial_slider_crank",
-             "spatial_rssr", "spatial_bennett", "spatial_cardan_shaft"]
+             "spatial_rssr", "spatial_bennett", "spatial_cardan_shaft",
+             "peaucellier_inversion", "quick_return_3"]
 
 
 def both(name, **st):

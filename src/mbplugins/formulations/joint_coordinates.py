@@ -18,9 +18,12 @@ Outputs are Cartesian, with the channels and names of the other formulations:
 Q`` (consistent for the exact motion; least squares), so reactions, energies and
 points are computed as usual.
 
-Scope: fixed base (joints to the ground), revolute and translational joints (the
-axis body nearer the ground), planar rigid bodies; other rows (cut joints closing
-loops, drivers) stay algebraic equations with multipliers (composite solver).
+Scope: planar rigid bodies; revolute and translational tree joints (a translational
+joint whose axis body is the far one is cut); a body no joint reaches from the
+ground gets a floating base (a ``free`` joint: its x, y, phi; composite solver);
+other rows (cut joints closing loops, drivers) stay algebraic equations with
+multipliers (composite solver).  Spatial models: :mod:`.jc_spatial` (the
+formulation class dispatches on the model's dimension).
 
 Speed: on the compiled backend a tree without cut rows uses the O(N) articulated-body
 recursion in C, and when every force element is compiled the whole right-hand side
@@ -94,7 +97,9 @@ class PlanarTree:
                                                     f"named {', '.join(sorted(unknown))}")
         self.joints, self.cut = self._order(joints)
         self.cut += named_cut
-        self.dof = len(self.joints)
+        self.dof = sum(3 if j.kind == "free" else 1 for j in self.joints)
+        #: floating bases (free joints: x, y, phi of the body): composite solver only
+        self.floating = [j.child for j in self.joints if j.kind == "free"]
         self.nb = s.nb
         tree_rows = np.concatenate([j.rows for j in self.joints]) if self.joints else \
             np.zeros(0, np.intp)
@@ -105,7 +110,10 @@ class PlanarTree:
 
     def _order(self, joints):
         """Breadth-first from the ground: each body reached by exactly one joint
-        (a tree); a revolute may be given in either direction."""
+        (a tree); a revolute may be given in either direction.  A body no joint
+        reaches gets a floating base (a ``free`` joint from the ground: its x, y, phi)
+        and the search continues from it; a translational joint whose axis body is
+        the far one is cut."""
         s = self.system
         adj: dict = {}
         for j in joints:
@@ -115,45 +123,52 @@ class PlanarTree:
         order = []
         cut = []
         deferred = []
-        queue = deque([None])
         used = set()
-        while queue:
-            b = queue.popleft()
-            for j in adj.get(b, []):
-                if id(j) in used:
-                    continue
-                other = j.child if j.parent == b else j.parent
-                if other in seen:            # closes a loop: a cut joint
-                    used.add(id(j))
-                    cut.append(j)
-                    continue
-                if j.child != other:                 # given as (child, parent): swap
-                    if j.kind != "revolute":         # the axis body must be the parent:
-                        deferred.append(j)           # a cut joint if a loop allows
+
+        def bfs(start):
+            queue = deque([start])
+            while queue:
+                b = queue.popleft()
+                for j in adj.get(b, []):
+                    if id(j) in used:
                         continue
-                    j.parent, j.child = j.child, j.parent
-                    j.sp, j.sc = j.sc, j.sp
-                used.add(id(j))
-                seen.add(other)
-                order.append(j)
-                queue.append(other)
-        for j in deferred:
-            if id(j) in used:
+                    other = j.child if j.parent == b else j.parent
+                    if other in seen:            # closes a loop: a cut joint
+                        used.add(id(j))
+                        cut.append(j)
+                        continue
+                    if j.child != other:                 # given as (child, parent)
+                        if j.kind != "revolute":         # the axis body must be the
+                            deferred.append(j)           # parent: cut later
+                            continue
+                        j.parent, j.child = j.child, j.parent
+                        j.sp, j.sc = j.sc, j.sp
+                    used.add(id(j))
+                    seen.add(other)
+                    order.append(j)
+                    queue.append(other)
+
+        bfs(None)
+        for k in range(s.nb):
+            if k in seen:
                 continue
-            used.add(id(j))
-            if j.parent in seen and j.child in seen:
+            j = _Joint()
+            j.name, j.kind = f"<floating {s.body_names[k]}>", "free"
+            j.parent, j.child = None, k
+            j.sp = j.sc = np.zeros(2)
+            j.u, j.angle = None, 0.0
+            j.rows = np.zeros(0, np.intp)
+            seen.add(k)
+            order.append(j)
+            bfs(k)
+        for j in deferred:
+            if id(j) not in used:
+                used.add(id(j))
                 cut.append(j)
-            else:
-                raise ModelError("settings.formulation",
-                                 f"translational joint '{j.name}': its axis body (body_i) "
-                                 f"must be the one nearer the ground")
-        missing = [s.body_names[k] for k in range(s.nb) if k not in seen]
-        if missing:
-            raise ModelError("settings.formulation",
-                             f"bodies not connected to the ground by joints: "
-                             f"{', '.join(missing)} (a floating base is not available yet)")
-        for k, j in enumerate(order):
-            j.index = k
+        o = 0
+        for j in order:
+            j.index = o
+            o += 3 if j.kind == "free" else 1
         return order, cut
 
     # ------------------------------------------------------------------ maps
@@ -167,8 +182,11 @@ class PlanarTree:
     def positions(self, theta):
         q = np.zeros(3 * self.nb)
         for j in self.joints:
-            qp = self._block(q, j.parent)
             qc = q[3 * j.child:3 * j.child + 3]
+            if j.kind == "free":                 # floating base: x, y, phi
+                qc[:] = theta[j.index:j.index + 3]
+                continue
+            qp = self._block(q, j.parent)
             Ap = _A(qp[2])
             if j.kind == "revolute":
                 qc[2] = qp[2] + theta[j.index]
@@ -185,6 +203,9 @@ class PlanarTree:
             qp, vp = self._block(q, j.parent), self._block(qd, j.parent)
             qc = q[3 * j.child:3 * j.child + 3]
             vc = qd[3 * j.child:3 * j.child + 3]
+            if j.kind == "free":
+                vc[:] = thetad[j.index:j.index + 3]
+                continue
             Ap, Ac = _A(qp[2]), _A(qc[2])
             if j.kind == "revolute":
                 vc[2] = vp[2] + thetad[j.index]
@@ -209,6 +230,9 @@ class PlanarTree:
             qp, vp = self._block(q, j.parent), self._block(qd, j.parent)
             ap = self._block(a, j.parent)
             oc = 3 * j.child
+            if j.kind == "free":
+                a[:, oc:oc + 3] = thetadd[:, j.index:j.index + 3]
+                continue
             qc, vc = q[oc:oc + 3], qd[oc:oc + 3]
             Ap, Ac = _A(qp[2]), _A(qc[2])
             Sc = Ac @ j.sc
@@ -235,7 +259,10 @@ class PlanarTree:
             qp, vp = self._block(q, j.parent), self._block(qd, j.parent)
             oc = 3 * j.child
             qc, vc = q[oc:oc + 3], qd[oc:oc + 3]
-            if j.kind == "revolute":
+            if j.kind == "free":
+                th[j.index:j.index + 3] = qc
+                thd[j.index:j.index + 3] = vc
+            elif j.kind == "revolute":
                 th[j.index] = qc[2] - qp[2]
                 thd[j.index] = vc[2] - vp[2]
             else:
@@ -368,13 +395,16 @@ class JointCoordinates(Formulation):
         self._eye = None                 # unit thetaddot rows (composite path only)
         self.lam_full = np.zeros(system.m)
         choice = self.settings["solver"]
-        if choice == "recursive" and len(self.extra):
+        if choice == "recursive" and (len(self.extra) or self.tree.floating):
             raise ModelError("settings.solver", "the recursive (articulated-body) solver "
-                                                "handles trees; this model has cut joints "
-                                                "or drivers: use 'composite' or 'auto'")
+                                                "handles trees of revolute / translational "
+                                                "joints fixed to the ground; this model has "
+                                                "cut joints, drivers or a floating base: "
+                                                "use 'composite' or 'auto'")
         compiled = system.backend == "compiled"
-        self.recursive = choice == "recursive" or (choice == "auto" and not len(self.extra)
-                                                   and (compiled or self.dof > 10))
+        self.recursive = choice == "recursive" or (
+            choice == "auto" and not len(self.extra) and not self.tree.floating
+            and (compiled or self.dof > 10))
         #: the compiled recursions (ext/_dynamics.pyx jc_planar_*), by the System's
         #: backend; the NumPy functions above are their reference
         self._ck = None
