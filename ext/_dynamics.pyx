@@ -76,10 +76,8 @@ cdef class CompiledODE:
     the System's ``[q; qd]`` (its ``qdd_view``/``lam_view`` are then the last
     evaluation's accelerations and multipliers)."""
 
-    cdef readonly Py_ssize_t n
-    cdef public long nfev
-    cdef readonly int status
-    cdef readonly bint cartesian
+    # attributes n, nfev, status, cartesian: declared in src/mbcore/_ext/_dynamics.pxd
+    # (so that other extension modules derive compiled right-hand sides from it)
 
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
         self.status = NOT_FINITE

@@ -1,0 +1,13 @@
+# cython: language_level=3
+"""C-level interface of mbcore._ext._dynamics: the base of the compiled right-hand
+sides that the compiled integration loop (``run_rk``) steps.  Other extension
+modules derive from it (``cdef class X(CompiledODE)``) and implement ``c_eval``."""
+
+
+cdef class CompiledODE:
+    cdef readonly Py_ssize_t n          # y = [x (n); xdot (n); W]
+    cdef public long nfev
+    cdef readonly int status
+    cdef readonly bint cartesian        # x = the System's q (outputs from its buffers)
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil
