@@ -88,6 +88,31 @@ class CP(Formulation):
         self._mu0 = None               # mu at the first output
         self._t_singular = np.inf      # predicted time of a rank loss
         self._stop_pending = False
+        #: the right-hand side in C (``mbcore._ext._cp.CompiledCP``: Newton for u,
+        #: velocities, DI accelerations) where the System allows; :meth:`rhs` below
+        #: is its NumPy reference (and raises the named errors when it fails)
+        self.compiled = self._compiled_cp()
+        self._ready = False
+
+    def _compiled_cp(self):
+        s = self.system
+        if (s.backend != "compiled" or not s.planar_only or not s.dense or s.padded
+                or s._evaluator is None or s._py_groups or s._py_force_groups
+                or s.mass_diag is None or np.any(np.asarray(s.mass_diag) <= 0)
+                or self.solver.augmented):
+            return None
+        try:
+            from mbcore._ext._cp import CompiledCP
+        except ImportError:                  # pragma: no cover - an old build
+            return None
+        return CompiledCP(s._evaluator, s._force_evaluator,
+                          s.ftable._impl if len(s.functions) else None, s.n, s.m,
+                          s._jdata, s._q_gravity, self.solver.minv,
+                          np.ascontiguousarray(self._col_scale, dtype=float), self.tol,
+                          self.factor)
+
+    def compiled_ready(self) -> bool:
+        return self.compiled is not None and self._ready and self.solver.rows is None
 
     # -- partition ---------------------------------------------------------------
     def choose(self, q, t):
@@ -130,6 +155,13 @@ class CP(Formulation):
         self._want = None
         self.k = len(self.v)
         self._ydot = np.zeros(2 * self.k)
+        if self.compiled is not None:
+            self.compiled.set_partition(np.ascontiguousarray(self.u, dtype=np.intp),
+                                        np.ascontiguousarray(self.v, dtype=np.intp),
+                                        float(self.best_ratio),
+                                        np.ascontiguousarray(q, dtype=float))
+            self.compiled.t_singular = self._t_singular
+            self._ready = True
         return np.concatenate([q[self.v], qd[self.v]]), old
 
     def _user_partition(self, q, t):
@@ -211,6 +243,8 @@ class CP(Formulation):
 
     def outputs(self, t, y):
         self._t = t
+        if self.compiled is not None and self._ready:
+            self._q = np.array(self.compiled.q)      # Newton's warm start
         q, qd = self.split(y, t)
         qdd, lam = self.solver.solve(q, qd, t)
         # hysteresis: ask for a new partition when a fresh one is much better
@@ -238,6 +272,8 @@ class CP(Formulation):
         if self._mu0 is None:
             self._mu0 = mu
         self._t_singular = np.inf
+        if self.compiled is not None:
+            self.compiled.t_singular = np.inf
         if self.singular_ratio <= 0.0 or len(hist) < 3:
             return
         (t1, m1), (t2, m2), (t3, m3) = hist
@@ -251,6 +287,8 @@ class CP(Formulation):
         if ts <= 0.0 or cmin > (0.1 * m3) ** 2:
             return
         self._t_singular = t3 + ts
+        if self.compiled is not None:
+            self.compiled.t_singular = self._t_singular
         if ts <= t3 - t2:
             self._stop_pending = True          # raised once this output is recorded
 

@@ -1,0 +1,272 @@
+# cython: language_level=3
+"""Coordinate partitioning in C (``mbcore._ext._cp``): the right-hand side of the CP
+formulation (spec/algorithms.md §4.3, CP-2) for the compiled integration loop.
+
+:class:`CompiledCP` evaluates, in one C call and without allocation, for ``y = [v;
+vd; W]`` (the independent coordinates and their rates, and the work channel):
+
+1. Newton-Raphson on ``Phi(u, v, t) = 0`` for the dependent coordinates u from the
+   last converged configuration (LU of ``Phi_u`` by LAPACK ``dgetrf``, as
+   ``scipy.linalg.lu_factor`` does);
+2. the pivot quality of ``Phi_u`` at the converged point (column-scaled, relative to
+   the largest scaled Jacobian entry) — a failure status when it has degraded, so
+   that the Python path raises the re-partition request;
+3. ``Phi_u ud = nu - Phi_v vd``;
+4. the accelerations and multipliers of DI by the dense Schur complement (diagonal
+   mass matrix) and ``W' = P_nc + lam . (Phi_q qd)``.
+
+NumPy reference: ``mbplugins.formulations.partitioning.CP.split`` / ``rhs`` (+ the
+dynamic analysis' work rate); tests keep them equal to 1e-12.  Planar models with a
+dense Jacobian and compiled elements only; anything else keeps the Python path.
+"""
+from libc.math cimport fabs, isfinite, sqrt
+from libc.string cimport memcpy
+
+from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs
+
+from mbcore._ext._dynamics cimport CompiledODE
+from mbcore._ext._planar cimport PlanarEvaluator
+from mbcore._ext._forces cimport ForceEvaluator
+from mbcore._ext._functions cimport Evaluator, ErrInfo
+
+import numpy as np
+
+include "_schur.pxi"
+
+ctypedef Py_ssize_t idx_t
+
+#: status codes (those of _dynamics.CompiledRHS, plus the partition's own)
+cdef enum:
+    OK = 0
+    SINGULAR = 1
+    FUNCTION_FAILED = 2
+    FORCE_FAILED = 3
+    NOT_FINITE = 4
+    NEWTON_FAILED = 5
+    PARTITION_DEGRADED = 6
+    SINGULAR_AHEAD = 7
+
+STATUS = {OK: "ok", SINGULAR: "singular", FUNCTION_FAILED: "function failed",
+          FORCE_FAILED: "force element failed", NOT_FINITE: "not finite",
+          NEWTON_FAILED: "Newton for the dependent coordinates failed",
+          PARTITION_DEGRADED: "Phi_u is nearly singular",
+          SINGULAR_AHEAD: "past the predicted rank loss of the Jacobian"}
+
+
+cdef class CompiledCP(CompiledODE):
+    """``CompiledCP(evaluator, force_evaluator, functions, n, m, jdata, qgrav, minv,
+    col_scale, tol, factor)``; then :meth:`set_partition` before use.  ``jdata`` is
+    the System's Jacobian buffer (dense row-major m*n, then the ground slots)."""
+
+    cdef PlanarEvaluator ev
+    cdef ForceEvaluator fe
+    cdef Evaluator fn
+    cdef readonly Py_ssize_t nq, m, nf
+    cdef idx_t[::1] u, v
+    cdef double[::1] fv, jdata, qgrav, minv, col_scale, phi, nu, gam, Q, C, B, lam
+    cdef double[::1] Ju, rhs, qdd
+    cdef public double[::1] q, qd
+    cdef int[::1] ipiv
+    cdef double* fvp
+    cdef public double tol, factor, best_ratio, t_singular
+    cdef readonly double ratio, power
+    cdef readonly int iterations
+    cdef ErrInfo err
+
+    def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
+                  double[::1] qgrav, double[::1] minv, double[::1] col_scale,
+                  double tol, double factor):
+        if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
+            raise ValueError("CompiledCP: the evaluators belong to another system")
+        if (jdata.shape[0] < m * n or qgrav.shape[0] != n or minv.shape[0] != n
+                or col_scale.shape[0] != n or not 0 < m < n):
+            raise ValueError("CompiledCP: buffer sizes do not match (n, m)")
+        self.ev, self.fe, self.fn = evaluator, force_evaluator, functions
+        self.nq, self.m = n, m
+        self.n = n - m                      # y = [v (k); vd (k); W]
+        self.cartesian = False
+        self.nf = 0 if functions is None else functions.size
+        self.fv = np.zeros(3 * max(self.nf, 1))
+        self.fvp = &self.fv[0] if self.nf else NULL
+        self.jdata, self.qgrav, self.minv = jdata, qgrav, minv
+        self.col_scale = np.array(col_scale, dtype=np.float64)
+        self.tol, self.factor = tol, factor
+        self.best_ratio = 0.0
+        self.t_singular = np.inf
+        self.phi = np.zeros(m)
+        self.nu = np.zeros(m)
+        self.gam = np.zeros(m)
+        self.lam = np.zeros(m)
+        self.rhs = np.zeros(m)
+        self.Q = np.zeros(n)
+        self.qdd = np.zeros(n)
+        self.C = np.zeros(m * n)
+        self.B = np.zeros(m * m)
+        self.Ju = np.zeros(m * m)
+        self.ipiv = np.zeros(m, dtype=np.intc)
+        self.q = np.zeros(n)
+        self.qd = np.zeros(n)
+        self.u = np.zeros(m, dtype=np.intp)
+        self.v = np.zeros(n - m, dtype=np.intp)
+        self.nfev = 0
+        self.status = 0
+
+    def set_partition(self, idx_t[::1] u, idx_t[::1] v, double best_ratio,
+                      const double[::1] q):
+        """Dependent / independent coordinate indices, the pivot quality of the fresh
+        partition and the configuration Newton starts from."""
+        cdef Py_ssize_t i
+        if u.shape[0] != self.m or v.shape[0] != self.n or q.shape[0] != self.nq:
+            raise ValueError("CompiledCP.set_partition: sizes do not match")
+        seen = np.zeros(self.nq, dtype=bool)
+        for i in range(self.m):
+            if not 0 <= u[i] < self.nq or seen[u[i]]:
+                raise ValueError("CompiledCP.set_partition: bad dependent index")
+            seen[u[i]] = True
+        for i in range(self.n):
+            if not 0 <= v[i] < self.nq or seen[v[i]]:
+                raise ValueError("CompiledCP.set_partition: bad independent index")
+            seen[v[i]] = True
+        self.u[:] = u
+        self.v[:] = v
+        self.best_ratio = best_ratio
+        self.q[:] = q
+
+    # ------------------------------------------------------------------ C level
+    cdef int _lu(self, const double* J) noexcept nogil:
+        """Ju (column-major) = J[:, u]; dgetrf.  Returns LAPACK's info."""
+        cdef Py_ssize_t i, j, n = self.nq, m = self.m
+        cdef int mm = <int> m, info = 0
+        for j in range(m):
+            for i in range(m):
+                self.Ju[i + j * m] = J[i * n + self.u[j]]
+        dgetrf(&mm, &mm, &self.Ju[0], &mm, &self.ipiv[0], &info)
+        return info
+
+    cdef void _lu_solve(self, double* b) noexcept nogil:
+        cdef int mm = <int> self.m, nrhs = 1, info = 0
+        cdef char tr = b'N'
+        dgetrs(&tr, &mm, &nrhs, &self.Ju[0], &mm, &self.ipiv[0], b, &mm, &info)
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        cdef Py_ssize_t n = self.nq, m = self.m, k = self.n, i, j, it
+        cdef double* q = &self.q[0]
+        cdef double* qd = &self.qd[0]
+        cdef double* J = &self.jdata[0]
+        cdef double* phi = &self.phi[0]
+        cdef double scale = 0.0, pmax, big, dmin, d, acc, P = 0.0
+        self.nfev += 1
+        if t >= self.t_singular:
+            self.status = SINGULAR_AHEAD
+            return SINGULAR_AHEAD
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = FUNCTION_FAILED
+                return FUNCTION_FAILED
+        for i in range(k):
+            q[self.v[i]] = y[i]
+        for i in range(n):
+            if fabs(q[i]) > scale:
+                scale = fabs(q[i])
+        scale = 1.0 + scale
+        # ---- Newton on Phi(u, v) = 0 (CP.split)
+        it = 0
+        while True:
+            memcpy(self.ev.qx, q, n * sizeof(double))
+            self.ev.c_phi(self.fvp, phi)
+            pmax = 0.0
+            for i in range(m):
+                if not fabs(phi[i]) <= pmax:       # NaN propagates
+                    pmax = fabs(phi[i])
+            if pmax <= self.tol * scale:
+                break
+            if it == 12 or not isfinite(pmax):
+                self.status = NEWTON_FAILED
+                return NEWTON_FAILED
+            self.ev.c_jacobian(J)
+            if self._lu(J) != 0:
+                self.status = NEWTON_FAILED
+                return NEWTON_FAILED
+            self._lu_solve(phi)
+            for i in range(m):
+                q[self.u[i]] -= phi[i]
+                if not isfinite(q[self.u[i]]):
+                    self.status = NEWTON_FAILED
+                    return NEWTON_FAILED
+            it += 1
+        self.iterations = it
+        # ---- the Jacobian at the converged point, its Phi_u and the pivot quality
+        self.ev.c_jacobian(J)
+        if self._lu(J) != 0:
+            self.status = PARTITION_DEGRADED
+            return PARTITION_DEGRADED
+        big = 0.0
+        for i in range(m):
+            for j in range(n):
+                d = fabs(J[i * n + j]) / self.col_scale[j]
+                if d > big:
+                    big = d
+        dmin = 1e308
+        for j in range(m):
+            d = fabs(self.Ju[j + j * m]) / self.col_scale[self.u[j]]
+            if d < dmin:
+                dmin = d
+        self.ratio = dmin / big if big > 0.0 else 0.0
+        if self.ratio * self.factor < self.best_ratio * 1e-2 or self.ratio < 1e-12:
+            self.status = PARTITION_DEGRADED
+            return PARTITION_DEGRADED
+        # ---- velocities: Phi_u ud = nu - Phi_v vd
+        for i in range(k):
+            qd[self.v[i]] = y[k + i]
+        self.ev.c_nu(self.fvp, &self.rhs[0])
+        for i in range(m):
+            acc = self.rhs[i]
+            for j in range(k):
+                acc -= J[i * n + self.v[j]] * qd[self.v[j]]
+            self.rhs[i] = acc
+        self._lu_solve(&self.rhs[0])
+        for i in range(m):
+            qd[self.u[i]] = self.rhs[i]
+        # ---- accelerations (DI, dense Schur complement)
+        memcpy(self.ev.qdx, qd, n * sizeof(double))
+        self.ev.c_gamma(self.fvp, &self.gam[0])
+        memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
+        if self.fe is not None:
+            if self.fe.c_forces(q, qd, self.fvp, &self.Q[0], &P) >= 0:
+                self.status = FORCE_FAILED
+                return FORCE_FAILED
+        if dense_schur(n, m, J, &self.minv[0], &self.Q[0], &self.gam[0], &self.C[0],
+                       &self.B[0], &self.qdd[0], &self.lam[0]):
+            self.status = SINGULAR
+            return SINGULAR
+        for i in range(m):
+            acc = 0.0
+            for j in range(n):
+                acc += J[i * n + j] * qd[j]
+            P += self.lam[i] * acc
+        for i in range(k):
+            ydot[i] = y[k + i]
+            ydot[k + i] = self.qdd[self.v[i]]
+            if not isfinite(ydot[k + i]):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+        ydot[2 * k] = P
+        self.power = P
+        self.status = OK
+        return OK
+
+    # ------------------------------------------------------------------ Python level
+    def eval(self, double t, const double[::1] y, double[::1] ydot):
+        """ydot[:2k+1] = f(t, y[:2k]); returns the status (0 = OK)."""
+        if y.shape[0] < 2 * self.n or ydot.shape[0] < 2 * self.n + 1:
+            raise ValueError(f"y needs {2 * self.n} and ydot {2 * self.n + 1} entries")
+        return self.c_eval(t, &y[0], &ydot[0])
+
+    @property
+    def lam_view(self):
+        return np.asarray(self.lam)
+
+    @property
+    def qdd_view(self):
+        return np.asarray(self.qdd)
