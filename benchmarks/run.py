@@ -363,6 +363,37 @@ def bench_integrators(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_cp(repeat: int, quick: bool) -> dict:
+    """Issue 14, deliverable 2: coordinate partitioning in C (ext/_cp.pyx) — CP vs DI
+    at the same rtol on Andrews' squeezer (to 0.03 s, rtol 1e-10) and the four-bar
+    (fourbar_dap, 2 s, rtol 1e-8), dopri5, both on the compiled loop; and the
+    compiled CP vs its NumPy path (the Python driver, ``kernels: numpy``) in the
+    same run.  Wall = ``stats['wall_time']`` (integration and outputs), median."""
+    ex = ROOT / "examples"
+    cases = {"andrews": ("andrews_squeezer.yaml", 0.03, 1e-10),
+             "fourbar": ("fourbar_dap.yaml", 0.5 if quick else 2.0, 1e-8)}
+    out = {}
+    for key, (fname, t_end, rtol) in cases.items():
+        model = mbcore.Model.from_file(ex / fname)
+        row = {"t_end": t_end, "rtol": rtol}
+        for label, form, kernels in (("di", "di", "compiled"), ("cp", "cp", "compiled"),
+                                     ("cp_numpy", "cp", "numpy")):
+            st = {"t_end": t_end, "output_step": t_end / 10, "formulation": form,
+                  "rtol": rtol, "atol": rtol, "integrator": "dopri5", "kernels": kernels}
+            reps = 1 if kernels == "numpy" else max(3, repeat // 2)
+            walls = []
+            for _ in range(reps):
+                r = mbcore.run(model, settings=st)
+                walls.append(float(r.stats["wall_time"]))
+            row[f"{label}_s"] = statistics.median(walls)
+            row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
+            row[f"{label}_loop"] = r.stats["loop"]
+        row["cp_over_di"] = row["cp_s"] / row["di_s"]
+        row["cp_numpy_over_compiled"] = row["cp_numpy_s"] / row["cp_s"]
+        out[f"cp_{key}"] = row
+    return out
+
+
 def bench_formulations(repeat: int, quick: bool) -> dict:
     """Wall time per simulated second and constraint violations of every formulation
     on the four-bar and the free slider-crank (compiled path, same run): dopri5 for
@@ -804,7 +835,7 @@ def main(argv=None) -> int:
                                                  "joint_coordinates",
                                                  "rhs", "dynamics",
                                                  "chain", "integrators", "overheads",
-                                                 "formulations"),
+                                                 "formulations", "cp"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -819,7 +850,7 @@ def main(argv=None) -> int:
               "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
               "integrators": (bench_integrators,), "overheads": (bench_overheads,),
-              "formulations": (bench_formulations,)}
+              "formulations": (bench_formulations,), "cp": (bench_cp,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:
             report["cases"].update(fn(args.repeat, args.quick))
