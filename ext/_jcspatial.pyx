@@ -627,3 +627,116 @@ cdef class SpatialTreeKernel:
         with nogil:
             c_theta_dot(self.nj, &self.kind[0], &self.qo[0], &self.vo[0], &theta[0],
                         &nu[0], &self.thd[0])
+
+
+# ----------------------------------------------------------------------------------
+# the whole right-hand side for the compiled integration loop
+# ----------------------------------------------------------------------------------
+from libc.math cimport isfinite
+from libc.string cimport memcpy
+
+from mbcore._ext._dynamics cimport CompiledODE
+from mbcore._ext._forces cimport ForceEvaluator
+from mbcore._ext._functions cimport Evaluator, ErrInfo
+
+cdef enum:
+    JS_OK = 0
+    JS_SINGULAR = 1
+    JS_FUNCTION_FAILED = 2
+    JS_FORCE_FAILED = 3
+    JS_NOT_FINITE = 4
+
+
+cdef class CompiledJCSpatial(CompiledODE):
+    """``CompiledJCSpatial(kernel, qgrav, force_evaluator, functions)``: the
+    joint-coordinate right-hand side of a spatial tree without cut rows in one C
+    call, ``y = [theta (nq); nu (nv); W]`` -> ``[thetadot; nudot; P_nc]`` (the tree
+    joints do no work).  Stages: time functions, outward pass, qdot, gravity and the
+    compiled force elements, body forces, articulated-body recursion, thetadot.
+    NumPy reference: ``SpatialJointCoordinates.rhs`` on the NumPy backend (+ the
+    work rate)."""
+
+    cdef SpatialTreeKernel K
+    cdef ForceEvaluator fe
+    cdef Evaluator fn
+    cdef readonly Py_ssize_t nq, nv, nf
+    cdef double[::1] qgrav, Q, fv
+    cdef double* fvp
+    cdef readonly double power
+    cdef ErrInfo err
+
+    def __cinit__(self, SpatialTreeKernel kernel, double[::1] qgrav,
+                  ForceEvaluator force_evaluator, Evaluator functions):
+        cdef Py_ssize_t n = 7 * kernel.nb
+        if qgrav.shape[0] != n or (force_evaluator is not None and force_evaluator.n != n):
+            raise ValueError("CompiledJCSpatial: gravity / force evaluator do not match "
+                             "the tree's bodies")
+        if kernel.nj == 0:
+            raise ValueError("CompiledJCSpatial: an empty tree")
+        self.K = kernel
+        self.fe = force_evaluator
+        self.fn = functions
+        self.nq, self.nv = kernel.nq, kernel.nv
+        self.n = (self.nq + self.nv) // 2      # run_rk's size check: 2 n + 1 <= size
+        self.cartesian = False
+        self.qgrav = qgrav
+        self.Q = np.zeros(n)
+        self.nf = 0 if functions is None else functions.size
+        self.fv = np.zeros(3 * max(self.nf, 1))
+        self.fvp = &self.fv[0] if self.nf else NULL
+        self.nfev = 0
+        self.status = 0
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        cdef Py_ssize_t nq = self.nq, nv = self.nv, i, nb = self.K.nb
+        cdef double P = 0.0
+        self.nfev += 1
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = JS_FUNCTION_FAILED
+                return JS_FUNCTION_FAILED
+        c_outward(self.K.nj, &self.K.kind[0], &self.K.parent[0], &self.K.child[0], &self.K.geo[0, 0], &self.K.qo[0],
+                  &self.K.vo[0], y, y + nq, &self.K.q[0], &self.K.V[0], &self.K.X[0], &self.K.S[0], &self.K.C[0],
+                  &self.K.body[0])
+        c_qdot(nb, &self.K.q[0], &self.K.V[0], &self.K.qd[0])
+        memcpy(&self.Q[0], &self.qgrav[0], 7 * nb * sizeof(double))
+        if self.fe is not None:
+            if self.fe.c_forces(&self.K.q[0], &self.K.qd[0], self.fvp, &self.Q[0], &P) >= 0:
+                self.status = JS_FORCE_FAILED
+                return JS_FORCE_FAILED
+        c_body_forces(nb, &self.K.q[0], &self.K.V[0], &self.Q[0], &self.K.inertia[0, 0, 0], &self.K.F[0])
+        if c_aba(self.K.nj, nb, &self.K.kind[0], &self.K.parent[0], &self.K.child[0], &self.K.vo[0], &self.K.mass[0],
+                 &self.K.inertia[0, 0, 0], &self.K.X[0], &self.K.S[0], &self.K.C[0], &self.K.F[0], &self.K.acc[0],
+                 &self.K.nud[0], &self.K.IA[0], &self.K.pA[0], &self.K.U[0], &self.K.W[0], &self.K.Lf[0]):
+            self.status = JS_SINGULAR
+            return JS_SINGULAR
+        c_theta_dot(self.K.nj, &self.K.kind[0], &self.K.qo[0], &self.K.vo[0], y, y + nq, ydot)
+        for i in range(nv):
+            ydot[nq + i] = self.K.nud[i]
+            if not isfinite(self.K.nud[i]):
+                self.status = JS_NOT_FINITE
+                return JS_NOT_FINITE
+        ydot[nq + nv] = P
+        self.power = P
+        self.status = JS_OK
+        return JS_OK
+
+    def eval(self, double t, const double[::1] y, double[::1] ydot):
+        """ydot[:nq+nv+1] = f(t, y[:nq+nv]); returns the status (0 = OK)."""
+        if y.shape[0] < self.nq + self.nv or ydot.shape[0] < self.nq + self.nv + 1:
+            raise ValueError(f"y needs {self.nq + self.nv} and ydot "
+                             f"{self.nq + self.nv + 1} entries")
+        return self.c_eval(t, &y[0], &ydot[0])
+
+    def timeit(self, double t, const double[::1] y, long repeat):
+        """Seconds per evaluation over ``repeat`` evaluations at one state, called
+        from C as the compiled loop calls it (benchmarks)."""
+        import time
+        cdef double[::1] out = np.zeros(self.nq + self.nv + 1)
+        cdef long k
+        if y.shape[0] < self.nq + self.nv:
+            raise ValueError(f"y needs {self.nq + self.nv} entries")
+        cdef double t0 = time.perf_counter()
+        for k in range(repeat):
+            self.c_eval(t, &y[0], &out[0])
+        return (time.perf_counter() - t0) / repeat

@@ -82,6 +82,9 @@ class SJoint:
     __slots__ = ("name", "kind", "parent", "child", "sp", "sc", "u", "f", "g", "ac",
                  "p0", "w", "qo", "nq", "vo", "nv", "rows", "index")
 
+    def __init__(self):
+        self.p0 = self.w = None
+
     def __repr__(self):  # pragma: no cover - debugging aid
         return f"SJoint({self.name}, {self.kind}, {self.parent}->{self.child})"
 
@@ -242,15 +245,13 @@ class SpatialTree:
     KIND_CODES = {"revolute": 0, "translational": 1, "cylindrical": 2, "universal": 3,
                   "spherical": 4, "free": 5, "planar": 6}
 
-    def kernel(self):
-        """The compiled recursions (``mbcore._ext._jcspatial.SpatialTreeKernel``) of
-        this tree (after :meth:`reference`), or None without the extension."""
-        try:
-            from mbcore._ext._jcspatial import SpatialTreeKernel
-        except ImportError:                 # pragma: no cover - an old build
-            return None
+    def geometry(self, out=None):
+        """Joint data of the compiled kernels, (joints, 22): s_p, s_c, u (or a_p),
+        a_c, w (universal) or u, f, g (planar), p0 (identity before
+        :meth:`reference`).  ``out``: update that array in place."""
         js = self.joints
-        geo = np.zeros((len(js), 22))
+        geo = np.zeros((len(js), 22)) if out is None else out
+        geo[:] = 0.0
         for k, j in enumerate(js):
             geo[k, 0:3], geo[k, 3:6] = j.sp, j.sc
             if j.kind == "planar":                 # normal u, in-plane axes f, g
@@ -259,11 +260,24 @@ class SpatialTree:
                 if x is not None and j.kind in ("revolute", "translational", "cylindrical",
                                                 "universal"):
                     geo[k, o:o + 3] = x
-            geo[k, 15:19] = j.p0
+            p0 = getattr(j, "p0", None)
+            geo[k, 15:19] = _E0 if p0 is None else p0
+        return geo
+
+    def kernel(self, geo=None):
+        """The compiled recursions (``mbcore._ext._jcspatial.SpatialTreeKernel``) of
+        this tree on ``geo`` (shared, not copied: :meth:`geometry` updates it after
+        :meth:`reference`), or None without the extension."""
+        try:
+            from mbcore._ext._jcspatial import SpatialTreeKernel
+        except ImportError:                 # pragma: no cover - an old build
+            return None
+        js = self.joints
         return SpatialTreeKernel(
             np.array([self.KIND_CODES[j.kind] for j in js], dtype=np.intc),
             np.array([-1 if j.parent is None else j.parent for j in js], dtype=np.intp),
-            np.array([j.child for j in js], dtype=np.intp), geo,
+            np.array([j.child for j in js], dtype=np.intp),
+            self.geometry() if geo is None else geo,
             np.array([j.qo for j in js], dtype=np.intp),
             np.array([j.vo for j in js], dtype=np.intp),
             np.ascontiguousarray(self.mass), np.ascontiguousarray(self.inertia))
@@ -567,7 +581,40 @@ class SpatialJointCoordinates(Formulation):
             choice == "auto" and not len(self.extra)
             and (system.backend == "compiled" or tr.nb > 10))
         self._ydot = np.zeros(self.nq + self.nv)
-        self._k = None
+        #: the compiled recursions (ext/_jcspatial.pyx) on joint data shared with the
+        #: tree (``_geo``: updated when the reference is fixed) and, for trees whose
+        #: force elements are all compiled, the whole right-hand side in one C call
+        #: for the compiled integration loop (``CompiledJCSpatial``)
+        self._k = self._geo = None
+        self._synced = False
+        if self.recursive and system.backend == "compiled":
+            self._geo = tr.geometry()
+            self._k = tr.kernel(self._geo)
+        self.compiled = self._compiled_jcs()
+        self._cbuf = np.zeros(self.nq + self.nv + 1)
+        self._from_compiled = False
+
+    def _compiled_jcs(self):
+        s = self.system
+        if (self._k is None or len(self.extra) or s._py_force_groups or s.padded
+                or not self.nv):
+            return None
+        try:
+            from mbcore._ext._jcspatial import CompiledJCSpatial
+        except ImportError:                  # pragma: no cover - an old build
+            return None
+        return CompiledJCSpatial(self._k, np.ascontiguousarray(s._q_gravity, dtype=float),
+                                 s._force_evaluator,
+                                 s.ftable._impl if len(s.functions) else None)
+
+    def _sync(self):
+        """Joint data of the compiled kernels after the reference is fixed."""
+        if self._geo is not None and self.tree.referenced and not self._synced:
+            self.tree.geometry(self._geo)
+            self._synced = True
+
+    def compiled_ready(self) -> bool:
+        return self.compiled is not None and self._synced
 
     @property
     def size(self) -> int:
@@ -586,6 +633,7 @@ class SpatialJointCoordinates(Formulation):
         q = np.asarray(q, dtype=float)
         if not self.tree.referenced:
             self.tree.reference(q)
+        self._sync()
         y = self.pack(q, qd)
         qq, qqd = self.split(y)
         err = float(np.max(np.abs(qq - q))) if len(q) else 0.0
@@ -608,10 +656,9 @@ class SpatialJointCoordinates(Formulation):
         return out.reshape(J.shape[0], 6 * tr.nb)
 
     def _kernel(self):
-        """The compiled recursions, built on first use (they need the reference)."""
-        if self._k is None and self.recursive and self.system.backend == "compiled":
-            self._k = self.tree.kernel() or False
-        return self._k or None
+        """The compiled recursions once the reference is fixed, else None."""
+        self._sync()
+        return self._k if self._synced else None
 
     def _velocity_map(self, q):
         """T (7 nb x 6 nb, sparse): qdot = T v (pdot = 1/2 L(p)^T omega')."""
@@ -689,6 +736,17 @@ class SpatialJointCoordinates(Formulation):
 
     def rhs(self, t, y):
         self.nfev += 1
+        if self.compiled is not None and self._synced:
+            if self.compiled.eval(t, np.ascontiguousarray(y[:self.size], dtype=float),
+                                  self._cbuf) == 0:       # one C call
+                K = self._k
+                self.q_cur, self.qd_cur = np.asarray(K.q), np.asarray(K.qd)
+                self.solver.lam[:] = 0.0
+                self._from_compiled = True
+                self._ydot[:] = self._cbuf[:self.size]
+                return self._ydot
+            # a failure: the NumPy path below repeats it and raises the named error
+        self._from_compiled = False
         q, qd, V, acc, nud, F, lam_e = self._solve(t, y)
         self.q_cur, self.qd_cur = q, qd
         lam = self.solver.lam
@@ -710,6 +768,8 @@ class SpatialJointCoordinates(Formulation):
     def work_rate(self, t):
         """Rate of the work channel at the last :meth:`rhs`: ``P_nc + lam* . (Phi*_q
         qd)`` (tree joints and normalisation rows do no work)."""
+        if self._from_compiled:
+            return self.compiled.power
         s = self.system
         q, qd = self.q_cur, self.qd_cur
         P = s.nonconservative_power(q, qd, t)
