@@ -154,3 +154,15 @@ def test_named_points_in_elements():
 def test_element_on_ground_only_is_rejected(data):
     data["joints"][0]["body_j"] = "ground"
     assert_rejected(data, r"joints\[0\]\.body_i: the element acts only on the ground 'ground'")
+
+
+def test_exponent_numbers_without_a_dot_are_numbers():
+    """YAML 1.1 reads ``1e9`` as a string; model files read it as a number (YAML
+    1.2), quoted it stays a string."""
+    from mbcore.model import parse_text
+    d = parse_text("t_end: 1e9\nrtol: 1e-3\nk: +2E5\nname: '1e9'\nn: 12\n", "yaml", "m")
+    assert d == {"t_end": 1e9, "rtol": 1e-3, "k": 2e5, "name": "1e9", "n": 12}
+    assert isinstance(d["t_end"], float) and isinstance(d["n"], int)
+    m = Model.from_text("bodies: [{name: b, mass: 2e0, inertia: 1e-1}]\n"
+                        "settings: {analysis: static, tolerance: 1e-9}\n")
+    assert m.bodies[0].mass == 2.0 and m.settings["tolerance"] == 1e-9

@@ -501,6 +501,29 @@ class Model:
                 f"{nf} forces>")
 
 
+_LOADER = None
+
+
+def _yaml_loader():
+    """``yaml.SafeLoader`` that also reads ``1e9``, ``1e-3``, ``+2E5`` as numbers
+    (YAML 1.2; the 1.1 resolver of PyYAML wants a dot: ``1.0e9``) — engineers write
+    numbers that way."""
+    global _LOADER
+    if _LOADER is None:
+        import re
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        Loader.add_implicit_resolver(
+            "tag:yaml.org,2002:float",
+            re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+            list("-+0123456789"))
+        _LOADER = Loader
+    return _LOADER
+
+
 def parse_text(text: str, fmt: str, where: str) -> Any:
     """Parse model-file text as data only (yaml.safe_load / json.loads)."""
     if fmt == "json":
@@ -511,7 +534,7 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
                                  f"column {exc.colno}: {exc.msg}") from None
     import yaml
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_yaml_loader())      # a SafeLoader: data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
