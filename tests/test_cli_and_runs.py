@@ -63,9 +63,28 @@ def test_cli_failed_run_exit_code_and_message(tmp_path, examples, capsys):
 def test_cli_bad_model_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("bodies: [{name: a, position: [1, 2, 3]}]\n")
-    assert main(["run", str(bad), "-o", str(tmp_path / "x.h5")]) == 1
-    assert "bodies[0].position: expected 2 numbers, got 3" in capsys.readouterr().err
+    assert main(["run", str(bad), "-o", str(tmp_path / "x.h5")]) == 2    # bad input
+    err = capsys.readouterr().err
+    assert "bodies[0].position: expected 2 numbers, got 3" in err
+    assert "computed so far" not in err
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_cli_exit_codes_and_no_false_result_claims(tmp_path, examples, capsys):
+    """0 done, 1 the run failed (rows kept), 2 bad input (nothing computed): an output
+    path in a missing directory, a setting the analysis rejects, a validation error
+    inside the run (no claim of results in a file that was not written)."""
+    model = str(examples / "fourbar_kap.yaml")
+    assert main(["run", model, "-o", str(tmp_path / "nodir" / "x.h5"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "computed so far" not in err
+    assert main(["run", model, "-o", str(tmp_path / "ok.h5"), "-q"]) == 0
+    bad = tmp_path / "bad_setting.yaml"
+    bad.write_text((examples / "fourbar_kap.yaml").read_text().replace("t_end: 1.0",
+                                                                         "t_end: -1.0"))
+    code = main(["run", str(bad), "-o", str(tmp_path / "b.h5"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "t_end" in err and "computed so far" not in err
 
 
 def test_cli_plugins_lists_types_with_plugin(capsys):

@@ -47,9 +47,20 @@ def main(argv: list[str] | None = None) -> int:
             return _check(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED
     p.print_help()
-    return 2
+    return EXIT_BAD_INPUT
+
+
+#: exit codes: 0 done; 1 the run (or another command) failed; 2 bad input (usage, the
+#: model file, settings, plugins, the output path: nothing was computed)
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def _bad_input(exc: BaseException) -> bool:
+    from .errors import ModelError, PluginError
+    return isinstance(exc, (ModelError, PluginError))
 
 
 def _run(args) -> int:
@@ -64,18 +75,26 @@ def _run(args) -> int:
     if args.step is not None:
         overrides["output_step"] = args.step
     failed = None
+    existed = out.exists()
+    mtime = out.stat().st_mtime_ns if existed else None
     try:
         run(model, analysis=args.analysis, settings=overrides, output=out,
             progress=not args.quiet, kernels=args.kernels)
     except MbcoreError as exc:
         failed = exc
-    if out.exists() and not args.quiet:
+    written = out.exists() and (not existed or out.stat().st_mtime_ns != mtime)
+    if failed is not None and _bad_input(failed):
+        # validation, settings, plugins, the output path: nothing was run
+        print(f"mbcore: error: {failed}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if written and not args.quiet:
         with Result(out) as res:
             print(res.summary())
     if failed is not None:
         print(f"mbcore: run failed: {failed}", file=sys.stderr)
-        print(f"mbcore: results computed so far are in {out}", file=sys.stderr)
-        return 1
+        if written:
+            print(f"mbcore: results computed so far are in {out}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
 
 
