@@ -6,7 +6,8 @@ formulation (spec/algorithms.md §4.3, CP-2) for the compiled integration loop.
 vd; W]`` (the independent coordinates and their rates, and the work channel):
 
 1. Newton-Raphson on ``Phi(u, v, t) = 0`` for the dependent coordinates u from the
-   last converged configuration (LU of ``Phi_u`` by LAPACK ``dgetrf``, as
+   last converged configuration moved by the first-order predictor ``Phi_u du =
+   -Phi_v dv`` (its Jacobian and LU; LU of ``Phi_u`` by LAPACK ``dgetrf``, as
    ``scipy.linalg.lu_factor`` does);
 2. the pivot quality of ``Phi_u`` at the converged point (column-scaled, relative to
    the largest scaled Jacobian entry) — a failure status when it has degraded, so
@@ -64,13 +65,14 @@ cdef class CompiledCP(CompiledODE):
     cdef readonly Py_ssize_t nq, m, nf
     cdef idx_t[::1] u, v
     cdef double[::1] fv, jdata, qgrav, minv, col_scale, phi, nu, gam, Q, C, B, lam
-    cdef double[::1] Ju, rhs, qdd
+    cdef double[::1] Ju, rhs, qdd, Jv
     cdef public double[::1] q, qd
     cdef int[::1] ipiv
     cdef double* fvp
     cdef public double tol, factor, best_ratio, t_singular
     cdef readonly double ratio, power
     cdef readonly int iterations
+    cdef readonly bint have_prev            # J and the LU of Phi_u at the last q
     cdef ErrInfo err
 
     def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
@@ -104,6 +106,7 @@ cdef class CompiledCP(CompiledODE):
         self.C = np.zeros(m * n)
         self.B = np.zeros(m * m)
         self.Ju = np.zeros(m * m)
+        self.Jv = np.zeros(m * (n - m))       # Phi_v at the last converged point
         self.ipiv = np.zeros(m, dtype=np.intc)
         self.q = np.zeros(n)
         self.qd = np.zeros(n)
@@ -132,6 +135,7 @@ cdef class CompiledCP(CompiledODE):
         self.v[:] = v
         self.best_ratio = best_ratio
         self.q[:] = q
+        self.have_prev = False
 
     # ------------------------------------------------------------------ C level
     cdef int _lu(self, const double* J) noexcept nogil:
@@ -164,6 +168,18 @@ cdef class CompiledCP(CompiledODE):
             if self.fn.run(t, self.fvp, &self.err) != 0:
                 self.status = FUNCTION_FAILED
                 return FUNCTION_FAILED
+        if self.have_prev:
+            # first-order predictor of u from the last converged point (its J and LU):
+            # Phi_u du = -Phi_v dv
+            for i in range(m):
+                acc = 0.0
+                for j in range(k):
+                    acc -= self.Jv[i * k + j] * (y[j] - q[self.v[j]])
+                self.rhs[i] = acc
+            self._lu_solve(&self.rhs[0])
+            for i in range(m):
+                q[self.u[i]] += self.rhs[i]
+        self.have_prev = False
         for i in range(k):
             q[self.v[i]] = y[i]
         for i in range(n):
@@ -216,6 +232,10 @@ cdef class CompiledCP(CompiledODE):
         if self.ratio * self.factor < self.best_ratio * 1e-2 or self.ratio < 1e-12:
             self.status = PARTITION_DEGRADED
             return PARTITION_DEGRADED
+        for i in range(m):               # Phi_v and the LU at the converged q: the
+            for j in range(k):           # predictor of the next evaluation
+                self.Jv[i * k + j] = J[i * n + self.v[j]]
+        self.have_prev = True
         # ---- velocities: Phi_u ud = nu - Phi_v vd
         for i in range(k):
             qd[self.v[i]] = y[k + i]

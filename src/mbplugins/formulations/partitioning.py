@@ -79,6 +79,7 @@ class CP(Formulation):
                if c.endswith(".phi")]
         self._col_scale[rot] = self.length                     # d/dphi ~ length
         self._q = None
+        self._prev = None
         self._want = None
         self.singular_ratio = float(self.settings["singular_ratio"])
         if not 0.0 <= self.singular_ratio < 1.0:
@@ -152,6 +153,7 @@ class CP(Formulation):
         self.partitions += 1
         self._q = q.copy()
         self._qd = qd.copy()
+        self._prev = None                # J and LU of the last converged point
         self._want = None
         self.k = len(self.v)
         self._ydot = np.zeros(2 * self.k)
@@ -200,6 +202,13 @@ class CP(Formulation):
         if t >= self._t_singular:
             self._stop_singular()
         q = self._q.copy()
+        prev = self._prev
+        self._prev = None
+        if prev is not None:
+            # first-order predictor from the last converged point: Phi_u du = -Phi_v dv
+            J0, lu0 = prev
+            q[self.u] += sla.lu_solve(lu0, -(J0[:, self.v] @ (y[:self.k] - q[self.v])),
+                                      check_finite=False)
         q[self.v] = y[:self.k]
         scale = 1.0 + float(np.max(np.abs(q)))
         for it in range(13):
@@ -223,6 +232,7 @@ class CP(Formulation):
         ratio = self._quality(J, self.u, lu)
         if ratio * self.factor < self.best_ratio * 1e-2 or ratio < 1e-12:
             raise RepartitionRequest(f"Phi_u is nearly singular (pivot ratio {ratio:.3g})")
+        self._prev = (J.copy(), (lu.copy(), piv.copy()))
         qd = np.zeros(s.n)
         qd[self.v] = y[self.k:]
         rhs = s.nu(q, t) - J[:, self.v] @ qd[self.v]
@@ -243,10 +253,23 @@ class CP(Formulation):
 
     def outputs(self, t, y):
         self._t = t
+        done = False
         if self.compiled is not None and self._ready:
-            self._q = np.array(self.compiled.q)      # Newton's warm start
-        q, qd = self.split(y, t)
-        qdd, lam = self.solver.solve(q, qd, t)
+            c = self.compiled
+            buf = np.zeros(2 * self.k + 1)
+            ok = c.eval(t, np.ascontiguousarray(y[:2 * self.k], dtype=float), buf) == 0
+            c.nfev -= 1                      # an output, not an integration cost
+            if ok:                           # the same numbers as split + solve
+                q, qd = np.array(c.q), np.array(c.qd)
+                qdd, lam = np.array(c.qdd_view), np.array(c.lam_view)
+                self.ratio = float(c.ratio)
+                self.solver.lam[:] = lam
+                done = True
+            self._q = np.array(c.q)          # Newton's warm start
+            self._prev = None
+        if not done:                         # NumPy path (raises the named errors)
+            q, qd = self.split(y, t)
+            qdd, lam = self.solver.solve(q, qd, t)
         # hysteresis: ask for a new partition when a fresh one is much better
         _, v_new, best, mu = self.choose(q, t)
         self._watch_rank(t, mu)
