@@ -18,6 +18,10 @@ noisy) and the ratio numpy/compiled.  Cases:
   error, compiled vs NumPy right-hand side) and spatial chains of N = 10 ... 10000
   bodies on spherical joints (cost per right-hand side and per simulated second
   with the fitted exponent in N).
+* ``startup_first_run*``, ``pendulum_rows_*`` (``--only startup_rows``; issue 14):
+  the extra cost of the first ``mbcore.run`` in a fresh interpreter (four-bar,
+  kinematic) and the per-row cost of a 1 m pendulum, 10 s with 1001 output rows
+  (batched rows vs the row-by-row path in the same process).
 * ``joint_coordinates_chain_*`` (``--only joint_coordinates``): planar chains of N =
   10 ... 10000 links of 0.1 m, 1 kg slender bars — one right-hand side of the joint
   coordinates vs the Cartesian DI (exponent in N) and 1 s runs at a tip error <= 1e-6
@@ -825,6 +829,156 @@ def _framework_overhead(repeat: int, quick: bool) -> dict:
     return {"python_plugin_framework_overhead": row}
 
 
+_STARTUP_CODE = """
+import json, sys, time
+t0 = time.perf_counter()
+import mbcore
+t1, c1 = time.perf_counter(), time.thread_time()
+path = sys.argv[1]
+mbcore.run(mbcore.Model.from_file(path))
+t2, c2 = time.perf_counter(), time.thread_time()
+time.sleep(0.3)       # let the BLAS worker threads started by the first run go idle
+t3, c3 = time.perf_counter(), time.thread_time()
+mbcore.run(mbcore.Model.from_file(path))
+t4, c4 = time.perf_counter(), time.thread_time()
+mods = sys.modules
+print(json.dumps({"import": t1 - t0, "first": t2 - t1, "second": t4 - t3,
+                  "first_cpu": c2 - c1, "second_cpu": c4 - c3,
+                  "heavy": [m for m in ("scipy.linalg", "scipy.sparse", "scipy.optimize",
+                                        "scipy.interpolate", "h5py", "importlib.metadata")
+                            if m in mods]}))
+"""
+
+_ROWS_CODE = """
+import json, statistics, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+import mbcore
+from run import _pendulum
+repeat = int(sys.argv[2])
+model = _pendulum()
+tmp = tempfile.mkdtemp()
+import mbplugins.analyses.dynamic as dyn
+batched = getattr(dyn._Run, "_row_block", None)    # None: a tree without batched rows
+cases = {}
+for record, rtol, h5, rows in [("q, qd", 1e-3, False, True), ("q, qd", 1e-2, False, True),
+                               ("q, qd", 1e-3, False, False), ("q, qd", 1e-2, False, False),
+                               ("q, qd", 1e-3, True, True), ("q, qd, energy", 1e-3, False, True),
+                               ("q, qd, energy", 1e-3, False, False), (None, 1e-3, False, True)]:
+    st = {"t_end": 10.0, "output_step": 0.01, "integrator": "dopri5", "formulation": "di",
+          "rtol": rtol, "atol": rtol / 100}
+    if record:
+        st["record"] = record
+    key = ((record or "all").replace(", ", "_") + f"_rtol{rtol:g}" + ("_hdf5" if h5 else "")
+           + ("" if rows else "_row_by_row"))
+    cases[key] = (st, {"output": tmp + "/p.h5"} if h5 else {}, rows)
+times = {k: ([], [], []) for k in cases}
+last = {}
+for rep in range(repeat + 1):                 # interleaved; the first round warms up
+    for key, (st, kw, rows) in cases.items():
+        # row_by_row: the previous implementation (every row through _Run.output)
+        if batched is not None:
+            dyn._Run._row_block = batched if rows else (lambda self: None)
+        t0 = time.perf_counter()
+        res = mbcore.run(model, settings=st, **kw)
+        t1 = time.perf_counter()
+        model.compile()
+        t2 = time.perf_counter()
+        if rep:
+            w, e, c = times[key]
+            w.append(res.stats["wall_time"]); e.append(t1 - t0); c.append(t2 - t1)
+        last[key] = res
+out = {k: {"rows": len(last[k]), "rhs_evaluations": int(last[k].stats["integrator_nfev"]),
+           "loop": last[k].stats["loop"], "wall_time": statistics.median(w),
+           "end_to_end": statistics.median(e), "compile": statistics.median(c)}
+       for k, (w, e, c) in times.items()}
+print(json.dumps(out))
+"""
+
+
+def _fresh_python(code: str, args, env_extra: dict | None = None, drop=()) -> dict:
+    """Run ``code`` in a fresh interpreter; its last stdout line is JSON."""
+    import os
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(env_extra or {})
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env,
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"benchmark subprocess failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = None) -> dict:
+    """Issue 14, items 4 and 5, each from fresh interpreters (medians).
+
+    * ``startup_first_run``: ``import mbcore``, then the first and (0.3 s later:
+      the BLAS worker threads the first run starts spin for a while, which slows a
+      loaded 2-core machine) the second ``mbcore.run(Model.from_file(
+      examples/fourbar_kap.yaml))`` (kinematic, 41 output times; load + run) in one
+      process; the extra cost of the first = first - second (per process, median;
+      wall clock, and CPU time of the main thread).  With the bytecode cache (a
+      PYTHONPYCACHEPREFIX of the benchmark, warmed once: as installed packages
+      run) and without it (PYTHONDONTWRITEBYTECODE=1: every module compiled from
+      source, as in a checkout that may not write __pycache__).
+    * ``pendulum_rows_*``: the 1 m, 1 kg slender-bar pendulum released horizontal,
+      10 s, output every 0.01 s (1001 rows), dopri5 on the compiled loop, DI, atol =
+      rtol / 100: ``stats["wall_time"]`` (initial state, integration, rows) and the
+      whole ``mbcore.run`` (+ model compile, RunInfo, reporters), each per simulated
+      second.
+    ``src``: another source tree to measure (its ``src`` directory put first on
+    PYTHONPATH), e.g. the previous commit for a before/after.
+    """
+    import os
+    import tempfile
+    n = max(3, repeat if not quick else 3)
+    path = ROOT / "examples" / "fourbar_kap.yaml"
+    extra = {"PYTHONPATH": os.pathsep.join([str(Path(src) / "src")]
+                                           + ([os.environ["PYTHONPATH"]]
+                                              if os.environ.get("PYTHONPATH") else []))} \
+        if src else {}
+    out = {}
+    pyc = tempfile.mkdtemp(prefix="mbcore-pyc-")
+    variants = (("", {**extra, "PYTHONPYCACHEPREFIX": pyc}, ("PYTHONDONTWRITEBYTECODE",)),
+                ("_no_bytecode_cache", {**extra, "PYTHONDONTWRITEBYTECODE": "1"},
+                 ("PYTHONPYCACHEPREFIX",)))
+    for suffix, env, drop in variants:
+        if suffix == "":
+            _fresh_python(_STARTUP_CODE, [path], env, drop)       # writes the cache
+        runs = [_fresh_python(_STARTUP_CODE, [path], env, drop) for _ in range(n)]
+        out[f"startup_first_run{suffix}"] = {
+            "processes": n,
+            "import_mbcore_s": statistics.median(r["import"] for r in runs),
+            "first_run_s": statistics.median(r["first"] for r in runs),
+            "second_run_s": statistics.median(r["second"] for r in runs),
+            "first_run_extra_s": statistics.median(r["first"] - r["second"] for r in runs),
+            "first_run_extra_cpu_s": statistics.median(r["first_cpu"] - r["second_cpu"]
+                                                       for r in runs),
+            "heavy_modules_after_run": runs[-1]["heavy"],
+            "note": "load + kinematic run of examples/fourbar_kap.yaml; extra = first - "
+                    "second in the same process (wall clock; _cpu: CPU time of the main "
+                    "thread); target <= 0.05 s"}
+    rows = _fresh_python(_ROWS_CODE, [ROOT / "benchmarks", 5 if quick else max(21, repeat)],
+                         {**extra, "PYTHONPYCACHEPREFIX": pyc}, ("PYTHONDONTWRITEBYTECODE",))
+    for key, r in rows.items():
+        if key.endswith("_row_by_row"):
+            continue
+        old = rows.get(key + "_row_by_row")
+        out[f"pendulum_rows_{key}"] = {
+            "simulated_s": 10.0, "rows": r["rows"], "rhs_evaluations": r["rhs_evaluations"],
+            "loop": r["loop"],
+            "wall_time_s_per_simulated_s": r["wall_time"] / 10.0,
+            "end_to_end_s_per_simulated_s": r["end_to_end"] / 10.0,
+            "end_to_end_minus_compile_s_per_simulated_s":
+                (r["end_to_end"] - r["compile"]) / 10.0,
+            "note": "target (record q, qd): <= 0.0004 s per simulated s"}
+        if old is not None:     # the previous implementation, same process, interleaved
+            out[f"pendulum_rows_{key}"].update(
+                row_by_row_wall_time_s_per_simulated_s=old["wall_time"] / 10.0,
+                ratio=old["wall_time"] / r["wall_time"])
+    return out
+
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -835,7 +989,7 @@ def main(argv=None) -> int:
                                                  "joint_coordinates",
                                                  "rhs", "dynamics",
                                                  "chain", "integrators", "overheads",
-                                                 "formulations", "cp"),
+                                                 "formulations", "cp", "startup_rows"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -850,7 +1004,8 @@ def main(argv=None) -> int:
               "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
               "integrators": (bench_integrators,), "overheads": (bench_overheads,),
-              "formulations": (bench_formulations,), "cp": (bench_cp,)}
+              "formulations": (bench_formulations,), "cp": (bench_cp,),
+              "startup_rows": (bench_overheads_startup_rows,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:
             report["cases"].update(fn(args.repeat, args.quick))
@@ -921,7 +1076,8 @@ def table(report: dict) -> str:
             "rhs_evaluations", "energy_drift_rel", "max_position_violation",
             "compiled_kernel_us", "numpy_us",
             "compiled_steps_per_s", "exponent", "overhead_fraction",
-            "extra_us_per_stage_call", "extra_us_per_call")
+            "extra_us_per_stage_call", "extra_us_per_call", "first_run_extra_s",
+            "wall_time_s_per_simulated_s")
     lines = []
     for name, row in report["cases"].items():
         if not isinstance(row, dict):

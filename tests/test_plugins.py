@@ -216,3 +216,178 @@ def test_python_force_group_with_repeated_bodies_accumulates():
     q, qd = rng.normal(size=6), rng.normal(size=6)
     np.testing.assert_allclose(non.forces(q, qd, 0.0), lin.forces(q, qd, 0.0), rtol=1e-12,
                                atol=1e-12)
+
+
+# ------------------------------------------------------------------ start-up (issue 14)
+def test_lazy_catalogue_names_exactly_the_module_classes():
+    """The built-in plugin registers LazyType references (nothing imported): the
+    catalogue lists exactly the classes of the modules' own lists, in their order,
+    with their names and body kinds; resolving them gives those classes."""
+    import mbplugins
+    from mbplugins.analyses.dynamic import DynamicAnalysis
+    from mbplugins.analyses.kinematic import KinematicAnalysis, KinetostaticAnalysis
+    from mbplugins.analyses.static import StaticAnalysis
+    from mbplugins.formulations import FORMULATIONS
+    from mbplugins.integrators import INTEGRATORS
+    from mbplugins.planar.constraints import CONSTRAINT_TYPES
+    from mbplugins.planar.forces import FORCE_TYPES
+    from mbplugins.reporters.hdf5 import HDF5Reporter
+    from mbplugins.reporters.memory import MemoryReporter
+    from mbplugins.spatial.composites import COMPOSITE_TYPES
+    from mbplugins.spatial.constraints import CONSTRAINT_TYPES as SPATIAL_CONSTRAINTS
+    from mbplugins.spatial.forces import FORCE_TYPES as SPATIAL_FORCES
+    eager = {
+        "mbcore_constraint_types": [*CONSTRAINT_TYPES, *SPATIAL_CONSTRAINTS,
+                                    *COMPOSITE_TYPES],
+        "mbcore_force_types": [*FORCE_TYPES, *SPATIAL_FORCES],
+        "mbcore_formulations": list(FORMULATIONS),
+        "mbcore_integrators": list(INTEGRATORS),
+        "mbcore_analyses": [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis,
+                            DynamicAnalysis],
+        "mbcore_reporters": [HDF5Reporter, MemoryReporter],
+    }
+    assert set(mbplugins.CATALOGUE) == set(eager)
+    for hook, classes in eager.items():
+        lazy = getattr(mbplugins, hook)()
+        assert [(lt.name, lt.target, lt.body_kind) for lt in lazy] == [
+            (c.name, f"{c.__module__}:{c.__qualname__}", getattr(c, "body_kind", "planar"))
+            for c in classes], hook
+        assert [lt.load() for lt in lazy] == classes
+    reg = PluginManager().registry
+    assert reg.get("constraint", "revolute", "spatial") is SPATIAL_CONSTRAINTS[2]
+    assert reg.get("integrator", "dopri5") is INTEGRATORS[5]
+
+
+def test_lazy_plugins_register_by_name_and_import_on_first_use():
+    """A fresh process: the registry knows every built-in type by name (names, has,
+    unknown-type messages) without importing a plugin module; looking one type up
+    imports its module only; a kinematic run imports neither SciPy's linalg, sparse,
+    optimize, interpolate nor h5py nor importlib.metadata; ``mbcore plugins`` then
+    lists every type with its description (importing them all)."""
+    code = textwrap.dedent("""
+        import sys, io, contextlib, mbcore
+        from mbcore.plugins import registry
+        from mbcore.cli import main
+        reg = registry()
+        mods = lambda: sorted(m for m in sys.modules if m.startswith("mbplugins."))
+        assert reg.has("constraint", "revolute") and reg.has("analysis", "dynamic")
+        assert "cam_roller" in reg.names("constraint", "planar")
+        assert "did you mean 'revolute'" in reg.unknown_message("constraint", "revolut")
+        assert mods() == [], mods()
+        mbcore.run(mbcore.Model.from_file(sys.argv[1]))
+        heavy = [m for m in ("scipy.linalg", "scipy.sparse", "scipy.optimize",
+                             "scipy.interpolate", "h5py", "importlib.metadata")
+                 if m in sys.modules]
+        assert heavy == [], heavy
+        assert "mbplugins.planar.cams" not in sys.modules
+        assert not any(m.startswith("mbplugins.formulations") for m in mods()), mods()
+        assert reg.get("formulation", "di").name == "di"
+        assert [m for m in mods() if m.startswith("mbplugins.formulations")] == [
+            "mbplugins.formulations", "mbplugins.formulations.baumgarte"], mods()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main(["plugins"])
+        print(out.getvalue())
+    """)
+    from pathlib import Path
+    model = Path(__file__).resolve().parents[1] / "examples" / "fourbar_kap.yaml"
+    out = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    reg = PluginManager().registry
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 1 + len(reg.rows())
+    for kind, name, prov, cls in reg.rows():
+        desc = (getattr(cls, "description", "") or "").strip()
+        assert any(ln.split()[:3] == [kind, name, "builtin"] and ln.rstrip().endswith(desc)
+                   for ln in lines), (kind, name)
+
+
+def test_entry_point_scan_equals_importlib_metadata():
+    """The direct scan of sys.path finds the entry points (name, value, distribution
+    name and version) importlib.metadata finds, in the same order."""
+    import importlib.metadata as im
+
+    from mbcore.plugins import distribution_version, entry_points
+    fast = entry_points("mbcore")
+    assert fast is not None
+    ref = [(ep.name, ep.value, ep.dist.metadata["name"], ep.dist.version)
+           for dist in im.distributions() for ep in dist.entry_points if ep.group == "mbcore"]
+    assert [(n, v, d.metadata["name"], d.version) for n, v, d in fast] == ref
+    assert ("builtin", "mbplugins", "mbcore", mbcore.__version__) in ref
+    for dist in ("numpy", "pluggy", "h5py", "scipy", "PyYAML"):
+        assert distribution_version(dist) == im.version(dist)
+    assert distribution_version("no-such-distribution-here") is None
+
+
+def test_versions_without_importing_h5py_equal_the_modules():
+    from importlib import metadata
+
+    import h5py
+    import pluggy
+    import scipy
+
+    from mbcore import runner
+    runner._VERSIONS.clear()
+    v = runner.versions()
+    assert (v["h5py"], v["scipy"], v["pluggy"]) == (h5py.__version__, scipy.__version__,
+                                                     pluggy.__version__)
+    assert v["pluggy"] == metadata.version("pluggy")
+    assert runner.versions() == v
+
+
+def test_lazy_type_whose_class_disagrees_names_the_plugin():
+    from mbcore.plugins import LazyType
+
+    class Liar:
+        @hookimpl
+        def mbcore_constraint_types(self):
+            return [LazyType("liar_pin", "mbplugins.planar.constraints:Revolute")]
+
+        @hookimpl
+        def mbcore_formulations(self):
+            return [LazyType("ghost", "no_such_module_xyz:Ghost")]
+
+    pm = PluginManager()
+    pm.register(Liar(), name="liar")
+    reg = pm.registry
+    assert reg.has("constraint", "liar_pin") and "ghost" in reg.names("formulation")
+    with pytest.raises(PluginError, match=r"plugin liar: lazy type "
+                                          r"mbplugins.planar.constraints:Revolute is "
+                                          r"registered as 'liar_pin'"):
+        reg.get("constraint", "liar_pin")
+    with pytest.raises(PluginError, match=r"plugin liar failed to import formulation type "
+                                          r"no_such_module_xyz:Ghost"):
+        reg.get("formulation", "ghost")
+    with pytest.raises(PluginError, match=r"constraint type 'revolute' is provided twice: by "
+                                          r"plugin builtin .*mbplugins.planar.constraints"
+                                          r".Revolute.* and by plugin clash2"):
+        pm.register(Clash(), name="clash2")
+
+
+def test_numerical_rank_equals_the_pivoted_qr():
+    """numerical_rank (SVD when unambiguous, else the pivoted QR) gives the rank of
+    rank_revealing on full, deficient, near-threshold, wide, tall and empty
+    matrices."""
+    from mbcore.linalg import numerical_rank, rank_revealing
+    rng = np.random.default_rng(5)
+    cases = [np.zeros((0, 3)), np.zeros((3, 0)), np.zeros((4, 4)), np.eye(5)]
+    for m, n, r in ((8, 9, 8), (9, 9, 7), (12, 9, 9), (20, 30, 5), (6, 6, 6), (250, 240, 200)):
+        A = rng.standard_normal((m, r)) @ rng.standard_normal((r, n))
+        cases.append(A)
+        B = A.copy()
+        B[-1] = B[0] + 1e-9 * rng.standard_normal(n)       # near the threshold
+        cases.append(B)
+    for A in cases:
+        assert numerical_rank(A) == (rank_revealing(A)[0] if A.size else 0)
+
+
+def test_system_helpers_equal_numpy_and_scipy():
+    import scipy.sparse as sp
+
+    from mbcore.system import _unique_ints, issparse
+    rng = np.random.default_rng(1)
+    for a in (np.zeros(0, np.intp), np.array([3]), rng.integers(0, 20, 100)):
+        u = _unique_ints(a)
+        assert np.array_equal(u, np.unique(a)) and u.dtype == np.unique(a).dtype
+    assert issparse(sp.csr_matrix(np.eye(2))) and not issparse(np.eye(2))

@@ -7,7 +7,10 @@ time with :func:`mbcore.plugins.register`.  The built-in plugins (package
 ``mbplugins``) use exactly these hooks.
 
 Every *type* hook returns a list of classes.  Each class carries a ``name``
-attribute: the string used in model files (``type: revolute``).  All
+attribute: the string used in model files (``type: revolute``).  An entry may
+instead be a :class:`mbcore.plugins.LazyType` (name, ``"module:Class"``, body
+kind): the class is then imported the first time the type is used, which keeps
+start-up cheap (the built-in plugins return only such references).  All
 implementations are called and their results merged; a name provided by two
 plugins is an error that names both (:class:`mbcore.errors.PluginError`).
 No hook is ``firstresult``.

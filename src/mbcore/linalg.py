@@ -4,7 +4,13 @@ rank-revealing factorisation for degrees of freedom and redundancy diagnostics
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
+
+
+def _sla():
+    """scipy.linalg, imported on first use (its import costs ~0.1-0.2 s: start-up,
+    issue 14)."""
+    import scipy.linalg
+    return scipy.linalg
 
 
 class ReferenceLU:
@@ -22,7 +28,7 @@ class ReferenceLU:
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")      # LinAlgWarning on exact singularity
-            self._lu = sla.lu_factor(A, check_finite=False)
+            self._lu = _sla().lu_factor(A, check_finite=False)
         d = np.abs(np.diag(self._lu[0])) if n else np.ones(1)
         self.pivot_ratio = float(d.min() / d.max()) if d.max() > 0 else 0.0
         self.info = int(np.argmin(d) + 1) if d.min() == 0 else 0
@@ -30,7 +36,7 @@ class ReferenceLU:
 
     def solve(self, b: np.ndarray, transposed: bool = False) -> None:
         if self.n:
-            b[:] = sla.lu_solve(self._lu, b, trans=1 if transposed else 0, check_finite=False)
+            b[:] = _sla().lu_solve(self._lu, b, trans=1 if transposed else 0, check_finite=False)
 
 
 def dense_lu(n: int, backend: str):
@@ -52,11 +58,29 @@ def rank_revealing(jac: np.ndarray, rtol: float = 1e-9):
     m, n = jac.shape
     if m == 0:
         return 0, np.array([], int), np.array([], int), 1.0
-    _, R, piv = sla.qr(jac.T, mode="economic", pivoting=True)
+    _, R, piv = _sla().qr(jac.T, mode="economic", pivoting=True)
     d = np.abs(np.diag(R))
     scale = d[0] if d.size and d[0] > 0 else 1.0
     rank = int(np.sum(d > rtol * scale))
     return rank, np.sort(piv[:rank]), np.sort(piv[rank:]), float(d[-1] / scale) if d.size else 1.0
+
+
+def numerical_rank(jac: np.ndarray, rtol: float = 1e-9) -> int:
+    """``rank_revealing(jac, rtol)[0]``, from NumPy's singular values when they leave
+    no doubt: none within a factor 1e4 of the threshold ``rtol`` (relative to the
+    largest), on a matrix of at most 200 rows.  Otherwise (a near-singular
+    configuration, a large model) the pivoted QR itself decides.  Spares a small
+    kinematic run the import of scipy.linalg (start-up, issue 14)."""
+    m, n = jac.shape
+    if m == 0 or n == 0:
+        return 0
+    if m <= 200 and n <= 200 and np.all(np.isfinite(jac)):
+        s = np.linalg.svd(jac, compute_uv=False)
+        if s[0] > 0:
+            rel = s / s[0]
+            if not np.any((rel > rtol * 1e-4) & (rel < rtol * 1e4)):
+                return int(np.count_nonzero(rel > rtol))
+    return rank_revealing(jac, rtol)[0]
 
 
 def dependent_rows(jac: np.ndarray, rtol: float = 1e-8, weight: float = 0.05) -> np.ndarray:

@@ -313,8 +313,11 @@ class Model:
                 raise ModelError(f"{el.path}.name",
                                  f"duplicate element name '{el.name}' (also {enames[el.name]})")
             enames[el.name] = el.path
-        from .impacts import validate_contacts
-        self.contacts = validate_contacts(self.impacts, ctx, self.dimensions)
+        if self.impacts:
+            from .impacts import validate_contacts
+            self.contacts = validate_contacts(self.impacts, ctx, self.dimensions)
+        else:          # what validate_contacts returns, without importing mbcore.impacts
+            self.contacts = []
 
     def _validate_element(self, el: Element, registry, ctx: ValidationContext) -> None:
         path = el.path

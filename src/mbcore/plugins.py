@@ -4,6 +4,12 @@ Plugins come from the entry-point group ``mbcore`` (the built-in ``mbplugins``
 included — mbcore never imports it directly) and from :func:`register` at run
 time.  :class:`Registry` maps ``(kind, name)`` to the class that implements it
 and remembers which plugin provided it.
+
+Start-up is kept cheap (issue 14): the entry points are read with a direct scan
+of the ``*.dist-info`` / ``*.egg-info`` directories on ``sys.path``
+(:func:`entry_points`; ``importlib.metadata`` only where that scan cannot see,
+e.g. zipped paths), and a hook may return :class:`LazyType` references instead
+of classes, imported on first use (the built-in plugins do so for every type).
 """
 from __future__ import annotations
 
@@ -41,6 +47,41 @@ class Provider:
         return f"{self.plugin}" + (f" ({self.version})" if self.version else "")
 
 
+class LazyType:
+    """A type named by a plugin without importing it: ``LazyType("revolute",
+    "pkg.module:Revolute")``.
+
+    The registry keys it by ``name`` and ``body_kind`` at once and imports
+    ``target`` (``module:qualname``) the first time the type is looked up with
+    :meth:`Registry.get` (or listed with :meth:`Registry.rows`); the class found
+    must carry the same ``name`` and ``body_kind``.
+    """
+
+    __slots__ = ("name", "target", "body_kind")
+
+    def __init__(self, name: str, target: str, body_kind: str = "planar"):
+        self.name = name
+        self.target = target
+        self.body_kind = body_kind
+
+    def load(self) -> type:
+        import importlib
+        modname, _, qualname = self.target.partition(":")
+        obj: Any = importlib.import_module(modname)
+        for attr in qualname.split("."):
+            obj = getattr(obj, attr)
+        if getattr(obj, "name", None) != self.name or \
+                getattr(obj, "body_kind", "planar") != self.body_kind:
+            raise PluginError(
+                f"lazy type {self.target} is registered as {self.name!r} "
+                f"({self.body_kind}) but the class says {getattr(obj, 'name', None)!r} "
+                f"({getattr(obj, 'body_kind', 'planar')})")
+        return obj
+
+    def __repr__(self) -> str:
+        return f"LazyType({self.name!r}, {self.target!r}, {self.body_kind!r})"
+
+
 class Registry:
     """Immutable snapshot of every type every registered plugin provides."""
 
@@ -70,8 +111,7 @@ class Registry:
             other = self._providers[kind][name]
             raise PluginError(
                 f"{kind} type '{name}' is provided twice: by plugin {other} "
-                f"({table[name].__module__}.{table[name].__qualname__}) and by plugin "
-                f"{provider} ({cls.__module__}.{cls.__qualname__})")
+                f"({_where(table[name])}) and by plugin {provider} ({_where(cls)})")
         table[name] = cls
         self._providers[kind][name] = provider
 
@@ -91,10 +131,26 @@ class Registry:
 
     def get(self, kind: str, name: str, body_kind: str = "planar") -> type:
         """Class for ``name``; KeyError with close matches if unknown."""
+        key = _key(name, body_kind)
         try:
-            return self._types[kind][_key(name, body_kind)]
+            cls = self._types[kind][key]
         except KeyError:
             raise KeyError(self.unknown_message(kind, name, body_kind)) from None
+        if type(cls) is LazyType:
+            cls = self._resolve(kind, key)
+        return cls
+
+    def _resolve(self, kind: str, key: str) -> type:
+        lazy = self._types[kind][key]
+        try:
+            cls = lazy.load()
+        except PluginError as exc:
+            raise PluginError(f"plugin {self._providers[kind][key]}: {exc}") from None
+        except Exception as exc:  # a broken plugin names itself
+            raise PluginError(f"plugin {self._providers[kind][key]} failed to import "
+                              f"{kind} type {lazy.target}: {exc!r}") from exc
+        self._types[kind][key] = cls
+        return cls
 
     def unknown_message(self, kind: str, name: Any, body_kind: str = "planar") -> str:
         known = self.names(kind, body_kind) if kind in ("constraint", "force") \
@@ -114,8 +170,17 @@ class Registry:
         out = []
         for kind in KINDS:
             for name in sorted(self._types[kind]):
-                out.append((kind, name, self._providers[kind][name], self._types[kind][name]))
+                cls = self._types[kind][name]
+                if type(cls) is LazyType:
+                    cls = self._resolve(kind, name)
+                out.append((kind, name, self._providers[kind][name], cls))
         return out
+
+
+def _where(cls: Any) -> str:
+    if type(cls) is LazyType:
+        return cls.target.replace(":", ".")
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _key(name: str, body_kind: str) -> str:
@@ -143,7 +208,7 @@ class PluginManager:
         self._pm.add_hookspecs(hookspecs)
         self._registry: Registry | None = None
         if load_entrypoints:
-            self._pm.load_setuptools_entrypoints("mbcore")
+            load_entrypoints_into(self._pm, "mbcore")
 
     @property
     def pluggy(self) -> pluggy.PluginManager:
@@ -178,6 +243,184 @@ class PluginManager:
 
     def plugin_names(self) -> list[str]:
         return sorted(n for n, _ in self._pm.list_name_plugin())
+
+
+# -- entry points -------------------------------------------------------------------
+# ``pluggy.PluginManager.load_setuptools_entrypoints`` imports importlib.metadata
+# (~25 ms with its email/zipfile dependencies) and parses the metadata of every
+# installed distribution; the first model run paid for both.  The scan below reads
+# the same directories the way importlib.metadata's path finder does (same order,
+# same entry-point syntax) but opens only ``entry_points.txt`` and, for a
+# distribution that provides a plugin, its METADATA headers.  Paths it cannot
+# read (zip files, eggs, distribution finders on sys.meta_path other than the
+# standard path finder) fall back to importlib.metadata.
+
+class _Metadata(dict):
+    """Case-insensitive header lookup (like email.message.Message.__getitem__)."""
+
+    def __getitem__(self, key: str) -> str:
+        return dict.get(self, key.lower())   # type: ignore[return-value]
+
+    def get(self, key: str, default: Any = None) -> Any:     # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+
+class _Distribution:
+    """The little of ``importlib.metadata.Distribution`` mbcore and pluggy use."""
+
+    def __init__(self, path: str):
+        self._path = path
+        self._metadata: _Metadata | None = None
+
+    def read_text(self, filename: str) -> str | None:
+        import os
+        try:
+            with open(os.path.join(self._path, filename), encoding="utf-8") as fh:
+                return fh.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    @property
+    def metadata(self) -> _Metadata:
+        if self._metadata is None:
+            text = self.read_text("METADATA") or self.read_text("PKG-INFO") or ""
+            md = _Metadata()
+            key = None
+            for line in text.splitlines():
+                if not line.strip():
+                    break                      # end of the headers
+                if line[:1] in (" ", "\t") and key is not None:
+                    continue                   # folded continuation (not Name/Version)
+                key, sep, value = line.partition(":")
+                if sep:
+                    key = key.strip().lower()
+                    md.setdefault(key, value.strip())
+            self._metadata = md
+        return self._metadata
+
+    @property
+    def name(self) -> str:
+        return self.metadata["name"]
+
+    @property
+    def version(self) -> str:
+        return self.metadata["version"]
+
+
+def _entry_point_text_pairs(text: str):
+    """(group, name, value) of an ``entry_points.txt`` (importlib.metadata's syntax)."""
+    group = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            group = line.strip("[]")
+            continue
+        if group is None:
+            continue
+        name, _, value = line.partition("=")
+        yield group, name.strip(), value.strip()
+
+
+def _normalize(name: str) -> str:
+    import re
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+def entry_points(group: str) -> list[tuple[str, str, Any]] | None:
+    """``(name, value, distribution)`` of every entry point of ``group``, in the order
+    of ``importlib.metadata.distributions()``; None where only importlib.metadata
+    can tell (see above)."""
+    import os
+    import sys
+    from importlib.machinery import PathFinder
+    for finder in sys.meta_path:
+        if finder is not PathFinder and hasattr(finder, "find_distributions"):
+            return None
+    out: list[tuple[str, str, Any]] = []
+    for root in sys.path:
+        if not isinstance(root, str):
+            return None
+        try:
+            children = os.listdir(root or ".")
+        except OSError:
+            if os.path.isfile(root):           # a zip archive on sys.path
+                return None
+            continue
+        if os.path.basename(root).lower().endswith(".egg"):
+            return None
+        infos: dict[str, list[str]] = {}
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")):
+                key = _normalize(low.rpartition(".")[0].partition("-")[0])
+                infos.setdefault(key, []).append(os.path.join(root, child))
+        for paths in infos.values():
+            for path in paths:
+                if not os.path.isdir(path):
+                    continue
+                dist = _Distribution(path)
+                text = dist.read_text("entry_points.txt")
+                if not text or f"[{group}]" not in text:
+                    continue
+                for g, name, value in _entry_point_text_pairs(text):
+                    if g == group:
+                        out.append((name, value, dist))
+    return out
+
+
+def distribution_version(name: str) -> str | None:
+    """Version of the installed distribution ``name`` (the first on sys.path, as
+    ``importlib.metadata.version``), or None if the scan above cannot find it."""
+    import os
+    import sys
+    want = _normalize(name)
+    for root in sys.path:
+        if not isinstance(root, str):
+            return None
+        try:
+            children = os.listdir(root or ".")
+        except OSError:
+            continue
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")) and \
+                    _normalize(low.rpartition(".")[0].partition("-")[0]) == want:
+                path = os.path.join(root, child)
+                if os.path.isdir(path):
+                    return _Distribution(path).metadata["version"] or None
+    return None
+
+
+def _load_entry_point(value: str) -> Any:
+    import functools
+    import importlib
+    import re
+    match = re.match(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$",
+                     value)
+    if match is None:
+        raise ValueError(f"invalid entry point {value!r}")
+    module = importlib.import_module(match.group("module"))
+    attrs = filter(None, (match.group("attr") or "").split("."))
+    return functools.reduce(getattr, attrs, module)
+
+
+def load_entrypoints_into(pm: pluggy.PluginManager, group: str) -> int:
+    """``pm.load_setuptools_entrypoints(group)`` without importlib.metadata where the
+    scan of :func:`entry_points` suffices; returns the number of plugins loaded."""
+    eps = entry_points(group)
+    if eps is None or not hasattr(pm, "_plugin_distinfo"):
+        return pm.load_setuptools_entrypoints(group)
+    count = 0
+    for name, value, dist in eps:
+        if pm.has_plugin(name) or pm.is_blocked(name):
+            continue
+        plugin = _load_entry_point(value)
+        pm.register(plugin, name=name)
+        pm._plugin_distinfo.append((plugin, dist))   # as load_setuptools_entrypoints
+        count += 1
+    return count
 
 
 _default: PluginManager | None = None

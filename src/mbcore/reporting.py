@@ -57,9 +57,9 @@ class Row(dict):
     of channel by channel (``record`` still receives a Mapping, so reporters that
     do not know Rows work unchanged)."""
 
-    def __init__(self, channels):
+    def __init__(self, channels, layout: tuple | None = None):
         super().__init__()
-        self.layout = layout_of(channels)
+        self.layout = layout_of(channels) if layout is None else layout
         self.flat = np.zeros(sum(w for _, w in self.layout))
         off = 0
         for name, w in self.layout:
@@ -87,6 +87,11 @@ class Reporter:
        ``"finished"`` or ``"failed"``; everything recorded before must then be
        readable (a failed run keeps its rows).
     4. ``event(t, kind, message)`` records a notable event (warning, partition change).
+    5. ``record_rows(t, rows, layout)`` hands over several output rows at once (the
+       dynamic analysis on its compiled loop batches them): ``t`` of shape (k,),
+       ``rows`` (k, total width), each line packed as a :class:`Row` of ``layout``.
+       The default calls ``record`` once per row (with a :class:`Row`), so a
+       reporter need not implement it; the built-in ones copy the block at once.
     """
 
     name = "reporter"
@@ -97,6 +102,10 @@ class Reporter:
     def record(self, t: float, data: Mapping[str, np.ndarray]) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def record_rows(self, t: np.ndarray, rows: np.ndarray, layout: tuple) -> None:
+        """Record ``len(t)`` rows at once (rule 5); the default: one ``record`` each."""
+        record_rows_one_by_one(self, t, rows, layout)
+
     def event(self, t: float, kind: str, message: str) -> None:
         """Record an event; the default ignores it."""
 
@@ -105,12 +114,32 @@ class Reporter:
         raise NotImplementedError
 
 
+def record_rows_one_by_one(reporter, t: np.ndarray, rows: np.ndarray, layout: tuple) -> None:
+    """``reporter.record(t[i], row)`` for every line of ``rows`` (one :class:`Row` of
+    ``layout`` filled in turn): rule 5 for a reporter without ``record_rows``."""
+    row = Row((), layout)
+    flat = row.flat
+    for i in range(len(t)):
+        flat[:] = rows[i]
+        reporter.record(float(t[i]), row)
+
+
 def fan_out(reporters: Sequence[Reporter]):
-    """Return (record, event, finish) callables that forward to every reporter."""
+    """Return (record, event, finish) callables that forward to every reporter
+    (``record.rows(t, rows, layout)`` forwards a block of rows: rule 5)."""
 
     def record(t, data):
         for r in reporters:
             r.record(t, data)
+
+    def rows(t, block, layout):
+        for r in reporters:
+            f = getattr(r, "record_rows", None)
+            if f is None:
+                record_rows_one_by_one(r, t, block, layout)
+            else:
+                f(t, block, layout)
+    record.rows = rows
 
     def event(t, kind, message):
         for r in reporters:

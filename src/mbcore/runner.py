@@ -9,20 +9,62 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import MbcoreError, ModelError
-from .reporting import Reporter, RunInfo
+from .reporting import Reporter, RunInfo, record_rows_one_by_one
+
+
+_VERSIONS: dict[str, str] = {}
 
 
 def versions() -> dict[str, str]:
-    import h5py
-    import numpy
-    import pluggy
-    import scipy
+    """Versions of mbcore, Python, its dependencies and the platform (stored with
+    every result).  Computed once per process; a dependency not imported yet (h5py
+    for a run without an HDF5 file, SciPy for a small dense kinematic run) is read
+    from its installed metadata instead of being imported (start-up, issue 14)."""
+    if not _VERSIONS:
+        while _PLATFORM:                       # started by _platform_soon()
+            _PLATFORM.pop().join()
+        import numpy
 
-    from . import __version__
-    return {"mbcore": __version__, "python": platform.python_version(),
-            "numpy": numpy.__version__, "scipy": scipy.__version__,
-            "h5py": h5py.__version__, "pluggy": pluggy.__version__,
-            "platform": platform.platform()}
+        from . import __version__
+        _VERSIONS.update({"mbcore": __version__, "python": platform.python_version(),
+                          "numpy": numpy.__version__, "scipy": _version_of("scipy"),
+                          "h5py": _version_of("h5py"), "pluggy": _version_of("pluggy"),
+                          "platform": platform.platform()})
+    return dict(_VERSIONS)
+
+
+_PLATFORM: list = []
+
+
+def _platform_soon() -> None:
+    """Start ``platform.platform()`` in a helper thread (on Linux it runs ``uname -p``
+    in a subprocess: ~10 ms) so that it overlaps the model compile of the first run;
+    :func:`versions` joins the thread and reads the value platform caches."""
+    if _VERSIONS or _PLATFORM:
+        return
+    try:
+        import threading
+        th = threading.Thread(target=platform.platform, name="mbcore-platform", daemon=True)
+        th.start()
+    except Exception:  # pragma: no cover - no threads: versions() computes it inline
+        return
+    _PLATFORM.append(th)
+
+
+def _version_of(module: str) -> str:
+    """``module.__version__``; for a module not imported yet (or whose
+    ``__version__`` is computed by importlib.metadata, as pluggy's), the version of
+    its installed distribution, found on sys.path as importlib.metadata finds it."""
+    import sys
+    mod = sys.modules.get(module)
+    if mod is not None and "__version__" in vars(mod):
+        return str(mod.__version__)
+    from .plugins import distribution_version
+    version = distribution_version(module)
+    if version:
+        return version
+    import importlib
+    return str(importlib.import_module(module).__version__)
 
 
 def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | None = None,
@@ -39,6 +81,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     marked ``failed`` with the reason) and the error is raised, unless
     ``raise_errors=False``, in which case the (failed) result is returned.
     """
+    _platform_soon()
     from .plugins import get_plugin_manager
     pm = plugins or get_plugin_manager()
     reg = pm.registry
@@ -94,6 +137,15 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     def record(t, data):
         for r in reps:
             r.record(t, data)
+
+    def record_rows(t, rows, layout):     # a block of rows (Reporter rule 5)
+        for r in reps:
+            f = getattr(r, "record_rows", None)
+            if f is None:
+                record_rows_one_by_one(r, t, rows, layout)
+            else:
+                f(t, rows, layout)
+    record.rows = record_rows
 
     def event(t, kind, message):
         for r in reps:

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .elements import ConstraintType, PackContext
 from .errors import ElementEvaluationError, ModelError, PluginError
@@ -433,7 +433,7 @@ class System:
         real = C < self.n
         # CSR pattern of the non-ground entries (unique: an element owns its rows and
         # connects distinct bodies)
-        key = np.unique(R[real] * max(self.n, 1) + C[real])
+        key = _unique_ints(R[real] * max(self.n, 1) + C[real])
         self._csr_rows = key // max(self.n, 1)
         self._csr_cols = key % max(self.n, 1)
         self.nnz = len(key)
@@ -487,6 +487,7 @@ class System:
         self._jac_view = self._jdata[:size].reshape(self.m, self.n) if self.dense else None
         self._csr = None
         if not self.dense:   # a CSR matrix whose data array *is* the kernel buffer
+            import scipy.sparse as sp    # only sparse systems need it (start-up, issue 14)
             self._csr = sp.csr_matrix((self._jdata[:size], self._csr_cols.astype(np.int32),
                                        self._indptr.astype(np.int32)),
                                       shape=(self.m, self.n), copy=False)
@@ -970,7 +971,7 @@ class System:
     def jacobian_dense(self, q: np.ndarray, t: float) -> np.ndarray:
         """Phi_q as a new dense array (any size; for diagnostics and tests)."""
         J = self.jacobian(q, t)
-        return J.toarray() if sp.issparse(J) else J.copy()
+        return J.toarray() if issparse(J) else J.copy()
 
     def initial_state(self, t: float = 0.0) -> State:
         """State from the bodies' initial estimates (not yet assembled)."""
@@ -1143,6 +1144,22 @@ class System:
 def _short(key: str) -> str:
     """Body parameter key -> label part: body_i -> i, body_j -> j, body -> body."""
     return key[5:] if key.startswith("body_") else key
+
+
+def _unique_ints(a: np.ndarray) -> np.ndarray:
+    """``np.unique`` of an integer array (sorted, distinct), without numpy.ma, which
+    np.unique imports on its first call (~35 ms: start-up, issue 14)."""
+    a = np.sort(a, kind="stable")
+    if a.size > 1:
+        a = a[np.concatenate(([True], a[1:] != a[:-1]))]
+    return a
+
+
+def issparse(a) -> bool:
+    """``scipy.sparse.issparse`` without importing SciPy: nothing is a SciPy sparse
+    matrix unless scipy.sparse has been imported."""
+    sp = sys.modules.get("scipy.sparse")
+    return sp is not None and sp.issparse(a)
 
 
 def check_finite(name: str, x: np.ndarray, labels, t: float) -> None:

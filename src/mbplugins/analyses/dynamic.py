@@ -11,6 +11,7 @@ the constraint violations.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from mbcore.analysis import Analysis, element_channels
 from mbcore.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.fastloop import compiled_loop_for, run_compiled
-from mbcore.formulation import RestartRequest
+from mbcore.formulation import Formulation, RestartRequest
 from mbcore.impacts import ContactSet
 from mbcore.integrate.events import Event
 from mbcore.plugins import registry
@@ -302,6 +303,94 @@ class DynamicAnalysis(Analysis):
         return y
 
 
+class _RowBlock:
+    """Output rows of the compiled loop collected in a block and handed to the
+    reporters together (``record.rows``, Reporter rule 5), for runs whose recorded
+    channels are functions of the state (``record: q, qd`` [, energy, integrator]).
+
+    At an output the loop's callback only copies y and the loop statistics into
+    preallocated arrays; :meth:`flush` (block full, ``SECONDS`` of wall time since
+    the last hand-over, the end of a segment, a hand-over to the Python driver, an
+    error) packs the channel columns, with the values :meth:`_Run.output` records
+    row by row, and updates the run's last output state and statistics."""
+
+    #: largest block (bytes of rows) and longest wait before the reporters get rows
+    BYTES, SECONDS = 4 << 20, 0.25
+
+    def __init__(self, run: _Run):
+        self.run = run
+        n = run.n
+        size = run.form.size + 1                    # y = [q; qd; W]
+        width = run.row.flat.size
+        self.cap = cap = int(max(1, min(4096, self.BYTES // (8 * max(width, size)))))
+        self.Y = Y = np.empty((cap, size))
+        self.T = T = np.empty(cap)
+        self.S = S = np.empty((cap, 5))
+        self.rows = np.empty((cap, width))
+        self.cols = []
+        off = 0
+        for name, w in run.row.layout:
+            self.cols.append((name, off, w))
+            off += w
+        self.k = 0
+        self.since = time.monotonic()
+        cstat, seconds, clock, flush = run.cstat, self.SECONDS, time.monotonic, self.flush
+        self.n = n
+
+        def on_output(t, y):
+            i = self.k
+            Y[i] = y
+            T[i] = t
+            S[i] = cstat
+            self.k = i = i + 1
+            if i == cap or clock() - self.since >= seconds:
+                flush()
+            return None
+        self.on_output = on_output
+
+    def flush(self) -> None:
+        k = self.k
+        if not k:
+            return
+        run, n = self.run, self.n
+        Y, S, rows = self.Y[:k], self.S[:k], self.rows[:k]
+        for name, off, w in self.cols:
+            if name == "q":
+                rows[:, off:off + w] = Y[:, :n]
+            elif name == "qd":
+                rows[:, off:off + w] = Y[:, n:2 * n]
+            elif name == "energy":                  # as output(), row by row
+                self._energy(Y, rows[:, off:off + w])
+            else:                                   # integrator: as _output_compiled
+                rows[:, off:off + 2] = S[:, :2]
+                np.add(run.base, S[:, 2:], out=rows[:, off + 2:off + 5])
+        T = self.T[:k]
+        self.k = 0
+        self.since = time.monotonic()
+        # the state of the last row, as output() leaves it
+        run.istat[0], run.istat[1] = S[-1, 0], S[-1, 1]
+        run.istat[2:] = run.base + S[-1, 2:]
+        run.last.update(t=float(T[-1]), q=np.array(Y[-1, :n]), qd=np.array(Y[-1, n:2 * n]),
+                        W=float(Y[-1, 2 * n]))
+        if run.record_rows is not None:
+            run.record_rows(T, rows, run.row.layout)
+        else:                                       # a plain record(t, data) callable
+            flat = run.row.flat
+            for i in range(k):
+                flat[:] = rows[i]
+                run.record(float(T[i]), run.row)
+        run.bar.update(k)
+
+    def _energy(self, Y, out) -> None:
+        sysm, n, T = self.run.sysm, self.n, self.T
+        kinetic, potential = sysm.kinetic_energy, sysm.potential_energy
+        for i in range(len(Y)):
+            q, W = Y[i, :n], float(Y[i, 2 * n])
+            Tk, V = kinetic(Y[i, n:2 * n], q), potential(q, float(T[i]))
+            e = out[i]
+            e[0], e[1], e[2], e[3], e[4] = Tk, V, Tk + V, W, Tk + V - W
+
+
 def _gap_event(contacts, k, n):
     def g(t, y):
         v = contacts.gap(k, y[:n])
@@ -350,6 +439,8 @@ class _Run:
         self.totals: dict[str, float] = {}
         self._ydot = self._obuf = np.zeros(0)     # sized once the state is known
         self.bar = _progress(0, False)
+        self.record_rows = getattr(record, "rows", None)    # reporters' block hand-over
+        self.batch = None                    # _RowBlock of the compiled loop, if any
 
     # -- stage 1: output times and the initial state ---------------------------------
     def output_times(self) -> np.ndarray:
@@ -516,6 +607,25 @@ class _Run:
         self.istat[2:] = self.base + self.cstat[2:]
         return self.output(t, y)
 
+    # -- batched rows of the compiled loop (issue 14) ---------------------------------
+    #: channels that are functions of (t, y) alone or copies of the step statistics
+    STATE_CHANNELS = frozenset(("q", "qd", "energy", "integrator"))
+
+    def _row_block(self):
+        """A :class:`_RowBlock` when every recorded channel is a function of (t, y) or
+        a copy of the loop's statistics and nothing else happens at an output: the
+        compiled loop on the base-class right-hand side of DI/CS (no state of its
+        own, so skipping the evaluation at output times changes nothing), all
+        coordinates in y, no projection, no re-partitioning.  Else None (the
+        row-by-row :meth:`output`)."""
+        form = self.form
+        if (self.loop is None or self.projects or not set(self.row) <= self.STATE_CHANNELS
+                or not form.full_state or form.size != 2 * self.n
+                or type(form).wants_repartition is not Formulation.wants_repartition
+                or form.compiled_stabilisation() is None):
+            return None
+        return _RowBlock(self)
+
     def on_step(self, integ):
         st_ = integ.stats
         self.istat[0] = integ.step_size or 0.0
@@ -560,6 +670,8 @@ class _Run:
     def _handover(self, t_a, y_a, outs):
         # the compiled loop stopped at a failing evaluation: the Python driver
         # continues; the integrator channel keeps counting from the compiled part
+        if self.batch is not None:
+            self.batch.flush()               # the rows so far, in order
         self.base[:] = self.base + self.cstat[2:]
         return self.python_segment(t_a, y_a, outs)
 
@@ -567,9 +679,16 @@ class _Run:
         if self.loop is None or not self.form.compiled_ready():
             return self.python_segment(t_a, y_a, outs)
         self.cstat[:] = 0.0
-        return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
-                            self.a.integrator_options, self._output_compiled, self.cstat,
-                            self._handover, stops=self.stop_specs)
+        if self.batch is None:
+            return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
+                                self.a.integrator_options, self._output_compiled,
+                                self.cstat, self._handover, stops=self.stop_specs)
+        try:
+            return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
+                                self.a.integrator_options, self.batch.on_output,
+                                self.cstat, self._handover, stops=self.stop_specs)
+        finally:
+            self.batch.flush()               # also on errors: a failed run keeps its rows
 
     # -- stage 5: the run --------------------------------------------------------------
     def execute(self):
@@ -580,6 +699,7 @@ class _Run:
         self._obuf = np.zeros(form.size + 1)
         self._setup_segments(y0)
         self.bar = _progress(len(t_out), self.progress_enabled)
+        self.batch = self._row_block()
         for ev_ in self.stops:                # a condition that already holds at t_start
             if ev_(self.t0, y0) <= 0.0:
                 self.output(self.t0, y0)

@@ -15,7 +15,7 @@ import numpy as np
 from mbcore.analysis import Analysis, element_channels
 from mbcore.errors import AssemblyError, LockupError, ModelError, SingularJacobianError
 from mbcore.assembly import assemble
-from mbcore.linalg import dense_lu, dependent_rows, rank_revealing
+from mbcore.linalg import dense_lu, dependent_rows, numerical_rank, rank_revealing
 from mbcore.reporting import Channel
 from mbcore.schema import Param
 from mbcore.system import check_finite
@@ -104,7 +104,7 @@ class KinematicAnalysis(Analysis):
                         for r in range(sl.start, sl.stop)]
             kin_rows += list(range(sysm.m_elements, sysm.m))   # Euler-parameter norms
             J0 = sysm.jacobian_dense(q, times[0])
-            rk = rank_revealing(J0[kin_rows])[0] if kin_rows else 0
+            rk = numerical_rank(J0[kin_rows]) if kin_rows else 0
             self.stats["dof_mechanism"] = n - rk
             ndrv = m - len(kin_rows)
             event(float(times[0]), "info", f"{n} coordinates, {len(kin_rows)} kinematic "
@@ -292,7 +292,7 @@ class KinematicAnalysis(Analysis):
                              f"analysis")
         q0 = sysm.initial_state(t0).q
         J = sysm.jacobian_dense(q0, t0)
-        rank = rank_revealing(J)[0] if m else 0
+        rank = numerical_rank(J) if m else 0
         if m < n:
             raise ModelError("drivers", f"kinematic analysis needs as many independent "
                              f"constraint equations as coordinates: n = {n} coordinates, "

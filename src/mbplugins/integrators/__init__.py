@@ -9,18 +9,29 @@
   ``trapezoid``
 
 Each class subclasses :class:`mbcore.integrate.Integrator`; see
-docs/integrators.md.
+docs/integrators.md.  The names below (and :data:`INTEGRATORS`) import their
+module on first access (PEP 562; start-up, issue 14).
 """
 from __future__ import annotations
 
-from .adams import AdamsPECE
-from .bdf import BDF
-from .erk import BS23, DOP853, DOPRI5
-from .explicit import RK4, Euler, Heun, Midpoint
-from .implicit import ImplicitEuler, Trapezoid
+import importlib
 
-INTEGRATORS = [Euler, Heun, Midpoint, RK4, BS23, DOPRI5, DOP853, AdamsPECE, BDF,
-               ImplicitEuler, Trapezoid]
+_WHERE = {"Euler": "explicit", "Heun": "explicit", "Midpoint": "explicit", "RK4": "explicit",
+          "BS23": "erk", "DOPRI5": "erk", "DOP853": "erk", "AdamsPECE": "adams", "BDF": "bdf",
+          "ImplicitEuler": "implicit", "Trapezoid": "implicit"}
+_ORDER = ["Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853", "AdamsPECE", "BDF",
+          "ImplicitEuler", "Trapezoid"]
 
 __all__ = ["INTEGRATORS", "Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853",
            "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid"]
+
+
+def __getattr__(name):
+    if name == "INTEGRATORS":
+        value = [__getattr__(n) for n in _ORDER]
+    elif name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

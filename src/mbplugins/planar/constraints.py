@@ -361,13 +361,26 @@ class Translational(ConstraintType):
         return np.stack([-lam[:, 0], lam[:, 1]], -1)
 
 
-from .drivers import PointDriver  # noqa: E402
-from .cams import CAM_TYPES  # noqa: E402
-from .nonholonomic import NONHOLONOMIC_TYPES  # noqa: E402
-from .gears import Gear, RackPinion  # noqa: E402
-from .links import Distance, DistanceDriver, RevoluteTranslational, Translational002  # noqa: E402
+# The types of the other planar modules, and ``CONSTRAINT_TYPES`` (every built-in
+# planar constraint type), are imported on first access (PEP 562): a model of
+# revolutes and drivers does not import the cams, gears... (start-up, issue 14).
+_ELSEWHERE = {"PointDriver": "drivers", "CAM_TYPES": "cams", "NONHOLONOMIC_TYPES": "nonholonomic",
+              "Gear": "gears", "RackPinion": "gears", "Distance": "links",
+              "DistanceDriver": "links", "RevoluteTranslational": "links",
+              "Translational002": "links"}
 
-#: every built-in planar constraint type (what the plugin hook returns)
-CONSTRAINT_TYPES = [Fixed, Absolute, AbsoluteDriver, RelativeDriver, Revolute, Translational,
-                    Distance, DistanceDriver, RevoluteTranslational, Translational002,
-                    Gear, RackPinion, PointDriver, *CAM_TYPES, *NONHOLONOMIC_TYPES]
+
+def __getattr__(name):
+    import importlib
+    if name == "CONSTRAINT_TYPES":
+        g = __getattr__
+        value = [Fixed, Absolute, AbsoluteDriver, RelativeDriver, Revolute, Translational,
+                 g("Distance"), g("DistanceDriver"), g("RevoluteTranslational"),
+                 g("Translational002"), g("Gear"), g("RackPinion"), g("PointDriver"),
+                 *g("CAM_TYPES"), *g("NONHOLONOMIC_TYPES")]
+    elif name in _ELSEWHERE:
+        value = getattr(importlib.import_module(f".{_ELSEWHERE[name]}", __package__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -232,6 +232,26 @@ class HDF5Reporter(Reporter):
         if i == self.block_rows or _clock() - self._last_flush >= self.flush_seconds:
             self._write_buffer()
 
+    def record_rows(self, t: np.ndarray, rows: np.ndarray, layout: tuple) -> None:
+        """A block of rows packed as ``layout`` (Reporter rule 5): copied into the
+        write buffer a block at a time, written as ``record`` would."""
+        if self._state != "running":
+            raise self._state_error("record")
+        if not (layout is self._layout or layout == self._layout):
+            return super().record_rows(t, rows, layout)      # channel by channel
+        k, j = len(t), 0
+        while j < k:
+            i = self._n_buf
+            m = min(k - j, self.block_rows - i)
+            self._flat[i:i + m] = rows[j:j + m]
+            self._tbuf[i:i + m] = t[j:j + m]
+            self._n_buf = i + m
+            j += m
+            if self._n_buf == self.block_rows:
+                self._write_buffer()
+        if self._n_buf and _clock() - self._last_flush >= self.flush_seconds:
+            self._write_buffer()
+
     def event(self, t: float, kind: str, message: str) -> None:
         if self._state != "running":
             raise self._state_error("event")

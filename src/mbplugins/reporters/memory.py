@@ -89,6 +89,20 @@ class MemoryReporter(Reporter):
         self._t[i] = t
         self._n = i + 1
 
+    def record_rows(self, t: np.ndarray, rows: np.ndarray, layout: tuple) -> None:
+        """A block of rows packed as ``layout`` (Reporter rule 5): one copy."""
+        if self._state != "running":
+            raise self._state_error("record")
+        if not (layout is self._layout or layout == self._layout):
+            return super().record_rows(t, rows, layout)      # channel by channel
+        k = len(t)
+        i = self._n
+        while i + k > self._cap:
+            self._grow()
+        self._flat[i:i + k] = rows
+        self._t[i:i + k] = t
+        self._n = i + k
+
     def event(self, t: float, kind: str, message: str) -> None:
         if self._state != "running":
             raise self._state_error("event")
