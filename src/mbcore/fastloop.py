@@ -5,7 +5,8 @@ When the right-hand side is compiled (:class:`mbcore.formulation.Formulation`
 explicit Runge–Kutta method whose integrator class declares a compiled twin
 (``Integrator.compiled_loop_kind``; fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
 the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
-Python only at output times.  Events (impacts, stop conditions), post-step
+Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
+ODE form) in ``mbcore._ext._multistep`` (:mod:`mbcore.multistep_loop`).  Events (impacts, stop conditions), post-step
 projection and DAE forms keep the Python driver (:func:`mbcore.integrate.integrate`).
 
 The method data (tableau, error weights, dense-output coefficients, controller
@@ -40,13 +41,16 @@ class LoopResult:
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
-    """'fixed' or 'embedded' when the compiled loop can run this integrator class on
-    this formulation, else None."""
+    """'fixed', 'embedded', 'abm' or 'bdf' when the compiled loop can run this
+    integrator class on this formulation, else None."""
     if form.compiled is None or not form.compiled_ready() or events or post_step \
             or jac is not None:
         return None
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None
+    if kind in ("abm", "bdf"):          # multistep methods (mbcore.multistep_loop):
+        from .multistep_loop import available      # no post-step projection
+        return kind if post_step is None and available() else None
     return kind if kind in ("fixed", "embedded") else None
 
 
@@ -62,6 +66,10 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     through 0, checked at every step end; the step in which one is met is handed to
     the Python driver (from its start), which locates the crossing with its event
     locator."""
+    if kind in ("abm", "bdf"):          # ext/_multistep.pyx (issue 14)
+        from .multistep_loop import run_multistep
+        return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
+                             stats, python_fallback, stops)
     from ._ext._dynamics import run_rk
 
     crhs = form.compiled

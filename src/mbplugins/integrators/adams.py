@@ -124,6 +124,20 @@ class AdamsPECE(Integrator):
     #: internal tolerance = TOL_SCALE × user tolerance when ``calibrate``
     #: (docs/integrators.md "Tolerance calibration")
     TOL_SCALE = 0.003
+    #: γ_j and |γ*_j| (j = 0..KMAX+2), also read by the compiled loop
+    GAMMA = GAMMA
+    GAMMA_STAR_ABS = _GSTAR_ABS
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'abm': :mod:`mbcore.fastloop` runs this method in compiled code
+        (``mbcore._ext._multistep.run_abm``, the same steps) unless a subclass
+        changes the step."""
+        same = (cls._step_impl is AdamsPECE._step_impl
+                and cls._restart_impl is AdamsPECE._restart_impl
+                and cls._coefficients is AdamsPECE._coefficients
+                and cls._dense_output_impl is AdamsPECE._dense_output_impl)
+        return "abm" if same else None
 
     def _restart_impl(self) -> None:
         n = self.n

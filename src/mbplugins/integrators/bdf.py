@@ -188,6 +188,23 @@ class BDF(Integrator):
     #: docs/integrators.md "Tolerance calibration".
     TOL_SCALE = 0.005
     TOL_EXPONENT = 1.2
+    #: method data also read by the compiled loop (mbcore._ext._multistep.run_bdf)
+    GAMMA = BDF_GAMMA
+    ERROR_CONST = BDF_ERROR_CONST
+    MIN_FACTOR = MIN_FACTOR
+    MAX_FACTOR = MAX_FACTOR
+    KEEP_BELOW = KEEP_BELOW
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'bdf': :mod:`mbcore.fastloop` runs the ODE form of this method (unit mass,
+        finite-difference Jacobian, no DAE hooks) in compiled code
+        (``mbcore._ext._multistep.run_bdf``, the same steps) unless a subclass
+        changes the step; the DAE forms keep the Python driver."""
+        same = all(getattr(cls, m) is getattr(BDF, m) for m in (
+            "_step_impl", "_restart_impl", "_newton", "_rescale", "_newton_matrix",
+            "_weighted", "_dense_output_impl", "jac", "lu_factor", "lu_solve"))
+        return "bdf" if same else None
     options = {
         **ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS,
         "max_order": Option(MAX_ORDER, "highest BDF order (1–5; 1–2 are A-stable)",

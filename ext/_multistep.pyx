@@ -1,0 +1,764 @@
+# cython: language_level=3
+"""Compiled integration loops of the multistep methods (``mbcore._ext._multistep``).
+
+:func:`run_abm` is the variable-step, variable-order Adams PECE of Shampine and
+Gordon (``mbplugins.integrators.adams.AdamsPECE``), :func:`run_bdf` the
+variable-step, variable-order BDF with modified Newton iteration
+(``mbplugins.integrators.bdf.BDF``, forward-difference Jacobian column by column,
+LAPACK LU).  Both step a compiled right-hand side (:class:`CompiledODE`, ``y = [x;
+xdot; W]``, evaluated through ``c_eval``) exactly as the Python integrators do:
+same formulas, same order and step selection, same Jacobian and LU reuse, same
+dense output, so both loops take the same steps and evaluations (tests keep the
+trajectories equal to rounding).  The Python integrator object supplies the
+starting state (first derivative, first step, tolerances after calibration);
+the loop continues from it.
+
+Return protocol (that of ``mbcore._ext._dynamics.run_rk``): ``(code, t, y, i_out,
+h)`` with code 0 finished, 1 stopped (``on_output`` returned True), 2 the
+right-hand side failed at a trial point (t, y = the last accepted state: the caller
+continues on the Python driver, which raises the named error), 3 the step size
+fell below the round-off limit (``h`` = that step), 4 a stop condition
+``stop_sign[k] * (y[stop_idx[k]] - stop_val[k])`` falls through zero in the step
+after (t, y).  ``stats`` (5 floats, updated before every output and on return):
+last step, order, steps, rejected attempts, evaluations (from ``nfev_start``).
+``counters`` (:data:`NCOUNTERS` floats, accumulated): see :data:`COUNTERS`.
+"""
+from libc.math cimport fabs, sqrt, pow, INFINITY
+
+from scipy.linalg.cython_blas cimport ddot, dgemv, dgemm
+from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
+
+from mbcore._ext._dynamics cimport CompiledODE
+from mbcore._ext._sparse cimport idx_t
+
+import numpy as np
+
+# Bit-identical arithmetic with the Python integrators: every reduction that NumPy
+# hands to BLAS there (``x.dot(x)`` of rms_norm -> ddot, ``g @ Phi`` -> dgemv, the
+# step-change matrices -> dgemm) calls the same BLAS routine here with the same
+# arguments (SciPy's and NumPy's OpenBLAS agree bit for bit, tests check the
+# trajectories), reductions along rows are sequential as NumPy's, and elementwise
+# expressions keep NumPy's order with no fused multiply-add (a multistep method of
+# order 12 amplifies last-bit differences into different order choices).
+cdef extern from *:
+    """
+    #if defined(__GNUC__) && !defined(__clang__)
+    #pragma GCC optimize ("fp-contract=off")
+    #elif defined(__clang__)
+    #pragma clang fp contract(off)
+    #endif
+    """
+
+cdef int ONE = 1
+cdef double D_ONE = 1.0, D_ZERO = 0.0
+
+cdef double EPS = 2.220446049250313e-16
+
+#: the entries of ``counters`` (then h_min, h_max, the last accepted order and the
+#: accepted steps per order 0 .. 12 at ORDERS + k)
+COUNTERS = ("nerror_test_failures", "nnewton_failures", "nfev_jac", "njev", "nlu",
+            "nlu_solves", "nnewton_iter", "norder_changes")
+cdef enum:
+    C_ERR = 0
+    C_NEWTON = 1
+    C_FEV_JAC = 2
+    C_JEV = 3
+    C_LU = 4
+    C_SOLVE = 5
+    C_NITER = 6
+    C_ORDCH = 7
+    C_HMIN = 8
+    C_HMAX = 9
+    C_LAST = 10
+    C_ORDERS = 11
+    C_ORDMAX = 12
+    C_SIZE = 24
+NCOUNTERS = C_SIZE
+ORDERS = C_ORDERS
+
+
+def new_counters():
+    """A fresh counters buffer (h_min = inf, no accepted order yet)."""
+    c = np.zeros(C_SIZE)
+    c[C_HMIN] = np.inf
+    c[C_LAST] = -1.0
+    return c
+
+
+cdef inline void _stats(double[::1] stats, double h, int order, long nsteps, long nrej,
+                        double nfev) noexcept:
+    stats[0] = h
+    stats[1] = order
+    stats[2] = nsteps
+    stats[3] = nrej
+    stats[4] = nfev
+
+
+cdef inline void _accepted(double[::1] counters, double h, int order) noexcept:
+    """The bookkeeping of ``Integrator.step`` for one accepted step."""
+    if h < counters[C_HMIN]:
+        counters[C_HMIN] = h
+    if h > counters[C_HMAX]:
+        counters[C_HMAX] = h
+    if 0 <= order <= C_ORDMAX:
+        counters[C_ORDERS + order] += 1.0
+    if counters[C_LAST] >= 0.0 and <double>order != counters[C_LAST]:
+        counters[C_ORDCH] += 1.0
+    counters[C_LAST] = order
+
+
+cdef inline double _rms_mul(const double* v, const double* w, Py_ssize_t N,
+                            double* tmp) noexcept nogil:
+    """rms_norm(v * w) (``math.sqrt(x.dot(x) / x.size)``)."""
+    cdef Py_ssize_t i
+    cdef int n = <int>N
+    for i in range(N):
+        tmp[i] = v[i] * w[i]
+    return sqrt(ddot(&n, tmp, &ONE, tmp, &ONE) / N)
+
+
+cdef inline double _rms_div(double c, const double* v, const double* s,
+                            Py_ssize_t N, double* tmp) noexcept nogil:
+    """rms_norm(c * v / s)."""
+    cdef Py_ssize_t i
+    cdef int n = <int>N
+    for i in range(N):
+        tmp[i] = (c * v[i]) / s[i]
+    return sqrt(ddot(&n, tmp, &ONE, tmp, &ONE) / N)
+
+
+cdef inline void _vecmat(const double* x, const double* A, Py_ssize_t rows, Py_ssize_t N,
+                         double* out) noexcept nogil:
+    """out = x @ A for A (rows x N, C order), as NumPy's matmul calls BLAS."""
+    cdef int n = <int>N, r = <int>rows
+    cdef char tr = b'N'
+    dgemv(&tr, &n, &r, &D_ONE, <double*>A, &n, <double*>x, &ONE, &D_ZERO, out, &ONE)
+
+
+cdef int _check_common(CompiledODE f, Py_ssize_t N, double[::1] stats, double[::1] counters,
+                       const idx_t[::1] stop_idx, const double[::1] stop_val,
+                       const double[::1] stop_sign) except -1:
+    cdef Py_ssize_t ks, nstop = 0 if stop_idx is None else stop_idx.shape[0]
+    if N < 2 * f.n + 1:
+        raise ValueError("multistep loop: y0 must hold [q; qd; W]")
+    if stats.shape[0] < 5 or counters.shape[0] < C_SIZE:
+        raise ValueError("multistep loop: stats or counters too short")
+    if nstop and (stop_val is None or stop_sign is None or stop_val.shape[0] != nstop
+                  or stop_sign.shape[0] != nstop):
+        raise ValueError("multistep loop: stop arrays have different lengths")
+    for ks in range(nstop):
+        if not 0 <= stop_idx[ks] < N:
+            raise ValueError("multistep loop: stop index out of range")
+    return 0
+
+
+cdef inline bint _stop_met(const double* ynew, const idx_t[::1] stop_idx,
+                           const double[::1] stop_val, const double[::1] stop_sign) noexcept:
+    cdef Py_ssize_t ks, nstop = 0 if stop_idx is None else stop_idx.shape[0]
+    for ks in range(nstop):
+        if stop_sign[ks] * (ynew[stop_idx[ks]] - stop_val[ks]) <= 0.0:
+            return True
+    return False
+
+
+# ----------------------------------------------------------------------------------
+# Adams PECE (Shampine-Gordon STEP / INTRP)
+# ----------------------------------------------------------------------------------
+def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] phi0,
+            double[::1] hs0, double h, double h_last, int k, long neq, bint phase1,
+            int kmax, double rtol, double atol, double max_step, const double[::1] gamma,
+            const double[::1] gstar_abs, double[::1] t_out, Py_ssize_t i_out,
+            object on_output, double[::1] stats, double[::1] counters, long nfev_start=0,
+            const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
+            const double[::1] stop_sign=None):
+    """Integrate from (t0, y0) to t1 > t0 by ``AdamsPECE`` from its state after
+    ``_restart_impl`` or any accepted step: ``phi0`` = φ_1..φ_{kmax+2} (rows),
+    ``hs0`` the past steps (most recent first), ``h`` the next step, ``h_last``,
+    order ``k``, ``neq`` steps of the current size, ``phase1`` (start-up), internal
+    tolerances ``rtol``/``atol``; ``gamma``/``gstar_abs`` = ``GAMMA``, ``|GAMMA_STAR|``
+    (kmax + 3 values).  Dense output at ``t_out[i_out:]``: INTRP, as
+    ``AdamsDenseOutput``.  Returns ``(code, t, y, i_out, h)`` (module docstring)."""
+    cdef Py_ssize_t N = y0.shape[0], K2 = kmax + 2, i, j, kk, m, lim
+    cdef Py_ssize_t nout = t_out.shape[0]
+    if kmax < 1 or phi0.shape[0] != K2 or phi0.shape[1] != N or hs0.shape[0] < K2 \
+            or gamma.shape[0] < kmax + 3 or gstar_abs.shape[0] < kmax + 3 or not 1 <= k <= kmax:
+        raise ValueError("run_abm: history arrays or coefficients have the wrong size")
+    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
+    if not t1 > t0:
+        raise ValueError("run_abm: integrates forwards only")
+    cdef double[:, ::1] phi = np.array(phi0, dtype=np.float64)
+    cdef double[:, ::1] nphi = np.zeros((K2, N))
+    cdef double[:, ::1] phis = np.zeros((K2, N))
+    cdef double[:, ::1] swap
+    cdef double[::1] hs = np.array(hs0[:K2], dtype=np.float64)
+    cdef double[::1] y = np.array(y0, dtype=np.float64)
+    cdef double[::1] p = np.zeros(N)
+    cdef double[::1] ynew = np.zeros(N)
+    cdef double[::1] fp = np.zeros(N)
+    cdef double[::1] sstar = np.zeros(N)
+    cdef double[::1] d1 = np.zeros(N)
+    cdef double[::1] d2 = np.zeros(N)
+    cdef double[::1] isc = np.zeros(N)
+    cdef double[::1] tmp = np.zeros(N)
+    cdef double[::1] psi_new = np.zeros(K2 + 1)
+    cdef double[::1] psi_old = np.zeros(K2 + 1)
+    cdef double[::1] alpha = np.zeros(K2 + 1)
+    cdef double[::1] beta = np.zeros(K2 + 1)
+    cdef double[::1] sigma = np.zeros(K2 + 1)
+    cdef double[::1] g = np.zeros(K2 + 1)
+    cdef double[::1] w = np.zeros(K2 + 1)
+    cdef double[::1] psid = np.zeros(K2 + 1)
+    cdef double[::1] G = np.zeros(K2 + 1)
+    cdef double[::1] out
+    cdef double t = t0, tnew = t0, t_old = t0, habs, nk, erk, err, erkm1, erkm2, erkp1, factor
+    cdef double a, b, acc, c, hnext, r, min_step, tt, hi, term, ps, gam, eta, hstep
+    cdef double nfev0 = f.nfev - nfev_start
+    cdef long nsteps = 0, nrej = 0, ns
+    cdef int ifail, knew, k_next, k1, kstep = k
+    cdef bint uniform
+    while t < t1:
+        # ---- one accepted step (AdamsPECE._step_impl) ------------------------------
+        min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
+        ifail = 0
+        if fabs(h) > max_step:
+            h = max_step
+        while True:
+            if fabs(h) < min_step:
+                _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
+                return 3, t, np.asarray(y), i_out, h
+            tnew = t + h
+            if tnew - t1 > 0 or fabs(t1 - tnew) < min_step:
+                tnew = t1
+                h = tnew - t
+            if h != h_last:
+                neq = 0
+            ns = neq + 1
+            # coefficients psi(n+1), beta, sigma, g (STEP block 1)
+            k1 = k + 1
+            uniform = neq >= k1 and h == h_last
+            if uniform:
+                for j in range(k1):
+                    psi_new[j] = h * (j + 1.0)
+                for j in range(k1 + 1):
+                    beta[j] = 1.0
+                    sigma[j] = 1.0
+                    g[j] = gamma[j]
+            else:
+                acc = 0.0
+                for j in range(k1):
+                    acc = acc + hs[j]
+                    psi_old[j] = acc
+                psi_new[0] = h
+                for j in range(1, k1):
+                    psi_new[j] = h + psi_old[j - 1]
+                for j in range(k1):
+                    alpha[j] = h / psi_new[j]
+                beta[0] = 1.0
+                for j in range(1, k1):
+                    beta[j] = beta[j - 1] * (psi_new[j - 1] / psi_old[j - 1])
+                sigma[0] = 1.0
+                for j in range(1, k1 + 1):
+                    sigma[j] = sigma[j - 1] * (j * alpha[j - 1])
+                for j in range(k1 + 1):
+                    w[j] = 1.0 / (j + 1)
+                g[0] = 1.0
+                for i in range(1, k1 + 1):
+                    for j in range(k1 + 1 - i):
+                        w[j] = w[j] - alpha[i - 1] * w[j + 1]
+                    g[i] = w[0]
+            for kk in range(k1):
+                for i in range(N):
+                    phis[kk, i] = beta[kk] * phi[kk, i]
+            # predict, evaluate
+            _vecmat(&g[0], &phis[0, 0], k, N, &p[0])
+            for i in range(N):
+                p[i] = y[i] + h * p[i]
+            if f.c_eval(tnew, &p[0], &fp[0]):
+                _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
+                return 2, t, np.asarray(y), i_out, h
+            for i in range(N):
+                acc = phis[0, i]
+                for kk in range(1, k):
+                    acc = acc + phis[kk, i]
+                sstar[i] = acc
+                d1[i] = fp[i] - acc
+                a = fabs(y[i])
+                b = fabs(p[i])
+                isc[i] = 1.0 / (atol + rtol * (a if a >= b else b))
+            habs = fabs(h)
+            nk = _rms_mul(&d1[0], &isc[0], N, &tmp[0])
+            erk = habs * sigma[k] * gstar_abs[k] * nk
+            err = habs * fabs(g[k - 1] - g[k]) * nk
+            knew = k
+            erkm1 = 0.0
+            erkm2 = 0.0
+            if k >= 2:
+                for i in range(N):
+                    d2[i] = d1[i] + phis[k - 1, i]                 # phi_k(n+1)
+                erkm1 = habs * sigma[k - 1] * gstar_abs[k - 1] * _rms_mul(&d2[0], &isc[0], N, &tmp[0])
+                if k >= 3:
+                    for i in range(N):
+                        d2[i] = d2[i] + phis[k - 2, i]             # phi_{k-1}(n+1)
+                    erkm2 = habs * sigma[k - 2] * gstar_abs[k - 2] * \
+                        _rms_mul(&d2[0], &isc[0], N, &tmp[0])
+                    if (erkm1 if erkm1 >= erkm2 else erkm2) <= erk:
+                        knew = k - 1
+                elif erkm1 <= 0.5 * erk:
+                    knew = k - 1
+            if err <= 1.0:
+                break
+            # rejected: halve (three times), then order 1 and the optimal step
+            nrej += 1
+            counters[C_ERR] += 1.0
+            phase1 = False
+            ifail += 1
+            factor = 0.5
+            if ifail >= 3:
+                knew = 1
+                if ifail > 3 and erk > 2.0:
+                    factor = sqrt(0.5 / erk)
+            h *= factor
+            k = knew
+        # ---- correct, evaluate ---------------------------------------------------
+        c = h * g[k]
+        for i in range(N):
+            ynew[i] = p[i] + c * d1[i]
+        if f.c_eval(tnew, &ynew[0], &fp[0]):
+            _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
+            return 2, t, np.asarray(y), i_out, h
+        for i in range(N):
+            a = fp[i] - sstar[i]                    # phi_{k+1}(n+1)
+            b = a - phis[k, i]                      # phi_{k+2}(n+1)
+            acc = phis[k - 1, i]
+            nphi[k - 1, i] = acc + a
+            for kk in range(k - 2, -1, -1):
+                acc = acc + phis[kk, i]
+                nphi[kk, i] = acc + a
+            nphi[k, i] = a
+            nphi[k + 1, i] = b
+            for kk in range(k + 2, K2):
+                nphi[kk, i] = 0.0
+            d2[i] = b
+        # ---- order for the next step (STEP block 4) -------------------------------
+        erkp1 = 0.0
+        if knew == k - 1 or k == kmax:
+            phase1 = False
+        if phase1:
+            k_next = k + 1
+            erk = 0.0
+        elif knew == k - 1:
+            k_next = k - 1
+            erk = erkm1
+        elif k + 1 > ns or k == kmax:
+            k_next = k
+        else:
+            erkp1 = habs * gstar_abs[k + 1] * _rms_mul(&d2[0], &isc[0], N, &tmp[0])
+            k_next = k
+            if k == 1:
+                if erkp1 < 0.5 * erk:
+                    k_next = 2
+                    erk = erkp1
+            elif erkm1 <= (erk if erk <= erkp1 else erkp1):
+                k_next = k - 1
+                erk = erkm1
+            elif erkp1 < erk:
+                k_next = k + 1
+                erk = erkp1
+        # step size for the next step
+        if phase1 or 0.5 >= erk * pow(2.0, k_next + 1):
+            hnext = 2.0 * h
+        elif 0.5 >= erk:
+            hnext = h
+        else:
+            r = pow(0.5 / erk, 1.0 / (k_next + 1))
+            if r > 0.9:
+                r = 0.9
+            if r < 0.5:
+                r = 0.5
+            hnext = h * r
+        if fabs(hnext) > max_step:
+            hnext = max_step
+        # ---- stop conditions: met in this step -> the caller redoes it -------------
+        if _stop_met(&ynew[0], stop_idx, stop_val, stop_sign):
+            _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
+            return 4, t, np.asarray(y), i_out, h
+        # ---- accept ----------------------------------------------------------------
+        for j in range(k):
+            psid[j] = psi_new[j]
+        neq = neq + 1 if h == h_last else 1
+        h_last = h
+        for j in range(K2 - 1, 0, -1):
+            hs[j] = hs[j - 1]
+        hs[0] = h
+        swap = phi
+        phi = nphi
+        nphi = swap
+        kstep = k
+        k = k_next
+        hstep = h
+        h = hnext
+        t_old = t
+        t = tnew
+        for i in range(N):
+            y[i] = ynew[i]
+        nsteps += 1
+        _accepted(counters, fabs(t - t_old), kstep)
+        # ---- outputs in (t_old, t]: INTRP -------------------------------------------
+        if i_out < nout and t_out[i_out] <= t:
+            _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
+            while i_out < nout and t_out[i_out] <= t:
+                tt = t_out[i_out]
+                outa = np.empty(N)
+                out = outa
+                if tt == t:
+                    for i in range(N):
+                        out[i] = y[i]
+                else:
+                    hi = tt - t
+                    m = kstep + 1
+                    for j in range(m):
+                        w[j] = 1.0 / (j + 1)
+                    G[0] = 1.0
+                    term = 0.0
+                    for j in range(2, m + 1):
+                        ps = psid[j - 2]
+                        gam = (hi + term) / ps
+                        eta = hi / ps
+                        lim = m + 1 - j
+                        for kk in range(lim):
+                            w[kk] = gam * w[kk] - eta * w[kk + 1]
+                        G[j - 1] = w[0]
+                        term = ps
+                    for i in range(N):
+                        a = 0.0
+                        for j in range(m):
+                            a += G[j] * phi[j, i]
+                        out[i] = y[i] + hi * a
+                i_out += 1
+                if on_output(tt, outa) is True:
+                    return 1, t, np.asarray(y), i_out, h
+    _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
+    return 0, t, np.asarray(y), i_out, h
+
+
+# ----------------------------------------------------------------------------------
+# BDF (backward differences, modified Newton, finite-difference Jacobian, LAPACK LU)
+# ----------------------------------------------------------------------------------
+cdef void _rescale(double* D, Py_ssize_t N, int k, double factor, double* R, double* U,
+                   double* RU, double* tmp) noexcept nogil:
+    """D[:k+1] = rescale_matrix(k, factor) @ D[:k+1] (= (R(k, factor) U)^T D), with
+    the two dgemm calls of NumPy's matmul (``tmp``: (k+1) x N)."""
+    cdef Py_ssize_t i, j, l, n1 = k + 1
+    cdef int m1 = <int>n1, nn = <int>N
+    cdef char tn = b'N', tt = b'T'
+    for j in range(n1):
+        R[j] = 1.0
+        U[j] = 1.0
+    for i in range(1, n1):
+        R[i * n1] = 0.0
+        U[i * n1] = 0.0
+        for j in range(1, n1):
+            R[i * n1 + j] = R[(i - 1) * n1 + j] * (((i - 1) - factor * j) / i)
+            U[i * n1 + j] = U[(i - 1) * n1 + j] * (((i - 1) - 1.0 * j) / i)
+    # RU = R @ U (row-major): column-major RU^T = U^T R^T
+    dgemm(&tn, &tn, &m1, &m1, &m1, &D_ONE, U, &m1, R, &m1, &D_ZERO, RU, &m1)
+    # (RU^T @ D)^T = D^T RU: column-major (N x n1) = row-major D_new
+    dgemm(&tn, &tt, &nn, &m1, &m1, &D_ONE, D, &nn, RU, &m1, &D_ZERO, tmp, &nn)
+    for l in range(n1 * N):
+        D[l] = tmp[l]
+
+
+cdef inline double _factor(double err, int order) noexcept nogil:
+    return INFINITY if err == 0.0 else pow(err, -1.0 / (order + 1))
+
+
+cdef int _fd_jacobian(CompiledODE f, double t, const double* y, const double* scale,
+                      double* J, double* f0, double* fb, double* yp, Py_ssize_t N,
+                      double sq_eps, double[::1] counters) noexcept:
+    """``Integrator.jac`` without a user Jacobian: f0 = f(t, y), then ``num_jac``
+    (increment sqrt(eps) max(|y_j|, scale_j), one column per evaluation).  J is
+    column-major.  Returns the failing evaluation's status (0 = OK)."""
+    cdef Py_ssize_t i, j
+    cdef double yj, dj, fl, ay
+    cdef int status
+    counters[C_JEV] += 1.0
+    counters[C_FEV_JAC] += 1.0
+    status = f.c_eval(t, y, f0)
+    if status:
+        return status
+    for i in range(N):
+        yp[i] = y[i]
+    for j in range(N):
+        yj = y[j]
+        fl = scale[j] if scale[j] > 1e-300 else 1e-300
+        ay = fabs(yj)
+        yp[j] = yj + sq_eps * (ay if ay >= fl else fl)
+        dj = yp[j] - yj
+        counters[C_FEV_JAC] += 1.0
+        status = f.c_eval(t, yp, fb)
+        if status:
+            return status
+        for i in range(N):
+            J[j * N + i] = (fb[i] - f0[i]) / dj
+        yp[j] = yj
+    return 0
+
+
+def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] D0, int k,
+            double h_abs, long n_equal, int max_order, int maxiter, double newton_tol,
+            long jac_max_age, double refactor_ratio, double rtol, double atol,
+            double max_step, const double[::1] bdf_gamma, const double[::1] err_const,
+            double min_factor, double max_factor, double keep_below, double[::1] t_out,
+            Py_ssize_t i_out, object on_output, double[::1] stats, double[::1] counters,
+            long nfev_start=0, const idx_t[::1] stop_idx=None,
+            const double[::1] stop_val=None, const double[::1] stop_sign=None):
+    """Integrate from (t0, y0) to t1 > t0 by ``BDF`` (unit mass, no DAE hooks, no
+    Jacobian given: forward differences, ``Integrator.jac``/``num_jac``) from its
+    state after ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order
+    ``k``, ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``,
+    ``err_const``: ``BDF_GAMMA``, ``BDF_ERROR_CONST``; ``min_factor``, ``max_factor``,
+    ``keep_below``: the step-change limits.  Dense output at ``t_out[i_out:]``: the
+    backward-difference polynomial of the step (``BackwardDifferenceDenseOutput``).
+    Returns ``(code, t, y, i_out, h_abs)`` (module docstring)."""
+    cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i, j, l
+    cdef Py_ssize_t nout = t_out.shape[0]
+    if not 1 <= max_order <= 5 or D0.shape[0] != ND or D0.shape[1] != N \
+            or bdf_gamma.shape[0] < max_order + 1 or err_const.shape[0] < max_order + 2 \
+            or not 1 <= k <= max_order or maxiter < 1:
+        raise ValueError("run_bdf: differences or coefficients have the wrong size")
+    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
+    if not t1 > t0:
+        raise ValueError("run_bdf: integrates forwards only")
+    cdef double[:, ::1] D = np.array(D0, dtype=np.float64)
+    cdef double[:, ::1] Dd = np.zeros((max_order + 1, N))     # dense output
+    cdef double[::1] J = np.zeros(N * N)                       # column-major
+    cdef double[::1] LU = np.zeros(N * N)                      # column-major
+    cdef int[::1] ipiv = np.zeros(N, dtype=np.intc)
+    cdef double[::1] y = np.array(y0, dtype=np.float64)
+    cdef double[::1] ypred = np.zeros(N)
+    cdef double[::1] ynew = np.zeros(N)
+    cdef double[::1] scale = np.zeros(N)
+    cdef double[::1] psi = np.zeros(N)
+    cdef double[::1] d = np.zeros(N)
+    cdef double[::1] dy = np.zeros(N)
+    cdef double[::1] fb = np.zeros(N)
+    cdef double[::1] f0 = np.zeros(N)
+    cdef double[::1] yp = np.zeros(N)
+    cdef double[::1] rwork = np.zeros(3 * 36)
+    cdef double* R = &rwork[0]
+    cdef double* U = &rwork[36]
+    cdef double* RU = &rwork[72]
+    cdef double[::1] wbuf = np.zeros((max_order + 1) * N)
+    cdef double* tmp = &wbuf[0]
+    cdef double[::1] pd = np.zeros(max_order + 1)
+    cdef double[::1] out
+    cdef double t = t0, t_old = t0, tnew, h = 0.0, min_step, c, c_lu = 0.0, a, stale, ratio
+    cdef double dy_norm, dy_norm_old = 0.0, rate = 0.0, safety = 1.0, err = 0.0
+    cdef double best_factor, fm, fac, sg, tt, hstep = 0.0
+    cdef double sq_eps = sqrt(EPS)
+    cdef double nfev0 = f.nfev - nfev_start
+    cdef long nsteps = 0, nrej = 0, jac_age = 0
+    cdef int info = 0, one = 1, nn = <int>N, it, n_iter = 0, best, kstep = k
+    cdef char trans = b'N'
+    cdef bint jac_valid = False, jac_current = False, lu_valid = False, converged, have_old
+    cdef bint have_rate
+    while t < t1:
+        min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
+        if h_abs > max_step:
+            _rescale(&D[0, 0], N, k, max_step / h_abs, R, U, RU, tmp)
+            h_abs *= max_step / h_abs
+            n_equal = 0
+        elif h_abs < min_step:
+            _rescale(&D[0, 0], N, k, min_step / h_abs, R, U, RU, tmp)
+            h_abs *= min_step / h_abs
+            n_equal = 0
+        while True:
+            if h_abs < min_step:
+                _stats(stats, h_abs, k, nsteps, nrej, f.nfev - nfev0)
+                return 3, t, np.asarray(y), i_out, h_abs
+            h = h_abs
+            tnew = t + h
+            if tnew - t1 > 0 or fabs(t1 - tnew) < min_step:
+                fac = fabs(t1 - t) / h_abs
+                _rescale(&D[0, 0], N, k, fac, R, U, RU, tmp)
+                h_abs *= fac
+                n_equal = 0
+                tnew = t1
+                h = tnew - t
+            _vecmat(&bdf_gamma[1], &D[1, 0], k, N, &psi[0])
+            for i in range(N):
+                a = D[0, i]
+                for j in range(1, k + 1):
+                    a = a + D[j, i]
+                ypred[i] = a
+                scale[i] = atol + rtol * fabs(a)
+                psi[i] = psi[i] / bdf_gamma[k]
+            c = h / bdf_gamma[k]
+            if not jac_valid:
+                if _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
+                                &yp[0], N, sq_eps, counters):
+                    _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h_abs
+                jac_valid = True
+                jac_current = True
+                jac_age = 0
+                lu_valid = False
+            if not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio:
+                for j in range(N):
+                    for i in range(N):
+                        LU[j * N + i] = (1.0 if i == j else 0.0) - c * J[j * N + i]
+                dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
+                counters[C_LU] += 1.0
+                lu_valid = True
+                c_lu = c
+            # ---- modified Newton for d (BDF._newton) --------------------------------
+            for i in range(N):
+                d[i] = 0.0
+                ynew[i] = ypred[i]
+            ratio = c_lu / c
+            stale = 1.0 if ratio == 1.0 else 2.0 / (1.0 + ratio)
+            have_old = False
+            have_rate = False
+            converged = False
+            it = 0
+            while it < maxiter:
+                if f.c_eval(tnew, &ynew[0], &fb[0]):
+                    _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h_abs
+                for i in range(N):
+                    dy[i] = c * fb[i] - 1.0 * (psi[i] + d[i])
+                dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
+                counters[C_SOLVE] += 1.0
+                if stale != 1.0:
+                    for i in range(N):
+                        dy[i] *= stale
+                dy_norm = _rms_div(1.0, &dy[0], &scale[0], N, tmp)
+                if not dy_norm < INFINITY:        # singular M or overflow: a failure
+                    break
+                if have_old:
+                    rate = dy_norm / dy_norm_old
+                    have_rate = True
+                    if rate >= 1 or pow(rate, maxiter - it) / (1 - rate) * dy_norm > newton_tol:
+                        break
+                for i in range(N):
+                    ynew[i] += dy[i]
+                    d[i] += dy[i]
+                if dy_norm == 0.0 or (have_rate and rate / (1 - rate) * dy_norm < newton_tol):
+                    converged = True
+                    break
+                dy_norm_old = dy_norm
+                have_old = True
+                it += 1
+            if it == maxiter:
+                it = maxiter - 1
+            n_iter = it + 1
+            counters[C_NITER] += n_iter
+            if not converged:
+                nrej += 1
+                counters[C_NEWTON] += 1.0
+                if not jac_current:
+                    if _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
+                                    &yp[0], N, sq_eps, counters):
+                        _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                        return 2, t, np.asarray(y), i_out, h_abs
+                    jac_valid = True
+                    jac_current = True
+                    jac_age = 0
+                    lu_valid = False
+                    continue
+                _rescale(&D[0, 0], N, k, 0.5, R, U, RU, tmp)
+                h_abs *= 0.5
+                n_equal = 0
+                continue
+            safety = 0.9 * (2 * maxiter + 1) / (2 * maxiter + n_iter)
+            for i in range(N):
+                scale[i] = atol + rtol * fabs(ynew[i])
+            err = _rms_div(err_const[k], &d[0], &scale[0], N, tmp)
+            if err > 1.0:
+                nrej += 1
+                counters[C_ERR] += 1.0
+                fac = safety * pow(err, -1.0 / (k + 1))
+                if fac < min_factor:
+                    fac = min_factor
+                _rescale(&D[0, 0], N, k, fac, R, U, RU, tmp)
+                h_abs *= fac
+                n_equal = 0
+                continue
+            break
+        # ---- stop conditions: met in this step -> the caller redoes it -------------
+        if _stop_met(&ynew[0], stop_idx, stop_val, stop_sign):
+            _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+            return 4, t, np.asarray(y), i_out, h_abs
+        # ---- accept -------------------------------------------------------------------
+        n_equal += 1
+        t_old = t
+        t = tnew
+        for i in range(N):
+            y[i] = ynew[i]
+            D[k + 2, i] = d[i] - D[k + 1, i]
+            D[k + 1, i] = d[i]
+            for j in range(k, -1, -1):
+                D[j, i] += D[j + 1, i]
+        kstep = k
+        hstep = h
+        if i_out < nout and t_out[i_out] <= t:
+            for j in range(k + 1):
+                for i in range(N):
+                    Dd[j, i] = D[j, i]
+        jac_current = False
+        jac_age += 1
+        if jac_age >= jac_max_age:
+            jac_valid = False
+        nsteps += 1
+        _accepted(counters, fabs(t - t_old), kstep)
+        if n_equal >= k + 1:
+            # order k-1, k, k+1: the one allowing the largest step
+            best = 0
+            best_factor = _factor(err, k)
+            if k > 1:
+                fm = _factor(_rms_div(err_const[k - 1], &D[k, 0], &scale[0], N, tmp), k - 1)
+                if fm > best_factor:
+                    best = -1
+                    best_factor = fm
+            if k < max_order:
+                fm = _factor(_rms_div(err_const[k + 1], &D[k + 2, 0], &scale[0], N, tmp), k + 1)
+                if fm > best_factor:
+                    best = 1
+                    best_factor = fm
+            fac = safety * best_factor
+            if fac > max_factor:
+                fac = max_factor
+            if not (best == 0 and 1.0 <= fac < keep_below):
+                k += best
+                _rescale(&D[0, 0], N, k, fac, R, U, RU, tmp)
+                h_abs *= fac
+                n_equal = 0
+        # ---- outputs in (t_old, t]: backward-difference polynomial --------------------
+        if i_out < nout and t_out[i_out] <= t:
+            _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
+            while i_out < nout and t_out[i_out] <= t:
+                tt = t_out[i_out]
+                outa = np.empty(N)
+                out = outa
+                if tt == t:
+                    for i in range(N):
+                        out[i] = y[i]
+                else:
+                    sg = (tt - t) / hstep
+                    a = 1.0
+                    for j in range(kstep):
+                        if j == 0:
+                            a = (sg + j) / (j + 1)
+                        else:
+                            a = a * ((sg + j) / (j + 1))
+                        pd[j] = a
+                    for i in range(N):
+                        a = 0.0
+                        for j in range(kstep):
+                            a += pd[j] * Dd[j + 1, i]
+                        out[i] = Dd[0, i] + a
+                i_out += 1
+                if on_output(tt, outa) is True:
+                    return 1, t, np.asarray(y), i_out, h_abs
+    _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
+    return 0, t, np.asarray(y), i_out, h_abs

@@ -1,0 +1,137 @@
+"""The compiled integration loops of the multistep methods (issue 14): ``abm``
+(:class:`mbplugins.integrators.adams.AdamsPECE`) and ``bdf``
+(:class:`mbplugins.integrators.bdf.BDF`) stepped in C by
+``mbcore._ext._multistep.run_abm`` / ``run_bdf``.
+
+:mod:`mbcore.fastloop` dispatches here when the integrator class declares
+``compiled_loop_kind() == "abm"`` or ``"bdf"``.  As for the explicit Runge–Kutta
+loop, the Python integrator object is built first (its ``_restart_impl`` evaluates
+f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
+compiled loop continues from its state with the same formulas, so both loops take
+the same steps, orders, Jacobians, LU factorisations and evaluations.  BDF runs here
+only in its ODE form (unit mass, no ``h_power``, no ``newton_system`` hook, no
+Jacobian given: forward differences of the compiled right-hand side, column by
+column); anything else, and per-component tolerances, keep the Python driver.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .integrate.base import EPS, Statistics, StepSizeError
+
+__all__ = ["available", "run_multistep"]
+
+#: Statistics fields accumulated by the compiled loops (``_multistep.COUNTERS``)
+_COUNTED = ("nerror_test_failures", "nnewton_failures", "nfev_jac", "njev", "nlu",
+            "nlu_solves", "nnewton_iter", "norder_changes")
+
+
+def available() -> bool:
+    """True when the extension module ``mbcore._ext._multistep`` is built."""
+    try:
+        from ._ext import _multistep
+    except ImportError:
+        return False
+    return hasattr(_multistep, "run_abm")
+
+
+def _ode_form(kind: str, integ) -> bool:
+    """The integrator's options are those the compiled loop implements."""
+    if np.ndim(integ._rtol) or np.ndim(integ._atol) or integ.direction < 0:
+        return False
+    if kind == "bdf":
+        return (integ._hook is None and integ._hpow is None and integ._jac_constant is None
+                and not integ.has_jacobian and bool(np.all(integ._m == 1.0)))
+    return True
+
+
+def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None:
+    st.nsteps += int(stats[2])
+    st.nrejected += int(stats[3])
+    st.nfev = int(stats[4])
+    for k, name in enumerate(_COUNTED):
+        setattr(st, name, getattr(st, name) + int(counters[k]))
+    from ._ext._multistep import ORDERS
+    if st.nsteps:
+        st.h_min = min(st.h_min, float(counters[8]))
+        st.h_max = max(st.h_max, float(counters[9]))
+    for k in range(counters.size - ORDERS):
+        if counters[ORDERS + k]:
+            st.orders[k] = st.orders.get(k, 0) + int(counters[ORDERS + k])
+
+
+def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
+                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
+                  python_fallback, stops=None):
+    """:func:`mbcore.fastloop.run_compiled` for ``kind`` 'abm' or 'bdf' (same
+    arguments and result)."""
+    from ._ext import _multistep as ms
+    from .fastloop import LoopResult, _Fallback
+
+    crhs = form.compiled
+    buf = np.zeros(y0.size)
+
+    def fun(t, y):                      # for the Python integrator's start-up only
+        if crhs.eval(t, y, buf):
+            raise _Fallback(t)
+        return buf
+
+    try:
+        integ = icls(fun, t0, np.array(y0, dtype=float), t1, **options)
+    except _Fallback:
+        return python_fallback(t0, y0, t_out)
+    if not _ode_form(kind, integ):
+        return python_fallback(t0, y0, t_out)
+    st = Statistics()
+    st.nfev = integ.stats.nfev
+    t_out = np.ascontiguousarray(t_out, dtype=float)
+    i0 = 0
+    while i0 < t_out.size and t_out[i0] <= t0:
+        if on_output(float(t_out[i0]), np.array(y0, dtype=float)) is True:
+            return LoopResult(2, st, t0, np.array(y0))
+        i0 += 1
+    stops = np.zeros((0, 3)) if stops is None else np.asarray(stops, dtype=float)
+    stop_args = (np.ascontiguousarray(stops[:, 0], dtype=np.intp),
+                 np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]))
+    counters = ms.new_counters()
+    y_start = np.array(y0, dtype=float)
+    if kind == "abm":
+        code, t, y, i_out, h = ms.run_abm(
+            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(integ._phi),
+            np.ascontiguousarray(integ._hs, dtype=float), float(integ._h),
+            float(integ._h_last), int(integ._k), int(integ._neq), bool(integ._phase1),
+            int(integ._kmax), float(integ._rtol), float(integ._atol), float(integ._max_step),
+            np.ascontiguousarray(icls.GAMMA, dtype=float),
+            np.ascontiguousarray(icls.GAMMA_STAR_ABS, dtype=float),
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args)
+    elif kind == "bdf":
+        o = integ.opts
+        code, t, y, i_out, h = ms.run_bdf(
+            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(integ._D),
+            int(integ._k), float(integ._h_abs), int(integ._n_equal), int(integ._max_order),
+            int(integ._maxiter), float(integ._newton_tol), int(o["jac_max_age"]),
+            float(o["refactor_ratio"]), float(integ._rtol), float(integ._atol),
+            float(integ._max_step), np.ascontiguousarray(icls.GAMMA, dtype=float),
+            np.ascontiguousarray(icls.ERROR_CONST, dtype=float), float(icls.MIN_FACTOR),
+            float(icls.MAX_FACTOR), float(icls.KEEP_BELOW), t_out, i0, on_output, stats,
+            counters, st.nfev, *stop_args)
+    else:
+        raise ValueError(f"no compiled multistep loop '{kind}'")
+    _statistics(st, stats, counters)
+    if code == 0:
+        return LoopResult(0, st, t, y)
+    if code == 1:
+        return LoopResult(2, st, t, y)
+    if code == 3:                        # the message of Integrator._step_too_small
+        min_step = 10.0 * EPS * max(abs(t), 1e-300)
+        raise StepSizeError(
+            f"step size {abs(h):.3e} fell below the round-off limit {min_step:.3e}; the "
+            f"problem may be stiff or singular here, or the tolerance too tight", t)
+    # code 2: an evaluation failed; code 4: a stop condition is met in the next step:
+    # the Python driver takes over from the last accepted step (its multistep history
+    # starts again at order 1)
+    res = python_fallback(t, y, t_out[i_out:])
+    rest = res.stats
+    for k in ("nsteps", "nrejected", "nfev") + _COUNTED:
+        setattr(rest, k, getattr(rest, k) + getattr(st, k))
+    return res
