@@ -372,3 +372,16 @@ def test_compiled_loop_runs_joint_coordinates():
     for ch in ("q", "energy"):
         np.testing.assert_allclose(d[ch], a[ch], rtol=0,
                                    atol=1e-8 * (1 + np.abs(a[ch]).max()), err_msg=ch)
+
+
+def test_outputs_skip_multipliers_not_recorded():
+    """The tree joints' multipliers (least squares at every output) are computed only
+    when lam, reactions or reactions_local are recorded; the recorded channels are
+    the same either way."""
+    m = chain(30)
+    st = {**ST, "t_end": 0.2, "formulation": "joint_coordinates"}
+    full = mbcore.run(m, analysis="dynamic", settings=st)
+    lean = mbcore.run(m, analysis="dynamic", settings={**st, "record": "q, qd, energy"})
+    for ch in ("q", "qd", "energy"):
+        np.testing.assert_array_equal(lean[ch], full[ch])
+    assert np.abs(full["lam"]).max() > 1.0

@@ -432,6 +432,10 @@ class _Run:
         self.crhs = self.form.compiled if self.form.solver.rows is None else None
         self.projects = hasattr(self.form, "project")       # projection, penalty
         self.row = Row(analysis.channels())
+        # a hint to formulations whose multipliers cost extra at outputs (joint
+        # coordinates: the tree joints' least squares): only when a channel uses them
+        self.form.multipliers_wanted = bool(
+            {c.name for c in analysis.channels()} & {"lam", "reactions", "reactions_local"})
         self.last: dict = {}                 # the last output state (restarts)
         self.istat = np.zeros(5)             # step size, order, steps, rejected, nfev
         self.base = np.zeros(3)              # totals of earlier segments (restarts)

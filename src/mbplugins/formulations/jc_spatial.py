@@ -790,7 +790,7 @@ class SpatialJointCoordinates(Formulation):
         w = V[:, 3:]
         lam[tr.norm_rows] = -np.einsum("bk,bkl,bl->b", w, tr.inertia, w)
         jr = tr.joint_rows
-        if len(jr):
+        if len(jr) and getattr(self, "multipliers_wanted", True):
             r = (np.einsum("bkl,bl->bk", tr._M, acc) - F).reshape(-1)
             if s.dense:
                 J = s.jacobian_dense(q, t)

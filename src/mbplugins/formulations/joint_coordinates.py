@@ -576,7 +576,7 @@ class JointCoordinates(Formulation):
         s = self.system
         lam = np.zeros(s.m)
         lam[self.extra] = lam_e
-        if s.m:
+        if s.m and getattr(self, "multipliers_wanted", True):
             tr = self.tree.tree_rows
             if s.dense:
                 J = s.jacobian_dense(q, t)
