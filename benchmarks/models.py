@@ -3,6 +3,8 @@
 * :func:`chain` — a planar pendulum chain of N links joined by revolutes, link 0
   pinned to the ground, released from rest horizontally under gravity.
 * :func:`tree` — a binary tree of links (the tree counterpart of the chain).
+* :func:`a02` — the IFToMM A02 N-four-bar (singular twice per revolution) and its
+  exact one-degree-of-freedom motion :func:`a02_reference`.
 * :func:`stiff_chain` — N point masses hanging from the ground on stiff ``tsda``
   springs (k large: the highest spring frequency makes explicit integrators take
   tiny steps).
@@ -111,6 +113,68 @@ def stiff_pendulum(k: float = 1.0e6, c: float = 2.0e3) -> mbcore.Model:
     m.add_force("tsda", "k", body_i="rod", body_j="bob", point_i=(0.5, 0),
                 stiffness=k, damping=c, free_length=0.6)
     return m
+
+
+def a02(n: int = 40, *, t_end: float = 20.0, rtol: float = 1e-6,
+        formulation: str = "penalty") -> mbcore.Model:
+    """IFToMM benchmark A02, the N-four-bar: ``n`` parallelogram windows, 2 n + 1
+    uniform rods of 1 m and 1 kg (inertia 1/12 about the centre).  Cranks
+    ``crank0..crank{n}`` pinned to the ground at (i, 0) and vertical, couplers
+    ``coupler0..coupler{n-1}`` horizontal at y = 1 joining the crank tips
+    (joints ``O{i}`` ground-crank, ``A{i}`` crank{i}-coupler{i}, ``B{i}``
+    coupler{i}-crank{i+1}); gravity -9.81 y; point B0 (the tip of crank0) starts at
+    +1 m/s in x (all cranks at -1 rad/s, couplers translating).  Every horizontal
+    passage (twice per revolution) is a singular configuration: the Jacobian loses
+    n ranks.  3 (2 n + 1) coordinates, 2 (n + 1) + 4 n constraint rows, 1 DOF.
+    Exact motion: :func:`a02_reference`."""
+    m = mbcore.Model(f"a02_{n}")
+    m.set_gravity(0.0, -9.81)
+    w0 = -1.0
+    for k in range(n + 1):
+        m.add_body(f"crank{k}", mass=1.0, inertia=1.0 / 12.0, position=(float(k), 0.5),
+                   angle=0.5 * math.pi, velocity=(-w0 * 0.5, 0.0), angular_velocity=w0)
+    for k in range(n):
+        m.add_body(f"coupler{k}", mass=1.0, inertia=1.0 / 12.0, position=(k + 0.5, 1.0),
+                   angle=0.0, velocity=(-w0, 0.0))
+    for k in range(n + 1):
+        m.add_joint("revolute", f"O{k}", body_i="ground", body_j=f"crank{k}",
+                    point_i=(float(k), 0.0), point_j=(-0.5, 0.0))
+    for k in range(n):
+        m.add_joint("revolute", f"A{k}", body_i=f"crank{k}", body_j=f"coupler{k}",
+                    point_i=(0.5, 0.0), point_j=(-0.5, 0.0))
+        m.add_joint("revolute", f"B{k}", body_i=f"coupler{k}", body_j=f"crank{k + 1}",
+                    point_i=(0.5, 0.0), point_j=(0.5, 0.0))
+    m.settings.update({"analysis": "dynamic", "formulation": formulation,
+                       "integrator": "dopri5", "rtol": rtol, "atol": rtol * 1e-2,
+                       "t_end": t_end, "output_step": 0.01})
+    return m
+
+
+def a02_reference(n: int = 40, t_end: float = 20.0):
+    """The exact motion of :func:`a02`: every crank turns by the same angle theta
+    (the couplers translate), a one-degree-of-freedom system with ``T = T_c
+    theta'^2``, ``T_c = (n + 1)/6 + n/2`` (cranks about their pivots, m L^2 / 3 / 2;
+    couplers translating at speed theta'), ``V = V_c sin(theta)``, ``V_c = 9.81 ((n +
+    1)/2 + n)``, so ``theta'' = -V_c cos(theta) / (2 T_c)``, theta(0) = pi/2,
+    theta'(0) = -1.  Returns ``B0(t) -> (x, y)`` (the tip of crank0, (cos theta, sin
+    theta)) from DOP853 at rtol = atol = 1e-13; energy conservation ``T_c theta'^2 +
+    V_c sin(theta) = T_c + V_c`` holds along it to ~1e-12 (checked by the benchmark)."""
+    from scipy.integrate import solve_ivp
+    Tc = (n + 1) / 6.0 + n / 2.0
+    Vc = 9.81 * ((n + 1) / 2.0 + n)
+
+    def f(t, y):
+        return [y[1], -Vc * math.cos(y[0]) / (2.0 * Tc)]
+    sol = solve_ivp(f, (0.0, t_end), [0.5 * math.pi, -1.0], method="DOP853", rtol=1e-13,
+                    atol=1e-13, dense_output=True)
+
+    def b0(t):
+        th = sol.sol(np.asarray(t, dtype=float))[0]
+        return np.cos(th), np.sin(th)
+    b0.energy_error = lambda t: float(np.max(np.abs(
+        Tc * sol.sol(t)[1] ** 2 + Vc * np.sin(sol.sol(t)[0]) - (Tc + Vc)))) / (Tc + Vc)
+    b0.theta = lambda t: sol.sol(np.asarray(t, dtype=float))[0]
+    return b0
 
 
 def chain_state(system, seed: int = 0, length: float = 1.0):

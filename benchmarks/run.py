@@ -26,6 +26,10 @@ noisy) and the ratio numpy/compiled.  Cases:
   10 ... 10000 links of 0.1 m, 1 kg slender bars — one right-hand side of the joint
   coordinates vs the Cartesian DI (exponent in N) and 1 s runs at a tip error <= 1e-6
   m (s per simulated s of the integration, evaluations, errors).
+* ``a02_penalty_*`` (``--only penalty``): IFToMM A02, the N-four-bar (N = 40) through
+  its flat singular configurations with the compiled penalty formulation: 20 s wall
+  time at the B0 error (issue 14: <= 0.5 s at <= 1e-3 m), one right-hand side and
+  one projection against the NumPy reference path.
 """
 from __future__ import annotations
 
@@ -395,6 +399,97 @@ def bench_cp(repeat: int, quick: bool) -> dict:
         row["cp_over_di"] = row["cp_s"] / row["di_s"]
         row["cp_numpy_over_compiled"] = row["cp_numpy_s"] / row["cp_s"]
         out[f"cp_{key}"] = row
+    return out
+
+
+def _a02_b0_error(res, ref) -> float:
+    """Largest distance of point B0 (the tip of crank0) from the exact motion."""
+    phi = res["q/crank0.phi"]
+    x, y = ref(res.t)
+    return float(np.max(np.hypot(res["q/crank0.x"] + 0.5 * np.cos(phi) - x,
+                                 res["q/crank0.y"] + 0.5 * np.sin(phi) - y)))
+
+
+def bench_penalty(repeat: int, quick: bool) -> dict:
+    """The penalty formulation compiled (issue 14): IFToMM A02, the N-four-bar with N =
+    40 (81 rods, n = 243, m = 242, sparse), 20 s through 20 flat singular passages,
+    dopri5, against its exact one-degree-of-freedom motion
+    (``models.a02_reference``): wall time of ``mbcore.run`` (median of 3 after a
+    warm-up run in the process; outputs every 0.1 s; with the process CPU time and the
+    load average, the machines being shared) and the B0 error
+    at the outputs, for the fast settings (rtol 2e-2, ``projection: false``: the
+    Baumgarte terms alone hold the constraints) and for the default settings
+    (projections on, rtol 1e-4).  One right-hand side and one projection of the
+    compiled kernel (as the compiled loop calls them) against the NumPy reference
+    path in the same run (regular state and 1e-3 rad from the flat configuration)."""
+    import os
+    from mbcore.plugins import registry
+    from models import a02, a02_reference
+    out = {}
+    n_bars, t_end = 40, 20.0
+    ref = a02_reference(n_bars, t_end)
+    mbcore.run(a02(2, t_end=0.1))                        # imports, plugins
+    cases = {"fast": (2e-2, {"projection": False}), "defaults": (1e-4, {})}
+    for name, (rtol, opts) in cases.items():
+        model = a02(n_bars, t_end=t_end, rtol=rtol)
+        st = {"output_step": 0.1, "record": "q, energy, violation"}
+        if opts:
+            st["formulation_options"] = opts
+        walls, cpus = [], []
+        for _ in range(1 if quick and name == "defaults" else 3):
+            t0, c0 = time.perf_counter(), time.process_time()
+            res = mbcore.run(model, settings=st)
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        E = res["energy"][:, 2]
+        out[f"a02_penalty_{name}"] = {
+            "n": res.system.n, "m": res.system.m, "simulated_s": t_end, "rtol": rtol,
+            "formulation_options": opts or "defaults", "loop": res.stats["loop"],
+            "wall_s": statistics.median(walls), "wall_runs_s": walls,
+            "cpu_s": statistics.median(cpus),               # this process (shared machine)
+            "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+            "b0_error_m": _a02_b0_error(res, ref),
+            "steps": res.stats["integrator_nsteps"],
+            "rhs_evaluations": res.stats["integrator_nfev"],
+            "projections": res.stats.get("projections", 0),
+            "max_position_violation": float(np.max(res["violation/position"])),
+            "energy_drift_rel": float(np.max(np.abs(E - E[0])) / abs(E[0])),
+            "target": "B0 error <= 1e-3 m in <= 0.5 s"}
+    # one right-hand side and one projection: compiled kernel vs NumPy reference
+    sysm = a02(n_bars).compile()
+    form = registry().get("formulation", "penalty")(sysm)
+    kern = form.compiled
+    number = 200 if quick else 2000
+    for label, theta in (("regular", 0.3), ("near_flat", 1e-3)):
+        q, qd = np.zeros(sysm.n), np.zeros(sysm.n)
+        c, s = np.cos(theta), np.sin(theta)
+        for k in range(n_bars + 1):
+            q[3 * k:3 * k + 3] = [k + 0.5 * c, 0.5 * s, theta]
+            qd[3 * k:3 * k + 3] = [0.5 * s, -0.5 * c, -1.0]
+        for k in range(n_bars):
+            o = 3 * (n_bars + 1 + k)
+            q[o:o + 3] = [k + 0.5 + c, s, 0.0]
+            qd[o:o + 3] = [s, -c, 0.0]
+        y = np.concatenate([q, qd, [0.0]])
+        it0 = kern.multiplier_iterations
+        kern.eval(0.1, y, np.zeros(2 * sysm.n + 1))
+        iters = kern.multiplier_iterations - it0
+        tk = statistics.median(kern.timeit(0.1, y, number) for _ in range(repeat))
+        form.compiled = None
+        tn = _time(lambda: form.rhs(0.1, y[:-1]), max(number // 100, 5), repeat)
+        # a state off the constraints by 1e-6: one projection (positions, velocities)
+        yp = y[:-1].copy()
+        yp[:sysm.n] += 1e-6 * np.cos(np.arange(sysm.n))
+        pn = _time(lambda: form.project(0.1, yp, count=False), max(number // 200, 3),
+                   min(repeat, 3))
+        form.compiled = kern
+        buf = np.zeros(2 * sysm.n)
+        pk = _time(lambda: kern.project(0.1, yp, buf, False), number // 10, repeat)
+        out[f"a02_penalty_{label}_rhs"] = {
+            "n": sysm.n, "m": sysm.m, "multiplier_iterations": iters,
+            "compiled_kernel_us": tk * 1e6, "numpy_us": tn * 1e6, "ratio": tn / tk,
+            "projection_compiled_us": pk * 1e6, "projection_numpy_us": pn * 1e6,
+            "projection_ratio": pn / pk}
     return out
 
 
@@ -989,7 +1084,8 @@ def main(argv=None) -> int:
                                                  "joint_coordinates",
                                                  "rhs", "dynamics",
                                                  "chain", "integrators", "overheads",
-                                                 "formulations", "cp", "startup_rows"),
+                                                 "formulations", "cp", "startup_rows",
+                                                 "penalty"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -1005,6 +1101,7 @@ def main(argv=None) -> int:
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
               "integrators": (bench_integrators,), "overheads": (bench_overheads,),
               "formulations": (bench_formulations,), "cp": (bench_cp,),
+              "penalty": (bench_penalty,),
               "startup_rows": (bench_overheads_startup_rows,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:

@@ -6,8 +6,12 @@ explicit Runge–Kutta method whose integrator class declares a compiled twin
 (``Integrator.compiled_loop_kind``; fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
 the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
-ODE form) in ``mbcore._ext._multistep`` (:mod:`mbcore.multistep_loop`).  Events (impacts, stop conditions), post-step
-projection and DAE forms keep the Python driver (:func:`mbcore.integrate.integrate`).
+ODE form) in ``mbcore._ext._multistep`` (:mod:`mbcore.multistep_loop`).  Events
+(impacts), post-step projection and DAE forms keep the Python driver
+(:func:`mbcore.integrate.integrate`), except the projections of the penalty
+formulation, which run in C after every accepted step of ``run_rk``
+(``CompiledPenalty.c_project``, the formulation's ``project``; the compiled object
+declares it by ``handles_post_step``), and stop conditions, checked in C.
 
 The method data (tableau, error weights, dense-output coefficients, controller
 constants) and the effective tolerances and first step are read from the Python
@@ -42,9 +46,13 @@ class LoopResult:
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
     """'fixed', 'embedded', 'abm' or 'bdf' when the compiled loop can run this
-    integrator class on this formulation, else None."""
-    if form.compiled is None or not form.compiled_ready() or events or post_step \
-            or jac is not None:
+    integrator class on this formulation, else None.  A ``post_step`` (the
+    formulation's projection) is accepted when the compiled object carries it in C
+    itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
+    it projects at all; the multistep loops take none)."""
+    if form.compiled is None or not form.compiled_ready() or events or jac is not None:
+        return None
+    if post_step is not None and not getattr(form.compiled, "handles_post_step", False):
         return None
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None

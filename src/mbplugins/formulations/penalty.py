@@ -22,11 +22,40 @@ not enforced at that instant (the penalty regularises them) instead of making th
 accelerations jump, so the motion stays on its branch.  The right-hand side is a
 function of ``(t, y)`` only (lam starts from zero at every evaluation).
 
+Where M is diagonal and positive (planar bodies and particles, no massless
+coordinates) the same iterates are computed in their Schur form: with ``lam_{k+1}``
+as the unknown (``M qdd_k = Q + Phi_q^T lam_{k+1}``, ``Phi_q qdd_k = gs + (lam_k -
+lam_{k+1}) / a``),
+
+    (B + I/a) lam_{k+1} = gs + lam_k / a - Phi_q M^-1 Q,    B = Phi_q M^-1 Phi_q^T
+    qdd_k = M^-1 (Q + Phi_q^T lam_{k+1})
+
+The residual of the stopping test, ``Phi_q qdd_k - gs``, is then ``(lam_k -
+lam_{k+1}) / a`` (no product with Phi_q; its scale ``max_i sum_j |Phi_q,ij| |qdd_j| +
+max |gs|`` is taken from the first iterate).
+``B + I/a`` is positive definite at every configuration too, and no term carries the
+factor a: the right-hand side of the n x n form, ``Q + Phi_q^T (lam + a gs)``, is ~a
+times larger than the accelerations it produces, so that form loses ~eps a / m
+(~1e-9 relative with the default a) where the Schur form keeps round-off (~1e-13 at
+regular configurations).  Spatial bodies (M not diagonal) and massless coordinates
+use the n x n form.
+
 After every accepted step (``projection: true``) positions and velocities are
 projected onto the constraints in the metric of M, with the same damped
 (Levenberg-Marquardt) matrix: ``(M + a Phi_q^T Phi_q) dq = -a Phi_q^T Phi`` repeated,
 ``(M + a Phi_q^T Phi_q) dqd = -a Phi_q^T (Phi_q qd - nu)`` repeated; near a singular
-configuration the damping keeps the correction on the current branch.
+configuration the damping keeps the correction on the current branch (Schur form:
+``dq = -M^-1 Phi_q^T (B + I/a)^-1 Phi``, the same step).
+
+Compiled kernel (``mbcore._ext._dynamics.CompiledPenalty``): the right-hand side and
+the projections of the Schur form in C for systems of compiled elements (dense or
+sparse Jacobian; the sparse path uses the symbolic analysis of the sparse Schur
+solver and is O(N) per evaluation on chains), so that the compiled integration loop
+runs the penalty formulation with its post-step projections
+(``mbcore.fastloop``).  The Python path of this module is its NumPy reference,
+selected at run time by ``formulation.compiled = None`` (or ``kernels: numpy``);
+tests keep both equal to 1e-12.  The kernel decides the singular band without an
+SVD (Sylvester's law of inertia on ``B - tau I``, see its docstring).
 """
 from __future__ import annotations
 
@@ -96,14 +125,64 @@ class Penalty(Formulation):
         self._hol = np.asarray(system.holonomic, dtype=float) if system.m else np.zeros(0)
         self.qdd = np.zeros(self.n)
         self.lam = np.zeros(system.m)
-        #: statistics: evaluations, multiplier iterations, evaluations that stopped at
-        #: ``iterations`` (near singular configurations), projections
-        self.evaluations = 0
-        self.multiplier_iterations = 0
-        self.unconverged_evaluations = 0
-        self.projections = 0
-        self.skipped_projections = 0
+        #: statistics of the Python path (the properties without the underscore add
+        #: the compiled kernel's): evaluations, multiplier iterations, evaluations
+        #: that stopped at ``iterations`` (near singular configurations), projections
+        self._evaluations = 0
+        self._multiplier_iterations = 0
+        self._unconverged_evaluations = 0
+        self._projections = 0
+        self._skipped_projections = 0
         self._minv = np.where(md > 0, 1.0 / np.where(md > 0, md, 1.0), 1.0)
+        #: the Schur form of the iteration (M diagonal and positive)
+        self.schur = self.spatial is None and bool(md.size) and bool(np.all(md > 0))
+        #: the compiled kernel (None: the Python path); ``compiled = None`` selects the
+        #: NumPy reference at run time, ``kernel`` keeps the object for the statistics
+        self.kernel = self._compiled_kernel()
+        self.compiled = self.kernel
+        self._ywork = np.zeros(2 * self.n + 1)
+        self._last_compiled = False
+
+    def _compiled_kernel(self):
+        """``CompiledPenalty`` of a System made only of compiled elements with a
+        positive diagonal mass matrix (planar), else None."""
+        s, solver = self.system, self.solver
+        if (not self.schur or s.backend != "compiled" or solver.augmented or s.padded
+                or s._evaluator is None or s._py_groups or s._py_force_groups
+                or s.m > s.n):
+            return None
+        kw = {}
+        if not s.dense:
+            sparse = getattr(solver._sparse, "_k", None)
+            if sparse is None or not s.m:
+                return None
+            kw["sparse_solver"] = sparse
+        try:
+            from mbcore._ext._dynamics import CompiledPenalty
+        except ImportError:              # pragma: no cover - an old build
+            return None
+        st = self.settings
+        return CompiledPenalty(s._evaluator, s._force_evaluator,
+                               s.ftable._impl if len(s.functions) else None, s.n, s.m,
+                               s._jdata, s._q_gravity,
+                               np.ascontiguousarray(self.mass, dtype=float),
+                               np.ascontiguousarray(self._hol, dtype=float), self.alpha,
+                               self.xi, self.omega, self.iterations, self.tol,
+                               bool(st["projection"]), float(st["singular_band"]),
+                               float(st["projection_tolerance"]), **kw)
+
+    def _stat(self, name):
+        k = self.kernel
+        return getattr(self, "_" + name) + (getattr(k, name) if k is not None else 0)
+
+    evaluations = property(lambda self: self._stat("evaluations"))
+    multiplier_iterations = property(lambda self: self._stat("multiplier_iterations"))
+    unconverged_evaluations = property(lambda self: self._stat("unconverged_evaluations"))
+    projections = property(lambda self: self._stat("projections"))
+    skipped_projections = property(lambda self: self._stat("skipped_projections"))
+
+    def _on_compiled(self) -> bool:
+        return self.compiled is not None and self.solver.rows is None
 
     # -------------------------------------------------------------- linear algebra
     def _jacobian(self, q, t):
@@ -137,10 +216,27 @@ class Penalty(Formulation):
                                 "a massless coordinate is not constrained") from None
         return lambda b: sla.cho_solve(cho, b, check_finite=False)
 
+    def _schur_factor(self, J):
+        """The solve of ``B + I/a`` (``B = J M^-1 J^T``, positive definite)."""
+        m, ia, minv = self.system.m, 1.0 / self.alpha, self._minv
+        if sp.issparse(J):
+            B = (J @ sp.diags(minv) @ J.T + ia * sp.identity(m)).tocsc()
+            lu = spla.splu(B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                           options={"SymmetricMode": True})
+            return lu.solve
+        B = (J * minv) @ J.T
+        B[np.diag_indices_from(B)] += ia
+        try:
+            cho = sla.cho_factor(B, check_finite=False)
+        except np.linalg.LinAlgError:            # not finite
+            raise AnalysisError("the penalty matrix B + I/alpha is not positive "
+                                "definite (non-finite state?)") from None
+        return lambda b: sla.cho_solve(cho, b, check_finite=False)
+
     def accelerations(self, q, qd, t):
         """(qdd, lam) at (q, qd, t) by the augmented Lagrangian iteration; buffers."""
         s, a = self.system, self.alpha
-        self.evaluations += 1
+        self._evaluations += 1
         Q = np.array(s.forces(q, qd, t), dtype=float)
         M = None
         if self.spatial is not None:
@@ -156,18 +252,30 @@ class Penalty(Formulation):
         phi = np.array(s.phi(q, t), dtype=float) * self._hol
         J = self._jacobian(q, t)
         phid = J @ qd - nu
-        gs = gam - 2.0 * self.xi * self.omega * phid - self.omega ** 2 * phi
-        solve = self._factor(J, M)
+        gs = gam - (2.0 * self.xi * self.omega) * phid - (self.omega * self.omega) * phi
         lam = np.zeros(s.m)
         qdd_prev = None
         absJ = abs(J)
         converged = False
+        if self.schur:
+            solve, minv, ia = self._schur_factor(J), self._minv, 1.0 / a
+            c = J @ (Q * minv)
+        else:
+            solve = self._factor(J, M)
         for k in range(self.iterations):
-            qdd = solve(Q + J.T @ (lam + a * gs))
-            r = J @ qdd - gs
-            lam = lam - a * r                      # M qdd = Q + J^T lam holds exactly
-            self.multiplier_iterations += 1
-            scale = float(np.max(absJ @ np.abs(qdd))) + float(np.max(np.abs(gs))) + 1e-300
+            if self.schur:                          # the same iterate, Schur form
+                lam_new = solve(gs + lam * ia - c)
+                qdd = minv * (Q + J.T @ lam_new)
+                r = (lam - lam_new) * ia           # = J qdd - gs (the solved equation)
+                lam = lam_new
+            else:
+                qdd = solve(Q + J.T @ (lam + a * gs))
+                r = J @ qdd - gs
+                lam = lam - a * r                  # M qdd = Q + J^T lam holds exactly
+            self._multiplier_iterations += 1
+            if k == 0 or not self.schur:            # (Schur form: from the first iterate)
+                scale = float(np.max(absJ @ np.abs(qdd))) + float(np.max(np.abs(gs))) \
+                    + 1e-300
             if np.max(np.abs(r)) <= self.tol * scale:
                 converged = True
                 break
@@ -177,7 +285,7 @@ class Penalty(Formulation):
                 break
             qdd_prev = qdd
         if not converged:
-            self.unconverged_evaluations += 1
+            self._unconverged_evaluations += 1
         self.qdd[:] = qdd
         self.lam[:] = lam
         return self.qdd, self.lam
@@ -190,14 +298,40 @@ class Penalty(Formulation):
         self.nfev += 1
         q, qd = self.split(y)
         self.q_cur, self.qd_cur = q, qd
+        if self._on_compiled() and self.compiled.eval(t, y, self._ywork) == 0:
+            self._last_compiled = True
+            self.solver.lam = self.compiled.lam_view
+            self._ydot[:] = self._ywork[:2 * self.n]
+            return self._ydot
+        # (a failed compiled evaluation: the Python path raises the named error)
+        self._last_compiled = False
         qdd, lam = self.accelerations(q, qd, t)
         self.solver.lam = lam            # power of the constraint forces (dynamic analysis)
         self._ydot[:self.n] = qd
         self._ydot[self.n:] = qdd
         return self._ydot
 
+    def work_rate(self, t):
+        """The rate of the work channel at the last :meth:`rhs`: the power of the
+        non-conservative forces + ``lam . Phi_q qd`` (every iterate obeys ``M qdd =
+        Q + Phi_q^T lam``; the Jacobian buffer holds Phi_q at that state)."""
+        if self._last_compiled:
+            return self.compiled.power
+        s = self.system
+        q, qd = self.q_cur, self.qd_cur
+        J = s._jac_view if s.dense else s._csr
+        return float(s.nonconservative_power(q, qd, t)) + float(self.lam @ (J @ qd))
+
     def outputs(self, t, y):
         q, qd = self.split(y)
+        if self._on_compiled():
+            c = self.compiled
+            ok = c.eval(t, np.ascontiguousarray(y[:2 * self.n], dtype=float),
+                        self._ywork) == 0
+            c.nfev -= 1                  # an output, not an integration cost
+            if ok:
+                self.solver.lam = c.lam_view
+                return (q.copy(), qd.copy(), c.qdd_view.copy(), c.lam_view.copy())
         qdd, lam = self.accelerations(q, qd, t)
         self.solver.lam = lam
         return q.copy(), qd.copy(), qdd.copy(), lam.copy()
@@ -209,6 +343,13 @@ class Penalty(Formulation):
         s, n, a = self.system, self.n, self.alpha
         if not self.settings["projection"] or s.m == 0:
             return None
+        if self._on_compiled():
+            yc = np.ascontiguousarray(y, dtype=float)
+            out = np.array(yc)
+            code = self.compiled.project(t, yc, out, count)
+            if code >= 0:
+                return out if code == 1 else None
+            # a failed evaluation: the Python path raises the named error
         q = np.array(y[:n], dtype=float)
         qd = np.array(y[n:2 * n], dtype=float)
         ptol = self.settings["projection_tolerance"]
@@ -222,7 +363,7 @@ class Penalty(Formulation):
                 float(np.max(np.abs(J @ qd - s.nu(q, t)))) <= vtol:
             return None
         if self._near_singular(J):
-            self.skipped_projections += int(count)
+            self._skipped_projections += int(count)
             return None
         prev = math.inf
         for _ in range(20):
@@ -231,7 +372,10 @@ class Penalty(Formulation):
                 break                          # (a rank-deficient direction)
             prev = err
             J = self._jacobian(q, t)
-            q -= self._factor(J)(a * (J.T @ phi))
+            if self.schur:                      # the same step, Schur form
+                q -= self._minv * (J.T @ self._schur_factor(J)(phi))
+            else:
+                q -= self._factor(J)(a * (J.T @ phi))
             changed = True
             phi = np.array(s.phi(q, t)) * hol
         J = self._jacobian(q, t)
@@ -243,12 +387,16 @@ class Penalty(Formulation):
             if err <= vtol or err >= prev:
                 break
             prev = err
-            solve = solve or self._factor(J)
-            qd -= solve(a * (J.T @ r))
+            if self.schur:
+                solve = solve or self._schur_factor(J)
+                qd -= self._minv * (J.T @ solve(r))
+            else:
+                solve = solve or self._factor(J)
+                qd -= solve(a * (J.T @ r))
             changed = True
         if not changed:
             return None
-        self.projections += int(count)
+        self._projections += int(count)
         out = np.array(y, dtype=float)
         out[:n], out[n:2 * n] = q, qd
         return out
