@@ -13,6 +13,8 @@ noisy) and the ratio numpy/compiled.  Cases:
   in-memory results (output steps per second).
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
   (spec/spatial.md §4.5), one evaluation and whole kinematic analyses.
+* ``multistep_fourbar_*`` (``--only multistep``): abm and bdf on the compiled loop
+  (issue 14) against the Python driver and the NumPy path, four-bar, 10 s.
 * ``heavy_top_*``, ``spatial_chain_*`` (``--only spatial_dynamics``): the heavy top on
   its steady precession (issue 12: seconds per simulated second at a precession
   error, compiled vs NumPy right-hand side) and spatial chains of N = 10 ... 10000
@@ -368,6 +370,45 @@ def bench_integrators(repeat: int, quick: bool) -> dict:
                 "steps": int(rc.stats.get("integrator_nsteps", 0)), "loop": rc.stats.get("loop"),
                 "compiled_s_per_simulated_s": tc / t_end, "numpy_s_per_simulated_s": tn / t_end,
                 "ratio": tn / tc, "energy_drift_rel": _drift(rc)}
+    return out
+
+
+def bench_multistep(repeat: int, quick: bool) -> dict:
+    """Issue 14, deliverable 3: the multistep methods on the compiled loop
+    (ext/_multistep.pyx).  The four-bar (fourbar_dap, DI, 10 s, 10 output rows as in
+    ``bench_integrators``: the loops, not the rows, are measured here),
+    abm and bdf at rtol 1e-6 and 1e-8 (atol = rtol/100): wall time per simulated
+    second (``stats['wall_time']``: integration and output rows; median of repeats)
+    of the compiled loop, of the Python driver on the same compiled right-hand side
+    (``loop: python``) and of the NumPy path (``kernels: numpy``, the Python driver),
+    in the same run, with their evaluations (the two loops on the compiled right-hand
+    side take the same steps: ``nfev_equal``)."""
+    model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
+    t_end = 2.0 if quick else 10.0
+    for integ in ("abm", "bdf"):                         # imports, plugins
+        mbcore.run(model, settings={"t_end": 0.1, "integrator": integ, "formulation": "di"})
+    out = {}
+    for integ in ("abm", "bdf"):
+        for rtol in (1e-6, 1e-8):
+            st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
+                  "integrator": integ, "formulation": "di", "rtol": rtol, "atol": 1e-2 * rtol}
+            row = {"simulated_s": t_end, "integrator": integ, "rtol": rtol}
+            for label, extra, reps in (("compiled", {}, max(3, repeat)),
+                                       ("python_loop", {"loop": "python"}, 1 if quick else 3),
+                                       ("numpy", {"kernels": "numpy"}, 1)):
+                walls = []
+                for _ in range(reps):
+                    r = mbcore.run(model, settings={**st, **extra})
+                    walls.append(float(r.stats["wall_time"]))
+                row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_end
+                row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
+                row[f"{label}_loop"] = r.stats["loop"]
+            row["nfev_equal"] = row["compiled_nfev"] == row["python_loop_nfev"]
+            row["ratio_numpy"] = (row["numpy_s_per_simulated_s"]
+                                  / row["compiled_s_per_simulated_s"])
+            row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
+                                        / row["compiled_s_per_simulated_s"])
+            out[f"multistep_fourbar_{integ}_rtol{rtol:g}"] = row
     return out
 
 
@@ -1083,7 +1124,8 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="*", choices=("kinematics", "spatial", "spatial_dynamics",
                                                  "joint_coordinates",
                                                  "rhs", "dynamics",
-                                                 "chain", "integrators", "overheads",
+                                                 "chain", "integrators", "multistep",
+                                                 "overheads",
                                                  "formulations", "cp", "startup_rows",
                                                  "penalty"),
                    help="run only these groups")
@@ -1099,7 +1141,8 @@ def main(argv=None) -> int:
               "joint_coordinates": (bench_joint_coordinates,),
               "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
-              "integrators": (bench_integrators,), "overheads": (bench_overheads,),
+              "integrators": (bench_integrators,), "multistep": (bench_multistep,),
+              "overheads": (bench_overheads,),
               "formulations": (bench_formulations,), "cp": (bench_cp,),
               "penalty": (bench_penalty,),
               "startup_rows": (bench_overheads_startup_rows,)}

@@ -68,7 +68,7 @@ class DynamicAnalysis(Analysis):
                         "angular (spatial bodies), energy, violation, integrator; fewer channels make each output "
                         "row cheaper", required=False),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
-                      "methods on the compiled right-hand side in compiled code; "
+                      "methods, abm and bdf on the compiled right-hand side in compiled code; "
                       "'python' forces the Python driver", default="auto",
                       choices=("auto", "python")),
     }
