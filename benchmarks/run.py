@@ -1114,7 +1114,6 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
     return out
 
 
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
