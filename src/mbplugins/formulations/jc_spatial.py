@@ -42,8 +42,6 @@ L^T]`` (as ``di_omega``), ``D = Jv B``; the normalisation rows hold identically.
 """
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 from mbcore.errors import ModelError
@@ -184,47 +182,23 @@ class SpatialTree:
             j.f, j.g = _perp(u)
 
     def _order(self, joints):
-        """Breadth-first from the ground (then from every body not reached: a floating
-        base); a joint closing a loop is a cut joint."""
-        adj: dict = {}
-        for j in joints:
-            adj.setdefault(j.parent, []).append(j)
-            adj.setdefault(j.child, []).append(j)
-        seen, used = {None}, set()
-        order, cut = [], []
+        """The spanning tree (``joint_coordinates.spanning_tree``); every spatial
+        joint may be reversed; a body no joint reaches gets a floating base."""
+        def swap(j):
+            self._swap(j)
+            return True
 
-        def bfs(start):
-            queue = deque([start])
-            while queue:
-                b = queue.popleft()
-                for j in adj.get(b, []):
-                    if id(j) in used:
-                        continue
-                    used.add(id(j))
-                    other = j.child if j.parent == b else j.parent
-                    if other in seen:
-                        cut.append(j)
-                        continue
-                    if j.child != other:
-                        self._swap(j)
-                    seen.add(other)
-                    order.append(j)
-                    queue.append(other)
-
-        bfs(None)
-        for k in range(self.nb):
-            if k in seen:
-                continue
+        def free(k):
             j = SJoint()
             j.name, j.kind = f"<floating {self.system.body_names[k]}>", "free"
             j.parent, j.child = None, k
             j.sp, j.sc = np.zeros(3), np.zeros(3)
             j.u = j.f = j.g = j.ac = None
             j.rows = np.zeros(0, np.intp)
-            seen.add(k)
-            order.append(j)
-            bfs(k)
-        return order, cut
+            return j
+
+        from .joint_coordinates import spanning_tree
+        return spanning_tree(joints, self.nb, swap, free)
 
     def reference(self, q):
         """Fix theta = 0 at the Cartesian positions q (the relative Euler parameters

@@ -52,6 +52,53 @@ def _A(phi):
 
 
 
+def spanning_tree(joints, nb, swap, make_free):
+    """Tree joints in breadth-first order from the ground (``parent`` None) and the
+    cut joints (spec §4.7.2): a joint reaching a body already in the tree closes a
+    loop and is cut; a joint met from its child side is reversed by ``swap(j)``
+    (False: it cannot be — it may still be met from the other side, else it is
+    cut); a body no joint reaches gets ``make_free(k)`` (a floating base) and the
+    search continues from it.  Shared by the planar and spatial trees."""
+    adj: dict = {}
+    for j in joints:
+        adj.setdefault(j.parent, []).append(j)
+        adj.setdefault(j.child, []).append(j)
+    seen, used = {None}, set()
+    order, cut, deferred = [], [], []
+
+    def bfs(start):
+        queue = deque([start])
+        while queue:
+            b = queue.popleft()
+            for j in adj.get(b, []):
+                if id(j) in used:
+                    continue
+                other = j.child if j.parent == b else j.parent
+                if other in seen:                 # closes a loop: a cut joint
+                    used.add(id(j))
+                    cut.append(j)
+                    continue
+                if j.child != other and not swap(j):
+                    deferred.append(j)
+                    continue
+                used.add(id(j))
+                seen.add(other)
+                order.append(j)
+                queue.append(other)
+
+    bfs(None)
+    for k in range(nb):
+        if k not in seen:
+            order.append(make_free(k))
+            seen.add(k)
+            bfs(k)
+    for j in deferred:
+        if id(j) not in used:
+            used.add(id(j))
+            cut.append(j)
+    return order, cut
+
+
 class _Joint:
     __slots__ = ("name", "kind", "parent", "child", "sp", "sc", "u", "angle", "index",
                  "rows")
@@ -109,62 +156,28 @@ class PlanarTree:
         self.extra_rows = np.setdiff1d(np.arange(s.m), tree_rows)
 
     def _order(self, joints):
-        """Breadth-first from the ground: each body reached by exactly one joint
-        (a tree); a revolute may be given in either direction.  A body no joint
-        reaches gets a floating base (a ``free`` joint from the ground: its x, y, phi)
-        and the search continues from it; a translational joint whose axis body is
-        the far one is cut."""
+        """The spanning tree (:func:`spanning_tree`); a revolute may be given in
+        either direction, a translational joint whose axis body is the far one is
+        cut; a body no joint reaches gets a floating base (``free``: x, y, phi)."""
         s = self.system
-        adj: dict = {}
-        for j in joints:
-            adj.setdefault(j.parent, []).append(j)
-            adj.setdefault(j.child, []).append(j)
-        seen = {None}
-        order = []
-        cut = []
-        deferred = []
-        used = set()
 
-        def bfs(start):
-            queue = deque([start])
-            while queue:
-                b = queue.popleft()
-                for j in adj.get(b, []):
-                    if id(j) in used:
-                        continue
-                    other = j.child if j.parent == b else j.parent
-                    if other in seen:            # closes a loop: a cut joint
-                        used.add(id(j))
-                        cut.append(j)
-                        continue
-                    if j.child != other:                 # given as (child, parent)
-                        if j.kind != "revolute":         # the axis body must be the
-                            deferred.append(j)           # parent: cut later
-                            continue
-                        j.parent, j.child = j.child, j.parent
-                        j.sp, j.sc = j.sc, j.sp
-                    used.add(id(j))
-                    seen.add(other)
-                    order.append(j)
-                    queue.append(other)
+        def swap(j):
+            if j.kind != "revolute":             # the axis body must be the parent
+                return False
+            j.parent, j.child = j.child, j.parent
+            j.sp, j.sc = j.sc, j.sp
+            return True
 
-        bfs(None)
-        for k in range(s.nb):
-            if k in seen:
-                continue
+        def free(k):
             j = _Joint()
             j.name, j.kind = f"<floating {s.body_names[k]}>", "free"
             j.parent, j.child = None, k
             j.sp = j.sc = np.zeros(2)
             j.u, j.angle = None, 0.0
             j.rows = np.zeros(0, np.intp)
-            seen.add(k)
-            order.append(j)
-            bfs(k)
-        for j in deferred:
-            if id(j) not in used:
-                used.add(id(j))
-                cut.append(j)
+            return j
+
+        order, cut = spanning_tree(joints, s.nb, swap, free)
         o = 0
         for j in order:
             j.index = o
