@@ -13,7 +13,8 @@ noisy) and the ratio numpy/compiled.  Cases:
   in-memory results (output steps per second).
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
   (spec/spatial.md §4.5), one evaluation and whole kinematic analyses.
-* ``multistep_fourbar_*`` (``--only multistep``): abm and bdf on the compiled loop
+* ``multistep_fourbar_*`` (``--only multistep``): abm, bdf, implicit_euler and
+  trapezoid on the compiled loop
   (issue 14) against the Python driver and the NumPy path, four-bar, 10 s.
 * ``heavy_top_*``, ``spatial_chain_*`` (``--only spatial_dynamics``): the heavy top on
   its steady precession (issue 12: seconds per simulated second at a precession
@@ -377,7 +378,8 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
     """Issue 14, deliverable 3: the multistep methods on the compiled loop
     (ext/_multistep.pyx).  The four-bar (fourbar_dap, DI, 10 s, 10 output rows as in
     ``bench_integrators``: the loops, not the rows, are measured here),
-    abm and bdf at rtol 1e-6 and 1e-8 (atol = rtol/100): wall time per simulated
+    abm and bdf at rtol 1e-6 and 1e-8 (atol = rtol/100), implicit_euler and
+    trapezoid with fixed steps 1e-3 and 2.5e-4: wall time per simulated
     second (``stats['wall_time']``: integration and output rows; median of repeats)
     of the compiled loop, of the Python driver on the same compiled right-hand side
     (``loop: python``) and of the NumPy path (``kernels: numpy``, the Python driver),
@@ -409,6 +411,30 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
             row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
                                         / row["compiled_s_per_simulated_s"])
             out[f"multistep_fourbar_{integ}_rtol{rtol:g}"] = row
+    # the implicit one-step θ-methods (run_theta): fixed steps 1e-3 and 2.5e-4
+    for integ in ("implicit_euler", "trapezoid"):
+        mbcore.run(model, settings={"t_end": 0.1, "integrator": integ, "formulation": "di",
+                                    "step": 1e-3})
+        for step in (1e-3, 2.5e-4):
+            st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
+                  "integrator": integ, "formulation": "di", "step": step}
+            row = {"simulated_s": t_end, "integrator": integ, "step": step}
+            for label, extra, reps in (("compiled", {}, max(3, repeat)),
+                                       ("python_loop", {"loop": "python"}, 1 if quick else 3),
+                                       ("numpy", {"kernels": "numpy"}, 1)):
+                walls = []
+                for _ in range(reps):
+                    r = mbcore.run(model, settings={**st, **extra})
+                    walls.append(float(r.stats["wall_time"]))
+                row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_end
+                row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
+                row[f"{label}_loop"] = r.stats["loop"]
+            row["nfev_equal"] = row["compiled_nfev"] == row["python_loop_nfev"]
+            row["ratio_numpy"] = (row["numpy_s_per_simulated_s"]
+                                  / row["compiled_s_per_simulated_s"])
+            row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
+                                        / row["compiled_s_per_simulated_s"])
+            out[f"multistep_fourbar_{integ}_step{step:g}"] = row
     return out
 
 

@@ -5,7 +5,9 @@
 Gordon (``mbplugins.integrators.adams.AdamsPECE``), :func:`run_bdf` the
 variable-step, variable-order BDF with modified Newton iteration
 (``mbplugins.integrators.bdf.BDF``, forward-difference Jacobian column by column,
-LAPACK LU).  Both step a compiled right-hand side (:class:`CompiledODE`, ``y = [x;
+LAPACK LU), :func:`run_theta` the fixed-step θ-methods implicit Euler and
+trapezoid (``mbplugins.integrators.implicit.ThetaMethod``).  All step a compiled
+right-hand side (:class:`CompiledODE`, ``y = [x;
 xdot; W]``, evaluated through ``c_eval``) exactly as the Python integrators do:
 same formulas, same order and step selection, same Jacobian and LU reuse, same
 dense output, so both loops take the same steps and evaluations (tests keep the
@@ -762,3 +764,181 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                     return 1, t, np.asarray(y), i_out, h_abs
     _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
     return 0, t, np.asarray(y), i_out, h_abs
+
+
+# ----------------------------------------------------------------------------------
+# θ-method (implicit Euler, trapezoid): fixed step, modified Newton, FD Jacobian, LU
+# ----------------------------------------------------------------------------------
+def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f0,
+              double t_start, long i_step, double h_step, double theta, int order,
+              bint evaluated, int maxiter, double newton_rtol, double newton_atol,
+              double[::1] t_out, Py_ssize_t i_out, object on_output, double[::1] stats,
+              double[::1] counters, long nfev_start=0, const idx_t[::1] stop_idx=None,
+              const double[::1] stop_val=None, const double[::1] stop_sign=None):
+    """Integrate from (t0, y0) to t1 > t0 by ``ThetaMethod`` (no Jacobian given:
+    forward differences, ``Integrator.jac``/``num_jac`` with the floor 1e-8) from
+    its state after ``_restart_impl`` or an accepted step: ``f0`` = f(t0, y0) (the
+    method's end derivative), the grid ``t_start + i h_step`` with ``i_step`` steps
+    taken, no Jacobian nor LU yet.  ``evaluated``: the end derivative is
+    f(t_n+1, y_n+1) and the dense output cubic Hermite (``Trapezoid``); else
+    (y_n+1 − y_n)/h and linear interpolation (``ImplicitEuler``).  A Newton failure
+    with a fresh Jacobian returns code 2 (the Python driver redoes the step and
+    raises ``NewtonFailure``).  Returns ``(code, t, y, i_out, h)`` (module
+    docstring; code 3: the remaining interval is below the round-off limit)."""
+    cdef Py_ssize_t N = y0.shape[0], i, j
+    cdef Py_ssize_t nout = t_out.shape[0]
+    if f0.shape[0] != N or maxiter < 1 or not h_step > 0:
+        raise ValueError("run_theta: f0, maxiter or the step have the wrong size")
+    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
+    if not t1 > t0:
+        raise ValueError("run_theta: integrates forwards only")
+    cdef double[::1] J = np.zeros(N * N)                       # column-major
+    cdef double[::1] LU = np.zeros(N * N)                      # column-major
+    cdef int[::1] ipiv = np.zeros(N, dtype=np.intc)
+    cdef double[::1] y = np.array(y0, dtype=np.float64)
+    cdef double[::1] fn = np.array(f0, dtype=np.float64)
+    cdef double[::1] y_old = np.zeros(N)
+    cdef double[::1] f_old = np.zeros(N)
+    cdef double[::1] ypred = np.zeros(N)
+    cdef double[::1] ynew = np.zeros(N)
+    cdef double[::1] base = np.zeros(N)
+    cdef double[::1] scale = np.zeros(N)
+    cdef double[::1] fd_floor = np.full(N, 1e-8)
+    cdef double[::1] dy = np.zeros(N)
+    cdef double[::1] fb = np.zeros(N)
+    cdef double[::1] fj = np.zeros(N)
+    cdef double[::1] yp = np.zeros(N)
+    cdef double[::1] tmp = np.zeros(N)
+    cdef double[::1] out
+    cdef double t = t0, t_old = t0, tnew, h = 0.0, c, c_lu = 0.0, norm, norm_old = 0.0
+    cdef double s, s2, s3, h00, h10, h01, h11, hd, tt
+    cdef double sq_eps = sqrt(EPS)
+    cdef double nfev0 = f.nfev - nfev_start
+    cdef long nsteps = 0, nrej = 0
+    cdef int info = 0, one = 1, nn = <int>N, it, iters, attempt
+    cdef char trans = b'N'
+    cdef bint jac_valid = False, jac_current = False, lu_valid = False, ok, have_old
+    while t < t1:
+        # ---- one step (ThetaMethod._step_impl) -------------------------------------
+        i_step += 1
+        tnew = t_start + (<double>i_step) * h_step
+        if tnew - t1 > -1e-9 * h_step:
+            tnew = t1
+        h = tnew - t
+        if fabs(h) < 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300):
+            _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
+            return 3, t, np.asarray(y), i_out, h
+        c = h * theta
+        for i in range(N):
+            if theta != 1.0:
+                base[i] = y[i] + (h * (1.0 - theta)) * fn[i]
+            else:
+                base[i] = y[i]
+            ypred[i] = y[i] + h * fn[i]
+            scale[i] = newton_atol + newton_rtol * fabs(y[i])
+        ok = False
+        for attempt in range(2):
+            if not jac_valid:
+                if _fd_jacobian(f, tnew, &ypred[0], &fd_floor[0], &J[0], &fj[0], &fb[0],
+                                &yp[0], N, sq_eps, counters):
+                    _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h
+                jac_valid = True
+                jac_current = True
+                lu_valid = False
+            if not lu_valid or fabs(c - c_lu) > 1e-6 * fabs(c_lu):
+                for j in range(N):
+                    for i in range(N):
+                        LU[j * N + i] = (1.0 if i == j else 0.0) - c * J[j * N + i]
+                dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
+                counters[C_LU] += 1.0
+                lu_valid = True
+                c_lu = c
+            # ---- modified Newton (ThetaMethod._solve) -------------------------------
+            for i in range(N):
+                ynew[i] = ypred[i]
+            have_old = False
+            iters = maxiter
+            for it in range(1, maxiter + 1):
+                if f.c_eval(tnew, &ynew[0], &fb[0]):
+                    _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h
+                for i in range(N):
+                    dy[i] = base[i] + c * fb[i] - ynew[i]
+                dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
+                counters[C_SOLVE] += 1.0
+                for i in range(N):
+                    ynew[i] += dy[i]
+                norm = _rms_div(1.0, &dy[0], &scale[0], N, &tmp[0])
+                if not norm < INFINITY:            # singular matrix or overflow
+                    iters = it
+                    break
+                if norm <= 1.0:
+                    ok = True
+                    iters = it
+                    break
+                if have_old and norm >= norm_old:
+                    iters = it
+                    break
+                norm_old = norm
+                have_old = True
+            counters[C_NITER] += iters
+            if ok:
+                break
+            nrej += 1
+            counters[C_NEWTON] += 1.0
+            if attempt == 1 or jac_current:
+                # NewtonFailure: the Python driver redoes this step and raises it
+                _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
+                return 2, t, np.asarray(y), i_out, h
+            jac_valid = False                      # stale: re-evaluate, retry once
+        # ---- stop conditions: met in this step -> the caller redoes it -------------
+        if _stop_met(&ynew[0], stop_idx, stop_val, stop_sign):
+            _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
+            return 4, t, np.asarray(y), i_out, h
+        # ---- end derivative, accept -------------------------------------------------
+        if evaluated:
+            if f.c_eval(tnew, &ynew[0], &fb[0]):
+                _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
+                return 2, t, np.asarray(y), i_out, h
+        jac_current = False
+        for i in range(N):
+            y_old[i] = y[i]
+            f_old[i] = fn[i]
+            fn[i] = fb[i] if evaluated else (ynew[i] - y[i]) / h
+            y[i] = ynew[i]
+        t_old = t
+        t = tnew
+        nsteps += 1
+        _accepted(counters, fabs(t - t_old), order)
+        # ---- outputs in (t_old, t]: linear or cubic Hermite -------------------------
+        if i_out < nout and t_out[i_out] <= t:
+            _stats(stats, fabs(t - t_old), order, nsteps, nrej, f.nfev - nfev0)
+            hd = t - t_old
+            while i_out < nout and t_out[i_out] <= t:
+                tt = t_out[i_out]
+                outa = np.empty(N)
+                out = outa
+                if tt == t:
+                    for i in range(N):
+                        out[i] = y[i]
+                else:
+                    s = (tt - t_old) / hd
+                    if evaluated:
+                        s2 = s * s
+                        s3 = s2 * s
+                        h00 = 2 * s3 - 3 * s2 + 1
+                        h10 = s3 - 2 * s2 + s
+                        h01 = -2 * s3 + 3 * s2
+                        h11 = s3 - s2
+                        for i in range(N):
+                            out[i] = h00 * y_old[i] + h10 * (hd * f_old[i]) \
+                                + h01 * y[i] + h11 * (hd * fn[i])
+                    else:
+                        for i in range(N):
+                            out[i] = y_old[i] + s * (y[i] - y_old[i])
+                i_out += 1
+                if on_output(tt, outa) is True:
+                    return 1, t, np.asarray(y), i_out, h
+    _stats(stats, fabs(t - t_old), order, nsteps, nrej, f.nfev - nfev0)
+    return 0, t, np.asarray(y), i_out, h

@@ -179,7 +179,8 @@ def test_loop_falls_back_to_python_for_events_and_projection(examples):
     base = {"analysis": "dynamic", "t_end": 0.2, "output_step": 0.05}
     r = mbcore.run(m, settings={**base, "formulation": "projection"})
     assert r.stats["loop"] == "python"
-    r = mbcore.run(m, settings={**base, "integrator": "implicit_euler"})
+    r = mbcore.run(m, settings={**base, "integrator": "implicit_euler",
+                                "formulation": "projection"})
     assert r.stats["loop"] == "python"
     r = mbcore.run(m, kernels="numpy", settings=base)
     assert r.stats["loop"] == "python"

@@ -233,3 +233,152 @@ def test_multistep_loop_with_batched_rows(examples, integrator):
                                    atol=tol * (1.0 + np.max(np.abs(b[ch]))), err_msg=ch)
     if STRICT:
         np.testing.assert_array_equal(a["integrator"], b["integrator"])
+
+
+# ----------------------------------------------------------------------------------
+# the implicit one-step θ-methods (implicit_euler, trapezoid) on the compiled loop
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("integrator", ["implicit_euler", "trapezoid"])
+@pytest.mark.parametrize("model", ["fourbar", "slider_crank", "forced"])
+@pytest.mark.parametrize("step", [1.3e-3, 7e-3])
+def test_compiled_theta_loop_equals_python_driver(examples, integrator, model, step):
+    """Same steps, Newton iterations, Jacobians, LU factorisations and evaluations;
+    outputs off the step grid (dense output: linear / cubic Hermite) and a shortened
+    last step (the Newton matrix refactorised)."""
+    m = _model(examples, model)
+    t_end = 0.5 if model == "forced" else 1.0
+    st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 20,
+          "integrator": integrator, "formulation": "di", "step": step}
+    a = mbcore.run(m, settings={**st, "loop": "auto"})
+    b = mbcore.run(m, settings={**st, "loop": "python"})
+    _assert_same_run(a, b)
+    assert a.stats["integrator_njev"] > 0 and a.stats["integrator_nlu"] > 1
+    n = a["q"].shape[1]     # y = [q; qd; W]: f(y) and one column per component
+    assert a.stats["integrator_nfev_jac"] == a.stats["integrator_njev"] * (2 * n + 2)
+
+
+@pytest.mark.parametrize("integrator", ["implicit_euler", "trapezoid"])
+def test_compiled_theta_loop_cs_and_newton_failures(integrator):
+    """CS on the stiff pendulum; Newton failures with a stale Jacobian refresh it
+    and retry the step, as in the Python driver."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from models import stiff_pendulum
+    m = stiff_pendulum()
+    st = {"analysis": "dynamic", "t_end": 0.3, "output_step": 0.015, "integrator": integrator,
+          "formulation": "cs", "alpha": 5.0, "beta": 5.0,
+          "step": {"implicit_euler": 1e-4, "trapezoid": 2e-4}[integrator]}
+    a = mbcore.run(m, settings=st)
+    b = mbcore.run(m, settings={**st, "loop": "python"})
+    _assert_same_run(a, b)
+    assert a.stats["integrator_nnewton_failures"] > 0
+    assert a.stats["integrator_njev"] == a.stats["integrator_nnewton_failures"] + 1
+
+
+def test_theta_loop_hands_a_failing_run_to_the_python_driver(examples, monkeypatch):
+    """A failing evaluation (sqrt(0.3 - t) after t = 0.3) and a Newton failure with
+    a fresh Jacobian (a step far too large) stop the compiled loop at the last
+    accepted step (code 2); the Python driver redoes the step and raises the named
+    error at the same time as the Python loop."""
+    from mbcore._ext import _multistep as ms
+    from mbcore.functions import FunctionDomainError
+    from mbcore.integrate.base import NewtonFailure
+    codes = []
+
+    def wrapped(*args, _f=ms.run_theta, **kw):
+        res = _f(*args, **kw)
+        codes.append((res[0], res[1]))
+        return res
+    monkeypatch.setattr(ms, "run_theta", wrapped)
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    for integrator in ("implicit_euler", "trapezoid"):
+        st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": integrator,
+              "step": 0.05}
+        with pytest.raises(NewtonFailure, match="Newton iteration did not converge") as exc:
+            mbcore.run(m, settings=st)
+        code, t_handover = codes[-1]
+        assert code == 2 and abs(exc.value.t - t_handover - 0.05) < 1e-12
+        with pytest.raises(NewtonFailure) as ref:
+            mbcore.run(m, settings={**st, "loop": "python"})
+        assert ref.value.t == exc.value.t and str(ref.value) == str(exc.value)
+    m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
+    for integrator in ("implicit_euler", "trapezoid"):
+        st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": integrator,
+              "step": 1.3e-3}
+        with pytest.raises(FunctionDomainError, match="sqrt") as exc:
+            mbcore.run(m, settings=st)
+        code, t_handover = codes[-1]
+        assert code == 2 and 0.3 - 1.3e-3 < t_handover < 0.3 < exc.value.t < 0.3 + 1.3e-3
+        with pytest.raises(FunctionDomainError, match="sqrt") as ref:
+            mbcore.run(m, settings={**st, "loop": "python"})
+        assert ref.value.t == exc.value.t
+
+
+@pytest.mark.parametrize("integrator", ["implicit_euler", "trapezoid"])
+def test_stop_conditions_on_the_theta_loop(examples, integrator):
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    name = m.bodies[0].name
+    st = {"analysis": "dynamic", "t_end": 3.0, "output_step": 0.05, "step": 1e-3,
+          "integrator": integrator, "stop_when": f"{name}.phi < 0.5"}
+    a = mbcore.run(m, settings=st)
+    b = mbcore.run(m, settings={**st, "loop": "python"})
+    assert a.stats["loop"] == "compiled" and b.stats["loop"] == "python"
+    ta = [e for e in a.events if e[1] == "stop"][0][0]
+    tb = [e for e in b.events if e[1] == "stop"][0][0]
+    assert 0.0 < ta < 3.0 and abs(ta - tb) < 1e-9
+    assert len(a) == len(b)
+    np.testing.assert_allclose(a["q"], b["q"], atol=1e-10)
+
+
+def test_what_keeps_the_theta_methods_on_python(examples):
+    """Subclasses that change the step, the Newton iteration or the end derivative,
+    the abstract θ-method, per-component Newton tolerances and projections keep the
+    Python driver."""
+    from mbcore.fastloop import compiled_loop_for
+    from mbcore.plugins import registry
+    from mbplugins.integrators.implicit import ImplicitEuler, ThetaMethod, Trapezoid
+    assert ImplicitEuler.compiled_loop_kind() == "theta" == Trapezoid.compiled_loop_kind()
+    assert ThetaMethod.compiled_loop_kind() is None
+
+    class MySolve(ImplicitEuler):
+        def _solve(self, *args):
+            return super()._solve(*args)
+
+    class Mixed(Trapezoid):                 # trapezoid's end derivative, linear output
+        _dense_output_impl = ImplicitEuler._dense_output_impl
+
+    class Theta07(ImplicitEuler):           # another θ with a declared end derivative
+        theta = 0.7
+
+    assert MySolve.compiled_loop_kind() is None and Mixed.compiled_loop_kind() is None
+    assert Theta07.compiled_loop_kind() == "theta"
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    form = registry().get("formulation", "di")(m.compile(kernels="compiled"), {})
+    assert compiled_loop_for(Trapezoid, form) == "theta"
+    assert compiled_loop_for(Trapezoid, form, post_step=lambda t, y: None) is None
+    assert compiled_loop_for(MySolve, form) is None
+    base = {"analysis": "dynamic", "t_end": 0.1, "output_step": 0.05, "step": 1e-3}
+    r = mbcore.run(m, settings={**base, "formulation": "projection",
+                                "integrator": "implicit_euler"})
+    assert r.stats["loop"] == "python"
+    r = mbcore.run(m, settings={**base, "formulation": "di", "integrator": "trapezoid"})
+    assert r.stats["loop"] == "compiled"
+
+
+@pytest.mark.parametrize("integrator", ["implicit_euler", "trapezoid"])
+def test_theta_loop_with_batched_rows(examples, integrator):
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    st = {"analysis": "dynamic", "t_end": 1.0, "output_step": 0.01, "integrator": integrator,
+          "formulation": "di", "step": 3e-3, "record": "q, qd, energy, integrator"}
+    a = mbcore.run(m, settings=st)
+    b = mbcore.run(m, settings={**st, "loop": "python"})
+    assert a.stats["loop"] == "compiled"
+    assert _close_counts(a.stats["integrator_nfev"], b.stats["integrator_nfev"])
+    assert len(a) == len(b) == 101
+    tol = 1e-12 if STRICT else 1e-8
+    for ch in ("q", "qd", "energy"):
+        np.testing.assert_allclose(a[ch], b[ch], rtol=0,
+                                   atol=tol * (1.0 + np.max(np.abs(b[ch]))), err_msg=ch)
+    if STRICT:
+        np.testing.assert_array_equal(a["integrator"], b["integrator"])

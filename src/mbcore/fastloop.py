@@ -6,7 +6,8 @@ explicit Runge–Kutta method whose integrator class declares a compiled twin
 (``Integrator.compiled_loop_kind``; fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
 the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
-ODE form) in ``mbcore._ext._multistep`` (:mod:`mbcore.multistep_loop`).  Events
+ODE form) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
+``mbcore._ext._multistep`` (:mod:`mbcore.multistep_loop`).  Events
 (impacts), post-step projection and DAE forms keep the Python driver
 (:func:`mbcore.integrate.integrate`), except the projections of the penalty
 formulation, which run in C after every accepted step of ``run_rk``
@@ -45,7 +46,7 @@ class LoopResult:
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
-    """'fixed', 'embedded', 'abm' or 'bdf' when the compiled loop can run this
+    """'fixed', 'embedded', 'abm', 'bdf' or 'theta' when the compiled loop can run this
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
     itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
@@ -56,9 +57,10 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
         return None
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None
-    if kind in ("abm", "bdf"):          # multistep methods (mbcore.multistep_loop):
-        from .multistep_loop import available      # no post-step projection
-        return kind if post_step is None and available() else None
+    if kind in ("abm", "bdf", "theta"):  # multistep and implicit one-step methods
+        from .multistep_loop import available, kinds   # (mbcore.multistep_loop):
+        return (kind if post_step is None and available() and kind in kinds()
+                else None)                             # no post-step projection
     return kind if kind in ("fixed", "embedded") else None
 
 
@@ -74,7 +76,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     through 0, checked at every step end; the step in which one is met is handed to
     the Python driver (from its start), which locates the crossing with its event
     locator."""
-    if kind in ("abm", "bdf"):          # ext/_multistep.pyx (issue 14)
+    if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops)

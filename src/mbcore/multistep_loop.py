@@ -1,10 +1,12 @@
 """The compiled integration loops of the multistep methods (issue 14): ``abm``
 (:class:`mbplugins.integrators.adams.AdamsPECE`) and ``bdf``
 (:class:`mbplugins.integrators.bdf.BDF`) stepped in C by
-``mbcore._ext._multistep.run_abm`` / ``run_bdf``.
+``mbcore._ext._multistep.run_abm`` / ``run_bdf``, and the implicit one-step
+θ-methods ``implicit_euler`` and ``trapezoid``
+(:class:`mbplugins.integrators.implicit.ThetaMethod`) by ``run_theta``.
 
 :mod:`mbcore.fastloop` dispatches here when the integrator class declares
-``compiled_loop_kind() == "abm"`` or ``"bdf"``.  As for the explicit Runge–Kutta
+``compiled_loop_kind() == "abm"``, ``"bdf"`` or ``"theta"``.  As for the explicit Runge–Kutta
 loop, the Python integrator object is built first (its ``_restart_impl`` evaluates
 f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
@@ -12,6 +14,8 @@ the same steps, orders, Jacobians, LU factorisations and evaluations.  BDF runs 
 only in its ODE form (unit mass, no ``h_power``, no ``newton_system`` hook, no
 Jacobian given: forward differences of the compiled right-hand side, column by
 column); anything else, and per-component tolerances, keep the Python driver.
+The θ-methods likewise run without a given Jacobian and with scalar Newton
+tolerances only.
 """
 from __future__ import annotations
 
@@ -35,14 +39,26 @@ def available() -> bool:
     return hasattr(_multistep, "run_abm")
 
 
+def kinds() -> tuple:
+    """The loop kinds the built extension implements (``run_theta`` came later: an
+    older build keeps the θ-methods on the Python driver)."""
+    from ._ext import _multistep
+    return ("abm", "bdf") + (("theta",) if hasattr(_multistep, "run_theta") else ())
+
+
 def _ode_form(kind: str, integ) -> bool:
     """The integrator's options are those the compiled loop implements."""
-    if np.ndim(integ._rtol) or np.ndim(integ._atol) or integ.direction < 0:
+    if integ.direction < 0:
         return False
     if kind == "bdf":
         return (integ._hook is None and integ._hpow is None and integ._jac_constant is None
                 and not integ.has_jacobian and bool(np.all(integ._m == 1.0)))
-    return True
+    if kind == "theta":
+        o = integ.opts
+        return (integ._jac_constant is None and not integ.has_jacobian
+                and not np.ndim(o["newton_rtol"]) and not np.ndim(o["newton_atol"])
+                and integ.status == "running")
+    return not (np.ndim(integ._rtol) or np.ndim(integ._atol))
 
 
 def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None:
@@ -63,8 +79,8 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None):
-    """:func:`mbcore.fastloop.run_compiled` for ``kind`` 'abm' or 'bdf' (same
-    arguments and result)."""
+    """:func:`mbcore.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
+    (same arguments and result)."""
     from ._ext import _multistep as ms
     from .fastloop import LoopResult, _Fallback
 
@@ -115,6 +131,14 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             np.ascontiguousarray(icls.ERROR_CONST, dtype=float), float(icls.MIN_FACTOR),
             float(icls.MAX_FACTOR), float(icls.KEEP_BELOW), t_out, i0, on_output, stats,
             counters, st.nfev, *stop_args)
+    elif kind == "theta":
+        o = integ.opts
+        code, t, y, i_out, h = ms.run_theta(
+            crhs, float(t0), float(t1), y_start, np.array(integ._f, dtype=float),
+            float(integ._t_start), int(integ._i), float(integ._h), float(icls.theta),
+            int(icls.order), icls.END_DERIVATIVE == "evaluated", int(o["newton_maxiter"]),
+            float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
+            counters, st.nfev, *stop_args)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)
@@ -124,12 +148,14 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return LoopResult(2, st, t, y)
     if code == 3:                        # the message of Integrator._step_too_small
         min_step = 10.0 * EPS * max(abs(t), 1e-300)
+        why = " (remaining interval)" if kind == "theta" else ""
         raise StepSizeError(
-            f"step size {abs(h):.3e} fell below the round-off limit {min_step:.3e}; the "
-            f"problem may be stiff or singular here, or the tolerance too tight", t)
-    # code 2: an evaluation failed; code 4: a stop condition is met in the next step:
-    # the Python driver takes over from the last accepted step (its multistep history
-    # starts again at order 1)
+            f"step size {abs(h):.3e} fell below the round-off limit {min_step:.3e}{why}; "
+            f"the problem may be stiff or singular here, or the tolerance too tight", t)
+    # code 2: an evaluation failed (or, for 'theta', Newton failed with a fresh
+    # Jacobian); code 4: a stop condition is met in the next step: the Python driver
+    # takes over from the last accepted step (its multistep history starts again at
+    # order 1) and raises the named error, or locates the stop
     res = python_fallback(t, y, t_out[i_out:])
     rest = res.stats
     for k in ("nsteps", "nrejected", "nfev") + _COUNTED:

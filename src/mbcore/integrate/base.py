@@ -342,9 +342,10 @@ class Integrator:
         """'fixed' or 'embedded' when :mod:`mbcore.fastloop` can run this class's
         method in compiled code from its tableau (``A``, ``B``, ``C``; embedded
         pairs also ``E``, ``P``, ``error_order`` and the step-size controller
-        constants ``SAFETY``, ``MIN_FACTOR``, ``MAX_FACTOR``); 'abm' or 'bdf' for
-        the multistep methods with a compiled twin (:mod:`mbcore.multistep_loop`,
-        which continues from the state of the Python object); None (the default)
+        constants ``SAFETY``, ``MIN_FACTOR``, ``MAX_FACTOR``); 'abm', 'bdf' or
+        'theta' for the multistep and implicit one-step methods with a compiled twin
+        (:mod:`mbcore.multistep_loop`, which continues from the state of the Python
+        object); None (the default)
         keeps the Python driver.  Declared by the integrator plugins, so the core
         needs no knowledge of them."""
         return None

@@ -34,6 +34,24 @@ class ThetaMethod(Integrator):
     implicit = True
     theta: float = 1.0
     options = {**FIXED_STEP_OPTIONS, **NEWTON_OPTIONS}
+    #: the end derivative and dense output of a concrete method, read by the compiled
+    #: loop: 'difference' ((y_n+1 − y_n)/h, linear interpolation: ImplicitEuler) or
+    #: 'evaluated' (f(t_n+1, y_n+1), cubic Hermite: Trapezoid)
+    END_DERIVATIVE: str | None = None
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'theta': :mod:`mbcore.fastloop` runs this method (no Jacobian given:
+        forward differences) in compiled code (``mbcore._ext._multistep.run_theta``,
+        the same steps, Newton iterations, Jacobians and LU factorisations) unless a
+        subclass changes the step, the Newton iteration, the end derivative or the
+        dense output."""
+        same = all(getattr(cls, m) is getattr(ThetaMethod, m) for m in (
+            "_step_impl", "_restart_impl", "_solve", "jac", "lu_factor", "lu_solve"))
+        pair = {"difference": ImplicitEuler, "evaluated": Trapezoid}.get(cls.END_DERIVATIVE)
+        same = (same and pair is not None and cls._end_derivative is pair._end_derivative
+                and cls._dense_output_impl is pair._dense_output_impl)
+        return "theta" if same else None
 
     def _restart_impl(self) -> None:
         self._h = self.opts["step"]
@@ -115,6 +133,7 @@ class ImplicitEuler(ThetaMethod):
                    "L-stable (001 l.125; spec §2.5)")
     order = 1
     theta = 1.0
+    END_DERIVATIVE = "difference"
 
     def _end_derivative(self, t_new, y_n, y_new, f_n, h):
         # the derivative the method used: (y_n+1 − y_n)/h = f(t_n+1, y_n+1) at convergence
@@ -130,6 +149,7 @@ class Trapezoid(ThetaMethod):
                    "(004 Table 12.2; spec §2.6)")
     order = 2
     theta = 0.5
+    END_DERIVATIVE = "evaluated"
 
     def _end_derivative(self, t_new, y_n, y_new, f_n, h):
         # evaluated (one call per step): reconstructing it as 2(y_n+1−y_n)/h − f_n
