@@ -95,7 +95,7 @@ class EmbeddedRK(Integrator):
 
     def _step_impl(self):
         t, y, f = self.t, self.y, self._f
-        A, B, C, E, K = self.A, self.B, self.C, self.E, self._K
+        A, B, C, K = self.A, self.B, self.C, self._K
         s = B.size
         rtol, atol = self._rtol, self._atol
         min_step = self._min_step(t)
