@@ -174,8 +174,7 @@ class Model:
                                               "orientation (e.g. {'axis': [0, 0, 1], "
                                               "'angle': 30, 'unit': 'deg'})")
         b = _make_body(spec, path, self.dimensions)
-        if b.name == self.ground or any(x.name == b.name for x in self.bodies):
-            raise ModelError(f"{path}.name", f"body name '{b.name}' is already used")
+        self._claim_body_name(b.name, path)
         self.bodies.append(b)
         self._touch()
         return b
@@ -192,8 +191,7 @@ class Model:
             if v is not None:
                 spec[key] = _to_data(v)
         b = _make_body(spec, path, self.dimensions)
-        if b.name == self.ground or any(x.name == b.name for x in self.bodies):
-            raise ModelError(f"{path}.name", f"body name '{b.name}' is already used")
+        self._claim_body_name(b.name, path)
         self.bodies.append(b)
         self._touch()
         return b
@@ -261,6 +259,17 @@ class Model:
         lst.append(el)
         self._touch()
         return el
+
+    def _claim_body_name(self, name: str, path: str) -> None:
+        """Refuse a name in use (O(1): a set of the names, rebuilt when the body list
+        changed length behind its back; :meth:`validate` checks duplicates anyway)."""
+        cache = self.__dict__.get("_body_name_cache")
+        if cache is None or cache[0] != len(self.bodies):
+            cache = (len(self.bodies), {x.name for x in self.bodies})
+        if name == self.ground or name in cache[1]:
+            raise ModelError(f"{path}.name", f"body name '{name}' is already used")
+        cache[1].add(name)
+        self._body_name_cache = (cache[0] + 1, cache[1])
 
     def _touch(self) -> None:
         self.source_text = None     # a changed model is no longer its file

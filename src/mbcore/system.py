@@ -185,6 +185,8 @@ class System:
         (planar: 3 zeros at n; spatial: r = 0, p = (1, 0, 0, 0) at n + 3)."""
         from .bodykinds import KINDS
         self.body_names = [b.name for b in model.bodies]
+        #: body name -> index (O(1) look-ups while packing large models)
+        self.body_index = {name: k for k, name in enumerate(self.body_names)}
         self.nb = len(self.body_names)
         self.body_kinds = [KINDS[getattr(b, "kind", "planar")] for b in model.bodies]
         self.body_offsets = np.zeros(self.nb, dtype=np.intp)
@@ -250,7 +252,7 @@ class System:
             name = el.values.get(key)
             if name is None or name == self.model.ground:
                 continue
-            bk = self.body_kinds[self.body_names.index(name)]
+            bk = self.body_kinds[self.body_index[name]]
             if bk.elements != kind:
                 raise ModelError(f"{el.path}.{key}", f"{cls.name} works on {kind} bodies; "
                                                      f"'{name}' is a {bk.name} body")
@@ -303,7 +305,7 @@ class System:
             by_type[key] = []
             order.append(key)
             for b in spatial:
-                by_type[key].append((f"{b}", f"bodies[{self.body_names.index(b)}]", ct,
+                by_type[key].append((f"{b}", f"bodies[{self.body_index[b]}]", ct,
                                      np.zeros(0), [], [b], row))
                 self.constraint_names.append(f"{b}.norm")
                 holo_rows.append(True)
