@@ -290,11 +290,12 @@ def _row_by_row(monkeypatch):
 
 
 @pytest.mark.parametrize("record", ["q, qd", "qd, q", "q, qd, energy", "integrator, qd",
-                                    "q, qd, energy, integrator", None])
+                                    "q, qd, energy, integrator", "violation, q",
+                                    "q, qd, energy, violation, integrator", None])
 @pytest.mark.parametrize("case", ["pendulum", "platform", "chain20", "stop"])
 def test_batched_output_rows_equal_row_by_row(case, record, examples, tmp_path, monkeypatch):
-    """The compiled loop hands rows of state channels (q, qd, energy, integrator) to
-    the reporters in blocks: every recorded channel, the times, the HDF5 file, the
+    """The compiled loop hands rows of state channels (q, qd, energy, violation,
+    integrator) to the reporters in blocks: every recorded channel, the times, the HDF5 file, the
     events and the statistics equal those of the row-by-row path, bit for bit —
     also across a stop condition (the compiled loop hands the last step to the
     Python driver) and for every channel (which keeps the row-by-row path)."""

@@ -306,7 +306,8 @@ class DynamicAnalysis(Analysis):
 class _RowBlock:
     """Output rows of the compiled loop collected in a block and handed to the
     reporters together (``record.rows``, Reporter rule 5), for runs whose recorded
-    channels are functions of the state (``record: q, qd`` [, energy, integrator]).
+    channels are functions of the state (``record: q, qd`` [, energy, violation,
+    integrator]).
 
     At an output the loop's callback only copies y and the loop statistics into
     preallocated arrays; :meth:`flush` (block full, ``SECONDS`` of wall time since
@@ -361,6 +362,8 @@ class _RowBlock:
                 rows[:, off:off + w] = Y[:, n:2 * n]
             elif name == "energy":                  # as output(), row by row
                 self._energy(Y, rows[:, off:off + w])
+            elif name == "violation":
+                self._violation(Y, rows[:, off:off + w])
             else:                                   # integrator: as _output_compiled
                 rows[:, off:off + 2] = S[:, :2]
                 np.add(run.base, S[:, 2:], out=rows[:, off + 2:off + 5])
@@ -389,6 +392,21 @@ class _RowBlock:
             Tk, V = kinetic(Y[i, n:2 * n], q), potential(q, float(T[i]))
             e = out[i]
             e[0], e[1], e[2], e[3], e[4] = Tk, V, Tk + V, W, Tk + V - W
+
+    def _violation(self, Y, out) -> None:
+        """max |Phi| and max |Phi_q qd - nu| of each row, as output() computes them
+        (the compiled kernels at the row's state; the loop re-evaluates its own
+        buffers at its next stage)."""
+        sysm, n, T = self.run.sysm, self.n, self.T
+        jacobian, nu, phi = sysm.jacobian, sysm.nu, sysm.phi
+        if not sysm.m:
+            out[:] = 0.0
+            return
+        for i in range(len(Y)):
+            q, t = Y[i, :n], float(T[i])
+            r = jacobian(q, t).dot(Y[i, n:2 * n]) - nu(q, t)
+            out[i, 0] = np.max(np.abs(phi(q, t)))
+            out[i, 1] = np.max(np.abs(r))
 
 
 def _gap_event(contacts, k, n):
@@ -613,7 +631,7 @@ class _Run:
 
     # -- batched rows of the compiled loop (issue 14) ---------------------------------
     #: channels that are functions of (t, y) alone or copies of the step statistics
-    STATE_CHANNELS = frozenset(("q", "qd", "energy", "integrator"))
+    STATE_CHANNELS = frozenset(("q", "qd", "energy", "violation", "integrator"))
 
     def _row_block(self):
         """A :class:`_RowBlock` when every recorded channel is a function of (t, y) or
