@@ -36,6 +36,11 @@ point X on the normal through P gives that); non-conservative power
 par = ``[s'_x, s'_y, radius, l'_x, l'_y, n'_x, n'_y, k, c, e, mu, v_eps,
 damping_model, friction_model]`` (models as codes 0, 1, 2 and 0, 1 in the order
 above); the compiled kernel ``contact`` in ``mbcore._ext._forces`` uses the same.
+
+Force Jacobians: none analytic.  The law switches at ``delta = 0``, at
+``delta_dot = 0`` (``compression``), at ``f_n = 0`` (clipping) and at
+``|v_t| = v_eps`` (``linear`` friction), so :meth:`mbcore.System.force_jacobians`
+takes forward differences of this group's own forces (documented fallback).
 """
 from __future__ import annotations
 

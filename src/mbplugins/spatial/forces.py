@@ -69,6 +69,44 @@ def _sqrt_jet(S2: C._Jet) -> C._Jet:
                   None if S2.d is None else S2.d / (2.0 * s))
 
 
+# -- derivatives for the force Jacobians (K = dg/dq, C = dg/dqd; issue 14) -----------
+# Exact derivatives of the expressions the forces evaluate, also off |p| = 1 (A(p)
+# of 004 Eq 6.18 is the quadratic (2 e0^2 - 1) I + 2 e e^T + 2 e0 e~; G, L are
+# linear in p, spec/spatial.md §1.2-1.3).
+def _sk(a):
+    """a~ (..., 3) -> (..., 3, 3)."""
+    z = np.zeros(a.shape[:-1])
+    return np.stack([np.stack([z, -a[..., 2], a[..., 1]], -1),
+                     np.stack([a[..., 2], z, -a[..., 0]], -1),
+                     np.stack([-a[..., 1], a[..., 0], z], -1)], -2)
+
+
+def _dA(p, a, transpose=False):
+    """d(A(p) a)/dp (or d(A(p)^T a)/dp), (ne, 3, 4):
+    ``[4 e0 a ± 2 e x a, 2 (e . a) I + 2 e a^T ∓ 2 e0 a~]``."""
+    e0, e = p[:, 0], p[:, 1:4]
+    sg = -1.0 if transpose else 1.0
+    out = np.empty(p.shape[:1] + (3, 4))
+    out[:, :, 0] = 4.0 * e0[:, None] * a + sg * 2.0 * np.cross(e, a)
+    out[:, :, 1:] = (2.0 * np.einsum("ek,ek->e", e, a)[:, None, None] * np.eye(3)
+                     + 2.0 * e[:, :, None] * a[:, None, :]
+                     - sg * 2.0 * e0[:, None, None] * _sk(a))
+    return out
+
+
+_E4 = np.eye(4)
+
+
+def _dM(M, x):
+    """d(M(p) x)/dp for M = G or L (linear in p): column j is M(e_j) x, (ne, 3, 4)."""
+    return np.einsum("jkl,el->ekj", M(_E4), x)
+
+
+def _dMT(M, n):
+    """d(M(p)^T n)/dp for M = G or L: column j is M(e_j)^T n, (ne, 4, 4)."""
+    return np.einsum("jkl,ek->elj", M(_E4), n)
+
+
 class SpatialForceType(ForceType):
     """Base of the spatial force types (body kind ``spatial``)."""
 
@@ -184,6 +222,76 @@ class SpatialTSDA(_CoordinateLaw):
         if np.any(short):
             raise ElementEvaluationError(int(np.nonzero(short)[0][0]), ZERO_LENGTH)
         return [_sqrt_jet(L2)]
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 7, 2, 7) of the spatial TSDA (spec §3.2 [V:TSDA]) as the
+        reference evaluates it: ``g_i = [F, 2 L_i^T (s'_i x A_i^T F)]``, ``g_j`` the
+        negative with j's terms, ``F = f u``.  Columns ``[r_i, p_i, r_j, p_j]``::
+
+            D = dl/dq = [-I, -d(A_i s'_i)/dp, I, d(A_j s'_j)/dp]
+            v_P = rdot + A (w' x s'), w' = 2 L pdot:  V = d(ld)/dqd, E = d(ld)/dq
+            dL/dq = u^T D;  dLdot/dq = ld^T P D / L + u^T E;  dLdot/dqd = u^T V
+            dF/dq = u (k dL/dq + c dLdot/dq) + f P D / L;  dF/dqd = c u u^T V
+            d n*_i = 2 d(L^T n')/dp + 2 L_i^T s'~_i (d(A_i^T F)/dp + A_i^T dF)
+
+        with ``P = I - u u^T`` (k, c: the slopes of the laws)."""
+        K_, jets, sv, sdv, fs, fd, fa = self._parts(par, qb, qdb, f)
+        ne = par.shape[0]
+        ftot = (fs + fd + fa)[:, 0]
+        k, c = par[:, self.K_COL], par[:, self.C_COL]
+        D = np.zeros((ne, 3, 14))
+        V = np.zeros((ne, 3, 14))
+        E = np.zeros((ne, 3, 14))
+        l = np.zeros((ne, 3))
+        ld = np.zeros((ne, 3))
+        A, sp, Lm = [], [], []
+        for b, sign in ((0, -1.0), (1, 1.0)):
+            o = 7 * b
+            p, pd, s1 = qb[:, b, 3:7], qdb[:, b, 3:7], par[:, 3 * b:3 * b + 3]
+            Ab, Lb = C._A(p), Lmat(p)
+            wl = 2.0 * np.einsum("ekl,el->ek", Lb, pd)
+            S = np.einsum("ekl,el->ek", Ab, s1)
+            As = np.einsum("ekl,elj->ekj", Ab, _sk(s1))
+            l += sign * (qb[:, b, :3] + S)
+            ld += sign * (qdb[:, b, :3] + np.einsum("ekl,el->ek", Ab, np.cross(wl, s1)))
+            D[:, :, o:o + 3] = sign * np.eye(3)
+            D[:, :, o + 3:o + 7] = sign * _dA(p, s1)
+            V[:, :, o:o + 3] = sign * np.eye(3)
+            V[:, :, o + 3:o + 7] = -sign * 2.0 * np.einsum("ekl,elj->ekj", As, Lb)
+            E[:, :, o + 3:o + 7] = sign * (_dA(p, np.cross(wl, s1)) - 2.0 * np.einsum(
+                "ekl,elj->ekj", As, _dM(Lmat, pd)))
+            A.append(Ab)
+            sp.append(s1)
+            Lm.append(Lb)
+        L = np.linalg.norm(l, axis=1)
+        u = l / L[:, None]
+        Ld = np.einsum("ek,ek->e", u, ld)
+        P = np.eye(3) - u[:, :, None] * u[:, None, :]
+        PD = np.einsum("ekl,elj->ekj", P, D) / L[:, None, None]
+        dL = np.einsum("ek,ekj->ej", u, D)
+        dLdq = np.einsum("ek,ekj->ej", ld, PD) + np.einsum("ek,ekj->ej", u, E)
+        dLdd = np.einsum("ek,ekj->ej", u, V)
+        dFq = u[:, :, None] * (k[:, None] * dL + c[:, None] * dLdq)[:, None, :] \
+            + ftot[:, None, None] * PD
+        dFd = (c[:, None, None] * u[:, :, None]) * dLdd[:, None, :]
+        F = ftot[:, None] * u
+        Kq = np.zeros((ne, 14, 14))
+        Cq = np.zeros((ne, 14, 14))
+        for b, sign in ((0, 1.0), (1, -1.0)):
+            o = 7 * b
+            Ab, s1, Lb = A[b], sp[b], Lm[b]
+            ATF = np.einsum("elk,el->ek", Ab, F)
+            nl = np.cross(s1, ATF)
+            M = 2.0 * np.einsum("elk,elj->ekj", Lb, _sk(s1))          # 2 L^T s'~ (4 x 3)
+            dATF = np.einsum("elk,elj->ekj", Ab, dFq)                  # A^T dF/dq
+            dATF[:, :, o + 3:o + 7] += _dA(qb[:, b, 3:7], F, transpose=True)
+            Kq[:, o:o + 3] = sign * dFq
+            Kq[:, o + 3:o + 7] = sign * np.einsum("ekl,elj->ekj", M, dATF)
+            Kq[:, o + 3:o + 7, o + 3:o + 7] += sign * 2.0 * _dMT(Lmat, nl)
+            Cq[:, o:o + 3] = sign * dFd
+            Cq[:, o + 3:o + 7] = sign * np.einsum("ekl,elj->ekj", M, np.einsum(
+                "elk,elj->ekj", Ab, dFd))
+        return Kq.reshape(ne, 2, 7, 2, 7), Cq.reshape(ne, 2, 7, 2, 7)
 
 
 
@@ -394,6 +502,25 @@ class SpatialPointForce(SpatialForceType):
     def outputs(self, par, qb, qdb, t, f):
         return self._f(par, qb, f)[0]
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 1, 7, 1, 7) of ``g = [F, 2 G^T (A s' x F)]`` (spec §3.2 point
+        force): ``dn/dp = -F~ d(A s')/dp (+ s~ d(A f')/dp for body axes)``,
+        ``K_pp = 2 d(G^T n)/dp + 2 G^T dn/dp``, ``K_rp = d(A f')/dp`` (body axes);
+        C = 0."""
+        F, A = self._f(par, qb, f)
+        p = qb[:, 0, 3:7]
+        S = np.einsum("ekl,el->ek", A, par[:, 0:3])
+        n = np.cross(S, F)
+        body = (par[:, 3] > 0.5)[:, None, None]
+        dF = np.where(body, _dA(p, f[:, :, 0]), 0.0)
+        dn = -np.einsum("ekl,elj->ekj", _sk(F), _dA(p, par[:, 0:3])) \
+            + np.einsum("ekl,elj->ekj", _sk(S), dF)
+        ne = par.shape[0]
+        K = np.zeros((ne, 7, 7))
+        K[:, :3, 3:] = dF
+        K[:, 3:, 3:] = 2.0 * _dMT(Gmat, n) + 2.0 * np.einsum("ekl,ekj->elj", Gmat(p), dn)
+        return K.reshape(ne, 1, 7, 1, 7), np.zeros((ne, 1, 7, 1, 7))
+
 
 class SpatialTorque(SpatialForceType):
     """Pure moment ``n(t)`` on a body (spec §3.2 "pure moment"), global or body
@@ -433,6 +560,22 @@ class SpatialTorque(SpatialForceType):
 
     def outputs(self, par, qb, qdb, t, f):
         return self._n(par, qb, f)
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 7, 2, 7) of ``g_i = [0, 2 G_i^T n]``, ``g_j = [0, -2 G_j^T n]``
+        (spec §3.2 pure moment), ``n`` global or ``A_i n'``: ``K_pipi = 2 d(G^T n)/dp
+        + 2 G_i^T dn/dp_i``, ``K_pjpj = -2 d(G^T n)/dp``, ``K_pjpi = -2 G_j^T
+        dn/dp_i``; C = 0."""
+        n = self._n(par, qb, f)
+        pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
+        dn = np.where((par[:, 0] > 0.5)[:, None, None], _dA(pi, f[:, :, 0]), 0.0)
+        ne = par.shape[0]
+        K = np.zeros((ne, 2, 7, 2, 7))
+        K[:, 0, 3:, 0, 3:] = 2.0 * _dMT(Gmat, n) + 2.0 * np.einsum("ekl,ekj->elj",
+                                                                    Gmat(pi), dn)
+        K[:, 1, 3:, 1, 3:] = -2.0 * _dMT(Gmat, n)
+        K[:, 1, 3:, 0, 3:] = -2.0 * np.einsum("ekl,ekj->elj", Gmat(pj), dn)
+        return K, np.zeros_like(K)
 
 
 class SpatialDrag(SpatialForceType):
@@ -485,6 +628,45 @@ class SpatialDrag(SpatialForceType):
     def outputs(self, par, qb, qdb, t, f):
         s, v, speed, fv = self._parts(par, qb, qdb)
         return np.concatenate([speed[:, None], np.linalg.norm(fv, axis=1)[:, None], fv], -1)
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 1, 7, 1, 7) of ``g = [f_v, 2 G^T (s x f_v)]`` (004 Prob 10.18 in
+        3D) with ``v = rdot + w x s - v_wind``, ``w = 2 G pdot``::
+
+            dv/drdot = I,  dv/dpdot = -2 s~ G,  dv/dp = -s~ d(2 G pdot)/dp + w~ d(A s')/dp
+            F_v = -(kq |v| + c) I - kq v v^T / |v|   (0 at v = 0 for the second term)
+            dn = -f_v~ ds + s~ F_v dv;  rows of n*: 2 d(G^T n)/dp + 2 G^T dn
+        """
+        s, v, speed, fv = self._parts(par, qb, qdb)
+        p, pd = qb[:, 0, 3:7], qdb[:, 0, 3:7]
+        Gp = Gmat(p)
+        w = 2.0 * np.einsum("ekl,el->ek", Gp, pd)
+        ds = _dA(p, par[:, 0:3])
+        ss = _sk(s)
+        ne = par.shape[0]
+        inv = np.divide(1.0, speed, out=np.zeros_like(speed), where=speed > 0)
+        Fv = -(par[:, 3] * speed + par[:, 4])[:, None, None] * np.eye(3) \
+            - (par[:, 3] * inv)[:, None, None] * v[:, :, None] * v[:, None, :]
+        dvq = np.zeros((ne, 3, 7))
+        dvq[:, :, 3:] = -np.einsum("ekl,elj->ekj", ss, 2.0 * _dM(Gmat, pd)) \
+            + np.einsum("ekl,elj->ekj", _sk(w), ds)
+        dvd = np.zeros((ne, 3, 7))
+        dvd[:, :, :3] = np.eye(3)
+        dvd[:, :, 3:] = -2.0 * np.einsum("ekl,elj->ekj", ss, Gp)
+        dfq = np.einsum("ekl,elj->ekj", Fv, dvq)
+        dfd = np.einsum("ekl,elj->ekj", Fv, dvd)
+        dnq = np.einsum("ekl,elj->ekj", ss, dfq)
+        dnq[:, :, 3:] -= np.einsum("ekl,elj->ekj", _sk(fv), ds)
+        dnd = np.einsum("ekl,elj->ekj", ss, dfd)
+        n = np.cross(s, fv)
+        K = np.zeros((ne, 7, 7))
+        C = np.zeros((ne, 7, 7))
+        K[:, :3] = dfq
+        K[:, 3:] = 2.0 * np.einsum("ekl,ekj->elj", Gp, dnq)
+        K[:, 3:, 3:] += 2.0 * _dMT(Gmat, n)
+        C[:, :3] = dfd
+        C[:, 3:] = 2.0 * np.einsum("ekl,ekj->elj", Gp, dnd)
+        return K.reshape(ne, 1, 7, 1, 7), C.reshape(ne, 1, 7, 1, 7)
 
 
 # =====================================================================================
