@@ -7,13 +7,287 @@
 
 #: kernel name -> True for the force kernels that have a compiled Jacobian
 JAC_KERNELS = {"tsda": True, "rsda": True, "force": True, "torque": True, "drag": True,
-               "damping": True}
+               "damping": True, "spatial_tsda": True, "spatial_force": True,
+               "spatial_torque": True, "spatial_drag": True}
+
+# -- derivatives of the spatial building blocks (exact also off |p| = 1) -------------
+cdef inline void _jdA(const double* p, const double* a, bint transpose,
+                      double* out) noexcept nogil:
+    """out (3 x 4, row-major) = d(A(p) a)/dp, or d(A(p)^T a)/dp: ``[4 e0 a ± 2 e x a,
+    2 (e . a) I + 2 e a^T ∓ 2 e0 a~]`` (A of 004 Eq 6.18 as _sA evaluates it)."""
+    cdef double sg = -1.0 if transpose else 1.0
+    cdef double ea = p[1] * a[0] + p[2] * a[1] + p[3] * a[2]
+    cdef double ex[3]
+    cdef int k, l
+    _scross(p + 1, a, ex)
+    for k in range(3):
+        out[4 * k] = 4.0 * p[0] * a[k] + sg * 2.0 * ex[k]
+        for l in range(3):
+            out[4 * k + 1 + l] = 2.0 * p[1 + k] * a[l] + (2.0 * ea if k == l else 0.0)
+    # -/+ 2 e0 a~  (a~ = [[0, -a2, a1], [a2, 0, -a0], [-a1, a0, 0]])
+    out[2] += sg * 2.0 * p[0] * a[2]; out[3] -= sg * 2.0 * p[0] * a[1]
+    out[5] -= sg * 2.0 * p[0] * a[2]; out[7] += sg * 2.0 * p[0] * a[0]
+    out[9] += sg * 2.0 * p[0] * a[1]; out[10] -= sg * 2.0 * p[0] * a[0]
+
+
+cdef inline void _jcol(const double* M, int ncol, int j, double* c) noexcept nogil:
+    """Column j of a row-major 3 x ncol matrix."""
+    c[0] = M[j]; c[1] = M[ncol + j]; c[2] = M[2 * ncol + j]
+
+
+cdef inline void _jaddGT(const double* p, const double* n, bint useL, double sign,
+                         double* K, int ld, int r0, int c0) noexcept nogil:
+    """K[r0:r0+4, c0:c0+4] += sign * d(2 M(p)^T n)/dp (M = G or L, linear in p:
+    column j is 2 M(e_j)^T n)."""
+    cdef double e[4]
+    cdef double t[4]
+    cdef int j, r
+    for j in range(4):
+        e[0] = 0.0; e[1] = 0.0; e[2] = 0.0; e[3] = 0.0
+        e[j] = 1.0
+        t[0] = 0.0; t[1] = 0.0; t[2] = 0.0; t[3] = 0.0
+        if useL:
+            _sLTn(e, n, 1.0, t)
+        else:
+            _sGTn(e, n, t)
+        for r in range(4):
+            K[(r0 + r) * ld + c0 + j] += sign * t[r]
+
+
+cdef inline void _jsetGTcol(const double* p, const double* x, bint useL, double sign,
+                            double* K, int ld, int r0, int c) noexcept nogil:
+    """K[r0:r0+4, c] += sign * 2 M(p)^T x (M = G or L)."""
+    cdef double t[4]
+    cdef int r
+    t[0] = 0.0; t[1] = 0.0; t[2] = 0.0; t[3] = 0.0
+    if useL:
+        _sLTn(p, x, 1.0, t)
+    else:
+        _sGTn(p, x, t)
+    for r in range(4):
+        K[(r0 + r) * ld + c] += sign * t[r]
 
 
 cdef Py_ssize_t _spatial_jacobian(FGroup* G, Py_ssize_t e, const double* q,
                                   const double* qd, const double* fv, double* K,
                                   double* C) noexcept nogil:
-    """K, C blocks of spatial element e (none compiled yet: see JAC_KERNELS)."""
+    """K, C blocks (nl x nl, zeroed by the caller) of spatial element e: the
+    formulas of the references' ``force_jacobian`` (mbplugins.spatial.forces;
+    spec/spatial.md §3.2); returns -1, or e when it cannot be evaluated."""
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * G.nb], bj, bo
+    cdef double A[9]
+    cdef double dS[12]
+    cdef double dF[12]
+    cdef double x[3]
+    cdef double F[3]
+    cdef double S[3]
+    cdef double n[3]
+    cdef double a[3]
+    cdef double b[3]
+    cdef double c3[3]
+    cdef double w[3]
+    cdef double v[3]
+    cdef double Fv[9]
+    cdef double ev[4]
+    cdef double D[42]
+    cdef double V[42]
+    cdef double E[42]
+    cdef double PD[42]
+    cdef double dFq[42]
+    cdef double dFd[42]
+    cdef double l[3]
+    cdef double ld[3]
+    cdef double u[3]
+    cdef double ws[3]
+    cdef double sp_, kq, m0, inv, L, Ld, f, sgn, dLk, dLdq, dLdd
+    cdef int k, j, o, bb
+    cdef bint body
+    cdef const double* pp
+    cdef const double* s1
+    if G.kind == S_FORCE:
+        # g = [F, 2 G^T (A s' x F)], F global or A f'
+        pp = q + bi + 3
+        _sA(pp, A)
+        for k in range(3):
+            x[k] = fv[3 * G.fidx[e * 3 + k]]
+        body = p[3] > 0.5
+        if body:
+            _smv(A, x, F)
+            _jdA(pp, x, False, dF)
+        else:
+            F[0] = x[0]; F[1] = x[1]; F[2] = x[2]
+            for k in range(12):
+                dF[k] = 0.0
+        _smv(A, p, S)
+        _scross(S, F, n)
+        _jdA(pp, p, False, dS)
+        for j in range(4):
+            _jcol(dS, 4, j, a)
+            _scross(a, F, b)                 # dS_j x F
+            _jcol(dF, 4, j, a)
+            _scross(S, a, c3)                # S x dF_j
+            for k in range(3):
+                b[k] += c3[k]
+                K[7 * k + 3 + j] = dF[4 * k + j]
+            _jsetGTcol(pp, b, False, 1.0, K, 7, 3, 3 + j)
+        _jaddGT(pp, n, False, 1.0, K, 7, 3, 3)
+    elif G.kind == S_TORQUE:
+        # g_i = [0, 2 G_i^T n], g_j = [0, -2 G_j^T n], n global or A_i n'
+        bj = G.boff[e * 2 + 1]
+        pp = q + bi + 3
+        for k in range(3):
+            x[k] = fv[3 * G.fidx[e * 3 + k]]
+        body = p[0] > 0.5
+        if body:
+            _sA(pp, A)
+            _smv(A, x, n)
+            _jdA(pp, x, False, dF)
+        else:
+            n[0] = x[0]; n[1] = x[1]; n[2] = x[2]
+        _jaddGT(pp, n, False, 1.0, K, 14, 3, 3)
+        _jaddGT(q + bj + 3, n, False, -1.0, K, 14, 10, 10)
+        if body:
+            for j in range(4):
+                _jcol(dF, 4, j, a)
+                _jsetGTcol(pp, a, False, 1.0, K, 14, 3, 3 + j)
+                _jsetGTcol(q + bj + 3, a, False, -1.0, K, 14, 10, 3 + j)
+    elif G.kind == S_DRAG:
+        # g = [f_v, 2 G^T (s x f_v)], v = rdot + w x s - wind, w = 2 G pdot
+        pp = q + bi + 3
+        _sA(pp, A)
+        _smv(A, p, S)
+        _sGw(pp, qd + bi + 3, w)
+        _scross(w, S, x)
+        for k in range(3):
+            v[k] = qd[bi + k] + x[k] - p[5 + k]
+        sp_ = sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+        kq = p[3]
+        m0 = -(kq * sp_ + p[4])
+        inv = kq / sp_ if sp_ > 0.0 else 0.0
+        for k in range(3):
+            F[k] = m0 * v[k]
+            for j in range(3):
+                Fv[3 * k + j] = -inv * v[k] * v[j] + (m0 if k == j else 0.0)
+        _scross(S, F, n)
+        _jdA(pp, p, False, dS)
+        # q columns (p only): dv_j = (2 G(e_j) pdot) x S + w x dS_j
+        for j in range(4):
+            ev[0] = 0.0; ev[1] = 0.0; ev[2] = 0.0; ev[3] = 0.0
+            ev[j] = 1.0
+            _sGw(ev, qd + bi + 3, a)
+            _scross(a, S, b)
+            _jcol(dS, 4, j, a)
+            _scross(w, a, c3)
+            for k in range(3):
+                b[k] += c3[k]
+            _smv(Fv, b, c3)                  # df_j
+            for k in range(3):
+                K[7 * k + 3 + j] = c3[k]
+            _scross(S, c3, b)                # S x df_j - f x dS_j
+            _scross(F, a, c3)
+            for k in range(3):
+                b[k] -= c3[k]
+            _jsetGTcol(pp, b, False, 1.0, K, 7, 3, 3 + j)
+        _jaddGT(pp, n, False, 1.0, K, 7, 3, 3)
+        # qd columns: dv/drdot = I, dv/dpdot_j = (2 G e_j) x S
+        for j in range(7):
+            if j < 3:
+                a[0] = 0.0; a[1] = 0.0; a[2] = 0.0
+                a[j] = 1.0
+            else:
+                ev[0] = 0.0; ev[1] = 0.0; ev[2] = 0.0; ev[3] = 0.0
+                ev[j - 3] = 1.0
+                _sGw(pp, ev, b)
+                _scross(b, S, a)
+            _smv(Fv, a, c3)
+            for k in range(3):
+                C[7 * k + j] = c3[k]
+            _scross(S, c3, b)
+            _jsetGTcol(pp, b, False, 1.0, C, 7, 3, j)
+    elif G.kind == S_TSDA:
+        # see SpatialTSDA.force_jacobian; columns [r_i, p_i, r_j, p_j]
+        bj = G.boff[e * 2 + 1]
+        for k in range(42):
+            D[k] = 0.0; V[k] = 0.0; E[k] = 0.0
+        for k in range(3):
+            l[k] = 0.0; ld[k] = 0.0
+        for bb in range(2):
+            bo = bi if bb == 0 else bj
+            sgn = -1.0 if bb == 0 else 1.0
+            o = 7 * bb
+            pp = q + bo + 3
+            s1 = p + 3 * bb
+            _sA(pp, A)
+            _sLw(pp, qd + bo + 3, w)
+            _smv(A, s1, S)
+            _scross(w, s1, ws)
+            _smv(A, ws, x)
+            for k in range(3):
+                l[k] += sgn * (q[bo + k] + S[k])
+                ld[k] += sgn * (qd[bo + k] + x[k])
+                D[14 * k + o + k] = sgn
+                V[14 * k + o + k] = sgn
+            _jdA(pp, s1, False, dS)
+            _jdA(pp, ws, False, dF)
+            for j in range(4):
+                ev[0] = 0.0; ev[1] = 0.0; ev[2] = 0.0; ev[3] = 0.0
+                ev[j] = 1.0
+                _sLw(pp, ev, a)                  # 2 L e_j
+                _scross(a, s1, b)
+                _smv(A, b, c3)                   # A (2 L e_j x s')
+                _sLw(ev, qd + bo + 3, a)         # 2 L(e_j) pdot
+                _scross(a, s1, b)
+                _smv(A, b, n)                    # A (2 L(e_j) pdot x s')
+                for k in range(3):
+                    D[14 * k + o + 3 + j] = sgn * dS[4 * k + j]
+                    V[14 * k + o + 3 + j] = sgn * c3[k]
+                    E[14 * k + o + 3 + j] = sgn * (dF[4 * k + j] + n[k])
+        L = sqrt(l[0] * l[0] + l[1] * l[1] + l[2] * l[2])
+        if not (L >= MIN_LENGTH):
+            return e
+        for k in range(3):
+            u[k] = l[k] / L
+        Ld = u[0] * ld[0] + u[1] * ld[1] + u[2] * ld[2]
+        f = p[6] * (L - p[8]) + p[7] * Ld + fv[3 * G.fidx[e]]
+        for j in range(14):
+            dLk = u[0] * D[j] + u[1] * D[14 + j] + u[2] * D[28 + j]
+            for k in range(3):
+                PD[14 * k + j] = (D[14 * k + j] - u[k] * dLk) / L
+            dLdq = (ld[0] * PD[j] + ld[1] * PD[14 + j] + ld[2] * PD[28 + j]
+                    + u[0] * E[j] + u[1] * E[14 + j] + u[2] * E[28 + j])
+            dLdd = u[0] * V[j] + u[1] * V[14 + j] + u[2] * V[28 + j]
+            for k in range(3):
+                dFq[14 * k + j] = u[k] * (p[6] * dLk + p[7] * dLdq) + f * PD[14 * k + j]
+                dFd[14 * k + j] = p[7] * u[k] * dLdd
+        for k in range(3):
+            F[k] = f * u[k]
+        for bb in range(2):
+            bo = bi if bb == 0 else bj
+            sgn = 1.0 if bb == 0 else -1.0
+            o = 7 * bb
+            pp = q + bo + 3
+            s1 = p + 3 * bb
+            _sA(pp, A)
+            _smtv(A, F, x)
+            _scross(s1, x, n)                    # n' = s' x A^T F
+            _jdA(pp, F, True, dF)                # d(A^T F)/dp
+            for j in range(14):
+                for k in range(3):
+                    K[14 * (o + k) + j] = sgn * dFq[14 * k + j]
+                    C[14 * (o + k) + j] = sgn * dFd[14 * k + j]
+                _jcol(dFq, 14, j, a)
+                _smtv(A, a, b)
+                if o + 3 <= j < o + 7:
+                    for k in range(3):
+                        b[k] += dF[4 * k + j - o - 3]
+                _scross(s1, b, c3)
+                _jsetGTcol(pp, c3, True, sgn, K, 14, o + 3, j)
+                _jcol(dFd, 14, j, a)
+                _smtv(A, a, b)
+                _scross(s1, b, c3)
+                _jsetGTcol(pp, c3, True, sgn, C, 14, o + 3, j)
+            _jaddGT(pp, n, True, sgn, K, 14, o + 3, o + 3)
     return -1
 
 
