@@ -437,13 +437,43 @@ def test_runs_unchanged_within_tolerance(fname, which, monkeypatch):
                 "rtol": 1e-6, "atol": 1e-8, "t_end": 0.05 if which == "chain" else 0.3,
                 "output_step": 0.01}
     new = mbcore.run(m, settings=settings)
+    from mbplugins.analyses.dynamic import _Run
     from mbplugins.formulations import ggl as gglmod, stiff as stiffmod
     with monkeypatch.context() as mp:
         mp.setattr(stiffmod, "_parts", stiffmod._parts_fd)
         mp.setattr(gglmod.GGL, "jacobian", _old_ggl_jacobian)
+        mp.setattr(_Run, "_direct_work_row", lambda *args: False)
         old = mbcore.run(m, settings=settings)
     q_new, q_old = np.asarray(new["q"]), np.asarray(old["q"])
     scale = np.abs(q_old).max()
     assert np.abs(q_new - q_old).max() < 1e-4 * scale
     np.testing.assert_allclose(np.asarray(new["qd"]), np.asarray(old["qd"]),
                                atol=1e-3 * max(1.0, np.abs(np.asarray(old["qd"])).max()))
+
+
+@pytest.mark.parametrize("kernels", BACKENDS)
+@pytest.mark.parametrize("fname", ["stiff", "ggl"])
+def test_direct_work_row_equals_differences_of_the_analysis_rhs(fname, kernels, monkeypatch):
+    """The dynamic analysis' work row (dae_jacobian) from P_nc and Phi_q alone equals
+    the forward differences of its whole rhs it replaces (planar, dense)."""
+    from mbplugins.analyses.dynamic import _Run
+    orig = _Run.dae_jacobian
+    pairs = []
+
+    def spy(self, t, y):
+        a = orig(self, t, y).copy()
+        with monkeypatch.context() as mp:
+            mp.setattr(_Run, "_direct_work_row", lambda *args: False)
+            b = orig(self, t, y).copy()
+        pairs.append((a, b))
+        return a
+
+    monkeypatch.setattr(_Run, "dae_jacobian", spy)
+    mbcore.run(_loaded_pendulum(1e3, 20.0), settings={
+        "analysis": "dynamic", "formulation": fname, "integrator": "bdf", "t_end": 0.1,
+        "kernels": kernels})
+    assert pairs
+    for a, b in pairs:
+        np.testing.assert_array_equal(a[:-1], b[:-1])
+        assert np.abs(a[-1]).max() > 0
+        np.testing.assert_allclose(a[-1], b[-1], rtol=0, atol=1e-6 * np.abs(b[-1]).max())

@@ -974,17 +974,31 @@ class System:
                     fg.par, self._qx[fg._cidx], t, fv[fg.fidx]), (len(fg.names),), t)))
         return V
 
-    def nonconservative_power(self, q: np.ndarray, qd: np.ndarray, t: float) -> float:
+    def nonconservative_power(self, q: np.ndarray, qd: np.ndarray, t: float,
+                              compiled: bool = False) -> float:
         """Power of every non-conservative force part (dampers, actuators, applied
-        forces): the rate of the work that changes T + V."""
+        forces): the rate of the work that changes T + V.  ``compiled=True``: the
+        compiled groups' power from their kernels (equal to the references to
+        1e-12; used by the DAE Jacobians' work row, issue 14)."""
         if not self.force_groups:
             return 0.0
         fv = self.functions_at(t)
+        groups = self.force_groups
+        P = 0.0
+        if compiled and self._force_evaluator is not None and not self.padded:
+            P = self._force_evaluator.power_nc(np.ascontiguousarray(q, dtype=float),
+                                               np.ascontiguousarray(qd, dtype=float), fv)
+            if P != P:                   # a failing element: the reference names it
+                P, groups = 0.0, self.force_groups
+            else:
+                groups = self._py_force_groups
+                if not groups:
+                    return float(P)
         self._load(q)
         self._load_qd(qd)
-        return float(sum(np.sum(self._force_call(fg, "power_nc", (
+        return float(P) + float(sum(np.sum(self._force_call(fg, "power_nc", (
             fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t, fv[fg.fidx]),
-            (len(fg.names),), t)) for fg in self.force_groups))
+            (len(fg.names),), t)) for fg in groups))
 
     def force_outputs(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
         """Element quantities of every force element (labels :attr:`force_labels`),
