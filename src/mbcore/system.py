@@ -849,8 +849,9 @@ class System:
             return (np.bincount(fj["lin"], kv, n * n).reshape(n, n),
                     np.bincount(fj["lin"], cv, n * n).reshape(n, n))
         import scipy.sparse as sp
-        rc = (fj["rows"], fj["cols"])
-        return (sp.csr_matrix((kv, rc), shape=(n, n)), sp.csr_matrix((cv, rc), shape=(n, n)))
+        pos, nnz, ind, ptr = fj["csr"]
+        return tuple(sp.csr_matrix((np.bincount(pos, x, nnz), ind, ptr), shape=(n, n),
+                                   copy=False) for x in (kv, cv))
 
     def _fd_force_blocks(self, fg: "ForceGroup", par, qb, qdb, t, f):
         """Forward differences of one group's forces in its elements' coordinates:
@@ -912,10 +913,15 @@ class System:
                 self.n_ext if self.padded else self.n,
                 [dict(kernel=fg.ftype.kernel, boff=fg.boff, par=fg.par, fidx=fg.fidx)
                  for fg in comp])
+        lin = (rows[keep] * n + cols[keep]).astype(np.intp)
+        # sparse: the CSR pattern of the blocks and each entry's data position
+        # (duplicates summed by bincount)
+        uniq, where = np.unique(lin, return_inverse=True)
+        ptr = np.searchsorted(uniq // max(n, 1), np.arange(n + 1)).astype(np.int32)
+        csr = (where.astype(np.intp), uniq.size, (uniq % max(n, 1)).astype(np.int32), ptr)
         self._fj = dict(eval=ev, compiled=comp, python=python, K=np.zeros(pos),
                         C=np.zeros(pos), keep=None if keep.all() else np.nonzero(keep)[0],
-                        rows=rows[keep], cols=cols[keep],
-                        lin=(rows[keep] * n + cols[keep]).astype(np.intp))
+                        lin=lin, csr=csr)
 
     def force_jacobian_modes(self) -> dict:
         """Force type name -> how :meth:`force_jacobians` differentiates it:
