@@ -148,6 +148,31 @@ class _CoordinateLaw(SpatialForceType):
         K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
         return -np.sum((fd + fa) * sd, -1)
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 7, 2, 7) of ``Q = -sum_k f_k g_k`` (module docstring), with
+        per coordinate ``s_k`` its q-form Jacobian row ``g_k = [J_r, 2 L^T J_pi']``
+        (``sdot_k = g_k . qd``), its true gradient ``grad s_k`` and ``H_k = dg_k/dq``
+        (:meth:`_coordinate_derivatives`)::
+
+            K = -sum_k g_k (k_k grad s_k + c_k H_k^T qd)^T + f_k H_k
+            C = -sum_k c_k g_k g_k^T
+
+        (k_k, c_k: the laws' slopes)."""
+        K_, jets, sv, sdv, fs, fd, fa = self._parts(par, qb, qdb, f)
+        ftot = fs + fd + fa
+        g, grad, H = self._coordinate_derivatives(par, qb)
+        ks, cs = self._slopes(par)
+        ne = par.shape[0]
+        Hqd = np.einsum("ekab,ea->ekb", H, qdb.reshape(ne, 14))
+        K = -np.einsum("eka,ekb->eab", g, ks[:, :, None] * grad + cs[:, :, None] * Hqd) \
+            - np.einsum("ek,ekab->eab", ftot, H)
+        Cm = -np.einsum("eka,ekb->eab", cs[:, :, None] * g, g)
+        return K.reshape(ne, 2, 7, 2, 7), Cm.reshape(ne, 2, 7, 2, 7)
+
+    def _slopes(self, par):
+        """d(spring)/ds and d(damper)/dsdot per coordinate (ne, k): k and c."""
+        return self._stiffness(par), par[:, self.C_COL:self.C_COL + 1]
+
     def _stiffness(self, par):
         return par[:, self.K_COL:self.K_COL + 1]
 
@@ -365,6 +390,55 @@ class SpatialRSDA(_CoordinateLaw):
         par[:, self.TRACK] = th.v
         return [th]
 
+    def _coordinate_derivatives(self, par, qb):
+        """theta = atan2(y, x), x = f_i . f_j, y = g_i . f_j (:func:`_dot_ij`):
+        ``g = (x g_y - y g_x)/rho^2``, ``grad = (x grad y - y grad x)/rho^2``,
+        ``H = (g_y grad x^T - g_x grad y^T + x H_y - y H_x)/rho^2
+        - 2 g (x grad x + y grad y)^T / rho^2``."""
+        pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
+        Ai, Aj, Li, Lj = C._A(pi), C._A(pj), Lmat(pi), Lmat(pj)
+        fj = np.einsum("ekl,el->ek", Aj, par[:, 6:9])
+        args = (par[:, 6:9], fj, pi, pj, Ai, Aj, Li, Lj)
+        x, gx, dx, Hx = _dot_ij(par[:, 0:3], np.einsum("ekl,el->ek", Ai, par[:, 0:3]), *args)
+        y, gy, dy, Hy = _dot_ij(par[:, 3:6], np.einsum("ekl,el->ek", Ai, par[:, 3:6]), *args)
+        r2 = (x * x + y * y)[:, None]
+        g = (x[:, None] * gy - y[:, None] * gx) / r2
+        grad = (x[:, None] * dy - y[:, None] * dx) / r2
+        H = (gy[:, :, None] * dx[:, None, :] - gx[:, :, None] * dy[:, None, :]
+             + x[:, None, None] * Hy - y[:, None, None] * Hx) / r2[:, :, None] \
+            - 2.0 * g[:, :, None] * (x[:, None] * dx + y[:, None] * dy)[:, None, :] \
+            / r2[:, :, None]
+        return g[:, None], grad[:, None], H[:, None]
+
+
+
+def _dot_ij(par_ai, ai, fpj, fj, pi, pj, Ai, Aj, Li, Lj):
+    """Derivatives of ``z = a_i . f_j`` (``a_i = A_i a'_i``, ``f_j = A_j f'_j``) in
+    the columns ``[r_i, p_i, r_j, p_j]``: value, q-form row ``g`` (``2 L_i^T
+    (a'_i x A_i^T f_j)``, ``2 L_j^T (f'_j x A_j^T a_i)``), true gradient and
+    ``H = dg/dq``."""
+    ne = pi.shape[0]
+    val = np.einsum("ek,ek->e", ai, fj)
+    dAi = _dA(pi, par_ai)
+    dAj = _dA(pj, fpj)
+    grad = np.zeros((ne, 14))
+    grad[:, 3:7] = np.einsum("ekj,ek->ej", dAi, fj)
+    grad[:, 10:14] = np.einsum("ekj,ek->ej", dAj, ai)
+    ni = np.cross(par_ai, np.einsum("elk,el->ek", Ai, fj))
+    nj = np.cross(fpj, np.einsum("elk,el->ek", Aj, ai))
+    g = np.zeros((ne, 14))
+    g[:, 3:7] = 2.0 * np.einsum("ekl,ek->el", Li, ni)
+    g[:, 10:14] = 2.0 * np.einsum("ekl,ek->el", Lj, nj)
+    Mi = 2.0 * np.einsum("ekl,ekm->elm", Li, _sk(par_ai))       # 2 L_i^T a'~ (4 x 3)
+    Mj = 2.0 * np.einsum("ekl,ekm->elm", Lj, _sk(fpj))
+    H = np.zeros((ne, 14, 14))
+    H[:, 3:7, 3:7] = 2.0 * _dMT(Lmat, ni) + np.einsum("elm,emj->elj", Mi,
+                                                      _dA(pi, fj, transpose=True))
+    H[:, 3:7, 10:14] = np.einsum("elm,enm,enj->elj", Mi, Ai, dAj)
+    H[:, 10:14, 10:14] = 2.0 * _dMT(Lmat, nj) + np.einsum("elm,emj->elj", Mj,
+                                                          _dA(pj, ai, transpose=True))
+    H[:, 10:14, 3:7] = np.einsum("elm,enm,enj->elj", Mj, Aj, dAi)
+    return val, g, grad, H
 
 
 def _zero_function():
@@ -442,6 +516,93 @@ class Bushing(_CoordinateLaw):
             wk = C._component(w, np.full(ne, k))
             out.append(C._Jet(-2.0 * wk.v, -2.0 * wk.J, None if wk.d is None else -2.0 * wk.d))
         return out
+
+    def _slopes(self, par):
+        return self._stiffness(par), np.concatenate([par[:, 13:16], par[:, 19:22]], -1)
+
+    def _coordinate_derivatives(self, par, qb):
+        """Rows g, true gradients and H = dg/dq of the six coordinates, as the
+        reference's jets (and the kernel) define them:
+
+        * ``d_c = u . l``, ``u = A_i e'_c``, ``l = P_j - P_i``: ``g = [-u, 2 L_i^T
+          (e'_c x A_i^T l - s'_i x A_i^T u), u, 2 L_j^T (s'_j x A_j^T u)]``;
+        * ``theta_c = -2 w_c``, ``w = conj(q0) ⊗ conj(p_j) ⊗ p_i``:
+          ``g = [0, -2 L_i^T (w0 e_c + e_c x w), 0, 2 L_j^T A(q0) (w0 e_c - e_c x w)]``."""
+        ne = par.shape[0]
+        ri, rj = qb[:, 0, :3], qb[:, 1, :3]
+        pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
+        Ai, Aj, Li, Lj = C._A(pi), C._A(pj), Lmat(pi), Lmat(pj)
+        si, sj = par[:, 0:3], par[:, 3:6]
+        l = rj + np.einsum("ekl,el->ek", Aj, sj) - ri - np.einsum("ekl,el->ek", Ai, si)
+        D = np.zeros((ne, 3, 14))
+        D[:, :, 0:3] = -np.eye(3)
+        D[:, :, 3:7] = -_dA(pi, si)
+        D[:, :, 7:10] = np.eye(3)
+        D[:, :, 10:14] = _dA(pj, sj)
+        Msi = 2.0 * np.einsum("ekl,ekm->elm", Li, _sk(si))            # 2 L_i^T s'_i~
+        Msj = 2.0 * np.einsum("ekl,ekm->elm", Lj, _sk(sj))
+        g = np.zeros((ne, 6, 14))
+        grad = np.zeros((ne, 6, 14))
+        H = np.zeros((ne, 6, 14, 14))
+        ATl = np.einsum("elk,el->ek", Ai, l)
+        dATl = _dA(pi, l, transpose=True)
+        for c in range(3):
+            ec = np.zeros((ne, 3))
+            ec[:, c] = 1.0
+            u = Ai[:, :, c]
+            du = _dA(pi, ec)                                           # d u / d p_i
+            grad[:, c] = np.einsum("ek,ekj->ej", u, D)
+            grad[:, c, 3:7] += np.einsum("ek,ekj->ej", l, du)
+            ATu = np.einsum("elk,el->ek", Ai, u)
+            ni = np.cross(ec, ATl) - np.cross(si, ATu)
+            nj = np.cross(sj, np.einsum("elk,el->ek", Aj, u))
+            g[:, c, 0:3] = -u
+            g[:, c, 7:10] = u
+            g[:, c, 3:7] = 2.0 * np.einsum("ekl,ek->el", Li, ni)
+            g[:, c, 10:14] = 2.0 * np.einsum("ekl,ek->el", Lj, nj)
+            H[:, c, 0:3, 3:7] = -du
+            H[:, c, 7:10, 3:7] = du
+            Mec = 2.0 * np.einsum("ekl,ekm->elm", Li, _sk(ec))         # 2 L_i^T e'_c~
+            dni = np.einsum("elm,emj->elj", Mec, np.einsum("enm,enj->emj", Ai, D))
+            dni[:, :, 3:7] += np.einsum("elm,emj->elj", Mec, dATl)
+            dni[:, :, 3:7] -= np.einsum("elm,emj->elj", Msi, _dA(pi, u, transpose=True)
+                                        + np.einsum("enm,enj->emj", Ai, du))
+            H[:, c, 3:7] = dni
+            H[:, c, 3:7, 3:7] += 2.0 * _dMT(Lmat, ni)
+            H[:, c, 10:14, 10:14] = 2.0 * _dMT(Lmat, nj) + np.einsum(
+                "elm,emj->elj", Msj, _dA(pj, u, transpose=True))
+            H[:, c, 10:14, 3:7] = np.einsum("elm,enm,enj->elj", Msj, Aj, du)
+        # rotations: w = conj(q0) ⊗ conj(p_j) ⊗ p_i, bilinear in (p_i, p_j)
+        cq0 = C._qconj(par[:, 6:10])
+        w = C._qmul(cq0, C._qmul(C._qconj(pj), pi))
+        dW = np.zeros((ne, 4, 14))
+        for j in range(4):
+            e = np.zeros((ne, 4))
+            e[:, j] = 1.0
+            dW[:, :, 3 + j] = C._qmul(cq0, C._qmul(C._qconj(pj), e))
+            dW[:, :, 10 + j] = C._qmul(cq0, C._qmul(C._qconj(e), pi))
+        A0 = C._A(par[:, 6:10])
+        for c in range(3):
+            k = 3 + c
+            ec = np.zeros(3)
+            ec[c] = 1.0
+            ecx = _sk(ec)
+            Ji = -(w[:, 0:1] * ec + np.cross(ec, w[:, 1:]))
+            Jj = np.einsum("ekl,el->ek", A0, w[:, 0:1] * ec - np.cross(ec, w[:, 1:]))
+            dJi = np.zeros((ne, 3, 4))                                   # dJi / dw
+            dJi[:, :, 0] = -ec
+            dJi[:, :, 1:] = -ecx
+            dJj = np.zeros((ne, 3, 4))
+            dJj[:, :, 0] = A0[:, :, c]
+            dJj[:, :, 1:] = -np.einsum("ekl,lm->ekm", A0, ecx)
+            g[:, k, 3:7] = 2.0 * np.einsum("ekl,ek->el", Li, Ji)
+            g[:, k, 10:14] = 2.0 * np.einsum("ekl,ek->el", Lj, Jj)
+            grad[:, k] = -2.0 * dW[:, 1 + c]
+            H[:, k, 3:7] = 2.0 * np.einsum("ekl,ekm,emj->elj", Li, dJi, dW)
+            H[:, k, 3:7, 3:7] += 2.0 * _dMT(Lmat, Ji)
+            H[:, k, 10:14] = 2.0 * np.einsum("ekl,ekm,emj->elj", Lj, dJj, dW)
+            H[:, k, 10:14, 10:14] += 2.0 * _dMT(Lmat, Jj)
+        return g, grad, H
 
     def _stiffness(self, par):
         return np.concatenate([par[:, 10:13], par[:, 16:19]], -1)
