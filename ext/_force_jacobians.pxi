@@ -8,7 +8,8 @@
 #: kernel name -> True for the force kernels that have a compiled Jacobian
 JAC_KERNELS = {"tsda": True, "rsda": True, "force": True, "torque": True, "drag": True,
                "damping": True, "spatial_tsda": True, "spatial_force": True,
-               "spatial_torque": True, "spatial_drag": True}
+               "spatial_torque": True, "spatial_drag": True, "spatial_rsda": True,
+               "spatial_bushing": True}
 
 # -- derivatives of the spatial building blocks (exact also off |p| = 1) -------------
 cdef inline void _jdA(const double* p, const double* a, bint transpose,
@@ -68,6 +69,319 @@ cdef inline void _jsetGTcol(const double* p, const double* x, bint useL, double 
         K[(r0 + r) * ld + c] += sign * t[r]
 
 
+# -- coordinate laws (spatial rsda, bushing): K = -sum g (k grad + c H^T qd)^T + f H ---
+cdef inline void _jzero(double* x, int n) noexcept nogil:
+    cdef int k
+    for k in range(n):
+        x[k] = 0.0
+
+
+cdef inline void _jcoord_add(const double* g, const double* grad, const double* H,
+                             double f, double k, double c, const double* qdi,
+                             const double* qdj, double* K, double* C) noexcept nogil:
+    """K -= g (k grad + c H^T qd)^T + f H,  C -= c g g^T (14 x 14, columns [i, j])."""
+    cdef double hq[14]
+    cdef double qd14[14]
+    cdef int a, b
+    for a in range(7):
+        qd14[a] = qdi[a]
+        qd14[7 + a] = qdj[a]
+    for b in range(14):
+        hq[b] = 0.0
+        for a in range(14):
+            hq[b] += qd14[a] * H[14 * a + b]
+    for a in range(14):
+        for b in range(14):
+            K[14 * a + b] -= g[a] * (k * grad[b] + c * hq[b]) + f * H[14 * a + b]
+            C[14 * a + b] -= c * g[a] * g[b]
+
+
+cdef void _jdot_ij(const double* ap, const double* ai, const double* fpj,
+                   const double* fj, const double* pi, const double* pj, const double* Ai,
+                   const double* Aj, double* val, double* g, double* grad,
+                   double* H) noexcept nogil:
+    """z = a_i . f_j (SpatialRSDA reference: mbplugins.spatial.forces._dot_ij): value,
+    q-form row g, true gradient and H = dg/dq (zeroed here)."""
+    cdef double dAi[12]
+    cdef double dAj[12]
+    cdef double dT[12]
+    cdef double x[3]
+    cdef double y[3]
+    cdef double ni[3]
+    cdef double nj[3]
+    cdef double v[3]
+    cdef int j, k
+    _jzero(g, 14)
+    _jzero(grad, 14)
+    _jzero(H, 196)
+    val[0] = ai[0] * fj[0] + ai[1] * fj[1] + ai[2] * fj[2]
+    _jdA(pi, ap, False, dAi)
+    _jdA(pj, fpj, False, dAj)
+    for j in range(4):
+        for k in range(3):
+            grad[3 + j] += dAi[4 * k + j] * fj[k]
+            grad[10 + j] += dAj[4 * k + j] * ai[k]
+    _smtv(Ai, fj, x)
+    _scross(ap, x, ni)
+    _smtv(Aj, ai, x)
+    _scross(fpj, x, nj)
+    _sLTn(pi, ni, 1.0, g + 3)
+    _sLTn(pj, nj, 1.0, g + 10)
+    _jaddGT(pi, ni, True, 1.0, H, 14, 3, 3)
+    _jaddGT(pj, nj, True, 1.0, H, 14, 10, 10)
+    _jdA(pi, fj, True, dT)
+    for j in range(4):
+        _jcol(dT, 4, j, x)
+        _scross(ap, x, v)
+        _jsetGTcol(pi, v, True, 1.0, H, 14, 3, 3 + j)
+        _jcol(dAj, 4, j, x)
+        _smtv(Ai, x, y)
+        _scross(ap, y, v)
+        _jsetGTcol(pi, v, True, 1.0, H, 14, 3, 10 + j)
+    _jdA(pj, ai, True, dT)
+    for j in range(4):
+        _jcol(dT, 4, j, x)
+        _scross(fpj, x, v)
+        _jsetGTcol(pj, v, True, 1.0, H, 14, 10, 10 + j)
+        _jcol(dAi, 4, j, x)
+        _smtv(Aj, x, y)
+        _scross(fpj, y, v)
+        _jsetGTcol(pj, v, True, 1.0, H, 14, 10, 3 + j)
+
+
+cdef Py_ssize_t _rsda_jacobian(FGroup* G, Py_ssize_t e, const double* q, const double* qd,
+                               const double* fv, double* K, double* C) noexcept nogil:
+    """Spatial RSDA (SpatialRSDA._coordinate_derivatives): theta = atan2(y, x)."""
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * 2], bj = G.boff[e * 2 + 1]
+    cdef const double* pi = q + bi + 3
+    cdef const double* pj = q + bj + 3
+    cdef double Ai[9]
+    cdef double Aj[9]
+    cdef double fi[3]
+    cdef double gi[3]
+    cdef double fj[3]
+    cdef double gx[14]
+    cdef double dx[14]
+    cdef double Hx[196]
+    cdef double gy[14]
+    cdef double dy[14]
+    cdef double Hy[196]
+    cdef double x, y, r2, raw, th, sd, f
+    cdef int a, b
+    cdef double* par_rw
+    _sA(pi, Ai)
+    _sA(pj, Aj)
+    _smv(Ai, p, fi)
+    _smv(Ai, p + 3, gi)
+    _smv(Aj, p + 6, fj)
+    _jdot_ij(p, fi, p + 6, fj, pi, pj, Ai, Aj, &x, gx, dx, Hx)
+    _jdot_ij(p + 3, gi, p + 6, fj, pi, pj, Ai, Aj, &y, gy, dy, Hy)
+    r2 = x * x + y * y
+    if not (r2 >= 1e-12):
+        return e
+    raw = atan2(y, x)
+    th = raw + TWO_PI * round((p[9] - raw) / TWO_PI)
+    par_rw = <double*> p
+    par_rw[9] = th                      # the tracked angle, as the force kernel
+    # H_theta into Hx, g_theta into gx, grad_theta into dx (in this order)
+    for a in range(14):
+        for b in range(14):
+            Hx[14 * a + b] = ((gy[a] * dx[b] - gx[a] * dy[b] + x * Hy[14 * a + b]
+                               - y * Hx[14 * a + b]) / r2)
+    for a in range(14):
+        gx[a] = (x * gy[a] - y * gx[a]) / r2
+    for a in range(14):
+        for b in range(14):
+            Hx[14 * a + b] -= 2.0 * gx[a] * (x * dx[b] + y * dy[b]) / r2
+    for a in range(14):
+        dx[a] = (x * dy[a] - y * dx[a]) / r2
+    sd = 0.0
+    for a in range(7):
+        sd += gx[a] * qd[bi + a] + gx[7 + a] * qd[bj + a]
+    f = p[10] * (th - p[12]) + p[11] * sd + fv[3 * G.fidx[e]]
+    _jcoord_add(gx, dx, Hx, f, p[10], p[11], qd + bi, qd + bj, K, C)
+    return -1
+
+
+cdef Py_ssize_t _bushing_jacobian(FGroup* G, Py_ssize_t e, const double* q,
+                                  const double* qd, double* K, double* C) noexcept nogil:
+    """Bushing (Bushing._coordinate_derivatives): d_c = u . l and theta_c = -2 w_c."""
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * 2], bj = G.boff[e * 2 + 1]
+    cdef const double* pi = q + bi + 3
+    cdef const double* pj = q + bj + 3
+    cdef double Ai[9]
+    cdef double Aj[9]
+    cdef double A0[9]
+    cdef double D[42]
+    cdef double dS[12]
+    cdef double du[12]
+    cdef double dTl[12]
+    cdef double dTu[12]
+    cdef double dW[56]
+    cdef double g[14]
+    cdef double grad[14]
+    cdef double H[196]
+    cdef double l[3]
+    cdef double u[3]
+    cdef double ec[3]
+    cdef double x[3]
+    cdef double y[3]
+    cdef double z[3]
+    cdef double v[3]
+    cdef double ni[3]
+    cdef double nj[3]
+    cdef double ATl[3]
+    cdef double Ji[3]
+    cdef double Jj[3]
+    cdef double cq0[4]
+    cdef double cpj[4]
+    cdef double t4[4]
+    cdef double t5[4]
+    cdef double ev[4]
+    cdef double w[4]
+    cdef double val, sd, f
+    cdef int c, j, k, b
+    _sA(pi, Ai)
+    _sA(pj, Aj)
+    _jzero(D, 42)
+    _smv(Aj, p + 3, x)
+    _smv(Ai, p, y)
+    for k in range(3):
+        l[k] = q[bj + k] + x[k] - q[bi + k] - y[k]
+        D[14 * k + k] = -1.0
+        D[14 * k + 7 + k] = 1.0
+    _jdA(pi, p, False, dS)
+    for k in range(3):
+        for j in range(4):
+            D[14 * k + 3 + j] = -dS[4 * k + j]
+    _jdA(pj, p + 3, False, dS)
+    for k in range(3):
+        for j in range(4):
+            D[14 * k + 10 + j] = dS[4 * k + j]
+    _smtv(Ai, l, ATl)
+    _jdA(pi, l, True, dTl)
+    for c in range(3):
+        _jzero(g, 14)
+        _jzero(grad, 14)
+        _jzero(H, 196)
+        ec[0] = 0.0; ec[1] = 0.0; ec[2] = 0.0
+        ec[c] = 1.0
+        u[0] = Ai[c]; u[1] = Ai[3 + c]; u[2] = Ai[6 + c]
+        _jdA(pi, ec, False, du)
+        _jdA(pi, u, True, dTu)
+        val = u[0] * l[0] + u[1] * l[1] + u[2] * l[2]
+        for b in range(14):
+            grad[b] = u[0] * D[b] + u[1] * D[14 + b] + u[2] * D[28 + b]
+        for j in range(4):
+            grad[3 + j] += l[0] * du[j] + l[1] * du[4 + j] + l[2] * du[8 + j]
+        _scross(ec, ATl, ni)
+        _smtv(Ai, u, x)
+        _scross(p, x, y)
+        for k in range(3):
+            ni[k] -= y[k]
+        _smtv(Aj, u, x)
+        _scross(p + 3, x, nj)
+        for k in range(3):
+            g[k] = -u[k]
+            g[7 + k] = u[k]
+        _sLTn(pi, ni, 1.0, g + 3)
+        _sLTn(pj, nj, 1.0, g + 10)
+        for j in range(4):
+            for k in range(3):
+                H[14 * k + 3 + j] = -du[4 * k + j]
+                H[14 * (7 + k) + 3 + j] = du[4 * k + j]
+        # rows of p_i: 2 L_i^T [e_c x (A_i^T dl) (+ e_c x dA^T l - s'_i x (dA^T u + A_i^T du))]
+        for b in range(14):
+            _jcol(D, 14, b, x)
+            _smtv(Ai, x, y)
+            _scross(ec, y, v)
+            if 3 <= b < 7:
+                _jcol(dTl, 4, b - 3, x)
+                _scross(ec, x, y)
+                _jcol(du, 4, b - 3, x)
+                _smtv(Ai, x, z)
+                _jcol(dTu, 4, b - 3, x)
+                for k in range(3):
+                    v[k] += y[k]
+                    z[k] += x[k]
+                _scross(p, z, y)
+                for k in range(3):
+                    v[k] -= y[k]
+            _jsetGTcol(pi, v, True, 1.0, H, 14, 3, b)
+        _jaddGT(pi, ni, True, 1.0, H, 14, 3, 3)
+        _jaddGT(pj, nj, True, 1.0, H, 14, 10, 10)
+        _jdA(pj, u, True, dTu)
+        for j in range(4):
+            _jcol(dTu, 4, j, x)
+            _scross(p + 3, x, v)
+            _jsetGTcol(pj, v, True, 1.0, H, 14, 10, 10 + j)
+            _jcol(du, 4, j, x)
+            _smtv(Aj, x, y)
+            _scross(p + 3, y, v)
+            _jsetGTcol(pj, v, True, 1.0, H, 14, 10, 3 + j)
+        sd = 0.0
+        for k in range(7):
+            sd += g[k] * qd[bi + k] + g[7 + k] * qd[bj + k]
+        f = p[10 + c] * val + p[13 + c] * sd
+        _jcoord_add(g, grad, H, f, p[10 + c], p[13 + c], qd + bi, qd + bj, K, C)
+    # rotations: w = conj(q0) ⊗ conj(p_j) ⊗ p_i
+    cq0[0] = p[6]; cq0[1] = -p[7]; cq0[2] = -p[8]; cq0[3] = -p[9]
+    cpj[0] = pj[0]; cpj[1] = -pj[1]; cpj[2] = -pj[2]; cpj[3] = -pj[3]
+    _qmul4(cpj, pi, t4)
+    _qmul4(cq0, t4, w)
+    _jzero(dW, 56)
+    for j in range(4):
+        ev[0] = 0.0; ev[1] = 0.0; ev[2] = 0.0; ev[3] = 0.0
+        ev[j] = 1.0
+        _qmul4(cpj, ev, t4)
+        _qmul4(cq0, t4, t5)
+        for k in range(4):
+            dW[14 * k + 3 + j] = t5[k]
+        ev[1] = -ev[1]; ev[2] = -ev[2]; ev[3] = -ev[3]
+        _qmul4(ev, pi, t4)
+        _qmul4(cq0, t4, t5)
+        for k in range(4):
+            dW[14 * k + 10 + j] = t5[k]
+    _sA(p + 6, A0)
+    for c in range(3):
+        _jzero(g, 14)
+        _jzero(grad, 14)
+        _jzero(H, 196)
+        ec[0] = 0.0; ec[1] = 0.0; ec[2] = 0.0
+        ec[c] = 1.0
+        _scross(ec, w + 1, x)
+        for k in range(3):
+            Ji[k] = -(w[0] * ec[k] + x[k])
+            y[k] = w[0] * ec[k] - x[k]
+        _smv(A0, y, Jj)
+        _sLTn(pi, Ji, 1.0, g + 3)
+        _sLTn(pj, Jj, 1.0, g + 10)
+        for b in range(14):
+            grad[b] = -2.0 * dW[14 * (1 + c) + b]
+        for b in range(14):
+            if not (3 <= b < 7 or 10 <= b < 14):
+                continue
+            z[0] = dW[14 + b]; z[1] = dW[28 + b]; z[2] = dW[42 + b]
+            _scross(ec, z, x)
+            for k in range(3):
+                v[k] = -(dW[b] * ec[k] + x[k])
+                y[k] = dW[b] * ec[k] - x[k]
+            _jsetGTcol(pi, v, True, 1.0, H, 14, 3, b)
+            _smv(A0, y, v)
+            _jsetGTcol(pj, v, True, 1.0, H, 14, 10, b)
+        _jaddGT(pi, Ji, True, 1.0, H, 14, 3, 3)
+        _jaddGT(pj, Jj, True, 1.0, H, 14, 10, 10)
+        val = -2.0 * w[1 + c]
+        sd = 0.0
+        for k in range(7):
+            sd += g[k] * qd[bi + k] + g[7 + k] * qd[bj + k]
+        f = p[16 + c] * val + p[19 + c] * sd
+        _jcoord_add(g, grad, H, f, p[16 + c], p[19 + c], qd + bi, qd + bj, K, C)
+    return -1
+
+
 cdef Py_ssize_t _spatial_jacobian(FGroup* G, Py_ssize_t e, const double* q,
                                   const double* qd, const double* fv, double* K,
                                   double* C) noexcept nogil:
@@ -105,7 +419,11 @@ cdef Py_ssize_t _spatial_jacobian(FGroup* G, Py_ssize_t e, const double* q,
     cdef bint body
     cdef const double* pp
     cdef const double* s1
-    if G.kind == S_FORCE:
+    if G.kind == S_RSDA:
+        return _rsda_jacobian(G, e, q, qd, fv, K, C)
+    elif G.kind == S_BUSHING:
+        return _bushing_jacobian(G, e, q, qd, K, C)
+    elif G.kind == S_FORCE:
         # g = [F, 2 G^T (A s' x F)], F global or A f'
         pp = q + bi + 3
         _sA(pp, A)

@@ -175,7 +175,7 @@ def _check_against_differences(s, q, qd, t, rtol):
 
 
 ANALYTIC_PLANAR = ("tsda", "tsda_nonlinear", "rsda", "force", "torque", "drag", "damping")
-ANALYTIC_SPATIAL = ("tsda", "force", "torque", "drag")
+ANALYTIC_SPATIAL = ("tsda", "rsda", "bushing", "force", "torque", "drag")
 
 
 # ------------------------------------------------------------- per element type
