@@ -336,6 +336,27 @@ def test_particles_and_ground_blocks_are_dropped_or_folded():
         _check_against_differences(s, q, qd, 0.0, 1e-7)
 
 
+def test_spatial_particles_and_repeated_bodies():
+    """tsda, bushing and rsda on a particle3 (constant padded p: columns dropped) and
+    two elements of a group on the same particle (blocks summed)."""
+    m = mbcore.Model("p3")
+    m.set_dimensions(3)
+    m.add_body("a", mass=1.0, position=[0.0, 0.0, 0.5])
+    m.add_body("b", mass=1.0, position=[2.0, 0.5, 0.0])
+    m.add_particle("pt", mass=1.0, position=[1.0, 2.0, 3.0])
+    m.add_force("tsda", "s1", body_i="a", body_j="pt", stiffness=7.0, damping=0.5,
+                free_length=1.0)
+    m.add_force("tsda", "s2", body_i="pt", body_j="b", stiffness=5.0, free_length=0.5)
+    m.add_force("bushing", "bu", body_i="ground", body_j="pt", stiffness=[1, 2, 3],
+                damping=[0.1, 0.2, 0.3])
+    m.add_force("rsda", "rs", body_i="a", body_j="pt", axis_i=[0, 0, 1], stiffness=1.0,
+                damping=0.2, free_angle=0.3)
+    for kernels in BACKENDS:
+        s = m.compile(kernels=kernels)
+        q, qd = random_state(s, dq=0.05)
+        _check_against_differences(s, q, qd, 0.0, 1e-7)
+
+
 # -------------------------------------------------------- ggl and stiff matrices
 def _rhs_differences(form, t, y, h=1e-6):
     N = y.size

@@ -793,7 +793,7 @@ class System:
     #: relative step of the forward-difference fallback (as the formulations' FD)
     FD_STEP = 1e-7
 
-    def force_jacobians(self, q: np.ndarray, qd: np.ndarray, t: float):
+    def force_jacobians(self, q: np.ndarray, qd: np.ndarray, t: float) -> tuple[Any, Any]:
         """``K = dQ/dq`` and ``C = dQ/dqd`` of :meth:`forces` (gravity is constant):
         dense (n, n) arrays for dense systems, CSR matrices for sparse ones (as
         :meth:`jacobian`).  New arrays, not work buffers.
@@ -923,7 +923,7 @@ class System:
                         C=np.zeros(pos), keep=None if keep.all() else np.nonzero(keep)[0],
                         lin=lin, csr=csr)
 
-    def force_jacobian_modes(self) -> dict:
+    def force_jacobian_modes(self) -> dict[str, str]:
         """Force type name -> how :meth:`force_jacobians` differentiates it:
         'compiled', 'reference' (NumPy) or 'fd' (forward differences)."""
         if getattr(self, "_fj", None) is None:
