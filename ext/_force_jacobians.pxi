@@ -7,7 +7,7 @@
 
 #: kernel name -> True for the force kernels that have a compiled Jacobian
 JAC_KERNELS = {"tsda": True, "rsda": True, "force": True, "torque": True, "drag": True,
-               "damping": True, "spatial_tsda": True, "spatial_force": True,
+               "damping": True, "contact": True, "spatial_tsda": True, "spatial_force": True,
                "spatial_torque": True, "spatial_drag": True, "spatial_rsda": True,
                "spatial_bushing": True}
 
@@ -609,6 +609,125 @@ cdef Py_ssize_t _spatial_jacobian(FGroup* G, Py_ssize_t e, const double* q,
     return -1
 
 
+cdef Py_ssize_t _contact_jacobian(FGroup* G, Py_ssize_t e, const double* q,
+                                  const double* qd, double* K, double* C) noexcept nogil:
+    """F9 contact (Contact.force_jacobian): the active branch's derivatives, every
+    quantity with its 12 derivative columns [q_i, q_j, qd_i, qd_j]."""
+    cdef const double* p = G.par + e * G.npar
+    cdef Py_ssize_t bi = G.boff[e * 2], bj = G.boff[e * 2 + 1]
+    cdef double ci, si, cj, sj, Sx, Sy, nx, ny, rLx, rLy, rpx, rpy, d, delta, Xix, Xiy
+    cdef double Xjx, Xjy, vx, vy, dot_, vt, pe, dpe_f, fel, fd, fn, x, th, sat, dsat_f
+    cdef double ft, Fx, Fy, tx, ty, wi, wj
+    cdef double dd[12]
+    cdef double dXi[24]
+    cdef double dXj[24]
+    cdef double dv[24]
+    cdef double ddot[12]
+    cdef double dvt[12]
+    cdef double dfn[12]
+    cdef double dft[12]
+    cdef double dF[24]
+    cdef double dnx5, dny5, a, b
+    cdef int k, act, model
+    ci = cos(q[bi + 2]); si = sin(q[bi + 2])
+    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
+    Sx = ci * p[0] - si * p[1]; Sy = si * p[0] + ci * p[1]
+    nx = cj * p[5] - sj * p[6]; ny = sj * p[5] + cj * p[6]
+    rLx = q[bj] + cj * p[3] - sj * p[4]; rLy = q[bj + 1] + sj * p[3] + cj * p[4]
+    rpx = q[bi] + Sx - rLx; rpy = q[bi + 1] + Sy - rLy
+    d = nx * rpx + ny * rpy
+    delta = p[2] - d
+    if not (delta > 0.0):
+        return -1                         # no contact: K = C = 0
+    wi = qd[bi + 2]; wj = qd[bj + 2]
+    # dn only in column 5 (phi_j): R n = (-ny, nx)
+    dnx5 = -ny; dny5 = nx
+    # dd = dn^T rp + n^T (dr_i + dS - dr_L)
+    for k in range(12):
+        dd[k] = 0.0
+    dd[0] = nx; dd[1] = ny
+    dd[2] = nx * (-Sy) + ny * Sx
+    dd[3] = -nx; dd[4] = -ny
+    dd[5] = dnx5 * rpx + dny5 * rpy - (nx * (-(rLy - q[bj + 1])) + ny * (rLx - q[bj]))
+    Xix = Sx - d * nx; Xiy = Sy - d * ny
+    Xjx = q[bi] + Xix - q[bj]; Xjy = q[bi + 1] + Xiy - q[bj + 1]
+    # dXi = dS - n dd - d dn  (rows x: [0:12], y: [12:24])
+    for k in range(12):
+        dXi[k] = -nx * dd[k]
+        dXi[12 + k] = -ny * dd[k]
+    dXi[2] += -Sy; dXi[14] += Sx
+    dXi[5] -= d * dnx5; dXi[17] -= d * dny5
+    for k in range(24):
+        dXj[k] = dXi[k]
+    dXj[0] += 1.0; dXj[13] += 1.0; dXj[3] -= 1.0; dXj[16] -= 1.0
+    vx = (qd[bi] - wi * Xiy) - (qd[bj] - wj * Xjy)
+    vy = (qd[bi + 1] + wi * Xix) - (qd[bj + 1] + wj * Xjx)
+    for k in range(12):
+        dv[k] = -wi * dXi[12 + k] + wj * dXj[12 + k]
+        dv[12 + k] = wi * dXi[k] - wj * dXj[k]
+    dv[6] = 1.0; dv[19] = 1.0
+    dv[8] = -Xiy; dv[20] = Xix
+    dv[9] = -1.0; dv[22] = -1.0
+    dv[11] = Xjy; dv[23] = -Xjx
+    dot_ = -(nx * vx + ny * vy)
+    tx = ny; ty = -nx
+    vt = tx * vx + ty * vy
+    for k in range(12):
+        ddot[k] = -(nx * dv[k] + ny * dv[12 + k])
+        dvt[k] = tx * dv[k] + ty * dv[12 + k]
+    ddot[5] -= dnx5 * vx + dny5 * vy
+    dvt[5] += dny5 * vx - dnx5 * vy          # dt = (dn_y, -dn_x)
+    pe = pow(delta, p[9])
+    dpe_f = -p[9] * pow(delta, p[9] - 1.0)   # d pe = dpe_f * dd
+    fel = p[7] * pe
+    model = <int> (p[12] + 0.5)
+    if model == 0:
+        fd = p[8] * pe * dot_
+    elif model == 1:
+        fd = p[8] * dot_ if dot_ > 0.0 else 0.0
+    else:
+        fd = p[8] * dot_
+    act = fel + fd > 0.0
+    fn = fel + fd if act else 0.0
+    for k in range(12):
+        if not act:
+            dfn[k] = 0.0
+        elif model == 0:
+            dfn[k] = p[7] * dpe_f * dd[k] + p[8] * (dpe_f * dd[k] * dot_ + pe * ddot[k])
+        elif model == 1 and not (dot_ > 0.0):
+            dfn[k] = p[7] * dpe_f * dd[k]
+        else:
+            dfn[k] = p[7] * dpe_f * dd[k] + p[8] * ddot[k]
+    x = vt / p[11]
+    if p[13] < 0.5:
+        th = tanh(x)
+        sat = th
+        dsat_f = (1.0 - th * th) / p[11]
+    else:
+        sat = 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
+        dsat_f = 1.0 / p[11] if -1.0 < x < 1.0 else 0.0
+    ft = -p[10] * fn * sat
+    for k in range(12):
+        dft[k] = -p[10] * (dfn[k] * sat + fn * dsat_f * dvt[k])
+    Fx = fn * nx + ft * tx; Fy = fn * ny + ft * ty
+    for k in range(12):
+        dF[k] = nx * dfn[k] + tx * dft[k]
+        dF[12 + k] = ny * dfn[k] + ty * dft[k]
+    # dn = (dnx5, dny5) at 5, dt = (dny5, -dnx5) at 5
+    dF[5] += fn * dnx5 + ft * dny5
+    dF[17] += fn * dny5 - ft * dnx5
+    for k in range(12):
+        a = dXi[k] * Fy - dXi[12 + k] * Fx + Xix * dF[12 + k] - Xiy * dF[k]
+        b = dXj[k] * Fy - dXj[12 + k] * Fx + Xjx * dF[12 + k] - Xjy * dF[k]
+        if k < 6:
+            K[k] = dF[k]; K[6 + k] = dF[12 + k]; K[12 + k] = a
+            K[18 + k] = -dF[k]; K[24 + k] = -dF[12 + k]; K[30 + k] = -b
+        else:
+            C[k - 6] = dF[k]; C[k] = dF[12 + k]; C[6 + k] = a
+            C[12 + k] = -dF[k]; C[18 + k] = -dF[12 + k]; C[24 + k] = -b
+    return -1
+
+
 cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
                                  const double* qd, const double* fv, double* K,
                                  double* C) noexcept nogil:
@@ -701,6 +820,8 @@ cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
         K[2] = dFx
         K[5] = dFy
         K[8] = -(Six * fx + Siy * fy) + Six * dFy - Siy * dFx
+    elif G.kind == F_CONTACT:
+        return _contact_jacobian(G, e, q, qd, K, C)
     elif G.kind == F_DAMPING:
         # spec §3 F10: C = -diag(d)
         C[0] = -p[0]; C[4] = -p[1]; C[8] = -p[2]

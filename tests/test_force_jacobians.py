@@ -71,7 +71,10 @@ PLANAR = {
                      damping_model="linear"),
                 dict(body="B2", point=(0.1, 0.0), radius=1.2, line_body="B0",
                      normal=(0.2, 1.0), stiffness=5e2, exponent=1.5, damping=0.5,
-                     friction=0.2)],
+                     friction=0.2, slip_velocity=0.5),
+                dict(body="B0", point=(0.05, -0.1), radius=0.8, stiffness=8e2,
+                     exponent=1.2, damping=2.0, damping_model="compression",
+                     friction=0.4, friction_model="linear", slip_velocity=5.0)],
     "user_force": [dict(body_i="B0", body_j="B1", callable="fj_pull",
                         parameters={"k": 3.0}),
                    dict(body_i="B2", body_j="ground", callable="fj_pull")],
@@ -174,7 +177,8 @@ def _check_against_differences(s, q, qd, t, rtol):
     return K, C
 
 
-ANALYTIC_PLANAR = ("tsda", "tsda_nonlinear", "rsda", "force", "torque", "drag", "damping")
+ANALYTIC_PLANAR = ("tsda", "tsda_nonlinear", "rsda", "force", "torque", "drag", "damping",
+                   "contact")
 ANALYTIC_SPATIAL = ("tsda", "rsda", "bushing", "force", "torque", "drag")
 
 
@@ -189,10 +193,11 @@ def test_planar_force_jacobians_match_central_differences(ftype, kernels):
     if ftype in ANALYTIC_PLANAR:
         assert mode == ("compiled" if kernels == "compiled" and ftype != "tsda_nonlinear"
                         else "reference")
-    else:                                         # contact, user_force: FD fallback
+    else:                                         # user_force: FD fallback
         assert mode == "fd"
-    # analytic: the differences' own error (~1e-9); forward differences: ~1e-7
-    rtol = 1e-7 if ftype in ANALYTIC_PLANAR else 2e-6
+    # analytic: the differences' own error (~1e-9; the steep tanh friction of
+    # contact (v_eps = 1e-3): ~1e-7); forward differences: ~1e-7
+    rtol = 1e-7 if ftype in ANALYTIC_PLANAR and ftype != "contact" else 2e-6
     for k in range(3):
         q, qd = random_state(s)
         if ftype == "contact":         # keep both contacts in penetration
@@ -498,3 +503,31 @@ def test_direct_work_row_equals_differences_of_the_analysis_rhs(fname, kernels, 
         np.testing.assert_array_equal(a[:-1], b[:-1])
         assert np.abs(a[-1]).max() > 0
         np.testing.assert_allclose(a[-1], b[-1], rtol=0, atol=1e-6 * np.abs(b[-1]).max())
+
+
+def test_contact_branches():
+    """Contact (F9) at many states: in and out of contact, approach and rebound
+    (compression damping), linear friction inside its ramp and tanh friction;
+    compiled == NumPy blocks, both == central differences of the active branch."""
+    sc = planar_model("contact").compile(kernels="compiled")
+    sn = planar_model("contact").compile(kernels="numpy")
+    fg = sn.force_groups[0]
+    seen = set()
+    for k in range(24):
+        q, qd = random_state(sn, dq=0.1)
+        q[sn.coordinate_index("B1.y")] = -0.5 + 0.1 * (k % 3) if k % 4 else 2.5   # off
+        out = fg.ftype.outputs(fg.par, np.concatenate([q, np.zeros(3)])[fg._cidx],
+                               np.concatenate([qd, np.zeros(3)])[fg._cidx], 0.0, fg._fv0)
+        for e, (delta, dd, fn, vt, ft) in enumerate(out):
+            seen.add((e, bool(delta > 0), bool(dd > 0), bool(fn > 0)))
+        Kc, Cc = sc.force_jacobians(q, qd, 0.0)
+        Kn, Cn = sn.force_jacobians(q, qd, 0.0)
+        np.testing.assert_allclose(Kc, Kn, rtol=0, atol=1e-12 * max(1.0, np.abs(Kn).max()))
+        np.testing.assert_allclose(Cc, Cn, rtol=0, atol=1e-12 * max(1.0, np.abs(Cn).max()))
+        Kf, Cf = central(sn, q, qd, 0.0)
+        np.testing.assert_allclose(Kn, Kf, rtol=0, atol=2e-6 * max(1.0, np.abs(Kf).max()))
+        np.testing.assert_allclose(Cn, Cf, rtol=0, atol=2e-6 * max(1.0, np.abs(Cf).max()))
+    # element 0 in and out of contact; the compression damper (2) approaching and
+    # rebounding
+    assert {(0, False, False, False), (0, True, True, True), (2, True, True, True),
+            (2, True, False, True)} <= seen, seen

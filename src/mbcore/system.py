@@ -803,7 +803,7 @@ class System:
         ``force_jacobian(par, qb, qdb, t, f) -> (K, C)`` with blocks
         (ne, nb, nc, nb, nc) (planar: spec/planar.md §3; spatial Euler-parameter
         form ``[f, 2 G^T n]``: spec/spatial.md §3.1-3.2), else forward differences
-        of that group's own forces (``user_force``, third-party types, ``contact``),
+        of that group's own forces (``user_force``, third-party types),
         vectorised over the group's elements (nb x nc force calls).  Blocks on the
         ground (and the padding of particles) are dropped."""
         if getattr(self, "_fj", None) is None:
