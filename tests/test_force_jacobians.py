@@ -324,6 +324,33 @@ def test_zero_length_tsda_is_a_clear_error(kernels):
         s.force_jacobians(q, np.zeros(s.n), 0.0)
 
 
+@pytest.mark.parametrize("kernels", BACKENDS)
+def test_rsda_with_an_undefined_angle_is_a_clear_error(kernels):
+    """Body j's reference direction along the axis: the error names the element."""
+    from mbcore.rotations import A as Am, axis_angle_to_p, quat_product
+    s = spatial_model("rsda").compile(kernels=kernels)
+    q = s.initial_state().q.copy()
+    par = s.force_groups[0].par[0]
+    fj, ai = par[6:9], Am(q[3:7]) @ [0, 0, 1]
+    v = np.cross(fj, Am(q[3:7]).T @ ai)
+    ang = np.arccos(np.clip(fj @ (Am(q[3:7]).T @ ai), -1, 1))
+    q[10:14] = quat_product(q[3:7], axis_angle_to_p(v / np.linalg.norm(v), ang))
+    with pytest.raises(AnalysisError, match="'rsda0'.*parallel to the rotation axis"):
+        s.force_jacobians(q, np.zeros(s.n), 0.0)
+
+
+def test_no_force_elements():
+    m = mbcore.Model("bare")
+    m.set_gravity(0, -9.81)
+    m.add_body("a", mass=1.0, inertia=1.0, position=(0, 0))
+    for jac in ("dense", "sparse"):
+        for kernels in BACKENDS:
+            s = m.compile(kernels=kernels, jacobian=jac)
+            K, C = s.force_jacobians(np.zeros(3), np.ones(3), 0.0)
+            assert issparse(K) == (jac == "sparse") and K.shape == C.shape == (3, 3)
+            assert not np.any(dense(K)) and not np.any(dense(C))
+
+
 def test_particles_and_ground_blocks_are_dropped_or_folded():
     """Point masses (padded blocks) and ground-attached elements: K, C stay n x n
     and equal differences."""
