@@ -290,7 +290,6 @@ class SpatialTSDA(_CoordinateLaw):
             Lm.append(Lb)
         L = np.linalg.norm(l, axis=1)
         u = l / L[:, None]
-        Ld = np.einsum("ek,ek->e", u, ld)
         P = np.eye(3) - u[:, :, None] * u[:, None, :]
         PD = np.einsum("ekl,elj->ekj", P, D) / L[:, None, None]
         dL = np.einsum("ek,ekj->ej", u, D)
