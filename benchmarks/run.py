@@ -1219,6 +1219,33 @@ def bench_force_jacobians(repeat: int, quick: bool) -> dict:
                                                    max(3, repeat))
         row["ratio"] = row["numpy_force_jacobians_us"] / row["compiled_force_jacobians_us"]
         out[f"force_jacobians_kernel_chain{N}"] = row
+    # spatial: 10 bodies in a row, each joined to the previous one (the first to the
+    # ground) by a tsda, a bushing and an rsda, with drag on each: 40 elements
+    m = mbcore.Model("spatial_force_chain")
+    m.set_dimensions(3)
+    for i in range(10):
+        m.add_body(f"B{i}", mass=1.0, inertia=[0.1, 0.2, 0.3], position=[0.5 * (i + 1), 0, 0],
+                   orientation={"axis": [1, 1, i], "angle": 10 * i, "unit": "deg"})
+        prev = "ground" if i == 0 else f"B{i - 1}"
+        m.add_force("tsda", f"S{i}", body_i=prev, body_j=f"B{i}", point_i=[0.1, 0, 0],
+                    point_j=[-0.1, 0.05, 0], stiffness=1e3, damping=1.0)
+        m.add_force("bushing", f"U{i}", body_i=prev, body_j=f"B{i}", stiffness=[1e3] * 3,
+                    damping=[1.0] * 3, rotational_stiffness=[10.0] * 3,
+                    rotational_damping=[0.1] * 3)
+        m.add_force("rsda", f"R{i}", body_i=prev, body_j=f"B{i}", axis_i=[0, 0, 1],
+                    stiffness=5.0, damping=0.1)
+        m.add_force("drag", f"D{i}", body=f"B{i}", drag_coefficient=1.0, area=0.1)
+    row = {"n": 70}
+    for kern in ("compiled", "numpy"):
+        s = m.compile(kernels=kern)
+        q = s.initial_state().q + 1e-3
+        qd = np.full(s.n, 0.1)
+        row[f"{kern}_force_jacobians_us"] = 1e6 * _time(
+            lambda: s.force_jacobians(q, qd, 0.0), 50, max(3, repeat))
+        row[f"{kern}_forces_us"] = 1e6 * _time(lambda: s.forces(q, qd, 0.0), 200,
+                                               max(3, repeat))
+    row["ratio"] = row["numpy_force_jacobians_us"] / row["compiled_force_jacobians_us"]
+    out["force_jacobians_kernel_spatial10"] = row
     return out
 
 
