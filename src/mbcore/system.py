@@ -886,8 +886,9 @@ class System:
         for fg in self.force_groups:
             if fg.compiled and fg.ftype.kernel in jk:
                 comp.append(fg)
+        comp_ids = {id(fg) for fg in comp}
         for fg in self.force_groups:
-            if fg in comp:
+            if id(fg) in comp_ids:
                 continue
             has_ref = type(fg.ftype).force_jacobian is not ForceType.force_jacobian
             py.append((fg, "reference" if has_ref else "fd"))
