@@ -33,6 +33,10 @@ noisy) and the ratio numpy/compiled.  Cases:
   its flat singular configurations with the compiled penalty formulation: 20 s wall
   time at the B0 error (issue 14: <= 0.5 s at <= 1e-3 m), one right-hand side and
   one projection against the NumPy reference path.
+* ``force_jacobians_*`` (``--only force_jacobians``; issue 14): the stiff spring chain
+  with ``stiff`` and ``ggl`` on bdf, Jacobian cost and wall time before (forward
+  differences of the whole force vector / rhs) and after (analytic force Jacobians),
+  and ``System.force_jacobians`` compiled vs NumPy.
 """
 from __future__ import annotations
 
@@ -1140,6 +1144,111 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
     return out
 
 
+
+def bench_force_jacobians(repeat: int, quick: bool) -> dict:
+    """Issue 14, deliverable 3 (second part): analytic force Jacobians.  The stiff
+    spring chain ``stiff_chain(10)`` (k = 1e6; n = 30, no constraints) with
+    ``formulation: stiff`` and ``ggl`` + ``integrator: bdf`` (rtol 1e-3, atol 1e-5,
+    1 s, output every 0.01 s, ``record: q, qd, energy``): seconds per Jacobian of the
+    analysis (``dae_jacobian``: the formulation's df/dy and the work row) and the run's
+    wall time, *before* (main's forward differences of the whole force vector / rhs,
+    restored by monkeypatching in this process) and *after*, interleaved, median of
+    ``max(3, repeat)``; and one ``System.force_jacobians`` compiled vs NumPy (chains of
+    10 and 100 masses)."""
+    import mbplugins.analyses.dynamic as dyn
+    from mbplugins.formulations import ggl as gglmod, stiff as stiffmod
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_force_jacobians import _old_ggl_jacobian
+    from models import stiff_chain
+    out = {}
+    t_end = 0.2 if quick else 1.0
+    model = stiff_chain(10)
+    new = (stiffmod._parts, gglmod.GGL.jacobian, dyn._Run._direct_work_row)
+    old = (stiffmod._parts_fd, _old_ggl_jacobian, lambda *a: False)
+    timing = {"n": 0, "t": 0.0}
+    dae = dyn._Run.dae_jacobian
+
+    def timed(self, t, y):
+        t0 = time.perf_counter()
+        r = dae(self, t, y)
+        timing["t"] += time.perf_counter() - t0
+        timing["n"] += 1
+        return r
+
+    def use(parts):
+        stiffmod._parts, gglmod.GGL.jacobian, dyn._Run._direct_work_row = parts
+
+    dyn._Run.dae_jacobian = timed
+    try:
+        for form in ("stiff", "ggl"):
+            st = {"analysis": "dynamic", "formulation": form, "integrator": "bdf",
+                  "rtol": 1e-3, "atol": 1e-5, "t_end": t_end, "output_step": 0.01,
+                  "record": "q, qd, energy"}
+            row = {"simulated_s": t_end, "n": 30}
+            res = {"before": [], "after": []}
+            for _ in range(max(3, repeat)):
+                for label, parts in (("before", old), ("after", new)):
+                    use(parts)
+                    timing.update(n=0, t=0.0)
+                    r = mbcore.run(model, settings=st)
+                    res[label].append((float(r.stats["wall_time"]), timing["t"] / timing["n"],
+                                       timing["n"], int(r.stats["integrator_nsteps"]),
+                                       float(np.asarray(r["q"])[-1, -2])))
+            for label, rows in res.items():
+                row[f"{label}_wall_s"] = statistics.median(x[0] for x in rows)
+                row[f"{label}_jacobian_ms"] = 1e3 * statistics.median(x[1] for x in rows)
+                row[f"{label}_jacobians"] = rows[-1][2]
+                row[f"{label}_steps"] = rows[-1][3]
+                row[f"{label}_y_last"] = rows[-1][4]
+            row["jacobian_speedup"] = row["before_jacobian_ms"] / row["after_jacobian_ms"]
+            row["wall_speedup"] = row["before_wall_s"] / row["after_wall_s"]
+            out[f"force_jacobians_stiff_chain10_{form}_bdf"] = row
+    finally:
+        use(new)
+        dyn._Run.dae_jacobian = dae
+    for N in (10, 100):
+        m = stiff_chain(N)
+        row = {"n": 3 * N}
+        for kern in ("compiled", "numpy"):
+            s = m.compile(kernels=kern)
+            q = s.initial_state().q + 1e-3
+            qd = np.full(s.n, 0.1)
+            row[f"{kern}_force_jacobians_us"] = 1e6 * _time(
+                lambda: s.force_jacobians(q, qd, 0.0), 20 if N > 10 else 200, max(3, repeat))
+            row[f"{kern}_forces_us"] = 1e6 * _time(lambda: s.forces(q, qd, 0.0), 200,
+                                                   max(3, repeat))
+        row["ratio"] = row["numpy_force_jacobians_us"] / row["compiled_force_jacobians_us"]
+        out[f"force_jacobians_kernel_chain{N}"] = row
+    # spatial: 10 bodies in a row, each joined to the previous one (the first to the
+    # ground) by a tsda, a bushing and an rsda, with drag on each: 40 elements
+    m = mbcore.Model("spatial_force_chain")
+    m.set_dimensions(3)
+    for i in range(10):
+        m.add_body(f"B{i}", mass=1.0, inertia=[0.1, 0.2, 0.3], position=[0.5 * (i + 1), 0, 0],
+                   orientation={"axis": [1, 1, i], "angle": 10 * i, "unit": "deg"})
+        prev = "ground" if i == 0 else f"B{i - 1}"
+        m.add_force("tsda", f"S{i}", body_i=prev, body_j=f"B{i}", point_i=[0.1, 0, 0],
+                    point_j=[-0.1, 0.05, 0], stiffness=1e3, damping=1.0)
+        m.add_force("bushing", f"U{i}", body_i=prev, body_j=f"B{i}", stiffness=[1e3] * 3,
+                    damping=[1.0] * 3, rotational_stiffness=[10.0] * 3,
+                    rotational_damping=[0.1] * 3)
+        m.add_force("rsda", f"R{i}", body_i=prev, body_j=f"B{i}", axis_i=[0, 0, 1],
+                    stiffness=5.0, damping=0.1)
+        m.add_force("drag", f"D{i}", body=f"B{i}", drag_coefficient=1.0, area=0.1)
+    row = {"n": 70}
+    for kern in ("compiled", "numpy"):
+        s = m.compile(kernels=kern)
+        q = s.initial_state().q + 1e-3
+        qd = np.full(s.n, 0.1)
+        row[f"{kern}_force_jacobians_us"] = 1e6 * _time(
+            lambda: s.force_jacobians(q, qd, 0.0), 50, max(3, repeat))
+        row[f"{kern}_forces_us"] = 1e6 * _time(lambda: s.forces(q, qd, 0.0), 200,
+                                               max(3, repeat))
+    row["ratio"] = row["numpy_force_jacobians_us"] / row["compiled_force_jacobians_us"]
+    out["force_jacobians_kernel_spatial10"] = row
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -1152,7 +1261,7 @@ def main(argv=None) -> int:
                                                  "chain", "integrators", "multistep",
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
-                                                 "penalty"),
+                                                 "penalty", "force_jacobians"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -1170,6 +1279,7 @@ def main(argv=None) -> int:
               "overheads": (bench_overheads,),
               "formulations": (bench_formulations,), "cp": (bench_cp,),
               "penalty": (bench_penalty,),
+              "force_jacobians": (bench_force_jacobians,),
               "startup_rows": (bench_overheads_startup_rows,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:

@@ -64,6 +64,7 @@ cdef double TWO_PI = 6.283185307179586
 
 include "_pointers.pxi"
 include "_spatial_forces.pxi"
+include "_force_jacobians.pxi"
 
 
 cdef class ForceEvaluator:

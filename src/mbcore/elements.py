@@ -184,6 +184,13 @@ class ForceType:
     def force(self, par, qb, qdb, t, f):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """Optional: ``(K, C)`` with K = dg/dq_b, C = dg/dqd_b, each (ne, nb, nc,
+        nb, nc) (``[e, b, c, b2, c2] = d g[e, b, c] / d qb[e, b2, c2]``).  Types
+        that do not override it get forward differences of their own ``force``
+        (:meth:`mbcore.System.force_jacobians`)."""
+        raise NotImplementedError
+
     def energy(self, par, qb, t, f):
         return np.zeros(par.shape[0])
 

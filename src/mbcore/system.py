@@ -791,6 +791,150 @@ class System:
         raise AnalysisError(f"force element '{fg.names[e]}' ({fg.paths[e]}, "
                             f"{fg.ftype.name}): {reason}", t)
 
+    # ------------------------------------------------------------ force Jacobians
+    #: relative step of the forward-difference fallback (as the formulations' FD)
+    FD_STEP = 1e-7
+
+    def force_jacobians(self, q: np.ndarray, qd: np.ndarray, t: float) -> tuple[Any, Any]:
+        """``K = dQ/dq`` and ``C = dQ/dqd`` of :meth:`forces` (gravity is constant):
+        dense (n, n) arrays for dense systems, CSR matrices for sparse ones (as
+        :meth:`jacobian`).  New arrays, not work buffers.
+
+        Per force group: the compiled kernel of ``mbcore._ext._forces``
+        (``JAC_KERNELS``) on the compiled backend, else the type's NumPy reference
+        ``force_jacobian(par, qb, qdb, t, f) -> (K, C)`` with blocks
+        (ne, nb, nc, nb, nc) (planar: spec/planar.md §3; spatial Euler-parameter
+        form ``[f, 2 G^T n]``: spec/spatial.md §3.1-3.2), else forward differences
+        of that group's own forces (``user_force``, third-party types),
+        vectorised over the group's elements (nb x nc force calls).  Blocks on the
+        ground (and the padding of particles) are dropped."""
+        if getattr(self, "_fj", None) is None:
+            self._fj_setup()
+        fj = self._fj
+        fv = self.functions_at(t)
+        Kv, Cv = fj["K"], fj["C"]
+        if fj["eval"] is not None:
+            ev = fj["eval"]
+            if self.padded:
+                self._load(q)
+                self._load_qd(qd)
+                ok = ev.jacobians(self._qx, self._qdx, fv, Kv[:ev.size], Cv[:ev.size])
+            else:
+                if np.shape(q) != (self.n,) or np.shape(qd) != (self.n,):
+                    raise ValueError(f"q and qd must have {self.n} entries")
+                ok = ev.jacobians(np.ascontiguousarray(q, dtype=float),
+                                  np.ascontiguousarray(qd, dtype=float), fv,
+                                  Kv[:ev.size], Cv[:ev.size])
+            if not ok:
+                fg = fj["compiled"][ev.failed_group]
+                e = ev.failed_element
+                self._element_failed(fg, e, _reason_of(fg, e), t)
+        if fj["python"]:
+            self._load(q)
+            self._load_qd(qd)
+            for fg, sl, mode in fj["python"]:
+                args = (fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t,
+                        fv[fg.fidx] if fg.ftype.n_fun else fg._fv0)
+                if mode == "reference":
+                    try:
+                        Kb, Cb = fg.ftype.force_jacobian(*args)
+                    except ElementEvaluationError as exc:
+                        self._element_failed(fg, exc.index, exc.reason, t)
+                else:
+                    Kb, Cb = self._fd_force_blocks(fg, *args)
+                Kv[sl] = np.asarray(Kb, dtype=float).reshape(-1)
+                Cv[sl] = np.asarray(Cb, dtype=float).reshape(-1)
+        n = self.n
+        keep = fj["keep"]
+        kv, cv = (Kv, Cv) if keep is None else (Kv[keep], Cv[keep])
+        if self.dense:
+            return (np.bincount(fj["lin"], kv, n * n).reshape(n, n),
+                    np.bincount(fj["lin"], cv, n * n).reshape(n, n))
+        import scipy.sparse as sp
+        pos, nnz, ind, ptr = fj["csr"]
+        return tuple(sp.csr_matrix((np.bincount(pos, x, nnz), ind, ptr), shape=(n, n),
+                                   copy=False) for x in (kv, cv))
+
+    def _fd_force_blocks(self, fg: "ForceGroup", par, qb, qdb, t, f):
+        """Forward differences of one group's forces in its elements' coordinates:
+        (K, C) blocks (ne, nb, nc, nb, nc), all elements at once per column."""
+        ne, nb, nc = fg._shape
+        qb = np.array(qb, dtype=float)
+        qdb = np.array(qdb, dtype=float)
+        g0 = self._force_call(fg, "force", (par, qb, qdb, t, f), fg._shape, t).copy()
+        K = np.zeros((ne, nb, nc, nb, nc))
+        C = np.zeros((ne, nb, nc, nb, nc))
+        for X, J in ((qb, K), (qdb, C)):
+            for b in range(nb):
+                for c in range(nc):
+                    x0 = X[:, b, c].copy()
+                    d = self.FD_STEP * (1.0 + np.abs(x0))
+                    X[:, b, c] = x0 + d
+                    g = self._force_call(fg, "force", (par, qb, qdb, t, f), fg._shape, t)
+                    J[:, :, :, b, c] = (g - g0) / d[:, None, None]
+                    X[:, b, c] = x0
+        return K, C
+
+    def _fj_setup(self) -> None:
+        """How each force group's Jacobian blocks are computed, their place in the
+        flat block buffers (compiled groups first, written by the evaluator) and
+        the scatter indices (ground/padding dropped, particles folded)."""
+        from .elements import ForceType
+        comp, py, order = [], [], []
+        jk = {}
+        if self.backend == "compiled" and self._force_evaluator is not None:
+            from ._ext import _forces
+            jk = getattr(_forces, "JAC_KERNELS", {})
+        for fg in self.force_groups:
+            if fg.compiled and fg.ftype.kernel in jk:
+                comp.append(fg)
+        comp_ids = {id(fg) for fg in comp}
+        for fg in self.force_groups:
+            if id(fg) in comp_ids:
+                continue
+            has_ref = type(fg.ftype).force_jacobian is not ForceType.force_jacobian
+            py.append((fg, "reference" if has_ref else "fd"))
+        rows, cols, pos, python = [], [], 0, []
+        for fg in comp + [g for g, _ in py]:
+            ne, nb, nc = fg._shape
+            nl = nb * nc
+            ridx = self._colmap[fg._cidx.reshape(ne, nl)]
+            rows.append(np.repeat(ridx, nl, axis=1).reshape(-1))
+            cols.append(np.tile(ridx, (1, nl)).reshape(-1))
+            order.append((fg, slice(pos, pos + ne * nl * nl)))
+            pos += ne * nl * nl
+        modes = dict((id(g), m) for g, m in py)
+        python = [(fg, sl, modes[id(fg)]) for fg, sl in order if id(fg) in modes]
+        rows = np.concatenate(rows) if rows else np.zeros(0, np.intp)
+        cols = np.concatenate(cols) if cols else np.zeros(0, np.intp)
+        n = self.n
+        keep = (rows < n) & (cols < n)
+        ev = None
+        if comp:
+            from ._ext import _forces
+            ev = _forces.ForceJacobianEvaluator(
+                self.n_ext if self.padded else self.n,
+                [dict(kernel=fg.ftype.kernel, boff=fg.boff, par=fg.par, fidx=fg.fidx)
+                 for fg in comp])
+        lin = (rows[keep] * n + cols[keep]).astype(np.intp)
+        # sparse: the CSR pattern of the blocks and each entry's data position
+        # (duplicates summed by bincount)
+        uniq, where = np.unique(lin, return_inverse=True)
+        ptr = np.searchsorted(uniq // max(n, 1), np.arange(n + 1)).astype(np.int32)
+        csr = (where.astype(np.intp), uniq.size, (uniq % max(n, 1)).astype(np.int32), ptr)
+        self._fj = dict(eval=ev, compiled=comp, python=python, K=np.zeros(pos),
+                        C=np.zeros(pos), keep=None if keep.all() else np.nonzero(keep)[0],
+                        lin=lin, csr=csr)
+
+    def force_jacobian_modes(self) -> dict[str, str]:
+        """Force type name -> how :meth:`force_jacobians` differentiates it:
+        'compiled', 'reference' (NumPy) or 'fd' (forward differences)."""
+        if getattr(self, "_fj", None) is None:
+            self._fj_setup()
+        out = {fg.ftype.name: "compiled" for fg in self._fj["compiled"]}
+        out.update({fg.ftype.name: m for fg, _, m in self._fj["python"]})
+        return out
+
     def kinetic_energy(self, qd: np.ndarray, q: np.ndarray | None = None) -> float:
         """T = qd^T M qd / 2 (004 Eq 14.8 for centroidal frames; spatial bodies:
         T = m rd^2 / 2 + w'^T J' w' / 2 with w' = 2 L(p) pd, Prob. 11.5, which
@@ -839,17 +983,31 @@ class System:
                     fg.par, self._qx[fg._cidx], t, fv[fg.fidx]), (len(fg.names),), t)))
         return V
 
-    def nonconservative_power(self, q: np.ndarray, qd: np.ndarray, t: float) -> float:
+    def nonconservative_power(self, q: np.ndarray, qd: np.ndarray, t: float,
+                              compiled: bool = False) -> float:
         """Power of every non-conservative force part (dampers, actuators, applied
-        forces): the rate of the work that changes T + V."""
+        forces): the rate of the work that changes T + V.  ``compiled=True``: the
+        compiled groups' power from their kernels (equal to the references to
+        1e-12; used by the DAE Jacobians' work row, issue 14)."""
         if not self.force_groups:
             return 0.0
         fv = self.functions_at(t)
+        groups = self.force_groups
+        P = 0.0
+        if compiled and self._force_evaluator is not None and not self.padded:
+            P = self._force_evaluator.power_nc(np.ascontiguousarray(q, dtype=float),
+                                               np.ascontiguousarray(qd, dtype=float), fv)
+            if P != P:                   # a failing element: the reference names it
+                P, groups = 0.0, self.force_groups
+            else:
+                groups = self._py_force_groups
+                if not groups:
+                    return float(P)
         self._load(q)
         self._load_qd(qd)
-        return float(sum(np.sum(self._force_call(fg, "power_nc", (
+        return float(P) + float(sum(np.sum(self._force_call(fg, "power_nc", (
             fg.par, self._qx[fg._cidx], self._qdx[fg._cidx], t, fv[fg.fidx]),
-            (len(fg.names),), t)) for fg in self.force_groups))
+            (len(fg.names),), t)) for fg in groups))
 
     def force_outputs(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
         """Element quantities of every force element (labels :attr:`force_labels`),

@@ -537,6 +537,8 @@ class _Run:
         Jf = form.jacobian(t, y[:size])
         out = np.zeros((size + 1, size + 1))
         out[:size, :size] = Jf
+        if self._direct_work_row(t, y, out[size]):
+            return out
         h = 1e-7
         w0 = self.rhs(t, y)[size]
         yp = y.copy()
@@ -546,6 +548,41 @@ class _Run:
             out[size, j] = (self.rhs(t, yp)[size] - w0) / d
             yp[j] = y[j]
         return out
+
+    def _direct_work_row(self, t, y, row) -> bool:
+        """The work row of :meth:`dae_jacobian` without the formulation's rhs, for
+        planar bodies with a dense Jacobian (ggl, stiff): ``w = P_nc(q, v) +
+        lam . (Phi_q v)``, so ``dw/dlam = Phi_q v`` and ``dw/dv = dP_nc/dv +
+        Phi_q^T lam`` exactly, forward differences of ``P_nc`` (compiled power of
+        the compiled groups) and of ``lam . Phi_q v`` in q, and ``dP_nc/dv`` (issue
+        14: no force evaluation).  False where it does not apply."""
+        form, sysm = self.form, self.sysm
+        if (getattr(form, "name", None) not in ("ggl", "stiff") or getattr(form, "spatial", True)
+                or not sysm.dense or sysm.padded or not sysm.all_holonomic):
+            return False
+        n, m = sysm.n, sysm.m
+        q = np.array(y[:n], dtype=float)
+        v = np.array(y[n:2 * n], dtype=float)
+        lam = y[2 * n:2 * n + m]
+        P0 = sysm.jacobian_dense(q, t)
+        Pv = P0 @ v
+        w0 = sysm.nonconservative_power(q, v, t, compiled=True)
+        c0 = float(lam @ Pv)
+        row[2 * n:2 * n + m] = Pv
+        row[n:2 * n] = P0.T @ lam
+        h = 1e-7
+        for j in range(n):
+            d = h * (1.0 + abs(y[j]))
+            q[j] = y[j] + d
+            wc = float(lam @ (sysm.jacobian(q, t) @ v)) if m else 0.0
+            row[j] = (sysm.nonconservative_power(q, v, t, compiled=True) - w0 + wc - c0) / d
+            q[j] = y[j]
+            d = h * (1.0 + abs(y[n + j]))
+            v[j] = y[n + j] + d
+            row[n + j] += (sysm.nonconservative_power(q, v, t, compiled=True) - w0) / d
+            v[j] = y[n + j]
+        self.rhs(t, y)                   # leave the buffers at y
+        return True
 
     def post_step(self, t, y):
         """Projection formulations: positions and velocities after every step."""

@@ -70,11 +70,35 @@ class GGL(Formulation):
         return f
 
     def jacobian(self, t, y):
-        """df/dy: forward differences in q and v (2n columns), exact columns for
-        lam and mu (f is linear in them: Phi_q^T blocks)."""
+        """df/dy.  Planar bodies: exact ``Phi_q`` blocks and unit block,
+        ``J_vq = K + d(Phi_q^T lam)/dq``, ``J_vv = C`` (K, C from
+        :meth:`mbcore.System.force_jacobians`: analytic per built-in force type,
+        spec planar.md §3), ``J_qq = d(Phi_q^T mu)/dq`` and the velocity-constraint
+        rows ``d(Phi_q v - nu)/dq`` by forward differences of those constraint
+        quantities alone (:func:`.stiff.constraint_fd`).  Spatial bodies (M^-1 inside
+        f): forward differences in q and v (2n columns of f), exact lam and mu
+        columns."""
         s, n, m = self.system, self.n, self.m
         N = 2 * n + 2 * m
         J = np.zeros((N, N))
+        if not self.spatial:
+            from .stiff import _dense, constraint_fd
+            q, v = y[:n], y[n:2 * n]
+            lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
+            K, C = s.force_jacobians(q, v, t)
+            (Hl, Hm), W = constraint_fd(s, q, t, (lam, mu), v=v)
+            Phq = s.jacobian_dense(q, t)
+            J[:n, :n] = Hm
+            J[:n, n:2 * n] = np.eye(n)
+            J[:n, 2 * n + m:] = Phq.T
+            J[n:2 * n, :n] = _dense(K) + Hl
+            J[n:2 * n, n:2 * n] = _dense(C)
+            J[n:2 * n, 2 * n:2 * n + m] = Phq.T
+            J[2 * n:2 * n + m, :n] = Phq
+            J[2 * n + m:, :n] = W
+            J[2 * n + m:, n:2 * n] = Phq
+            self.rhs(t, y)               # leave the buffers at y
+            return J
         f0 = self.rhs(t, y).copy()
         yp = y.copy()
         for j in range(2 * n):
@@ -83,12 +107,10 @@ class GGL(Formulation):
             J[:, j] = (self.rhs(t, yp) - f0) / d
             yp[j] = y[j]
         Phq = s.jacobian_dense(y[:n], t)
-        if self.spatial:                 # d(M^-1 (Q + Phi_q^T lam))/d lam
-            z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
-            J[n:2 * n, 2 * n:2 * n + m] = np.column_stack([
-                self.solver.mass_solve(y[:n], y[n:2 * n], c) - z for c in Phq]) if m else 0.0
-        else:
-            J[n:2 * n, 2 * n:2 * n + m] = Phq.T
+        # d(M^-1 (Q + Phi_q^T lam))/d lam
+        z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
+        J[n:2 * n, 2 * n:2 * n + m] = np.column_stack([
+            self.solver.mass_solve(y[:n], y[n:2 * n], c) - z for c in Phq]) if m else 0.0
         J[:n, 2 * n + m:] = Phq.T
         self.rhs(t, y)                   # leave the buffers at y
         return J

@@ -42,19 +42,82 @@ BDF_COEFFS = {1: ((1.0,), 1.0),
 
 
 # -- the Newton systems of spec §4.6 ---------------------------------------------
+def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
+    """Forward differences in q of the constraint-only terms of the Newton matrices
+    (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
+    ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
+    ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
+    Hessians: these stay differences (issue 14)."""
+    n, m = system.n, system.m
+    outs = [np.zeros((n, n)) for _ in lams]
+    W = np.zeros((m, n)) if v is not None else None
+    if m == 0 or (not lams and v is None):
+        return outs, W
+    P0 = system.jacobian_dense(q, t)
+    b0 = [P0.T @ l for l in lams]
+    w0 = P0 @ v - system.nu(q, t) if v is not None else None
+    qp = np.array(q, dtype=float)
+    for j in range(n):
+        d = eps * (1.0 + abs(q[j]))
+        qp[j] = q[j] + d
+        P = system.jacobian(qp, t)
+        for o, l, b in zip(outs, lams, b0):
+            o[:, j] = (P.T @ l - b) / d
+        if v is not None:
+            W[:, j] = (P @ v - system.nu(qp, t) - w0) / d
+        qp[j] = q[j]
+    return outs, W
+
+
+def _dense(A):
+    return A.toarray() if hasattr(A, "toarray") else np.asarray(A)
+
+
 def _parts(system, q, s, lam, t, eps=1e-7):
-    """M, g_q + (Phi_q^T lam)_q (forward differences), g_s, Phi_q at (q, s, lam)."""
+    """M, g_q + (Phi_q^T lam)_q, g_s, Phi_q at (q, s, lam).
+
+    Planar bodies: ``K = dQ/dq``, ``C = dQ/ds`` from
+    :meth:`mbcore.System.force_jacobians` (analytic per built-in force type, spec
+    planar.md §3 / spatial.md §3.2), plus forward differences of ``Phi_q^T lam``
+    alone (:func:`constraint_fd`).  Spatial bodies (M^-1 applied inside f, see
+    :func:`_accel`): forward differences of the whole velocity rows."""
     n = system.n
-    if system.mass_diag is None:        # spatial: M^-1 applied inside f (see _accel)
-        M = np.eye(n)
+    if system.mass_diag is not None:
+        K, C = system.force_jacobians(q, s, t)
+        (H,), _ = constraint_fd(system, q, t, (lam,), eps=eps)
+        return (np.diag(system.mass_diag), _dense(K) + H, _dense(C),
+                system.jacobian_dense(q, t).copy())
+    M = np.eye(n)
 
-        def force(qq, ss):
-            return _accel(system, qq, ss, t, lam)
-    else:
-        M = np.diag(system.mass_diag)
+    def force(qq, ss):
+        return _accel(system, qq, ss, t, lam)
 
-        def force(qq, ss):
-            return system.forces(qq, ss, t) + system.jacobian_dense(qq, t).T @ lam
+    f0 = force(q, s).copy()
+    Kq = np.zeros((n, n))
+    Ks = np.zeros((n, n))
+    for j in range(n):
+        d = eps * (1.0 + abs(q[j]))
+        qp = q.copy()
+        qp[j] += d
+        Kq[:, j] = (force(qp, s) - f0) / d
+        d = eps * (1.0 + abs(s[j]))
+        sp_ = s.copy()
+        sp_[j] += d
+        Ks[:, j] = (force(q, sp_) - f0) / d
+    return M, Kq, Ks, system.jacobian_dense(q, t).copy()
+
+
+def _parts_fd(system, q, s, lam, t, eps=1e-7):
+    """The blocks of :func:`_parts` by forward differences of the whole
+    ``Q + Phi_q^T lam`` (the method before issue 14; kept for tests and the
+    benchmark)."""
+    n = system.n
+    if system.mass_diag is None:
+        return _parts(system, q, s, lam, t, eps)
+    M = np.diag(system.mass_diag)
+
+    def force(qq, ss):
+        return system.forces(qq, ss, t) + system.jacobian_dense(qq, t).T @ lam
 
     f0 = force(q, s).copy()
     Kq = np.zeros((n, n))
@@ -399,8 +462,9 @@ class Stiff(Formulation):
         return f
 
     def jacobian(self, t, y):
-        """df/dy: exact q rows and lam columns, forward differences for
-        d(Q + Phi_q^T lam)/dq and dQ/ds, exact Phi_q rows."""
+        """df/dy: exact q rows and lam columns, ``K + d(Phi_q^T lam)/dq`` and
+        ``C`` (:func:`_parts`: analytic force Jacobians, differences of the
+        constraint term only; spatial: differences), exact Phi_q rows."""
         n = self.n
         N = self.size
         M, Kq, Ks, Jq = _parts(self.system, y[:n], y[n:2 * n], y[2 * n:], t)

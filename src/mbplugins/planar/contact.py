@@ -36,18 +36,40 @@ point X on the normal through P gives that); non-conservative power
 par = ``[s'_x, s'_y, radius, l'_x, l'_y, n'_x, n'_y, k, c, e, mu, v_eps,
 damping_model, friction_model]`` (models as codes 0, 1, 2 and 0, 1 in the order
 above); the compiled kernel ``contact`` in ``mbcore._ext._forces`` uses the same.
+
+Force Jacobians (:meth:`Contact.force_jacobian`, kernel in
+ext/_force_jacobians.pxi): the law is piecewise smooth — it switches at ``delta =
+0``, at ``delta_dot = 0`` (``compression``), at ``f_n = 0`` (clipping) and at
+``|v_t| = v_eps`` (``linear`` friction) — and K, C are the exact derivatives of
+the active branch (zero out of contact, in the clipped and in the saturated
+ranges); at a switching point itself they are those of one side.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements import ForceType, rot
+from mbcore.elements import ForceType, perp, rot
 from mbcore.errors import ModelError
 from mbcore.schema import Param
 
 from ._common import cross, unit_vector
 
 DAMPING_MODELS = ("hunt_crossley", "compression", "linear")
+
+
+def perp_cols(a):
+    """R a for derivative blocks (ne, 2, k)."""
+    return np.stack([-a[:, 1], a[:, 0]], 1)
+
+
+def _cross_cols(da, b):
+    """d(a) x b for a derivative block da (ne, 2, k) and b (ne, 2)."""
+    return da[:, 0] * b[:, 1:2] - da[:, 1] * b[:, 0:1]
+
+
+def _cross_cols2(a, db):
+    """a x d(b) for a (ne, 2) and a derivative block db (ne, 2, k)."""
+    return a[:, 0:1] * db[:, 1] - a[:, 1:2] * db[:, 0]
 FRICTION_MODELS = ("tanh", "linear")
 
 
@@ -147,6 +169,89 @@ class Contact(ForceType):
         g[:, 1, :2] = -F
         g[:, 1, 2] = -cross(Xj, F)
         return g
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 3, 2, 3) of F9: forward-mode chain rule through the
+        geometry and the law (module docstring), every quantity carried with its
+        derivatives in the 12 columns ``[q_i, q_j, qd_i, qd_j]``::
+
+            dS = [0, 0, R S | 0],  dn = [0 | 0, 0, R n],  dr_L = [0 | I, R (r_L - r_j)]
+            dd = dn^T (r_i + S - r_L) + n^T (dr_i + dS - dr_L),  ddelta = -dd
+            dX_i = dS - n dd - d dn,  dX_j = dr_i + dX_i - dr_j
+            dv = [w_i R dX_i - w_j R dX_j | I, R X_i, -I, -R X_j]
+            d(delta_dot) = -dn^T v - n^T dv,  dv_t = dt^T v + t^T dv
+            dF = n df_n + f_n dn + t df_t + f_t dt,  d(X x F) = dX x F + X x dF
+        """
+        ne = par.shape[0]
+        qi, qj = qb[:, 0], qb[:, 1]
+        wi, wj = qdb[:, 0, 2], qdb[:, 1, 2]
+        S = rot(qi[:, 2], par[:, 0:2])
+        n = rot(qj[:, 2], par[:, 5:7])
+        rL = qj[:, :2] + rot(qj[:, 2], par[:, 3:5])
+        rp = qi[:, :2] + S - rL
+        d = np.sum(n * rp, -1)
+        delta = par[:, 2] - d
+        on = delta > 0.0
+        Z = np.zeros((ne, 2, 12))
+        dri, drj, dS, dn, drL = Z.copy(), Z.copy(), Z.copy(), Z.copy(), Z.copy()
+        dri[:, 0, 0] = dri[:, 1, 1] = 1.0
+        drj[:, 0, 3] = drj[:, 1, 4] = 1.0
+        dS[:, :, 2] = perp(S)
+        dn[:, :, 5] = perp(n)
+        drL[:, 0, 3] = drL[:, 1, 4] = 1.0
+        drL[:, :, 5] = perp(rL - qj[:, :2])
+        dd_ = np.einsum("erk,er->ek", dn, rp) + np.einsum("er,erk->ek", n, dri + dS - drL)
+        ddelta = -dd_
+        Xi = S - d[:, None] * n
+        Xj = qi[:, :2] + Xi - qj[:, :2]
+        dXi = dS - n[:, :, None] * dd_[:, None, :] - d[:, None, None] * dn
+        dXj = dri + dXi - drj
+        vrel = (qdb[:, 0, :2] + wi[:, None] * perp(Xi)) - (qdb[:, 1, :2] + wj[:, None] * perp(Xj))
+        dv = wi[:, None, None] * perp_cols(dXi) - wj[:, None, None] * perp_cols(dXj)
+        dv[:, 0, 6] = dv[:, 1, 7] = 1.0
+        dv[:, :, 8] = perp(Xi)
+        dv[:, 0, 9] = dv[:, 1, 10] = -1.0
+        dv[:, :, 11] = -perp(Xj)
+        dot_ = -np.sum(n * vrel, -1)
+        ddot = -np.einsum("erk,er->ek", dn, vrel) - np.einsum("er,erk->ek", n, dv)
+        tv = np.stack([n[:, 1], -n[:, 0]], -1)
+        dt = np.stack([dn[:, 1], -dn[:, 0]], 1)
+        vt = np.sum(tv * vrel, -1)
+        dvt = np.einsum("erk,er->ek", dt, vrel) + np.einsum("er,erk->ek", tv, dv)
+        e, k, c = par[:, 9], par[:, 7], par[:, 8]
+        dp = np.where(on, delta, 1.0)
+        pe = np.where(on, np.power(dp, e), 0.0)
+        dpe = np.where(on, e * np.power(dp, e - 1.0), 0.0)[:, None] * ddelta
+        model = par[:, 12]
+        fel = k * pe
+        fd = np.where(model < 0.5, c * pe * dot_,
+                      np.where(model < 1.5, np.where(dot_ > 0.0, c * dot_, 0.0), c * dot_))
+        dfd = np.where((model < 0.5)[:, None], c[:, None] * (dpe * dot_[:, None]
+                                                             + pe[:, None] * ddot),
+                       np.where(((model >= 1.5) | (dot_ > 0.0))[:, None],
+                                c[:, None] * ddot, 0.0))
+        act = on & (fel + fd > 0.0)
+        fn = np.where(act, fel + fd, 0.0)
+        dfn = np.where(act[:, None], k[:, None] * dpe + dfd, 0.0)
+        x = vt / par[:, 11]
+        lin = par[:, 13] >= 0.5
+        th = np.tanh(x)
+        sat = np.where(lin, np.clip(x, -1.0, 1.0), th)
+        dsat = np.where(lin, np.where(np.abs(x) < 1.0, 1.0, 0.0), 1.0 - th * th)[:, None] \
+            * dvt / par[:, 11:12]
+        mu = par[:, 10]
+        ft = np.where(on, -mu * fn * sat, 0.0)
+        dft = np.where(on[:, None], -mu[:, None] * (dfn * sat[:, None] + fn[:, None] * dsat),
+                       0.0)
+        F = fn[:, None] * n + ft[:, None] * tv
+        dF = (n[:, :, None] * dfn[:, None, :] + fn[:, None, None] * dn
+              + tv[:, :, None] * dft[:, None, :] + ft[:, None, None] * dt)
+        J = np.zeros((ne, 6, 12))
+        J[:, 0:2] = dF
+        J[:, 2] = _cross_cols(dXi, F) + _cross_cols2(Xi, dF)
+        J[:, 3:5] = -dF
+        J[:, 5] = -(_cross_cols(dXj, F) + _cross_cols2(Xj, dF))
+        return (J[:, :, :6].reshape(ne, 2, 3, 2, 3), J[:, :, 6:].reshape(ne, 2, 3, 2, 3))
 
     def energy(self, par, qb, t, f):
         delta = self._geometry(par, qb)[3]

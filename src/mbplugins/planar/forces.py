@@ -110,6 +110,47 @@ class TSDA(ForceType):
         """Spring, damper and actuator forces (linear laws)."""
         return par[:, 4] * (L - par[:, 6]), par[:, 5] * Ld, f[:, 0, 0]
 
+    def _slopes(self, par, L, Ld):
+        """d f_s / dL and d f_d / dLdot (linear laws: k and c)."""
+        return par[:, 4], par[:, 5]
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K = dg/dq, C = dg/dqd (ne, 2, 3, 2, 3) of F5 (spec/planar.md §3 F5),
+        derived from ``g = -D^T (f u)`` with ``D = dl/dq = [-I, -R S_i, I, R S_j]``::
+
+            dL/dq = a^T,  a = D^T u;   dLdot/dqd = a^T
+            dLdot/dq = (D^T P ld)^T / L + u^T E,  P = I - u u^T,
+                       E = d(ld)/dq: w_i S_i at phi_i, -w_j S_j at phi_j
+            K = -(f/L) D^T P D - f_s' a a^T - f_d' a (dLdot/dq) - H,
+                H = diag(S_i . f u at phi_i, -S_j . f u at phi_j)
+            C = -f_d' a a^T
+        """
+        Si, Sj, u, L, Ld, fs, fd, fa = self._forces(par, qb, qdb, f)
+        ks, kd = self._slopes(par, L, Ld)
+        ne = par.shape[0]
+        D = np.zeros((ne, 2, 6))
+        D[:, 0, 0] = D[:, 1, 1] = -1.0
+        D[:, 0, 3] = D[:, 1, 4] = 1.0
+        D[:, :, 2] = -perp(Si)
+        D[:, :, 5] = perp(Sj)
+        ld = np.einsum("erk,ek->er", D, qdb.reshape(ne, 6))
+        a = np.einsum("erk,er->ek", D, u)
+        E = np.zeros((ne, 2, 6))
+        E[:, :, 2] = qdb[:, 0, 2:3] * Si
+        E[:, :, 5] = -qdb[:, 1, 2:3] * Sj
+        ftot = fs + fd + fa
+        DtD = np.einsum("erk,erl->ekl", D, D)
+        Ldq = (np.einsum("erk,er->ek", D, ld) - Ld[:, None] * a) / L[:, None] \
+            + np.einsum("erk,er->ek", E, u)
+        aa = a[:, :, None] * a[:, None, :]
+        K = -(ftot / L)[:, None, None] * (DtD - aa) - ks[:, None, None] * aa \
+            - kd[:, None, None] * a[:, :, None] * Ldq[:, None, :]
+        F = ftot[:, None] * u
+        K[:, 2, 2] -= np.sum(Si * F, -1)
+        K[:, 5, 5] += np.sum(Sj * F, -1)
+        C = -kd[:, None, None] * aa
+        return K.reshape(ne, 2, 3, 2, 3), C.reshape(ne, 2, 3, 2, 3)
+
     def _forces(self, par, qb, qdb, f):
         Si, Sj, u, L, Ld = self._line(par, qb, qdb)
         return (Si, Sj, u, L, Ld) + tuple(self._laws(par, L, Ld, f))
@@ -185,6 +226,19 @@ class RSDA(ForceType):
         g[:, 1, 2] = -(ns + nd + na)
         return g
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 3, 2, 3) of F6 (spec/planar.md §3 F6): with
+        ``n = k (phi_j - phi_i - theta0) + c (w_j - w_i) + n_a``, ``g_i,phi = n``,
+        ``g_j,phi = -n``: the phi block of K is ``k [[-1, 1], [1, -1]]``, of C
+        ``c [[-1, 1], [1, -1]]``."""
+        ne = par.shape[0]
+        K = np.zeros((ne, 2, 3, 2, 3))
+        C = np.zeros((ne, 2, 3, 2, 3))
+        sgn = np.array([[-1.0, 1.0], [1.0, -1.0]])
+        K[:, :, 2, :, 2] = par[:, 0, None, None] * sgn
+        C[:, :, 2, :, 2] = par[:, 1, None, None] * sgn
+        return K, C
+
     def energy(self, par, qb, t, f):
         th = qb[:, 1, 2] - qb[:, 0, 2]
         return 0.5 * par[:, 0] * (th - par[:, 2]) ** 2
@@ -237,6 +291,19 @@ class PointForce(ForceType):
         g[:, 0, 2] = _cross(S, fg)
         return g
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 1, 3, 1, 3) of F2 (spec/planar.md §3 F2).  Global components:
+        only ``d(S x f)/dphi = (R S) x f = -S . f``.  Body components (``f = A f'``):
+        ``df/dphi = R f`` and ``d(S x f)/dphi = 0`` (S and f turn together).  C = 0."""
+        fg = self._f(par, qb, f)
+        S = rot(qb[:, 0, 2], par[:, 0:2])
+        body = par[:, 2] > 0.5
+        ne = par.shape[0]
+        K = np.zeros((ne, 1, 3, 1, 3))
+        K[:, 0, :2, 0, 2] = np.where(body[:, None], perp(fg), 0.0)
+        K[:, 0, 2, 0, 2] = np.where(body, 0.0, -np.sum(S * fg, -1))
+        return K, np.zeros_like(K)
+
     def outputs(self, par, qb, qdb, t, f):
         return self._f(par, qb, f)
 
@@ -266,6 +333,11 @@ class Torque(ForceType):
         g[:, 0, 2] = f[:, 0, 0]
         g[:, 1, 2] = -f[:, 0, 0]
         return g
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """F3 depends on t only: K = C = 0."""
+        K = np.zeros((f.shape[0], 2, 3, 2, 3))
+        return K, K.copy()
 
     def outputs(self, par, qb, qdb, t, f):
         return f[:, 0, 0:1].copy()
@@ -330,6 +402,33 @@ class Drag(ForceType):
         S, speed, fv = self._parts(par, qb, qdb)
         return np.stack([speed, np.hypot(fv[:, 0], fv[:, 1]), fv[:, 0], fv[:, 1]], -1)
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 1, 3, 1, 3) of F8 (spec/planar.md §3 F8): with
+        ``dv/dqd = V = [I, R S]``, ``dv/dphi = -w S`` and
+        ``F_v = df/dv = -(kq |v| + c) I - kq v v^T / |v|`` (0 at v = 0)::
+
+            C = [F_v V; S x (F_v V)]
+            K[:, phi] = [F_v (-w S); -S . f + S x (F_v (-w S))]
+        """
+        S, speed, fv = self._parts(par, qb, qdb)
+        ne = par.shape[0]
+        v = qdb[:, 0, :2] + qdb[:, 0, 2:3] * perp(S) - par[:, 4:6]
+        inv = np.divide(1.0, speed, out=np.zeros_like(speed), where=speed > 0)
+        Fv = -(par[:, 2] * speed + par[:, 3])[:, None, None] * np.eye(2) \
+            - (par[:, 2] * inv)[:, None, None] * v[:, :, None] * v[:, None, :]
+        V = np.zeros((ne, 2, 3))
+        V[:, 0, 0] = V[:, 1, 1] = 1.0
+        V[:, :, 2] = perp(S)
+        FV = np.einsum("ers,esk->erk", Fv, V)
+        C = np.zeros((ne, 3, 3))
+        C[:, :2] = FV
+        C[:, 2] = S[:, 0:1] * FV[:, 1] - S[:, 1:2] * FV[:, 0]
+        dF = np.einsum("ers,es->er", Fv, -qdb[:, 0, 2:3] * S)
+        K = np.zeros((ne, 3, 3))
+        K[:, :2, 2] = dF
+        K[:, 2, 2] = -np.sum(S * fv, -1) + _cross(S, dF)
+        return K.reshape(ne, 1, 3, 1, 3), C.reshape(ne, 1, 3, 1, 3)
+
 
 class _Coefficients(Param):
     """One non-negative number for all three coordinates, or ``[d_x, d_y, d_phi]``."""
@@ -374,6 +473,15 @@ class FictitiousDamping(ForceType):
 
     def force(self, par, qb, qdb, t, f):
         return -(par * qdb[:, 0, :])[:, None, :]
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """F10: K = 0, C = -diag(d_x, d_y, d_phi)."""
+        ne = par.shape[0]
+        K = np.zeros((ne, 1, 3, 1, 3))
+        C = np.zeros((ne, 1, 3, 1, 3))
+        for k in range(3):
+            C[:, 0, k, 0, k] = -par[:, k]
+        return K, C
 
     def outputs(self, par, qb, qdb, t, f):
         return -(par * qdb[:, 0, :])

@@ -7,7 +7,8 @@ each a table (a cubic spline through the points, ``scipy.interpolate.CubicSpline
 linear beyond the ends) or a polynomial.  The potential is the integral of the
 spring law.  This type has no compiled kernel: it is evaluated through its NumPy
 reference on both kernel settings (one Python call per element and evaluation —
-use ``tsda`` for linear laws in large models).
+use ``tsda`` for linear laws in large models).  Its force Jacobians are those of
+``tsda`` (:meth:`TSDA.force_jacobian`) with the laws' slopes (:meth:`Law.slope`).
 """
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ class Law:
         inner = self.cs(np.clip(x, self.x0, self.x1))
         return np.where(x < self.x0, self.f0 + self.d0 * (x - self.x0),
                         np.where(x > self.x1, self.f1 + self.d1 * (x - self.x1), inner))
+
+    def slope(self, x):
+        """df/dx of the continued law (the spline's derivative inside the table,
+        the end slopes beyond it)."""
+        if self.cs is None:
+            return self.p.deriv()(x)
+        x = np.asarray(x, float)
+        inner = self.cs(np.clip(x, self.x0, self.x1), 1)
+        return np.where(x < self.x0, self.d0, np.where(x > self.x1, self.d1, inner))
 
     def _F(self, x):
         """An antiderivative of the continued law."""
@@ -144,6 +154,14 @@ class NonlinearTSDA(TSDA):
         fd = np.array([float(_LAWS[int(k)](v)) if k >= 0 else 0.0
                        for k, v in zip(par[:, 6], Ld)])
         return fs, fd, f[:, 0, 0]
+
+    def _slopes(self, par, L, Ld):
+        """f_s'(L - L0) and f_d'(Ldot) (:meth:`Law.slope`) for the F5 Jacobian
+        (:meth:`TSDA.force_jacobian`)."""
+        ks = np.array([float(_LAWS[int(k)].slope(d)) for k, d in zip(par[:, 5], L - par[:, 4])])
+        kd = np.array([float(_LAWS[int(k)].slope(v)) if k >= 0 else 0.0
+                       for k, v in zip(par[:, 6], Ld)])
+        return ks, kd
 
     def energy(self, par, qb, t, f):
         d = self._length(par, qb)[3] - par[:, 4]

@@ -69,6 +69,44 @@ def _sqrt_jet(S2: C._Jet) -> C._Jet:
                   None if S2.d is None else S2.d / (2.0 * s))
 
 
+# -- derivatives for the force Jacobians (K = dg/dq, C = dg/dqd; issue 14) -----------
+# Exact derivatives of the expressions the forces evaluate, also off |p| = 1 (A(p)
+# of 004 Eq 6.18 is the quadratic (2 e0^2 - 1) I + 2 e e^T + 2 e0 e~; G, L are
+# linear in p, spec/spatial.md §1.2-1.3).
+def _sk(a):
+    """a~ (..., 3) -> (..., 3, 3)."""
+    z = np.zeros(a.shape[:-1])
+    return np.stack([np.stack([z, -a[..., 2], a[..., 1]], -1),
+                     np.stack([a[..., 2], z, -a[..., 0]], -1),
+                     np.stack([-a[..., 1], a[..., 0], z], -1)], -2)
+
+
+def _dA(p, a, transpose=False):
+    """d(A(p) a)/dp (or d(A(p)^T a)/dp), (ne, 3, 4):
+    ``[4 e0 a ± 2 e x a, 2 (e . a) I + 2 e a^T ∓ 2 e0 a~]``."""
+    e0, e = p[:, 0], p[:, 1:4]
+    sg = -1.0 if transpose else 1.0
+    out = np.empty(p.shape[:1] + (3, 4))
+    out[:, :, 0] = 4.0 * e0[:, None] * a + sg * 2.0 * np.cross(e, a)
+    out[:, :, 1:] = (2.0 * np.einsum("ek,ek->e", e, a)[:, None, None] * np.eye(3)
+                     + 2.0 * e[:, :, None] * a[:, None, :]
+                     - sg * 2.0 * e0[:, None, None] * _sk(a))
+    return out
+
+
+_E4 = np.eye(4)
+
+
+def _dM(M, x):
+    """d(M(p) x)/dp for M = G or L (linear in p): column j is M(e_j) x, (ne, 3, 4)."""
+    return np.einsum("jkl,el->ekj", M(_E4), x)
+
+
+def _dMT(M, n):
+    """d(M(p)^T n)/dp for M = G or L: column j is M(e_j)^T n, (ne, 4, 4)."""
+    return np.einsum("jkl,ek->elj", M(_E4), n)
+
+
 class SpatialForceType(ForceType):
     """Base of the spatial force types (body kind ``spatial``)."""
 
@@ -109,6 +147,31 @@ class _CoordinateLaw(SpatialForceType):
     def power_nc(self, par, qb, qdb, t, f):
         K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
         return -np.sum((fd + fa) * sd, -1)
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 7, 2, 7) of ``Q = -sum_k f_k g_k`` (module docstring), with
+        per coordinate ``s_k`` its q-form Jacobian row ``g_k = [J_r, 2 L^T J_pi']``
+        (``sdot_k = g_k . qd``), its true gradient ``grad s_k`` and ``H_k = dg_k/dq``
+        (:meth:`_coordinate_derivatives`)::
+
+            K = -sum_k g_k (k_k grad s_k + c_k H_k^T qd)^T + f_k H_k
+            C = -sum_k c_k g_k g_k^T
+
+        (k_k, c_k: the laws' slopes)."""
+        K_, jets, sv, sdv, fs, fd, fa = self._parts(par, qb, qdb, f)
+        ftot = fs + fd + fa
+        g, grad, H = self._coordinate_derivatives(par, qb)
+        ks, cs = self._slopes(par)
+        ne = par.shape[0]
+        Hqd = np.einsum("ekab,ea->ekb", H, qdb.reshape(ne, 14))
+        K = -np.einsum("eka,ekb->eab", g, ks[:, :, None] * grad + cs[:, :, None] * Hqd) \
+            - np.einsum("ek,ekab->eab", ftot, H)
+        Cm = -np.einsum("eka,ekb->eab", cs[:, :, None] * g, g)
+        return K.reshape(ne, 2, 7, 2, 7), Cm.reshape(ne, 2, 7, 2, 7)
+
+    def _slopes(self, par):
+        """d(spring)/ds and d(damper)/dsdot per coordinate (ne, k): k and c."""
+        return self._stiffness(par), par[:, self.C_COL:self.C_COL + 1]
 
     def _stiffness(self, par):
         return par[:, self.K_COL:self.K_COL + 1]
@@ -185,6 +248,75 @@ class SpatialTSDA(_CoordinateLaw):
             raise ElementEvaluationError(int(np.nonzero(short)[0][0]), ZERO_LENGTH)
         return [_sqrt_jet(L2)]
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 7, 2, 7) of the spatial TSDA (spec §3.2 [V:TSDA]) as the
+        reference evaluates it: ``g_i = [F, 2 L_i^T (s'_i x A_i^T F)]``, ``g_j`` the
+        negative with j's terms, ``F = f u``.  Columns ``[r_i, p_i, r_j, p_j]``::
+
+            D = dl/dq = [-I, -d(A_i s'_i)/dp, I, d(A_j s'_j)/dp]
+            v_P = rdot + A (w' x s'), w' = 2 L pdot:  V = d(ld)/dqd, E = d(ld)/dq
+            dL/dq = u^T D;  dLdot/dq = ld^T P D / L + u^T E;  dLdot/dqd = u^T V
+            dF/dq = u (k dL/dq + c dLdot/dq) + f P D / L;  dF/dqd = c u u^T V
+            d n*_i = 2 d(L^T n')/dp + 2 L_i^T s'~_i (d(A_i^T F)/dp + A_i^T dF)
+
+        with ``P = I - u u^T`` (k, c: the slopes of the laws)."""
+        K_, jets, sv, sdv, fs, fd, fa = self._parts(par, qb, qdb, f)
+        ne = par.shape[0]
+        ftot = (fs + fd + fa)[:, 0]
+        k, c = par[:, self.K_COL], par[:, self.C_COL]
+        D = np.zeros((ne, 3, 14))
+        V = np.zeros((ne, 3, 14))
+        E = np.zeros((ne, 3, 14))
+        l = np.zeros((ne, 3))
+        ld = np.zeros((ne, 3))
+        A, sp, Lm = [], [], []
+        for b, sign in ((0, -1.0), (1, 1.0)):
+            o = 7 * b
+            p, pd, s1 = qb[:, b, 3:7], qdb[:, b, 3:7], par[:, 3 * b:3 * b + 3]
+            Ab, Lb = C._A(p), Lmat(p)
+            wl = 2.0 * np.einsum("ekl,el->ek", Lb, pd)
+            S = np.einsum("ekl,el->ek", Ab, s1)
+            As = np.einsum("ekl,elj->ekj", Ab, _sk(s1))
+            l += sign * (qb[:, b, :3] + S)
+            ld += sign * (qdb[:, b, :3] + np.einsum("ekl,el->ek", Ab, np.cross(wl, s1)))
+            D[:, :, o:o + 3] = sign * np.eye(3)
+            D[:, :, o + 3:o + 7] = sign * _dA(p, s1)
+            V[:, :, o:o + 3] = sign * np.eye(3)
+            V[:, :, o + 3:o + 7] = -sign * 2.0 * np.einsum("ekl,elj->ekj", As, Lb)
+            E[:, :, o + 3:o + 7] = sign * (_dA(p, np.cross(wl, s1)) - 2.0 * np.einsum(
+                "ekl,elj->ekj", As, _dM(Lmat, pd)))
+            A.append(Ab)
+            sp.append(s1)
+            Lm.append(Lb)
+        L = np.linalg.norm(l, axis=1)
+        u = l / L[:, None]
+        P = np.eye(3) - u[:, :, None] * u[:, None, :]
+        PD = np.einsum("ekl,elj->ekj", P, D) / L[:, None, None]
+        dL = np.einsum("ek,ekj->ej", u, D)
+        dLdq = np.einsum("ek,ekj->ej", ld, PD) + np.einsum("ek,ekj->ej", u, E)
+        dLdd = np.einsum("ek,ekj->ej", u, V)
+        dFq = u[:, :, None] * (k[:, None] * dL + c[:, None] * dLdq)[:, None, :] \
+            + ftot[:, None, None] * PD
+        dFd = (c[:, None, None] * u[:, :, None]) * dLdd[:, None, :]
+        F = ftot[:, None] * u
+        Kq = np.zeros((ne, 14, 14))
+        Cq = np.zeros((ne, 14, 14))
+        for b, sign in ((0, 1.0), (1, -1.0)):
+            o = 7 * b
+            Ab, s1, Lb = A[b], sp[b], Lm[b]
+            ATF = np.einsum("elk,el->ek", Ab, F)
+            nl = np.cross(s1, ATF)
+            M = 2.0 * np.einsum("elk,elj->ekj", Lb, _sk(s1))          # 2 L^T s'~ (4 x 3)
+            dATF = np.einsum("elk,elj->ekj", Ab, dFq)                  # A^T dF/dq
+            dATF[:, :, o + 3:o + 7] += _dA(qb[:, b, 3:7], F, transpose=True)
+            Kq[:, o:o + 3] = sign * dFq
+            Kq[:, o + 3:o + 7] = sign * np.einsum("ekl,elj->ekj", M, dATF)
+            Kq[:, o + 3:o + 7, o + 3:o + 7] += sign * 2.0 * _dMT(Lmat, nl)
+            Cq[:, o:o + 3] = sign * dFd
+            Cq[:, o + 3:o + 7] = sign * np.einsum("ekl,elj->ekj", M, np.einsum(
+                "elk,elj->ekj", Ab, dFd))
+        return Kq.reshape(ne, 2, 7, 2, 7), Cq.reshape(ne, 2, 7, 2, 7)
+
 
 
 # =====================================================================================
@@ -257,6 +389,55 @@ class SpatialRSDA(_CoordinateLaw):
         par[:, self.TRACK] = th.v
         return [th]
 
+    def _coordinate_derivatives(self, par, qb):
+        """theta = atan2(y, x), x = f_i . f_j, y = g_i . f_j (:func:`_dot_ij`):
+        ``g = (x g_y - y g_x)/rho^2``, ``grad = (x grad y - y grad x)/rho^2``,
+        ``H = (g_y grad x^T - g_x grad y^T + x H_y - y H_x)/rho^2
+        - 2 g (x grad x + y grad y)^T / rho^2``."""
+        pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
+        Ai, Aj, Li, Lj = C._A(pi), C._A(pj), Lmat(pi), Lmat(pj)
+        fj = np.einsum("ekl,el->ek", Aj, par[:, 6:9])
+        args = (par[:, 6:9], fj, pi, pj, Ai, Aj, Li, Lj)
+        x, gx, dx, Hx = _dot_ij(par[:, 0:3], np.einsum("ekl,el->ek", Ai, par[:, 0:3]), *args)
+        y, gy, dy, Hy = _dot_ij(par[:, 3:6], np.einsum("ekl,el->ek", Ai, par[:, 3:6]), *args)
+        r2 = (x * x + y * y)[:, None]
+        g = (x[:, None] * gy - y[:, None] * gx) / r2
+        grad = (x[:, None] * dy - y[:, None] * dx) / r2
+        H = (gy[:, :, None] * dx[:, None, :] - gx[:, :, None] * dy[:, None, :]
+             + x[:, None, None] * Hy - y[:, None, None] * Hx) / r2[:, :, None] \
+            - 2.0 * g[:, :, None] * (x[:, None] * dx + y[:, None] * dy)[:, None, :] \
+            / r2[:, :, None]
+        return g[:, None], grad[:, None], H[:, None]
+
+
+
+def _dot_ij(par_ai, ai, fpj, fj, pi, pj, Ai, Aj, Li, Lj):
+    """Derivatives of ``z = a_i . f_j`` (``a_i = A_i a'_i``, ``f_j = A_j f'_j``) in
+    the columns ``[r_i, p_i, r_j, p_j]``: value, q-form row ``g`` (``2 L_i^T
+    (a'_i x A_i^T f_j)``, ``2 L_j^T (f'_j x A_j^T a_i)``), true gradient and
+    ``H = dg/dq``."""
+    ne = pi.shape[0]
+    val = np.einsum("ek,ek->e", ai, fj)
+    dAi = _dA(pi, par_ai)
+    dAj = _dA(pj, fpj)
+    grad = np.zeros((ne, 14))
+    grad[:, 3:7] = np.einsum("ekj,ek->ej", dAi, fj)
+    grad[:, 10:14] = np.einsum("ekj,ek->ej", dAj, ai)
+    ni = np.cross(par_ai, np.einsum("elk,el->ek", Ai, fj))
+    nj = np.cross(fpj, np.einsum("elk,el->ek", Aj, ai))
+    g = np.zeros((ne, 14))
+    g[:, 3:7] = 2.0 * np.einsum("ekl,ek->el", Li, ni)
+    g[:, 10:14] = 2.0 * np.einsum("ekl,ek->el", Lj, nj)
+    Mi = 2.0 * np.einsum("ekl,ekm->elm", Li, _sk(par_ai))       # 2 L_i^T a'~ (4 x 3)
+    Mj = 2.0 * np.einsum("ekl,ekm->elm", Lj, _sk(fpj))
+    H = np.zeros((ne, 14, 14))
+    H[:, 3:7, 3:7] = 2.0 * _dMT(Lmat, ni) + np.einsum("elm,emj->elj", Mi,
+                                                      _dA(pi, fj, transpose=True))
+    H[:, 3:7, 10:14] = np.einsum("elm,enm,enj->elj", Mi, Ai, dAj)
+    H[:, 10:14, 10:14] = 2.0 * _dMT(Lmat, nj) + np.einsum("elm,emj->elj", Mj,
+                                                          _dA(pj, ai, transpose=True))
+    H[:, 10:14, 3:7] = np.einsum("elm,enm,enj->elj", Mj, Aj, dAi)
+    return val, g, grad, H
 
 
 def _zero_function():
@@ -335,6 +516,93 @@ class Bushing(_CoordinateLaw):
             out.append(C._Jet(-2.0 * wk.v, -2.0 * wk.J, None if wk.d is None else -2.0 * wk.d))
         return out
 
+    def _slopes(self, par):
+        return self._stiffness(par), np.concatenate([par[:, 13:16], par[:, 19:22]], -1)
+
+    def _coordinate_derivatives(self, par, qb):
+        """Rows g, true gradients and H = dg/dq of the six coordinates, as the
+        reference's jets (and the kernel) define them:
+
+        * ``d_c = u . l``, ``u = A_i e'_c``, ``l = P_j - P_i``: ``g = [-u, 2 L_i^T
+          (e'_c x A_i^T l - s'_i x A_i^T u), u, 2 L_j^T (s'_j x A_j^T u)]``;
+        * ``theta_c = -2 w_c``, ``w = conj(q0) ⊗ conj(p_j) ⊗ p_i``:
+          ``g = [0, -2 L_i^T (w0 e_c + e_c x w), 0, 2 L_j^T A(q0) (w0 e_c - e_c x w)]``."""
+        ne = par.shape[0]
+        ri, rj = qb[:, 0, :3], qb[:, 1, :3]
+        pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
+        Ai, Aj, Li, Lj = C._A(pi), C._A(pj), Lmat(pi), Lmat(pj)
+        si, sj = par[:, 0:3], par[:, 3:6]
+        l = rj + np.einsum("ekl,el->ek", Aj, sj) - ri - np.einsum("ekl,el->ek", Ai, si)
+        D = np.zeros((ne, 3, 14))
+        D[:, :, 0:3] = -np.eye(3)
+        D[:, :, 3:7] = -_dA(pi, si)
+        D[:, :, 7:10] = np.eye(3)
+        D[:, :, 10:14] = _dA(pj, sj)
+        Msi = 2.0 * np.einsum("ekl,ekm->elm", Li, _sk(si))            # 2 L_i^T s'_i~
+        Msj = 2.0 * np.einsum("ekl,ekm->elm", Lj, _sk(sj))
+        g = np.zeros((ne, 6, 14))
+        grad = np.zeros((ne, 6, 14))
+        H = np.zeros((ne, 6, 14, 14))
+        ATl = np.einsum("elk,el->ek", Ai, l)
+        dATl = _dA(pi, l, transpose=True)
+        for c in range(3):
+            ec = np.zeros((ne, 3))
+            ec[:, c] = 1.0
+            u = Ai[:, :, c]
+            du = _dA(pi, ec)                                           # d u / d p_i
+            grad[:, c] = np.einsum("ek,ekj->ej", u, D)
+            grad[:, c, 3:7] += np.einsum("ek,ekj->ej", l, du)
+            ATu = np.einsum("elk,el->ek", Ai, u)
+            ni = np.cross(ec, ATl) - np.cross(si, ATu)
+            nj = np.cross(sj, np.einsum("elk,el->ek", Aj, u))
+            g[:, c, 0:3] = -u
+            g[:, c, 7:10] = u
+            g[:, c, 3:7] = 2.0 * np.einsum("ekl,ek->el", Li, ni)
+            g[:, c, 10:14] = 2.0 * np.einsum("ekl,ek->el", Lj, nj)
+            H[:, c, 0:3, 3:7] = -du
+            H[:, c, 7:10, 3:7] = du
+            Mec = 2.0 * np.einsum("ekl,ekm->elm", Li, _sk(ec))         # 2 L_i^T e'_c~
+            dni = np.einsum("elm,emj->elj", Mec, np.einsum("enm,enj->emj", Ai, D))
+            dni[:, :, 3:7] += np.einsum("elm,emj->elj", Mec, dATl)
+            dni[:, :, 3:7] -= np.einsum("elm,emj->elj", Msi, _dA(pi, u, transpose=True)
+                                        + np.einsum("enm,enj->emj", Ai, du))
+            H[:, c, 3:7] = dni
+            H[:, c, 3:7, 3:7] += 2.0 * _dMT(Lmat, ni)
+            H[:, c, 10:14, 10:14] = 2.0 * _dMT(Lmat, nj) + np.einsum(
+                "elm,emj->elj", Msj, _dA(pj, u, transpose=True))
+            H[:, c, 10:14, 3:7] = np.einsum("elm,enm,enj->elj", Msj, Aj, du)
+        # rotations: w = conj(q0) ⊗ conj(p_j) ⊗ p_i, bilinear in (p_i, p_j)
+        cq0 = C._qconj(par[:, 6:10])
+        w = C._qmul(cq0, C._qmul(C._qconj(pj), pi))
+        dW = np.zeros((ne, 4, 14))
+        for j in range(4):
+            e = np.zeros((ne, 4))
+            e[:, j] = 1.0
+            dW[:, :, 3 + j] = C._qmul(cq0, C._qmul(C._qconj(pj), e))
+            dW[:, :, 10 + j] = C._qmul(cq0, C._qmul(C._qconj(e), pi))
+        A0 = C._A(par[:, 6:10])
+        for c in range(3):
+            k = 3 + c
+            ec = np.zeros(3)
+            ec[c] = 1.0
+            ecx = _sk(ec)
+            Ji = -(w[:, 0:1] * ec + np.cross(ec, w[:, 1:]))
+            Jj = np.einsum("ekl,el->ek", A0, w[:, 0:1] * ec - np.cross(ec, w[:, 1:]))
+            dJi = np.zeros((ne, 3, 4))                                   # dJi / dw
+            dJi[:, :, 0] = -ec
+            dJi[:, :, 1:] = -ecx
+            dJj = np.zeros((ne, 3, 4))
+            dJj[:, :, 0] = A0[:, :, c]
+            dJj[:, :, 1:] = -np.einsum("ekl,lm->ekm", A0, ecx)
+            g[:, k, 3:7] = 2.0 * np.einsum("ekl,ek->el", Li, Ji)
+            g[:, k, 10:14] = 2.0 * np.einsum("ekl,ek->el", Lj, Jj)
+            grad[:, k] = -2.0 * dW[:, 1 + c]
+            H[:, k, 3:7] = 2.0 * np.einsum("ekl,ekm,emj->elj", Li, dJi, dW)
+            H[:, k, 3:7, 3:7] += 2.0 * _dMT(Lmat, Ji)
+            H[:, k, 10:14] = 2.0 * np.einsum("ekl,ekm,emj->elj", Lj, dJj, dW)
+            H[:, k, 10:14, 10:14] += 2.0 * _dMT(Lmat, Jj)
+        return g, grad, H
+
     def _stiffness(self, par):
         return np.concatenate([par[:, 10:13], par[:, 16:19]], -1)
 
@@ -394,6 +662,25 @@ class SpatialPointForce(SpatialForceType):
     def outputs(self, par, qb, qdb, t, f):
         return self._f(par, qb, f)[0]
 
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 1, 7, 1, 7) of ``g = [F, 2 G^T (A s' x F)]`` (spec §3.2 point
+        force): ``dn/dp = -F~ d(A s')/dp (+ s~ d(A f')/dp for body axes)``,
+        ``K_pp = 2 d(G^T n)/dp + 2 G^T dn/dp``, ``K_rp = d(A f')/dp`` (body axes);
+        C = 0."""
+        F, A = self._f(par, qb, f)
+        p = qb[:, 0, 3:7]
+        S = np.einsum("ekl,el->ek", A, par[:, 0:3])
+        n = np.cross(S, F)
+        body = (par[:, 3] > 0.5)[:, None, None]
+        dF = np.where(body, _dA(p, f[:, :, 0]), 0.0)
+        dn = -np.einsum("ekl,elj->ekj", _sk(F), _dA(p, par[:, 0:3])) \
+            + np.einsum("ekl,elj->ekj", _sk(S), dF)
+        ne = par.shape[0]
+        K = np.zeros((ne, 7, 7))
+        K[:, :3, 3:] = dF
+        K[:, 3:, 3:] = 2.0 * _dMT(Gmat, n) + 2.0 * np.einsum("ekl,ekj->elj", Gmat(p), dn)
+        return K.reshape(ne, 1, 7, 1, 7), np.zeros((ne, 1, 7, 1, 7))
+
 
 class SpatialTorque(SpatialForceType):
     """Pure moment ``n(t)`` on a body (spec §3.2 "pure moment"), global or body
@@ -433,6 +720,22 @@ class SpatialTorque(SpatialForceType):
 
     def outputs(self, par, qb, qdb, t, f):
         return self._n(par, qb, f)
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 2, 7, 2, 7) of ``g_i = [0, 2 G_i^T n]``, ``g_j = [0, -2 G_j^T n]``
+        (spec §3.2 pure moment), ``n`` global or ``A_i n'``: ``K_pipi = 2 d(G^T n)/dp
+        + 2 G_i^T dn/dp_i``, ``K_pjpj = -2 d(G^T n)/dp``, ``K_pjpi = -2 G_j^T
+        dn/dp_i``; C = 0."""
+        n = self._n(par, qb, f)
+        pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
+        dn = np.where((par[:, 0] > 0.5)[:, None, None], _dA(pi, f[:, :, 0]), 0.0)
+        ne = par.shape[0]
+        K = np.zeros((ne, 2, 7, 2, 7))
+        K[:, 0, 3:, 0, 3:] = 2.0 * _dMT(Gmat, n) + 2.0 * np.einsum("ekl,ekj->elj",
+                                                                    Gmat(pi), dn)
+        K[:, 1, 3:, 1, 3:] = -2.0 * _dMT(Gmat, n)
+        K[:, 1, 3:, 0, 3:] = -2.0 * np.einsum("ekl,ekj->elj", Gmat(pj), dn)
+        return K, np.zeros_like(K)
 
 
 class SpatialDrag(SpatialForceType):
@@ -485,6 +788,45 @@ class SpatialDrag(SpatialForceType):
     def outputs(self, par, qb, qdb, t, f):
         s, v, speed, fv = self._parts(par, qb, qdb)
         return np.concatenate([speed[:, None], np.linalg.norm(fv, axis=1)[:, None], fv], -1)
+
+    def force_jacobian(self, par, qb, qdb, t, f):
+        """K, C (ne, 1, 7, 1, 7) of ``g = [f_v, 2 G^T (s x f_v)]`` (004 Prob 10.18 in
+        3D) with ``v = rdot + w x s - v_wind``, ``w = 2 G pdot``::
+
+            dv/drdot = I,  dv/dpdot = -2 s~ G,  dv/dp = -s~ d(2 G pdot)/dp + w~ d(A s')/dp
+            F_v = -(kq |v| + c) I - kq v v^T / |v|   (0 at v = 0 for the second term)
+            dn = -f_v~ ds + s~ F_v dv;  rows of n*: 2 d(G^T n)/dp + 2 G^T dn
+        """
+        s, v, speed, fv = self._parts(par, qb, qdb)
+        p, pd = qb[:, 0, 3:7], qdb[:, 0, 3:7]
+        Gp = Gmat(p)
+        w = 2.0 * np.einsum("ekl,el->ek", Gp, pd)
+        ds = _dA(p, par[:, 0:3])
+        ss = _sk(s)
+        ne = par.shape[0]
+        inv = np.divide(1.0, speed, out=np.zeros_like(speed), where=speed > 0)
+        Fv = -(par[:, 3] * speed + par[:, 4])[:, None, None] * np.eye(3) \
+            - (par[:, 3] * inv)[:, None, None] * v[:, :, None] * v[:, None, :]
+        dvq = np.zeros((ne, 3, 7))
+        dvq[:, :, 3:] = -np.einsum("ekl,elj->ekj", ss, 2.0 * _dM(Gmat, pd)) \
+            + np.einsum("ekl,elj->ekj", _sk(w), ds)
+        dvd = np.zeros((ne, 3, 7))
+        dvd[:, :, :3] = np.eye(3)
+        dvd[:, :, 3:] = -2.0 * np.einsum("ekl,elj->ekj", ss, Gp)
+        dfq = np.einsum("ekl,elj->ekj", Fv, dvq)
+        dfd = np.einsum("ekl,elj->ekj", Fv, dvd)
+        dnq = np.einsum("ekl,elj->ekj", ss, dfq)
+        dnq[:, :, 3:] -= np.einsum("ekl,elj->ekj", _sk(fv), ds)
+        dnd = np.einsum("ekl,elj->ekj", ss, dfd)
+        n = np.cross(s, fv)
+        K = np.zeros((ne, 7, 7))
+        C = np.zeros((ne, 7, 7))
+        K[:, :3] = dfq
+        K[:, 3:] = 2.0 * np.einsum("ekl,ekj->elj", Gp, dnq)
+        K[:, 3:, 3:] += 2.0 * _dMT(Gmat, n)
+        C[:, :3] = dfd
+        C[:, 3:] = 2.0 * np.einsum("ekl,ekj->elj", Gp, dnd)
+        return K.reshape(ne, 1, 7, 1, 7), C.reshape(ne, 1, 7, 1, 7)
 
 
 # =====================================================================================
