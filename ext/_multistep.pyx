@@ -474,6 +474,41 @@ cdef inline double _factor(double err, int order) noexcept nogil:
     return INFINITY if err == 0.0 else pow(err, -1.0 / (order + 1))
 
 
+cdef inline double _rms_idx(double c, const double* v, const double* s,
+                            const Py_ssize_t* idx, Py_ssize_t ne, double* tmp) noexcept nogil:
+    """rms_norm(c * v[idx] / s[idx]) (NumPy's boolean-mask gather, then ``x.dot(x)``)."""
+    cdef Py_ssize_t k
+    cdef int n = <int>ne
+    for k in range(ne):
+        tmp[k] = (c * v[idx[k]]) / s[idx[k]]
+    return sqrt(ddot(&n, tmp, &ONE, tmp, &ONE) / ne)
+
+
+cdef int _cb_jacobian(object jac, double t, double[::1] ypred, double* J, Py_ssize_t N,
+                      double[::1] counters) except -1:
+    """``Integrator.jac`` with a Jacobian call-back ``jac(t, y)`` (the dynamic analysis'
+    ``dae_jacobian``): J (column-major) = jac(t, y_pred).  Returns 1 when the call-back
+    raised or returned a wrong shape or non-finite values (the caller hands the step to
+    the Python driver, which raises the named error), else 0."""
+    cdef Py_ssize_t i, j
+    cdef double[:, :] Jp
+    counters[C_JEV] += 1.0
+    try:
+        A = jac(t, np.array(ypred))
+        if hasattr(A, "toarray"):       # scipy.sparse
+            A = A.toarray()
+        A = np.asarray(A, dtype=np.float64)
+    except Exception:
+        return 1
+    if A.ndim != 2 or A.shape[0] != N or A.shape[1] != N or not np.all(np.isfinite(A)):
+        return 1
+    Jp = A
+    for j in range(N):
+        for i in range(N):
+            J[j * N + i] = Jp[i, j]
+    return 0
+
+
 cdef int _fd_jacobian(CompiledODE f, double t, const double* y, const double* scale,
                       double* J, double* f0, double* fb, double* yp, Py_ssize_t N,
                       double sq_eps, double[::1] counters) noexcept:
@@ -513,14 +548,24 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             double min_factor, double max_factor, double keep_below, double[::1] t_out,
             Py_ssize_t i_out, object on_output, double[::1] stats, double[::1] counters,
             long nfev_start=0, const idx_t[::1] stop_idx=None,
-            const double[::1] stop_val=None, const double[::1] stop_sign=None):
-    """Integrate from (t0, y0) to t1 > t0 by ``BDF`` (unit mass, no DAE hooks, no
-    Jacobian given: forward differences, ``Integrator.jac``/``num_jac``) from its
-    state after ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order
-    ``k``, ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``,
-    ``err_const``: ``BDF_GAMMA``, ``BDF_ERROR_CONST``; ``min_factor``, ``max_factor``,
+            const double[::1] stop_val=None, const double[::1] stop_sign=None,
+            const double[::1] mass=None, object jac=None, const double[::1] h_power=None):
+    """Integrate from (t0, y0) to t1 > t0 by ``BDF`` from its state after
+    ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order ``k``,
+    ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``, ``err_const``:
+    ``BDF_GAMMA``, ``BDF_ERROR_CONST``; ``min_factor``, ``max_factor``,
     ``keep_below``: the step-change limits.  Dense output at ``t_out[i_out:]``: the
     backward-difference polynomial of the step (``BackwardDifferenceDenseOutput``).
+
+    DAE options of ``BDF`` (spec/algorithms.md §2.9, §4.6): ``mass`` the diagonal of
+    the constant mass matrix (zeros: algebraic components, index-2 scaling of their
+    rows and columns in the Newton matrix, out of the error test and the Newton norm;
+    their start-up is the Python object's ``_restart_impl``), ``h_power`` the power of
+    |h| weighting each component's error (all components then count), ``jac`` a
+    Jacobian call-back ``jac(t, y)`` (else forward differences of ``f``, column by
+    column; its evaluations of ``f`` are not counted, as the Python driver does not
+    count them).  A call-back that raises or returns a wrong or non-finite matrix
+    hands the step to the Python driver (code 2), which raises the named error.
     Returns ``(code, t, y, i_out, h_abs)`` (module docstring)."""
     cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i, j, l
     cdef Py_ssize_t nout = t_out.shape[0]
@@ -529,6 +574,27 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             or not 1 <= k <= max_order or maxiter < 1:
         raise ValueError("run_bdf: differences or coefficients have the wrong size")
     _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
+    fsize = getattr(f, "size", None)          # a right-hand side of another state (GGL)
+    if fsize is not None and N != fsize:
+        raise ValueError(f"run_bdf: y0 has {N} entries, the right-hand side {fsize}")
+    if (mass is not None and mass.shape[0] != N) or (h_power is not None
+                                                      and h_power.shape[0] != N):
+        raise ValueError("run_bdf: mass or h_power has the wrong size")
+    # the mass diagonal (ones: the ODE form), algebraic components and the components
+    # of the error test and the Newton norm (bdf.py: _diff, _err_mask)
+    cdef double[::1] mv = np.ones(N) if mass is None else np.array(mass, dtype=np.float64)
+    cdef char[::1] alg = (np.asarray(mv) == 0.0).astype(np.int8)
+    cdef bint alg_any = bool(np.any(np.asarray(mv) == 0.0))
+    cdef bint hpow = h_power is not None
+    cdef double[::1] hp = np.zeros(N) if h_power is None else np.array(h_power,
+                                                                       dtype=np.float64)
+    cdef Py_ssize_t[::1] eidx = (np.arange(N, dtype=np.intp) if hpow or not alg_any
+                                 else np.flatnonzero(np.asarray(mv) != 0.0).astype(np.intp))
+    cdef Py_ssize_t ne = eidx.shape[0]
+    if ne == 0:
+        raise ValueError("run_bdf: no component in the error test (all masses zero)")
+    cdef bint use_cb = jac is not None
+    cdef long nfev_cb
     if not t1 > t0:
         raise ValueError("run_bdf: integrates forwards only")
     cdef double[:, ::1] D = np.array(D0, dtype=np.float64)
@@ -555,6 +621,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef double[::1] pd = np.zeros(max_order + 1)
     cdef double[::1] out
     cdef double t = t0, t_old = t0, tnew, h = 0.0, min_step, c, c_lu = 0.0, a, stale, ratio
+    cdef double hw = 0.0
     cdef double dy_norm, dy_norm_old = 0.0, rate = 0.0, safety = 1.0, err = 0.0
     cdef double best_factor, fm, fac, sg, tt, hstep = 0.0
     cdef double sq_eps = sqrt(EPS)
@@ -595,10 +662,21 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 ypred[i] = a
                 scale[i] = atol + rtol * fabs(a)
                 psi[i] = psi[i] / bdf_gamma[k]
+            hw = fabs(h)                    # bdf.py's local h_abs (the |h|^p weights)
+            if hpow:
+                for i in range(N):
+                    scale[i] = scale[i] / pow(hw, hp[i])
             c = h / bdf_gamma[k]
             if not jac_valid:
-                if _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
-                                &yp[0], N, sq_eps, counters):
+                if use_cb:
+                    nfev_cb = f.nfev
+                    l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters)
+                    nfev0 += f.nfev - nfev_cb  # the call-back's evaluations: uncounted
+                    if l:
+                        _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                        return 2, t, np.asarray(y), i_out, h_abs
+                elif _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
+                                  &yp[0], N, sq_eps, counters):
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h_abs
                 jac_valid = True
@@ -606,9 +684,14 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 jac_age = 0
                 lu_valid = False
             if not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio:
+                # M - c J; algebraic rows / c and algebraic unknowns * c: -J there
+                # (bdf.py _newton_matrix, index-2 scaling)
                 for j in range(N):
                     for i in range(N):
-                        LU[j * N + i] = (1.0 if i == j else 0.0) - c * J[j * N + i]
+                        if alg[i] or alg[j]:
+                            LU[j * N + i] = -J[j * N + i]
+                        else:
+                            LU[j * N + i] = (mv[i] if i == j else 0.0) - c * J[j * N + i]
                 dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
                 counters[C_LU] += 1.0
                 lu_valid = True
@@ -628,13 +711,20 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h_abs
                 for i in range(N):
-                    dy[i] = c * fb[i] - 1.0 * (psi[i] + d[i])
+                    if alg[i]:                  # algebraic rows are divided by c
+                        dy[i] = fb[i]
+                    else:
+                        dy[i] = c * fb[i] - mv[i] * (psi[i] + d[i])
                 dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
                 counters[C_SOLVE] += 1.0
+                if alg_any:                     # the algebraic unknowns were c * dy
+                    for i in range(N):
+                        if alg[i]:
+                            dy[i] /= c_lu
                 if stale != 1.0:
                     for i in range(N):
                         dy[i] *= stale
-                dy_norm = _rms_div(1.0, &dy[0], &scale[0], N, tmp)
+                dy_norm = _rms_idx(1.0, &dy[0], &scale[0], &eidx[0], ne, tmp)
                 if not dy_norm < INFINITY:        # singular M or overflow: a failure
                     break
                 if have_old:
@@ -659,8 +749,15 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 nrej += 1
                 counters[C_NEWTON] += 1.0
                 if not jac_current:
-                    if _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
-                                    &yp[0], N, sq_eps, counters):
+                    if use_cb:
+                        nfev_cb = f.nfev
+                        l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters)
+                        nfev0 += f.nfev - nfev_cb
+                        if l:
+                            _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                            return 2, t, np.asarray(y), i_out, h_abs
+                    elif _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
+                                      &yp[0], N, sq_eps, counters):
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                         return 2, t, np.asarray(y), i_out, h_abs
                     jac_valid = True
@@ -675,7 +772,10 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             safety = 0.9 * (2 * maxiter + 1) / (2 * maxiter + n_iter)
             for i in range(N):
                 scale[i] = atol + rtol * fabs(ynew[i])
-            err = _rms_div(err_const[k], &d[0], &scale[0], N, tmp)
+            if hpow:
+                for i in range(N):
+                    scale[i] = scale[i] / pow(hw, hp[i])
+            err = _rms_idx(err_const[k], &d[0], &scale[0], &eidx[0], ne, tmp)
             if err > 1.0:
                 nrej += 1
                 counters[C_ERR] += 1.0
@@ -718,12 +818,14 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             best = 0
             best_factor = _factor(err, k)
             if k > 1:
-                fm = _factor(_rms_div(err_const[k - 1], &D[k, 0], &scale[0], N, tmp), k - 1)
+                fm = _factor(_rms_idx(err_const[k - 1], &D[k, 0], &scale[0], &eidx[0], ne, tmp),
+                             k - 1)
                 if fm > best_factor:
                     best = -1
                     best_factor = fm
             if k < max_order:
-                fm = _factor(_rms_div(err_const[k + 1], &D[k + 2, 0], &scale[0], N, tmp), k + 1)
+                fm = _factor(_rms_idx(err_const[k + 1], &D[k + 2, 0], &scale[0], &eidx[0], ne,
+                                     tmp), k + 1)
                 if fm > best_factor:
                     best = 1
                     best_factor = fm

@@ -686,11 +686,13 @@ class _Run:
         if self.batch is None:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self._output_compiled,
-                                self.cstat, self._handover, stops=self.stop_specs)
+                                self.cstat, self._handover, stops=self.stop_specs,
+                                jac=self.jac)
         try:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self.batch.on_output,
-                                self.cstat, self._handover, stops=self.stop_specs)
+                                self.cstat, self._handover, stops=self.stop_specs,
+                                jac=self.jac)
         finally:
             self.batch.flush()               # also on errors: a failed run keeps its rows
 
