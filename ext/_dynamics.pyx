@@ -403,7 +403,7 @@ cdef class CompiledGGL(CompiledODE):
     cdef ForceEvaluator fe
     cdef Evaluator fn
     cdef readonly Py_ssize_t m, nf, size
-    cdef double[::1] fv, jdata, phi, nu, Q, qgrav
+    cdef double[::1] fv, jdata, phi, nu, Q, qgrav, yp, fb
     cdef double* fvp
     cdef readonly double power
     cdef ErrInfo err
@@ -433,6 +433,8 @@ cdef class CompiledGGL(CompiledODE):
         self.nu = np.zeros(max(m, 1))
         self.Q = np.zeros(n)
         self.qgrav = qgrav
+        self.yp = np.zeros(self.size)
+        self.fb = np.zeros(self.size)
         self.nfev = 0
         self.status = 0
 
@@ -493,6 +495,35 @@ cdef class CompiledGGL(CompiledODE):
         if y.shape[0] < self.size - 1 or ydot.shape[0] < self.size:
             raise ValueError(f"y needs {self.size - 1} and ydot {self.size} entries")
         return self.c_eval(t, &y[0], &ydot[0])
+
+    def work_row(self, double t, const double[::1] y, double[::1] out):
+        """out[j] = dW'/dy_j, j < size - 1, by forward differences with the increment
+        1e-7 (1 + |y_j|): the work row of the dynamic analysis' ``dae_jacobian`` (its
+        NumPy reference, the same formula through Python calls), in one C call.
+        Returns the status of a failing evaluation (0 = OK; then ``out`` is
+        incomplete and the caller takes the Python path)."""
+        cdef Py_ssize_t j, N = self.size - 1
+        cdef double w0, d, yj
+        cdef int status
+        if y.shape[0] < N or out.shape[0] < N:
+            raise ValueError(f"y and out need {N} entries")
+        cdef double* yp = &self.yp[0]
+        cdef double* fb = &self.fb[0]
+        status = self.c_eval(t, &y[0], fb)
+        if status:
+            return status
+        w0 = fb[N]
+        memcpy(yp, &y[0], N * sizeof(double))
+        for j in range(N):
+            yj = y[j]
+            d = 1e-7 * (1.0 + fabs(yj))
+            yp[j] = yj + d
+            status = self.c_eval(t, yp, fb)
+            if status:
+                return status
+            out[j] = (fb[N] - w0) / d
+            yp[j] = yj
+        return 0
 
     def timeit(self, double t, const double[::1] y, long repeat):
         """Seconds per evaluation over ``repeat`` evaluations at one state (benchmarks)."""

@@ -70,6 +70,39 @@ def test_compiled_ggl_equals_numpy_rhs(examples, case):
         form.compiled.eval(0.0, np.zeros(size - 1), out)
 
 
+def test_work_row_in_c_equals_the_python_differences(examples):
+    """``CompiledGGL.work_row`` (the work row of ``dae_jacobian`` in one C call) is the
+    formula of the Python loop through ``eval`` bit for bit, and the derivative of the
+    NumPy work rate to the accuracy of forward differences."""
+    from test_compiled_rhs import loaded_chain
+    sysm = loaded_chain().compile(kernels="compiled")
+    form = registry().get("formulation", "ggl")(sysm, {})
+    crhs, size = form.compiled, form.size
+    rng = np.random.default_rng(3)
+    y = np.concatenate([sysm.initial_state(0.0).q + 0.05 * rng.standard_normal(sysm.n),
+                        rng.standard_normal(sysm.n), rng.standard_normal(2 * form.m), [0.0]])
+    t = 0.7
+    row = np.zeros(size + 1)
+    assert crhs.work_row(t, y, row) == 0 and row[size] == 0.0
+    buf = np.zeros(size + 1)
+    crhs.eval(t, y, buf)
+    w0, want, yp = buf[size], np.zeros(size), y.copy()
+    for j in range(size):
+        d = 1e-7 * (1.0 + abs(y[j]))
+        yp[j] = y[j] + d
+        crhs.eval(t, yp, buf)
+        want[j] = (buf[size] - w0) / d
+        yp[j] = y[j]
+    np.testing.assert_array_equal(row[:size], want)
+    assert np.count_nonzero(want) > size // 2
+
+    def w_numpy(yy):                  # the reference work rate (NumPy GGL)
+        return _reference(form, sysm, t, yy)[size]
+    ref = np.array([(w_numpy(y + 1e-6 * np.eye(size + 1)[j])
+                     - w_numpy(y - 1e-6 * np.eye(size + 1)[j])) / 2e-6 for j in range(size)])
+    np.testing.assert_allclose(row[:size], ref, rtol=0, atol=1e-5 * (1 + np.max(np.abs(ref))))
+
+
 def test_compiled_ggl_not_for_spatial_bodies(examples):
     """Spatial bodies need M^-1 inside f (no constant diagonal mass): NumPy path, with
     the reason, and the Python driver."""

@@ -68,7 +68,8 @@ class DynamicAnalysis(Analysis):
                         "angular (spatial bodies), energy, violation, integrator; fewer channels make each output "
                         "row cheaper", required=False),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
-                      "methods, abm and bdf on the compiled right-hand side in compiled code; "
+                      "methods, abm, bdf (also with ggl), implicit_euler and trapezoid on "
+                      "the compiled right-hand side in compiled code; "
                       "'python' forces the Python driver", default="auto",
                       choices=("auto", "python")),
     }
@@ -513,12 +514,16 @@ class _Run:
 
     def dae_jacobian(self, t, y):
         """df/dy of y = [state, W] for the DAE formulations (ggl, stiff): theirs,
-        and the work row by differences."""
+        and the work row by differences (in C by ``CompiledGGL.work_row``, the same
+        formula, when the compiled GGL right-hand side applies)."""
         form = self.form
         size = form.size
         Jf = form.jacobian(t, y[:size])
         out = np.zeros((size + 1, size + 1))
         out[:size, :size] = Jf
+        work_row = getattr(self.crhs, "work_row", None)      # CompiledGGL: in one C call
+        if work_row is not None and work_row(t, y, out[size]) == 0:
+            return out
         h = 1e-7
         w0 = self.rhs(t, y)[size]
         yp = y.copy()
