@@ -1555,6 +1555,9 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
         raise ValueError("run_rk: extra dense-output stages have the wrong size")
     if N < 2 * f.n + 1:
         raise ValueError("run_rk: y0 must hold [q; qd; W]")
+    if getattr(f, "dae", False) or N != getattr(f, "size", N):
+        raise ValueError("run_rk: a DAE right-hand side (CompiledGGL) is stepped by "
+                         "run_bdf with its mass matrix, or y0 has the wrong size")
     if (f0.shape[0] != N or stats.shape[0] < 5 or C.shape[0] != s or A.shape[0] < s
             or A.shape[1] < s or (adaptive and (E.shape[0] != s + 1 or P.shape[0] != s + 1))):
         raise ValueError("run_rk: tableau, f0 or stats have the wrong size")

@@ -139,10 +139,16 @@ cdef inline void _vecmat(const double* x, const double* A, Py_ssize_t rows, Py_s
 
 cdef int _check_common(CompiledODE f, Py_ssize_t N, double[::1] stats, double[::1] counters,
                        const idx_t[::1] stop_idx, const double[::1] stop_val,
-                       const double[::1] stop_sign) except -1:
+                       const double[::1] stop_sign, bint dae_ok=False) except -1:
     cdef Py_ssize_t ks, nstop = 0 if stop_idx is None else stop_idx.shape[0]
     if N < 2 * f.n + 1:
         raise ValueError("multistep loop: y0 must hold [q; qd; W]")
+    if N != getattr(f, "size", N):      # a right-hand side of another state (GGL)
+        raise ValueError(f"multistep loop: y0 has {N} entries, the right-hand side "
+                         f"{getattr(f, 'size')}")
+    if getattr(f, "dae", False) and not dae_ok:
+        raise ValueError("multistep loop: a DAE right-hand side (CompiledGGL) needs "
+                         "run_bdf with its mass matrix")
     if stats.shape[0] < 5 or counters.shape[0] < C_SIZE:
         raise ValueError("multistep loop: stats or counters too short")
     if nstop and (stop_val is None or stop_sign is None or stop_val.shape[0] != nstop
@@ -573,10 +579,8 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             or bdf_gamma.shape[0] < max_order + 1 or err_const.shape[0] < max_order + 2 \
             or not 1 <= k <= max_order or maxiter < 1:
         raise ValueError("run_bdf: differences or coefficients have the wrong size")
-    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
-    fsize = getattr(f, "size", None)          # a right-hand side of another state (GGL)
-    if fsize is not None and N != fsize:
-        raise ValueError(f"run_bdf: y0 has {N} entries, the right-hand side {fsize}")
+    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign,
+                  dae_ok=mass is not None)
     if (mass is not None and mass.shape[0] != N) or (h_power is not None
                                                       and h_power.shape[0] != N):
         raise ValueError("run_bdf: mass or h_power has the wrong size")

@@ -285,3 +285,30 @@ def test_run_bdf_dae_options_on_an_ode(examples):
             assert (x == y) if STRICT else abs(x - y) <= max(2, 0.02 * y), (opts, k, x, y)
         np.testing.assert_allclose(rows, py, rtol=0, atol=1e-12 if STRICT else 1e-8)
         assert (res.stats.nfev_jac == 0) == (j is not None)
+
+
+def test_loops_refuse_a_dae_right_hand_side_without_its_mass(examples):
+    """CompiledGGL stepped as an ODE (an explicit loop, abm, bdf without ``mass``) or
+    with a state of the wrong size: a ValueError before any C code runs."""
+    from mbcore.fastloop import run_compiled
+    from mbcore.multistep_loop import run_multistep
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    sysm = m.compile(kernels="compiled")
+    form = registry().get("formulation", "ggl")(sysm, {})
+    y0, _ = form.initialize(sysm.initial_state(0.0).q, np.zeros(sysm.n), 0.0)
+    y0 = np.concatenate([y0, [0.0]])
+    t_out = np.array([0.0, 0.1])
+
+    def never(*args):
+        raise AssertionError("no hand-over expected")
+    for kind, name, opts in (("embedded", "dopri5", {}), ("abm", "abm", {}),
+                             ("bdf", "bdf", {})):
+        icls = registry().get("integrator", name)
+        with pytest.raises(ValueError, match="DAE right-hand side"):
+            run_compiled(kind, icls, form, 0.0, 0.1, y0, t_out, opts, lambda t, y: None,
+                         np.zeros(5), never)
+    mass = np.concatenate([form.state_mass, [1.0]])
+    with pytest.raises(ValueError, match="entries"):
+        run_multistep("bdf", registry().get("integrator", "bdf"), form, 0.0, 0.1,
+                      y0[:-3], t_out, {"mass": mass[:-3]}, lambda t, y: None,
+                      np.zeros(5), never)
