@@ -387,7 +387,8 @@ cdef class CompiledRHS(CompiledODE):
 # (NumPy reference: mbplugins.formulations.ggl.GGL.rhs + the dynamic analysis' work rate)
 # ----------------------------------------------------------------------------------
 cdef class CompiledGGL(CompiledODE):
-    """``CompiledGGL(evaluator, force_evaluator, functions, n, m, jdata, qgrav)``: the
+    """``CompiledGGL(evaluator, force_evaluator, functions, n, m, jdata, qgrav,
+    indptr=None, indices=None)``: the
     right-hand side of the Gear-Gupta-Leimkuhler form (spec/algorithms.md §4.6, §2.9)
     of a planar system with a constant diagonal mass matrix, state
     ``y = [q (n); v (n); lam (m); mu (m); W]``:
@@ -395,15 +396,18 @@ cdef class CompiledGGL(CompiledODE):
         f = [v + Phi_q^T mu;  Q + Phi_q^T lam;  Phi;  Phi_q v - nu;  P_nc + lam . Phi_q v]
 
     (the mass matrix ``diag(1, M, 0, 0, 1)`` is bdf's ``mass`` option, so no linear
-    system is solved here).  Dense Jacobians only (``jdata``: the System's row-major
-    buffer).  ``size`` = 2n + 2m + 1; ``cartesian`` is False (outputs come from the
-    formulation).  Status codes as :class:`CompiledRHS` (no SINGULAR)."""
+    system is solved here).  ``jdata``: the System's Jacobian buffer, dense row-major,
+    or CSR data with the pattern ``indptr``/``indices`` (sparse Systems).  ``size`` =
+    2n + 2m + 1; ``cartesian`` is False (outputs come from the formulation).  Status
+    codes as :class:`CompiledRHS` (no SINGULAR)."""
 
     cdef PlanarEvaluator ev
     cdef ForceEvaluator fe
     cdef Evaluator fn
     cdef readonly Py_ssize_t m, nf, size
     cdef double[::1] fv, jdata, phi, nu, Q, qgrav, yp, fb
+    cdef idx_t[::1] indptr, indices
+    cdef readonly bint sparse
     cdef double* fvp
     cdef readonly double power
     cdef ErrInfo err
@@ -412,10 +416,21 @@ cdef class CompiledGGL(CompiledODE):
 
     def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
-                  double[::1] qgrav):
+                  double[::1] qgrav, idx_t[::1] indptr=None, idx_t[::1] indices=None):
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledGGL: the evaluators belong to another system")
-        if n < 1 or m < 0 or jdata.shape[0] < m * n or qgrav.shape[0] != n:
+        self.sparse = indptr is not None
+        if self.sparse:
+            if indices is None or indptr.shape[0] != m + 1 or indptr[0] != 0 \
+                    or indptr[m] > indices.shape[0] or indptr[m] > jdata.shape[0] \
+                    or np.any(np.diff(indptr) < 0) or (indices.shape[0] and (
+                        np.min(indices) < 0 or np.max(indices) >= n)):
+                raise ValueError("CompiledGGL: the CSR pattern does not match (n, m)")
+            self.indptr = indptr
+            self.indices = indices
+        elif jdata.shape[0] < m * n:
+            raise ValueError("CompiledGGL: buffer sizes do not match (n, m)")
+        if n < 1 or m < 0 or qgrav.shape[0] != n:
             raise ValueError("CompiledGGL: buffer sizes do not match (n, m)")
         self.ev = evaluator
         self.fe = force_evaluator
@@ -440,7 +455,7 @@ cdef class CompiledGGL(CompiledODE):
 
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
         """ydot[0:size] = f(t, y[0:size - 1]).  Returns a status code."""
-        cdef Py_ssize_t n = self.n, m = self.m, i, j
+        cdef Py_ssize_t n = self.n, m = self.m, i, j, p
         cdef const double* q = y
         cdef const double* v = y + n
         cdef const double* lam = y + 2 * n
@@ -450,7 +465,7 @@ cdef class CompiledGGL(CompiledODE):
         cdef double* Q = &self.Q[0]
         cdef double* phi = &self.phi[0]
         cdef double* nu = &self.nu[0]
-        cdef double P = 0.0, jv, li, mi
+        cdef double P = 0.0, jv, li, mi, a
         self.nfev += 1
         if self.nf:
             if self.fn.run(t, self.fvp, &self.err) != 0:
@@ -470,14 +485,22 @@ cdef class CompiledGGL(CompiledODE):
             ydot[j] = v[j]
             ydot[n + j] = Q[j]
         for i in range(m):
-            Ji = J + i * n
             li = lam[i]
             mi = mu[i]
             jv = 0.0
-            for j in range(n):
-                ydot[j] += Ji[j] * mi             # Phi_q^T mu
-                ydot[n + j] += Ji[j] * li         # Phi_q^T lam
-                jv += Ji[j] * v[j]
+            if self.sparse:
+                for p in range(self.indptr[i], self.indptr[i + 1]):
+                    j = self.indices[p]
+                    a = J[p]
+                    ydot[j] += a * mi             # Phi_q^T mu
+                    ydot[n + j] += a * li         # Phi_q^T lam
+                    jv += a * v[j]
+            else:
+                Ji = J + i * n
+                for j in range(n):
+                    ydot[j] += Ji[j] * mi
+                    ydot[n + j] += Ji[j] * li
+                    jv += Ji[j] * v[j]
             ydot[2 * n + i] = phi[i]
             ydot[2 * n + m + i] = jv - nu[i]
             P += li * jv                          # W' = P_nc + lam . (Phi_q v)

@@ -10,7 +10,7 @@ state, algebraic components out of the error test).  Both the position and the
 velocity constraints hold to the Newton tolerance at every step without any
 projection; ``mu`` is zero for the exact solution.
 
-Planar models of compiled elements with a dense Jacobian evaluate ``f`` (and the
+Planar models of compiled elements (dense or sparse Jacobian) evaluate ``f`` (and the
 work rate of the dynamic analysis) in one C call, ``_dynamics.CompiledGGL``; bdf
 then runs on the compiled loop (``_multistep.run_bdf`` with its DAE options, the
 Jacobian through :meth:`GGL.jacobian`).  :meth:`GGL.rhs` is its NumPy reference.
@@ -76,7 +76,17 @@ class GGL(Formulation):
         f[2 * n + m:] = J @ v - s.nu(q, t)
         self.q_cur, self.qd_cur = q, v
         self.solver.lam[:] = lam         # for the power of the constraint forces
+        self._jac_cur = J
         return f
+
+    def work_rate(self, t):
+        """The rate of the dynamic analysis' work channel at the last :meth:`rhs`:
+        ``P_nc + lam . (Phi_q v)`` with the state's multipliers (the analysis'
+        sparse shortcut through ``qdd`` holds for the index-1 forms only, whose
+        ``lam`` solves the acceleration equations)."""
+        q, v = self.q_cur, self.qd_cur
+        return (self.system.nonconservative_power(q, v, t)
+                + float(self.solver.lam @ (self._jac_cur @ v)))
 
     def jacobian(self, t, y):
         """df/dy: forward differences in q and v (2n columns), exact columns for
@@ -120,21 +130,21 @@ def _why_not_compiled(system, spatial: bool) -> str | None:
     if system.padded or system._evaluator is None or system._py_groups \
             or system._py_force_groups:
         return "elements without compiled kernels"
-    if not system.dense:
-        # the NumPy reference's work rate of sparse systems reads the solver's qdd
-        return "sparse Jacobian"
     return None
 
 
 def _compiled_ggl(system, spatial: bool):
-    """``_dynamics.CompiledGGL`` of a planar System of compiled elements with a dense
-    Jacobian (constant diagonal mass), else None (spec/algorithms.md §4.6)."""
+    """``_dynamics.CompiledGGL`` of a planar System of compiled elements (constant
+    diagonal mass; dense or CSR Jacobian), else None (spec/algorithms.md §4.6)."""
     if _why_not_compiled(system, spatial) is not None:
         return None
     try:
         from mbcore._ext._dynamics import CompiledGGL
     except ImportError:              # pragma: no cover - an old build
         return None
+    kw = {} if system.dense else dict(
+        indptr=np.ascontiguousarray(system._indptr, dtype=np.intp),
+        indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
     return CompiledGGL(system._evaluator, system._force_evaluator,
                        system.ftable._impl if len(system.functions) else None,
-                       system.n, system.m, system._jdata, system._q_gravity)
+                       system.n, system.m, system._jdata, system._q_gravity, **kw)
