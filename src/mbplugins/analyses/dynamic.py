@@ -506,9 +506,13 @@ class _Run:
             wc = float(lam @ (sysm._jac_view @ qqd))
         else:
             # lam . (Phi_q qd) = qd . (M qdd - Q) (equations of motion): no sparse
-            # product (scipy's overhead is ~13 us per call)
+            # product (scipy's overhead is ~13 us per call) -- for the index-1 forms,
+            # whose lam and qdd solve them at this evaluation; the DAE forms (ggl,
+            # stiff) carry lam in their state and leave the solver's qdd stale
+            dae = getattr(form, "needs_mass", False)
             wc = (float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
-                  if sysm.mass_diag is not None else float(lam @ (sysm._csr @ qqd)))
+                  if sysm.mass_diag is not None and not dae
+                  else float(lam @ (sysm._csr @ qqd)))
         ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
         return ydot
 

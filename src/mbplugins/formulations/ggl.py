@@ -76,17 +76,7 @@ class GGL(Formulation):
         f[2 * n + m:] = J @ v - s.nu(q, t)
         self.q_cur, self.qd_cur = q, v
         self.solver.lam[:] = lam         # for the power of the constraint forces
-        self._jac_cur = J
         return f
-
-    def work_rate(self, t):
-        """The rate of the dynamic analysis' work channel at the last :meth:`rhs`:
-        ``P_nc + lam . (Phi_q v)`` with the state's multipliers (the analysis'
-        sparse shortcut through ``qdd`` holds for the index-1 forms only, whose
-        ``lam`` solves the acceleration equations)."""
-        q, v = self.q_cur, self.qd_cur
-        return (self.system.nonconservative_power(q, v, t)
-                + float(self.solver.lam @ (self._jac_cur @ v)))
 
     def jacobian(self, t, y):
         """df/dy: forward differences in q and v (2n columns), exact columns for
