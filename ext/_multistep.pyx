@@ -34,6 +34,7 @@ from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._sparse cimport idx_t
 
 import numpy as np
+from scipy.linalg.lapack import dgetrf as _py_dgetrf, dgetrs as _py_dgetrs
 
 # Bit-identical arithmetic with the Python integrators: every reduction that NumPy
 # hands to BLAS there (``x.dot(x)`` of rms_norm -> ddot, ``g @ Phi`` -> dgemv, the
@@ -490,8 +491,39 @@ cdef inline double _rms_idx(double c, const double* v, const double* s,
     return sqrt(ddot(&n, tmp, &ONE, tmp, &ONE) / ne)
 
 
+def _hook_factor(hook, J, double[::1] Jbuf, Py_ssize_t N, mass, double c):
+    """bdf.py ``_newton_matrix`` and ``lu_factor`` with a ``newton_system`` hook: the
+    LU factors (scipy's dgetrf, as the Python driver) of ``hook.matrix(J, mass, c)``;
+    ``J`` the call-back's array, else a C-order copy of the column-major buffer.
+    None when the hook raised (the caller hands the step over)."""
+    if J is None:
+        J = np.array(np.asarray(Jbuf).reshape(N, N).T, order="C")
+    try:
+        M = np.array(hook.matrix(J, mass, c), dtype=np.float64, order="F")
+    except Exception:
+        return None
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        return None
+    lu, piv, info = _py_dgetrf(M, overwrite_a=True)
+    return lu, piv
+
+
+def _hook_solve(hook, lu, double[::1] r, double c_lu, double stale):
+    """bdf.py ``_newton`` with a hook: ``solution(lu_solve(lu, rhs(r, c_lu)), r, c_lu)``
+    (times the stale-factor scaling); None when the hook raised."""
+    rr = np.array(r)
+    try:
+        dy = hook.solution(_py_dgetrs(lu[0], lu[1], hook.rhs(rr, c_lu))[0], rr, c_lu)
+        if stale != 1.0:
+            dy *= stale
+        dy = np.ascontiguousarray(dy, dtype=np.float64)
+    except Exception:
+        return None
+    return dy if dy.shape == (r.shape[0],) else None
+
+
 cdef int _cb_jacobian(object jac, double t, double[::1] ypred, double* J, Py_ssize_t N,
-                      double[::1] counters) except -1:
+                      double[::1] counters, list keep=None) except -1:
     """``Integrator.jac`` with a Jacobian call-back ``jac(t, y)`` (the dynamic analysis'
     ``dae_jacobian``): J (column-major) = jac(t, y_pred).  Returns 1 when the call-back
     raised or returned a wrong shape or non-finite values (the caller hands the step to
@@ -508,6 +540,8 @@ cdef int _cb_jacobian(object jac, double t, double[::1] ypred, double* J, Py_ssi
         return 1
     if A.ndim != 2 or A.shape[0] != N or A.shape[1] != N or not np.all(np.isfinite(A)):
         return 1
+    if keep is not None:                # the array itself, for a newton_system hook
+        keep[0] = A
     Jp = A
     for j in range(N):
         for i in range(N):
@@ -555,7 +589,8 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             Py_ssize_t i_out, object on_output, double[::1] stats, double[::1] counters,
             long nfev_start=0, const idx_t[::1] stop_idx=None,
             const double[::1] stop_val=None, const double[::1] stop_sign=None,
-            const double[::1] mass=None, object jac=None, const double[::1] h_power=None):
+            const double[::1] mass=None, object jac=None, const double[::1] h_power=None,
+            object newton_system=None):
     """Integrate from (t0, y0) to t1 > t0 by ``BDF`` from its state after
     ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order ``k``,
     ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``, ``err_const``:
@@ -570,8 +605,11 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     |h| weighting each component's error (all components then count), ``jac`` a
     Jacobian call-back ``jac(t, y)`` (else forward differences of ``f``, column by
     column; its evaluations of ``f`` are not counted, as the Python driver does not
-    count them).  A call-back that raises or returns a wrong or non-finite matrix
-    hands the step to the Python driver (code 2), which raises the named error.
+    count them).  ``newton_system``: the hook object of ``BDF`` (``update``, ``matrix``,
+    ``rhs``, ``solution``; bdf.py ``NewtonSystem``), called as the Python driver calls
+    it, its matrix factored and solved by the same LAPACK calls.  A call-back or hook
+    that raises or returns a wrong or non-finite matrix hands the step to the Python
+    driver (code 2), which raises the named error.
     Returns ``(code, t, y, i_out, h_abs)`` (module docstring)."""
     cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i, j, l
     cdef Py_ssize_t nout = t_out.shape[0]
@@ -599,6 +637,11 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
         raise ValueError("run_bdf: no component in the error test (all masses zero)")
     cdef bint use_cb = jac is not None
     cdef long nfev_cb
+    cdef bint use_hook = newton_system is not None
+    cdef list jkeep = [None]             # the call-back's Jacobian array (for the hook)
+    hlu = None                           # the hook's LU factors (scipy's dgetrf)
+    cdef double[::1] dyv
+    mass_arr = np.asarray(mv)
     if not t1 > t0:
         raise ValueError("run_bdf: integrates forwards only")
     cdef double[:, ::1] D = np.array(D0, dtype=np.float64)
@@ -674,7 +717,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             if not jac_valid:
                 if use_cb:
                     nfev_cb = f.nfev
-                    l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters)
+                    l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters, jkeep)
                     nfev0 += f.nfev - nfev_cb  # the call-back's evaluations: uncounted
                     if l:
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
@@ -687,7 +730,24 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 jac_current = True
                 jac_age = 0
                 lu_valid = False
-            if not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio:
+            if use_hook:
+                try:
+                    l = 1 if newton_system.update(tnew, np.array(ypred)) else 0
+                except Exception:
+                    _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h_abs
+                if l:
+                    lu_valid = False
+            if use_hook and (not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio):
+                hlu = _hook_factor(newton_system, jkeep[0] if use_cb else None, J, N,
+                                   mass_arr, c)
+                if hlu is None:
+                    _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h_abs
+                counters[C_LU] += 1.0
+                lu_valid = True
+                c_lu = c
+            elif not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio:
                 # M - c J; algebraic rows / c and algebraic unknowns * c: -J there
                 # (bdf.py _newton_matrix, index-2 scaling)
                 for j in range(N):
@@ -714,20 +774,32 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 if f.c_eval(tnew, &ynew[0], &fb[0]):
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h_abs
-                for i in range(N):
-                    if alg[i]:                  # algebraic rows are divided by c
-                        dy[i] = fb[i]
-                    else:
+                if use_hook:                    # the problem's own Newton system
+                    for i in range(N):
                         dy[i] = c * fb[i] - mv[i] * (psi[i] + d[i])
-                dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
-                counters[C_SOLVE] += 1.0
-                if alg_any:                     # the algebraic unknowns were c * dy
+                    dyh = _hook_solve(newton_system, hlu, dy, c_lu, stale)
+                    counters[C_SOLVE] += 1.0
+                    if dyh is None:
+                        _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                        return 2, t, np.asarray(y), i_out, h_abs
+                    dyv = dyh
                     for i in range(N):
-                        if alg[i]:
-                            dy[i] /= c_lu
-                if stale != 1.0:
+                        dy[i] = dyv[i]
+                else:
                     for i in range(N):
-                        dy[i] *= stale
+                        if alg[i]:              # algebraic rows are divided by c
+                            dy[i] = fb[i]
+                        else:
+                            dy[i] = c * fb[i] - mv[i] * (psi[i] + d[i])
+                    dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
+                    counters[C_SOLVE] += 1.0
+                    if alg_any:                 # the algebraic unknowns were c * dy
+                        for i in range(N):
+                            if alg[i]:
+                                dy[i] /= c_lu
+                    if stale != 1.0:
+                        for i in range(N):
+                            dy[i] *= stale
                 dy_norm = _rms_idx(1.0, &dy[0], &scale[0], &eidx[0], ne, tmp)
                 if not dy_norm < INFINITY:        # singular M or overflow: a failure
                     break
@@ -755,7 +827,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 if not jac_current:
                     if use_cb:
                         nfev_cb = f.nfev
-                        l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters)
+                        l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters, jkeep)
                         nfev0 += f.nfev - nfev_cb
                         if l:
                             _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)

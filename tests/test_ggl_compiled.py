@@ -339,3 +339,83 @@ def test_numpy_dae_work_channel(examples, jacobian, formulation):
     # (stiff's constraint power: its index-3 multipliers, W ~ 4e-5 J dense and sparse)
     bound = 1e-6 if formulation == "ggl" else 1e-4
     assert np.max(np.abs(e[:, 3])) < bound and np.max(np.abs(e[:, 4] - e[0, 4])) < 1e-3
+
+
+class _ScaledNewton:
+    """A newton_system hook (bdf.py ``NewtonSystem``) solving bdf's own equations
+    (unit mass: (I - cJ) d = r) in rescaled unknowns x = d / w, refreshing its matrix
+    every third step attempt (``update``) — a stand-in for the stiff formulation's
+    reduced system, to check that run_bdf calls a hook as the Python driver does."""
+
+    def __init__(self, n):
+        self.w = np.linspace(0.5, 2.0, n)
+        self.calls = {"update": 0, "matrix": 0, "rhs": 0, "solution": 0}
+
+    def update(self, t, y):
+        self.calls["update"] += 1
+        return self.calls["update"] % 3 == 0
+
+    def matrix(self, J, mass, c):
+        self.calls["matrix"] += 1
+        return (np.diag(mass) - c * J) * self.w
+
+    def rhs(self, r, c):
+        self.calls["rhs"] += 1
+        return r
+
+    def solution(self, x, r, c):
+        self.calls["solution"] += 1
+        return x * self.w
+
+
+def test_run_bdf_newton_system_hook(examples):
+    """run_bdf with a newton_system hook: the same calls of the hook, steps,
+    evaluations, LU factorisations and outputs as the Python BDF on the same compiled
+    right-hand side; a hook that raises hands the step over."""
+    from mbcore.integrate import integrate
+    from mbcore.multistep_loop import run_multistep
+    from mbplugins.integrators.bdf import BDF
+    from mbcore.assembly import assemble
+    sysm = Model.from_file(examples / "fourbar_dap.yaml").compile(kernels="compiled")
+    form = registry().get("formulation", "di")(sysm, {})
+    crhs = form.compiled
+    N = 2 * sysm.n + 1
+    st = sysm.initial_state(0.0)
+    rep = assemble(sysm, st.q, st.qd, 0.0)
+    y0 = np.concatenate([rep.q, rep.qd, [0.0]])
+    t_out = np.linspace(0.0, 0.5, 11)
+    buf = np.zeros(N)
+
+    def fun(t, y):
+        assert crhs.eval(t, y, buf) == 0
+        return buf
+    hooks = [_ScaledNewton(N), _ScaledNewton(N)]
+    rows, py = [], []
+    opts = {"rtol": 1e-7, "atol": 1e-9}
+    res = run_multistep("bdf", BDF, form, 0.0, 0.5, y0, t_out,
+                        {**opts, "newton_system": hooks[0]},
+                        lambda t, y: rows.append(np.array(y)), np.zeros(5),
+                        lambda *a: pytest.fail("handed over"))
+    ref = integrate(BDF, fun, (0.0, 0.5), y0, t_out=t_out, store=False,
+                    on_output=lambda t, y: py.append(np.array(y)),
+                    **opts, newton_system=hooks[1])
+    assert res.status == 0 and len(rows) == len(py) == 11
+    assert hooks[0].calls == hooks[1].calls and hooks[0].calls["update"] > 30
+    for k in ("nsteps", "nfev", "njev", "nlu", "nlu_solves", "nnewton_failures"):
+        x, y = getattr(res.stats, k), getattr(ref.stats, k)
+        assert (x == y) if STRICT else abs(x - y) <= max(2, 0.02 * y), (k, x, y)
+    np.testing.assert_allclose(rows, py, rtol=0, atol=1e-12 if STRICT else 1e-8)
+
+    class Failing(_ScaledNewton):
+        def solution(self, x, r, c):
+            raise RuntimeError("no")
+    from mbcore.fastloop import LoopResult
+    from mbcore.integrate.base import Statistics
+    handed = []
+
+    def fallback(t, y, outs):
+        handed.append(t)
+        return LoopResult(0, Statistics(), t, y)
+    run_multistep("bdf", BDF, form, 0.0, 0.5, y0, t_out, {**opts, "newton_system": Failing(N)},
+                  lambda t, y: None, np.zeros(5), fallback)
+    assert handed == [0.0]

@@ -12,10 +12,11 @@ f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
 the same steps, orders, Jacobians, LU factorisations and evaluations.  BDF runs here
 in its ODE form (unit mass, forward differences of the compiled right-hand side,
-column by column) and with its DAE options ``mass`` and ``h_power`` and a Jacobian
-call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
-``_dynamics.CompiledGGL`` (spec/algorithms.md §2.9, §4.6).  A ``newton_system``
-hook, a constant Jacobian and per-component tolerances keep the Python driver.
+column by column) and with its DAE options ``mass``, ``h_power`` and
+``newton_system`` (the hook called from C as the Python driver calls it) and a
+Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
+``_dynamics.CompiledGGL`` (spec/algorithms.md §2.9, §4.6).  A constant Jacobian and
+per-component tolerances keep the Python driver.
 The θ-methods likewise run without a given Jacobian and with scalar Newton
 tolerances only.
 """
@@ -52,8 +53,8 @@ def _ode_form(kind: str, integ) -> bool:
     """The integrator's options are those the compiled loop implements."""
     if integ.direction < 0:
         return False
-    if kind == "bdf":           # mass, h_power and a Jacobian call-back: run_bdf's own
-        return (integ._hook is None and integ._jac_constant is None
+    if kind == "bdf":   # mass, h_power, a Jacobian call-back, a hook: run_bdf's own
+        return (integ._jac_constant is None
                 and not np.ndim(integ._rtol) and not np.ndim(integ._atol))
     if kind == "theta":
         o = integ.opts
@@ -139,7 +140,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                                                                                  dtype=float),
             jac=jac if integ.has_jacobian else None,
             h_power=(None if integ._hpow is None
-                     else np.ascontiguousarray(integ._hpow, dtype=float)))
+                     else np.ascontiguousarray(integ._hpow, dtype=float)),
+            newton_system=integ._hook)
     elif kind == "theta":
         o = integ.opts
         code, t, y, i_out, h = ms.run_theta(
