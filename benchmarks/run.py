@@ -14,7 +14,7 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
   (spec/spatial.md §4.5), one evaluation and whole kinematic analyses.
 * ``multistep_fourbar_*`` (``--only multistep``): abm, bdf, implicit_euler and
-  trapezoid on the compiled loop
+  trapezoid on the compiled loop, and the GGL DAE form with bdf (``_ggl_``)
   (issue 14) against the Python driver and the NumPy path, four-bar, 10 s.
 * ``heavy_top_*``, ``spatial_chain_*`` (``--only spatial_dynamics``): the heavy top on
   its steady precession (issue 12: seconds per simulated second at a precession
@@ -388,7 +388,11 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
     of the compiled loop, of the Python driver on the same compiled right-hand side
     (``loop: python``) and of the NumPy path (``kernels: numpy``, the Python driver),
     in the same run, with their evaluations (the two loops on the compiled right-hand
-    side take the same steps: ``nfev_equal``)."""
+    side take the same steps: ``nfev_equal``).  ``multistep_fourbar_ggl_*``: the GGL
+    DAE form with bdf (``_dynamics.CompiledGGL`` on ``run_bdf`` with the ``mass``
+    option and the formulation's Jacobian through the analysis' call-back), rtol 1e-6
+    and 1e-8; ``jacobian_share``: the fraction of the compiled run spent in that
+    call-back (Python, the formulation's ``jacobian``)."""
     model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
     t_end = 2.0 if quick else 10.0
     for integ in ("abm", "bdf"):                         # imports, plugins
@@ -439,6 +443,45 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
             row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
                                         / row["compiled_s_per_simulated_s"])
             out[f"multistep_fourbar_{integ}_step{step:g}"] = row
+    # the GGL DAE form (index 2) on the compiled bdf loop: its Jacobian comes from the
+    # formulation (a Python call-back), re-evaluated after every Newton failure
+    from mbplugins.analyses.dynamic import _Run
+    for rtol in (1e-6, 1e-8):
+        st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
+              "integrator": "bdf", "formulation": "ggl", "rtol": rtol, "atol": 1e-2 * rtol}
+        row = {"simulated_s": t_end, "integrator": "bdf", "formulation": "ggl", "rtol": rtol}
+        for label, extra, reps in (("compiled", {}, max(3, repeat)),
+                                   ("python_loop", {"loop": "python"}, 1 if quick else 3),
+                                   ("numpy", {"kernels": "numpy"}, 1)):
+            walls = []
+            for _ in range(reps):
+                r = mbcore.run(model, settings={**st, **extra})
+                walls.append(float(r.stats["wall_time"]))
+            row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_end
+            row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
+            row[f"{label}_njev"] = int(r.stats["integrator_njev"])
+            row[f"{label}_loop"] = r.stats["loop"]
+        row["nfev_equal"] = row["compiled_nfev"] == row["python_loop_nfev"]
+        row["ratio_numpy"] = (row["numpy_s_per_simulated_s"]
+                              / row["compiled_s_per_simulated_s"])
+        row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
+                                    / row["compiled_s_per_simulated_s"])
+        spent = [0.0]
+        orig = _Run.dae_jacobian
+
+        def timed(self, t, y, _orig=orig):
+            t0 = time.perf_counter()
+            try:
+                return _orig(self, t, y)
+            finally:
+                spent[0] += time.perf_counter() - t0
+        _Run.dae_jacobian = timed
+        try:
+            r = mbcore.run(model, settings=st)
+        finally:
+            _Run.dae_jacobian = orig
+        row["jacobian_share"] = spent[0] / float(r.stats["wall_time"])
+        out[f"multistep_fourbar_ggl_rtol{rtol:g}"] = row
     return out
 
 

@@ -34,6 +34,7 @@ from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._sparse cimport idx_t
 
 import numpy as np
+from scipy.linalg.lapack import dgetrf as _py_dgetrf, dgetrs as _py_dgetrs
 
 # Bit-identical arithmetic with the Python integrators: every reduction that NumPy
 # hands to BLAS there (``x.dot(x)`` of rms_norm -> ddot, ``g @ Phi`` -> dgemv, the
@@ -139,10 +140,16 @@ cdef inline void _vecmat(const double* x, const double* A, Py_ssize_t rows, Py_s
 
 cdef int _check_common(CompiledODE f, Py_ssize_t N, double[::1] stats, double[::1] counters,
                        const idx_t[::1] stop_idx, const double[::1] stop_val,
-                       const double[::1] stop_sign) except -1:
+                       const double[::1] stop_sign, bint dae_ok=False) except -1:
     cdef Py_ssize_t ks, nstop = 0 if stop_idx is None else stop_idx.shape[0]
     if N < 2 * f.n + 1:
         raise ValueError("multistep loop: y0 must hold [q; qd; W]")
+    if N != getattr(f, "size", N):      # a right-hand side of another state (GGL)
+        raise ValueError(f"multistep loop: y0 has {N} entries, the right-hand side "
+                         f"{getattr(f, 'size')}")
+    if getattr(f, "dae", False) and not dae_ok:
+        raise ValueError("multistep loop: a DAE right-hand side (CompiledGGL) needs "
+                         "run_bdf with its mass matrix")
     if stats.shape[0] < 5 or counters.shape[0] < C_SIZE:
         raise ValueError("multistep loop: stats or counters too short")
     if nstop and (stop_val is None or stop_sign is None or stop_val.shape[0] != nstop
@@ -474,6 +481,74 @@ cdef inline double _factor(double err, int order) noexcept nogil:
     return INFINITY if err == 0.0 else pow(err, -1.0 / (order + 1))
 
 
+cdef inline double _rms_idx(double c, const double* v, const double* s,
+                            const Py_ssize_t* idx, Py_ssize_t ne, double* tmp) noexcept nogil:
+    """rms_norm(c * v[idx] / s[idx]) (NumPy's boolean-mask gather, then ``x.dot(x)``)."""
+    cdef Py_ssize_t k
+    cdef int n = <int>ne
+    for k in range(ne):
+        tmp[k] = (c * v[idx[k]]) / s[idx[k]]
+    return sqrt(ddot(&n, tmp, &ONE, tmp, &ONE) / ne)
+
+
+def _hook_factor(hook, J, double[::1] Jbuf, Py_ssize_t N, mass, double c):
+    """bdf.py ``_newton_matrix`` and ``lu_factor`` with a ``newton_system`` hook: the
+    LU factors (scipy's dgetrf, as the Python driver) of ``hook.matrix(J, mass, c)``;
+    ``J`` the call-back's array, else a C-order copy of the column-major buffer.
+    None when the hook raised (the caller hands the step over)."""
+    if J is None:
+        J = np.array(np.asarray(Jbuf).reshape(N, N).T, order="C")
+    try:
+        M = np.array(hook.matrix(J, mass, c), dtype=np.float64, order="F")
+    except Exception:
+        return None
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        return None
+    lu, piv, info = _py_dgetrf(M, overwrite_a=True)
+    return lu, piv
+
+
+def _hook_solve(hook, lu, double[::1] r, double c_lu, double stale):
+    """bdf.py ``_newton`` with a hook: ``solution(lu_solve(lu, rhs(r, c_lu)), r, c_lu)``
+    (times the stale-factor scaling); None when the hook raised."""
+    rr = np.array(r)
+    try:
+        dy = hook.solution(_py_dgetrs(lu[0], lu[1], hook.rhs(rr, c_lu))[0], rr, c_lu)
+        if stale != 1.0:
+            dy *= stale
+        dy = np.ascontiguousarray(dy, dtype=np.float64)
+    except Exception:
+        return None
+    return dy if dy.shape == (r.shape[0],) else None
+
+
+cdef int _cb_jacobian(object jac, double t, double[::1] ypred, double* J, Py_ssize_t N,
+                      double[::1] counters, list keep=None) except -1:
+    """``Integrator.jac`` with a Jacobian call-back ``jac(t, y)`` (the dynamic analysis'
+    ``dae_jacobian``): J (column-major) = jac(t, y_pred).  Returns 1 when the call-back
+    raised or returned a wrong shape or non-finite values (the caller hands the step to
+    the Python driver, which raises the named error), else 0."""
+    cdef Py_ssize_t i, j
+    cdef double[:, :] Jp
+    counters[C_JEV] += 1.0
+    try:
+        A = jac(t, np.array(ypred))
+        if hasattr(A, "toarray"):       # scipy.sparse
+            A = A.toarray()
+        A = np.asarray(A, dtype=np.float64)
+    except Exception:
+        return 1
+    if A.ndim != 2 or A.shape[0] != N or A.shape[1] != N or not np.all(np.isfinite(A)):
+        return 1
+    if keep is not None:                # the array itself, for a newton_system hook
+        keep[0] = A
+    Jp = A
+    for j in range(N):
+        for i in range(N):
+            J[j * N + i] = Jp[i, j]
+    return 0
+
+
 cdef int _fd_jacobian(CompiledODE f, double t, const double* y, const double* scale,
                       double* J, double* f0, double* fb, double* yp, Py_ssize_t N,
                       double sq_eps, double[::1] counters) noexcept:
@@ -513,14 +588,28 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             double min_factor, double max_factor, double keep_below, double[::1] t_out,
             Py_ssize_t i_out, object on_output, double[::1] stats, double[::1] counters,
             long nfev_start=0, const idx_t[::1] stop_idx=None,
-            const double[::1] stop_val=None, const double[::1] stop_sign=None):
-    """Integrate from (t0, y0) to t1 > t0 by ``BDF`` (unit mass, no DAE hooks, no
-    Jacobian given: forward differences, ``Integrator.jac``/``num_jac``) from its
-    state after ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order
-    ``k``, ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``,
-    ``err_const``: ``BDF_GAMMA``, ``BDF_ERROR_CONST``; ``min_factor``, ``max_factor``,
+            const double[::1] stop_val=None, const double[::1] stop_sign=None,
+            const double[::1] mass=None, object jac=None, const double[::1] h_power=None,
+            object newton_system=None):
+    """Integrate from (t0, y0) to t1 > t0 by ``BDF`` from its state after
+    ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order ``k``,
+    ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``, ``err_const``:
+    ``BDF_GAMMA``, ``BDF_ERROR_CONST``; ``min_factor``, ``max_factor``,
     ``keep_below``: the step-change limits.  Dense output at ``t_out[i_out:]``: the
     backward-difference polynomial of the step (``BackwardDifferenceDenseOutput``).
+
+    DAE options of ``BDF`` (spec/algorithms.md §2.9, §4.6): ``mass`` the diagonal of
+    the constant mass matrix (zeros: algebraic components, index-2 scaling of their
+    rows and columns in the Newton matrix, out of the error test and the Newton norm;
+    their start-up is the Python object's ``_restart_impl``), ``h_power`` the power of
+    |h| weighting each component's error (all components then count), ``jac`` a
+    Jacobian call-back ``jac(t, y)`` (else forward differences of ``f``, column by
+    column; its evaluations of ``f`` are not counted, as the Python driver does not
+    count them).  ``newton_system``: the hook object of ``BDF`` (``update``, ``matrix``,
+    ``rhs``, ``solution``; bdf.py ``NewtonSystem``), called as the Python driver calls
+    it, its matrix factored and solved by the same LAPACK calls.  A call-back or hook
+    that raises or returns a wrong or non-finite matrix hands the step to the Python
+    driver (code 2), which raises the named error.
     Returns ``(code, t, y, i_out, h_abs)`` (module docstring)."""
     cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i, j, l
     cdef Py_ssize_t nout = t_out.shape[0]
@@ -528,7 +617,31 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             or bdf_gamma.shape[0] < max_order + 1 or err_const.shape[0] < max_order + 2 \
             or not 1 <= k <= max_order or maxiter < 1:
         raise ValueError("run_bdf: differences or coefficients have the wrong size")
-    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
+    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign,
+                  dae_ok=mass is not None)
+    if (mass is not None and mass.shape[0] != N) or (h_power is not None
+                                                      and h_power.shape[0] != N):
+        raise ValueError("run_bdf: mass or h_power has the wrong size")
+    # the mass diagonal (ones: the ODE form), algebraic components and the components
+    # of the error test and the Newton norm (bdf.py: _diff, _err_mask)
+    cdef double[::1] mv = np.ones(N) if mass is None else np.array(mass, dtype=np.float64)
+    cdef char[::1] alg = (np.asarray(mv) == 0.0).astype(np.int8)
+    cdef bint alg_any = bool(np.any(np.asarray(mv) == 0.0))
+    cdef bint hpow = h_power is not None
+    cdef double[::1] hp = np.zeros(N) if h_power is None else np.array(h_power,
+                                                                       dtype=np.float64)
+    cdef Py_ssize_t[::1] eidx = (np.arange(N, dtype=np.intp) if hpow or not alg_any
+                                 else np.flatnonzero(np.asarray(mv) != 0.0).astype(np.intp))
+    cdef Py_ssize_t ne = eidx.shape[0]
+    if ne == 0:
+        raise ValueError("run_bdf: no component in the error test (all masses zero)")
+    cdef bint use_cb = jac is not None
+    cdef long nfev_cb
+    cdef bint use_hook = newton_system is not None
+    cdef list jkeep = [None]             # the call-back's Jacobian array (for the hook)
+    hlu = None                           # the hook's LU factors (scipy's dgetrf)
+    cdef double[::1] dyv
+    mass_arr = np.asarray(mv)
     if not t1 > t0:
         raise ValueError("run_bdf: integrates forwards only")
     cdef double[:, ::1] D = np.array(D0, dtype=np.float64)
@@ -555,6 +668,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef double[::1] pd = np.zeros(max_order + 1)
     cdef double[::1] out
     cdef double t = t0, t_old = t0, tnew, h = 0.0, min_step, c, c_lu = 0.0, a, stale, ratio
+    cdef double hw = 0.0
     cdef double dy_norm, dy_norm_old = 0.0, rate = 0.0, safety = 1.0, err = 0.0
     cdef double best_factor, fm, fac, sg, tt, hstep = 0.0
     cdef double sq_eps = sqrt(EPS)
@@ -595,20 +709,53 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 ypred[i] = a
                 scale[i] = atol + rtol * fabs(a)
                 psi[i] = psi[i] / bdf_gamma[k]
+            hw = fabs(h)                    # bdf.py's local h_abs (the |h|^p weights)
+            if hpow:
+                for i in range(N):
+                    scale[i] = scale[i] / pow(hw, hp[i])
             c = h / bdf_gamma[k]
             if not jac_valid:
-                if _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
-                                &yp[0], N, sq_eps, counters):
+                if use_cb:
+                    nfev_cb = f.nfev
+                    l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters, jkeep)
+                    nfev0 += f.nfev - nfev_cb  # the call-back's evaluations: uncounted
+                    if l:
+                        _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                        return 2, t, np.asarray(y), i_out, h_abs
+                elif _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
+                                  &yp[0], N, sq_eps, counters):
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h_abs
                 jac_valid = True
                 jac_current = True
                 jac_age = 0
                 lu_valid = False
-            if not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio:
+            if use_hook:
+                try:
+                    l = 1 if newton_system.update(tnew, np.array(ypred)) else 0
+                except Exception:
+                    _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h_abs
+                if l:
+                    lu_valid = False
+            if use_hook and (not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio):
+                hlu = _hook_factor(newton_system, jkeep[0] if use_cb else None, J, N,
+                                   mass_arr, c)
+                if hlu is None:
+                    _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                    return 2, t, np.asarray(y), i_out, h_abs
+                counters[C_LU] += 1.0
+                lu_valid = True
+                c_lu = c
+            elif not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio:
+                # M - c J; algebraic rows / c and algebraic unknowns * c: -J there
+                # (bdf.py _newton_matrix, index-2 scaling)
                 for j in range(N):
                     for i in range(N):
-                        LU[j * N + i] = (1.0 if i == j else 0.0) - c * J[j * N + i]
+                        if alg[i] or alg[j]:
+                            LU[j * N + i] = -J[j * N + i]
+                        else:
+                            LU[j * N + i] = (mv[i] if i == j else 0.0) - c * J[j * N + i]
                 dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
                 counters[C_LU] += 1.0
                 lu_valid = True
@@ -627,14 +774,33 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 if f.c_eval(tnew, &ynew[0], &fb[0]):
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h_abs
-                for i in range(N):
-                    dy[i] = c * fb[i] - 1.0 * (psi[i] + d[i])
-                dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
-                counters[C_SOLVE] += 1.0
-                if stale != 1.0:
+                if use_hook:                    # the problem's own Newton system
                     for i in range(N):
-                        dy[i] *= stale
-                dy_norm = _rms_div(1.0, &dy[0], &scale[0], N, tmp)
+                        dy[i] = c * fb[i] - mv[i] * (psi[i] + d[i])
+                    dyh = _hook_solve(newton_system, hlu, dy, c_lu, stale)
+                    counters[C_SOLVE] += 1.0
+                    if dyh is None:
+                        _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                        return 2, t, np.asarray(y), i_out, h_abs
+                    dyv = dyh
+                    for i in range(N):
+                        dy[i] = dyv[i]
+                else:
+                    for i in range(N):
+                        if alg[i]:              # algebraic rows are divided by c
+                            dy[i] = fb[i]
+                        else:
+                            dy[i] = c * fb[i] - mv[i] * (psi[i] + d[i])
+                    dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
+                    counters[C_SOLVE] += 1.0
+                    if alg_any:                 # the algebraic unknowns were c * dy
+                        for i in range(N):
+                            if alg[i]:
+                                dy[i] /= c_lu
+                    if stale != 1.0:
+                        for i in range(N):
+                            dy[i] *= stale
+                dy_norm = _rms_idx(1.0, &dy[0], &scale[0], &eidx[0], ne, tmp)
                 if not dy_norm < INFINITY:        # singular M or overflow: a failure
                     break
                 if have_old:
@@ -659,8 +825,15 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 nrej += 1
                 counters[C_NEWTON] += 1.0
                 if not jac_current:
-                    if _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
-                                    &yp[0], N, sq_eps, counters):
+                    if use_cb:
+                        nfev_cb = f.nfev
+                        l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters, jkeep)
+                        nfev0 += f.nfev - nfev_cb
+                        if l:
+                            _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
+                            return 2, t, np.asarray(y), i_out, h_abs
+                    elif _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
+                                      &yp[0], N, sq_eps, counters):
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                         return 2, t, np.asarray(y), i_out, h_abs
                     jac_valid = True
@@ -675,7 +848,10 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             safety = 0.9 * (2 * maxiter + 1) / (2 * maxiter + n_iter)
             for i in range(N):
                 scale[i] = atol + rtol * fabs(ynew[i])
-            err = _rms_div(err_const[k], &d[0], &scale[0], N, tmp)
+            if hpow:
+                for i in range(N):
+                    scale[i] = scale[i] / pow(hw, hp[i])
+            err = _rms_idx(err_const[k], &d[0], &scale[0], &eidx[0], ne, tmp)
             if err > 1.0:
                 nrej += 1
                 counters[C_ERR] += 1.0
@@ -718,12 +894,14 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             best = 0
             best_factor = _factor(err, k)
             if k > 1:
-                fm = _factor(_rms_div(err_const[k - 1], &D[k, 0], &scale[0], N, tmp), k - 1)
+                fm = _factor(_rms_idx(err_const[k - 1], &D[k, 0], &scale[0], &eidx[0], ne, tmp),
+                             k - 1)
                 if fm > best_factor:
                     best = -1
                     best_factor = fm
             if k < max_order:
-                fm = _factor(_rms_div(err_const[k + 1], &D[k + 2, 0], &scale[0], N, tmp), k + 1)
+                fm = _factor(_rms_idx(err_const[k + 1], &D[k + 2, 0], &scale[0], &eidx[0], ne,
+                                     tmp), k + 1)
                 if fm > best_factor:
                     best = 1
                     best_factor = fm

@@ -6,9 +6,10 @@ explicit Runge–Kutta method whose integrator class declares a compiled twin
 (``Integrator.compiled_loop_kind``; fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
 the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
-ODE form) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
+ODE form, and the GGL DAE form on ``_dynamics.CompiledGGL`` with the analysis'
+Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
 ``mbcore._ext._multistep`` (:mod:`mbcore.multistep_loop`).  Events
-(impacts), post-step projection and DAE forms keep the Python driver
+(impacts), post-step projection and the other DAE forms keep the Python driver
 (:func:`mbcore.integrate.integrate`), except the projections of the penalty
 formulation, which run in C after every accepted step of ``run_rk``
 (``CompiledPenalty.c_project``, the formulation's ``project``; the compiled object
@@ -50,13 +51,17 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
     itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
-    it projects at all; the multistep loops take none)."""
-    if form.compiled is None or not form.compiled_ready() or events or jac is not None:
+    it projects at all; the multistep loops take none).  A Jacobian call-back ``jac``
+    (the DAE forms) and a DAE right-hand side (``dae``: ``CompiledGGL``) are accepted
+    by 'bdf' only."""
+    if form.compiled is None or not form.compiled_ready() or events:
         return None
     if post_step is not None and not getattr(form.compiled, "handles_post_step", False):
         return None
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None
+    if (jac is not None or getattr(form.compiled, "dae", False)) and kind != "bdf":
+        return None
     if kind in ("abm", "bdf", "theta"):  # multistep and implicit one-step methods
         from .multistep_loop import available, kinds   # (mbcore.multistep_loop):
         return (kind if post_step is None and available() and kind in kinds()
@@ -66,7 +71,7 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
 
 def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
-                 python_fallback, stops=None) -> LoopResult:
+                 python_fallback, stops=None, jac=None) -> LoopResult:
     """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
 
     ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
@@ -75,11 +80,11 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     ``(j, value, sign)`` of terminal conditions ``sign (y_j - value)`` falling
     through 0, checked at every step end; the step in which one is met is handed to
     the Python driver (from its start), which locates the crossing with its event
-    locator."""
+    locator.  ``jac``: the Jacobian call-back of a DAE form ('bdf' only)."""
     if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
-                             stats, python_fallback, stops)
+                             stats, python_fallback, stops, jac=jac)
     from ._ext._dynamics import run_rk
 
     crhs = form.compiled

@@ -55,7 +55,9 @@ class Formulation:
        ``CompiledJC``; ``cartesian`` False, so outputs come from ``outputs``), and
        define ``work_rate(t)``: the rate of the work channel at the last ``rhs``
        (else the dynamic analysis adds ``lam . Phi_q qd`` to the power of the
-       non-conservative forces).
+       non-conservative forces).  A DAE form's compiled object (ggl:
+       ``CompiledGGL``) declares ``size`` (its state length with W) and ``dae``
+       (stepped only by the bdf loop with the formulation's mass matrix).
     """
 
     name: ClassVar[str] = ""

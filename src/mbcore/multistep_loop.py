@@ -11,9 +11,12 @@ loop, the Python integrator object is built first (its ``_restart_impl`` evaluat
 f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
 the same steps, orders, Jacobians, LU factorisations and evaluations.  BDF runs here
-only in its ODE form (unit mass, no ``h_power``, no ``newton_system`` hook, no
-Jacobian given: forward differences of the compiled right-hand side, column by
-column); anything else, and per-component tolerances, keep the Python driver.
+in its ODE form (unit mass, forward differences of the compiled right-hand side,
+column by column) and with its DAE options ``mass``, ``h_power`` and
+``newton_system`` (the hook called from C as the Python driver calls it) and a
+Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
+``_dynamics.CompiledGGL`` (spec/algorithms.md §2.9, §4.6).  A constant Jacobian and
+per-component tolerances keep the Python driver.
 The θ-methods likewise run without a given Jacobian and with scalar Newton
 tolerances only.
 """
@@ -50,9 +53,9 @@ def _ode_form(kind: str, integ) -> bool:
     """The integrator's options are those the compiled loop implements."""
     if integ.direction < 0:
         return False
-    if kind == "bdf":
-        return (integ._hook is None and integ._hpow is None and integ._jac_constant is None
-                and not integ.has_jacobian and bool(np.all(integ._m == 1.0)))
+    if kind == "bdf":   # mass, h_power, a Jacobian call-back, a hook: run_bdf's own
+        return (integ._jac_constant is None
+                and not np.ndim(integ._rtol) and not np.ndim(integ._atol))
     if kind == "theta":
         o = integ.opts
         return (integ._jac_constant is None and not integ.has_jacobian
@@ -78,9 +81,9 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
 
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
-                  python_fallback, stops=None):
+                  python_fallback, stops=None, jac=None):
     """:func:`mbcore.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
-    (same arguments and result)."""
+    (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only)."""
     from ._ext import _multistep as ms
     from .fastloop import LoopResult, _Fallback
 
@@ -92,8 +95,10 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             raise _Fallback(t)
         return buf
 
+    if jac is not None and kind != "bdf":
+        return python_fallback(t0, y0, t_out)
     try:
-        integ = icls(fun, t0, np.array(y0, dtype=float), t1, **options)
+        integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
     except _Fallback:
         return python_fallback(t0, y0, t_out)
     if not _ode_form(kind, integ):
@@ -130,7 +135,13 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             float(integ._max_step), np.ascontiguousarray(icls.GAMMA, dtype=float),
             np.ascontiguousarray(icls.ERROR_CONST, dtype=float), float(icls.MIN_FACTOR),
             float(icls.MAX_FACTOR), float(icls.KEEP_BELOW), t_out, i0, on_output, stats,
-            counters, st.nfev, *stop_args)
+            counters, st.nfev, *stop_args,
+            mass=None if bool(np.all(integ._m == 1.0)) else np.ascontiguousarray(integ._m,
+                                                                                 dtype=float),
+            jac=jac if integ.has_jacobian else None,
+            h_power=(None if integ._hpow is None
+                     else np.ascontiguousarray(integ._hpow, dtype=float)),
+            newton_system=integ._hook)
     elif kind == "theta":
         o = integ.opts
         code, t, y, i_out, h = ms.run_theta(

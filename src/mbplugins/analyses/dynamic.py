@@ -68,7 +68,8 @@ class DynamicAnalysis(Analysis):
                         "angular (spatial bodies), energy, violation, integrator; fewer channels make each output "
                         "row cheaper", required=False),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
-                      "methods, abm and bdf on the compiled right-hand side in compiled code; "
+                      "methods, abm, bdf (also with ggl), implicit_euler and trapezoid on "
+                      "the compiled right-hand side in compiled code; "
                       "'python' forces the Python driver", default="auto",
                       choices=("auto", "python")),
     }
@@ -523,20 +524,28 @@ class _Run:
             wc = float(lam @ (sysm._jac_view @ qqd))
         else:
             # lam . (Phi_q qd) = qd . (M qdd - Q) (equations of motion): no sparse
-            # product (scipy's overhead is ~13 us per call)
+            # product (scipy's overhead is ~13 us per call) -- for the index-1 forms,
+            # whose lam and qdd solve them at this evaluation; the DAE forms (ggl,
+            # stiff) carry lam in their state and leave the solver's qdd stale
+            dae = getattr(form, "needs_mass", False)
             wc = (float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
-                  if sysm.mass_diag is not None else float(lam @ (sysm._csr @ qqd)))
+                  if sysm.mass_diag is not None and not dae
+                  else float(lam @ (sysm._csr @ qqd)))
         ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
         return ydot
 
     def dae_jacobian(self, t, y):
         """df/dy of y = [state, W] for the DAE formulations (ggl, stiff): theirs,
-        and the work row by differences."""
+        and the work row by differences (in C by ``CompiledGGL.work_row``, the same
+        formula, when the compiled GGL right-hand side applies)."""
         form = self.form
         size = form.size
         Jf = form.jacobian(t, y[:size])
         out = np.zeros((size + 1, size + 1))
         out[:size, :size] = Jf
+        work_row = getattr(self.crhs, "work_row", None)      # CompiledGGL: in one C call
+        if work_row is not None and work_row(t, y, out[size]) == 0:
+            return out
         if self._direct_work_row(t, y, out[size]):
             return out
         h = 1e-7
@@ -741,11 +750,13 @@ class _Run:
         if self.batch is None:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self._output_compiled,
-                                self.cstat, self._handover, stops=self.stop_specs)
+                                self.cstat, self._handover, stops=self.stop_specs,
+                                jac=self.jac)
         try:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self.batch.on_output,
-                                self.cstat, self._handover, stops=self.stop_specs)
+                                self.cstat, self._handover, stops=self.stop_specs,
+                                jac=self.jac)
         finally:
             self.batch.flush()               # also on errors: a failed run keeps its rows
 

@@ -9,6 +9,11 @@ semi-explicit DAE that the ``bdf`` integrator solves directly (Newton on the who
 state, algebraic components out of the error test).  Both the position and the
 velocity constraints hold to the Newton tolerance at every step without any
 projection; ``mu`` is zero for the exact solution.
+
+Planar models of compiled elements (dense or sparse Jacobian) evaluate ``f`` (and the
+work rate of the dynamic analysis) in one C call, ``_dynamics.CompiledGGL``; bdf
+then runs on the compiled loop (``_multistep.run_bdf`` with its DAE options, the
+Jacobian through :meth:`GGL.jacobian`).  :meth:`GGL.rhs` is its NumPy reference.
 """
 from __future__ import annotations
 
@@ -37,6 +42,10 @@ class GGL(Formulation):
         self.spatial = system.mass_diag is None
         self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
                                           else system.mass_diag, np.zeros(2 * m)])
+        self.compiled = _compiled_ggl(system, self.spatial)
+        #: why the compiled right-hand side does not apply (None when it does)
+        self.compiled_reason = None if self.compiled is not None else \
+            _why_not_compiled(system, self.spatial)
 
     @property
     def size(self) -> int:
@@ -120,3 +129,34 @@ class GGL(Formulation):
         q, v = y[:n], y[n:2 * n]
         qdd, lam = self.solver.solve(q, v, t)
         return q, v, qdd, lam
+
+
+def _why_not_compiled(system, spatial: bool) -> str | None:
+    """The reason the GGL right-hand side keeps the NumPy path, or None."""
+    if system.backend != "compiled":
+        return "kernels: numpy"
+    if spatial:
+        # M^-1 (Q + Phi_q^T lam) of spatial bodies needs the mass solve of Formulation I
+        # (AccelerationSolver.mass_solve) inside f: not compiled for this form
+        return "spatial bodies (no constant diagonal mass matrix)"
+    if system.padded or system._evaluator is None or system._py_groups \
+            or system._py_force_groups:
+        return "elements without compiled kernels"
+    return None
+
+
+def _compiled_ggl(system, spatial: bool):
+    """``_dynamics.CompiledGGL`` of a planar System of compiled elements (constant
+    diagonal mass; dense or CSR Jacobian), else None (spec/algorithms.md §4.6)."""
+    if _why_not_compiled(system, spatial) is not None:
+        return None
+    try:
+        from mbcore._ext._dynamics import CompiledGGL
+    except ImportError:              # pragma: no cover - an old build
+        return None
+    kw = {} if system.dense else dict(
+        indptr=np.ascontiguousarray(system._indptr, dtype=np.intp),
+        indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
+    return CompiledGGL(system._evaluator, system._force_evaluator,
+                       system.ftable._impl if len(system.functions) else None,
+                       system.n, system.m, system._jdata, system._q_gravity, **kw)

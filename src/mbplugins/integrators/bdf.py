@@ -197,10 +197,12 @@ class BDF(Integrator):
 
     @classmethod
     def compiled_loop_kind(cls):
-        """'bdf': :mod:`mbcore.fastloop` runs the ODE form of this method (unit mass,
-        finite-difference Jacobian, no DAE hooks) in compiled code
+        """'bdf': :mod:`mbcore.fastloop` runs this method in compiled code
         (``mbcore._ext._multistep.run_bdf``, the same steps) unless a subclass
-        changes the step; the DAE forms keep the Python driver."""
+        changes the step: the ODE form (finite-difference Jacobian) and the DAE
+        options ``mass``, ``h_power`` and ``newton_system`` (the hook called back from
+        C) with a Jacobian call-back (the GGL form on ``_dynamics.CompiledGGL``, spec
+        §2.9/§4.6); a constant Jacobian keeps the Python driver."""
         same = all(getattr(cls, m) is getattr(BDF, m) for m in (
             "_step_impl", "_restart_impl", "_newton", "_rescale", "_newton_matrix",
             "_weighted", "_dense_output_impl", "jac", "lu_factor", "lu_solve"))
