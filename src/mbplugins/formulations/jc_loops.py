@@ -122,10 +122,10 @@ class LoopClosure:
             return
         for k in ("alpha", "beta"):
             if given.get(k) not in (None, 0, 0.0):
+                how = "projected" if mode == "projection" else "solved"
                 raise ModelError(f"settings.{k}", f"Baumgarte terms are not used with "
-                                                  f"loop_stabilization: {mode} (the cut rows "
-                                                  f"are {'projected' if mode == 'projection' else 'solved'} "
-                                                  f"after every step); leave it out")
+                                 f"loop_stabilization: {mode} (the cut rows are {how} "
+                                 f"after every step); leave it out")
         if self.settings.get("independent") and mode != "partitioning":
             raise ModelError("settings.independent", f"independent joint coordinates are "
                                                      f"used with loop_stabilization: "
@@ -169,6 +169,12 @@ class LoopClosure:
         first = self.u is None
         self.u, self.v, _ = pivoted_partition(D, self._col_scale)
         self.best_ratio = pivot_quality(D, self.u, self._col_scale)
+        if self.best_ratio < 1e-12:
+            raise AnalysisError(f"joint_coordinates: partitioning needs independent cut "
+                                f"rows, but D = Phi*_q B ({D.shape[0]} x {D.shape[1]}) has "
+                                f"rank {np.linalg.matrix_rank(D)} here (redundant loop "
+                                f"equations or a singular configuration); use "
+                                f"loop_stabilization: projection", t)
         if first and self.settings.get("independent"):
             self._user_partition(D)
         self.ratio = self.best_ratio
@@ -184,9 +190,10 @@ class LoopClosure:
                 raise ModelError("settings.independent", f"unknown joint coordinate '{c}' "
                                  f"(joint coordinates: {', '.join(self._labels)})")
             idx.append(self._labels.index(c))
-        if len(set(idx)) != self._nv - len(self.extra):
-            raise ModelError("settings.independent", f"expected {self._nv - len(self.extra)} "
-                             f"independent joint coordinate(s), got {len(set(idx))}")
+        k = self._nv - len(self.extra)
+        if len(set(idx)) != k:
+            raise ModelError("settings.independent", f"expected {k} independent joint "
+                                                     f"coordinate(s), got {len(set(idx))}")
         v = np.array(sorted(set(idx)), dtype=np.intp)
         u = np.setdiff1d(np.arange(self._nv), v)
         if np.linalg.matrix_rank(D[:, u]) < len(u):
@@ -258,8 +265,16 @@ class LoopClosure:
     def _min_norm(D: np.ndarray, H: np.ndarray | None, r: np.ndarray) -> np.ndarray:
         """``-W^-1 D^T (D W^-1 D^T)^-1 r`` (W = H, or I when H is None); least squares
         for the small matrix (redundant rows)."""
-        WiDt = D.T if H is None else sla.cho_solve(sla.cho_factor(H, check_finite=False),
-                                                   D.T, check_finite=False)
+        if H is None:
+            WiDt = D.T
+        else:
+            try:
+                WiDt = sla.cho_solve(sla.cho_factor(H, check_finite=False), D.T,
+                                     check_finite=False)
+            except np.linalg.LinAlgError:
+                raise AnalysisError("joint_coordinates: the joint-space mass matrix of the "
+                                    "projection is singular (a massless body in the tree?); "
+                                    "use mass_weighted: false") from None
         return -WiDt @ np.linalg.lstsq(D @ WiDt, r, rcond=1e-12)[0]
 
     def _partition(self, t, theta, nu, output=False):

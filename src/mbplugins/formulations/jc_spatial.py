@@ -39,6 +39,9 @@ Mass ``diag(m I3, J')`` per body; forces ``[F; n' - omega'~ J' omega']`` with
 Rows that are not tree joints (cut joints closing loops, drivers, other
 constraints) are algebraic equations in the velocity form ``Jv = [Phi_r, 1/2 Phi_p
 L^T]`` (as ``di_omega``), ``D = Jv B``; the normalisation rows hold identically.
+They are stabilised by Baumgarte terms or (``loop_stabilization``) projected /
+partitioned after every step (:mod:`.jc_loops`; the Euler parameters of ball joints
+and floating bases move by rotation vectors there, :meth:`SpatialTree.retract`).
 """
 from __future__ import annotations
 

@@ -22,8 +22,10 @@ Scope: planar rigid bodies; revolute and translational tree joints (a translatio
 joint whose axis body is the far one is cut); a body no joint reaches from the
 ground gets a floating base (a ``free`` joint: its x, y, phi; composite solver);
 other rows (cut joints closing loops, drivers) stay algebraic equations with
-multipliers (composite solver).  Spatial models: :mod:`.jc_spatial` (the
-formulation class dispatches on the model's dimension).
+multipliers (composite solver), stabilised by Baumgarte terms or, with
+``loop_stabilization``, projected / partitioned after every step
+(:mod:`.jc_loops`).  Spatial models: :mod:`.jc_spatial` (the formulation class
+dispatches on the model's dimension).
 
 Speed: on the compiled backend a tree without cut rows uses the O(N) articulated-body
 recursion in C, and when every force element is compiled the whole right-hand side
