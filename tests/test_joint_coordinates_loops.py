@@ -180,12 +180,10 @@ def test_partitioning_of_a_perturbed_state(name):
     assert p <= tol and v <= tol
     assert np.array_equal(yn[nq:][form.v], yp[nq:][form.v])
     assert np.any(yn[nq:][form.u] != yp[nq:][form.u])
-    tr = form.tree
-    for j in tr.joints:                         # scalar joints: theta = their nu
-        idx = getattr(j, "qo", getattr(j, "index", None))
-        k = getattr(j, "vo", idx)
-        if j.kind in ("revolute", "translational") and k in form.v:
-            assert yn[idx] == yp[idx]
+    for j in form.tree.joints:                  # scalar joints: theta moves with nu
+        qo, vo = (j.qo, j.vo) if hasattr(j, "qo") else (j.index, j.index)
+        if j.kind in ("revolute", "translational") and vo in form.v:
+            assert yn[qo] == yp[qo]
 
 
 def test_the_coordinate_update_against_finite_differences():
@@ -278,17 +276,17 @@ def test_poor_partition_is_replaced():
 
 
 def test_trees_and_baumgarte_unchanged():
-    """A tree (no cut rows): both modes are no-ops, the results equal baumgarte's bit
-    for bit; the default is baumgarte."""
+    """A tree (no cut rows; planar chain, spatial double pendulum): both modes are
+    no-ops, the results equal baumgarte's bit for bit; the default is baumgarte."""
     from test_joint_coordinates import chain
-    m = chain(3)
     st = {"analysis": "dynamic", "t_end": 0.3, "output_step": 0.1}
-    base = mbcore.run(m, settings={**st, "formulation": "joint_coordinates"})
-    for mode in MODES:
-        r = mbcore.run(m, settings={**st, **jc(mode)})
-        for k in ("q", "qd", "qdd", "lam", "energy"):
-            assert np.array_equal(r[k], base[k])
-        assert "projections" not in r.stats
+    for m in (chain(3), model("spatial_double_pendulum")):
+        base = mbcore.run(m, settings={**st, "formulation": "joint_coordinates"})
+        for mode in MODES:
+            r = mbcore.run(m, settings={**st, **jc(mode)})
+            for k in ("q", "qd", "qdd", "lam", "energy"):
+                assert np.array_equal(r[k], base[k])
+            assert "projections" not in r.stats
     s = chain(3).compile()
     assert JointCoordinates(s).loop_mode == "baumgarte"
     assert not hasattr(JointCoordinates(s, {"loop_stabilization": "projection"}), "project")
@@ -304,8 +302,13 @@ def test_named_errors():
         mbcore.run(m, settings={**st, **jc("stabilise")})
     with pytest.raises(ModelError, match=r"settings\.alpha"):
         mbcore.run(m, settings={**st, "alpha": 2.0, **jc("projection")})
-    with pytest.raises(ModelError, match=r"settings\.independent"):
+    with pytest.raises(ModelError, match=r"settings\.independent: used with "
+                                         r"loop_stabilization: partitioning, not projection"):
         mbcore.run(m, settings={**st, **jc("projection", independent="A")})
+    with pytest.raises(ModelError, match=r"settings\.mass_weighted"):
+        mbcore.run(m, settings={**st, **jc("partitioning", mass_weighted=False)})
+    with pytest.raises(ModelError, match=r"settings\.repartition_factor"):
+        mbcore.run(m, settings={**st, "repartition_factor": 5.0, **jc("baumgarte")})
     with pytest.raises(ModelError, match=r"unknown joint coordinate 'Q'"):
         mbcore.run(m, settings={**st, **jc("partitioning", independent="Q")})
     with pytest.raises(ModelError, match=r"expected 1 independent"):

@@ -75,6 +75,11 @@ LOOP_SETTINGS = {
                          "'pin.wz'; default: automatic)", required=False),
 }
 
+#: the modes each option applies to (another mode with the option given: an error)
+OPTION_MODES = {"mass_weighted": ("projection",),
+                "projection_tolerance": ("projection", "partitioning"),
+                "repartition_factor": ("partitioning",), "independent": ("partitioning",)}
+
 #: Gauss-Newton / Newton iterations before giving up
 ITERATIONS = 12
 
@@ -118,6 +123,10 @@ class LoopClosure:
         self.loop_mode = mode
         self._nq, self._nv = nq, nv
         self._want = None
+        for k, modes in OPTION_MODES.items():
+            if given.get(k) is not None and mode not in modes:
+                raise ModelError(f"settings.{k}", f"used with loop_stabilization: "
+                                 f"{' or '.join(modes)}, not {mode}")
         if mode == "baumgarte":
             return
         for k in ("alpha", "beta"):
@@ -126,10 +135,6 @@ class LoopClosure:
                 raise ModelError(f"settings.{k}", f"Baumgarte terms are not used with "
                                  f"loop_stabilization: {mode} (the cut rows are {how} "
                                  f"after every step); leave it out")
-        if self.settings.get("independent") and mode != "partitioning":
-            raise ModelError("settings.independent", f"independent joint coordinates are "
-                                                     f"used with loop_stabilization: "
-                                                     f"partitioning, not {mode}")
         self.alpha = self.beta = 0.0
         s = self.system
         ex = self.extra
@@ -157,9 +162,6 @@ class LoopClosure:
             self.partitions = 0
             self.u = self.v = None
 
-    def _loops_active(self) -> bool:
-        return self.loop_mode != "baumgarte" and bool(len(self.extra))
-
     def _loops_initialize(self, y: np.ndarray, t: float) -> None:
         """Partitioning: choose the independent joint coordinates at a consistent
         state (start and every restart)."""
@@ -177,7 +179,7 @@ class LoopClosure:
                                 f"loop_stabilization: projection", t)
         if first and self.settings.get("independent"):
             self._user_partition(D)
-        self.ratio = self.best_ratio
+        self.ratio = pivot_quality(D, self.u, self._col_scale)
         self.partitions += 1
         self._want = None
 
