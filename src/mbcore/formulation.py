@@ -41,7 +41,10 @@ class Formulation:
     6. ``initialize(q, qd, t)`` returns ``(y0, info)`` for a consistent state (CP
        chooses its partition here); ``wants_repartition()`` may return a reason
        at an output point, and evaluations may raise :class:`RestartRequest`: the
-       analysis then calls ``initialize`` again at the last output state.
+       analysis then calls ``initialize`` again at the last output state.  A
+       partitioning formulation names its partition by ``v`` (indices),
+       ``independent_names()`` and, when the indices are not the System's
+       coordinates, ``coordinate_labels()`` (joint coordinates: the entries of nu).
     7. After ``rhs``, ``q_cur``/``qd_cur`` hold the coordinates of that evaluation
        (Python path only).
     8. ``compiled_stabilisation()`` returns ``(alpha, beta)`` when the formulation's

@@ -253,7 +253,10 @@ class DynamicAnalysis(Analysis):
             if old is not None or reason != "initial":
                 event(t, "restart", f"formulation restarted: {reason}")
             return
-        names = self.system.coordinate_names
+        # the partition's indices: Cartesian coordinates, or the formulation's own
+        # (joint coordinates: the entries of nu)
+        labels = getattr(form, "coordinate_labels", None)
+        names = labels() if labels is not None else self.system.coordinate_names
         new = form.independent_names()
         if old is None:
             event(t, "partition", f"independent coordinates: {', '.join(new)}")

@@ -39,6 +39,9 @@ Mass ``diag(m I3, J')`` per body; forces ``[F; n' - omega'~ J' omega']`` with
 Rows that are not tree joints (cut joints closing loops, drivers, other
 constraints) are algebraic equations in the velocity form ``Jv = [Phi_r, 1/2 Phi_p
 L^T]`` (as ``di_omega``), ``D = Jv B``; the normalisation rows hold identically.
+They are stabilised by Baumgarte terms or (``loop_stabilization``) projected /
+partitioned after every step (:mod:`.jc_loops`; the Euler parameters of ball joints
+and floating bases move by rotation vectors there, :meth:`SpatialTree.retract`).
 """
 from __future__ import annotations
 
@@ -321,6 +324,45 @@ class SpatialTree:
                 o[:] = v
         return out
 
+    #: names of the nu entries of a joint with several (universal: the two bars)
+    NU_SUFFIX = {"cylindrical": ((".angle", True), (".slide", False)),
+                 "universal": ((".angle1", True), (".angle2", True)),
+                 "spherical": ((".wx", True), (".wy", True), (".wz", True)),
+                 "planar": ((".f", False), (".g", False), (".angle", True)),
+                 "free": ((".x", False), (".y", False), (".z", False), (".wx", True),
+                          (".wy", True), (".wz", True))}
+
+    def nu_labels(self) -> list[tuple[str, bool]]:
+        """(name, angular) of every entry of nu (names the partition of the loops;
+        ``.wx`` ... : the relative angular velocity in the parent's axes)."""
+        out = []
+        for j in self.joints:
+            if j.kind in self.NU_SUFFIX:
+                out += [(j.name + sfx, ang) for sfx, ang in self.NU_SUFFIX[j.kind]]
+            else:
+                out.append((j.name, j.kind == "revolute"))
+        return out
+
+    def retract(self, theta, dnu):
+        """``theta ⊕ dnu``: theta + dnu, but the Euler parameters of ball joints and
+        floating bases turned by the rotation vector and renormalised
+        (:func:`.jc_loops.rotate`); a joint with no increment keeps its numbers."""
+        from .jc_loops import rotate
+        th = np.array(theta, dtype=float)
+        for j in self.joints:
+            d = dnu[j.vo:j.vo + j.nv]
+            if not np.any(d):
+                continue
+            o = j.qo
+            if j.kind == "spherical":
+                th[o:o + 4] = rotate(th[o:o + 4], d)
+            elif j.kind == "free":
+                th[o:o + 3] += d[:3]
+                th[o + 3:o + 7] = rotate(th[o + 3:o + 7], d[3:])
+            else:
+                th[o:o + j.nq] += d
+        return th
+
     def normalised(self, theta):
         th = np.array(theta, dtype=float)
         for j in self.joints:
@@ -526,8 +568,10 @@ import scipy.linalg as sla  # noqa: E402
 from mbcore.errors import AnalysisError  # noqa: E402
 from mbcore.formulation import Formulation  # noqa: E402
 
+from .jc_loops import LoopClosure  # noqa: E402
 
-class SpatialJointCoordinates(Formulation):
+
+class SpatialJointCoordinates(LoopClosure, Formulation):
     """``joint_coordinates`` for spatial models (module docstring): state ``y = [theta;
     nu]``; outputs in the Euler-parameter coordinates of every other formulation."""
 
@@ -567,6 +611,7 @@ class SpatialJointCoordinates(Formulation):
         self.compiled = self._compiled_jcs()
         self._cbuf = np.zeros(self.nq + self.nv + 1)
         self._from_compiled = False
+        self._loops_setup(self.nq, self.nv, dict(settings or {}))
 
     def _compiled_jcs(self):
         s = self.system
@@ -617,7 +662,26 @@ class SpatialJointCoordinates(Formulation):
             raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
                                 f"(positions differ by {err:.3g}, velocities by "
                                 f"{errv:.3g})", t)
+        self._loops_initialize(y, t)
         return y, None
+
+    def _closure(self, theta, t, metric):
+        """(q, D, H) at theta (:meth:`LoopClosure._closure`): ``D = Jv B`` with the
+        velocity-form rows of the cut rows, ``H = B^T diag(m I, J') B``."""
+        tr = self.tree
+        q, _, X, S, _ = tr.outward(tr.normalised(theta), np.zeros(self.nv))
+        B = tr.velocity_matrix(X, S)
+        D = self._jv(self.system.jacobian_dense(q, t)[self.extra], q) @ B
+        return q, D, (self._joint_mass(B) if metric else None)
+
+    def _joint_mass(self, B):
+        """``H = B^T M B`` with the body blocks ``diag(m I, J')``."""
+        tr = self.tree
+        MB = np.einsum("bkl,blv->bkv", tr._M, B.reshape(tr.nb, 6, -1)).reshape(B.shape)
+        return B.T @ MB
+
+    def _retract(self, theta, dnu):
+        return self.tree.retract(theta, dnu)
 
     # ------------------------------------------------------------------ equations
     def _jv(self, J, q):
@@ -679,8 +743,7 @@ class SpatialJointCoordinates(Formulation):
             return q, qd, V, acc, nud, F, np.zeros(0)
         B = tr.velocity_matrix(X, S)
         a0 = tr.bias(X, C)
-        MB = np.einsum("bkl,blv->bkv", tr._M, B.reshape(tr.nb, 6, -1)).reshape(B.shape)
-        H = B.T @ MB
+        H = self._joint_mass(B)
         f = B.T @ (F - np.einsum("bkl,bl->bk", tr._M, a0)).reshape(-1)
         try:
             cho = sla.cho_factor(H, check_finite=False)
@@ -784,4 +847,5 @@ class SpatialJointCoordinates(Formulation):
 
     def warnings(self, step):
         from .baumgarte import CS
-        return CS.warnings(self, step) if len(self.extra) else []
+        return CS.warnings(self, step) if len(self.extra) and \
+            self.loop_mode == "baumgarte" else []

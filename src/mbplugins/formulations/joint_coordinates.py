@@ -22,8 +22,10 @@ Scope: planar rigid bodies; revolute and translational tree joints (a translatio
 joint whose axis body is the far one is cut); a body no joint reaches from the
 ground gets a floating base (a ``free`` joint: its x, y, phi; composite solver);
 other rows (cut joints closing loops, drivers) stay algebraic equations with
-multipliers (composite solver).  Spatial models: :mod:`.jc_spatial` (the
-formulation class dispatches on the model's dimension).
+multipliers (composite solver), stabilised by Baumgarte terms or, with
+``loop_stabilization``, projected / partitioned after every step
+(:mod:`.jc_loops`).  Spatial models: :mod:`.jc_spatial` (the formulation class
+dispatches on the model's dimension).
 
 Speed: on the compiled backend a tree without cut rows uses the O(N) articulated-body
 recursion in C, and when every force element is compiled the whole right-hand side
@@ -43,6 +45,8 @@ from mbcore.elements import perp
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import Formulation
 from mbcore.schema import Param
+
+from .jc_loops import LOOP_SETTINGS, LoopClosure
 
 
 def _A(phi):
@@ -288,6 +292,18 @@ class PlanarTree:
                 thd[j.index] = U @ (vP_c - vP_p) + (vp[2] * perp(U)) @ Delta
         return th, thd
 
+    def nu_labels(self) -> list[tuple[str, bool]]:
+        """(name, angular) of every entry of nu: a joint's name, ``<floating b>.x``,
+        ``.y``, ``.phi`` for a floating base (names the partition of the loops)."""
+        out = []
+        for j in self.joints:
+            if j.kind == "free":
+                out += [(f"{j.name}.x", False), (f"{j.name}.y", False),
+                        (f"{j.name}.phi", True)]
+            else:
+                out.append((j.name, j.kind == "revolute"))
+        return out
+
 
 def _children(tree):
     ch = [[] for _ in range(tree.nb)]
@@ -364,11 +380,12 @@ def articulated_body(tree, mass, q, qd, theta, thetad, Q):
     return thdd, qdd
 
 
-class JointCoordinates(Formulation):
+class JointCoordinates(LoopClosure, Formulation):
     """See the module docstring.  Rows of the model that are not tree joints (cut
     joints closing loops, drivers, other constraints) stay algebraic equations in
     theta with multipliers, ``D = Phi*_q B`` (spec §4.7.2, Eq. 13.41), stabilised by
-    Baumgarte terms ``-2 alpha Phidot* - beta^2 Phi*`` (alpha = beta = 0: none)."""
+    Baumgarte terms ``-2 alpha Phidot* - beta^2 Phi*`` (alpha = beta = 0: none), or
+    (``loop_stabilization``) projected / solved after every step (:mod:`.jc_loops`)."""
 
     name = "joint_coordinates"
     description = ("relative (joint) coordinates of a kinematic tree, Cartesian results; "
@@ -386,6 +403,7 @@ class JointCoordinates(Formulation):
         "cut_joints": Param("strings", "joints to keep as algebraic (cut) equations "
                             "rather than tree joints (default: chosen by the spanning "
                             "tree)", default=()),
+        **LOOP_SETTINGS,
     }
 
     def __new__(cls, system, settings=None):
@@ -446,6 +464,7 @@ class JointCoordinates(Formulation):
         self.compiled = self._compiled_jc()
         self._ywork = np.zeros(2 * self.dof + 1) if self.compiled is not None else None
         self._from_compiled = False
+        self._loops_setup(self.dof, self.dof, dict(settings or {}))
 
     def _compiled_jc(self):
         """``CompiledJC`` for a tree without cut rows on the compiled recursions whose
@@ -490,7 +509,21 @@ class JointCoordinates(Formulation):
         if err > 1e-6 * (1.0 + np.max(np.abs(q))):
             raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
                                 f"(positions differ by {err:.3g})", t)
+        self._loops_initialize(y, t)
         return y, None
+
+    def _closure(self, theta, t, metric):
+        """(q, D, H) at theta (:meth:`LoopClosure._closure`): B from the acceleration
+        recursion at zero velocities (``qddot = B thetaddot`` there)."""
+        tree, dof = self.tree, self.dof
+        q = tree.positions(theta)
+        B = tree.accelerations(q, np.zeros_like(q), theta, np.zeros(dof),
+                               np.eye(dof)).T
+        D = self.system.jacobian_dense(q, t)[self.extra] @ B
+        return q, D, (B.T @ (self.mass[:, None] * B) if metric else None)
+
+    def _retract(self, theta, dnu):
+        return theta + dnu
 
     def _solve(self, t, y):
         s, tree, dof, ex = self.system, self.tree, self.dof, self.extra
@@ -530,8 +563,8 @@ class JointCoordinates(Formulation):
             Je = J[ex]
             D = Je @ B
             phid = Je @ qd - s.nu(q, t)[ex]
-            c = (s.gamma(q, qd, t)[ex] - Je @ a0 - 2.0 * self.settings["alpha"] * phid
-                 - self.settings["beta"] ** 2 * s.phi(q, t)[ex])
+            c = (s.gamma(q, qd, t)[ex] - Je @ a0 - 2.0 * self.alpha * phid
+                 - self.beta ** 2 * s.phi(q, t)[ex])
             HiDt = sla.cho_solve(cho, D.T, check_finite=False)
             S = D @ HiDt
             try:
@@ -610,4 +643,5 @@ class JointCoordinates(Formulation):
 
     def warnings(self, step):
         from .baumgarte import CS
-        return CS.warnings(self, step) if len(self.extra) else []
+        return CS.warnings(self, step) if len(self.extra) and \
+            self.loop_mode == "baumgarte" else []

@@ -35,6 +35,37 @@ from mbcore.formulation import Formulation, RestartRequest
 from mbcore.schema import Param
 
 
+def pivoted_partition(J: np.ndarray, col_scale: np.ndarray):
+    """Dependent columns u = the first m pivot columns of QR with column pivoting of
+    the column-scaled m x n J, independent v = the rest (both sorted; spec §4.3.1),
+    and the rank ratio mu = |R_mm| / |R_11|.  Shared by ``cp`` and the
+    joint-coordinate loops."""
+    m = J.shape[0]
+    _, R, piv = sla.qr(J / col_scale, mode="economic", pivoting=True)
+    d = np.abs(np.diag(R))
+    mu = float(d[-1] / d[0]) if d.size and d[0] > 0 else 0.0
+    return np.sort(piv[:m]), np.sort(piv[m:]), mu
+
+
+def pivot_quality(J: np.ndarray, u: np.ndarray, col_scale: np.ndarray,
+                  lu: np.ndarray | None = None) -> float:
+    """Smallest LU pivot of the column-scaled ``J[:, u]`` relative to the largest entry
+    of the column-scaled J (spec §4.3.2, the [EXT] re-partition trigger): 0 when
+    ``J[:, u]`` is singular, comparable between partitions (a pivot ratio of Phi_u
+    alone is 1 for any 1 x 1 Phi_u, which would never ask for a re-partition of a
+    pendulum whose dependent coordinate stops moving).  ``lu``: the LU factor of
+    ``J[:, u]`` if already computed.  Shared by ``cp`` and the joint-coordinate loops."""
+    cs = col_scale[u]
+    if lu is None:
+        try:
+            lu = sla.lu_factor(J[:, u], check_finite=False)[0]
+        except (ValueError, np.linalg.LinAlgError):
+            return 0.0
+    dg = np.abs(np.diag(lu)) / cs
+    big = float(np.max(np.abs(J) / col_scale)) if J.size else 0.0
+    return float(dg.min() / big) if dg.size and big > 0 else 0.0
+
+
 class RepartitionRequest(RestartRequest):
     """Raised inside an evaluation when the partition can no longer be used."""
 
@@ -120,30 +151,13 @@ class CP(Formulation):
         """Dependent = the first m pivot columns of QR with column pivoting of the
         (column-scaled) Jacobian; returns (u, v, quality of Phi_u, rank ratio mu of
         the Jacobian |R_mm| / |R_11|)."""
-        s = self.system
-        J = s.jacobian_dense(q, t)
-        _, R, piv = sla.qr(J / self._col_scale, mode="economic", pivoting=True)
-        d = np.abs(np.diag(R))
-        u = np.sort(piv[:s.m])
-        v = np.sort(piv[s.m:])
-        mu = float(d[-1] / d[0]) if d.size and d[0] > 0 else 0.0
+        J = self.system.jacobian_dense(q, t)
+        u, v, mu = pivoted_partition(J, self._col_scale)
         return u, v, self._quality(J, u), mu
 
     def _quality(self, J, u, lu=None):
-        """Smallest LU pivot of the column-scaled Phi_u relative to the largest entry
-        of the column-scaled Jacobian: 0 when Phi_u is singular, comparable between
-        partitions (a pivot ratio of Phi_u alone is 1 for any 1 x 1 Phi_u, which
-        would never ask for a re-partition of a pendulum whose dependent coordinate
-        stops moving)."""
-        cs = self._col_scale[u]
-        if lu is None:
-            try:
-                lu = sla.lu_factor(J[:, u], check_finite=False)[0]
-            except (ValueError, np.linalg.LinAlgError):
-                return 0.0
-        dg = np.abs(np.diag(lu)) / cs
-        big = float(np.max(np.abs(J) / self._col_scale)) if J.size else 0.0
-        return float(dg.min() / big) if dg.size and big > 0 else 0.0
+        """:func:`pivot_quality` of Phi_u with this formulation's column scales."""
+        return pivot_quality(J, u, self._col_scale, lu)
 
     def initialize(self, q, qd, t):
         old = None if self.v is None else list(self.v)
