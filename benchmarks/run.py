@@ -1200,14 +1200,12 @@ def bench_force_jacobians(repeat: int, quick: bool) -> dict:
     10 and 100 masses)."""
     import mbplugins.analyses.dynamic as dyn
     from mbplugins.formulations import ggl as gglmod, stiff as stiffmod
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_force_jacobians import _old_ggl_jacobian
     from models import stiff_chain
     out = {}
     t_end = 0.2 if quick else 1.0
     model = stiff_chain(10)
     new = (stiffmod._parts, gglmod.GGL.jacobian, dyn._Run._direct_work_row)
-    old = (stiffmod._parts_fd, _old_ggl_jacobian, lambda *a: False)
+    old = (stiffmod._parts_fd, gglmod.jacobian_fd, lambda *a: False)
     timing = {"n": 0, "t": 0.0}
     dae = dyn._Run.dae_jacobian
 

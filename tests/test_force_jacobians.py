@@ -460,25 +460,6 @@ def test_stiff_parts_equal_the_old_differences():
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, np.abs(b).max()))
 
 
-def _old_ggl_jacobian(self, t, y):
-    """GGL.jacobian before issue 14: forward differences of the whole rhs."""
-    s, n, m = self.system, self.n, self.m
-    N = 2 * n + 2 * m
-    J = np.zeros((N, N))
-    f0 = self.rhs(t, y).copy()
-    yp = y.copy()
-    for j in range(2 * n):
-        d = 1e-7 * (1.0 + abs(y[j]))
-        yp[j] = y[j] + d
-        J[:, j] = (self.rhs(t, yp) - f0) / d
-        yp[j] = y[j]
-    Phq = s.jacobian_dense(y[:n], t)
-    J[n:2 * n, 2 * n:2 * n + m] = Phq.T
-    J[:n, 2 * n + m:] = Phq.T
-    self.rhs(t, y)
-    return J
-
-
 @pytest.mark.parametrize("fname", ["stiff", "ggl"])
 @pytest.mark.parametrize("which", ["chain", "pendulum"])
 def test_runs_unchanged_within_tolerance(fname, which, monkeypatch):
@@ -494,7 +475,7 @@ def test_runs_unchanged_within_tolerance(fname, which, monkeypatch):
     from mbplugins.formulations import ggl as gglmod, stiff as stiffmod
     with monkeypatch.context() as mp:
         mp.setattr(stiffmod, "_parts", stiffmod._parts_fd)
-        mp.setattr(gglmod.GGL, "jacobian", _old_ggl_jacobian)
+        mp.setattr(gglmod.GGL, "jacobian", gglmod.jacobian_fd)
         mp.setattr(_Run, "_direct_work_row", lambda *args: False)
         old = mbcore.run(m, settings=settings)
     q_new, q_old = np.asarray(new["q"]), np.asarray(old["q"])

@@ -160,3 +160,24 @@ def _compiled_ggl(system, spatial: bool):
     return CompiledGGL(system._evaluator, system._force_evaluator,
                        system.ftable._impl if len(system.functions) else None,
                        system.n, system.m, system._jdata, system._q_gravity, **kw)
+
+
+def jacobian_fd(self, t, y):
+    """``GGL.jacobian`` before issue 14 (planar): forward differences of the whole
+    right-hand side in q and v (2n columns), exact lam and mu columns; kept for tests
+    and the benchmark of the analytic force Jacobians."""
+    s, n, m = self.system, self.n, self.m
+    N = 2 * n + 2 * m
+    J = np.zeros((N, N))
+    f0 = self.rhs(t, y).copy()
+    yp = y.copy()
+    for j in range(2 * n):
+        d = 1e-7 * (1.0 + abs(y[j]))
+        yp[j] = y[j] + d
+        J[:, j] = (self.rhs(t, yp) - f0) / d
+        yp[j] = y[j]
+    Phq = s.jacobian_dense(y[:n], t)
+    J[n:2 * n, 2 * n:2 * n + m] = Phq.T
+    J[:n, 2 * n + m:] = Phq.T
+    self.rhs(t, y)
+    return J
