@@ -140,7 +140,6 @@ class SchurTopology:
     def _mmd(self):
         """Multiple minimum degree on the pattern of B (SuperLU's MMD_AT_PLUS_A,
         on diagonally dominant values with the pattern of B)."""
-        m = self.m
         A = self.pattern.tocsc(copy=True)
         A.data[:] = 1.0
         A = (A + sp.diags(np.asarray(A.sum(axis=0)).ravel() + 1.0)).tocsc()

@@ -365,7 +365,7 @@ class System:
     def _mass_and_gravity(self, model) -> None:
         """Mass (004 Eqs 9.2-9.3; spatial: spec/spatial.md §3.3 Formulation I) and the
         gravity forces (004 Eq 9.9a; centroidal body frames)."""
-        n, nb = self.n, self.nb
+        n = self.n
         self.gravity = np.array(model.gravity, dtype=float)
         self._q_gravity = np.zeros(n)
         #: positive weights per coordinate (mass-like) for nearest-state problems
