@@ -157,6 +157,22 @@ cdef class CompiledODE:
                 out[i, j] = Jc[j * N + i]
         return 0
 
+    def timeit_jacobian(self, double t, const double[::1] y, long repeat):
+        """Seconds per :meth:`c_jac` (N = 2n + 1) over ``repeat`` calls at one state,
+        called from C as the compiled bdf / θ loops call it (benchmarks)."""
+        import time
+        cdef Py_ssize_t N = 2 * self.n + 1
+        cdef double[::1] J = np.zeros(N * N)
+        cdef double[::1] work = np.zeros(3 * N)
+        cdef double[::1] sc = np.full(N, 1e-8)
+        cdef long k
+        if y.shape[0] < N:
+            raise ValueError(f"y needs {N} entries")
+        cdef double t0 = time.perf_counter()
+        for k in range(repeat):
+            self.c_jac(t, &y[0], N, &sc[0], &J[0], &work[0])
+        return (time.perf_counter() - t0) / repeat
+
     def timeit(self, double t, const double[::1] y, long repeat):
         """Seconds per evaluation over ``repeat`` evaluations at one state, called
         from C as the compiled loop calls it (benchmarks)."""
@@ -375,9 +391,10 @@ cdef class CompiledRHS(CompiledODE):
         self.analytic_jac = True
         return True
 
-    def disable_jacobian(self):
-        """Back to forward differences of :meth:`c_eval` (benchmarks, tests)."""
-        self.analytic_jac = False
+    def disable_jacobian(self, bint disable=True):
+        """Back to forward differences of :meth:`c_eval` (benchmarks, tests);
+        ``disable=False`` switches an enabled semi-analytic Jacobian on again."""
+        self.analytic_jac = not disable and self.jw_R is not None
 
     cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
                    double* J, double* work) noexcept nogil:
