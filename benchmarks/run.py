@@ -1302,7 +1302,9 @@ def bench_dijac(repeat: int, quick: bool) -> dict:
     right-hand side built without ``enable_jacobian``, monkeypatched in this process)
     vs *after*, interleaved, medians of ``max(3, repeat)``.  The stiff spring chain
     ``stiff_chain(10)`` (k = 1e6), DI, bdf, rtol 1e-3, atol 1e-5, 1 s, output every
-    0.01 s, ``record: q, qd, energy``; the four-bar rows of ``bench_multistep`` (bdf,
+    0.01 s, ``record: q, qd, energy`` (also on the Python driver, ``loop: python``,
+    whose Jacobian becomes one C call instead of 2n + 2 Python evaluations); the
+    four-bar rows of ``bench_multistep`` (bdf,
     rtol 1e-6 / 1e-8, 10 s, 10 rows; implicit_euler, trapezoid at step 1e-3); and one
     Jacobian (``timeit_jacobian``, called from C) analytic vs FD in µs."""
     import mbcore.formulation as F
@@ -1316,6 +1318,8 @@ def bench_dijac(repeat: int, quick: bool) -> dict:
     cases = [("dijac_stiff_chain10_bdf", chain, {
         "formulation": "di", "integrator": "bdf", "rtol": 1e-3, "atol": 1e-5,
         "t_end": 0.2 if quick else 1.0, "output_step": 0.01, "record": "q, qd, energy"})]
+    cases.append(("dijac_stiff_chain10_bdf_python_loop", chain, {**cases[0][2],
+                                                                 "loop": "python"}))
     for rtol in (1e-6, 1e-8):
         cases.append((f"dijac_fourbar_bdf_rtol{rtol:g}", fourbar, {
             "formulation": "di", "integrator": "bdf", "rtol": rtol, "atol": 1e-2 * rtol,

@@ -218,8 +218,12 @@ cdef class CompiledRHS(CompiledODE):
     # their scatter map (block entry -> row-major n x n index, -1 dropped) and work
     cdef ForceJacobianEvaluator fj
     cdef idx_t[::1] fj_pos
+    # the force elements (group, element) and, per coordinate, those on its body (CSR)
+    cdef Py_ssize_t nel
+    cdef idx_t[::1] el_g, el_e, el_ptr, el_idx
+    cdef double[::1] jw_pw0
     cdef double[::1] jw_J0, jw_lam0, jw_qdd0, jw_g0, jw_r0, jw_raw0, jw_jqd0, jw_b0
-    cdef double[::1] jw_K, jw_Cf, jw_Kb, jw_Cb, jw_R, jw_w, jw_qp, jw_Qt
+    cdef double[::1] jw_K, jw_Cf, jw_Kb, jw_Cb, jw_R, jw_w, jw_qp
 
     def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
@@ -348,12 +352,14 @@ cdef class CompiledRHS(CompiledODE):
         self.status = OK
         return OK
 
-    def enable_jacobian(self, ForceJacobianEvaluator force_jacobians, idx_t[::1] pos):
+    def enable_jacobian(self, ForceJacobianEvaluator force_jacobians, idx_t[::1] pos,
+                        list body_offsets=None):
         """Switch :meth:`c_jac` to the semi-analytic DI/CS Jacobian (issue 14;
         NumPy reference ``mbcore.dijac.di_jacobian``).  ``force_jacobians``: the
         System's compiled K/C kernels of every force group (None: no force
         elements), ``pos``: each block entry's row-major index in the n x n K / C
-        (-1: ground, dropped).  Dense planar systems only: the sparse Schur kernel
+        (-1: ground, dropped), ``body_offsets``: per compiled force group (the order
+        of the ForceEvaluator) its (ne, nb) body offsets into q (n: the ground).  Dense planar systems only: the sparse Schur kernel
         keeps no reusable factor for many right-hand sides and the spatial bodies'
         transformed mass blocks (Formulation I) depend on q, so those keep forward
         differences (as do Systems with Python force types, which have no
@@ -370,6 +376,32 @@ cdef class CompiledRHS(CompiledODE):
                              "another system")
         if pos.shape[0] != size or (size and (np.max(pos) >= n * n or np.min(pos) < -1)):
             raise ValueError("CompiledRHS.enable_jacobian: the scatter map does not match")
+        ng = 0 if self.fe is None else self.fe.ng
+        if body_offsets is None or len(body_offsets) != ng:
+            raise ValueError("CompiledRHS.enable_jacobian: body offsets of every force group "
+                             "needed")
+        eg, ee, per = [], [], [[] for _ in range(n)]
+        for g, boff in enumerate(body_offsets):
+            boff = np.asarray(boff, dtype=np.intp)
+            if boff.ndim != 2 or boff.shape[0] != self.fe.groups[g].ne \
+                    or boff.shape[1] != self.fe.groups[g].nb:
+                raise ValueError("CompiledRHS.enable_jacobian: body offsets do not match "
+                                 "the force groups")
+            for e in range(boff.shape[0]):
+                cols = sorted({int(b) + c for b in boff[e] if 0 <= b < n for c in range(3)})
+                if cols and max(cols) >= n:
+                    raise ValueError("CompiledRHS.enable_jacobian: a body offset is out "
+                                     "of range")
+                for c in cols:
+                    per[c].append(len(eg))
+                eg.append(g)
+                ee.append(e)
+        self.nel = len(eg)
+        self.el_g = np.array(eg + [0], dtype=np.intp)
+        self.el_e = np.array(ee + [0], dtype=np.intp)
+        self.el_ptr = np.concatenate([[0], np.cumsum([len(x) for x in per])]).astype(np.intp)
+        self.el_idx = np.array(sum(per, []) + [0], dtype=np.intp)
+        self.jw_pw0 = np.zeros(max(self.nel, 1))
         self.fj = force_jacobians
         self.fj_pos = np.array(pos, dtype=np.intp) if size else np.full(1, -1, dtype=np.intp)
         self.jw_J0 = np.zeros(max(m * n, 1))
@@ -387,7 +419,6 @@ cdef class CompiledRHS(CompiledODE):
         self.jw_R = np.zeros(2 * n * (n + m))
         self.jw_w = np.zeros(2 * n)
         self.jw_qp = np.zeros(n)
-        self.jw_Qt = np.zeros(n)
         self.analytic_jac = True
         return True
 
@@ -402,8 +433,8 @@ cdef class CompiledRHS(CompiledODE):
         §4.1, §4.2, §2.9): one evaluation at y (its Schur factor is reused), K and C
         from the compiled force-Jacobian kernels, forward differences of the
         constraint kernels alone (2n columns: Phi_q^T lam, g - Phi_q qdd in q,
-        gamma in qd) and of the force power alone (the W row), the KKT solve with
-        2n right-hand sides.  The last evaluation's buffers (Phi_q, lam, qdd) are
+        gamma in qd) and of the power of the force elements on the perturbed
+        coordinate's body alone (the W row), the KKT solve with 2n right-hand sides.  The last evaluation's buffers (Phi_q, lam, qdd) are
         left at y.  Without :meth:`enable_jacobian` (or for another N): forward
         differences (:meth:`CompiledODE.c_jac`)."""
         if not self.analytic_jac or N != 2 * self.n + 1:
@@ -431,7 +462,7 @@ cdef class CompiledRHS(CompiledODE):
         cdef double* Cm = &self.C[0]
         cdef double* minv = &self.minv[0]
         cdef double xj, d, acc, jv, a2 = 2.0 * self.alpha, b2 = self.beta * self.beta
-        cdef double Pnc0 = 0.0, Pp, c0 = 0.0, cl
+        cdef double Pp, pe, c0 = 0.0, cl
         cdef int status, mm = <int>m, nrhs = <int>(2 * n), ldb = <int>nm, info = 0
         cdef char uplo = b'U'
         status = self.c_eval(t, y, work)
@@ -456,11 +487,13 @@ cdef class CompiledRHS(CompiledODE):
             for i in range(m):
                 acc += J0[i * n + j] * lam0[i]
             b0[j] = acc
-        if self.fe is not None:
-            memset(&self.jw_Qt[0], 0, n * sizeof(double))
-            if self.fe.c_forces(q, qd, self.fvp, &self.jw_Qt[0], &Pnc0) >= 0:
-                self.status = FORCE_FAILED
-                return FORCE_FAILED
+        if self.fe is not None:             # each element's power at y
+            self.fe.c_load(q, qd)
+            for k in range(self.nel):
+                if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                                           &self.jw_pw0[k]) >= 0:
+                    self.status = FORCE_FAILED
+                    return FORCE_FAILED
         # ---- K = dQ/dq, C = dQ/dqd (compiled kernels), scattered into R's columns
         memset(K, 0, n * n * sizeof(double))
         memset(Cf, 0, n * n * sizeof(double))
@@ -513,13 +546,18 @@ cdef class CompiledRHS(CompiledODE):
                         jv += Jd[i * n + k] * qd[k]
                     col[n + i] = ((gam[i] - acc) - r0[i]) / d
                     cl += lam0[i] * jv
-            Pp = 0.0
+            Pp = 0.0                        # the power of the elements on q_j's body
             if self.fe is not None:
-                memset(&self.jw_Qt[0], 0, n * sizeof(double))
-                if self.fe.c_forces(qp, qd, self.fvp, &self.jw_Qt[0], &Pp) >= 0:
-                    self.status = FORCE_FAILED
-                    return FORCE_FAILED
-            w[j] = (((Pp - Pnc0) + cl) - c0) / d
+                self.fe.qx[j] = qp[j]
+                for p in range(self.el_ptr[j], self.el_ptr[j + 1]):
+                    k = self.el_idx[p]
+                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                                               &pe) >= 0:
+                        self.status = FORCE_FAILED
+                        return FORCE_FAILED
+                    Pp += pe - self.jw_pw0[k]
+                self.fe.qx[j] = xj
+            w[j] = ((Pp + cl) - c0) / d
             qp[j] = xj
         # ---- qd columns: dgamma/dqd (CS: - 2 alpha Phi_q exactly), the W row
         memcpy(self.ev.qx, q, n * sizeof(double))
@@ -541,11 +579,16 @@ cdef class CompiledRHS(CompiledODE):
                         col[n + i] -= a2 * J0[i * n + j]
             Pp = 0.0
             if self.fe is not None:
-                memset(&self.jw_Qt[0], 0, n * sizeof(double))
-                if self.fe.c_forces(q, qp, self.fvp, &self.jw_Qt[0], &Pp) >= 0:
-                    self.status = FORCE_FAILED
-                    return FORCE_FAILED
-            w[n + j] = (Pp - Pnc0) / d + b0[j]
+                self.fe.qdx[j] = qp[j]
+                for p in range(self.el_ptr[j], self.el_ptr[j + 1]):
+                    k = self.el_idx[p]
+                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                                               &pe) >= 0:
+                        self.status = FORCE_FAILED
+                        return FORCE_FAILED
+                    Pp += pe - self.jw_pw0[k]
+                self.fe.qdx[j] = xj
+            w[n + j] = Pp / d + b0[j]
             qp[j] = xj
         memcpy(self.ev.qdx, qd, n * sizeof(double))
         # ---- KKT solve, 2n right-hand sides: B dlam = r2 - C r1 (C = Phi_q M^-1,

@@ -195,4 +195,7 @@ def _enable_jacobian(system, crhs) -> bool:
     if size:
         keep = fj["keep"]
         pos[np.arange(size) if keep is None else keep] = fj["lin"]
-    return bool(enable(ev, pos))
+    boffs = ([] if system._force_evaluator is None
+             else [np.asarray(fg.boff, dtype=np.intp).reshape(len(fg.names), -1)
+                   for fg in system._compiled_force_groups])
+    return bool(enable(ev, pos, boffs))

@@ -19,6 +19,9 @@ cdef class ForceEvaluator:
     cdef _set(self, Py_ssize_t k, dict g)
     cdef Py_ssize_t c_forces(self, const double* q, const double* qd, const double* fv,
                              double* Q, double* P) noexcept nogil
+    cdef void c_load(self, const double* q, const double* qd) noexcept nogil
+    cdef Py_ssize_t c_element_power(self, Py_ssize_t g, Py_ssize_t e, const double* fv,
+                                    double* P) noexcept nogil
 
 
 cdef class ForceJacobianEvaluator:
