@@ -27,7 +27,10 @@ that cannot be evaluated, a non-finite result) makes the caller repeat the
 evaluation on the Python path, which raises the named error (or applies the
 least-squares multipliers).
 
-:class:`CompiledODE` is the base the compiled loop :func:`run_rk` steps;
+:class:`CompiledODE` is the base the compiled loops step (``c_eval``; ``c_jac``, the
+Newton Jacobian of the bdf / θ loops: forward differences by default, the
+semi-analytic DI/CS Jacobian for ``CompiledRHS`` of dense planar systems of compiled
+force elements — NumPy reference ``mbcore.dijac``, spec/algorithms.md §4.1, §2.9);
 :class:`CompiledJC` is the right-hand side of the joint-coordinate formulation of a
 planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
 articulated-body solver; ``jc_planar_kinematics`` / ``jc_planar_aba`` expose the

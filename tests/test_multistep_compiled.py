@@ -1,5 +1,5 @@
 """The compiled loops of the multistep methods (issue 14): ``abm`` (Adams PECE) and
-``bdf`` (its ODE form: finite-difference Jacobian, LAPACK LU) stepped in C by
+``bdf`` (its ODE form: the right-hand side's ``c_jac``, LAPACK LU) stepped in C by
 ``mbcore._ext._multistep`` take the same steps, orders, Jacobians and evaluations
 as the Python driver on the same compiled right-hand side; outputs agree to
 rounding (the dense output of the compiled loop is the same polynomial)."""
