@@ -254,3 +254,19 @@ def test_runs_with_the_analytic_jacobian_agree_with_fd_runs(examples, monkeypatc
     np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=tol * scale)
     np.testing.assert_allclose(a["energy"], b["energy"], rtol=0,
                                atol=tol * (np.max(np.abs(b["energy"])) + 1.0))
+
+
+@pytest.mark.parametrize("formulation", ["di", "cs"])
+def test_many_constraints_lapack_factor(formulation):
+    """m = 50 > 40: the Schur factor of the evaluation is LAPACK's (dpotrf), the 2n
+    right-hand sides are solved by one dpotrs call."""
+    from models import chain
+    sysm = chain(25).compile(kernels="compiled", jacobian="dense")
+    ab = (3.0, 4.0) if formulation == "cs" else (0.0, 0.0)
+    opts = {"alpha": ab[0], "beta": ab[1]} if formulation == "cs" else {}
+    form = registry().get("formulation", formulation)(sysm, opts)
+    assert sysm.dense and sysm.m > 40 and form.compiled.analytic_jac
+    y = _state(sysm)
+    Ja = _analytic(form.compiled, 0.3, y)
+    _blocks_close(Ja, _fd(form.compiled, 0.3, y), 1e-5)
+    _blocks_close(Ja, di_jacobian(sysm, 0.3, y, *ab), 1e-7)
