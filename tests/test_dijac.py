@@ -246,9 +246,12 @@ def test_runs_with_the_analytic_jacobian_agree_with_fd_runs(examples, monkeypatc
         b = mbcore.run(m, settings=st)
     assert a.stats["loop"] == b.stats["loop"] == "compiled"
     assert a.stats["integrator_nfev_jac"] == 0 < b.stats["integrator_nfev_jac"]
+    from test_multistep_compiled import STRICT, _close_counts
     for k in ("integrator_nfev", "integrator_nsteps", "integrator_njev"):
-        assert a.stats[k] == p.stats[k], k
-    np.testing.assert_allclose(a["q"], p["q"], rtol=0, atol=1e-8)
+        assert (a.stats[k] == p.stats[k]) if STRICT else _close_counts(a.stats[k],
+                                                                      p.stats[k]), k
+    np.testing.assert_allclose(a["q"], p["q"], rtol=0,
+                               atol=(1e-12 if STRICT else 1e-8) * (1 + np.max(np.abs(p["q"]))))
     scale = np.max(np.abs(b["q"])) + 1.0
     tol = 50 * opts.get("rtol", 1e-6)
     np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=tol * scale)
