@@ -37,6 +37,9 @@ noisy) and the ratio numpy/compiled.  Cases:
   with ``stiff`` and ``ggl`` on bdf, Jacobian cost and wall time before (forward
   differences of the whole force vector / rhs) and after (analytic force Jacobians),
   and ``System.force_jacobians`` compiled vs NumPy.
+* ``dijac_*`` (``--only dijac``; issue 14): the semi-analytic DI/CS Jacobian of the
+  compiled bdf / θ loops against forward differences (stiff spring chain, four-bar;
+  wall time before/after and the cost of one Jacobian).
 """
 from __future__ import annotations
 
@@ -1290,6 +1293,91 @@ def bench_force_jacobians(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_dijac(repeat: int, quick: bool) -> dict:
+    """Issue 14, deliverable 3: the semi-analytic DI/CS Jacobian of the compiled
+    right-hand side (``CompiledRHS.c_jac``) in the compiled bdf / θ loops, *before*
+    (forward differences of the right-hand side, 2n + 2 evaluations: the compiled
+    right-hand side built without ``enable_jacobian``, monkeypatched in this process)
+    vs *after*, interleaved, medians of ``max(3, repeat)``.  The stiff spring chain
+    ``stiff_chain(10)`` (k = 1e6), DI, bdf, rtol 1e-3, atol 1e-5, 1 s, output every
+    0.01 s, ``record: q, qd, energy`` (also on the Python driver, ``loop: python``,
+    whose Jacobian becomes one C call instead of 2n + 2 Python evaluations); the
+    four-bar rows of ``bench_multistep`` (bdf,
+    rtol 1e-6 / 1e-8, 10 s, 10 rows; implicit_euler, trapezoid at step 1e-3); and one
+    Jacobian (``timeit_jacobian``, called from C) analytic vs FD in µs."""
+    import mbcore.formulation as F
+    from models import stiff_chain
+    orig = F._enable_jacobian
+    off = (lambda system, crhs: False)
+    out = {}
+    fourbar = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
+    chain = stiff_chain(10)
+    t4 = 2.0 if quick else 10.0
+    cases = [("dijac_stiff_chain10_bdf", chain, {
+        "formulation": "di", "integrator": "bdf", "rtol": 1e-3, "atol": 1e-5,
+        "t_end": 0.2 if quick else 1.0, "output_step": 0.01, "record": "q, qd, energy"})]
+    cases.append(("dijac_stiff_chain10_bdf_python_loop", chain, {**cases[0][2],
+                                                                 "loop": "python"}))
+    for rtol in (1e-6, 1e-8):
+        cases.append((f"dijac_fourbar_bdf_rtol{rtol:g}", fourbar, {
+            "formulation": "di", "integrator": "bdf", "rtol": rtol, "atol": 1e-2 * rtol,
+            "t_end": t4, "output_step": t4 / 10}))
+    for integ in ("implicit_euler", "trapezoid"):
+        cases.append((f"dijac_fourbar_{integ}_step0.001", fourbar, {
+            "formulation": "di", "integrator": integ, "step": 1e-3, "t_end": t4,
+            "output_step": t4 / 10}))
+    try:
+        for key, model, st in cases:
+            st = {"analysis": "dynamic", **st}
+            row = {"simulated_s": st["t_end"]}
+            res = {"before": [], "after": []}
+            for _ in range(max(3, repeat)):
+                for label, en in (("before", off), ("after", orig)):
+                    F._enable_jacobian = en
+                    r = mbcore.run(model, settings=st)
+                    res[label].append((float(r.stats["wall_time"]), r))
+            for label, rows in res.items():
+                r = rows[-1][1]
+                row[f"{label}_s_per_simulated_s"] = (statistics.median(x[0] for x in rows)
+                                                    / st["t_end"])
+                row[f"{label}_loop"] = r.stats["loop"]
+                for k in ("nsteps", "nfev", "njev", "nfev_jac", "nlu"):
+                    row[f"{label}_{k}"] = int(r.stats[f"integrator_{k}"])
+                row[f"{label}_q_last"] = float(np.asarray(r["q"])[-1, -2])
+            row["speedup"] = row["before_s_per_simulated_s"] / row["after_s_per_simulated_s"]
+            out[key] = row
+    finally:
+        F._enable_jacobian = orig
+    from mbcore.plugins import registry
+    from mbcore.assembly import assemble
+    for name, model in (("stiff_chain10", chain), ("fourbar", fourbar)):
+        s = model.compile(kernels="compiled")
+        form = registry().get("formulation", "di")(s, {})
+        st0 = s.initial_state(0.0)
+        q, qd = st0.q, st0.qd
+        if s.m:
+            rep = assemble(s, q, qd, 0.0)
+            q, qd = rep.q, rep.qd
+        y = np.concatenate([q + 1e-4, qd + 0.1, [0.0]])
+        c = form.compiled
+        reps = 200 if quick else 2000
+        row = {"n": s.n, "m": s.m}
+        row["rhs_us"] = 1e6 * statistics.median(c.timeit(0.1, y, reps * 10)
+                                                for _ in range(max(3, repeat)))
+        ta, tf = [], []
+        for _ in range(max(3, repeat)):
+            c.disable_jacobian(False)
+            ta.append(c.timeit_jacobian(0.1, y, reps))
+            c.disable_jacobian(True)
+            tf.append(c.timeit_jacobian(0.1, y, reps))
+        c.disable_jacobian(False)
+        row["analytic_jacobian_us"] = 1e6 * statistics.median(ta)
+        row["fd_jacobian_us"] = 1e6 * statistics.median(tf)
+        row["ratio"] = row["fd_jacobian_us"] / row["analytic_jacobian_us"]
+        out[f"dijac_jacobian_cost_{name}"] = row
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -1302,7 +1390,7 @@ def main(argv=None) -> int:
                                                  "chain", "integrators", "multistep",
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
-                                                 "penalty", "force_jacobians"),
+                                                 "penalty", "force_jacobians", "dijac"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -1321,6 +1409,7 @@ def main(argv=None) -> int:
               "formulations": (bench_formulations,), "cp": (bench_cp,),
               "penalty": (bench_penalty,),
               "force_jacobians": (bench_force_jacobians,),
+              "dijac": (bench_dijac,),
               "startup_rows": (bench_overheads_startup_rows,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:

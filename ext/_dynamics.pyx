@@ -27,7 +27,10 @@ that cannot be evaluated, a non-finite result) makes the caller repeat the
 evaluation on the Python path, which raises the named error (or applies the
 least-squares multipliers).
 
-:class:`CompiledODE` is the base the compiled loop :func:`run_rk` steps;
+:class:`CompiledODE` is the base the compiled loops step (``c_eval``; ``c_jac``, the
+Newton Jacobian of the bdf / θ loops: forward differences by default, the
+semi-analytic DI/CS Jacobian for ``CompiledRHS`` of dense planar systems of compiled
+force elements — NumPy reference ``mbcore.dijac``, spec/algorithms.md §4.1, §2.9);
 :class:`CompiledJC` is the right-hand side of the joint-coordinate formulation of a
 planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
 articulated-body solver; ``jc_planar_kinematics`` / ``jc_planar_aba`` expose the
@@ -50,7 +53,7 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 from mbcore._ext._planar cimport PlanarEvaluator
-from mbcore._ext._forces cimport ForceEvaluator
+from mbcore._ext._forces cimport ForceEvaluator, ForceJacobianEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
 from mbcore._ext._sparse cimport SparseSchur, idx_t
 
@@ -94,11 +97,84 @@ cdef class CompiledODE:
         self.status = NOT_FINITE
         return NOT_FINITE
 
+    cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
+                   double* J, double* work) noexcept nogil:
+        """J (N x N, column-major) = df/dy at (t, y[:N]), the Newton Jacobian of the
+        compiled bdf and θ loops (spec/algorithms.md §2.9).  Default: forward
+        differences of :meth:`c_eval`, column by column (``Integrator.jac`` /
+        ``num_jac``: f0 = f(t, y), increment sqrt(eps) max(|y_j|, scale_j); N + 1
+        evaluations, counted in ``nfev``).  ``work``: 3N doubles (f0 on return in
+        its first N).  Subclasses with ``analytic_jac`` override it.  Returns the
+        failing evaluation's status (0 = OK)."""
+        cdef Py_ssize_t i, j
+        cdef double yj, dj, fl, ay
+        cdef double sq_eps = sqrt(2.220446049250313e-16)
+        cdef double* f0 = work
+        cdef double* fb = work + N
+        cdef double* yp = work + 2 * N
+        cdef int status = self.c_eval(t, y, f0)
+        if status:
+            return status
+        for i in range(N):
+            yp[i] = y[i]
+        for j in range(N):
+            yj = y[j]
+            fl = scale[j] if scale[j] > 1e-300 else 1e-300
+            ay = fabs(yj)
+            yp[j] = yj + sq_eps * (ay if ay >= fl else fl)
+            dj = yp[j] - yj
+            status = self.c_eval(t, yp, fb)
+            if status:
+                return status
+            for i in range(N):
+                J[j * N + i] = (fb[i] - f0[i]) / dj
+            yp[j] = yj
+        return 0
+
     def eval(self, double t, const double[::1] y, double[::1] ydot):
         """ydot[:2n+1] = f(t, y[:2n]); returns the status (0 = OK)."""
         if y.shape[0] < 2 * self.n or ydot.shape[0] < 2 * self.n + 1:
             raise ValueError(f"y needs {2 * self.n} and ydot {2 * self.n + 1} entries")
         return self.c_eval(t, &y[0], &ydot[0])
+
+    def jacobian(self, double t, const double[::1] y, double[:, ::1] out,
+                 const double[::1] scale=None):
+        """out (N x N, C order, N = its size) = df/dy at (t, y[:N]) by :meth:`c_jac`
+        (the same matrix the compiled bdf / θ loops use: the Python drivers' ``jac``
+        call-back on the compiled right-hand side, so both loops take the same
+        steps).  ``scale``: the difference floor of the default (1e-8).  Returns
+        the status (0 = OK; else ``out`` is incomplete)."""
+        cdef Py_ssize_t N = out.shape[0], i, j
+        if out.shape[1] != N or y.shape[0] < N or N < 2 * self.n + 1 \
+                or (scale is not None and scale.shape[0] < N):
+            raise ValueError(f"jacobian: out must be square with N >= {2 * self.n + 1} "
+                             f"rows and y, scale N entries")
+        cdef double[::1] Jc = np.empty(N * N)
+        cdef double[::1] work = np.empty(3 * N)
+        cdef double[::1] sc = np.full(N, 1e-8) if scale is None else scale
+        cdef int status = self.c_jac(t, &y[0], N, &sc[0], &Jc[0], &work[0])
+        if status:
+            return status
+        for i in range(N):
+            for j in range(N):
+                out[i, j] = Jc[j * N + i]
+        return 0
+
+    def timeit_jacobian(self, double t, const double[::1] y, long repeat):
+        """Seconds per :meth:`c_jac` (N = 2n + 1) over ``repeat`` calls at one state,
+        called from C as the compiled bdf / θ loops call it (benchmarks)."""
+        import time
+        cdef Py_ssize_t N = 2 * self.n + 1
+        cdef double[::1] J = np.zeros(N * N)
+        cdef double[::1] work = np.zeros(3 * N)
+        cdef double[::1] sc = np.full(N, 1e-8)
+        cdef long k
+        if y.shape[0] < N:
+            raise ValueError(f"y needs {N} entries")
+        cdef double t0 = time.perf_counter()
+        for k in range(repeat):
+            self.c_jac(t, &y[0], N, &sc[0], &J[0], &work[0])
+        return (time.perf_counter() - t0) / repeat
 
     def timeit(self, double t, const double[::1] y, long repeat):
         """Seconds per evaluation over ``repeat`` evaluations at one state, called
@@ -141,6 +217,16 @@ cdef class CompiledRHS(CompiledODE):
     cdef double[:, :, ::1] sp_J, sp_V
     cdef double[:, ::1] sp_lam, sp_E
     cdef double[::1] sp_alpha, jhat
+    # the semi-analytic Jacobian (c_jac; enable_jacobian): force-Jacobian kernels,
+    # their scatter map (block entry -> row-major n x n index, -1 dropped) and work
+    cdef ForceJacobianEvaluator fj
+    cdef idx_t[::1] fj_pos
+    # the force elements (group, element) and, per coordinate, those on its body (CSR)
+    cdef Py_ssize_t nel
+    cdef idx_t[::1] el_g, el_e, el_ptr, el_idx
+    cdef double[::1] jw_pw0
+    cdef double[::1] jw_J0, jw_lam0, jw_qdd0, jw_g0, jw_r0, jw_raw0, jw_jqd0, jw_b0
+    cdef double[::1] jw_K, jw_Cf, jw_Kb, jw_Cb, jw_R, jw_w, jw_qp
 
     def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
@@ -266,6 +352,297 @@ cdef class CompiledRHS(CompiledODE):
                 return NOT_FINITE
         ydot[2 * n] = P
         self.power = P
+        self.status = OK
+        return OK
+
+    def enable_jacobian(self, ForceJacobianEvaluator force_jacobians, idx_t[::1] pos,
+                        list body_offsets=None):
+        """Switch :meth:`c_jac` to the semi-analytic DI/CS Jacobian (issue 14;
+        NumPy reference ``mbcore.dijac.di_jacobian``).  ``force_jacobians``: the
+        System's compiled K/C kernels of every force group (None: no force
+        elements), ``pos``: each block entry's row-major index in the n x n K / C
+        (-1: ground, dropped), ``body_offsets``: per compiled force group (the order
+        of the ForceEvaluator) its (ne, nb) body offsets into q (n: the ground).  Dense planar systems only: the sparse Schur kernel
+        keeps no reusable factor for many right-hand sides and the spatial bodies'
+        transformed mass blocks (Formulation I) depend on q, so those keep forward
+        differences (as do Systems with Python force types, which have no
+        CompiledRHS).  Returns True when enabled."""
+        cdef Py_ssize_t n = self.n, m = self.m, size
+        if self.sparse or self.nsp:
+            return False
+        if (force_jacobians is None) != (self.fe is None):
+            raise ValueError("CompiledRHS.enable_jacobian: the force Jacobians belong to "
+                             "another system")
+        size = 0 if force_jacobians is None else force_jacobians.size
+        if force_jacobians is not None and force_jacobians.n != n:
+            raise ValueError("CompiledRHS.enable_jacobian: the force Jacobians belong to "
+                             "another system")
+        if pos.shape[0] != size or (size and (np.max(pos) >= n * n or np.min(pos) < -1)):
+            raise ValueError("CompiledRHS.enable_jacobian: the scatter map does not match")
+        ng = 0 if self.fe is None else self.fe.ng
+        if body_offsets is None or len(body_offsets) != ng:
+            raise ValueError("CompiledRHS.enable_jacobian: body offsets of every force group "
+                             "needed")
+        eg, ee, per = [], [], [[] for _ in range(n)]
+        for g, boff in enumerate(body_offsets):
+            boff = np.asarray(boff, dtype=np.intp)
+            if boff.ndim != 2 or boff.shape[0] != self.fe.groups[g].ne \
+                    or boff.shape[1] != self.fe.groups[g].nb:
+                raise ValueError("CompiledRHS.enable_jacobian: body offsets do not match "
+                                 "the force groups")
+            for e in range(boff.shape[0]):
+                cols = sorted({int(b) + c for b in boff[e] if 0 <= b < n for c in range(3)})
+                if cols and max(cols) >= n:
+                    raise ValueError("CompiledRHS.enable_jacobian: a body offset is out "
+                                     "of range")
+                for c in cols:
+                    per[c].append(len(eg))
+                eg.append(g)
+                ee.append(e)
+        self.nel = len(eg)
+        self.el_g = np.array(eg + [0], dtype=np.intp)
+        self.el_e = np.array(ee + [0], dtype=np.intp)
+        self.el_ptr = np.concatenate([[0], np.cumsum([len(x) for x in per])]).astype(np.intp)
+        self.el_idx = np.array(sum(per, []) + [0], dtype=np.intp)
+        self.jw_pw0 = np.zeros(max(self.nel, 1))
+        self.fj = force_jacobians
+        self.fj_pos = np.array(pos, dtype=np.intp) if size else np.full(1, -1, dtype=np.intp)
+        self.jw_J0 = np.zeros(max(m * n, 1))
+        self.jw_lam0 = np.zeros(max(m, 1))
+        self.jw_qdd0 = np.zeros(n)
+        self.jw_g0 = np.zeros(max(m, 1))
+        self.jw_r0 = np.zeros(max(m, 1))
+        self.jw_raw0 = np.zeros(max(m, 1))
+        self.jw_jqd0 = np.zeros(max(m, 1))
+        self.jw_b0 = np.zeros(n)
+        self.jw_K = np.zeros(n * n)
+        self.jw_Cf = np.zeros(n * n)
+        self.jw_Kb = np.zeros(max(size, 1))
+        self.jw_Cb = np.zeros(max(size, 1))
+        self.jw_R = np.zeros(2 * n * (n + m))
+        self.jw_w = np.zeros(2 * n)
+        self.jw_qp = np.zeros(n)
+        self.analytic_jac = True
+        return True
+
+    def disable_jacobian(self, bint disable=True):
+        """Back to forward differences of :meth:`c_eval` (benchmarks, tests);
+        ``disable=False`` switches an enabled semi-analytic Jacobian on again."""
+        self.analytic_jac = not disable and self.jw_R is not None
+
+    cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
+                   double* J, double* work) noexcept nogil:
+        """Semi-analytic df/dy of ``[qd; qdd; W']`` (module ``mbcore.dijac``; spec
+        §4.1, §4.2, §2.9): one evaluation at y (its Schur factor is reused), K and C
+        from the compiled force-Jacobian kernels, forward differences of the
+        constraint kernels alone (2n columns: Phi_q^T lam, g - Phi_q qdd in q,
+        gamma in qd) and of the power of the force elements on the perturbed
+        coordinate's body alone (the W row), the KKT solve with 2n right-hand sides.  The last evaluation's buffers (Phi_q, lam, qdd) are
+        left at y.  Without :meth:`enable_jacobian` (or for another N): forward
+        differences (:meth:`CompiledODE.c_jac`)."""
+        if not self.analytic_jac or N != 2 * self.n + 1:
+            return CompiledODE.c_jac(self, t, y, N, scale, J, work)
+        cdef Py_ssize_t n = self.n, m = self.m, nm = self.n + self.m, i, j, k, p
+        cdef const double* q = y
+        cdef const double* qd = y + n
+        cdef double* Jd = &self.jdata[0]
+        cdef double* gam = &self.gam[0]
+        cdef double* J0 = &self.jw_J0[0]
+        cdef double* lam0 = &self.jw_lam0[0]
+        cdef double* qdd0 = &self.jw_qdd0[0]
+        cdef double* g0 = &self.jw_g0[0]
+        cdef double* r0 = &self.jw_r0[0]
+        cdef double* raw0 = &self.jw_raw0[0]
+        cdef double* jqd0 = &self.jw_jqd0[0]
+        cdef double* b0 = &self.jw_b0[0]
+        cdef double* K = &self.jw_K[0]
+        cdef double* Cf = &self.jw_Cf[0]
+        cdef double* R = &self.jw_R[0]
+        cdef double* w = &self.jw_w[0]
+        cdef double* qp = &self.jw_qp[0]
+        cdef double* col
+        cdef double* Bf = &self.B[0]
+        cdef double* Cm = &self.C[0]
+        cdef double* minv = &self.minv[0]
+        cdef double xj, d, acc, jv, a2 = 2.0 * self.alpha, b2 = self.beta * self.beta
+        cdef double Pp, pe, c0 = 0.0, cl
+        cdef int status, mm = <int>m, nrhs = <int>(2 * n), ldb = <int>nm, info = 0
+        cdef char uplo = b'U'
+        status = self.c_eval(t, y, work)
+        if status:
+            return status
+        # ---- the evaluation at y: Phi_q, lam, qdd, g (the Schur factor stays in B)
+        memcpy(J0, Jd, m * n * sizeof(double))
+        memcpy(lam0, &self.lam[0], m * sizeof(double))
+        memcpy(qdd0, &self.qdd[0], n * sizeof(double))
+        memcpy(g0, gam, m * sizeof(double))
+        for i in range(m):
+            acc = 0.0
+            cl = 0.0
+            for j in range(n):
+                acc += J0[i * n + j] * qdd0[j]
+                cl += J0[i * n + j] * qd[j]
+            r0[i] = g0[i] - acc
+            jqd0[i] = cl
+            c0 += lam0[i] * cl
+        for j in range(n):
+            acc = 0.0
+            for i in range(m):
+                acc += J0[i * n + j] * lam0[i]
+            b0[j] = acc
+        if self.fe is not None:             # each element's power at y
+            self.fe.c_load(q, qd)
+            for k in range(self.nel):
+                if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                                           &self.jw_pw0[k]) >= 0:
+                    self.status = FORCE_FAILED
+                    return FORCE_FAILED
+        # ---- K = dQ/dq, C = dQ/dqd (compiled kernels), scattered into R's columns
+        memset(K, 0, n * n * sizeof(double))
+        memset(Cf, 0, n * n * sizeof(double))
+        if self.fj is not None:
+            if self.fj.c_jacobians(q, qd, self.fvp, &self.jw_Kb[0], &self.jw_Cb[0]) >= 0:
+                self.status = FORCE_FAILED
+                return FORCE_FAILED
+            for k in range(self.fj.size):
+                p = self.fj_pos[k]
+                if p >= 0:
+                    K[p] += self.jw_Kb[k]
+                    Cf[p] += self.jw_Cb[k]
+        for j in range(n):
+            col = R + j * nm
+            for i in range(n):
+                col[i] = K[i * n + j]
+            col = R + (n + j) * nm
+            for i in range(n):
+                col[i] = Cf[i * n + j]
+        # ---- q columns: d(Phi_q^T lam)/dq, d(g - Phi_q qdd)/dq, the W row
+        memcpy(qp, q, n * sizeof(double))
+        memcpy(self.ev.qdx, qd, n * sizeof(double))
+        for j in range(n):
+            xj = q[j]
+            d = 1e-7 * (1.0 + fabs(xj))
+            qp[j] = xj + d
+            d = qp[j] - xj
+            col = R + j * nm
+            cl = 0.0
+            if m:
+                memcpy(self.ev.qx, qp, n * sizeof(double))
+                self.ev.c_jacobian(Jd)
+                self.ev.c_gamma(self.fvp, gam)
+                if self.stabilise:
+                    self.ev.c_phi(self.fvp, &self.phi[0])
+                    self.ev.c_nu(self.fvp, &self.nu[0])
+                    for i in range(m):
+                        acc = -self.nu[i] + self.c_jrow_dot(i, qd)
+                        gam[i] -= a2 * acc + b2 * self.phi[i]
+                for k in range(n):
+                    acc = 0.0
+                    for i in range(m):
+                        acc += Jd[i * n + k] * lam0[i]
+                    col[k] += (acc - b0[k]) / d
+                for i in range(m):
+                    acc = 0.0
+                    jv = 0.0
+                    for k in range(n):
+                        acc += Jd[i * n + k] * qdd0[k]
+                        jv += Jd[i * n + k] * qd[k]
+                    col[n + i] = ((gam[i] - acc) - r0[i]) / d
+                    cl += lam0[i] * jv
+            Pp = 0.0                        # the power of the elements on q_j's body
+            if self.fe is not None:
+                self.fe.qx[j] = qp[j]
+                for p in range(self.el_ptr[j], self.el_ptr[j + 1]):
+                    k = self.el_idx[p]
+                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                                               &pe) >= 0:
+                        self.status = FORCE_FAILED
+                        return FORCE_FAILED
+                    Pp += pe - self.jw_pw0[k]
+                self.fe.qx[j] = xj
+            w[j] = ((Pp + cl) - c0) / d
+            qp[j] = xj
+        # ---- qd columns: dgamma/dqd (CS: - 2 alpha Phi_q exactly), the W row
+        memcpy(self.ev.qx, q, n * sizeof(double))
+        if m:
+            self.ev.c_gamma(self.fvp, raw0)
+        memcpy(qp, qd, n * sizeof(double))
+        for j in range(n):
+            xj = qd[j]
+            d = 1e-7 * (1.0 + fabs(xj))
+            qp[j] = xj + d
+            d = qp[j] - xj
+            col = R + (n + j) * nm
+            if m:
+                memcpy(self.ev.qdx, qp, n * sizeof(double))
+                self.ev.c_gamma(self.fvp, gam)
+                for i in range(m):
+                    col[n + i] = (gam[i] - raw0[i]) / d
+                    if self.stabilise:
+                        col[n + i] -= a2 * J0[i * n + j]
+            Pp = 0.0
+            if self.fe is not None:
+                self.fe.qdx[j] = qp[j]
+                for p in range(self.el_ptr[j], self.el_ptr[j + 1]):
+                    k = self.el_idx[p]
+                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                                               &pe) >= 0:
+                        self.status = FORCE_FAILED
+                        return FORCE_FAILED
+                    Pp += pe - self.jw_pw0[k]
+                self.fe.qdx[j] = xj
+            w[n + j] = Pp / d + b0[j]
+            qp[j] = xj
+        memcpy(self.ev.qdx, qd, n * sizeof(double))
+        # ---- KKT solve, 2n right-hand sides: B dlam = r2 - C r1 (C = Phi_q M^-1,
+        # B = L L^T of the evaluation), dqdd = M^-1 (r1 + Phi_q^T dlam)
+        if m:
+            for k in range(2 * n):
+                col = R + k * nm
+                for i in range(m):
+                    acc = 0.0
+                    for j in range(n):
+                        acc += Cm[i * n + j] * col[j]
+                    col[n + i] -= acc
+            if m > SCHUR_SMALL_M:
+                dpotrs(&uplo, &mm, &nrhs, Bf, &mm, R + n, &ldb, &info)
+            else:
+                for k in range(2 * n):
+                    col = R + k * nm + n
+                    for i in range(m):                    # L z = r
+                        acc = col[i]
+                        for p in range(i):
+                            acc -= Bf[i * m + p] * col[p]
+                        col[i] = acc / Bf[i * m + i]
+                    for i in range(m - 1, -1, -1):        # L^T x = z
+                        acc = col[i]
+                        for p in range(i + 1, m):
+                            acc -= Bf[p * m + i] * col[p]
+                        col[i] = acc / Bf[i * m + i]
+        # ---- assemble [[0, I, 0], [dqdd/dq, dqdd/dqd, 0], [dW'/dq, dW'/dqd, 0]]
+        memset(J, 0, N * N * sizeof(double))
+        for k in range(2 * n):
+            col = R + k * nm
+            acc = w[k]
+            for i in range(m):
+                acc += jqd0[i] * col[n + i]
+            J[k * N + 2 * n] = acc
+            for j in range(n):
+                acc = col[j]
+                for i in range(m):
+                    acc += J0[i * n + j] * col[n + i]
+                J[k * N + n + j] = minv[j] * acc
+                if not isfinite(J[k * N + n + j]):
+                    self.status = NOT_FINITE
+                    return NOT_FINITE
+        for j in range(n):
+            J[(n + j) * N + j] = 1.0
+        # ---- leave the buffers at y
+        memcpy(Jd, J0, m * n * sizeof(double))
+        memcpy(&self.lam[0], lam0, m * sizeof(double))
+        memcpy(&self.qdd[0], qdd0, n * sizeof(double))
+        memcpy(gam, g0, m * sizeof(double))
+        memcpy(self.ev.qx, q, n * sizeof(double))
         self.status = OK
         return OK
 

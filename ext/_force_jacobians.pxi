@@ -831,16 +831,8 @@ cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
 cdef class ForceJacobianEvaluator:
     """K and C blocks of every element of the groups with a compiled Jacobian
     (:data:`JAC_KERNELS`), written into caller-owned buffers (no allocation per
-    evaluation, no Python per element)."""
-
-    cdef FGroup* groups
-    cdef Py_ssize_t ng, n
-    cdef Py_ssize_t* boff_out          # first entry of each group's blocks in K / C
-    cdef Py_ssize_t* nl
-    cdef double* qx
-    cdef double* qdx
-    cdef list _keep
-    cdef public Py_ssize_t size, failed_group, failed_element
+    evaluation, no Python per element).  Attributes: src/mbcore/_ext/_forces.pxd
+    (``c_jacobians`` is called from C by ``_dynamics.CompiledRHS.c_jac``)."""
 
     def __cinit__(self, Py_ssize_t n, list groups):
         cdef Py_ssize_t k, ne, nb, npar, nfun, nc
@@ -907,40 +899,46 @@ cdef class ForceJacobianEvaluator:
                   const double[:, ::1] fv, double[::1] K, double[::1] C):
         """K, C (``size`` entries each) := the element blocks of every group.
         Returns True, or False with ``failed_group``/``failed_element`` set."""
-        cdef Py_ssize_t g, e, nl2
-        cdef FGroup* G
-        cdef double* Kp
-        cdef double* Cp
         if q.shape[0] != self.n or qd.shape[0] != self.n:
             raise ValueError(f"q and qd must have {self.n} entries")
         if K.shape[0] != self.size or C.shape[0] != self.size:
             raise ValueError(f"K and C must have {self.size} entries")
         if self.size == 0:
             return True
-        if self.n:
-            memcpy(self.qx, &q[0], self.n * sizeof(double))
-            memcpy(self.qdx, &qd[0], self.n * sizeof(double))
         cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
-        memset(&K[0], 0, self.size * sizeof(double))
-        memset(&C[0], 0, self.size * sizeof(double))
-        cdef Py_ssize_t bad = -1
+        cdef Py_ssize_t bad
         with nogil:
-            for g in range(self.ng):
-                G = &self.groups[g]
-                nl2 = self.nl[g] * self.nl[g]
-                for e in range(G.ne):
-                    Kp = &K[0] + self.boff_out[g] + e * nl2
-                    Cp = &C[0] + self.boff_out[g] + e * nl2
-                    if G.kind >= S_TSDA:
-                        bad = _spatial_jacobian(G, e, self.qx, self.qdx, fp, Kp, Cp)
-                    else:
-                        bad = _planar_jacobian(G, e, self.qx, self.qdx, fp, Kp, Cp)
-                    if bad >= 0:
-                        break
+            bad = self.c_jacobians(&q[0], &qd[0], fp, &K[0], &C[0])
+        return bad < 0
+
+    cdef Py_ssize_t c_jacobians(self, const double* q, const double* qd, const double* fv,
+                                double* K, double* C) noexcept nogil:
+        """K, C (``size`` entries each, caller-owned) := the element blocks of every
+        group at (q, qd) (n entries each), ``fv`` the function values.  Returns -1,
+        or the failing group (``failed_group``/``failed_element`` set)."""
+        cdef Py_ssize_t g, e, nl2, bad = -1
+        cdef FGroup* G
+        cdef double* Kp
+        cdef double* Cp
+        if self.size == 0:
+            return -1
+        if self.n:
+            memcpy(self.qx, q, self.n * sizeof(double))
+            memcpy(self.qdx, qd, self.n * sizeof(double))
+        memset(K, 0, self.size * sizeof(double))
+        memset(C, 0, self.size * sizeof(double))
+        for g in range(self.ng):
+            G = &self.groups[g]
+            nl2 = self.nl[g] * self.nl[g]
+            for e in range(G.ne):
+                Kp = K + self.boff_out[g] + e * nl2
+                Cp = C + self.boff_out[g] + e * nl2
+                if G.kind >= S_TSDA:
+                    bad = _spatial_jacobian(G, e, self.qx, self.qdx, fv, Kp, Cp)
+                else:
+                    bad = _planar_jacobian(G, e, self.qx, self.qdx, fv, Kp, Cp)
                 if bad >= 0:
-                    break
-        if bad >= 0:
-            self.failed_group = g
-            self.failed_element = bad
-            return False
-        return True
+                    self.failed_group = g
+                    self.failed_element = bad
+                    return g
+        return -1

@@ -161,6 +161,30 @@ cdef class ForceEvaluator:
         memcpy(Q, self.Qx, n * sizeof(double))
         return -1
 
+    cdef void c_load(self, const double* q, const double* qd) noexcept nogil:
+        """Load (q, qd) (n entries each) into the extended buffers for
+        :meth:`c_element_power` (which then reads and may perturb ``qx``/``qdx``)."""
+        memcpy(self.qx, q, self.n * sizeof(double))
+        memcpy(self.qdx, qd, self.n * sizeof(double))
+        memset(self.Qx, 0, (self.n + 10) * sizeof(double))
+
+    cdef Py_ssize_t c_element_power(self, Py_ssize_t g, Py_ssize_t e, const double* fv,
+                                    double* P) noexcept nogil:
+        """P[0] = the non-conservative power of element ``e`` of group ``g`` alone at
+        the loaded ``qx``/``qdx`` (its forces land in the scratch ``Qx``): the W row
+        of the semi-analytic DI/CS Jacobian (``_dynamics.CompiledRHS.c_jac``) differences
+        only the elements on a perturbed coordinate's body.  Returns -1 or ``e`` when
+        the element cannot be evaluated."""
+        cdef FGroup G1 = self.groups[g]
+        G1.ne = 1
+        G1.boff = G1.boff + e * G1.nb
+        G1.par = G1.par + e * G1.npar
+        G1.fidx = G1.fidx + e * G1.nfun
+        P[0] = 0.0
+        if _accumulate(&G1, self.qx, self.qdx, fv, self.Qx, P) >= 0:
+            return e
+        return -1
+
     def power_nc(self, const double[::1] q, const double[::1] qd,
                  const double[:, ::1] fv):
         """Power of the non-conservative parts of every compiled group (the sum of

@@ -4,8 +4,9 @@
 :func:`run_abm` is the variable-step, variable-order Adams PECE of Shampine and
 Gordon (``mbplugins.integrators.adams.AdamsPECE``), :func:`run_bdf` the
 variable-step, variable-order BDF with modified Newton iteration
-(``mbplugins.integrators.bdf.BDF``, forward-difference Jacobian column by column,
-LAPACK LU), :func:`run_theta` the fixed-step θ-methods implicit Euler and
+(``mbplugins.integrators.bdf.BDF``, LAPACK LU; Newton Jacobian ``f.c_jac``: forward
+differences column by column, or the semi-analytic DI/CS Jacobian of
+``_dynamics.CompiledRHS``, spec/algorithms.md §2.9, §4.1), :func:`run_theta` the fixed-step θ-methods implicit Euler and
 trapezoid (``mbplugins.integrators.implicit.ThetaMethod``).  All step a compiled
 right-hand side (:class:`CompiledODE`, ``y = [x;
 xdot; W]``, evaluated through ``c_eval``) exactly as the Python integrators do:
@@ -451,7 +452,7 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
 
 
 # ----------------------------------------------------------------------------------
-# BDF (backward differences, modified Newton, finite-difference Jacobian, LAPACK LU)
+# BDF (backward differences, modified Newton, f.c_jac or a call-back, LAPACK LU)
 # ----------------------------------------------------------------------------------
 cdef void _rescale(double* D, Py_ssize_t N, int k, double factor, double* R, double* U,
                    double* RU, double* tmp) noexcept nogil:
@@ -549,36 +550,27 @@ cdef int _cb_jacobian(object jac, double t, double[::1] ypred, double* J, Py_ssi
     return 0
 
 
-cdef int _fd_jacobian(CompiledODE f, double t, const double* y, const double* scale,
-                      double* J, double* f0, double* fb, double* yp, Py_ssize_t N,
-                      double sq_eps, double[::1] counters) noexcept:
-    """``Integrator.jac`` without a user Jacobian: f0 = f(t, y), then ``num_jac``
-    (increment sqrt(eps) max(|y_j|, scale_j), one column per evaluation).  J is
-    column-major.  Returns the failing evaluation's status (0 = OK)."""
-    cdef Py_ssize_t i, j
-    cdef double yj, dj, fl, ay
+cdef int _jacobian(CompiledODE f, double t, const double* y, const double* scale,
+                   double* J, double* work, Py_ssize_t N, double[::1] counters,
+                   double* nfev0) noexcept:
+    """``Integrator.jac`` without a user Jacobian: J (column-major) = ``f.c_jac`` —
+    forward differences of ``c_eval`` (``num_jac``: f(t, y), then increment
+    sqrt(eps) max(|y_j|, scale_j), one column per evaluation, counted in nfev and
+    nfev_jac) or, for a right-hand side with ``analytic_jac`` (``CompiledRHS`` of a
+    dense planar system of compiled force elements: spec/algorithms.md §4.1, the
+    semi-analytic DI/CS Jacobian of ``mbcore.dijac``), its own Jacobian, whose
+    evaluation is not counted (as a Jacobian call-back of the Python driver: the
+    loop adds it to ``nfev0``).  ``work``: 3N doubles.  Returns the failing
+    evaluation's status (0 = OK)."""
+    cdef long before = f.nfev
     cdef int status
     counters[C_JEV] += 1.0
-    counters[C_FEV_JAC] += 1.0
-    status = f.c_eval(t, y, f0)
-    if status:
-        return status
-    for i in range(N):
-        yp[i] = y[i]
-    for j in range(N):
-        yj = y[j]
-        fl = scale[j] if scale[j] > 1e-300 else 1e-300
-        ay = fabs(yj)
-        yp[j] = yj + sq_eps * (ay if ay >= fl else fl)
-        dj = yp[j] - yj
-        counters[C_FEV_JAC] += 1.0
-        status = f.c_eval(t, yp, fb)
-        if status:
-            return status
-        for i in range(N):
-            J[j * N + i] = (fb[i] - f0[i]) / dj
-        yp[j] = yj
-    return 0
+    status = f.c_jac(t, y, N, scale, J, work)
+    if f.analytic_jac and N == 2 * f.n + 1:
+        nfev0[0] += f.nfev - before
+    else:
+        counters[C_FEV_JAC] += f.nfev - before
+    return status
 
 
 def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] D0, int k,
@@ -603,9 +595,9 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     rows and columns in the Newton matrix, out of the error test and the Newton norm;
     their start-up is the Python object's ``_restart_impl``), ``h_power`` the power of
     |h| weighting each component's error (all components then count), ``jac`` a
-    Jacobian call-back ``jac(t, y)`` (else forward differences of ``f``, column by
-    column; its evaluations of ``f`` are not counted, as the Python driver does not
-    count them).  ``newton_system``: the hook object of ``BDF`` (``update``, ``matrix``,
+    Jacobian call-back ``jac(t, y)`` (its evaluations of ``f`` are not counted, as the
+    Python driver does not count them; else ``f.c_jac``: forward differences of ``f``,
+    column by column, or the right-hand side's own Jacobian, see :func:`_jacobian`).  ``newton_system``: the hook object of ``BDF`` (``update``, ``matrix``,
     ``rhs``, ``solution``; bdf.py ``NewtonSystem``), called as the Python driver calls
     it, its matrix factored and solved by the same LAPACK calls.  A call-back or hook
     that raises or returns a wrong or non-finite matrix hands the step to the Python
@@ -657,8 +649,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef double[::1] d = np.zeros(N)
     cdef double[::1] dy = np.zeros(N)
     cdef double[::1] fb = np.zeros(N)
-    cdef double[::1] f0 = np.zeros(N)
-    cdef double[::1] yp = np.zeros(N)
+    cdef double[::1] jwork = np.zeros(3 * N)                   # the Jacobian's work
     cdef double[::1] rwork = np.zeros(3 * 36)
     cdef double* R = &rwork[0]
     cdef double* U = &rwork[36]
@@ -671,7 +662,6 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef double hw = 0.0
     cdef double dy_norm, dy_norm_old = 0.0, rate = 0.0, safety = 1.0, err = 0.0
     cdef double best_factor, fm, fac, sg, tt, hstep = 0.0
-    cdef double sq_eps = sqrt(EPS)
     cdef double nfev0 = f.nfev - nfev_start
     cdef long nsteps = 0, nrej = 0, jac_age = 0
     cdef int info = 0, one = 1, nn = <int>N, it, n_iter = 0, best, kstep = k
@@ -722,8 +712,8 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                     if l:
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                         return 2, t, np.asarray(y), i_out, h_abs
-                elif _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
-                                  &yp[0], N, sq_eps, counters):
+                elif _jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &jwork[0], N, counters,
+                               &nfev0):
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h_abs
                 jac_valid = True
@@ -832,8 +822,8 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                         if l:
                             _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                             return 2, t, np.asarray(y), i_out, h_abs
-                    elif _fd_jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &f0[0], &fb[0],
-                                      &yp[0], N, sq_eps, counters):
+                    elif _jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &jwork[0], N,
+                                   counters, &nfev0):
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
                         return 2, t, np.asarray(y), i_out, h_abs
                     jac_valid = True
@@ -945,7 +935,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
 
 
 # ----------------------------------------------------------------------------------
-# θ-method (implicit Euler, trapezoid): fixed step, modified Newton, FD Jacobian, LU
+# θ-method (implicit Euler, trapezoid): fixed step, modified Newton, f.c_jac, LU
 # ----------------------------------------------------------------------------------
 def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f0,
               double t_start, long i_step, double h_step, double theta, int order,
@@ -953,8 +943,9 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
               double[::1] t_out, Py_ssize_t i_out, object on_output, double[::1] stats,
               double[::1] counters, long nfev_start=0, const idx_t[::1] stop_idx=None,
               const double[::1] stop_val=None, const double[::1] stop_sign=None):
-    """Integrate from (t0, y0) to t1 > t0 by ``ThetaMethod`` (no Jacobian given:
-    forward differences, ``Integrator.jac``/``num_jac`` with the floor 1e-8) from
+    """Integrate from (t0, y0) to t1 > t0 by ``ThetaMethod`` (Jacobian ``f.c_jac``:
+    forward differences as ``Integrator.jac``/``num_jac`` with the floor 1e-8, or the
+    right-hand side's semi-analytic one, see :func:`_jacobian`) from
     its state after ``_restart_impl`` or an accepted step: ``f0`` = f(t0, y0) (the
     method's end derivative), the grid ``t_start + i h_step`` with ``i_step`` steps
     taken, no Jacobian nor LU yet.  ``evaluated``: the end derivative is
@@ -984,13 +975,11 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
     cdef double[::1] fd_floor = np.full(N, 1e-8)
     cdef double[::1] dy = np.zeros(N)
     cdef double[::1] fb = np.zeros(N)
-    cdef double[::1] fj = np.zeros(N)
-    cdef double[::1] yp = np.zeros(N)
+    cdef double[::1] jwork = np.zeros(3 * N)                   # the Jacobian's work
     cdef double[::1] tmp = np.zeros(N)
     cdef double[::1] out
     cdef double t = t0, t_old = t0, tnew, h = 0.0, c, c_lu = 0.0, norm, norm_old = 0.0
     cdef double s, s2, s3, h00, h10, h01, h11, hd, tt
-    cdef double sq_eps = sqrt(EPS)
     cdef double nfev0 = f.nfev - nfev_start
     cdef long nsteps = 0, nrej = 0
     cdef int info = 0, one = 1, nn = <int>N, it, iters, attempt
@@ -1017,8 +1006,8 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
         ok = False
         for attempt in range(2):
             if not jac_valid:
-                if _fd_jacobian(f, tnew, &ypred[0], &fd_floor[0], &J[0], &fj[0], &fb[0],
-                                &yp[0], N, sq_eps, counters):
+                if _jacobian(f, tnew, &ypred[0], &fd_floor[0], &J[0], &jwork[0], N,
+                             counters, &nfev0):
                     _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
                     return 2, t, np.asarray(y), i_out, h
                 jac_valid = True

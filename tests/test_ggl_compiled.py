@@ -252,6 +252,7 @@ def test_run_bdf_dae_options_on_an_ode(examples):
     sysm = m.compile(kernels="compiled")
     form = registry().get("formulation", "di")(sysm, {})
     crhs = form.compiled
+    crhs.disable_jacobian()            # forward differences in both loops (as num_jac)
     N = 2 * sysm.n + 1
     y0 = np.concatenate([sysm.initial_state(0.0).q, sysm.initial_state(0.0).qd, [0.0]])
     from mbcore.assembly import assemble
@@ -379,6 +380,7 @@ def test_run_bdf_newton_system_hook(examples):
     sysm = Model.from_file(examples / "fourbar_dap.yaml").compile(kernels="compiled")
     form = registry().get("formulation", "di")(sysm, {})
     crhs = form.compiled
+    crhs.disable_jacobian()            # forward differences in both loops (as num_jac)
     N = 2 * sysm.n + 1
     st = sysm.initial_state(0.0)
     rep = assemble(sysm, st.q, st.qd, 0.0)

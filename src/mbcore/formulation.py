@@ -168,7 +168,34 @@ def _compiled_rhs(system, solver, stabilisation):
         kw.update(sparse_solver=sparse, indptr=np.ascontiguousarray(system._indptr,
                                                                     dtype=np.intp),
                   indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
-    return CompiledRHS(system._evaluator, system._force_evaluator,
+    crhs = CompiledRHS(system._evaluator, system._force_evaluator,
                        system.ftable._impl if len(system.functions) else None,
                        system.n, system.m, system._jdata, system._q_gravity,
                        solver.minv, alpha, beta, **kw)
+    _enable_jacobian(system, crhs)
+    return crhs
+
+
+def _enable_jacobian(system, crhs) -> bool:
+    """Give the compiled right-hand side its semi-analytic Jacobian (``c_jac``, the
+    Newton Jacobian of the compiled bdf / θ loops; ``mbcore.dijac``) when every force
+    group has a compiled force-Jacobian kernel, the Jacobian is dense and the bodies
+    are planar; else it keeps forward differences of its evaluation."""
+    enable = getattr(crhs, "enable_jacobian", None)
+    if enable is None or not system.dense or system.mass_diag is None or system.padded:
+        return False
+    if getattr(system, "_fj", None) is None:
+        system._fj_setup()
+    fj = system._fj
+    if fj["python"] or (system._force_evaluator is None) != (fj["eval"] is None):
+        return False
+    ev = fj["eval"]
+    size = 0 if ev is None else ev.size
+    pos = np.full(size, -1, dtype=np.intp)
+    if size:
+        keep = fj["keep"]
+        pos[np.arange(size) if keep is None else keep] = fj["lin"]
+    boffs = ([] if system._force_evaluator is None
+             else [np.asarray(fg.boff, dtype=np.intp).reshape(len(fg.names), -1)
+                   for fg in system._compiled_force_groups])
+    return bool(enable(ev, pos, boffs))

@@ -11,8 +11,8 @@ loop, the Python integrator object is built first (its ``_restart_impl`` evaluat
 f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
 the same steps, orders, Jacobians, LU factorisations and evaluations.  BDF runs here
-in its ODE form (unit mass, forward differences of the compiled right-hand side,
-column by column) and with its DAE options ``mass``, ``h_power`` and
+in its ODE form (unit mass, the compiled right-hand side's Jacobian ``c_jac``: forward
+differences column by column, or CompiledRHS's semi-analytic DI/CS one) and with its DAE options ``mass``, ``h_power`` and
 ``newton_system`` (the hook called from C as the Python driver calls it) and a
 Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
 ``_dynamics.CompiledGGL`` (spec/algorithms.md §2.9, §4.6).  A constant Jacobian and

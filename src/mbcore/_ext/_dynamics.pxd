@@ -9,5 +9,8 @@ cdef class CompiledODE:
     cdef public long nfev
     cdef readonly int status
     cdef readonly bint cartesian        # x = the System's q (outputs from its buffers)
+    cdef readonly bint analytic_jac     # c_jac is not forward differences of c_eval
 
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil
+    cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
+                   double* J, double* work) noexcept nogil

@@ -19,3 +19,20 @@ cdef class ForceEvaluator:
     cdef _set(self, Py_ssize_t k, dict g)
     cdef Py_ssize_t c_forces(self, const double* q, const double* qd, const double* fv,
                              double* Q, double* P) noexcept nogil
+    cdef void c_load(self, const double* q, const double* qd) noexcept nogil
+    cdef Py_ssize_t c_element_power(self, Py_ssize_t g, Py_ssize_t e, const double* fv,
+                                    double* P) noexcept nogil
+
+
+cdef class ForceJacobianEvaluator:
+    cdef FGroup* groups
+    cdef Py_ssize_t ng, n
+    cdef Py_ssize_t* boff_out          # first entry of each group's blocks in K / C
+    cdef Py_ssize_t* nl
+    cdef double* qx
+    cdef double* qdx
+    cdef list _keep
+    cdef public Py_ssize_t size, failed_group, failed_element
+
+    cdef Py_ssize_t c_jacobians(self, const double* q, const double* qd, const double* fv,
+                                double* K, double* C) noexcept nogil

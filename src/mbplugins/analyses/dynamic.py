@@ -733,10 +733,30 @@ class _Run:
 
     def python_segment(self, t_a, y_a, outs):
         from mbcore.integrate import integrate
+        jac = self.jac
+        if (jac is None and getattr(self.crhs, "analytic_jac", False)
+                and getattr(self.a.icls, "implicit", False)):
+            jac = self.rhs_jacobian        # the compiled loops' Jacobian (same steps)
         return integrate(self.a.icls, self.rhs, (t_a, self.t1), y_a, t_out=outs,
                          store=False, on_output=self.output, events=self.events,
-                         post_step=self.post, on_step=self.on_step, jac=self.jac,
+                         post_step=self.post, on_step=self.on_step, jac=jac,
                          **self.a.integrator_options)
+
+    def rhs_jacobian(self, t, y):
+        """df/dy of :meth:`rhs` for an implicit integrator on the Python driver when the
+        compiled DI/CS right-hand side has its semi-analytic Jacobian
+        (``CompiledRHS.jacobian``, the matrix of the compiled bdf / θ loops: spec
+        algorithms.md §2.9, §4.1; NumPy reference ``mbcore.dijac.di_jacobian``), so
+        that both loops take the same steps.  Where it fails (a singular or failing
+        evaluation) or no longer applies: forward differences of :meth:`rhs`, whose
+        Python path raises the named error (or uses least-squares multipliers)."""
+        N = y.size
+        out = np.empty((N, N))
+        if (self.crhs is not None and self.form.compiled_ready()
+                and self.crhs.jacobian(t, np.ascontiguousarray(y, dtype=float), out) == 0):
+            return out
+        from mbcore.integrate.common import num_jac
+        return num_jac(self.rhs, t, np.array(y, dtype=float), self.rhs(t, y).copy())
 
     def _handover(self, t_a, y_a, outs):
         # the compiled loop stopped at a failing evaluation: the Python driver

@@ -199,7 +199,9 @@ class BDF(Integrator):
     def compiled_loop_kind(cls):
         """'bdf': :mod:`mbcore.fastloop` runs this method in compiled code
         (``mbcore._ext._multistep.run_bdf``, the same steps) unless a subclass
-        changes the step: the ODE form (finite-difference Jacobian) and the DAE
+        changes the step: the ODE form (the compiled right-hand side's ``c_jac``:
+        forward differences, or the semi-analytic DI/CS Jacobian, which the dynamic
+        analysis then also hands to this driver as ``jac``) and the DAE
         options ``mass``, ``h_power`` and ``newton_system`` (the hook called back from
         C) with a Jacobian call-back (the GGL form on ``_dynamics.CompiledGGL``, spec
         §2.9/§4.6); a constant Jacobian keeps the Python driver."""
