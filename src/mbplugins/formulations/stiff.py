@@ -411,6 +411,14 @@ class Stiff(Formulation):
                                           else system.mass_diag, np.zeros(m)])
         pq, ps, pl, _ = self.H_POWER
         self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
+        # planar, compiled elements: f and the work rate in one C call
+        # (_dynamics.CompiledStiff, NumPy reference: rhs); bdf then runs on the
+        # compiled loop (spec/algorithms.md §2.9, §4.6)
+        from .ggl import _compiled_ggl, _why_not_compiled
+        self.compiled = _compiled_ggl(system, self.spatial, "CompiledStiff")
+        #: why the compiled right-hand side does not apply (None when it does)
+        self.compiled_reason = None if self.compiled is not None else \
+            _why_not_compiled(system, self.spatial)
 
     @property
     def size(self) -> int:
