@@ -128,6 +128,40 @@ def test_compiled_stiff_not_for_spatial_bodies(examples):
     assert r.stats["loop"] == "python" and r.status == "finished"
 
 
+class _Hook:
+    """bdf's ``newton_system`` hook wrapped: counts its calls in ``calls`` and raises
+    ``fail = (name, exception class)`` from that method at attempts after t = 0.3."""
+
+    def __init__(self, hook, calls, fail=None):
+        self.hook, self.calls, self.fail, self.t = hook, calls, fail, 0.0
+
+    def _call(self, name, *args):
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if self.fail is not None and self.fail[0] == name and self.t > 0.3:
+            raise self.fail[1](f"{name} failed", self.t)
+        return getattr(self.hook, name)(*args)
+
+    def update(self, t, y):
+        self.t = t
+        return self._call("update", t, y)
+
+    def matrix(self, J, mass, c):
+        return self._call("matrix", J, mass, c)
+
+    def rhs(self, r, c):
+        return self._call("rhs", r, c)
+
+    def solution(self, x, r, c):
+        return self._call("solution", x, r, c)
+
+
+def _wrap_hooks(monkeypatch, calls, fail=None):
+    from mbplugins.formulations.stiff import Stiff
+    orig = Stiff._newton_system
+    monkeypatch.setattr(Stiff, "_newton_system",
+                        lambda self: _Hook(orig(self), calls, fail))
+
+
 def _counts(r):
     return {k: r.stats[k] for k in r.stats if k.startswith("integrator_n")}
 
@@ -157,36 +191,23 @@ def _assert_same_run(a, b):
 @pytest.mark.parametrize("model", ["fourbar", "slider_crank", "fourbar_sparse",
                                    "stiff_chain"])
 @pytest.mark.parametrize("rtol", [1e-6, 1e-9])
-def test_stiff_compiled_loop_equals_python_driver(examples, model, rtol):
+def test_stiff_compiled_loop_equals_python_driver(examples, model, rtol, monkeypatch):
     """Same steps, evaluations, Jacobians, LU factorisations and Newton-hook calls;
     Phi = 0 at the outputs to the Newton tolerance; the motion of DI to the
     integration tolerance; the energy balance (work channel) to the tolerance."""
-    from mbplugins.formulations.stiff import ReducedNewton
     jacobian = "sparse" if model.endswith("_sparse") else "auto"
     m = _model(examples, model.replace("_sparse", ""))
     t_end = 0.2 if model == "stiff_chain" else 1.0
     st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 20,
           "integrator": "bdf", "formulation": "stiff", "rtol": rtol, "atol": 1e-2 * rtol,
           "record": "q, qd, qdd, lam, energy, violation, integrator"}
-    calls = {}
-    hooks = {name: getattr(ReducedNewton, name)
-             for name in ("update", "matrix", "rhs", "solution")}
-
-    def counted(name):
-        def f(self, *args, _f=hooks[name]):
-            calls[name] = calls.get(name, 0) + 1
-            return _f(self, *args)
-        return f
-    try:
-        for name in hooks:
-            setattr(ReducedNewton, name, counted(name))
+    ca, cb = {}, {}
+    with monkeypatch.context() as mp:
+        _wrap_hooks(mp, ca)
         a = mbcore.run(m, settings=st, jacobian=jacobian)
-        ca, calls = calls, {}
+    with monkeypatch.context() as mp:
+        _wrap_hooks(mp, cb)
         b = mbcore.run(m, settings={**st, "loop": "python"}, jacobian=jacobian)
-        cb = calls
-    finally:
-        for name, f in hooks.items():
-            setattr(ReducedNewton, name, f)
     _assert_same_run(a, b)
     # the hook ran in both loops, as often (update before every attempt, one rhs and
     # solution per Newton iteration, a matrix per LU)
@@ -265,7 +286,10 @@ def test_dispatch(examples):
     finally:
         ml.run_multistep = orig
     n, mm = form.n, form.m
-    assert isinstance(seen["newton_system"], ReducedNewton)
+    from mbcore._ext._stiffnewton import ReducedNewtonC
+    assert isinstance(seen["newton_system"], ReducedNewtonC)     # its compiled twin
+    numpy_form = _stiff(m.compile(kernels="numpy"))
+    assert isinstance(numpy_form.integrator_options(1)["newton_system"], ReducedNewton)
     np.testing.assert_array_equal(seen["mass"][:2 * n + mm], form.state_mass)
     np.testing.assert_array_equal(seen["h_power"][:2 * n + mm], form.state_h_power)
 
@@ -277,7 +301,7 @@ def test_failures_hand_over_or_raise_the_named_error(examples, monkeypatch):
     from mbcore._ext import _multistep as ms
     from mbcore.errors import AnalysisError
     from mbcore.functions import FunctionDomainError
-    from mbplugins.formulations.stiff import ReducedNewton, Stiff
+    from mbplugins.formulations.stiff import Stiff
     codes = []
 
     def wrapped(*args, _f=ms.run_bdf, **kw):
@@ -299,34 +323,82 @@ def test_failures_hand_over_or_raise_the_named_error(examples, monkeypatch):
 
     class Failed(AnalysisError):
         pass
-    for cls, name in ((Stiff, "jacobian"), (ReducedNewton, "update"),
-                      (ReducedNewton, "solution")):
-        orig = getattr(cls, name)
+    orig = Stiff.jacobian
 
-        def failing(self, t_or_x, *args, _orig=orig, _name=name):
-            t = t_or_x if _name != "solution" else failing.t
-            if t > 0.3:
-                raise Failed(f"{_name} failed", t)
-            return _orig(self, t_or_x, *args)
-        failing.t = 0.0
-        monkeypatch.setattr(cls, name, failing)
-        if name == "solution":                     # the time of the attempt: update's
-            up = ReducedNewton.update
-
-            def tracking(self, t, y, _up=up):
-                failing.t = t
-                return _up(self, t, y)
-            monkeypatch.setattr(ReducedNewton, "update", tracking)
+    def failing(self, t, y):
+        if t > 0.3:
+            raise Failed("jacobian failed", t)
+        return orig(self, t, y)
+    for name in ("jacobian", "update", "matrix", "solution"):
         m = Model.from_file(examples / "fourbar_dap.yaml")
         codes.clear()
-        with pytest.raises(Failed, match=name) as exc:
-            mbcore.run(m, settings=st)
-        # handed over from the last accepted step before the failing attempt
-        assert codes[-1][0] == 2 and codes[-1][1] < exc.value.t and exc.value.t > 0.3, name
-        with pytest.raises(Failed, match=name) as ref:
-            mbcore.run(m, settings={**st, "loop": "python"})
+        with monkeypatch.context() as mp:
+            if name == "jacobian":
+                mp.setattr(Stiff, "jacobian", failing)
+            else:
+                _wrap_hooks(mp, {}, (name, Failed))
+            with pytest.raises(Failed, match=name) as exc:
+                mbcore.run(m, settings=st)
+            # handed over from the last accepted step before the failing attempt
+            assert codes[-1][0] == 2 and codes[-1][1] < exc.value.t, name
+            with pytest.raises(Failed, match=name) as ref:
+                mbcore.run(m, settings={**st, "loop": "python"})
         # (the Python driver restarts at order 1 from the hand-over: its next attempt
         # lies elsewhere; the same named error shortly after 0.3)
-        assert 0.3 < ref.value.t < 0.36 and exc.value.t < 0.36, name
-        monkeypatch.undo()
-        monkeypatch.setattr(ms, "run_bdf", wrapped)
+        assert 0.3 < ref.value.t < 0.36 and 0.3 < exc.value.t < 0.36, name
+
+
+@pytest.mark.parametrize("case", ["fourbar", "slider_crank", "stiff_chain"])
+def test_compiled_newton_hook_equals_reduced_newton(examples, case, monkeypatch):
+    """``_stiffnewton.ReducedNewtonC`` against its NumPy reference ``ReducedNewton``:
+    every call of a run (update, matrix, rhs, solution with the work component)
+    replayed on the compiled hook gives the same arrays (bit for bit under
+    ``MBCORE_STRICT_BITWISE=1``, else to 1e-14), and a whole run with either hook
+    takes the same steps."""
+    from mbcore._ext._stiffnewton import ReducedNewtonC
+    from mbplugins.formulations.stiff import ReducedNewton, Stiff
+    m = _model(examples, case)
+    st = {"analysis": "dynamic", "t_end": 0.2 if case == "stiff_chain" else 1.0,
+          "output_step": 0.05, "formulation": "stiff", "integrator": "bdf",
+          "rtol": 1e-7, "atol": 1e-9, "record": "q, qd, lam, integrator"}
+    log = []
+
+    class Logged(ReducedNewton):
+        def _log(self, name, args, res):
+            log.append((name, [np.array(x) if isinstance(x, np.ndarray) else x
+                               for x in args], np.array(res)))
+            return res
+
+        def update(self, *a):
+            return self._log("update", a, ReducedNewton.update(self, *a))
+
+        def matrix(self, *a):
+            return self._log("matrix", a, ReducedNewton.matrix(self, *a))
+
+        def rhs(self, *a):
+            return self._log("rhs", a, ReducedNewton.rhs(self, *a))
+
+        def solution(self, *a):
+            return self._log("solution", a, ReducedNewton.solution(self, *a))
+    monkeypatch.setattr(Stiff, "_newton_system",
+                        lambda self: Logged(self.n, self.m, self.system.jacobian_dense))
+    ref = mbcore.run(m, settings=st)
+    monkeypatch.undo()
+    assert {name for name, *_ in log} == {"update", "matrix", "rhs", "solution"}
+    sysm = m.compile(kernels="compiled")
+    hook = ReducedNewtonC(sysm.n, sysm.m, sysm.jacobian_dense)
+    for name, args, want in log:
+        got = np.array(getattr(hook, name)(*args))
+        if STRICT:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300, err_msg=name)
+    r = mbcore.run(m, settings=st)                  # the compiled hook (default)
+    assert _counts(r) == _counts(ref)
+    for ch in ("q", "qd", "lam", "integrator"):
+        if ref[ch].size:
+            np.testing.assert_allclose(r[ch], ref[ch], rtol=0, atol=1e-12, err_msg=ch)
+    with pytest.raises(ValueError, match="wrong size"):
+        hook.solution(np.zeros(3), np.zeros(2 * sysm.n + sysm.m + 1), 0.1)
+    with pytest.raises(ValueError, match="do not match"):
+        hook.matrix(np.zeros((3, 3)), np.ones(3), 0.1)

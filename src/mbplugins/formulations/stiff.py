@@ -431,14 +431,27 @@ class Stiff(Formulation):
         return {"mass": np.concatenate([self.state_mass, np.ones(extra)]),
                 "h_power": np.concatenate([self.state_h_power,
                                            np.full(extra, float(self.H_POWER[3]))]),
-                # spatial: d f_s / d lam = M^-1 Phi_q^T refreshed with Phi_q
-                "newton_system": ReducedNewton(
-                    self.n, self.m,
-                    (lambda q, t: _phi_rows(self.system, q, t)) if self.spatial
-                    else self.system.jacobian_dense,
-                    (lambda y, t, P: _lam_columns(self.system, y[:self.n],
-                                                  y[self.n:2 * self.n], t, P))
-                    if self.spatial else None)}
+                "newton_system": self._newton_system()}
+
+    def _newton_system(self):
+        """The reduced Newton hook: ``_stiffnewton.ReducedNewtonC`` (the same
+        arithmetic in compiled code, bit for bit) where the compiled right-hand side
+        applies, else :class:`ReducedNewton` (spatial: d f_s / d lam = M^-1 Phi_q^T
+        refreshed with Phi_q)."""
+        if self.compiled is not None:
+            try:
+                from mbcore._ext._stiffnewton import ReducedNewtonC
+            except ImportError:          # pragma: no cover - an old build
+                pass
+            else:
+                return ReducedNewtonC(self.n, self.m, self.system.jacobian_dense)
+        return ReducedNewton(
+            self.n, self.m,
+            (lambda q, t: _phi_rows(self.system, q, t)) if self.spatial
+            else self.system.jacobian_dense,
+            (lambda y, t, P: _lam_columns(self.system, y[:self.n],
+                                          y[self.n:2 * self.n], t, P))
+            if self.spatial else None)
 
     def initialize(self, q, qd, t):
         """Consistent starting values: lam0 from the augmented system, s0 = qd0."""
