@@ -396,8 +396,11 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
     and 1e-8; ``jacobian_share``: the fraction of the compiled run spent in that
     call-back (Python, the formulation's ``jacobian``).  ``multistep_fourbar_stiff_*``:
     the stiff (index-3) form the same way (``_dynamics.CompiledStiff``, plus ``h_power``
-    and the ``ReducedNewton`` hook called back from C; ``newton_hook_share``: the
-    fraction of the compiled run in the hook's update/matrix/rhs/solution), and
+    and the reduced Newton hook ``_stiffnewton.ReducedNewtonC`` called back from C;
+    ``newton_hook_share``: the fraction of the compiled run in the hook's
+    update/matrix/rhs/solution, through a forwarding proxy;
+    ``compiled_numpy_hook_s_per_simulated_s``: the compiled loop with the NumPy hook
+    ``ReducedNewton`` instead), and
     ``multistep_stiff_chain10_stiff_rtol0.001`` the spring chain of
     :func:`bench_force_jacobians` (rtol 1e-3, 1 s, output every 0.01 s)."""
     model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
@@ -451,10 +454,10 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
                                         / row["compiled_s_per_simulated_s"])
             out[f"multistep_fourbar_{integ}_step{step:g}"] = row
     # the DAE forms on the compiled bdf loop: GGL (index 2) and stiff (index 3, its
-    # ReducedNewton hook called back from C); their Jacobian comes from the
+    # reduced Newton hook called back from C); their Jacobian comes from the
     # formulation (a Python call-back), the stiff form's Newton system from its hook
     from mbplugins.analyses.dynamic import _Run
-    from mbplugins.formulations.stiff import ReducedNewton
+    from mbplugins.formulations.stiff import ReducedNewton, Stiff
     from models import stiff_chain
     chain = stiff_chain(10)
     chain_end = 0.2 if quick else 1.0
@@ -488,11 +491,9 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
                               / row["compiled_s_per_simulated_s"])
         row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
                                     / row["compiled_s_per_simulated_s"])
-        # shares of the compiled run: the Jacobian call-back, the Newton hook (Python)
+        # shares of the compiled run: the Jacobian call-back and the Newton hook
+        # (ReducedNewtonC, called back from C: timed through a forwarding proxy)
         spent = {"jacobian": 0.0, "hook": 0.0}
-        patched = [(_Run, "dae_jacobian", "jacobian")] + [
-            (ReducedNewton, name, "hook") for name in ("update", "matrix", "rhs", "solution")]
-        originals = [getattr(cls, name) for cls, name, _ in patched]
 
         def timed(orig, what):
             def f(*args):
@@ -502,16 +503,30 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
                 finally:
                     spent[what] += time.perf_counter() - t0
             return f
-        for (cls, name, what), orig in zip(patched, originals):
-            setattr(cls, name, timed(orig, what))
+
+        class Timed:
+            def __init__(self, hook):
+                for name in ("update", "matrix", "rhs", "solution"):
+                    setattr(self, name, timed(getattr(hook, name), "hook"))
+        orig_jac, orig_hook = _Run.dae_jacobian, Stiff._newton_system
+        _Run.dae_jacobian = timed(orig_jac, "jacobian")
+        Stiff._newton_system = lambda self: Timed(orig_hook(self))
         try:
             r = mbcore.run(mdl, settings=st)
         finally:
-            for (cls, name, _), orig in zip(patched, originals):
-                setattr(cls, name, orig)
+            _Run.dae_jacobian, Stiff._newton_system = orig_jac, orig_hook
         row["jacobian_share"] = spent["jacobian"] / float(r.stats["wall_time"])
         if form == "stiff":
             row["newton_hook_share"] = spent["hook"] / float(r.stats["wall_time"])
+            # the compiled loop with the NumPy reference hook (ReducedNewton) instead
+            Stiff._newton_system = lambda self: ReducedNewton(self.n, self.m,
+                                                              self.system.jacobian_dense)
+            try:
+                walls = [float(mbcore.run(mdl, settings=st).stats["wall_time"])
+                         for _ in range(max(3, repeat))]
+            finally:
+                Stiff._newton_system = orig_hook
+            row["compiled_numpy_hook_s_per_simulated_s"] = statistics.median(walls) / t_sim
         out[key] = row
     return out
 
