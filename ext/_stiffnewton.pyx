@@ -118,6 +118,8 @@ cdef class ReducedNewtonC:
         """``[c r_s + (M - c Ks) r_q, -r_lam / c]``."""
         cdef Py_ssize_t n = self.n, m = self.m, i
         cdef const double[:] rv = r
+        if rv.shape[0] < 2 * n + m:
+            raise ValueError("ReducedNewtonC: r has the wrong size")
         np.matmul(self.Ms_arr, r[:n], out=self.tn_arr)
         out_arr = np.empty(n + m)
         cdef double[::1] out = out_arr

@@ -400,5 +400,7 @@ def test_compiled_newton_hook_equals_reduced_newton(examples, case, monkeypatch)
             np.testing.assert_allclose(r[ch], ref[ch], rtol=0, atol=1e-12, err_msg=ch)
     with pytest.raises(ValueError, match="wrong size"):
         hook.solution(np.zeros(3), np.zeros(2 * sysm.n + sysm.m + 1), 0.1)
+    with pytest.raises(ValueError, match="wrong size"):
+        hook.rhs(np.zeros(2), 0.1)
     with pytest.raises(ValueError, match="do not match"):
         hook.matrix(np.zeros((3, 3)), np.ones(3), 0.1)
