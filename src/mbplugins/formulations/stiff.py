@@ -25,6 +25,12 @@ integration error, as the book describes.
 
 :func:`bdf_stiff_solve` is the fixed-step BDF-k driver of §4.6 built on
 :func:`reduced_newton_step` (a reference for the order of convergence).
+
+Planar models of compiled elements evaluate ``f`` and the work rate in one C call
+(``_dynamics.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
+compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
+arithmetic bit for bit); bdf then runs on the compiled loop (``_multistep.run_bdf``,
+which calls the hook back; spec §2.9, §4.6).
 """
 from __future__ import annotations
 
