@@ -32,7 +32,7 @@ def ext(name: str) -> Extension:
 
 extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
               ext("_kinematics"), ext("_dynamics"), ext("_sparse"), ext("_jcspatial"),
-              ext("_cp"), ext("_multistep")]
+              ext("_cp"), ext("_multistep"), ext("_stiffnewton")]
 
 setup(
     ext_modules=cythonize(

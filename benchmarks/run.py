@@ -14,8 +14,10 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
   (spec/spatial.md §4.5), one evaluation and whole kinematic analyses.
 * ``multistep_fourbar_*`` (``--only multistep``): abm, bdf, implicit_euler and
-  trapezoid on the compiled loop, and the GGL DAE form with bdf (``_ggl_``)
-  (issue 14) against the Python driver and the NumPy path, four-bar, 10 s.
+  trapezoid on the compiled loop, and the GGL and stiff DAE forms with bdf
+  (``_ggl_``, ``_stiff_``) (issue 14) against the Python driver and the NumPy path,
+  four-bar, 10 s; ``multistep_stiff_chain10_stiff_*``: the stiff spring chain of
+  ``force_jacobians`` with the stiff form.
 * ``heavy_top_*``, ``spatial_chain_*`` (``--only spatial_dynamics``): the heavy top on
   its steady precession (issue 12: seconds per simulated second at a precession
   error, compiled vs NumPy right-hand side) and spatial chains of N = 10 ... 10000
@@ -395,7 +397,15 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
     DAE form with bdf (``_dynamics.CompiledGGL`` on ``run_bdf`` with the ``mass``
     option and the formulation's Jacobian through the analysis' call-back), rtol 1e-6
     and 1e-8; ``jacobian_share``: the fraction of the compiled run spent in that
-    call-back (Python, the formulation's ``jacobian``)."""
+    call-back (Python, the formulation's ``jacobian``).  ``multistep_fourbar_stiff_*``:
+    the stiff (index-3) form the same way (``_dynamics.CompiledStiff``, plus ``h_power``
+    and the reduced Newton hook ``_stiffnewton.ReducedNewtonC`` called back from C;
+    ``newton_hook_share``: the fraction of the compiled run in the hook's
+    update/matrix/rhs/solution, through a forwarding proxy;
+    ``compiled_numpy_hook_s_per_simulated_s``: the compiled loop with the NumPy hook
+    ``ReducedNewton`` instead), and
+    ``multistep_stiff_chain10_stiff_rtol0.001`` the spring chain of
+    :func:`bench_force_jacobians` (rtol 1e-3, 1 s, output every 0.01 s)."""
     model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
     t_end = 2.0 if quick else 10.0
     for integ in ("abm", "bdf"):                         # imports, plugins
@@ -446,45 +456,81 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
             row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
                                         / row["compiled_s_per_simulated_s"])
             out[f"multistep_fourbar_{integ}_step{step:g}"] = row
-    # the GGL DAE form (index 2) on the compiled bdf loop: its Jacobian comes from the
-    # formulation (a Python call-back), re-evaluated after every Newton failure
+    # the DAE forms on the compiled bdf loop: GGL (index 2) and stiff (index 3, its
+    # reduced Newton hook called back from C); their Jacobian comes from the
+    # formulation (a Python call-back), the stiff form's Newton system from its hook
     from mbplugins.analyses.dynamic import _Run
-    for rtol in (1e-6, 1e-8):
-        st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
-              "integrator": "bdf", "formulation": "ggl", "rtol": rtol, "atol": 1e-2 * rtol}
-        row = {"simulated_s": t_end, "integrator": "bdf", "formulation": "ggl", "rtol": rtol}
+    from mbplugins.formulations.stiff import ReducedNewton, Stiff
+    from models import stiff_chain
+    chain = stiff_chain(10)
+    chain_end = 0.2 if quick else 1.0
+    cases = [(f"multistep_fourbar_{form}_rtol{rtol:g}", model, form, t_end,
+              {"output_step": t_end / 10, "rtol": rtol, "atol": 1e-2 * rtol})
+             for form in ("ggl", "stiff") for rtol in (1e-6, 1e-8)]
+    # the spring chain of bench_force_jacobians (k = 1e6, n = 30, no constraints)
+    cases.append(("multistep_stiff_chain10_stiff_rtol0.001", chain, "stiff", chain_end,
+                  {"output_step": 0.01, "rtol": 1e-3, "atol": 1e-5,
+                   "record": "q, qd, energy"}))
+    for key, mdl, form, t_sim, extra_st in cases:
+        st = {"analysis": "dynamic", "t_end": t_sim, "integrator": "bdf",
+              "formulation": form, **extra_st}
+        row = {"simulated_s": t_sim, "integrator": "bdf", "formulation": form,
+               "rtol": extra_st["rtol"]}
+        mbcore.run(mdl, settings={**st, "t_end": 0.1 * t_sim})      # warm-up
         for label, extra, reps in (("compiled", {}, max(3, repeat)),
                                    ("python_loop", {"loop": "python"}, 1 if quick else 3),
                                    ("numpy", {"kernels": "numpy"}, 1)):
             walls = []
             for _ in range(reps):
-                r = mbcore.run(model, settings={**st, **extra})
+                r = mbcore.run(mdl, settings={**st, **extra})
                 walls.append(float(r.stats["wall_time"]))
-            row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_end
+            row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_sim
             row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
             row[f"{label}_njev"] = int(r.stats["integrator_njev"])
+            row[f"{label}_nlu"] = int(r.stats["integrator_nlu"])
             row[f"{label}_loop"] = r.stats["loop"]
         row["nfev_equal"] = row["compiled_nfev"] == row["python_loop_nfev"]
         row["ratio_numpy"] = (row["numpy_s_per_simulated_s"]
                               / row["compiled_s_per_simulated_s"])
         row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
                                     / row["compiled_s_per_simulated_s"])
-        spent = [0.0]
-        orig = _Run.dae_jacobian
+        # shares of the compiled run: the Jacobian call-back and the Newton hook
+        # (ReducedNewtonC, called back from C: timed through a forwarding proxy)
+        spent = {"jacobian": 0.0, "hook": 0.0}
 
-        def timed(self, t, y, _orig=orig):
-            t0 = time.perf_counter()
-            try:
-                return _orig(self, t, y)
-            finally:
-                spent[0] += time.perf_counter() - t0
-        _Run.dae_jacobian = timed
+        def timed(orig, what):
+            def f(*args):
+                t0 = time.perf_counter()
+                try:
+                    return orig(*args)
+                finally:
+                    spent[what] += time.perf_counter() - t0
+            return f
+
+        class Timed:
+            def __init__(self, hook):
+                for name in ("update", "matrix", "rhs", "solution"):
+                    setattr(self, name, timed(getattr(hook, name), "hook"))
+        orig_jac, orig_hook = _Run.dae_jacobian, Stiff._newton_system
+        _Run.dae_jacobian = timed(orig_jac, "jacobian")
+        Stiff._newton_system = lambda self: Timed(orig_hook(self))
         try:
-            r = mbcore.run(model, settings=st)
+            r = mbcore.run(mdl, settings=st)
         finally:
-            _Run.dae_jacobian = orig
-        row["jacobian_share"] = spent[0] / float(r.stats["wall_time"])
-        out[f"multistep_fourbar_ggl_rtol{rtol:g}"] = row
+            _Run.dae_jacobian, Stiff._newton_system = orig_jac, orig_hook
+        row["jacobian_share"] = spent["jacobian"] / float(r.stats["wall_time"])
+        if form == "stiff":
+            row["newton_hook_share"] = spent["hook"] / float(r.stats["wall_time"])
+            # the compiled loop with the NumPy reference hook (ReducedNewton) instead
+            Stiff._newton_system = lambda self: ReducedNewton(self.n, self.m,
+                                                              self.system.jacobian_dense)
+            try:
+                walls = [float(mbcore.run(mdl, settings=st).stats["wall_time"])
+                         for _ in range(max(3, repeat))]
+            finally:
+                Stiff._newton_system = orig_hook
+            row["compiled_numpy_hook_s_per_simulated_s"] = statistics.median(walls) / t_sim
+        out[key] = row
     return out
 
 

@@ -39,7 +39,9 @@ recursions to Python).
 :class:`CompiledGGL` is the right-hand side ``diag(1, M, 0, 0) y' = f`` of the GGL
 (stabilised index-2) DAE form of a planar system (spec/algorithms.md §4.6) for the
 compiled BDF loop with its ``mass`` option (``_multistep.run_bdf``); NumPy reference:
-``mbplugins.formulations.ggl.GGL.rhs``.
+``mbplugins.formulations.ggl.GGL.rhs``.  :class:`CompiledStiff` (derived from it,
+sharing its stages) is that of the index-3 ``stiff`` form (``y = [q; s; lam; W]``);
+NumPy reference: ``mbplugins.formulations.stiff.Stiff.rhs``.
 
 :class:`CompiledPenalty` is the right-hand side of the penalty (augmented Lagrangian)
 formulation and its post-step projections (``c_project``), dense or sparse (the
@@ -830,6 +832,41 @@ cdef class CompiledGGL(CompiledODE):
         self.nfev = 0
         self.status = 0
 
+    cdef int _stage(self, double t, const double* q, const double* v, bint with_nu,
+                    double* P) noexcept nogil:
+        """The stages the DAE right-hand sides share (GGL, and :class:`CompiledStiff`):
+        time functions, Phi_q (into ``jdata``), Phi, nu (``with_nu``), Q = gravity +
+        forces (P += the non-conservative power).  Counts the evaluation; returns a
+        status code (sets ``status`` on failure)."""
+        cdef Py_ssize_t n = self.n
+        self.nfev += 1
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = FUNCTION_FAILED
+                return FUNCTION_FAILED
+        memcpy(self.ev.qx, q, n * sizeof(double))
+        memcpy(self.ev.qdx, v, n * sizeof(double))
+        self.ev.c_jacobian(&self.jdata[0])
+        self.ev.c_phi(self.fvp, &self.phi[0])
+        if with_nu:
+            self.ev.c_nu(self.fvp, &self.nu[0])
+        memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
+        if self.fe is not None:
+            if self.fe.c_forces(q, v, self.fvp, &self.Q[0], P) >= 0:
+                self.status = FORCE_FAILED
+                return FORCE_FAILED
+        return OK
+
+    cdef int _finish(self, const double* ydot, Py_ssize_t N) noexcept nogil:
+        """Status of ydot[0:N]: NOT_FINITE on a NaN/inf entry, else OK."""
+        cdef Py_ssize_t i
+        for i in range(N):
+            if not isfinite(ydot[i]):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+        self.status = OK
+        return OK
+
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
         """ydot[0:size] = f(t, y[0:size - 1]).  Returns a status code."""
         cdef Py_ssize_t n = self.n, m = self.m, i, j, p
@@ -843,21 +880,9 @@ cdef class CompiledGGL(CompiledODE):
         cdef double* phi = &self.phi[0]
         cdef double* nu = &self.nu[0]
         cdef double P = 0.0, jv, li, mi, a
-        self.nfev += 1
-        if self.nf:
-            if self.fn.run(t, self.fvp, &self.err) != 0:
-                self.status = FUNCTION_FAILED
-                return FUNCTION_FAILED
-        memcpy(self.ev.qx, q, n * sizeof(double))
-        memcpy(self.ev.qdx, v, n * sizeof(double))
-        self.ev.c_jacobian(&self.jdata[0])
-        self.ev.c_phi(self.fvp, phi)
-        self.ev.c_nu(self.fvp, nu)
-        memcpy(Q, &self.qgrav[0], n * sizeof(double))
-        if self.fe is not None:
-            if self.fe.c_forces(q, v, self.fvp, Q, &P) >= 0:
-                self.status = FORCE_FAILED
-                return FORCE_FAILED
+        cdef int status = self._stage(t, q, v, True, &P)
+        if status:
+            return status
         for j in range(n):
             ydot[j] = v[j]
             ydot[n + j] = Q[j]
@@ -883,12 +908,7 @@ cdef class CompiledGGL(CompiledODE):
             P += li * jv                          # W' = P_nc + lam . (Phi_q v)
         ydot[2 * n + 2 * m] = P
         self.power = P
-        for i in range(2 * n + 2 * m + 1):
-            if not isfinite(ydot[i]):
-                self.status = NOT_FINITE
-                return NOT_FINITE
-        self.status = OK
-        return OK
+        return self._finish(ydot, 2 * n + 2 * m + 1)
 
     def eval(self, double t, const double[::1] y, double[::1] ydot):
         """ydot[:size] = f(t, y[:size - 1]); returns the status (0 = OK)."""
@@ -936,6 +956,67 @@ cdef class CompiledGGL(CompiledODE):
         for k in range(repeat):
             self.c_eval(t, &y[0], &out[0])
         return (time.perf_counter() - t0) / repeat
+
+
+# ----------------------------------------------------------------------------------
+# the stiff (ADAMS-type, index-3) DAE form: f of diag(1, M, 0) y' = f for bdf
+# (NumPy reference: mbplugins.formulations.stiff.Stiff.rhs + the dynamic analysis'
+# work rate)
+# ----------------------------------------------------------------------------------
+cdef class CompiledStiff(CompiledGGL):
+    """``CompiledStiff(...)`` (the arguments of :class:`CompiledGGL`): the right-hand
+    side of the index-3 form of the stiff DAE method (spec/algorithms.md §4.6, §2.9)
+    of a planar system with a constant diagonal mass matrix, state
+    ``y = [q (n); s (n); lam (m); W]``:
+
+        f = [s;  Q + Phi_q^T lam;  Phi;  P_nc + lam . Phi_q s]
+
+    (mass ``diag(1, M, 0, 1)``: bdf's ``mass`` option).  The stages (time functions,
+    Phi_q, Phi, forces) and ``eval`` / ``work_row`` / ``timeit`` are CompiledGGL's;
+    ``size`` = 2n + m + 1."""
+
+    def __cinit__(self, *args, **kwargs):
+        # CompiledGGL.__cinit__ (run first, same arguments) checked the sizes
+        self.size = 2 * self.n + self.m + 1
+        self.yp = np.zeros(self.size)
+        self.fb = np.zeros(self.size)
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        """ydot[0:size] = f(t, y[0:size - 1]).  Returns a status code."""
+        cdef Py_ssize_t n = self.n, m = self.m, i, j, p
+        cdef const double* q = y
+        cdef const double* v = y + n
+        cdef const double* lam = y + 2 * n
+        cdef const double* J = &self.jdata[0]
+        cdef const double* Ji
+        cdef const double* Q = &self.Q[0]
+        cdef const double* phi = &self.phi[0]
+        cdef double P = 0.0, jv, li, a
+        cdef int status = self._stage(t, q, v, False, &P)
+        if status:
+            return status
+        for j in range(n):
+            ydot[j] = v[j]
+            ydot[n + j] = Q[j]
+        for i in range(m):
+            li = lam[i]
+            jv = 0.0
+            if self.sparse:
+                for p in range(self.indptr[i], self.indptr[i + 1]):
+                    j = self.indices[p]
+                    a = J[p]
+                    ydot[n + j] += a * li         # Phi_q^T lam
+                    jv += a * v[j]
+            else:
+                Ji = J + i * n
+                for j in range(n):
+                    ydot[n + j] += Ji[j] * li
+                    jv += Ji[j] * v[j]
+            ydot[2 * n + i] = phi[i]
+            P += li * jv                          # W' = P_nc + lam . (Phi_q s)
+        ydot[2 * n + m] = P
+        self.power = P
+        return self._finish(ydot, 2 * n + m + 1)
 
 
 # ----------------------------------------------------------------------------------

@@ -622,6 +622,11 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef bint hpow = h_power is not None
     cdef double[::1] hp = np.zeros(N) if h_power is None else np.array(h_power,
                                                                        dtype=np.float64)
+    # |h|^p by NumPy's power (bdf.py's ``h_abs ** h_power``): its vectorised pow is
+    # not libm's to the last bit, and the weights must be those of the Python driver
+    hp_arr = np.asarray(hp)
+    cdef double[::1] hwp = np.ones(N)
+    hwp_arr = np.asarray(hwp)
     cdef Py_ssize_t[::1] eidx = (np.arange(N, dtype=np.intp) if hpow or not alg_any
                                  else np.flatnonzero(np.asarray(mv) != 0.0).astype(np.intp))
     cdef Py_ssize_t ne = eidx.shape[0]
@@ -701,8 +706,9 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 psi[i] = psi[i] / bdf_gamma[k]
             hw = fabs(h)                    # bdf.py's local h_abs (the |h|^p weights)
             if hpow:
+                np.power(hw, hp_arr, out=hwp_arr)
                 for i in range(N):
-                    scale[i] = scale[i] / pow(hw, hp[i])
+                    scale[i] = scale[i] / hwp[i]
             c = h / bdf_gamma[k]
             if not jac_valid:
                 if use_cb:
@@ -840,7 +846,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 scale[i] = atol + rtol * fabs(ynew[i])
             if hpow:
                 for i in range(N):
-                    scale[i] = scale[i] / pow(hw, hp[i])
+                    scale[i] = scale[i] / hwp[i]
             err = _rms_idx(err_const[k], &d[0], &scale[0], &eidx[0], ne, tmp)
             if err > 1.0:
                 nrej += 1

@@ -167,16 +167,15 @@ def test_ggl_compiled_loop_equals_python_driver(examples, model, rtol):
 
 
 def test_dispatch(examples):
-    """ggl + bdf: the compiled loop when CompiledGGL applies; ``loop: python``, the
-    NumPy kernels and the other DAE form (stiff) keep the Python driver."""
+    """ggl + bdf: the compiled loop when CompiledGGL applies; ``loop: python`` and the
+    NumPy kernels keep the Python driver (stiff: tests/test_stiff_compiled.py)."""
     from mbcore.fastloop import compiled_loop_for
     from mbplugins.integrators.bdf import BDF
     m = Model.from_file(examples / "fourbar_dap.yaml")
     base = {"analysis": "dynamic", "t_end": 0.1, "output_step": 0.05, "integrator": "bdf"}
     for extra, loop in (({"formulation": "ggl"}, "compiled"),
                         ({"formulation": "ggl", "loop": "python"}, "python"),
-                        ({"formulation": "ggl", "kernels": "numpy"}, "python"),
-                        ({"formulation": "stiff"}, "python")):
+                        ({"formulation": "ggl", "kernels": "numpy"}, "python")):
         r = mbcore.run(m, settings={**base, **extra})
         assert r.stats["loop"] == loop, extra
     form = registry().get("formulation", "ggl")(m.compile(kernels="compiled"), {})

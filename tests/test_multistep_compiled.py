@@ -208,20 +208,21 @@ def test_stop_conditions_on_the_multistep_loop(examples, integrator):
 
 
 def test_what_keeps_the_python_driver(examples):
-    """The stiff DAE form (its reduced Newton system), post-step projections and
-    integrator subclasses that change the step stay on Python; ggl + bdf runs on the
-    compiled loop (tests/test_ggl_compiled.py)."""
+    """Post-step projections and integrator subclasses that change the step stay on
+    Python; ggl + bdf and stiff + bdf run on the compiled loop
+    (tests/test_ggl_compiled.py, tests/test_stiff_compiled.py)."""
     from mbcore.fastloop import compiled_loop_for
     from mbcore.plugins import registry
     from mbplugins.integrators.adams import AdamsPECE
     from mbplugins.integrators.bdf import BDF
     m = Model.from_file(examples / "fourbar_dap.yaml")
     base = {"analysis": "dynamic", "t_end": 0.1, "output_step": 0.05}
-    for form, integ in (("stiff", "bdf"), ("projection", "abm")):
+    for form, integ in (("projection", "abm"),):
         r = mbcore.run(m, settings={**base, "formulation": form, "integrator": integ})
         assert r.stats["loop"] == "python", (form, integ)
-    r = mbcore.run(m, settings={**base, "formulation": "ggl", "integrator": "bdf"})
-    assert r.stats["loop"] == "compiled"
+    for form in ("ggl", "stiff"):
+        r = mbcore.run(m, settings={**base, "formulation": form, "integrator": "bdf"})
+        assert r.stats["loop"] == "compiled", form
     for integ in ("abm", "bdf"):
         r = mbcore.run(m, settings={**base, "formulation": "di", "integrator": integ})
         assert r.stats["loop"] == "compiled"

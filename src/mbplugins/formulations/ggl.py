@@ -132,7 +132,7 @@ class GGL(Formulation):
 
 
 def _why_not_compiled(system, spatial: bool) -> str | None:
-    """The reason the GGL right-hand side keeps the NumPy path, or None."""
+    """The reason the GGL (or stiff) right-hand side keeps the NumPy path, or None."""
     if system.backend != "compiled":
         return "kernels: numpy"
     if spatial:
@@ -145,21 +145,23 @@ def _why_not_compiled(system, spatial: bool) -> str | None:
     return None
 
 
-def _compiled_ggl(system, spatial: bool):
-    """``_dynamics.CompiledGGL`` of a planar System of compiled elements (constant
-    diagonal mass; dense or CSR Jacobian), else None (spec/algorithms.md §4.6)."""
+def _compiled_ggl(system, spatial: bool, kind: str = "CompiledGGL"):
+    """``_dynamics.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
+    same arguments) of a planar System of compiled elements (constant diagonal mass;
+    dense or CSR Jacobian), else None (spec/algorithms.md §4.6)."""
     if _why_not_compiled(system, spatial) is not None:
         return None
     try:
-        from mbcore._ext._dynamics import CompiledGGL
-    except ImportError:              # pragma: no cover - an old build
+        from mbcore._ext import _dynamics
+        cls = getattr(_dynamics, kind)
+    except (ImportError, AttributeError):    # pragma: no cover - an old build
         return None
     kw = {} if system.dense else dict(
         indptr=np.ascontiguousarray(system._indptr, dtype=np.intp),
         indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
-    return CompiledGGL(system._evaluator, system._force_evaluator,
-                       system.ftable._impl if len(system.functions) else None,
-                       system.n, system.m, system._jdata, system._q_gravity, **kw)
+    return cls(system._evaluator, system._force_evaluator,
+               system.ftable._impl if len(system.functions) else None,
+               system.n, system.m, system._jdata, system._q_gravity, **kw)
 
 
 def jacobian_fd(self, t, y):

@@ -25,6 +25,12 @@ integration error, as the book describes.
 
 :func:`bdf_stiff_solve` is the fixed-step BDF-k driver of §4.6 built on
 :func:`reduced_newton_step` (a reference for the order of convergence).
+
+Planar models of compiled elements evaluate ``f`` and the work rate in one C call
+(``_dynamics.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
+compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
+arithmetic bit for bit); bdf then runs on the compiled loop (``_multistep.run_bdf``,
+which calls the hook back; spec §2.9, §4.6).
 """
 from __future__ import annotations
 
@@ -411,6 +417,14 @@ class Stiff(Formulation):
                                           else system.mass_diag, np.zeros(m)])
         pq, ps, pl, _ = self.H_POWER
         self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
+        # planar, compiled elements: f and the work rate in one C call
+        # (_dynamics.CompiledStiff, NumPy reference: rhs); bdf then runs on the
+        # compiled loop (spec/algorithms.md §2.9, §4.6)
+        from .ggl import _compiled_ggl, _why_not_compiled
+        self.compiled = _compiled_ggl(system, self.spatial, "CompiledStiff")
+        #: why the compiled right-hand side does not apply (None when it does)
+        self.compiled_reason = None if self.compiled is not None else \
+            _why_not_compiled(system, self.spatial)
 
     @property
     def size(self) -> int:
@@ -423,14 +437,27 @@ class Stiff(Formulation):
         return {"mass": np.concatenate([self.state_mass, np.ones(extra)]),
                 "h_power": np.concatenate([self.state_h_power,
                                            np.full(extra, float(self.H_POWER[3]))]),
-                # spatial: d f_s / d lam = M^-1 Phi_q^T refreshed with Phi_q
-                "newton_system": ReducedNewton(
-                    self.n, self.m,
-                    (lambda q, t: _phi_rows(self.system, q, t)) if self.spatial
-                    else self.system.jacobian_dense,
-                    (lambda y, t, P: _lam_columns(self.system, y[:self.n],
-                                                  y[self.n:2 * self.n], t, P))
-                    if self.spatial else None)}
+                "newton_system": self._newton_system()}
+
+    def _newton_system(self):
+        """The reduced Newton hook: ``_stiffnewton.ReducedNewtonC`` (the same
+        arithmetic in compiled code, bit for bit) where the compiled right-hand side
+        applies, else :class:`ReducedNewton` (spatial: d f_s / d lam = M^-1 Phi_q^T
+        refreshed with Phi_q)."""
+        if self.compiled is not None:
+            try:
+                from mbcore._ext._stiffnewton import ReducedNewtonC
+            except ImportError:          # pragma: no cover - an old build
+                pass
+            else:
+                return ReducedNewtonC(self.n, self.m, self.system.jacobian_dense)
+        return ReducedNewton(
+            self.n, self.m,
+            (lambda q, t: _phi_rows(self.system, q, t)) if self.spatial
+            else self.system.jacobian_dense,
+            (lambda y, t, P: _lam_columns(self.system, y[:self.n],
+                                          y[self.n:2 * self.n], t, P))
+            if self.spatial else None)
 
     def initialize(self, q, qd, t):
         """Consistent starting values: lam0 from the augmented system, s0 = qd0."""
