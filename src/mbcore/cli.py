@@ -1,4 +1,5 @@
-"""Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``."""
+"""Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``,
+``mbcore plot`` / ``mbcore animate`` (in :mod:`mbcore.cli_plot`)."""
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="validate a model file and describe the system")
     c.add_argument("model")
 
+    from .cli_plot import add_parsers as _add_plot_parsers
+    _add_plot_parsers(sub)
+
     args = p.parse_args(argv)
     if args.version:
         from . import __version__
@@ -45,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
             return _plugins()
         if args.cmd == "check":
             return _check(args)
+        if args.cmd == "plot":
+            from .cli_plot import cmd_plot
+            return cmd_plot(args)
+        if args.cmd == "animate":
+            from .cli_plot import cmd_animate
+            return cmd_animate(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED
