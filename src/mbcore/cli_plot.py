@@ -71,10 +71,10 @@ def _guard(fn, args) -> int:
     from .cli import EXIT_BAD_INPUT, EXIT_FAILED
     from .errors import MbcoreError, ModelError
     from .plotting import PlotError
-    from .result import ResultFileError
+    from .result import ResultFileError, ResultKeyError
     try:
         return fn(args)
-    except (KeyError, PlotError, ResultFileError, FileNotFoundError, ModelError) as exc:
+    except (ResultKeyError, PlotError, ResultFileError, FileNotFoundError, ModelError) as exc:
         msg = str(exc) if not isinstance(exc, FileNotFoundError) else \
             f"{exc.filename}: {exc.strerror}"
         return _fail(msg, EXIT_BAD_INPUT)

@@ -133,6 +133,10 @@ class Geometry:
     links: list[tuple[str, str, tuple, str, tuple]]
     length_unit: str = ""
     time_unit: str = "s"
+    #: joints between a point of body i and a point of body j, drawn as thin lines
+    #: (they show links such as distance or spherical-spherical constraints, and the
+    #: travel of a slider along its guide): ``(name, body_i, s_i, body_j, s_j)``
+    joint_links: list[tuple[str, str, tuple, str, tuple]] = field(default_factory=list)
 
     def positions(self, labels: Sequence[str], q: np.ndarray) -> dict[str, np.ndarray]:
         """Global coordinates of every body's points for the coordinates ``q``
@@ -148,11 +152,14 @@ class Geometry:
             out[name] = _transform(b, s, q, col)
         return out
 
-    def link_positions(self, labels, q) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    def link_positions(self, labels, q, *, joints: bool = False
+                       ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """Global end points ``(name, (N, d), (N, d))`` of :attr:`links` (or of
+        :attr:`joint_links` with ``joints=True``)."""
         col = {lab: k for k, lab in enumerate(labels)}
         q = np.atleast_2d(np.asarray(q, dtype=float))
         res = []
-        for name, bi, si, bj, sj in self.links:
+        for name, bi, si, bj, sj in (self.joint_links if joints else self.links):
             res.append((name, self._point(bi, si, q, col), self._point(bj, sj, q, col)))
         return res
 
@@ -251,13 +258,18 @@ def geometry(source) -> Geometry:
                 res.close()
         if not text or not text.strip():
             raise PlotError("the result carries no model text to draw the mechanism from")
-        m = Model.from_text(text, "json" if fmt == "json" else "yaml")
+        try:
+            m = Model.from_text(text, "json" if fmt == "json" else "yaml")
+        except MbcoreError as exc:
+            raise PlotError(f"cannot rebuild the model stored in the result to draw it: "
+                            f"{exc}") from exc
     from .plugins import registry as _registry
     reg = _registry()
     bk = m.body_kind
     bodies = {b.name: BodyShape(b.name, b.kind) for b in m.bodies}
     anchors: list = []
     links: list = []
+    jlinks: list = []
     for el in m.elements["joints"]:
         try:
             cls = reg.get("constraint", el.type, bk)
@@ -265,6 +277,7 @@ def geometry(source) -> Geometry:
             continue
         pts = [(k, p) for k, p in cls.params.items()
                if p.kind in ("vec2", "vec3") and p.on]
+        where: dict[str, tuple] = {}
         for key, p in pts:
             body = el.values.get(p.on)
             if body is None:
@@ -280,10 +293,14 @@ def geometry(source) -> Geometry:
                 if so is None or bo is None:
                     continue
                 s = _initial_local(m, body, _initial_global(m, bo, so))
+            where[key] = (body, tuple(float(x) for x in s))
             if body == m.ground:
                 _add_unique(anchors, el.name, s)
             elif body in bodies:
                 _add_unique(bodies[body].points, el.name, s)
+        if "point_i" in where and "point_j" in where \
+                and where["point_i"][0] != where["point_j"][0]:
+            jlinks.append((el.name, *where["point_i"], *where["point_j"]))
     for pnt in m.points:
         if pnt.body in bodies:
             _add_unique(bodies[pnt.body].points, pnt.name, pnt.at)
@@ -294,7 +311,8 @@ def geometry(source) -> Geometry:
             links.append((el.name, v["body_i"], tuple(v["point_i"]),
                           v["body_j"], tuple(v["point_j"])))
     return Geometry(m.dimensions, m.ground, bodies, anchors, links,
-                    length_unit=m.units.get("length", ""), time_unit=m.units.get("time", "s"))
+                    length_unit=m.units.get("length", ""), time_unit=m.units.get("time", "s"),
+                    joint_links=jlinks)
 
 
 # ------------------------------------------------------------------------- plot
@@ -381,8 +399,15 @@ class _Scene:
         unknown = [o for o in self.overlays if o not in ("time", "energy")]
         if unknown:
             raise PlotError(f"unknown overlay(s) {unknown}; available: 'time', 'energy'")
+        self._q = np.atleast_2d(np.asarray(q, dtype=float))
         self.pos = geo.positions(self.labels, q)          # {body: (N, npts, d)}
+        # body frame origins (a body with a single point off its origin is drawn as
+        # the bar from its origin to that point)
+        origin = Geometry(geo.dimensions, geo.ground,
+                          {n: BodyShape(n, b.kind) for n, b in geo.bodies.items()}, [], [])
+        self.origin = {n: p[:, 0] for n, p in origin.positions(self.labels, q).items()}
         self.links = geo.link_positions(self.labels, q)
+        self.jlinks = geo.link_positions(self.labels, q, joints=True)
         self.spatial = geo.dimensions == 3 or any(
             b.kind in ("spatial", "particle3") for b in geo.bodies.values())
         self.fig = fig
@@ -398,7 +423,7 @@ class _Scene:
         d = 3 if self.spatial else 2
         chunks = [p.reshape(-1, p.shape[-1])[:, :d] for p in self.pos.values()]
         chunks += [np.asarray([a for _, a in self.geo.anchors], dtype=float).reshape(-1, d)]
-        for _, a, b in self.links:
+        for _, a, b in self.links + self.jlinks:
             chunks += [a.reshape(-1, d), b.reshape(-1, d)]
         pts = np.concatenate([c for c in chunks if c.size] or [np.zeros((1, d))])
         return pts[np.all(np.isfinite(pts), axis=1)]
@@ -406,7 +431,9 @@ class _Scene:
     def _setup(self) -> None:
         pts = self._all_points()
         lo, hi = pts.min(axis=0), pts.max(axis=0)
-        span = float(max(np.max(hi - lo), 1e-9))
+        span = float(np.max(hi - lo))
+        if not span > 1e-9 * max(1.0, float(np.max(np.abs(pts)))):
+            span = max(1.0, 2.0 * float(np.max(np.abs(pts))))   # a single point: a unit box
         self.scale = span
         pad = 0.08 * span
         ax = self.ax
@@ -452,12 +479,33 @@ class _Scene:
                 self.artists[f"fill:{name}"] = fill
             self.artists[f"body:{name}"] = line
             self.artists[f"joints:{name}"] = joints
-        for k, (name, _, _) in enumerate(self.links):
+        # spatial bodies with fewer than two points: their body axes (x, y, z), so
+        # that rotation shows
+        self.triads: dict[str, np.ndarray] = {}
+        if self.spatial:
+            h = 0.15 * self.scale
+            for name, b in self.geo.bodies.items():
+                if b.kind == "spatial" and len(b.points) < 2:
+                    ends = _transform(b, h * np.eye(3), self._q,
+                                      {lab: k for k, lab in enumerate(self.labels)})
+                    self.triads[name] = ends
+                    for c, colr in zip("xyz", ("#d62728", "#2ca02c", "#1f77b4")):
+                        ln, = ax.plot([], [], [], "-", lw=1.5, color=colr,
+                                      gid=f"axis:{name}.{c}")
+                        self.artists[f"axis:{name}.{c}"] = ln
+        for name, _, _ in self.links:
             if self.spatial:
                 ln, = ax.plot([], [], [], "--", lw=1, color="0.3", gid=f"link:{name}")
             else:
                 ln, = ax.plot([], [], "--", lw=1, color="0.3", gid=f"link:{name}", zorder=1)
             self.artists[f"link:{name}"] = ln
+        for name, _, _ in self.jlinks:
+            if self.spatial:
+                ln, = ax.plot([], [], [], "-", lw=1.2, color="0.45", gid=f"jlink:{name}")
+            else:
+                ln, = ax.plot([], [], "-", lw=1.2, color="0.45", gid=f"jlink:{name}",
+                              zorder=1)
+            self.artists[f"jlink:{name}"] = ln
         txt = []
         if "time" in self.overlays:
             txt.append("time")
@@ -510,15 +558,21 @@ class _Scene:
             line = self.artists[f"body:{name}"]
             joints = self.artists[f"joints:{name}"]
             n = self.geo.bodies[name].points
+            bar = (len(n) == 1 and float(np.max(np.abs(p[0] - self.origin[name][i])))
+                   > 1e-6 * self.scale)
             if self.spatial:
                 o = self._outline(p, closed=p.shape[0] > 2)
-                if p.shape[0] == 1:
+                if bar:
+                    o = np.vstack([self.origin[name][i], p[0]])
+                elif p.shape[0] == 1:
                     o = np.vstack([p, p])
                 line.set_data_3d(o[:, 0], o[:, 1], o[:, 2])
                 joints.set_data_3d(p[:, 0], p[:, 1], p[:, 2])
             else:
                 o = self._outline(p, closed=True)
-                if p.shape[0] == 1:     # a single point: a short block around it
+                if bar:                 # a single point off the origin: a bar
+                    o = np.vstack([self.origin[name][i], p[0]])
+                elif p.shape[0] == 1:   # a single point (or none): a block around it
                     h = 0.025 * self.scale
                     x, y = p[0]
                     o = np.array([[x - h, y - h], [x + h, y - h], [x + h, y + h],
@@ -531,8 +585,15 @@ class _Scene:
                     joints.set_data(p[:, 0], p[:, 1])
                 else:
                     joints.set_data([], [])
-        for name, a, b in self.links:
-            ln = self.artists[f"link:{name}"]
+        for name, ends in self.triads.items():
+            o = self.origin[name][i]
+            for k, c in enumerate("xyz"):
+                e = ends[i, k]
+                self.artists[f"axis:{name}.{c}"].set_data_3d(
+                    [o[0], e[0]], [o[1], e[1]], [o[2], e[2]])
+        for pref, name, a, b in [("link", *x) for x in self.links] + \
+                [("jlink", *x) for x in self.jlinks]:
+            ln = self.artists[f"{pref}:{name}"]
             if self.spatial:
                 ln.set_data_3d([a[i, 0], b[i, 0]], [a[i, 1], b[i, 1]], [a[i, 2], b[i, 2]])
             else:
