@@ -100,6 +100,39 @@ def test_cli_animate_dynamic_with_energy_overlay(runs, tmp_path):
     assert main(["animate", str(runs["slider_dyn"]), "-o", str(out), "--dpi", "40"]) == 0
     with Image.open(out) as img:
         assert img.n_frames == 7
+    with Result(runs["slider_dyn"]) as res:
+        fig = plotting.snapshot(res, 0.1, tmp_path / "dyn.png")
+        e = res["energy/total"][2]
+    art = {a.get_gid(): a for ax in fig.axes for a in ax.get_children() if a.get_gid()}
+    text = art["overlay"].get_text()
+    assert "t = 0.1 s" in text and f"E = {e:.5g}" in text
+    # no energy channel (kinematic run), or no overlays: no energy line
+    fig = plotting.snapshot(runs["fourbar"], 0.1, overlays=("time",))
+    art = {a.get_gid(): a for ax in fig.axes for a in ax.get_children() if a.get_gid()}
+    assert art["overlay"].get_text() == "t = 0.1 s"
+    import matplotlib.pyplot as plt
+    plt.close("all")
+
+
+def test_slider_guide_and_spatial_links_in_geometry(runs):
+    geo = plotting.geometry(runs["slider"])
+    assert "slide" in [n for n, *_ in geo.joint_links]
+    fig = plotting.snapshot(runs["slider"], 1.0)
+    gids = {a.get_gid() for ax in fig.axes for a in ax.get_children()}
+    assert "jlink:slide" in gids                              # the slider's guide line
+    assert "jlink:A" not in gids and "jlink:B" not in gids     # pins: no line
+    geo = plotting.geometry(runs["spatial"])
+    assert geo.dimensions == 3
+    # point B coincides with the hooke joint: drawn once
+    assert [lab for lab, _ in geo.bodies["coupler"].points] == ["pin", "hooke"]
+    assert [lab for lab, _ in geo.anchors] == ["pivot", "guide"]
+
+
+@pytest.mark.skipif(__import__("shutil").which("ffmpeg") is None, reason="no ffmpeg")
+def test_cli_animate_mp4(runs, tmp_path):
+    out = tmp_path / "a.mp4"
+    assert main(["animate", str(runs["fourbar"]), "-o", str(out), "--dpi", "40"]) == 0
+    assert out.stat().st_size > 1000
 
 
 def test_spatial_animates(runs, tmp_path):

@@ -407,7 +407,12 @@ class _Scene:
                           {n: BodyShape(n, b.kind) for n, b in geo.bodies.items()}, [], [])
         self.origin = {n: p[:, 0] for n, p in origin.positions(self.labels, q).items()}
         self.links = geo.link_positions(self.labels, q)
-        self.jlinks = geo.link_positions(self.labels, q, joints=True)
+        # joints whose two points stay together (revolute, spherical...) need no line
+        ext = np.concatenate([p.reshape(-1, p.shape[-1]) for p in self.pos.values()] or
+                             [np.zeros((1, 2))])
+        tol = 1e-6 * max(1.0, float(np.ptp(ext, axis=0).max()) if ext.size else 1.0)
+        self.jlinks = [(n, a, b) for n, a, b in geo.link_positions(self.labels, q, joints=True)
+                       if float(np.max(np.abs(a - b), initial=0.0)) > tol]
         self.spatial = geo.dimensions == 3 or any(
             b.kind in ("spatial", "particle3") for b in geo.bodies.values())
         self.fig = fig
@@ -518,6 +523,7 @@ class _Scene:
                 ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top",
                         family="monospace", fontsize=9,
                         bbox=dict(fc="white", ec="0.7", alpha=0.8))
+            self.text.set_gid("overlay")
             self.artists["overlay"] = self.text
 
     def _draw_anchors(self) -> None:
