@@ -360,8 +360,8 @@ def plot(result, series: str | Sequence[str], output=None, *, t0: float | None =
             ylab = ch + (f" [{info.unit}]" if info.unit else "")
             ax.set_ylabel(ylab)
             ax.grid(True, alpha=0.3)
-            if len(idx) > 1 or len(groups) == 1:
-                ax.legend(loc="best", fontsize="small")
+            if (len(idx) > 1 or len(groups) == 1) and len(idx) <= 12:
+                ax.legend(loc="best", fontsize="small")     # wide channels: no legend
         axes[-1].set_xlabel(f"t [{tu}]" if tu else "t")
         fig.suptitle(title if title is not None else (res.model_name or ""))
         fig.tight_layout()
@@ -640,7 +640,8 @@ def snapshot(result, t: float | None = None, output=None, *, overlays=("time", "
 
     Artists carry ids (``Artist.get_gid()``): ``body:<name>`` (the outline),
     ``joints:<name>`` (the body's points, in the order of :func:`geometry`),
-    ``ground``, ``link:<name>`` and ``overlay``."""
+    ``ground``, ``link:<name>`` (forces), ``jlink:<name>`` (joints whose points
+    move apart), ``axis:<body>.x|y|z`` and ``overlay``."""
     if output is not None:
         output = _check_ext(output, PLOT_FORMATS, "image")
     _mpl()
