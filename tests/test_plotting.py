@@ -121,6 +121,8 @@ def test_slider_guide_and_spatial_links_in_geometry(runs):
     gids = {a.get_gid() for ax in fig.axes for a in ax.get_children()}
     assert "jlink:slide" in gids                              # the slider's guide line
     assert "jlink:A" not in gids and "jlink:B" not in gids     # pins: no line
+    import matplotlib.pyplot as plt
+    plt.close(fig)
     geo = plotting.geometry(runs["spatial"])
     assert geo.dimensions == 3
     # point B coincides with the hooke joint: drawn once

@@ -1,5 +1,4 @@
-"""Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``,
-``mbcore plot`` / ``mbcore animate`` (in :mod:`mbcore.cli_plot`)."""
+"""Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``."""
 from __future__ import annotations
 
 import argparse
