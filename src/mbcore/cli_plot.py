@@ -10,7 +10,7 @@ PLOT_EXAMPLES = """\
 examples:
   mbcore plot kap.h5 q/crank.phi q/follower.phi -o angles.png
   mbcore plot run.h5 energy --t0 0 --t1 2 -o energy.pdf
-  mbcore plot run.h5 reactions/A.x.fx qd -o forces.svg
+  mbcore plot run.h5 reactions/A.i.fx qd -o forces.svg
 
 Series are named as the result names its columns (see `mbcore info RESULT`): a whole
 channel (q, energy...), channel/label (q/crank.phi) or a bare label (crank.phi)."""
