@@ -22,8 +22,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _build(args, outdir):
+def _have_build_deps() -> bool:
+    import importlib.util
+    return all(importlib.util.find_spec(m) for m in ("Cython", "numpy", "setuptools", "wheel"))
+
+
+def _build(args, outdir, isolation=True):
+    """``python -m build``; an sdist alone may skip the isolated build environment
+    (installing numpy, scipy, Cython there takes a minute) when this one has them."""
     pytest.importorskip("build", reason="the 'build' package (test extra) is not installed")
+    if not isolation and _have_build_deps():
+        args = [*args, "--no-isolation", "--skip-dependency-check"]
     r = subprocess.run([sys.executable, "-m", "build", *args, "--outdir", str(outdir), str(ROOT)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -49,7 +58,7 @@ def _check_sdist(path: Path) -> None:
 
 
 def test_sdist_has_cython_sources_and_nothing_built(tmp_path):
-    _build(["--sdist"], tmp_path)
+    _build(["--sdist"], tmp_path, isolation=False)
     (sdist,) = tmp_path.glob("mbcore-*.tar.gz")
     _check_sdist(sdist)
 
@@ -100,3 +109,22 @@ def test_wheel_installs_into_fresh_venv_and_passes_quick_tests(tmp_path):
                         str(ROOT / "tests")], capture_output=True, text=True, cwd=work)
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-3000:]
     assert " passed" in r.stdout
+
+
+def test_cibuildwheel_lists_the_intended_build_identifiers():
+    """``cibuildwheel --print-build-identifiers`` (offline: it only reads and validates
+    the configuration) lists CPython 3.11-3.13 on manylinux x86_64 and aarch64, and
+    nothing else (no musllinux, no i686, no PyPy)."""
+    import shutil
+    exe = shutil.which("cibuildwheel")
+    if exe is None:
+        pytest.skip("cibuildwheel is not installed (pip install cibuildwheel)")
+    r = subprocess.run([exe, "--print-build-identifiers", "--platform", "linux"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    ids = set(r.stdout.split())
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    pys = [sel.rstrip("-*") for sel in cfg["build"].split()]
+    archs = cfg["linux"]["archs"]
+    assert ids == {f"{py}-manylinux_{a}" for py in pys for a in archs}
+    assert {"cp311", "cp312", "cp313"} <= set(pys) and set(archs) == {"x86_64", "aarch64"}
