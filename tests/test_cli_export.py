@@ -165,3 +165,32 @@ def test_library_warnings_go_through_logging(capsys):
     assert "not shown" not in capsys.readouterr().err
     logging.captureWarnings(False)
     configure_logging(A())
+
+
+def test_export_of_a_file_being_written(tmp_path, capsys):
+    from mbcore.reporting import Channel, RunInfo
+    from mbplugins.reporters.hdf5 import HDF5Reporter
+    path = tmp_path / "run.h5"
+    rep = HDF5Reporter(path, block_rows=4, flush_seconds=0.0)
+    rep.start(RunInfo(analysis="test", channels=[Channel("q", ["a", "b"])]))
+    try:
+        for i in range(6):
+            rep.record(0.5 * i, {"q": np.array([i, 2.0 * i])})
+        rep.flush()
+        assert main(["export", str(path), "-o", "-"]) == 0
+        cap = capsys.readouterr()
+        assert "still being written" in cap.err
+        header, data = _read_csv(cap.out)
+        assert header == ["t", "q/a", "q/b"]
+        np.testing.assert_array_equal(data, [[0.5 * i, i, 2.0 * i] for i in range(6)])
+    finally:
+        rep.finish("finished", "", {})
+
+
+def test_csv_progress_bar_writes_the_same_text(kap_h5):
+    with Result(kap_h5) as res:
+        plain, chunked = io.StringIO(), io.StringIO()
+        res.to_csv(plain)
+        res.to_csv(chunked, progress=True, chunk_rows=7)   # several chunks, bar on stderr
+        assert plain.getvalue() == chunked.getvalue()
+        assert len(plain.getvalue().splitlines()) == len(res) + 1
