@@ -1,19 +1,27 @@
-"""Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``."""
+"""Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``,
+``mbcore check|validate MODEL``, ``mbcore export RESULT.h5`` (see ``mbcore CMD --help``)."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 
 from .errors import MbcoreError
 
+log = logging.getLogger("mbcore.cli")
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="mbcore", description="multibody analysis")
+    from . import cli_export as X
+    p = argparse.ArgumentParser(prog="mbcore", description="multibody analysis",
+                                parents=[X.verbosity_parent()], epilog=X.EPILOG_MAIN,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = p.add_subparsers(dest="cmd")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run the analysis of a model file, write HDF5")
+    r = sub.add_parser("run", help="run the analysis of a model file, write HDF5",
+                       **X.subparser_kw("run"))
     r.add_argument("model", help="model file (.yaml, .yml or .json)")
     r.add_argument("-o", "--output", help="HDF5 result file (default: MODEL.h5)")
     r.add_argument("-a", "--analysis", help="analysis to run (default: settings.analysis)")
@@ -21,20 +29,26 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--step", type=float, help="override settings.output_step")
     r.add_argument("--kernels", choices=("compiled", "numpy"),
                    help="evaluation path (default: $MBCORE_KERNELS or compiled)")
-    r.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
 
-    i = sub.add_parser("info", help="summarise an HDF5 result file")
+    i = sub.add_parser("info", help="summarise an HDF5 result file", **X.subparser_kw("info"))
     i.add_argument("result")
 
-    sub.add_parser("plugins", help="list every installed type and its plugin")
+    sub.add_parser("plugins", help="list every installed type and its plugin",
+                   **X.subparser_kw("plugins"))
 
-    c = sub.add_parser("check", help="validate a model file and describe the system")
+    c = sub.add_parser("check", help="validate a model file and describe the system",
+                       **X.subparser_kw("check"))
     c.add_argument("model")
+    X.add_parsers(sub)      # validate, export
 
     from .cli_plot import add_parsers as _add_plot_parsers
     _add_plot_parsers(sub)
 
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as exc:       # --help: 0; usage errors: 2
+        return int(exc.code or 0)
+    X.configure_logging(args)
     if args.version:
         from . import __version__
         print(f"mbcore {__version__}")
@@ -54,9 +68,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "animate":
             from .cli_plot import cmd_animate
             return cmd_animate(args)
+        if args.cmd == "validate":
+            return X.cmd_validate(args)
+        if args.cmd == "export":
+            return X.cmd_export(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED
+    except FileNotFoundError as exc:
+        print(f"mbcore: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     p.print_help()
     return EXIT_BAD_INPUT
 
@@ -69,10 +90,12 @@ EXIT_BAD_INPUT = 2
 
 def _bad_input(exc: BaseException) -> bool:
     from .errors import ModelError, PluginError
-    return isinstance(exc, (ModelError, PluginError))
+    from .result import ResultFileError
+    return isinstance(exc, (ModelError, PluginError, ResultFileError))
 
 
 def _run(args) -> int:
+    from . import cli_export as X
     from .model import Model
     from .result import Result
     from .runner import run
@@ -86,9 +109,12 @@ def _run(args) -> int:
     failed = None
     existed = out.exists()
     mtime = out.stat().st_mtime_ns if existed else None
+    quiet = X.quiet(args)
+    log.info("running %s (analysis %s), writing %s", args.model,
+             args.analysis or model.settings.get("analysis") or "kinematic", out)
     try:
         run(model, analysis=args.analysis, settings=overrides, output=out,
-            progress=not args.quiet, kernels=args.kernels)
+            progress=not quiet, kernels=args.kernels)
     except MbcoreError as exc:
         failed = exc
     written = out.exists() and (not existed or out.stat().st_mtime_ns != mtime)
@@ -96,7 +122,7 @@ def _run(args) -> int:
         # validation, settings, plugins, the output path: nothing was run
         print(f"mbcore: error: {failed}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if written and not args.quiet:
+    if written and not quiet:
         with Result(out) as res:
             print(res.summary())
     if failed is not None:

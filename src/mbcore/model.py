@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ import numpy as np
 
 from . import schema as S
 from .errors import ModelError, UnknownTypeError
+
+_log = logging.getLogger(__name__)
 from .schema import NamedPoint, ValidationContext
 
 TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", "gravity",
@@ -502,7 +505,9 @@ class Model:
         except OSError as exc:
             raise ModelError("", f"cannot read model file '{p}': {exc.strerror}") from None
         fmt = "json" if p.suffix.lower() == ".json" else "yaml"
-        return cls.from_text(text, fmt, registry=registry, path=str(p))
+        m = cls.from_text(text, fmt, registry=registry, path=str(p))
+        _log.debug("read %s (%s, %d characters): %r", p, fmt, len(text), m)
+        return m
 
     def __repr__(self) -> str:
         nj = len(self.elements["joints"])

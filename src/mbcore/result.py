@@ -27,6 +27,7 @@ import datetime as _dt
 import difflib
 import errno
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -35,6 +36,8 @@ import numpy as np
 
 from mbcore.errors import MbcoreError
 from mbcore.reporting import Channel, Row, RunInfo
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "SCHEMA", "LAYOUT_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
@@ -161,6 +164,16 @@ def record_error(name: str, width: int, data: Any, exc: BaseException, t: Any) -
         shape = "?"
     return ValueError(f"record(t={t!r}): channel {name!r} expects a 1-D array of "
                       f"{width} values, got shape {shape} ({exc})")
+
+
+def _optional(module: str, extra: str):
+    """Import an optional dependency or raise an ImportError naming the extra."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError(f"{module} is needed for this (an optional dependency): "
+                          f"pip install 'mbcore[{extra}]'") from e
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -299,10 +312,15 @@ class ResultBase:
         return self.channel(name).width
 
     def series(self, name: str) -> np.ndarray:
-        """Channel ``name`` as a read-only array of shape (N, width)."""
+        """Channel ``name`` as a read-only array of shape (N, width); a column key
+        (``"q/crank.phi"``, ``"energy/kinetic"``, ``"reactions/J1.i.fx"``, a bare
+        label, ``"t"``) gives that column, shape (N,), as ``res[key]`` does."""
         a = self._series_cache.get(name)
         if a is None:
             if name not in self._chan_by_name:
+                if isinstance(name, str) and (name == "t" or any(s in name for s in SEPARATORS)
+                                              or name in self._index()):
+                    return self[name]
                 raise self._unknown(name, what="channel", candidates=self.channels)
             a = self._read_series(name)
             a = _readonly(a)
@@ -399,6 +417,186 @@ class ResultBase:
         return True
 
     __iter__ = None  # not a mapping: iterate over res.channels instead
+
+    # --- named columns, time slicing, export ----------------------------------------------
+    def columns(self, channels: str | Sequence[str] | None = None) -> list[str]:
+        """Full names ``"<channel>/<label>"`` of every column of ``channels`` (all
+        channels by default; a comma-separated string is accepted), in channel
+        then column order.  Each name is a valid ``res[name]`` / ``res.series(name)``
+        key.  A column without a label (or whose label repeats within its channel)
+        is named ``"<channel>/<index>"`` (``res[...]`` does not resolve that form;
+        use ``res.series(channel)[:, index]``)."""
+        out = []
+        for ch in self._select_channels(channels):
+            labels = self._chan_by_name[ch].labels
+            w = self.width(ch)
+            for k in range(w):
+                lab = labels[k] if k < len(labels) else ""
+                if not lab or labels.count(lab) > 1:
+                    lab = str(k)
+                out.append(f"{ch}/{lab}")
+        return out
+
+    def _select_channels(self, channels: str | Sequence[str] | None) -> list[str]:
+        if channels is None:
+            return self.channels
+        if isinstance(channels, str):
+            channels = [c.strip() for c in channels.split(",") if c.strip()]
+        chans = []
+        for c in channels:
+            if c not in self._chan_by_name:
+                raise self._unknown(c, what="channel", candidates=self.channels)
+            if c not in chans:
+                chans.append(c)
+        return chans
+
+    def _row_slice(self, t0: float | None, t1: float | None) -> slice:
+        t = self._t
+        i0 = 0 if t0 is None else int(np.searchsorted(t, t0, side="left"))
+        i1 = len(t) if t1 is None else int(np.searchsorted(t, t1, side="right"))
+        return slice(i0, max(i0, i1))
+
+    def between(self, t0: float | None = None, t1: float | None = None, *,
+                channels: str | Sequence[str] | None = None) -> "MemoryResult":
+        """The rows with ``t0 <= t <= t1`` (either bound may be None: open) as a
+        :class:`MemoryResult` with the same description (status, settings, events
+        within the interval...); ``channels`` keeps only those channels.  Times are
+        assumed non-decreasing, as the analyses write them."""
+        if t0 is not None and t1 is not None and t1 < t0:
+            raise ValueError(f"between(t0={t0}, t1={t1}): t1 is before t0")
+        sl = self._row_slice(t0, t1)
+        chans = self._select_channels(channels)
+        info = RunInfo(analysis=self.analysis,
+                       channels=[self.channel(c) for c in chans],
+                       model_name=self.model_name, model_format=self.model_format,
+                       model_text=self.model_text, settings=self.settings,
+                       versions=self.versions, metadata=self.metadata)
+        lo = -np.inf if t0 is None else t0
+        hi = np.inf if t1 is None else t1
+        return MemoryResult(info=info, t=np.array(self._t[sl]),
+                            series={c: np.array(self.series(c)[sl]) for c in chans},
+                            status=self.status, reason=self.reason, stats=self.stats,
+                            events=[e for e in self._events if lo <= e.t <= hi],
+                            created=self.created, finished=self.finished)
+
+    def at(self, t: float, *, method: str = "linear",
+           channels: str | Sequence[str] | None = None) -> dict[str, Any]:
+        """Values at time ``t`` as a dict ``{"t": time, "<channel>/<label>": value}``
+        (names of :meth:`columns`).  ``method="linear"`` interpolates linearly between
+        the two neighbouring rows (``t`` must lie within ``[t[0], t[-1]]``, else
+        ``ValueError``; the returned ``"t"`` is ``t``); ``method="nearest"`` takes the
+        nearest row (the earlier one on a tie) and returns its own time.  Integer-valued
+        channels (``integrator/order``...) are interpolated like the others."""
+        if method not in ("linear", "nearest"):
+            raise ValueError(f"method must be 'linear' or 'nearest', got {method!r}")
+        tt = self._t
+        n = len(tt)
+        if n == 0:
+            raise ValueError("at(): the result has no rows")
+        t = float(t)
+        chans = self._select_channels(channels)
+        if method == "nearest":
+            i = int(np.searchsorted(tt, t))
+            if i >= n or (i > 0 and abs(t - tt[i - 1]) <= abs(tt[i] - t)):
+                i = max(i - 1, 0)
+            row = {"t": float(tt[i])}
+            vals = [self.series(c)[i] for c in chans]
+        else:
+            if not (tt[0] <= t <= tt[-1]):
+                raise ValueError(f"at({t:g}): outside the recorded times "
+                                 f"[{tt[0]:g}, {tt[-1]:g}] (method='nearest' clamps)")
+            i = int(np.searchsorted(tt, t, side="right")) - 1
+            i = min(max(i, 0), n - 1)
+            if i == n - 1 or tt[i] == t or tt[i + 1] == tt[i]:
+                vals = [self.series(c)[i] for c in chans]
+            else:
+                w = (t - tt[i]) / (tt[i + 1] - tt[i])
+                vals = [(1 - w) * self.series(c)[i] + w * self.series(c)[i + 1] for c in chans]
+            row = {"t": t}
+        names = self.columns(chans)
+        flat = np.concatenate([np.asarray(v, dtype=np.float64) for v in vals]) if vals else []
+        row.update({k: float(v) for k, v in zip(names, flat)})
+        return row
+
+    def _matrix(self, channels, t0, t1) -> tuple[np.ndarray, list[str], np.ndarray]:
+        chans = self._select_channels(channels)
+        sl = self._row_slice(t0, t1)
+        t = np.array(self._t[sl])
+        blocks = [self.series(c)[sl] for c in chans]
+        data = np.hstack(blocks) if blocks else np.empty((len(t), 0))
+        return t, self.columns(chans), data
+
+    def to_pandas(self, channels: str | Sequence[str] | None = None, *,
+                  t0: float | None = None, t1: float | None = None,
+                  multiindex: bool = False):
+        """A ``pandas.DataFrame`` indexed by ``t`` (index name ``"t"``) with one
+        column per channel column, named ``"<channel>/<label>"`` (:meth:`columns`),
+        or with ``multiindex=True`` a two-level column index ``(channel, label)``.
+        Needs pandas: ``pip install mbcore[pandas]``."""
+        pd = _optional("pandas", "pandas")
+        t, names, data = self._matrix(channels, t0, t1)
+        if multiindex:
+            cols = pd.MultiIndex.from_tuples([tuple(n.split("/", 1)) for n in names],
+                                             names=["channel", "label"])
+        else:
+            cols = pd.Index(names)
+        return pd.DataFrame(data, index=pd.Index(t, name="t"), columns=cols, copy=True)
+
+    def to_xarray(self, channels: str | Sequence[str] | None = None, *,
+                  t0: float | None = None, t1: float | None = None):
+        """An ``xarray.Dataset``: one variable per channel, dims ``("t", "<channel>_label")``,
+        coordinate ``t`` and the channel's labels; attributes ``description``/``unit``
+        per variable and ``analysis``, ``model_name``, ``status`` on the dataset.
+        Needs xarray: ``pip install mbcore[xarray]``."""
+        xr = _optional("xarray", "xarray")
+        chans = self._select_channels(channels)
+        sl = self._row_slice(t0, t1)
+        t = np.array(self._t[sl])
+        data_vars = {}
+        for c in chans:
+            ch = self._chan_by_name[c]
+            dim = f"{c}_label"
+            labels = self.columns([c])
+            data_vars[c] = xr.DataArray(
+                np.array(self.series(c)[sl]), dims=("t", dim),
+                coords={"t": t, dim: [lab.split("/", 1)[1] for lab in labels]},
+                attrs={"description": ch.description, "unit": ch.unit})
+        return xr.Dataset(data_vars, coords={"t": t},
+                          attrs={"analysis": self.analysis, "model_name": self.model_name,
+                                 "status": self.status})
+
+    def to_csv(self, file, channels: str | Sequence[str] | None = None, *,
+               t0: float | None = None, t1: float | None = None,
+               progress: bool = False, chunk_rows: int = 10000) -> int:
+        """Write rows (``t0 <= t <= t1``) as CSV to ``file`` (a path or a text
+        stream): header ``t,<channel>/<label>,...`` (:meth:`columns`), numbers with
+        ``repr`` precision (round-trip exact).  Returns the number of rows written.
+        ``progress`` shows a tqdm bar (on stderr) for large results."""
+        import csv
+        t, names, data = self._matrix(channels, t0, t1)
+        own = not hasattr(file, "write")
+        fh = open(file, "w", newline="", encoding="utf-8") if own else file
+        try:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(["t", *names])
+            n = len(t)
+            bar = None
+            if progress and n > chunk_rows:
+                from tqdm import tqdm
+                bar = tqdm(total=n, unit="row", delay=0.5, leave=False)
+            for i0 in range(0, n, chunk_rows):
+                i1 = min(n, i0 + chunk_rows)
+                block = np.column_stack([t[i0:i1], data[i0:i1]])
+                w.writerows([[repr(float(x)) for x in row] for row in block])
+                if bar is not None:
+                    bar.update(i1 - i0)
+            if bar is not None:
+                bar.close()
+        finally:
+            if own:
+                fh.close()
+        _log.debug("wrote %d rows x %d columns as CSV", len(t), len(names) + 1)
+        return len(t)
 
     # --- derived channels ------------------------------------------------------------
     def orientation(self, body: str, convention: str = "bryant_123",
@@ -584,15 +782,8 @@ class Result(ResultBase):
             raise FileNotFoundError(errno.ENOENT, "no such result file", str(self.path))
         if self.path.is_dir():
             raise ResultFileError(f"{self.path}: is a directory, not a result file")
-        kw = {"locking": False} if live else {}
-        try:
-            f = h5py.File(self.path, "r", **kw)
-        except OSError as e:
-            if "lock" in str(e).lower():
-                raise ResultFileError(
-                    f"{self.path}: the file is open for writing by another process (a run in "
-                    f"progress?); Result(path, live=True) reads the rows flushed so far") from e
-            raise ResultFileError(f"{self.path}: not an HDF5 file ({e})") from e
+        self.live = live
+        f = self._open(h5py)
         self._f = f
         try:
             self._load(f)
@@ -600,6 +791,57 @@ class Result(ResultBase):
             f.close()
             raise
         super().__init__()
+
+    def _open(self, h5py):
+        """Open read-only.  A file that says it is written in SWMR mode (root attribute
+        ``swmr`` true, or a writer holding it in SWMR mode) is opened with
+        ``swmr=True``; ``live`` disables HDF5 file locking otherwise."""
+        kw = {"locking": False} if self.live else {}
+        self.swmr = False
+        try:
+            f = h5py.File(self.path, "r", **kw)
+        except OSError as e:
+            msg = str(e).lower()
+            try:  # a writer in SWMR mode holds the file: a SWMR reader may open it
+                f = h5py.File(self.path, "r", swmr=True)
+                self.swmr = True
+                return f
+            except OSError:
+                pass
+            if "lock" in msg or "already open" in msg:
+                raise ResultFileError(
+                    f"{self.path}: the file is open for writing by another process (a run in "
+                    f"progress?); Result(path, live=True) reads the rows flushed so far") from e
+            raise ResultFileError(f"{self.path}: not an HDF5 file ({e})") from e
+        try:
+            says_swmr = bool(f.attrs.get("swmr", False))
+        except Exception:  # pragma: no cover - defensive
+            says_swmr = False
+        if says_swmr and _attr_str(f.attrs, "status", "running") == "running":
+            try:
+                g = h5py.File(self.path, "r", swmr=True)
+            except OSError:
+                return f  # not actually in SWMR mode now: keep the plain handle
+            f.close()
+            self.swmr = True
+            return g
+        return f
+
+    def refresh(self) -> "Result":
+        """Re-read a file that is still being written: reopen it and pick up the rows
+        (and status, stats, events) flushed since; caches are dropped.  Returns self."""
+        import h5py
+        self.close()
+        f = self._open(h5py)
+        self._f = f
+        try:
+            self._load(f)
+        except BaseException:
+            f.close()
+            self._f = None
+            raise
+        ResultBase.__init__(self)
+        return self
 
     def _load(self, f) -> None:
         a = f.attrs
