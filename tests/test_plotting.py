@@ -230,10 +230,9 @@ def test_missing_result_and_empty_window(runs, tmp_path, capsys):
 
 def test_help_has_examples(capsys):
     for cmd in ("plot", "animate"):
-        with pytest.raises(SystemExit) as exc:
-            main([cmd, "--help"])
-        assert exc.value.code == 0
-        assert "examples:" in capsys.readouterr().out
+        assert main([cmd, "--help"]) == 0           # argparse's exit, returned
+        out = capsys.readouterr().out
+        assert "examples:" in out and "--quiet" in out
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch):
@@ -247,3 +246,9 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake)
     with pytest.raises(plotting.PlotError, match=r"pip install 'mbcore\[plot\]'"):
         plotting._mpl()
+
+
+def test_quiet_prints_nothing_on_success(runs, tmp_path, capsys):
+    out = tmp_path / "q.png"
+    assert main(["plot", str(runs["fourbar"]), "q", "-o", str(out), "-q"]) == 0
+    assert out.is_file() and capsys.readouterr().out == ""

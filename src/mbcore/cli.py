@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     X.add_parsers(sub)      # validate, export
 
     from .cli_plot import add_parsers as _add_plot_parsers
-    _add_plot_parsers(sub)
+    _add_plot_parsers(sub, parents=[X.verbosity_parent()])
 
     try:
         args = p.parse_args(argv)

@@ -26,9 +26,16 @@ outline through their joints and points, spatial models as a 3-D stick figure, w
 the time and (when recorded) the energies overlaid."""
 
 
-def add_parsers(sub) -> None:
-    """Add the ``plot`` and ``animate`` subcommands to ``sub``."""
-    p = sub.add_parser("plot", help="plot result series against time (PNG/PDF/SVG)",
+def _done(args, path) -> None:
+    """The success message (none with ``--quiet``)."""
+    if not getattr(args, "quiet", False):
+        print(f"wrote {path}")
+
+
+def add_parsers(sub, parents=()) -> None:
+    """Add the ``plot`` and ``animate`` subcommands to ``sub`` (``parents``: the
+    common options, e.g. ``--quiet``/``--verbose``)."""
+    p = sub.add_parser("plot", parents=list(parents), help="plot result series against time (PNG/PDF/SVG)",
                        description="Plot series of a result file against time.",
                        epilog=PLOT_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -40,7 +47,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--title", help="figure title (default: the model name)")
     p.add_argument("--dpi", type=int, default=100, help="resolution of PNG output (100)")
 
-    a = sub.add_parser("animate", help="animate the mechanism of a result (GIF/MP4)",
+    a = sub.add_parser("animate", parents=list(parents), help="animate the mechanism of a result (GIF/MP4)",
                        description="Animate the mechanism recorded in a result file.",
                        epilog=ANIMATE_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -96,7 +103,7 @@ def _plot(args) -> int:
     with _open(args.result) as res:
         plot(res, args.series, args.output, t0=args.t0, t1=args.t1, title=args.title,
              dpi=args.dpi)
-    print(f"wrote {args.output}")
+    _done(args, args.output)
     return 0
 
 
@@ -113,5 +120,5 @@ def _animate(args) -> int:
         with _open(args.result) as res:
             animate(res, args.output, fps=args.fps, every=args.every, t0=args.t0,
                     t1=args.t1, overlays=overlays, title=args.title, dpi=args.dpi)
-    print(f"wrote {Path(args.output)}")
+    _done(args, Path(args.output))
     return 0
