@@ -30,9 +30,8 @@ OUTDIR = DOCS / "_generated" / "gallery"
 #: example file -> (name of the error class it must raise, why)
 EXPECTED_FAILURES = {
     "fourbar_lockup.yaml": ("LockupError",
-                            "the crank of this non-Grashof four-bar cannot turn fully "
-                            "round: the kinematic analysis stops at the limit position "
-                            "with a lock-up error and keeps every row computed before"),
+                            "the run must end with a `LockupError` at the limit "
+                            "position; the rows computed before it are kept and plotted"),
 }
 
 
@@ -131,7 +130,8 @@ def run_example(path: Path, outdir: Path) -> Entry:
                 if res.status != "failed" or not (res.reason or "").startswith(expected[0] + ":"):
                     raise RuntimeError(f"expected a {expected[0]}, got status "
                                        f"{res.status!r} ({res.reason!r})")
-                entry.notes.append(f"This example fails on purpose: {expected[1]}.")
+                entry.notes.append(f"This example fails on purpose ({expected[1]}); the "
+                                   f"build checks that it does.")
             entry.summary = res.summary()
             figure(res, outdir / f"{path.stem}.png", entry.name)
         except Exception as exc:  # reported after every example has run
