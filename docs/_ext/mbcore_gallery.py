@@ -21,6 +21,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
@@ -59,43 +60,48 @@ class Entry:
 # ----------------------------------------------------------------------------------
 # the figure (one small function: later ``mbcore.plotting.plot`` can draw it)
 # ----------------------------------------------------------------------------------
-def _main_series(res) -> list[str]:
-    """Labels of the coordinates worth plotting (at most six): angles first."""
+def _main_series(res) -> list[tuple[str, Any]]:
+    """(label, values) of at most six coordinates worth plotting: the angles of
+    planar bodies, then their positions; for spatial bodies, their Bryant angles."""
     labels = res.labels("q") if "q" in res.channels else []
+    spatial = [lab[:-3] for lab in labels if lab.endswith(".p0")]
+    if spatial:
+        out = []
+        for body in spatial[:2]:
+            ang = res.orientation(body, "bryant_123")
+            out += [(f"{body}.bryant{k + 1}", ang[:, k]) for k in range(3)]
+        return out
     picks = [lab for lab in labels if lab.endswith(".phi")]
     picks += [lab for lab in labels if lab.rsplit(".", 1)[-1] in ("x", "y", "z")]
-    if not picks:
-        picks = list(labels)
-    return picks[:6]
+    return [(lab, res[f"q/{lab}"]) for lab in (picks or labels)[:6]]
 
 
 def figure(res, path: Path, title: str) -> None:
-    """Main coordinates over time and, for a dynamic run, the energy balance."""
+    """Main coordinates over time and, for a dynamic run, the energy balance
+    (one configuration as bars for a static analysis)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     t = res.t
-    labels = _main_series(res)
-    energy = [lab for lab in (res.labels("energy") if "energy" in res.channels else [])]
-    panels = 2 if (energy and len(t) > 1) else 1
+    series = _main_series(res)
+    energy = res.labels("energy") if "energy" in res.channels and len(t) > 1 else []
+    panels = 2 if energy else 1
     fig, axes = plt.subplots(panels, 1, figsize=(7.0, 2.8 * panels + 0.6), squeeze=False)
     ax = axes[0][0]
-    q = res.series("q") if labels else None
-    cols = [res.labels("q").index(lab) for lab in labels]
     if len(t) > 1:
-        for lab, c in zip(labels, cols):
-            ax.plot(t, q[:, c], label=lab)
+        for lab, y in series:
+            ax.plot(t, y, label=lab)
         ax.set_xlabel("t [s]")
         ax.set_ylabel("coordinates")
-    elif labels:                                  # static: one configuration
-        ax.bar(range(len(labels)), q[0, cols], tick_label=labels)
-        ax.set_ylabel("coordinates at equilibrium")
-    if labels and len(t) > 1:
         ax.legend(fontsize="small", ncols=3)
+    else:                                         # static: one configuration
+        ax.bar(range(len(series)), [y[0] for _, y in series],
+               tick_label=[lab for lab, _ in series])
+        ax.set_ylabel("coordinates at equilibrium")
     ax.grid(True, alpha=0.3)
     ax.set_title(title)
-    if panels == 2:
+    if energy:
         ax = axes[1][0]
         e = res.series("energy")
         for k, lab in enumerate(energy):
