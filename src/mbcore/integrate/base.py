@@ -320,7 +320,7 @@ class Integrator:
     t, y : current time and state (``y`` must not be modified by the caller).
     t_old : time at the start of the last accepted step (None before the first).
     t_bound, direction : end time and integration direction (+1 or -1).
-    step_size : size |t - t_old| of the last accepted step (None before the first).
+    step_size : size ``|t - t_old|`` of the last accepted step (None before the first).
     status : ``'running'``, ``'finished'`` or ``'failed'``; ``message`` says why.
     error : the exception (:class:`IntegrationError`, or an
         :class:`~mbcore.errors.AnalysisError` raised by the problem) that made the
