@@ -115,6 +115,16 @@ def figure(res, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def mechanism(res, path: Path) -> None:
+    """The mechanism at the middle output time (``mbcore.plotting.snapshot``)."""
+    import matplotlib.pyplot as plt
+
+    from mbcore.plotting import snapshot
+    t = res.t[len(res.t) // 2] if len(res.t) else None
+    fig = snapshot(res, t, path, dpi=80)
+    plt.close(fig)
+
+
 # ----------------------------------------------------------------------------------
 # running
 # ----------------------------------------------------------------------------------
@@ -140,6 +150,7 @@ def run_example(path: Path, outdir: Path) -> Entry:
                                    f"build checks that it does.")
             entry.summary = res.summary()
             figure(res, outdir / f"{path.stem}.png", entry.name)
+            mechanism(res, outdir / f"{path.stem}_mechanism.png")
         except Exception as exc:  # reported after every example has run
             entry.error = f"{type(exc).__name__}: {exc}"
     if caught and not entry.error:
@@ -171,6 +182,10 @@ def example_page(e: Entry, outdir: Path = OUTDIR) -> str:
     lines += [f"File `examples/{e.path.name}`, analysis `{e.analysis}` "
               f"(run with `mbcore run examples/{e.path.name}`).", ""]
     lines += [n for note in e.notes for n in (note, "")]
+    lines += [f"```{{figure}} {e.stem}_mechanism.png", f":alt: {e.name}, the mechanism", "",
+              "The mechanism at the middle output time (`mbcore animate "
+              f"{e.stem}.h5 --at T -o frame.png`; `mbcore animate {e.stem}.h5 -o "
+              f"{e.stem}.gif` animates it).", "```", ""]
     lines += [f"```{{figure}} {e.stem}.png", f":alt: {e.name}", "",
               "Main coordinates over time"
               + (" and the energy balance." if e.analysis == "dynamic" else "."),
@@ -218,7 +233,8 @@ def generate(outdir: Path = OUTDIR, log=print) -> list[Entry]:
     if bad:
         raise RuntimeError("gallery: examples failed:\n" + "\n".join(
             f"  {e.path.name}: {e.error}" for e in bad))
-    keep = {f"{e.stem}.md" for e in entries} | {f"{e.stem}.png" for e in entries} | {"index.md"}
+    keep = ({f"{e.stem}.md" for e in entries} | {f"{e.stem}.png" for e in entries}
+            | {f"{e.stem}_mechanism.png" for e in entries} | {"index.md"})
     for old in outdir.iterdir():          # a removed example leaves no page behind
         if old.name not in keep:
             old.unlink()
