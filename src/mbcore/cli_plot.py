@@ -119,6 +119,7 @@ def _animate(args) -> int:
         _check_ext(args.output, ANIMATION_FORMATS, "animation")
         with _open(args.result) as res:
             animate(res, args.output, fps=args.fps, every=args.every, t0=args.t0,
-                    t1=args.t1, overlays=overlays, title=args.title, dpi=args.dpi)
+                    t1=args.t1, overlays=overlays, title=args.title, dpi=args.dpi,
+                    progress=not getattr(args, "quiet", False) and sys.stderr.isatty())
     _done(args, Path(args.output))
     return 0

@@ -665,12 +665,14 @@ def snapshot(result, t: float | None = None, output=None, *, overlays=("time", "
 
 def animate(result, output, *, fps: float = 20, every: int = 1, t0: float | None = None,
             t1: float | None = None, overlays: Iterable[str] = ("time", "energy"),
-            figsize=(6.0, 5.0), dpi: int = 80, title: str | None = None) -> Path:
+            figsize=(6.0, 5.0), dpi: int = 80, title: str | None = None,
+            progress: bool = False) -> Path:
     """Write an animation of the mechanism, one frame per ``every``-th output row in
     ``t0 .. t1``, to ``output``: ``.gif`` (Pillow, always available with
     matplotlib) or ``.mp4`` (needs ffmpeg on the PATH).  ``overlays`` are
     ``"time"`` and ``"energy"`` (the ``energy`` channel, when the analysis records
-    one).  Returns the path written."""
+    one); ``progress``: a tqdm bar of the frames on stderr.  Returns the path
+    written."""
     output = _check_ext(output, ANIMATION_FORMATS, "animation")
     if not fps or fps <= 0:
         raise PlotError(f"fps must be positive, got {fps}")
@@ -692,8 +694,12 @@ def animate(result, output, *, fps: float = 20, every: int = 1, t0: float | None
         fig = _new_figure(figsize, dpi, to_file=True)
         scene = _Scene(fig, geo, res.labels("q"), q, tt, energy, tuple(overlays))
         fig.suptitle(title if title is not None else (res.model_name or ""))
+        frames = range(len(tt))
+        if progress:
+            from tqdm import tqdm
+            frames = tqdm(frames, desc=output.name, unit="frame", leave=False)
         with writer.saving(fig, str(output), dpi):
-            for i in range(len(tt)):
+            for i in frames:
                 scene.update(i)
                 writer.grab_frame()
         return output
