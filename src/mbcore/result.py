@@ -37,7 +37,7 @@ from mbcore.errors import MbcoreError
 from mbcore.reporting import Channel, Row, RunInfo
 
 __all__ = [
-    "SCHEMA", "LAYOUT_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
+    "SCHEMA", "LAYOUT_VERSION", "SCHEMA_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
     "ResultFileError", "ResultKeyError", "open_result",
 ]
 
@@ -45,6 +45,9 @@ __all__ = [
 SCHEMA = "mbcore-result"
 #: value of the root attribute ``layout_version`` written by this version
 LAYOUT_VERSION = 1
+#: value of the root attribute ``schema_version`` (the documented schema v1 of
+#: docs/results.md: series, names, events, provenance, SWMR, checkpoints)
+SCHEMA_VERSION = 1
 #: channel names that are reserved (``res["t"]`` is the time vector)
 RESERVED_CHANNEL_NAMES = frozenset({"t"})
 #: separators of the explicit ``channel/label`` form (``"/"`` is canonical)
@@ -586,7 +589,17 @@ class Result(ResultBase):
             raise ResultFileError(f"{self.path}: is a directory, not a result file")
         kw = {"locking": False} if live else {}
         try:
-            f = h5py.File(self.path, "r", **kw)
+            try:
+                f = h5py.File(self.path, "r", **kw)
+            except OSError as e0:
+                # written in SWMR mode: a running (or killed) writer's file opens
+                # as an SWMR reader
+                if "lock" not in str(e0).lower() and "already open" not in str(e0):
+                    raise
+                try:
+                    f = h5py.File(self.path, "r", libver="latest", swmr=True)
+                except OSError:
+                    raise e0 from None
         except OSError as e:
             if "lock" in str(e).lower():
                 raise ResultFileError(

@@ -70,7 +70,9 @@ def _version_of(module: str) -> str:
 def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | None = None,
         output: str | os.PathLike | None = None, reporters: Sequence[Reporter] = (),
         progress: bool = False, kernels: str | None = None, plugins=None,
-        jacobian: str = "auto", raise_errors: bool = True):
+        jacobian: str = "auto", raise_errors: bool = True, resume=None,
+        checkpoint_seconds: float | None = None, checkpoint_every: float | None = None,
+        compression: str | None = None):
     """Run the model's analysis; return the in-memory result.
 
     ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
@@ -80,6 +82,14 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     :meth:`mbcore.Model.compile`.  On failure the results so far are kept (HDF5 file
     marked ``failed`` with the reason) and the error is raised, unless
     ``raise_errors=False``, in which case the (failed) result is returned.
+
+    With ``output``, an analysis that supports it (dynamic) writes checkpoints to
+    the file every ``checkpoint_seconds`` of wall time (default
+    ``$MBCORE_CHECKPOINT_SECONDS`` or 10 s) and/or ``checkpoint_every`` of simulated
+    time, and at the end; Ctrl-C / SIGTERM write one and mark the file
+    ``interrupted``.  ``compression``: ``None``, ``"gzip"`` or ``"lzf"`` for the
+    series.  ``resume``: a :class:`mbcore.checkpoint.Checkpoint` to continue from
+    (use :func:`mbcore.checkpoint.resume`).
     """
     _platform_soon()
     from .plugins import get_plugin_manager
@@ -105,11 +115,23 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
 
     memory = reg.get("reporter", "memory")()
     reps: list[Reporter] = [memory]
+    checkpointer = None
     if output is not None:
         out = Path(output)
         if not out.parent.exists():
             raise ModelError("output", f"directory '{out.parent}' does not exist")
-        reps.append(reg.get("reporter", "hdf5")(out))
+        hdf = reg.get("reporter", "hdf5")(out, compression=compression,
+                                           append=resume is not None)
+        reps.append(hdf)
+        if getattr(job, "checkpoints", False):
+            from .checkpoint import Checkpointer
+            checkpointer = Checkpointer(hdf, checkpoint_seconds, checkpoint_every)
+            job.checkpointer = checkpointer
+    if resume is not None:
+        if checkpointer is None:
+            raise ModelError("resume", f"analysis '{aname}' cannot resume (no checkpoints)"
+                             if output is not None else "resume needs the output file")
+        job.resume_from = resume.as_dict()
     reps.extend(reporters)
 
     text, fmt = model.to_text()
@@ -164,14 +186,22 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         _restore_sigterm(old)
     stats = dict(job.stats)
     stats["wall_time"] = time.perf_counter() - t0
+    interrupted = isinstance(error, KeyboardInterrupt)
+    if checkpointer is not None and (error is None or interrupted):
+        try:                         # the final state: resume continues from here
+            checkpointer.write()
+        except Exception as exc:     # keep the rows; say why there is no checkpoint
+            job.stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
+        stats["checkpoints"] = checkpointer.count
+        stats["checkpoint_wall_time"] = checkpointer.wall
     if error is None:
         for r in reps:
             r.finish("finished", "", stats)
     else:
-        reason = "interrupted" if isinstance(error, KeyboardInterrupt) else \
+        reason = f"interrupted ({error})" if interrupted else \
             f"{type(error).__name__}: {error}"
         for r in reps:
-            r.finish("failed", reason, stats)
+            r.finish("interrupted" if interrupted else "failed", reason, stats)
         if raise_errors or not isinstance(error, Exception):
             raise error
     result = memory.result()

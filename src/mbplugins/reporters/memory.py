@@ -15,7 +15,7 @@ from mbcore.result import MemoryResult, store_row, utc_now, validate_run_info
 
 __all__ = ["MemoryReporter"]
 
-_STATUSES = ("finished", "failed")
+_STATUSES = ("finished", "failed", "interrupted")
 
 
 class MemoryReporter(Reporter):
