@@ -193,7 +193,6 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         except Exception as exc:     # keep the rows; say why there is no checkpoint
             job.stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
         stats["checkpoints"] = checkpointer.count
-        stats["checkpoint_wall_time"] = checkpointer.wall
     if error is None:
         for r in reps:
             r.finish("finished", "", stats)
