@@ -192,3 +192,17 @@ def test_checkpoint_cost_is_small(tmp_path, examples, monkeypatch):
     with h5py.File(out, "r") as f:
         assert f["checkpoint/t"].shape == (51,)
         assert np.allclose(f["checkpoint/t"][:], np.linspace(0, 0.5, 51))
+
+
+def test_run_with_resume_path(tmp_path, examples):
+    s = dict(RK4, t_end=0.3)
+    t_ref, ref = _reference(tmp_path, examples, s)
+    out = tmp_path / "p.h5"
+    run(_model(examples), settings=dict(s, t_end=0.1), output=out)
+    part = run(None, resume=out, settings={"t_end": 0.3})
+    assert len(part) == 20 and part.t[0] == pytest.approx(0.11)
+    t, got = _series(out)
+    assert np.array_equal(got["q"], ref["q"]) and np.array_equal(t, t_ref)
+    from mbcore.errors import ModelError
+    with pytest.raises(ModelError, match="t_end"):
+        run(None, resume=out, settings={"t_end": 0.5, "step": 0.01})

@@ -313,11 +313,17 @@ def follow(path: str | os.PathLike, *, interval: float = 0.5, idle: float = 60.0
     has not grown for ``idle`` seconds.  Returns the number of rows."""
     p = Path(path)
     last, since = -1, time.monotonic()
+    failures = 0
     while True:
         try:
             f = _open_read(p)
-        except OSError as e:
-            raise CheckpointError(f"{p}: cannot open the result file ({e})") from e
+        except OSError as e:     # e.g. the writer is finishing: retry for a while
+            failures += 1
+            if failures * interval > 10.0:
+                raise CheckpointError(f"{p}: cannot open the result file ({e})") from e
+            time.sleep(interval)
+            continue
+        failures = 0
         with f:
             status = f.attrs.get("status", "")
             status = status.decode() if isinstance(status, bytes) else str(status)

@@ -88,9 +88,21 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     ``$MBCORE_CHECKPOINT_SECONDS`` or 10 s) and/or ``checkpoint_every`` of simulated
     time, and at the end; Ctrl-C / SIGTERM write one and mark the file
     ``interrupted``.  ``compression``: ``None``, ``"gzip"`` or ``"lzf"`` for the
-    series.  ``resume``: a :class:`mbcore.checkpoint.Checkpoint` to continue from
-    (use :func:`mbcore.checkpoint.resume`).
+    series.  ``resume``: a result file path: continue its run from the last
+    checkpoint up to ``settings["t_end"]`` (default the file's), appending to the
+    file (:func:`mbcore.checkpoint.resume`; ``model`` must be the file's model or
+    None); or a :class:`mbcore.checkpoint.Checkpoint` (internal).
     """
+    if resume is not None and not hasattr(resume, "as_dict"):
+        from .checkpoint import resume as resume_file
+        extra = set(settings or {}) - {"t_end"}
+        if extra or analysis not in (None, "dynamic") or output is not None:
+            raise ModelError("resume", "a resume continues the file's own settings: give "
+                             "only settings['t_end'] (not " + ", ".join(
+                                 sorted(extra) or ["analysis/output"]) + ")")
+        return resume_file(resume, (settings or {}).get("t_end"), model=model,
+                           progress=progress, checkpoint_seconds=checkpoint_seconds,
+                           checkpoint_every=checkpoint_every, raise_errors=raise_errors)
     _platform_soon()
     from .plugins import get_plugin_manager
     pm = plugins or get_plugin_manager()
