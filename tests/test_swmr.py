@@ -49,6 +49,9 @@ def test_schema_v1_layout(tmp_path, examples):
                      "events/message", "checkpoint/t", "checkpoint/y", "checkpoint/state"):
             assert name in f, name
         assert "assembly" in list(f["events/kind"].asstr()[:])
+        v = f["versions"].attrs
+        assert v["host"] and "mbcore" in v["plugins"] and v["mbcore"]
+        assert "crank" in f.attrs["metadata"] and "O2" in f.attrs["metadata"]
         assert f["checkpoint/t"][-1] == f["t"][-1]
         assert f["checkpoint/n_rows"][-1] == 21
         for ch in ("q", "qd", "qdd", "lam", "reactions", "energy", "violation", "integrator"):

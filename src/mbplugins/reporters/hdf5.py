@@ -62,6 +62,15 @@ def _append(dsid: h5py.h5d.DatasetID, n0: int, rows: np.ndarray) -> None:
         dsid.write(h5s.create_simple(rows.shape), fs, rows)
 
 
+def _plugin_providers() -> str:
+    """JSON list of the installed plugin providers (plugin, distribution, version)."""
+    try:
+        from mbcore.plugins import get_plugin_manager
+        return to_json(sorted({str(r[2]) for r in get_plugin_manager().registry.rows()}))
+    except Exception as e:  # pragma: no cover - provenance must not stop a run
+        return to_json([f"unknown ({type(e).__name__})"])
+
+
 def _chunk_rows(width: int) -> int:
     return max(1, CHUNK_BYTES // (8 * max(width, 1)))
 
@@ -196,7 +205,8 @@ class HDF5Reporter(Reporter):
 
         versions = {str(k): str(v) for k, v in info.versions.items()}
         for k, v in (("python", platform.python_version()), ("numpy", np.__version__),
-                     ("h5py", h5py.version.version), ("hdf5", h5py.version.hdf5_version)):
+                     ("h5py", h5py.version.version), ("hdf5", h5py.version.hdf5_version),
+                     ("host", platform.node()), ("plugins", _plugin_providers())):
             versions.setdefault(k, v)
         g = f.create_group("versions")
         for k, v in versions.items():
