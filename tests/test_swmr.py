@@ -91,6 +91,34 @@ def test_reader_process_sees_rows_grow(tmp_path, examples):
     assert main(["info", str(out)]) == 0
 
 
+def test_result_refresh_follows_a_running_file(tmp_path, examples):
+    model = _model_file(tmp_path, examples)
+    out = tmp_path / "live.h5"
+    p = _start(model, out)
+    try:
+        t0 = time.monotonic()
+        res = None
+        while res is None and time.monotonic() - t0 < 30:
+            try:
+                res = Result(out)
+            except Exception:
+                time.sleep(0.05)
+        assert res is not None
+        with res:
+            assert res.status == "running"
+            n0 = len(res)
+            while res.refresh() == n0 and time.monotonic() - t0 < 30:
+                time.sleep(0.05)
+            n1 = len(res)
+            assert n1 > n0 and res["q"].shape == (n1, 9)
+            assert np.all(np.diff(res.t) > 0)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    with Result(out) as res:
+        assert res.status == "interrupted" and len(res) >= n1
+
+
 def test_info_follow_prints_growth(tmp_path, examples, capsys):
     model = _model_file(tmp_path, examples, t_end=1.0)
     out = tmp_path / "f.h5"

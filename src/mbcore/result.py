@@ -682,6 +682,24 @@ class Result(ResultBase):
             return np.empty((n, 0))
         return np.asarray(ds[:n], dtype=np.float64)
 
+    def refresh(self) -> int:
+        """A file being written (opened as an SWMR reader): read the rows, events and
+        status flushed since it was opened (series are re-read on next access);
+        returns the number of rows.  A file not in SWMR mode is re-read as is."""
+        f = self._f
+        if f is None or not f.id.valid:
+            raise ValueError(f"{self.path}: result is closed")
+        if f.swmr_mode:
+            f["t"].refresh()
+            for grp in ("series", "events"):
+                if grp in f:
+                    for ds in f[grp].values():
+                        ds.refresh()
+        self._load(f)
+        self._series_cache.clear()
+        self._label_index = None
+        return len(self._t)
+
     def load_all(self) -> "Result":
         """Read every series now (e.g. before closing the file); returns self."""
         for name in self.channels:
