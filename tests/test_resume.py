@@ -206,3 +206,20 @@ def test_run_with_resume_path(tmp_path, examples):
     from mbcore.errors import ModelError
     with pytest.raises(ModelError, match="t_end"):
         run(None, resume=out, settings={"t_end": 0.5, "step": 0.01})
+
+
+def test_resume_refuses_a_file_still_being_written(tmp_path, examples):
+    model = tmp_path / "m.yaml"
+    text = (examples / "fourbar_dap.yaml").read_text()
+    text = text.replace("integrator: dopri5", "integrator: rk4\n  step: 0.0001")
+    model.write_text(text.replace("t_end: 5.0", "t_end: 30.0"))
+    out = tmp_path / "m.h5"
+    p = _cli(["run", str(model), "-o", str(out), "-q"], MBCORE_CHECKPOINT_SECONDS="0.1")
+    try:
+        _wait_for_checkpoint(out, p)
+        with pytest.raises(CheckpointError, match="m.h5.*being written"):
+            resume(out, 40.0)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    resume(out, read_checkpoint(out).t + 0.05)           # now it can

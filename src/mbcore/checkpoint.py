@@ -141,6 +141,7 @@ class Checkpoint:
     model_format: str = "yaml"
     settings: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
+    writer: str = ""             # host:pid of the process that wrote the file
 
     def as_dict(self) -> dict:
         """What the dynamic analysis restores (``DynamicAnalysis.resume_from``)."""
@@ -201,8 +202,28 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
             state=json.loads(s(g["state"][i])), status=s(a.get("status", "")),
             analysis=analysis, model_text=text.decode() if isinstance(text, bytes) else str(text),
             model_format=s(m.attrs.get("format", "yaml")), settings=settings,
-            versions=versions)
+            versions=versions, writer=s(a.get("writer", "")))
     return ck
+
+
+def _check_not_written(path: Path, ck: "Checkpoint") -> None:
+    """CheckpointError if the file says ``running`` and its writer (root attribute
+    ``writer`` = ``host:pid``) is a live process on this host: resuming it would
+    make two writers (HDF5 drops its file lock in SWMR mode)."""
+    import platform
+    if ck.status != "running" or not ck.writer:
+        return
+    host, _, pid = ck.writer.rpartition(":")
+    if host != platform.node() or not pid.isdigit() or int(pid) == os.getpid():
+        return
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return                                   # killed: resume
+    except PermissionError:
+        pass                                     # alive (another user's process)
+    raise CheckpointError(f"{path}: the file is being written by a running process "
+                          f"(pid {pid}); stop it (Ctrl-C / SIGTERM) before resuming")
 
 
 def _rewrite(path: Path, ck: Checkpoint, settings: dict) -> None:
@@ -247,6 +268,7 @@ def resume(path: str | os.PathLike, t_end: float | None = None, *, model: Any = 
     from .runner import run
     p = Path(path)
     ck = read_checkpoint(p)
+    _check_not_written(p, ck)
     if ck.analysis != "dynamic":
         raise CheckpointError(f"{p}: cannot resume a {ck.analysis} analysis (only dynamic "
                               f"runs write checkpoints)")

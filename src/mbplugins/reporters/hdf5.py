@@ -186,6 +186,7 @@ class HDF5Reporter(Reporter):
         a["schema"] = SCHEMA
         a["layout_version"] = np.int64(LAYOUT_VERSION)
         a["schema_version"] = np.int64(SCHEMA_VERSION)
+        a["writer"] = f"{platform.node()}:{os.getpid()}"
         a["status"] = "running"
         a["reason"] = ""
         a["analysis"] = str(info.analysis)
@@ -296,6 +297,7 @@ class HDF5Reporter(Reporter):
         a["status"] = "running"
         a["reason"] = ""
         a["finished"] = ""
+        a["writer"] = f"{platform.node()}:{os.getpid()}"
         a["n_rows"] = np.int64(self._n_rows)
 
     # ------------------------------------------------------------------- recording
