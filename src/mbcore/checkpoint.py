@@ -63,7 +63,7 @@ class Checkpointer:
         self.every = every
         self._pending: tuple | None = None
         self._written: tuple | None = None
-        self._last_wall = time.monotonic()
+        self._last_wall = -np.inf          # the first row is always checkpointed
         self._last_t = -np.inf
         self.count = 0            # checkpoints written
         self.wall = 0.0           # wall time spent writing them (s)

@@ -160,8 +160,13 @@ class HDF5Reporter(Reporter):
                 errno.ENOENT,
                 f"cannot create result file: directory '{parent}' does not exist",
                 str(self.path))
+        # a new file is built under a temporary name and renamed into place once its
+        # layout is flushed: a process killed while creating it leaves no
+        # half-written file at `path`
+        tmp = self.path if self.append else \
+            self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            f = h5py.File(self.path, "r+" if self.append else "w", libver="latest")
+            f = h5py.File(tmp, "r+" if self.append else "w", libver="latest")
         except OSError as e:
             raise OSError(f"cannot {'open' if self.append else 'create'} result file "
                           f"'{self.path}': {e}") from e
@@ -173,8 +178,15 @@ class HDF5Reporter(Reporter):
             f.flush()
             if self.swmr:        # every dataset exists now: readers may follow
                 f.swmr_mode = True
+            if tmp != self.path:
+                os.replace(tmp, self.path)
         except BaseException:
             f.close()
+            if tmp != self.path:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
             raise
         self._f = f
         self._last_flush = _clock()
