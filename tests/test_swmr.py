@@ -158,6 +158,10 @@ def _kill_runs(tmp_path, examples, n_files, window):
             assert n >= f.attrs["n_rows"]                 # every flushed row
             if f["checkpoint/t"].shape[0]:
                 assert f["checkpoint/n_rows"][-1] <= n
+    print(f"\nkill -9: {len(files)} files ({k - len(files)} kills before the file "
+          f"existed): {statuses.count('running')} running, "
+          f"{statuses.count('finished')} finished; rows {min(len(t) for t, _ in rows)}"
+          f"..{max(len(t) for t, _ in rows)}")
     assert statuses.count("running") >= n_files // 2, statuses
     # the uninterrupted run as far as the longest killed one: the same rows
     t_max = max(float(t[-1]) if len(t) else 0.0 for t, _ in rows)
