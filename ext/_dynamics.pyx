@@ -1977,7 +1977,8 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
     (fixed steps, resume from a checkpoint): continue the grid ``grid0 + i h`` of an
     earlier run after its step ``istep0`` (t0 must be that grid point).  ``ystep``
     (N + 1 floats): before the outputs of a step, its end state and time (a
-    checkpoint's exact integrator state).
+    checkpoint's exact integrator state); ``ystep[N + 1]`` (if present): the next
+    step size of an embedded pair.
 
     ``stats`` (5 floats, updated before every output): last step, order, steps,
     rejected steps, evaluations (counted from this call; evaluations start at
@@ -2176,6 +2177,8 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
                 for i in range(N):
                     ystep[i] = yp[i] if projected else ynew[i]
                 ystep[N] = tnew
+                if ystep.shape[0] > N + 1:
+                    ystep[N + 1] = h_abs       # the controller's next step (embedded)
             if adaptive and not extra:
                 for j in range(deg):
                     for i in range(N):

@@ -84,10 +84,14 @@ def test_cp_resume_keeps_partition(tmp_path, examples):
     assert np.max(np.abs(got["q"] - ref["q"])) < 1e-8
 
 
-def test_killed_run_resumes_from_last_checkpoint_and_truncates(tmp_path, examples):
+@pytest.mark.parametrize("integ", ["rk4", "dopri5", "dop853"])
+def test_killed_run_resumes_from_last_checkpoint_and_truncates(tmp_path, examples, integ):
     """A file whose rows go past its last checkpoint (SIGKILL): those rows are
-    dropped and recomputed; the result equals the uninterrupted run."""
-    s = dict(RK4, t_end=0.5)
+    dropped and recomputed; the result equals the uninterrupted run bit for bit
+    (fixed steps: the same grid; embedded pairs: the step's end state and next step
+    size)."""
+    s = dict(RK4, t_end=0.5) if integ == "rk4" else \
+        {"integrator": integ, "output_step": 0.01, "t_end": 0.5, "rtol": 1e-8}
     t_ref, ref = _reference(tmp_path, examples, s)
     out = tmp_path / "part.h5"
     run(_model(examples), settings=s, output=out, checkpoint_every=0.1,
@@ -100,6 +104,7 @@ def test_killed_run_resumes_from_last_checkpoint_and_truncates(tmp_path, example
         f.attrs["status"] = "running"
     ck = read_checkpoint(out)
     assert ck.t == pytest.approx(0.2) and ck.n_rows < 51
+    assert ck.state["t_state"] >= ck.t and ck.state["h_next"] > 0
     resume(out)
     t, got = _series(out)
     assert np.array_equal(t, t_ref)

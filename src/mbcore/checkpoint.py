@@ -75,17 +75,19 @@ class Checkpointer:
         v = getattr(form, "v", None)
         rep = self.reporter
         ys = run.ystep
-        if (ys is not None and run.seg_compiled and ys[-1] >= t
-                and not np.any((run.t_out > t) & (run.t_out <= ys[-1]))):
-            y = ys[:-1]                      # the exact state at the step end ys[-1]
-            t_state = float(ys[-1])
+        h_next = None
+        if (ys is not None and run.seg_compiled and ys[-2] >= t
+                and not np.any((run.t_out > t) & (run.t_out <= ys[-2]))):
+            y = ys[:-2]                      # the exact state at the step end ys[-2]
+            t_state = float(ys[-2])
+            h_next = None if np.isnan(ys[-1]) else float(ys[-1])
         else:
             t_state = None
         self._pending = (run, float(t), np.array(y, dtype=float), run.last.get("q"),
                          run.last.get("qd"), steps, run.istat.copy(), run.seg_t0,
                          run.seg_compiled, run.a._restarts,
                          None if v is None else np.array(v), rep.n_rows, rep.n_events,
-                         t_state)
+                         t_state, h_next)
         if (time.monotonic() - self._last_wall >= self.seconds
                 or (self.every is not None
                     and t - self._last_t >= self.every * (1.0 - 1e-9))):
@@ -98,7 +100,7 @@ class Checkpointer:
             return False
         w0 = time.monotonic()
         (run, t, y, q, qd, steps, istat, seg_t0, compiled, restarts, v, n_rows,
-         n_events, t_state) = p
+         n_events, t_state, h_next) = p
         form = run.form
         partition = None
         if v is not None and hasattr(form, "independent_names"):
@@ -112,7 +114,7 @@ class Checkpointer:
                  "partition": partition,
                  "rows": None if rows is None else [int(r) for r in rows],
                  "integrator": run.a.icls.name, "formulation": form.name,
-                 "t_state": t_state}
+                 "t_state": t_state, "h_next": h_next}
         self.reporter.write_checkpoint(t, y, q, qd, n_rows, n_events, json.dumps(state))
         self._written = p
         self._last_t = t

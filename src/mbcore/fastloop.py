@@ -85,8 +85,10 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     ``start`` (resume from a checkpoint, :mod:`mbcore.checkpoint`): ``h_abs`` (the
     first step of an embedded pair), ``grid0`` and ``istep0`` (fixed steps continue
     the grid ``grid0 + i h`` after step ``istep0``); the multistep loops start
-    afresh.  ``ystep`` (size + 1 floats, fixed steps): receives the end state and
-    time of each step with outputs before its outputs (checkpoints)."""
+    afresh.  ``ystep`` (size + 2 floats; Runge-Kutta loop): receives the end state,
+    time and next step size of each step with outputs before its outputs
+    (checkpoints); ``start["exact"]``: an embedded pair starts with exactly
+    ``h_abs`` (the stored next step of that state)."""
     if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
@@ -129,10 +131,11 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     grid = {}
     if start:
         if adaptive and start.get("h_abs"):
-            h_abs = min(float(start["h_abs"]), max_step)
+            h_abs = (float(start["h_abs"]) if start.get("exact")
+                     else min(float(start["h_abs"]), max_step))
         elif not adaptive and start.get("grid0") is not None:
             grid = dict(grid0=float(start["grid0"]), istep0=int(start["istep0"]))
-    if ystep is not None and not adaptive and ystep.size >= size + 1:
+    if ystep is not None and ystep.size >= size + 2:
         grid["ystep"] = ystep
     t_out = np.ascontiguousarray(t_out, dtype=float)
     i0 = 0

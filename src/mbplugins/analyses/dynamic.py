@@ -786,7 +786,7 @@ class _Run:
         start, self._start = self._start, None
         self.seg_compiled = False
         if self.ystep is not None:
-            self.ystep[-1] = np.nan          # no step state of this segment yet
+            self.ystep[-2:] = np.nan         # no step state of this segment yet
         if self.loop is None or not self.form.compiled_ready():
             return self.python_segment(t_a, y_a, outs)
         self.seg_compiled = True
@@ -836,6 +836,8 @@ class _Run:
         self._t_row = t_row
         h = float(st.get("h") or 0.0)
         self._start = {"h_abs": h if h > 0 else None}
+        if st.get("t_state") is not None and st.get("h_next"):
+            self._start.update(h_abs=float(st["h_next"]), exact=True)
         step = a.integrator_options.get("step")
         if (st.get("compiled") and step and st.get("grid0") is not None
                 and st["grid0"] + st["steps"] * step == t):
@@ -856,7 +858,7 @@ class _Run:
         self._obuf = np.zeros(form.size + 1)
         self.t_out = t_out
         if self.ck is not None:
-            self.ystep = np.full(form.size + 2, np.nan)
+            self.ystep = np.full(form.size + 3, np.nan)     # y, t, next step
         self._setup_segments(y0)
         self.bar = _progress(len(t_out), self.progress_enabled)
         self.batch = self._row_block()
