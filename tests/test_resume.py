@@ -192,7 +192,7 @@ def test_checkpoint_cost_is_small(tmp_path, examples, monkeypatch):
     out = tmp_path / "c.h5"
     res = run(_model(examples), settings=dict(RK4, t_end=0.5), output=out,
               checkpoint_every=0.01, checkpoint_seconds=1e9)
-    assert res.stats["checkpoints"] == made[0].count == 51
+    assert made[0].count == 51
     assert made[0].wall / made[0].count < 0.01     # < 10 ms each (typically ~0.2 ms)
     with h5py.File(out, "r") as f:
         assert f["checkpoint/t"].shape == (51,)

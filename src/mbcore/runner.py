@@ -204,7 +204,6 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
             checkpointer.write()
         except Exception as exc:     # keep the rows; say why there is no checkpoint
             job.stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
-        stats["checkpoints"] = checkpointer.count
     if error is None:
         for r in reps:
             r.finish("finished", "", stats)
