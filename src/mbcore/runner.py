@@ -203,7 +203,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         try:                         # the final state: resume continues from here
             checkpointer.write()
         except Exception as exc:     # keep the rows; say why there is no checkpoint
-            job.stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
+            stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
     if error is None:
         for r in reps:
             r.finish("finished", "", stats)
