@@ -210,8 +210,9 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     else:
         reason = f"interrupted ({error})" if interrupted else \
             f"{type(error).__name__}: {error}"
-        for r in reps:
-            r.finish("interrupted" if interrupted else "failed", reason, stats)
+        for r in reps:           # "interrupted" to reporters that know it (rule 3)
+            r.finish("interrupted" if interrupted and getattr(r, "interrupted_status", False)
+                     else "failed", reason, stats)
         if raise_errors or not isinstance(error, Exception):
             raise error
     result = memory.result()

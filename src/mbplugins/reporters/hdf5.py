@@ -118,6 +118,7 @@ class HDF5Reporter(Reporter):
     """
 
     name = "hdf5"
+    interrupted_status = True       # finish("interrupted") after Ctrl-C / SIGTERM
     description = "streams results to a chunked, crash-safe HDF5 file (docs/results.md)"
 
     def __init__(self, path: str | os.PathLike, *, block_rows: int | None = None,
