@@ -1960,7 +1960,8 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
            const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
            const double[::1] stop_sign=None, const double[::1] E3=None,
            const double[:, ::1] A_extra=None, const double[::1] C_extra=None,
-           const double[:, ::1] D=None):
+           const double[:, ::1] D=None, object grid0=None, long istep0=0,
+           double[::1] ystep=None):
     """Integrate ``y' = f(t, y)`` (the compiled right-hand side) from (t0, y0) to t1
     by an explicit Runge-Kutta method, calling ``on_output(t, y)`` at the output
     times ``t_out[i_out:]``.
@@ -1972,7 +1973,12 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
     clipped to [min_factor, max_factor], no increase right after a rejection).
     Else a fixed step ``h_abs`` on the grid ``t0 + i h`` (RUNGK4 semantics, last
     step shortened to t1) with cubic Hermite dense output, as
-    ``mbplugins.integrators.explicit``.  ``f0`` = f(t0, y0).
+    ``mbplugins.integrators.explicit``.  ``f0`` = f(t0, y0).  ``grid0``, ``istep0``
+    (fixed steps, resume from a checkpoint): continue the grid ``grid0 + i h`` of an
+    earlier run after its step ``istep0`` (t0 must be that grid point).  ``ystep``
+    (N + 1 floats): before the outputs of a step, its end state and time (a
+    checkpoint's exact integrator state); ``ystep[N + 1]`` (if present): the next
+    step size of an embedded pair.
 
     ``stats`` (5 floats, updated before every output): last step, order, steps,
     rejected steps, evaluations (counted from this call; evaluations start at
@@ -2012,7 +2018,8 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
     cdef double[::1] out
     cdef double t = t0, tnew, h, err, factor, a, b, sk, tt, th, h00, h10, h01, h11
     cdef double nfev0 = f.nfev - nfev_start
-    cdef long nsteps = 0, nrej = 0, istep = 0
+    cdef long nsteps = 0, nrej = 0, istep = istep0
+    cdef double g0 = t0 if grid0 is None else grid0
     cdef bint rejected, exact
     cdef double eps = 2.220446049250313e-16
     cdef double hfix = h_abs, min_step
@@ -2070,7 +2077,7 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
                 h_abs = fabs(tnew - t)
             else:
                 istep += 1
-                tnew = t0 + istep * hfix
+                tnew = g0 + istep * hfix
                 if tnew - t1 > -1e-9 * hfix:
                     tnew = t1
                 if tnew - t < min_step:
@@ -2166,6 +2173,12 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
             stats[2] = nsteps
             stats[3] = nrej
             stats[4] = f.nfev - nfev0
+            if ystep is not None:
+                for i in range(N):
+                    ystep[i] = yp[i] if projected else ynew[i]
+                ystep[N] = tnew
+                if ystep.shape[0] > N + 1:
+                    ystep[N + 1] = h_abs       # the controller's next step (embedded)
             if adaptive and not extra:
                 for j in range(deg):
                     for i in range(N):
@@ -2241,7 +2254,7 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
                 y[i] = yp[i]
             if t < t1:
                 if not adaptive:
-                    t0 = tnew
+                    g0 = tnew
                     istep = 0
                 if f.c_eval(t, &y[0], &K[0, 0]):
                     _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)

@@ -22,16 +22,21 @@ def main(argv: list[str] | None = None) -> int:
 
     r = sub.add_parser("run", help="run the analysis of a model file, write HDF5",
                        **X.subparser_kw("run"))
-    r.add_argument("model", help="model file (.yaml, .yml or .json)")
+    r.add_argument("model", nargs="?", help="model file (.yaml, .yml or .json)")
     r.add_argument("-o", "--output", help="HDF5 result file (default: MODEL.h5)")
     r.add_argument("-a", "--analysis", help="analysis to run (default: settings.analysis)")
     r.add_argument("--t-end", type=float, help="override settings.t_end")
     r.add_argument("--step", type=float, help="override settings.output_step")
     r.add_argument("--kernels", choices=("compiled", "numpy"),
                    help="evaluation path (default: $MBCORE_KERNELS or compiled)")
+    r.add_argument("--resume", metavar="FILE",
+                   help="continue the run of result FILE from its last checkpoint "
+                        "(to --t-end); MODEL, if given, must be the file's model")
 
     i = sub.add_parser("info", help="summarise an HDF5 result file", **X.subparser_kw("info"))
     i.add_argument("result")
+    i.add_argument("--follow", action="store_true",
+                   help="print the rows of a running file as it grows (SWMR)")
 
     sub.add_parser("plugins", help="list every installed type and its plugin",
                    **X.subparser_kw("plugins"))
@@ -54,7 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mbcore {__version__}")
         return 0
     try:
+        if args.cmd == "run" and args.resume:
+            from .checkpoint import resume_cli
+            return resume_cli(args)
         if args.cmd == "run":
+            if not args.model:
+                p.error("run: a model file is needed (or --resume FILE)")
             return _run(args)
         if args.cmd == "info":
             return _info(args)
@@ -86,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
 #: model file, settings, plugins, the output path: nothing was computed)
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
+#: the run was interrupted (Ctrl-C, SIGTERM): file marked 'interrupted', resumable
+EXIT_INTERRUPTED = 130
 
 
 def _bad_input(exc: BaseException) -> bool:
@@ -117,6 +129,10 @@ def _run(args) -> int:
             progress=not quiet, kernels=args.kernels)
     except MbcoreError as exc:
         failed = exc
+    except KeyboardInterrupt:        # Ctrl-C / SIGTERM: rows and a checkpoint are kept
+        print(f"mbcore: interrupted; results so far are in {out} "
+              f"(continue with: mbcore run --resume {out})", file=sys.stderr)
+        return EXIT_INTERRUPTED
     written = out.exists() and (not existed or out.stat().st_mtime_ns != mtime)
     if failed is not None and _bad_input(failed):
         # validation, settings, plugins, the output path: nothing was run
@@ -135,6 +151,9 @@ def _run(args) -> int:
 
 def _info(args) -> int:
     from .result import Result
+    if args.follow:
+        from .checkpoint import follow
+        follow(args.result)
     with Result(args.result) as res:
         print(res.summary())
     return 0

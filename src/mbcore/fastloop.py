@@ -71,7 +71,8 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
 
 def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
-                 python_fallback, stops=None, jac=None) -> LoopResult:
+                 python_fallback, stops=None, jac=None, start=None,
+                 ystep=None) -> LoopResult:
     """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
 
     ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
@@ -80,7 +81,14 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     ``(j, value, sign)`` of terminal conditions ``sign (y_j - value)`` falling
     through 0, checked at every step end; the step in which one is met is handed to
     the Python driver (from its start), which locates the crossing with its event
-    locator.  ``jac``: the Jacobian call-back of a DAE form ('bdf' only)."""
+    locator.  ``jac``: the Jacobian call-back of a DAE form ('bdf' only).
+    ``start`` (resume from a checkpoint, :mod:`mbcore.checkpoint`): ``h_abs`` (the
+    first step of an embedded pair), ``grid0`` and ``istep0`` (fixed steps continue
+    the grid ``grid0 + i h`` after step ``istep0``); the multistep loops start
+    afresh.  ``ystep`` (size + 2 floats; Runge-Kutta loop): receives the end state,
+    time and next step size of each step with outputs before its outputs
+    (checkpoints); ``start["exact"]``: an embedded pair starts with exactly
+    ``h_abs`` (the stored next step of that state)."""
     if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
@@ -120,6 +128,15 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         P = np.zeros((B.size + 1, 1))
         h_abs, rtol, atol, max_step, exponent = float(integ._h), 0.0, 0.0, np.inf, 0.0
         adaptive = False
+    grid = {}
+    if start:
+        if adaptive and start.get("h_abs"):
+            h_abs = (float(start["h_abs"]) if start.get("exact")
+                     else min(float(start["h_abs"]), max_step))
+        elif not adaptive and start.get("grid0") is not None:
+            grid = dict(grid0=float(start["grid0"]), istep0=int(start["istep0"]))
+    if ystep is not None and ystep.size >= size + 2:
+        grid["ystep"] = ystep
     t_out = np.ascontiguousarray(t_out, dtype=float)
     i0 = 0
     while i0 < t_out.size and t_out[i0] <= t0:
@@ -149,7 +166,8 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         t_out, i0, h_abs, rtol, atol, max_step, *controller, exponent,
         int(icls.order), on_output, stats, st.nfev,
         np.ascontiguousarray(stops[:, 0], dtype=np.intp),
-        np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]), **hairer)
+        np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]), **hairer,
+        **grid)
     st.nsteps += int(stats[2])
     st.nrejected += int(stats[3])
     st.nerror_test_failures += int(stats[3])

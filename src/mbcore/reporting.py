@@ -85,7 +85,9 @@ class Reporter:
        with ``data.layout``): a reporter may then copy the flat array at once.
     3. ``finish(status, reason, stats)`` is called exactly once, with status
        ``"finished"`` or ``"failed"``; everything recorded before must then be
-       readable (a failed run keeps its rows).
+       readable (a failed run keeps its rows).  A reporter whose class sets
+       ``interrupted_status = True`` gets ``"interrupted"`` instead of ``"failed"``
+       after Ctrl-C / SIGTERM (the built-in ones).
     4. ``event(t, kind, message)`` records a notable event (warning, partition change).
     5. ``record_rows(t, rows, layout)`` hands over several output rows at once (the
        dynamic analysis on its compiled loop batches them): ``t`` of shape (k,),

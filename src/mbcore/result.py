@@ -40,7 +40,7 @@ from mbcore.reporting import Channel, Row, RunInfo
 _log = logging.getLogger(__name__)
 
 __all__ = [
-    "SCHEMA", "LAYOUT_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
+    "SCHEMA", "LAYOUT_VERSION", "SCHEMA_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
     "ResultFileError", "ResultKeyError", "open_result",
 ]
 
@@ -48,6 +48,9 @@ __all__ = [
 SCHEMA = "mbcore-result"
 #: value of the root attribute ``layout_version`` written by this version
 LAYOUT_VERSION = 1
+#: value of the root attribute ``schema_version`` (the documented schema v1 of
+#: docs/results.md: series, names, events, provenance, SWMR, checkpoints)
+SCHEMA_VERSION = 1
 #: channel names that are reserved (``res["t"]`` is the time vector)
 RESERVED_CHANNEL_NAMES = frozenset({"t"})
 #: separators of the explicit ``channel/label`` form (``"/"`` is canonical)
@@ -827,22 +830,6 @@ class Result(ResultBase):
             return g
         return f
 
-    def refresh(self) -> "Result":
-        """Re-read a file that is still being written: reopen it and pick up the rows
-        (and status, stats, events) flushed since; caches are dropped.  Returns self."""
-        import h5py
-        self.close()
-        f = self._open(h5py)
-        self._f = f
-        try:
-            self._load(f)
-        except BaseException:
-            f.close()
-            self._f = None
-            raise
-        ResultBase.__init__(self)
-        return self
-
     def _load(self, f) -> None:
         a = f.attrs
         schema = _attr_str(a, "schema", "")
@@ -910,6 +897,36 @@ class Result(ResultBase):
         if w == 0:
             return np.empty((n, 0))
         return np.asarray(ds[:n], dtype=np.float64)
+
+    def refresh(self) -> int:
+        """A file being written: read the rows, events, status and stats flushed since
+        it was opened (series are re-read on next access); returns the number of rows.
+        An SWMR reader refreshes its datasets in place; a file opened otherwise (e.g.
+        ``live=True`` on a writer without SWMR) is reopened."""
+        f = self._f
+        if f is None or not f.id.valid:
+            raise ValueError(f"{self.path}: result is closed")
+        if f.swmr_mode:
+            f["t"].refresh()
+            for grp in ("series", "events"):
+                if grp in f:
+                    for ds in f[grp].values():
+                        ds.refresh()
+            self._load(f)
+        else:
+            import h5py
+            self.close()
+            f = self._open(h5py)
+            self._f = f
+            try:
+                self._load(f)
+            except BaseException:
+                f.close()
+                self._f = None
+                raise
+        self._series_cache.clear()
+        self._label_index = None
+        return len(self._t)
 
     def load_all(self) -> "Result":
         """Read every series now (e.g. before closing the file); returns self."""

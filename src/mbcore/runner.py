@@ -70,7 +70,9 @@ def _version_of(module: str) -> str:
 def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | None = None,
         output: str | os.PathLike | None = None, reporters: Sequence[Reporter] = (),
         progress: bool = False, kernels: str | None = None, plugins=None,
-        jacobian: str = "auto", raise_errors: bool = True):
+        jacobian: str = "auto", raise_errors: bool = True, resume=None,
+        checkpoint_seconds: float | None = None, checkpoint_every: float | None = None,
+        compression: str | None = None):
     """Run the model's analysis; return the in-memory result.
 
     ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
@@ -80,7 +82,27 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     :meth:`mbcore.Model.compile`.  On failure the results so far are kept (HDF5 file
     marked ``failed`` with the reason) and the error is raised, unless
     ``raise_errors=False``, in which case the (failed) result is returned.
+
+    With ``output``, an analysis that supports it (dynamic) writes checkpoints to
+    the file every ``checkpoint_seconds`` of wall time (default
+    ``$MBCORE_CHECKPOINT_SECONDS`` or 10 s) and/or ``checkpoint_every`` of simulated
+    time, and at the end; Ctrl-C / SIGTERM write one and mark the file
+    ``interrupted``.  ``compression``: ``None``, ``"gzip"`` or ``"lzf"`` for the
+    series.  ``resume``: a result file path: continue its run from the last
+    checkpoint up to ``settings["t_end"]`` (default the file's), appending to the
+    file (:func:`mbcore.checkpoint.resume`; ``model`` must be the file's model or
+    None); or a :class:`mbcore.checkpoint.Checkpoint` (internal).
     """
+    if resume is not None and not hasattr(resume, "as_dict"):
+        from .checkpoint import resume as resume_file
+        extra = set(settings or {}) - {"t_end"}
+        if extra or analysis not in (None, "dynamic") or output is not None:
+            raise ModelError("resume", "a resume continues the file's own settings: give "
+                             "only settings['t_end'] (not " + ", ".join(
+                                 sorted(extra) or ["analysis/output"]) + ")")
+        return resume_file(resume, (settings or {}).get("t_end"), model=model,
+                           progress=progress, checkpoint_seconds=checkpoint_seconds,
+                           checkpoint_every=checkpoint_every, raise_errors=raise_errors)
     _platform_soon()
     from .plugins import get_plugin_manager
     pm = plugins or get_plugin_manager()
@@ -105,11 +127,23 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
 
     memory = reg.get("reporter", "memory")()
     reps: list[Reporter] = [memory]
+    checkpointer = None
     if output is not None:
         out = Path(output)
         if not out.parent.exists():
             raise ModelError("output", f"directory '{out.parent}' does not exist")
-        reps.append(reg.get("reporter", "hdf5")(out))
+        hdf = reg.get("reporter", "hdf5")(out, compression=compression,
+                                           append=resume is not None)
+        reps.append(hdf)
+        if getattr(job, "checkpoints", False):
+            from .checkpoint import Checkpointer
+            checkpointer = Checkpointer(hdf, checkpoint_seconds, checkpoint_every)
+            job.checkpointer = checkpointer
+    if resume is not None:
+        if checkpointer is None:
+            raise ModelError("resume", f"analysis '{aname}' cannot resume (no checkpoints)"
+                             if output is not None else "resume needs the output file")
+        job.resume_from = resume.as_dict()
     reps.extend(reporters)
 
     text, fmt = model.to_text()
@@ -164,14 +198,21 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         _restore_sigterm(old)
     stats = dict(job.stats)
     stats["wall_time"] = time.perf_counter() - t0
+    interrupted = isinstance(error, KeyboardInterrupt)
+    if checkpointer is not None and (error is None or interrupted):
+        try:                         # the final state: resume continues from here
+            checkpointer.write()
+        except Exception as exc:     # keep the rows; say why there is no checkpoint
+            stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
     if error is None:
         for r in reps:
             r.finish("finished", "", stats)
     else:
-        reason = "interrupted" if isinstance(error, KeyboardInterrupt) else \
+        reason = f"interrupted ({error})" if interrupted else \
             f"{type(error).__name__}: {error}"
-        for r in reps:
-            r.finish("failed", reason, stats)
+        for r in reps:           # "interrupted" to reporters that know it (rule 3)
+            r.finish("interrupted" if interrupted and getattr(r, "interrupted_status", False)
+                     else "failed", reason, stats)
         if raise_errors or not isinstance(error, Exception):
             raise error
     result = memory.result()

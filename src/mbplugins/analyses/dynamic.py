@@ -29,6 +29,8 @@ from mbcore.schema import Param
 
 class DynamicAnalysis(Analysis):
     name = "dynamic"
+    #: writes checkpoints and resumes from them (mbcore.checkpoint)
+    checkpoints = True
     description = "forward dynamics: formulation (di, cs, ...) + integrator, streamed output"
     settings_schema = {
         "t_start": Param("number", "initial time", default=0.0),
@@ -387,6 +389,8 @@ class _RowBlock:
                 flat[:] = rows[i]
                 run.record(float(T[i]), run.row)
         run.bar.update(k)
+        if run.ck is not None:
+            run.ck.offer(run, float(T[-1]), Y[-1], float(S[-1, 2]))
 
     def _energy(self, Y, out) -> None:
         sysm, n, T = self.run.sysm, self.n, self.T
@@ -467,6 +471,14 @@ class _Run:
         self.bar = _progress(0, False)
         self.record_rows = getattr(record, "rows", None)    # reporters' block hand-over
         self.batch = None                    # _RowBlock of the compiled loop, if any
+        # checkpoints and resume (mbcore.checkpoint): set by the runner
+        self.ck = getattr(analysis, "checkpointer", None)
+        self.resume = getattr(analysis, "resume_from", None)
+        self.seg_t0 = self.t0                # start of the current segment (its grid)
+        self.seg_compiled = False
+        self._start = None                   # resume: first step / grid of the loop
+        self.ystep = None                    # end state + time of the last step with
+        self.t_out = np.zeros(0)             # outputs (compiled fixed-step loop)
 
     # -- stage 1: output times and the initial state ---------------------------------
     def output_times(self) -> np.ndarray:
@@ -627,6 +639,7 @@ class _Run:
         partition)."""
         form, sysm = self.form, self.sysm
         size = form.size
+        y_state = y
         if self.projects:                      # report consistent states (spec §4.5)
             yp = form.project(t, y[:size], count=False)
             if yp is not None:
@@ -667,6 +680,8 @@ class _Run:
             data["angular"][:] = sysm.angular_kinematics(qq, qqd, qdd).ravel()
         self.record(t, data)
         self.bar.update(1)
+        if self.ck is not None:
+            self.ck.offer(self, t, y_state, float(self.cstat[2]))
         reason = form.wants_repartition()
         if reason:
             self.last["reason"] = reason
@@ -767,33 +782,87 @@ class _Run:
         return self.python_segment(t_a, y_a, outs)
 
     def segment(self, t_a, y_a, outs):
+        self.seg_t0 = t_a
+        start, self._start = self._start, None
+        self.seg_compiled = False
+        if self.ystep is not None:
+            self.ystep[-2:] = np.nan         # no step state of this segment yet
         if self.loop is None or not self.form.compiled_ready():
             return self.python_segment(t_a, y_a, outs)
+        self.seg_compiled = True
         self.cstat[:] = 0.0
+        if start and start.get("grid0") is not None:
+            self.seg_t0 = start["grid0"]         # the grid continues (fixed steps)
         if self.batch is None:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self._output_compiled,
                                 self.cstat, self._handover, stops=self.stop_specs,
-                                jac=self.jac)
+                                jac=self.jac, start=start, ystep=self.ystep)
         try:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self.batch.on_output,
                                 self.cstat, self._handover, stops=self.stop_specs,
-                                jac=self.jac)
+                                jac=self.jac, start=start, ystep=self.ystep)
         finally:
             self.batch.flush()               # also on errors: a failed run keeps its rows
+
+    # -- resume from a checkpoint (mbcore.checkpoint) -----------------------------------
+    def _restore(self, ck: dict):
+        """The state of checkpoint ``ck`` (mbcore.checkpoint.Checkpoint.state):
+        formulation (partition, used rows) re-initialised at its (q, qd), y exactly
+        as stored, statistics continued; the first segment continues the fixed-step
+        grid or starts with the stored step size."""
+        a, form, t = self.a, self.form, float(ck["t"])
+        q, qd = np.array(ck["q"], dtype=float), np.array(ck["qd"], dtype=float)
+        st = ck["state"]
+        if st.get("rows") is not None:
+            form.solver.set_rows(np.array(st["rows"], dtype=int))
+            self.crhs = None
+        if st.get("partition") is not None and hasattr(form, "_user_partition"):
+            form.settings["independent"] = ",".join(st["partition"])
+            form.v = None
+        yf, _ = form.initialize(q, qd, t)
+        y = np.array(ck["y"], dtype=float)
+        t_row = t
+        if st.get("t_state") is not None:    # the exact end state of the step
+            t = float(st["t_state"])
+        if y.size != yf.size + 1:
+            raise AnalysisError(f"checkpoint state has {y.size} values, the formulation "
+                                f"'{form.name}' needs {yf.size + 1}", t)
+        self.base[:] = st.get("counts", [0, 0, 0])
+        self.istat[2:] = self.base
+        a._restarts = int(st.get("restarts", 0))
+        self.last.update(t=t_row, q=q, qd=qd, W=float(y[-1]))
+        self._t_row = t_row
+        h = float(st.get("h") or 0.0)
+        self._start = {"h_abs": h if h > 0 else None}
+        if st.get("t_state") is not None and st.get("h_next"):
+            self._start.update(h_abs=float(st["h_next"]), exact=True)
+        step = a.integrator_options.get("step")
+        if (st.get("compiled") and step and st.get("grid0") is not None
+                and st["grid0"] + st["steps"] * step == t):
+            self._start.update(grid0=float(st["grid0"]), istep0=int(st["steps"]))
+        self.event(t_row, "resume", f"resumed from the checkpoint at t = {t_row!r}")
+        return t, y
 
     # -- stage 5: the run --------------------------------------------------------------
     def execute(self):
         a, form, event = self.a, self.form, self.event
         t_out = self.output_times()
-        y0 = self.initial_state()
+        t_cur = self.t0
+        if self.resume is None:
+            y0 = self.initial_state()
+        else:                                 # mbcore.checkpoint: from a checkpoint
+            t_cur, y0 = self._restore(self.resume)
         self._ydot = np.zeros(form.size + 1)
         self._obuf = np.zeros(form.size + 1)
+        self.t_out = t_out
+        if self.ck is not None:
+            self.ystep = np.full(form.size + 3, np.nan)     # y, t, next step
         self._setup_segments(y0)
         self.bar = _progress(len(t_out), self.progress_enabled)
         self.batch = self._row_block()
-        for ev_ in self.stops:                # a condition that already holds at t_start
+        for ev_ in self.stops if self.resume is None else ():   # holds at t_start
             if ev_(self.t0, y0) <= 0.0:
                 self.output(self.t0, y0)
                 event(self.t0, "stop", f"stop condition '{ev_.name[5:]}' met at t_start")
@@ -802,7 +871,7 @@ class _Run:
                 return
         impacts = 0
         recent: list[float] = []
-        t_cur, y_cur, outs = self.t0, y0, t_out
+        y_cur, outs = y0, (t_out if self.resume is None else t_out[t_out > self._t_row])
         restarts_here = 0
         last = self.last
         try:

@@ -9,6 +9,13 @@ passed since the last flush (checked on every ``record``/``event`` call).  The
 HDF5 library is touched only inside these write-and-flush steps, so a process
 killed at any other moment (even SIGKILL) leaves a consistent file holding every
 flushed row, with root attribute ``status == "running"``.
+
+The file is written in HDF5 SWMR mode (``libver="latest"``; every dataset exists
+before ``swmr_mode`` is switched on, so later writes only extend datasets and
+overwrite existing attributes): another process reads it while it grows with
+``h5py.File(path, "r", libver="latest", swmr=True)`` and ``Dataset.refresh()``
+(:class:`mbcore.result.Result` does this).  Checkpoints for an exact resume
+(:mod:`mbcore.checkpoint`) are rows of the pre-created ``/checkpoint`` datasets.
 """
 from __future__ import annotations
 
@@ -24,8 +31,8 @@ import numpy as np
 from h5py import h5a, h5s
 
 from mbcore.reporting import Reporter, RunInfo, layout_of
-from mbcore.result import (LAYOUT_VERSION, SCHEMA, store_row, to_json, utc_now,
-                           validate_run_info)
+from mbcore.result import (LAYOUT_VERSION, SCHEMA, SCHEMA_VERSION, store_row, to_json,
+                           utc_now, validate_run_info)
 
 __all__ = ["HDF5Reporter"]
 
@@ -34,7 +41,11 @@ CHUNK_BYTES = 64 * 1024
 #: target size of the in-memory block of rows written at once (default block_rows)
 BLOCK_BYTES = 8 << 20
 _COMPRESSIONS = (None, "gzip", "lzf")
-_STATUSES = ("finished", "failed")
+_STATUSES = ("finished", "failed", "interrupted")
+#: datasets of the /checkpoint group: name -> (dtype, 2-D)
+CHECKPOINT_DATASETS = {"n_rows": ("i8", False), "n_events": ("i8", False),
+                       "y": ("f8", True), "q": ("f8", True), "qd": ("f8", True),
+                       "state": ("str", False), "t": ("f8", False)}
 
 _clock = time.monotonic  # module level so tests can replace it
 
@@ -49,6 +60,15 @@ def _append(dsid: h5py.h5d.DatasetID, n0: int, rows: np.ndarray) -> None:
         fs = dsid.get_space()
         fs.select_hyperslab((n0,) + (0,) * (rows.ndim - 1), rows.shape)
         dsid.write(h5s.create_simple(rows.shape), fs, rows)
+
+
+def _plugin_providers() -> str:
+    """JSON list of the installed plugin providers (plugin, distribution, version)."""
+    try:
+        from mbcore.plugins import get_plugin_manager
+        return to_json(sorted({str(r[2]) for r in get_plugin_manager().registry.rows()}))
+    except Exception as e:  # pragma: no cover - provenance must not stop a run
+        return to_json([f"unknown ({type(e).__name__})"])
 
 
 def _chunk_rows(width: int) -> int:
@@ -90,13 +110,20 @@ class HDF5Reporter(Reporter):
         the last flush (checked on each ``record``/``event`` call; 0 = every row).
     compression:
         ``None`` (default), ``"gzip"`` or ``"lzf"`` for the series datasets.
+    append:
+        Continue the existing file ``path`` (a resume, :mod:`mbcore.checkpoint`):
+        its channels must match; rows are appended after its ``/t``.
+    swmr:
+        Write in SWMR mode (default) so other processes can read the file live.
     """
 
     name = "hdf5"
+    interrupted_status = True       # finish("interrupted") after Ctrl-C / SIGTERM
     description = "streams results to a chunked, crash-safe HDF5 file (docs/results.md)"
 
     def __init__(self, path: str | os.PathLike, *, block_rows: int | None = None,
-                 flush_seconds: float = 2.0, compression: str | None = None):
+                 flush_seconds: float = 2.0, compression: str | None = None,
+                 append: bool = False, swmr: bool = True):
         if block_rows is not None and (
                 isinstance(block_rows, bool) or not isinstance(block_rows, (int, np.integer))
                 or block_rows < 1):
@@ -111,6 +138,9 @@ class HDF5Reporter(Reporter):
         self.block_rows = None if block_rows is None else int(block_rows)
         self.flush_seconds = float(flush_seconds)
         self.compression = compression
+        self.append = bool(append)
+        self.swmr = bool(swmr)
+        self.n_checkpoints = 0      # checkpoints written by this reporter
         self.blocks_written = 0     # number of (partial) blocks written so far
         self._state = "new"         # new -> running -> finished (| broken: start failed)
         self._f: h5py.File | None = None
@@ -131,15 +161,33 @@ class HDF5Reporter(Reporter):
                 errno.ENOENT,
                 f"cannot create result file: directory '{parent}' does not exist",
                 str(self.path))
+        # a new file is built under a temporary name and renamed into place once its
+        # layout is flushed: a process killed while creating it leaves no
+        # half-written file at `path`
+        tmp = self.path if self.append else \
+            self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            f = h5py.File(self.path, "w")
+            f = h5py.File(tmp, "r+" if self.append else "w", libver="latest")
         except OSError as e:
-            raise OSError(f"cannot create result file '{self.path}': {e}") from e
+            raise OSError(f"cannot {'open' if self.append else 'create'} result file "
+                          f"'{self.path}': {e}") from e
         try:
-            self._create_layout(f, info)
+            if self.append:
+                self._open_layout(f, info)
+            else:
+                self._create_layout(f, info)
             f.flush()
+            if self.swmr:        # every dataset exists now: readers may follow
+                f.swmr_mode = True
+            if tmp != self.path:
+                os.replace(tmp, self.path)
         except BaseException:
             f.close()
+            if tmp != self.path:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
             raise
         self._f = f
         self._last_flush = _clock()
@@ -150,6 +198,8 @@ class HDF5Reporter(Reporter):
         a = f.attrs
         a["schema"] = SCHEMA
         a["layout_version"] = np.int64(LAYOUT_VERSION)
+        a["schema_version"] = np.int64(SCHEMA_VERSION)
+        a["writer"] = f"{platform.node()}:{os.getpid()}"
         a["status"] = "running"
         a["reason"] = ""
         a["analysis"] = str(info.analysis)
@@ -169,7 +219,8 @@ class HDF5Reporter(Reporter):
 
         versions = {str(k): str(v) for k, v in info.versions.items()}
         for k, v in (("python", platform.python_version()), ("numpy", np.__version__),
-                     ("h5py", h5py.version.version), ("hdf5", h5py.version.hdf5_version)):
+                     ("h5py", h5py.version.version), ("hdf5", h5py.version.hdf5_version),
+                     ("host", platform.node()), ("plugins", _plugin_providers())):
             versions.setdefault(k, v)
         g = f.create_group("versions")
         for k, v in versions.items():
@@ -219,6 +270,48 @@ class HDF5Reporter(Reporter):
                                           chunks=(256,))
         self._ev_msg = ev.create_dataset("message", shape=(0,), maxshape=(None,), dtype=sdt,
                                          chunks=(256,))
+        ck = f.create_group("checkpoint")
+        for name, (dt, two_d) in CHECKPOINT_DATASETS.items():
+            ck.create_dataset(name, shape=(0, 0) if two_d else (0,),
+                              maxshape=(None, None) if two_d else (None,),
+                              dtype=sdt if dt == "str" else dt,
+                              chunks=(4, 256) if two_d else (64,))
+
+    def _open_layout(self, f: h5py.File, info: RunInfo) -> None:
+        """Append mode: the datasets of an existing file of the same channels."""
+        names = [str(x) for x in f.attrs.get("channels", [])]
+        if names != [c.name for c in info.channels]:
+            raise ValueError(f"{self.path}: channels {names} differ from the run's "
+                             f"{[c.name for c in info.channels]}")
+        self._t_ds = f["t"]
+        self._n_rows = int(self._t_ds.shape[0])
+        self._n_rows_attr = np.zeros((), dtype=np.int64)
+        if self.block_rows is None:
+            width = max(1, sum(c.width for c in info.channels))
+            self.block_rows = int(min(65536, max(256, BLOCK_BYTES // (8 * width))))
+        self._tbuf = np.empty(self.block_rows)
+        self._slots, self._datasets = [], []
+        self._layout = layout_of(info.channels)
+        self._flat = np.empty((self.block_rows, sum(c.width for c in info.channels)))
+        off = 0
+        for c in info.channels:
+            ds = f["series"][c.name]
+            if ds.shape[1] != c.width or ds.shape[0] < self._n_rows:
+                raise ValueError(f"{self.path}: series/{c.name} has shape {ds.shape}, "
+                                 f"expected ({self._n_rows}, {c.width})")
+            buf = self._flat[:, off:off + c.width]
+            off += c.width
+            self._slots.append((c.name, buf, c.width))
+            self._datasets.append((ds, buf, c.width))
+        ev = f["events"]
+        self._ev_t, self._ev_kind, self._ev_msg = ev["t"], ev["kind"], ev["message"]
+        self._n_events = int(self._ev_t.shape[0])
+        a = f.attrs
+        a["status"] = "running"
+        a["reason"] = ""
+        a["finished"] = ""
+        a["writer"] = f"{platform.node()}:{os.getpid()}"
+        a["n_rows"] = np.int64(self._n_rows)
 
     # ------------------------------------------------------------------- recording
     def record(self, t: float, data: Mapping[str, np.ndarray]) -> None:
@@ -265,6 +358,38 @@ class HDF5Reporter(Reporter):
         if self._state != "running":
             raise self._state_error("flush")
         self._write_buffer()
+
+    @property
+    def n_events(self) -> int:
+        """Events recorded so far (written or buffered)."""
+        return self._n_events + len(self._events)
+
+    def write_checkpoint(self, t: float, y: np.ndarray, q: np.ndarray, qd: np.ndarray,
+                         n_rows: int, n_events: int, state: str) -> None:
+        """Flush the rows, then append one checkpoint (``/checkpoint/*``, ``t`` last:
+        ``len(/checkpoint/t)`` counts the complete ones) and flush again."""
+        if self._state != "running":
+            raise self._state_error("write_checkpoint")
+        self._write_buffer()
+        g = self._f["checkpoint"]
+        k = int(g["t"].shape[0])
+        for name, v in (("y", y), ("q", q), ("qd", qd)):
+            ds = g[name]
+            v = np.ascontiguousarray(v, dtype=np.float64).reshape(1, -1)
+            w = max(ds.shape[1], v.shape[1])
+            ds.resize((k + 1, w))
+            row = np.full((1, w), np.nan)
+            row[0, :v.shape[1]] = v
+            ds[k:k + 1] = row
+        for name, v in (("n_rows", n_rows), ("n_events", n_events)):
+            g[name].resize((k + 1,))
+            g[name][k] = int(v)
+        g["state"].resize((k + 1,))
+        g["state"][k] = state
+        g["t"].resize((k + 1,))
+        g["t"][k] = float(t)
+        self._f.flush()
+        self.n_checkpoints += 1
 
     def _write_buffer(self) -> None:
         """Append the buffered rows (series first, ``t`` last) and events, update
@@ -322,6 +447,15 @@ class HDF5Reporter(Reporter):
                 status = "failed"
                 msg = f"writing the last rows to the result file failed: {e}"
                 reason = f"{reason}; {msg}" if reason else msg
+            if self.swmr:
+                # the /stats attributes are new: written outside SWMR mode (a clean
+                # close ends it; reopened without SWMR when possible)
+                f.flush()
+                f.close()
+                try:
+                    f = h5py.File(self.path, "r+", libver="latest")
+                except OSError:      # a reader holds it: write in SWMR mode after all
+                    f = h5py.File(self.path, "r+", libver="latest", locking=False)
             a = f.attrs
             a["status"] = status
             a["reason"] = str(reason)

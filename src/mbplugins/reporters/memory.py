@@ -15,7 +15,7 @@ from mbcore.result import MemoryResult, store_row, utc_now, validate_run_info
 
 __all__ = ["MemoryReporter"]
 
-_STATUSES = ("finished", "failed")
+_STATUSES = ("finished", "failed", "interrupted")   # interrupted: Ctrl-C / SIGTERM
 
 
 class MemoryReporter(Reporter):
@@ -24,6 +24,7 @@ class MemoryReporter(Reporter):
     O(1) per row) and is trimmed at ``finish``."""
 
     name = "memory"
+    interrupted_status = True       # finish("interrupted") after Ctrl-C / SIGTERM
     description = "keeps results in memory (returned by mbcore.run)"
 
     def __init__(self, *, initial_rows: int = 1024):

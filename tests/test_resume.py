@@ -1,0 +1,230 @@
+"""Checkpoints and exact resume (issue 15, deliverable 2): mbcore.checkpoint."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+import pytest
+
+from mbcore import Model
+from mbcore.checkpoint import CheckpointError, read_checkpoint, resume
+from mbcore.cli import main
+from mbcore.result import Result
+from mbcore.runner import run
+
+RK4 = {"integrator": "rk4", "step": 0.001, "output_step": 0.01}
+CHANNELS = ("q", "qd", "qdd", "lam", "energy", "violation")
+
+
+def _model(examples):
+    return Model.from_file(examples / "fourbar_dap.yaml")
+
+
+def _series(path, names=CHANNELS):
+    with Result(path) as r:
+        return np.array(r.t), {c: np.array(r[c]) for c in names if c in r.channels}
+
+
+def _reference(tmp_path, examples, settings, name="ref.h5"):
+    out = tmp_path / name
+    run(_model(examples), settings=settings, output=out)
+    return _series(out)
+
+
+@pytest.mark.parametrize("record", [None, "q, qd, energy"])     # row path, block path
+def test_rk4_resume_of_finished_run_is_bit_identical(tmp_path, examples, record):
+    s = dict(RK4, t_end=0.6, **({"record": record} if record else {}))
+    t_ref, ref = _reference(tmp_path, examples, s)
+    out = tmp_path / "part.h5"
+    run(_model(examples), settings=dict(s, t_end=0.3), output=out)
+    ck = read_checkpoint(out)
+    assert ck.t == pytest.approx(0.3) and ck.n_rows == 31
+    resume(out, t_end=0.6)
+    t, got = _series(out)
+    assert np.array_equal(t, t_ref)
+    for c in ref:
+        assert np.array_equal(got[c], ref[c]), c
+    with Result(out) as r:
+        assert r.status == "finished"
+        assert [e.kind for e in r.events].count("resume") == 1
+        assert r.settings["t_end"] == 0.6
+    assert read_checkpoint(out).t == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("integrator, tol", [("dopri5", 1e-6), ("bdf", 1e-4)])
+def test_adaptive_resume_within_tolerance(tmp_path, examples, integrator, tol):
+    s = {"integrator": integrator, "output_step": 0.01, "t_end": 0.6, "rtol": 1e-8,
+         "atol": 1e-10}
+    t_ref, ref = _reference(tmp_path, examples, s)
+    out = tmp_path / "part.h5"
+    run(_model(examples), settings=dict(s, t_end=0.25), output=out)
+    _, first = _series(out, ("q",))
+    resume(out, t_end=0.6)
+    t, got = _series(out)
+    assert np.array_equal(t, t_ref)
+    err = np.max(np.abs(got["q"] - ref["q"]))
+    assert err < tol, err
+    assert np.array_equal(got["q"][:26], first["q"])        # the first part is kept
+
+
+def test_cp_resume_keeps_partition(tmp_path, examples):
+    s = dict(RK4, t_end=0.4, formulation="cp")
+    t_ref, ref = _reference(tmp_path, examples, s)
+    out = tmp_path / "part.h5"
+    run(_model(examples), settings=dict(s, t_end=0.2), output=out)
+    ck = read_checkpoint(out)
+    assert ck.state["partition"] and len(ck.y) == 2 * len(ck.state["partition"]) + 1
+    resume(out, t_end=0.4)
+    _, got = _series(out)
+    assert np.max(np.abs(got["q"] - ref["q"])) < 1e-8
+
+
+@pytest.mark.parametrize("integ", ["rk4", "dopri5", "dop853"])
+def test_killed_run_resumes_from_last_checkpoint_and_truncates(tmp_path, examples, integ):
+    """A file whose rows go past its last checkpoint (SIGKILL): those rows are
+    dropped and recomputed; the result equals the uninterrupted run bit for bit
+    (fixed steps: the same grid; embedded pairs: the step's end state and next step
+    size)."""
+    s = dict(RK4, t_end=0.5) if integ == "rk4" else \
+        {"integrator": integ, "output_step": 0.01, "t_end": 0.5, "rtol": 1e-8}
+    t_ref, ref = _reference(tmp_path, examples, s)
+    out = tmp_path / "part.h5"
+    run(_model(examples), settings=s, output=out, checkpoint_every=0.1,
+        checkpoint_seconds=1e9)
+    with h5py.File(out, "r+") as f:            # forget the checkpoints after t = 0.2
+        g = f["checkpoint"]
+        k = int(np.searchsorted(g["t"][:], 0.2 + 1e-12))
+        for ds in g.values():
+            ds.resize((k,) + ds.shape[1:])
+        f.attrs["status"] = "running"
+    ck = read_checkpoint(out)
+    assert ck.t == pytest.approx(0.2) and ck.n_rows < 51
+    assert ck.state["t_state"] >= ck.t and ck.state["h_next"] > 0
+    resume(out)
+    t, got = _series(out)
+    assert np.array_equal(t, t_ref)
+    assert np.array_equal(got["q"], ref["q"]) and np.array_equal(got["qd"], ref["qd"])
+
+
+def _wait_for_checkpoint(path, proc, timeout=60.0):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        assert proc.poll() is None, "run ended before its first checkpoint"
+        try:
+            with h5py.File(path, "r", libver="latest", swmr=True) as f:
+                if f["checkpoint/t"].shape[0] > 0:
+                    return
+        except (OSError, KeyError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError("no checkpoint")
+
+
+def _cli(args, **env):
+    e = dict(os.environ, **env)
+    return subprocess.Popen([sys.executable, "-m", "mbcore.cli", *args], env=e,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_interrupts_checkpoints_and_resumes(tmp_path, examples, sig):
+    model = tmp_path / "m.yaml"
+    text = (examples / "fourbar_dap.yaml").read_text()
+    text = text.replace("integrator: dopri5", "integrator: rk4\n  step: 0.0001")
+    model.write_text(text.replace("t_end: 5.0", "t_end: 30.0"))
+    out = tmp_path / "m.h5"
+    p = _cli(["run", str(model), "-o", str(out), "-q"], MBCORE_CHECKPOINT_SECONDS="0.2")
+    _wait_for_checkpoint(out, p)
+    p.send_signal(sig)
+    p.wait(timeout=60)
+    assert p.returncode == 130, p.stderr.read()
+    with Result(out) as r:
+        assert r.status == "interrupted", r.status
+        n = len(r)
+        t_last = float(r.t[-1])
+    ck = read_checkpoint(out)
+    assert ck.n_rows == n and ck.t == t_last          # the final checkpoint
+    # resume a little further on the CLI; compare with an uninterrupted run
+    t_end = round(t_last + 0.05, 2)
+    assert main(["run", "--resume", str(out), "--t-end", str(t_end), "-q"]) == 0
+    ref = tmp_path / "ref.h5"
+    assert main(["run", str(model), "-o", str(ref), "-q", "--t-end", str(t_end)]) == 0
+    t1, a = _series(out, ("q", "qd"))
+    t2, b = _series(ref, ("q", "qd"))
+    assert np.array_equal(t1, t2) and np.array_equal(a["q"], b["q"])
+    assert np.array_equal(a["qd"], b["qd"])
+
+
+def test_resume_errors_name_the_file(tmp_path, examples):
+    kin = tmp_path / "kin.h5"
+    run(Model.from_file(examples / "fourbar_kap.yaml"), output=kin)
+    with pytest.raises(CheckpointError, match="kin.h5.*kinematic"):
+        resume(kin)
+    out = tmp_path / "d.h5"
+    run(_model(examples), settings=dict(RK4, t_end=0.1), output=out)
+    with pytest.raises(CheckpointError, match=r"d\.h5.*nothing to do"):
+        resume(out)
+    with pytest.raises(CheckpointError, match="differs"):
+        resume(out, 0.2, model=Model.from_file(examples / "fourbar_kap.yaml"))
+    with h5py.File(out, "r+") as f:
+        f["versions"].attrs["mbcore"] = "0.0.1"
+    with pytest.raises(CheckpointError, match="0.0.1"):
+        resume(out, 0.2)
+    with pytest.raises(CheckpointError, match="no such"):
+        resume(tmp_path / "missing.h5")
+    assert main(["run", "--resume", str(kin), "-q"]) == 2
+
+
+def test_checkpoint_cost_is_small(tmp_path, examples, monkeypatch):
+    import mbcore.checkpoint as ckmod
+    made = []
+    real = ckmod.Checkpointer.__init__
+
+    def init(self, *a, **k):
+        real(self, *a, **k)
+        made.append(self)
+    monkeypatch.setattr(ckmod.Checkpointer, "__init__", init)
+    out = tmp_path / "c.h5"
+    res = run(_model(examples), settings=dict(RK4, t_end=0.5), output=out,
+              checkpoint_every=0.01, checkpoint_seconds=1e9)
+    assert made[0].count == 51
+    assert made[0].wall / made[0].count < 0.01     # < 10 ms each (typically ~0.2 ms)
+    with h5py.File(out, "r") as f:
+        assert f["checkpoint/t"].shape == (51,)
+        assert np.allclose(f["checkpoint/t"][:], np.linspace(0, 0.5, 51))
+
+
+def test_run_with_resume_path(tmp_path, examples):
+    s = dict(RK4, t_end=0.3)
+    t_ref, ref = _reference(tmp_path, examples, s)
+    out = tmp_path / "p.h5"
+    run(_model(examples), settings=dict(s, t_end=0.1), output=out)
+    part = run(None, resume=out, settings={"t_end": 0.3})
+    assert len(part) == 20 and part.t[0] == pytest.approx(0.11)
+    t, got = _series(out)
+    assert np.array_equal(got["q"], ref["q"]) and np.array_equal(t, t_ref)
+    from mbcore.errors import ModelError
+    with pytest.raises(ModelError, match="t_end"):
+        run(None, resume=out, settings={"t_end": 0.5, "step": 0.01})
+
+
+def test_resume_refuses_a_file_still_being_written(tmp_path, examples):
+    model = tmp_path / "m.yaml"
+    text = (examples / "fourbar_dap.yaml").read_text()
+    text = text.replace("integrator: dopri5", "integrator: rk4\n  step: 0.0001")
+    model.write_text(text.replace("t_end: 5.0", "t_end: 30.0"))
+    out = tmp_path / "m.h5"
+    p = _cli(["run", str(model), "-o", str(out), "-q"], MBCORE_CHECKPOINT_SECONDS="0.1")
+    try:
+        _wait_for_checkpoint(out, p)
+        with pytest.raises(CheckpointError, match="m.h5.*being written"):
+            resume(out, 40.0)
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+    resume(out, read_checkpoint(out).t + 0.05)           # now it can
