@@ -165,3 +165,21 @@ def test_cli_check_describes_the_system(examples, capsys):
     out = capsys.readouterr().out
     assert "n = 9 coordinates, m = 8 constraint equations" in out
     assert "constraint revolute" in out and "force      tsda" in out and "gravity" in out
+
+
+@pytest.mark.parametrize("comp", ["gzip", "lzf"])
+def test_run_compression_option(tmp_path, examples, comp):
+    """``mbcore run --compression``: the series are compressed, the values the same
+    as an uncompressed run's."""
+    from mbcore.result import Result
+    model = str(examples / "fourbar_kap.yaml")
+    plain, packed = tmp_path / "plain.h5", tmp_path / "packed.h5"
+    assert main(["run", model, "-o", str(plain), "-q", "--t-end", "0.5"]) == 0
+    assert main(["run", model, "-o", str(packed), "-q", "--t-end", "0.5",
+                 "--compression", comp]) == 0
+    with h5py.File(packed, "r") as f:
+        assert f["series/q"].compression == comp
+    with h5py.File(plain, "r") as f:
+        assert f["series/q"].compression is None
+    with Result(plain) as a, Result(packed) as b:
+        assert np.array_equal(a["q"], b["q"])

@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--step", type=float, help="override settings.output_step")
     r.add_argument("--kernels", choices=("compiled", "numpy"),
                    help="evaluation path (default: $MBCORE_KERNELS or compiled)")
+    r.add_argument("--compression", choices=("gzip", "lzf"),
+                   help="compress the HDF5 series (default: none)")
     r.add_argument("--resume", metavar="FILE",
                    help="continue the run of result FILE from its last checkpoint "
                         "(to --t-end); MODEL, if given, must be the file's model")
@@ -126,7 +128,8 @@ def _run(args) -> int:
              args.analysis or model.settings.get("analysis") or "kinematic", out)
     try:
         run(model, analysis=args.analysis, settings=overrides, output=out,
-            progress=not quiet, kernels=args.kernels)
+            progress=not quiet, kernels=args.kernels,
+            compression=getattr(args, "compression", None))
     except MbcoreError as exc:
         failed = exc
     except KeyboardInterrupt:        # Ctrl-C / SIGTERM: rows and a checkpoint are kept
