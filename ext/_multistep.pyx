@@ -180,14 +180,17 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             const double[::1] gstar_abs, double[::1] t_out, Py_ssize_t i_out,
             object on_output, double[::1] stats, double[::1] counters, long nfev_start=0,
             const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
-            const double[::1] stop_sign=None):
+            const double[::1] stop_sign=None, double[::1] ystep=None, dict hist=None):
     """Integrate from (t0, y0) to t1 > t0 by ``AdamsPECE`` from its state after
     ``_restart_impl`` or any accepted step: ``phi0`` = φ_1..φ_{kmax+2} (rows),
     ``hs0`` the past steps (most recent first), ``h`` the next step, ``h_last``,
     order ``k``, ``neq`` steps of the current size, ``phase1`` (start-up), internal
     tolerances ``rtol``/``atol``; ``gamma``/``gstar_abs`` = ``GAMMA``, ``|GAMMA_STAR|``
     (kmax + 3 values).  Dense output at ``t_out[i_out:]``: INTRP, as
-    ``AdamsDenseOutput``.  Returns ``(code, t, y, i_out, h)`` (module docstring)."""
+    ``AdamsDenseOutput``.  Checkpoints: before the outputs of a step ``ystep`` (N + 2
+    floats) receives its end state, time and next step, ``hist`` (a dict) the state
+    above (``phi``, ``hs`` copies, ``h``, ``h_last``, ``k``, ``neq``, ``phase1``).
+    Returns ``(code, t, y, i_out, h)`` (module docstring)."""
     cdef Py_ssize_t N = y0.shape[0], K2 = kmax + 2, i, j, kk, m, lim
     cdef Py_ssize_t nout = t_out.shape[0]
     if kmax < 1 or phi0.shape[0] != K2 or phi0.shape[1] != N or hs0.shape[0] < K2 \
@@ -415,6 +418,14 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
         _accepted(counters, fabs(t - t_old), kstep)
         # ---- outputs in (t_old, t]: INTRP -------------------------------------------
         if i_out < nout and t_out[i_out] <= t:
+            if ystep is not None and ystep.shape[0] >= N + 2:   # checkpoints
+                for i in range(N):
+                    ystep[i] = y[i]
+                ystep[N] = t
+                ystep[N + 1] = fabs(h)
+            if hist is not None:
+                hist.update(phi=np.array(phi), hs=np.array(hs), h=h, h_last=h_last, k=k,
+                            neq=neq, phase1=1.0 if phase1 else 0.0)
             _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
             while i_out < nout and t_out[i_out] <= t:
                 tt = t_out[i_out]
@@ -582,7 +593,8 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             long nfev_start=0, const idx_t[::1] stop_idx=None,
             const double[::1] stop_val=None, const double[::1] stop_sign=None,
             const double[::1] mass=None, object jac=None, const double[::1] h_power=None,
-            object newton_system=None):
+            object newton_system=None, double[::1] ystep=None, dict hist=None,
+            const double[::1] J0=None, long jac_age0=0, double c_lu0=0.0):
     """Integrate from (t0, y0) to t1 > t0 by ``BDF`` from its state after
     ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order ``k``,
     ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``, ``err_const``:
@@ -602,6 +614,12 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     it, its matrix factored and solved by the same LAPACK calls.  A call-back or hook
     that raises or returns a wrong or non-finite matrix hands the step to the Python
     driver (code 2), which raises the named error.
+    Checkpoints (exact resume): before the outputs of a step, ``ystep`` (N + 2
+    floats) receives its end state, time and ``h_abs``, and ``hist`` (a dict) the
+    state the next step reads: ``D`` (a copy), ``k``, ``n_equal``, ``h_abs``, ``J``
+    (a copy, None when it is to be re-evaluated), ``jac_age``, ``c_lu`` (0: no LU).
+    ``J0``, ``jac_age0``, ``c_lu0``: start from such a state (column-major ``J0``; the
+    LU of ``c_lu0`` > 0 is refactored from it, uncounted; not with ``newton_system``).
     Returns ``(code, t, y, i_out, h_abs)`` (module docstring)."""
     cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i, j, l
     cdef Py_ssize_t nout = t_out.shape[0]
@@ -673,6 +691,23 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef char trans = b'N'
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, converged, have_old
     cdef bint have_rate
+    if J0 is not None:                   # resume: the Jacobian (and LU) of a checkpoint
+        if J0.shape[0] != N * N or use_hook:
+            raise ValueError("run_bdf: J0 has the wrong size or a Newton hook is given")
+        for i in range(N * N):
+            J[i] = J0[i]
+        jac_valid = True
+        jac_age = jac_age0
+        if c_lu0 > 0.0:
+            for j in range(N):
+                for i in range(N):
+                    if alg[i] or alg[j]:
+                        LU[j * N + i] = -J[j * N + i]
+                    else:
+                        LU[j * N + i] = (mv[i] if i == j else 0.0) - c_lu0 * J[j * N + i]
+            dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
+            lu_valid = True
+            c_lu = c_lu0
     while t < t1:
         min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
         if h_abs > max_step:
@@ -911,6 +946,15 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 n_equal = 0
         # ---- outputs in (t_old, t]: backward-difference polynomial --------------------
         if i_out < nout and t_out[i_out] <= t:
+            if ystep is not None and ystep.shape[0] >= N + 2:   # checkpoints
+                for i in range(N):
+                    ystep[i] = y[i]
+                ystep[N] = t
+                ystep[N + 1] = h_abs
+            if hist is not None:
+                hist.update(D=np.array(D), k=k, n_equal=n_equal, h_abs=h_abs,
+                            J=np.array(J) if jac_valid and not use_hook else None,
+                            jac_age=jac_age, c_lu=c_lu if lu_valid else 0.0)
             _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
             while i_out < nout and t_out[i_out] <= t:
                 tt = t_out[i_out]
@@ -948,7 +992,9 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
               bint evaluated, int maxiter, double newton_rtol, double newton_atol,
               double[::1] t_out, Py_ssize_t i_out, object on_output, double[::1] stats,
               double[::1] counters, long nfev_start=0, const idx_t[::1] stop_idx=None,
-              const double[::1] stop_val=None, const double[::1] stop_sign=None):
+              const double[::1] stop_val=None, const double[::1] stop_sign=None,
+              double[::1] ystep=None, dict hist=None, const double[::1] J0=None,
+              double c_lu0=0.0):
     """Integrate from (t0, y0) to t1 > t0 by ``ThetaMethod`` (Jacobian ``f.c_jac``:
     forward differences as ``Integrator.jac``/``num_jac`` with the floor 1e-8, or the
     right-hand side's semi-analytic one, see :func:`_jacobian`) from
@@ -958,8 +1004,13 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
     f(t_n+1, y_n+1) and the dense output cubic Hermite (``Trapezoid``); else
     (y_n+1 − y_n)/h and linear interpolation (``ImplicitEuler``).  A Newton failure
     with a fresh Jacobian returns code 2 (the Python driver redoes the step and
-    raises ``NewtonFailure``).  Returns ``(code, t, y, i_out, h)`` (module
-    docstring; code 3: the remaining interval is below the round-off limit)."""
+    raises ``NewtonFailure``).  Checkpoints: before the outputs of a step ``ystep``
+    (N + 2 floats) receives its end state, time and ``h_step``, ``hist`` (a dict)
+    ``f`` (end derivative), ``t_start``, ``i``, ``h``, ``J`` (column-major copy, None
+    if to be re-evaluated) and ``c_lu`` (0: no LU); ``J0``, ``c_lu0``: start from
+    such a Jacobian and its LU (refactored, uncounted).  Returns ``(code, t, y,
+    i_out, h)`` (module docstring; code 3: the remaining interval is below the
+    round-off limit)."""
     cdef Py_ssize_t N = y0.shape[0], i, j
     cdef Py_ssize_t nout = t_out.shape[0]
     if f0.shape[0] != N or maxiter < 1 or not h_step > 0:
@@ -991,6 +1042,19 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
     cdef int info = 0, one = 1, nn = <int>N, it, iters, attempt
     cdef char trans = b'N'
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, ok, have_old
+    if J0 is not None:                   # resume: the Jacobian (and LU) of a checkpoint
+        if J0.shape[0] != N * N:
+            raise ValueError("run_theta: J0 has the wrong size")
+        for i in range(N * N):
+            J[i] = J0[i]
+        jac_valid = True
+        if c_lu0 != 0.0:
+            for j in range(N):
+                for i in range(N):
+                    LU[j * N + i] = (1.0 if i == j else 0.0) - c_lu0 * J[j * N + i]
+            dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
+            lu_valid = True
+            c_lu = c_lu0
     while t < t1:
         # ---- one step (ThetaMethod._step_impl) -------------------------------------
         i_step += 1
@@ -1086,6 +1150,15 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
         _accepted(counters, fabs(t - t_old), order)
         # ---- outputs in (t_old, t]: linear or cubic Hermite -------------------------
         if i_out < nout and t_out[i_out] <= t:
+            if ystep is not None and ystep.shape[0] >= N + 2:   # checkpoints
+                for i in range(N):
+                    ystep[i] = y[i]
+                ystep[N] = t
+                ystep[N + 1] = h_step
+            if hist is not None:
+                hist.update(f=np.array(fn), t_start=t_start, i=i_step, h=h_step,
+                            J=np.array(J) if jac_valid else None,
+                            c_lu=c_lu if lu_valid else 0.0)
             _stats(stats, fabs(t - t_old), order, nsteps, nrej, f.nfev - nfev0)
             hd = t - t_old
             while i_out < nout and t_out[i_out] <= t:

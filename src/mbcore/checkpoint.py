@@ -14,8 +14,11 @@ counts, fixed-step grid position, CP partition, used constraint rows...).
 file from its last checkpoint: rows and events after it (a killed run) are dropped,
 the formulation is re-initialised with the stored partition, the compiled fixed-step
 loop continues the same step grid (bit-identical to an uninterrupted run: rk4 and
-the other fixed-step Runge-Kutta methods), embedded pairs start with the stored step
-size and multistep methods restart at order 1 (both within their tolerance).
+the other fixed-step Runge-Kutta methods), embedded pairs continue from the stored
+step end state and next step size, and the compiled multistep loops (bdf, abm,
+implicit_euler, trapezoid) from their stored history (``state["history"]`` and the
+``/checkpoint/history`` arrays: differences, order, step, Jacobian...): all
+bit-identical for a checkpoint taken mid-run.
 """
 from __future__ import annotations
 
@@ -83,11 +86,13 @@ class Checkpointer:
             h_next = None if np.isnan(ys[-1]) else float(ys[-1])
         else:
             t_state = None
+        mh = getattr(run, "mshist", None)
+        hist = dict(mh) if t_state is not None and mh else None
         self._pending = (run, float(t), np.array(y, dtype=float), run.last.get("q"),
                          run.last.get("qd"), steps, run.istat.copy(), run.seg_t0,
                          run.seg_compiled, run.a._restarts,
                          None if v is None else np.array(v), rep.n_rows, rep.n_events,
-                         t_state, h_next)
+                         t_state, h_next, hist)
         if (time.monotonic() - self._last_wall >= self.seconds
                 or (self.every is not None
                     and t - self._last_t >= self.every * (1.0 - 1e-9))):
@@ -100,7 +105,7 @@ class Checkpointer:
             return False
         w0 = time.monotonic()
         (run, t, y, q, qd, steps, istat, seg_t0, compiled, restarts, v, n_rows,
-         n_events, t_state, h_next) = p
+         n_events, t_state, h_next, hist) = p
         form = run.form
         partition = None
         if v is not None and hasattr(form, "independent_names"):
@@ -115,13 +120,47 @@ class Checkpointer:
                  "rows": None if rows is None else [int(r) for r in rows],
                  "integrator": run.a.icls.name, "formulation": form.name,
                  "t_state": t_state, "h_next": h_next}
-        self.reporter.write_checkpoint(t, y, q, qd, n_rows, n_events, json.dumps(state))
+        arrays = None
+        if hist is not None:
+            state["history"], arrays = pack_history(hist)
+        self.reporter.write_checkpoint(t, y, q, qd, n_rows, n_events, json.dumps(state),
+                                       history=arrays)
         self._written = p
         self._last_t = t
         self._last_wall = time.monotonic()
         self.count += 1
         self.wall += self._last_wall - w0
         return True
+
+
+def pack_history(hist: dict) -> tuple[dict, np.ndarray]:
+    """A multistep loop's history -> (JSON part: scalars and the shapes of the
+    arrays, one flat array of the arrays in that order)."""
+    meta, parts = {"arrays": []}, []
+    for key, v in hist.items():
+        if isinstance(v, np.ndarray):
+            meta["arrays"].append([key, list(v.shape)])
+            parts.append(np.asarray(v, dtype=float).ravel())
+        elif v is None or isinstance(v, str):
+            meta[key] = v
+        else:
+            meta[key] = float(v)
+    return meta, (np.concatenate(parts) if parts else np.zeros(0))
+
+
+def unpack_history(meta: dict, flat: np.ndarray | None, path: Any = "") -> dict:
+    """Inverse of :func:`pack_history`; CheckpointError (naming ``path``) if the
+    arrays are missing or short."""
+    h = {k: v for k, v in meta.items() if k != "arrays"}
+    off = 0
+    for key, shape in meta.get("arrays", []):
+        n = int(np.prod(shape))
+        if flat is None or flat.size < off + n:
+            raise CheckpointError(f"{path}: the checkpoint's integrator history is "
+                                  f"incomplete ('{key}')")
+        h[key] = np.array(flat[off:off + n], dtype=float).reshape(shape)
+        off += n
+    return h
 
 
 @dataclass
@@ -144,10 +183,12 @@ class Checkpoint:
     settings: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     writer: str = ""             # host:pid of the process that wrote the file
+    history: dict | None = None  # multistep integrator history (pack_history)
 
     def as_dict(self) -> dict:
         """What the dynamic analysis restores (``DynamicAnalysis.resume_from``)."""
-        return {"t": self.t, "y": self.y, "q": self.q, "qd": self.qd, "state": self.state}
+        return {"t": self.t, "y": self.y, "q": self.q, "qd": self.qd, "state": self.state,
+                "history": self.history}
 
 
 def _open_read(path: Path):
@@ -205,6 +246,10 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
             analysis=analysis, model_text=text.decode() if isinstance(text, bytes) else str(text),
             model_format=s(m.attrs.get("format", "yaml")), settings=settings,
             versions=versions, writer=s(a.get("writer", "")))
+        meta = ck.state.get("history")
+        if meta is not None:
+            flat = np.array(g["history"][i], dtype=float) if "history" in g else None
+            ck.history = unpack_history(meta, flat, p)
     return ck
 
 

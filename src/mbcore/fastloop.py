@@ -72,7 +72,7 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
 def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                  python_fallback, stops=None, jac=None, start=None,
-                 ystep=None) -> LoopResult:
+                 ystep=None, hist=None) -> LoopResult:
     """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
 
     ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
@@ -84,15 +84,17 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     locator.  ``jac``: the Jacobian call-back of a DAE form ('bdf' only).
     ``start`` (resume from a checkpoint, :mod:`mbcore.checkpoint`): ``h_abs`` (the
     first step of an embedded pair), ``grid0`` and ``istep0`` (fixed steps continue
-    the grid ``grid0 + i h`` after step ``istep0``); the multistep loops start
-    afresh.  ``ystep`` (size + 2 floats; Runge-Kutta loop): receives the end state,
+    the grid ``grid0 + i h`` after step ``istep0``).  ``ystep`` (size + 2 floats; Runge-Kutta loop): receives the end state,
     time and next step size of each step with outputs before its outputs
     (checkpoints); ``start["exact"]``: an embedded pair starts with exactly
-    ``h_abs`` (the stored next step of that state)."""
+    ``h_abs`` (the stored next step of that state).  Multistep loops: ``hist`` (a
+    dict) receives the integrator history with ``ystep``, and ``start["history"]``
+    (such a dict) restores it (:func:`mbcore.multistep_loop.run_multistep`)."""
     if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
-                             stats, python_fallback, stops, jac=jac)
+                             stats, python_fallback, stops, jac=jac, ystep=ystep,
+                             hist=hist, history=(start or {}).get("history"))
     from ._ext._dynamics import run_rk
 
     crhs = form.compiled

@@ -79,11 +79,57 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
             st.orders[k] = st.orders.get(k, 0) + int(counters[ORDERS + k])
 
 
+def _restore(kind: str, integ, h: dict) -> dict:
+    """Put checkpoint history ``h`` (``hist`` of the loop) into integrator object
+    ``integ``; returns the loop's extra arguments (Jacobian, LU)."""
+    if kind == "bdf":
+        D = np.array(h["D"], dtype=float)
+        if D.shape != integ._D.shape:
+            raise ValueError(f"checkpoint history: differences {D.shape}, the integrator "
+                             f"has {integ._D.shape}")
+        integ._D = D
+        integ._k = int(h["k"])
+        integ._n_equal = int(h["n_equal"])
+        integ._h_abs = float(h["h_abs"])
+        if h.get("J") is None or integ._hook is not None:
+            return {}
+        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
+                "jac_age0": int(h["jac_age"]), "c_lu0": float(h["c_lu"])}
+    if kind == "abm":
+        phi = np.array(h["phi"], dtype=float)
+        if phi.shape != integ._phi.shape:
+            raise ValueError(f"checkpoint history: phi {phi.shape}, the integrator "
+                             f"has {integ._phi.shape}")
+        integ._phi = phi
+        integ._hs = np.array(h["hs"], dtype=float)
+        integ._h = float(h["h"])
+        integ._h_last = float(h["h_last"])
+        integ._k = int(h["k"])
+        integ._neq = int(h["neq"])
+        integ._phase1 = bool(h["phase1"])
+        return {}
+    if kind == "theta":
+        integ._f = np.array(h["f"], dtype=float)
+        integ._t_start = float(h["t_start"])
+        integ._i = int(h["i"])
+        integ._h = float(h["h"])
+        if h.get("J") is None:
+            return {}
+        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
+                "c_lu0": float(h["c_lu"])}
+    return {}
+
+
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
-                  python_fallback, stops=None, jac=None):
+                  python_fallback, stops=None, jac=None, ystep=None, hist=None,
+                  history=None):
     """:func:`mbcore.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
-    (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only)."""
+    (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only).
+    Checkpoints: ``ystep`` (size + 2 floats) and ``hist`` (a dict) receive the end
+    state and the history of each step with outputs; ``history`` (such a
+    dict, from a checkpoint) is restored into the integrator object (and the
+    loop's Jacobian/LU) before the loop continues from (t0, y0)."""
     from ._ext import _multistep as ms
     from .fastloop import LoopResult, _Fallback
 
@@ -103,6 +149,9 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return python_fallback(t0, y0, t_out)
     if not _ode_form(kind, integ):
         return python_fallback(t0, y0, t_out)
+    extra = {}
+    if history is not None and history.get("kind") == kind:
+        extra = _restore(kind, integ, history)
     st = Statistics()
     st.nfev = integ.stats.nfev
     t_out = np.ascontiguousarray(t_out, dtype=float)
@@ -115,6 +164,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     stop_args = (np.ascontiguousarray(stops[:, 0], dtype=np.intp),
                  np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]))
     counters = ms.new_counters()
+    if hist is not None:
+        hist["kind"] = kind
     y_start = np.array(y0, dtype=float)
     if kind == "abm":
         code, t, y, i_out, h = ms.run_abm(
@@ -124,7 +175,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             int(integ._kmax), float(integ._rtol), float(integ._atol), float(integ._max_step),
             np.ascontiguousarray(icls.GAMMA, dtype=float),
             np.ascontiguousarray(icls.GAMMA_STAR_ABS, dtype=float),
-            t_out, i0, on_output, stats, counters, st.nfev, *stop_args)
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
+            hist=hist)
     elif kind == "bdf":
         o = integ.opts
         code, t, y, i_out, h = ms.run_bdf(
@@ -141,7 +193,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             jac=jac if integ.has_jacobian else None,
             h_power=(None if integ._hpow is None
                      else np.ascontiguousarray(integ._hpow, dtype=float)),
-            newton_system=integ._hook)
+            newton_system=integ._hook, ystep=ystep, hist=hist, **extra)
     elif kind == "theta":
         o = integ.opts
         code, t, y, i_out, h = ms.run_theta(
@@ -149,7 +201,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             float(integ._t_start), int(integ._i), float(integ._h), float(icls.theta),
             int(icls.order), icls.END_DERIVATIVE == "evaluated", int(o["newton_maxiter"]),
             float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
-            counters, st.nfev, *stop_args)
+            counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)

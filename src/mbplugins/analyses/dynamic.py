@@ -478,6 +478,7 @@ class _Run:
         self.seg_compiled = False
         self._start = None                   # resume: first step / grid of the loop
         self.ystep = None                    # end state + time of the last step with
+        self.mshist = None                   # its multistep history (checkpoints)
         self.t_out = np.zeros(0)             # outputs (compiled fixed-step loop)
 
     # -- stage 1: output times and the initial state ---------------------------------
@@ -787,6 +788,7 @@ class _Run:
         self.seg_compiled = False
         if self.ystep is not None:
             self.ystep[-2:] = np.nan         # no step state of this segment yet
+            self.mshist.clear()
         if self.loop is None or not self.form.compiled_ready():
             return self.python_segment(t_a, y_a, outs)
         self.seg_compiled = True
@@ -797,12 +799,14 @@ class _Run:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self._output_compiled,
                                 self.cstat, self._handover, stops=self.stop_specs,
-                                jac=self.jac, start=start, ystep=self.ystep)
+                                jac=self.jac, start=start, ystep=self.ystep,
+                                hist=self.mshist)
         try:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self.batch.on_output,
                                 self.cstat, self._handover, stops=self.stop_specs,
-                                jac=self.jac, start=start, ystep=self.ystep)
+                                jac=self.jac, start=start, ystep=self.ystep,
+                                hist=self.mshist)
         finally:
             self.batch.flush()               # also on errors: a failed run keeps its rows
 
@@ -838,6 +842,8 @@ class _Run:
         self._start = {"h_abs": h if h > 0 else None}
         if st.get("t_state") is not None and st.get("h_next"):
             self._start.update(h_abs=float(st["h_next"]), exact=True)
+        if st.get("t_state") is not None and ck.get("history"):
+            self._start["history"] = ck["history"]     # multistep history (exact)
         step = a.integrator_options.get("step")
         if (st.get("compiled") and step and st.get("grid0") is not None
                 and st["grid0"] + st["steps"] * step == t):
@@ -859,6 +865,7 @@ class _Run:
         self.t_out = t_out
         if self.ck is not None:
             self.ystep = np.full(form.size + 3, np.nan)     # y, t, next step
+            self.mshist = {}
         self._setup_segments(y0)
         self.bar = _progress(len(t_out), self.progress_enabled)
         self.batch = self._row_block()

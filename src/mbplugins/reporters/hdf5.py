@@ -45,7 +45,7 @@ _STATUSES = ("finished", "failed", "interrupted")
 #: datasets of the /checkpoint group: name -> (dtype, 2-D)
 CHECKPOINT_DATASETS = {"n_rows": ("i8", False), "n_events": ("i8", False),
                        "y": ("f8", True), "q": ("f8", True), "qd": ("f8", True),
-                       "state": ("str", False), "t": ("f8", False)}
+                       "history": ("f8", True), "state": ("str", False), "t": ("f8", False)}
 
 _clock = time.monotonic  # module level so tests can replace it
 
@@ -365,15 +365,23 @@ class HDF5Reporter(Reporter):
         return self._n_events + len(self._events)
 
     def write_checkpoint(self, t: float, y: np.ndarray, q: np.ndarray, qd: np.ndarray,
-                         n_rows: int, n_events: int, state: str) -> None:
+                         n_rows: int, n_events: int, state: str,
+                         history: np.ndarray | None = None) -> None:
         """Flush the rows, then append one checkpoint (``/checkpoint/*``, ``t`` last:
-        ``len(/checkpoint/t)`` counts the complete ones) and flush again."""
+        ``len(/checkpoint/t)`` counts the complete ones) and flush again.
+        ``history``: the flat multistep history (``/checkpoint/history``, NaN-padded;
+        its layout is in ``state``)."""
         if self._state != "running":
             raise self._state_error("write_checkpoint")
         self._write_buffer()
         g = self._f["checkpoint"]
         k = int(g["t"].shape[0])
-        for name, v in (("y", y), ("q", q), ("qd", qd)):
+        arrays = [("y", y), ("q", q), ("qd", qd)]
+        if "history" in g:               # (files of an mbcore before it: none)
+            arrays.append(("history", np.zeros(0) if history is None else history))
+        elif history is not None and len(history):
+            raise ValueError(f"{self.path}: the file has no /checkpoint/history dataset")
+        for name, v in arrays:
             ds = g[name]
             v = np.ascontiguousarray(v, dtype=np.float64).reshape(1, -1)
             w = max(ds.shape[1], v.shape[1])
