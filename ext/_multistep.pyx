@@ -619,7 +619,8 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     state the next step reads: ``D`` (a copy), ``k``, ``n_equal``, ``h_abs``, ``J``
     (a copy, None when it is to be re-evaluated), ``jac_age``, ``c_lu`` (0: no LU).
     ``J0``, ``jac_age0``, ``c_lu0``: start from such a state (column-major ``J0``; the
-    LU of ``c_lu0`` > 0 is refactored from it, uncounted; not with ``newton_system``).
+    LU of ``c_lu0`` > 0 is refactored from it, uncounted; with ``newton_system`` by
+    the hook's ``matrix``, which its ``update`` at the next step may renew).
     Returns ``(code, t, y, i_out, h_abs)`` (module docstring)."""
     cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i, j, l
     cdef Py_ssize_t nout = t_out.shape[0]
@@ -692,13 +693,21 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, converged, have_old
     cdef bint have_rate
     if J0 is not None:                   # resume: the Jacobian (and LU) of a checkpoint
-        if J0.shape[0] != N * N or use_hook:
-            raise ValueError("run_bdf: J0 has the wrong size or a Newton hook is given")
+        if J0.shape[0] != N * N:
+            raise ValueError("run_bdf: J0 has the wrong size")
         for i in range(N * N):
             J[i] = J0[i]
         jac_valid = True
         jac_age = jac_age0
-        if c_lu0 > 0.0:
+        if use_cb:                       # the call-back's array (row-major), for the hook
+            jkeep[0] = np.array(np.asarray(J).reshape(N, N).T, order="C")
+        if use_hook and c_lu0 > 0.0:     # the hook's matrix of that J and c
+            hlu = _hook_factor(newton_system, jkeep[0] if use_cb else None, J, N,
+                               mass_arr, c_lu0)
+            if hlu is not None:
+                lu_valid = True
+                c_lu = c_lu0
+        elif c_lu0 > 0.0:
             for j in range(N):
                 for i in range(N):
                     if alg[i] or alg[j]:
@@ -953,7 +962,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 ystep[N + 1] = h_abs
             if hist is not None:
                 hist.update(D=np.array(D), k=k, n_equal=n_equal, h_abs=h_abs,
-                            J=np.array(J) if jac_valid and not use_hook else None,
+                            J=np.array(J) if jac_valid else None,
                             jac_age=jac_age, c_lu=c_lu if lu_valid else 0.0)
             _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
             while i_out < nout and t_out[i_out] <= t:

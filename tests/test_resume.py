@@ -111,7 +111,11 @@ def test_killed_run_resumes_from_last_checkpoint_and_truncates(tmp_path, example
     assert np.array_equal(got["q"], ref["q"]) and np.array_equal(got["qd"], ref["qd"])
 
 
-MULTISTEP = [({"integrator": "bdf"}, "bdf")]
+MULTISTEP = [({"integrator": "bdf"}, "bdf"), ({"integrator": "abm"}, "abm"),
+             ({"integrator": "implicit_euler", "step": 0.002}, "theta"),
+             ({"integrator": "trapezoid", "step": 0.003}, "theta"),
+             ({"integrator": "bdf", "formulation": "stiff"}, "bdf"),
+             ({"integrator": "bdf", "formulation": "ggl"}, "bdf")]
 
 
 @pytest.mark.parametrize("extra, kind", MULTISTEP)

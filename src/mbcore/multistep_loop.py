@@ -91,7 +91,7 @@ def _restore(kind: str, integ, h: dict) -> dict:
         integ._k = int(h["k"])
         integ._n_equal = int(h["n_equal"])
         integ._h_abs = float(h["h_abs"])
-        if h.get("J") is None or integ._hook is not None:
+        if h.get("J") is None:
             return {}
         return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
                 "jac_age0": int(h["jac_age"]), "c_lu0": float(h["c_lu"])}
