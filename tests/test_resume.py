@@ -153,6 +153,16 @@ def test_multistep_resume_from_mid_run_checkpoint_is_bit_identical(tmp_path, exa
             assert np.array_equal(got[c], ref[c]), (c, np.max(np.abs(got[c] - ref[c])))
 
 
+def test_incomplete_history_is_an_error_naming_the_file(tmp_path, examples):
+    out = tmp_path / "part.h5"
+    run(_model(examples), settings={"integrator": "bdf", "output_step": 0.01,
+                                    "t_end": 0.1}, output=out)
+    with h5py.File(out, "r+") as f:
+        f["checkpoint/history"].resize((f["checkpoint/history"].shape[0], 3))
+    with pytest.raises(CheckpointError, match="part.h5.*integrator history"):
+        read_checkpoint(out)
+
+
 def test_python_loop_multistep_resume_stores_no_history(tmp_path, examples):
     """The Python driver (``loop: python``) keeps no history in its checkpoints: bdf
     restarts at order 1 there and agrees to its tolerance."""
