@@ -200,6 +200,31 @@ def _wait_for_checkpoint(path, proc, timeout=60.0):
     raise AssertionError("no checkpoint")
 
 
+def test_sigterm_bdf_resumes_bit_identically(tmp_path, examples):
+    """The final checkpoint of an interrupted bdf run holds its history: the resumed
+    run equals an uninterrupted one to the same t_end."""
+    model = tmp_path / "m.yaml"
+    text = (examples / "fourbar_dap.yaml").read_text()
+    text = text.replace("integrator: dopri5", "integrator: bdf")
+    model.write_text(text.replace("t_end: 5.0", "t_end: 2000.0"))
+    out = tmp_path / "m.h5"
+    p = _cli(["run", str(model), "-o", str(out), "-q"], MBCORE_CHECKPOINT_SECONDS="0.2")
+    _wait_for_checkpoint(out, p)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=60)
+    assert p.returncode == 130, p.stderr.read()
+    ck = read_checkpoint(out)
+    assert ck.history is not None and ck.history["kind"] == "bdf"
+    t_end = round(ck.t + 0.05, 2)
+    assert main(["run", "--resume", str(out), "--t-end", str(t_end), "-q"]) == 0
+    ref = tmp_path / "ref.h5"
+    assert main(["run", str(model), "-o", str(ref), "-q", "--t-end", str(t_end)]) == 0
+    t1, a = _series(out, ("q", "qd"))
+    t2, b = _series(ref, ("q", "qd"))
+    assert np.array_equal(t1, t2) and np.array_equal(a["q"], b["q"])
+    assert np.array_equal(a["qd"], b["qd"])
+
+
 def _cli(args, **env):
     e = dict(os.environ, **env)
     return subprocess.Popen([sys.executable, "-m", "mbcore.cli", *args], env=e,
