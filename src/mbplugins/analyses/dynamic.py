@@ -815,7 +815,8 @@ class _Run:
         """The state of checkpoint ``ck`` (mbcore.checkpoint.Checkpoint.state):
         formulation (partition, used rows) re-initialised at its (q, qd), y exactly
         as stored, statistics continued; the first segment continues the fixed-step
-        grid or starts with the stored step size."""
+        grid, starts with the stored step size or (compiled multistep loops) restores
+        the stored integrator history."""
         a, form, t = self.a, self.form, float(ck["t"])
         q, qd = np.array(ck["q"], dtype=float), np.array(ck["qd"], dtype=float)
         st = ck["state"]
