@@ -121,8 +121,8 @@ class Checkpointer:
                  "integrator": run.a.icls.name, "formulation": form.name,
                  "t_state": t_state, "h_next": h_next}
         arrays = None
-        if hist is not None:
-            state["history"], arrays = pack_history(hist)
+        if hist is not None and getattr(self.reporter, "stores_history", True):
+            state["history"], arrays = pack_history(hist)   # (else: resume to tolerance)
         self.reporter.write_checkpoint(t, y, q, qd, n_rows, n_events, json.dumps(state),
                                        history=arrays)
         self._written = p

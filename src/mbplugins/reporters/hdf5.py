@@ -364,6 +364,11 @@ class HDF5Reporter(Reporter):
         """Events recorded so far (written or buffered)."""
         return self._n_events + len(self._events)
 
+    @property
+    def stores_history(self) -> bool:
+        """The file has ``/checkpoint/history`` (not one written before it existed)."""
+        return self._f is not None and "history" in self._f.get("checkpoint", {})
+
     def write_checkpoint(self, t: float, y: np.ndarray, q: np.ndarray, qd: np.ndarray,
                          n_rows: int, n_events: int, state: str,
                          history: np.ndarray | None = None) -> None:
