@@ -183,3 +183,20 @@ def test_run_compression_option(tmp_path, examples, comp):
         assert f["series/q"].compression is None
     with Result(plain) as a, Result(packed) as b:
         assert np.array_equal(a["q"], b["q"])
+
+
+def test_closed_pipe_is_not_a_traceback(tmp_path, examples):
+    """``mbcore export RESULT -o - | head -1`` (a reader that stops early): exit 141,
+    no traceback, no 'Exception ignored' from the final flush."""
+    out = tmp_path / "r.h5"
+    assert main(["run", str(examples / "fourbar_kap.yaml"), "-o", str(out), "-q",
+                 "--t-end", "2", "--step", "0.001"]) == 0      # MBs of CSV: > a pipe buffer
+    code = "import sys; from mbcore.cli import main; sys.exit(main(sys.argv[1:]))"
+    p = subprocess.Popen([sys.executable, "-c", code, "export", str(out), "-o", "-", "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.readline()                      # one line, then hang up
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    rc = p.wait(timeout=60)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert rc == 141

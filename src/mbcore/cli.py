@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import logging
 import sys
 from pathlib import Path
@@ -13,6 +14,21 @@ log = logging.getLogger("mbcore.cli")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``mbcore`` command; returns the exit code (see ``EXIT_*``)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader of stdout went away (``mbcore ... | head``): no traceback; stdout
+        # is pointed at /dev/null so that the interpreter's final flush stays quiet
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):       # pragma: no cover - no real stdout
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None = None) -> int:
     from . import cli_export as X
     p = argparse.ArgumentParser(prog="mbcore", description="multibody analysis",
                                 parents=[X.verbosity_parent()], epilog=X.EPILOG_MAIN,
@@ -100,6 +116,8 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 #: the run was interrupted (Ctrl-C, SIGTERM): file marked 'interrupted', resumable
 EXIT_INTERRUPTED = 130
+#: the reader of the output closed the pipe (128 + SIGPIPE, as a shell reports it)
+EXIT_BROKEN_PIPE = 141
 
 
 def _bad_input(exc: BaseException) -> bool:
