@@ -108,13 +108,7 @@ class GGL(Formulation):
             J[2 * n + m:, n:2 * n] = Phq
             self.rhs(t, y)               # leave the buffers at y
             return J
-        f0 = self.rhs(t, y).copy()
-        yp = y.copy()
-        for j in range(2 * n):
-            d = 1e-7 * (1.0 + abs(y[j]))
-            yp[j] = y[j] + d
-            J[:, j] = (self.rhs(t, yp) - f0) / d
-            yp[j] = y[j]
+        _rhs_columns(self, t, y, J, 2 * n)
         Phq = s.jacobian_dense(y[:n], t)
         # d(M^-1 (Q + Phi_q^T lam))/d lam
         z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
@@ -171,15 +165,21 @@ def jacobian_fd(self, t, y):
     s, n, m = self.system, self.n, self.m
     N = 2 * n + 2 * m
     J = np.zeros((N, N))
-    f0 = self.rhs(t, y).copy()
-    yp = y.copy()
-    for j in range(2 * n):
-        d = 1e-7 * (1.0 + abs(y[j]))
-        yp[j] = y[j] + d
-        J[:, j] = (self.rhs(t, yp) - f0) / d
-        yp[j] = y[j]
+    _rhs_columns(self, t, y, J, 2 * n)
     Phq = s.jacobian_dense(y[:n], t)
     J[n:2 * n, 2 * n:2 * n + m] = Phq.T
     J[:n, 2 * n + m:] = Phq.T
     self.rhs(t, y)
     return J
+
+
+def _rhs_columns(form, t, y, J, ncols):
+    """The first ``ncols`` columns of J by forward differences of ``form.rhs`` (steps
+    ``1e-7 (1 + |y_j|)``)."""
+    f0 = form.rhs(t, y).copy()
+    yp = y.copy()
+    for j in range(ncols):
+        d = 1e-7 * (1.0 + abs(y[j]))
+        yp[j] = y[j] + d
+        J[:, j] = (form.rhs(t, yp) - f0) / d
+        yp[j] = y[j]

@@ -98,6 +98,14 @@ def _parts(system, q, s, lam, t, eps=1e-7):
     def force(qq, ss):
         return _accel(system, qq, ss, t, lam)
 
+    Kq, Ks = _force_differences(force, q, s, eps)
+    return M, Kq, Ks, system.jacobian_dense(q, t).copy()
+
+
+def _force_differences(force, q, s, eps):
+    """Forward differences ``(d force/dq, d force/ds)``, column by column, with steps
+    ``eps (1 + |x_j|)``."""
+    n = len(q)
     f0 = force(q, s).copy()
     Kq = np.zeros((n, n))
     Ks = np.zeros((n, n))
@@ -110,14 +118,13 @@ def _parts(system, q, s, lam, t, eps=1e-7):
         sp_ = s.copy()
         sp_[j] += d
         Ks[:, j] = (force(q, sp_) - f0) / d
-    return M, Kq, Ks, system.jacobian_dense(q, t).copy()
+    return Kq, Ks
 
 
 def _parts_fd(system, q, s, lam, t, eps=1e-7):
     """The blocks of :func:`_parts` by forward differences of the whole
     ``Q + Phi_q^T lam`` (the method before issue 14; kept for tests and the
     benchmark)."""
-    n = system.n
     if system.mass_diag is None:
         return _parts(system, q, s, lam, t, eps)
     M = np.diag(system.mass_diag)
@@ -125,18 +132,7 @@ def _parts_fd(system, q, s, lam, t, eps=1e-7):
     def force(qq, ss):
         return system.forces(qq, ss, t) + system.jacobian_dense(qq, t).T @ lam
 
-    f0 = force(q, s).copy()
-    Kq = np.zeros((n, n))
-    Ks = np.zeros((n, n))
-    for j in range(n):
-        d = eps * (1.0 + abs(q[j]))
-        qp = q.copy()
-        qp[j] += d
-        Kq[:, j] = (force(qp, s) - f0) / d
-        d = eps * (1.0 + abs(s[j]))
-        sp_ = s.copy()
-        sp_[j] += d
-        Ks[:, j] = (force(q, sp_) - f0) / d
+    Kq, Ks = _force_differences(force, q, s, eps)
     return M, Kq, Ks, system.jacobian_dense(q, t).copy()
 
 
