@@ -84,6 +84,23 @@ OPTION_MODES = {"mass_weighted": ("projection",),
 ITERATIONS = 12
 
 
+def cut_row_multipliers(solver, cho, D, c, f, J_rows, t, rows) -> np.ndarray:
+    """Multipliers of the cut / driver rows (spec §4.7.2, Eq. 13.41): with the
+    joint-space mass factor ``cho`` and ``D = Phi*_q B``, solve
+    ``(D H^-1 D^T) lam = c - D H^-1 f``; a singular or ill-conditioned Schur matrix
+    is the solver's named singular-Jacobian error for ``rows`` (``J_rows``: their
+    Cartesian Jacobian)."""
+    HiDt = sla.cho_solve(cho, D.T, check_finite=False)
+    S = D @ HiDt
+    try:
+        lam = np.linalg.solve(S, c - D @ sla.cho_solve(cho, f, check_finite=False))
+        if not np.all(np.isfinite(lam)) or np.linalg.cond(S) > 1e13:
+            raise np.linalg.LinAlgError
+    except np.linalg.LinAlgError:
+        solver._singular(J_rows, t, index=rows)
+    return lam
+
+
 def rotate(e: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``exp(w) ⊗ e`` normalised: Euler parameters e turned by the rotation vector w
     (in the axes e maps into: ``edot = 1/2 [0; w] ⊗ e``)."""

@@ -568,7 +568,7 @@ import scipy.linalg as sla  # noqa: E402
 from mbcore.errors import AnalysisError  # noqa: E402
 from mbcore.formulation import Formulation  # noqa: E402
 
-from .jc_loops import LoopClosure  # noqa: E402
+from .jc_loops import LoopClosure, cut_row_multipliers  # noqa: E402
 
 
 class SpatialJointCoordinates(LoopClosure, Formulation):
@@ -758,14 +758,7 @@ class SpatialJointCoordinates(LoopClosure, Formulation):
             phid = Jq @ qd - s.nu(q, t)[ex]
             c = (s.gamma(q, qd, t)[ex] - Jv @ a0.reshape(-1) - 2.0 * self.alpha * phid
                  - self.beta ** 2 * s.phi(q, t)[ex])
-            HiDt = sla.cho_solve(cho, D.T, check_finite=False)
-            Sc = D @ HiDt
-            try:
-                lam_e = np.linalg.solve(Sc, c - D @ sla.cho_solve(cho, f, check_finite=False))
-                if not np.all(np.isfinite(lam_e)) or np.linalg.cond(Sc) > 1e13:
-                    raise np.linalg.LinAlgError
-            except np.linalg.LinAlgError:
-                self.solver._singular(Jq, t, index=ex)
+            lam_e = cut_row_multipliers(self.solver, cho, D, c, f, Jq, t, ex)
             f = f + D.T @ lam_e
         nud = sla.cho_solve(cho, f, check_finite=False)
         acc = (B @ nud).reshape(tr.nb, 6) + a0

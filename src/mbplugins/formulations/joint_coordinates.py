@@ -46,7 +46,7 @@ from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import Formulation
 from mbcore.schema import Param
 
-from .jc_loops import LOOP_SETTINGS, LoopClosure
+from .jc_loops import LOOP_SETTINGS, LoopClosure, cut_row_multipliers
 
 
 def _A(phi):
@@ -565,14 +565,7 @@ class JointCoordinates(LoopClosure, Formulation):
             phid = Je @ qd - s.nu(q, t)[ex]
             c = (s.gamma(q, qd, t)[ex] - Je @ a0 - 2.0 * self.alpha * phid
                  - self.beta ** 2 * s.phi(q, t)[ex])
-            HiDt = sla.cho_solve(cho, D.T, check_finite=False)
-            S = D @ HiDt
-            try:
-                lam_e = np.linalg.solve(S, c - D @ sla.cho_solve(cho, f, check_finite=False))
-                if not np.all(np.isfinite(lam_e)) or np.linalg.cond(S) > 1e13:
-                    raise np.linalg.LinAlgError
-            except np.linalg.LinAlgError:
-                self.solver._singular(Je, t, index=ex)
+            lam_e = cut_row_multipliers(self.solver, cho, D, c, f, Je, t, ex)
             f = f + D.T @ lam_e
         thdd = sla.cho_solve(cho, f, check_finite=False)
         return q, qd, thdd, B @ thdd + a0, Q, lam_e
