@@ -786,14 +786,20 @@ class Result(ResultBase):
         if self.path.is_dir():
             raise ResultFileError(f"{self.path}: is a directory, not a result file")
         self.live = live
+        self._open_and_load(h5py)
+        super().__init__()
+
+    def _open_and_load(self, h5py) -> None:
+        """Open the file (:meth:`_open`) and read its header (:meth:`_load`); a file
+        that fails to load is closed again."""
         f = self._open(h5py)
         self._f = f
         try:
             self._load(f)
         except BaseException:
             f.close()
+            self._f = None
             raise
-        super().__init__()
 
     def _open(self, h5py):
         """Open read-only.  A file that says it is written in SWMR mode (root attribute
@@ -916,14 +922,7 @@ class Result(ResultBase):
         else:
             import h5py
             self.close()
-            f = self._open(h5py)
-            self._f = f
-            try:
-                self._load(f)
-            except BaseException:
-                f.close()
-                self._f = None
-                raise
+            self._open_and_load(h5py)
         self._series_cache.clear()
         self._label_index = None
         return len(self._t)
