@@ -383,6 +383,26 @@ def bench_integrators(repeat: int, quick: bool) -> dict:
     return out
 
 
+def _three_loops(model, st, row, t_end, repeat, quick) -> None:
+    """Fill ``row`` with the run of ``st`` on the compiled loop, the Python driver
+    (``loop: python``) and the NumPy path (``kernels: numpy``), all in this run:
+    medians per simulated second, evaluations, loops and the ratios."""
+    for label, extra, reps in (("compiled", {}, max(3, repeat)),
+                               ("python_loop", {"loop": "python"}, 1 if quick else 3),
+                               ("numpy", {"kernels": "numpy"}, 1)):
+        walls = []
+        for _ in range(reps):
+            r = mbcore.run(model, settings={**st, **extra})
+            walls.append(float(r.stats["wall_time"]))
+        row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_end
+        row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
+        row[f"{label}_loop"] = r.stats["loop"]
+    row["nfev_equal"] = row["compiled_nfev"] == row["python_loop_nfev"]
+    row["ratio_numpy"] = row["numpy_s_per_simulated_s"] / row["compiled_s_per_simulated_s"]
+    row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
+                                / row["compiled_s_per_simulated_s"])
+
+
 def bench_multistep(repeat: int, quick: bool) -> dict:
     """Issue 14, deliverable 3: the multistep methods on the compiled loop
     (ext/_multistep.pyx).  The four-bar (fourbar_dap, DI, 10 s, 10 output rows as in
@@ -416,21 +436,7 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
             st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
                   "integrator": integ, "formulation": "di", "rtol": rtol, "atol": 1e-2 * rtol}
             row = {"simulated_s": t_end, "integrator": integ, "rtol": rtol}
-            for label, extra, reps in (("compiled", {}, max(3, repeat)),
-                                       ("python_loop", {"loop": "python"}, 1 if quick else 3),
-                                       ("numpy", {"kernels": "numpy"}, 1)):
-                walls = []
-                for _ in range(reps):
-                    r = mbcore.run(model, settings={**st, **extra})
-                    walls.append(float(r.stats["wall_time"]))
-                row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_end
-                row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
-                row[f"{label}_loop"] = r.stats["loop"]
-            row["nfev_equal"] = row["compiled_nfev"] == row["python_loop_nfev"]
-            row["ratio_numpy"] = (row["numpy_s_per_simulated_s"]
-                                  / row["compiled_s_per_simulated_s"])
-            row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
-                                        / row["compiled_s_per_simulated_s"])
+            _three_loops(model, st, row, t_end, repeat, quick)
             out[f"multistep_fourbar_{integ}_rtol{rtol:g}"] = row
     # the implicit one-step θ-methods (run_theta): fixed steps 1e-3 and 2.5e-4
     for integ in ("implicit_euler", "trapezoid"):
@@ -440,21 +446,7 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
             st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
                   "integrator": integ, "formulation": "di", "step": step}
             row = {"simulated_s": t_end, "integrator": integ, "step": step}
-            for label, extra, reps in (("compiled", {}, max(3, repeat)),
-                                       ("python_loop", {"loop": "python"}, 1 if quick else 3),
-                                       ("numpy", {"kernels": "numpy"}, 1)):
-                walls = []
-                for _ in range(reps):
-                    r = mbcore.run(model, settings={**st, **extra})
-                    walls.append(float(r.stats["wall_time"]))
-                row[f"{label}_s_per_simulated_s"] = statistics.median(walls) / t_end
-                row[f"{label}_nfev"] = int(r.stats["integrator_nfev"])
-                row[f"{label}_loop"] = r.stats["loop"]
-            row["nfev_equal"] = row["compiled_nfev"] == row["python_loop_nfev"]
-            row["ratio_numpy"] = (row["numpy_s_per_simulated_s"]
-                                  / row["compiled_s_per_simulated_s"])
-            row["ratio_python_loop"] = (row["python_loop_s_per_simulated_s"]
-                                        / row["compiled_s_per_simulated_s"])
+            _three_loops(model, st, row, t_end, repeat, quick)
             out[f"multistep_fourbar_{integ}_step{step:g}"] = row
     # the DAE forms on the compiled bdf loop: GGL (index 2) and stiff (index 3, its
     # reduced Newton hook called back from C); their Jacobian comes from the
