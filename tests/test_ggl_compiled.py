@@ -192,14 +192,14 @@ def test_dispatch(examples):
     assert compiled_loop_for(Changed, form, jac=form.jacobian) is None
 
 
-def test_failures_hand_over_or_raise_the_named_error(examples, monkeypatch):
-    """A torque that cannot be evaluated after t = 0.3, and a Jacobian call-back that
-    fails after t = 0.3: the compiled loop hands the step to the Python driver (code
-    2), which raises the same named error as the Python loop."""
+def torque_failure_hands_over(examples, monkeypatch, formulation):
+    """The four-bar with a torque that cannot be evaluated after t = 0.3, with
+    ``formulation`` on bdf: the compiled loop hands the step to the Python driver
+    (code 2), which raises the named error at the time the Python loop does.
+    Returns the recorded (code, t) of every compiled segment (still recording) and
+    the settings."""
     from mbcore._ext import _multistep as ms
-    from mbcore.errors import AnalysisError
     from mbcore.functions import FunctionDomainError
-    from mbplugins.formulations.ggl import GGL
     codes = []
 
     def wrapped(*args, _f=ms.run_bdf, **kw):
@@ -207,8 +207,8 @@ def test_failures_hand_over_or_raise_the_named_error(examples, monkeypatch):
         codes.append((res[0], res[1]))
         return res
     monkeypatch.setattr(ms, "run_bdf", wrapped)
-    st = {"formulation": "ggl", "integrator": "bdf", "t_end": 1.0, "output_step": 0.05,
-          "rtol": 1e-7, "atol": 1e-9}
+    st = {"formulation": formulation, "integrator": "bdf", "t_end": 1.0,
+          "output_step": 0.05, "rtol": 1e-7, "atol": 1e-9}
     m = Model.from_file(examples / "fourbar_dap.yaml")
     m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
     with pytest.raises(FunctionDomainError, match="sqrt") as exc:
@@ -218,6 +218,16 @@ def test_failures_hand_over_or_raise_the_named_error(examples, monkeypatch):
     with pytest.raises(FunctionDomainError, match="sqrt") as ref:
         mbcore.run(m, settings={**st, "loop": "python"})
     assert 0.3 < ref.value.t < 0.31
+    return codes, st
+
+
+def test_failures_hand_over_or_raise_the_named_error(examples, monkeypatch):
+    """A torque that cannot be evaluated after t = 0.3, and a Jacobian call-back that
+    fails after t = 0.3: the compiled loop hands the step to the Python driver (code
+    2), which raises the same named error as the Python loop."""
+    from mbcore.errors import AnalysisError
+    from mbplugins.formulations.ggl import GGL
+    codes, st = torque_failure_hands_over(examples, monkeypatch, "ggl")
 
     class JacobianFailed(AnalysisError):
         pass

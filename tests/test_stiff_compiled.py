@@ -298,28 +298,10 @@ def test_failures_hand_over_or_raise_the_named_error(examples, monkeypatch):
     """A torque that cannot be evaluated after t = 0.3, a Jacobian call-back and a
     Newton hook that fail after t = 0.3: the compiled loop hands the step to the
     Python driver (code 2), which raises the same named error as the Python loop."""
-    from mbcore._ext import _multistep as ms
     from mbcore.errors import AnalysisError
-    from mbcore.functions import FunctionDomainError
     from mbplugins.formulations.stiff import Stiff
-    codes = []
-
-    def wrapped(*args, _f=ms.run_bdf, **kw):
-        res = _f(*args, **kw)
-        codes.append((res[0], res[1]))
-        return res
-    monkeypatch.setattr(ms, "run_bdf", wrapped)
-    st = {"formulation": "stiff", "integrator": "bdf", "t_end": 1.0, "output_step": 0.05,
-          "rtol": 1e-7, "atol": 1e-9}
-    m = Model.from_file(examples / "fourbar_dap.yaml")
-    m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
-    with pytest.raises(FunctionDomainError, match="sqrt") as exc:
-        mbcore.run(m, settings=st)
-    code, t_handover = codes[-1]
-    assert code == 2 and 0.2 < t_handover < 0.3 < exc.value.t < 0.31
-    with pytest.raises(FunctionDomainError, match="sqrt") as ref:
-        mbcore.run(m, settings={**st, "loop": "python"})
-    assert 0.3 < ref.value.t < 0.31
+    from test_ggl_compiled import torque_failure_hands_over
+    codes, st = torque_failure_hands_over(examples, monkeypatch, "stiff")
 
     class Failed(AnalysisError):
         pass
