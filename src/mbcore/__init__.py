@@ -14,6 +14,13 @@ from .model import Body, Model, Point  # noqa: E402
 from .state import State  # noqa: E402
 
 
+def get_include() -> str:
+    """Directory of ``mbcore_plugin.h``, the C contract of the compiled plugin tier
+    (pass it as ``include_dirs`` when building a compiled plugin; docs/plugin-guide.md)."""
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+
 def __getattr__(name):  # lazy: keep `import mbcore` light
     if name == "System":
         from .system import System
@@ -29,7 +36,7 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
     raise AttributeError(f"module 'mbcore' has no attribute {name!r}")
 
 
-__all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl",
+__all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl", "get_include",
            "AssemblyError",
            "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",
            "LockupError", "SingularJacobianError", "__version__"]

@@ -1,0 +1,33 @@
+# Cython declarations of mbcore's compiled plugin contract (include/mbcore_plugin.h).
+# A plugin's .pyx does ``from mbcore.plugin cimport *`` and is compiled with
+# ``include_dirs=[mbcore.get_include()]``; see docs/plugin-guide.md.
+cdef extern from "mbcore_plugin.h":
+    enum: MBCORE_ABI_VERSION
+    enum: MBCORE_BODY_PLANAR
+    enum: MBCORE_BODY_SPATIAL
+    const char* MBCORE_FORCE_CAPSULE
+
+    ctypedef Py_ssize_t mbcore_index
+
+    ctypedef struct mbcore_force_group:
+        mbcore_index ne, nb, npar, nfun
+        const mbcore_index* boff
+        const double* par
+        const mbcore_index* fidx
+
+    ctypedef mbcore_index (*mbcore_force_fn)(const mbcore_force_group* G, const double* q,
+                                             const double* qd, double t, const double* fv,
+                                             double* Q, double* P) noexcept nogil
+    ctypedef mbcore_index (*mbcore_force_jacobian_fn)(const mbcore_force_group* G,
+                                                      const double* q, const double* qd,
+                                                      double t, const double* fv,
+                                                      double* K, double* C) noexcept nogil
+
+    ctypedef struct mbcore_force_kernel:
+        int abi_version
+        const char* name
+        int body_kind
+        int n_bodies, n_par, n_fun
+        mbcore_force_fn force
+        mbcore_force_jacobian_fn jacobian
+        const char* reason
