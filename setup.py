@@ -24,7 +24,9 @@ def ext(name: str) -> Extension:
     return Extension(
         f"mbcore._ext.{name}",
         [os.path.join("ext", f"{name}.pyx")],
-        include_dirs=[np.get_include()],
+        # mbcore_plugin.h: the compiled plugin tier's C contract (_forces and the
+        # modules that cimport its FGroup)
+        include_dirs=[np.get_include(), os.path.join("src", "mbcore", "include")],
         define_macros=macros,
         extra_compile_args=extra_compile_args,
     )

@@ -253,7 +253,7 @@ cdef class CompiledCP(CompiledODE):
         self.ev.c_gamma(self.fvp, &self.gam[0])
         memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
-            if self.fe.c_forces(q, qd, self.fvp, &self.Q[0], &P) >= 0:
+            if self.fe.c_forces(q, qd, t, self.fvp, &self.Q[0], &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
         if dense_schur(n, m, J, &self.minv[0], &self.Q[0], &self.gam[0], &self.C[0],

@@ -327,7 +327,7 @@ cdef class CompiledRHS(CompiledODE):
                 gam[i] -= a2 * acc + b2 * self.phi[i]
         memcpy(Q, &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
-            if self.fe.c_forces(q, qd, self.fvp, Q, &P) >= 0:
+            if self.fe.c_forces(q, qd, t, self.fvp, Q, &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
         if self.nsp:
@@ -495,7 +495,7 @@ cdef class CompiledRHS(CompiledODE):
         if self.fe is not None:             # each element's power at y
             self.fe.c_load(q, qd)
             for k in range(self.nel):
-                if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                if self.fe.c_element_power(self.el_g[k], self.el_e[k], t, self.fvp,
                                            &self.jw_pw0[k]) >= 0:
                     self.status = FORCE_FAILED
                     return FORCE_FAILED
@@ -503,7 +503,8 @@ cdef class CompiledRHS(CompiledODE):
         memset(K, 0, n * n * sizeof(double))
         memset(Cf, 0, n * n * sizeof(double))
         if self.fj is not None:
-            if self.fj.c_jacobians(q, qd, self.fvp, &self.jw_Kb[0], &self.jw_Cb[0]) >= 0:
+            if self.fj.c_jacobians(q, qd, t, self.fvp, &self.jw_Kb[0],
+                                   &self.jw_Cb[0]) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
             for k in range(self.fj.size):
@@ -556,7 +557,7 @@ cdef class CompiledRHS(CompiledODE):
                 self.fe.qx[j] = qp[j]
                 for p in range(self.el_ptr[j], self.el_ptr[j + 1]):
                     k = self.el_idx[p]
-                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], t, self.fvp,
                                                &pe) >= 0:
                         self.status = FORCE_FAILED
                         return FORCE_FAILED
@@ -587,7 +588,7 @@ cdef class CompiledRHS(CompiledODE):
                 self.fe.qdx[j] = qp[j]
                 for p in range(self.el_ptr[j], self.el_ptr[j + 1]):
                     k = self.el_idx[p]
-                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], self.fvp,
+                    if self.fe.c_element_power(self.el_g[k], self.el_e[k], t, self.fvp,
                                                &pe) >= 0:
                         self.status = FORCE_FAILED
                         return FORCE_FAILED
@@ -852,7 +853,7 @@ cdef class CompiledGGL(CompiledODE):
             self.ev.c_nu(self.fvp, &self.nu[0])
         memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
-            if self.fe.c_forces(q, v, self.fvp, &self.Q[0], P) >= 0:
+            if self.fe.c_forces(q, v, t, self.fvp, &self.Q[0], P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
         return OK
@@ -1725,7 +1726,7 @@ cdef class CompiledPenalty(CompiledODE):
         self.c_load(q)
         memcpy(Q, &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
-            if self.fe.c_forces(q, qd, self.fvp, Q, &P) >= 0:
+            if self.fe.c_forces(q, qd, t, self.fvp, Q, &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
         if m == 0:
@@ -2625,7 +2626,8 @@ cdef class CompiledJC(CompiledODE):
                        &self.q[0], &self.qd[0], &self.cs[0], &self.work[nb, 0])
         memcpy(&self.Q[0], &self.qgrav[0], 3 * nb * sizeof(double))
         if self.fe is not None:
-            if self.fe.c_forces(&self.q[0], &self.qd[0], self.fvp, &self.Q[0], &P) >= 0:
+            if self.fe.c_forces(&self.q[0], &self.qd[0], t, self.fvp, &self.Q[0],
+                                &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
         _jc_aba(dof, nb, &self.parent[0], &self.child[0], &self.mass[0], &self.Q[0],

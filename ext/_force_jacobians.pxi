@@ -835,7 +835,7 @@ cdef class ForceJacobianEvaluator:
     (``c_jacobians`` is called from C by ``_dynamics.CompiledRHS.c_jac``)."""
 
     def __cinit__(self, Py_ssize_t n, list groups):
-        cdef Py_ssize_t k, ne, nb, npar, nfun, nc
+        cdef Py_ssize_t k, nc
         cdef FGroup* G
         self.n = n
         self.ng = len(groups)
@@ -856,33 +856,20 @@ cdef class ForceJacobianEvaluator:
         self.size = 0
         for k in range(self.ng):
             g = groups[k]
-            if g["kernel"] not in JAC_KERNELS:
+            if g.get("capsule") is None and g["kernel"] not in JAC_KERNELS:
                 raise ValueError(f"force kernel {g['kernel']!r} has no compiled Jacobian")
-            code, nb, npar, nfun = KERNELS[g["kernel"]]
-            boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
-            par = g["par"]              # the group's own array (shared state, as forces)
-            if not (isinstance(par, np.ndarray) and par.dtype == np.float64
-                    and par.flags.c_contiguous):
-                par = np.ascontiguousarray(par, dtype=np.float64)
-            fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
-            ne = boff.shape[0]
-            if boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun:
-                raise ValueError(f"force kernel {g['kernel']!r}: packed arrays have wrong "
-                                 f"sizes")
-            self._keep.extend([boff, par, fidx])
+            # par is the group's own array (shared state, as forces): no copy
             G = &self.groups[k]
-            G.kind = code
-            G.ne = ne
-            G.nb = nb
-            G.npar = npar
-            G.nfun = nfun
-            G.boff = <const Py_ssize_t*> _ptr_i(boff)
-            G.par = <const double*> _ptr_d(par)
-            G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
-            nc = 7 if code >= S_TSDA else 3
-            self.nl[k] = nb * nc
+            _fill_group(G, g, self._keep)
+            if G.kind == F_EXTERNAL:
+                if G.ext.jacobian == NULL:
+                    raise ValueError(f"force kernel {g['kernel']!r} has no Jacobian")
+                nc = 7 if G.ext.body_kind == MBCORE_BODY_SPATIAL else 3
+            else:
+                nc = 7 if G.kind >= S_TSDA else 3
+            self.nl[k] = G.nb * nc
             self.boff_out[k] = self.size
-            self.size += ne * nb * nc * nb * nc
+            self.size += G.ne * G.nb * nc * G.nb * nc
 
     def __dealloc__(self):
         free(self.groups)
@@ -896,9 +883,9 @@ cdef class ForceJacobianEvaluator:
         return [(self.boff_out[k], self.nl[k]) for k in range(self.ng)]
 
     def jacobians(self, const double[::1] q, const double[::1] qd,
-                  const double[:, ::1] fv, double[::1] K, double[::1] C):
-        """K, C (``size`` entries each) := the element blocks of every group.
-        Returns True, or False with ``failed_group``/``failed_element`` set."""
+                  const double[:, ::1] fv, double[::1] K, double[::1] C, double t=0.0):
+        """K, C (``size`` entries each) := the element blocks of every group at time
+        t.  Returns True, or False with ``failed_group``/``failed_element`` set."""
         if q.shape[0] != self.n or qd.shape[0] != self.n:
             raise ValueError(f"q and qd must have {self.n} entries")
         if K.shape[0] != self.size or C.shape[0] != self.size:
@@ -908,13 +895,13 @@ cdef class ForceJacobianEvaluator:
         cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
         cdef Py_ssize_t bad
         with nogil:
-            bad = self.c_jacobians(&q[0], &qd[0], fp, &K[0], &C[0])
+            bad = self.c_jacobians(&q[0], &qd[0], t, fp, &K[0], &C[0])
         return bad < 0
 
-    cdef Py_ssize_t c_jacobians(self, const double* q, const double* qd, const double* fv,
-                                double* K, double* C) noexcept nogil:
+    cdef Py_ssize_t c_jacobians(self, const double* q, const double* qd, double t,
+                                const double* fv, double* K, double* C) noexcept nogil:
         """K, C (``size`` entries each, caller-owned) := the element blocks of every
-        group at (q, qd) (n entries each), ``fv`` the function values.  Returns -1,
+        group at (q, qd, t) (n entries each), ``fv`` the function values.  Returns -1,
         or the failing group (``failed_group``/``failed_element`` set)."""
         cdef Py_ssize_t g, e, nl2, bad = -1
         cdef FGroup* G
@@ -930,6 +917,14 @@ cdef class ForceJacobianEvaluator:
         for g in range(self.ng):
             G = &self.groups[g]
             nl2 = self.nl[g] * self.nl[g]
+            if G.kind == F_EXTERNAL:       # the plugin writes the whole group's blocks
+                bad = _external_jacobians(G, self.qx, self.qdx, t, fv,
+                                          K + self.boff_out[g], C + self.boff_out[g])
+                if bad >= 0:
+                    self.failed_group = g
+                    self.failed_element = bad
+                    return g
+                continue
             for e in range(G.ne):
                 Kp = K + self.boff_out[g] + e * nl2
                 Cp = C + self.boff_out[g] + e * nl2

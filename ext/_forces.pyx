@@ -1,7 +1,8 @@
 # cython: language_level=3
 """Compiled force kernels for the built-in planar force elements (spec/planar.md
 §3: F2 point force, F3 torque, F5 TSDA, F6 RSDA, F8 drag, F9 point-line contact,
-F10 fictitious damping; 004 §9.2).
+F10 fictitious damping; 004 §9.2), and the external groups of the compiled plugin
+tier (``mbcore_plugin.h``, ABI v1; docs/plugins.md "Compiled tier").
 
 :class:`ForceEvaluator` accumulates the generalised forces of every compiled group
 into Q in one call, without Python per element and without allocation.  The NumPy
@@ -9,10 +10,21 @@ references with identical packed parameters are in
 ``mbplugins.planar.forces``.  Conventions as in ``_planar``: body offsets index an
 extended coordinate buffer whose last three entries are the ground's zeros;
 forces on the ground land in three extra slots and are discarded.
+
+A group whose dict carries ``capsule`` (a ``mbcore.force_kernel`` PyCapsule,
+validated by :mod:`mbcore.compiled_plugins`) is of kind ``F_EXTERNAL``: its
+``force`` / ``jacobian`` function pointers are called with the same extended
+buffers (the ABI's conventions are this module's).  :func:`builtin_capsule`
+wraps a built-in kernel in that ABI (self-tests and benchmarks of the tier).
 """
 from libc.math cimport sin, cos, sqrt, pow, tanh, atan2, round
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
+from cpython.pycapsule cimport (PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid,
+                                PyCapsule_GetName, PyCapsule_CheckExact)
+from mbcore.plugin cimport (mbcore_force_kernel, mbcore_force_group, mbcore_index,
+                            mbcore_force_fn, mbcore_force_jacobian_fn, MBCORE_ABI_VERSION,
+                            MBCORE_BODY_PLANAR, MBCORE_BODY_SPATIAL, MBCORE_FORCE_CAPSULE)
 
 import numpy as np
 
@@ -30,6 +42,12 @@ cdef enum:
     S_DRAG = 13
     S_RSDA = 14
     S_BUSHING = 15
+    F_EXTERNAL = 100          # a plugin's kernel through mbcore_plugin.h (FGroup.ext)
+
+#: the C ABI version this build implements (include/mbcore_plugin.h)
+ABI_VERSION = MBCORE_ABI_VERSION
+#: the PyCapsule name of a force kernel
+FORCE_CAPSULE = "mbcore.force_kernel"
 
 #: kernel name -> (code, bodies, n_par, n_fun)
 KERNELS = {
@@ -65,6 +83,7 @@ cdef double TWO_PI = 6.283185307179586
 include "_pointers.pxi"
 include "_spatial_forces.pxi"
 include "_force_jacobians.pxi"
+include "_force_plugins.pxi"
 
 
 cdef class ForceEvaluator:
@@ -92,23 +111,7 @@ cdef class ForceEvaluator:
             self._set(k, groups[k])
 
     cdef _set(self, Py_ssize_t k, dict g):
-        code, nb, npar, nfun = KERNELS[g["kernel"]]
-        boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
-        par = np.ascontiguousarray(g["par"], dtype=np.float64)
-        fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
-        ne = boff.shape[0]
-        if boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun:
-            raise ValueError(f"force kernel {g['kernel']!r}: packed arrays have wrong sizes")
-        self._keep.extend([boff, par, fidx])
-        cdef FGroup* G = &self.groups[k]
-        G.kind = code
-        G.ne = ne
-        G.nb = nb
-        G.npar = npar
-        G.nfun = nfun
-        G.boff = <const Py_ssize_t*> _ptr_i(boff)
-        G.par = <const double*> _ptr_d(par)
-        G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
+        _fill_group(&self.groups[k], g, self._keep)
 
     def __dealloc__(self):
         free(self.groups)
@@ -133,7 +136,7 @@ cdef class ForceEvaluator:
                 memset(self.Qx, 0, self.n * sizeof(double))
         cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
         for g in range(self.ng):
-            e = _accumulate(&self.groups[g], self.qx, self.qdx, fp, self.Qx, NULL)
+            e = _accumulate(&self.groups[g], self.qx, self.qdx, t, fp, self.Qx, NULL)
             if e >= 0:
                 self.failed_group = g
                 self.failed_element = e
@@ -143,17 +146,18 @@ cdef class ForceEvaluator:
         return True
 
 
-    cdef Py_ssize_t c_forces(self, const double* q, const double* qd, const double* fv,
-                             double* Q, double* P) noexcept nogil:
-        """Q (+)= forces of every compiled group (Q has n entries; it is accumulated
-        into), P[0] += power of their non-conservative parts (P may be NULL).  Returns
-        -1, or the group index of a failing element (``failed_element`` is set)."""
+    cdef Py_ssize_t c_forces(self, const double* q, const double* qd, double t,
+                             const double* fv, double* Q, double* P) noexcept nogil:
+        """Q (+)= forces of every compiled group at time t (Q has n entries; it is
+        accumulated into), P[0] += power of their non-conservative parts (P may be
+        NULL).  Returns -1, or the group index of a failing element
+        (``failed_element`` is set)."""
         cdef Py_ssize_t g, e, n = self.n
         memcpy(self.qx, q, n * sizeof(double))
         memcpy(self.qdx, qd, n * sizeof(double))
         memcpy(self.Qx, Q, n * sizeof(double))
         for g in range(self.ng):
-            e = _accumulate(&self.groups[g], self.qx, self.qdx, fv, self.Qx, P)
+            e = _accumulate(&self.groups[g], self.qx, self.qdx, t, fv, self.Qx, P)
             if e >= 0:
                 self.failed_group = g
                 self.failed_element = e
@@ -168,8 +172,8 @@ cdef class ForceEvaluator:
         memcpy(self.qdx, qd, self.n * sizeof(double))
         memset(self.Qx, 0, (self.n + 10) * sizeof(double))
 
-    cdef Py_ssize_t c_element_power(self, Py_ssize_t g, Py_ssize_t e, const double* fv,
-                                    double* P) noexcept nogil:
+    cdef Py_ssize_t c_element_power(self, Py_ssize_t g, Py_ssize_t e, double t,
+                                    const double* fv, double* P) noexcept nogil:
         """P[0] = the non-conservative power of element ``e`` of group ``g`` alone at
         the loaded ``qx``/``qdx`` (its forces land in the scratch ``Qx``): the W row
         of the semi-analytic DI/CS Jacobian (``_dynamics.CompiledRHS.c_jac``) differences
@@ -181,14 +185,15 @@ cdef class ForceEvaluator:
         G1.par = G1.par + e * G1.npar
         G1.fidx = G1.fidx + e * G1.nfun
         P[0] = 0.0
-        if _accumulate(&G1, self.qx, self.qdx, fv, self.Qx, P) >= 0:
+        if _accumulate(&G1, self.qx, self.qdx, t, fv, self.Qx, P) >= 0:
             return e
         return -1
 
     def power_nc(self, const double[::1] q, const double[::1] qd,
-                 const double[:, ::1] fv):
-        """Power of the non-conservative parts of every compiled group (the sum of
-        the references' ``power_nc``); NaN when an element cannot be evaluated."""
+                 const double[:, ::1] fv, double t=0.0):
+        """Power of the non-conservative parts of every compiled group at time t
+        (the sum of the references' ``power_nc``); NaN when an element cannot be
+        evaluated."""
         cdef double P = 0.0
         cdef Py_ssize_t g
         if q.shape[0] != self.n or qd.shape[0] != self.n:
@@ -199,21 +204,43 @@ cdef class ForceEvaluator:
             memcpy(self.qdx, &qd[0], self.n * sizeof(double))
         cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
         for g in range(self.ng):
-            if _accumulate(&self.groups[g], self.qx, self.qdx, fp, self.Qx, &P) >= 0:
+            if _accumulate(&self.groups[g], self.qx, self.qdx, t, fp, self.Qx, &P) >= 0:
                 return float("nan")
         return P
 
+    def repeat_forces(self, const double[::1] q, const double[::1] qd, double t,
+                      const double[:, ::1] fv, double[::1] Q, Py_ssize_t count):
+        """Q := the forces, evaluated ``count`` times in C without the GIL
+        (benchmarks/run.py: the per-call cost of a group without Python's).
+        Returns -1, or the failing group."""
+        cdef Py_ssize_t k, bad = -1
+        if q.shape[0] != self.n or qd.shape[0] != self.n or Q.shape[0] != self.n:
+            raise ValueError(f"q, qd and Q must have {self.n} entries")
+        if self.n == 0:
+            return -1
+        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        with nogil:
+            for k in range(count):
+                memset(&Q[0], 0, self.n * sizeof(double))
+                bad = self.c_forces(&q[0], &qd[0], t, fp, &Q[0], NULL)
+                if bad >= 0:
+                    break
+        return bad
 
-cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, const double* fv,
-                            double* Q, double* P) noexcept nogil:
+
+cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, double t,
+                            const double* fv, double* Q, double* P) noexcept nogil:
     """Add the group's forces into Q and, when ``P`` is not NULL, the power of their
     non-conservative parts into ``P[0]`` (the ``power_nc`` of the references);
-    return -1, or the index of a failing element."""
+    return -1, or the index of a failing element.  ``t`` reaches only external
+    kernels (the built-ins read their time functions from ``fv``)."""
     cdef Py_ssize_t e, bi, bj
     cdef const double* p
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy, n
     cdef double vx, vy, nx, ny, d, delta, pe, fel, fn, ft, vt, dd, Xix, Xiy, Xjx, Xjy
     cdef double pw = 0.0
+    if G.kind == F_EXTERNAL:
+        return _external_forces(G, q, qd, t, fv, Q, P)
     if G.kind >= S_TSDA:
         for e in range(G.ne):
             if _spatial_element(G, e, q, qd, fv, Q, &pw) >= 0:

@@ -701,7 +701,7 @@ cdef class CompiledJCSpatial(CompiledODE):
         c_qdot(nb, &self.K.q[0], &self.K.V[0], &self.K.qd[0])
         memcpy(&self.Q[0], &self.qgrav[0], 7 * nb * sizeof(double))
         if self.fe is not None:
-            if self.fe.c_forces(&self.K.q[0], &self.K.qd[0], self.fvp, &self.Q[0], &P) >= 0:
+            if self.fe.c_forces(&self.K.q[0], &self.K.qd[0], t, self.fvp, &self.Q[0], &P) >= 0:
                 self.status = JS_FORCE_FAILED
                 return JS_FORCE_FAILED
         c_body_forces(nb, &self.K.q[0], &self.K.V[0], &self.Q[0], &self.K.inertia[0, 0, 0], &self.K.F[0])

@@ -3,7 +3,9 @@
 The *reference* ("slow path") methods are vectorised over all elements of one type
 (a *group*), so a Python-only plugin type costs one Python call per group, never
 one per element.  Built-in types additionally name a compiled ``kernel`` that
-computes exactly the same numbers (tests keep them equal to 1e-12).
+computes exactly the same numbers (tests keep them equal to 1e-12); a third-party
+force type may name its own compiled kernel through ``ForceType.c_kernel`` (the
+compiled plugin tier, ``mbcore_plugin.h``).
 
 Array conventions for a group of ``ne`` elements touching ``nb`` bodies each:
 
@@ -152,7 +154,9 @@ class ForceType:
     Rules for implementers (same group conventions as :class:`ConstraintType`):
 
     1. ``name``, ``bodies`` (parameter keys naming the bodies it acts on),
-       ``params`` (schema), ``n_par``, ``n_fun``, optional ``kernel``.
+       ``params`` (schema), ``n_par``, ``n_fun``, optional ``kernel`` (a built-in
+       kernel of ``mbcore._ext._forces``) or ``c_kernel`` (a third-party compiled
+       kernel, see :attr:`c_kernel`).
     2. ``pack(spec, ctx)`` -> ``(par, functions)``.
     3. ``force(par, qb, qdb, t, f)`` -> (ne, nb, 3): the generalised force on each
        body, ``[f_x, f_y, n]`` in global components with the moment about the body
@@ -170,6 +174,15 @@ class ForceType:
     n_par: ClassVar[int] = 0
     n_fun: ClassVar[int] = 0
     kernel: ClassVar[str | None] = None
+    #: The compiled plugin tier (docs/plugins.md "Compiled tier"): the type's C
+    #: kernel, ``"package.module:attribute"`` naming a PyCapsule
+    #: ``"mbcore.force_kernel"`` (or that capsule object itself) that wraps a
+    #: ``mbcore_force_kernel`` of ``mbcore_plugin.h`` (``mbcore.get_include()``).
+    #: On the compiled backend the System checks it against this declaration
+    #: (:func:`mbcore.compiled_plugins.load_force_kernel`) and calls it from the
+    #: compiled assembly, right-hand side and loops; the Python methods remain the
+    #: reference (backend ``"numpy"``) and provide ``energy``/``outputs``.
+    c_kernel: ClassVar[Any] = None
     labels: ClassVar[tuple[str, ...]] = ()
     conservative: ClassVar[bool] = False
     description: ClassVar[str] = ""

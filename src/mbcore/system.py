@@ -15,7 +15,9 @@ Built-in types with a compiled kernel are assembled by one call into
 ``mbcore._ext._planar.PlanarEvaluator``; the NumPy reference path (environment
 variable ``MBCORE_KERNELS=numpy`` or ``Model.compile(kernels="numpy")``) and
 Python-only plugin types use the types' vectorised reference methods, one call
-per group.  Returned arrays are the System's work buffers: valid until the next
+per group.  Force types of the compiled plugin tier (``ForceType.c_kernel``,
+:mod:`mbcore.compiled_plugins`) join the compiled force evaluator on the compiled
+backend.  Returned arrays are the System's work buffers: valid until the next
 call of the same stage; copy them to keep them.
 """
 from __future__ import annotations
@@ -69,6 +71,7 @@ class ForceGroup:
     par: Any                  # (ne, n_par)
     fidx: Any                 # (ne, n_fun)
     compiled: bool = False
+    ckernel: Any = None       # compiled_plugins.ForceKernel of a c_kernel type
 
 
 def _pack(obj, el, model, functions: list, kind: str):
@@ -94,9 +97,24 @@ def _kernel_spec(module, kind: str, etype) -> tuple:
 
 
 def _reason_of(fg: ForceGroup, e: int) -> str:
-    """Why a compiled force kernel refused element e (kernels signal by index)."""
+    """Why a compiled force kernel refused element e (kernels signal by index; a
+    plugin kernel's index outside its group is itself a PluginError)."""
+    if fg.ckernel is not None:
+        if not 0 <= e < len(fg.names):
+            raise PluginError(f"force type '{fg.ftype.name}': compiled kernel "
+                              f"{fg.ckernel.source} returned element index {e}, the group "
+                              f"has {len(fg.names)} elements")
+        return fg.ckernel.reason
     from ._ext import _forces
     return _forces.REASONS.get(fg.ftype.kernel, "the element could not be evaluated")
+
+
+def _kernel_group(fg: ForceGroup) -> dict:
+    """What the compiled force evaluators pack of a compiled group."""
+    if fg.ckernel is not None:
+        return dict(kernel=fg.ckernel.name, capsule=fg.ckernel.capsule, boff=fg.boff,
+                    par=fg.par, fidx=fg.fidx)
+    return dict(kernel=fg.ftype.kernel, boff=fg.boff, par=fg.par, fidx=fg.fidx)
 
 
 @dataclass
@@ -529,19 +547,24 @@ class System:
             self._py_groups = [g for g in self.groups if not g.compiled]
         self._force_evaluator = None
         self._py_force_groups = list(self.force_groups)
-        if self.backend == "compiled" and any(fg.ftype.kernel for fg in self.force_groups):
+        if self.backend == "compiled" and any(
+                fg.ftype.kernel or getattr(fg.ftype, "c_kernel", None)
+                for fg in self.force_groups):
             from ._ext import _forces
             comp = []
             for fg in self.force_groups:
                 k = fg.ftype.kernel
-                if k is None:
+                if getattr(fg.ftype, "c_kernel", None) is not None:   # compiled plugin tier
+                    from .compiled_plugins import load_force_kernel
+                    fg.ckernel = load_force_kernel(fg.ftype)
+                elif k is None:
                     continue
-                if _kernel_spec(_forces, "force", fg.ftype)[1:] != (
+                elif _kernel_spec(_forces, "force", fg.ftype)[1:] != (
                         len(fg.ftype.bodies), fg.ftype.n_par, fg.ftype.n_fun):
                     raise PluginError(f"force type '{fg.ftype.name}': its declaration does "
                                       f"not match kernel {k!r}")
                 fg.compiled = True
-                comp.append(dict(kernel=k, boff=fg.boff, par=fg.par, fidx=fg.fidx))
+                comp.append(_kernel_group(fg))
             self._force_evaluator = _forces.ForceEvaluator(
                 self.n_ext if self.padded else self.n, comp)
             self._Qext = np.zeros(self.n_ext)
@@ -818,13 +841,13 @@ class System:
             if self.padded:
                 self._load(q)
                 self._load_qd(qd)
-                ok = ev.jacobians(self._qx, self._qdx, fv, Kv[:ev.size], Cv[:ev.size])
+                ok = ev.jacobians(self._qx, self._qdx, fv, Kv[:ev.size], Cv[:ev.size], t)
             else:
                 if np.shape(q) != (self.n,) or np.shape(qd) != (self.n,):
                     raise ValueError(f"q and qd must have {self.n} entries")
                 ok = ev.jacobians(np.ascontiguousarray(q, dtype=float),
                                   np.ascontiguousarray(qd, dtype=float), fv,
-                                  Kv[:ev.size], Cv[:ev.size])
+                                  Kv[:ev.size], Cv[:ev.size], t)
             if not ok:
                 fg = fj["compiled"][ev.failed_group]
                 e = ev.failed_element
@@ -886,7 +909,8 @@ class System:
             from ._ext import _forces
             jk = getattr(_forces, "JAC_KERNELS", {})
         for fg in self.force_groups:
-            if fg.compiled and fg.ftype.kernel in jk:
+            if fg.compiled and (fg.ckernel.has_jacobian if fg.ckernel is not None
+                                else fg.ftype.kernel in jk):
                 comp.append(fg)
         comp_ids = {id(fg) for fg in comp}
         for fg in self.force_groups:
@@ -913,9 +937,7 @@ class System:
         if comp:
             from ._ext import _forces
             ev = _forces.ForceJacobianEvaluator(
-                self.n_ext if self.padded else self.n,
-                [dict(kernel=fg.ftype.kernel, boff=fg.boff, par=fg.par, fidx=fg.fidx)
-                 for fg in comp])
+                self.n_ext if self.padded else self.n, [_kernel_group(fg) for fg in comp])
         lin = (rows[keep] * n + cols[keep]).astype(np.intp)
         # sparse: the CSR pattern of the blocks and each entry's data position
         # (duplicates summed by bincount)
@@ -996,7 +1018,7 @@ class System:
         P = 0.0
         if compiled and self._force_evaluator is not None and not self.padded:
             P = self._force_evaluator.power_nc(np.ascontiguousarray(q, dtype=float),
-                                               np.ascontiguousarray(qd, dtype=float), fv)
+                                               np.ascontiguousarray(qd, dtype=float), fv, t)
             if P != P:                   # a failing element: the reference names it
                 P, groups = 0.0, self.force_groups
             else:

@@ -1,10 +1,13 @@
-# C-level interface of mbcore._ext._forces (cimported by _dynamics).
+# C-level interface of mbcore._ext._forces (cimported by _dynamics, _cp, _jcspatial).
+from mbcore.plugin cimport mbcore_force_kernel
+
 ctypedef struct FGroup:
     int kind
     Py_ssize_t ne, nb, npar, nfun
     const Py_ssize_t* boff
     const double* par
     const Py_ssize_t* fidx
+    const mbcore_force_kernel* ext    # kind F_EXTERNAL: a plugin's kernel (mbcore_plugin.h)
 
 
 cdef class ForceEvaluator:
@@ -17,11 +20,11 @@ cdef class ForceEvaluator:
     cdef public Py_ssize_t failed_group, failed_element
 
     cdef _set(self, Py_ssize_t k, dict g)
-    cdef Py_ssize_t c_forces(self, const double* q, const double* qd, const double* fv,
-                             double* Q, double* P) noexcept nogil
+    cdef Py_ssize_t c_forces(self, const double* q, const double* qd, double t,
+                             const double* fv, double* Q, double* P) noexcept nogil
     cdef void c_load(self, const double* q, const double* qd) noexcept nogil
-    cdef Py_ssize_t c_element_power(self, Py_ssize_t g, Py_ssize_t e, const double* fv,
-                                    double* P) noexcept nogil
+    cdef Py_ssize_t c_element_power(self, Py_ssize_t g, Py_ssize_t e, double t,
+                                    const double* fv, double* P) noexcept nogil
 
 
 cdef class ForceJacobianEvaluator:
@@ -34,5 +37,5 @@ cdef class ForceJacobianEvaluator:
     cdef list _keep
     cdef public Py_ssize_t size, failed_group, failed_element
 
-    cdef Py_ssize_t c_jacobians(self, const double* q, const double* qd, const double* fv,
-                                double* K, double* C) noexcept nogil
+    cdef Py_ssize_t c_jacobians(self, const double* q, const double* qd, double t,
+                                const double* fv, double* K, double* C) noexcept nogil

@@ -1,0 +1,294 @@
+# The compiled plugin tier of the force kernels (include/mbcore_plugin.h, ABI v1),
+# included by _forces.pyx: packing a group (built-in or external), calling a plugin's
+# kernel, reading a kernel capsule, and self-test capsules that wrap built-in kernels
+# in the external ABI (tests/test_compiled_plugins.py, benchmarks/run.py).
+# mbcore.compiled_plugins validates a capsule (with :func:`kernel_info`) before a
+# System packs it; the checks here only guard the evaluators against misuse.
+
+cdef const mbcore_force_kernel* _kernel_ptr(object capsule) except NULL:
+    """The kernel of a ``mbcore.force_kernel`` capsule of this ABI version."""
+    if not PyCapsule_IsValid(capsule, MBCORE_FORCE_CAPSULE):
+        raise ValueError("not a 'mbcore.force_kernel' capsule")
+    cdef const mbcore_force_kernel* K = <const mbcore_force_kernel*> PyCapsule_GetPointer(
+        capsule, MBCORE_FORCE_CAPSULE)
+    if K.abi_version != MBCORE_ABI_VERSION:
+        raise ValueError(f"force kernel capsule of ABI version {K.abi_version}, mbcore "
+                         f"implements {MBCORE_ABI_VERSION}")
+    if K.force == NULL:
+        raise ValueError("force kernel capsule without a force function")
+    return K
+
+
+cdef _fill_group(FGroup* G, dict g, list keep):
+    """G := the packed group ``g`` (``kernel``, ``boff``, ``par``, ``fidx``; an
+    external group also ``capsule``).  The arrays and the capsule stay alive in
+    ``keep``; ``par`` is the caller's own array when it is C-contiguous float64
+    (state shared with the NumPy path, e.g. the spatial RSDA's tracked angle)."""
+    cdef const mbcore_force_kernel* K = NULL
+    capsule = g.get("capsule")
+    if capsule is not None:
+        K = _kernel_ptr(capsule)
+        code, nb, npar, nfun = F_EXTERNAL, K.n_bodies, K.n_par, K.n_fun
+        keep.append(capsule)
+    else:
+        code, nb, npar, nfun = KERNELS[g["kernel"]]
+    boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
+    par = np.ascontiguousarray(g["par"], dtype=np.float64)
+    fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
+    ne = boff.shape[0]
+    if boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun:
+        raise ValueError(f"force kernel {g['kernel']!r}: packed arrays have wrong sizes")
+    keep.extend([boff, par, fidx])
+    G.kind = code
+    G.ne = ne
+    G.nb = nb
+    G.npar = npar
+    G.nfun = nfun
+    G.boff = <const Py_ssize_t*> _ptr_i(boff)
+    G.par = <const double*> _ptr_d(par)
+    G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
+    G.ext = K
+
+
+cdef inline void _abi_group(const FGroup* G, mbcore_force_group* out) noexcept nogil:
+    out.ne = G.ne
+    out.nb = G.nb
+    out.npar = G.npar
+    out.nfun = G.nfun
+    out.boff = G.boff
+    out.par = G.par
+    out.fidx = G.fidx
+
+
+cdef inline Py_ssize_t _external_forces(const FGroup* G, const double* q, const double* qd,
+                                        double t, const double* fv, double* Q,
+                                        double* P) noexcept nogil:
+    """Q += the forces of an external group, P[0] += their non-conservative power;
+    -1, or the element the plugin refused (any negative return counts as -1)."""
+    cdef mbcore_force_group A
+    _abi_group(G, &A)
+    cdef mbcore_index r = G.ext.force(&A, q, qd, t, fv, Q, P)
+    return -1 if r < 0 else r
+
+
+cdef inline Py_ssize_t _external_jacobians(const FGroup* G, const double* q,
+                                           const double* qd, double t, const double* fv,
+                                           double* K, double* C) noexcept nogil:
+    """The (nl x nl) K, C blocks of every element of an external group (zeroed by
+    the caller); -1, or the element the plugin refused."""
+    cdef mbcore_force_group A
+    _abi_group(G, &A)
+    cdef mbcore_index r = G.ext.jacobian(&A, q, qd, t, fv, K, C)
+    return -1 if r < 0 else r
+
+
+def kernel_info(object capsule):
+    """What a capsule declares: ``None`` when it is no PyCapsule, else a dict with
+    ``capsule_name`` (None for an unnamed capsule) and, for a ``mbcore.force_kernel``
+    capsule, ``abi_version``; when that is this build's version also ``name``,
+    ``body_kind`` (0 planar, 1 spatial), ``n_bodies``, ``n_par``, ``n_fun``,
+    ``force`` and ``jacobian`` (whether the function pointers are set) and
+    ``reason`` (None when unset).  ``abi_version`` is the first member in every
+    version of the struct, so it is read before anything else."""
+    if not PyCapsule_CheckExact(capsule):
+        return None
+    cdef const char* cname = PyCapsule_GetName(capsule)
+    info = {"capsule_name": None if cname == NULL else cname.decode("utf-8", "replace")}
+    if not PyCapsule_IsValid(capsule, MBCORE_FORCE_CAPSULE):
+        return info
+    cdef const mbcore_force_kernel* K = <const mbcore_force_kernel*> PyCapsule_GetPointer(
+        capsule, MBCORE_FORCE_CAPSULE)
+    info["abi_version"] = K.abi_version
+    if K.abi_version != MBCORE_ABI_VERSION:
+        return info
+    info.update(name=None if K.name == NULL else K.name.decode("utf-8", "replace"),
+                body_kind=K.body_kind, n_bodies=K.n_bodies, n_par=K.n_par,
+                n_fun=K.n_fun, force=K.force != NULL, jacobian=K.jacobian != NULL,
+                reason=None if K.reason == NULL else K.reason.decode("utf-8", "replace"))
+    return info
+
+
+# -- self-test capsules: built-in kernels behind the external ABI ----------------------
+cdef inline void _from_abi(FGroup* G, int kind, const mbcore_force_group* A) noexcept nogil:
+    G.kind = kind
+    G.ne = A.ne
+    G.nb = A.nb
+    G.npar = A.npar
+    G.nfun = A.nfun
+    G.boff = A.boff
+    G.par = A.par
+    G.fidx = A.fidx
+    G.ext = NULL
+
+
+cdef inline mbcore_index _abi_force(int kind, const mbcore_force_group* A, const double* q,
+                                    const double* qd, double t, const double* fv,
+                                    double* Q, double* P) noexcept nogil:
+    cdef FGroup G
+    _from_abi(&G, kind, A)
+    return _accumulate(&G, q, qd, t, fv, Q, P)
+
+
+cdef inline mbcore_index _abi_jacobian(int kind, const mbcore_force_group* A,
+                                       const double* q, const double* qd, double t,
+                                       const double* fv, double* K,
+                                       double* C) noexcept nogil:
+    """The built-in Jacobian kernel, block by block (written: zeroed first)."""
+    cdef FGroup G
+    cdef Py_ssize_t e, bad, nl2
+    _from_abi(&G, kind, A)
+    nl2 = A.nb * (7 if kind >= S_TSDA else 3)
+    nl2 = nl2 * nl2
+    for e in range(A.ne):
+        memset(K + e * nl2, 0, nl2 * sizeof(double))
+        memset(C + e * nl2, 0, nl2 * sizeof(double))
+        if kind >= S_TSDA:
+            bad = _spatial_jacobian(&G, e, q, qd, fv, K + e * nl2, C + e * nl2)
+        else:
+            bad = _planar_jacobian(&G, e, q, qd, fv, K + e * nl2, C + e * nl2)
+        if bad >= 0:
+            return bad
+    return -1
+
+
+cdef mbcore_index _abi_tsda(const mbcore_force_group* A, const double* q, const double* qd,
+                            double t, const double* fv, double* Q,
+                            double* P) noexcept nogil:
+    return _abi_force(F_TSDA, A, q, qd, t, fv, Q, P)
+
+
+cdef mbcore_index _abi_tsda_j(const mbcore_force_group* A, const double* q,
+                              const double* qd, double t, const double* fv, double* K,
+                              double* C) noexcept nogil:
+    return _abi_jacobian(F_TSDA, A, q, qd, t, fv, K, C)
+
+
+cdef mbcore_index _abi_force_el(const mbcore_force_group* A, const double* q,
+                                const double* qd, double t, const double* fv, double* Q,
+                                double* P) noexcept nogil:
+    return _abi_force(F_FORCE, A, q, qd, t, fv, Q, P)
+
+
+cdef mbcore_index _abi_force_el_j(const mbcore_force_group* A, const double* q,
+                                  const double* qd, double t, const double* fv, double* K,
+                                  double* C) noexcept nogil:
+    return _abi_jacobian(F_FORCE, A, q, qd, t, fv, K, C)
+
+
+cdef mbcore_index _abi_stsda(const mbcore_force_group* A, const double* q, const double* qd,
+                             double t, const double* fv, double* Q,
+                             double* P) noexcept nogil:
+    return _abi_force(S_TSDA, A, q, qd, t, fv, Q, P)
+
+
+cdef mbcore_index _abi_stsda_j(const mbcore_force_group* A, const double* q,
+                               const double* qd, double t, const double* fv, double* K,
+                               double* C) noexcept nogil:
+    return _abi_jacobian(S_TSDA, A, q, qd, t, fv, K, C)
+
+
+cdef mbcore_index _abi_bushing(const mbcore_force_group* A, const double* q,
+                               const double* qd, double t, const double* fv, double* Q,
+                               double* P) noexcept nogil:
+    return _abi_force(S_BUSHING, A, q, qd, t, fv, Q, P)
+
+
+cdef mbcore_index _abi_bushing_j(const mbcore_force_group* A, const double* q,
+                                 const double* qd, double t, const double* fv, double* K,
+                                 double* C) noexcept nogil:
+    return _abi_jacobian(S_BUSHING, A, q, qd, t, fv, K, C)
+
+
+cdef mbcore_index _abi_null(const mbcore_force_group* A, const double* q, const double* qd,
+                            double t, const double* fv, double* Q,
+                            double* P) noexcept nogil:
+    """A kernel that adds nothing (the benchmark's per-group cost of the tier)."""
+    return -1
+
+
+cdef mbcore_index _abi_clock(const mbcore_force_group* A, const double* q, const double* qd,
+                             double t, const double* fv, double* Q,
+                             double* P) noexcept nogil:
+    """f_x = t on one planar body: the only self-test kernel that reads the ABI's
+    ``t`` (the time plumbing of every caller; its Jacobian is zero)."""
+    cdef Py_ssize_t e, bi
+    for e in range(A.ne):
+        bi = A.boff[e]
+        Q[bi] += t
+        if P != NULL:
+            P[0] += t * qd[bi]
+    return -1
+
+
+cdef mbcore_index _abi_null_j(const mbcore_force_group* A, const double* q,
+                              const double* qd, double t, const double* fv, double* K,
+                              double* C) noexcept nogil:
+    memset(K, 0, A.ne * 9 * A.nb * A.nb * sizeof(double))
+    memset(C, 0, A.ne * 9 * A.nb * A.nb * sizeof(double))
+    return -1
+
+
+#: self-test kernels: name -> (body kind, n_bodies, n_par, n_fun, index into the tables)
+SELFTEST_KERNELS = {
+    "tsda": (MBCORE_BODY_PLANAR, 2, 7, 1, 0),
+    "force": (MBCORE_BODY_PLANAR, 1, 3, 2, 1),
+    "spatial_tsda": (MBCORE_BODY_SPATIAL, 2, 9, 1, 2),
+    "spatial_bushing": (MBCORE_BODY_SPATIAL, 2, 22, 0, 3),
+    "null": (MBCORE_BODY_PLANAR, 1, 0, 0, 4),
+    "clock": (MBCORE_BODY_PLANAR, 1, 0, 0, 5),
+}
+cdef mbcore_force_fn _SELF_FORCE[6]
+cdef mbcore_force_jacobian_fn _SELF_JAC[6]
+_SELF_FORCE[0] = _abi_tsda
+_SELF_FORCE[1] = _abi_force_el
+_SELF_FORCE[2] = _abi_stsda
+_SELF_FORCE[3] = _abi_bushing
+_SELF_FORCE[4] = _abi_null
+_SELF_FORCE[5] = _abi_clock
+_SELF_JAC[0] = _abi_tsda_j
+_SELF_JAC[1] = _abi_force_el_j
+_SELF_JAC[2] = _abi_stsda_j
+_SELF_JAC[3] = _abi_bushing_j
+_SELF_JAC[4] = _abi_null_j
+_SELF_JAC[5] = _abi_null_j
+
+
+ctypedef struct _OwnedKernel:
+    mbcore_force_kernel k          # first: the capsule's pointer is the struct's
+    char name[64]
+    char reason[512]
+
+
+cdef void _free_owned(object capsule) noexcept:
+    free(PyCapsule_GetPointer(capsule, MBCORE_FORCE_CAPSULE))
+
+
+def builtin_capsule(str kernel, *, abi_version=None, body_kind=None, n_bodies=None,
+                    n_par=None, n_fun=None, bint force=True, bint jacobian=True):
+    """A ``mbcore.force_kernel`` capsule whose functions are the built-in
+    ``kernel`` (one of :data:`SELFTEST_KERNELS`) behind the external ABI: what a
+    compiled plugin provides, without a compiler.  The keywords override the
+    declared fields (tests of the loader's checks: a wrong version, size or body
+    kind, no force or no Jacobian function)."""
+    if kernel not in SELFTEST_KERNELS:
+        raise ValueError(f"no self-test kernel {kernel!r}; expected one of "
+                         f"{', '.join(SELFTEST_KERNELS)}")
+    kind, nb, npar, nfun, idx = SELFTEST_KERNELS[kernel]
+    cdef _OwnedKernel* o = <_OwnedKernel*> malloc(sizeof(_OwnedKernel))
+    if o == NULL:
+        raise MemoryError()
+    memset(o, 0, sizeof(_OwnedKernel))
+    name = f"builtin:{kernel}".encode()[:63]
+    memcpy(o.name, <const char*> name, len(name))
+    reason = REASONS.get(kernel, "").encode()[:511]
+    memcpy(o.reason, <const char*> reason, len(reason))
+    o.k.abi_version = MBCORE_ABI_VERSION if abi_version is None else abi_version
+    o.k.name = o.name
+    o.k.body_kind = kind if body_kind is None else body_kind
+    o.k.n_bodies = nb if n_bodies is None else n_bodies
+    o.k.n_par = npar if n_par is None else n_par
+    o.k.n_fun = nfun if n_fun is None else n_fun
+    o.k.force = _SELF_FORCE[idx] if force else NULL
+    o.k.jacobian = _SELF_JAC[idx] if jacobian else NULL
+    o.k.reason = o.reason if reason else NULL
+    return PyCapsule_New(o, MBCORE_FORCE_CAPSULE, _free_owned)
