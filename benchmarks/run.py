@@ -39,6 +39,9 @@ noisy) and the ratio numpy/compiled.  Cases:
   with ``stiff`` and ``ggl`` on bdf, Jacobian cost and wall time before (forward
   differences of the whole force vector / rhs) and after (analytic force Jacobians),
   and ``System.force_jacobians`` compiled vs NumPy.
+* ``compiled_plugin_tier_overhead`` (``--only overheads``; issue 16): the per-call
+  cost of a compiled-tier force group (a kernel capsule, ``ForceType.c_kernel``)
+  above the built-in group, and that a model using it keeps the compiled loop.
 * ``dijac_*`` (``--only dijac``; issue 14): the semi-analytic DI/CS Jacobian of the
   compiled bdf / θ loops against forward differences (stiff spring chain, four-bar;
   wall time before/after and the cost of one Jacobian).
@@ -972,6 +975,7 @@ def bench_overheads(repeat: int, quick: bool) -> dict:
         "note": "4 revolutes as one Python-only group written one element at a time "
                 "(the plugin's own arithmetic included); 3 stages (phi, jacobian, gamma)"}
     out.update(_framework_overhead(repeat, quick))
+    out.update(_compiled_tier_overhead(repeat, quick))
     tmp = tempfile.mkdtemp()
     model = mbcore.Model.from_file(ROOT / "examples" / "slider_crank.yaml")
     settings = {"t_end": 5.3, "output_step": 0.01 if quick else 0.001}
@@ -1077,6 +1081,76 @@ def _framework_overhead(repeat: int, quick: bool) -> dict:
     row["note"] = ("one Python-only constraint group and one force group whose methods "
                    "return preallocated zeros: the framework's cost per group and stage")
     return {"python_plugin_framework_overhead": row}
+
+
+def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
+    """The compiled plugin tier (issue 16; ``ForceType.c_kernel``): per-call cost of
+    one force group through a ``mbcore.force_kernel`` capsule above the same
+    built-in group (the self-test capsule of the built-in TSDA kernel, evaluated
+    ``count`` times in C by ``ForceEvaluator.repeat_forces``: no Python in the
+    timing), the floor of the tier (an extra group whose kernel adds nothing), and
+    whether a model with the capsule force stays on the compiled right-hand side and
+    loop (four-bar with a spring, 2 s dopri5)."""
+    from mbcore import hookimpl
+    from mbcore._ext._forces import builtin_capsule
+    from mbcore.elements import ForceType
+    from mbcore.plugins import PluginManager, registry
+    from mbcore.schema import Param
+    from mbplugins.planar.forces import TSDA
+
+    class CapsuleTSDA(TSDA):
+        name, kernel, c_kernel = "capsule_tsda", None, builtin_capsule("tsda")
+
+    class NullForce(ForceType):
+        name, bodies, params = "null_capsule", ("body",), {"body": Param("body")}
+        c_kernel = builtin_capsule("null")
+
+        def pack(self, spec, ctx):
+            return [], []
+
+        def force(self, par, qb, qdb, t, f):
+            return np.zeros((len(par), 1, 3))
+
+    class Plug:
+        @hookimpl
+        def mbcore_force_types(self):
+            return [CapsuleTSDA, NullForce]
+
+    pm = PluginManager()
+    pm.register(Plug(), name="capsules")
+    d = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml").to_dict()
+    spring = {"name": "spring", "body_i": "ground", "body_j": "coupler", "point_i": [2.0, 4.0],
+              "point_j": [0.5, 1.5], "stiffness": 200.0, "damping": 5.0, "free_length": 1.0}
+
+    def system(tsda, null=False):
+        dd = {**d, "forces": [{**spring, "type": tsda}]}
+        if null:
+            dd["forces"].append({"name": "nil", "type": "null_capsule", "body": "crank"})
+        m = mbcore.Model.from_dict(dd, registry=pm.registry)
+        return m, m.compile(plugins=pm)
+
+    (mb, sb), (mc, sc), (_, sn) = system("tsda"), system("capsule_tsda"), system("tsda", True)
+    q, qd = sb.initial_state(0.0).q, np.ones(sb.n)
+    fv, Q = sb.functions_at(0.3), np.zeros(sb.n)
+    count = 20000 if quick else 200000
+
+    def loop(s):
+        return lambda: s._force_evaluator.repeat_forces(q, qd, 0.3, fv, Q, count)
+    tb, tc, dc = _ab_time(loop(sb), loop(sc), max(repeat, 5))
+    _, tn, dn = _ab_time(loop(sb), loop(sn), max(repeat, 5))
+    form = registry().get("formulation", "di")(sc, {})
+    st = {"analysis": "dynamic", "t_end": 2.0, "output_step": 0.01, "formulation": "di"}
+    wb, wc, _ = _ab_time(lambda: mbcore.run(mb, plugins=pm, settings=st),
+                         lambda: mbcore.run(mc, plugins=pm, settings=st), max(repeat // 2, 3))
+    res = mbcore.run(mc, plugins=pm, settings=st)
+    row = {"builtin_group_us": tb / count * 1e6, "capsule_group_us": tc / count * 1e6,
+           "extra_us_per_call": dc / count * 1e6,
+           "null_capsule_group_extra_us": dn / count * 1e6,
+           "compiled_rhs": form.compiled is not None, "loop": res.stats["loop"],
+           "run_builtin_s": wb, "run_capsule_s": wc,
+           "note": "a TSDA group as the built-in kernel vs the same kernel behind the C ABI "
+                   "(mbcore_plugin.h), evaluations in C; four-bar DI, dopri5, 2 s"}
+    return {"compiled_plugin_tier_overhead": row}
 
 
 _STARTUP_CODE = """

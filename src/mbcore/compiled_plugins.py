@@ -90,21 +90,24 @@ def load_force_kernel(ftype: Any) -> ForceKernel:
     where = f"force type '{name}'"
     capsule, source = _resolve(getattr(ftype, "c_kernel", None), where)
     info = _forces.kernel_info(capsule)
-    head = f"{where}{_owner(ftype)}: compiled kernel {source}"
+
+    def refuse(what: str, named: bool = True) -> PluginError:
+        label = f" ('{info['name']}')" if named else ""
+        return PluginError(f"{where}{_owner(ftype)}: compiled kernel {source}{label} {what}")
+
     if info is None or info["capsule_name"] != FORCE_CAPSULE:
         got = ("not a PyCapsule" if info is None else
                f"a PyCapsule named {info['capsule_name']!r}")
-        raise PluginError(f"{head} is {got}, expected a PyCapsule named {FORCE_CAPSULE!r}")
+        raise refuse(f"is {got}, expected a PyCapsule named {FORCE_CAPSULE!r}", False)
     mine = int(_forces.ABI_VERSION)
     if info["abi_version"] != mine:
         import mbcore
-        raise PluginError(
-            f"{head} was built for mbcore C ABI version {info['abi_version']}; the "
-            f"installed mbcore {mbcore.__version__} implements ABI version {mine}. "
-            f"Rebuild the plugin against the installed mbcore (its build takes the "
-            f"header from mbcore.get_include()), e.g. pip install --no-build-isolation "
-            f"--force-reinstall of the plugin's source")
-    label = f"{head} ('{info['name']}')"
+        raise refuse(
+            f"was built for mbcore C ABI version {info['abi_version']}; the installed "
+            f"mbcore {mbcore.__version__} implements ABI version {mine}. Rebuild the "
+            f"plugin against the installed mbcore (its build takes the header from "
+            f"mbcore.get_include()), e.g. pip install --no-build-isolation "
+            f"--force-reinstall of the plugin's source", False)
     declared = (getattr(ftype, "body_kind", "planar"), len(ftype.bodies), ftype.n_par,
                 ftype.n_fun)
     kernel = (BODY_KINDS.get(info["body_kind"], f"unknown body kind {info['body_kind']}"),
@@ -113,10 +116,9 @@ def load_force_kernel(ftype: Any) -> ForceKernel:
         fields = ("body kind", "n_bodies", "n_par", "n_fun")
         diff = ", ".join(f"{f} {k!r} (type: {d!r})" for f, k, d in zip(fields, kernel, declared)
                          if k != d)
-        raise PluginError(f"{label} does not match the type's declaration: {diff}")
+        raise refuse(f"does not match the type's declaration: {diff}")
     if not info["force"]:
-        raise PluginError(f"{label} has no force function (mbcore_force_kernel.force is "
-                          f"NULL)")
+        raise refuse("has no force function (mbcore_force_kernel.force is NULL)")
     return ForceKernel(capsule=capsule, source=source, name=info["name"] or source,
                        has_jacobian=bool(info["jacobian"]),
                        reason=info["reason"] or "the compiled kernel could not evaluate "
