@@ -190,7 +190,8 @@ def test_refused_type_claims_no_name_over_an_accepted_one():
 
 def test_outdated_entry_point_plugin_named_with_its_distribution(tmp_path):
     """A distribution declaring a newer contract: ``mbcore plugins`` lists its type as
-    refused with the distribution's name and version, the built-in types as 1.0."""
+    refused with the distribution's name and version, the accepted types with the
+    contract they were built for."""
     (tmp_path / "mbc_stale.py").write_text(textwrap.dedent("""
         from mbcore import hookimpl
         from mbcore.elements import ForceType
@@ -212,6 +213,7 @@ def test_outdated_entry_point_plugin_named_with_its_distribution(tmp_path):
     line = [ln for ln in out.stdout.splitlines() if "stale_force" in ln][0]
     assert "stale (mbc-stale 0.5)" in line and "refused" in line
     assert "contract 99.0" in line
-    rev = [ln for ln in out.stdout.splitlines() if ln.split()[:2] == ["constraint",
-                                                                       "revolute"]][0]
-    assert f" {contract.format_version(CONTRACT_VERSION)} " in rev
+    from mbcore.plugins import registry
+    kind, name, prov, _ = registry().rows()[0]
+    first = [ln for ln in out.stdout.splitlines() if ln.split()[:2] == [kind, name]][0]
+    assert f"{prov}  {contract.format_version(registry().contract(kind, name))}  " in first

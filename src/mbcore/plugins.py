@@ -14,6 +14,7 @@ of classes, imported on first use (the built-in plugins do so for every type).
 from __future__ import annotations
 
 import difflib
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,8 @@ class Registry:
                     f"({_where(table[name])}) and by plugin {provider} ({_where(cls)})")
         table[name] = entry
         self._providers[kind][name] = provider
+        if type(entry) is not LazyType and type(entry) is not _Refused:
+            _note_provider(entry, provider)
         self._declared[kind][name] = declared or contract.CONTRACT_VERSION
 
     # -- queries ------------------------------------------------------------------
@@ -193,6 +196,7 @@ class Registry:
                 self._types[kind][key] = refused
                 raise PluginError(refused.message)
         self._types[kind][key] = cls
+        _note_provider(cls, provider)
         return cls
 
     def unknown_message(self, kind: str, name: Any, body_kind: str = "planar") -> str:
@@ -238,6 +242,28 @@ class Registry:
         return [(kind, name, self._providers[kind][name], entry.message)
                 for kind in KINDS for name, entry in sorted(self._types[kind].items())
                 if type(entry) is _Refused]
+
+
+#: class -> the plugin that provided it (the last registry that saw it), for naming the
+#: plugin in errors raised inside its elements (:mod:`mbcore.plugin_errors`)
+_PROVIDED: "weakref.WeakKeyDictionary[type, Provider]" = weakref.WeakKeyDictionary()
+
+
+def _note_provider(cls: Any, provider: Provider) -> None:
+    try:
+        _PROVIDED[cls] = provider
+    except TypeError:                    # not weak-referenceable: not a class
+        pass
+
+
+def provider_of(cls: type) -> Provider | None:
+    """The plugin that provides ``cls`` (or, for a subclass not registered itself,
+    its nearest registered base), as recorded by the registries built so far."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        prov = _PROVIDED.get(klass)
+        if prov is not None:
+            return prov
+    return None
 
 
 class _Refused:
@@ -294,6 +320,7 @@ class PluginManager:
         self._registry: Registry | None = None
         if load_entrypoints:
             load_entrypoints_into(self._pm, "mbcore")
+            load_environment_plugins(self._pm)
 
     @property
     def pluggy(self) -> pluggy.PluginManager:
@@ -495,19 +522,72 @@ def _load_entry_point(value: str) -> Any:
     return functools.reduce(getattr, attrs, module)
 
 
+def disabled_plugins() -> frozenset[str]:
+    """Names in the environment variable ``MBCORE_DISABLE_PLUGINS`` (comma or space
+    separated): an entry point is not loaded when its name, the top-level package of
+    its module or its distribution's name is listed (``MBCORE_DISABLE_PLUGINS=
+    mbplugins`` runs the core without its built-in plugins)."""
+    import os
+    import re
+    raw = os.environ.get("MBCORE_DISABLE_PLUGINS", "")
+    return frozenset(_normalize(n) for n in re.split(r"[,\s]+", raw) if n)
+
+
+def _is_disabled(off: frozenset[str], name: str, value: str, dist: Any) -> bool:
+    if not off:
+        return False
+    dname = ""
+    if dist is not None:
+        try:
+            dname = dist.metadata["name"] or ""
+        except Exception:               # pragma: no cover - unreadable metadata
+            dname = ""
+    top = value.split(":")[0].strip().split(".")[0]
+    return bool({_normalize(name), _normalize(top), _normalize(dname)} & off)
+
+
 def load_entrypoints_into(pm: pluggy.PluginManager, group: str) -> int:
     """``pm.load_setuptools_entrypoints(group)`` without importlib.metadata where the
-    scan of :func:`entry_points` suffices; returns the number of plugins loaded."""
+    scan of :func:`entry_points` suffices; returns the number of plugins loaded.
+    Entry points named by ``MBCORE_DISABLE_PLUGINS`` (:func:`disabled_plugins`) are
+    skipped."""
+    off = disabled_plugins()
     eps = entry_points(group)
     if eps is None or not hasattr(pm, "_plugin_distinfo"):
+        if off:
+            import importlib.metadata as im
+            for ep in im.entry_points(group=group):
+                if _is_disabled(off, ep.name, ep.value, ep.dist):
+                    pm.set_blocked(ep.name)
         return pm.load_setuptools_entrypoints(group)
     count = 0
     for name, value, dist in eps:
-        if pm.has_plugin(name) or pm.is_blocked(name):
+        if pm.has_plugin(name) or pm.is_blocked(name) or _is_disabled(off, name, value, dist):
             continue
         plugin = _load_entry_point(value)
         pm.register(plugin, name=name)
         pm._plugin_distinfo.append((plugin, dist))   # as load_setuptools_entrypoints
+        count += 1
+    return count
+
+
+def load_environment_plugins(pm: pluggy.PluginManager) -> int:
+    """Register the plugins named in the environment variable ``MBCORE_PLUGINS``
+    (comma or space separated ``module`` or ``module:attribute``, imported from
+    ``sys.path``): plugins used without installing a distribution, e.g. a test's
+    stub set.  Each is registered under its own text; returns how many."""
+    import os
+    import re
+    count = 0
+    for value in re.split(r"[,\s]+", os.environ.get("MBCORE_PLUGINS", "")):
+        if not value or pm.has_plugin(value):
+            continue
+        try:
+            plugin = _load_entry_point(value)
+        except Exception as exc:
+            raise PluginError(f"MBCORE_PLUGINS: plugin {value!r} cannot be loaded: "
+                              f"{exc!r}") from exc
+        pm.register(plugin, name=value)
         count += 1
     return count
 
