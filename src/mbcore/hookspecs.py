@@ -60,7 +60,10 @@ def mbcore_force_types() -> list[type]:
 @hookspec
 def mbcore_integrators() -> list[type]:
     """Return integrator classes (subclasses of ``mbcore.integrate.Integrator``),
-    each with a ``name`` (``rk4``, ``dopri5``, ``bdf``...).  Called once."""
+    each with a ``name`` (``rk4``, ``dopri5``, ``bdf``...).  Called once.  An
+    explicit Runge–Kutta method subclasses ``mbcore.integrate.FixedStepRK`` or
+    ``EmbeddedRK`` with its tableau: its class attributes are its compiled twin
+    (:mod:`mbcore.integrate.rk`), so it runs on the compiled loop too."""
 
 
 @hookspec
