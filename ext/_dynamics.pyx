@@ -1969,12 +1969,12 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
 
     ``adaptive``: an embedded FSAL pair (A, B, C; error weights E over the s + 1
     stages; dense output y_old + h sum_i K_i sum_j P[i, j] s^(j+1)), the controller
-    of ``mbplugins.integrators.erk`` (local extrapolation, RMS norm of
+    of ``mbcore.integrate.rk.EmbeddedRK`` (local extrapolation, RMS norm of
     ``h E.K / (atol + rtol max(|y|, |y_new|))``, factor ``safety err^exponent``
     clipped to [min_factor, max_factor], no increase right after a rejection).
     Else a fixed step ``h_abs`` on the grid ``t0 + i h`` (RUNGK4 semantics, last
     step shortened to t1) with cubic Hermite dense output, as
-    ``mbplugins.integrators.explicit``.  ``f0`` = f(t0, y0).  ``grid0``, ``istep0``
+    ``mbcore.integrate.rk.FixedStepRK``.  ``f0`` = f(t0, y0).  ``grid0``, ``istep0``
     (fixed steps, resume from a checkpoint): continue the grid ``grid0 + i h`` of an
     earlier run after its step ``istep0`` (t0 must be that grid point).  ``ystep``
     (N + 1 floats): before the outputs of a step, its end state and time (a
@@ -1991,7 +1991,8 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
     (y[stop_idx[k]] - stop_val[k])`` falls through zero in the step after (t, y)
     (the caller locates it).  Outputs beyond t are not emitted in cases 2-4.
 
-    Hairer's DOP853 (``mbplugins.integrators.erk.DOP853``): ``E3`` given -> the error
+    Hairer's DOP853 form (``mbcore.integrate.rk.EmbeddedRK`` with ``E3``; the
+    built-in ``dop853``): ``E3`` given -> the error
     ``|h| e5 / sqrt((e5 + 0.01 e3) N)`` with ``e5 = |E.K / scale|^2``, ``e3 = |E3.K /
     scale|^2``; ``A_extra`` (3 x (s+4)), ``C_extra``, ``D`` (4 x (s+4)) given -> the
     7th-order continuous extension (three extra evaluations in the steps with

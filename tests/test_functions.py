@@ -21,6 +21,8 @@ from mbcore.functions import (
     Table, TimeFunction, parse_function,
 )
 
+pytestmark = pytest.mark.core     # mbcore only (passes with the stub plugin set)
+
 PATH = "drivers[0].function"
 PARAMS = {"omega": 2.0, "a": 0.5, "b": -1.25}
 

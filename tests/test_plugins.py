@@ -90,6 +90,7 @@ def test_builtin_types_come_from_the_entry_point():
     assert reg.has("analysis", "kinematic") and reg.has("reporter", "hdf5")
 
 
+@pytest.mark.core
 def test_core_never_imports_mbplugins():
     code = ("import sys, mbcore, mbcore.model, mbcore.system, mbcore.plugins, mbcore.runner, "
             "mbcore.cli, mbcore.result; assert 'mbplugins' not in sys.modules, "
@@ -303,6 +304,7 @@ def test_lazy_plugins_register_by_name_and_import_on_first_use():
                    for ln in lines), (kind, name)
 
 
+@pytest.mark.core
 def test_entry_point_scan_equals_importlib_metadata():
     """The direct scan of sys.path finds the entry points (name, value, distribution
     name and version) importlib.metadata finds, in the same order."""
@@ -320,6 +322,7 @@ def test_entry_point_scan_equals_importlib_metadata():
     assert distribution_version("no-such-distribution-here") is None
 
 
+@pytest.mark.core
 def test_versions_without_importing_h5py_equal_the_modules():
     from importlib import metadata
 
@@ -365,6 +368,7 @@ def test_lazy_type_whose_class_disagrees_names_the_plugin():
         pm.register(Clash(), name="clash2")
 
 
+@pytest.mark.core
 def test_numerical_rank_equals_the_pivoted_qr():
     """numerical_rank (SVD when unambiguous, else the pivoted QR) gives the rank of
     rank_revealing on full, deficient, near-threshold, wide, tall and empty
@@ -382,6 +386,7 @@ def test_numerical_rank_equals_the_pivoted_qr():
         assert numerical_rank(A) == (rank_revealing(A)[0] if A.size else 0)
 
 
+@pytest.mark.core
 def test_system_helpers_equal_numpy_and_scipy():
     import scipy.sparse as sp
 

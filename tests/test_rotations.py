@@ -10,6 +10,8 @@ import pytest
 from mbcore import rotations as R
 from mbcore.errors import ModelError
 
+pytestmark = pytest.mark.core     # mbcore only (passes with the stub plugin set)
+
 DEG = math.pi / 180.0
 I3 = np.eye(3)
 N = 100

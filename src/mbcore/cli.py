@@ -181,16 +181,21 @@ def _info(args) -> int:
 
 
 def _plugins() -> int:
+    from .contract import format_version
     from .plugins import get_plugin_manager
     reg = get_plugin_manager().registry
-    rows = [(kind, name, str(prov), (getattr(cls, "description", "") or "").strip())
+    rows = [(kind, name, str(prov), format_version(reg.contract(kind, name)),
+             (getattr(cls, "description", "") or "").strip())
             for kind, name, prov, cls in reg.rows()]
+    rows += [(kind, name, str(prov), "refused", message)      # contract versions
+             for kind, name, prov, message in reg.refused()]
     w0 = max([4] + [len(r[0]) for r in rows])
     w1 = max([4] + [len(r[1]) for r in rows])
     w2 = max([6] + [len(r[2]) for r in rows])
-    print(f"{'kind':{w0}}  {'type':{w1}}  {'plugin':{w2}}  description")
+    w3 = max([8] + [len(r[3]) for r in rows])
+    print(f"{'kind':{w0}}  {'type':{w1}}  {'plugin':{w2}}  {'contract':{w3}}  description")
     for r in rows:
-        print(f"{r[0]:{w0}}  {r[1]:{w1}}  {r[2]:{w2}}  {r[3]}")
+        print(f"{r[0]:{w0}}  {r[1]:{w1}}  {r[2]:{w2}}  {r[3]:{w3}}  {r[4]}")
     return 0
 
 

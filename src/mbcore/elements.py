@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from .contract import CONTRACT_VERSION
 from .schema import Param
 
 
@@ -80,6 +81,8 @@ class ConstraintType:
     """
 
     name: ClassVar[str] = ""
+    #: plugin contract version this type was built for (mbcore.contract)
+    contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
     equations: ClassVar[int] = 0
     bodies: ClassVar[tuple[str, ...]] = ("body_i", "body_j")
     params: ClassVar[Mapping[str, Param]] = {}
@@ -169,6 +172,8 @@ class ForceType:
     """
 
     name: ClassVar[str] = ""
+    #: plugin contract version this type was built for (mbcore.contract)
+    contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
     bodies: ClassVar[tuple[str, ...]] = ("body",)
     params: ClassVar[Mapping[str, Param]] = {}
     n_par: ClassVar[int] = 0

@@ -3,7 +3,11 @@
 When the right-hand side is compiled (:class:`mbcore.formulation.Formulation`
 ``.compiled``: a model of built-in elements, DI or CS) and the integrator is an
 explicit Runge–Kutta method whose integrator class declares a compiled twin
-(``Integrator.compiled_loop_kind``; fixed-step ``euler``/``heun``/``midpoint``/``rk4``; embedded ``bs23``/``dopri5``),
+(``Integrator.compiled_loop_kind``: any subclass of the core's
+:class:`mbcore.integrate.rk.FixedStepRK` or :class:`~mbcore.integrate.rk.EmbeddedRK`
+that keeps their step — the built-in ``euler``/``heun``/``midpoint``/``rk4`` and
+``bs23``/``dopri5``/``dop853`` and any third-party tableau; the twin's class
+attributes: :func:`mbcore.integrate.rk.compiled_twin`),
 the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
 ODE form, and the GGL DAE form on ``_dynamics.CompiledGGL`` with the analysis'
@@ -30,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .integrate.base import EPS, Statistics, StepSizeError
+from .integrate.rk import compiled_twin
 
 __all__ = ["compiled_loop_for", "run_compiled"]
 
@@ -113,21 +118,14 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     st = Statistics()
     st.nfev = integ.stats.nfev
     f0 = np.array(integ._f, dtype=float)
-    B = np.ascontiguousarray(icls.B, dtype=float)
-    A = np.ascontiguousarray(np.asarray(icls.A, dtype=float)[:B.size, :B.size])
-    C = np.ascontiguousarray(icls.C, dtype=float)
+    twin = compiled_twin(icls, kind)       # the class's tableau and controller
     if kind == "embedded":
         assert icls.compiled_loop_kind() == "embedded"
-        E = np.ascontiguousarray(icls.E, dtype=float)
-        P = (np.ascontiguousarray(icls.P, dtype=float) if getattr(icls, "P", None) is not None
-             else np.zeros((B.size + 1, 1)))
         h_abs, rtol, atol = float(integ._h_abs), float(integ._rtol), float(integ._atol)
         max_step = float(integ._max_step)
         exponent = float(integ._exponent)
         adaptive = True
     else:
-        E = np.zeros(B.size + 1)
-        P = np.zeros((B.size + 1, 1))
         h_abs, rtol, atol, max_step, exponent = float(integ._h), 0.0, 0.0, np.inf, 0.0
         adaptive = False
     grid = {}
@@ -146,30 +144,13 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             return LoopResult(2, st, t0, np.array(y0))
         i0 += 1
     stops = np.zeros((0, 3)) if stops is None else np.asarray(stops, dtype=float)
-    # step-size controller of embedded pairs (unused by fixed steps)
-    controller = ((icls.SAFETY, icls.MIN_FACTOR, icls.MAX_FACTOR) if kind == "embedded"
-                  else (1.0, 1.0, 1.0))
-    # an embedded pair may declare Hairer's combined error norm (E3, with E = E5)
-    # and a continuous extension with extra stages (A_EXTRA, C_EXTRA, D): DOP853
-    hairer = {}
-    if kind == "embedded" and getattr(icls, "E3", None) is not None:
-        s = B.size
-        nx = len(icls.C_EXTRA)
-        ax = np.zeros((nx, s + 1 + nx))
-        a_extra = np.asarray(icls.A_EXTRA, dtype=float)
-        ax[:, :min(a_extra.shape[1], s + 1 + nx)] = a_extra[:, :s + 1 + nx]
-        hairer = dict(E3=np.ascontiguousarray(icls.E3, dtype=float),
-                      A_extra=ax, C_extra=np.ascontiguousarray(icls.C_EXTRA, dtype=float),
-                      D=np.ascontiguousarray(np.asarray(icls.D, dtype=float)[:, :s + 1 + nx]))
-        E = np.ascontiguousarray(icls.E5, dtype=float)
-        P = np.zeros((B.size + 1, 1))
     code, t, y, i_out, h_abs = run_rk(
-        crhs, A, B, C, E, P, adaptive, float(t0), float(t1), np.array(y0, dtype=float), f0,
-        t_out, i0, h_abs, rtol, atol, max_step, *controller, exponent,
-        int(icls.order), on_output, stats, st.nfev,
+        crhs, twin.A, twin.B, twin.C, twin.E, twin.P, adaptive, float(t0), float(t1),
+        np.array(y0, dtype=float), f0, t_out, i0, h_abs, rtol, atol, max_step,
+        *twin.controller, exponent, twin.order, on_output, stats, st.nfev,
         np.ascontiguousarray(stops[:, 0], dtype=np.intp),
-        np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]), **hairer,
-        **grid)
+        np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]),
+        **twin.hairer, **grid)
     st.nsteps += int(stats[2])
     st.nrejected += int(stats[3])
     st.nerror_test_failures += int(stats[3])

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from . import schema as S
+from .contract import CONTRACT_VERSION
 from .dynamics import AccelerationSolver
 from .schema import Param
 
@@ -64,6 +65,8 @@ class Formulation:
     """
 
     name: ClassVar[str] = ""
+    #: plugin contract version this class was built for (mbcore.contract)
+    contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
     description: ClassVar[str] = ""
     settings_schema: ClassVar[Mapping[str, Param]] = {}
     #: the state is y = [q; qd] (False: a subset, e.g. independent coordinates)

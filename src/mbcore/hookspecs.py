@@ -14,10 +14,23 @@ start-up cheap (the built-in plugins return only such references).  All
 implementations are called and their results merged; a name provided by two
 plugins is an error that names both (:class:`mbcore.errors.PluginError`).
 No hook is ``firstresult``.
+
+Versioning: :data:`CONTRACT_VERSION` ``(major, minor)`` versions these hooks and
+the element/algorithm contracts (the base classes' methods and attributes).  A
+plugin declares the version it was built against by ``mbcore_contract = "1.0"`` on
+its module/object; a type may override the ``contract`` class attribute its base
+class carries.  No declaration means "built against the current contract".  Same
+major and a minor not above the core's: accepted; otherwise the registry refuses
+the plugin or type with a :class:`~mbcore.errors.PluginError` naming it and both
+versions (rules: :mod:`mbcore.contract`; docs/plugins.md "Contract versions").
 """
 from __future__ import annotations
 
 import pluggy
+
+from .contract import CONTRACT_VERSION
+
+__all__ = ["CONTRACT_VERSION", "hookspec", "hookimpl"]
 
 hookspec = pluggy.HookspecMarker("mbcore")
 hookimpl = pluggy.HookimplMarker("mbcore")
@@ -47,7 +60,10 @@ def mbcore_force_types() -> list[type]:
 @hookspec
 def mbcore_integrators() -> list[type]:
     """Return integrator classes (subclasses of ``mbcore.integrate.Integrator``),
-    each with a ``name`` (``rk4``, ``dopri5``, ``bdf``...).  Called once."""
+    each with a ``name`` (``rk4``, ``dopri5``, ``bdf``...).  Called once.  An
+    explicit Runge–Kutta method subclasses ``mbcore.integrate.FixedStepRK`` or
+    ``EmbeddedRK`` with its tableau: its class attributes are its compiled twin
+    (:mod:`mbcore.integrate.rk`), so it runs on the compiled loop too."""
 
 
 @hookspec

@@ -14,12 +14,13 @@ of classes, imported on first use (the built-in plugins do so for every type).
 from __future__ import annotations
 
 import difflib
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import pluggy
 
-from . import hookspecs
+from . import contract, hookspecs
 from .errors import PluginError
 
 #: kind -> hook name
@@ -83,37 +84,70 @@ class LazyType:
 
 
 class Registry:
-    """Immutable snapshot of every type every registered plugin provides."""
+    """Immutable snapshot of every type every registered plugin provides.
+
+    Contract versions (:mod:`mbcore.contract`): a plugin whose ``mbcore_contract``
+    the core cannot honour, and a type whose ``contract`` it cannot honour, are
+    *refused*: their names stay known, and looking one up raises the refusal (a
+    :class:`PluginError` naming the plugin, the type and both versions), so an
+    outdated installed plugin breaks only the models that use it.  Classes are
+    checked when the registry is built, :class:`LazyType` references when they are
+    resolved (start-up stays cheap).  :meth:`refused` lists the refusals.
+    """
 
     def __init__(self, pm: pluggy.PluginManager):
         dists = {id(p): d for p, d in pm.list_plugin_distinfo()}
-        self._types: dict[str, dict[str, type]] = {k: {} for k in KINDS}
+        self._types: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
         self._providers: dict[str, dict[str, Provider]] = {k: {} for k in KINDS}
+        self._declared: dict[str, dict[str, tuple[int, int]]] = {k: {} for k in KINDS}
+        #: plugin name -> refusal message of plugins refused as a whole
+        self.refused_plugins: dict[str, str] = {}
         for kind, hookname in KINDS.items():
             hook = getattr(pm.hook, hookname)
             for impl in hook.get_hookimpls():
                 provider = _provider(pm, impl.plugin, dists.get(id(impl.plugin)))
+                declared = contract.declared_contract(impl.plugin, f"plugin {provider}")
+                if declared is not None and not contract.compatible(declared):
+                    self.refused_plugins[provider.plugin] = contract.refusal(
+                        provider, "the plugin", declared)
                 try:
                     classes = impl.function()
                 except Exception as exc:  # a broken plugin names itself
                     raise PluginError(
                         f"plugin {provider} failed in {hookname}(): {exc!r}") from exc
                 for cls in classes or ():
-                    self._add(kind, cls, provider)
+                    self._add(kind, cls, provider, declared)
 
-    def _add(self, kind: str, cls: type, provider: Provider) -> None:
+    def _add(self, kind: str, cls: Any, provider: Provider,
+             declared: tuple[int, int] | None = None) -> None:
         name = getattr(cls, "name", None)
         if not isinstance(name, str) or not name:
             raise PluginError(f"plugin {provider}: {kind} class {cls!r} has no string 'name'")
         name = _key(name, getattr(cls, "body_kind", "planar"))
+        entry = cls
+        if provider.plugin in self.refused_plugins:
+            entry = _Refused(cls, self.refused_plugins[provider.plugin])
+        elif type(cls) is not LazyType:
+            own = _type_contract(cls, kind, provider)
+            if own is not None:
+                declared = own
+                if not contract.compatible(own):
+                    entry = _Refused(cls, contract.refusal(
+                        provider, f"{kind} type '{cls.name}'", own))
         table = self._types[kind]
         if name in table:
             other = self._providers[kind][name]
-            raise PluginError(
-                f"{kind} type '{name}' is provided twice: by plugin {other} "
-                f"({_where(table[name])}) and by plugin {provider} ({_where(cls)})")
-        table[name] = cls
+            if type(entry) is _Refused:         # a refused type claims no name
+                return
+            if type(table[name]) is not _Refused:
+                raise PluginError(
+                    f"{kind} type '{name}' is provided twice: by plugin {other} "
+                    f"({_where(table[name])}) and by plugin {provider} ({_where(cls)})")
+        table[name] = entry
         self._providers[kind][name] = provider
+        if type(entry) is not LazyType and type(entry) is not _Refused:
+            _note_provider(entry, provider)
+        self._declared[kind][name] = declared or contract.CONTRACT_VERSION
 
     # -- queries ------------------------------------------------------------------
     # Constraint and force types are keyed by (name, body kind): a spatial
@@ -136,20 +170,33 @@ class Registry:
             cls = self._types[kind][key]
         except KeyError:
             raise KeyError(self.unknown_message(kind, name, body_kind)) from None
-        if type(cls) is LazyType:
-            cls = self._resolve(kind, key)
+        if type(cls) is not type:
+            if type(cls) is LazyType:
+                cls = self._resolve(kind, key)
+            elif type(cls) is _Refused:
+                raise PluginError(cls.message)
         return cls
 
     def _resolve(self, kind: str, key: str) -> type:
         lazy = self._types[kind][key]
+        provider = self._providers[kind][key]
         try:
             cls = lazy.load()
         except PluginError as exc:
-            raise PluginError(f"plugin {self._providers[kind][key]}: {exc}") from None
+            raise PluginError(f"plugin {provider}: {exc}") from None
         except Exception as exc:  # a broken plugin names itself
-            raise PluginError(f"plugin {self._providers[kind][key]} failed to import "
+            raise PluginError(f"plugin {provider} failed to import "
                               f"{kind} type {lazy.target}: {exc!r}") from exc
+        own = _type_contract(cls, kind, provider)
+        if own is not None:
+            self._declared[kind][key] = own
+            if not contract.compatible(own):
+                refused = _Refused(cls, contract.refusal(provider, f"{kind} type '{cls.name}'",
+                                                         own))
+                self._types[kind][key] = refused
+                raise PluginError(refused.message)
         self._types[kind][key] = cls
+        _note_provider(cls, provider)
         return cls
 
     def unknown_message(self, kind: str, name: Any, body_kind: str = "planar") -> str:
@@ -165,19 +212,83 @@ class Registry:
     def provider(self, kind: str, name: str) -> Provider:
         return self._providers[kind][name]
 
+    def contract(self, kind: str, name: str) -> tuple[int, int]:
+        """The contract version a type was built for: its own ``contract`` if it
+        differs from the core's, else its plugin's ``mbcore_contract``, else the
+        core's (:mod:`mbcore.contract`)."""
+        return self._declared[kind][name]
+
     def rows(self) -> list[tuple[str, str, Provider, type]]:
-        """(kind, name, provider, class) for every type, sorted."""
+        """(kind, name, provider, class) for every accepted type, sorted (the refused
+        ones: :meth:`refused`)."""
         out = []
         for kind in KINDS:
             for name in sorted(self._types[kind]):
                 cls = self._types[kind][name]
                 if type(cls) is LazyType:
-                    cls = self._resolve(kind, name)
-                out.append((kind, name, self._providers[kind][name], cls))
+                    try:
+                        cls = self._resolve(kind, name)
+                    except PluginError:
+                        if type(self._types[kind][name]) is _Refused:
+                            continue
+                        raise
+                if type(cls) is not _Refused:
+                    out.append((kind, name, self._providers[kind][name], cls))
         return out
+
+    def refused(self) -> list[tuple[str, str, Provider, str]]:
+        """(kind, name, provider, message) of every type refused so far (lazy
+        types are known to be refused once resolved, e.g. by :meth:`rows`)."""
+        return [(kind, name, self._providers[kind][name], entry.message)
+                for kind in KINDS for name, entry in sorted(self._types[kind].items())
+                if type(entry) is _Refused]
+
+
+#: class -> the plugin that provided it (the last registry that saw it), for naming the
+#: plugin in errors raised inside its elements (:mod:`mbcore.plugin_errors`)
+_PROVIDED: "weakref.WeakKeyDictionary[type, Provider]" = weakref.WeakKeyDictionary()
+
+
+def _note_provider(cls: Any, provider: Provider) -> None:
+    try:
+        _PROVIDED[cls] = provider
+    except TypeError:                    # not weak-referenceable: not a class
+        pass
+
+
+def provider_of(cls: type) -> Provider | None:
+    """The plugin that provides ``cls`` (or, for a subclass not registered itself,
+    its nearest registered base), as recorded by the registries built so far."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        prov = _PROVIDED.get(klass)
+        if prov is not None:
+            return prov
+    return None
+
+
+class _Refused:
+    """Registry entry of a type refused for its contract version."""
+
+    __slots__ = ("cls", "message")
+
+    def __init__(self, cls: Any, message: str):
+        self.cls = cls
+        self.message = message
+
+
+def _type_contract(cls: Any, kind: str, provider: Provider) -> tuple[int, int] | None:
+    """A class's own ``contract``, if it differs from the core's (else None)."""
+    value = getattr(cls, "contract", None)
+    if value is None or value is contract.CONTRACT_VERSION:
+        return None
+    own = contract.parse(value, f"plugin {provider}: {kind} type "
+                                f"'{getattr(cls, 'name', cls)}'")
+    return None if own == contract.CONTRACT_VERSION else own
 
 
 def _where(cls: Any) -> str:
+    if type(cls) is _Refused:
+        cls = cls.cls
     if type(cls) is LazyType:
         return cls.target.replace(":", ".")
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -209,6 +320,7 @@ class PluginManager:
         self._registry: Registry | None = None
         if load_entrypoints:
             load_entrypoints_into(self._pm, "mbcore")
+            load_environment_plugins(self._pm)
 
     @property
     def pluggy(self) -> pluggy.PluginManager:
@@ -225,6 +337,10 @@ class PluginManager:
             raise PluginError(f"plugin {name or plugin!r} is already registered or blocked")
         try:
             self._registry = Registry(self._pm)
+            refusals = [msg for _, _, prov, msg in self._registry.refused()
+                        if prov.plugin == pname]
+            if refusals:                  # refused at once: the caller learns why
+                raise PluginError(self._registry.refused_plugins.get(pname, refusals[0]))
         except Exception:
             self._pm.unregister(plugin)
             self._registry = None
@@ -406,19 +522,72 @@ def _load_entry_point(value: str) -> Any:
     return functools.reduce(getattr, attrs, module)
 
 
+def disabled_plugins() -> frozenset[str]:
+    """Names in the environment variable ``MBCORE_DISABLE_PLUGINS`` (comma or space
+    separated): an entry point is not loaded when its name, the top-level package of
+    its module or its distribution's name is listed (``MBCORE_DISABLE_PLUGINS=
+    mbplugins`` runs the core without its built-in plugins)."""
+    import os
+    import re
+    raw = os.environ.get("MBCORE_DISABLE_PLUGINS", "")
+    return frozenset(_normalize(n) for n in re.split(r"[,\s]+", raw) if n)
+
+
+def _is_disabled(off: frozenset[str], name: str, value: str, dist: Any) -> bool:
+    if not off:
+        return False
+    dname = ""
+    if dist is not None:
+        try:
+            dname = dist.metadata["name"] or ""
+        except Exception:               # pragma: no cover - unreadable metadata
+            dname = ""
+    top = value.split(":")[0].strip().split(".")[0]
+    return bool({_normalize(name), _normalize(top), _normalize(dname)} & off)
+
+
 def load_entrypoints_into(pm: pluggy.PluginManager, group: str) -> int:
     """``pm.load_setuptools_entrypoints(group)`` without importlib.metadata where the
-    scan of :func:`entry_points` suffices; returns the number of plugins loaded."""
+    scan of :func:`entry_points` suffices; returns the number of plugins loaded.
+    Entry points named by ``MBCORE_DISABLE_PLUGINS`` (:func:`disabled_plugins`) are
+    skipped."""
+    off = disabled_plugins()
     eps = entry_points(group)
     if eps is None or not hasattr(pm, "_plugin_distinfo"):
+        if off:
+            import importlib.metadata as im
+            for ep in im.entry_points(group=group):
+                if _is_disabled(off, ep.name, ep.value, ep.dist):
+                    pm.set_blocked(ep.name)
         return pm.load_setuptools_entrypoints(group)
     count = 0
     for name, value, dist in eps:
-        if pm.has_plugin(name) or pm.is_blocked(name):
+        if pm.has_plugin(name) or pm.is_blocked(name) or _is_disabled(off, name, value, dist):
             continue
         plugin = _load_entry_point(value)
         pm.register(plugin, name=name)
         pm._plugin_distinfo.append((plugin, dist))   # as load_setuptools_entrypoints
+        count += 1
+    return count
+
+
+def load_environment_plugins(pm: pluggy.PluginManager) -> int:
+    """Register the plugins named in the environment variable ``MBCORE_PLUGINS``
+    (comma or space separated ``module`` or ``module:attribute``, imported from
+    ``sys.path``): plugins used without installing a distribution, e.g. a test's
+    stub set.  Each is registered under its own text; returns how many."""
+    import os
+    import re
+    count = 0
+    for value in re.split(r"[,\s]+", os.environ.get("MBCORE_PLUGINS", "")):
+        if not value or pm.has_plugin(value):
+            continue
+        try:
+            plugin = _load_entry_point(value)
+        except Exception as exc:
+            raise PluginError(f"MBCORE_PLUGINS: plugin {value!r} cannot be loaded: "
+                              f"{exc!r}") from exc
+        pm.register(plugin, name=value)
         count += 1
     return count
 

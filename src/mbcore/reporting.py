@@ -8,9 +8,11 @@ time and ``finish`` once at the end (also after a failure).  Reporters are plugi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
+
+from .contract import CONTRACT_VERSION
 
 
 @dataclass
@@ -97,6 +99,8 @@ class Reporter:
     """
 
     name = "reporter"
+    #: plugin contract version this class was built for (mbcore.contract)
+    contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
 
     def start(self, info: RunInfo) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

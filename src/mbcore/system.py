@@ -295,7 +295,9 @@ class System:
             if el.type not in by_type:
                 by_type[el.type] = []
                 order.append(el.type)
-            ct = cls()
+            # one instance per type and System: it packs and evaluates every element
+            # (plugin state is per System, docs/plugins.md)
+            ct = self._types[el.type] if el.type in self._types else cls()
             self._types[el.type] = ct
             par, fidx = _pack(ct, el, model, functions, "constraint")
             bodies = [el.values[b] for b in cls.bodies]
@@ -342,10 +344,10 @@ class System:
             cls = registry.get("force", el.type, bk)
             kind = getattr(cls, "body_kind", "planar")
             self._check_kind(cls, el, kind)
-            ft = cls()
+            fg = next((g for g in self.force_groups if g.ftype.name == el.type), None)
+            ft = cls() if fg is None else fg.ftype     # one instance per type and System
             par, fidx = _pack(ft, el, model, functions, "force")
             boff = [self._body_offset(el.values[b], kind) for b in cls.bodies]
-            fg = next((g for g in self.force_groups if g.ftype.name == el.type), None)
             if fg is None:
                 fg = ForceGroup(ft, [], [], [], [], [])
                 self.force_groups.append(fg)
@@ -690,8 +692,12 @@ class System:
             self._load(q)
             for g in self._py_groups:
                 if g.nx:
-                    jb, jx = g.ctype.jacobian(g.par, self._qx[g._cidx], t, fv[g.fidx],
-                                              **self._xkw(g))
+                    try:
+                        jb, jx = g.ctype.jacobian(g.par, self._qx[g._cidx], t, fv[g.fidx],
+                                                  **self._xkw(g))
+                    except Exception as exc:
+                        from .plugin_errors import group_failed
+                        group_failed(g, "jacobian", (t, None), exc)
                     blk = np.concatenate([np.asarray(jb, float).reshape(g.ne, -1),
                                           np.asarray(jx, float).reshape(g.ne, -1)], axis=1)
                     if blk.shape != g.jpos.shape:
@@ -802,6 +808,9 @@ class System:
             out = (fg._force_fn if method == "force" else getattr(fg.ftype, method))(*args)
         except ElementEvaluationError as exc:
             self._element_failed(fg, exc.index, exc.reason, t)
+        except Exception as exc:        # name the plugin, elements, method, time
+            from .plugin_errors import group_failed
+            group_failed(fg, method, args, exc)
         if type(out) is not np.ndarray or out.dtype != np.float64:
             out = np.asarray(out, dtype=float)
         if out.shape != shape:
@@ -863,6 +872,9 @@ class System:
                         Kb, Cb = fg.ftype.force_jacobian(*args)
                     except ElementEvaluationError as exc:
                         self._element_failed(fg, exc.index, exc.reason, t)
+                    except Exception as exc:
+                        from .plugin_errors import group_failed
+                        group_failed(fg, "force_jacobian", args, exc)
                 else:
                     Kb, Cb = self._fd_force_blocks(fg, *args)
                 Kv[sl] = np.asarray(Kb, dtype=float).reshape(-1)
@@ -1118,7 +1130,11 @@ class System:
         """One stage of a Python-only group: the flat result of ``fn(*args)``
         (checked: a float64 array of the declared shape; anything else is converted
         or refused with the type and method named)."""
-        out = fn(*args, **kw) if kw else fn(*args)
+        try:
+            out = fn(*args, **kw) if kw else fn(*args)
+        except Exception as exc:        # name the plugin, elements, method, time
+            from .plugin_errors import group_failed
+            group_failed(g, method, args, exc)
         if type(out) is not np.ndarray or out.shape != shape or out.dtype != np.float64:
             out = np.asarray(out, dtype=float)
             if out.shape != shape:

@@ -16,6 +16,9 @@ from mbcore import __version__  # noqa: F401  (the plugin's version, shown by `m
 from mbcore.hookspecs import hookimpl
 from mbcore.plugins import LazyType
 
+#: the mbcore plugin contract these plugins are built against (mbcore.contract)
+mbcore_contract = "1.0"
+
 #: hook -> [(type name, "module:qualname"[, body kind])], in registration order
 CATALOGUE: dict[str, list[tuple[str, ...]]] = {
     "mbcore_constraint_types": [

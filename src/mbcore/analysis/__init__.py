@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable, ClassVar, Mapping
 
 from .. import schema as S
+from ..contract import CONTRACT_VERSION
 from ..errors import ModelError
 from ..reporting import Channel
 from ..schema import Param
@@ -29,6 +30,8 @@ class Analysis:
     """
 
     name: ClassVar[str] = ""
+    #: plugin contract version this type was built for (mbcore.contract)
+    contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
     description: ClassVar[str] = ""
     dense_limit: ClassVar[int | None] = None
     settings_schema: ClassVar[Mapping[str, Param]] = {}

@@ -2,7 +2,10 @@
 
 The core is method-agnostic: every method (RK4, Dormand–Prince, Adams PECE,
 BDF, ...) is a plugin class registered through the hook ``mbcore_integrators``
-(the built-in ones live in ``mbplugins.integrators``).  See docs/integrators.md.
+(the built-in ones live in ``mbplugins.integrators``).  The generic explicit
+Runge–Kutta integrators :class:`FixedStepRK` and :class:`EmbeddedRK`
+(:mod:`mbcore.integrate.rk`) are part of the core: a plugin subclasses them with
+its tableau and gets the compiled loop.  See docs/integrators.md.
 
 >>> from mbcore.integrate import integrate
 >>> res = integrate("dopri5", lambda t, y: -y, (0, 1), [1.0], rtol=1e-8)  # doctest: +SKIP
@@ -18,6 +21,7 @@ from .common import (BackwardDifferenceDenseOutput, ConstantDenseOutput, DenseOu
                      select_initial_step, step_from_frequency)
 from .driver import IntegrationResult, integrate, resolve_integrator
 from .events import Event, EventRecord
+from .rk import EmbeddedRK, FixedStepRK, RKTwin, compiled_twin, hermite_dense_coefficients
 
 __all__ = [
     "Integrator", "Statistics", "Option", "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS",
@@ -28,4 +32,5 @@ __all__ = [
     "RKDenseOutput", "BackwardDifferenceDenseOutput",
     "rms_norm", "select_initial_step", "num_jac", "step_from_frequency",
     "Event", "EventRecord", "IntegrationResult", "integrate", "resolve_integrator",
+    "FixedStepRK", "EmbeddedRK", "RKTwin", "compiled_twin", "hermite_dense_coefficients",
 ]

@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 from scipy.linalg.lapack import dgetrf, dgetrs
 
+from ..contract import CONTRACT_VERSION
 from ..errors import AnalysisError, MbcoreError
 
 __all__ = ["Integrator", "Statistics", "Option", "IntegrationError", "StepSizeError",
@@ -330,6 +331,8 @@ class Integrator:
     """
 
     name: ClassVar[str] = ""
+    #: plugin contract version this class was built for (mbcore.contract)
+    contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
     description: ClassVar[str] = ""
     order: int = 1
     adaptive: ClassVar[bool] = False

@@ -34,6 +34,7 @@ from __future__ import annotations
 import importlib
 import os
 import math
+import threading
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -46,6 +47,7 @@ _REGISTRY: dict[str, Callable] = {}
 #: resolved (function, spec, parameters, vectorized) per handle; par[:, 0] indexes it
 _HANDLES: list[tuple[Callable, str, dict, bool]] = []
 _HANDLE_INDEX: dict[tuple, int] = {}
+_HANDLE_LOCK = threading.Lock()
 
 
 def register_user_function(name: str, fn: Callable) -> str:
@@ -191,11 +193,12 @@ class _BoolParam(Param):
 
 def _handle(fn: Callable, spec: str, params: dict, vectorized: bool) -> int:
     key = (spec, fn, tuple(sorted(params.items())), vectorized)
-    k = _HANDLE_INDEX.get(key)
-    if k is None:
-        k = len(_HANDLES)
-        _HANDLES.append((fn, spec, dict(params), vectorized))
-        _HANDLE_INDEX[key] = k
+    with _HANDLE_LOCK:            # two threads compiling models get distinct handles
+        k = _HANDLE_INDEX.get(key)
+        if k is None:
+            k = len(_HANDLES)
+            _HANDLES.append((fn, spec, dict(params), vectorized))
+            _HANDLE_INDEX[key] = k
     return k
 
 
