@@ -81,8 +81,8 @@ class Modes:
                  f"{'damping':>10}  {'eigenvalue':<30}  shape (largest components)"]
         for j in range(len(self)):
             lam = self.eigenvalue[j]
-            ev = f"{lam.real:.9g}" + (f" +- {abs(lam.imag):.9g}j" if lam.imag else "")
-            zeta = "-" if np.isnan(self.damping[j]) else f"{self.damping[j]:.6g}"
+            ev = f"{lam.real + 0.0:.9g}" + (f" +- {abs(lam.imag):.9g}j" if lam.imag else "")
+            zeta = "-" if np.isnan(self.damping[j]) else f"{self.damping[j] + 0.0:.6g}"
             lines.append(f"{j + 1:>4}  {self.kind[j]:<11}  {self.frequency[j]:>14.9g}  "
                          f"{self.omega[j]:>14.9g}  {zeta:>10}  {ev:<30}  "
                          f"{self._shape_text(j)}")

@@ -231,6 +231,10 @@ def input_forces(system, names: Sequence[str], q: np.ndarray, t: float) -> np.nd
                 raise ModelError(path, f"force element '{body}' ({fg.ftype.name}) has no "
                                        f"time function to scale")
             b[:, c] = _scale_derivative(s, fg.fidx[e].ravel(), q, t)
+            if not np.any(b[:, c]):
+                raise ModelError(path, f"force element '{body}' ({fg.ftype.name}): its "
+                                       f"time functions are zero at t = {t:g}, so scaling "
+                                       f"them does nothing; use a body force input instead")
         else:
             known = list(s.body_names) + [f"{x}.scale" for x in elements]
             close = difflib.get_close_matches(name, [f"{x}.fx" for x in s.body_names]
