@@ -23,7 +23,7 @@ import numpy as np
 
 __all__ = ["LinearModel", "Modes", "linearize", "modal_analysis"]
 
-#: eigenvalues with |lambda| below this fraction of the largest are rigid-body modes
+#: eigenvalues with ``abs(lambda)`` below this fraction of the largest are rigid-body modes
 ZERO_TOLERANCE = 1e-6
 
 
@@ -43,8 +43,8 @@ class Modes:
     """
 
     eigenvalue: np.ndarray          #: (p,) complex, one per mode
-    omega: np.ndarray               #: (p,) natural frequency |lambda| [rad/s]
-    damping: np.ndarray             #: (p,) damping ratio -Re(lambda)/|lambda|
+    omega: np.ndarray               #: (p,) natural frequency ``abs(lambda)`` [rad/s]
+    damping: np.ndarray             #: (p,) damping ratio ``-Re(lambda) / abs(lambda)``
     kind: list[str]                 #: (p,) "rigid", "oscillatory" or "real"
     shapes: np.ndarray              #: (k, p) complex: mode shapes in the independent coordinates
     shapes_q: np.ndarray            #: (n, p) complex: the same in all coordinates, T @ shapes
