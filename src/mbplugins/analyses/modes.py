@@ -116,7 +116,8 @@ class ModesAnalysis(Analysis):
         Q = s.forces(q, np.zeros(s.n), t)
         scale = 1.0 + float(np.max(np.abs(Q))) if Q.size else 1.0
         if fr > 1e-8 * scale:
-            raise AnalysisError(f"the {'given state' if self.settings['equilibrium'] == 'given' else 'static solution'} "
-                                f"is not an equilibrium: the force residual "
+            what = "given state" if self.settings["equilibrium"] == "given" else \
+                "static solution"
+            raise AnalysisError(f"the {what} is not an equilibrium: the force residual "
                                 f"Phi_q^T lam + Q is {fr:.3g} (scale {scale:.3g}); use "
                                 f"equilibrium: static", t)
