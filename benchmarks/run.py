@@ -45,6 +45,10 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``dijac_*`` (``--only dijac``; issue 14): the semi-analytic DI/CS Jacobian of the
   compiled bdf / θ loops against forward differences (stiff spring chain, four-bar;
   wall time before/after and the cost of one Jacobian).
+* ``modes_fourbar_*`` (``--only modes``; issue 17): ``mbcore.linearize`` of
+  examples/fourbar_spring_modes.yaml (equilibrium, linearisation, modes) on a
+  compiled System, analytic and numeric, compiled vs NumPy kernels, and the whole
+  ``mbcore modes`` command in a fresh interpreter.
 """
 from __future__ import annotations
 
@@ -1490,6 +1494,36 @@ def bench_dijac(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_modes(repeat: int, quick: bool) -> dict:
+    """Issue 17: linearisation and modes of the four-bar with a spring-damper
+    (``modes_fourbar_*``): one ``mbcore.linearize`` (static equilibrium from the
+    estimates, chart, A/B/C/D, eigen-analysis) per kernel path and linearisation
+    method, and ``mbcore modes`` from a fresh interpreter (wall time, start-up
+    included)."""
+    import subprocess
+    path = ROOT / "examples" / "fourbar_spring_modes.yaml"
+    model = mbcore.Model.from_file(path)
+    out: dict = {}
+    n = 3 if quick else 20
+    for method in ("analytic", "numeric"):
+        row = {}
+        for kernels in ("compiled", "numpy"):
+            s = model.compile(kernels=kernels)
+            t = _time(lambda: mbcore.linearize(s, settings={"linearization": method}), n,
+                      repeat)
+            row[f"{kernels}_ms"] = t * 1e3
+        row["ratio"] = row["numpy_ms"] / row["compiled_ms"]
+        out[f"modes_fourbar_linearize_{method}"] = row
+    walls = []
+    for _ in range(max(3, repeat // 2)):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "mbcore.cli", "modes", str(path), "-q"],
+                       check=True)
+        walls.append(time.perf_counter() - t0)
+    out["modes_fourbar_cli"] = {"wall_s": statistics.median(walls)}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -1502,7 +1536,8 @@ def main(argv=None) -> int:
                                                  "chain", "integrators", "multistep",
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
-                                                 "penalty", "force_jacobians", "dijac"),
+                                                 "penalty", "force_jacobians", "dijac",
+                                                 "modes"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -1522,6 +1557,7 @@ def main(argv=None) -> int:
               "penalty": (bench_penalty,),
               "force_jacobians": (bench_force_jacobians,),
               "dijac": (bench_dijac,),
+              "modes": (bench_modes,),
               "startup_rows": (bench_overheads_startup_rows,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:

@@ -227,6 +227,7 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
     import mbplugins
     from mbplugins.analyses.dynamic import DynamicAnalysis
     from mbplugins.analyses.kinematic import KinematicAnalysis, KinetostaticAnalysis
+    from mbplugins.analyses.modes import ModesAnalysis
     from mbplugins.analyses.static import StaticAnalysis
     from mbplugins.formulations import FORMULATIONS
     from mbplugins.integrators import INTEGRATORS
@@ -244,7 +245,7 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
         "mbcore_formulations": list(FORMULATIONS),
         "mbcore_integrators": list(INTEGRATORS),
         "mbcore_analyses": [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis,
-                            DynamicAnalysis],
+                            DynamicAnalysis, ModesAnalysis],
         "mbcore_reporters": [HDF5Reporter, MemoryReporter],
     }
     assert set(mbplugins.CATALOGUE) == set(eager)

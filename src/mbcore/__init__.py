@@ -33,10 +33,14 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
         return run
     if name == "load":
         return Model.from_file
+    if name in ("linearize", "LinearModel", "Modes"):
+        from . import linear
+        return getattr(linear, name)
     raise AttributeError(f"module 'mbcore' has no attribute {name!r}")
 
 
 __all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl", "get_include",
+           "linearize", "LinearModel", "Modes",
            "AssemblyError",
            "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",
            "LockupError", "SingularJacobianError", "__version__"]

@@ -1,5 +1,6 @@
 """Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``,
-``mbcore check|validate MODEL``, ``mbcore export RESULT.h5`` (see ``mbcore CMD --help``)."""
+``mbcore check|validate MODEL``, ``mbcore export RESULT.h5``, ``mbcore modes MODEL``
+(see ``mbcore CMD --help``)."""
 from __future__ import annotations
 
 import argparse
@@ -66,6 +67,8 @@ def _main(argv: list[str] | None = None) -> int:
 
     from .cli_plot import add_parsers as _add_plot_parsers
     _add_plot_parsers(sub, parents=[X.verbosity_parent()])
+    from .cli_modes import add_parser as _add_modes_parser
+    _add_modes_parser(sub, parents=[X.verbosity_parent()])
 
     try:
         args = p.parse_args(argv)
@@ -100,6 +103,9 @@ def _main(argv: list[str] | None = None) -> int:
             return X.cmd_validate(args)
         if args.cmd == "export":
             return X.cmd_export(args)
+        if args.cmd == "modes":
+            from .cli_modes import cmd_modes
+            return cmd_modes(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED

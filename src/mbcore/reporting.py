@@ -96,6 +96,13 @@ class Reporter:
        ``rows`` (k, total width), each line packed as a :class:`Row` of ``layout``.
        The default calls ``record`` once per row (with a :class:`Row`), so a
        reporter need not implement it; the built-in ones copy the block at once.
+    6. ``group(name, data, attrs)`` keeps a named set of arrays that are not series
+       (the state-space matrices and mode shapes of the ``modes`` analysis):
+       ``data`` maps dataset names to arrays (float or complex) or lists of
+       strings, ``attrs`` to scalars.  Called at most once per name, before
+       ``finish``; the built-in reporters keep it (HDF5: group ``/<name>``,
+       written by ``finish``; read back with ``Result.group(name)``).  The default
+       ignores it.
     """
 
     name = "reporter"
@@ -115,6 +122,9 @@ class Reporter:
     def event(self, t: float, kind: str, message: str) -> None:
         """Record an event; the default ignores it."""
 
+    def group(self, name: str, data: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
+        """Keep a named group of non-series arrays (rule 6); the default ignores it."""
+
     def finish(self, status: str, reason: str = "",
                stats: Mapping[str, Any] | None = None) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -128,6 +138,18 @@ def record_rows_one_by_one(reporter, t: np.ndarray, rows: np.ndarray, layout: tu
     for i in range(len(t)):
         flat[:] = rows[i]
         reporter.record(float(t[i]), row)
+
+
+def group_fan_out(reporters: Sequence[Reporter]):
+    """``group(name, data, attrs)`` forwarding rule 6 to every reporter (one without
+    the method ignores it); analyses find it as ``record.group``."""
+
+    def group(name, data, attrs=None):
+        for r in reporters:
+            f = getattr(r, "group", None)
+            if f is not None:
+                f(name, data, dict(attrs or {}))
+    return group
 
 
 def fan_out(reporters: Sequence[Reporter]):
@@ -146,6 +168,7 @@ def fan_out(reporters: Sequence[Reporter]):
             else:
                 f(t, block, layout)
     record.rows = rows
+    record.group = group_fan_out(reporters)
 
     def event(t, kind, message):
         for r in reporters:

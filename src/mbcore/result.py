@@ -41,6 +41,7 @@ _log = logging.getLogger(__name__)
 
 __all__ = [
     "SCHEMA", "LAYOUT_VERSION", "SCHEMA_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
+    "ResultGroup",
     "ResultFileError", "ResultKeyError", "open_result",
 ]
 
@@ -169,6 +170,49 @@ def record_error(name: str, width: int, data: Any, exc: BaseException, t: Any) -
                       f"{width} values, got shape {shape} ({exc})")
 
 
+#: names a result group may not take (the file's own top-level objects)
+RESERVED_GROUPS = ("model", "settings", "versions", "stats", "t", "series", "labels",
+                   "events", "checkpoint")
+
+
+class ResultGroup(dict):
+    """A named group of non-series results (Reporter rule 6), e.g. ``modes``:
+    dataset name -> array (float or complex) or list of str; attributes in
+    :attr:`attrs`."""
+
+    def __init__(self, name: str, data: Mapping[str, Any], attrs: Mapping[str, Any]):
+        super().__init__(data)
+        self.name = name
+        self.attrs = dict(attrs)
+
+    def __repr__(self) -> str:
+        return f"<ResultGroup {self.name}: {', '.join(self)}>"
+
+
+def copy_group(name: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Checked copies of a group's datasets: arrays as float64 or complex128
+    (read-only), sequences of str as lists; the name must be usable in an HDF5
+    file and not one of :data:`RESERVED_GROUPS`."""
+    if not isinstance(name, str) or not name or "/" in name or name in RESERVED_GROUPS:
+        raise ValueError(f"result group name {name!r}: must be a non-empty name without "
+                         f"'/' and not one of {', '.join(RESERVED_GROUPS)}")
+    out: dict[str, Any] = {}
+    for key, v in data.items():
+        if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+            out[key] = [str(x) for x in v]
+            continue
+        a = np.array(v)
+        if a.dtype.kind == "c":
+            a = a.astype(np.complex128)
+        elif a.dtype.kind in "fiub":
+            a = a.astype(np.float64)
+        else:
+            raise ValueError(f"result group {name!r}: dataset {key!r} must be numbers or "
+                             f"a list of strings, got {a.dtype}")
+        out[key] = _readonly(a)
+    return out
+
+
 def _optional(module: str, extra: str):
     """Import an optional dependency or raise an ImportError naming the extra."""
     import importlib
@@ -270,6 +314,25 @@ class ResultBase:
     @property
     def events(self) -> list[Event]:
         return list(self._events)
+
+    @property
+    def groups(self) -> list[str]:
+        """Names of the result groups (non-series results, e.g. ``modes``)."""
+        return list(self._group_names())
+
+    def group(self, name: str) -> ResultGroup:
+        """A result group (Reporter rule 6; docs/results.md): its datasets by name,
+        attributes in ``.attrs``."""
+        if name not in self._group_names():
+            raise ResultKeyError(f"no result group {name!r} (groups: "
+                                 f"{', '.join(self._group_names()) or 'none'})")
+        return self._read_group(name)
+
+    def _group_names(self) -> list[str]:
+        return list(getattr(self, "_groups", {}))
+
+    def _read_group(self, name: str) -> ResultGroup:
+        return self._groups[name]
 
     @property
     def created(self) -> str:
@@ -685,6 +748,8 @@ class ResultBase:
                 kinds[e.kind] = kinds.get(e.kind, 0) + 1
             lines.append(f"events:    {len(self._events)} ("
                          + ", ".join(f"{v} {k}" for k, v in kinds.items()) + ")")
+        if self._group_names():
+            lines.append("groups:    " + ", ".join(self._group_names()))
         if self.stats:
             lines.append("stats:     " + _short_list(
                 [f"{k}={_fmt_num(v)}" for k, v in self.stats.items()], n=8))
@@ -710,7 +775,9 @@ class MemoryResult(ResultBase):
                  status: str = "finished", reason: str = "",
                  stats: Mapping[str, Any] | None = None,
                  events: Sequence[tuple[float, str, str]] = (),
-                 created: str = "", finished: str = ""):
+                 created: str = "", finished: str = "",
+                 groups: Mapping[str, tuple[Mapping, Mapping]] | None = None):
+        self._groups = {name: ResultGroup(name, d, a) for name, (d, a) in (groups or {}).items()}
         self._channels = [Channel(c.name, list(c.labels), c.description, c.unit)
                           for c in info.channels]
         self._t = _readonly(np.asarray(t, dtype=np.float64))
@@ -855,6 +922,7 @@ class Result(ResultBase):
         self._finished = _attr_str(a, "finished", "")
         self._metadata = _attr_json(a, "metadata", {})
         self._stats = _attr_json(a, "stats", {})
+        self._group_list = [g for g in _attr_json(a, "groups", []) if g in f]
         names = _str_list(a.get("channels", []))
         series = f["series"]
         labels = f["labels"] if "labels" in f else None
@@ -903,6 +971,23 @@ class Result(ResultBase):
         if w == 0:
             return np.empty((n, 0))
         return np.asarray(ds[:n], dtype=np.float64)
+
+    def _group_names(self) -> list[str]:
+        return self._group_list
+
+    def _read_group(self, name: str) -> ResultGroup:
+        if self._f is None or not self._f.id.valid:
+            raise ValueError(f"{self.path}: result is closed")
+        g = self._f[name]
+        data: dict[str, Any] = {}
+        for key, ds in g.items():
+            if ds.dtype.kind in "OSU":
+                data[key] = _str_list(ds[()])
+            else:
+                data[key] = _readonly(np.asarray(ds[()]))
+        attrs = {k: (v.decode() if isinstance(v, bytes) else
+                     v.item() if isinstance(v, np.generic) else v) for k, v in g.attrs.items()}
+        return ResultGroup(name, data, attrs)
 
     def refresh(self) -> int:
         """A file being written: read the rows, events, status and stats flushed since

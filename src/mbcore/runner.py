@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import MbcoreError, ModelError
-from .reporting import Reporter, RunInfo, record_rows_one_by_one
+from .reporting import Reporter, RunInfo, group_fan_out, record_rows_one_by_one
 
 
 _VERSIONS: dict[str, str] = {}
@@ -180,6 +180,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
             else:
                 f(t, rows, layout)
     record.rows = record_rows
+    record.group = group_fan_out(reps)     # non-series results (Reporter rule 6)
 
     def event(t, kind, message):
         for r in reps:

@@ -111,6 +111,7 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("kinetostatic", "mbplugins.analyses.kinematic:KinetostaticAnalysis"),
         ("static", "mbplugins.analyses.static:StaticAnalysis"),
         ("dynamic", "mbplugins.analyses.dynamic:DynamicAnalysis"),
+        ("modes", "mbplugins.analyses.modes:ModesAnalysis"),
     ],
     "mbcore_reporters": [
         ("hdf5", "mbplugins.reporters.hdf5:HDF5Reporter"),

@@ -47,6 +47,20 @@ def pivoted_partition(J: np.ndarray, col_scale: np.ndarray):
     return np.sort(piv[:m]), np.sort(piv[m:]), mu
 
 
+def column_scale(system) -> tuple[float, np.ndarray]:
+    """A characteristic length of the model (median distance of the bodies' initial
+    positions from the origin, at least 1e-3) and the Jacobian column scale of
+    :func:`pivoted_partition`: that length on rotational columns (d/dphi ~ length),
+    1 elsewhere.  Shared by ``cp`` and the ``modes`` analysis."""
+    lengths = [max(abs(b.position[0]), abs(b.position[1]), 1e-3) for b in system.model.bodies]
+    length = float(np.median(lengths)) if lengths else 1.0
+    scale = np.ones(system.n)
+    rot = [j for j, c in enumerate(system.coordinate_names[:system.n_body])
+           if c.endswith(".phi")]
+    scale[rot] = length
+    return length, scale
+
+
 def pivot_quality(J: np.ndarray, u: np.ndarray, col_scale: np.ndarray,
                   lu: np.ndarray | None = None) -> float:
     """Smallest LU pivot of the column-scaled ``J[:, u]`` relative to the largest entry
@@ -103,12 +117,7 @@ class CP(Formulation):
         self.factor = self.settings["repartition_factor"]
         self.u = self.v = None
         self.partitions = 0
-        lengths = [max(abs(b.position[0]), abs(b.position[1]), 1e-3) for b in system.model.bodies]
-        self.length = float(np.median(lengths)) if lengths else 1.0
-        self._col_scale = np.ones(system.n)
-        rot = [j for j, c in enumerate(system.coordinate_names[:system.n_body])
-               if c.endswith(".phi")]
-        self._col_scale[rot] = self.length                     # d/dphi ~ length
+        self.length, self._col_scale = column_scale(system)
         self._q = None
         self._prev = None
         self._want = None

@@ -31,8 +31,8 @@ import numpy as np
 from h5py import h5a, h5s
 
 from mbcore.reporting import Reporter, RunInfo, layout_of
-from mbcore.result import (LAYOUT_VERSION, SCHEMA, SCHEMA_VERSION, store_row, to_json,
-                           utc_now, validate_run_info)
+from mbcore.result import (LAYOUT_VERSION, SCHEMA, SCHEMA_VERSION, copy_group, store_row,
+                           to_json, utc_now, validate_run_info)
 
 __all__ = ["HDF5Reporter"]
 
@@ -69,6 +69,16 @@ def _plugin_providers() -> str:
         return to_json(sorted({str(r[2]) for r in get_plugin_manager().registry.rows()}))
     except Exception as e:  # pragma: no cover - provenance must not stop a run
         return to_json([f"unknown ({type(e).__name__})"])
+
+
+def json_list(text: Any) -> list:
+    """A JSON list attribute (``[]`` when absent or not a list)."""
+    import json
+    try:
+        v = json.loads(text.decode() if isinstance(text, bytes) else str(text))
+    except ValueError:
+        return []
+    return v if isinstance(v, list) else []
 
 
 def _chunk_rows(width: int) -> int:
@@ -148,6 +158,7 @@ class HDF5Reporter(Reporter):
         self._n_buf = 0             # rows in the buffer
         self._events: list[tuple[float, str, str]] = []
         self._n_events = 0
+        self._groups: dict[str, tuple[dict, dict]] = {}   # written by finish()
 
     # ------------------------------------------------------------------ life cycle
     def start(self, info: RunInfo) -> None:
@@ -353,6 +364,31 @@ class HDF5Reporter(Reporter):
                 _clock() - self._last_flush >= self.flush_seconds:
             self._write_buffer()
 
+    def group(self, name: str, data: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
+        """Keep a group of non-series arrays (Reporter rule 6); ``finish`` writes it
+        as ``/<name>`` (new objects cannot be created in SWMR mode)."""
+        if self._state != "running":
+            raise self._state_error("group")
+        self._groups[name] = (copy_group(name, data), dict(attrs))
+
+    def _write_groups(self, f: h5py.File) -> None:
+        """The kept groups: one dataset per array (str lists as strings), scalar
+        attributes as they are; root attribute ``groups`` lists them (JSON)."""
+        sdt = h5py.string_dtype()
+        for name, (data, attrs) in self._groups.items():
+            if name in f:
+                del f[name]
+            g = f.create_group(name)
+            for key, v in data.items():
+                if isinstance(v, list):
+                    g.create_dataset(key, data=np.array(v, dtype=object), dtype=sdt)
+                else:
+                    g.create_dataset(key, data=v)
+            for key, v in attrs.items():
+                g.attrs[key] = v if _is_scalar(v) else to_json(v)
+        old = json_list(f.attrs.get("groups", "[]"))
+        f.attrs["groups"] = to_json(sorted(set(old) | set(self._groups)))
+
     def flush(self) -> None:
         """Write the buffered rows and events now and flush the file."""
         if self._state != "running":
@@ -469,6 +505,14 @@ class HDF5Reporter(Reporter):
                     f = h5py.File(self.path, "r+", libver="latest")
                 except OSError:      # a reader holds it: write in SWMR mode after all
                     f = h5py.File(self.path, "r+", libver="latest", locking=False)
+            if self._groups:
+                try:
+                    self._write_groups(f)
+                except Exception as e:  # keep the rows; say why the group is missing
+                    write_error = write_error or e
+                    status = "failed"
+                    msg = f"writing the result groups failed: {e}"
+                    reason = f"{reason}; {msg}" if reason else msg
             a = f.attrs
             a["status"] = status
             a["reason"] = str(reason)

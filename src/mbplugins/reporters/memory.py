@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from mbcore.reporting import Reporter, RunInfo, layout_of
-from mbcore.result import MemoryResult, store_row, utc_now, validate_run_info
+from mbcore.result import MemoryResult, copy_group, store_row, utc_now, validate_run_info
 
 __all__ = ["MemoryReporter"]
 
@@ -36,6 +36,7 @@ class MemoryReporter(Reporter):
         self._state = "new"
         self._n = 0
         self._events: list[tuple[float, str, str]] = []
+        self._groups: dict[str, tuple[dict, dict]] = {}
         self._result: MemoryResult | None = None
         self.status = ""
         self.reason = ""
@@ -109,6 +110,12 @@ class MemoryReporter(Reporter):
             raise self._state_error("event")
         self._events.append((float(t), str(kind), str(message)))
 
+    def group(self, name: str, data: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
+        """Keep a group of non-series arrays (Reporter rule 6), copied."""
+        if self._state != "running":
+            raise self._state_error("group")
+        self._groups[name] = (copy_group(name, data), dict(attrs))
+
     def finish(self, status: str, reason: str = "",
                stats: Mapping[str, Any] | None = None) -> None:
         if status not in _STATUSES:
@@ -138,7 +145,8 @@ class MemoryReporter(Reporter):
             info=self._info, t=pick(self._t),
             series={name: pick(buf) for name, buf, _ in self._slots},
             status=self.status, reason=self.reason, stats=self.stats,
-            events=list(self._events), created=self._created, finished=self._finished)
+            events=list(self._events), created=self._created, finished=self._finished,
+            groups=self._groups)
 
     def result(self) -> MemoryResult:
         """The recorded result.  Before ``finish`` this is a snapshot (copies) with
