@@ -61,21 +61,20 @@ class Env:
         self.root, self.work, self.layered = root, work, layered
         self.python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
-    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        r = subprocess.run([str(self.python), *args], capture_output=True, text=True,
-                           cwd=self.work)
+    def _exec(self, cmd: list[str], check: bool) -> subprocess.CompletedProcess:
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=self.work)
         if check:
             assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
         return r
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self._exec([str(self.python), *args], check)
 
     def mbcore(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         if self.layered:       # the console script lives in the host environment
             return self.run("-m", "mbcore.cli", *args, check=check)
         cli = self.root / ("Scripts/mbcore.exe" if os.name == "nt" else "bin/mbcore")
-        r = subprocess.run([str(cli), *args], capture_output=True, text=True, cwd=self.work)
-        if check:
-            assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-        return r
+        return self._exec([str(cli), *args], check)
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,49 @@ def test_python_and_compiled_bushing_runs_agree():
         np.testing.assert_allclose(runs[1].series(ch), runs[0].series(ch), rtol=0, atol=1e-12)
 
 
+#: built-in joints and bushings only: with mbcore's compiled tier, a model whose
+#: bushings are bushing_c stays on the compiled right-hand side and loop
+PENDULUM = """
+name: bushing_pendulum
+gravity: [0.0, -9.81]
+settings: {analysis: dynamic, t_end: 0.3, output_step: 0.01, formulation: di,
+           integrator: rk4, step: 0.001}
+bodies:
+  - {name: arm, mass: 2.0, inertia: 0.05, position: [0.25, 0.0], angle: 0.0}
+  - {name: bob, mass: 1.0, inertia: 0.01, position: [0.5, -0.1], angle: 0.3}
+joints:
+  - {name: pin, type: revolute, body_i: ground, body_j: arm, point_i: [0.0, 0.0],
+     point_j: [-0.25, 0.0]}
+forces:
+  - {name: hanger, type: TYPE, body_i: arm, body_j: bob, point_i: [0.25, 0.0],
+     point_j: [0.0, 0.1], kx: 300.0, ky: 500.0, k_phi: 4.0, cx: 1.5, cy: 2.5,
+     c_phi: 0.05, angle_offset: 0.1}
+  - {name: damper, type: TYPE, body_i: ground, body_j: arm, kx: 0.0, ky: 0.0,
+     k_phi: 1.0, c_phi: 0.2}
+"""
+
+
+def compiled_tier() -> bool:
+    """mbcore calls ``c_kernel`` capsules (its compiled plugin tier is installed)."""
+    import importlib.util
+    from mbcore.system import compiled_available
+    return importlib.util.find_spec("mbcore.compiled_plugins") is not None and \
+        compiled_available()
+
+
+def test_python_and_compiled_bushing_runs_on_builtin_joints_agree():
+    """Fixed-step runs of the same pendulum with bushing and with bushing_c agree to
+    1e-12; with mbcore's compiled tier the bushing_c run is on the compiled loop."""
+    runs = {k: mbcore.run(mbcore.Model.from_text(PENDULUM.replace("TYPE", k), "yaml"))
+            for k in ("bushing", "bushing_c")}
+    py, c = runs["bushing"], runs["bushing_c"]
+    assert np.ptp(py.series("q")[:, 2]) > 0.05 and np.abs(py.series("forces")).max() > 1.0
+    for ch in ("q", "qd", "forces", "energy"):
+        np.testing.assert_allclose(c.series(ch), py.series(ch), rtol=0, atol=1e-12)
+    assert py.stats["loop"] == "python"
+    assert c.stats["loop"] == ("compiled" if compiled_tier() else "python")
+
+
 def test_peaks_reporter_by_name_writes_the_peaks_of_a_run(tmp_path):
     out = tmp_path / "p.json"
     m = example()
