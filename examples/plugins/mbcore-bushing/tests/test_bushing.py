@@ -128,9 +128,9 @@ def test_compiled_kernel_reads_the_ground_block_and_accumulates():
     np.testing.assert_allclose(g_c[:, 1], g_py[:, 1], rtol=0, atol=1e-12)
     np.testing.assert_allclose(Q[-3:], g_py[:, 0].sum(0), rtol=0, atol=1e-12)
     # accumulate: a second call doubles Q and P
-    from mbcore_bushing.testing import _buffers, _kernel_args
-    boff, q, qd = _buffers(qb, qdb, ground)
-    p, fv, fidx = _kernel_args(par, None, 0)
+    from mbcore_bushing.testing import extended_buffers, kernel_arrays
+    boff, q, qd = extended_buffers(qb, qdb, ground)
+    p, fv, fidx = kernel_arrays(par, None, 0)
     Q2, P2 = Q.copy(), np.array([p_c])
     assert _kernel.call_force(_kernel.BUSHING, p, boff, q, qd, 0.0, fv, fidx, Q2, P2) == -1
     np.testing.assert_allclose(Q2, 2 * Q, rtol=1e-15, atol=0)
@@ -147,9 +147,9 @@ def test_compiled_jacobian_equals_the_python_reference():
 
 def test_harness_refuses_arrays_that_do_not_fit_the_kernel():
     par, qb, qdb = group(ne=2)
-    from mbcore_bushing.testing import _buffers, _kernel_args
-    boff, q, qd = _buffers(qb, qdb, None)
-    p, fv, fidx = _kernel_args(par, None, 0)
+    from mbcore_bushing.testing import extended_buffers, kernel_arrays
+    boff, q, qd = extended_buffers(qb, qdb, None)
+    p, fv, fidx = kernel_arrays(par, None, 0)
     Q = np.zeros_like(q)
     with pytest.raises(ValueError, match="needs par"):
         _kernel.call_force(_kernel.BUSHING, p[:, :10].copy(), boff, q, qd, 0.0, fv, fidx, Q)

@@ -57,7 +57,8 @@ def layout(qb, ground=None):
     return boff, length
 
 
-def _buffers(qb, qdb, ground):
+def extended_buffers(qb, qdb, ground=None):
+    """``(boff, q, qd)``: the blocks of ``qb``, ``qdb`` in extended buffers (:func:`layout`)."""
     boff, length = layout(qb, ground)
     q, qd = np.zeros(length), np.zeros(length)
     for buf, blocks in ((q, qb), (qd, qdb)):
@@ -66,7 +67,8 @@ def _buffers(qb, qdb, ground):
     return boff, q, qd
 
 
-def _kernel_args(par, f, n_fun):
+def kernel_arrays(par, f, n_fun):
+    """``(par, fv, fidx)`` as a kernel reads them; ``f`` the (ne, n_fun, 3) jets."""
     ne = len(par)
     fv = np.ascontiguousarray(np.asarray(f, dtype=float).reshape(ne * n_fun, 3)) \
         if n_fun else np.zeros((0, 3))
@@ -79,8 +81,8 @@ def compiled_force(capsule, par, qb, qdb, t=0.0, f=None, n_fun=0, ground=None):
     gathered back from it (each (e, b) has its own block except ground bodies,
     which share the last block: mbcore discards what lands there), power = P."""
     from ._kernel import call_force
-    boff, q, qd = _buffers(qb, qdb, ground)
-    par, fv, fidx = _kernel_args(par, f, n_fun)
+    boff, q, qd = extended_buffers(qb, qdb, ground)
+    par, fv, fidx = kernel_arrays(par, f, n_fun)
     Q, P = np.zeros_like(q), np.zeros(1)
     r = call_force(capsule, par, boff, q, qd, float(t), fv, fidx, Q, P)
     if r != -1:
@@ -92,8 +94,8 @@ def compiled_force(capsule, par, qb, qdb, t=0.0, f=None, n_fun=0, ground=None):
 def compiled_force_jacobian(capsule, par, qb, qdb, t=0.0, f=None, n_fun=0, ground=None):
     """``(K, C)`` (ne, nb, 3, nb, 3) from the kernel's ``jacobian``."""
     from ._kernel import call_jacobian
-    boff, q, qd = _buffers(qb, qdb, ground)
-    par, fv, fidx = _kernel_args(par, f, n_fun)
+    boff, q, qd = extended_buffers(qb, qdb, ground)
+    par, fv, fidx = kernel_arrays(par, f, n_fun)
     ne, nb, _ = qb.shape
     nl = nb * NC
     K, C = np.full((ne, nl, nl), np.nan), np.full((ne, nl, nl), np.nan)
