@@ -152,6 +152,51 @@ def group_fan_out(reporters: Sequence[Reporter]):
     return group
 
 
+def reporters_from_settings(registry, entries: Any,
+                            path: str = "settings.reporters") -> list[Reporter]:
+    """The reporters a model names in ``settings.reporters``, created in order.
+
+    ``entries`` is None or a list whose items are a reporter type name (``peaks``)
+    or a mapping ``{type: NAME, <option>: <value>, ...}``.  The options are the
+    keyword arguments of the reporter class; a class that declares ``params``
+    (``Mapping[str, Param]``, as element types do) has them validated, defaults
+    applied and unknown keys refused with their key path
+    (``settings.reporters[0].file``).  An unknown type name is a ModelError that
+    lists the installed reporters.
+    """
+    from . import schema as S
+    from .errors import ModelError
+    if entries is None:
+        return []
+    out: list[Reporter] = []
+    for k, entry in enumerate(S.sequence(entries, path)):
+        where = S.join(path, k)
+        if isinstance(entry, str):
+            name, options = entry, {}
+        else:
+            options = dict(S.mapping(entry, where))
+            if "type" not in options:
+                raise ModelError(S.join(where, "type"), "required key is missing "
+                                 "(the reporter's type name)")
+            name = S.string(options.pop("type"), S.join(where, "type"))
+        if not registry.has("reporter", name):
+            raise ModelError(where if isinstance(entry, str) else S.join(where, "type"),
+                             registry.unknown_message("reporter", name))
+        cls = registry.get("reporter", name)
+        schema = getattr(cls, "params", None)
+        if schema is not None:
+            S.check_keys(options, schema, where,
+                         [key for key, p in schema.items() if p.is_required()])
+            options = {key: p.validate(options[key], S.join(where, key), None)
+                       if key in options else p.default_value()
+                       for key, p in schema.items()}
+        try:
+            out.append(cls(**options))
+        except (TypeError, ValueError) as exc:
+            raise ModelError(where, f"reporter {name!r}: {exc}") from exc
+    return out
+
+
 def fan_out(reporters: Sequence[Reporter]):
     """Return (record, event, finish) callables that forward to every reporter
     (``record.rows(t, rows, layout)`` forwards a block of rows: rule 5)."""

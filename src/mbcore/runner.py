@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import MbcoreError, ModelError
-from .reporting import Reporter, RunInfo, group_fan_out, record_rows_one_by_one
+from .reporting import (Reporter, RunInfo, group_fan_out, record_rows_one_by_one,
+                        reporters_from_settings)
 
 
 _VERSIONS: dict[str, str] = {}
@@ -92,6 +93,11 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     checkpoint up to ``settings["t_end"]`` (default the file's), appending to the
     file (:func:`mbcore.checkpoint.resume`; ``model`` must be the file's model or
     None); or a :class:`mbcore.checkpoint.Checkpoint` (internal).
+
+    Reporters: the in-memory one, the HDF5 one with ``output``, the reporter
+    plugins named in ``settings.reporters`` (a list of type names or mappings
+    ``{type: NAME, option: value...}``, :func:`mbcore.reporting.reporters_from_settings`;
+    a resumed run starts them afresh) and ``reporters`` (objects).
     """
     if resume is not None and not hasattr(resume, "as_dict"):
         from .checkpoint import resume as resume_file
@@ -116,9 +122,11 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     if aname != (own.get("analysis") or "kinematic"):
         # the model file's settings were written for another analysis: keep the ones
         # this analysis knows (explicit overrides are always validated)
-        known = set(getattr(acls, "settings_schema", {})) | {"analysis", "kernels"}
+        known = set(getattr(acls, "settings_schema", {})) | {"analysis", "kernels",
+                                                              "reporters"}
         own = {k: v for k, v in own.items() if k in known}
     merged = {**own, **override}
+    named = reporters_from_settings(reg, merged.get("reporters"))    # before any work
     system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
                            jacobian=jacobian,
                            dense_limit=None if "MBCORE_DENSE_LIMIT" in os.environ
@@ -144,6 +152,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
             raise ModelError("resume", f"analysis '{aname}' cannot resume (no checkpoints)"
                              if output is not None else "resume needs the output file")
         job.resume_from = resume.as_dict()
+    reps.extend(named)
     reps.extend(reporters)
 
     text, fmt = model.to_text()

@@ -35,7 +35,9 @@ class Analysis:
     description: ClassVar[str] = ""
     dense_limit: ClassVar[int | None] = None
     settings_schema: ClassVar[Mapping[str, Param]] = {}
-    common_keys: ClassVar[tuple[str, ...]] = ("analysis", "output", "kernels")
+    #: settings every analysis accepts: ``reporters`` (extra reporters by type name,
+    #: :func:`mbcore.reporting.reporters_from_settings`) is read by :func:`mbcore.run`
+    common_keys: ClassVar[tuple[str, ...]] = ("analysis", "output", "kernels", "reporters")
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system
