@@ -46,12 +46,14 @@ cdef enum:
     NEWTON_FAILED = 5
     PARTITION_DEGRADED = 6
     SINGULAR_AHEAD = 7
+    CONSTRAINT_FAILED = 8     # a plugin's constraint kernel refused an element
 
 STATUS = {OK: "ok", SINGULAR: "singular", FUNCTION_FAILED: "function failed",
           FORCE_FAILED: "force element failed", NOT_FINITE: "not finite",
           NEWTON_FAILED: "Newton for the dependent coordinates failed",
           PARTITION_DEGRADED: "Phi_u is nearly singular",
-          SINGULAR_AHEAD: "past the predicted rank loss of the Jacobian"}
+          SINGULAR_AHEAD: "past the predicted rank loss of the Jacobian",
+          CONSTRAINT_FAILED: "constraint element failed"}
 
 
 cdef class CompiledCP(CompiledODE):
@@ -190,7 +192,9 @@ cdef class CompiledCP(CompiledODE):
         it = 0
         while True:
             memcpy(self.ev.qx, q, n * sizeof(double))
-            self.ev.c_phi(self.fvp, phi)
+            if self.ev.c_phi(t, self.fvp, phi) >= 0:
+                self.status = CONSTRAINT_FAILED
+                return CONSTRAINT_FAILED
             pmax = 0.0
             for i in range(m):
                 if not fabs(phi[i]) <= pmax:       # NaN propagates
@@ -200,7 +204,9 @@ cdef class CompiledCP(CompiledODE):
             if it == 12 or not isfinite(pmax):
                 self.status = NEWTON_FAILED
                 return NEWTON_FAILED
-            self.ev.c_jacobian(J)
+            if self.ev.c_jacobian(t, self.fvp, J) >= 0:
+                self.status = CONSTRAINT_FAILED
+                return CONSTRAINT_FAILED
             if self._lu(J) != 0:
                 self.status = NEWTON_FAILED
                 return NEWTON_FAILED
@@ -213,7 +219,9 @@ cdef class CompiledCP(CompiledODE):
             it += 1
         self.iterations = it
         # ---- the Jacobian at the converged point, its Phi_u and the pivot quality
-        self.ev.c_jacobian(J)
+        if self.ev.c_jacobian(t, self.fvp, J) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return CONSTRAINT_FAILED
         if self._lu(J) != 0:
             self.status = PARTITION_DEGRADED
             return PARTITION_DEGRADED
@@ -239,7 +247,9 @@ cdef class CompiledCP(CompiledODE):
         # ---- velocities: Phi_u ud = nu - Phi_v vd
         for i in range(k):
             qd[self.v[i]] = y[k + i]
-        self.ev.c_nu(self.fvp, &self.rhs[0])
+        if self.ev.c_nu(t, self.fvp, &self.rhs[0]) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return CONSTRAINT_FAILED
         for i in range(m):
             acc = self.rhs[i]
             for j in range(k):
@@ -250,7 +260,9 @@ cdef class CompiledCP(CompiledODE):
             qd[self.u[i]] = self.rhs[i]
         # ---- accelerations (DI, dense Schur complement)
         memcpy(self.ev.qdx, qd, n * sizeof(double))
-        self.ev.c_gamma(self.fvp, &self.gam[0])
+        if self.ev.c_gamma(t, self.fvp, &self.gam[0]) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return CONSTRAINT_FAILED
         memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
             if self.fe.c_forces(q, qd, t, self.fvp, &self.Q[0], &P) >= 0:

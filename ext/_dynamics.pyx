@@ -77,9 +77,11 @@ cdef enum:
     FUNCTION_FAILED = 2
     FORCE_FAILED = 3
     NOT_FINITE = 4
+    CONSTRAINT_FAILED = 8     # a plugin's constraint kernel refused an element (as _cp)
 
 STATUS = {OK: "ok", SINGULAR: "singular", FUNCTION_FAILED: "function failed",
-          FORCE_FAILED: "force element failed", NOT_FINITE: "not finite"}
+          FORCE_FAILED: "force element failed", NOT_FINITE: "not finite",
+          CONSTRAINT_FAILED: "constraint element failed"}
 
 
 cdef class CompiledODE:
@@ -315,11 +317,12 @@ cdef class CompiledRHS(CompiledODE):
                 return FUNCTION_FAILED
         memcpy(self.ev.qx, q, n * sizeof(double))
         memcpy(self.ev.qdx, qd, n * sizeof(double))
-        self.ev.c_jacobian(J)
-        self.ev.c_gamma(self.fvp, gam)
+        if self.ev.c_jacobian(t, self.fvp, J) >= 0 or self.ev.c_gamma(t, self.fvp, gam) >= 0 \
+                or (self.stabilise and (self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0
+                                        or self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0)):
+            self.status = CONSTRAINT_FAILED
+            return CONSTRAINT_FAILED
         if self.stabilise:
-            self.ev.c_phi(self.fvp, &self.phi[0])
-            self.ev.c_nu(self.fvp, &self.nu[0])
             a2 = 2.0 * self.alpha
             b2 = self.beta * self.beta
             for i in range(m):
@@ -531,11 +534,15 @@ cdef class CompiledRHS(CompiledODE):
             cl = 0.0
             if m:
                 memcpy(self.ev.qx, qp, n * sizeof(double))
-                self.ev.c_jacobian(Jd)
-                self.ev.c_gamma(self.fvp, gam)
+                if self.ev.c_jacobian(t, self.fvp, Jd) >= 0 \
+                        or self.ev.c_gamma(t, self.fvp, gam) >= 0 \
+                        or (self.stabilise and (
+                            self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0
+                            or self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0)):
+                    memcpy(self.ev.qx, q, n * sizeof(double))
+                    self.status = CONSTRAINT_FAILED
+                    return CONSTRAINT_FAILED
                 if self.stabilise:
-                    self.ev.c_phi(self.fvp, &self.phi[0])
-                    self.ev.c_nu(self.fvp, &self.nu[0])
                     for i in range(m):
                         acc = -self.nu[i] + self.c_jrow_dot(i, qd)
                         gam[i] -= a2 * acc + b2 * self.phi[i]
@@ -567,8 +574,9 @@ cdef class CompiledRHS(CompiledODE):
             qp[j] = xj
         # ---- qd columns: dgamma/dqd (CS: - 2 alpha Phi_q exactly), the W row
         memcpy(self.ev.qx, q, n * sizeof(double))
-        if m:
-            self.ev.c_gamma(self.fvp, raw0)
+        if m and self.ev.c_gamma(t, self.fvp, raw0) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return CONSTRAINT_FAILED
         memcpy(qp, qd, n * sizeof(double))
         for j in range(n):
             xj = qd[j]
@@ -578,7 +586,10 @@ cdef class CompiledRHS(CompiledODE):
             col = R + (n + j) * nm
             if m:
                 memcpy(self.ev.qdx, qp, n * sizeof(double))
-                self.ev.c_gamma(self.fvp, gam)
+                if self.ev.c_gamma(t, self.fvp, gam) >= 0:
+                    memcpy(self.ev.qdx, qd, n * sizeof(double))
+                    self.status = CONSTRAINT_FAILED
+                    return CONSTRAINT_FAILED
                 for i in range(m):
                     col[n + i] = (gam[i] - raw0[i]) / d
                     if self.stabilise:
@@ -847,10 +858,11 @@ cdef class CompiledGGL(CompiledODE):
                 return FUNCTION_FAILED
         memcpy(self.ev.qx, q, n * sizeof(double))
         memcpy(self.ev.qdx, v, n * sizeof(double))
-        self.ev.c_jacobian(&self.jdata[0])
-        self.ev.c_phi(self.fvp, &self.phi[0])
-        if with_nu:
-            self.ev.c_nu(self.fvp, &self.nu[0])
+        if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0 \
+                or self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0 \
+                or (with_nu and self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0):
+            self.status = CONSTRAINT_FAILED
+            return CONSTRAINT_FAILED
         memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
             if self.fe.c_forces(q, v, t, self.fvp, &self.Q[0], P) >= 0:
@@ -1324,12 +1336,14 @@ cdef class CompiledPenalty(CompiledODE):
             raise ValueError("CompiledPenalty: column counts of L do not match")
 
     # ------------------------------------------------------------ linear algebra
-    cdef void c_load(self, const double* q) noexcept nogil:
-        """J at q into the System's buffer (and the sparse entries' copies jv, cj =
-        J M^-1)."""
+    cdef int c_load(self, double t, const double* q) noexcept nogil:
+        """J at (q, t) into the System's buffer (and the sparse entries' copies jv,
+        cj = J M^-1).  Returns OK, or CONSTRAINT_FAILED (a plugin kernel refused an
+        element)."""
         cdef Py_ssize_t p
         memcpy(self.ev.qx, q, self.n * sizeof(double))
-        self.ev.c_jacobian(&self.jdata[0])
+        if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0:
+            return CONSTRAINT_FAILED
         cdef double* jv = &self.jv[0]
         cdef double* cj = &self.cj[0]
         cdef const double* jd = &self.jdata[0]
@@ -1342,6 +1356,7 @@ cdef class CompiledPenalty(CompiledODE):
                 for p in range(self.s_nj):
                     jv[p] = jd[self.s_jpos[p]]
                     cj[p] = jv[p] * minv[self.s_jcol[p]]
+        return OK
 
     cdef void c_jv(self, const double* v, double* out) noexcept nogil:
         """out = J v (m)."""
@@ -1723,7 +1738,9 @@ cdef class CompiledPenalty(CompiledODE):
                 self.status = FUNCTION_FAILED
                 return FUNCTION_FAILED
         memcpy(self.ev.qdx, qd, n * sizeof(double))
-        self.c_load(q)
+        if self.c_load(t, q) != OK:
+            self.status = CONSTRAINT_FAILED
+            return CONSTRAINT_FAILED
         memcpy(Q, &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
             if self.fe.c_forces(q, qd, t, self.fvp, Q, &P) >= 0:
@@ -1733,9 +1750,11 @@ cdef class CompiledPenalty(CompiledODE):
             for i in range(n):
                 qdd[i] = Q[i] * self.minv[i]
         else:
-            self.ev.c_gamma(self.fvp, &self.gam[0])
-            self.ev.c_phi(self.fvp, &self.phi[0])
-            self.ev.c_nu(self.fvp, &self.nu[0])
+            if self.ev.c_gamma(t, self.fvp, &self.gam[0]) >= 0 \
+                    or self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0 \
+                    or self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0:
+                self.status = CONSTRAINT_FAILED
+                return CONSTRAINT_FAILED
             c2 = 2.0 * self.xi * self.omega
             w2 = self.omega * self.omega
             for i in range(n):
@@ -1818,11 +1837,12 @@ cdef class CompiledPenalty(CompiledODE):
             if self.fn.run(t, self.fvp, &self.err) != 0:
                 self.status = FUNCTION_FAILED
                 return -FUNCTION_FAILED
-        self.c_load(q)
-        self.ev.c_phi(self.fvp, phi)
+        if self.c_load(t, q) != OK or self.ev.c_phi(t, self.fvp, phi) >= 0 \
+                or self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return -CONSTRAINT_FAILED
         for i in range(m):
             phi[i] *= self.hol[i]
-        self.ev.c_nu(self.fvp, &self.nu[0])
         self.c_jv(qd, r)
         for i in range(m):
             r[i] -= self.nu[i]
@@ -1851,13 +1871,16 @@ cdef class CompiledPenalty(CompiledODE):
             for i in range(n):
                 q[i] -= dq[i]
             changed = True
-            self.c_load(q)
+            if self.c_load(t, q) != OK or self.ev.c_phi(t, self.fvp, phi) >= 0:
+                self.status = CONSTRAINT_FAILED
+                return -CONSTRAINT_FAILED
             assembled = False
-            self.ev.c_phi(self.fvp, phi)
             for i in range(m):
                 phi[i] *= self.hol[i]
         # velocities at the final q (J loaded there)
-        self.ev.c_nu(self.fvp, &self.nu[0])
+        if self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return -CONSTRAINT_FAILED
         prev = INFINITY
         factored = False
         for it in range(20):
@@ -1916,9 +1939,17 @@ cdef class CompiledPenalty(CompiledODE):
             raise ValueError(f"q needs {self.n} entries")
         if self.m == 0:
             return False
+        cdef int code = 0
         with nogil:
-            self.c_load(&q[0])
-            self.c_assemble()
+            if self.nf:
+                code = self.fn.run(t, self.fvp, &self.err)
+            if code == 0:
+                code = self.c_load(t, &q[0])
+            if code == 0:
+                self.c_assemble()
+        if code != 0:
+            raise RuntimeError(f"CompiledPenalty.near_singular: the evaluation at t = {t:g} "
+                               f"failed (use the Python path for the named error)")
         return bool(self.c_near_singular())
 
     @property

@@ -13,6 +13,14 @@ coordinate theta each (``G.xoff``) and evaluate body-fixed curves packed as in
 spec/spatial.md §2; NumPy reference ``mbplugins.spatial.constraints``) have kernel
 codes >= 100 and live in ``_spatial.pxi``.
 
+A group whose dict carries ``capsule`` (a ``mbcore.constraint_kernel`` PyCapsule
+validated by :mod:`mbcore.compiled_plugins`, include/mbcore_plugin.h ABI v1) is
+of kind ``K_EXTERNAL``: the evaluator calls the plugin's function pointers with the
+same extended buffers, into per-group scratch allocated here once, and scatters
+the (ne, m) rows by ``row`` and the (ne, m, nb, nc) Jacobian blocks by ``jpos``
+(``_constraint_plugins.pxi``).  The stages receive the time ``t`` for these
+kernels and return -1 or the group whose kernel refused an element.
+
 Array conventions (see mbcore.elements): q is copied into an extended buffer of
 length n + 10, like ``System._qx``: the planar ground's block (0, 0, 0) at n, the
 spatial ground's (0, 0, 0, 1, 0, 0, 0) at n + 3 (the System passes every ground
@@ -23,6 +31,13 @@ says where); a body has 3 (planar) or 7 (spatial) columns.
 from libc.math cimport sin, cos, fabs, isfinite, floor
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy, memset
+from cpython.pycapsule cimport (PyCapsule_New, PyCapsule_GetPointer, PyCapsule_IsValid,
+                                PyCapsule_GetName, PyCapsule_CheckExact)
+from mbcore.plugin cimport (mbcore_constraint_kernel, mbcore_constraint_group,
+                            mbcore_index, mbcore_constraint_fn,
+                            mbcore_constraint_jacobian_fn, mbcore_constraint_gamma_fn,
+                            MBCORE_ABI_VERSION, MBCORE_BODY_PLANAR, MBCORE_BODY_SPATIAL,
+                            MBCORE_CONSTRAINT_CAPSULE)
 
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
 
@@ -46,6 +61,14 @@ cdef enum:
     K_CAM_ROLLER = 12
     K_CAM_FLAT = 13
     K_SLOT = 14
+    K_EXTERNAL = 1000         # a plugin's kernel (_constraint_plugins.pxi)
+
+# the stages (external groups and the self-test capsules)
+cdef enum:
+    ST_PHI = 0
+    ST_JACOBIAN = 1
+    ST_NU = 2
+    ST_GAMMA = 3
 
 # packed curve blocks (keep in sync with mbplugins.planar.curves and .cams)
 cdef enum:
@@ -82,11 +105,14 @@ KERNELS.update(SPATIAL_KERNELS)
 cdef class PlanarEvaluator:
     """Assembles phi, Jacobian, nu and gamma of all compiled groups of a System."""
 
-    def __cinit__(self, Py_ssize_t n, list groups):
+    def __cinit__(self, Py_ssize_t n, list groups, on_failure=None):
         cdef Py_ssize_t k
         self.n = n
         self.ng = len(groups)
         self._keep = []
+        self.failed_group = -1
+        self.failed_element = -1
+        self.on_failure = on_failure
         self.groups = <Group*> malloc(max(self.ng, 1) * sizeof(Group))
         self.qx = <double*> malloc((n + 10) * sizeof(double))
         self.qdx = <double*> malloc((n + 10) * sizeof(double))
@@ -99,10 +125,20 @@ cdef class PlanarEvaluator:
             self._set(k, groups[k])
 
     cdef _set(self, Py_ssize_t k, dict g):
-        spec = KERNELS[g["kernel"]]
-        code, m, nb, npar, nfun = spec[:5]
-        nx = spec[5] if len(spec) > 5 else 0
-        spatial = code >= K_SPATIAL
+        cdef const mbcore_constraint_kernel* K = NULL
+        capsule = g.get("capsule")
+        if capsule is not None:       # the compiled plugin tier (_constraint_plugins.pxi)
+            K = _constraint_kernel_ptr(capsule)
+            spatial = K.body_kind == MBCORE_BODY_SPATIAL
+            code, m, nb, npar, nfun, nx = (K_EXTERNAL, K.n_equations, K.n_bodies, K.n_par,
+                                           K.n_fun, 0)
+            self._keep.append(capsule)
+            self.n_external += 1
+        else:
+            spec = KERNELS[g["kernel"]]
+            code, m, nb, npar, nfun = spec[:5]
+            nx = spec[5] if len(spec) > 5 else 0
+            spatial = code >= K_SPATIAL
         ncol = 7 if spatial else 3
         if g.get("kind", "planar") != ("spatial" if spatial else "planar"):
             raise ValueError(f"kernel {g['kernel']!r} is for "
@@ -126,7 +162,10 @@ cdef class PlanarEvaluator:
         if (boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun
                 or jpos.size != ne * m * (nb * ncol + nx) or xoff.size != ne * nx):
             raise ValueError(f"kernel {g['kernel']!r}: packed arrays have wrong sizes")
-        self._keep.extend([boff, row, par, fidx, jpos, xoff])
+        # an external group's scratch: (ne, m) rows and (ne, m, nb, ncol) blocks
+        rows = np.zeros(ne * m if K != NULL else 0)
+        jblk = np.zeros(ne * m * nb * ncol if K != NULL else 0)
+        self._keep.extend([boff, row, par, fidx, jpos, xoff, rows, jblk])
         cdef Group* G = &self.groups[k]
         G.kind = code
         G.ne = ne
@@ -143,6 +182,9 @@ cdef class PlanarEvaluator:
         G.par = <const double*> _ptr_d(par)
         G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
         G.jpos = <const Py_ssize_t*> _ptr_i(jpos)
+        G.ext = K
+        G.rows = <double*> _ptr_d(rows)
+        G.jblk = <double*> _ptr_d(jblk)
 
     def __dealloc__(self):
         free(self.groups)
@@ -156,59 +198,109 @@ cdef class PlanarEvaluator:
             memcpy(self.qx, &q[0], self.n * sizeof(double))
         return 0
 
-    # -- C-level stages (used by KinematicStepper; q already in self.qx) ----------
-    cdef void c_phi(self, const double* fv, double* out) noexcept nogil:
-        cdef Py_ssize_t g
+    # -- C-level stages (q already in self.qx, qd in self.qdx) --------------------
+    cdef Py_ssize_t c_phi(self, double t, const double* fv, double* out) noexcept nogil:
+        cdef Py_ssize_t g, e
         for g in range(self.ng):
-            _phi(&self.groups[g], self.qx, fv, out)
+            if self.groups[g].kind == K_EXTERNAL:
+                e = _ext_rows(&self.groups[g], ST_PHI, self.qx, self.qdx, t, fv, out)
+                if e >= 0:
+                    return _failed(self, g, e)
+            else:
+                _phi(&self.groups[g], self.qx, fv, out)
+        return -1
 
-    cdef void c_jacobian(self, double* data) noexcept nogil:
-        cdef Py_ssize_t g
+    cdef Py_ssize_t c_jacobian(self, double t, const double* fv, double* data) noexcept nogil:
+        cdef Py_ssize_t g, e
         for g in range(self.ng):
-            _jac(&self.groups[g], self.qx, data)
+            if self.groups[g].kind == K_EXTERNAL:
+                e = _ext_jacobian(&self.groups[g], self.qx, t, fv, data)
+                if e >= 0:
+                    return _failed(self, g, e)
+            else:
+                _jac(&self.groups[g], self.qx, data)
+        return -1
 
-    cdef void c_nu(self, const double* fv, double* out) noexcept nogil:
-        cdef Py_ssize_t g
+    cdef Py_ssize_t c_nu(self, double t, const double* fv, double* out) noexcept nogil:
+        cdef Py_ssize_t g, e
         for g in range(self.ng):
-            _nu(&self.groups[g], fv, out)
+            if self.groups[g].kind == K_EXTERNAL:
+                e = _ext_rows(&self.groups[g], ST_NU, self.qx, self.qdx, t, fv, out)
+                if e >= 0:
+                    return _failed(self, g, e)
+            else:
+                _nu(&self.groups[g], fv, out)
+        return -1
 
-    cdef void c_gamma(self, const double* fv, double* out) noexcept nogil:
-        cdef Py_ssize_t g
+    cdef Py_ssize_t c_gamma(self, double t, const double* fv, double* out) noexcept nogil:
+        cdef Py_ssize_t g, e
         for g in range(self.ng):
-            _gamma(&self.groups[g], self.qx, self.qdx, fv, out)
+            if self.groups[g].kind == K_EXTERNAL:
+                e = _ext_rows(&self.groups[g], ST_GAMMA, self.qx, self.qdx, t, fv, out)
+                if e >= 0:
+                    return _failed(self, g, e)
+            else:
+                _gamma(&self.groups[g], self.qx, self.qdx, fv, out)
+        return -1
 
     def phi(self, const double[::1] q, double t, const double[:, ::1] fv, double[::1] out):
         """out[rows] = Phi(q, t) for every compiled group."""
-        cdef Py_ssize_t g
         self._load(q)
-        for g in range(self.ng):
-            _phi(&self.groups[g], self.qx, _fptr(fv), &out[0])
+        if self.c_phi(t, _fptr(fv), &out[0]) >= 0:
+            _raise_failed(self, t)
 
     def jacobian(self, const double[::1] q, double t, const double[:, ::1] fv,
                  double[::1] data):
         """data[jpos] = Jacobian entries (dense or CSR positions; last = trash)."""
-        cdef Py_ssize_t g
         self._load(q)
-        for g in range(self.ng):
-            _jac(&self.groups[g], self.qx, &data[0])
+        if self.c_jacobian(t, _fptr(fv), &data[0]) >= 0:
+            _raise_failed(self, t)
 
     def nu(self, const double[::1] q, double t, const double[:, ::1] fv, double[::1] out):
-        """out[rows] = nu = -Phi_t."""
-        cdef Py_ssize_t g
-        for g in range(self.ng):
-            _nu(&self.groups[g], _fptr(fv), &out[0])
+        """out[rows] = nu = -Phi_t (the built-in kernels do not read q; plugin kernels
+        do)."""
+        if self.n_external:
+            self._load(q)
+        if self.c_nu(t, _fptr(fv), &out[0]) >= 0:
+            _raise_failed(self, t)
 
     def gamma(self, const double[::1] q, const double[::1] qd, double t,
               const double[:, ::1] fv, double[::1] out):
         """out[rows] = gamma = -(Phi_q qd)_q qd - 2 Phi_qt qd - Phi_tt."""
-        cdef Py_ssize_t g
         self._load(q)
         if qd.shape[0] != self.n:
             raise ValueError(f"qd has {qd.shape[0]} entries, the system has {self.n} coordinates")
         if self.n:
             memcpy(self.qdx, &qd[0], self.n * sizeof(double))
-        for g in range(self.ng):
-            _gamma(&self.groups[g], self.qx, self.qdx, _fptr(fv), &out[0])
+        if self.c_gamma(t, _fptr(fv), &out[0]) >= 0:
+            _raise_failed(self, t)
+
+    def repeat_stages(self, const double[::1] q, const double[::1] qd, double t,
+                      const double[:, ::1] fv, double[::1] out, double[::1] data,
+                      Py_ssize_t count):
+        """phi, Jacobian, nu and gamma at (q, qd, t), ``count`` times in C without
+        the GIL (benchmarks/run.py: the per-stage cost of the groups without
+        Python's).  ``out`` receives the rows of each stage in turn.  Returns -1, or
+        the failing group."""
+        cdef Py_ssize_t k, bad = -1
+        self._load(q)
+        if qd.shape[0] != self.n:
+            raise ValueError(f"qd has {qd.shape[0]} entries, the system has {self.n} coordinates")
+        if self.n:
+            memcpy(self.qdx, &qd[0], self.n * sizeof(double))
+        cdef const double* fp = _fptr(fv)
+        with nogil:
+            for k in range(count):
+                bad = self.c_phi(t, fp, &out[0])
+                if bad < 0:
+                    bad = self.c_jacobian(t, fp, &data[0])
+                if bad < 0:
+                    bad = self.c_nu(t, fp, &out[0])
+                if bad < 0:
+                    bad = self.c_gamma(t, fp, &out[0])
+                if bad >= 0:
+                    break
+        return bad
 
 
 cdef inline const double* _fptr(const double[:, ::1] fv):
@@ -218,6 +310,7 @@ cdef inline const double* _fptr(const double[:, ::1] fv):
 
 
 include "_pointers.pxi"
+include "_constraint_plugins.pxi"
 
 
 # --------------------------------------------------------------------------------
@@ -889,7 +982,8 @@ cdef class KinematicStepper:
         start from q), solve Phi(q, t) = 0 in place, then qd and qdd in place.
         Returns 0 (success), 1 (singular Jacobian during Newton), 2 (Newton did not
         converge / diverged), 3 (non-finite Phi), 4 (singular at the solution),
-        5 (non-finite velocity or acceleration)."""
+        5 (non-finite velocity or acceleration), 6 (a plugin's constraint kernel
+        refused an element: the evaluator's failed_group / failed_element)."""
         cdef Py_ssize_t n = self.n, i
         cdef int it
         cdef double scale = 0.0, pn, a, dmax
@@ -908,7 +1002,8 @@ cdef class KinematicStepper:
         for it in range(maxit + 1):
             for i in range(n):
                 qx[i] = q[i]
-            self.ev.c_phi(fp, &self.phi[0])
+            if self.ev.c_phi(t, fp, &self.phi[0]) >= 0:
+                return 6
             pn = 0.0
             for i in range(n):
                 a = fabs(self.phi[i])
@@ -923,7 +1018,8 @@ cdef class KinematicStepper:
                 break
             if it == maxit:
                 return 2
-            self.ev.c_jacobian(&self.jdata[0])
+            if self.ev.c_jacobian(t, fp, &self.jdata[0]) >= 0:
+                return 6
             if self._factor(sing_tol):
                 return 1
             for i in range(n):
@@ -942,16 +1038,19 @@ cdef class KinematicStepper:
         # velocities and accelerations with the Jacobian at the converged q
         for i in range(n):
             qx[i] = q[i]
-        self.ev.c_jacobian(&self.jdata[0])
+        if self.ev.c_jacobian(t, fp, &self.jdata[0]) >= 0:
+            return 6
         if self._factor(sing_tol):
             return 4
-        self.ev.c_nu(fp, &self.nu[0])
+        if self.ev.c_nu(t, fp, &self.nu[0]) >= 0:
+            return 6
         for i in range(n):
             qd[i] = self.nu[i]
         self._solve(&qd[0])
         for i in range(n):
             self.ev.qdx[i] = qd[i]
-        self.ev.c_gamma(fp, &self.gam[0])
+        if self.ev.c_gamma(t, fp, &self.gam[0]) >= 0:
+            return 6
         for i in range(n):
             qdd[i] = self.gam[i]
         self._solve(&qdd[0])

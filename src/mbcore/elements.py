@@ -4,8 +4,8 @@ The *reference* ("slow path") methods are vectorised over all elements of one ty
 (a *group*), so a Python-only plugin type costs one Python call per group, never
 one per element.  Built-in types additionally name a compiled ``kernel`` that
 computes exactly the same numbers (tests keep them equal to 1e-12); a third-party
-force type may name its own compiled kernel through ``ForceType.c_kernel`` (the
-compiled plugin tier, ``mbcore_plugin.h``).
+type may name its own compiled kernel through ``ForceType.c_kernel`` or
+``ConstraintType.c_kernel`` (the compiled plugin tier, ``mbcore_plugin.h``).
 
 Array conventions for a group of ``ne`` elements touching ``nb`` bodies each:
 
@@ -76,7 +76,8 @@ class ConstraintType:
        whole group (see the module docstring for shapes).  They must not depend
        on anything but their arguments.
     4. ``kernel`` (optional): name of a compiled kernel in ``mbcore._ext._planar``
-       computing the same function from the same packed parameters.
+       computing the same function from the same packed parameters; a third-party
+       type names its own compiled kernel in :attr:`c_kernel` instead.
     5. ``labels``: one suffix per equation for naming rows (``joint.x``).
     """
 
@@ -89,6 +90,16 @@ class ConstraintType:
     n_par: ClassVar[int] = 0
     n_fun: ClassVar[int] = 0
     kernel: ClassVar[str | None] = None
+    #: The compiled plugin tier (docs/plugins.md "Compiled tier"): the type's C
+    #: kernel, ``"package.module:attribute"`` naming a PyCapsule
+    #: ``"mbcore.constraint_kernel"`` (or that capsule object itself) that wraps a
+    #: ``mbcore_constraint_kernel`` of ``mbcore_plugin.h`` (``mbcore.get_include()``).
+    #: On the compiled backend the System checks it against this declaration
+    #: (:func:`mbcore.compiled_plugins.load_constraint_kernel`) and calls it from the
+    #: compiled assembly, right-hand sides, kinematic step and loops; the Python
+    #: methods remain the reference (backend ``"numpy"``) and provide
+    #: ``reaction_local``.  Not with ``extra`` coordinates (ABI v1).
+    c_kernel: ClassVar[Any] = None
     labels: ClassVar[tuple[str, ...]] = ()
     category: ClassVar[str] = "joint"      # "joint" | "driver" | "constraint"
     description: ClassVar[str] = ""

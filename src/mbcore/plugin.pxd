@@ -31,3 +31,37 @@ cdef extern from "mbcore_plugin.h":
         mbcore_force_fn force
         mbcore_force_jacobian_fn jacobian
         const char* reason
+
+    # constraint kernels (capsule MBCORE_CONSTRAINT_CAPSULE)
+    const char* MBCORE_CONSTRAINT_CAPSULE
+
+    ctypedef struct mbcore_constraint_group:
+        mbcore_index ne, m, nb, npar, nfun
+        const mbcore_index* boff
+        const double* par
+        const mbcore_index* fidx
+
+    ctypedef mbcore_index (*mbcore_constraint_fn)(const mbcore_constraint_group* G,
+                                                  const double* q, double t,
+                                                  const double* fv,
+                                                  double* out) noexcept nogil
+    ctypedef mbcore_index (*mbcore_constraint_jacobian_fn)(const mbcore_constraint_group* G,
+                                                           const double* q, double t,
+                                                           const double* fv,
+                                                           double* J) noexcept nogil
+    ctypedef mbcore_index (*mbcore_constraint_gamma_fn)(const mbcore_constraint_group* G,
+                                                        const double* q, const double* qd,
+                                                        double t, const double* fv,
+                                                        double* out) noexcept nogil
+
+    ctypedef struct mbcore_constraint_kernel:
+        int abi_version
+        const char* name
+        int body_kind
+        int n_equations, n_bodies, n_par, n_fun
+        int holonomic
+        mbcore_constraint_fn phi
+        mbcore_constraint_jacobian_fn jacobian
+        mbcore_constraint_fn nu
+        mbcore_constraint_gamma_fn gamma
+        const char* reason

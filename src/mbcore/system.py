@@ -15,9 +15,9 @@ Built-in types with a compiled kernel are assembled by one call into
 ``mbcore._ext._planar.PlanarEvaluator``; the NumPy reference path (environment
 variable ``MBCORE_KERNELS=numpy`` or ``Model.compile(kernels="numpy")``) and
 Python-only plugin types use the types' vectorised reference methods, one call
-per group.  Force types of the compiled plugin tier (``ForceType.c_kernel``,
-:mod:`mbcore.compiled_plugins`) join the compiled force evaluator on the compiled
-backend.  Returned arrays are the System's work buffers: valid until the next
+per group.  Force and constraint types of the compiled plugin tier (``c_kernel``,
+:mod:`mbcore.compiled_plugins`) join the compiled force and constraint evaluators
+on the compiled backend.  Returned arrays are the System's work buffers: valid until the next
 call of the same stage; copy them to keep them.
 """
 from __future__ import annotations
@@ -134,6 +134,7 @@ class Group:
     kind: str = "planar"      # body kind of the type
     ncol: int = 3             # Jacobian columns per body (the kind's coordinates)
     internal: bool = False    # added by the System (normalisation rows), not a model element
+    ckernel: Any = None       # compiled_plugins.ConstraintKernel of a c_kernel type
 
     @property
     def ne(self) -> int:
@@ -523,6 +524,14 @@ class System:
             spatial_kernels = getattr(_planar, "SPATIAL_KERNELS", {})
             for g in self.groups:
                 k = g.ctype.kernel
+                if getattr(g.ctype, "c_kernel", None) is not None:   # compiled plugin tier
+                    from .compiled_plugins import load_constraint_kernel
+                    g.ckernel = load_constraint_kernel(g.ctype)
+                    g.compiled = True
+                    comp.append(dict(kernel=g.ckernel.name, capsule=g.ckernel.capsule,
+                                     kind=g.kind, boff=g._pyoff if self.padded else g.boff,
+                                     row=g.row, par=g.par, fidx=g.fidx, jpos=g.jpos))
+                    continue
                 if k is None or k not in _planar.KERNELS and g.kind != "planar":
                     continue            # a spatial kernel this build does not have
                 spec = _kernel_spec(_planar, "constraint", g.ctype)
@@ -545,7 +554,8 @@ class System:
                                  xoff=g.xoff if g.xoff is not None
                                  else np.zeros((g.ne, 0), np.intp)))
             self._evaluator = _planar.PlanarEvaluator(self.n_ext if self.padded else self.n,
-                                                      comp)
+                                                      comp, self._constraint_failed)
+            self._compiled_groups = [g for g in self.groups if g.compiled]
             self._py_groups = [g for g in self.groups if not g.compiled]
         self._force_evaluator = None
         self._py_force_groups = list(self.force_groups)
@@ -584,6 +594,18 @@ class System:
             g._fv0 = np.zeros((g.ne, 0, 3))
             g._shape_rows = (g.ne, g.m)
             g._shape_jac = (g.ne, g.m, len(g.ctype.bodies), g.ncol)
+
+    def _constraint_failed(self, k: int, e: int, t: float) -> None:
+        """The compiled constraint evaluator's report: the plugin kernel of compiled
+        group k refused element e at time t (raises the named error)."""
+        from .errors import AnalysisError
+        g = self._compiled_groups[k]
+        src = g.ckernel.source if g.ckernel is not None else f"kernel {g.ctype.kernel!r}"
+        if g.ckernel is None or not 0 <= e < g.ne:
+            raise PluginError(f"constraint type '{g.ctype.name}': compiled kernel {src} "
+                              f"returned element index {e}, the group has {g.ne} elements")
+        raise AnalysisError(f"constraint element '{g.names[e]}' ({g.paths[e]}, "
+                            f"{g.ctype.name}): {g.ckernel.reason}", t)
 
     def _reaction_maps(self, model) -> None:
         """Reactions: per (element, body) ``[fx, fy, n]`` (planar) or ``[fx, fy, fz,

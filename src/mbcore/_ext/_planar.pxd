@@ -1,6 +1,9 @@
-# C-level interface of mbcore._ext._planar (cimported by _dynamics).
+# C-level interface of mbcore._ext._planar (cimported by _dynamics, _cp).
+from mbcore.plugin cimport mbcore_constraint_kernel
+
 ctypedef struct Group:
-    int kind                    # kernel code (>= 100: spatial, see ext/_spatial.pxi)
+    int kind                    # kernel code (>= 100: spatial, see ext/_spatial.pxi;
+                                # K_EXTERNAL: a plugin's kernel, ``ext``)
     Py_ssize_t ne, nb, m, npar, nfun, njac, nx
     Py_ssize_t ncol             # Jacobian columns per body: 3 (planar), 7 (spatial)
     const Py_ssize_t* boff
@@ -10,19 +13,30 @@ ctypedef struct Group:
                                 # writes its tracked angle there)
     const Py_ssize_t* fidx
     const Py_ssize_t* jpos
+    const mbcore_constraint_kernel* ext   # K_EXTERNAL (include/mbcore_plugin.h)
+    double* rows                # external: (ne, m) scratch of phi / nu / gamma
+    double* jblk                # external: (ne, m, nb, ncol) scratch of the Jacobian
 
 
 cdef class PlanarEvaluator:
     cdef Group* groups
     cdef Py_ssize_t ng
     cdef Py_ssize_t n
+    cdef Py_ssize_t n_external  # groups with a plugin kernel
     cdef double* qx             # extended q: n + 10 (planar ground at n, spatial at n + 3)
     cdef double* qdx
     cdef list _keep
+    # the last failing plugin group and its element (the stages return the group)
+    cdef public Py_ssize_t failed_group, failed_element
+    # on_failure(group, element, t): raises the named error of a failing plugin
+    # element (System._constraint_failed); None: a generic RuntimeError
+    cdef public object on_failure
 
     cdef _set(self, Py_ssize_t k, dict g)
     cdef int _load(self, const double[::1] q) except -1
-    cdef void c_phi(self, const double* fv, double* out) noexcept nogil
-    cdef void c_jacobian(self, double* data) noexcept nogil
-    cdef void c_nu(self, const double* fv, double* out) noexcept nogil
-    cdef void c_gamma(self, const double* fv, double* out) noexcept nogil
+    # C-level stages (q in qx, qd in qdx): -1, or the group whose plugin kernel
+    # refused an element (failed_group / failed_element)
+    cdef Py_ssize_t c_phi(self, double t, const double* fv, double* out) noexcept nogil
+    cdef Py_ssize_t c_jacobian(self, double t, const double* fv, double* data) noexcept nogil
+    cdef Py_ssize_t c_nu(self, double t, const double* fv, double* out) noexcept nogil
+    cdef Py_ssize_t c_gamma(self, double t, const double* fv, double* out) noexcept nogil

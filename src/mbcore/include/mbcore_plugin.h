@@ -1,24 +1,30 @@
 /*
  * mbcore_plugin.h — the C-level contract of mbcore's compiled plugin tier.
  *
- * A third-party extension module provides an element kernel as a static
- * ``mbcore_force_kernel`` struct wrapped in a PyCapsule named
- * MBCORE_FORCE_CAPSULE ("mbcore.force_kernel").  Its Python force type
- * (a subclass of mbcore.elements.ForceType) names the capsule in its class
- * attribute ``c_kernel = "package.module:attribute"``.  mbcore checks the
- * capsule name, ``abi_version`` and the declared sizes against the Python type
- * when a model is compiled, and then calls ``force`` from its compiled assembly,
- * right-hand side and integration loops without the GIL and without Python.
+ * A third-party extension module provides an element kernel as a static struct
+ * wrapped in a PyCapsule:
+ *
+ *   force types       ``mbcore_force_kernel`` in a capsule named
+ *                     MBCORE_FORCE_CAPSULE ("mbcore.force_kernel");
+ *   constraint types  ``mbcore_constraint_kernel`` in a capsule named
+ *                     MBCORE_CONSTRAINT_CAPSULE ("mbcore.constraint_kernel").
+ *
+ * Its Python type (a subclass of mbcore.elements.ForceType or ConstraintType)
+ * names the capsule in its class attribute ``c_kernel =
+ * "package.module:attribute"``.  mbcore checks the capsule name, ``abi_version``
+ * and the declared sizes against the Python type when a model is compiled, and
+ * then calls the kernel from its compiled assembly, right-hand sides, kinematic
+ * step and integration loops without the GIL and without Python.
  *
  * Versioning: MBCORE_ABI_VERSION changes whenever a struct or a signature below
  * changes (additions included); ``abi_version`` stays the first member of
- * ``mbcore_force_kernel`` in every version, so mbcore reads it before anything
+ * every kernel struct in every version, so mbcore reads it before anything
  * else.  A kernel built against another version is refused with a message naming
  * the plugin, the type and both versions (mbcore.compiled_plugins).  Rebuild the
  * plugin against the installed mbcore (``mbcore.get_include()`` gives this
  * directory).
  *
- * Conventions (docs/plugin-guide.md):
+ * Force kernels (docs/plugin-guide.md):
  *   q, qd   coordinates and velocities, indexed by the body offsets ``boff``.
  *           A planar body block is [x, y, phi] (3 doubles), a spatial one
  *           [x, y, z, e0, e1, e2, e3] (7).  The ground block is read-only:
@@ -99,6 +105,75 @@ typedef struct mbcore_force_kernel {
     mbcore_force_jacobian_fn jacobian;   /* optional (NULL) */
     const char *reason;                  /* why an element fails (NULL: generic) */
 } mbcore_force_kernel;
+
+/* ---------------------------------------------------------------------------
+ * Constraint kernels (docs/plugin-guide.md; the equations of spec/planar.md §0.2:
+ * Phi(q, t) = 0, Phi_q qd = nu with nu = -Phi_t, Phi_q qdd = gamma).
+ *
+ *   q, qd   as for forces: the extended coordinates and velocities, body blocks
+ *           at ``boff`` (planar ground zeros, spatial ground [0,0,0,1,0,0,0],
+ *           zero velocities; read-only).
+ *   out     phi, nu, gamma: (ne, m) row-major, element e's m equations at
+ *           out + e * m.  The kernel WRITES every entry (mbcore scatters the rows
+ *           into its own vectors).  A non-holonomic type (``holonomic`` 0: a
+ *           velocity-level constraint) writes 0 into phi.
+ *   J       the Jacobian blocks (ne, m, nb, nc) row-major: J[((e*m + r)*nb + b)*nc
+ *           + c] = d phi_r / d q_(body b, coordinate c), nc = 3 planar, 7 spatial
+ *           (the Euler-parameter form [Phi_r, 2 Phi_pi' L(p)] of
+ *           SpatialConstraintType.jacobian, spec/spatial.md §2.1).  mbcore zeroes
+ *           J before the call, so a kernel may write only its non-zero entries;
+ *           mbcore scatters the blocks into its dense or CSR Jacobian and drops
+ *           the entries of ground columns.
+ *   fv, par, t, return: as for forces (a returned element index is reported
+ *           with the element's name, the time and ``reason``).  The kernels are
+ *           always called for a whole group; ``par`` is const (a kernel keeps
+ *           no state there, e.g. no tracked angle).
+ *
+ * ABI v1 has no artificial coordinates: a constraint type with ``extra``
+ * coordinates (ConstraintType.extra, e.g. a cam's curve parameter) cannot name
+ * a ``c_kernel``: mbcore refuses it with a PluginError (such a type stays in
+ * the Python tier, ``c_kernel = None``).
+ * ------------------------------------------------------------------------- */
+#define MBCORE_CONSTRAINT_CAPSULE "mbcore.constraint_kernel"
+
+/* One group: the ``ne`` elements of one constraint type in one model. */
+typedef struct mbcore_constraint_group {
+    mbcore_index ne;                     /* elements */
+    mbcore_index m;                      /* equations per element (= n_equations) */
+    mbcore_index nb;                     /* bodies per element (= n_bodies) */
+    mbcore_index npar;                   /* floats per element (= n_par) */
+    mbcore_index nfun;                   /* time functions per element (= n_fun) */
+    const mbcore_index *boff;            /* (ne, nb) offsets of the body blocks in q */
+    const double *par;                   /* (ne, npar) packed parameters */
+    const mbcore_index *fidx;            /* (ne, nfun) rows of fv */
+} mbcore_constraint_group;
+
+/* out (ne, m) := phi or nu of every element of G. */
+typedef mbcore_index (*mbcore_constraint_fn)(const mbcore_constraint_group *G,
+                                             const double *q, double t, const double *fv,
+                                             double *out);
+/* J (ne, m, nb, nc) := the Jacobian blocks (zeroed by mbcore before the call). */
+typedef mbcore_index (*mbcore_constraint_jacobian_fn)(const mbcore_constraint_group *G,
+                                                      const double *q, double t,
+                                                      const double *fv, double *J);
+/* out (ne, m) := gamma = -(Phi_q qd)_q qd - 2 Phi_qt qd - Phi_tt. */
+typedef mbcore_index (*mbcore_constraint_gamma_fn)(const mbcore_constraint_group *G,
+                                                   const double *q, const double *qd,
+                                                   double t, const double *fv,
+                                                   double *out);
+
+typedef struct mbcore_constraint_kernel {
+    int abi_version;                     /* MBCORE_ABI_VERSION at build time */
+    const char *name;                    /* kernel name (messages) */
+    int body_kind;                       /* MBCORE_BODY_PLANAR or MBCORE_BODY_SPATIAL */
+    int n_equations, n_bodies, n_par, n_fun;   /* must equal the Python type's */
+    int holonomic;                       /* 1, or 0 for a velocity-level constraint */
+    mbcore_constraint_fn phi;            /* required */
+    mbcore_constraint_jacobian_fn jacobian;    /* required */
+    mbcore_constraint_fn nu;             /* optional: NULL = scleronomic (nu = 0) */
+    mbcore_constraint_gamma_fn gamma;    /* required */
+    const char *reason;                  /* why an element fails (NULL: generic) */
+} mbcore_constraint_kernel;
 
 #ifdef __cplusplus
 }
