@@ -39,9 +39,11 @@ noisy) and the ratio numpy/compiled.  Cases:
   with ``stiff`` and ``ggl`` on bdf, Jacobian cost and wall time before (forward
   differences of the whole force vector / rhs) and after (analytic force Jacobians),
   and ``System.force_jacobians`` compiled vs NumPy.
-* ``compiled_plugin_tier_overhead`` (``--only overheads``; issue 16): the per-call
-  cost of a compiled-tier force group (a kernel capsule, ``ForceType.c_kernel``)
-  above the built-in group, and that a model using it keeps the compiled loop.
+* ``compiled_plugin_tier_overhead``, ``compiled_plugin_tier_constraint_overhead``
+  (``--only overheads``; issue 16): the per-call cost of a compiled-tier force group
+  and the per-stage cost of a compiled-tier constraint group (kernel capsules,
+  ``c_kernel``) above the built-in group, and that models using them keep the
+  compiled loop.
 * ``dijac_*`` (``--only dijac``; issue 14): the semi-analytic DI/CS Jacobian of the
   compiled bdf / θ loops against forward differences (stiff spring chain, four-bar;
   wall time before/after and the cost of one Jacobian).
@@ -1154,7 +1156,78 @@ def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
            "run_builtin_s": wb, "run_capsule_s": wc,
            "note": "a TSDA group as the built-in kernel vs the same kernel behind the C ABI "
                    "(mbcore_plugin.h), evaluations in C; four-bar DI, dopri5, 2 s"}
-    return {"compiled_plugin_tier_overhead": row}
+    return {"compiled_plugin_tier_overhead": row,
+            "compiled_plugin_tier_constraint_overhead": _compiled_constraint_tier(repeat,
+                                                                                  quick)}
+
+
+def _compiled_constraint_tier(repeat: int, quick: bool) -> dict:
+    """The constraint row of the compiled plugin tier (``ConstraintType.c_kernel``):
+    the four-bar's four revolutes as the built-in group vs the same kernel behind
+    the ``mbcore.constraint_kernel`` ABI (self-test capsule), phi + Jacobian + nu +
+    gamma evaluated ``count`` times in C (``PlanarEvaluator.repeat_stages``), per
+    stage; the floor of the tier (an extra capsule group whose kernel writes
+    zeros); and whether the capsule model keeps the compiled right-hand side and
+    loop (DI, dopri5, 2 s)."""
+    from mbcore import hookimpl
+    from mbcore._ext._planar import builtin_constraint_capsule
+    from mbcore.elements import ConstraintType
+    from mbcore.plugins import PluginManager, registry
+    from mbcore.schema import Param
+    from mbplugins.planar.constraints import Revolute
+
+    class CapsuleRevolute(Revolute):
+        name, kernel = "capsule_revolute", None
+        c_kernel = builtin_constraint_capsule("revolute")
+
+    class NullJoint(ConstraintType):
+        name, equations, bodies = "null_capsule", 1, ("body",)
+        params = {"body": Param("body")}
+        c_kernel = builtin_constraint_capsule("null")
+
+        def pack(self, spec, ctx):
+            return [], []
+
+    class Plug:
+        @hookimpl
+        def mbcore_constraint_types(self):
+            return [CapsuleRevolute, NullJoint]
+
+    pm = PluginManager()
+    pm.register(Plug(), name="capsules")
+    d = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml").to_dict()
+
+    def system(revolute, null=False):
+        dd = {**d, "joints": [{**j, "type": revolute} for j in d["joints"]]}
+        if null:
+            dd["joints"].append({"name": "nil", "type": "null_capsule", "body": "crank"})
+        m = mbcore.Model.from_dict(dd, registry=pm.registry)
+        return m, m.compile(plugins=pm)
+
+    (mb, sb), (mc, sc), (_, sn) = (system("revolute"), system("capsule_revolute"),
+                                   system("revolute", True))
+    count = 20000 if quick else 200000
+
+    def loop(s):
+        q, qd = s.initial_state(0.0).q, np.ones(s.n)
+        fv, out, data = s.functions_at(0.3), np.zeros(s.m), np.zeros_like(s._jdata)
+        return lambda: s._evaluator.repeat_stages(q, qd, 0.3, fv, out, data, count)
+    per = 4 * count                                   # four stages per repetition
+    tb, tc, dc = _ab_time(loop(sb), loop(sc), max(repeat, 5))
+    _, _, dn = _ab_time(loop(sb), loop(sn), max(repeat, 5))
+    form = registry().get("formulation", "di")(sc, {})
+    st = {"analysis": "dynamic", "t_end": 2.0, "output_step": 0.01, "formulation": "di"}
+    wb, wc, _ = _ab_time(lambda: mbcore.run(mb, plugins=pm, settings=st),
+                         lambda: mbcore.run(mc, plugins=pm, settings=st), max(repeat // 2, 3))
+    res = mbcore.run(mc, plugins=pm, settings=st)
+    return {"builtin_stage_us": tb / per * 1e6, "capsule_stage_us": tc / per * 1e6,
+            "extra_us_per_stage": dc / per * 1e6,
+            "null_capsule_group_extra_us_per_stage": dn / per * 1e6,
+            "compiled_rhs": form.compiled is not None, "loop": res.stats["loop"],
+            "run_builtin_s": wb, "run_capsule_s": wc,
+            "note": "the four-bar's 4 revolutes as the built-in group vs the same kernel "
+                    "behind the C ABI (mbcore_plugin.h), phi/Jacobian/nu/gamma in C, per "
+                    "stage (medians); four-bar DI, dopri5, 2 s"}
 
 
 _STARTUP_CODE = """
