@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "examples" / "plugins" / "mbcore-bushing"
 EXAMPLE = PKG / "examples" / "ring_and_bob.yaml"
 PROVIDER = "bushing (mbcore-bushing 0.1.0)"
-TYPES = {("constraint", "point_on_circle"), ("force", "bushing"), ("force", "bushing_c"),
-         ("reporter", "peaks")}
+TYPES = {("constraint", "point_on_circle"), ("constraint", "point_on_circle_c"),
+         ("force", "bushing"), ("force", "bushing_c"), ("reporter", "peaks")}
 
 
 def _missing_toolchain() -> str | None:
@@ -195,4 +195,4 @@ def test_the_package_tests_pass_in_the_fresh_venv(env):
                 str(PKG / "tests"), check=False)
     assert r.returncode == 0, r.stdout[-5000:] + r.stderr[-2000:]
     passed = int(r.stdout.strip().splitlines()[-1].split(" passed")[0].split()[-1])
-    assert passed >= 20 and "skipped" not in r.stdout.splitlines()[-1], r.stdout[-500:]
+    assert passed >= 24 and "skipped" not in r.stdout.splitlines()[-1], r.stdout[-500:]

@@ -7,6 +7,7 @@ It provides, by type name in model files (docs/plugin-guide.md of mbcore):
   contract ``mbcore_plugin.h``);
 * ``point_on_circle`` — a constraint: a body point on a global circle
   (:mod:`.constraints`);
+* ``point_on_circle_c`` — the same constraint with a compiled kernel;
 * ``peaks`` — a reporter writing per-channel peak values to JSON
   (:mod:`.reporters`).
 

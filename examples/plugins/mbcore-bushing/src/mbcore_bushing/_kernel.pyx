@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled kernel of ``bushing_c`` (mbcore's compiled plugin tier, ABI of
-``mbcore_plugin.h``).
+"""Compiled kernels of ``bushing_c`` and ``point_on_circle_c`` (mbcore's compiled
+plugin tier, ABI of ``mbcore_plugin.h``).
 
 ``BUSHING`` is a PyCapsule named ``"mbcore.force_kernel"`` holding a static
 ``mbcore_force_kernel``: mbcore (``c_kernel = "mbcore_bushing._kernel:BUSHING"``)
@@ -8,12 +8,17 @@ checks its ABI version and sizes and calls ``force`` / ``jacobian`` from its
 compiled code without the GIL.  The numbers are those of the Python reference
 :class:`mbcore_bushing.bushing.Bushing` (same ``par`` layout, equal to 1e-12).
 
+``CIRCLE`` is a PyCapsule named ``"mbcore.constraint_kernel"`` holding a static
+``mbcore_constraint_kernel`` (phi, jacobian, nu, gamma of
+:class:`mbcore_bushing.constraints.PointOnCircle`, same ``par`` layout).
+
 ``kernel_info``, ``call_force`` and ``call_jacobian`` call any force-kernel
-capsule on NumPy arrays: the package's tests use them to compare the kernel with
-the Python reference without going through mbcore.
+capsule, ``call_constraint`` any constraint-kernel capsule, on NumPy arrays: the
+package's tests use them to compare the kernels with the Python references without
+going through mbcore.
 """
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
-from libc.math cimport cos, sin
+from libc.math cimport cos, sin, sqrt
 
 from mbcore.plugin cimport *
 
@@ -225,4 +230,152 @@ def call_jacobian(capsule, double[:, ::1] par, Py_ssize_t[:, ::1] boff, double[:
         return r
     with nogil:
         r = k.jacobian(&G, &q[0], &qd[0], t, fvp, &K[0, 0, 0], &C[0, 0, 0])
+    return r
+
+
+# -- point_on_circle_c: a body point on a global circle of radius R(t) ----------------
+cdef enum:
+    CIRCLE_NPAR = 4  # s' (2), centre (2); one time function R(t)
+
+cdef double MIN_DISTANCE = 1e-10      # mbcore_bushing.constraints.MIN_DISTANCE
+
+
+cdef struct Radial:
+    double Sx, Sy                  # A s' (global)
+    double ux, uy, L               # unit radial direction, distance to the centre
+
+
+cdef inline void radial(const double* p, const double* qb, Radial* R) noexcept nogil:
+    cdef double c = cos(qb[2]), s = sin(qb[2])
+    R.Sx = c * p[0] - s * p[1]
+    R.Sy = s * p[0] + c * p[1]
+    cdef double dx = qb[0] + R.Sx - p[2], dy = qb[1] + R.Sy - p[3]
+    R.L = sqrt(dx * dx + dy * dy)
+    R.ux = dx / R.L if R.L > 0.0 else 0.0
+    R.uy = dy / R.L if R.L > 0.0 else 0.0
+
+
+cdef mbcore_index circle_phi(const mbcore_constraint_group* G, const double* q, double t,
+                             const double* fv, double* out) noexcept nogil:
+    """Phi = |P - c| - R(t)."""
+    cdef mbcore_index e
+    cdef Radial R
+    for e in range(G.ne):
+        radial(G.par + e * G.npar, q + G.boff[e], &R)
+        out[e] = R.L - fv[3 * G.fidx[e]]
+    return -1
+
+
+cdef mbcore_index circle_jacobian(const mbcore_constraint_group* G, const double* q,
+                                  double t, const double* fv, double* J) noexcept nogil:
+    """[u_x, u_y, S x u] per element (one row, one body: 3 entries)."""
+    cdef mbcore_index e
+    cdef Radial R
+    for e in range(G.ne):
+        radial(G.par + e * G.npar, q + G.boff[e], &R)
+        if R.L < MIN_DISTANCE:
+            return e
+        J[3 * e] = R.ux
+        J[3 * e + 1] = R.uy
+        J[3 * e + 2] = R.Sx * R.uy - R.Sy * R.ux
+    return -1
+
+
+cdef mbcore_index circle_nu(const mbcore_constraint_group* G, const double* q, double t,
+                            const double* fv, double* out) noexcept nogil:
+    """nu = -Phi_t = R'(t)."""
+    cdef mbcore_index e
+    for e in range(G.ne):
+        out[e] = fv[3 * G.fidx[e] + 1]
+    return -1
+
+
+cdef mbcore_index circle_gamma(const mbcore_constraint_group* G, const double* q,
+                               const double* qd, double t, const double* fv,
+                               double* out) noexcept nogil:
+    """R'' + w^2 u.S - (|Pd|^2 - (u.Pd)^2) / L with Pd = rd + w R S."""
+    cdef mbcore_index e, o
+    cdef Radial R
+    cdef double w, px, py, upd
+    for e in range(G.ne):
+        o = G.boff[e]
+        radial(G.par + e * G.npar, q + o, &R)
+        if R.L < MIN_DISTANCE:
+            return e
+        w = qd[o + 2]
+        px = qd[o] - w * R.Sy
+        py = qd[o + 1] + w * R.Sx
+        upd = R.ux * px + R.uy * py
+        out[e] = (fv[3 * G.fidx[e] + 2] + w * w * (R.ux * R.Sx + R.uy * R.Sy)
+                  - (px * px + py * py - upd * upd) / R.L)
+    return -1
+
+
+cdef mbcore_constraint_kernel _CIRCLE
+_CIRCLE.abi_version = MBCORE_ABI_VERSION
+_CIRCLE.name = b"point_on_circle_c"
+_CIRCLE.body_kind = MBCORE_BODY_PLANAR
+_CIRCLE.n_equations = 1
+_CIRCLE.n_bodies = 1
+_CIRCLE.n_par = CIRCLE_NPAR
+_CIRCLE.n_fun = 1
+_CIRCLE.holonomic = 1
+_CIRCLE.phi = circle_phi
+_CIRCLE.jacobian = circle_jacobian
+_CIRCLE.nu = circle_nu
+_CIRCLE.gamma = circle_gamma
+_CIRCLE.reason = (b"the point is at the circle's centre (distance < 1e-10): the radial "
+                  b"direction is undefined")
+
+#: the capsule mbcore loads (``CompiledPointOnCircle.c_kernel``)
+CIRCLE = PyCapsule_New(<void*>&_CIRCLE, MBCORE_CONSTRAINT_CAPSULE, NULL)
+
+
+# -- test harness: call any constraint-kernel capsule on NumPy arrays -----------------
+def call_constraint(capsule, str stage, double[:, ::1] par, Py_ssize_t[:, ::1] boff,
+                    double[::1] q, double[::1] qd, double t, double[:, ::1] fv,
+                    Py_ssize_t[:, ::1] fidx, double[::1] out) -> int:
+    """Run one stage (``"phi"``, ``"jacobian"``, ``"nu"``, ``"gamma"``) of a
+    constraint-kernel capsule into ``out``: (ne m) rows, or (ne m nb nc) Jacobian
+    entries (zeroed first, as mbcore does).  Returns the kernel's result (-1 or
+    the failing element); ``nu`` NULL writes zeros."""
+    cdef const mbcore_constraint_kernel* k = <const mbcore_constraint_kernel*> \
+        PyCapsule_GetPointer(capsule, MBCORE_CONSTRAINT_CAPSULE)
+    cdef Py_ssize_t nc = 3 if k.body_kind == MBCORE_BODY_PLANAR else 7
+    cdef Py_ssize_t ne = par.shape[0], e, b
+    cdef Py_ssize_t size = ne * k.n_equations * (k.n_bodies * nc if stage == "jacobian" else 1)
+    if stage not in ("phi", "jacobian", "nu", "gamma"):
+        raise ValueError(f"stage {stage!r}: expected phi, jacobian, nu or gamma")
+    if par.shape[1] != k.n_par or boff.shape[1] != k.n_bodies or fidx.shape[1] != k.n_fun \
+            or boff.shape[0] != ne or fidx.shape[0] != ne:
+        raise ValueError(f"kernel {k.name.decode()!r} needs par (ne, {k.n_par}), boff "
+                         f"(ne, {k.n_bodies}), fidx (ne, {k.n_fun})")
+    if out.shape[0] != size or q.shape[0] != qd.shape[0] or fv.shape[1] != 3:
+        raise ValueError(f"out needs {size} entries, q and qd the same length, fv (n, 3)")
+    for e in range(ne):
+        for b in range(boff.shape[1]):
+            if not 0 <= boff[e, b] <= q.shape[0] - nc:
+                raise ValueError(f"boff[{e}, {b}] = {boff[e, b]} is outside q")
+        for b in range(fidx.shape[1]):
+            if not 0 <= fidx[e, b] < fv.shape[0]:
+                raise ValueError(f"fidx[{e}, {b}] = {fidx[e, b]} is outside fv")
+    cdef mbcore_constraint_group G
+    G.ne, G.m, G.nb, G.npar, G.nfun = ne, k.n_equations, k.n_bodies, k.n_par, k.n_fun
+    G.boff = &boff[0, 0] if boff.shape[0] * boff.shape[1] else NULL
+    G.par = &par[0, 0] if par.shape[0] * par.shape[1] else NULL
+    G.fidx = &fidx[0, 0] if fidx.shape[0] * fidx.shape[1] else NULL
+    cdef const double* fvp = &fv[0, 0] if fv.shape[0] else NULL
+    cdef mbcore_index r = -1
+    if ne == 0:
+        return r
+    out[:] = 0.0
+    if stage == "phi":
+        r = k.phi(&G, &q[0], t, fvp, &out[0])
+    elif stage == "jacobian":
+        r = k.jacobian(&G, &q[0], t, fvp, &out[0])
+    elif stage == "nu":
+        if k.nu != NULL:
+            r = k.nu(&G, &q[0], t, fvp, &out[0])
+    else:
+        r = k.gamma(&G, &q[0], &qd[0], t, fvp, &out[0])
     return r

@@ -93,3 +93,18 @@ class PointOnCircle(ConstraintType):
     def reaction_local(self, par, qb, t, f, lam):
         """The radial reaction on the body (positive outwards) = the multiplier."""
         return np.asarray(lam, dtype=float)[:, :1].copy()
+
+
+class CompiledPointOnCircle(PointOnCircle):
+    """``point_on_circle_c``: the constraint with a compiled kernel.
+
+    Same schema, packing and Python reference methods (inherited); ``c_kernel``
+    names the PyCapsule ``mbcore.constraint_kernel`` of :mod:`mbcore_bushing._kernel`
+    that mbcore's compiled assembly, kinematic step, right-hand sides and loops
+    call without Python (mbcore_plugin.h).  The package's tests keep it equal to
+    the Python methods to 1e-12."""
+
+    name = "point_on_circle_c"
+    description = ("a body point on a global circle of radius R(t), compiled kernel "
+                   "(C contract mbcore_plugin.h)")
+    c_kernel = "mbcore_bushing._kernel:CIRCLE"

@@ -17,7 +17,8 @@ def mbcore_force_types():
 
 @hookimpl
 def mbcore_constraint_types():
-    return [LazyType("point_on_circle", "mbcore_bushing.constraints:PointOnCircle")]
+    return [LazyType("point_on_circle", "mbcore_bushing.constraints:PointOnCircle"),
+            LazyType("point_on_circle_c", "mbcore_bushing.constraints:CompiledPointOnCircle")]
 
 
 @hookimpl

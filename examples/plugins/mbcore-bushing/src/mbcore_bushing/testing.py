@@ -5,7 +5,9 @@ them into your own plugin's tests).
 * :func:`compiled_force`, :func:`compiled_force_jacobian`: run a force-kernel
   capsule (``mbcore_plugin.h``) on the group arrays ``par``, ``qb``, ``qdb`` the
   Python reference receives, through the extended coordinate buffer mbcore hands
-  to kernels (one 3-float block per body, the ground block of zeros last).
+  to kernels (one 3-float block per body, the ground block of zeros last);
+* :func:`compiled_constraint`: the same for one stage of a constraint-kernel
+  capsule, in the shapes of the Python methods.
 """
 from __future__ import annotations
 
@@ -103,3 +105,21 @@ def compiled_force_jacobian(capsule, par, qb, qdb, t=0.0, f=None, n_fun=0, groun
     if r != -1:
         raise RuntimeError(f"kernel failed at element {r}")
     return K.reshape(ne, nb, NC, nb, NC), C.reshape(ne, nb, NC, nb, NC)
+
+
+def compiled_constraint(capsule, stage, par, qb, qdb, t=0.0, f=None, n_fun=0, m=1,
+                        ground=None):
+    """One stage (``"phi"``, ``"jacobian"``, ``"nu"``, ``"gamma"``) of a planar
+    constraint-kernel capsule on the arrays the Python method receives: (ne, m), or
+    (ne, m, nb, 3) for the Jacobian.  Raises RuntimeError naming the element the
+    kernel refused."""
+    from ._kernel import call_constraint
+    boff, q, qd = extended_buffers(qb, qdb, ground)
+    par, fv, fidx = kernel_arrays(par, f, n_fun)
+    ne, nb, _ = qb.shape
+    shape = (ne, m, nb, NC) if stage == "jacobian" else (ne, m)
+    out = np.full(int(np.prod(shape)), np.nan)
+    r = call_constraint(capsule, stage, par, boff, q, qd, float(t), fv, fidx, out)
+    if r != -1:
+        raise RuntimeError(f"kernel refused element {r}")
+    return out.reshape(shape)
