@@ -1089,6 +1089,16 @@ def _framework_overhead(repeat: int, quick: bool) -> dict:
     return {"python_plugin_framework_overhead": row}
 
 
+def _one_plugin(hook: str, types: list):
+    """A PluginManager with one plugin, "capsules", whose ``hook`` returns ``types``."""
+    from mbcore import hookimpl
+    from mbcore.plugins import PluginManager
+    pm = PluginManager()
+    pm.register(type("Plug", (), {hook: hookimpl(lambda self: list(types))})(),
+                name="capsules")
+    return pm
+
+
 def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
     """The compiled plugin tier (issue 16; ``ForceType.c_kernel``): per-call cost of
     one force group through a ``mbcore.force_kernel`` capsule above the same
@@ -1097,10 +1107,9 @@ def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
     timing), the floor of the tier (an extra group whose kernel adds nothing), and
     whether a model with the capsule force stays on the compiled right-hand side and
     loop (four-bar with a spring, 2 s dopri5)."""
-    from mbcore import hookimpl
     from mbcore._ext._forces import builtin_capsule
     from mbcore.elements import ForceType
-    from mbcore.plugins import PluginManager, registry
+    from mbcore.plugins import registry
     from mbcore.schema import Param
     from mbplugins.planar.forces import TSDA
 
@@ -1117,13 +1126,7 @@ def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
         def force(self, par, qb, qdb, t, f):
             return np.zeros((len(par), 1, 3))
 
-    class Plug:
-        @hookimpl
-        def mbcore_force_types(self):
-            return [CapsuleTSDA, NullForce]
-
-    pm = PluginManager()
-    pm.register(Plug(), name="capsules")
+    pm = _one_plugin("mbcore_force_types", [CapsuleTSDA, NullForce])
     d = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml").to_dict()
     spring = {"name": "spring", "body_i": "ground", "body_j": "coupler", "point_i": [2.0, 4.0],
               "point_j": [0.5, 1.5], "stiffness": 200.0, "damping": 5.0, "free_length": 1.0}
@@ -1169,10 +1172,9 @@ def _compiled_constraint_tier(repeat: int, quick: bool) -> dict:
     stage; the floor of the tier (an extra capsule group whose kernel writes
     zeros); and whether the capsule model keeps the compiled right-hand side and
     loop (DI, dopri5, 2 s)."""
-    from mbcore import hookimpl
     from mbcore._ext._planar import builtin_constraint_capsule
     from mbcore.elements import ConstraintType
-    from mbcore.plugins import PluginManager, registry
+    from mbcore.plugins import registry
     from mbcore.schema import Param
     from mbplugins.planar.constraints import Revolute
 
@@ -1188,13 +1190,7 @@ def _compiled_constraint_tier(repeat: int, quick: bool) -> dict:
         def pack(self, spec, ctx):
             return [], []
 
-    class Plug:
-        @hookimpl
-        def mbcore_constraint_types(self):
-            return [CapsuleRevolute, NullJoint]
-
-    pm = PluginManager()
-    pm.register(Plug(), name="capsules")
+    pm = _one_plugin("mbcore_constraint_types", [CapsuleRevolute, NullJoint])
     d = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml").to_dict()
 
     def system(revolute, null=False):

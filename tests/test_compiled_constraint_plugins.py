@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_compiled_plugins import _states
 
 import mbcore
 from mbcore import Model, hookimpl
@@ -18,24 +19,16 @@ from mbcore.elements import ConstraintType
 from mbcore.errors import AnalysisError, PluginError
 from mbcore.plugins import PluginManager, registry
 from mbcore.schema import Param
-from mbcore.system import compiled_available
 from mbplugins.planar.constraints import Revolute
 from mbplugins.planar.links import DistanceDriver
 from mbplugins.spatial.constraints import DistanceDriver as SpatialDistanceDriver
 from mbplugins.spatial.constraints import Spherical
 
-pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
-
-if compiled_available():
-    from mbcore._ext._planar import ABI_VERSION, builtin_constraint_capsule
-
-    #: a capsule named by "module:attribute" (the form a plugin package uses)
-    REVOLUTE_CAPSULE = builtin_constraint_capsule("revolute")
-else:                                        # pragma: no cover - no build
-    ABI_VERSION, REVOLUTE_CAPSULE = None, None
-
-    def builtin_constraint_capsule(kernel, **kw):
-        return None
+_planar = pytest.importorskip("mbcore._ext._planar", reason="compiled kernels not built")
+ABI_VERSION = _planar.ABI_VERSION
+builtin_constraint_capsule = _planar.builtin_constraint_capsule
+#: a capsule named by "module:attribute" (the form a plugin package uses)
+REVOLUTE_CAPSULE = builtin_constraint_capsule("revolute")
 
 
 class CapsuleRevolute(Revolute):
@@ -166,15 +159,6 @@ def spatial_mix(pm) -> Model:
                      "body_j": "c", "point_i": [0.25, 0, 0], "point_j": [0.1, 0.2, -0.1],
                      "function": "0.6 + 0.1*sin(2*t)"}]
     return Model.from_dict(d, registry=pm.registry)
-
-
-def _states(s, rng, k=4):
-    from mbcore.rotations import normalize
-    for _ in range(k):
-        q = s.initial_state(0.0).q + 0.05 * rng.standard_normal(s.n)
-        for idx in getattr(s, "_p_idx", []):
-            q[idx] = normalize(q[idx]) * rng.uniform(0.98, 1.02)   # also off |p| = 1
-        yield q, rng.standard_normal(s.n), float(rng.uniform(0.0, 2.0))
 
 
 def _dense(J):
