@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["run_case", "case_key", "canonical_json", "mark_file", "file_key",
+__all__ = ["run_case", "warm_up", "case_key", "canonical_json", "mark_file", "file_key",
            "compute_metrics"]
 
 #: root attributes added to a case's result file after its run
@@ -78,6 +78,15 @@ def compute_metrics(metrics, result) -> tuple[dict[str, float], list[str], str]:
     return values, errors, column_error
 
 
+def warm_up() -> None:
+    """Import what a case needs and load the plugins (a worker's initializer, so that
+    the first case's wall time is not the worker's start-up)."""
+    from ..plugins import get_plugin_manager
+    from .. import runner  # noqa: F401
+    import h5py  # noqa: F401
+    get_plugin_manager().registry.rows()
+
+
 def run_case(task: Mapping[str, Any]) -> dict[str, Any]:
     """Run one case and return its record (plain data).
 
@@ -88,10 +97,10 @@ def run_case(task: Mapping[str, Any]) -> dict[str, Any]:
     ``"failed"`` and ``error`` says why (type and message); the metrics of a failed
     case are NaN.
     """
-    t0 = time.perf_counter()
     from ..model import Model
     from ..runner import run
     from .metrics import parse_metrics
+    t0 = time.perf_counter()          # the process's first imports are not the case's
     out = Path(task["output"])
     rec: dict[str, Any] = {"case": int(task["case"]), "status": "failed", "error": "",
                            "metrics": {}, "column_error": "", "key": task["key"]}

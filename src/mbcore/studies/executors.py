@@ -11,7 +11,7 @@ import multiprocessing
 import os
 from typing import Any, Iterator, Mapping, Sequence
 
-from .case import run_case
+from .case import run_case, warm_up
 
 __all__ = ["run_serial", "run_processes", "run_dask", "default_workers"]
 
@@ -38,21 +38,35 @@ def run_serial(tasks: Sequence[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
 
 
 def _context():
-    """A start method safe in a process with threads (a Dask client, tqdm): the fork
-    server where there is one, else spawn; never a bare fork."""
+    """The start method of the worker processes: ``fork`` (fast: the workers inherit
+    the imported modules) when this process runs no other thread, else a method safe
+    with threads (a Dask client, a progress bar's monitor): the fork server where
+    there is one, else spawn."""
+    import threading
     methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 def run_processes(tasks: Sequence[Mapping[str, Any]], workers: int) -> Iterator[dict[str, Any]]:
     """The cases on a :class:`~concurrent.futures.ProcessPoolExecutor` of ``workers``
-    local processes."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    local processes, started (and the cases submitted) here, before the caller starts
+    any thread of its own."""
+    from concurrent.futures import ProcessPoolExecutor
     pool = ProcessPoolExecutor(max_workers=max(1, min(workers, len(tasks))),
-                               mp_context=_context())
-    futures = {}
+                               mp_context=_context(), initializer=warm_up)
     try:
         futures = {pool.submit(run_case, task): task for task in tasks}
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    return _collect(pool, futures)
+
+
+def _collect(pool, futures) -> Iterator[dict[str, Any]]:
+    from concurrent.futures import as_completed
+    try:
         for fut in as_completed(futures):
             try:
                 yield fut.result()
