@@ -277,7 +277,12 @@ def test_resume_skips_finished_cases(tmp_path, monkeypatch):
     more = sweep(FOURBAR, params, metrics={"end_t": "last(t)"}, out_dir=out, workers=0,
                  retry_failed=False)
     assert len(calls) == 3 and more[3].metrics == {"end_t": 0.2}
-    # a changed model (or parameter set) is refused; --no-resume starts afresh
+    # the case files are the record: without the index, the finished cases are kept
+    (out / "index.h5").unlink()
+    (out / "index.csv").unlink()
+    lost = sweep(FOURBAR, params, metrics=METRICS, out_dir=out, workers=0)
+    assert len(calls) == 3 and lost.ran == 2 and lost[3].metrics == first[3].metrics
+        # a changed model (or parameter set) is refused; --no-resume starts afresh
     changed = yaml.safe_load(yaml.safe_dump(FOURBAR))
     changed["bodies"][0]["mass"] = 2.5
     with pytest.raises(StudyMismatchError, match="model"):

@@ -251,7 +251,7 @@ def sweep(model, params: Mapping[str, Any] | Sequence[Any], *, mode: str = "grid
         key = case_key(cdict, settings, analysis, kernels)
         rec = CaseRecord(i, dict(zip(paths, values)), f"case_{i:0{width}d}.h5", key=key)
         records.append(rec)
-        if old is not None and _reuse(out, rec, old_rows.get(i), parsed, retry_failed):
+        if resume and _reuse(out, rec, old_rows.get(i), parsed, retry_failed):
             continue
         tasks.append({"case": i, "model": cdict, "settings": settings,
                       "analysis": analysis, "kernels": kernels,
