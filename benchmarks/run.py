@@ -51,6 +51,9 @@ noisy) and the ratio numpy/compiled.  Cases:
   examples/fourbar_spring_modes.yaml (equilibrium, linearisation, modes) on a
   compiled System, analytic and numeric, compiled vs NumPy kernels, and the whole
   ``mbcore modes`` command in a fresh interpreter.
+* ``sweep_fourbar_overhead`` (``--only sweep``; issue 17): the overhead per case of
+  ``mbcore.sweep`` over a plain loop of ``mbcore.run`` (both in-process), the sweep
+  on 2 local processes and a resume that skips every case.
 """
 from __future__ import annotations
 
@@ -1593,6 +1596,60 @@ def bench_modes(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_sweep(repeat: int, quick: bool) -> dict:
+    """Issue 17, item 2 (``sweep_*``): the overhead per case of ``mbcore.sweep`` over
+    a plain loop of ``mbcore.run(Model.from_dict(case), output=file)``: the four-bar
+    with its spring-damper (examples/fourbar_spring_modes.yaml, dynamic, 0.2 s), a
+    stiffness x damping grid, both in this process (``workers=0``) and interleaved;
+    the sweep on 2 local processes (start-up included) and a resume that skips every
+    case."""
+    import copy
+    import tempfile
+    from mbcore.studies.params import case_model, expand, parameters_from
+    model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_spring_modes.yaml")
+    base = model.to_dict()
+    base["settings"] = {"analysis": "dynamic", "t_end": 0.2, "output_step": 0.01}
+    n_k, n_c = (4, 2) if quick else (5, 4)
+    params = {"forces.spring.stiffness": f"300:500:{n_k}", "forces.spring.damping":
+              f"5:20:{n_c}"}
+    pars = parameters_from(params, base)
+    cases = [case_model(base, pars, v) for v in expand(pars)]
+    n = len(cases)
+    metrics = {"peak": "max(abs(reactions/O2.i.fx))", "e": "last(energy/total)"}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        k = [0]
+
+        def plain():
+            k[0] += 1
+            d = tmp / f"plain{k[0]}"
+            d.mkdir()
+            for i, c in enumerate(cases):
+                mbcore.run(mbcore.Model.from_dict(copy.deepcopy(c)), output=d / f"c{i}.h5")
+
+        def swept():
+            k[0] += 1
+            mbcore.sweep(base, params, metrics=metrics, out_dir=tmp / f"sweep{k[0]}",
+                         workers=0)
+        reps = max(3, repeat // 2) if not quick else 2
+        t_plain, t_sweep, t_diff = _ab_time(plain, swept, reps)
+        row = {"cases": n, "plain_run_ms_per_case": t_plain / n * 1e3,
+               "sweep_in_process_ms_per_case": t_sweep / n * 1e3,
+               "overhead_ms_per_case": t_diff / n * 1e3,
+               "overhead_fraction": t_diff / t_plain}
+        t0 = time.perf_counter()
+        mbcore.sweep(base, params, metrics=metrics, out_dir=tmp / "procs", workers=2)
+        row["sweep_2_processes_ms_per_case"] = (time.perf_counter() - t0) / n * 1e3
+        t0 = time.perf_counter()
+        st = mbcore.sweep(base, params, metrics=metrics, out_dir=tmp / "procs", workers=2)
+        assert st.skipped == n
+        row["resume_all_skipped_ms_per_case"] = (time.perf_counter() - t0) / n * 1e3
+    row["note"] = ("overhead = median paired difference (sweep - plain loop), both "
+                   "in-process: model dictionary copies, case keys, metrics, marking "
+                   "the file, the index; 2 processes: wall time including the pool start")
+    return {"sweep_fourbar_overhead": row}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -1606,7 +1663,7 @@ def main(argv=None) -> int:
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
                                                  "penalty", "force_jacobians", "dijac",
-                                                 "modes"),
+                                                 "modes", "sweep"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -1627,6 +1684,7 @@ def main(argv=None) -> int:
               "force_jacobians": (bench_force_jacobians,),
               "dijac": (bench_dijac,),
               "modes": (bench_modes,),
+              "sweep": (bench_sweep,),
               "startup_rows": (bench_overheads_startup_rows,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:

@@ -1,6 +1,6 @@
 """Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``,
-``mbcore check|validate MODEL``, ``mbcore export RESULT.h5``, ``mbcore modes MODEL``
-(see ``mbcore CMD --help``)."""
+``mbcore check|validate MODEL``, ``mbcore export RESULT.h5``, ``mbcore modes MODEL``,
+``mbcore sweep MODEL`` (see ``mbcore CMD --help``)."""
 from __future__ import annotations
 
 import argparse
@@ -69,6 +69,8 @@ def _main(argv: list[str] | None = None) -> int:
     _add_plot_parsers(sub, parents=[X.verbosity_parent()])
     from .cli_modes import add_parser as _add_modes_parser
     _add_modes_parser(sub, parents=[X.verbosity_parent()])
+    from .cli_sweep import add_parser as _add_sweep_parser
+    _add_sweep_parser(sub, parents=[X.verbosity_parent()])
 
     try:
         args = p.parse_args(argv)
@@ -106,6 +108,9 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "modes":
             from .cli_modes import cmd_modes
             return cmd_modes(args)
+        if args.cmd == "sweep":
+            from .cli_sweep import cmd_sweep
+            return cmd_sweep(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED

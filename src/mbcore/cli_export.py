@@ -187,5 +187,6 @@ EPILOG_MAIN = """commands (mbcore COMMAND --help for each):
   validate  validate a model file (exit 0 valid, 2 invalid)
   check     validate a model file and describe the compiled system
   plugins   list installed types and their plugins
+  sweep     run a model over a grid of parameter values (processes or Dask)
 options -q/--quiet and -v/--verbose go before or after COMMAND.
 exit status: 0 ok; 1 a run (or command) failed; 2 bad input or usage"""

@@ -358,7 +358,9 @@ class PluginManager:
         return self._registry
 
     def plugin_names(self) -> list[str]:
-        return sorted(n for n, _ in self._pm.list_name_plugin())
+        # pluggy lists a blocked name with the plugin None (the importlib.metadata
+        # path of load_entrypoints_into blocks disabled entry points)
+        return sorted(n for n, p in self._pm.list_name_plugin() if p is not None)
 
 
 # -- entry points -------------------------------------------------------------------
@@ -444,6 +446,16 @@ def _normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
 
 
+def _path_metadata_finder(finder: Any) -> bool:
+    """The ``importlib_metadata`` backport's finder (installed on ``sys.meta_path``
+    when the backport is imported, e.g. by Dask): it searches ``sys.path`` as the
+    standard PathFinder does (whose search the backport switches off), so the scan
+    below still finds what importlib.metadata finds."""
+    cls = type(finder)
+    return cls.__name__ == "MetadataPathFinder" and \
+        cls.__module__.split(".")[0] == "importlib_metadata"
+
+
 def entry_points(group: str) -> list[tuple[str, str, Any]] | None:
     """``(name, value, distribution)`` of every entry point of ``group``, in the order
     of ``importlib.metadata.distributions()``; None where only importlib.metadata
@@ -452,7 +464,8 @@ def entry_points(group: str) -> list[tuple[str, str, Any]] | None:
     import sys
     from importlib.machinery import PathFinder
     for finder in sys.meta_path:
-        if finder is not PathFinder and hasattr(finder, "find_distributions"):
+        if finder is not PathFinder and hasattr(finder, "find_distributions") and \
+                not _path_metadata_finder(finder):
             return None
     out: list[tuple[str, str, Any]] = []
     for root in sys.path:
