@@ -33,6 +33,9 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
         return run
     if name == "load":
         return Model.from_file
+    if name in ("Simulation", "SimulationState", "SimulationError"):
+        from . import simulation
+        return getattr(simulation, name)
     if name in ("linearize", "LinearModel", "Modes"):
         from . import linear
         return getattr(linear, name)
@@ -40,7 +43,8 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
 
 
 __all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl", "get_include",
-           "linearize", "LinearModel", "Modes",
+           "linearize", "LinearModel", "Modes", "Simulation", "SimulationState",
+           "SimulationError",
            "AssemblyError",
            "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",
            "LockupError", "SingularJacobianError", "__version__"]
