@@ -68,7 +68,8 @@ def parse_input(system, name: str, path: str, extra: Sequence[str] = ()) -> Inpu
                                        f"time function to scale")
             return InputSpec(name, "scale", group=fg, element=e)
     elements = [x for fg in s.force_groups for x in fg.names]
-    known = ([f"{x}.fx" for x in s.body_names] + list(s.body_names)
+    known = ([f"{b}.{x}" for k, b in enumerate(s.body_names)
+              for x in BODY_INPUTS.get(s.body_kinds[k].name, {})]
              + [f"{x}.scale" for x in elements] + list(extra))
     close = difflib.get_close_matches(name, known, n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""

@@ -469,11 +469,12 @@ class Simulation:
         return len(lay) >= 2 and lay[0][0] == "q" and lay[1][0] == "qd"
 
     def __getitem__(self, name: str) -> float:
-        """An output column (``"q/crank.phi"``) or an input's current value."""
+        """An output column (``"q/crank.phi"``) or, for a name without ``/``, an
+        input's current value."""
         if name in self._labels:
             return self.outputs(name)
-        if name in self._inputs:
-            return self._inputs[name]
+        if name in self._inputs or "/" not in name:    # inputs have no channel part
+            return self.get_input(name)
         return self.outputs(name)            # raises the unknown-output error
 
     def __setitem__(self, name: str, value: float) -> None:
@@ -538,12 +539,12 @@ class Simulation:
 
     def set_coordinates(self, q: Iterable[float] | None = None,
                         qd: Iterable[float] | None = None, *, project: bool = True,
-                        hold: Sequence[str] = ()) -> None:
+                        hold: Sequence[str] = (), tol: float = 1e-8) -> None:
         """Set positions and/or velocities at the current time (the integrator
         restarts).  ``project=True``: the nearest consistent state (assembly, the
         coordinates in ``hold`` kept); ``False``: they must satisfy the constraints
-        (|Phi| and |Phi_q qd - nu| <= 1e-8, else :class:`SimulationError` naming the
-        worst equation)."""
+        (|Phi| and |Phi_q qd - nu| <= ``tol``, else :class:`SimulationError` naming
+        the worst equation)."""
         from .assembly import assemble
         sysm, t, form = self.system, self.t, self._run.form
         q = np.array(self._q() if q is None else q, dtype=float)
@@ -557,7 +558,7 @@ class Simulation:
         elif sysm.m:
             res = np.concatenate([sysm.phi(q, t), sysm.jacobian(q, t) @ qd - sysm.nu(q, t)])
             k = int(np.argmax(np.abs(res)))
-            if abs(res[k]) > 1e-8:
+            if abs(res[k]) > tol:
                 names = list(sysm.constraint_names)
                 which = ("position " if k < sysm.m else "velocity ") + names[k % sysm.m]
                 raise SimulationError(f"t = {t:.9g}: set_coordinates: the state violates "
