@@ -543,8 +543,8 @@ class Simulation:
         """Set positions and/or velocities at the current time (the integrator
         restarts).  ``project=True``: the nearest consistent state (assembly, the
         coordinates in ``hold`` kept); ``False``: they must satisfy the constraints
-        (|Phi| and |Phi_q qd - nu| <= ``tol``, else :class:`SimulationError` naming
-        the worst equation)."""
+        (``max abs(Phi)`` and ``max abs(Phi_q qd - nu)`` at most ``tol``, else
+        :class:`SimulationError` naming the worst equation)."""
         from .assembly import assemble
         sysm, t, form = self.system, self.t, self._run.form
         q = np.array(self._q() if q is None else q, dtype=float)
