@@ -343,3 +343,20 @@ def test_record_to_hdf5_and_memory(tmp_path):
         np.testing.assert_allclose(res.t, 0.01 * np.arange(11), atol=1e-15)
         np.testing.assert_array_equal(res["qd/crank.phi"], mem["qd/crank.phi"])
         assert res["qd/crank.phi"][-1] == sim["qd/crank.phi"]
+
+
+def test_spatial_chunks_bit_identical_and_inputs():
+    """A spatial model (Euler parameters) on the compiled loop: chunks equal the run;
+    body forces are inputs, body moments are refused with the way to apply them."""
+    path = EX / "spatial_slider_crank_dynamic.yaml"
+    s = {"integrator": "dopri5", "t_end": 0.5, "output_step": 0.005}
+    res, rows, sim = _chunks(path, s)
+    np.testing.assert_array_equal(rows, _columns(res, _state_columns(sim.system)))
+    body = sim.system.body_names[0]
+    sim[f"{body}.fz"] = 2.0
+    assert sim[f"{body}.fz"] == 2.0
+    with pytest.raises(SimulationError, match=rf"t = 0.5: input '{body}.nx': a moment "
+                                              r".*whose function is an input"):
+        sim[f"{body}.nx"] = 1.0
+    sim.advance_to(0.6)
+    assert sim.stats["restarts"] == 1

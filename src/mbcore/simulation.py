@@ -76,9 +76,8 @@ def _model_copy(model, registry):
     """A private copy of ``model`` (a Model, a mapping or a file path)."""
     from .model import Model
     if isinstance(model, Model):
-        m = Model.from_dict(model.to_dict(), registry=registry)
-        m.source_path = model.source_path
-        return m
+        import copy                    # exact (a to_dict round trip may round angles)
+        return copy.deepcopy(model)
     if isinstance(model, Mapping):
         return Model.from_dict(model, registry=registry)
     if isinstance(model, (str, os.PathLike)):
@@ -450,23 +449,34 @@ class Simulation:
     def outputs(self, names: Sequence[str] | str) -> np.ndarray | float:
         """The values of the result columns ``names`` at the current time (one name:
         a float).  ``q/...`` and ``qd/...`` of the full-state formulations (di, cs)
-        are read from the state without evaluating the other channels."""
+        on the compiled right-hand side are read from the state without evaluating
+        the other channels."""
         single = isinstance(names, str)
         keys = [names] if single else list(names)
         idx = [self._index(k) for k in keys]
         n = self.system.n
         form = self._run.form
-        if (self._row_t != self.t and form.full_state and form.size == 2 * n
-                and all(i < 2 * n for i in idx) and self._qq_first()):
+        if (self._row_t != self.t and self._direct and all(i < 2 * n for i in idx)):
             vals = self._y[idx]
         else:
             vals = self._row()[idx]
         return float(vals[0]) if single else np.array(vals)
 
-    def _qq_first(self) -> bool:
-        """q then qd are the row's first channels (so their indices are y's)."""
-        lay = self._run.row.layout
-        return len(lay) >= 2 and lay[0][0] == "q" and lay[1][0] == "qd"
+    @property
+    def _direct(self) -> bool:
+        """Whether the row's q and qd are y's first 2n values, as the run records
+        them: q then qd the first channels, a full-state formulation whose outputs
+        the compiled right-hand side gives from y unchanged (no projection, no
+        normalisation by the formulation's own outputs)."""
+        d = getattr(self, "_direct_flag", None)
+        if d is None:
+            run, n = self._run, self.system.n
+            lay = run.row.layout
+            d = self._direct_flag = bool(
+                len(lay) >= 2 and lay[0][0] == "q" and lay[1][0] == "qd"
+                and run.form.full_state and run.form.size == 2 * n and not run.projects
+                and run.crhs is not None and getattr(run.crhs, "cartesian", True))
+        return d
 
     def __getitem__(self, name: str) -> float:
         """An output column (``"q/crank.phi"``) or, for a name without ``/``, an
