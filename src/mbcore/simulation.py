@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import MbcoreError, ModelError
-from .simulation_loop import CompiledRK, PythonStepper
+from .simulation_loop import CompiledRK, PythonStepper, _Fallback
 
 __all__ = ["Simulation", "SimulationState", "SimulationError"]
 
@@ -158,9 +158,8 @@ class Simulation:
             try:
                 self.loop = "compiled"
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options)
-            except Exception as exc:     # noqa: BLE001 - the Python object names it
-                if type(exc).__name__ != "_Fallback":
-                    raise
+            except _Fallback:            # a failing first evaluation: the Python path
+                pass                     # names the error (or continues)
         if (jac is None and getattr(run.crhs, "analytic_jac", False)
                 and getattr(a.icls, "implicit", False)):
             jac = run.rhs_jacobian
