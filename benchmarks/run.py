@@ -54,6 +54,9 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``sweep_fourbar_overhead`` (``--only sweep``; issue 17): the overhead per case of
   ``mbcore.sweep`` over a plain loop of ``mbcore.run`` (both in-process), the sweep
   on 2 local processes and a resume that skips every case.
+* ``simulation_fourbar_*`` (``--only simulation``; issue 17): ``Simulation.advance_to``
+  in a 1 kHz loop (four-bar, rk4 and dopri5): µs per macro step with unchanged
+  inputs and with a torque changed every step, against ``mbcore.run`` per row.
 """
 from __future__ import annotations
 
@@ -1650,6 +1653,47 @@ def bench_sweep(repeat: int, quick: bool) -> dict:
     return {"sweep_fourbar_overhead": row}
 
 
+def bench_simulation(repeat: int, quick: bool) -> dict:
+    """Issue 17: ``mbcore.Simulation.advance_to`` in a 1 kHz loop on the DAP four-bar
+    (``simulation_fourbar_*``): µs per macro step of 1 ms over 1 s with rk4 (step
+    1 ms) and dopri5 (rtol 1e-9), inputs unchanged (the integrator keeps its steps)
+    and a torque changed every macro step (a restart each time), against one
+    ``mbcore.run`` with the same 1 ms output grid (µs per output row)."""
+    model = mbcore.Model.from_file(ROOT / "examples" / "fourbar_dap.yaml")
+    t_end = 0.2 if quick else 1.0
+    n = int(round(t_end / 1e-3))
+    out: dict = {}
+    for integ, extra in (("rk4", {"step": 1e-3}), ("dopri5", {})):
+        s = {"integrator": integ, "t_end": t_end, "output_step": 1e-3, "record": "q,qd",
+             **extra}
+
+        def loop(change: bool) -> float:
+            sim = mbcore.Simulation(model, s)
+            t0 = time.perf_counter()
+            for k in range(1, n + 1):
+                if change:
+                    sim["crank.torque"] = 0.1 * (k % 7)
+                sim.advance_to(k * 1e-3)
+                sim.outputs(["qd/crank.phi"])
+            return (time.perf_counter() - t0) / n, sim.stats
+
+        reps = max(3, repeat // 2)
+        same = [loop(False) for _ in range(reps)]
+        jump = [loop(True) for _ in range(reps)]
+        runs = []
+        for _ in range(reps):
+            res = mbcore.run(model, analysis="dynamic", settings=s)
+            runs.append(res.stats["wall_time"] / n)
+        out[f"simulation_fourbar_{integ}"] = {
+            "macro_step_s": 1e-3, "macro_steps": n,
+            "advance_to_us": 1e6 * statistics.median(x[0] for x in same),
+            "advance_to_input_jump_us": 1e6 * statistics.median(x[0] for x in jump),
+            "run_us_per_row": 1e6 * statistics.median(runs),
+            "steps": same[0][1]["steps"], "replay_steps": same[0][1]["replay_steps"],
+            "steps_with_jumps": jump[0][1]["steps"], "loop": same[0][1]["loop"]}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -1663,7 +1707,7 @@ def main(argv=None) -> int:
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
                                                  "penalty", "force_jacobians", "dijac",
-                                                 "modes", "sweep"),
+                                                 "modes", "sweep", "simulation"),
                    help="run only these groups")
     args = p.parse_args(argv)
     report = {
@@ -1685,6 +1729,7 @@ def main(argv=None) -> int:
               "dijac": (bench_dijac,),
               "modes": (bench_modes,),
               "sweep": (bench_sweep,),
+              "simulation": (bench_simulation,),
               "startup_rows": (bench_overheads_startup_rows,)}
     for key in (args.only or list(groups)):
         for fn in groups[key]:

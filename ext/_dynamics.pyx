@@ -2010,7 +2010,8 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
     earlier run after its step ``istep0`` (t0 must be that grid point).  ``ystep``
     (N + 1 floats): before the outputs of a step, its end state and time (a
     checkpoint's exact integrator state); ``ystep[N + 1]`` (if present): the next
-    step size of an embedded pair.
+    step size of an embedded pair; with 4 N + 5 floats also the whole step (start
+    time, attempted step, grid index, start state, f at its start and end).
 
     ``stats`` (5 floats, updated before every output): last step, order, steps,
     rejected steps, evaluations (counted from this call; evaluations start at
@@ -2055,7 +2056,7 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
     cdef double g0 = t0 if grid0 is None else grid0
     cdef bint rejected, exact
     cdef double eps = 2.220446049250313e-16
-    cdef double hfix = h_abs, min_step
+    cdef double hfix = h_abs, min_step, hatt = h_abs
     cdef Py_ssize_t nstop = 0 if stop_idx is None else stop_idx.shape[0], ks
     cdef bint hairer = E3 is not None, dense_ready
     cdef bint extra = D is not None
@@ -2104,6 +2105,7 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
                 if h_abs < min_step:
                     _stats(stats, h_abs, order, nsteps, nrej, f.nfev - nfev0)
                     return 3, t, np.asarray(y), i_out, h_abs
+                hatt = h_abs
                 tnew = t + h_abs
                 if tnew > t1 or fabs(t1 - tnew) < min_step:
                     tnew = t1
@@ -2212,6 +2214,18 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
                 ystep[N] = tnew
                 if ystep.shape[0] > N + 1:
                     ystep[N + 1] = h_abs       # the controller's next step (embedded)
+                if ystep.shape[0] >= 4 * N + 5:
+                    # the whole step (mbcore.simulation: continue without evaluating
+                    # f again, or redo the step for its dense output): start time,
+                    # the attempt's step size before the clip to t1, grid index,
+                    # start state, f at the start and at the end (FSAL)
+                    ystep[N + 2] = t
+                    ystep[N + 3] = hatt
+                    ystep[N + 4] = istep
+                    for i in range(N):
+                        ystep[N + 5 + i] = y[i]
+                        ystep[2 * N + 5 + i] = K[0, i]
+                        ystep[3 * N + 5 + i] = K[s, i]
             if adaptive and not extra:
                 for j in range(deg):
                     for i in range(N):

@@ -452,6 +452,12 @@ cdef class Evaluator:
         self.cache = <Py_ssize_t*> cnp.PyArray_DATA(a_cache)
         self.stack = <double*> cnp.PyArray_DATA(a_stack)
 
+    def data(self):
+        """The packed float data this evaluator reads (a writable NumPy array, one
+        trailing pad): ``FunctionTable.set_input`` writes the value of an ``input``
+        function (a constant) there between evaluations."""
+        return self._keep[5]
+
     cdef int run(self, double t, double* out, ErrInfo* err) noexcept nogil:
         cdef Py_ssize_t k, j, m
         cdef int rc = ERR_OK, kind

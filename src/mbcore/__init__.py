@@ -36,6 +36,9 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
     if name in ("sweep", "Study"):
         from . import studies
         return getattr(studies, name)
+    if name in ("Simulation", "SimulationState", "SimulationError"):
+        from . import simulation
+        return getattr(simulation, name)
     if name in ("linearize", "LinearModel", "Modes"):
         from . import linear
         return getattr(linear, name)
@@ -43,7 +46,8 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
 
 
 __all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl", "get_include",
-           "linearize", "LinearModel", "Modes", "sweep", "Study",
+           "linearize", "LinearModel", "Modes", "sweep", "Study", "Simulation",
+           "SimulationState", "SimulationError",
            "AssemblyError",
            "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",
            "LockupError", "SingularJacobianError", "__version__"]

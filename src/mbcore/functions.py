@@ -34,7 +34,7 @@ from .expressions import (
 )
 
 __all__ = [
-    "TimeFunction", "Constant", "Polynomial", "Harmonic", "Table", "Expression",
+    "TimeFunction", "Constant", "Input", "Polynomial", "Harmonic", "Table", "Expression",
     "FunctionDomainError", "FunctionTable", "parse_function", "FUNCTION_KINDS",
     "BOUNDARY_CONDITIONS", "EXTRAPOLATIONS",
 ]
@@ -55,7 +55,8 @@ EXTRAPOLATIONS = ("error", "linear", "hold", "spline", "periodic")
 X_ERROR, X_LINEAR, X_HOLD, X_SPLINE, X_PERIODIC = range(5)
 RANGE_TOLERANCE = 1e-10  # relative to the table span: rounding slack at the ends
 
-FUNCTION_KINDS = ("constant", "polynomial", "kap", "harmonic", "table", "expression")
+FUNCTION_KINDS = ("constant", "input", "polynomial", "kap", "harmonic", "table",
+                  "expression")
 
 Jet = tuple[float, float, float]
 
@@ -215,6 +216,27 @@ class Constant(TimeFunction):
 
     def _pack(self):
         return K_CONSTANT, np.array([self.value]), np.zeros(0, np.int32), 0
+
+
+class Input(Constant):
+    """c(t) = a value set from outside between integration steps: a named input of
+    :class:`mbcore.Simulation` (docs/embedding.md).  Model files: ``{input: NAME}`` or
+    ``{input: {name: NAME, value: V}}`` (V the initial value, default 0).  A run
+    (``mbcore.run``) sees the constant V.  Inputs of one name are one input."""
+
+    kind = "input"
+
+    def __init__(self, name: str, value: float = 0.0, path: str = ""):
+        if not isinstance(name, str) or not name.strip():
+            raise ModelError(path, f"an input function needs a name (got {name!r})")
+        super().__init__(value, path)
+        self.name = name.strip()
+
+    def to_spec(self) -> dict:
+        return {"input": {"name": self.name, "value": self.value}}
+
+    def _key(self) -> tuple:
+        return (self.name, self.value)
 
 
 class Polynomial(TimeFunction):
@@ -464,6 +486,11 @@ def parse_function(spec: Any, path: str,
     sub = f"{path}.{kind}"
     if kind == "constant":
         return Constant(_number(body, sub), path)
+    if kind == "input":
+        if isinstance(body, str):
+            return Input(body, 0.0, path)
+        m = _mapping(body, sub, ("name",), ("value",))
+        return Input(m["name"], _number(m.get("value", 0.0), f"{sub}.value"), path)
     if kind == "polynomial":
         return Polynomial(_numbers(body, sub), path)
     if kind == "kap":
@@ -536,12 +563,32 @@ class FunctionTable:
             raise ValueError(f"backend must be one of {self.BACKENDS} (got {backend!r})")
         self.backend = backend
         self._impl = None
+        #: positions of the ``input`` functions by name (:meth:`set_input`)
+        self.input_index: dict[str, list[int]] = {}
+        for k, f in enumerate(self.functions):
+            if isinstance(f, Input):
+                self.input_index.setdefault(f.name, []).append(k)
+        self._fdata = None
         if backend == "compiled":
             ext = _load_extension()
-            self._impl = ext.Evaluator(*self._packed(), self._on_error)
+            packed = self._packed()
+            self._foff = packed[1]
+            self._impl = ext.Evaluator(*packed, self._on_error)
+            if self.input_index:             # the evaluator's own data (writable)
+                self._fdata = self._impl.data()
 
     def __len__(self) -> int:
         return len(self.functions)
+
+    def set_input(self, name: str, value: float) -> None:
+        """Set the value of the ``input`` functions named ``name`` (both backends;
+        the next evaluation sees it).  KeyError for an unknown name."""
+        ks = self.input_index[name]
+        v = float(value)
+        for k in ks:
+            self.functions[k].value = v
+            if self._fdata is not None:
+                self._fdata[self._foff[k]] = v
 
     def __reduce__(self):
         # the compiled evaluator holds raw pointers: pickle the recipe, rebuild it

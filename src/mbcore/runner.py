@@ -155,18 +155,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     reps.extend(named)
     reps.extend(reporters)
 
-    text, fmt = model.to_text()
-    info = RunInfo(analysis=aname, channels=job.channels(), model_text=text,
-                   model_format=fmt, model_name=model.name,
-                   settings={"analysis": aname, **job.settings,
-                             "kernels": system.backend},
-                   versions=versions(),
-                   metadata={"bodies": system.body_names,
-                             "coordinates": system.coordinate_names,
-                             "constraints": system.constraint_names,
-                             "points": system.point_names,
-                             "source": model.source_path or "",
-                             "units": model.units})
+    info = run_info(model, aname, job, system)
     started: list[Reporter] = []
     try:
         for r in reps:
@@ -228,6 +217,23 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     result = memory.result()
     result.system = system
     return result
+
+
+def run_info(model, aname: str, job, system) -> RunInfo:
+    """The :class:`RunInfo` reporters start with: channels, model text, settings,
+    versions and the System's names (also :class:`mbcore.Simulation`'s records)."""
+    text, fmt = model.to_text()
+    return RunInfo(analysis=aname, channels=job.channels(), model_text=text,
+                   model_format=fmt, model_name=model.name,
+                   settings={"analysis": aname, **job.settings,
+                             "kernels": system.backend},
+                   versions=versions(),
+                   metadata={"bodies": system.body_names,
+                             "coordinates": system.coordinate_names,
+                             "constraints": system.constraint_names,
+                             "points": system.point_names,
+                             "source": model.source_path or "",
+                             "units": model.units})
 
 
 class _Terminated(KeyboardInterrupt):

@@ -185,6 +185,12 @@ class DynamicAnalysis(Analysis):
         reporters) separated by restarts, impacts and stop conditions."""
         _Run(self, record, event, progress).execute()
 
+    def stepper(self, record, event) -> "_Run":
+        """The stages of a run without its loop (:class:`_Run`: initial state,
+        right-hand side, outputs), for a caller that drives the integration itself
+        (:class:`mbcore.Simulation`, docs/embedding.md)."""
+        return _Run(self, record, event, False)
+
     _restarts = 0
 
     def _stop_events(self):

@@ -46,6 +46,7 @@ import numpy as np
 import scipy.linalg as sla
 
 from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
+from mbcore.inputs import parse_input
 from mbcore.linalg import dependent_rows, rank_revealing
 from mbcore.linear import LinearModel
 
@@ -189,60 +190,31 @@ def _dense(a) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------- inputs
-#: generalised-force inputs of a body by body kind: name -> (coordinate offset or
-#: "moment", axis)
-_BODY_INPUTS = {
-    "planar": {"fx": 0, "fy": 1, "torque": 2},
-    "particle": {"fx": 0, "fy": 1},
-    "particle3": {"fx": 0, "fy": 1, "fz": 2},
-    "spatial": {"fx": 0, "fy": 1, "fz": 2, "nx": "n0", "ny": "n1", "nz": "n2"},
-}
-
-
 def input_forces(system, names: Sequence[str], q: np.ndarray, t: float) -> np.ndarray:
     """Generalised force b (n, len(names)) of unit inputs: ``<body>.fx|fy|torque``
     (planar; particles fx, fy), ``<body>.fx|fy|fz|nx|ny|nz`` (spatial: force and
     moment about the global axes at the body frame, ``b_p = 2 G(p)^T n``), and
     ``<element>.scale`` (the factor on a force element's time functions,
-    ``b = dQ/ds`` at s = 1)."""
+    ``b = dQ/ds`` at s = 1).  Names: :func:`mbcore.inputs.parse_input`."""
     s = system
     b = np.zeros((s.n, len(names)))
-    elements = {name: (fg, e) for fg in s.force_groups for e, name in enumerate(fg.names)}
     for c, name in enumerate(names):
         path = f"settings.inputs[{c}]"
-        body, _, what = name.rpartition(".")
-        if body in s.body_index:
-            k = s.body_index[body]
-            kind = s.body_kinds[k].name
-            table = _BODY_INPUTS.get(kind, {})
-            if what not in table:
-                raise ModelError(path, f"unknown input '{name}': a {kind} body takes "
-                                       f"{', '.join(f'{body}.{x}' for x in table)}")
-            o = int(s.body_offsets[k])
-            j = table[what]
-            if isinstance(j, int):
-                b[o + j, c] = 1.0
-            else:
-                from mbcore.rotations import G
-                b[o + 3:o + 7, c] = 2.0 * G(q[o + 3:o + 7]).T[:, int(j[1])]
-        elif body in elements and what == "scale":
-            fg, e = elements[body]
-            if not fg.ftype.n_fun:
-                raise ModelError(path, f"force element '{body}' ({fg.ftype.name}) has no "
-                                       f"time function to scale")
+        spec = parse_input(s, name, path)
+        if spec.kind == "force":
+            b[spec.index, c] = 1.0
+        elif spec.kind == "moment":
+            from mbcore.rotations import G
+            o = spec.index
+            b[o + 3:o + 7, c] = 2.0 * G(q[o + 3:o + 7]).T[:, spec.axis]
+        else:
+            fg, e = spec.group, spec.element
             b[:, c] = _scale_derivative(s, fg.fidx[e].ravel(), q, t)
             if not np.any(b[:, c]):
-                raise ModelError(path, f"force element '{body}' ({fg.ftype.name}): its "
-                                       f"time functions are zero at t = {t:g}, so scaling "
-                                       f"them does nothing; use a body force input instead")
-        else:
-            known = list(s.body_names) + [f"{x}.scale" for x in elements]
-            close = difflib.get_close_matches(name, [f"{x}.fx" for x in s.body_names]
-                                              + known, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ModelError(path, f"unknown input '{name}'{hint}: expected <body>.fx, "
-                                   f".fy, .torque (planar), .fz/.nx/.ny/.nz (spatial) or "
-                                   f"<force element>.scale")
+                raise ModelError(path, f"force element '{fg.names[e]}' ({fg.ftype.name}): "
+                                       f"its time functions are zero at t = {t:g}, so "
+                                       f"scaling them does nothing; use a body force input "
+                                       f"instead")
     return b
 
 
