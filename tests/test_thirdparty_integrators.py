@@ -13,7 +13,7 @@ import mbcore
 from mbcore import Model, hookimpl
 from mbcore.integrate import EmbeddedRK, FixedStepRK, compiled_twin, integrate
 from mbcore.integrate.rk import hermite_dense_coefficients
-from mbcore.plugins import get_plugin_manager
+from mbcore.plugins import PluginManager, get_plugin_manager
 
 
 class Kutta38(FixedStepRK):
@@ -56,13 +56,24 @@ class ThirdPartyIntegrators:
 
 @pytest.fixture(scope="module")
 def pm():
-    """The process-wide plugin manager (the dynamic analysis looks integrators up
-    there) with the plugin registered for this module's tests only."""
-    pm = get_plugin_manager()
-    plugin = ThirdPartyIntegrators()
-    pm.register(plugin, name="rk_extra")
-    yield pm
-    pm.unregister(plugin)
+    """A private plugin manager (entry points + this plugin): the dynamic analysis
+    looks integrators up in the run's registry, so the process-wide one never sees
+    the third-party integrators."""
+    pm = PluginManager()
+    pm.register(ThirdPartyIntegrators(), name="rk_extra")
+    return pm
+
+
+def test_integrator_of_a_private_plugin_manager_only(pm):
+    """State per run: the process-wide registry does not know the plugin's
+    integrator, a run given the private manager uses it."""
+    assert not get_plugin_manager().registry.has("integrator", "kutta38")
+    m = Model.from_file("examples/fourbar_dap.yaml")
+    st = {"integrator": "kutta38", "step": 1e-3, "t_end": 0.01, "output_step": 0.005}
+    with pytest.raises(mbcore.ModelError, match="settings.integrator.*kutta38"):
+        mbcore.run(m, settings=st)
+    stats = mbcore.run(m, plugins=pm, settings=st).stats
+    assert (stats["integrator"], stats["integrator_nsteps"]) == ("kutta38", 10)
 
 
 def test_plugin_classes_declare_a_compiled_twin():

@@ -170,6 +170,9 @@ class System:
     def __init__(self, model, registry, kernels: str | None = None,
                  jacobian: str = "auto", dense_limit: int | None = None):
         self.model = model
+        #: the plugin registry this System was compiled with: analyses look up their
+        #: integrators and formulations here (state per System, docs/plugins.md)
+        self.registry = registry
         if jacobian not in ("auto", "dense", "sparse"):
             raise ValueError(f"jacobian={jacobian!r}: expected 'auto', 'dense' or 'sparse'")
         backend = kernels or default_backend()

@@ -81,18 +81,16 @@ class DynamicAnalysis(Analysis):
         if s["t_end"] <= s["t_start"]:
             raise ModelError(f"{path}.t_end", f"t_end ({s['t_end']:g}) must be after t_start "
                                               f"({s['t_start']:g})")
-        reg = registry()
-        if not reg.has("integrator", s["integrator"]):
-            raise ModelError(f"{path}.integrator", reg.unknown_message("integrator",
-                                                                       s["integrator"]))
-        if not reg.has("formulation", s["formulation"]):
-            raise ModelError(f"{path}.formulation", reg.unknown_message("formulation",
-                                                                        s["formulation"]))
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
         s = self.settings
-        reg = registry()
+        # the System's registry: integrators and formulations of the plugins the run
+        # was given (``mbcore.run(..., plugins=pm)``), not only the process-wide ones
+        reg = getattr(system, "registry", None) or registry()
+        for kind in ("integrator", "formulation"):
+            if not reg.has(kind, s[kind]):
+                raise ModelError(f"settings.{kind}", reg.unknown_message(kind, s[kind]))
         fcls = reg.get("formulation", s["formulation"])
         fkeys = ("alpha", "beta", "independent", "repartition_factor")
         fopts = {k: s[k] for k in fkeys if s.get(k) is not None and k in fcls.settings_schema}
