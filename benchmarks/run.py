@@ -1065,14 +1065,21 @@ def _framework_overhead(repeat: int, quick: bool) -> dict:
     q0, qd0 = base.initial_state(0.0).q, np.ones(base.n)
     n = 2000 if quick else 20000
     row = {}
+
+    def batch(call, s):
+        def f():
+            for _ in range(n):
+                call(s)
+        return f
     for stage, call in (("phi", lambda s: s.phi(q0, 0.1)),
                         ("jacobian", lambda s: s.jacobian(q0, 0.1)),
                         ("gamma", lambda s: s.gamma(q0, qd0, 0.1)),
                         ("forces", lambda s: s.forces(q0, qd0, 0.1))):
-        tb = _time(lambda: call(base), n, repeat)
-        tp = _time(lambda: call(plug), n, repeat)
-        row[f"{stage}_builtin_us"] = tb * 1e6
-        row[f"{stage}_extra_us"] = (tp - tb) * 1e6
+        # interleaved batches (built-in, plugin, built-in, ...): the extra cost is the
+        # median of the paired differences, robust to the shared machine's drift
+        tb, _, dt = _ab_time(batch(call, base), batch(call, plug), max(repeat, 5))
+        row[f"{stage}_builtin_us"] = tb / n * 1e6
+        row[f"{stage}_extra_us"] = dt / n * 1e6
     row["extra_us_per_call"] = max(v for k, v in row.items() if k.endswith("_extra_us"))
     row["note"] = ("one Python-only constraint group and one force group whose methods "
                    "return preallocated zeros: the framework's cost per group and stage")
