@@ -692,7 +692,7 @@ class System:
         if self._evaluator is not None:
             self._evaluator.phi(self._ev_q(q), t, fv, self._phi)
         if self._py_groups:
-            self._py_stage(self._py_plans["phi"], "phi", q, None, t, fv)
+            self._py_call(self._py_plans["phi"], "phi", q, None, t, fv)
         return self._phi
 
     def jacobian(self, q: np.ndarray, t: float):
@@ -707,7 +707,7 @@ class System:
         if self._evaluator is not None:
             self._evaluator.jacobian(self._ev_q(q), t, fv, self._jdata)
         if self._py_groups:
-            self._py_stage(self._py_plans["jacobian"], "jacobian", q, None, t, fv)
+            self._py_call(self._py_plans["jacobian"], "jacobian", q, None, t, fv)
         return self._jdata
 
     def nu(self, q: np.ndarray, t: float) -> np.ndarray:
@@ -716,7 +716,7 @@ class System:
         if self._evaluator is not None:
             self._evaluator.nu(self._ev_q(q), t, fv, self._nu)
         if self._py_groups:
-            self._py_stage(self._py_plans["nu"], "nu", q, None, t, fv)
+            self._py_call(self._py_plans["nu"], "nu", q, None, t, fv)
         return self._nu
 
     def gamma(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
@@ -730,28 +730,27 @@ class System:
             else:
                 self._evaluator.gamma(q, qd, t, fv, self._gamma)
         if self._py_groups:
-            self._py_stage(self._py_plans["gamma"], "gamma", q, qd, t, fv)
+            self._py_call(self._py_plans["gamma"], "gamma", q, qd, t, fv)
         return self._gamma
 
-    def _py_stage(self, plan: list, method: str, q, qd, t: float, fv: np.ndarray) -> None:
-        """One stage of every group evaluated in Python (``_python_tier``'s plans):
-        per group, gather its bodies' coordinates, call the type's method once
-        (:meth:`_py_call`) and copy the result into the stage's buffer at the
-        group's precomputed positions.  ``qd`` is None for the stages of q only."""
+    def _py_call(self, plan: list, method: str, q, qd, t: float, fv: np.ndarray) -> None:
+        """One stage of every group evaluated in Python (``_python_tier``'s plans;
+        ``qd`` None for the stages of q only): per group, gather its bodies'
+        coordinates, call the type's ``method`` once and copy the result into the
+        stage's buffer at the group's precomputed positions.  The only place the
+        Python groups' stage methods are called.  The result must be a float64
+        array of the declared shape: anything else goes through
+        :meth:`_py_conform` (converted, or refused naming the type and method)."""
         qs = self._py_q(q)
-        call = self._py_call
-        if qd is None:
-            for g, fn, par, cidx, fidx, fv0, shape, dst, idx, xk in plan:
-                out = call(g, method, fn, (par, qs[cidx], t,
-                                           fv0 if fidx is None else fv[fidx]),
-                           shape, self._xkw(g) if xk else None)
-                dst[idx] = out if shape is not None else self._x_jacobian(g, out)
-            return
-        qds = self._py_qd(qd)
+        qds = None if qd is None else self._py_qd(qd)
         for g, fn, par, cidx, fidx, fv0, shape, dst, idx, xk in plan:
-            dst[idx] = call(g, method, fn, (par, qs[cidx], qds[cidx], t,
-                                            fv0 if fidx is None else fv[fidx]),
-                            shape, self._xkw(g, velocities=True) if xk else None)
+            f = fv0 if fidx is None else fv[fidx]
+            args = (par, qs[cidx], t, f) if qds is None else (par, qs[cidx], qds[cidx], t, f)
+            kw = self._xkw(g, qds is not None) if xk else None
+            out = fn(*args, **kw) if kw else fn(*args)
+            if out.__class__ is not _NDARRAY or out.dtype is not _F64 or out.shape != shape:
+                out = self._py_conform(g, method, out, shape)
+            dst[idx] = out              # a copy: the type may reuse its array
 
     @staticmethod
     def _x_jacobian(g: Group, out) -> np.ndarray:
@@ -791,16 +790,14 @@ class System:
                 raise ValueError(f"q and qd must have {self.n} entries")
             Q[:] = 0.0
         Q += self._q_gravity
-        if self._py_force_groups:
-            self._py_forces(q, qd, t, fv)
-        return Q
-
-    def _py_forces(self, q, qd, t: float, fv: np.ndarray) -> None:
-        """The force groups evaluated in Python (``_python_tier``'s plan), added to
-        ``self._Q``: one :meth:`_force_call` per group, the result added in place
-        into a precomputed view of Q (distinct bodies, no ground: ``add``) or
-        scattered into the extended buffer (``ext``: ground slots dropped; ``at``:
-        bodies repeated across the group's elements need the unbuffered add)."""
+        if not self._py_force_groups:
+            return Q
+        # the force groups evaluated in Python (``_python_tier``'s plan): one
+        # _force_call per group, the result added in place into a precomputed view
+        # of Q (``add``: one run of coordinates) or scattered (``scatter``: distinct
+        # bodies, no ground; ``ext``: into the extended buffer, ground slots
+        # dropped; ``at``: bodies repeated across the group's elements need the
+        # unbuffered add)
         if self._py_forces_direct:      # no ground slots: gather from q, qd directly
             qs, qds = np.asarray(q), np.asarray(qd)
         else:
@@ -814,7 +811,7 @@ class System:
                                    fv0 if fidx is None else fv[fidx]), shape, t)
             if mode == "add":             # dst: a view of Q shaped like g
                 dst += g
-            elif mode == "scatter":       # distinct bodies, none the ground
+            elif mode == "scatter":
                 dst[idx] += g
             else:
                 if Qx is None:
@@ -825,10 +822,10 @@ class System:
                 else:
                     np.add.at(Qx, idx, g.reshape(-1))
         if Qx is not None:
-            Q = self._Q
             Q += Qx[:self.n]
             if self.padded:
                 Q[self._pad_src] += Qx[self._pad_dst]
+        return Q
 
     def _force_call(self, fg: "ForceGroup", method: str, args, shape, t):
         """One call of a Python force group's ``method`` (``force`` through
@@ -1173,17 +1170,12 @@ class System:
         return q
 
     @staticmethod
-    def _py_call(g: Group, method: str, fn, args, shape, kw) -> np.ndarray:
-        """One stage of a Python-only group: ``fn(*args)`` (``fn`` the type's bound
-        ``method``), checked: a float64 array of the declared ``shape`` (anything
-        else is converted, or refused with the type and method named); ``shape``
-        None: returned as is (the block pair of a type with ``extra``).  The only
-        place the Python groups' stage methods are called."""
-        out = fn(*args, **kw) if kw else fn(*args)
-        if out.__class__ is _NDARRAY and out.dtype is _F64 and out.shape == shape:
-            return out                  # the fast path: copied by the caller's scatter
+    def _py_conform(g: Group, method: str, out, shape) -> np.ndarray:
+        """The slow path of :meth:`_py_call`: a result that is not a float64 array of
+        ``shape`` converted (or refused with the type and method named); ``shape``
+        None: the block pair of a type with ``extra`` (:meth:`_x_jacobian`)."""
         if shape is None:
-            return out
+            return System._x_jacobian(g, out)
         out = np.asarray(out, dtype=float)
         if out.shape != shape:
             try:
