@@ -799,7 +799,8 @@ class System:
         # dropped; ``at``: bodies repeated across the group's elements need the
         # unbuffered add)
         if self._py_forces_direct:      # no ground slots: gather from q, qd directly
-            qs, qds = np.asarray(q), np.asarray(qd)
+            qs = q if q.__class__ is _NDARRAY else np.asarray(q)
+            qds = qd if qd.__class__ is _NDARRAY else np.asarray(qd)
         else:
             self._load(q)
             self._load_qd(qd)
