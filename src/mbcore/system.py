@@ -741,8 +741,13 @@ class System:
         Python groups' stage methods are called.  The result must be a float64
         array of the declared shape: anything else goes through
         :meth:`_py_conform` (converted, or refused naming the type and method)."""
-        qs = self._py_q(q)
-        qds = None if qd is None else self._py_qd(qd)
+        # gather from q (qd) itself when no group reads a ground slot, padding or
+        # artificial coordinates and it is a float64 vector of n: no copy
+        direct, nshape = self._py_direct, self._nshape
+        qs = q if direct and q.__class__ is _NDARRAY and q.dtype is _F64 and \
+            q.shape == nshape else self._py_load(q)
+        qds = qd if qd is None or direct and qd.__class__ is _NDARRAY and \
+            qd.dtype is _F64 and qd.shape == nshape else self._py_load_qd(qd)
         for g, fn, par, cidx, fidx, fv0, shape, dst, idx, xk in plan:
             f = fv0 if fidx is None else fv[fidx]
             args = (par, qs[cidx], t, f) if qds is None else (par, qs[cidx], qds[cidx], t, f)
@@ -1142,21 +1147,13 @@ class System:
         if self.padded:
             self._qdx[self._pad_dst] = self._qdx[self._pad_src]
 
-    def _py_q(self, q) -> np.ndarray:
-        """What the Python groups gather q from: q itself when no group reads a
-        ground slot, padding or artificial coordinates and q is a float64 vector of
-        n (the common case: no copy), else the extended buffer, loaded."""
-        if self._py_direct and q.__class__ is _NDARRAY and q.dtype is _F64 \
-                and q.shape == self._nshape:
-            return q
+    def _py_load(self, q) -> np.ndarray:
+        """The extended buffer loaded with q (checked), for the Python groups."""
         self._load(q)
         return self._qx
 
-    def _py_qd(self, qd) -> np.ndarray:
-        """As :meth:`_py_q` for the velocities (shape checked)."""
-        if self._py_direct and qd.__class__ is _NDARRAY and qd.dtype is _F64 \
-                and qd.shape == self._nshape:
-            return qd
+    def _py_load_qd(self, qd) -> np.ndarray:
+        """The extended buffer loaded with qd, its shape checked."""
         if getattr(qd, "shape", None) != self._nshape and np.shape(qd) != self._nshape:
             raise ValueError(f"qd has shape {np.shape(qd)}, the system has {self.n} "
                              f"coordinates")
