@@ -43,6 +43,8 @@ from .state import State
 #: with ``compile(jacobian="dense"|"sparse")`` or MBCORE_DENSE_LIMIT.
 DENSE_LIMIT = int(os.environ.get("MBCORE_DENSE_LIMIT", "48"))
 BACKENDS = ("compiled", "numpy")
+_NDARRAY = np.ndarray
+_F64 = np.dtype(np.float64)        # the fast path's output check: ``dtype is _F64``
 
 
 def default_backend() -> str:
@@ -196,6 +198,7 @@ class System:
         self._ft = None                       # time of the last function evaluation
         size, n_ground = self._jacobian_pattern(order, by_type, jacobian, dense_limit)
         self._buffers_and_kernels(size, n_ground)
+        self._python_tier()
         self._reaction_maps(model)
         self._points(model)
 
@@ -610,6 +613,50 @@ class System:
         raise AnalysisError(f"constraint element '{g.names[e]}' ({g.paths[e]}, "
                             f"{g.ctype.name}): {g.ckernel.reason}", t)
 
+    def _python_tier(self) -> None:
+        """Evaluation plans of the groups evaluated in Python (Python-only plugin
+        types; every group on the NumPy backend): per stage, one tuple per group
+        with everything the stage needs (bound method, parameters, gather indices,
+        function indices, declared shape, destination buffer and scatter indices
+        shaped like the result), so that an evaluation does no attribute look-up,
+        index arithmetic or reshape per group (issue 16 item 5;
+        ``python_plugin_framework_overhead`` in benchmarks/run.py).  A type's
+        result is copied into the System's buffers, never kept, so a type may
+        return the same array at every call."""
+        n = self.n
+        self._nshape = (n,)
+        self._qx_head = self._qx[:n]
+        self._qdx_head = self._qdx[:n]
+        plans: dict[str, list] = {"phi": [], "nu": [], "gamma": [], "jacobian": []}
+        for g in self._py_groups:
+            fidx = g.fidx if g._nf else None
+            rows = g.row[:, None] + np.arange(g.m)          # (ne, m): g._rows, shaped
+            xk = bool(g.nx)
+            for stage, buf in (("phi", self._phi), ("nu", self._nu),
+                               ("gamma", self._gamma)):
+                plans[stage].append((g, getattr(g.ctype, stage), g.par, g._cidx, fidx,
+                                     g._fv0, g._shape_rows, buf, rows, xk))
+            plans["jacobian"].append((g, g.ctype.jacobian, g.par, g._cidx, fidx, g._fv0,
+                                      None if xk else g._shape_jac, self._jdata,
+                                      g.jpos if xk else g.jpos.reshape(g._shape_jac), xk))
+        self._py_plans = plans
+        # gather from q itself when no Python group reads beyond the n coordinates
+        self._py_direct = not self.padded and all(
+            not g.nx and (g._cidx.size == 0 or int(g._cidx.max()) < n)
+            for g in self._py_groups)
+        fplan = []
+        for fg in self._py_force_groups:
+            fidx = fg.fidx if fg.ftype.n_fun else None
+            if fg._direct and isinstance(fg._cslice, slice):
+                mode, dst, idx = "add", self._Q[fg._cslice].reshape(fg._shape), None
+            elif fg._direct:
+                mode, dst, idx = "scatter", self._Q, fg._cidx
+            else:
+                mode, dst, idx = ("ext", None, fg._cidx) if fg._unique else \
+                    ("at", None, fg._cflat)
+            fplan.append((fg, fg.par, fg._cidx, fidx, fg._fv0, fg._shape, mode, dst, idx))
+        self._py_force_plan = fplan
+
     def _reaction_maps(self, model) -> None:
         """Reactions: per (element, body) ``[fx, fy, n]`` (planar) or ``[fx, fy, fz,
         nx, ny, nz]`` (spatial, global components, moment about the body origin), in
@@ -695,11 +742,7 @@ class System:
         if self._evaluator is not None:
             self._evaluator.phi(self._ev_q(q), t, fv, self._phi)
         if self._py_groups:
-            self._load(q)
-            for g in self._py_groups:
-                self._phi[g._rows] = self._py_call(g, "phi", g.ctype.phi, (
-                    g.par, self._qx[g._cidx], t, fv[g.fidx] if g._nf else g._fv0),
-                    g._shape_rows, self._xkw(g) if g.nx else None)
+            self._py_call(self._py_plans["phi"], "phi", q, None, t, fv)
         return self._phi
 
     def jacobian(self, q: np.ndarray, t: float):
@@ -714,26 +757,7 @@ class System:
         if self._evaluator is not None:
             self._evaluator.jacobian(self._ev_q(q), t, fv, self._jdata)
         if self._py_groups:
-            self._load(q)
-            for g in self._py_groups:
-                if g.nx:
-                    try:
-                        jb, jx = g.ctype.jacobian(g.par, self._qx[g._cidx], t, fv[g.fidx],
-                                                  **self._xkw(g))
-                    except Exception as exc:
-                        from .plugin_errors import group_failed
-                        group_failed(g, "jacobian", (t, None), exc)
-                    blk = np.concatenate([np.asarray(jb, float).reshape(g.ne, -1),
-                                          np.asarray(jx, float).reshape(g.ne, -1)], axis=1)
-                    if blk.shape != g.jpos.shape:
-                        raise PluginError(f"constraint type '{g.ctype.name}'.jacobian() "
-                                          f"returned blocks of the wrong shape")
-                    blk = blk.ravel()
-                else:
-                    blk = self._py_call(g, "jacobian", g.ctype.jacobian, (
-                        g.par, self._qx[g._cidx], t, fv[g.fidx] if g._nf else g._fv0),
-                        g._shape_jac, None)
-                self._jdata[g._jflat] = blk
+            self._py_call(self._py_plans["jacobian"], "jacobian", q, None, t, fv)
         return self._jdata
 
     def nu(self, q: np.ndarray, t: float) -> np.ndarray:
@@ -742,11 +766,7 @@ class System:
         if self._evaluator is not None:
             self._evaluator.nu(self._ev_q(q), t, fv, self._nu)
         if self._py_groups:
-            self._load(q)
-            for g in self._py_groups:
-                self._nu[g._rows] = self._py_call(g, "nu", g.ctype.nu, (
-                    g.par, self._qx[g._cidx], t, fv[g.fidx] if g._nf else g._fv0),
-                    g._shape_rows, self._xkw(g) if g.nx else None)
+            self._py_call(self._py_plans["nu"], "nu", q, None, t, fv)
         return self._nu
 
     def gamma(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
@@ -760,18 +780,49 @@ class System:
             else:
                 self._evaluator.gamma(q, qd, t, fv, self._gamma)
         if self._py_groups:
-            self._load(q)
-            if getattr(qd, "shape", None) != (self.n,):
-                if np.shape(qd) != (self.n,):
-                    raise ValueError(f"qd has shape {np.shape(qd)}, the system has {self.n} "
-                                     f"coordinates")
-            self._load_qd(qd)
-            for g in self._py_groups:
-                self._gamma[g._rows] = self._py_call(g, "gamma", g.ctype.gamma, (
-                    g.par, self._qx[g._cidx], self._qdx[g._cidx], t,
-                    fv[g.fidx] if g._nf else g._fv0), g._shape_rows,
-                    self._xkw(g, velocities=True) if g.nx else None)
+            self._py_call(self._py_plans["gamma"], "gamma", q, qd, t, fv)
         return self._gamma
+
+    def _py_call(self, plan: list, method: str, q, qd, t: float, fv: np.ndarray) -> None:
+        """One stage of every group evaluated in Python (``_python_tier``'s plans;
+        ``qd`` None for the stages of q only): per group, gather its bodies'
+        coordinates, call the type's ``method`` once and copy the result into the
+        stage's buffer at the group's precomputed positions.  The only place the
+        Python groups' stage methods are called.  The result must be a float64
+        array of the declared shape: anything else goes through
+        :meth:`_py_conform` (converted, or refused naming the type and method)."""
+        # gather from q (qd) itself when no group reads a ground slot, padding or
+        # artificial coordinates and it is a float64 vector of n: no copy
+        direct, nshape = self._py_direct, self._nshape
+        qs = q if direct and q.__class__ is _NDARRAY and q.dtype is _F64 and \
+            q.shape == nshape else self._py_load(q)
+        qds = qd if qd is None or direct and qd.__class__ is _NDARRAY and \
+            qd.dtype is _F64 and qd.shape == nshape else self._py_load_qd(qd)
+        for g, fn, par, cidx, fidx, fv0, shape, dst, idx, xk in plan:
+            f = fv0 if fidx is None else fv[fidx]
+            args = (par, qs[cidx], t, f) if qds is None else (par, qs[cidx], qds[cidx], t, f)
+            kw = self._xkw(g, qds is not None) if xk else None
+            try:
+                out = fn(*args, **kw) if kw else fn(*args)
+            except Exception as exc:    # name the plugin, elements, method, time
+                from .plugin_errors import group_failed
+                group_failed(g, method, args, exc)
+            if out.__class__ is not _NDARRAY or out.dtype is not _F64 or out.shape != shape:
+                out = self._py_conform(g, method, out, shape)
+            dst[idx] = out              # a copy: the type may reuse its array
+
+    @staticmethod
+    def _x_jacobian(g: Group, out) -> np.ndarray:
+        """The (body blocks, artificial-coordinate blocks) pair returned by the
+        ``jacobian`` of a type with ``extra`` coordinates, as one (ne, k) block row
+        per element (the layout of ``g.jpos``)."""
+        jb, jx = out
+        blk = np.concatenate([np.asarray(jb, float).reshape(g.ne, -1),
+                              np.asarray(jx, float).reshape(g.ne, -1)], axis=1)
+        if blk.shape != g.jpos.shape:
+            raise PluginError(f"constraint type '{g.ctype.name}'.jacobian() "
+                              f"returned blocks of the wrong shape")
+        return blk
 
     # ------------------------------------------------------------ forces and mass
     def forces(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
@@ -798,37 +849,48 @@ class System:
                 raise ValueError(f"q and qd must have {self.n} entries")
             Q[:] = 0.0
         Q += self._q_gravity
-        if self._py_force_groups:
-            if self._py_forces_direct:      # no ground slots: gather from q, qd directly
-                qs, qds = np.asarray(q), np.asarray(qd)
+        if not self._py_force_groups:
+            return Q
+        # the force groups evaluated in Python (``_python_tier``'s plan): one
+        # _force_call per group, the result added in place into a precomputed view
+        # of Q (``add``: one run of coordinates) or scattered (``scatter``: distinct
+        # bodies, no ground; ``ext``: into the extended buffer, ground slots
+        # dropped; ``at``: bodies repeated across the group's elements need the
+        # unbuffered add)
+        if self._py_forces_direct:      # no ground slots: gather from q, qd directly
+            qs = q if q.__class__ is _NDARRAY else np.asarray(q)
+            qds = qd if qd.__class__ is _NDARRAY else np.asarray(qd)
+        else:
+            self._load(q)
+            self._load_qd(qd)
+            qs, qds = self._qx, self._qdx
+        Qx = None
+        call = self._force_call
+        for fg, par, cidx, fidx, fv0, shape, mode, dst, idx in self._py_force_plan:
+            g = call(fg, "force", (par, qs[cidx], qds[cidx], t,
+                                   fv0 if fidx is None else fv[fidx]), shape, t)
+            if mode == "add":             # dst: a view of Q shaped like g
+                dst += g
+            elif mode == "scatter":
+                dst[idx] += g
             else:
-                self._load(q)
-                self._load_qd(qd)
-                qs, qds = self._qx, self._qdx
-            Qx = None
-            for fg in self._py_force_groups:
-                g = self._force_call(fg, "force", (
-                    fg.par, qs[fg._cidx], qds[fg._cidx], t,
-                    fv[fg.fidx] if fg.ftype.n_fun else fg._fv0), fg._shape, t)
-                if fg._direct:              # distinct bodies, none the ground: add in place
-                    Q[fg._cslice] += g.reshape(-1)
-                    continue
-                # scatter-add into the extended buffer (ground slots dropped); bodies
-                # repeated across a group's elements need the unbuffered add
                 if Qx is None:
                     Qx = self._Qx3
                     Qx[:] = 0.0
-                if fg._unique:
-                    Qx[fg._cflat] += g.reshape(-1)
+                if mode == "ext":
+                    Qx[idx] += g
                 else:
-                    np.add.at(Qx, fg._cflat, g.reshape(-1))
-            if Qx is not None:
-                Q += Qx[:self.n]
-                if self.padded:
-                    Q[self._pad_src] += Qx[self._pad_dst]
+                    np.add.at(Qx, idx, g.reshape(-1))
+        if Qx is not None:
+            Q += Qx[:self.n]
+            if self.padded:
+                Q[self._pad_src] += Qx[self._pad_dst]
         return Q
 
     def _force_call(self, fg: "ForceGroup", method: str, args, shape, t):
+        """One call of a Python force group's ``method`` (``force`` through
+        ``fg._force_fn``): a float64 array of ``shape`` (anything else is converted,
+        or refused with the type and method named)."""
         try:
             out = (fg._force_fn if method == "force" else getattr(fg.ftype, method))(*args)
         except ElementEvaluationError as exc:
@@ -836,8 +898,9 @@ class System:
         except Exception as exc:        # name the plugin, elements, method, time
             from .plugin_errors import group_failed
             group_failed(fg, method, args, exc)
-        if type(out) is not np.ndarray or out.dtype != np.float64:
-            out = np.asarray(out, dtype=float)
+        if out.__class__ is _NDARRAY and out.dtype is _F64 and out.shape == shape:
+            return out
+        out = np.asarray(out, dtype=float)
         if out.shape != shape:
             raise PluginError(f"force type '{fg.ftype.name}'.{method}() returned shape "
                               f"{out.shape}, expected {shape}")
@@ -1132,16 +1195,29 @@ class System:
 
     # ------------------------------------------------------------------ helpers
     def _load(self, q: np.ndarray) -> None:
-        if getattr(q, "shape", None) != (self.n,) and np.shape(q) != (self.n,):
+        if getattr(q, "shape", None) != self._nshape and np.shape(q) != self._nshape:
             raise ValueError(f"q has shape {np.shape(q)}, the system has {self.n} coordinates")
-        self._qx[:self.n] = q
+        self._qx_head[...] = q
         if self.padded:                          # particles' padded blocks
             self._qx[self._pad_dst] = self._qx[self._pad_src]
 
     def _load_qd(self, qd: np.ndarray) -> None:
-        self._qdx[:self.n] = qd
+        self._qdx_head[...] = qd
         if self.padded:
             self._qdx[self._pad_dst] = self._qdx[self._pad_src]
+
+    def _py_load(self, q) -> np.ndarray:
+        """The extended buffer loaded with q (checked), for the Python groups."""
+        self._load(q)
+        return self._qx
+
+    def _py_load_qd(self, qd) -> np.ndarray:
+        """The extended buffer loaded with qd, its shape checked."""
+        if getattr(qd, "shape", None) != self._nshape and np.shape(qd) != self._nshape:
+            raise ValueError(f"qd has shape {np.shape(qd)}, the system has {self.n} "
+                             f"coordinates")
+        self._load_qd(qd)
+        return self._qdx
 
     def _ev_q(self, q: np.ndarray) -> np.ndarray:
         """What the compiled evaluator reads: q itself, or the padded buffer."""
@@ -1151,24 +1227,20 @@ class System:
         return q
 
     @staticmethod
-    def _py_call(g: Group, method: str, fn, args, shape, kw) -> np.ndarray:
-        """One stage of a Python-only group: the flat result of ``fn(*args)``
-        (checked: a float64 array of the declared shape; anything else is converted
-        or refused with the type and method named)."""
-        try:
-            out = fn(*args, **kw) if kw else fn(*args)
-        except Exception as exc:        # name the plugin, elements, method, time
-            from .plugin_errors import group_failed
-            group_failed(g, method, args, exc)
-        if type(out) is not np.ndarray or out.shape != shape or out.dtype != np.float64:
-            out = np.asarray(out, dtype=float)
-            if out.shape != shape:
-                try:
-                    out = out.reshape(shape)
-                except ValueError:
-                    raise PluginError(f"constraint type '{g.ctype.name}'.{method}() returned "
-                                      f"shape {out.shape}, expected {shape}") from None
-        return out.reshape(-1)
+    def _py_conform(g: Group, method: str, out, shape) -> np.ndarray:
+        """The slow path of :meth:`_py_call`: a result that is not a float64 array of
+        ``shape`` converted (or refused with the type and method named); ``shape``
+        None: the block pair of a type with ``extra`` (:meth:`_x_jacobian`)."""
+        if shape is None:
+            return System._x_jacobian(g, out)
+        out = np.asarray(out, dtype=float)
+        if out.shape != shape:
+            try:
+                out = out.reshape(shape)
+            except ValueError:
+                raise PluginError(f"constraint type '{g.ctype.name}'.{method}() returned "
+                                  f"shape {out.shape}, expected {shape}") from None
+        return out
 
     def _xkw(self, g: Group, velocities: bool = False) -> dict:
         """Keyword arguments with the artificial coordinates (and their rates) of a
