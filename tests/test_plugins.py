@@ -233,6 +233,7 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
     from mbplugins.integrators import INTEGRATORS
     from mbplugins.planar.constraints import CONSTRAINT_TYPES
     from mbplugins.planar.forces import FORCE_TYPES
+    from mbplugins.planar.nonlinear import NonlinearTSDA
     from mbplugins.reporters.hdf5 import HDF5Reporter
     from mbplugins.reporters.memory import MemoryReporter
     from mbplugins.spatial.composites import COMPOSITE_TYPES
@@ -241,7 +242,7 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
     eager = {
         "mbcore_constraint_types": [*CONSTRAINT_TYPES, *SPATIAL_CONSTRAINTS,
                                     *COMPOSITE_TYPES],
-        "mbcore_force_types": [*FORCE_TYPES, *SPATIAL_FORCES],
+        "mbcore_force_types": [*FORCE_TYPES, NonlinearTSDA, *SPATIAL_FORCES],
         "mbcore_formulations": list(FORMULATIONS),
         "mbcore_integrators": list(INTEGRATORS),
         "mbcore_analyses": [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis,
@@ -397,3 +398,23 @@ def test_system_helpers_equal_numpy_and_scipy():
         u = _unique_ints(a)
         assert np.array_equal(u, np.unique(a)) and u.dtype == np.unique(a).dtype
     assert issparse(sp.csr_matrix(np.eye(2))) and not issparse(np.eye(2))
+
+
+def test_every_lazy_module_imports_first_in_a_fresh_interpreter():
+    """A model using one type imports only that type's module: each module named by
+    the built-in catalogue must import on its own (no import cycle that works only
+    when a sibling module was imported first, as tsda_nonlinear's once did)."""
+    import subprocess
+    import sys
+
+    from mbplugins import CATALOGUE
+    modules = sorted({entry[1].partition(":")[0] for entries in CATALOGUE.values()
+                      for entry in entries})
+    assert len(modules) >= 20
+    failed = []
+    for m in modules:
+        r = subprocess.run([sys.executable, "-c", f"import {m}"], capture_output=True,
+                           text=True, timeout=120)
+        if r.returncode:
+            failed.append((m, r.stderr.strip().splitlines()[-1:]))
+    assert not failed, failed

@@ -490,7 +490,5 @@ class FictitiousDamping(ForceType):
 from .contact import Contact  # noqa: E402  (after the helpers they share)
 from .userforce import UserForce, register_user_function, user_function  # noqa: E402,F401
 
-from .nonlinear import NonlinearTSDA  # noqa: E402
 
-FORCE_TYPES = [TSDA, RSDA, PointForce, Torque, Drag, Contact, FictitiousDamping, UserForce,
-               NonlinearTSDA]
+FORCE_TYPES = [TSDA, RSDA, PointForce, Torque, Drag, Contact, FictitiousDamping, UserForce]
