@@ -356,7 +356,167 @@ def test_spatial_chunks_bit_identical_and_inputs():
     sim[f"{body}.fz"] = 2.0
     assert sim[f"{body}.fz"] == 2.0
     with pytest.raises(SimulationError, match=rf"t = 0.5: input '{body}.nx': a moment "
-                                              r".*whose function is an input"):
+                                              rf".*moments=\['{body}.nx'\]"):
         sim[f"{body}.nx"] = 1.0
     sim.advance_to(0.6)
     assert sim.stats["restarts"] == 1
+
+
+# -- element parameters ---------------------------------------------------------------------
+SPRING = EX / "fourbar_spring_modes.yaml"
+T1, T2 = 0.3, 0.6
+PAR_TOL = {"integrator": "dopri5", "rtol": 1e-10, "atol": 1e-12, "t_end": T2,
+           "output_step": 0.01}
+
+
+def _spring_model(**values):
+    m = mbcore.load(SPRING).to_dict()
+    m["forces"][0].update(values)
+    return m
+
+
+def _two_segments(model_1, model_2, settings, kernels=None, project=False):
+    """The reference of a change at T1: model_1 to T1, then a simulation of model_2
+    started from that state."""
+    a = Simulation(model_1, settings, kernels=kernels).advance_to(T1)
+    st = a.get_state()
+    b = Simulation(model_2, {**settings, "t_start": T1, "assemble": False},
+                   kernels=kernels)
+    b.set_coordinates(st.q, st.qd, project=project, tol=1e-6)
+    return b.advance_to(T2)
+
+
+@pytest.mark.parametrize("kernels", [None, "numpy"])
+def test_parameter_change_equals_two_segment_run(kernels):
+    """spring.stiffness and .free_length changed at T1 == a model with the new values
+    from T1 on, on the compiled loop and on the NumPy backend (Python driver): the
+    packed floats reach the evaluators in place."""
+    sim = Simulation(_spring_model(), PAR_TOL, kernels=kernels)
+    assert sim.loop == ("compiled" if kernels is None else "python")
+    assert sim.get_parameter("spring.stiffness") == 400.0
+    fg = sim.system.force_groups[0]
+    par_before = fg.par
+    sim.advance_to(T1)
+    sim.set_parameter("spring.stiffness", 2500.0)
+    sim.set_parameter("spring.free_length", 1.5)
+    assert sim.system.force_groups[0].par is par_before          # the same array
+    assert sim.get_parameter("spring.stiffness") == 2500.0
+    sim.advance_to(T2)
+    assert sim.stats["restarts"] == 1
+    cols = _state_columns(sim.system)
+    ref = _two_segments(_spring_model(), _spring_model(stiffness=2500.0, free_length=1.5),
+                        PAR_TOL, kernels)
+    np.testing.assert_allclose(sim.outputs(cols), ref.outputs(cols), rtol=0, atol=2e-7)
+    assert sim["forces/spring.spring_force"] == pytest.approx(
+        ref["forces/spring.spring_force"], abs=1e-5)
+    plain = Simulation(_spring_model(), PAR_TOL, kernels=kernels).advance_to(T2)
+    assert np.max(np.abs(plain.outputs(cols) - sim.outputs(cols))) > 1e-3
+    # the copy has the new values (its model), get_state/set_state carries them
+    twin, st = sim.copy(), sim.get_state()
+    assert twin.get_parameter("spring.stiffness") == 2500.0
+    other = Simulation(_spring_model(), PAR_TOL, kernels=kernels)
+    other.set_state(st)
+    assert other.get_parameter("spring.free_length") == 1.5
+    for s in (sim, twin, other):
+        s.advance_to(T2 + 0.1)
+    np.testing.assert_allclose(twin.outputs(cols), sim.outputs(cols), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(other.outputs(cols), sim.outputs(cols), rtol=0, atol=1e-9)
+
+
+def test_unchanged_parameter_keeps_history():
+    s = {"integrator": "rk4", "step": 0.001, "t_end": 0.2, "output_step": 0.01}
+    sim = Simulation(_spring_model(), s)
+    sim.advance_to(0.1)
+    sim.set_parameter("spring.stiffness", 400)       # the same packed value
+    sim.set_parameter("pivot.damping", 2.0)
+    sim.advance_to(0.2)
+    assert sim.stats["restarts"] == 0
+    ref = Simulation(_spring_model(), s).advance_to(0.2)
+    cols = _state_columns(sim.system)
+    np.testing.assert_array_equal(sim.outputs(cols), ref.outputs(cols))
+
+
+def test_constraint_parameter_reassembles():
+    """A ground pivot moved at T1: the state is re-assembled (nearest consistent)
+    and the motion equals a model with the pivot there from T1 on."""
+    def fourbar(x):
+        m = mbcore.load(FOURBAR).to_dict()
+        m["joints"][3]["point_j"] = [x, 0.0]
+        return m
+    s = {**PAR_TOL, "formulation": "cs"}
+    sim = Simulation(fourbar(2.5), s)
+    sim.advance_to(T1)
+    sim.set_parameter("O4.point_j", [2.55, 0.0])
+    assert sim.get_parameter("O4.point_j") == (2.55, 0.0)
+    sim.advance_to(T2)
+    assert sim["violation/position"] < 1e-8
+    assert any(k == "assembly" and "input jump" in m for _, k, m in sim.events)
+    ref = _two_segments(fourbar(2.5), fourbar(2.55), s, project=True)
+    cols = _state_columns(sim.system)
+    np.testing.assert_allclose(sim.outputs(cols), ref.outputs(cols), rtol=0, atol=1e-6)
+
+
+def test_parameter_errors_named():
+    sim = Simulation(_spring_model(), {"t_end": 1.0}).advance_to(0.25)
+    cases = [
+        ("spring.stifness", 1.0, r"unknown parameter 'spring.stifness' \(did you mean "
+                                 r"'spring.stiffness'\?\): a tsda element has .*damping"),
+        ("sprung.stiffness", 1.0, r"unknown parameter 'sprung.stiffness' \(did you mean "
+                                  r"'spring.stiffness'"),
+        ("spring.body_j", "crank", r"parameter 'spring.body_j' names a body"),
+        ("spring.actuator", 1.0, r"parameter 'spring.actuator' is a time function.*input"),
+        ("spring.stiffness", "stiff", r"parameter 'spring.stiffness': forces\[0\]"
+                                      r"\.stiffness: .*number"),
+        ("spring.point_i", [1.0], r"parameter 'spring.point_i': forces\[0\]\.point_i"),
+        ("spring.damping", float("inf"), r"parameter 'spring.damping'"),
+    ]
+    for name, value, msg in cases:
+        with pytest.raises(SimulationError, match=r"t = 0.25: " + msg):
+            sim.set_parameter(name, value)
+    assert sim.get_parameter("spring.stiffness") == 400.0
+    assert sim.stats["restarts"] == 0
+    sim.advance_to(0.3)
+    assert sim.stats["restarts"] == 0                 # nothing was changed
+
+
+def test_constraint_parameters_refused_under_joint_coordinates():
+    sim = Simulation(FOURBAR, {"t_end": 1.0, "formulation": "joint_coordinates"})
+    with pytest.raises(SimulationError, match=r"t = 0: parameter 'O4.point_j': the "
+                                              r"joint_coordinates formulation copies"):
+        sim.set_parameter("O4.point_j", [2.55, 0.0])
+
+
+# -- moments on spatial bodies ------------------------------------------------------------------
+SPATIAL = EX / "spatial_slider_crank_dynamic.yaml"
+
+
+def test_spatial_moment_input_equals_switched_torque():
+    """``moments=['<body>.nz']``: a global-axis moment input equals a torque element
+    switched on at T1 (the moment acts through 2 G(p)^T n, re-evaluated with p)."""
+    s = {"integrator": "dopri5", "rtol": 1e-10, "atol": 1e-12, "t_end": 0.4,
+         "output_step": 0.01}
+    m = mbcore.load(SPATIAL)
+    body = m.bodies[0].name
+    level, tj = 0.7, 0.2
+    ref_m = m.to_dict()
+    sw = f"min(1, max(0, (t - {tj}) * 1e14))"
+    ref_m["forces"] = list(ref_m.get("forces") or []) + [
+        {"name": "moment_ref", "type": "torque", "body": body, "tx": f"{-level} * {sw}",
+         "tz": f"{level} * {sw}"}]
+    ref = mbcore.run(mbcore.Model.from_dict(ref_m), analysis="dynamic", settings=s)
+    sim = Simulation(SPATIAL, s, moments=[f"{body}.nx", f"{body}.nz"])
+    assert {f"{body}.nx", f"{body}.ny", f"{body}.nz"} <= set(sim.input_names)
+    cols = _state_columns(sim.system)
+    sim.advance_to(tj)
+    sim[f"{body}.nz"] = level
+    sim.set_input(f"{body}.nx", -level)
+    sim.advance_to(0.4)
+    assert sim.stats["restarts"] == 1
+    np.testing.assert_allclose(sim.outputs(cols), _columns(ref, cols)[-1], rtol=0,
+                               atol=1e-7)
+    w = ref["energy/work_nc"][-1]
+    assert abs(w) > 1e-3 and sim["energy/work_nc"] == pytest.approx(w, rel=1e-6)
+    with pytest.raises(mbcore.ModelError, match=r"moments: 'ground.nz': expected"):
+        Simulation(SPATIAL, s, moments=["ground.nz"])
+    with pytest.raises(mbcore.ModelError, match=rf"moments: '{body}.fz': expected"):
+        Simulation(SPATIAL, s, moments=[f"{body}.fz"])

@@ -21,9 +21,12 @@ Inputs (set between steps; a changed value is a jump: the integrator restarts at
 the current time from the current state, multistep methods at order 1; setting
 the same value changes nothing): generalised forces ``<body>.fx|fy|torque``
 (planar), ``<body>.fx|fy|fz`` (spatial), named as the linearisation's inputs
-(:mod:`mbcore.inputs`), and the ``input`` time functions of the model
-(``{input: NAME}`` in any function spec: a force element's force or a driver's
-value; a driver's jump re-assembles the state).  Outputs: any column of the
+(:mod:`mbcore.inputs`), moments ``<body>.nx|ny|nz`` of the spatial bodies declared
+with ``moments=`` (a hidden torque element, :func:`_add_moment_inputs`), and the
+``input`` time functions of the model (``{input: NAME}`` in any function spec: a
+force element's force or a driver's value; a driver's jump re-assembles the
+state).  Element parameters (:meth:`Simulation.set_parameter`,
+:mod:`mbcore.simulation_params`) change in place, a jump too.  Outputs: any column of the
 dynamic analysis by its result label (``q/crank.phi``, ``energy/kinetic``,
 ``reactions/...``; :meth:`mbcore.Result.columns`), at the current time.
 """
@@ -86,6 +89,36 @@ def _model_copy(model, registry):
                     f"got {type(model).__name__}")
 
 
+#: the name of the hidden torque element that applies the moment inputs of a body
+MOMENT_ELEMENT = "__moment_{}"
+
+
+def _add_moment_inputs(model, names: Sequence[str], registry) -> None:
+    """A global-frame ``torque`` element per body named in ``names``
+    (``<body>.nx|ny|nz``) whose components are the input functions of those names
+    (0 until set): a moment on a spatial body acts on the Euler parameters as
+    ``2 G(p)^T n`` (spec/spatial.md §3.2), which changes with p, so it is an element
+    evaluated with the others (compiled kernel), not a constant generalised force."""
+    if isinstance(names, str):
+        names = [names]
+    bodies: list[str] = []
+    for name in names:
+        body, _, axis = str(name).rpartition(".")
+        kind = getattr(model.body(body), "kind", None) if model.body_index(body) >= 0 \
+            else None
+        if axis not in ("nx", "ny", "nz") or kind != "spatial":
+            raise ModelError("moments", f"'{name}': expected '<spatial body>.nx', '.ny' "
+                                        f"or '.nz'")
+        if body not in bodies:
+            bodies.append(body)
+    for body in bodies:
+        if any(e.name == MOMENT_ELEMENT.format(body) for e in model.force_elements()):
+            continue                      # a copy of a simulation's model has it
+        model.add_force("torque", MOMENT_ELEMENT.format(body), body=body, frame="global",
+                        **{f"t{a}": {"input": {"name": f"{body}.n{a}", "value": 0.0}}
+                           for a in "xyz"})
+
+
 class Simulation:
     """A dynamic simulation advanced in calls (module docstring; docs/embedding.md).
 
@@ -97,12 +130,14 @@ class Simulation:
     :meth:`close` (or ``with``) finishes the file."""
 
     def __init__(self, model, settings: Mapping[str, Any] | None = None, *, plugins=None,
-                 kernels: str | None = None, record: Any = None):
+                 kernels: str | None = None, record: Any = None,
+                 moments: Sequence[str] = ()):
         from .plugins import get_plugin_manager
         pm = plugins or get_plugin_manager()
         reg = pm.registry
         self._args = (settings, plugins, kernels)
         self.model = _model_copy(model, reg)
+        _add_moment_inputs(self.model, moments, reg)
         acls = reg.get("analysis", "dynamic")
         own = dict(self.model.settings)
         if own.get("analysis", "dynamic") != "dynamic":
@@ -220,6 +255,7 @@ class Simulation:
         for name, ks in sysm.ftable.input_index.items():
             self._input_kind[name] = ("function", ks)
             self._inputs[name] = float(sysm.functions[ks[0]].value)
+        self._parameters: dict[str, Any] = {}     # parameters set so far (raw values)
         self._dirty = False
         self._reassemble = False
         self._w_inputs = 0.0                 # work of the body-force inputs so far
@@ -243,10 +279,13 @@ class Simulation:
             if spec.kind != "force":
                 raise SimulationError(
                     f"t = {self.t:.9g}: input '{name}': "
-                    + ("a moment on a spatial body depends on its orientation; apply it "
-                       "with a force element whose function is an input ({input: NAME})"
+                    + ("a moment on a spatial body depends on its orientation, so it is "
+                       "applied by a torque element: declare it when the simulation is "
+                       f"made (Simulation(..., moments=['{name}']))"
                        if spec.kind == "moment" else
-                       "force-element scales are inputs of the linearisation only; make "
+                       "force-element scales are inputs of the linearisation only (the "
+                       "scale multiplies the element's function values after the "
+                       "function table, which the compiled loop has no place for); make "
                        "the element's function an input ({input: NAME})"))
             kind = self._input_kind[name] = ("force", spec.index)
             self._inputs[name] = 0.0
@@ -285,6 +324,51 @@ class Simulation:
     def get_input(self, name: str) -> float:
         self._input_spec(name)
         return self._inputs[name]
+
+    # -- parameters ----------------------------------------------------------------------
+    def _parameter(self, name: str):
+        from .simulation_params import check_formulation, find_parameter
+        try:
+            slot = find_parameter(self.system, self.model, name)
+            check_formulation(slot, self._run.form)
+        except ValueError as exc:
+            raise SimulationError(f"t = {self.t:.9g}: {exc}") from None
+        return slot
+
+    def set_parameter(self, name: str, value: Any) -> None:
+        """Set parameter ``name`` = ``<element>.<key>`` of a force or constraint
+        element (``"spring.stiffness"``; the key as in the model file) from the
+        current time on: validated with the element type's schema, packed again
+        and written in place into the compiled evaluators' parameters
+        (:mod:`mbcore.simulation_params`).  A change is a jump (the integrator
+        restarts; a constraint's change re-assembles the state); the same packed
+        value changes nothing.  :class:`SimulationError` names the parameter and
+        the reason for keys that cannot change (bodies, time functions)."""
+        from .simulation_params import repack
+        slot = self._parameter(name)
+        try:
+            v, idx, new = repack(slot, value, self.model)
+        except (ModelError, ValueError) as exc:
+            raise SimulationError(f"t = {self.t:.9g}: parameter '{name}': {exc}") from None
+        if new.size and not np.all(np.isfinite(new)):
+            raise SimulationError(f"t = {self.t:.9g}: parameter '{name}' = {value!r}: the "
+                                  f"packed parameters are not finite")
+        el = slot.element
+        el.values[slot.key] = v
+        el.raw[slot.key] = value            # copy() and the stored model see it
+        self._parameters[name] = value
+        if not idx.size:
+            return
+        with self._lock:
+            slot.par[slot.row, idx] = new   # in place: the evaluators hold this array
+            self._dirty = True
+            self._reassemble = self._reassemble or slot.constraint
+            self._row_t = math.nan
+
+    def get_parameter(self, name: str) -> Any:
+        """The current (validated) value of parameter ``name`` (:meth:`set_parameter`)."""
+        slot = self._parameter(name)
+        return slot.element.values[slot.key]
 
     def _drives_constraint(self, ks) -> bool:
         """Whether function rows ``ks`` feed a constraint (a driver)."""
@@ -518,7 +602,7 @@ class Simulation:
             t=self.t, q=q, qd=qd, W=float(self._y[-1]) + self._input_work(q),
             y=self._y.copy(), inputs=dict(self._inputs),
             integrator=st.get() if isinstance(st, CompiledRK) else None,
-            extra={"w_inputs": self._w_inputs,
+            extra={"w_inputs": self._w_inputs, "parameters": dict(self._parameters),
                    "q_mark": None if self._q_mark is None else self._q_mark.copy(),
                    "restarts": self.restarts, "dirty": self._dirty})
 
@@ -529,6 +613,8 @@ class Simulation:
             raise SimulationError(f"t = {self.t:.9g}: set_state: the state has "
                                   f"{state.y.size} values, this simulation "
                                   f"{self._y.size}")
+        for k, v in state.extra.get("parameters", {}).items():
+            self.set_parameter(k, v)
         with self._lock:
             for k, v in state.inputs.items():
                 self.set_input(k, v)
@@ -585,6 +671,7 @@ class Simulation:
         """An independent simulation (its own compiled System) at the same state,
         inputs and integrator continuation (model-predictive use)."""
         settings, plugins, kernels = self._args
+        # the model copy has the parameters set so far and the moment elements
         other = Simulation(self.model, settings, plugins=plugins, kernels=kernels)
         other.set_state(self.get_state())
         return other
