@@ -364,6 +364,7 @@ def test_spatial_chunks_bit_identical_and_inputs():
 
 # -- element parameters ---------------------------------------------------------------------
 SPRING = EX / "fourbar_spring_modes.yaml"
+SPATIAL = EX / "spatial_slider_crank_dynamic.yaml"
 T1, T2 = 0.3, 0.6
 PAR_TOL = {"integrator": "dopri5", "rtol": 1e-10, "atol": 1e-12, "t_end": T2,
            "output_step": 0.01}
@@ -421,6 +422,34 @@ def test_parameter_change_equals_two_segment_run(kernels):
         s.advance_to(T2 + 0.1)
     np.testing.assert_allclose(twin.outputs(cols), sim.outputs(cols), rtol=0, atol=1e-9)
     np.testing.assert_allclose(other.outputs(cols), sim.outputs(cols), rtol=0, atol=1e-9)
+
+
+def test_spatial_parameter_change_equals_two_segment_run():
+    """Spatial compiled kernels: a damping (number) and a torque's frame (choice)
+    changed at T1 == the model with those values from T1 on."""
+    def model(**changes):
+        m = mbcore.load(SPATIAL).to_dict()
+        for f in m["forces"]:
+            f.update(changes.get(f["name"], {}))
+        return m
+    s = {"integrator": "dopri5", "rtol": 1e-10, "atol": 1e-12, "t_end": T2,
+         "output_step": 0.01}
+    sim = Simulation(SPATIAL, s)
+    assert sim.loop == "compiled"
+    sim.advance_to(T1)
+    sim.set_parameter("damper.damping", 20.0)
+    sim.set_parameter("motor.frame", "body")
+    assert sim.get_parameter("motor.frame") == "body"
+    sim.advance_to(T2)
+    new = {"damper": {"damping": 20.0}, "motor": {"frame": "body"}}
+    ref = _two_segments(model(), model(**new), s)
+    cols = _state_columns(sim.system)
+    np.testing.assert_allclose(sim.outputs(cols), ref.outputs(cols), rtol=0, atol=1e-7)
+    plain = Simulation(SPATIAL, s).advance_to(T2)
+    assert np.max(np.abs(plain.outputs(cols) - sim.outputs(cols))) > 1e-3
+    with pytest.raises(SimulationError, match=r"parameter 'motor.frame': forces\[0\]"
+                                              r"\.frame: expected one of"):
+        sim.set_parameter("motor.frame", "world")
 
 
 def test_unchanged_parameter_keeps_history():
@@ -487,7 +516,6 @@ def test_constraint_parameters_refused_under_joint_coordinates():
 
 
 # -- moments on spatial bodies ------------------------------------------------------------------
-SPATIAL = EX / "spatial_slider_crank_dynamic.yaml"
 
 
 def test_spatial_moment_input_equals_switched_torque():
@@ -510,8 +538,13 @@ def test_spatial_moment_input_equals_switched_torque():
     sim.advance_to(tj)
     sim[f"{body}.nz"] = level
     sim.set_input(f"{body}.nx", -level)
-    sim.advance_to(0.4)
+    sim.advance_to(0.3)
+    twin = sim.copy()                    # its model has the moment element already
+    for x in (sim, twin):
+        x.advance_to(0.4)
     assert sim.stats["restarts"] == 1
+    assert twin[f"{body}.nz"] == level
+    np.testing.assert_allclose(twin.outputs(cols), sim.outputs(cols), rtol=0, atol=1e-9)
     np.testing.assert_allclose(sim.outputs(cols), _columns(ref, cols)[-1], rtol=0,
                                atol=1e-7)
     w = ref["energy/work_nc"][-1]
