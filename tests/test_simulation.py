@@ -503,6 +503,9 @@ def test_parameter_errors_named():
         with pytest.raises(SimulationError, match=r"t = 0.25: " + msg):
             sim.set_parameter(name, value)
     assert sim.get_parameter("spring.stiffness") == 400.0
+    with pytest.raises(SimulationError, match=r"t = 0.25: 'spring.stiffness' is an element "
+                                              r"parameter, not an input: use set_parameter"):
+        sim["spring.stiffness"] = 1.0
     assert sim.stats["restarts"] == 0
     sim.advance_to(0.3)
     assert sim.stats["restarts"] == 0                 # nothing was changed

@@ -275,7 +275,14 @@ class Simulation:
                 spec = parse_input(self.system, name, f"inputs.{name}",
                                    extra=sorted(self._inputs))
             except ModelError as exc:
-                raise SimulationError(f"t = {self.t:.9g}: {exc}") from None
+                from .simulation_params import find_parameter
+                try:
+                    find_parameter(self.system, self.model, name)
+                except ValueError:
+                    raise SimulationError(f"t = {self.t:.9g}: {exc}") from None
+                raise SimulationError(f"t = {self.t:.9g}: '{name}' is an element "
+                                      f"parameter, not an input: use set_parameter/"
+                                      f"get_parameter") from None
             if spec.kind != "force":
                 raise SimulationError(
                     f"t = {self.t:.9g}: input '{name}': "
