@@ -1252,17 +1252,6 @@ class System:
             kw["qde"] = self._qdx[g.xoff]
         return kw
 
-    @staticmethod
-    def _call(g: Group, method: str, args, shape, kw=None) -> np.ndarray:
-        out = np.asarray(getattr(g.ctype, method)(*args, **(kw or {})), dtype=float)
-        if out.shape != shape:
-            try:
-                out = out.reshape(shape)
-            except ValueError:
-                raise PluginError(f"constraint type '{g.ctype.name}'.{method}() returned shape "
-                                  f"{out.shape}, expected {shape}") from None
-        return out
-
     def jacobian_dense(self, q: np.ndarray, t: float) -> np.ndarray:
         """Phi_q as a new dense array (any size; for diagnostics and tests)."""
         J = self.jacobian(q, t)
