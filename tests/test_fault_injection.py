@@ -398,8 +398,10 @@ def test_disk_full(tmp_path, examples):
     assert out.stat().st_size <= 3_000_000
 
 
-def test_disk_full_inside_hdf5(tmp_path, examples):
-    model, out, p = _limited_run(tmp_path, examples, "raw", 3_000_000)
+@pytest.mark.parametrize("limit", [1_500_000, 2_300_000, 3_000_000, 3_700_000])
+def test_disk_full_inside_hdf5(tmp_path, examples, limit):
+    """Different limits make different writes fail (a series chunk, /t, metadata)."""
+    model, out, p = _limited_run(tmp_path, examples, "raw", limit)
     assert p.returncode == 1, (p.returncode, p.stderr[-2000:])     # not a crash
     assert "mbcore: run failed: t = " in p.stderr
     assert "[Errno 27] File too large" in p.stderr

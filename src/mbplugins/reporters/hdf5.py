@@ -567,6 +567,10 @@ class HDF5Reporter(Reporter):
             n0 = self._n_rows
             for ds, buf, w in self._datasets:
                 _append(ds.id, n0, np.ascontiguousarray(buf[:k]))
+            # the series reach the disk before /t grows: HDF5 goes on flushing after
+            # a failed write (disk full), so one flush could extend /t over series
+            # rows that were never written; readers trust len(/t)
+            f.flush()
             _append(self._t_ds.id, n0, self._tbuf[:k])
             n1 = n0 + k
             self._n_rows_attr[()] = n1
