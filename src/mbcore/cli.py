@@ -17,7 +17,10 @@ log = logging.getLogger("mbcore.cli")
 def main(argv: list[str] | None = None) -> int:
     """The ``mbcore`` command; returns the exit code (see ``EXIT_*``)."""
     try:
-        return _main(argv)
+        code = _main(argv)
+        if argv is None:
+            _exit_if_unclosed(code)
+        return code
     except BrokenPipeError:
         # the reader of stdout went away (``mbcore ... | head``): no traceback; stdout
         # is pointed at /dev/null so that the interpreter's final flush stays quiet
@@ -129,6 +132,21 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 #: the reader of the output closed the pipe (128 + SIGPIPE, as a shell reports it)
 EXIT_BROKEN_PIPE = 141
+
+
+def _exit_if_unclosed(code: int) -> None:
+    """The program (not a call of :func:`main` with arguments) ends at once when a
+    result file's HDF5 handle could not be closed after a write failure (disk
+    full): the HDF5 library's clean-up at exit may crash on such a handle (h5py
+    issues #914, #1120); the file keeps the rows flushed before the failure."""
+    h5 = sys.modules.get("mbplugins.reporters.hdf5")
+    if h5 is not None and getattr(h5, "UNCLOSED", None):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
 
 
 def _bad_input(exc: BaseException) -> bool:

@@ -238,7 +238,21 @@ class AccelerationSolver:
         raise SingularJacobianError(
             "the equations of motion are singular: the constraint Jacobian is rank "
             "deficient (redundant constraints or a singular configuration); equations "
-            f"involved: {', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
+            f"involved: {', '.join(names[r] for r in rows)}{self._light_masses()}", t,
+            [names[r] for r in rows])
+
+    def _light_masses(self) -> str:
+        """A note naming the coordinates whose mass (inertia) is below 1e-12 of the
+        largest: a numerically singular mass matrix makes the same failure."""
+        minv = np.asarray(getattr(self, "minv", np.zeros(0)), dtype=float)
+        if not minv.size or not np.all(np.isfinite(minv)) or np.min(minv) <= 0.0:
+            return ""
+        light = np.nonzero(minv > 1e12 * np.min(minv))[0]
+        if not len(light):
+            return ""
+        names = self.system.coordinate_names
+        return ("; the mass matrix is nearly singular: the mass or inertia of "
+                + ", ".join(names[j] for j in light[:8]) + " is below 1e-12 of the largest")
 
     def _dependent_rows_sparse(self, J, index=None, limit: int = 4_000_000):
         """Dependent rows of a sparse Jacobian: the SVD of the whole matrix when it is

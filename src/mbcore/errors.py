@@ -83,3 +83,15 @@ class ElementEvaluationError(MbcoreError):
         self.index = index
         self.reason = reason
         super().__init__(f"element {index}: {reason}")
+
+
+class ResultWriteError(AnalysisError):
+    """The result file could not be written during a run (disk full, the file-size
+    limit ``RLIMIT_FSIZE``, an I/O error).  ``path`` is the file, ``t`` the time of
+    the run when it happened; the file keeps the rows flushed before (its status says
+    ``failed`` and why when it could still be updated, else it stays ``running``,
+    like the file of a killed run)."""
+
+    def __init__(self, message: str, t: float | None = None, path: str = ""):
+        self.path = path
+        super().__init__(message, t)

@@ -138,8 +138,10 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     checkpointer = None
     if output is not None:
         out = Path(output)
-        if not out.parent.exists():
-            raise ModelError("output", f"directory '{out.parent}' does not exist")
+        if not out.parent.is_dir():
+            raise ModelError("output", f"directory '{out.parent}' does not exist"
+                             if not out.parent.exists() else
+                             f"'{out.parent}' is not a directory")
         hdf = reg.get("reporter", "hdf5")(out, compression=compression,
                                            append=resume is not None)
         reps.append(hdf)
@@ -162,8 +164,15 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
             r.start(info)
             started.append(r)
     except BaseException as exc:
+        failing = reps[len(started)]
         for r in started:            # keep what exists consistent: marked failed
             r.finish("failed", f"reporter start failed: {type(exc).__name__}: {exc}", {})
+        if output is not None and isinstance(exc, OSError) and failing is reps[1]:
+            # the result file cannot be created (permissions, a directory, no space):
+            # bad input, nothing was computed
+            why = exc.strerror or str(exc)
+            raise ModelError("output", f"cannot create the result file '{output}': "
+                                       f"{why}") from exc
         raise
 
     def record(t, data):
@@ -204,14 +213,15 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         except Exception as exc:     # keep the rows; say why there is no checkpoint
             stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
     if error is None:
-        for r in reps:
-            r.finish("finished", "", stats)
+        error = _finish_all(reps, "finished", "", stats, False)
+        if error is not None:           # the run succeeded, its file could not be closed
+            if raise_errors:
+                raise error
     else:
-        reason = f"interrupted ({error})" if interrupted else \
+        reason = _interrupted_reason(error, memory) if interrupted else \
             f"{type(error).__name__}: {error}"
-        for r in reps:           # "interrupted" to reporters that know it (rule 3)
-            r.finish("interrupted" if interrupted and getattr(r, "interrupted_status", False)
-                     else "failed", reason, stats)
+        _finish_all(reps, "interrupted" if interrupted else "failed", reason, stats,
+                    interrupted)
         if raise_errors or not isinstance(error, Exception):
             raise error
     result = memory.result()
@@ -236,6 +246,30 @@ def run_info(model, aname: str, job, system) -> RunInfo:
                              "units": model.units})
 
 
+def _interrupted_reason(error: BaseException, memory: Any) -> str:
+    """``interrupted after t = <last row> (SIGTERM)`` (``SIGINT / Ctrl-C`` for a
+    plain KeyboardInterrupt)."""
+    t = getattr(memory, "last_t", None)
+    at = "" if t is None else f" after t = {t:.9g}"
+    return f"interrupted{at} ({str(error) or 'SIGINT / Ctrl-C'})"
+
+
+def _finish_all(reps: Sequence[Reporter], status: str, reason: str, stats: dict,
+                interrupted: bool) -> BaseException | None:
+    """``finish`` every reporter ("interrupted" only to those that know it, Reporter
+    rule 3), even when one of them fails (e.g. the disk is full): the first error
+    is returned (the run's own error, if any, stays the one raised)."""
+    first = None
+    for r in reps:
+        st = status if status != "interrupted" or getattr(r, "interrupted_status", False) \
+            else "failed"
+        try:
+            r.finish(st, reason, stats)
+        except Exception as exc:
+            first = first or exc
+    return first
+
+
 class _Terminated(KeyboardInterrupt):
     pass
 
@@ -244,7 +278,7 @@ def _install_sigterm():
     """Turn SIGTERM into an exception so the HDF5 file is closed as 'failed'."""
     try:
         def handler(signum, frame):
-            raise _Terminated("terminated (SIGTERM)")
+            raise _Terminated("SIGTERM")
         return signal.signal(signal.SIGTERM, handler)
     except (ValueError, AttributeError):   # not the main thread / no signals
         return None

@@ -144,9 +144,11 @@ class StaticAnalysis(Analysis):
             if lu is None or not modified or norm > 0.25 * prev:
                 J = s.jacobian_dense(q, self.t)
                 A = np.block([[self._stiffness(q, lam), J.T], [J, np.zeros((m, m))]])
-                lu = sla.lu_factor(A, check_finite=False)
+                lu = self._factor(A, q, it)
             prev = norm
             dz = sla.lu_solve(lu, -F, check_finite=False)
+            if not np.all(np.isfinite(dz)):
+                raise self._singular_error(A, it)
             # line search on the residual norm (damped Newton)
             step, F0 = 1.0, float(np.linalg.norm(F))
             for _ in range(30):
@@ -162,6 +164,37 @@ class StaticAnalysis(Analysis):
             q, lam = qn, ln
         raise ConvergenceError(f"static equilibrium: Newton-Raphson did not converge in "
                                f"{maxit} iterations (scaled residual {norm:.3g})", self.t)
+
+    def _factor(self, A: np.ndarray, q: np.ndarray, it: int):
+        """LU of the Newton matrix; a ConvergenceError naming the coordinates of
+        its null space when it is singular (or not finite)."""
+        import warnings
+        if not np.all(np.isfinite(A)):
+            raise self._singular_error(A, it)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", sla.LinAlgWarning)
+            try:
+                return sla.lu_factor(A, check_finite=False)
+            except (sla.LinAlgWarning, np.linalg.LinAlgError):
+                raise self._singular_error(A, it) from None
+
+    def _singular_error(self, A: np.ndarray, it: int) -> ConvergenceError:
+        """The stiffness/constraint matrix of Newton iteration ``it`` is singular: no
+        equilibrium near the estimate, or a motion that nothing resists (e.g. a
+        slider loaded along its guide with no spring); names the coordinates of its
+        null vector."""
+        s = self.system
+        names = list(s.coordinate_names)
+        who = ""
+        if np.all(np.isfinite(A)):
+            v = np.linalg.svd(A)[2][-1][:s.n]
+            big = np.abs(v) > 0.1 * np.max(np.abs(v)) if np.any(v) else np.zeros(0, bool)
+            who = ", ".join(names[j] for j in np.nonzero(big)[0][:8])
+        return ConvergenceError(
+            f"static equilibrium: the stiffness matrix of Newton iteration {it} is "
+            f"singular: no equilibrium near the estimates, or a motion nothing resists "
+            f"(loads with no spring or constraint against them)"
+            + (f"; coordinates involved: {who}" if who else ""), self.t)
 
     # -- partitioned methods (004 §14.1.1, §14.2) ---------------------------------
     def _partition(self, q, avoid=()):

@@ -30,6 +30,7 @@ import h5py
 import numpy as np
 from h5py import h5a, h5s
 
+from mbcore.errors import ResultWriteError
 from mbcore.reporting import Reporter, RunInfo, layout_of
 from mbcore.result import (LAYOUT_VERSION, SCHEMA, SCHEMA_VERSION, copy_group, store_row,
                            to_json, utc_now, validate_run_info)
@@ -48,6 +49,54 @@ CHECKPOINT_DATASETS = {"n_rows": ("i8", False), "n_events": ("i8", False),
                        "history": ("f8", True), "state": ("str", False), "t": ("f8", False)}
 
 _clock = time.monotonic  # module level so tests can replace it
+
+#: bytes kept free for what ``finish`` writes (status, reason, stats, the closing
+#: metadata flush) when a block is written: a block that would leave less than this
+#: on the disk (or below the file-size limit) is not written (docs/reliability.md)
+HEADROOM = 256 * 1024
+#: files whose HDF5 handle could not be closed after a write failure (the HDF5
+#: library may crash at exit on such a handle: h5py issues #914, #1120); the CLI
+#: ends the process without that library clean-up when this is not empty
+UNCLOSED: list[str] = []
+
+
+def hdf5_reason(exc: BaseException) -> str:
+    """A short reason for an HDF5 write error: ``[Errno 27] File too large`` from
+    the library's long message when it names the system error, else its first
+    line."""
+    import re
+    m = re.search(r"errno = (\d+), error message = '([^']*)'", str(exc))
+    if m:
+        return f"[Errno {m.group(1)}] {m.group(2)}"
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def space_shortage(path: Path, nbytes: int) -> str:
+    """Why ``nbytes`` more (plus :data:`HEADROOM`) cannot be written to ``path``
+    (its directory's free space, the process's ``RLIMIT_FSIZE``), or ``""``."""
+    need = int(nbytes) + HEADROOM
+    try:
+        st = os.statvfs(path.parent)
+        free = st.f_bavail * st.f_frsize
+    except (OSError, AttributeError):
+        free = None
+    if free is not None and free < need:
+        return f"the disk is full ({free} bytes free, {need} needed)"
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, AttributeError, ValueError):
+        return ""
+    if soft == resource.RLIM_INFINITY:
+        return ""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    if size + need > soft:
+        return (f"the file-size limit is reached (RLIMIT_FSIZE {soft} bytes, the file "
+                f"has {size}, {need} more needed)")
+    return ""
 
 
 def _append(dsid: h5py.h5d.DatasetID, n0: int, rows: np.ndarray) -> None:
@@ -159,6 +208,9 @@ class HDF5Reporter(Reporter):
         self._events: list[tuple[float, str, str]] = []
         self._n_events = 0
         self._groups: dict[str, tuple[dict, dict]] = {}   # written by finish()
+        self._t_last: float | None = None   # time of the last row recorded
+        self._write_failed = ""     # why writing stopped (disk full, I/O error)
+        self._hdf5_failed = False   # ... and the HDF5 library failed a write
 
     # ------------------------------------------------------------------ life cycle
     def start(self, info: RunInfo) -> None:
@@ -172,6 +224,8 @@ class HDF5Reporter(Reporter):
                 errno.ENOENT,
                 f"cannot create result file: directory '{parent}' does not exist",
                 str(self.path))
+        if self.path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "the path is a directory", str(self.path))
         # a new file is built under a temporary name and renamed into place once its
         # layout is flushed: a process killed while creating it leaves no
         # half-written file at `path`
@@ -180,9 +234,14 @@ class HDF5Reporter(Reporter):
         try:
             f = h5py.File(tmp, "r+" if self.append else "w", libver="latest")
         except OSError as e:
-            raise OSError(f"cannot {'open' if self.append else 'create'} result file "
-                          f"'{self.path}': {e}") from e
+            import re
+            m = re.search(r"errno = (\d+), error message = '([^']*)'", str(e))
+            code, why = (int(m.group(1)), m.group(2)) if m else (e.errno, str(e))
+            raise OSError(code or errno.EIO, why, str(self.path)) from e
         try:
+            short = space_shortage(tmp, 0)
+            if short:
+                raise OSError(errno.ENOSPC, short, str(self.path))
             if self.append:
                 self._open_layout(f, info)
             else:
@@ -193,7 +252,10 @@ class HDF5Reporter(Reporter):
             if tmp != self.path:
                 os.replace(tmp, self.path)
         except BaseException:
-            f.close()
+            try:
+                f.close()
+            except Exception:       # a write failure: the file is removed anyway
+                UNCLOSED.append(str(tmp))
             if tmp != self.path:
                 try:
                     os.unlink(tmp)
@@ -329,6 +391,7 @@ class HDF5Reporter(Reporter):
         if self._state != "running":
             raise self._state_error("record")
         i = self._n_buf
+        self._t_last = t
         self._layout = store_row(data, i, self._flat, self._slots, self._layout, t)
         self._tbuf[i] = t
         i += 1
@@ -344,6 +407,8 @@ class HDF5Reporter(Reporter):
         if not (layout is self._layout or layout == self._layout):
             return super().record_rows(t, rows, layout)      # channel by channel
         k, j = len(t), 0
+        if k:
+            self._t_last = t[-1]
         while j < k:
             i = self._n_buf
             m = min(k - j, self.block_rows - i)
@@ -416,15 +481,31 @@ class HDF5Reporter(Reporter):
             raise self._state_error("write_checkpoint")
         self._write_buffer()
         g = self._f["checkpoint"]
-        k = int(g["t"].shape[0])
         arrays = [("y", y), ("q", q), ("qd", qd)]
         if "history" in g:               # (files of an mbcore before it: none)
             arrays.append(("history", np.zeros(0) if history is None else history))
         elif history is not None and len(history):
             raise ValueError(f"{self.path}: the file has no /checkpoint/history dataset")
+        arrays = [(name, np.ascontiguousarray(v, dtype=np.float64).reshape(1, -1))
+                  for name, v in arrays]
+        short = space_shortage(self.path, sum(8 * g[n].shape[1] + v.nbytes
+                                              for n, v in arrays) + len(state) + 64)
+        if short:
+            self._write_failed = short
+            raise self._write_error(short)
+        try:
+            self._append_checkpoint(g, t, arrays, n_rows, n_events, state)
+        except (OSError, RuntimeError) as e:
+            self._write_failed = hdf5_reason(e)
+            self._hdf5_failed = True
+            raise self._write_error(self._write_failed) from e
+        self.n_checkpoints += 1
+
+    def _append_checkpoint(self, g: h5py.Group, t: float, arrays: list, n_rows: int,
+                           n_events: int, state: str) -> None:
+        k = int(g["t"].shape[0])
         for name, v in arrays:
             ds = g[name]
-            v = np.ascontiguousarray(v, dtype=np.float64).reshape(1, -1)
             w = max(ds.shape[1], v.shape[1])
             ds.resize((k + 1, w))
             row = np.full((1, w), np.nan)
@@ -438,18 +519,58 @@ class HDF5Reporter(Reporter):
         g["t"].resize((k + 1,))
         g["t"][k] = float(t)
         self._f.flush()
-        self.n_checkpoints += 1
 
     def _write_buffer(self) -> None:
         """Append the buffered rows (series first, ``t`` last) and events, update
         ``n_rows`` and flush.  On error the buffer is kept, so a retry (or
-        ``finish``) writes the same rows to the same place."""
+        ``finish``) writes the same rows to the same place.  A block that the disk
+        or the file-size limit cannot take (:func:`space_shortage`) is not written
+        (the HDF5 library is not touched); that, and any write error, raises
+        :class:`~mbcore.errors.ResultWriteError` naming the time and the file."""
+        if self._write_failed:
+            raise self._write_error(self._write_failed)
+        short = space_shortage(self.path, self._block_bytes())
+        if short:
+            self._write_failed = short
+            raise self._write_error(short)
+        try:
+            self._write_block()
+        except (OSError, RuntimeError) as e:
+            self._write_failed = hdf5_reason(e)
+            self._hdf5_failed = True
+            raise self._write_error(self._write_failed) from e
+
+    def _block_bytes(self) -> int:
+        """An upper bound of the bytes the next ``_write_block`` adds to the file:
+        the new chunks of every series dataset and ``t`` (chunks are allocated whole)
+        and the events."""
+        n0, k = self._n_rows, self._n_buf
+        total = sum(32 + len(e[1]) + len(e[2]) for e in self._events)
+        if k:
+            for w in [1] + [w for _, _, w in self._datasets]:
+                rows = _chunk_rows(w)
+                new = -(-(n0 + k) // rows) - (-(-n0 // rows))
+                total += new * rows * max(w, 1) * 8
+        return total
+
+    def _write_error(self, why: str) -> ResultWriteError:
+        t = self._t_last
+        return ResultWriteError(
+            f"cannot write the result file '{self.path}': {why}; it holds the "
+            f"{self._n_rows} rows flushed before", None if t is None else float(t),
+            str(self.path))
+
+    def _write_block(self) -> None:
         f = self._f
         k = self._n_buf
         if k:
             n0 = self._n_rows
             for ds, buf, w in self._datasets:
                 _append(ds.id, n0, np.ascontiguousarray(buf[:k]))
+            # the series reach the disk before /t grows: HDF5 goes on flushing after
+            # a failed write (disk full), so one flush could extend /t over series
+            # rows that were never written; readers trust len(/t)
+            f.flush()
             _append(self._t_ds.id, n0, self._tbuf[:k])
             n1 = n0 + k
             self._n_rows_attr[()] = n1
@@ -487,46 +608,78 @@ class HDF5Reporter(Reporter):
         if self._state != "running":
             raise self._state_error("finish")
         f = self._f
-        write_error: BaseException | None = None
-        try:
+        errors: list[BaseException] = []
+
+        def failed(msg: str, exc: BaseException) -> None:
+            nonlocal status, reason
+            errors.append(exc)
+            status = "failed"
+            reason = f"{reason}; {msg}" if reason else msg
+
+        if self._write_failed:      # the run already stopped on it: reason says so
+            status = "failed"
+            reason = reason or f"writing the result file failed: {self._write_failed}"
+        else:
             try:
                 self._write_buffer()
-            except Exception as e:  # keep what is on disk, report the failure
-                write_error = e
-                status = "failed"
-                msg = f"writing the last rows to the result file failed: {e}"
-                reason = f"{reason}; {msg}" if reason else msg
-            if self.swmr:
-                # the /stats attributes are new: written outside SWMR mode (a clean
-                # close ends it; reopened without SWMR when possible)
+            except ResultWriteError as e:  # keep what is on disk, report the failure
+                failed(f"writing the last rows to the result file failed: {e.reason}", e)
+        if self._hdf5_failed:
+            # the HDF5 library failed a write: its handle cannot be flushed, so the
+            # file keeps status 'running' and the rows flushed before (as if killed)
+            self._state = "finished"
+            self._f = None
+            self._close_broken(f)
+            raise errors[0] if errors else self._write_error(self._write_failed)
+        try:
+            try:
+                if self.swmr:
+                    # the /stats attributes are new: written outside SWMR mode (a clean
+                    # close ends it; reopened without SWMR when possible)
+                    f.flush()
+                    f.close()
+                    try:
+                        f = h5py.File(self.path, "r+", libver="latest")
+                    except OSError:   # a reader holds it: write in SWMR mode after all
+                        f = h5py.File(self.path, "r+", libver="latest", locking=False)
+                if self._groups:
+                    need = sum(getattr(v, "nbytes", 64) for d, _ in self._groups.values()
+                               for v in d.values())
+                    short = space_shortage(self.path, need)
+                    try:
+                        if short:
+                            raise OSError(errno.ENOSPC, short)
+                        self._write_groups(f)
+                    except Exception as e:  # keep the rows; say why the group is missing
+                        failed(f"writing the result groups failed: {e}", e)
+                a = f.attrs
+                a["status"] = status
+                a["reason"] = str(reason)
+                a["finished"] = utc_now()
+                st = dict(stats or {})
+                a["stats"] = to_json(st)
+                _write_attr_dict(f["stats"], st)
                 f.flush()
-                f.close()
-                try:
-                    f = h5py.File(self.path, "r+", libver="latest")
-                except OSError:      # a reader holds it: write in SWMR mode after all
-                    f = h5py.File(self.path, "r+", libver="latest", locking=False)
-            if self._groups:
-                try:
-                    self._write_groups(f)
-                except Exception as e:  # keep the rows; say why the group is missing
-                    write_error = write_error or e
-                    status = "failed"
-                    msg = f"writing the result groups failed: {e}"
-                    reason = f"{reason}; {msg}" if reason else msg
-            a = f.attrs
-            a["status"] = status
-            a["reason"] = str(reason)
-            a["finished"] = utc_now()
-            st = dict(stats or {})
-            a["stats"] = to_json(st)
-            _write_attr_dict(f["stats"], st)
-            f.flush()
+            except (OSError, RuntimeError) as e:
+                self._hdf5_failed = True
+                errors.insert(0, self._write_error(hdf5_reason(e)))
         finally:
             self._state = "finished"
             self._f = None
+            if self._hdf5_failed:
+                self._close_broken(f)
+            else:
+                f.close()
+        if errors:
+            raise errors[0]
+
+    def _close_broken(self, f: h5py.File) -> None:
+        """Close a handle after a failed HDF5 write (the close may fail too: the
+        path is then listed in :data:`UNCLOSED`)."""
+        try:
             f.close()
-        if write_error is not None:
-            raise write_error
+        except Exception:
+            UNCLOSED.append(str(self.path))
 
     def _state_error(self, what: str) -> RuntimeError:
         if self._state == "new":

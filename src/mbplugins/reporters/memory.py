@@ -161,6 +161,11 @@ class MemoryReporter(Reporter):
     def n_rows(self) -> int:
         return self._n
 
+    @property
+    def last_t(self) -> float | None:
+        """Time of the last row recorded (None before the first)."""
+        return float(self._t[self._n - 1]) if self._n else None
+
     def _state_error(self, what: str) -> RuntimeError:
         if self._state == "new":
             return RuntimeError(f"MemoryReporter: {what}() before start()")
