@@ -280,7 +280,9 @@ def test_resume_errors_name_the_file(tmp_path, examples):
     assert main(["run", "--resume", str(kin), "-q"]) == 2
 
 
-def test_checkpoint_cost_is_small(tmp_path, examples, monkeypatch):
+def test_checkpoint_every_writes_each_checkpoint(tmp_path, examples, monkeypatch):
+    """51 checkpoints at the requested simulated times (their cost is measured in
+    benchmarks/run.py, never in a timed test)."""
     import mbcore.checkpoint as ckmod
     made = []
     real = ckmod.Checkpointer.__init__
@@ -293,7 +295,6 @@ def test_checkpoint_cost_is_small(tmp_path, examples, monkeypatch):
     res = run(_model(examples), settings=dict(RK4, t_end=0.5), output=out,
               checkpoint_every=0.01, checkpoint_seconds=1e9)
     assert made[0].count == 51
-    assert made[0].wall / made[0].count < 0.01     # < 10 ms each (typically ~0.2 ms)
     with h5py.File(out, "r") as f:
         assert f["checkpoint/t"].shape == (51,)
         assert np.allclose(f["checkpoint/t"][:], np.linspace(0, 0.5, 51))
