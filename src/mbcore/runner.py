@@ -127,6 +127,9 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         own = {k: v for k, v in own.items() if k in known}
     merged = {**own, **override}
     named = reporters_from_settings(reg, merged.get("reporters"))    # before any work
+    if kernels is None and merged.get("kernels") not in (None, "compiled", "numpy"):
+        raise ModelError("settings.kernels", f"expected 'compiled' or 'numpy', got "
+                                             f"{merged['kernels']!r:.60}")
     system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
                            jacobian=jacobian,
                            dense_limit=None if "MBCORE_DENSE_LIMIT" in os.environ

@@ -105,7 +105,8 @@ class StaticAnalysis(Analysis):
     def _scale(self, q):
         s = self.system
         Q = s.forces(q, np.zeros(s.n), self.t)
-        return 1.0 + float(np.max(np.abs(Q))), 1.0 + float(np.max(np.abs(q)))
+        return (1.0 + float(np.max(np.abs(Q), initial=0.0)),      # no bodies: 1
+                1.0 + float(np.max(np.abs(q), initial=0.0)))
 
     def _stiffness(self, q, lam):
         """K = d(Q + Phi_q^T lam)/dq by central differences (Eq 14.3)."""
