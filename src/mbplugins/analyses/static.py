@@ -212,7 +212,7 @@ class StaticAnalysis(Analysis):
         s = self.system
         if s.m == 0:
             return True
-        scale = 1.0 + float(np.max(np.abs(q)))
+        scale = 1.0 + float(np.max(np.abs(q), initial=0.0))
         for _ in range(30):
             phi = s.phi(q, self.t)
             if np.max(np.abs(phi)) <= 1e-13 * scale:
