@@ -41,7 +41,7 @@ def _check(case, out):
         f"{case['data'][:3000].decode('utf-8', 'replace')}")
 
 
-@settings(max_examples=120, derandomize=True, database=None, deadline=None,
+@settings(max_examples=250, derandomize=True, database=None, deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_hypothesis_model_files_end_in_a_run_or_a_named_error(pool, data):
@@ -51,7 +51,7 @@ def test_hypothesis_model_files_end_in_a_run_or_a_named_error(pool, data):
 
 
 def test_seeded_campaign_slice_has_no_bad_outcome():
-    cases = [campaign_case(7, i) for i in range(160)]
+    cases = [campaign_case(7, i) for i in range(300)]
     with fuzz.CasePool(jobs=2, timeout=60.0) as p:
         results = list(p.run(cases))
     assert len(results) == len(cases)
@@ -74,6 +74,8 @@ def test_classification_of_errors():
 
 
 def _abort(case, workdir):
+    import faulthandler
+    faulthandler.disable()          # no traceback dump from the child
     os.abort()
 
 
