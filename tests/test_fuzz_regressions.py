@@ -143,3 +143,53 @@ def test_a_point_at_1e308_names_the_joint(analysis):
                    {"t_end": 0.05})
     assert "B" in str(e.value) and "not finite" in str(e.value) and e.value.t == 0.0
 
+
+
+def test_a_null_parameter_takes_its_default():
+    text = FOURBAR.replace("body_i: crank,    body_j: coupler", "body_i: null, "
+                           "body_j: coupler", 1)
+    with pytest.raises(ModelError, match=r"joints\[1\]\.body_i"):      # required: named
+        _load(text)
+    slide = ROOT / "examples" / "quick_return_1.yaml"
+    raw = slide.read_text()
+    assert "axis: [1, 0]" in raw or "axis:" in raw
+    m = Model.from_file(slide)
+    el = next(e for e in m.elements["joints"] if "axis" in e.raw)
+    el.raw["axis"] = None                     # optional: the default (1, 0)
+    m.validate()
+    assert el.values["axis"] == (1.0, 0.0)
+
+
+def test_a_rotation_axis_whose_norm_overflows():
+    from mbcore.rotations import orientation_from_spec
+    p = orientation_from_spec({"axis": [1e308, 1e308, 0], "angle": 90, "unit": "deg"},
+                              "bodies[0].orientation")
+    assert np.allclose(p, [np.cos(np.pi / 4), 0.5, 0.5, 0.0])
+
+
+def test_an_initial_derivative_too_large_for_a_first_step():
+    """|f| / atol overflows: the trial step underflowed to 0 and divided by it."""
+    from mbcore.integrate.common import select_initial_step
+    from mbcore.integrate.base import StepSizeError
+    y0, f0 = np.ones(2), np.array([1e300, 1e300])
+    with pytest.raises(StepSizeError) as e:
+        select_initial_step(lambda t, y: f0, 0.0, y0, f0, 1.0, 5, 1e-8, 1e-10, 1.0)
+    assert e.value.t == 0.0 and "initial step size" in str(e.value)
+    assert select_initial_step(lambda t, y: f0 * 0 + 1, 0.0, y0, f0 * 0 + 1, 1.0, 5,
+                               1e-8, 1e-10, 1.0) > 0
+
+
+def test_non_finite_results_are_a_named_error_not_a_silent_nan():
+    text = FOURBAR.replace("{name: P, body: coupler, at: [0.5, 1.5]}",
+                           "{name: P, body: coupler, at: [1.7e+308, 1.7e+308]}")
+    with pytest.raises(AnalysisError) as e:
+        mbcore.run(_load(text), settings={"t_end": 0.05})
+    assert "'points' is not finite at 'P." in str(e.value) and e.value.t == 0.0
+    res = mbcore.run(_load(text), settings={"t_end": 0.05}, raise_errors=False)
+    assert res.status == "failed" and res.n_rows == 3          # the rows are kept
+
+
+@pytest.mark.parametrize("formulation", ["joint_coordinates"])
+def test_tree_formulations_on_a_model_without_bodies(formulation):
+    res = mbcore.run(_load(EMPTY), analysis="dynamic", settings={"formulation": formulation})
+    assert res.n_rows == 3

@@ -352,7 +352,7 @@ class Model:
         values: dict[str, Any] = {}
         for key, p in cls.params.items():
             kp = f"{path}.{key}"
-            if key in raw:
+            if key in raw and not (raw[key] is None and not p.is_required()):
                 values[key] = p.validate(raw[key], kp, ctx)
             elif p.is_required():
                 raise ModelError(kp, f"required key is missing ({cls.name}: {p.doc})"

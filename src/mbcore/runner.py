@@ -209,6 +209,8 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         error = exc
     finally:
         _restore_sigterm(old)
+    if error is None:                # never a silent NaN (issue 18): name it, keep rows
+        error = non_finite_error(memory)
     stats = dict(job.stats)
     stats["wall_time"] = time.perf_counter() - t0
     interrupted = isinstance(error, KeyboardInterrupt)
@@ -231,6 +233,35 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     result = memory.result()
     result.system = system
     return result
+
+
+#: columns where NaN is the documented "not computed" mark (docs/analyses.md)
+NAN_ALLOWED = {"solver": ("pivot_ratio",)}
+
+
+def non_finite_error(memory) -> Exception | None:
+    """An AnalysisError naming the first recorded NaN / inf (channel, label, time),
+    or None when every recorded value is finite.  One vectorised pass over the
+    in-memory rows after the run."""
+    import numpy as np
+    from .errors import AnalysisError
+    res = memory.result()
+    for name in res.channels:
+        a = res.series(name)
+        if a.dtype.kind != "f" or a.size == 0:
+            continue
+        ok = np.isfinite(a)
+        labels = res.labels(name)
+        for col in NAN_ALLOWED.get(name, ()):
+            if col in labels:
+                ok[..., labels.index(col)] = True
+        if not ok.all():
+            row, col = (int(k[0]) for k in np.nonzero(~ok.reshape(len(a), -1)))
+            label = labels[col] if col < len(labels) else str(col)
+            return AnalysisError(f"the result '{name}' is not finite at '{label}' "
+                                 f"({a.reshape(len(a), -1)[row, col]}): the model's "
+                                 f"values are out of range", float(res.t[row]))
+    return None
 
 
 class _Terminated(KeyboardInterrupt):

@@ -162,6 +162,8 @@ class Param:
             return vector(value, path, 3)
         if k == "axis3":
             v = np.asarray(vector(value, path, 3), dtype=float)
+            if np.abs(v).max() > 0.0:         # no overflow in the norm of [1e308, 1e308, 0]
+                v = v / np.abs(v).max()
             nrm = float(np.linalg.norm(v))
             if not nrm > 1e-12 * max(1.0, float(np.max(np.abs(v)))) or nrm == 0.0:
                 raise ModelError(path, f"a direction must have non-zero length, got {list(v)}")
