@@ -130,6 +130,7 @@ def execute(case: dict, workdir: str) -> dict:
     import mbcore
     from mbcore.model import Model
     path = Path(workdir) / f"model.{case['fmt']}"
+    (Path(workdir) / "current").write_text("load")
     path.write_bytes(case["data"])
     runs: dict[str, tuple[str, str]] = {}
     try:
@@ -138,6 +139,7 @@ def execute(case: dict, workdir: str) -> dict:
         runs["load"] = classify_error(exc, None, str(path))
         return _summary(runs)
     for analysis in ANALYSES:
+        (Path(workdir) / "current").write_text(analysis)      # read after a hang
         try:
             res = mbcore.run(model, analysis=analysis,
                              settings=tame_settings(model.settings, analysis))
@@ -236,7 +238,15 @@ class CasePool:
                     w[0].join(5)
                     self.workers[k] = None
                     yield case, {"outcome": "hang", "runs": {"worker": [
-                        "hang", f"no answer in {self.timeout:g} s"]}}
+                        "hang", f"no answer in {self.timeout:g} s during "
+                                f"{self._current(k)}"]}}
+
+    def _current(self, k: int) -> str:
+        """The analysis worker k was running (or 'load')."""
+        try:
+            return (Path(self.tmp.name) / f"w{k}" / "current").read_text() or "load"
+        except OSError:
+            return "load"
 
     def close(self) -> None:
         for w in self.workers:
