@@ -289,7 +289,7 @@ cdef class CompiledCP(CompiledODE):
         return OK
 
     # ------------------------------------------------------------------ Python level
-    def eval(self, double t, const double[::1] y, double[::1] ydot):
+    def eval(self, double t, const double[::1] y not None, double[::1] ydot not None):
         """ydot[:2k+1] = f(t, y[:2k]); returns the status (0 = OK)."""
         if y.shape[0] < 2 * self.n or ydot.shape[0] < 2 * self.n + 1:
             raise ValueError(f"y needs {2 * self.n} and ydot {2 * self.n + 1} entries")

@@ -135,13 +135,13 @@ cdef class CompiledODE:
             yp[j] = yj
         return 0
 
-    def eval(self, double t, const double[::1] y, double[::1] ydot):
+    def eval(self, double t, const double[::1] y not None, double[::1] ydot not None):
         """ydot[:2n+1] = f(t, y[:2n]); returns the status (0 = OK)."""
         if y.shape[0] < 2 * self.n or ydot.shape[0] < 2 * self.n + 1:
             raise ValueError(f"y needs {2 * self.n} and ydot {2 * self.n + 1} entries")
         return self.c_eval(t, &y[0], &ydot[0])
 
-    def jacobian(self, double t, const double[::1] y, double[:, ::1] out,
+    def jacobian(self, double t, const double[::1] y not None, double[:, ::1] out not None,
                  const double[::1] scale=None):
         """out (N x N, C order, N = its size) = df/dy at (t, y[:N]) by :meth:`c_jac`
         (the same matrix the compiled bdf / θ loops use: the Python drivers' ``jac``
@@ -232,13 +232,21 @@ cdef class CompiledRHS(CompiledODE):
     cdef double[::1] jw_J0, jw_lam0, jw_qdd0, jw_g0, jw_r0, jw_raw0, jw_jqd0, jw_b0
     cdef double[::1] jw_K, jw_Cf, jw_Kb, jw_Cb, jw_R, jw_w, jw_qp
 
-    def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
-                  Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
-                  double[::1] qgrav, double[::1] minv, double alpha=0.0,
+    def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata not None,
+                  double[::1] qgrav not None, double[::1] minv not None, double alpha=0.0,
                   double beta=0.0, SparseSchur sparse_solver=None,
                   idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None):
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledRHS: the evaluators belong to another system")
+        nfun = 0 if functions is None else functions.size
+        if evaluator.need_out > max(m, 1) or evaluator.need_data > jdata.shape[0] or \
+                evaluator.need_fv > nfun or (force_evaluator is not None
+                                             and force_evaluator.need_fv > nfun):
+            raise ValueError(f"CompiledRHS: the evaluators reach {evaluator.need_out} rows, "
+                             f"{evaluator.need_data} jdata entries and "
+                             f"{evaluator.need_fv} functions; m = {m}, jdata has "
+                             f"{jdata.shape[0]}, there are {nfun} functions")
         self.sparse = sparse_solver is not None
         if self.sparse:
             if indptr is None or indices is None or indptr.shape[0] != m + 1 \
@@ -923,7 +931,7 @@ cdef class CompiledGGL(CompiledODE):
         self.power = P
         return self._finish(ydot, 2 * n + 2 * m + 1)
 
-    def eval(self, double t, const double[::1] y, double[::1] ydot):
+    def eval(self, double t, const double[::1] y not None, double[::1] ydot not None):
         """ydot[:size] = f(t, y[:size - 1]); returns the status (0 = OK)."""
         if y.shape[0] < self.size - 1 or ydot.shape[0] < self.size:
             raise ValueError(f"y needs {self.size - 1} and ydot {self.size} entries")
@@ -1983,12 +1991,13 @@ cdef inline void _stats(double[::1] stats, double h, int order, long nsteps, lon
     stats[4] = nfev
 
 
-def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
-           double[::1] E, double[:, ::1] P, bint adaptive, double t0, double t1,
-           double[::1] y0, double[::1] f0, double[::1] t_out, Py_ssize_t i_out,
+def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not None,
+           double[::1] C not None, double[::1] E not None, double[:, ::1] P not None,
+           bint adaptive, double t0, double t1, double[::1] y0 not None,
+           double[::1] f0 not None, double[::1] t_out not None, Py_ssize_t i_out,
            double h_abs, double rtol, double atol, double max_step, double safety,
            double min_factor, double max_factor, double exponent, int order,
-           object on_output, double[::1] stats, long nfev_start=0,
+           object on_output, double[::1] stats not None, long nfev_start=0,
            const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
            const double[::1] stop_sign=None, const double[::1] E3=None,
            const double[:, ::1] A_extra=None, const double[::1] C_extra=None,
@@ -2080,9 +2089,25 @@ def run_rk(CompiledODE f, double[:, ::1] A, double[::1] B, double[::1] C,
     if getattr(f, "dae", False) or N != getattr(f, "size", N):
         raise ValueError("run_rk: a DAE right-hand side (CompiledGGL) is stepped by "
                          "run_bdf with its mass matrix, or y0 has the wrong size")
-    if (f0.shape[0] != N or stats.shape[0] < 5 or C.shape[0] != s or A.shape[0] < s
-            or A.shape[1] < s or (adaptive and (E.shape[0] != s + 1 or P.shape[0] != s + 1))):
-        raise ValueError("run_rk: tableau, f0 or stats have the wrong size")
+    if f0.shape[0] != N:
+        raise ValueError(f"run_rk: f0 has {f0.shape[0]} entries, y0 {N}")
+    if stats.shape[0] < 5:
+        raise ValueError("run_rk: stats needs 5 entries")
+    if C.shape[0] != s or A.shape[0] < s or A.shape[1] < s:
+        raise ValueError(f"run_rk: the tableau A ({A.shape[0]} x {A.shape[1]}), B ({s}) "
+                         f"and C ({C.shape[0]}) do not match")
+    if adaptive and (E.shape[0] != s + 1 or P.shape[0] != s + 1):
+        raise ValueError(f"run_rk: E and P need s + 1 = {s + 1} rows")
+    if not 0 <= i_out <= nout:
+        raise ValueError(f"run_rk: i_out = {i_out} is outside [0, {nout}]")
+    if not (isfinite(t0) and isfinite(t1)):
+        raise ValueError(f"run_rk: t0 = {t0} and t1 = {t1} must be finite")
+    if not (isfinite(h_abs) and h_abs > 0.0):
+        raise ValueError(f"run_rk: h_abs = {h_abs} must be a positive finite step")
+    if adaptive and not (isfinite(rtol) and isfinite(atol) and rtol >= 0.0 and atol >= 0.0
+                         and rtol + atol > 0.0 and max_step > 0.0):
+        raise ValueError(f"run_rk: rtol = {rtol}, atol = {atol} must be finite, >= 0 and "
+                         f"not both 0, max_step = {max_step} > 0")
     if nstop and (stop_val is None or stop_sign is None or stop_val.shape[0] != nstop
                   or stop_sign.shape[0] != nstop):
         raise ValueError("run_rk: stop arrays have different lengths")

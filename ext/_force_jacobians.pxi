@@ -834,10 +834,12 @@ cdef class ForceJacobianEvaluator:
     evaluation, no Python per element).  Attributes: src/mbcore/_ext/_forces.pxd
     (``c_jacobians`` is called from C by ``_dynamics.CompiledRHS.c_jac``)."""
 
-    def __cinit__(self, Py_ssize_t n, list groups):
+    def __cinit__(self, Py_ssize_t n, list groups not None):
         cdef Py_ssize_t k, nc
         cdef FGroup* G
+        _need_dim("n", n)
         self.n = n
+        self.need_fv = 0
         self.ng = len(groups)
         self._keep = []
         self.failed_group = -1
@@ -860,7 +862,7 @@ cdef class ForceJacobianEvaluator:
                 raise ValueError(f"force kernel {g['kernel']!r} has no compiled Jacobian")
             # par is the group's own array (shared state, as forces): no copy
             G = &self.groups[k]
-            _fill_group(G, g, self._keep)
+            self.need_fv = max(self.need_fv, _fill_group(G, g, self._keep, n))
             if G.kind == F_EXTERNAL:
                 if G.ext.jacobian == NULL:
                     raise ValueError(f"force kernel {g['kernel']!r} has no Jacobian")
@@ -882,17 +884,19 @@ cdef class ForceJacobianEvaluator:
         """(first entry, block width nl) of each group in the K / C buffers."""
         return [(self.boff_out[k], self.nl[k]) for k in range(self.ng)]
 
-    def jacobians(self, const double[::1] q, const double[::1] qd,
-                  const double[:, ::1] fv, double[::1] K, double[::1] C, double t=0.0):
+    def jacobians(self, const double[::1] q not None, const double[::1] qd not None,
+                  const double[:, ::1] fv, double[::1] K not None, double[::1] C not None,
+                  double t=0.0):
         """K, C (``size`` entries each) := the element blocks of every group at time
         t.  Returns True, or False with ``failed_group``/``failed_element`` set."""
         if q.shape[0] != self.n or qd.shape[0] != self.n:
             raise ValueError(f"q and qd must have {self.n} entries")
         if K.shape[0] != self.size or C.shape[0] != self.size:
             raise ValueError(f"K and C must have {self.size} entries")
+        _need_fv(fv, self.need_fv)
         if self.size == 0:
             return True
-        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        cdef const double* fp = NULL if fv is None or fv.shape[0] == 0 else &fv[0, 0]
         cdef Py_ssize_t bad
         with nogil:
             bad = self.c_jacobians(&q[0], &qd[0], t, fp, &K[0], &C[0])

@@ -19,7 +19,7 @@ cdef const mbcore_force_kernel* _kernel_ptr(object capsule) except NULL:
     return K
 
 
-cdef _fill_group(FGroup* G, dict g, list keep):
+cdef Py_ssize_t _fill_group(FGroup* G, dict g, list keep, Py_ssize_t n) except -1:
     """G := the packed group ``g`` (``kernel``, ``boff``, ``par``, ``fidx``; an
     external group also ``capsule``).  The arrays and the capsule stay alive in
     ``keep``; ``par`` is the caller's own array when it is C-contiguous float64
@@ -38,6 +38,8 @@ cdef _fill_group(FGroup* G, dict g, list keep):
     ne = boff.shape[0]
     if boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun:
         raise ValueError(f"force kernel {g['kernel']!r}: packed arrays have wrong sizes")
+    _extent(boff, 0, n + 4, "boff")          # bodies, or a ground block (n, n + 3)
+    need_fv = _extent(fidx, 0, -1, "fidx")
     keep.extend([boff, par, fidx])
     G.kind = code
     G.ne = ne
@@ -48,6 +50,7 @@ cdef _fill_group(FGroup* G, dict g, list keep):
     G.par = <const double*> _ptr_d(par)
     G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
     G.ext = K
+    return need_fv
 
 
 cdef inline void _abi_group(const FGroup* G, mbcore_force_group* out) noexcept nogil:

@@ -81,6 +81,7 @@ cdef double MIN_LENGTH = 1e-10
 cdef double TWO_PI = 6.283185307179586
 
 include "_pointers.pxi"
+include "_bounds.pxi"
 include "_spatial_forces.pxi"
 include "_force_jacobians.pxi"
 include "_force_plugins.pxi"
@@ -89,9 +90,11 @@ include "_force_plugins.pxi"
 cdef class ForceEvaluator:
     """Accumulates Q = sum of element forces for every compiled force group."""
 
-    def __cinit__(self, Py_ssize_t n, list groups):
+    def __cinit__(self, Py_ssize_t n, list groups not None):
         cdef Py_ssize_t k
+        _need_dim("n", n)
         self.n = n
+        self.need_fv = 0
         self.ng = len(groups)
         self._keep = []
         self.failed_group = -1
@@ -111,7 +114,7 @@ cdef class ForceEvaluator:
             self._set(k, groups[k])
 
     cdef _set(self, Py_ssize_t k, dict g):
-        _fill_group(&self.groups[k], g, self._keep)
+        self.need_fv = max(self.need_fv, _fill_group(&self.groups[k], g, self._keep, self.n))
 
     def __dealloc__(self):
         free(self.groups)
@@ -119,14 +122,15 @@ cdef class ForceEvaluator:
         free(self.qdx)
         free(self.Qx)
 
-    def forces(self, const double[::1] q, const double[::1] qd, double t,
-               const double[:, ::1] fv, double[::1] Q, bint accumulate=False):
+    def forces(self, const double[::1] q not None, const double[::1] qd not None, double t,
+               const double[:, ::1] fv, double[::1] Q not None, bint accumulate=False):
         """Q (+)= generalised forces of all compiled groups.  Returns True, or False
         with ``failed_group``/``failed_element`` set when an element cannot be
         evaluated (a TSDA of zero length)."""
         cdef Py_ssize_t g, e
         if q.shape[0] != self.n or qd.shape[0] != self.n or Q.shape[0] != self.n:
             raise ValueError(f"q, qd and Q must have {self.n} entries")
+        _need_fv(fv, self.need_fv)
         if self.n:
             memcpy(self.qx, &q[0], self.n * sizeof(double))
             memcpy(self.qdx, &qd[0], self.n * sizeof(double))
@@ -134,7 +138,7 @@ cdef class ForceEvaluator:
                 memcpy(self.Qx, &Q[0], self.n * sizeof(double))
             else:
                 memset(self.Qx, 0, self.n * sizeof(double))
-        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        cdef const double* fp = NULL if fv is None or fv.shape[0] == 0 else &fv[0, 0]
         for g in range(self.ng):
             e = _accumulate(&self.groups[g], self.qx, self.qdx, t, fp, self.Qx, NULL)
             if e >= 0:
@@ -189,7 +193,7 @@ cdef class ForceEvaluator:
             return e
         return -1
 
-    def power_nc(self, const double[::1] q, const double[::1] qd,
+    def power_nc(self, const double[::1] q not None, const double[::1] qd not None,
                  const double[:, ::1] fv, double t=0.0):
         """Power of the non-conservative parts of every compiled group at time t
         (the sum of the references' ``power_nc``); NaN when an element cannot be
@@ -198,27 +202,31 @@ cdef class ForceEvaluator:
         cdef Py_ssize_t g
         if q.shape[0] != self.n or qd.shape[0] != self.n:
             raise ValueError(f"q and qd must have {self.n} entries")
+        _need_fv(fv, self.need_fv)
         if self.n:
             memset(self.Qx, 0, self.n * sizeof(double))
             memcpy(self.qx, &q[0], self.n * sizeof(double))
             memcpy(self.qdx, &qd[0], self.n * sizeof(double))
-        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        cdef const double* fp = NULL if fv is None or fv.shape[0] == 0 else &fv[0, 0]
         for g in range(self.ng):
             if _accumulate(&self.groups[g], self.qx, self.qdx, t, fp, self.Qx, &P) >= 0:
                 return float("nan")
         return P
 
-    def repeat_forces(self, const double[::1] q, const double[::1] qd, double t,
-                      const double[:, ::1] fv, double[::1] Q, Py_ssize_t count):
+    def repeat_forces(self, const double[::1] q not None, const double[::1] qd not None,
+                      double t, const double[:, ::1] fv, double[::1] Q not None,
+                      Py_ssize_t count):
         """Q := the forces, evaluated ``count`` times in C without the GIL
         (benchmarks/run.py: the per-call cost of a group without Python's).
         Returns -1, or the failing group."""
         cdef Py_ssize_t k, bad = -1
         if q.shape[0] != self.n or qd.shape[0] != self.n or Q.shape[0] != self.n:
             raise ValueError(f"q, qd and Q must have {self.n} entries")
+        _need_fv(fv, self.need_fv)
+        _need_dim("count", count)
         if self.n == 0:
             return -1
-        cdef const double* fp = NULL if fv.shape[0] == 0 else &fv[0, 0]
+        cdef const double* fp = NULL if fv is None or fv.shape[0] == 0 else &fv[0, 0]
         with nogil:
             for k in range(count):
                 memset(&Q[0], 0, self.n * sizeof(double))

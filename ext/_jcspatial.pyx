@@ -721,7 +721,7 @@ cdef class CompiledJCSpatial(CompiledODE):
         self.status = JS_OK
         return JS_OK
 
-    def eval(self, double t, const double[::1] y, double[::1] ydot):
+    def eval(self, double t, const double[::1] y not None, double[::1] ydot not None):
         """ydot[:nq+nv+1] = f(t, y[:nq+nv]); returns the status (0 = OK)."""
         if y.shape[0] < self.nq + self.nv or ydot.shape[0] < self.nq + self.nv + 1:
             raise ValueError(f"y needs {self.nq + self.nv} and ydot "

@@ -6,15 +6,42 @@ kernels it calls at C level.
 """
 from libc.math cimport cos, sin
 
+import numpy as np
 
-def point_kinematics(const double[::1] q, const double[::1] qd, const double[::1] qdd,
-                     const Py_ssize_t[::1] off, const double[:, ::1] loc, double[:, ::1] out):
+include "_bounds.pxi"
+
+
+cdef int _check_points(const double[::1] q, const double[::1] qd, const double[::1] qdd,
+                       const Py_ssize_t[::1] off, const double[:, ::1] loc,
+                       double[:, ::1] out, Py_ssize_t dim, Py_ssize_t block) except -1:
+    """Sizes and body offsets of a point-kinematics call (before any loop)."""
+    cdef Py_ssize_t n = q.shape[0], k = off.shape[0]
+    if qd.shape[0] != n or qdd.shape[0] != n:
+        raise ValueError(f"qd and qdd must have {n} entries like q (got {qd.shape[0]}, "
+                         f"{qdd.shape[0]})")
+    if loc.shape[0] != k or loc.shape[1] < dim:
+        raise ValueError(f"loc must have shape ({k}, {dim}), got ({loc.shape[0]}, "
+                         f"{loc.shape[1]})")
+    if out.shape[0] != k or out.shape[1] != 3 * dim:
+        raise ValueError(f"out must have shape ({k}, {3 * dim}), got ({out.shape[0]}, "
+                         f"{out.shape[1]})")
+    offs = np.asarray(off)
+    inside = offs[offs < n]        # >= n: the ground
+    _extent(offs, 0, -1, "off")
+    _extent(inside, 0, max(n - block + 1, 0), "off")
+    return 0
+
+
+def point_kinematics(const double[::1] q not None, const double[::1] qd not None,
+                     const double[::1] qdd not None, const Py_ssize_t[::1] off not None,
+                     const double[:, ::1] loc not None, double[:, ::1] out not None):
     """Position, velocity and acceleration of body points (spec/planar.md §0.1):
     ``r + S``, ``rd + w R S``, ``rdd + wd R S - w^2 S`` with ``S = A(phi) s'``; rows
     ``x, y, xd, yd, xdd, ydd``.  Offsets >= len(q) denote the ground (all zero).
     Reference: ``System.point_kinematics`` on the NumPy path."""
     cdef Py_ssize_t k, o, n = q.shape[0]
     cdef double c, s, Sx, Sy, x, y, xd, yd, w, xdd, ydd, a, phi
+    _check_points(q, qd, qdd, off, loc, out, 2, 3)
     for k in range(off.shape[0]):
         o = off[k]
         if o >= n:
@@ -51,9 +78,10 @@ cdef inline void _Gadd(const double* x, const double* u, double c,
     out[2] += c * (-x[3] * u[0] - x[2] * u[1] + x[1] * u[2] + x[0] * u[3])
 
 
-def point_kinematics_spatial(const double[::1] q, const double[::1] qd,
-                             const double[::1] qdd, const Py_ssize_t[::1] off,
-                             const double[:, ::1] loc, double[:, ::1] out):
+def point_kinematics_spatial(const double[::1] q not None, const double[::1] qd not None,
+                             const double[::1] qdd not None,
+                             const Py_ssize_t[::1] off not None,
+                             const double[:, ::1] loc not None, double[:, ::1] out not None):
     """Points of spatial bodies, rows ``x, y, z, xd, yd, zd, xdd, ydd, zdd``:
     ``r + A s'``, ``rd + Adot s'``, ``rdd + Addot s'`` with ``A = G L^T``,
     ``Adot = 2 G(pd) L^T``, ``Addot = 2 G(pdd) L^T + 2 G(pd) L(pd)^T`` (004 Eqs
@@ -66,9 +94,7 @@ def point_kinematics_spatial(const double[::1] q, const double[::1] qd,
     cdef double pd[4]
     cdef double pdd[4]
     cdef double* row
-    if out.shape[0] != off.shape[0] or out.shape[1] != 9 or loc.shape[0] != off.shape[0] \
-            or loc.shape[1] != 3 or qd.shape[0] != n or qdd.shape[0] != n:
-        raise ValueError("point_kinematics_spatial: inconsistent array sizes")
+    _check_points(q, qd, qdd, off, loc, out, 3, 7)
     for k in range(off.shape[0]):
         if off[k] < n and off[k] + 7 > n:
             raise ValueError("point_kinematics_spatial: body offset out of range")
@@ -98,8 +124,9 @@ def point_kinematics_spatial(const double[::1] q, const double[::1] qd,
             _Gadd(pd, ud, 2.0, row + 6)
 
 
-def angular_kinematics(const double[::1] q, const double[::1] qd, const double[::1] qdd,
-                       const Py_ssize_t[:, ::1] pidx, double[:, ::1] out):
+def angular_kinematics(const double[::1] q not None, const double[::1] qd not None,
+                       const double[::1] qdd not None, const Py_ssize_t[:, ::1] pidx not None,
+                       double[:, ::1] out not None):
     """Angular velocity and acceleration of spatial bodies in global axes, rows
     ``wx, wy, wz, wxd, wyd, wzd``: ``omega = 2 G(p) pd``, ``omegadot = 2 G(p) pdd``
     (004 Eqs 6.96, 6.107).  ``pidx`` (nb, 4): the indices of each body's p in q.
@@ -110,11 +137,13 @@ def angular_kinematics(const double[::1] q, const double[::1] qd, const double[:
     cdef double pdd[4]
     if out.shape[0] != pidx.shape[0] or out.shape[1] != 6 or pidx.shape[1] != 4 \
             or qd.shape[0] != n or qdd.shape[0] != n:
-        raise ValueError("angular_kinematics: inconsistent array sizes")
+        raise ValueError("angular_kinematics: out (nb, 6), pidx (nb, 4), qd and qdd (as "
+                         "q) have inconsistent sizes")
     for k in range(pidx.shape[0]):
         for j in range(4):
             if pidx[k, j] < 0 or pidx[k, j] >= n:
-                raise ValueError("angular_kinematics: index out of range")
+                raise ValueError(f"angular_kinematics: pidx[{k}, {j}] = {pidx[k, j]} "
+                                 f"is outside [0, {n})")
     with nogil:
         for k in range(pidx.shape[0]):
             for j in range(4):

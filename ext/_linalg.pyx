@@ -10,6 +10,7 @@ from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs
 import numpy as np
 
 include "_schur.pxi"
+include "_bounds.pxi"
 
 
 cdef class DenseLU:
@@ -22,17 +23,19 @@ cdef class DenseLU:
     cdef public int info
 
     def __cinit__(self, Py_ssize_t n):
+        _need_dim("n", n)
         self.n = n
         self.lu = np.zeros(max(n * n, 1))
         self.ipiv = np.zeros(max(n, 1), dtype=np.intc)
         self.pivot_ratio = 0.0
         self.info = 0
 
-    def factor(self, const double[::1] a):
+    def factor(self, const double[::1] a not None):
         """Factor the row-major matrix in ``a`` (first n*n entries).  Returns LAPACK's
         info (> 0: exactly zero pivot).  ``pivot_ratio`` = min|u_kk| / max|u_kk|."""
         cdef int n = <int> self.n, info = 0, k
         cdef double d, dmin, dmax
+        _need("a", a.shape[0], self.n * self.n)
         if n == 0:
             self.info = 0
             self.pivot_ratio = 1.0
@@ -51,10 +54,11 @@ cdef class DenseLU:
         self.info = info
         return info
 
-    def solve(self, double[::1] b, bint transposed=False):
+    def solve(self, double[::1] b not None, bint transposed=False):
         """Overwrite b with A^-1 b (or A^-T b when transposed) using the factors."""
         cdef int n = <int> self.n, nrhs = 1, info = 0
         cdef char trans = b'N' if transposed else b'T'
+        _need("b", b.shape[0], self.n)
         if n == 0:
             return
         dgetrs(&trans, &n, &nrhs, &self.lu[0], &n, &self.ipiv[0], &b[0], &n, &info)
@@ -79,14 +83,17 @@ cdef class SchurSolver:
     cdef public int info
 
     def __cinit__(self, Py_ssize_t n, Py_ssize_t m):
+        _need_dim("n", n)
+        _need_dim("m", m)
         self.n = n
         self.m = m
         self.B = np.zeros(max(m * m, 1))
         self.C = np.zeros(max(m * n, 1))
         self.info = 0
 
-    def solve(self, const double[::1] jac, const double[::1] minv, const double[::1] Q,
-              const double[::1] gamma, double[::1] qdd, double[::1] lam):
+    def solve(self, const double[::1] jac not None, const double[::1] minv not None,
+              const double[::1] Q not None, const double[::1] gamma not None,
+              double[::1] qdd not None, double[::1] lam not None):
         """``jac``: row-major dense Phi_q (first m*n entries).  Returns 0, or m + 1
         when B is (nearly) singular (dependent constraint rows)."""
         cdef Py_ssize_t n = self.n, m = self.m, j
@@ -94,6 +101,7 @@ cdef class SchurSolver:
         if qdd.shape[0] != n or lam.shape[0] != m or Q.shape[0] != n or minv.shape[0] != n \
                 or gamma.shape[0] != m:
             raise ValueError("SchurSolver.solve: array sizes do not match (n, m)")
+        _need("jac", jac.shape[0], m * n)
         if m == 0:
             for j in range(n):
                 qdd[j] = Q[j] * minv[j]

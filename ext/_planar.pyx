@@ -105,9 +105,11 @@ KERNELS.update(SPATIAL_KERNELS)
 cdef class PlanarEvaluator:
     """Assembles phi, Jacobian, nu and gamma of all compiled groups of a System."""
 
-    def __cinit__(self, Py_ssize_t n, list groups, on_failure=None):
+    def __cinit__(self, Py_ssize_t n, list groups not None, on_failure=None):
         cdef Py_ssize_t k
+        _need_dim("n", n)
         self.n = n
+        self.need_out = self.need_data = self.need_fv = 0
         self.ng = len(groups)
         self._keep = []
         self.failed_group = -1
@@ -145,6 +147,7 @@ cdef class PlanarEvaluator:
                              f"{'spatial' if spatial else 'planar'} bodies, the group's "
                              f"are {g.get('kind', 'planar')}")
         boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
+        _extent(boff, 0, self.n + 4, "boff")      # bodies, or a ground block
         if spatial:            # the spatial ground block is at n + 3 (module docstring)
             boff = np.where(boff >= self.n, self.n + 3, boff).astype(np.intp)
         xoff = np.ascontiguousarray(g.get("xoff", np.zeros((0, 0), np.intp)), dtype=np.intp)
@@ -162,6 +165,11 @@ cdef class PlanarEvaluator:
         if (boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun
                 or jpos.size != ne * m * (nb * ncol + nx) or xoff.size != ne * nx):
             raise ValueError(f"kernel {g['kernel']!r}: packed arrays have wrong sizes")
+        if ne:      # indices: checked here, trusted by the stages (no GIL)
+            self.need_out = max(self.need_out, _extent(row, 0, -1, "row") - 1 + m)
+            self.need_data = max(self.need_data, _extent(jpos, 0, -1, "jpos"))
+            self.need_fv = max(self.need_fv, _extent(fidx, 0, -1, "fidx"))
+            _extent(xoff, 0, self.n, "xoff")
         # an external group's scratch: (ne, m) rows and (ne, m, nb, ncol) blocks
         rows = np.zeros(ne * m if K != NULL else 0)
         jblk = np.zeros(ne * m * nb * ncol if K != NULL else 0)
@@ -243,30 +251,46 @@ cdef class PlanarEvaluator:
                 _gamma(&self.groups[g], self.qx, self.qdx, fv, out)
         return -1
 
-    def phi(self, const double[::1] q, double t, const double[:, ::1] fv, double[::1] out):
+    cdef int _check(self, const double[:, ::1] fv, double[::1] out,
+                    double[::1] data) except -1:
+        """The buffers of a call reach every packed index (ValueError otherwise)."""
+        _need_fv(fv, self.need_fv)
+        if out is not None:
+            _need("out", out.shape[0], self.need_out)
+        if data is not None:
+            _need("data", data.shape[0], self.need_data)
+        return 0
+
+    def phi(self, const double[::1] q not None, double t, const double[:, ::1] fv,
+            double[::1] out not None):
         """out[rows] = Phi(q, t) for every compiled group."""
+        self._check(fv, out, None)
         self._load(q)
         if self.c_phi(t, _fptr(fv), &out[0]) >= 0:
             _raise_failed(self, t)
 
-    def jacobian(self, const double[::1] q, double t, const double[:, ::1] fv,
-                 double[::1] data):
+    def jacobian(self, const double[::1] q not None, double t, const double[:, ::1] fv,
+                 double[::1] data not None):
         """data[jpos] = Jacobian entries (dense or CSR positions; last = trash)."""
+        self._check(fv, None, data)
         self._load(q)
         if self.c_jacobian(t, _fptr(fv), &data[0]) >= 0:
             _raise_failed(self, t)
 
-    def nu(self, const double[::1] q, double t, const double[:, ::1] fv, double[::1] out):
+    def nu(self, const double[::1] q not None, double t, const double[:, ::1] fv,
+           double[::1] out not None):
         """out[rows] = nu = -Phi_t (the built-in kernels do not read q; plugin kernels
         do)."""
+        self._check(fv, out, None)
         if self.n_external:
             self._load(q)
         if self.c_nu(t, _fptr(fv), &out[0]) >= 0:
             _raise_failed(self, t)
 
-    def gamma(self, const double[::1] q, const double[::1] qd, double t,
-              const double[:, ::1] fv, double[::1] out):
+    def gamma(self, const double[::1] q not None, const double[::1] qd not None, double t,
+              const double[:, ::1] fv, double[::1] out not None):
         """out[rows] = gamma = -(Phi_q qd)_q qd - 2 Phi_qt qd - Phi_tt."""
+        self._check(fv, out, None)
         self._load(q)
         if qd.shape[0] != self.n:
             raise ValueError(f"qd has {qd.shape[0]} entries, the system has {self.n} coordinates")
@@ -275,14 +299,16 @@ cdef class PlanarEvaluator:
         if self.c_gamma(t, _fptr(fv), &out[0]) >= 0:
             _raise_failed(self, t)
 
-    def repeat_stages(self, const double[::1] q, const double[::1] qd, double t,
-                      const double[:, ::1] fv, double[::1] out, double[::1] data,
-                      Py_ssize_t count):
+    def repeat_stages(self, const double[::1] q not None, const double[::1] qd not None,
+                      double t, const double[:, ::1] fv, double[::1] out not None,
+                      double[::1] data not None, Py_ssize_t count):
         """phi, Jacobian, nu and gamma at (q, qd, t), ``count`` times in C without
         the GIL (benchmarks/run.py: the per-stage cost of the groups without
         Python's).  ``out`` receives the rows of each stage in turn.  Returns -1, or
         the failing group."""
         cdef Py_ssize_t k, bad = -1
+        self._check(fv, out, data)
+        _need_dim("count", count)
         self._load(q)
         if qd.shape[0] != self.n:
             raise ValueError(f"qd has {qd.shape[0]} entries, the system has {self.n} coordinates")
@@ -304,12 +330,13 @@ cdef class PlanarEvaluator:
 
 
 cdef inline const double* _fptr(const double[:, ::1] fv):
-    if fv.shape[0] == 0:
+    if fv is None or fv.shape[0] == 0:
         return NULL
     return &fv[0, 0]
 
 
 include "_pointers.pxi"
+include "_bounds.pxi"
 include "_constraint_plugins.pxi"
 
 
@@ -938,7 +965,13 @@ cdef class KinematicStepper:
     cdef public int iterations
     cdef public double phi_norm
 
-    def __cinit__(self, PlanarEvaluator evaluator, Py_ssize_t n, double[::1] jdata):
+    def __cinit__(self, PlanarEvaluator evaluator not None, Py_ssize_t n,
+                  double[::1] jdata not None):
+        _need_dim("n", n)
+        if n > evaluator.n or evaluator.need_out > n:
+            raise ValueError(f"n = {n} does not match the evaluator (n = {evaluator.n}, "
+                             f"{evaluator.need_out} rows)")
+        _need("jdata", jdata.shape[0], max(n * n, evaluator.need_data, 1))
         self.ev = evaluator
         self.n = n
         self.phi = np.zeros(max(n, 1))
@@ -975,9 +1008,9 @@ cdef class KinematicStepper:
         """The predicted configuration of the last step (for diagnostics)."""
         return np.array(self.qpred[:self.n])
 
-    def step(self, double[::1] q, double[::1] qd, double[::1] qdd, double t,
-             const double[:, ::1] fv, double tol, int maxit, double sing_tol,
-             double h=0.0):
+    def step(self, double[::1] q not None, double[::1] qd not None,
+             double[::1] qdd not None, double t, const double[:, ::1] fv, double tol,
+             int maxit, double sing_tol, double h=0.0):
         """From the previous (q, qd, qdd) predict ``q + h qd + h^2/2 qdd`` (h = 0:
         start from q), solve Phi(q, t) = 0 in place, then qd and qdd in place.
         Returns 0 (success), 1 (singular Jacobian during Newton), 2 (Newton did not
@@ -987,6 +1020,11 @@ cdef class KinematicStepper:
         cdef Py_ssize_t n = self.n, i
         cdef int it
         cdef double scale = 0.0, pn, a, dmax
+        if q.shape[0] != n or qd.shape[0] != n or qdd.shape[0] != n:
+            raise ValueError(f"q, qd and qdd must have {n} entries (got {q.shape[0]}, "
+                             f"{qd.shape[0]}, {qdd.shape[0]})")
+        _need_fv(fv, self.ev.need_fv)
+        _need_dim("maxit", maxit)
         if h != 0.0:
             for i in range(n):
                 q[i] += h * qd[i] + 0.5 * h * h * qdd[i]

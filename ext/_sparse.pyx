@@ -37,6 +37,17 @@ def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double 
     number of off-diagonal entries of every column of L and sum(lnz^2) (the numeric
     work); ``None`` as soon as the running nnz(L) exceeds ``cap`` (cap > 0) — used to
     reject a poor ordering cheaply."""
+    if m < 0:
+        raise ValueError(f"m must be >= 0, got {m}")
+    if Bp is None or Bi is None or Bp.shape[0] < m + 1:
+        raise ValueError(f"Bp must have m + 1 = {m + 1} entries")
+    bp = np.asarray(Bp)[:m + 1]
+    if m and (bp[0] < 0 or np.any(np.diff(bp) < 0) or bp[m] > Bi.shape[0]):
+        raise ValueError(f"Bp must be non-decreasing within [0, {Bi.shape[0]}] (the "
+                         f"entries of Bi)")
+    bi = np.asarray(Bi)[:bp[m] if m else 0]
+    if bi.size and (bi.min() < 0 or bi.max() >= m):
+        raise ValueError(f"Bi: a row index is outside [0, {m})")
     cdef idx_t[::1] parent = np.empty(max(m, 1), dtype=np.intp)
     cdef idx_t[::1] lnz = np.zeros(max(m, 1), dtype=np.intp)
     cdef idx_t[::1] flag = np.empty(max(m, 1), dtype=np.intp)

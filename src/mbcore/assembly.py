@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import AssemblyError
 from .linalg import rank_revealing
+from .system import check_finite
 
 
 @dataclass
@@ -81,11 +82,13 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     hol = system.holonomic               # velocity-level rows take no part in positions
     phi = system.phi(q, t)[hol].copy()
     for it in range(1, max_iterations + 1):
+        check_finite("Phi", phi, hnames, t)     # e.g. a point at 1e308: names the joint
         phin = float(np.max(np.abs(phi))) if phi.size else 0.0
         if phin <= tol * scale:
             it -= 1
             break
         J = system.jacobian_dense(q, t)[hol]
+        check_finite("the Jacobian", J, hnames, t)
         Jw = J[:, free] * w[free]
         dz, *_ = np.linalg.lstsq(Jw, -phi, rcond=None)
         q[free] += w[free] * dz

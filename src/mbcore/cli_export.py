@@ -53,6 +53,9 @@ def verbosity_parent() -> argparse.ArgumentParser:
                    help="errors only: no progress bar, no summary")
     g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                    help="log what is done (-vv: debug)")
+    g.add_argument("--allow-external-data", action="store_true", default=argparse.SUPPRESS,
+                   help="let model files read table files outside their directory "
+                        "(docs/model-format.md)")
     return p
 
 
@@ -62,7 +65,11 @@ def subparser_kw(name: str) -> dict:
 
 
 def configure_logging(args) -> None:
-    """Handler on stderr for the library's loggers at the level the options ask."""
+    """Handler on stderr for the library's loggers at the level the options ask (and
+    ``--allow-external-data``: :mod:`mbcore.limits`)."""
+    if getattr(args, "allow_external_data", False):
+        from .limits import configure
+        configure(allow_external_data=True)
     quiet = bool(getattr(args, "quiet", False))
     verbose = int(getattr(args, "verbose", 0) or 0)
     if quiet:

@@ -78,13 +78,13 @@ class FunctionDomainError(AnalysisError, ValueError):
 
 def _number(value: Any, path: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
-        raise ModelError(path, f"expected a number (got {value!r})")
+        raise ModelError(path, f"expected a number (got {_short(value)})")
     try:
         x = float(value)
     except OverflowError:
-        raise ModelError(path, f"number {value!r} is too large") from None
+        raise ModelError(path, f"number {_short(value)} is too large") from None
     if not math.isfinite(x):
-        raise ModelError(path, f"expected a finite number (got {value!r})")
+        raise ModelError(path, f"expected a finite number (got {_short(value)})")
     return x
 
 
@@ -94,7 +94,7 @@ def _numbers(value: Any, path: str, min_len: int = 1) -> tuple[float, ...]:
             raise ModelError(path, f"expected a list of numbers (got a {value.ndim}-d array)")
         value = value.tolist()
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ModelError(path, f"expected a list of numbers (got {value!r})")
+        raise ModelError(path, f"expected a list of numbers (got {_short(value)})")
     if len(value) < min_len:
         raise ModelError(path, f"expected at least {min_len} number"
                                f"{'s' if min_len > 1 else ''} (got {len(value)})")
@@ -105,7 +105,7 @@ def _mapping(value: Any, path: str, required: Sequence[str],
              optional: Sequence[str]) -> Mapping:
     if not isinstance(value, Mapping):
         raise ModelError(path, f"expected a mapping with keys {', '.join(required)}"
-                               f" (got {value!r})")
+                               f" (got {_short(value)})")
     allowed = (*required, *optional)
     for key in value:
         if key not in allowed:
@@ -119,7 +119,7 @@ def _mapping(value: Any, path: str, required: Sequence[str],
 
 def _choice(value: Any, path: str, choices: Sequence[str]) -> str:
     if not isinstance(value, str) or value not in choices:
-        raise ModelError(path, f"expected one of {', '.join(choices)} (got {value!r})")
+        raise ModelError(path, f"expected one of {', '.join(choices)} (got {_short(value)})")
     return value
 
 
@@ -327,8 +327,11 @@ class Table(TimeFunction):
                  extrapolate: str = "error", path: str = ""):
         from scipy.interpolate import CubicSpline
 
+        from .limits import check_count
         p = f"{path}.table" if path else "table"
         self.path = path
+        if isinstance(t, (Sequence, np.ndarray)) and not isinstance(t, str):
+            check_count(len(t), "max_table_points", f"{p}.t", "table points")
         self.t = _numbers(t, f"{p}.t", min_len=2)
         self.y = _numbers(y, f"{p}.y", min_len=2)
         if len(self.t) != len(self.y):
@@ -453,8 +456,77 @@ class Expression(TimeFunction):
 
 # --- the spec parser -----------------------------------------------------------------
 
+def read_table_file(name: Any, path: str, data_dir: str | None = None,
+                    allow_external_data: bool | None = None
+                    ) -> tuple[list[float], list[float]]:
+    """(t, y) from a table file: text with two numbers per line (t and y, separated
+    by blanks or a comma; blank lines and ``#`` comments skipped).
+
+    ``name`` is resolved relative to ``data_dir`` (the model file's directory; the
+    current directory for a model without a file).  A file outside that directory
+    (an absolute path, ``..``, a symbolic link leading out) is refused unless
+    ``allow_external_data`` (default ``mbcore.limits.limits.allow_external_data``).
+    The file may hold at most ``limits.max_table_points`` points (checked on its
+    size before it is read)."""
+    import os
+    from .limits import check_count, limits
+    if not isinstance(name, str) or not name:
+        raise ModelError(path, f"expected a file name (got {_short(name)})")
+    allow = limits.allow_external_data if allow_external_data is None else allow_external_data
+    base = os.path.realpath(data_dir or os.getcwd())
+    full = os.path.realpath(os.path.join(base, os.path.expanduser(name)))
+    if not allow and os.path.commonpath([base, full]) != base:
+        raise ModelError(path, f"table file '{name}' is outside the model's directory "
+                               f"'{base}': refused (allow it with Model.from_file(..., "
+                               f"allow_external_data=True), mbcore.limits.configure("
+                               f"allow_external_data=True) or the CLI flag "
+                               f"--allow-external-data)")
+    try:
+        size = os.stat(full).st_size
+        if not os.path.isfile(full):
+            raise ModelError(path, f"table file '{name}' is not a regular file")
+        # a point takes at least 4 bytes ("0 0\n"): refuse before reading
+        check_count(size // 4, "max_table_points", path, "points (file size / 4 bytes)")
+        with open(full, encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except OSError as exc:
+        raise ModelError(path, f"cannot read table file '{name}': {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ModelError(path, f"table file '{name}' is not UTF-8 text") from None
+    t, y = [], []
+    for no, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].replace(",", " ").split()
+        if not line:
+            continue
+        if len(line) != 2:
+            raise ModelError(path, f"{name}, line {no}: expected 2 numbers (t y), got "
+                                   f"{len(line)} fields")
+        try:
+            t.append(float(line[0]))
+            y.append(float(line[1]))
+        except ValueError:
+            raise ModelError(path, f"{name}, line {no}: not a number") from None
+    return t, y
+
+
+def _short(value: Any, n: int = 80) -> str:
+    """repr of a value for an error message, cut to ``n`` characters (a value from a
+    model file may be huge)."""
+    r = reprlib_repr(value)
+    return r if len(r) <= n else r[:n - 3] + "..."
+
+
+def reprlib_repr(value: Any) -> str:
+    import reprlib
+    rep = reprlib.Repr()
+    rep.maxstring, rep.maxother, rep.maxlist, rep.maxdict, rep.maxlevel = 60, 60, 6, 4, 3
+    return rep.repr(value)
+
+
 def parse_function(spec: Any, path: str,
-                   parameters: Mapping[str, float] | None = None) -> TimeFunction:
+                   parameters: Mapping[str, float] | None = None, *,
+                   data_dir: str | None = None,
+                   allow_external_data: bool | None = None) -> TimeFunction:
     """Build a :class:`TimeFunction` from a model-file ``spec``.
 
     ``path`` is the key path of the spec (e.g. ``drivers[0].function``), used in every
@@ -470,7 +542,7 @@ def parse_function(spec: Any, path: str,
         return Constant(spec, path)
     if not isinstance(spec, Mapping):
         raise ModelError(path, f"expected a number, an expression string or a mapping "
-                               f"with one of: {', '.join(FUNCTION_KINDS)} (got {spec!r})")
+                               f"with one of: {', '.join(FUNCTION_KINDS)} (got {_short(spec)})")
     kinds = [k for k in spec if k in FUNCTION_KINDS]
     for key in spec:
         if key not in FUNCTION_KINDS and not (key == "parameters"
@@ -503,21 +575,25 @@ def parse_function(spec: Any, path: str,
         return Harmonic(m["amplitude"], m["frequency"], m.get("phase", 0.0),
                         m.get("offset", 0.0), path)
     if kind == "table":
-        m = _mapping(body, sub, ("t", "y"), ("bc", "extrapolate"))
-        return Table(m["t"], m["y"], m.get("bc", "not-a-knot"),
-                     m.get("extrapolate", "error"), path)
+        if isinstance(body, Mapping) and "file" in body:    # (t, y) from a data file
+            m = _mapping(body, sub, ("file",), ("bc", "extrapolate"))
+            t, y = read_table_file(m["file"], f"{sub}.file", data_dir, allow_external_data)
+        else:
+            m = _mapping(body, sub, ("t", "y"), ("bc", "extrapolate"))
+            t, y = m["t"], m["y"]
+        return Table(t, y, m.get("bc", "not-a-knot"), m.get("extrapolate", "error"), path)
     # expression
     if not isinstance(body, str):
-        raise ModelError(sub, f"expected an expression string (got {body!r})")
+        raise ModelError(sub, f"expected an expression string (got {_short(body)})")
     local = spec.get("parameters") or {}
     if not isinstance(local, Mapping):
         raise ModelError(f"{path}.parameters", f"expected a mapping of names to "
-                                               f"numbers (got {local!r})")
+                                               f"numbers (got {_short(local)})")
     values = dict(parameters or {})
     for name, value in local.items():
         ppath = f"{path}.parameters.{name}"
         if not isinstance(name, str) or not name.isidentifier():
-            raise ModelError(ppath, f"parameter name {name!r} is not an identifier")
+            raise ModelError(ppath, f"parameter name {_short(name)} is not an identifier")
         if name in ("t", "pi", "e"):
             raise ModelError(ppath, f"'{name}' is reserved and cannot be a parameter")
         values[name] = _number(value, ppath)

@@ -148,6 +148,9 @@ class Model:
         self.source_text: str | None = None
         self.source_format: str = "json"
         self.source_path: str | None = None
+        #: read table files outside the model file's directory (None: the
+        #: ``mbcore.limits`` default)
+        self.allow_external_data: bool | None = None
 
     # ------------------------------------------------------------------ building
     def add_body(self, name: str, *, mass: float = 1.0, inertia: Any = None,
@@ -310,7 +313,10 @@ class Model:
                 raise ModelError(f"bodies[{k}].name", f"duplicate body name '{b.name}'")
             names[b.name] = f"bodies[{k}]"
         pts = {}
-        ctx = ValidationContext([b.name for b in self.bodies], {}, self.parameters, self.ground)
+        ctx = ValidationContext([b.name for b in self.bodies], {}, self.parameters, self.ground,
+                                data_dir=os.path.dirname(os.path.abspath(self.source_path))
+                                if self.source_path else None,
+                                allow_external_data=self.allow_external_data)
         for k, p in enumerate(self.points):
             ctx.check_body(p.body, f"points[{k}].body")
             if p.name in pts:
@@ -346,7 +352,7 @@ class Model:
         values: dict[str, Any] = {}
         for key, p in cls.params.items():
             kp = f"{path}.{key}"
-            if key in raw:
+            if key in raw and not (raw[key] is None and not p.is_required()):
                 values[key] = p.validate(raw[key], kp, ctx)
             elif p.is_required():
                 raise ModelError(kp, f"required key is missing ({cls.name}: {p.doc})"
@@ -442,9 +448,18 @@ class Model:
             path.write_text(json.dumps(self.to_dict(), indent=2))
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, registry=None, validate: bool = True) -> "Model":
+    def from_dict(cls, data: Mapping[str, Any], *, registry=None, validate: bool = True,
+                  source_path: str | None = None,
+                  allow_external_data: bool | None = None) -> "Model":
+        """A model from model-file data (``source_path``, ``allow_external_data``: as
+        for :meth:`from_text`)."""
+        from .limits import check_count
         S.mapping(data, "model")
         S.check_keys(data, TOP_KEYS, "")
+        for key in ("bodies", "points", "impacts") + SECTIONS:
+            if isinstance(data.get(key), (list, tuple)):
+                check_count(len(data[key]), "max_bodies" if key == "bodies" else
+                            "max_elements", key, key)
         m = cls(name=str(data.get("name", "model")),
                 ground=S.string(data.get("ground", "ground"), "ground"),
                 description=str(data.get("description", "")))
@@ -459,7 +474,7 @@ class Model:
             dim = data["dimensions"]
             if dim not in (2, 3) or isinstance(dim, bool):
                 raise ModelError("dimensions", f"expected 2 (planar) or 3 (spatial), got "
-                                               f"{dim!r}")
+                                               f"{S._describe(dim)}")
             m.dimensions = int(dim)
             m.gravity = (0.0,) * m.dimensions
         for k, b in enumerate(S.sequence(data.get("bodies", []), "bodies")):
@@ -481,6 +496,8 @@ class Model:
         if data.get("impacts"):
             m.impacts = [dict(S.mapping(x, f"impacts[{k}]"))
                          for k, x in enumerate(S.sequence(data["impacts"], "impacts"))]
+        m.source_path = source_path
+        m.allow_external_data = allow_external_data
         if validate:
             if registry is None:
                 from .plugins import registry as _reg
@@ -490,22 +507,40 @@ class Model:
 
     @classmethod
     def from_text(cls, text: str, fmt: str = "yaml", *, registry=None,
-                  path: str | None = None) -> "Model":
+                  path: str | None = None,
+                  allow_external_data: bool | None = None) -> "Model":
+        """Parse model-file text (``fmt`` ``yaml`` or ``json``).  ``path``: the file
+        it came from (table files are resolved relative to its directory, else to
+        the current one); ``allow_external_data``: read table files outside that
+        directory (default ``mbcore.limits.limits.allow_external_data``)."""
         data = parse_text(text, fmt, path or "<text>")
-        m = cls.from_dict(data, registry=registry)
-        m.source_text, m.source_format, m.source_path = text, fmt, path
+        m = cls.from_dict(data, registry=registry, source_path=path,
+                          allow_external_data=allow_external_data)
+        m.source_text, m.source_format = text, fmt
         return m
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, *, registry=None) -> "Model":
-        """Load a YAML (.yaml/.yml) or JSON (.json) model file."""
+    def from_file(cls, path: str | os.PathLike, *, registry=None,
+                  allow_external_data: bool | None = None) -> "Model":
+        """Load a YAML (.yaml/.yml) or JSON (.json) model file (at most
+        ``mbcore.limits`` ``max_file_bytes``; table files as for :meth:`from_text`)."""
+        from .limits import limits
         p = Path(path)
         try:
+            size = p.stat().st_size
+            if size > limits.max_file_bytes:
+                raise ModelError("", f"model file '{p}' has {size:,} bytes, more than the "
+                                     f"limit of {limits.max_file_bytes:,} (mbcore.limits."
+                                     f"configure(max_file_bytes=...) to raise it)")
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise ModelError("", f"cannot read model file '{p}': {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ModelError("", f"cannot read model file '{p}': not UTF-8 text (byte "
+                                 f"{exc.start}: {exc.reason})") from None
         fmt = "json" if p.suffix.lower() == ".json" else "yaml"
-        m = cls.from_text(text, fmt, registry=registry, path=str(p))
+        m = cls.from_text(text, fmt, registry=registry, path=str(p),
+                          allow_external_data=allow_external_data)
         _log.debug("read %s (%s, %d characters): %r", p, fmt, len(text), m)
         return m
 
@@ -518,14 +553,22 @@ class Model:
 
 
 _LOADER = None
+#: tags a model file may carry (given or implied): plain data only (issue 18)
+DATA_TAGS = frozenset("tag:yaml.org,2002:" + t for t in
+                      ("str", "int", "float", "bool", "null", "seq", "map", "merge"))
+#: nodes of a YAML document once its aliases are expanded (an alias bomb stops here)
+MAX_YAML_NODES = 10_000_000
+#: nesting levels of a model file (YAML or JSON)
+MAX_NESTING = 200
 
 
 def _yaml_loader():
     """``yaml.SafeLoader`` that also reads ``1e9``, ``1e-3``, ``+2E5`` as numbers
     (YAML 1.2; the 1.1 resolver of PyYAML wants a dot: ``1.0e9``) — engineers write
-    numbers that way.  libyaml's parser (``yaml.CSafeLoader``: the same safe
-    constructor and resolver, C scanner and parser, ~10x faster on large model
-    files) where PyYAML was built with it."""
+    numbers that way — and leaves dates as strings (no implicit timestamps: a model
+    file holds strings, numbers, booleans, lists and mappings only).  libyaml's
+    parser (``yaml.CSafeLoader``: the same safe constructor and resolver, C scanner
+    and parser, ~10x faster on large model files) where PyYAML was built with it."""
     global _LOADER
     if _LOADER is None:
         import re
@@ -538,26 +581,110 @@ def _yaml_loader():
             "tag:yaml.org,2002:float",
             re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
             list("-+0123456789"))
+        Loader.yaml_implicit_resolvers = {
+            ch: [(tag, rx) for tag, rx in rs if tag in DATA_TAGS]
+            for ch, rs in Loader.yaml_implicit_resolvers.items()}
         _LOADER = Loader
     return _LOADER
 
 
+def _check_yaml_nodes(root) -> None:
+    """Refuse tags that construct anything but plain data (``!!python/...``,
+    ``!!binary``, ``!!timestamp``, ``!!set``, custom tags), recursive aliases, alias
+    bombs (more than :data:`MAX_YAML_NODES` nodes once expanded) and nesting deeper
+    than :data:`MAX_NESTING` — before anything is constructed.  Iterative: a deep
+    document cannot overflow the stack here."""
+    import yaml
+    size: dict[int, int] = {}           # id(node) -> expanded node count
+    stack = [(root, 0, False)]
+    open_: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            children = _yaml_children(node)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            if size[key] > MAX_YAML_NODES:
+                raise _yaml_error(node, f"the aliases expand to more than "
+                                        f"{MAX_YAML_NODES:,} values (an alias bomb?)")
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise _yaml_error(node, "a recursive alias (a value that contains itself)")
+        if node.tag not in DATA_TAGS:
+            raise _yaml_error(node, f"tag '{node.tag}' is not allowed: a model file holds "
+                                    f"plain data (strings, numbers, booleans, lists, "
+                                    f"mappings)")
+        if depth > MAX_NESTING:
+            raise _yaml_error(node, f"nested more than {MAX_NESTING} levels deep")
+        open_.add(key)
+        stack.append((node, depth, True))
+        if isinstance(node, yaml.CollectionNode):
+            stack.extend((c, depth + 1, False) for c in _yaml_children(node))
+
+
+def _yaml_children(node) -> list:
+    import yaml
+    if isinstance(node, yaml.MappingNode):
+        return [x for pair in node.value for x in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _yaml_error(node, problem: str):
+    import yaml
+    return yaml.MarkedYAMLError(problem=problem, problem_mark=node.start_mark)
+
+
+def _json_depth(text: str) -> int:
+    """Deepest bracket nesting of JSON text (strings skipped), without parsing."""
+    import re
+    depth = best = 0
+    for tok in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        c = tok.group()
+        if c in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif c in "]}":
+            depth -= 1
+    return best
+
+
 def parse_text(text: str, fmt: str, where: str) -> Any:
-    """Parse model-file text as data only (yaml.safe_load / json.loads)."""
+    """Parse model-file text as data only (a safe YAML loader / json.loads); tags,
+    recursive aliases, alias bombs and deep nesting are refused (issue 18)."""
     if fmt == "json":
+        if _json_depth(text) > MAX_NESTING:
+            raise ModelError("", f"{where}: invalid JSON: nested more than {MAX_NESTING} "
+                                 f"levels deep")
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ModelError("", f"{where}: invalid JSON at line {exc.lineno}, "
                                  f"column {exc.colno}: {exc.msg}") from None
+        except (ValueError, RecursionError) as exc:   # e.g. an integer of 5000 digits
+            raise ModelError("", f"{where}: invalid JSON: {exc}") from None
     import yaml
     try:
-        return yaml.load(text, Loader=_yaml_loader())      # a SafeLoader: data only
+        loader = _yaml_loader()(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_yaml_nodes(node)
+            return loader.construct_document(node)     # a SafeLoader: data only
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         loc = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ModelError("", f"{where}: invalid YAML{loc}: "
                              f"{getattr(exc, 'problem', None) or exc}") from None
+    except (ValueError, RecursionError) as exc:       # e.g. an integer of 5000 digits
+        raise ModelError("", f"{where}: invalid YAML: {exc}") from None
 
 
 def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
@@ -565,7 +692,7 @@ def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
     kind = b.get("kind", "rigid")
     if kind not in ("rigid", "particle"):
         raise ModelError(f"{path}.kind", f"expected 'rigid' (the default) or 'particle' "
-                                         f"(a point mass), got {kind!r}")
+                                         f"(a point mass), got {S._describe(kind)}")
     if kind == "particle":
         return _make_particle(b, path, dimensions)
     if dimensions == 3:

@@ -521,6 +521,9 @@ def orientation_from_spec(value: Any, path: str, notes: list[str] | None = None)
             raise ModelError(f"{path}.angle", "required with 'axis' (and unit: deg or rad)")
         angle = S.number(value["angle"], f"{path}.angle")
         f = _unit_factor(value, path)
+        big = float(np.abs(axis).max())
+        if big > 0.0:                 # [1e308, 1e308, 0]: a norm that overflows
+            axis = axis / big
         n = float(np.linalg.norm(axis))
         if not n > 1e-12 * max(1.0, float(np.abs(axis).max())):
             raise ModelError(fpath, f"the rotation axis must have non-zero length, got "

@@ -127,6 +127,9 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         own = {k: v for k, v in own.items() if k in known}
     merged = {**own, **override}
     named = reporters_from_settings(reg, merged.get("reporters"))    # before any work
+    if kernels is None and merged.get("kernels") not in (None, "compiled", "numpy"):
+        raise ModelError("settings.kernels", f"expected 'compiled' or 'numpy', got "
+                                             f"{merged['kernels']!r:.60}")
     system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
                            jacobian=jacobian,
                            dense_limit=None if "MBCORE_DENSE_LIMIT" in os.environ
@@ -204,6 +207,8 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         error = exc
     finally:
         _restore_sigterm(old)
+    if error is None:                # never a silent NaN (issue 18): name it, keep rows
+        error = non_finite_error(memory)
     stats = dict(job.stats)
     stats["wall_time"] = time.perf_counter() - t0
     interrupted = isinstance(error, KeyboardInterrupt)
@@ -268,6 +273,35 @@ def _finish_all(reps: Sequence[Reporter], status: str, reason: str, stats: dict,
         except Exception as exc:
             first = first or exc
     return first
+
+
+#: columns where NaN is the documented "not computed" mark (docs/analyses.md)
+NAN_ALLOWED = {"solver": ("pivot_ratio",)}
+
+
+def non_finite_error(memory) -> Exception | None:
+    """An AnalysisError naming the first recorded NaN / inf (channel, label, time),
+    or None when every recorded value is finite.  One vectorised pass over the
+    in-memory rows after the run."""
+    import numpy as np
+    from .errors import AnalysisError
+    res = memory.result()
+    for name in res.channels:
+        a = res.series(name)
+        if a.dtype.kind != "f" or a.size == 0:
+            continue
+        ok = np.isfinite(a)
+        labels = res.labels(name)
+        for col in NAN_ALLOWED.get(name, ()):
+            if col in labels:
+                ok[..., labels.index(col)] = True
+        if not ok.all():
+            row, col = (int(k[0]) for k in np.nonzero(~ok.reshape(len(a), -1)))
+            label = labels[col] if col < len(labels) else str(col)
+            return AnalysisError(f"the result '{name}' is not finite at '{label}' "
+                                 f"({a.reshape(len(a), -1)[row, col]}): the model's "
+                                 f"values are out of range", float(res.t[row]))
+    return None
 
 
 class _Terminated(KeyboardInterrupt):

@@ -26,7 +26,10 @@ def number(value: Any, path: str, *, finite: bool = True, min: float | None = No
            max: float | None = None, positive: bool = False) -> float:
     if not _is_number(value):
         raise ModelError(path, f"expected a number, got {_describe(value)}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:             # an integer of hundreds of digits
+        raise ModelError(path, f"number {_cut(str(value), 40)} is too large") from None
     if finite and not math.isfinite(v):
         raise ModelError(path, f"expected a finite number, got {v}")
     if positive and not v > 0:
@@ -64,7 +67,7 @@ def mapping(value: Any, path: str) -> Mapping[str, Any]:
         raise ModelError(path, f"expected a mapping (key: value), got {_describe(value)}")
     for k in value:
         if not isinstance(k, str):
-            raise ModelError(path, f"keys must be strings, got {k!r}")
+            raise ModelError(path, f"keys must be strings, got {_describe(k)}")
     return value
 
 
@@ -101,12 +104,17 @@ def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"a boolean ({value})"
     if isinstance(value, str):
-        return f"a string ({value!r})"
+        return f"a string ({_cut(repr(value))})"
     if isinstance(value, (list, tuple)):
         return f"a list of {len(value)}"
     if isinstance(value, Mapping):
         return "a mapping"
-    return f"{type(value).__name__} ({value!r})"
+    return f"{type(value).__name__} ({_cut(repr(value))})"
+
+
+def _cut(text: str, n: int = 80) -> str:
+    """A value's text cut to ``n`` characters for an error message."""
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 # ---------------------------------------------------------------------------------
@@ -154,6 +162,8 @@ class Param:
             return vector(value, path, 3)
         if k == "axis3":
             v = np.asarray(vector(value, path, 3), dtype=float)
+            if np.abs(v).max() > 0.0:         # no overflow in the norm of [1e308, 1e308, 0]
+                v = v / np.abs(v).max()
             nrm = float(np.linalg.norm(v))
             if not nrm > 1e-12 * max(1.0, float(np.max(np.abs(v)))) or nrm == 0.0:
                 raise ModelError(path, f"a direction must have non-zero length, got {list(v)}")
@@ -194,11 +204,16 @@ class ValidationContext:
     """What parameter validation may look up: body names, named points, functions."""
 
     def __init__(self, bodies: Iterable[str], points: Mapping[str, tuple[str, tuple]],
-                 parameters: Mapping[str, float], ground: str = "ground"):
+                 parameters: Mapping[str, float], ground: str = "ground",
+                 data_dir: str | None = None, allow_external_data: bool | None = None):
         self.bodies = set(bodies)
         self.points = dict(points)
         self.parameters = dict(parameters)
         self.ground = ground
+        #: where table files are resolved (the model file's directory) and whether
+        #: files outside it may be read (:func:`mbcore.functions.read_table_file`)
+        self.data_dir = data_dir
+        self.allow_external_data = allow_external_data
 
     def check_body(self, name: str, path: str) -> None:
         if name != self.ground and name not in self.bodies:
@@ -215,7 +230,8 @@ class ValidationContext:
 
     def function(self, spec: Any, path: str):
         from .functions import parse_function
-        return parse_function(spec, path, self.parameters)
+        return parse_function(spec, path, self.parameters, data_dir=self.data_dir,
+                              allow_external_data=self.allow_external_data)
 
 
 @dataclass(frozen=True)

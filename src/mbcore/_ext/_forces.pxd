@@ -13,6 +13,7 @@ ctypedef struct FGroup:
 cdef class ForceEvaluator:
     cdef FGroup* groups
     cdef Py_ssize_t ng, n
+    cdef public Py_ssize_t need_fv     # rows of fv the packed function indices read
     cdef double* qx
     cdef double* qdx
     cdef double* Qx
@@ -36,6 +37,7 @@ cdef class ForceJacobianEvaluator:
     cdef double* qdx
     cdef list _keep
     cdef public Py_ssize_t size, failed_group, failed_element
+    cdef public Py_ssize_t need_fv
 
     cdef Py_ssize_t c_jacobians(self, const double* q, const double* qd, double t,
                                 const double* fv, double* K, double* C) noexcept nogil

@@ -31,9 +31,14 @@ cdef class PlanarEvaluator:
     # on_failure(group, element, t): raises the named error of a failing plugin
     # element (System._constraint_failed); None: a generic RuntimeError
     cdef public object on_failure
+    # entries the packed indices reach (checked against the buffers of every call):
+    # rows of phi / nu / gamma, Jacobian data positions, rows of fv
+    cdef public Py_ssize_t need_out, need_data, need_fv
 
     cdef _set(self, Py_ssize_t k, dict g)
     cdef int _load(self, const double[::1] q) except -1
+    cdef int _check(self, const double[:, ::1] fv, double[::1] out,
+                    double[::1] data) except -1
     # C-level stages (q in qx, qd in qdx): -1, or the group whose plugin kernel
     # refused an element (failed_group / failed_element)
     cdef Py_ssize_t c_phi(self, double t, const double* fv, double* out) noexcept nogil

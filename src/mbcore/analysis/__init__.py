@@ -56,6 +56,7 @@ class Analysis:
             else:
                 out[key] = p.default_value()
         cls.check_settings(out, path)
+        _check_output_grid(out, path)
         return out
 
     @classmethod
@@ -88,3 +89,17 @@ def element_channels(system, *, local: bool = True, forces: bool = True,
                           "angular velocity and acceleration of each spatial body, "
                           "global axes"))
     return ch
+
+
+def _check_output_grid(settings: Mapping[str, Any], path: str) -> None:
+    """An output grid (``t_start``, ``t_end``, ``output_step``) of more rows than
+    ``mbcore.limits`` ``max_output_rows`` is refused before anything is allocated."""
+    t0, t1, h = (settings.get(k) for k in ("t_start", "t_end", "output_step"))
+    if not all(isinstance(x, (int, float)) for x in (t0, t1, h)) or not h or h <= 0:
+        return
+    from ..limits import check_count
+    rows = (t1 - t0) / h + 1.0
+    if rows > 1e18:
+        rows = 1e18
+    check_count(int(rows), "max_output_rows", f"{path}.output_step",
+                f"output rows ((t_end - t_start) / output_step = ({t1:g} - {t0:g}) / {h:g})")

@@ -66,7 +66,7 @@ class JointKinematics:
             q, Bx, _, _ = ch.state(x)
             phi = s.phi(q, t)[self.extra]
             norm = float(np.max(np.abs(phi))) if phi.size else 0.0
-            if norm <= tol * (1.0 + float(np.max(np.abs(q)))):
+            if norm <= tol * (1.0 + float(np.max(np.abs(q), initial=0.0))):
                 self.theta_cur = ch.theta(x)     # continuous with the previous time
                 return q, it, norm
             if it == maxit:

@@ -292,6 +292,7 @@ class KinematicAnalysis(Analysis):
                              f"analysis")
         q0 = sysm.initial_state(t0).q
         J = sysm.jacobian_dense(q0, t0)
+        check_finite("the Jacobian at the initial estimates", J, sysm.constraint_names, t0)
         rank = numerical_rank(J) if m else 0
         if m < n:
             raise ModelError("drivers", f"kinematic analysis needs as many independent "

@@ -105,7 +105,8 @@ class StaticAnalysis(Analysis):
     def _scale(self, q):
         s = self.system
         Q = s.forces(q, np.zeros(s.n), self.t)
-        return 1.0 + float(np.max(np.abs(Q))), 1.0 + float(np.max(np.abs(q)))
+        return (1.0 + float(np.max(np.abs(Q), initial=0.0)),      # no bodies: 1
+                1.0 + float(np.max(np.abs(q), initial=0.0)))
 
     def _stiffness(self, q, lam):
         """K = d(Q + Phi_q^T lam)/dq by central differences (Eq 14.3)."""
@@ -244,7 +245,7 @@ class StaticAnalysis(Analysis):
         s = self.system
         if s.m == 0:
             return True
-        scale = 1.0 + float(np.max(np.abs(q)))
+        scale = 1.0 + float(np.max(np.abs(q), initial=0.0))
         for _ in range(30):
             phi = s.phi(q, self.t)
             if np.max(np.abs(phi)) <= 1e-13 * scale:

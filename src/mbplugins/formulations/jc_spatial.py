@@ -657,8 +657,8 @@ class SpatialJointCoordinates(LoopClosure, Formulation):
         qq, qqd = self.split(y)
         err = float(np.max(np.abs(qq - q))) if len(q) else 0.0
         errv = float(np.max(np.abs(qqd - qd))) if len(q) else 0.0
-        if err > 1e-6 * (1.0 + np.max(np.abs(q))) or \
-                errv > 1e-6 * (1.0 + np.max(np.abs(qd))):
+        if err > 1e-6 * (1.0 + np.max(np.abs(q), initial=0.0)) or \
+                errv > 1e-6 * (1.0 + np.max(np.abs(qd), initial=0.0)):
             raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
                                 f"(positions differ by {err:.3g}, velocities by "
                                 f"{errv:.3g})", t)

@@ -506,7 +506,7 @@ class JointCoordinates(LoopClosure, Formulation):
         y = self.pack(q, qd)
         qq, qqd = self.split(y)
         err = float(np.max(np.abs(qq - q))) if len(q) else 0.0
-        if err > 1e-6 * (1.0 + np.max(np.abs(q))):
+        if err > 1e-6 * (1.0 + np.max(np.abs(q), initial=0.0)):
             raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
                                 f"(positions differ by {err:.3g})", t)
         self._loops_initialize(y, t)

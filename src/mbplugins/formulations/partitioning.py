@@ -121,6 +121,10 @@ class CP(Formulation):
         self._q = None
         self._prev = None
         self._want = None
+        if system.m == 0:
+            raise ModelError("settings.formulation", "cp partitions the coordinates by the "
+                             "constraint Jacobian, and the model has no constraints: use "
+                             "di or cs")
         self.singular_ratio = float(self.settings["singular_ratio"])
         if not 0.0 <= self.singular_ratio < 1.0:
             raise ModelError("settings.singular_ratio", f"must be in [0, 1), got "
@@ -140,7 +144,7 @@ class CP(Formulation):
         if (s.backend != "compiled" or not s.planar_only or not s.dense or s.padded
                 or s._evaluator is None or s._py_groups or s._py_force_groups
                 or s.mass_diag is None or np.any(np.asarray(s.mass_diag) <= 0)
-                or self.solver.augmented):
+                or self.solver.augmented or not 0 < s.m < s.n):   # no constraints: NumPy
             return None
         try:
             from mbcore._ext._cp import CompiledCP
@@ -233,7 +237,7 @@ class CP(Formulation):
             q[self.u] += sla.lu_solve(lu0, -(J0[:, self.v] @ (y[:self.k] - q[self.v])),
                                       check_finite=False)
         q[self.v] = y[:self.k]
-        scale = 1.0 + float(np.max(np.abs(q)))
+        scale = 1.0 + float(np.max(np.abs(q), initial=0.0))
         for it in range(13):
             phi = s.phi(q, t)
             if np.max(np.abs(phi)) <= self.tol * scale:

@@ -353,8 +353,8 @@ class Penalty(Formulation):
         q = np.array(y[:n], dtype=float)
         qd = np.array(y[n:2 * n], dtype=float)
         ptol = self.settings["projection_tolerance"]
-        tol = ptol * (1.0 + float(np.max(np.abs(q))))
-        vtol = ptol * (1.0 + float(np.max(np.abs(qd))))
+        tol = ptol * (1.0 + float(np.max(np.abs(q), initial=0.0)))
+        vtol = ptol * (1.0 + float(np.max(np.abs(qd), initial=0.0)))
         hol = self._hol
         changed = False
         phi = np.array(s.phi(q, t)) * hol

@@ -43,7 +43,7 @@ class Projection(Formulation):
             return None
         q = y[:n].copy()
         qd = y[n:2 * n].copy()
-        tol = self.settings["projection_tolerance"] * (1.0 + float(np.max(np.abs(q))))
+        tol = self.settings["projection_tolerance"] * (1.0 + float(np.max(np.abs(q), initial=0.0)))
         hol = s.holonomic              # positions: position-level rows only
         phi = s.phi(q, t)[hol]
         changed = False
