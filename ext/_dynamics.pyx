@@ -2100,8 +2100,8 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
         raise ValueError(f"run_rk: E and P need s + 1 = {s + 1} rows")
     if not 0 <= i_out <= nout:
         raise ValueError(f"run_rk: i_out = {i_out} is outside [0, {nout}]")
-    if not (isfinite(t0) and isfinite(t1)):
-        raise ValueError(f"run_rk: t0 = {t0} and t1 = {t1} must be finite")
+    if not (isfinite(t0) and t1 == t1):     # t1 = +-inf: open-ended (mbcore.Simulation)
+        raise ValueError(f"run_rk: t0 = {t0} must be finite and t1 = {t1} a number")
     if not (isfinite(h_abs) and h_abs > 0.0):
         raise ValueError(f"run_rk: h_abs = {h_abs} must be a positive finite step")
     if adaptive and not (isfinite(rtol) and isfinite(atol) and rtol >= 0.0 and atol >= 0.0
