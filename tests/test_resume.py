@@ -96,12 +96,7 @@ def test_killed_run_resumes_from_last_checkpoint_and_truncates(tmp_path, example
     out = tmp_path / "part.h5"
     run(_model(examples), settings=s, output=out, checkpoint_every=0.1,
         checkpoint_seconds=1e9)
-    with h5py.File(out, "r+") as f:            # forget the checkpoints after t = 0.2
-        g = f["checkpoint"]
-        k = int(np.searchsorted(g["t"][:], 0.2 + 1e-12))
-        for ds in g.values():
-            ds.resize((k,) + ds.shape[1:])
-        f.attrs["status"] = "running"
+    _forget_checkpoints_after(out, 0.2)
     ck = read_checkpoint(out)
     assert ck.t == pytest.approx(0.2) and ck.n_rows < 51
     assert ck.state["t_state"] >= ck.t and ck.state["h_next"] > 0
@@ -109,6 +104,17 @@ def test_killed_run_resumes_from_last_checkpoint_and_truncates(tmp_path, example
     t, got = _series(out)
     assert np.array_equal(t, t_ref)
     assert np.array_equal(got["q"], ref["q"]) and np.array_equal(got["qd"], ref["qd"])
+
+
+def _forget_checkpoints_after(out, t):
+    """Make ``out`` look killed right after its checkpoint at ``t``: later
+    checkpoints dropped, status ``running``."""
+    with h5py.File(out, "r+") as f:
+        g = f["checkpoint"]
+        k = int(np.searchsorted(g["t"][:], t + 1e-12))
+        for ds in g.values():
+            ds.resize((k,) + ds.shape[1:])
+        f.attrs["status"] = "running"
 
 
 MULTISTEP = [({"integrator": "bdf"}, "bdf"), ({"integrator": "abm"}, "abm"),
@@ -133,12 +139,7 @@ def test_multistep_resume_from_mid_run_checkpoint_is_bit_identical(tmp_path, exa
     out = tmp_path / "part.h5"
     run(_model(examples), settings=s, output=out, checkpoint_every=0.1,
         checkpoint_seconds=1e9)
-    with h5py.File(out, "r+") as f:            # forget the checkpoints after t = 0.2
-        g = f["checkpoint"]
-        k = int(np.searchsorted(g["t"][:], 0.2 + 1e-12))
-        for ds in g.values():
-            ds.resize((k,) + ds.shape[1:])
-        f.attrs["status"] = "running"
+    _forget_checkpoints_after(out, 0.2)
     ck = read_checkpoint(out)
     assert ck.t == pytest.approx(0.2) and ck.n_rows < 41
     assert ck.state["t_state"] >= ck.t
@@ -292,7 +293,7 @@ def test_checkpoint_every_writes_each_checkpoint(tmp_path, examples, monkeypatch
         made.append(self)
     monkeypatch.setattr(ckmod.Checkpointer, "__init__", init)
     out = tmp_path / "c.h5"
-    res = run(_model(examples), settings=dict(RK4, t_end=0.5), output=out,
+    run(_model(examples), settings=dict(RK4, t_end=0.5), output=out,
               checkpoint_every=0.01, checkpoint_seconds=1e9)
     assert made[0].count == 51
     with h5py.File(out, "r") as f:

@@ -30,13 +30,10 @@ import math
 
 import numpy as np
 
+from .fastloop import _Fallback  # the compiled loop's hand-over signal
 from .integrate.base import EPS, StepSizeError
 
 __all__ = ["CompiledRK", "PythonStepper"]
-
-
-class _Fallback(Exception):
-    pass
 
 
 class CompiledRK:
@@ -53,7 +50,7 @@ class CompiledRK:
 
         def fun(t, y):                  # the Python object's start-up only
             if crhs.eval(t, y, buf):
-                raise _Fallback()
+                raise _Fallback(t)
             return buf
         integ = icls(fun, t0, np.array(y0, dtype=float), horizon, **options)
         self.twin = tw = compiled_twin(icls, kind)
