@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import os
 import platform
-import signal
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from . import interrupts
 from .errors import MbcoreError, ModelError
 from .reporting import (Reporter, RunInfo, group_fan_out, record_rows_one_by_one,
                         reporters_from_settings)
@@ -197,7 +197,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
             r.event(t, kind, message)
 
     t0 = time.perf_counter()
-    old = _install_sigterm()
+    old = interrupts.install()
     error: BaseException | None = None
     try:
         job.run(record, event, progress=progress)
@@ -206,7 +206,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     except BaseException as exc:   # unexpected: still keep the results and say why
         error = exc
     finally:
-        _restore_sigterm(old)
+        interrupts.restore(old)
     if error is None:                # never a silent NaN (issue 18): name it, keep rows
         error = non_finite_error(memory)
     stats = dict(job.stats)
@@ -302,25 +302,3 @@ def non_finite_error(memory) -> Exception | None:
                                  f"({a.reshape(len(a), -1)[row, col]}): the model's "
                                  f"values are out of range", float(res.t[row]))
     return None
-
-
-class _Terminated(KeyboardInterrupt):
-    pass
-
-
-def _install_sigterm():
-    """Turn SIGTERM into an exception so the HDF5 file is closed as 'failed'."""
-    try:
-        def handler(signum, frame):
-            raise _Terminated("SIGTERM")
-        return signal.signal(signal.SIGTERM, handler)
-    except (ValueError, AttributeError):   # not the main thread / no signals
-        return None
-
-
-def _restore_sigterm(old):
-    if old is not None:
-        try:
-            signal.signal(signal.SIGTERM, old)
-        except ValueError:
-            pass

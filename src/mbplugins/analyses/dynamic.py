@@ -21,6 +21,7 @@ from mbcore.errors import AnalysisError, ModelError
 from mbcore.fastloop import compiled_loop_for, run_compiled
 from mbcore.formulation import Formulation, RestartRequest
 from mbcore.impacts import ContactSet
+from mbcore.interrupts import CRITICAL
 from mbcore.integrate.events import Event
 from mbcore.plugins import registry
 from mbcore.reporting import Channel, Row
@@ -385,16 +386,17 @@ class _RowBlock:
         run.istat[2:] = run.base + S[-1, 2:]
         run.last.update(t=float(T[-1]), q=np.array(Y[-1, :n]), qd=np.array(Y[-1, n:2 * n]),
                         W=float(Y[-1, 2 * n]))
-        if run.record_rows is not None:
-            run.record_rows(T, rows, run.row.layout)
-        else:                                       # a plain record(t, data) callable
-            flat = run.row.flat
-            for i in range(k):
-                flat[:] = rows[i]
-                run.record(float(T[i]), run.row)
+        with CRITICAL:                      # rows and their checkpoint state: atomic
+            if run.record_rows is not None:
+                run.record_rows(T, rows, run.row.layout)
+            else:                                   # a plain record(t, data) callable
+                flat = run.row.flat
+                for i in range(k):
+                    flat[:] = rows[i]
+                    run.record(float(T[i]), run.row)
+            if run.ck is not None:
+                run.ck.offer(run, float(T[-1]), Y[-1], float(S[-1, 2]))
         run.bar.update(k)
-        if run.ck is not None:
-            run.ck.offer(run, float(T[-1]), Y[-1], float(S[-1, 2]))
 
     def _energy(self, Y, out) -> None:
         sysm, n, T = self.run.sysm, self.n, self.T
@@ -683,10 +685,11 @@ class _Run:
             data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
         if "angular" in data:
             data["angular"][:] = sysm.angular_kinematics(qq, qqd, qdd).ravel()
-        self.record(t, data)
+        with CRITICAL:                       # the row and its checkpoint state: atomic
+            self.record(t, data)
+            if self.ck is not None:
+                self.ck.offer(self, t, y_state, float(self.cstat[2]))
         self.bar.update(1)
-        if self.ck is not None:
-            self.ck.offer(self, t, y_state, float(self.cstat[2]))
         reason = form.wants_repartition()
         if reason:
             self.last["reason"] = reason
