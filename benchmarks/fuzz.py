@@ -44,6 +44,9 @@ BAD = ("unnamed_error", "foreign_error", "nan", "crash", "hang")
 ORDER = ("valid", "named_error") + BAD          # worst last
 #: output rows of one fuzz run at most (t_end is cut to this many output steps)
 FUZZ_ROWS = 3
+#: the step budget of a fuzz run (settings.max_steps; the default is 100 000): a
+#: spatial model on the NumPy reference path takes up to 7 ms per step
+FUZZ_MAX_STEPS = 2_000
 MEMORY_LIMIT = 2 << 30                          # bytes of address space per worker
 #: columns where NaN is the documented "not computed" mark (docs/analyses.md)
 NAN_ALLOWED = {"solver": ("pivot_ratio",)}
@@ -61,7 +64,8 @@ def _num(x: Any) -> bool:
 def tame_settings(own: dict, analysis: str) -> dict:
     """Overrides that keep a run short when the model's own time settings are sane
     numbers (else they are left alone, for validation to catch): ``t_end`` cut to
-    :data:`FUZZ_ROWS` output steps; fixed steps no smaller than 1/100 of that."""
+    :data:`FUZZ_ROWS` output steps; fixed steps no smaller than 1/100 of that; the
+    step budget ``max_steps`` at most :data:`FUZZ_MAX_STEPS`."""
     if analysis == "static":
         return {}
     t0, t1, h = own.get("t_start", 0.0), own.get("t_end", 1.0), own.get("output_step", 0.01)
@@ -77,6 +81,9 @@ def tame_settings(own: dict, analysis: str) -> dict:
             v = own.get(key)
             if _num(v) and 0 < v < span / 100:
                 over[key] = span / 100
+        budget = own.get("max_steps")
+        if budget is None or _num(budget) and (budget == 0 or budget > FUZZ_MAX_STEPS):
+            over["max_steps"] = FUZZ_MAX_STEPS      # a shorter step budget
     return over
 
 

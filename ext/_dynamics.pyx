@@ -2002,7 +2002,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
            const double[::1] stop_sign=None, const double[::1] E3=None,
            const double[:, ::1] A_extra=None, const double[::1] C_extra=None,
            const double[:, ::1] D=None, object grid0=None, long istep0=0,
-           double[::1] ystep=None):
+           double[::1] ystep=None, long max_steps=0):
     """Integrate ``y' = f(t, y)`` (the compiled right-hand side) from (t0, y0) to t1
     by an explicit Runge-Kutta method, calling ``on_output(t, y)`` at the output
     times ``t_out[i_out:]``.
@@ -2030,7 +2030,9 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     caller continues on the Python path, which raises the named error), 3 the step
     size fell below the round-off limit, 4 a stop condition ``stop_sign[k] *
     (y[stop_idx[k]] - stop_val[k])`` falls through zero in the step after (t, y)
-    (the caller locates it).  Outputs beyond t are not emitted in cases 2-4.
+    (the caller locates it), 5 ``max_steps`` > 0 steps were taken since the last
+    output (or the start) without reaching the next output time (the step budget,
+    ``settings.max_steps``).  Outputs beyond t are not emitted in cases 2-5.
 
     Hairer's DOP853 form (``mbcore.integrate.rk.EmbeddedRK`` with ``E3``; the
     built-in ``dop853``): ``E3`` given -> the error
@@ -2061,7 +2063,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     cdef double[::1] out
     cdef double t = t0, tnew, h, err, factor, a, b, sk, tt, th, h00, h10, h01, h11
     cdef double nfev0 = f.nfev - nfev_start
-    cdef long nsteps = 0, nrej = 0, istep = istep0
+    cdef long nsteps = 0, nrej = 0, istep = istep0, since = 0
     cdef double g0 = t0 if grid0 is None else grid0
     cdef bint rejected, exact
     cdef double eps = 2.220446049250313e-16
@@ -2116,7 +2118,12 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
             raise ValueError("run_rk: stop index out of range")
     for i in range(N):
         K[0, i] = f0[i]
+    if max_steps < 0:
+        raise ValueError(f"run_rk: max_steps = {max_steps} must be >= 0 (0: no budget)")
     while t < t1:
+        if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
+            _stats(stats, h_abs, order, nsteps, nrej, f.nfev - nfev0)
+            return 5, t, np.asarray(y), i_out, h_abs
         # ---- one accepted step from (t, y) with derivative K[0] ------------------
         rejected = False
         min_step = 10.0 * eps * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
@@ -2227,7 +2234,9 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
             projected = pcode == 1
         # ---- outputs in (t, tnew] ------------------------------------------------
         dense_ready = False
+        since += 1
         if i_out < nout and t_out[i_out] <= tnew:
+            since = 0
             stats[0] = h
             stats[1] = order
             stats[2] = nsteps

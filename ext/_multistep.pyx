@@ -22,7 +22,8 @@ right-hand side failed at a trial point (t, y = the last accepted state: the cal
 continues on the Python driver, which raises the named error), 3 the step size
 fell below the round-off limit (``h`` = that step), 4 a stop condition
 ``stop_sign[k] * (y[stop_idx[k]] - stop_val[k])`` falls through zero in the step
-after (t, y).  ``stats`` (5 floats, updated before every output and on return):
+after (t, y), 5 the step budget: ``max_steps`` > 0 steps since the last output (or
+the start) without reaching the next output time.  ``stats`` (5 floats, updated before every output and on return):
 last step, order, steps, rejected attempts, evaluations (from ``nfev_start``).
 ``counters`` (:data:`NCOUNTERS` floats, accumulated): see :data:`COUNTERS`.
 """
@@ -180,7 +181,8 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             const double[::1] gstar_abs, double[::1] t_out, Py_ssize_t i_out,
             object on_output, double[::1] stats, double[::1] counters, long nfev_start=0,
             const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
-            const double[::1] stop_sign=None, double[::1] ystep=None, dict hist=None):
+            const double[::1] stop_sign=None, double[::1] ystep=None, dict hist=None,
+            long max_steps=0):
     """Integrate from (t0, y0) to t1 > t0 by ``AdamsPECE`` from its state after
     ``_restart_impl`` or any accepted step: ``phi0`` = φ_1..φ_{kmax+2} (rows),
     ``hs0`` the past steps (most recent first), ``h`` the next step, ``h_last``,
@@ -226,10 +228,15 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef double t = t0, tnew = t0, t_old = t0, habs, nk, erk, err, erkm1, erkm2, erkp1, factor
     cdef double a, b, acc, c, hnext, r, min_step, tt, hi, term, ps, gam, eta, hstep
     cdef double nfev0 = f.nfev - nfev_start
-    cdef long nsteps = 0, nrej = 0, ns
+    cdef long nsteps = 0, nrej = 0, ns, since = 0
     cdef int ifail, knew, k_next, k1, kstep = k
     cdef bint uniform
+    if max_steps < 0:
+        raise ValueError(f"run_abm: max_steps = {max_steps} must be >= 0 (0: no budget)")
     while t < t1:
+        if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
+            _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
+            return 5, t, np.asarray(y), i_out, h
         # ---- one accepted step (AdamsPECE._step_impl) ------------------------------
         min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
         ifail = 0
@@ -415,9 +422,11 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
         for i in range(N):
             y[i] = ynew[i]
         nsteps += 1
+        since += 1
         _accepted(counters, fabs(t - t_old), kstep)
         # ---- outputs in (t_old, t]: INTRP -------------------------------------------
         if i_out < nout and t_out[i_out] <= t:
+            since = 0
             if ystep is not None and ystep.shape[0] >= N + 2:   # checkpoints
                 for i in range(N):
                     ystep[i] = y[i]
@@ -594,7 +603,8 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             const double[::1] stop_val=None, const double[::1] stop_sign=None,
             const double[::1] mass=None, object jac=None, const double[::1] h_power=None,
             object newton_system=None, double[::1] ystep=None, dict hist=None,
-            const double[::1] J0=None, long jac_age0=0, double c_lu0=0.0):
+            const double[::1] J0=None, long jac_age0=0, double c_lu0=0.0,
+            long max_steps=0):
     """Integrate from (t0, y0) to t1 > t0 by ``BDF`` from its state after
     ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order ``k``,
     ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``, ``err_const``:
@@ -687,7 +697,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef double dy_norm, dy_norm_old = 0.0, rate = 0.0, safety = 1.0, err = 0.0
     cdef double best_factor, fm, fac, sg, tt, hstep = 0.0
     cdef double nfev0 = f.nfev - nfev_start
-    cdef long nsteps = 0, nrej = 0, jac_age = 0
+    cdef long nsteps = 0, nrej = 0, jac_age = 0, since = 0
     cdef int info = 0, one = 1, nn = <int>N, it, n_iter = 0, best, kstep = k
     cdef char trans = b'N'
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, converged, have_old
@@ -717,7 +727,12 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
             lu_valid = True
             c_lu = c_lu0
+    if max_steps < 0:
+        raise ValueError(f"run_bdf: max_steps = {max_steps} must be >= 0 (0: no budget)")
     while t < t1:
+        if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
+            _stats(stats, h_abs, k, nsteps, nrej, f.nfev - nfev0)
+            return 5, t, np.asarray(y), i_out, h_abs
         min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
         if h_abs > max_step:
             _rescale(&D[0, 0], N, k, max_step / h_abs, R, U, RU, tmp)
@@ -928,6 +943,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
         if jac_age >= jac_max_age:
             jac_valid = False
         nsteps += 1
+        since += 1
         _accepted(counters, fabs(t - t_old), kstep)
         if n_equal >= k + 1:
             # order k-1, k, k+1: the one allowing the largest step
@@ -955,6 +971,7 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
                 n_equal = 0
         # ---- outputs in (t_old, t]: backward-difference polynomial --------------------
         if i_out < nout and t_out[i_out] <= t:
+            since = 0
             if ystep is not None and ystep.shape[0] >= N + 2:   # checkpoints
                 for i in range(N):
                     ystep[i] = y[i]
@@ -1003,7 +1020,7 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
               double[::1] counters, long nfev_start=0, const idx_t[::1] stop_idx=None,
               const double[::1] stop_val=None, const double[::1] stop_sign=None,
               double[::1] ystep=None, dict hist=None, const double[::1] J0=None,
-              double c_lu0=0.0):
+              double c_lu0=0.0, long max_steps=0):
     """Integrate from (t0, y0) to t1 > t0 by ``ThetaMethod`` (Jacobian ``f.c_jac``:
     forward differences as ``Integrator.jac``/``num_jac`` with the floor 1e-8, or the
     right-hand side's semi-analytic one, see :func:`_jacobian`) from
@@ -1047,7 +1064,7 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
     cdef double t = t0, t_old = t0, tnew, h = 0.0, c, c_lu = 0.0, norm, norm_old = 0.0
     cdef double s, s2, s3, h00, h10, h01, h11, hd, tt
     cdef double nfev0 = f.nfev - nfev_start
-    cdef long nsteps = 0, nrej = 0
+    cdef long nsteps = 0, nrej = 0, since = 0
     cdef int info = 0, one = 1, nn = <int>N, it, iters, attempt
     cdef char trans = b'N'
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, ok, have_old
@@ -1064,7 +1081,12 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
             dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
             lu_valid = True
             c_lu = c_lu0
+    if max_steps < 0:
+        raise ValueError(f"run_theta: max_steps = {max_steps} must be >= 0 (0: no budget)")
     while t < t1:
+        if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
+            _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
+            return 5, t, np.asarray(y), i_out, h
         # ---- one step (ThetaMethod._step_impl) -------------------------------------
         i_step += 1
         tnew = t_start + (<double>i_step) * h_step
@@ -1156,9 +1178,11 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
         t_old = t
         t = tnew
         nsteps += 1
+        since += 1
         _accepted(counters, fabs(t - t_old), order)
         # ---- outputs in (t_old, t]: linear or cubic Hermite -------------------------
         if i_out < nout and t_out[i_out] <= t:
+            since = 0
             if ystep is not None and ystep.shape[0] >= N + 2:   # checkpoints
                 for i in range(N):
                     ystep[i] = y[i]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .integrate.base import EPS, Statistics, StepSizeError
+from .integrate.base import EPS, Statistics, StepSizeError, step_budget_error
 from .integrate.rk import compiled_twin
 
 __all__ = ["compiled_loop_for", "run_compiled"]
@@ -77,7 +77,7 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
 def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                  python_fallback, stops=None, jac=None, start=None,
-                 ystep=None, hist=None) -> LoopResult:
+                 ystep=None, hist=None, max_steps: int = 0) -> LoopResult:
     """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
 
     ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
@@ -94,12 +94,15 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     (checkpoints); ``start["exact"]``: an embedded pair starts with exactly
     ``h_abs`` (the stored next step of that state).  Multistep loops: ``hist`` (a
     dict) receives the integrator history with ``ystep``, and ``start["history"]``
-    (such a dict) restores it (:func:`mbcore.multistep_loop.run_multistep`)."""
+    (such a dict) restores it (:func:`mbcore.multistep_loop.run_multistep`).
+    ``max_steps`` > 0: the step budget between outputs
+    (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out)."""
     if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
-                             hist=hist, history=(start or {}).get("history"))
+                             hist=hist, history=(start or {}).get("history"),
+                             max_steps=max_steps)
     from ._ext._dynamics import run_rk
 
     crhs = form.compiled
@@ -150,7 +153,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         *twin.controller, exponent, twin.order, on_output, stats, st.nfev,
         np.ascontiguousarray(stops[:, 0], dtype=np.intp),
         np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]),
-        **twin.hairer, **grid)
+        **twin.hairer, **grid, max_steps=int(max_steps or 0))
     st.nsteps += int(stats[2])
     st.nrejected += int(stats[3])
     st.nerror_test_failures += int(stats[3])
@@ -159,6 +162,8 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return LoopResult(0, st, t, y)
     if code == 1:
         return LoopResult(2, st, t, y)
+    if code == 5:
+        raise budget_error(max_steps, t, t0, t_out, i_out, float(stats[0]))
     if code == 3:                        # the message of Integrator._step_too_small
         min_step = 10.0 * EPS * max(abs(t), 1e-300)
         raise StepSizeError(
@@ -172,6 +177,14 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     for k in ("nsteps", "nrejected", "nerror_test_failures", "nfev"):
         setattr(rest, k, getattr(rest, k) + getattr(st, k))
     return res
+
+
+def budget_error(max_steps: int, t: float, t0: float, t_out: np.ndarray, i_out: int,
+                 h: float):
+    """The StepBudgetError of a compiled loop's code 5 at (t, i_out), started at t0."""
+    t_prev = max(float(t_out[i_out - 1]), t0) if i_out > 0 else t0
+    t_next = float(t_out[i_out]) if i_out < t_out.size else None
+    return step_budget_error(int(max_steps), t, t_prev, t_next, h)
 
 
 class _Fallback(Exception):

@@ -123,7 +123,7 @@ def _restore(kind: str, integ, h: dict) -> dict:
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
-                  history=None):
+                  history=None, max_steps: int = 0):
     """:func:`mbcore.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
     (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only).
     Checkpoints: ``ystep`` (size + 2 floats) and ``hist`` (a dict) receive the end
@@ -167,6 +167,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if hist is not None:
         hist["kind"] = kind
     y_start = np.array(y0, dtype=float)
+    budget = int(max_steps or 0)
     if kind == "abm":
         code, t, y, i_out, h = ms.run_abm(
             crhs, float(t0), float(t1), y_start, np.ascontiguousarray(integ._phi),
@@ -176,7 +177,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             np.ascontiguousarray(icls.GAMMA, dtype=float),
             np.ascontiguousarray(icls.GAMMA_STAR_ABS, dtype=float),
             t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
-            hist=hist)
+            hist=hist, max_steps=budget)
     elif kind == "bdf":
         o = integ.opts
         code, t, y, i_out, h = ms.run_bdf(
@@ -193,7 +194,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             jac=jac if integ.has_jacobian else None,
             h_power=(None if integ._hpow is None
                      else np.ascontiguousarray(integ._hpow, dtype=float)),
-            newton_system=integ._hook, ystep=ystep, hist=hist, **extra)
+            newton_system=integ._hook, ystep=ystep, hist=hist, **extra, max_steps=budget)
     elif kind == "theta":
         o = integ.opts
         code, t, y, i_out, h = ms.run_theta(
@@ -201,7 +202,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             float(integ._t_start), int(integ._i), float(integ._h), float(icls.theta),
             int(icls.order), icls.END_DERIVATIVE == "evaluated", int(o["newton_maxiter"]),
             float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
-            counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra)
+            counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra, max_steps=budget)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)
@@ -209,6 +210,9 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return LoopResult(0, st, t, y)
     if code == 1:
         return LoopResult(2, st, t, y)
+    if code == 5:
+        from .fastloop import budget_error
+        raise budget_error(budget, t, t0, t_out, i_out, h)
     if code == 3:                        # the message of Integrator._step_too_small
         min_step = 10.0 * EPS * max(abs(t), 1e-300)
         why = " (remaining interval)" if kind == "theta" else ""

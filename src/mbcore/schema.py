@@ -41,6 +41,16 @@ def number(value: Any, path: str, *, finite: bool = True, min: float | None = No
     return v
 
 
+def count(value: Any, path: str, *, positive: bool = False) -> int:
+    """A whole number >= 0 (>= 1 if ``positive``); an integral float (1.0e5) is
+    accepted."""
+    v = number(value, path)
+    if v != math.floor(v) or v < (1 if positive else 0) or v > 2 ** 62:
+        raise ModelError(path, f"expected a whole number >= {1 if positive else 0}, got "
+                               f"{_describe(value)}")
+    return int(v)
+
+
 def vector(value: Any, path: str, n: int = 2) -> tuple[float, ...]:
     if not isinstance(value, (list, tuple)) or isinstance(value, str):
         try:  # numpy arrays from the Python API
@@ -126,7 +136,8 @@ class Param:
 
     ``kind`` is one of ``body``, ``vec2``, ``vec3`` (a spatial point: 3 numbers or
     a named point), ``axis3`` (a direction: 3 numbers of non-zero length, returned
-    as a unit vector), ``number``, ``choice``, ``function``,
+    as a unit vector), ``number``, ``count`` (a whole number >= 0), ``choice``,
+    ``function``,
     ``string``, ``strings`` (a list of names), ``bool`` (true/false; also yes/no),
     ``mapping`` (key: value, keys
     validated by whoever uses it).  ``default`` of ``None`` with ``required=False`` means the type
@@ -152,6 +163,8 @@ class Param:
         k = self.kind
         if k == "number":
             return number(value, path, positive=self.positive)
+        if k == "count":
+            return count(value, path, positive=self.positive)
         if k == "vec2":
             if isinstance(value, str) and ctx is not None:
                 return ctx.point(value, path)   # a named point: (body, local coords)

@@ -192,7 +192,8 @@ class Simulation:
         if kind in ("fixed", "embedded") and post is None:
             try:
                 self.loop = "compiled"
-                return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options)
+                return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
+                                  max_steps=a.settings["max_steps"])
             except _Fallback:            # a failing first evaluation: the Python path
                 pass                     # names the error (or continues)
         if (jac is None and getattr(run.crhs, "analytic_jac", False)
@@ -200,7 +201,7 @@ class Simulation:
             jac = run.rhs_jacobian
         self.loop = "python"
         return PythonStepper(a.icls, run.rhs, t, y, horizon, a.integrator_options,
-                             jac=jac, post_step=post)
+                             jac=jac, post_step=post, max_steps=a.settings["max_steps"])
 
     def _no_record(self, t, data) -> None:
         """The run's ``record``: the row stays in ``run.row`` (read by outputs)."""
@@ -483,7 +484,8 @@ class Simulation:
         from .integrate import integrate
         a = self.analysis
         res = integrate(a.icls, self._run.rhs, (t0, target), y0, t_out=[target],
-                        store=True, **a.integrator_options)
+                        store=True, max_steps_per_output=a.settings["max_steps"],
+                        **a.integrator_options)
         y = np.array(res.y[-1])
         self._stepper.restart(target, y, np.array(self._run.rhs(target, y)))
         self.restarts += 1
@@ -545,7 +547,6 @@ class Simulation:
         keys = [names] if single else list(names)
         idx = [self._index(k) for k in keys]
         n = self.system.n
-        form = self._run.form
         if (self._row_t != self.t and self._direct and all(i < 2 * n for i in idx)):
             vals = self._y[idx]
         else:

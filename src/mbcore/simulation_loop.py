@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from .fastloop import _Fallback  # the compiled loop's hand-over signal
-from .integrate.base import EPS, StepSizeError
+from .integrate.base import EPS, StepSizeError, step_budget_error
 
 __all__ = ["CompiledRK", "PythonStepper"]
 
@@ -40,10 +40,11 @@ class CompiledRK:
     """The compiled Runge-Kutta loop driven target by target (module docstring)."""
 
     def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
-                 options: dict):
+                 options: dict, max_steps: int = 0):
         from ._ext._dynamics import run_rk
         from .integrate.rk import compiled_twin
         self.run_rk = run_rk
+        self.max_steps = int(max_steps or 0)       # the step budget per call
         self.crhs = crhs = form.compiled
         self.N = N = y0.size
         buf = np.zeros(N)
@@ -90,9 +91,12 @@ class CompiledRK:
         code, t, y, _, _ = self.run_rk(
             self.crhs, tw.A, tw.B, tw.C, tw.E, tw.P, self.adaptive, t0, t1, y0, f0,
             self.t_out, 0, h, *self.tol, self.on_output, self.stats, 0,
-            grid0=self.g0, istep0=istep0, ystep=ystep, **tw.hairer)
+            grid0=self.g0, istep0=istep0, ystep=ystep, **tw.hairer,
+            max_steps=self.max_steps)
         if code == 1:
             return None
+        if code == 5:
+            raise step_budget_error(self.max_steps, t, t0, target, float(self.stats[0]))
         if code == 3:
             raise StepSizeError(
                 f"step size {abs(float(self.stats[0])):.3e} fell below the round-off limit "
@@ -172,9 +176,10 @@ class PythonStepper:
     """One integrator object kept across calls (module docstring)."""
 
     def __init__(self, icls, rhs, t0: float, y0: np.ndarray, horizon: float, options: dict,
-                 jac=None, post_step=None):
+                 jac=None, post_step=None, max_steps: int = 0):
         self.integ = icls(rhs, t0, np.array(y0, dtype=float), horizon, jac=jac, **options)
         self.post_step = post_step
+        self.max_steps = int(max_steps or 0)       # the step budget per call
         self.sol = None                # dense output of the last step (when needed)
 
     def _step(self) -> None:
@@ -199,8 +204,13 @@ class PythonStepper:
 
     def advance(self, target: float) -> np.ndarray:
         I = self.integ
+        t_start, steps = float(I.t), 0
         while I.t < target:
+            if self.max_steps and steps >= self.max_steps:
+                raise step_budget_error(self.max_steps, float(I.t), t_start, target,
+                                        float(I.t - I.t_old))
             self._step()
+            steps += 1
             if I.t >= target and I.t != target:
                 self.sol = I.dense_output()   # before a projection replaces y
             self._post()

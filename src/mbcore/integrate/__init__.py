@@ -15,7 +15,7 @@ from __future__ import annotations
 from .base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, FIXED_STEP_OPTIONS,
                    NEWTON_OPTIONS, IntegrationError,
                    Integrator, IntegratorOptionError, NewtonFailure, NonFiniteError, Option,
-                   Statistics, StepSizeError, calibrated_tolerances)
+                   Statistics, StepBudgetError, StepSizeError, calibrated_tolerances)
 from .common import (BackwardDifferenceDenseOutput, ConstantDenseOutput, DenseOutput,
                      HermiteDenseOutput, LinearDenseOutput, RKDenseOutput, num_jac, rms_norm,
                      select_initial_step, step_from_frequency)
@@ -26,7 +26,8 @@ from .rk import EmbeddedRK, FixedStepRK, RKTwin, compiled_twin, hermite_dense_co
 __all__ = [
     "Integrator", "Statistics", "Option", "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS",
     "NEWTON_OPTIONS", "CALIBRATION_OPTIONS", "calibrated_tolerances",
-    "IntegrationError", "StepSizeError", "NonFiniteError", "NewtonFailure",
+    "IntegrationError", "StepSizeError", "StepBudgetError", "NonFiniteError",
+    "NewtonFailure",
     "IntegratorOptionError",
     "DenseOutput", "ConstantDenseOutput", "LinearDenseOutput", "HermiteDenseOutput",
     "RKDenseOutput", "BackwardDifferenceDenseOutput",

@@ -24,7 +24,7 @@ from ..contract import CONTRACT_VERSION
 from ..errors import AnalysisError, MbcoreError
 
 __all__ = ["Integrator", "Statistics", "Option", "IntegrationError", "StepSizeError",
-           "NonFiniteError", "IntegratorOptionError", "NewtonFailure",
+           "StepBudgetError", "NonFiniteError", "IntegratorOptionError", "NewtonFailure",
            "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS", "NEWTON_OPTIONS", "CALIBRATION_OPTIONS",
            "calibrated_tolerances"]
 
@@ -41,6 +41,25 @@ class IntegrationError(AnalysisError):
 
 class StepSizeError(IntegrationError):
     """The step size fell below the round-off limit at time ``t``."""
+
+
+class StepBudgetError(IntegrationError):
+    """The step budget (``max_steps`` steps between two outputs, as CVODE's
+    ``mxstep``) ran out at time ``t``: a very fast or stiff motion for this
+    integrator, never a run of astronomically many steps."""
+
+
+def step_budget_error(max_steps: int, t: float, t_prev: float, t_next: float | None,
+                      h: float) -> StepBudgetError:
+    """The :class:`StepBudgetError` of a loop that took ``max_steps`` steps since the
+    output (or start) at ``t_prev`` and is at ``t`` (step size ``h``) short of the
+    next output ``t_next``."""
+    nxt = "" if t_next is None else f" without reaching the next output at t = {t_next:.9g}"
+    return StepBudgetError(
+        f"{max_steps} steps since t = {t_prev:.9g}{nxt} (step size now {abs(h):.3e}): "
+        f"the motion is too fast or the problem too stiff for this integrator at its "
+        f"tolerances; check the model's values (velocities, inertias, stiffnesses), try a "
+        f"stiff integrator (bdf), or raise settings.max_steps (0: no budget)", t)
 
 
 class NonFiniteError(IntegrationError):

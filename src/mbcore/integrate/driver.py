@@ -13,7 +13,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import MbcoreError
-from .base import IntegrationError, Integrator, IntegratorOptionError, Statistics
+from .base import (IntegrationError, Integrator, IntegratorOptionError, Statistics,
+                   step_budget_error)
 from .events import EventLocator, EventRecord
 
 __all__ = ["integrate", "IntegrationResult", "resolve_integrator"]
@@ -96,6 +97,7 @@ def _check_t_out(t_out, t0: float, tf: float, label: str) -> np.ndarray:
 def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
               t_out=None, events=(), on_output: Callable | None = None,
               jac=None, store: bool = True, max_steps: int | None = None,
+              max_steps_per_output: int | None = None,
               post_step: Callable | None = None, on_step: Callable | None = None,
               event_xtol: float | None = None, raise_on_failure: bool = True,
               registry=None, **options: Any) -> IntegrationResult:
@@ -127,6 +129,10 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
         size), else ``restart`` (multistep history is discarded).  Outputs exactly at the step end use the
         new state; outputs inside the step use the step's dense output.
     max_steps : fail after this many accepted steps.
+    max_steps_per_output : the step budget between outputs (CVODE's ``mxstep``):
+        fail with :class:`~mbcore.integrate.base.StepBudgetError` after this many
+        accepted steps since the last output (or the start) without reaching the
+        next one (with ``t_out``; ``None`` or 0: no budget).
     event_xtol : absolute time tolerance of event location (default: 4 eps |t|).
     raise_on_failure : raise the integrator's error (with ``.result`` attached,
         holding the outputs up to the failure) instead of returning status -1.
@@ -142,6 +148,11 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise IntegratorOptionError(cls.name, "max_steps", f"must be a positive integer, "
                                     f"got {max_steps!r}")
+    if max_steps_per_output is not None and (not isinstance(max_steps_per_output, int)
+                                             or max_steps_per_output < 0):
+        raise IntegratorOptionError(cls.name, "max_steps_per_output", f"must be an integer "
+                                    f">= 0, got {max_steps_per_output!r}")
+    budget = max_steps_per_output or 0
     integ: Integrator = cls(fun, t0, y0, tf, jac=jac, **options)
     direction = integ.direction
     outs = _check_t_out(t_out, t0, tf, cls.name or cls.__name__) if t_out is not None else None
@@ -163,6 +174,7 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
     found: list[EventRecord] = []
 
     i_out = 0
+    since, t_emit = 0, t0          # steps since the last output, and its time
     if outs is None:
         emit(integ.t, integ.y.copy())
     else:
@@ -211,7 +223,9 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
             j = i_out
             while j < outs.size and direction * (outs[j] - t_stop) <= 0:
                 j += 1
+            since += 1
             if j > i_out:
+                since, t_emit = 0, float(outs[j - 1])
                 tt = outs[i_out:j]
                 exact = tt == t_new
                 vals = None
@@ -233,6 +247,12 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
                 resume(t_new, y_new)
             else:
                 integ.restart(t_new, y_new)
+        if budget and since >= budget and integ.status == "running":
+            error = step_budget_error(budget, integ.t, t_emit,
+                                      float(outs[i_out]) if i_out < outs.size else None,
+                                      integ.t - integ.t_old)
+            status, message = FAILED, str(error)
+            break
         if max_steps is not None and integ.stats.nsteps >= max_steps \
                 and integ.status == "running":
             error = IntegrationError(f"max_steps = {max_steps} reached before t_bound = "

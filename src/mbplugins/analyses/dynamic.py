@@ -46,6 +46,10 @@ class DynamicAnalysis(Analysis):
                       positive=True),
         "max_step": Param("number", "largest step (adaptive integrators)", required=False,
                           positive=True),
+        "max_steps": Param("count", "step budget: most integrator steps between two "
+                           "outputs (as CVODE's mxstep); a run needing more stops with a "
+                           "StepBudgetError naming the time; 0: no budget",
+                           default=100_000),
         "formulation": Param("string", "formulation plugin name", default="cs"),
         "alpha": Param("number", "Baumgarte alpha (cs)", required=False),
         "independent": Param("string", "initial independent coordinates (cp)",
@@ -763,6 +767,7 @@ class _Run:
         return integrate(self.a.icls, self.rhs, (t_a, self.t1), y_a, t_out=outs,
                          store=False, on_output=self.output, events=self.events,
                          post_step=self.post, on_step=self.on_step, jac=jac,
+                         max_steps_per_output=self.a.settings["max_steps"],
                          **self.a.integrator_options)
 
     def rhs_jacobian(self, t, y):
@@ -807,13 +812,13 @@ class _Run:
                                 self.a.integrator_options, self._output_compiled,
                                 self.cstat, self._handover, stops=self.stop_specs,
                                 jac=self.jac, start=start, ystep=self.ystep,
-                                hist=self.mshist)
+                                hist=self.mshist, max_steps=self.a.settings["max_steps"])
         try:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self.batch.on_output,
                                 self.cstat, self._handover, stops=self.stop_specs,
                                 jac=self.jac, start=start, ystep=self.ystep,
-                                hist=self.mshist)
+                                hist=self.mshist, max_steps=self.a.settings["max_steps"])
         finally:
             self.batch.flush()               # also on errors: a failed run keeps its rows
 
