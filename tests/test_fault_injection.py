@@ -25,7 +25,7 @@ from mbcore import Model, Result, hookimpl
 from mbcore.cli import main
 from mbcore.errors import (AnalysisError, AssemblyError, ConvergenceError, LockupError,
                            ModelError, SingularJacobianError)
-from mbcore.integrate.base import NewtonFailure, StepSizeError
+from mbcore.integrate.base import NewtonFailure, StepBudgetError, StepSizeError
 from mbcore.plugin_errors import PluginElementError
 from mbplugins.planar import userforce
 from mbplugins.reporters.memory import MemoryReporter
@@ -67,6 +67,10 @@ CASES = [
     FaultCase("Step-size underflow (a force 1/(1 - t)^2; dopri5, Python and compiled "
               "loops)", "`StepSizeError`: `t = 1`, the step and the round-off limit",
               "`failed`, every row before t", f"{_HERE}::test_step_size_underflow"),
+    FaultCase("Step budget exhausted (the same force, `max_steps: 100`; dopri5, Python "
+              "and compiled loops)", "`StepBudgetError`: the time, the steps since the "
+              "last output, the next output, the step size, `settings.max_steps`",
+              "`failed`, every row before t", f"{_HERE}::test_step_budget_exhausted"),
     FaultCase("Function leaves its domain (driver `sqrt(0.5 - t)`)",
               "`FunctionDomainError`: `t = 0.5`, the key path `drivers[0].function`",
               "`failed`, every row before t", f"{_HERE}::test_function_domain"),
@@ -241,6 +245,20 @@ def test_step_size_underflow(tmp_path, loop):
                         {**DYN, "t_end": 2.0, "output_step": 0.1, "loop": loop})
     assert 1.0 - 1e-9 < e.t <= 1.0 and "fell below the round-off limit" in str(e)
     assert len(computed) == 10                           # t = 0 ... 0.9
+
+
+@pytest.mark.parametrize("loop", ["python", "auto"])
+def test_step_budget_exhausted(tmp_path, loop):
+    m = _pendulum(free=True)
+    m.add_force("force", "F", body="bar", fx="1/(1 - t)**2")
+    e, computed = _fail(m, tmp_path, StepBudgetError,
+                        {**DYN, "t_end": 2.0, "output_step": 0.1, "loop": loop,
+                         "max_steps": 100})
+    t_last = float(computed.t[-1])
+    assert 0.5 < e.t < 1.0 and t_last < e.t <= t_last + 0.1 + 1e-12
+    assert f"100 steps since t = {t_last:.9g} without reaching the next output at " \
+           f"t = {t_last + 0.1:.9g}" in str(e) and "settings.max_steps" in str(e)
+    assert len(computed) == round(t_last / 0.1) + 1       # every output before t
 
 
 def test_function_domain(tmp_path, examples):

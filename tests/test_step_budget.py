@@ -146,3 +146,13 @@ def test_simulation_advance_to_has_the_budget(fourbar, integrator):
     with pytest.raises(StepBudgetError, match=r"200 steps since t = 0\.01") as exc:
         sim.advance_to(100.0)
     assert 0.01 < exc.value.t < 100.0
+    # the simulation is at the last accepted step, on the trajectory, and goes on
+    t_stop = exc.value.t
+    assert sim.t == t_stop
+    ref = mbcore.Simulation(fourbar, dict(integrator=integrator, step=0.001,
+                                          rtol=1e-10, atol=1e-12))
+    ref.advance_to(t_stop)
+    assert sim["q/crank.phi"] == pytest.approx(ref["q/crank.phi"], abs=1e-8)
+    sim.advance_to(t_stop + 0.01)
+    ref.advance_to(t_stop + 0.01)
+    assert sim["q/crank.phi"] == pytest.approx(ref["q/crank.phi"], abs=1e-8)

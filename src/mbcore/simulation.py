@@ -42,6 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from .errors import MbcoreError, ModelError
+from .integrate.base import StepBudgetError
 from .simulation_loop import CompiledRK, PythonStepper, _Fallback
 
 __all__ = ["Simulation", "SimulationState", "SimulationError"]
@@ -447,7 +448,11 @@ class Simulation:
         with self._lock:
             if self._dirty:
                 self._apply_jump()
-            out = self._stepper.advance(target)
+            try:
+                out = self._stepper.advance(target)
+            except StepBudgetError as exc:   # the simulation stays where the budget ran out
+                self._stop_at(*exc.state)
+                raise
             if isinstance(out, tuple):       # the compiled loop met a failing evaluation
                 out = self._python_to(*out, target)
             self._y = np.asarray(out, dtype=float)
@@ -456,6 +461,17 @@ class Simulation:
             if self._reporters:
                 self._record_row()
         return self
+
+    def _stop_at(self, t: float, y: np.ndarray) -> None:
+        """After a StepBudgetError: the simulation is at the last accepted step (t, y);
+        the compiled loop restarts there (a Python integrator object is there)."""
+        if isinstance(self._stepper, CompiledRK):
+            self._stepper.restart(t, y, np.array(self._run.rhs(t, y)))
+            self.restarts += 1
+        self._y, self.t = np.array(y, dtype=float), float(t)
+        self._row_t = math.nan
+        if self._reporters:
+            self._record_row()
 
     def step(self) -> "Simulation":
         """Advance by one integrator step: to the end of the current step (if the

@@ -95,8 +95,10 @@ class CompiledRK:
             max_steps=self.max_steps)
         if code == 1:
             return None
-        if code == 5:
-            raise step_budget_error(self.max_steps, t, t0, target, float(self.stats[0]))
+        if code == 5:                     # the state reached travels with the error
+            err = step_budget_error(self.max_steps, t, t0, target, float(self.stats[0]))
+            err.state = (float(t), np.array(y))
+            raise err
         if code == 3:
             raise StepSizeError(
                 f"step size {abs(float(self.stats[0])):.3e} fell below the round-off limit "
@@ -207,8 +209,10 @@ class PythonStepper:
         t_start, steps = float(I.t), 0
         while I.t < target:
             if self.max_steps and steps >= self.max_steps:
-                raise step_budget_error(self.max_steps, float(I.t), t_start, target,
+                err = step_budget_error(self.max_steps, float(I.t), t_start, target,
                                         float(I.t - I.t_old))
+                err.state = (float(I.t), np.array(I.y))
+                raise err
             self._step()
             steps += 1
             if I.t >= target and I.t != target:
