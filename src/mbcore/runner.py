@@ -178,17 +178,21 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
                                        f"{why}") from exc
         raise
 
+    critical = interrupts.CRITICAL        # a row reaches every reporter, or none
+
     def record(t, data):
-        for r in reps:
-            r.record(t, data)
+        with critical:
+            for r in reps:
+                r.record(t, data)
 
     def record_rows(t, rows, layout):     # a block of rows (Reporter rule 5)
-        for r in reps:
-            f = getattr(r, "record_rows", None)
-            if f is None:
-                record_rows_one_by_one(r, t, rows, layout)
-            else:
-                f(t, rows, layout)
+        with critical:
+            for r in reps:
+                f = getattr(r, "record_rows", None)
+                if f is None:
+                    record_rows_one_by_one(r, t, rows, layout)
+                else:
+                    f(t, rows, layout)
     record.rows = record_rows
     record.group = group_fan_out(reps)     # non-series results (Reporter rule 6)
 
