@@ -33,6 +33,7 @@ from mbcore._ext._functions cimport Evaluator, ErrInfo
 import numpy as np
 
 include "_schur.pxi"
+include "_bounds.pxi"
 
 ctypedef Py_ssize_t idx_t
 
@@ -59,7 +60,12 @@ STATUS = {OK: "ok", SINGULAR: "singular", FUNCTION_FAILED: "function failed",
 cdef class CompiledCP(CompiledODE):
     """``CompiledCP(evaluator, force_evaluator, functions, n, m, jdata, qgrav, minv,
     col_scale, tol, factor)``; then :meth:`set_partition` before use.  ``jdata`` is
-    the System's Jacobian buffer (dense row-major m*n, then the ground slots)."""
+    the System's Jacobian buffer (dense row-major m*n, then the ground slots).
+    Refused at construction (ValueError naming the argument, issue 18): evaluators of
+    another system, an evaluator writing more than m rows or more Jacobian entries
+    than jdata holds, evaluators reading more time functions than ``functions``
+    has, not 0 < m < n, qgrav / minv / col_scale not n entries, minv not finite and >=
+    0, col_scale not positive and finite, tol / factor not positive and finite."""
 
     cdef PlanarEvaluator ev
     cdef ForceEvaluator fe
@@ -77,15 +83,26 @@ cdef class CompiledCP(CompiledODE):
     cdef readonly bint have_prev            # J and the LU of Phi_u at the last q
     cdef ErrInfo err
 
-    def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
-                  Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
-                  double[::1] qgrav, double[::1] minv, double[::1] col_scale,
+    def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m,
+                  double[::1] jdata not None, double[::1] qgrav not None,
+                  double[::1] minv not None, double[::1] col_scale not None,
                   double tol, double factor):
-        if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
-            raise ValueError("CompiledCP: the evaluators belong to another system")
-        if (jdata.shape[0] < m * n or qgrav.shape[0] != n or minv.shape[0] != n
-                or col_scale.shape[0] != n or not 0 < m < n):
-            raise ValueError("CompiledCP: buffer sizes do not match (n, m)")
+        if not 0 < m < n:
+            raise ValueError(f"CompiledCP: needs 0 < m < n, got m = {m}, n = {n}")
+        _need("CompiledCP: jdata", jdata.shape[0], m * n)
+        _check_evaluators("CompiledCP", evaluator, force_evaluator, functions, n, m,
+                          jdata.shape[0])
+        _size("CompiledCP: qgrav", qgrav.shape[0], n)
+        _size("CompiledCP: minv", minv.shape[0], n)
+        _size("CompiledCP: col_scale", col_scale.shape[0], n)
+        if not bool(np.all(np.asarray(minv) >= 0.0)) or not bool(np.all(np.isfinite(minv))):
+            raise ValueError("CompiledCP: minv must be finite and >= 0")
+        if not bool(np.all(np.asarray(col_scale) > 0.0)) \
+                or not bool(np.all(np.isfinite(col_scale))):
+            raise ValueError("CompiledCP: col_scale must be positive and finite")
+        _positive("CompiledCP: tol", tol)
+        _positive("CompiledCP: factor", factor)
         self.ev, self.fe, self.fn = evaluator, force_evaluator, functions
         self.nq, self.m = n, m
         self.n = n - m                      # y = [v (k); vd (k); W]
@@ -117,13 +134,17 @@ cdef class CompiledCP(CompiledODE):
         self.nfev = 0
         self.status = 0
 
-    def set_partition(self, idx_t[::1] u, idx_t[::1] v, double best_ratio,
-                      const double[::1] q):
+    def set_partition(self, idx_t[::1] u not None, idx_t[::1] v not None,
+                      double best_ratio, const double[::1] q not None):
         """Dependent / independent coordinate indices, the pivot quality of the fresh
-        partition and the configuration Newton starts from."""
+        partition and the configuration Newton starts from (u and v together: each
+        coordinate once; best_ratio finite and >= 0)."""
         cdef Py_ssize_t i
         if u.shape[0] != self.m or v.shape[0] != self.n or q.shape[0] != self.nq:
-            raise ValueError("CompiledCP.set_partition: sizes do not match")
+            raise ValueError(f"CompiledCP.set_partition: sizes do not match: u has "
+                             f"{u.shape[0]} entries (m = {self.m}), v {v.shape[0]} "
+                             f"(n - m = {self.n}), q {q.shape[0]} (n = {self.nq})")
+        _in_range("CompiledCP.set_partition: best_ratio", best_ratio, 0.0, 1e300)
         seen = np.zeros(self.nq, dtype=bool)
         for i in range(self.m):
             if not 0 <= u[i] < self.nq or seen[u[i]]:

@@ -62,6 +62,7 @@ from mbcore._ext._sparse cimport SparseSchur, idx_t
 import numpy as np
 
 include "_schur.pxi"
+include "_bounds.pxi"
 
 cdef inline void _Lmat(const double* p, double* L) noexcept nogil:
     """L(p) (3x4 row-major, 004 Eq 6.39): [-e, -e~ + e0 I]."""
@@ -813,9 +814,10 @@ cdef class CompiledGGL(CompiledODE):
     #: a DAE right-hand side: only a loop with a mass matrix (bdf) can step it
     cdef readonly bint dae
 
-    def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
-                  Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
-                  double[::1] qgrav, idx_t[::1] indptr=None, idx_t[::1] indices=None):
+    def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m,
+                  double[::1] jdata not None, double[::1] qgrav not None,
+                  idx_t[::1] indptr=None, idx_t[::1] indices=None):
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledGGL: the evaluators belong to another system")
         self.sparse = indptr is not None
@@ -1167,9 +1169,10 @@ cdef class CompiledPenalty(CompiledODE):
     cdef double[:, ::1] V
     cdef double[::1] la, lb, lw
 
-    def __cinit__(self, PlanarEvaluator evaluator, ForceEvaluator force_evaluator,
-                  Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata,
-                  double[::1] qgrav, double[::1] mass, double[::1] holonomic,
+    def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m,
+                  double[::1] jdata not None, double[::1] qgrav not None,
+                  double[::1] mass not None, double[::1] holonomic not None,
                   double alpha, double xi, double omega, int iterations,
                   double tolerance, bint projection, double singular_band,
                   double projection_tolerance, SparseSchur sparse_solver=None):
@@ -2670,8 +2673,12 @@ cdef class CompiledJC(CompiledODE):
                   "CompiledJC", True)
         if not np.all(np.asarray(self.mass) > 0.0):
             raise ValueError("CompiledJC: every body needs a positive mass and inertia")
-        if force_evaluator is not None and force_evaluator.n != 3 * nb:
-            raise ValueError("CompiledJC: the force evaluator belongs to another system")
+        _check_forces("CompiledJC", force_evaluator, 3 * nb,
+                      0 if functions is None else functions.size)
+        if not (np.all(np.isfinite(self.sp)) and np.all(np.isfinite(self.sc))
+                and np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.angle))
+                and np.all(np.isfinite(self.mass)) and np.all(np.isfinite(self.qgrav))):
+            raise ValueError("CompiledJC: sp, sc, u, angle, mass and qgrav must be finite")
         self.fe = force_evaluator
         self.fn = functions
         self.nf = 0 if functions is None else functions.size

@@ -15,6 +15,8 @@ import numpy as np
 
 ctypedef Py_ssize_t idx_t
 
+include "_bounds.pxi"
+
 cdef int NV[7]
 NV[:] = [1, 1, 2, 2, 3, 6, 3]
 cdef int NQ[7]
@@ -660,12 +662,15 @@ cdef class CompiledJCSpatial(CompiledODE):
     cdef ForceEvaluator fe
     cdef Evaluator fn
     cdef readonly Py_ssize_t nq, nv, nf
+    #: the state's entries, nq + nv + 1: the loops check y0 against it (n alone,
+    #: (nq + nv) // 2, would let an odd nq + nv state pass one short)
+    cdef readonly Py_ssize_t size
     cdef double[::1] qgrav, Q, fv
     cdef double* fvp
     cdef readonly double power
     cdef ErrInfo err
 
-    def __cinit__(self, SpatialTreeKernel kernel, double[::1] qgrav,
+    def __cinit__(self, SpatialTreeKernel kernel not None, double[::1] qgrav not None,
                   ForceEvaluator force_evaluator, Evaluator functions):
         cdef Py_ssize_t n = 7 * kernel.nb
         if qgrav.shape[0] != n or (force_evaluator is not None and force_evaluator.n != n):
@@ -673,11 +678,16 @@ cdef class CompiledJCSpatial(CompiledODE):
                              "the tree's bodies")
         if kernel.nj == 0:
             raise ValueError("CompiledJCSpatial: an empty tree")
+        _check_forces("CompiledJCSpatial", force_evaluator, n,
+                      0 if functions is None else functions.size)
+        if not bool(np.all(np.isfinite(qgrav))):
+            raise ValueError("CompiledJCSpatial: qgrav must be finite")
         self.K = kernel
         self.fe = force_evaluator
         self.fn = functions
         self.nq, self.nv = kernel.nq, kernel.nv
         self.n = (self.nq + self.nv) // 2      # run_rk's size check: 2 n + 1 <= size
+        self.size = self.nq + self.nv + 1
         self.cartesian = False
         self.qgrav = qgrav
         self.Q = np.zeros(n)

@@ -140,26 +140,45 @@ cdef inline void _vecmat(const double* x, const double* A, Py_ssize_t rows, Py_s
     dgemv(&tr, &n, &r, &D_ONE, <double*>A, &n, <double*>x, &ONE, &D_ZERO, out, &ONE)
 
 
-cdef int _check_common(CompiledODE f, Py_ssize_t N, double[::1] stats, double[::1] counters,
-                       const idx_t[::1] stop_idx, const double[::1] stop_val,
-                       const double[::1] stop_sign, bint dae_ok=False) except -1:
-    cdef Py_ssize_t ks, nstop = 0 if stop_idx is None else stop_idx.shape[0]
+include "_bounds.pxi"
+
+
+cdef int _check_common(str who, CompiledODE f, double t0, double t1, double[::1] y0,
+                       double[::1] t_out, Py_ssize_t i_out, double[::1] stats,
+                       double[::1] counters, const idx_t[::1] stop_idx,
+                       const double[::1] stop_val, const double[::1] stop_sign,
+                       double[::1] ystep, long max_steps, bint dae_ok=False) except -1:
+    """The arguments every loop shares, checked before its first step (issue 18,
+    docs/reliability.md "Kernel boundaries"): the state's size against the
+    right-hand side, a finite start, the output position, the statistics buffers,
+    the stop conditions and the step budget."""
+    cdef Py_ssize_t N = y0.shape[0], nstop = 0 if stop_idx is None else stop_idx.shape[0]
     if N < 2 * f.n + 1:
-        raise ValueError("multistep loop: y0 must hold [q; qd; W]")
+        raise ValueError(f"{who}: y0 has {N} entries, needs [q; qd; W] = {2 * f.n + 1}")
     if N != getattr(f, "size", N):      # a right-hand side of another state (GGL)
-        raise ValueError(f"multistep loop: y0 has {N} entries, the right-hand side "
+        raise ValueError(f"{who}: y0 has {N} entries, the right-hand side "
                          f"{getattr(f, 'size')}")
     if getattr(f, "dae", False) and not dae_ok:
-        raise ValueError("multistep loop: a DAE right-hand side (CompiledGGL) needs "
-                         "run_bdf with its mass matrix")
-    if stats.shape[0] < 5 or counters.shape[0] < C_SIZE:
-        raise ValueError("multistep loop: stats or counters too short")
+        raise ValueError(f"{who}: a DAE right-hand side (CompiledGGL) needs run_bdf with "
+                         f"its mass matrix")
+    _all_finite(f"{who}: y0", y0)
+    if not (_b_isfinite(t0) and t1 == t1):     # t1 = +inf: open-ended (Simulation)
+        raise ValueError(f"{who}: t0 = {t0} must be finite and t1 = {t1} a number")
+    if not t1 > t0:
+        raise ValueError(f"{who}: integrates forwards only (t0 = {t0}, t1 = {t1})")
+    _index(f"{who}: i_out", i_out, 0, t_out.shape[0])
+    _need(f"{who}: stats", stats.shape[0], 5)
+    _need(f"{who}: counters", counters.shape[0], C_SIZE)
     if nstop and (stop_val is None or stop_sign is None or stop_val.shape[0] != nstop
                   or stop_sign.shape[0] != nstop):
-        raise ValueError("multistep loop: stop arrays have different lengths")
-    for ks in range(nstop):
-        if not 0 <= stop_idx[ks] < N:
-            raise ValueError("multistep loop: stop index out of range")
+        raise ValueError(f"{who}: stop arrays have different lengths (stop_idx "
+                         f"{nstop}, stop_val and stop_sign must match)")
+    if nstop:
+        _extent(stop_idx, 0, N, f"{who}: stop_idx")
+    if ystep is not None:
+        _need(f"{who}: ystep", ystep.shape[0], N + 2)
+    if max_steps < 0:
+        raise ValueError(f"{who}: max_steps = {max_steps} must be >= 0 (0: no budget)")
     return 0
 
 
@@ -175,11 +194,13 @@ cdef inline bint _stop_met(const double* ynew, const idx_t[::1] stop_idx,
 # ----------------------------------------------------------------------------------
 # Adams PECE (Shampine-Gordon STEP / INTRP)
 # ----------------------------------------------------------------------------------
-def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] phi0,
-            double[::1] hs0, double h, double h_last, int k, long neq, bint phase1,
-            int kmax, double rtol, double atol, double max_step, const double[::1] gamma,
-            const double[::1] gstar_abs, double[::1] t_out, Py_ssize_t i_out,
-            object on_output, double[::1] stats, double[::1] counters, long nfev_start=0,
+def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not None,
+            double[:, ::1] phi0 not None, double[::1] hs0 not None, double h, double h_last,
+            int k, long neq, bint phase1, int kmax, double rtol, double atol,
+            double max_step, const double[::1] gamma not None,
+            const double[::1] gstar_abs not None, double[::1] t_out not None,
+            Py_ssize_t i_out, object on_output, double[::1] stats not None,
+            double[::1] counters not None, long nfev_start=0,
             const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
             const double[::1] stop_sign=None, double[::1] ystep=None, dict hist=None,
             long max_steps=0):
@@ -192,15 +213,26 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     ``AdamsDenseOutput``.  Checkpoints: before the outputs of a step ``ystep`` (N + 2
     floats) receives its end state, time and next step, ``hist`` (a dict) the state
     above (``phi``, ``hs`` copies, ``h``, ``h_last``, ``k``, ``neq``, ``phase1``).
-    Returns ``(code, t, y, i_out, h)`` (module docstring)."""
+    Returns ``(code, t, y, i_out, h)`` (module docstring).  Refused (ValueError
+    naming the argument): the checks of :func:`_check_common`, kmax < 1, k outside
+    [1, kmax], phi0 not (kmax + 2, N), hs0, gamma, gstar_abs shorter than kmax + 2,
+    kmax + 3, kmax + 3, non-finite phi0 or hs0, h not positive and finite, max_step
+    not > 0, rtol / atol not finite, >= 0 and not both 0."""
     cdef Py_ssize_t N = y0.shape[0], K2 = kmax + 2, i, j, kk, m, lim
     cdef Py_ssize_t nout = t_out.shape[0]
-    if kmax < 1 or phi0.shape[0] != K2 or phi0.shape[1] != N or hs0.shape[0] < K2 \
-            or gamma.shape[0] < kmax + 3 or gstar_abs.shape[0] < kmax + 3 or not 1 <= k <= kmax:
-        raise ValueError("run_abm: history arrays or coefficients have the wrong size")
-    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
-    if not t1 > t0:
-        raise ValueError("run_abm: integrates forwards only")
+    _check_common("run_abm", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
+                  stop_val, stop_sign, ystep, max_steps)
+    _index("run_abm: kmax", kmax, 1, 1 << 20)
+    _index("run_abm: order k", k, 1, kmax)
+    _shape2("run_abm: phi0", phi0.shape[0], phi0.shape[1], K2, N)
+    _need("run_abm: hs0", hs0.shape[0], K2)
+    _need("run_abm: gamma", gamma.shape[0], kmax + 3)
+    _need("run_abm: gstar_abs", gstar_abs.shape[0], kmax + 3)
+    _all_finite("run_abm: phi0", phi0)
+    _all_finite("run_abm: hs0", hs0[:K2])
+    _positive("run_abm: h", h)
+    _positive("run_abm: max_step", max_step, True)
+    _tolerances("run_abm", rtol, atol)
     cdef double[:, ::1] phi = np.array(phi0, dtype=np.float64)
     cdef double[:, ::1] nphi = np.zeros((K2, N))
     cdef double[:, ::1] phis = np.zeros((K2, N))
@@ -231,8 +263,6 @@ def run_abm(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef long nsteps = 0, nrej = 0, ns, since = 0
     cdef int ifail, knew, k_next, k1, kstep = k
     cdef bint uniform
-    if max_steps < 0:
-        raise ValueError(f"run_abm: max_steps = {max_steps} must be >= 0 (0: no budget)")
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
@@ -593,12 +623,14 @@ cdef int _jacobian(CompiledODE f, double t, const double* y, const double* scale
     return status
 
 
-def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] D0, int k,
-            double h_abs, long n_equal, int max_order, int maxiter, double newton_tol,
-            long jac_max_age, double refactor_ratio, double rtol, double atol,
-            double max_step, const double[::1] bdf_gamma, const double[::1] err_const,
-            double min_factor, double max_factor, double keep_below, double[::1] t_out,
-            Py_ssize_t i_out, object on_output, double[::1] stats, double[::1] counters,
+def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not None,
+            double[:, ::1] D0 not None, int k, double h_abs, long n_equal, int max_order,
+            int maxiter, double newton_tol, long jac_max_age, double refactor_ratio,
+            double rtol, double atol, double max_step,
+            const double[::1] bdf_gamma not None, const double[::1] err_const not None,
+            double min_factor, double max_factor, double keep_below,
+            double[::1] t_out not None, Py_ssize_t i_out, object on_output,
+            double[::1] stats not None, double[::1] counters not None,
             long nfev_start=0, const idx_t[::1] stop_idx=None,
             const double[::1] stop_val=None, const double[::1] stop_sign=None,
             const double[::1] mass=None, object jac=None, const double[::1] h_power=None,
@@ -631,18 +663,45 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     ``J0``, ``jac_age0``, ``c_lu0``: start from such a state (column-major ``J0``; the
     LU of ``c_lu0`` > 0 is refactored from it, uncounted; with ``newton_system`` by
     the hook's ``matrix``, which its ``update`` at the next step may renew).
-    Returns ``(code, t, y, i_out, h_abs)`` (module docstring)."""
+    Returns ``(code, t, y, i_out, h_abs)`` (module docstring).  Refused (ValueError
+    naming the argument): the checks of :func:`_check_common`, max_order outside
+    [1, 5], k outside [1, max_order], D0 not (max_order + 3, N) or non-finite,
+    bdf_gamma / err_const shorter than max_order + 1 / + 2, maxiter < 1,
+    jac_max_age < 1, mass / h_power / J0 of the wrong size or non-finite, h_abs or
+    newton_tol not positive and finite, max_step not > 0, rtol / atol, the
+    step-change limits (0 < min_factor <= 1 <= max_factor, keep_below >= 1,
+    refactor_ratio >= 0, all finite)."""
     cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i, j, l
     cdef Py_ssize_t nout = t_out.shape[0]
-    if not 1 <= max_order <= 5 or D0.shape[0] != ND or D0.shape[1] != N \
-            or bdf_gamma.shape[0] < max_order + 1 or err_const.shape[0] < max_order + 2 \
-            or not 1 <= k <= max_order or maxiter < 1:
-        raise ValueError("run_bdf: differences or coefficients have the wrong size")
-    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign,
-                  dae_ok=mass is not None)
-    if (mass is not None and mass.shape[0] != N) or (h_power is not None
-                                                      and h_power.shape[0] != N):
-        raise ValueError("run_bdf: mass or h_power has the wrong size")
+    _check_common("run_bdf", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
+                  stop_val, stop_sign, ystep, max_steps, dae_ok=mass is not None)
+    _index("run_bdf: max_order", max_order, 1, 5)
+    _index("run_bdf: order k", k, 1, max_order)
+    _shape2("run_bdf: D0", D0.shape[0], D0.shape[1], ND, N)
+    _need("run_bdf: bdf_gamma", bdf_gamma.shape[0], max_order + 1)
+    _need("run_bdf: err_const", err_const.shape[0], max_order + 2)
+    _index("run_bdf: maxiter", maxiter, 1, 1 << 30)
+    if jac_max_age < 1:
+        raise ValueError(f"run_bdf: jac_max_age = {jac_max_age} must be >= 1")
+    _all_finite("run_bdf: D0", D0)
+    _all_finite("run_bdf: bdf_gamma", bdf_gamma[:max_order + 1])
+    _all_finite("run_bdf: err_const", err_const[:max_order + 2])
+    if mass is not None:
+        _size("run_bdf: mass", mass.shape[0], N)
+        _all_finite("run_bdf: mass", mass)
+    if h_power is not None:
+        _size("run_bdf: h_power", h_power.shape[0], N)
+        _all_finite("run_bdf: h_power", h_power)
+    if J0 is not None:
+        _size("run_bdf: J0", J0.shape[0], N * N)
+    _positive("run_bdf: h_abs", h_abs)
+    _positive("run_bdf: newton_tol", newton_tol)
+    _positive("run_bdf: max_step", max_step, True)
+    _tolerances("run_bdf", rtol, atol)
+    _in_range("run_bdf: min_factor", min_factor, 1e-300, 1.0)
+    _in_range("run_bdf: max_factor", max_factor, 1.0, 1e300)
+    _in_range("run_bdf: keep_below", keep_below, 1.0, 1e300)
+    _in_range("run_bdf: refactor_ratio", refactor_ratio, 0.0, 1e300)
     # the mass diagonal (ones: the ODE form), algebraic components and the components
     # of the error test and the Newton norm (bdf.py: _diff, _err_mask)
     cdef double[::1] mv = np.ones(N) if mass is None else np.array(mass, dtype=np.float64)
@@ -668,8 +727,6 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     hlu = None                           # the hook's LU factors (scipy's dgetrf)
     cdef double[::1] dyv
     mass_arr = np.asarray(mv)
-    if not t1 > t0:
-        raise ValueError("run_bdf: integrates forwards only")
     cdef double[:, ::1] D = np.array(D0, dtype=np.float64)
     cdef double[:, ::1] Dd = np.zeros((max_order + 1, N))     # dense output
     cdef double[::1] J = np.zeros(N * N)                       # column-major
@@ -703,8 +760,6 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, converged, have_old
     cdef bint have_rate
     if J0 is not None:                   # resume: the Jacobian (and LU) of a checkpoint
-        if J0.shape[0] != N * N:
-            raise ValueError("run_bdf: J0 has the wrong size")
         for i in range(N * N):
             J[i] = J0[i]
         jac_valid = True
@@ -727,8 +782,6 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
             dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
             lu_valid = True
             c_lu = c_lu0
-    if max_steps < 0:
-        raise ValueError(f"run_bdf: max_steps = {max_steps} must be >= 0 (0: no budget)")
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, h_abs, k, nsteps, nrej, f.nfev - nfev0)
@@ -1013,11 +1066,12 @@ def run_bdf(CompiledODE f, double t0, double t1, double[::1] y0, double[:, ::1] 
 # ----------------------------------------------------------------------------------
 # θ-method (implicit Euler, trapezoid): fixed step, modified Newton, f.c_jac, LU
 # ----------------------------------------------------------------------------------
-def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f0,
-              double t_start, long i_step, double h_step, double theta, int order,
-              bint evaluated, int maxiter, double newton_rtol, double newton_atol,
-              double[::1] t_out, Py_ssize_t i_out, object on_output, double[::1] stats,
-              double[::1] counters, long nfev_start=0, const idx_t[::1] stop_idx=None,
+def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not None,
+              double[::1] f0 not None, double t_start, long i_step, double h_step,
+              double theta, int order, bint evaluated, int maxiter, double newton_rtol,
+              double newton_atol, double[::1] t_out not None, Py_ssize_t i_out,
+              object on_output, double[::1] stats not None, double[::1] counters not None,
+              long nfev_start=0, const idx_t[::1] stop_idx=None,
               const double[::1] stop_val=None, const double[::1] stop_sign=None,
               double[::1] ystep=None, dict hist=None, const double[::1] J0=None,
               double c_lu0=0.0, long max_steps=0):
@@ -1036,14 +1090,27 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
     if to be re-evaluated) and ``c_lu`` (0: no LU); ``J0``, ``c_lu0``: start from
     such a Jacobian and its LU (refactored, uncounted).  Returns ``(code, t, y,
     i_out, h)`` (module docstring; code 3: the remaining interval is below the
-    round-off limit)."""
+    round-off limit).  Refused (ValueError naming the argument): the checks of
+    :func:`_check_common`, f0 of the wrong size or non-finite, maxiter < 1, h_step
+    not positive and finite, theta outside [0, 1], newton_rtol / newton_atol not
+    finite and >= 0, a grid point ``t_start + i_step h_step`` more than two steps
+    from t0 (else the loop would step towards it: a hang), J0 of the wrong size."""
     cdef Py_ssize_t N = y0.shape[0], i, j
     cdef Py_ssize_t nout = t_out.shape[0]
-    if f0.shape[0] != N or maxiter < 1 or not h_step > 0:
-        raise ValueError("run_theta: f0, maxiter or the step have the wrong size")
-    _check_common(f, N, stats, counters, stop_idx, stop_val, stop_sign)
-    if not t1 > t0:
-        raise ValueError("run_theta: integrates forwards only")
+    _check_common("run_theta", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
+                  stop_val, stop_sign, ystep, max_steps)
+    _size("run_theta: f0", f0.shape[0], N)
+    _all_finite("run_theta: f0", f0)
+    _index("run_theta: maxiter", maxiter, 1, 1 << 30)
+    _positive("run_theta: h_step", h_step)
+    _in_range("run_theta: theta", theta, 0.0, 1.0)
+    _in_range("run_theta: newton_rtol", newton_rtol, 0.0, 1e300)
+    _in_range("run_theta: newton_atol", newton_atol, 0.0, 1e300)
+    if not fabs(t_start + (<double>i_step) * h_step - t0) <= 2.0 * h_step + 1e-9 * fabs(t0):
+        raise ValueError(f"run_theta: the grid point t_start + i_step h_step = {t_start} + "
+                         f"{i_step} * {h_step} is not within two steps of t0 = {t0}")
+    if J0 is not None:
+        _size("run_theta: J0", J0.shape[0], N * N)
     cdef double[::1] J = np.zeros(N * N)                       # column-major
     cdef double[::1] LU = np.zeros(N * N)                      # column-major
     cdef int[::1] ipiv = np.zeros(N, dtype=np.intc)
@@ -1069,8 +1136,6 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
     cdef char trans = b'N'
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, ok, have_old
     if J0 is not None:                   # resume: the Jacobian (and LU) of a checkpoint
-        if J0.shape[0] != N * N:
-            raise ValueError("run_theta: J0 has the wrong size")
         for i in range(N * N):
             J[i] = J0[i]
         jac_valid = True
@@ -1081,8 +1146,6 @@ def run_theta(CompiledODE f, double t0, double t1, double[::1] y0, double[::1] f
             dgetrf(&nn, &nn, &LU[0], &nn, &ipiv[0], &info)
             lu_valid = True
             c_lu = c_lu0
-    if max_steps < 0:
-        raise ValueError(f"run_theta: max_steps = {max_steps} must be >= 0 (0: no budget)")
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)

@@ -28,6 +28,7 @@ from libc.math cimport fabs
 import numpy as np
 cimport numpy as cnp
 
+include "_bounds.pxi"
 
 
 def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double cap=-1.0):
@@ -41,13 +42,8 @@ def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double 
         raise ValueError(f"m must be >= 0, got {m}")
     if Bp is None or Bi is None or Bp.shape[0] < m + 1:
         raise ValueError(f"Bp must have m + 1 = {m + 1} entries")
-    bp = np.asarray(Bp)[:m + 1]
-    if m and (bp[0] < 0 or np.any(np.diff(bp) < 0) or bp[m] > Bi.shape[0]):
-        raise ValueError(f"Bp must be non-decreasing within [0, {Bi.shape[0]}] (the "
-                         f"entries of Bi)")
-    bi = np.asarray(Bi)[:bp[m] if m else 0]
-    if bi.size and (bi.min() < 0 or bi.max() >= m):
-        raise ValueError(f"Bi: a row index is outside [0, {m})")
+    _pointers("Bp", np.asarray(Bp)[:m + 1], m, Bi.shape[0])
+    _extent(np.asarray(Bi)[:Bp[m]], 0, m, "Bi")
     cdef idx_t[::1] parent = np.empty(max(m, 1), dtype=np.intp)
     cdef idx_t[::1] lnz = np.zeros(max(m, 1), dtype=np.intp)
     cdef idx_t[::1] flag = np.empty(max(m, 1), dtype=np.intp)
@@ -84,16 +80,17 @@ cdef class SparseSchur:
     # upper triangle by columns, and the product map (Bp, Bi, bdiag, tp, ta, tb, Bx,
     # jv, cj); L (strict lower, by columns), D, elimination tree and work arrays.
 
-    def __cinit__(self, Py_ssize_t n, Py_ssize_t m_full, idx_t[::1] rp, idx_t[::1] jpos,
-                  idx_t[::1] jcol, idx_t[::1] rowid, idx_t[::1] perm, idx_t[::1] Bp,
-                  idx_t[::1] Bi, idx_t[::1] bdiag, idx_t[::1] tp, int[::1] ta,
-                  int[::1] tb, idx_t[::1] parent, idx_t[::1] Lp,
+    def __cinit__(self, Py_ssize_t n, Py_ssize_t m_full, idx_t[::1] rp not None,
+                  idx_t[::1] jpos not None, idx_t[::1] jcol not None,
+                  idx_t[::1] rowid not None, idx_t[::1] perm not None,
+                  idx_t[::1] Bp not None, idx_t[::1] Bi not None,
+                  idx_t[::1] bdiag not None, idx_t[::1] tp not None, int[::1] ta not None,
+                  int[::1] tb not None, idx_t[::1] parent not None, idx_t[::1] Lp not None,
                   double pivot_tol=1e-13):
+        self._check(n, m_full, rp, jpos, jcol, rowid, perm, Bp, Bi, bdiag, tp, ta, tb,
+                    parent, Lp, pivot_tol)
         cdef Py_ssize_t m = rowid.shape[0]
-        if rp.shape[0] != m + 1 or perm.shape[0] != m or Bp.shape[0] != m + 1 \
-                or parent.shape[0] != m or Lp.shape[0] != m + 1 or bdiag.shape[0] != m \
-                or tp.shape[0] != Bi.shape[0] + 1:
-            raise ValueError("SparseSchur: inconsistent topology arrays")
+        self.need_jdata = _extent(jpos, 0, -1, "jpos")
         self.n = n
         self.m = m
         self.m_full = m_full
@@ -117,6 +114,53 @@ cdef class SparseSchur:
         self.info = 0
         self.failed_row = -1
 
+    @staticmethod
+    def _check(Py_ssize_t n, Py_ssize_t m_full, rp, jpos, jcol, rowid, perm, Bp, Bi, bdiag,
+               tp, ta, tb, parent, Lp, double pivot_tol):
+        """The topology is one the numeric phase runs on without leaving its buffers
+        (issue 18): every index in range, every pointer array non-decreasing within
+        its entries, ``perm`` a permutation, Bi the upper triangle by columns, and
+        ``parent``/``Lp`` exactly the elimination tree and (at least) the column
+        counts of L that :func:`etree_counts` finds for (Bp, Bi) -- the up-looking
+        factorisation walks that tree and writes L's columns at Lp.  O(nnz(J) +
+        nnz(B) + products + nnz(L)), once per topology.  ValueError naming the
+        argument."""
+        cdef Py_ssize_t m = len(rowid), nj = len(jpos), nb = len(Bi)
+        _need_dim("SparseSchur: n", n)
+        _need_dim("SparseSchur: m_full", m_full)
+        _size("SparseSchur: jcol", len(jcol), nj)
+        _size("SparseSchur: perm", len(perm), m)
+        _size("SparseSchur: parent", len(parent), m)
+        _size("SparseSchur: bdiag", len(bdiag), m)
+        _size("SparseSchur: ta", len(ta), len(tb))
+        if not (pivot_tol >= 0.0 and _b_isfinite(pivot_tol)):
+            raise ValueError(f"SparseSchur: pivot_tol = {pivot_tol} must be finite and >= 0")
+        _extent(jpos, 0, -1, "SparseSchur: jpos")
+        _extent(jcol, 0, n, "SparseSchur: jcol")
+        _extent(rowid, 0, m_full, "SparseSchur: rowid")
+        _extent(perm, 0, m, "SparseSchur: perm")
+        if m and bool(np.any(np.bincount(np.asarray(perm), minlength=m) != 1)):
+            raise ValueError("SparseSchur: perm is not a permutation of the used rows")
+        _pointers("SparseSchur: rp", rp, m, nj)
+        _pointers("SparseSchur: Bp", Bp, m, nb)
+        _pointers("SparseSchur: tp", tp, nb, len(ta))
+        _pointers("SparseSchur: Lp", Lp, m, max(int(np.asarray(Lp).max(initial=0)), 0))
+        _extent(Bi, 0, m, "SparseSchur: Bi")
+        _extent(bdiag, 0, nb, "SparseSchur: bdiag")
+        _extent(ta, 0, nj, "SparseSchur: ta")
+        _extent(tb, 0, nj, "SparseSchur: tb")
+        col = np.repeat(np.arange(m, dtype=np.intp), np.diff(np.asarray(Bp)))
+        if nb and bool(np.any(np.asarray(Bi) > col)):
+            raise ValueError("SparseSchur: Bi holds a row below the diagonal (the upper "
+                             "triangle by columns has rows <= column)")
+        par, lnz, _ = etree_counts(m, Bp, Bi)
+        if not np.array_equal(par, np.asarray(parent)):
+            raise ValueError("SparseSchur: parent is not the elimination tree of (Bp, Bi)")
+        if bool(np.any(np.diff(np.asarray(Lp)) < lnz)):
+            raise ValueError("SparseSchur: Lp leaves fewer entries than the columns of L "
+                             "need")
+        return 0
+
     @property
     def nnz_L(self):
         return int(self.Lp[self.m])
@@ -129,8 +173,9 @@ cdef class SparseSchur:
         """D of the last factorisation (permuted order), a copy."""
         return np.asarray(self.D)[:self.m].copy()
 
-    def solve(self, const double[::1] jdata, const double[::1] minv, const double[::1] Q,
-              const double[::1] gamma, double[::1] qdd, double[::1] lam):
+    def solve(self, const double[::1] jdata not None, const double[::1] minv not None,
+              const double[::1] Q not None, const double[::1] gamma not None,
+              double[::1] qdd not None, double[::1] lam not None):
         """Accelerations into ``qdd`` (length n) and multipliers into ``lam`` (length
         m_full; rows not used are set to zero).  ``jdata``: the System's Jacobian
         data buffer.  Returns 0, or k + 1 when the k-th pivot (permuted order) failed
@@ -138,7 +183,11 @@ cdef class SparseSchur:
         not valid."""
         if qdd.shape[0] != self.n or Q.shape[0] != self.n or minv.shape[0] != self.n \
                 or lam.shape[0] != self.m_full or gamma.shape[0] != self.m_full:
-            raise ValueError("SparseSchur.solve: array sizes do not match (n, m)")
+            raise ValueError(f"SparseSchur.solve: qdd, Q, minv need n = {self.n}, lam, "
+                             f"gamma m_full = {self.m_full} entries; got {qdd.shape[0]}, "
+                             f"{Q.shape[0]}, {minv.shape[0]}, {lam.shape[0]}, "
+                             f"{gamma.shape[0]} (array sizes do not match (n, m))")
+        _need("SparseSchur.solve: jdata", jdata.shape[0], self.need_jdata)
         cdef int r
         with nogil:
             r = self._solve(jdata, minv, Q, gamma, qdd, lam)

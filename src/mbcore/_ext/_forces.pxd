@@ -12,7 +12,8 @@ ctypedef struct FGroup:
 
 cdef class ForceEvaluator:
     cdef FGroup* groups
-    cdef Py_ssize_t ng, n
+    cdef Py_ssize_t ng
+    cdef readonly Py_ssize_t n         # coordinates (checked by the kernels that call it)
     cdef public Py_ssize_t need_fv     # rows of fv the packed function indices read
     cdef double* qx
     cdef double* qdx

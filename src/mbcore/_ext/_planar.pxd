@@ -21,7 +21,7 @@ ctypedef struct Group:
 cdef class PlanarEvaluator:
     cdef Group* groups
     cdef Py_ssize_t ng
-    cdef Py_ssize_t n
+    cdef readonly Py_ssize_t n   # coordinates (checked by the kernels that call it)
     cdef Py_ssize_t n_external  # groups with a plugin kernel
     cdef double* qx             # extended q: n + 10 (planar ground at n, spatial at n + 3)
     cdef double* qdx

@@ -6,6 +6,7 @@ ctypedef cnp.intp_t idx_t
 
 cdef class SparseSchur:
     cdef public Py_ssize_t n, m, m_full
+    cdef readonly Py_ssize_t need_jdata  # entries of jdata that jpos reads
     cdef idx_t[::1] rp, jpos, jcol, rowid
     cdef idx_t[::1] perm
     cdef idx_t[::1] Bp, Bi, bdiag, tp
