@@ -7,6 +7,7 @@ time and ``finish`` once at the end (also after a failure).  Reporters are plugi
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -197,21 +198,26 @@ def reporters_from_settings(registry, entries: Any,
     return out
 
 
-def fan_out(reporters: Sequence[Reporter]):
+def fan_out(reporters: Sequence[Reporter], guard: Any = None):
     """Return (record, event, finish) callables that forward to every reporter
-    (``record.rows(t, rows, layout)`` forwards a block of rows: rule 5)."""
+    (``record.rows(t, rows, layout)`` forwards a block of rows: rule 5).  ``guard``:
+    a context manager around each row or block (a run's: ``mbcore.interrupts.CRITICAL``,
+    so that a row reaches every reporter or none)."""
+    guard = contextlib.nullcontext() if guard is None else guard
 
     def record(t, data):
-        for r in reporters:
-            r.record(t, data)
+        with guard:
+            for r in reporters:
+                r.record(t, data)
 
     def rows(t, block, layout):
-        for r in reporters:
-            f = getattr(r, "record_rows", None)
-            if f is None:
-                record_rows_one_by_one(r, t, block, layout)
-            else:
-                f(t, block, layout)
+        with guard:
+            for r in reporters:
+                f = getattr(r, "record_rows", None)
+                if f is None:
+                    record_rows_one_by_one(r, t, block, layout)
+                else:
+                    f(t, block, layout)
     record.rows = rows
     record.group = group_fan_out(reporters)
 

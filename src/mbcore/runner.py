@@ -9,8 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from . import interrupts
 from .errors import MbcoreError, ModelError
-from .reporting import (Reporter, RunInfo, group_fan_out, record_rows_one_by_one,
-                        reporters_from_settings)
+from .reporting import Reporter, RunInfo, fan_out, reporters_from_settings
 
 
 _VERSIONS: dict[str, str] = {}
@@ -178,27 +177,8 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
                                        f"{why}") from exc
         raise
 
-    critical = interrupts.CRITICAL        # a row reaches every reporter, or none
-
-    def record(t, data):
-        with critical:
-            for r in reps:
-                r.record(t, data)
-
-    def record_rows(t, rows, layout):     # a block of rows (Reporter rule 5)
-        with critical:
-            for r in reps:
-                f = getattr(r, "record_rows", None)
-                if f is None:
-                    record_rows_one_by_one(r, t, rows, layout)
-                else:
-                    f(t, rows, layout)
-    record.rows = record_rows
-    record.group = group_fan_out(reps)     # non-series results (Reporter rule 6)
-
-    def event(t, kind, message):
-        for r in reps:
-            r.event(t, kind, message)
+    # a row reaches every reporter or none (signals held: mbcore.interrupts)
+    record, event, _ = fan_out(reps, guard=interrupts.CRITICAL)
 
     t0 = time.perf_counter()
     old = interrupts.install()
