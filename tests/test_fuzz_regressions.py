@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import mbcore
-from mbcore.errors import AnalysisError, ModelError
+from mbcore.errors import AnalysisError, MbcoreError, ModelError
+from mbcore.integrate import StepBudgetError
 from mbcore.functions import parse_function
 from mbcore.model import Model
 
@@ -193,3 +194,43 @@ def test_non_finite_results_are_a_named_error_not_a_silent_nan():
 def test_tree_formulations_on_a_model_without_bodies(formulation):
     res = mbcore.run(_load(EMPTY), analysis="dynamic", settings={"formulation": formulation})
     assert res.n_rows == 3
+
+
+def test_step_budget_right_after_a_projection_restart():
+    """Seed-2 campaign, case 5242: the budget ran out in a step whose projected end
+    state restarted the integrator (no last step left to report): a TypeError
+    before, now the StepBudgetError at the pole of the driver 1/(t - 0.01)."""
+    model = _load("""
+name: generated
+settings: {analysis: dynamic, t_end: 0.02, output_step: 0.025, integrator: dop853,
+           formulation: projection, max_steps: 2000}
+bodies:
+- {name: b0, mass: 2.5, position: [-2.0, 1.0], inertia: 1.0, angle: 0.0}
+- {name: b1, mass: 1.0e+6, position: [-2.0, -1.0], inertia: 0.01, angle: 0.0}
+drivers:
+- {name: d0, type: absolute_driver, body: b0, coordinate: phi, function: 1/(t-0.01)}
+""")
+    with pytest.raises(StepBudgetError, match="2000 steps since t = 0 ") as exc:
+        mbcore.run(model)
+    assert exc.value.t == pytest.approx(0.01, abs=1e-6)
+
+
+def test_static_energy_method_on_an_overconstrained_model(examples):
+    """Seed-2 campaign, cases 1786 and 9711: ``method: energy`` on the Bennett linkage
+    (3 redundant joint equations, more equations than coordinates) solved a non-square
+    Phi_u (numpy LinAlgError).  Driven: the assembled configuration with the
+    multipliers of least squares, equal to Newton's; undriven under gravity: a named
+    error, not numpy's."""
+    model = Model.from_file(examples / "spatial_bennett.yaml")
+    a = mbcore.run(model, analysis="static", settings={"method": "energy"})
+    b = mbcore.run(model, analysis="static", settings={"method": "newton"})
+    np.testing.assert_allclose(a["q"], b["q"], atol=1e-10)
+    # the reactions balance the loads: Phi_q^T lam = -Q (the redundant part of lam
+    # is not unique; the generalised reactions are)
+    np.testing.assert_allclose(a["reactions"], b["reactions"], atol=1e-8)
+    d = model.to_dict()
+    d.pop("drivers")
+    d["gravity"] = [0.0, -9.81, -3.0]
+    with pytest.raises(MbcoreError) as exc:
+        mbcore.run(Model.from_dict(d), analysis="static", settings={"method": "energy"})
+    assert exc.value.t == 0.0 and "energy minimisation" in str(exc.value)

@@ -250,7 +250,7 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
         if budget and since >= budget and integ.status == "running":
             error = step_budget_error(budget, integ.t, t_emit,
                                       float(outs[i_out]) if i_out < outs.size else None,
-                                      integ.t - integ.t_old)
+                                      t_new - t_old)
             status, message = FAILED, str(error)
             break
         if max_steps is not None and integ.stats.nsteps >= max_steps \

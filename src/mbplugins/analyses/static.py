@@ -211,9 +211,10 @@ class StaticAnalysis(Analysis):
         J = s.jacobian_dense(q, self.t)
         T = sla.null_space(J)
         k = s.n - s.m
-        if T.shape[1] != k:              # rank deficient: the Jacobian's own pivots
-            _, _, piv = sla.qr(J, mode="economic", pivoting=True)
-            return np.sort(piv[:s.m]), np.sort(piv[s.m:])
+        if T.shape[1] != k:              # rank deficient: the Jacobian's own pivots,
+            r = s.n - T.shape[1]         # as many dependent coordinates as its rank
+            _, _, piv = sla.qr(J, mode="economic", pivoting=True)   # (redundant rows)
+            return np.sort(piv[:r]), np.sort(piv[r:])
         Tt = T.T.copy()
         if len(avoid):
             Tt[:, list(avoid)] *= 1e-3
@@ -252,7 +253,7 @@ class StaticAnalysis(Analysis):
                 return True
             J = s.jacobian_dense(q, self.t)
             try:
-                q[u] -= np.linalg.solve(J[:, u], phi)
+                q[u] -= _solve(J[:, u], phi)
             except np.linalg.LinAlgError:
                 return False
             if not np.all(np.isfinite(q)):
@@ -264,7 +265,7 @@ class StaticAnalysis(Analysis):
         s = self.system
         Q = s.forces(q, np.zeros(s.n), self.t).copy()
         J = s.jacobian_dense(q, self.t)
-        lam = -np.linalg.solve(J[:, u].T, Q[u]) if s.m else np.zeros(0)
+        lam = -_solve(J[:, u].T, Q[u]) if s.m else np.zeros(0)
         return Q[v] + J[:, v].T @ lam, lam
 
     def _partitioned(self, q, modified=False):
@@ -413,7 +414,7 @@ class StaticAnalysis(Analysis):
                 return q, lam, nit
             avoid.update(int(j) for j in v)          # a chart that cannot reach it
             u2, v2 = self._partition(q, sorted(avoid))
-            if np.array_equal(v2, v):
+            if np.array_equal(v2, v) or len(v2) == 0:   # no other chart here
                 break
             u, v = u2, v2
         raise err
@@ -449,3 +450,12 @@ class StaticAnalysis(Analysis):
                 f"static equilibrium by energy minimisation did not converge "
                 f"({res.message}; |dV/dv| = {np.max(np.abs(f)):.3g})", self.t)
         return qq, lam, int(res.nit), None
+
+
+def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A x = b; a non-square A (redundant constraint rows: Phi_u is m x r of rank r)
+    by least squares, the minimum-norm solution -- for consistent redundant rows the
+    reduced force Q_v + Phi_v^T lam does not depend on which lam solves it."""
+    if A.shape[0] == A.shape[1]:
+        return np.linalg.solve(A, b)
+    return np.linalg.lstsq(A, b, rcond=None)[0]
