@@ -111,7 +111,8 @@ def sequential_runs(n: int, warmup: int, directory: Path, trace: bool = False) -
     (after ``gc.collect()`` and :func:`_trim`; untrimmed too) and the open files,
     or with ``trace`` the Python memory traced by tracemalloc (a separate pass:
     tracemalloc's own tables would count in the RSS); and whether every result
-    equals the first."""
+    equals the first.  The trimmed RSS is also recorded every ``n // 10`` runs
+    (``rss_series_MiB``: a warm-up, then flat)."""
     directory = Path(directory)
     model = _model()
     first = None
@@ -119,6 +120,7 @@ def sequential_runs(n: int, warmup: int, directory: Path, trace: bool = False) -
     if trace:
         tracemalloc.start()
     at = {}
+    every = max(1, n // 10)
     try:
         for i in range(1, n + 1):
             out = directory / "loop.h5"
@@ -131,7 +133,7 @@ def sequential_runs(n: int, warmup: int, directory: Path, trace: bool = False) -
                 with Result(out) as r:
                     identical = _same(_arrays(r), first)
             identical = identical and _same(ra, first) and _same(rb, first)
-            if i in (warmup, n):
+            if i in (warmup, n) or i % every == 0:
                 gc.collect()
                 if trace:
                     at[i] = {"traced": tracemalloc.get_traced_memory()[0]}
@@ -152,7 +154,9 @@ def sequential_runs(n: int, warmup: int, directory: Path, trace: bool = False) -
                     "rss_growth_KiB": round((e["rss"] - w["rss"]) / 1024, 1),
                     "rss_untrimmed_MiB": [round(w["raw"] / 2**20, 2),
                                           round(e["raw"] / 2**20, 2)],
-                    "open_files": [w["fds"], e["fds"]]})
+                    "open_files": [w["fds"], e["fds"]],
+                    "rss_series_MiB": {i: round(v["rss"] / 2**20, 2)
+                                       for i, v in sorted(at.items())}})
     return fig
 
 
@@ -190,8 +194,41 @@ def test_1000_sequential_runs_do_not_grow(tmp_path):
     _check(fig, 1.0)
 
 
-if __name__ == "__main__":               # python tests/test_concurrency.py [N]
+def probe(variant: str, n: int, every: int, directory: Path) -> dict:
+    """The trimmed RSS every ``every`` of ``n`` runs of one kind: ``h5`` (with an HDF5
+    file), ``mem`` (in memory), ``both``; ``both_gc`` also releases HDF5's free lists
+    (``H5garbage_collect``) before each figure (docs/reliability.md, Long runs)."""
+    import ctypes
+    import glob
+    h5gc = None
+    if variant.endswith("_gc"):
+        import h5py
+        libs = glob.glob(os.path.join(os.path.dirname(h5py.__file__), os.pardir,
+                                      "h5py.libs", "libhdf5-*.so*"))
+        h5gc = ctypes.CDLL(libs[0]).H5garbage_collect if libs else None
+    model, series = _model(), {}
+    for i in range(1, n + 1):
+        if variant != "mem":
+            mbcore.run(model, settings=SETTINGS, output=Path(directory) / "probe.h5")
+        if variant != "h5":
+            mbcore.run(model, settings=SETTINGS)
+        if i % every == 0:
+            gc.collect()
+            if h5gc is not None:
+                h5gc()
+            _trim()
+            series[i] = round(_rss_bytes() / 2**20, 3)
+    return {"variant": variant, "runs": n, "rss_MiB": series}
+
+
+if __name__ == "__main__":
+    # python tests/test_concurrency.py [N]              the loop's figures
+    # python tests/test_concurrency.py probe VARIANT N  the RSS of one kind of run
     import tempfile
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     with tempfile.TemporaryDirectory() as d:
-        print(json.dumps(loop_figures(n, max(1, n // 10), Path(d)), indent=1))
+        if len(sys.argv) > 1 and sys.argv[1] == "probe":
+            n = int(sys.argv[3])
+            print(json.dumps(probe(sys.argv[2], n, max(1, n // 15), Path(d))))
+        else:
+            n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+            print(json.dumps(loop_figures(n, max(1, n // 10), Path(d)), indent=1))

@@ -234,3 +234,38 @@ def test_static_energy_method_on_an_overconstrained_model(examples):
     with pytest.raises(MbcoreError) as exc:
         mbcore.run(Model.from_dict(d), analysis="static", settings={"method": "energy"})
     assert exc.value.t == 0.0 and "energy minimisation" in str(exc.value)
+
+
+def test_assembly_with_a_point_at_1e308_names_the_joint_not_lapack(examples, capfd):
+    """Seed-3 campaign, case 650: a point at 1e308 whose Phi stays finite (the point's
+    other body angle makes it cancel) made the assembly's least-squares SVD fail
+    (numpy LinAlgError, and LAPACK printed "DLASCL ... illegal value")."""
+    model = Model.from_file(examples / "nfourbar_2.yaml")
+    model.elements["joints"][2].raw["point_j"] = [-0.5, 1e308]
+    for analysis in ("static", "dynamic"):
+        with pytest.raises(AnalysisError, match=r"O2\.[xy].*too large to solve") as exc:
+            mbcore.run(model, analysis=analysis)
+        assert exc.value.t == 0.0
+    assert "DLASCL" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("integrator", ["bdf"])
+def test_ggl_on_a_model_without_bodies(integrator):
+    """Seed-3 campaign, case 16736: ggl with no bodies built its compiled right-hand
+    side with n = 0 (ValueError from the extension)."""
+    model = _load("name: empty\nsettings: {analysis: dynamic, t_end: 0.02, "
+                  f"formulation: ggl, integrator: {integrator}}}\nbodies: []\n"
+                  "gravity: [0.0, -9.81]\n")
+    res = mbcore.run(model)
+    assert res.n_rows == 3 and res["q"].shape == (3, 0)
+
+
+def test_penalty_factorisation_failure_names_the_time(examples):
+    """Seed-3 campaign, case 6258: a mass of 2e300 beside masses of 1 makes the
+    penalty Schur matrix numerically indefinite: the error had no time."""
+    d = Model.from_file(examples / "parallelogram_singular.yaml").to_dict()
+    d["bodies"][2]["mass"] = 2.0e300
+    with pytest.raises(AnalysisError, match="penalty matrix") as exc:
+        mbcore.run(Model.from_dict(d), analysis="dynamic",
+                   settings={"formulation": "penalty", "t_end": 0.03})
+    assert exc.value.t is not None

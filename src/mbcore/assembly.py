@@ -89,8 +89,7 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
             break
         J = system.jacobian_dense(q, t)[hol]
         check_finite("the Jacobian", J, hnames, t)
-        Jw = J[:, free] * w[free]
-        dz, *_ = np.linalg.lstsq(Jw, -phi, rcond=None)
+        dz = _least_squares(J[:, free], w[free], -phi, hnames, t)
         q[free] += w[free] * dz
         phi = system.phi(q, t)[hol].copy()
     phin = float(np.max(np.abs(phi))) if phi.size else 0.0
@@ -106,12 +105,38 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     rank, _, dep, _ = rank_revealing(J) if system.m else (0, None, [], 1.0)
     nu = system.nu(q, t)
     r = nu - J @ qd
-    dv, *_ = np.linalg.lstsq(J[:, free] * w[free], r, rcond=None)
+    dv = _least_squares(J[:, free], w[free], r, names, t)
     qd[free] += w[free] * dv
     vres = float(np.max(np.abs(J @ qd - nu))) if system.m else 0.0
     return AssemblyReport(q, qd, it, phin, vres, int(rank), n - int(rank),
                           [names[r] for r in dep] if rank < system.m else [],
                           _moves(system, q, q_est))
+
+
+#: entries beyond this overflow inside the SVD of a least-squares solve (LAPACK then
+#: prints "DLASCL ... illegal value" and fails)
+HUGE = 1e150
+
+
+def _least_squares(J: np.ndarray, w: np.ndarray, b: np.ndarray, names,
+                   t: float) -> np.ndarray:
+    """The minimum-norm solution of (J diag(w)) x = b, or an AssemblyError naming the
+    equations (rows) whose values are too large to solve with (a point at 1e308)
+    or when the SVD fails."""
+    with np.errstate(over="ignore"):        # the size of a row may overflow: refused
+        size = np.maximum(np.max(np.abs(J), axis=1, initial=0.0)
+                          * float(np.max(w, initial=1.0)), np.abs(b))
+    if size.size and not float(size.max()) <= HUGE:
+        rows = [int(r) for r in np.argsort(-size)[:3] if size[r] > HUGE]
+        raise AssemblyError(f"initial assembly: the constraint equations "
+                            f"{', '.join(names[r] for r in rows)} have values of "
+                            f"{float(size.max()):.3g}, too large to solve (a point or "
+                            f"length of that size?)", t, [names[r] for r in rows])
+    try:
+        return np.linalg.lstsq(J * w, b, rcond=None)[0]
+    except np.linalg.LinAlgError as exc:
+        raise AssemblyError(f"initial assembly: the least-squares step failed ({exc}); "
+                            f"the constraint Jacobian is degenerate", t, []) from None
 
 
 def body_moves(system, q, q_est) -> dict:

@@ -143,8 +143,8 @@ def _compiled_ggl(system, spatial: bool, kind: str = "CompiledGGL"):
     """``_dynamics.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
     same arguments) of a planar System of compiled elements (constant diagonal mass;
     dense or CSR Jacobian), else None (spec/algorithms.md §4.6)."""
-    if _why_not_compiled(system, spatial) is not None:
-        return None
+    if _why_not_compiled(system, spatial) is not None or system.n == 0:
+        return None                      # (no bodies: nothing to compile)
     try:
         from mbcore._ext import _dynamics
         cls = getattr(_dynamics, kind)

@@ -190,7 +190,7 @@ class Penalty(Formulation):
         holds it (the analysis reuses it for the power of the constraint forces)."""
         return self.system.jacobian(q, t)
 
-    def _factor(self, J, M=None):
+    def _factor(self, J, M=None, t=None):
         """Factor P = M + a J^T J (positive definite for every configuration where
         the massless coordinates, if any, are constrained); ``M`` a dense mass matrix
         (spatial bodies) or None for the diagonal one."""
@@ -202,7 +202,7 @@ class Penalty(Formulation):
                 lu = spla.splu(P)
             except RuntimeError:
                 raise AnalysisError("the penalty matrix M + alpha Phi_q^T Phi_q is singular: "
-                                    "a massless coordinate is not constrained") from None
+                                    "a massless coordinate is not constrained", t) from None
             return lu.solve
         P = a * (J.T @ J)
         if M is None:
@@ -213,10 +213,10 @@ class Penalty(Formulation):
             cho = sla.cho_factor(P, check_finite=False)
         except np.linalg.LinAlgError:
             raise AnalysisError("the penalty matrix M + alpha Phi_q^T Phi_q is singular: "
-                                "a massless coordinate is not constrained") from None
+                                "a massless coordinate is not constrained", t) from None
         return lambda b: sla.cho_solve(cho, b, check_finite=False)
 
-    def _schur_factor(self, J):
+    def _schur_factor(self, J, t=None):
         """The solve of ``B + I/a`` (``B = J M^-1 J^T``, positive definite)."""
         m, ia, minv = self.system.m, 1.0 / self.alpha, self._minv
         if sp.issparse(J):
@@ -230,7 +230,8 @@ class Penalty(Formulation):
             cho = sla.cho_factor(B, check_finite=False)
         except np.linalg.LinAlgError:            # not finite
             raise AnalysisError("the penalty matrix B + I/alpha is not positive "
-                                "definite (non-finite state?)") from None
+                                "definite (non-finite state, or masses of very different "
+                                "magnitude?)", t) from None
         return lambda b: sla.cho_solve(cho, b, check_finite=False)
 
     def accelerations(self, q, qd, t):
@@ -258,10 +259,10 @@ class Penalty(Formulation):
         absJ = abs(J)
         converged = False
         if self.schur:
-            solve, minv, ia = self._schur_factor(J), self._minv, 1.0 / a
+            solve, minv, ia = self._schur_factor(J, t), self._minv, 1.0 / a
             c = J @ (Q * minv)
         else:
-            solve = self._factor(J, M)
+            solve = self._factor(J, M, t)
         for k in range(self.iterations):
             if self.schur:                          # the same iterate, Schur form
                 lam_new = solve(gs + lam * ia - c)
@@ -373,9 +374,9 @@ class Penalty(Formulation):
             prev = err
             J = self._jacobian(q, t)
             if self.schur:                      # the same step, Schur form
-                q -= self._minv * (J.T @ self._schur_factor(J)(phi))
+                q -= self._minv * (J.T @ self._schur_factor(J, t)(phi))
             else:
-                q -= self._factor(J)(a * (J.T @ phi))
+                q -= self._factor(J, t=t)(a * (J.T @ phi))
             changed = True
             phi = np.array(s.phi(q, t)) * hol
         J = self._jacobian(q, t)
@@ -388,10 +389,10 @@ class Penalty(Formulation):
                 break
             prev = err
             if self.schur:
-                solve = solve or self._schur_factor(J)
+                solve = solve or self._schur_factor(J, t)
                 qd -= self._minv * (J.T @ solve(r))
             else:
-                solve = solve or self._factor(J)
+                solve = solve or self._factor(J, t=t)
                 qd -= solve(a * (J.T @ r))
             changed = True
         if not changed:
