@@ -269,3 +269,26 @@ def test_penalty_factorisation_failure_names_the_time(examples):
         mbcore.run(Model.from_dict(d), analysis="dynamic",
                    settings={"formulation": "penalty", "t_end": 0.03})
     assert exc.value.t is not None
+
+
+def test_an_inertia_tensor_entry_near_1e308():
+    """Seed-4 campaign, case 10000: an inertia tensor entry of 1.7e308 overflowed
+    while symmetrising, and LAPACK's eigenvalues did not converge (numpy LinAlgError
+    on loading the file).  The tensor is checked scaled: a huge moment is accepted
+    like any other, a NaN one is named."""
+    from mbcore.model import inertia_tensor
+    J = inertia_tensor([[1, 0, 0], [0, 1.7e308, 0], [0, 0, 3]], "bodies[0].inertia")
+    assert J[1][1] == 1.7e308
+    with pytest.raises(ModelError, match=r"bodies\[0\]\.inertia"):
+        inertia_tensor([[1, 0, 0], [0, -1.7e308, 0], [0, 0, 3]], "bodies[0].inertia")
+
+
+def test_penalty_default_factor_overflow_names_the_mass(examples):
+    """Seed-4 campaign, case 15662: an inertia of 1e308 made the default penalty
+    factor 1e7 x max(M) infinite; the compiled kernel refused it ("invalid
+    settings", a ValueError).  Now a ModelError naming the coordinate."""
+    d = Model.from_file(examples / "nfourbar_2.yaml").to_dict()
+    d["bodies"][1]["inertia"] = 1e308
+    with pytest.raises(ModelError, match=r"settings\.alpha.*crank1\.phi"):
+        mbcore.run(Model.from_dict(d), analysis="dynamic",
+                   settings={"formulation": "penalty", "t_end": 0.02})

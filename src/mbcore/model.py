@@ -762,10 +762,15 @@ def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
         J = np.array(rows, dtype=float)
         if not np.allclose(J, J.T, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(J).max())):
             raise ModelError(path, f"the inertia tensor must be symmetric, got {J.tolist()}")
-        J = 0.5 * (J + J.T)
+        J = 0.5 * J + 0.5 * J.T               # (no overflow at 1e308)
     else:
         J = np.diag(S.vector(value, path, 3))
-    ev = np.linalg.eigvalsh(J)
+    scale = float(np.max(np.abs(J)))
+    try:                                     # scaled: no overflow inside LAPACK (1e308)
+        ev = np.linalg.eigvalsh(J / scale) * scale if scale > 0.0 else np.zeros(3)
+    except np.linalg.LinAlgError:
+        raise ModelError(path, f"the eigenvalues of the inertia tensor {J.tolist()} "
+                               f"cannot be computed") from None
     if not ev.min() > 0.0:
         raise ModelError(path, f"the inertia tensor must be positive definite (eigenvalues "
                                f"{', '.join(f'{x:.6g}' for x in ev)})")

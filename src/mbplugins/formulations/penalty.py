@@ -120,6 +120,12 @@ class Penalty(Formulation):
         self.mass = md
         self.alpha = float(st["alpha"]) if st["alpha"] is not None else \
             ALPHA_SCALE * float(np.max(md) if md.size else 1.0)
+        if not math.isfinite(self.alpha):      # 1e7 x a mass or inertia near 1e308
+            k = int(np.argmax(md))
+            raise ModelError("settings.alpha", f"the default penalty factor {ALPHA_SCALE:g} x "
+                             f"the largest mass entry ({md[k]:.6g}, at "
+                             f"'{system.coordinate_names[k]}') overflows: check the masses "
+                             f"and inertias, or give settings.alpha")
         self.xi, self.omega = float(st["xi"]), float(st["omega"])
         self.tol = float(st["tolerance"])
         self._hol = np.asarray(system.holonomic, dtype=float) if system.m else np.zeros(0)
