@@ -568,6 +568,18 @@ class Integrator:
             f"{self._min_step(self.t):.3e}{' (' + why + ')' if why else ''}; the problem "
             f"may be stiff or singular here, or the tolerance too tight", self.t)
 
+    def _trial_end(self, t: float, h_abs: float, min_step: float) -> tuple[float, bool]:
+        """(t_new, clipped): the end of a trial step of size ``h_abs`` from ``t``
+        (StepSizeError below ``min_step``); it is ``t_bound`` (clipped) when the step
+        would pass it or stop short of it by less than ``min_step``."""
+        if h_abs < min_step:
+            self._step_too_small(h_abs)
+        t_new = t + self.direction * h_abs
+        if self.direction * (t_new - self.t_bound) > 0 or \
+                abs(self.t_bound - t_new) < min_step:
+            return self.t_bound, True
+        return t_new, False
+
     # -- templates --------------------------------------------------------------------
     def step(self) -> str | None:
         """Advance one accepted step.  Returns None, or the failure message (then

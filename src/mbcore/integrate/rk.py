@@ -297,13 +297,7 @@ class EmbeddedRK(Integrator):
         rejected = False
         fun = self.fun
         while True:
-            if h_abs < min_step:
-                self._step_too_small(h_abs)
-            h = self.direction * h_abs
-            t_new = t + h
-            if self.direction * (t_new - self.t_bound) > 0 or \
-                    abs(self.t_bound - t_new) < min_step:
-                t_new = self.t_bound
+            t_new, _ = self._trial_end(t, h_abs, min_step)
             h = t_new - t
             h_abs = abs(h)
             K[0] = f

@@ -201,12 +201,8 @@ class AdamsPECE(Integrator):
         if abs(h) > self._max_step:
             h = self.direction * self._max_step
         while True:
-            if abs(h) < min_step:
-                self._step_too_small(h)
-            t_new = t + h
-            if self.direction * (t_new - self.t_bound) > 0 or \
-                    abs(self.t_bound - t_new) < min_step:
-                t_new = self.t_bound
+            t_new, clipped = self._trial_end(t, abs(h), min_step)
+            if clipped:
                 h = t_new - t
             if h != self._h_last:
                 self._neq = 0

@@ -391,14 +391,10 @@ class BDF(Integrator):
             self._rescale(min_step / self._h_abs)
         while True:
             h_abs = self._h_abs
-            if h_abs < min_step:
-                self._step_too_small(h_abs)
+            t_new, clipped = self._trial_end(t, h_abs, min_step)
             h = self.direction * h_abs
-            t_new = t + h
-            if self.direction * (t_new - self.t_bound) > 0 or \
-                    abs(self.t_bound - t_new) < min_step:
+            if clipped:
                 self._rescale(abs(self.t_bound - t) / h_abs)
-                t_new = self.t_bound
                 h = t_new - t
                 h_abs = abs(h)
             k = self._k
