@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import logging
 import sys
@@ -24,11 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader of stdout went away (``mbcore ... | head``): no traceback; stdout
         # is pointed at /dev/null so that the interpreter's final flush stays quiet
-        try:
+        with contextlib.suppress(OSError, ValueError):   # no real stdout: nothing to do
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):       # pragma: no cover - no real stdout
-            pass
         return EXIT_BROKEN_PIPE
 
 
@@ -44,13 +43,7 @@ def _main(argv: list[str] | None = None) -> int:
                        **X.subparser_kw("run"))
     r.add_argument("model", nargs="?", help="model file (.yaml, .yml or .json)")
     r.add_argument("-o", "--output", help="HDF5 result file (default: MODEL.h5)")
-    r.add_argument("-a", "--analysis", help="analysis to run (default: settings.analysis)")
-    r.add_argument("--t-end", type=float, help="override settings.t_end")
-    r.add_argument("--step", type=float, help="override settings.output_step")
-    r.add_argument("--kernels", choices=("compiled", "numpy"),
-                   help="evaluation path (default: $MBCORE_KERNELS or compiled)")
-    r.add_argument("--compression", choices=("gzip", "lzf"),
-                   help="compress the HDF5 series (default: none)")
+    X.add_run_options(r)
     r.add_argument("--resume", metavar="FILE",
                    help="continue the run of result FILE from its last checkpoint "
                         "(to --t-end); MODEL, if given, must be the file's model")
@@ -142,10 +135,8 @@ def _exit_if_unclosed(code: int) -> None:
     h5 = sys.modules.get("mbplugins.reporters.hdf5")
     if h5 is not None and getattr(h5, "UNCLOSED", None):
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):   # a closed stream
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
 

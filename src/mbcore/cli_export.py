@@ -64,6 +64,20 @@ def subparser_kw(name: str) -> dict:
             "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
+def add_run_options(p: argparse.ArgumentParser, each: str = "",
+                    series: str = "the HDF5 series") -> None:
+    """The options of a run shared by ``mbcore run`` and ``mbcore sweep``:
+    ``-a/--analysis``, ``--t-end``, ``--step``, ``--kernels``, ``--compression``
+    (``each``: appended to the t_end help, e.g. " of every case")."""
+    p.add_argument("-a", "--analysis", help="analysis to run (default: settings.analysis)")
+    p.add_argument("--t-end", type=float, help=f"override settings.t_end{each}")
+    p.add_argument("--step", type=float, help="override settings.output_step")
+    p.add_argument("--kernels", choices=("compiled", "numpy"),
+                   help="evaluation path (default: $MBCORE_KERNELS or compiled)")
+    p.add_argument("--compression", choices=("gzip", "lzf"),
+                   help=f"compress {series} (default: none)")
+
+
 def configure_logging(args) -> None:
     """Handler on stderr for the library's loggers at the level the options ask (and
     ``--allow-external-data``: :mod:`mbcore.limits`)."""

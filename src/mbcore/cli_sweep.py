@@ -50,13 +50,8 @@ def add_parser(sub, parents=()) -> None:
                    help="local worker processes (default: the CPUs; 0: in this process)")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on the dask.distributed scheduler at ADDRESS instead")
-    p.add_argument("-a", "--analysis", help="analysis to run (default: settings.analysis)")
-    p.add_argument("--t-end", type=float, help="override settings.t_end of every case")
-    p.add_argument("--step", type=float, help="override settings.output_step")
-    p.add_argument("--kernels", choices=("compiled", "numpy"),
-                   help="evaluation path (default: $MBCORE_KERNELS or compiled)")
-    p.add_argument("--compression", choices=("gzip", "lzf"),
-                   help="compress the case files' series (default: none)")
+    from .cli_export import add_run_options
+    add_run_options(p, " of every case", "the case files' series")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="skip the cases finished by an earlier run of this study "
                         "(default); --no-resume replaces the study in OUTDIR")
