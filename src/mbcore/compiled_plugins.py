@@ -24,6 +24,7 @@ declaration; the required functions are set (``force``; ``phi``, ``jacobian``,
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 from dataclasses import dataclass
 from typing import Any
@@ -71,13 +72,11 @@ def _owner(ftype: Any) -> str:
     for messages: the look-up scans the installed distributions."""
     cls = ftype if isinstance(ftype, type) else type(ftype)
     top = cls.__module__.split(".")[0]
-    try:
+    with contextlib.suppress(Exception):     # a broken environment: name less
         from importlib import metadata
         dists = metadata.packages_distributions().get(top) or []
         if dists:
             return f" (distribution {dists[0]} {metadata.version(dists[0])})"
-    except Exception:        # pragma: no cover - a broken environment: name less
-        pass
     return f" (module {top})"
 
 

@@ -9,6 +9,7 @@ state, nor a half-written row.  Only the main thread's sections defer (signal
 handlers run there)."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 
@@ -74,9 +75,7 @@ def restore(old: tuple | None) -> None:
     if old is None:
         return
     old_term, old_int = old
-    try:
+    with contextlib.suppress(ValueError):        # not the main thread (any more)
         signal.signal(signal.SIGTERM, old_term)
         if old_int is not None:
             signal.signal(signal.SIGINT, old_int)
-    except ValueError:
-        pass

@@ -13,6 +13,7 @@ of classes, imported on first use (the built-in plugins do so for every type).
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import weakref
 from dataclasses import dataclass
@@ -250,10 +251,8 @@ _PROVIDED: "weakref.WeakKeyDictionary[type, Provider]" = weakref.WeakKeyDictiona
 
 
 def _note_provider(cls: Any, provider: Provider) -> None:
-    try:
+    with contextlib.suppress(TypeError):   # not weak-referenceable: not a class
         _PROVIDED[cls] = provider
-    except TypeError:                    # not weak-referenceable: not a class
-        pass
 
 
 def provider_of(cls: type) -> Provider | None:

@@ -32,6 +32,7 @@ dynamic analysis by its result label (``q/crank.phi``, ``energy/kinetic``,
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -191,12 +192,12 @@ class Simulation:
         if horizon <= t:
             horizon = math.inf
         if kind in ("fixed", "embedded") and post is None:
-            try:
+            # a failing first evaluation (_Fallback): the Python path names the error
+            # (or continues)
+            with contextlib.suppress(_Fallback):
                 self.loop = "compiled"
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
                                   max_steps=a.settings["max_steps"])
-            except _Fallback:            # a failing first evaluation: the Python path
-                pass                     # names the error (or continues)
         if (jac is None and getattr(run.crhs, "analytic_jac", False)
                 and getattr(a.icls, "implicit", False)):
             jac = run.rhs_jacobian

@@ -16,6 +16,7 @@ product (``grid``, the last parameter varying fastest) or the element-wise pairi
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import itertools
@@ -51,10 +52,8 @@ def parse_value(text: str) -> Any:
     """A list item of a spec: an int, a float, ``true``/``false`` or a string."""
     s = text.strip()
     for conv in (int, float):
-        try:
+        with contextlib.suppress(ValueError):     # not this kind of number
             return conv(s)
-        except ValueError:
-            pass
     low = s.lower()
     if low in ("true", "false"):
         return low == "true"
