@@ -330,3 +330,15 @@ def test_resume_refuses_a_file_still_being_written(tmp_path, examples):
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=60)
     resume(out, read_checkpoint(out).t + 0.05)           # now it can
+
+
+def test_cli_resume_without_quiet_prints_the_summary(tmp_path, examples, capsys):
+    # the command mbcore prints after Ctrl-C has no -q: it must work as given
+    out = tmp_path / "p.h5"
+    run(_model(examples), settings=dict(RK4, t_end=0.1), output=out)
+    capsys.readouterr()
+    assert main(["run", "--resume", str(out), "--t-end", "0.2"]) == 0
+    printed = capsys.readouterr().out
+    assert "finished" in printed and "0.2" in printed
+    with Result(out) as r:
+        assert r.status == "finished" and r.t[-1] == pytest.approx(0.2)

@@ -350,11 +350,14 @@ def resume_cli(args: Any) -> int:
 
     from .model import Model
     from .result import Result
+    # -q/--quiet is registered with default=SUPPRESS (accepted before and after the
+    # command), so the attribute exists only when it was given
+    quiet = bool(getattr(args, "quiet", False))
     try:
         model = Model.from_file(args.model) if args.model else None
         failed = None
         try:
-            resume(args.resume, args.t_end, model=model, progress=not args.quiet)
+            resume(args.resume, args.t_end, model=model, progress=not quiet)
         except CheckpointError:
             raise
         except MbcoreError as exc:
@@ -366,7 +369,7 @@ def resume_cli(args: Any) -> int:
     except CheckpointError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return 2
-    if not args.quiet:
+    if not quiet:
         with Result(args.resume) as res:
             print(res.summary())
     if failed is not None:
