@@ -76,7 +76,7 @@ class RemovedRows:
         names = system.constraint_names
         self.names = [names[r] for r in self.removed]
         hol = np.asarray(system.holonomic, dtype=bool)
-        self._hol_r, self._hol_k = hol[self.removed], hol[self.kept]
+        self._hol_r = hol[self.removed]
         #: the largest |e| / bound of the checks that passed (<= 1)
         self.worst = 0.0
         #: the time at which C is exact (d = 0): the removal, else None
