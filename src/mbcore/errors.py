@@ -74,6 +74,18 @@ class AssemblyError(ConvergenceError):
     (004 §5.1: Newton-Raphson from the initial estimates did not converge)."""
 
 
+class ConflictingConstraintsError(AnalysisError):
+    """A constraint equation removed as redundant (dependent on the others at the
+    time of its removal) no longer holds along the motion the others give: the
+    constraint set conflicts.  ``constraints`` names the removed equation(s)
+    first, then the kept equations it was a combination of."""
+
+    def __init__(self, message: str, t: float | None = None,
+                 constraints: Sequence[str] = ()):
+        self.constraints = list(constraints)
+        super().__init__(message, t)
+
+
 class ElementEvaluationError(MbcoreError):
     """Raised by an element type's evaluation for element ``index`` of its group
     (e.g. a spring of zero length has no direction); the System re-raises it as an

@@ -42,7 +42,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import MbcoreError, ModelError
+from .errors import AnalysisError, MbcoreError, ModelError
+from .formulation import RestartRequest
 from .integrate.base import StepBudgetError
 from .simulation_loop import CompiledRK, PythonStepper, _Fallback
 
@@ -171,6 +172,10 @@ class Simulation:
         self._y = np.array(y0, dtype=float)
         self._stepper = self._make_stepper(self.t, self._y)
         self.restarts = 0
+        #: a partitioning formulation (cp; joint coordinates with loop partitioning)
+        #: re-partitions between calls as the dynamic analysis does at its outputs
+        self._partitions = hasattr(form, "independent_names")
+        self._snap_t = math.nan               # time of run.last (the restart point)
         self._row_t = math.nan                 # time of the evaluated output row
         self._labels = self._column_index()
         self._reporters = self._start_reporters(record, reg)
@@ -416,6 +421,13 @@ class Simulation:
             yf, _ = form.initialize(rep.q, rep.qd, t)
             self._y = np.concatenate([yf, [self._y[-1]]])
             self._event(t, "assembly", f"input jump: {rep.summary()}")
+        self._restart_stepper()
+        self._dirty = self._reassemble = False
+        self._snap_t = math.nan
+
+    def _restart_stepper(self) -> None:
+        """The integrator starts again from the current (t, y)."""
+        run, t = self._run, self.t
         f = np.zeros(self._y.size)
         crhs = run.crhs
         if crhs is None or crhs.eval(t, self._y, f) != 0:
@@ -423,9 +435,61 @@ class Simulation:
         self._stepper.restart(t, self._y, f)
         if isinstance(self._stepper, CompiledRK):
             self._stepper.counts[2] += 1
-        self._dirty = self._reassemble = False
         self.restarts += 1
         self._row_t = math.nan
+
+    # -- re-partitioning and removed rows (as the dynamic analysis) ------------------------
+    def _snapshot(self) -> tuple:
+        """(q, qd, qdd) at the current time from the formulation; for a partitioning
+        formulation also the restart point of the dynamic analysis (``run.last``)."""
+        run, form = self._run, self._run.form
+        q, qd, qdd, _ = (np.array(x) for x in form.outputs(self.t, self._y[:form.size]))
+        if self._partitions:
+            run.last.update(t=self.t, q=q, qd=qd, W=float(self._y[-1]))
+            self._snap_t = self.t
+        return q, qd, qdd
+
+    def _settle(self) -> None:
+        """At the end of a call, what the dynamic analysis does at an output: the
+        constraint rows removed as redundant must hold (:mod:`mbcore.redundancy`),
+        and a partitioning formulation takes a new partition when a fresh one is
+        much better than its current one (``wants_repartition``)."""
+        removed = self.analysis.removed_rows
+        if not self._partitions and removed is None:
+            return
+        q, qd, qdd = self._snapshot()
+        if removed is not None:
+            removed.check(self.t, q, qd, qdd)
+        if self._partitions:
+            reason = self._run.form.wants_repartition()
+            if reason:
+                self._repartition(reason)
+
+    def _repartition(self, reason: str) -> None:
+        """A new partition at ``run.last`` (the current time) and the integrator
+        restarted there (the dynamic analysis' restart; a ``repartition`` event)."""
+        run = self._run
+        t, y = self.analysis._restart(run.last, reason, self._event)
+        self.t, self._y = float(t), np.array(y, dtype=float)
+        self._restart_stepper()
+        self._snap_t = math.nan
+
+    def _advance(self, go):
+        """``go()`` (the integrator's advance); when the formulation cannot continue
+        (:class:`~mbcore.formulation.RestartRequest`: a partition became singular)
+        re-partition at the current time and try again, at most twice at one time
+        (as the dynamic analysis), else :class:`~mbcore.errors.AnalysisError`."""
+        for attempt in range(3):
+            if self._partitions and self._snap_t != self.t:
+                self._snapshot()              # the restart point, while it is good
+            try:
+                return go()
+            except RestartRequest as exc:
+                if attempt == 2 or not self._partitions:
+                    raise AnalysisError(f"formulation '{self._run.form.name}' cannot "
+                                        f"continue: {exc.reason}", self.t) from None
+                self._repartition(exc.reason)
+        raise AssertionError("unreachable")    # pragma: no cover
 
     def _check_time(self, t: float, what: str) -> float:
         try:
@@ -449,16 +513,21 @@ class Simulation:
         with self._lock:
             if self._dirty:
                 self._apply_jump()
-            try:
-                out = self._stepper.advance(target)
-            except StepBudgetError as exc:   # the simulation stays where the budget ran out
-                self._stop_at(*exc.state)
-                raise
-            if isinstance(out, tuple):       # the compiled loop met a failing evaluation
-                out = self._python_to(*out, target)
+
+            def go():
+                try:
+                    out = self._stepper.advance(target)
+                except StepBudgetError as exc:   # it stays where the budget ran out
+                    self._stop_at(*exc.state)
+                    raise
+                if isinstance(out, tuple):       # the compiled loop met a failing evaluation
+                    out = self._python_to(*out, target)
+                return out
+            out = self._advance(go)
             self._y = np.asarray(out, dtype=float)
             self.t = target
             self._row_t = math.nan
+            self._settle()
             if self._reporters:
                 self._record_row()
         return self
@@ -480,16 +549,21 @@ class Simulation:
         with self._lock:
             if self._dirty:
                 self._apply_jump()
-            st = self._stepper
-            if st.ts > self.t:
-                t, y = st.ts, np.array(st.ys if isinstance(st, CompiledRK) else st.integ.y)
-            else:
+
+            def go():
+                st = self._stepper
+                if st.ts > self.t:
+                    return st.ts, np.array(st.ys if isinstance(st, CompiledRK)
+                                           else st.integ.y)
                 t, y, ok = st.step_end()
                 if not ok:                   # the compiled loop met a failing evaluation
                     t = np.nextafter(t, math.inf)
                     y = self._python_to(t, y, t)
+                return t, y
+            t, y = self._advance(go)
             self._y, self.t = np.asarray(y, dtype=float), float(t)
             self._row_t = math.nan
+            self._settle()
             if self._reporters:
                 self._record_row()
         return self
@@ -656,6 +730,7 @@ class Simulation:
                 self._dirty = True
             self._reassemble = False
             self._row_t = math.nan
+            self._snap_t = math.nan
 
     def set_coordinates(self, q: Iterable[float] | None = None,
                         qd: Iterable[float] | None = None, *, project: bool = True,
@@ -691,6 +766,7 @@ class Simulation:
             self._q_mark = q.copy() if self._q_mark is not None else None
             self._dirty = True
             self._row_t = math.nan
+            self._snap_t = math.nan
 
     def copy(self) -> "Simulation":
         """An independent simulation (its own compiled System) at the same state,

@@ -24,6 +24,7 @@ from mbcore.impacts import ContactSet
 from mbcore.interrupts import CRITICAL
 from mbcore.integrate.events import Event
 from mbcore.plugins import registry
+from mbcore.redundancy import RemovedRows
 from mbcore.reporting import Channel, Row
 from mbcore.schema import Param
 
@@ -231,9 +232,13 @@ class DynamicAnalysis(Analysis):
             out.append(Event(g, terminal=True, direction=-1, name=f"stop:{cond}"))
         return out
 
+    #: the rows removed as redundant (mbcore.redundancy), checked at every output
+    removed_rows: RemovedRows | None = None
+
     def _use_independent_rows(self, q, t, event):
-        """Redundant but consistent constraints: keep the independent rows (named
-        once, in an event and the stats); the removed rows carry no load."""
+        """Redundant constraints: solve with the independent rows (named once, in an
+        event and the stats; the removed rows carry no load) and check the removed
+        ones at every output (:mod:`mbcore.redundancy`)."""
         from mbcore.linalg import rank_revealing
         sysm = self.system
         if not self.formulation.full_state:
@@ -242,8 +247,9 @@ class DynamicAnalysis(Analysis):
         rank, ind, dep, _ = rank_revealing(sysm.jacobian_dense(q, t))
         names = [sysm.constraint_names[r] for r in dep]
         self.formulation.solver.set_rows(ind)
-        event(t, "redundant", "redundant constraint equations removed (consistent): "
-              + ", ".join(names))
+        self.removed_rows = RemovedRows(sysm, ind, q, t, self.settings["rtol"])
+        event(t, "redundant", f"redundant constraint equations removed (consistent at "
+              f"t = {t:.9g}; checked at every output): " + ", ".join(names))
         self.stats["redundant_equations"] = ", ".join(names)
 
     def _restart(self, last, reason, event):
@@ -656,6 +662,8 @@ class _Run:
             if yp is not None:
                 y = np.concatenate([yp, y[size:]])
         qq, qqd, qdd, lam, J = self._output_state(t, y)
+        if self.a.removed_rows is not None:        # they must hold here too
+            self.a.removed_rows.check(t, qq, qqd, qdd)     # (J: same values)
         W = float(y[size])
         self.last.update(t=t, q=qq, qd=qqd, W=W)
         data = self.row                      # views of one flat row (reporting.Row)
@@ -835,6 +843,8 @@ class _Run:
         if st.get("rows") is not None:
             form.solver.set_rows(np.array(st["rows"], dtype=int))
             self.crhs = None
+            a.removed_rows = RemovedRows(self.sysm, st["rows"], q, t, a.settings["rtol"],
+                                         t_removed=self.t0)
         if st.get("partition") is not None and hasattr(form, "_user_partition"):
             form.settings["independent"] = ",".join(st["partition"])
             form.v = None
@@ -952,5 +962,7 @@ class _Run:
         st["formulation"] = form.name
         st["restarts"] = a._restarts
         st["rank_deficient_evaluations"] = form.solver.rank_deficient_events
+        if a.removed_rows is not None:
+            st["redundant_check"] = a.removed_rows.worst
         if hasattr(form, "projections"):
             st["projections"] = form.projections

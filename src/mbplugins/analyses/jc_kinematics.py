@@ -36,6 +36,7 @@ class JointKinematics:
         self.tree = self.chart.tree
         self.extra = self.chart.extra
         self.redundant = []
+        self.removed = np.zeros(0, dtype=np.intp)      # rows of the redundant ones
         nv = self.chart.nv
         if len(self.extra) != nv:
             # the independent rows of D at the assembled configuration (redundant loop
@@ -49,7 +50,8 @@ class JointKinematics:
                     f"driver / loop equations as joint velocities: {len(self.extra)} rows "
                     f"of rank {rank} for {nv} joint velocities", t0,
                     [s.constraint_names[r] for r in self.extra])
-            self.redundant = [s.constraint_names[r] for r in self.extra[np.sort(dep)]]
+            self.removed = self.extra[np.sort(dep)]
+            self.redundant = [s.constraint_names[r] for r in self.removed]
             self.extra = self.extra[np.sort(ind)]
 
     def _d(self, q, B, t):

@@ -16,6 +16,7 @@ from mbcore.analysis import Analysis, element_channels
 from mbcore.errors import AssemblyError, LockupError, ModelError, SingularJacobianError
 from mbcore.assembly import assemble
 from mbcore.linalg import dense_lu, dependent_rows, numerical_rank, rank_revealing
+from mbcore.redundancy import RemovedRows
 from mbcore.reporting import Channel
 from mbcore.schema import Param
 from mbcore.system import check_finite
@@ -84,6 +85,7 @@ class KinematicAnalysis(Analysis):
         s = self.settings
         if s["coordinates"] == "joint":
             return self._run_joint(record, event, progress)
+        self.removed_rows = None             # mbcore.redundancy: checked at every time
         self.rows = self._select_rows(s["t_start"])
         lu = dense_lu(n, sysm.backend) if sysm.dense else None
         times = self.times()
@@ -164,6 +166,8 @@ class KinematicAnalysis(Analysis):
                 qdd = self._sel(sysm.gamma(q, qd, t)).copy()
                 self._solve(lu, J, qdd)
                 check_finite("acceleration", qdd, sysm.coordinate_names, t)
+                if self.removed_rows is not None:      # they must hold here too
+                    self.removed_rows.check(t, q, qd, qdd)
                 data = {"q": q, "qd": qd, "qdd": qdd,
                         "solver": np.array([it, phin, ratio])}
                 if points:
@@ -179,6 +183,8 @@ class KinematicAnalysis(Analysis):
             bar.close()
             self.stats["newton_iterations"] = iters_total
             self.stats["steps"] = recorded
+            if self.removed_rows is not None:
+                self.stats["redundant_check"] = self.removed_rows.worst
             if stepper is not None:
                 self.stats["lu_factorizations"] += fast_lu
         self.final = (q, qd, qdd)
@@ -199,12 +205,17 @@ class KinematicAnalysis(Analysis):
         event(t0, "info", f"joint coordinates: {jk.chart.nv} joint velocities, "
               f"{len(jk.extra)} driver / loop equations, cut joints: "
               f"{', '.join(j.name for j in jk.tree.cut) or 'none'}")
-        if jk.redundant:
-            event(t0, "redundant", "redundant driver / loop equations removed: "
-                  + ", ".join(jk.redundant))
         tol, maxit = s["tolerance"], int(s["max_iterations"])
+        guard = None
+        if jk.redundant:
+            event(t0, "redundant", "redundant driver / loop equations removed (checked "
+                  "at every time): " + ", ".join(jk.redundant))
+            kept = np.setdiff1d(np.arange(sysm.m), jk.removed)
+            guard = RemovedRows(sysm, kept, q, t0, tol)
         self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
                       "dof_mechanism": jk.chart.nv, "coordinates": "joint"}
+        if jk.redundant:
+            self.stats["redundant_equations"] = ", ".join(jk.redundant)
         points, angular = bool(sysm.point_names), bool(sysm.angular_labels)
         bar = _progress(len(times), progress)
         qd = qdd = np.zeros(sysm.n)
@@ -214,6 +225,8 @@ class KinematicAnalysis(Analysis):
                 q, it, phin = jk.position(q, t, tol, maxit)
                 qd, qdd, aux = jk.velocities(q, t)
                 check_finite("acceleration", qdd, sysm.coordinate_names, t)
+                if guard is not None:
+                    guard.check(t, q, qd, qdd)
                 self.stats["newton_iterations"] += it
                 self.stats["lu_factorizations"] += it + 1
                 data = {"q": q, "qd": qd, "qdd": qdd,
@@ -228,6 +241,8 @@ class KinematicAnalysis(Analysis):
                 bar.update(1)
         finally:
             bar.close()
+            if guard is not None:
+                self.stats["redundant_check"] = guard.worst
         self.final = (q, qd, qdd)
 
     def _extra_joint(self, t, q, qd, qdd, aux, data):
@@ -321,7 +336,8 @@ class KinematicAnalysis(Analysis):
 
     def _check_redundant_consistent(self, q, t, event):
         """Removed rows must hold at the assembled configuration; otherwise the
-        constraint set conflicts (AssemblyError naming the equations)."""
+        constraint set conflicts (AssemblyError naming the equations).  They are
+        kept and checked at every later time (:mod:`mbcore.redundancy`)."""
         sysm = self.system
         phi = sysm.phi(q, t)
         dep = np.setdiff1d(np.arange(sysm.m), self.rows)
@@ -332,9 +348,10 @@ class KinematicAnalysis(Analysis):
                                 f"dependent on the others but cannot be satisfied together "
                                 f"with them (|Phi| = "
                                 f"{max(abs(phi[r]) for r in dep):.3g})", t, bad)
-        event(t, "redundant", "redundant constraint equations removed (consistent): "
-              + ", ".join(self.redundant))
+        event(t, "redundant", "redundant constraint equations removed (consistent at "
+              "t = " + f"{t:.9g}; checked at every time): " + ", ".join(self.redundant))
         self.stats["redundant_equations"] = ", ".join(self.redundant)
+        self.removed_rows = RemovedRows(sysm, self.rows, q, t, self.settings["tolerance"])
 
     def _names(self):
         names = self.system.constraint_names
