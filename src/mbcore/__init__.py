@@ -6,9 +6,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (AnalysisError, AssemblyError, ConvergenceError, LockupError,  # noqa: E402
-                     MbcoreError,
-                     ModelError, PluginError, SingularJacobianError)
+from .errors import (AnalysisError, AssemblyError, ConflictingConstraintsError,  # noqa: E402
+                     ConvergenceError, LockupError, MbcoreError, ModelError, PluginError,
+                     SingularJacobianError)
 from .hookspecs import hookimpl  # noqa: E402
 from .model import Body, Model, Point  # noqa: E402
 from .state import State  # noqa: E402
@@ -50,4 +50,5 @@ __all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load",
            "SimulationState", "SimulationError",
            "AssemblyError",
            "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",
-           "LockupError", "SingularJacobianError", "__version__"]
+           "LockupError", "SingularJacobianError", "ConflictingConstraintsError",
+           "__version__"]
