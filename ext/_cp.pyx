@@ -82,6 +82,10 @@ cdef class CompiledCP(CompiledODE):
     cdef readonly int iterations
     cdef readonly bint have_prev            # J and the LU of Phi_u at the last q
     cdef ErrInfo err
+    # the warm start kept by c_save (checkpoints): q, Phi_v, the LU of Phi_u, have_prev
+    cdef double[::1] s_q, s_Jv, s_Ju
+    cdef int[::1] s_ipiv
+    cdef bint s_have_prev, s_valid
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m,
@@ -131,6 +135,12 @@ cdef class CompiledCP(CompiledODE):
         self.qd = np.zeros(n)
         self.u = np.zeros(m, dtype=np.intp)
         self.v = np.zeros(n - m, dtype=np.intp)
+        self.s_q = np.zeros(n)
+        self.s_Jv = np.zeros(m * (n - m))
+        self.s_Ju = np.zeros(m * m)
+        self.s_ipiv = np.zeros(m, dtype=np.intc)
+        self.s_have_prev = False
+        self.s_valid = False
         self.nfev = 0
         self.status = 0
 
@@ -159,6 +169,48 @@ cdef class CompiledCP(CompiledODE):
         self.best_ratio = best_ratio
         self.q[:] = q
         self.have_prev = False
+
+    # ------------------------------------------------------------------ warm start
+    cdef void c_save(self) noexcept nogil:
+        """Keep Newton's warm start (q, and Phi_v with the LU of Phi_u of the
+        predictor) for :meth:`saved_state`."""
+        memcpy(&self.s_q[0], &self.q[0], self.nq * sizeof(double))
+        memcpy(&self.s_Jv[0], &self.Jv[0], self.m * self.n * sizeof(double))
+        memcpy(&self.s_Ju[0], &self.Ju[0], self.m * self.m * sizeof(double))
+        memcpy(&self.s_ipiv[0], &self.ipiv[0], self.m * sizeof(int))
+        self.s_have_prev = self.have_prev
+        self.s_valid = True
+
+    def saved_state(self):
+        """The warm start kept by the last ``c_save`` (copies), or None."""
+        if not self.s_valid:
+            return None
+        return {"q": np.array(self.s_q), "Jv": np.array(self.s_Jv),
+                "Ju": np.array(self.s_Ju), "ipiv": np.array(self.s_ipiv),
+                "have_prev": bool(self.s_have_prev)}
+
+    def warm_state(self):
+        """The warm start the next evaluation uses (copies)."""
+        return {"q": np.array(self.q), "Jv": np.array(self.Jv), "Ju": np.array(self.Ju),
+                "ipiv": np.array(self.ipiv), "have_prev": bool(self.have_prev)}
+
+    def load_state(self, state):
+        """Continue from a warm start of :meth:`saved_state` / :meth:`warm_state`
+        (ValueError naming the array of a wrong size)."""
+        if not state:
+            return
+        for key, buf in (("q", self.q), ("Jv", self.Jv), ("Ju", self.Ju)):
+            a = np.asarray(state[key], dtype=np.float64)
+            if a.shape != (buf.shape[0],):
+                raise ValueError(f"CompiledCP.load_state: {key} has shape {a.shape}, "
+                                 f"expected ({buf.shape[0]},)")
+            np.asarray(buf)[:] = a
+        piv = np.asarray(state["ipiv"])
+        if piv.shape != (self.m,):
+            raise ValueError(f"CompiledCP.load_state: ipiv has shape {piv.shape}, "
+                             f"expected ({self.m},)")
+        np.asarray(self.ipiv)[:] = piv.astype(np.intc)
+        self.have_prev = bool(state["have_prev"])
 
     # ------------------------------------------------------------------ C level
     cdef int _lu(self, const double* J) noexcept nogil:

@@ -102,6 +102,26 @@ cdef class CompiledODE:
         self.status = NOT_FINITE
         return NOT_FINITE
 
+    cdef void c_save(self) noexcept nogil:
+        """Keep the state that the next evaluations depend on (a warm start), read by
+        :meth:`saved_state`: the compiled loops call it at the start of a step when
+        they record checkpoints.  None here (the result of an evaluation depends on
+        its arguments only); ``CompiledCP`` keeps its Newton warm start."""
+        pass
+
+    def saved_state(self):
+        """The state kept by the last :meth:`c_save` (a dict of arrays), or None."""
+        return None
+
+    def warm_state(self):
+        """The state the next evaluation starts from (a dict of arrays), or None."""
+        return None
+
+    def load_state(self, state):
+        """Continue from ``state`` (of :meth:`saved_state` / :meth:`warm_state`)."""
+        if state:
+            raise ValueError(f"{type(self).__name__} keeps no state between evaluations")
+
     cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
                    double* J, double* work) noexcept nogil:
         """J (N x N, column-major) = df/dy at (t, y[:N]), the Newton Jacobian of the
@@ -2023,7 +2043,11 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     (N + 1 floats): before the outputs of a step, its end state and time (a
     checkpoint's exact integrator state); ``ystep[N + 1]`` (if present): the next
     step size of an embedded pair; with 4 N + 5 floats also the whole step (start
-    time, attempted step, grid index, start state, f at its start and end).
+    time, attempted step, grid index, start state, f at its start and end); with 4 N
+    + 10 floats also the state of the loop at the step's start (the controller's
+    step proposal, the grid origin, and the steps, rejected steps and evaluations
+    counted so far; and ``f.c_save()`` keeps the right-hand side's own state there):
+    an exact resume redoes that step from it (mbcore.checkpoint).
 
     ``stats`` (5 floats, updated before every output): last step, order, steps,
     rejected steps, evaluations (counted from this call; evaluations start at
@@ -2076,6 +2100,9 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     cdef bint extra = D is not None
     cdef Py_ssize_t nx = A_extra.shape[0] if extra else 0
     cdef double e5, e3, r5, r3
+    cdef double hprop = h_abs, nfev_top = 0.0      # the loop at the step's start
+    cdef long nsteps_top = 0, nrej_top = 0
+    cdef bint save_top = ystep is not None and ystep.shape[0] >= 4 * N + 10
     cdef double[:, ::1] KX = np.zeros((nx, N)) if extra else np.zeros((1, 1))
     cdef double[:, ::1] F7 = np.zeros((7, N)) if extra else np.zeros((1, 1))
     cdef CompiledPenalty proj = None
@@ -2128,6 +2155,12 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
             _stats(stats, h_abs, order, nsteps, nrej, f.nfev - nfev0)
             return 5, t, np.asarray(y), i_out, h_abs
         # ---- one accepted step from (t, y) with derivative K[0] ------------------
+        hprop = h_abs
+        nsteps_top = nsteps
+        nrej_top = nrej
+        nfev_top = f.nfev - nfev0
+        if save_top:
+            f.c_save()
         rejected = False
         min_step = 10.0 * eps * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
         if adaptive:                    # as EmbeddedRK._step_impl
@@ -2263,6 +2296,13 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                         ystep[N + 5 + i] = y[i]
                         ystep[2 * N + 5 + i] = K[0, i]
                         ystep[3 * N + 5 + i] = K[s, i]
+                if ystep.shape[0] >= 4 * N + 10:
+                    # the loop at the step's start (exact resume: the step redone)
+                    ystep[4 * N + 5] = hprop
+                    ystep[4 * N + 6] = g0
+                    ystep[4 * N + 7] = nsteps_top
+                    ystep[4 * N + 8] = nrej_top
+                    ystep[4 * N + 9] = nfev_top
             if adaptive and not extra:
                 for j in range(deg):
                     for i in range(N):

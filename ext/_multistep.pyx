@@ -212,7 +212,9 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     (kmax + 3 values).  Dense output at ``t_out[i_out:]``: INTRP, as
     ``AdamsDenseOutput``.  Checkpoints: before the outputs of a step ``ystep`` (N + 2
     floats) receives its end state, time and next step, ``hist`` (a dict) the state
-    above (``phi``, ``hs`` copies, ``h``, ``h_last``, ``k``, ``neq``, ``phase1``).
+    above at that step's start, from which the step is redone (``t``, ``y``, ``phi``,
+    ``hs`` copies, ``h``, ``h_last``, ``k``, ``neq``, ``phase1``, and ``counts``: steps,
+    rejected steps, evaluations before it).
     Returns ``(code, t, y, i_out, h)`` (module docstring).  Refused (ValueError
     naming the argument): the checks of :func:`_check_common`, kmax < 1, k outside
     [1, kmax], phi0 not (kmax + 2, N), hs0, gamma, gstar_abs shorter than kmax + 2,
@@ -263,11 +265,21 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     cdef long nsteps = 0, nrej = 0, ns, since = 0
     cdef int ifail, knew, k_next, k1, kstep = k
     cdef bint uniform
+    # checkpoints: the scalars of the state at the step's start (its arrays phi, hs
+    # and y change only when the step is accepted)
+    cdef double h_top = h, nfev_top = 0.0
+    cdef long neq_top = neq, nsteps_top = 0, nrej_top = 0
+    cdef int k_top = k
+    cdef bint phase1_top = phase1
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
             return 5, t, np.asarray(y), i_out, h
         # ---- one accepted step (AdamsPECE._step_impl) ------------------------------
+        h_top, k_top, neq_top, phase1_top = h, k, neq, phase1
+        nsteps_top, nrej_top, nfev_top = nsteps, nrej, f.nfev - nfev0
+        if hist is not None:
+            f.c_save()                  # the right-hand side's own state (warm start)
         min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
         ifail = 0
         if fabs(h) > max_step:
@@ -433,6 +445,11 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
             return 4, t, np.asarray(y), i_out, h
         # ---- accept ----------------------------------------------------------------
+        if hist is not None and i_out < nout and t_out[i_out] <= tnew:
+            hist.update(t=t, y=np.array(y), phi=np.array(phi), hs=np.array(hs), h=h_top,
+                        h_last=h_last, k=k_top, neq=neq_top,
+                        phase1=1.0 if phase1_top else 0.0,
+                        counts=np.array([nsteps_top, nrej_top, nfev_top], dtype=float))
         for j in range(k):
             psid[j] = psi_new[j]
         neq = neq + 1 if h == h_last else 1
@@ -462,9 +479,6 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                     ystep[i] = y[i]
                 ystep[N] = t
                 ystep[N + 1] = fabs(h)
-            if hist is not None:
-                hist.update(phi=np.array(phi), hs=np.array(hs), h=h, h_last=h_last, k=k,
-                            neq=neq, phase1=1.0 if phase1 else 0.0)
             _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
             while i_out < nout and t_out[i_out] <= t:
                 tt = t_out[i_out]
@@ -658,8 +672,12 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     driver (code 2), which raises the named error.
     Checkpoints (exact resume): before the outputs of a step, ``ystep`` (N + 2
     floats) receives its end state, time and ``h_abs``, and ``hist`` (a dict) the
-    state the next step reads: ``D`` (a copy), ``k``, ``n_equal``, ``h_abs``, ``J``
-    (a copy, None when it is to be re-evaluated), ``jac_age``, ``c_lu`` (0: no LU).
+    state of the loop at that step's start, from which the step is redone: ``t``,
+    ``y`` (copies), ``D`` (a copy), ``k``, ``n_equal``, ``h_abs``, ``J`` (a copy, None
+    when it is to be re-evaluated), ``jac_age``, ``c_lu`` (0: no LU) and ``counts``
+    (steps, rejected steps, evaluations counted before the step); ``t`` None: not
+    available.  (A copy of D is kept at the start of each step that may reach an
+    output, of J before it is re-evaluated in such a step.)
     ``J0``, ``jac_age0``, ``c_lu0``: start from such a state (column-major ``J0``; the
     LU of ``c_lu0`` > 0 is refactored from it, uncounted; with ``newton_system`` by
     the hook's ``matrix``, which its ``update`` at the next step may renew).
@@ -759,6 +777,14 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     cdef char trans = b'N'
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, converged, have_old
     cdef bint have_rate
+    # checkpoints: the loop at the start of a step that may reach an output
+    cdef bint ck = hist is not None, snap = False, snap_jv = False, snap_J = False
+    cdef bint snap_lu = False
+    cdef double[:, ::1] Dsnap = np.zeros((ND if ck else 1, N if ck else 1))
+    cdef double[::1] ysnap = np.zeros(N if ck else 1)
+    cdef double[::1] Jsnap = np.zeros(N * N if ck else 1)
+    cdef double snap_t = t0, snap_h = 0.0, snap_clu = 0.0, snap_nfev = 0.0
+    cdef long snap_k = k, snap_neq = 0, snap_age = 0, snap_steps = 0, snap_rej = 0
     if J0 is not None:                   # resume: the Jacobian (and LU) of a checkpoint
         for i in range(N * N):
             J[i] = J0[i]
@@ -787,6 +813,18 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             _stats(stats, h_abs, k, nsteps, nrej, f.nfev - nfev0)
             return 5, t, np.asarray(y), i_out, h_abs
         min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
+        # checkpoints: every attempt of this step ends before t + 2 max(h_abs,
+        # min_step) (attempts only shrink); keep the state if an output lies there
+        snap = ck and i_out < nout and \
+            t_out[i_out] <= t + 2.0 * (h_abs if h_abs > min_step else min_step)
+        if snap:
+            Dsnap[:, :] = D
+            ysnap[:] = y
+            snap_t, snap_h, snap_k, snap_neq = t, h_abs, k, n_equal
+            snap_jv, snap_J, snap_age = jac_valid, False, jac_age
+            snap_lu, snap_clu = lu_valid, c_lu
+            snap_steps, snap_rej, snap_nfev = nsteps, nrej, f.nfev - nfev0
+            f.c_save()
         if h_abs > max_step:
             _rescale(&D[0, 0], N, k, max_step / h_abs, R, U, RU, tmp)
             h_abs *= max_step / h_abs
@@ -823,6 +861,9 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                     scale[i] = scale[i] / hwp[i]
             c = h / bdf_gamma[k]
             if not jac_valid:
+                if snap and snap_jv and not snap_J:
+                    Jsnap[:] = J
+                    snap_J = True
                 if use_cb:
                     nfev_cb = f.nfev
                     l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters, jkeep)
@@ -933,6 +974,9 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                 nrej += 1
                 counters[C_NEWTON] += 1.0
                 if not jac_current:
+                    if snap and snap_jv and not snap_J:
+                        Jsnap[:] = J
+                        snap_J = True
                     if use_cb:
                         nfev_cb = f.nfev
                         l = _cb_jacobian(jac, tnew, ypred, &J[0], N, counters, jkeep)
@@ -1030,10 +1074,14 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                     ystep[i] = y[i]
                 ystep[N] = t
                 ystep[N + 1] = h_abs
-            if hist is not None:
-                hist.update(D=np.array(D), k=k, n_equal=n_equal, h_abs=h_abs,
-                            J=np.array(J) if jac_valid else None,
-                            jac_age=jac_age, c_lu=c_lu if lu_valid else 0.0)
+            if ck and snap:
+                hist.update(t=snap_t, y=np.array(ysnap), D=np.array(Dsnap), k=snap_k,
+                            n_equal=snap_neq, h_abs=snap_h,
+                            J=(np.array(Jsnap) if snap_J else np.array(J)) if snap_jv
+                            else None, jac_age=snap_age, c_lu=snap_clu if snap_lu else 0.0,
+                            counts=np.array([snap_steps, snap_rej, snap_nfev], dtype=float))
+            elif ck:
+                hist["t"] = None
             _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
             while i_out < nout and t_out[i_out] <= t:
                 tt = t_out[i_out]
@@ -1085,9 +1133,11 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
     (y_n+1 − y_n)/h and linear interpolation (``ImplicitEuler``).  A Newton failure
     with a fresh Jacobian returns code 2 (the Python driver redoes the step and
     raises ``NewtonFailure``).  Checkpoints: before the outputs of a step ``ystep``
-    (N + 2 floats) receives its end state, time and ``h_step``, ``hist`` (a dict)
-    ``f`` (end derivative), ``t_start``, ``i``, ``h``, ``J`` (column-major copy, None
-    if to be re-evaluated) and ``c_lu`` (0: no LU); ``J0``, ``c_lu0``: start from
+    (N + 2 floats) receives its end state, time and ``h_step``, ``hist`` (a dict) the
+    state at that step's start, from which the step is redone: ``t``, ``y``, ``f``
+    (the derivative there), ``t_start``, ``i``, ``h``, ``J`` (column-major copy, None
+    if to be re-evaluated), ``c_lu`` (0: no LU) and ``counts`` (steps, rejected
+    steps, evaluations before it); ``J0``, ``c_lu0``: start from
     such a Jacobian and its LU (refactored, uncounted).  Returns ``(code, t, y,
     i_out, h)`` (module docstring; code 3: the remaining interval is below the
     round-off limit).  Refused (ValueError naming the argument): the checks of
@@ -1135,6 +1185,12 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
     cdef int info = 0, one = 1, nn = <int>N, it, iters, attempt
     cdef char trans = b'N'
     cdef bint jac_valid = False, jac_current = False, lu_valid = False, ok, have_old
+    # checkpoints: the state at the step's start (y and fn change only when the step
+    # is accepted; J is kept before it is re-evaluated inside the step)
+    cdef bint ck = hist is not None, jv_top = False, lu_top = False, J_kept = False
+    cdef double[::1] Jsnap = np.zeros(N * N if ck else 1)
+    cdef double clu_top = 0.0, nfev_top = 0.0
+    cdef long i_top = i_step, nsteps_top = 0, nrej_top = 0
     if J0 is not None:                   # resume: the Jacobian (and LU) of a checkpoint
         for i in range(N * N):
             J[i] = J0[i]
@@ -1151,6 +1207,10 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
             _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
             return 5, t, np.asarray(y), i_out, h
         # ---- one step (ThetaMethod._step_impl) -------------------------------------
+        if ck:
+            i_top, jv_top, J_kept, lu_top, clu_top = i_step, jac_valid, False, lu_valid, c_lu
+            nsteps_top, nrej_top, nfev_top = nsteps, nrej, f.nfev - nfev0
+            f.c_save()                  # the right-hand side's own state (warm start)
         i_step += 1
         tnew = t_start + (<double>i_step) * h_step
         if tnew - t1 > -1e-9 * h_step:
@@ -1170,6 +1230,9 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
         ok = False
         for attempt in range(2):
             if not jac_valid:
+                if ck and jv_top and not J_kept:
+                    Jsnap[:] = J
+                    J_kept = True
                 if _jacobian(f, tnew, &ypred[0], &fd_floor[0], &J[0], &jwork[0], N,
                              counters, &nfev0):
                     _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
@@ -1228,6 +1291,11 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
             _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
             return 4, t, np.asarray(y), i_out, h
         # ---- end derivative, accept -------------------------------------------------
+        if ck and i_out < nout and t_out[i_out] <= tnew:
+            hist.update(t=t, y=np.array(y), f=np.array(fn), t_start=t_start, i=i_top,
+                        h=h_step, J=(np.array(Jsnap) if J_kept else np.array(J)) if jv_top
+                        else None, c_lu=clu_top if lu_top else 0.0,
+                        counts=np.array([nsteps_top, nrej_top, nfev_top], dtype=float))
         if evaluated:
             if f.c_eval(tnew, &ynew[0], &fb[0]):
                 _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
@@ -1251,10 +1319,6 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
                     ystep[i] = y[i]
                 ystep[N] = t
                 ystep[N + 1] = h_step
-            if hist is not None:
-                hist.update(f=np.array(fn), t_start=t_start, i=i_step, h=h_step,
-                            J=np.array(J) if jac_valid else None,
-                            c_lu=c_lu if lu_valid else 0.0)
             _stats(stats, fabs(t - t_old), order, nsteps, nrej, f.nfev - nfev0)
             hd = t - t_old
             while i_out < nout and t_out[i_out] <= t:

@@ -1,4 +1,4 @@
-"""Checkpoints in the result file and exact resume of dynamic runs (issue 15).
+"""Checkpoints in the result file and exact resume of dynamic runs.
 
 A :class:`Checkpointer` (set up by :func:`mbcore.runner.run` for an analysis with
 ``checkpoints = True``: the dynamic one) receives every output state of the run
@@ -7,18 +7,24 @@ every ``seconds`` of wall time and/or ``every`` of simulated time, and at the en
 of the run (also after Ctrl-C / SIGTERM, which mark the file ``interrupted``).  A
 checkpoint holds the output time ``t``, the integrated state ``y`` (formulation
 state + work of the non-conservative forces), the full ``q``, ``qd``, the number of
-rows and events written up to it, and a JSON ``state`` (step size, integrator
-counts, fixed-step grid position, CP partition, used constraint rows...).
+rows and events written up to it, and a JSON ``state`` (integrator counts, CP
+partition, used constraint rows...) with ``step``: the integration loop's state at
+the start of the step that produced the output at ``t`` (the step's start time and
+state, the derivative there, the controller's step proposal, the fixed-step grid,
+the multistep history with its Newton Jacobian, the Python driver's integrator
+state: :func:`pack_state`, its arrays in ``/checkpoint/history``).
 
 :func:`resume` (``mbcore run --resume FILE [--t-end T]``) continues the run of a
 file from its last checkpoint: rows and events after it (a killed run) are dropped,
-the formulation is re-initialised with the stored partition, the compiled fixed-step
-loop continues the same step grid (bit-identical to an uninterrupted run: rk4 and
-the other fixed-step Runge-Kutta methods), embedded pairs continue from the stored
-step end state and next step size, and the compiled multistep loops (bdf, abm,
-implicit_euler, trapezoid) from their stored history (``state["history"]`` and the
-``/checkpoint/history`` arrays: differences, order, step, Jacobian...): all
-bit-identical for a checkpoint taken mid-run.
+the formulation is re-initialised with the stored partition (and its own stored
+state), the rows after the start of the checkpoint's step are cut as well, and the
+loop redoes that step from the stored state, recording its rows again; every later
+step is the uninterrupted run's, also when one step spans several outputs and when
+a finished run is continued to a later ``t_end`` (its last step, shortened to the
+old end, is redone in full): the resumed file is bit-identical to an uninterrupted
+run.  A checkpoint without
+``step`` (an older file, or an integrator on the Python driver that declares no
+``state_fields``) restarts the method at the output: agreement to the tolerance.
 """
 from __future__ import annotations
 
@@ -73,26 +79,16 @@ class Checkpointer:
 
     def offer(self, run: Any, t: float, y: np.ndarray, steps: float) -> None:
         """The state of the row just recorded at ``t`` (``y`` the integrated state,
-        ``steps`` the loop's steps in this segment)."""
+        ``steps`` the loop's steps in this segment; ``run.resume_state()``: the
+        loop's state at the start of the step that produced it)."""
         form = run.form
         v = getattr(form, "v", None)
         rep = self.reporter
-        ys = run.ystep
-        h_next = None
-        if (ys is not None and run.seg_compiled and ys[-2] >= t
-                and not np.any((run.t_out > t) & (run.t_out <= ys[-2]))):
-            y = ys[:-2]                      # the exact state at the step end ys[-2]
-            t_state = float(ys[-2])
-            h_next = None if np.isnan(ys[-1]) else float(ys[-1])
-        else:
-            t_state = None
-        mh = getattr(run, "mshist", None)
-        hist = dict(mh) if t_state is not None and mh else None
         self._pending = (run, float(t), np.array(y, dtype=float), run.last.get("q"),
                          run.last.get("qd"), steps, run.istat.copy(), run.seg_t0,
                          run.seg_compiled, run.a._restarts,
                          None if v is None else np.array(v), rep.n_rows, rep.n_events,
-                         t_state, h_next, hist)
+                         run.resume_state())
         if (time.monotonic() - self._last_wall >= self.seconds
                 or (self.every is not None
                     and t - self._last_t >= self.every * (1.0 - 1e-9))):
@@ -105,7 +101,7 @@ class Checkpointer:
             return False
         w0 = time.monotonic()
         (run, t, y, q, qd, steps, istat, seg_t0, compiled, restarts, v, n_rows,
-         n_events, t_state, h_next, hist) = p
+         n_events, step) = p
         form = run.form
         partition = None
         if v is not None and hasattr(form, "independent_names"):
@@ -118,11 +114,10 @@ class Checkpointer:
                  "grid0": float(seg_t0), "steps": int(steps), "compiled": bool(compiled),
                  "partition": partition,
                  "rows": None if rows is None else [int(r) for r in rows],
-                 "integrator": run.a.icls.name, "formulation": form.name,
-                 "t_state": t_state, "h_next": h_next}
+                 "integrator": run.a.icls.name, "formulation": form.name}
         arrays = None
-        if hist is not None and getattr(self.reporter, "stores_history", True):
-            state["history"], arrays = pack_history(hist)   # (else: resume to tolerance)
+        if step is not None and getattr(self.reporter, "stores_history", True):
+            state["step"], arrays = pack_state(step)     # (else: resume to tolerance)
         self.reporter.write_checkpoint(t, y, q, qd, n_rows, n_events, json.dumps(state),
                                        history=arrays)
         self._written = p
@@ -133,24 +128,62 @@ class Checkpointer:
         return True
 
 
-def pack_history(hist: dict) -> tuple[dict, np.ndarray]:
-    """A multistep loop's history -> (JSON part: scalars and the shapes of the
-    arrays, one flat array of the arrays in that order)."""
-    meta, parts = {"arrays": []}, []
-    for key, v in hist.items():
+def pack_state(obj: Any) -> tuple[Any, np.ndarray]:
+    """A nested state (dicts, lists, tuples, arrays, numbers, booleans, strings,
+    None) -> (its JSON part, one flat float64 array of its arrays).  An array is
+    ``{"@array": [offset, shape, dtype]}`` in the JSON part (integer and boolean
+    arrays are exact as float64 up to 2**53), a tuple ``{"@tuple": [...]}``."""
+    parts: list[np.ndarray] = []
+    size = 0
+
+    def enc(v: Any) -> Any:
+        nonlocal size
         if isinstance(v, np.ndarray):
-            meta["arrays"].append([key, list(v.shape)])
-            parts.append(np.asarray(v, dtype=float).ravel())
-        elif v is None or isinstance(v, str):
-            meta[key] = v
-        else:
-            meta[key] = float(v)
+            a = np.asarray(v)
+            parts.append(a.astype(np.float64).ravel())
+            out = {"@array": [size, list(a.shape), a.dtype.str]}
+            size += a.size
+            return out
+        if isinstance(v, dict):
+            return {str(k): enc(x) for k, x in v.items()}
+        if isinstance(v, tuple):
+            return {"@tuple": [enc(x) for x in v]}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        if isinstance(v, np.generic):
+            return v.item()
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        raise TypeError(f"checkpoint state: cannot store a {type(v).__name__}")
+    meta = enc(obj)
     return meta, (np.concatenate(parts) if parts else np.zeros(0))
 
 
+def unpack_state(meta: Any, flat: np.ndarray | None, path: Any = "") -> Any:
+    """Inverse of :func:`pack_state`; CheckpointError (naming ``path``) if the arrays
+    are missing or short."""
+    def dec(v: Any) -> Any:
+        if isinstance(v, dict):
+            if set(v) == {"@array"}:
+                off, shape, dtype = v["@array"]
+                n = int(np.prod(shape))
+                if flat is None or flat.size < off + n:
+                    raise CheckpointError(f"{path}: the checkpoint's integrator step "
+                                          f"state is incomplete (/checkpoint/history)")
+                return np.array(flat[off:off + n]).astype(dtype).reshape(shape)
+            if set(v) == {"@tuple"}:
+                return tuple(dec(x) for x in v["@tuple"])
+            return {k: dec(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [dec(x) for x in v]
+        return v
+    return dec(meta)
+
+
 def unpack_history(meta: dict, flat: np.ndarray | None, path: Any = "") -> dict:
-    """Inverse of :func:`pack_history`; CheckpointError (naming ``path``) if the
-    arrays are missing or short."""
+    """The multistep history of an older checkpoint (``state["history"]``: scalars
+    and ``arrays``, ``[name, shape]`` of each array in ``flat`` in order);
+    CheckpointError (naming ``path``) if the arrays are missing or short."""
     h = {k: v for k, v in meta.items() if k != "arrays"}
     off = 0
     for key, shape in meta.get("arrays", []):
@@ -183,12 +216,13 @@ class Checkpoint:
     settings: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     writer: str = ""             # host:pid of the process that wrote the file
-    history: dict | None = None  # multistep integrator history (pack_history)
+    history: dict | None = None  # multistep history of an older checkpoint
+    step: dict | None = None     # the loop's state at the step's start (pack_state)
 
     def as_dict(self) -> dict:
         """What the dynamic analysis restores (``DynamicAnalysis.resume_from``)."""
         return {"t": self.t, "y": self.y, "q": self.q, "qd": self.qd, "state": self.state,
-                "history": self.history}
+                "history": self.history, "step": self.step}
 
 
 def _open_read(path: Path):
@@ -246,10 +280,11 @@ def read_checkpoint(path: str | os.PathLike) -> Checkpoint:
             analysis=analysis, model_text=text.decode() if isinstance(text, bytes) else str(text),
             model_format=s(m.attrs.get("format", "yaml")), settings=settings,
             versions=versions, writer=s(a.get("writer", "")))
-        meta = ck.state.get("history")
-        if meta is not None:
-            flat = np.array(g["history"][i], dtype=float) if "history" in g else None
-            ck.history = unpack_history(meta, flat, p)
+        flat = np.array(g["history"][i], dtype=float) if "history" in g else None
+        if ck.state.get("history") is not None:
+            ck.history = unpack_history(ck.state["history"], flat, p)
+        if ck.state.get("step") is not None:
+            ck.step = unpack_state(ck.state["step"], flat, p)
     return ck
 
 
@@ -276,7 +311,10 @@ def _check_not_written(path: Path, ck: "Checkpoint") -> None:
 def _rewrite(path: Path, ck: Checkpoint, settings: dict) -> None:
     """Copy ``path`` into a fresh file cut at checkpoint ``ck`` (rows, events and
     checkpoints after it dropped; settings updated) and replace it: a killed SWMR
-    file can only be opened by SWMR readers, so it is never reopened for writing."""
+    file can only be opened by SWMR readers, so it is never reopened for writing.
+    With the step state (``ck.step``) the cut is at that step's start: its rows and
+    the events after its start (but the ``resume`` events) are dropped too, the
+    resumed run records them again."""
     import h5py
 
     from .result import to_json
@@ -287,11 +325,22 @@ def _rewrite(path: Path, ck: Checkpoint, settings: dict) -> None:
         for name in src:
             src.copy(src[name], dst, name=name)
         n, m, kk = ck.n_rows, ck.n_events, ck.index + 1
+        ev = dst["events"]
+        keep = np.arange(m)
+        if ck.step is not None:               # cut at the start of the step redone
+            t_cut = float(ck.step["t"])
+            n = int(np.searchsorted(dst["t"][:n], t_cut, side="right"))
+            kinds = [k.decode() if isinstance(k, bytes) else str(k)
+                     for k in ev["kind"][:m]]
+            keep = np.flatnonzero((ev["t"][:m] <= t_cut) | (np.array(kinds) == "resume"))
         dst["t"].resize((n,))
         for ds in dst["series"].values():
             ds.resize((n,) + ds.shape[1:])
-        for ds in dst["events"].values():
-            ds.resize((m,))
+        for ds in ev.values():
+            kept = ds[:m][keep]
+            ds.resize((keep.size,))
+            if keep.size:
+                ds[:] = kept
         for ds in dst["checkpoint"].values():
             ds.resize((kk,) + ds.shape[1:])
         dst.attrs["n_rows"] = np.int64(n)
@@ -309,7 +358,8 @@ def resume(path: str | os.PathLike, t_end: float | None = None, *, model: Any = 
     """Continue the dynamic run of result file ``path`` from its last checkpoint up to
     ``t_end`` (default: the file's ``t_end``); the rows are appended to the file.
     ``model`` (a :class:`mbcore.Model`), if given, must be the file's model.
-    Returns the in-memory result of the resumed part."""
+    Returns the in-memory result of the resumed part (from the start of the step
+    redone: rows up to the checkpoint may be recorded again, module docstring)."""
     from . import __version__
     from .model import Model
     from .runner import run

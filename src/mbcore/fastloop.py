@@ -89,12 +89,18 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     locator.  ``jac``: the Jacobian call-back of a DAE form ('bdf' only).
     ``start`` (resume from a checkpoint, :mod:`mbcore.checkpoint`): ``h_abs`` (the
     first step of an embedded pair), ``grid0`` and ``istep0`` (fixed steps continue
-    the grid ``grid0 + i h`` after step ``istep0``).  ``ystep`` (size + 2 floats; Runge-Kutta loop): receives the end state,
-    time and next step size of each step with outputs before its outputs
-    (checkpoints); ``start["exact"]``: an embedded pair starts with exactly
-    ``h_abs`` (the stored next step of that state).  Multistep loops: ``hist`` (a
-    dict) receives the integrator history with ``ystep``, and ``start["history"]``
-    (such a dict) restores it (:func:`mbcore.multistep_loop.run_multistep`).
+    the grid ``grid0 + i h`` after step ``istep0``); ``start["exact"]``: an embedded
+    pair starts with exactly ``h_abs``; ``start["f0"]``: f(t0, y0) as stored (the
+    evaluations then count from zero: the caller continues the stored counts);
+    ``start["rhs_state"]``: the right-hand side's own state there (``load_state``,
+    after the integrator's start-up).
+    ``ystep`` (Runge-Kutta loop, size + 2 or 4 (size + 1) + 6 floats, the layout of
+    ``run_rk``): receives, before the outputs of each step with outputs, its end
+    state, time and next step size and, in the long form, the whole step and the
+    loop's state at its start (from which an exact resume redoes the step).
+    Multistep loops: ``hist`` (a dict) receives the state at the start of each step
+    with outputs, and ``start["history"]`` (such a dict) restores it
+    (:func:`mbcore.multistep_loop.run_multistep`).
     ``max_steps`` > 0: the step budget between outputs
     (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out)."""
     if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
@@ -102,7 +108,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
                              hist=hist, history=(start or {}).get("history"),
-                             max_steps=max_steps)
+                             max_steps=max_steps, rhs_state=(start or {}).get("rhs_state"))
     from ._ext._dynamics import run_rk
 
     crhs = form.compiled
@@ -118,9 +124,14 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, **options)
     except _Fallback:
         return python_fallback(t0, y0, t_out)
+    if start and start.get("rhs_state") is not None:
+        crhs.load_state(start["rhs_state"])   # its warm start at the stored step
     st = Statistics()
     st.nfev = integ.stats.nfev
     f0 = np.array(integ._f, dtype=float)
+    if start and start.get("f0") is not None:     # an exact resume: the stored step
+        f0 = np.array(start["f0"], dtype=float)
+        st.nfev = 0
     twin = compiled_twin(icls, kind)       # the class's tableau and controller
     if kind == "embedded":
         assert icls.compiled_loop_kind() == "embedded"

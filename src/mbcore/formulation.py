@@ -62,6 +62,12 @@ class Formulation:
        non-conservative forces).  A DAE form's compiled object (ggl:
        ``CompiledGGL``) declares ``size`` (its state length with W) and ``dae``
        (stepped only by the bdf loop with the formulation's mass matrix).
+    10. Exact resume: a formulation whose evaluations or outputs depend on more than
+        their arguments (a Newton warm start, a watch over past outputs) returns
+        that state from ``resume_state()`` and takes it back in
+        ``set_resume_state(state)`` (CP); its compiled object keeps its own by
+        ``c_save``/``saved_state``/``warm_state``/``load_state`` (``CompiledCP``).
+        Checkpoints store it with the integrator's step (mbcore.checkpoint).
     """
 
     name: ClassVar[str] = ""
@@ -143,6 +149,19 @@ class Formulation:
 
     def after_step(self, t: float, y: np.ndarray) -> bool:
         return False
+
+    def resume_state(self) -> dict[str, Any]:
+        """The formulation's own state that later evaluations and outputs depend on
+        (warm starts, watches: arrays, tuples of arrays, numbers, booleans, strings,
+        None), stored in a checkpoint with the integrator's step so that a resume
+        takes the uninterrupted run's steps (mbcore.checkpoint); {} when the
+        right-hand side depends on its arguments only.  The compiled right-hand side
+        keeps its own (``saved_state``/``load_state``)."""
+        return {}
+
+    def set_resume_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from :meth:`resume_state` (after :meth:`initialize` with the
+        checkpoint's partition)."""
 
     def warnings(self, step: float | None) -> list[str]:
         return []

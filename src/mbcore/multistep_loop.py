@@ -123,13 +123,18 @@ def _restore(kind: str, integ, h: dict) -> dict:
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
-                  history=None, max_steps: int = 0):
+                  history=None, max_steps: int = 0, rhs_state=None):
     """:func:`mbcore.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
     (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only).
-    Checkpoints: ``ystep`` (size + 2 floats) and ``hist`` (a dict) receive the end
-    state and the history of each step with outputs; ``history`` (such a
-    dict, from a checkpoint) is restored into the integrator object (and the
-    loop's Jacobian/LU) before the loop continues from (t0, y0)."""
+    Checkpoints: ``ystep`` (size + 2 floats) receives the end state of each step
+    with outputs and ``hist`` (a dict) the loop's state at that step's start (its
+    ``t``, ``y``, history and ``counts``); ``history`` (such a dict, from a
+    checkpoint, taken at (t0, y0)) is restored into the integrator object (and the
+    loop's Jacobian/LU) and the loop redoes that step, its evaluations counted from
+    zero (the caller continues the stored counts).  A history without ``t`` (an
+    older checkpoint: the state after the step) is restored the same way, counted
+    from the start-up.  ``rhs_state``: the right-hand side's own state at (t0, y0)
+    (``load_state``, after the integrator's start-up)."""
     from ._ext import _multistep as ms
     from .fastloop import LoopResult, _Fallback
 
@@ -149,11 +154,15 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return python_fallback(t0, y0, t_out)
     if not _ode_form(kind, integ):
         return python_fallback(t0, y0, t_out)
+    if rhs_state is not None:
+        crhs.load_state(rhs_state)      # its warm start at the stored step
     extra = {}
     if history is not None and history.get("kind") == kind:
         extra = _restore(kind, integ, history)
     st = Statistics()
     st.nfev = integ.stats.nfev
+    if history is not None and history.get("t") is not None:
+        st.nfev = 0                     # the stored counts continue (exact resume)
     t_out = np.ascontiguousarray(t_out, dtype=float)
     i0 = 0
     while i0 < t_out.size and t_out[i0] <= t0:

@@ -12,5 +12,6 @@ cdef class CompiledODE:
     cdef readonly bint analytic_jac     # c_jac is not forward differences of c_eval
 
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil
+    cdef void c_save(self) noexcept nogil
     cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
                    double* J, double* work) noexcept nogil

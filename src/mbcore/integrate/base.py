@@ -13,8 +13,9 @@ equations in exactly this form, so the core here knows no mechanics.
 from __future__ import annotations
 
 import difflib
+import functools
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
@@ -266,6 +267,31 @@ class Statistics:
         return ", ".join(f"{k}={v}" for k, v in d.items() if v not in (0, None, {}))
 
 
+@functools.lru_cache(maxsize=None)
+def _declared_state(cls: type) -> tuple[str, ...] | None:
+    """:meth:`Integrator._declared_state` (cached per class)."""
+    owner = next((k for k in cls.__mro__ if "state_fields" in vars(k)), None)
+    if owner is None or owner.state_fields is None:
+        return None
+    for name in ("_step_impl", "_restart_impl"):
+        impl = next(k for k in cls.__mro__ if name in vars(k))
+        if not issubclass(owner, impl):
+            return None
+    return Integrator._BASE_STATE + tuple(owner.state_fields)
+
+
+def _copy_state(v: Any) -> Any:
+    """A copy of one state value: arrays (also inside tuples) copied, NumPy scalars
+    as Python numbers."""
+    if isinstance(v, np.ndarray):
+        return v.copy()
+    if isinstance(v, tuple):
+        return tuple(_copy_state(x) for x in v)
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
 # ----------------------------------------------------------------------------------
 # the contract
 # ----------------------------------------------------------------------------------
@@ -330,6 +356,16 @@ class Integrator:
     10. Keep per-step Python overhead low: preallocate work arrays in
         ``_restart_impl`` and keep method coefficients as plain NumPy arrays
         (class attributes) that a compiled loop can reuse.
+    11. Exact resume (optional): list in the class attribute ``state_fields`` the
+        instance attributes that carry the method's state from one step to the next
+        (besides ``t``, ``y`` and the template's own; values: arrays, tuples of
+        arrays, numbers, booleans, strings or None).  :meth:`get_state` copies
+        them and :meth:`set_state` puts them back, so a checkpoint's integrator
+        continues with exactly the steps of an uninterrupted run.  The declaration
+        counts only for the class that declares it and its subclasses that keep its
+        ``_step_impl`` and ``_restart_impl``: a subclass that replaces one of them
+        declares its own (else :meth:`get_state` returns None and a resume restarts
+        the method, agreeing with the uninterrupted run to the tolerance).
 
     A later mass-matrix / projection hook (spec §0.3 ``post_step``) will be an
     extra keyword of the constructor; methods that cannot honour it will say so.
@@ -358,6 +394,9 @@ class Integrator:
     implicit: ClassVar[bool] = False
     variable_order: ClassVar[bool] = False
     options: ClassVar[Mapping[str, Option]] = {}
+    #: the instance attributes holding the method's state between steps (rule 11);
+    #: None: not declared (no exact resume)
+    state_fields: ClassVar[tuple[str, ...] | None] = None
 
     @classmethod
     def compiled_loop_kind(cls) -> str | None:
@@ -653,6 +692,57 @@ class Integrator:
         self.message = None
         self.error = None
         self._restart_impl()
+
+    # -- state (rule 11: exact resume) ------------------------------------------------
+    #: the template's attributes saved with the method's ``state_fields``
+    _BASE_STATE = ("t", "y", "t_old", "step_size", "order", "_accepted_order", "status")
+
+    @classmethod
+    def _declared_state(cls) -> tuple[str, ...] | None:
+        """The attributes :meth:`get_state` copies (``_BASE_STATE`` and
+        ``state_fields``) if the class declaring ``state_fields`` also owns (or
+        inherits unchanged) ``_step_impl`` and ``_restart_impl``, else None."""
+        return _declared_state(cls)
+
+    def get_state(self) -> dict[str, Any] | None:
+        """A copy of the method's state between two steps (rule 11), or None when
+        the class declares none."""
+        names = _declared_state(type(self))
+        if names is None:
+            return None
+        out = {}
+        for name in names:
+            v = getattr(self, name)
+            out[name] = v.copy() if type(v) is np.ndarray else _copy_state(v)
+        return out
+
+    def set_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (of :meth:`get_state` of an integrator of this
+        class with the same options and right-hand side); the statistics start from
+        zero.  ``t_bound`` is kept (it may be later than when the state was taken)."""
+        names = _declared_state(type(self))
+        if names is None:
+            raise IntegratorOptionError(self._label, "state", "this integrator declares "
+                                        "no state_fields (no exact resume)")
+        missing = [k for k in names if k not in state]
+        if missing:
+            raise IntegratorOptionError(self._label, "state", f"missing {', '.join(missing)}")
+        y = np.array(state["y"], dtype=np.float64)
+        if y.shape != (self.n,):
+            raise IntegratorOptionError(self._label, "state", f"y has shape {y.shape}, "
+                                        f"expected ({self.n},)")
+        for name in names:
+            setattr(self, name, _copy_state(state[name]))
+        self.t = float(self.t)
+        self.y = y
+        if self.status == "finished" and self.direction * (self.t_bound - self.t) > 0:
+            self.status = "running"
+        self.message = None
+        self.error = None
+        st = self.stats
+        for f in fields(st):
+            setattr(st, f.name, f.default_factory() if f.default_factory is not MISSING
+                    else f.default)
 
     # -- to implement ------------------------------------------------------------------
     def _restart_impl(self) -> None:  # pragma: no cover - abstract

@@ -100,7 +100,10 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
               max_steps_per_output: int | None = None,
               post_step: Callable | None = None, on_step: Callable | None = None,
               event_xtol: float | None = None, raise_on_failure: bool = True,
-              registry=None, **options: Any) -> IntegrationResult:
+              registry=None, state: dict | None = None,
+              step_state: Callable[[dict], None] | None = None,
+              problem_state: tuple[Callable[[], Any], Callable[[Any], None]] | None = None,
+              **options: Any) -> IntegrationResult:
     """Integrate ``y' = fun(t, y)`` over ``t_span = (t0, tf)`` from ``y0``.
 
     Parameters
@@ -137,6 +140,18 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
     raise_on_failure : raise the integrator's error (with ``.result`` attached,
         holding the outputs up to the failure) instead of returning status -1.
     registry : plugin registry to look names up in (default: the process one).
+    state : continue exactly from a state of ``step_state`` (taken at ``t0``, ``y0``):
+        the integrator's (:meth:`~mbcore.integrate.base.Integrator.set_state`) and
+        the event functions' signs; the statistics count from zero.
+    step_state : ``step_state(state)`` is called before the outputs of every step
+        that has outputs, with the state at that step's start (the integrator's
+        :meth:`~mbcore.integrate.base.Integrator.get_state`, the event functions'
+        last values and counts, ``counts``: steps, rejected steps and evaluations
+        before it), or not at all when the integrator declares no state: from it,
+        ``state=`` redoes that step and continues as this run (checkpoints).
+    problem_state : ``(get, set)``: the right-hand side's own state (a warm start)
+        is ``get()`` at each step's start for ``step_state`` and put back by
+        ``set(...)`` after the integrator's start-up when continuing from ``state``.
     **options : the method's options (``step`` / ``rtol``, ``atol``, ...).
     """
     cls = resolve_integrator(method, registry)
@@ -170,8 +185,20 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
             stop_requested = True
 
     locator = EventLocator(events, event_xtol)
-    locator.start(integ.t, integ.y)
+    if state is not None:
+        integ.set_state(state["integrator"])
+        if problem_state is not None:
+            problem_state[1](state.get("problem"))
+        locator.g_old = np.array(state["g_old"], dtype=float)
+        locator.counts = [int(c) for c in state["event_counts"]]
+        if locator.g_old.shape != (len(locator.events),):
+            raise IntegratorOptionError(cls.name, "state", "the event functions differ "
+                                        "from those of the state")
+    else:
+        locator.start(integ.t, integ.y)
     found: list[EventRecord] = []
+    # the state before each step (step_state), when the integrator declares it
+    snapshots = step_state is not None and integ.get_state() is not None
 
     i_out = 0
     since, t_emit = 0, t0          # steps since the last output, and its time
@@ -184,6 +211,12 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
 
     status, message, error = FINISHED, "reached the end of t_span", None
     while integ.status == "running" and not stop_requested:
+        if snapshots:
+            st_ = integ.stats
+            pre = {"integrator": integ.get_state(), "g_old": locator.g_old.copy(),
+                   "event_counts": list(locator.counts),
+                   "counts": [st_.nsteps, st_.nrejected, st_.nfev],
+                   "problem": None if problem_state is None else problem_state[0]()}
         msg = integ.step()
         if msg is not None:
             status, message, error = FAILED, msg, integ.error
@@ -225,6 +258,8 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
                 j += 1
             since += 1
             if j > i_out:
+                if snapshots:
+                    step_state(pre)
                 since, t_emit = 0, float(outs[j - 1])
                 tt = outs[i_out:j]
                 exact = tt == t_new

@@ -129,6 +129,8 @@ class FixedStepRK(Integrator):
     B: ClassVar[np.ndarray] = np.ones(1)
     C: ClassVar[np.ndarray] = np.zeros(1)
     options = FIXED_STEP_OPTIONS
+    #: step, grid origin and index, derivative at t (exact resume, rule 11)
+    state_fields = ("_h", "_t_start", "_i", "_f")
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
@@ -214,6 +216,8 @@ class EmbeddedRK(Integrator):
 
     adaptive = True
     options = {**ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS}
+    #: derivative at t (FSAL) and the controller's next step (exact resume, rule 11)
+    state_fields = ("_f", "_h_abs")
     #: internal tolerance = TOL_SCALE × user tolerance when ``calibrate`` (measured,
     #: docs/integrators.md "Tolerance calibration")
     TOL_SCALE: ClassVar[float] = 1.0

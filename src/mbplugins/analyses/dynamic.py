@@ -493,8 +493,16 @@ class _Run:
         self.seg_t0 = self.t0                # start of the current segment (its grid)
         self.seg_compiled = False
         self._start = None                   # resume: first step / grid of the loop
-        self.ystep = None                    # end state + time of the last step with
-        self.mshist = None                   # its multistep history (checkpoints)
+        self.ystep = None                    # the last step with outputs and the loop's
+        self.mshist = None                   # state at its start (checkpoints)
+        self._seg = None                     # (t, y, counts, formulation state) at
+                                             # the segment's start
+        self._fs = None                      # formulation state: after the last row,
+        self._fs_top = None                  # ... at the start of the current step,
+        self._fs_key = None                  # ... and the step's start time
+        self._py = None                      # Python driver: (state before the step, base)
+        self._py_stepped = False             # ... a step was taken in this segment
+        self._src = None                     # where the current step's state lives
         self.t_out = np.zeros(0)             # outputs (compiled fixed-step loop)
 
     # -- stage 1: output times and the initial state ---------------------------------
@@ -655,6 +663,12 @@ class _Run:
         """Record one output row; True asks the loop to stop here (CP wants a new
         partition)."""
         form, sysm = self.form, self.sysm
+        if self._fs is not None and self._src not in (None, "python"):
+            # a stateful formulation on a compiled loop: its Python state changes at
+            # outputs only, so at a step's start it is the state after the last row
+            key = self._step_start()
+            if key != self._fs_key:
+                self._fs_key, self._fs_top = key, self._fs
         size = form.size
         y_state = y
         if self.projects:                      # report consistent states (spec §4.5)
@@ -703,6 +717,8 @@ class _Run:
                 self.ck.offer(self, t, y_state, float(self.cstat[2]))
         self.bar.update(1)
         reason = form.wants_repartition()
+        if self._fs is not None:
+            self._fs = form.resume_state()
         if reason:
             self.last["reason"] = reason
             return True          # stop here; the loop re-partitions and restarts
@@ -733,6 +749,7 @@ class _Run:
         return _RowBlock(self)
 
     def on_step(self, integ):
+        self._py_stepped = True
         st_ = integ.stats
         self.istat[0] = integ.step_size or 0.0
         self.istat[1] = getattr(integ, "order", 0)
@@ -766,17 +783,51 @@ class _Run:
                 self.stop_specs = np.array(linear, dtype=float).reshape(-1, 3)
         a.stats["loop"] = "compiled" if self.loop else "python"
 
-    def python_segment(self, t_a, y_a, outs):
+    def python_segment(self, t_a, y_a, outs, state=None):
+        """The Python driver from (t_a, y_a); ``state``: a checkpoint's driver state
+        at (t_a, y_a) (exact resume)."""
         from mbcore.integrate import integrate
         jac = self.jac
         if (jac is None and getattr(self.crhs, "analytic_jac", False)
                 and getattr(self.a.icls, "implicit", False)):
             jac = self.rhs_jacobian        # the compiled loops' Jacobian (same steps)
+        self._src, self._py, self._py_stepped = "python", None, False
         return integrate(self.a.icls, self.rhs, (t_a, self.t1), y_a, t_out=outs,
                          store=False, on_output=self.output, events=self.events,
                          post_step=self.post, on_step=self.on_step, jac=jac,
                          max_steps_per_output=self.a.settings["max_steps"],
+                         state=state,
+                         step_state=self._python_state if self.ck is not None else None,
+                         problem_state=(None if self._fs is None else
+                                        (self._problem_state, self._set_problem_state)),
                          **self.a.integrator_options)
+
+    def _python_state(self, state):
+        self._py = (state, self.base.copy())
+
+    def _problem_state(self):
+        """The formulation's own state now (Python part and the compiled
+        right-hand side's warm start), or None when it has none."""
+        if self._fs is None:
+            return None
+        c = self.form.compiled
+        return {"python": self.form.resume_state(),
+                "rhs": None if c is None else c.warm_state()}
+
+    def _set_problem_state(self, state):
+        if state is None:
+            return
+        self.form.set_resume_state(state["python"])
+        if state["rhs"] is not None:
+            self.form.compiled.load_state(state["rhs"])
+
+    def _step_start(self):
+        """Start time of the compiled loop's current step with outputs (None: none
+        yet)."""
+        if self._src in ("abm", "bdf", "theta"):
+            return self.mshist.get("t")
+        t = float(self.ystep[self.form.size + 3])
+        return None if t != t else t
 
     def rhs_jacobian(self, t, y):
         """df/dy of :meth:`rhs` for an implicit integrator on the Python driver when the
@@ -807,10 +858,25 @@ class _Run:
         start, self._start = self._start, None
         self.seg_compiled = False
         if self.ystep is not None:
-            self.ystep[-2:] = np.nan         # no step state of this segment yet
+            self.ystep[:] = np.nan           # no step state of this segment yet
             self.mshist.clear()
-        if self.loop is None or not self.form.compiled_ready():
+            self._seg = (float(t_a), np.array(y_a, dtype=float), self.base.copy(),
+                         self._problem_state())
+            self._fs_key, self._fs_top = None, None
+            if self._fs is not None:
+                self._fs = self._seg[3]["python"]
+        if start and "python" in start:      # resume inside a Python driver segment
+            return self.python_segment(t_a, y_a, outs, state=start["python"])
+        compiled = self.loop is not None and self.form.compiled_ready()
+        if start and start.get("kind") not in (None, "python") and not (
+                compiled and start["kind"] == ("rk" if self.loop in ("fixed", "embedded")
+                                               else self.loop)):
+            raise AnalysisError(f"checkpoint: its step state is of the compiled "
+                                f"'{start['kind']}' loop; this run uses "
+                                f"{self.loop if compiled else 'the Python driver'}", t_a)
+        if not compiled:
             return self.python_segment(t_a, y_a, outs)
+        self._src = self.loop
         self.seg_compiled = True
         self.cstat[:] = 0.0
         if start and start.get("grid0") is not None:
@@ -831,6 +897,80 @@ class _Run:
             self.batch.flush()               # also on errors: a failed run keeps its rows
 
     # -- resume from a checkpoint (mbcore.checkpoint) -----------------------------------
+    def resume_state(self) -> dict | None:
+        """The state from which a resume redoes the step whose outputs are being
+        recorded (mbcore.checkpoint: ``state.step``): ``loop`` ('segment': the start
+        of the segment, no step with outputs yet; 'rk', 'abm', 'bdf', 'theta': the
+        compiled loop's state at the step's start; 'python': the Python driver's),
+        ``t``, ``y``, ``counts`` (steps, rejected steps, evaluations before it) and
+        the loop's own state.  None: not available (a Python-driver integrator
+        without ``state_fields``)."""
+        if self._seg is None:
+            return None
+        t_seg, y_seg, c_seg, f_seg = self._seg
+        segment = {"loop": "segment", "t": t_seg, "y": y_seg, "counts": c_seg,
+                   "formulation": f_seg}
+        if self._src == "python":
+            if self._py is None:
+                return None if self._py_stepped else segment
+            state, base = self._py
+            return {"loop": "python", "t": state["integrator"]["t"],
+                    "y": state["integrator"]["y"],
+                    "counts": base + np.asarray(state["counts"], dtype=float),
+                    "driver": state}
+        if self._src in ("abm", "bdf", "theta"):
+            h = self.mshist
+            if "t" not in h:
+                return segment
+            if h["t"] is None:
+                return None
+            rec = {"loop": self._src, "t": h["t"], "y": h["y"],
+                   "counts": self.base + h["counts"], "history": dict(h)}
+        elif self._src is None:
+            return None
+        else:
+            ys = self.ystep
+            N = self.form.size + 1
+            if np.isnan(ys[N + 2]):
+                return segment
+            rec = {"loop": "rk", "t": float(ys[N + 2]), "y": ys[N + 5:2 * N + 5].copy(),
+                   "f": ys[2 * N + 5:3 * N + 5].copy(), "h": float(ys[4 * N + 5]),
+                   "grid0": float(ys[4 * N + 6]), "istep": int(ys[N + 4]) - 1,
+                   "counts": self.base + ys[4 * N + 7:4 * N + 10]}
+        if self._fs is not None:             # the formulation's at the step's start
+            c = self.form.compiled
+            rec["formulation"] = {"python": self._fs_top,
+                                  "rhs": None if c is None else c.saved_state()}
+        return rec
+
+    def _restore_step(self, rec: dict, t_row: float):
+        """Resume from a step record (:meth:`resume_state`): the loop starts at the
+        step's start and redoes it (mbcore.checkpoint.resume has cut the file's rows
+        after that start: they are recorded again)."""
+        loop = rec["loop"]
+        if loop not in ("segment", "python", "rk", "abm", "bdf", "theta"):
+            raise AnalysisError(f"checkpoint: unknown loop '{loop}'", t_row)
+        self.base[:] = rec["counts"]
+        self.istat[2:] = self.base
+        fstate = rec.get("formulation")
+        if fstate is not None:
+            if loop == "segment":            # its state before the segment's start-up
+                self._set_problem_state(fstate)
+            elif fstate["python"] is not None:
+                self.form.set_resume_state(fstate["python"])
+        if loop == "rk":
+            self._start = {"h_abs": float(rec["h"]), "exact": True, "f0": rec["f"],
+                           "grid0": float(rec["grid0"]), "istep0": int(rec["istep"])}
+        elif loop == "python":
+            self._start = {"python": rec["driver"]}
+        elif loop != "segment":
+            self._start = {"history": rec["history"]}
+        if self._start is not None:
+            self._start["kind"] = loop
+            if fstate is not None and loop != "python":
+                self._start["rhs_state"] = fstate["rhs"]   # after the loop's start-up
+        return float(rec["t"]), np.array(rec["y"], dtype=float)
+
     def _restore(self, ck: dict):
         """The state of checkpoint ``ck`` (mbcore.checkpoint.Checkpoint.state):
         formulation (partition, used rows) re-initialised at its (q, qd), y exactly
@@ -851,16 +991,25 @@ class _Run:
         yf, _ = form.initialize(q, qd, t)
         y = np.array(ck["y"], dtype=float)
         t_row = t
-        if st.get("t_state") is not None:    # the exact end state of the step
-            t = float(st["t_state"])
         if y.size != yf.size + 1:
             raise AnalysisError(f"checkpoint state has {y.size} values, the formulation "
                                 f"'{form.name}' needs {yf.size + 1}", t)
-        self.base[:] = st.get("counts", [0, 0, 0])
-        self.istat[2:] = self.base
         a._restarts = int(st.get("restarts", 0))
         self.last.update(t=t_row, q=q, qd=qd, W=float(y[-1]))
-        self._t_row = t_row
+        rec = ck.get("step")
+        if rec is not None:                  # the step's state: exact
+            self.event(t_row, "resume", f"resumed from the checkpoint at t = {t_row!r} "
+                       f"(the integrator step from t = {float(rec['t'])!r} redone)")
+            return self._restore_step(rec, t_row)
+        self.event(t_row, "resume", f"resumed from the checkpoint at t = {t_row!r} (the "
+                   f"checkpoint holds no integrator step state: the resumed run agrees "
+                   f"with an uninterrupted one to the integration tolerance)")
+        # a checkpoint without the step's state (an older file): from the end of the
+        # step containing the output (t_state) or the output itself
+        if st.get("t_state") is not None:    # the exact end state of the step
+            t = float(st["t_state"])
+        self.base[:] = st.get("counts", [0, 0, 0])
+        self.istat[2:] = self.base
         h = float(st.get("h") or 0.0)
         self._start = {"h_abs": h if h > 0 else None}
         if st.get("t_state") is not None and st.get("h_next"):
@@ -871,7 +1020,6 @@ class _Run:
         if (st.get("compiled") and step and st.get("grid0") is not None
                 and st["grid0"] + st["steps"] * step == t):
             self._start.update(grid0=float(st["grid0"]), istep0=int(st["steps"]))
-        self.event(t_row, "resume", f"resumed from the checkpoint at t = {t_row!r}")
         return t, y
 
     # -- stage 5: the run --------------------------------------------------------------
@@ -886,9 +1034,13 @@ class _Run:
         self._ydot = np.zeros(form.size + 1)
         self._obuf = np.zeros(form.size + 1)
         self.t_out = t_out
-        if self.ck is not None:
-            self.ystep = np.full(form.size + 3, np.nan)     # y, t, next step
+        if self.ck is not None:              # run_rk's long ystep layout (size + 1 = N)
+            self.ystep = np.full(4 * (form.size + 1) + 10, np.nan)
             self.mshist = {}
+            c = form.compiled
+            if (type(form).resume_state is not Formulation.resume_state
+                    or (c is not None and c.warm_state() is not None)):
+                self._fs = form.resume_state()       # a stateful formulation
         self._setup_segments(y0)
         self.bar = _progress(len(t_out), self.progress_enabled)
         self.batch = self._row_block()
@@ -901,7 +1053,7 @@ class _Run:
                 return
         impacts = 0
         recent: list[float] = []
-        y_cur, outs = y0, (t_out if self.resume is None else t_out[t_out > self._t_row])
+        y_cur, outs = y0, (t_out if self.resume is None else t_out[t_out > t_cur])
         restarts_here = 0
         last = self.last
         try:

@@ -231,6 +231,21 @@ class LoopClosure:
         w, self._want = self._want, None
         return w
 
+    def resume_state(self):
+        """Partitioning: the partition's reference quality (its re-partition
+        threshold) and last quality (an exact resume, mbcore.checkpoint)."""
+        if self.loop_mode != "partitioning" or not len(self.extra):
+            return {}
+        return {"best_ratio": float(self.best_ratio), "ratio": float(self.ratio),
+                "want": self._want, "partitions": int(self.partitions)}
+
+    def set_resume_state(self, state):
+        if "best_ratio" in state:
+            self.best_ratio = float(state["best_ratio"])
+            self.ratio = float(state["ratio"])
+            self._want = state["want"]
+            self.partitions = int(state["partitions"])
+
     # -- the correction after a step ---------------------------------------------------
     def _project_loops(self, t: float, y: np.ndarray, count: bool = True):
         """The corrected state (a new array) or None when nothing changed: after every

@@ -693,6 +693,31 @@ class SpatialJointCoordinates(LoopClosure, Formulation):
                                         Lmat(q[tr.p_idx]))
         return out.reshape(J.shape[0], 6 * tr.nb)
 
+    def resume_state(self):
+        """The tree's reference (theta = 0: each joint's relative Euler parameters
+        p0 and a universal joint's bar direction, fixed at the run's start) and the
+        loops' state: a resume re-initialises at another configuration, where the
+        stored theta mean the same only with this reference."""
+        state = super().resume_state()
+        state["reference"] = [np.array(j.p0) for j in self.tree.joints]
+        state["bars"] = [np.array(j.w) if j.kind == "universal" else None
+                         for j in self.tree.joints]
+        return state
+
+    def set_resume_state(self, state):
+        super().set_resume_state(state)
+        joints = self.tree.joints
+        if len(state["reference"]) != len(joints):
+            raise AnalysisError(f"joint_coordinates: the checkpoint's reference has "
+                                f"{len(state['reference'])} joints, the tree {len(joints)}")
+        for j, p0, w in zip(joints, state["reference"], state["bars"], strict=True):
+            j.p0 = np.array(p0, dtype=float)
+            if w is not None:
+                j.w = np.array(w, dtype=float)
+        self.tree.referenced = True
+        self._synced = False
+        self._sync()
+
     def _kernel(self):
         """The compiled recursions once the reference is fixed, else None."""
         self._sync()

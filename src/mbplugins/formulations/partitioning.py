@@ -352,6 +352,40 @@ class CP(Formulation):
             f"branch; use formulation: penalty to pass singular configurations, or "
             f"settings.formulation_options.singular_ratio: 0 to try", t)
 
+    def resume_state(self):
+        """Newton's warm start and predictor, the partition's reference quality and
+        the rank watch (an exact resume, mbcore.checkpoint)."""
+        prev = None
+        if self._prev is not None:
+            J0, (lu0, piv0) = self._prev
+            prev = (np.array(J0), (np.array(lu0), np.array(piv0)))
+        hist = np.array(self._mu_hist, dtype=float).reshape(-1, 2)
+        return {"q": None if self._q is None else np.array(self._q), "prev": prev,
+                "t": getattr(self, "_t", None), "ratio": getattr(self, "ratio", None),
+                "best_ratio": float(self.best_ratio), "want": self._want,
+                "mu_hist": hist, "mu0": self._mu0, "t_singular": float(self._t_singular),
+                "stop_pending": bool(self._stop_pending), "partitions": int(self.partitions)}
+
+    def set_resume_state(self, state):
+        self._q = None if state["q"] is None else np.array(state["q"], dtype=float)
+        prev = state["prev"]
+        self._prev = None if prev is None else (np.array(prev[0]), (np.array(prev[1][0]),
+                                                                  np.array(prev[1][1])))
+        if state["t"] is not None:
+            self._t = float(state["t"])
+        if state["ratio"] is not None:
+            self.ratio = float(state["ratio"])
+        self.best_ratio = float(state["best_ratio"])
+        self._want = state["want"]
+        self._mu_hist = [(float(t), float(mu)) for t, mu in state["mu_hist"]]
+        self._mu0 = None if state["mu0"] is None else float(state["mu0"])
+        self._t_singular = float(state["t_singular"])
+        self._stop_pending = bool(state["stop_pending"])
+        self.partitions = int(state["partitions"])
+        if self.compiled is not None:
+            self.compiled.best_ratio = self.best_ratio
+            self.compiled.t_singular = self._t_singular
+
     def wants_repartition(self):
         if self._stop_pending:
             self._stop_pending = False

@@ -124,6 +124,8 @@ class AdamsPECE(Integrator):
     #: internal tolerance = TOL_SCALE × user tolerance when ``calibrate``
     #: (docs/integrators.md "Tolerance calibration")
     TOL_SCALE = 0.003
+    #: the method's state between steps (exact resume, Integrator rule 11)
+    state_fields = ("_phi", "_k", "_phase1", "_neq", "_h_last", "_h", "_hs")
     #: γ_j and |γ*_j| (j = 0..KMAX+2), also read by the compiled loop
     GAMMA = GAMMA
     GAMMA_STAR_ABS = _GSTAR_ABS

@@ -188,6 +188,10 @@ class BDF(Integrator):
     #: docs/integrators.md "Tolerance calibration".
     TOL_SCALE = 0.005
     TOL_EXPONENT = 1.2
+    #: the method's state between steps (exact resume, Integrator rule 11): the
+    #: differences, order, step, and the Newton Jacobian with its age and LU
+    state_fields = ("_D", "_k", "_n_equal", "_h_abs", "_J", "_jac_current", "_jac_age",
+                    "_lu", "_c_lu")
     #: method data also read by the compiled loop (mbcore._ext._multistep.run_bdf)
     GAMMA = BDF_GAMMA
     ERROR_CONST = BDF_ERROR_CONST

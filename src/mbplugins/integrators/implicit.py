@@ -34,6 +34,9 @@ class ThetaMethod(Integrator):
     implicit = True
     theta: float = 1.0
     options = {**FIXED_STEP_OPTIONS, **NEWTON_OPTIONS}
+    #: the method's state between steps (exact resume, Integrator rule 11): grid,
+    #: derivative at t, Newton Jacobian and its LU
+    state_fields = ("_h", "_t_start", "_i", "_f", "_J", "_jac_current", "_lu", "_c_lu")
     #: the end derivative and dense output of a concrete method, read by the compiled
     #: loop: 'difference' ((y_n+1 − y_n)/h, linear interpolation: ImplicitEuler) or
     #: 'evaluated' (f(t_n+1, y_n+1), cubic Hermite: Trapezoid)
