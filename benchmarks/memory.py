@@ -52,8 +52,8 @@ def peak_rss(rows: int, directory: Path) -> dict:
     got = json.loads(res.stdout.strip().splitlines()[-1])
     if got["rc"] != 0:
         raise RuntimeError(f"mbcore run failed ({got['rc']}): {' '.join(cmd)}")
-    # ru_maxrss: kilobytes on Linux, bytes on macOS
-    scale = 1.0 / 1024 if sys.platform != "darwin" else 1.0 / (1024 * 1024)
+    # ru_maxrss: KiB on Linux, bytes on macOS; reported in MB (10^6 bytes)
+    scale = 1024 / 1e6 if sys.platform != "darwin" else 1 / 1e6
     size = out.stat().st_size
     out.unlink()
     return {"rows": rows, "t_end": t_end, "peak_rss_mb": got["maxrss"] * scale,
