@@ -57,6 +57,9 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``simulation_fourbar_*`` (``--only simulation``; issue 17): ``Simulation.advance_to``
   in a 1 kHz loop (four-bar, rk4 and dopri5): µs per macro step with unchanged
   inputs and with a torque changed every step, against ``mbcore.run`` per row.
+* ``platform_streaming_memory`` (``--only memory``, only when named: minutes): peak
+  RSS of ``mbcore run examples/platform.yaml -o FILE`` with every channel at 10⁴,
+  10⁵ and 10⁶ rows (``--quick``: 10⁴, 10⁵), benchmarks/memory.py.
 """
 from __future__ import annotations
 
@@ -78,6 +81,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from models import median_time as _time  # noqa: E402  (one timing helper)
+from memory import bench_memory  # noqa: E402  (the memory group: benchmarks/memory.py)
 
 
 def _ab_time(fa, fb, repeat: int, clock=time.perf_counter) -> tuple[float, float, float]:
@@ -1720,8 +1724,8 @@ def main(argv=None) -> int:
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
                                                  "penalty", "force_jacobians", "dijac",
-                                                 "modes", "sweep", "simulation"),
-                   help="run only these groups")
+                                                 "modes", "sweep", "simulation", "memory"),
+                   help="run only these groups (memory: only when named, it takes minutes)")
     args = p.parse_args(argv)
     report = {
         "mbcore": mbcore.__version__, "python": platform.python_version(),
@@ -1743,8 +1747,10 @@ def main(argv=None) -> int:
               "modes": (bench_modes,),
               "sweep": (bench_sweep,),
               "simulation": (bench_simulation,),
-              "startup_rows": (bench_overheads_startup_rows,)}
-    for key in (args.only or list(groups)):
+              "startup_rows": (bench_overheads_startup_rows,),
+              "memory": (bench_memory,)}
+    long_groups = ("memory",)            # run only when named in --only
+    for key in (args.only or [g for g in groups if g not in long_groups]):
         for fn in groups[key]:
             report["cases"].update(fn(args.repeat, args.quick))
     json.dump(report, sys.stdout, indent=2)
@@ -1815,7 +1821,7 @@ def table(report: dict) -> str:
             "compiled_kernel_us", "numpy_us",
             "compiled_steps_per_s", "exponent", "overhead_fraction",
             "extra_us_per_stage_call", "extra_us_per_call", "first_run_extra_s",
-            "wall_time_s_per_simulated_s")
+            "wall_time_s_per_simulated_s", "growth_mb")
     lines = []
     for name, row in report["cases"].items():
         if not isinstance(row, dict):

@@ -431,11 +431,16 @@ def resume_cli(args: Any) -> int:
 def follow(path: str | os.PathLike, *, interval: float = 0.5, idle: float = 60.0,
            out: Any = print) -> int:
     """``mbcore info --follow``: print the row count and last time of a result file
-    as it grows (an SWMR reader), until its status is no longer ``running`` or it
-    has not grown for ``idle`` seconds.  Returns the number of rows."""
+    as it grows (an SWMR reader), until its status is no longer ``running``, its
+    writer (root attributes ``writer`` = ``host:pid``, ``writer_start``) is a
+    process of this host that no longer runs (killed:
+    :func:`mbcore.result.writer_gone`), or, for a writer on another host, it has
+    not grown for ``idle`` seconds.  Returns the number of rows."""
+    from .result import writer_gone
     p = Path(path)
     last, since = -1, time.monotonic()
     failures = 0
+    checked = False
     while True:
         try:
             f = _open_read(p)
@@ -447,8 +452,9 @@ def follow(path: str | os.PathLike, *, interval: float = 0.5, idle: float = 60.0
             continue
         failures = 0
         with f:
-            status = f.attrs.get("status", "")
-            status = status.decode() if isinstance(status, bytes) else str(status)
+            a = f.attrs
+            status, writer, start = (_text(a.get(k, "")) for k in
+                                     ("status", "writer", "writer_start"))
             n = int(f["t"].shape[0])
             t = float(f["t"][n - 1]) if n else float("nan")
         if n != last:
@@ -456,7 +462,20 @@ def follow(path: str | os.PathLike, *, interval: float = 0.5, idle: float = 60.0
             last, since = n, time.monotonic()
         if status != "running":
             return n
+        gone = writer_gone(writer, start)
+        if gone and not checked:     # read once more: it may have ended meanwhile
+            checked = True
+            continue
+        if gone:
+            out(f"{p}: {gone} (killed?) while the file says 'running': it holds {n} "
+                f"rows up to t = {t:.6g}; stopping")
+            return n
         if time.monotonic() - since > idle:
             out(f"{p}: no new rows for {idle:g} s (writer killed?); stopping")
             return n
         time.sleep(interval)
+
+
+def _text(v: Any) -> str:
+    """An HDF5 string attribute as str."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)

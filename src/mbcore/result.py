@@ -23,6 +23,7 @@ to modify.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import difflib
 import errno
@@ -42,7 +43,7 @@ _log = logging.getLogger(__name__)
 __all__ = [
     "SCHEMA", "LAYOUT_VERSION", "SCHEMA_VERSION", "Event", "ResultBase", "Result", "MemoryResult",
     "ResultGroup",
-    "ResultFileError", "ResultKeyError", "open_result",
+    "ResultFileError", "ResultKeyError", "open_result", "run_result", "writer_gone",
 ]
 
 #: value of the root attribute ``schema`` of every mbcore result file
@@ -172,7 +173,7 @@ def record_error(name: str, width: int, data: Any, exc: BaseException, t: Any) -
 
 #: names a result group may not take (the file's own top-level objects)
 RESERVED_GROUPS = ("model", "settings", "versions", "stats", "t", "series", "labels",
-                   "events", "checkpoint")
+                   "events", "checkpoint", "status")
 
 
 class ResultGroup(dict):
@@ -242,6 +243,53 @@ def _short_list(items: Sequence[str], n: int = 4) -> str:
     return s
 
 
+# ------------------------------------------------------------------------- the writer
+def process_start(pid: int) -> str:
+    """The start time of process ``pid`` as the kernel reports it (Linux: field 22 of
+    ``/proc/<pid>/stat``, clock ticks since boot), ``""`` where it cannot be read.
+    With the pid it names a process: a pid reused by a later process has another."""
+    st = _proc_stat(pid)
+    return st[19] if st is not None and len(st) > 19 else ""
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or
+    None (no such process, or no /proc)."""
+    try:
+        text = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    return text.rpartition(")")[2].split()
+
+
+def writer_gone(writer: str, writer_start: str = "") -> str:
+    """Why the process that a result file names as its writer (root attributes
+    ``writer`` = ``host:pid`` and ``writer_start``) no longer runs, or ``""`` when it
+    runs, runs on another host, or that cannot be told.  A pid that exists but has
+    exited (a zombie) or belongs to a process started later (another start time)
+    counts as gone."""
+    import platform
+    host, _, pid_text = str(writer).rpartition(":")
+    if not host or host != platform.node() or not pid_text.isdigit():
+        return ""
+    pid = int(pid_text)
+    st = _proc_stat(pid)
+    if st is not None:                       # Linux: /proc tells state and start time
+        if st[0] in ("Z", "X"):
+            return f"its writer (pid {pid} on {host}) has exited"
+        if writer_start and len(st) > 19 and st[19] != str(writer_start):
+            return (f"its writer (pid {pid} on {host}) has exited: that pid now belongs "
+                    f"to another process")
+        return ""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"its writer (pid {pid} on {host}) no longer exists"
+    except (PermissionError, OSError):
+        return ""                            # alive (another user's), or unknown
+    return ""
+
+
 # -------------------------------------------------------------------------- read API
 class ResultBase:
     """The read API shared by :class:`Result` (HDF5 file) and :class:`MemoryResult`.
@@ -270,7 +318,8 @@ class ResultBase:
     # --- run description -----------------------------------------------------------
     @property
     def status(self) -> str:
-        """``"finished"``, ``"failed"`` or ``"running"`` (writer still running or killed)."""
+        """``"finished"``, ``"failed"``, ``"interrupted"`` (Ctrl-C / SIGTERM) or
+        ``"running"`` (writer still running, or killed)."""
         return self._status
 
     @property
@@ -838,13 +887,22 @@ class Result(ResultBase):
     once and each series lazily on first access (then cached).  The file stays open
     until :meth:`close` (or the end of a ``with`` block).
 
+    ``keep_open=False`` releases the file once the header is read and opens it
+    briefly for each later read (a series on its first access, a group,
+    :meth:`refresh`): the result of :func:`mbcore.run` with an output file is such a
+    result, so the file may be marked, resumed or rewritten while it is alive (a
+    read then refuses a file that another run has replaced).  ``first_row`` and
+    ``first_event`` show only the rows and events from those on (the part a resume
+    appended).
+
     ``live=True`` opens a file that a running writer still holds (HDF5 file
     locking disabled) and shows the rows flushed so far.  This is best-effort: the
     file is consistent between the writer's flushes, and the reader sees a snapshot
-    taken at open time (reopen to see newer rows).
+    taken at open time (:meth:`refresh` to see newer rows).
     """
 
-    def __init__(self, path: str | os.PathLike, *, live: bool = False):
+    def __init__(self, path: str | os.PathLike, *, live: bool = False,
+                 keep_open: bool = True, first_row: int = 0, first_event: int = 0):
         import h5py  # local: mbcore.result must import without h5py for memory results
 
         self.path = Path(path)
@@ -853,8 +911,15 @@ class Result(ResultBase):
         if self.path.is_dir():
             raise ResultFileError(f"{self.path}: is a directory, not a result file")
         self.live = live
+        self._keep_open = bool(keep_open)
+        self._first_row = max(0, int(first_row))
+        self._first_event = max(0, int(first_event))
+        self._closed = False
+        self._f = None
         self._open_and_load(h5py)
         super().__init__()
+        if not self._keep_open:
+            self._release()
 
     def _open_and_load(self, h5py) -> None:
         """Open the file (:meth:`_open`) and read its header (:meth:`_load`); a file
@@ -920,6 +985,8 @@ class Result(ResultBase):
         self._analysis = _attr_str(a, "analysis", "")
         self._created = _attr_str(a, "created", "")
         self._finished = _attr_str(a, "finished", "")
+        self._writer = _attr_str(a, "writer", "")
+        self._writer_start = _attr_str(a, "writer_start", "")
         self._metadata = _attr_json(a, "metadata", {})
         self._stats = _attr_json(a, "stats", {})
         self._group_list = [g for g in _attr_json(a, "groups", []) if g in f]
@@ -938,7 +1005,8 @@ class Result(ResultBase):
         t = f["t"]
         # a reader trusts len(t); the writer writes t last, so series are never shorter
         n = min([t.shape[0], *lengths])
-        self._t = _readonly(np.asarray(t[:n], dtype=np.float64))
+        k = min(self._first_row, n)
+        self._t = _readonly(np.asarray(t[k:n], dtype=np.float64))
         # model
         if "model" in f:
             m = f["model"]
@@ -955,70 +1023,165 @@ class Result(ResultBase):
         if "events" in f:
             ev = f["events"]
             m = min(ev["t"].shape[0], ev["kind"].shape[0], ev["message"].shape[0])
-            if m:
-                et = ev["t"][:m]
-                ek = _str_list(ev["kind"][:m])
-                em = _str_list(ev["message"][:m])
-                events = [Event(float(x), k, s) for x, k, s in zip(et, ek, em)]
+            k = min(self._first_event, m)
+            if m > k:
+                et = ev["t"][k:m]
+                ek = _str_list(ev["kind"][k:m])
+                em = _str_list(ev["message"][k:m])
+                events = [Event(float(x), kk, s) for x, kk, s in zip(et, ek, em)]
         self._events = events
 
-    def _read_series(self, name: str) -> np.ndarray:
-        if self._f is None or not self._f.id.valid:
+    @property
+    def writer(self) -> str:
+        """``host:pid`` of the process that wrote the file (root attribute ``writer``)."""
+        return self._writer
+
+    def writer_gone(self) -> str:
+        """For a file that says ``running``: why its writer no longer runs (killed),
+        or ``""`` (it runs, runs on another host, or the file is not running)."""
+        if self._status != "running":
+            return ""
+        return writer_gone(self._writer, self._writer_start)
+
+    # --- reading the file ----------------------------------------------------------
+    def _release(self) -> None:
+        """Close the file handle (reads reopen it unless :meth:`close` was called)."""
+        f, self._f = self._f, None
+        if f is not None:
+            f.close()
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """The open file: this result's handle, or (``keep_open=False``) the file
+        opened for this read, checked to be the file the header was read from."""
+        if self._closed:
             raise ValueError(f"{self.path}: result is closed")
-        ds = self._f["series"][name]
-        n = len(self)
-        w = self._chan_by_name[name].width
-        if w == 0:
-            return np.empty((n, 0))
-        return np.asarray(ds[:n], dtype=np.float64)
+        f = self._f
+        if f is not None and f.id.valid:
+            yield f
+            return
+        import h5py
+        f = self._open(h5py)
+        try:
+            n = f["t"].shape[0] if "t" in f else -1
+            if (_attr_str(f.attrs, "created", "") != self._created
+                    or n < self._first_row + len(self._t)):
+                raise ResultFileError(f"{self.path}: the file changed since this result "
+                                      f"was read (another run wrote it); open it again")
+            yield f
+        finally:
+            f.close()
+
+    def _read_series(self, name: str) -> np.ndarray:
+        with self._reading() as f:
+            ds = f["series"][name]
+            k, n = self._first_row, self._first_row + len(self)
+            w = self._chan_by_name[name].width
+            if w == 0:
+                return np.empty((n - k, 0))
+            return np.asarray(ds[k:n], dtype=np.float64)
 
     def _group_names(self) -> list[str]:
         return self._group_list
 
     def _read_group(self, name: str) -> ResultGroup:
-        if self._f is None or not self._f.id.valid:
-            raise ValueError(f"{self.path}: result is closed")
-        g = self._f[name]
-        data: dict[str, Any] = {}
-        for key, ds in g.items():
-            if ds.dtype.kind in "OSU":
-                data[key] = _str_list(ds[()])
-            else:
-                data[key] = _readonly(np.asarray(ds[()]))
-        attrs = {k: (v.decode() if isinstance(v, bytes) else
-                     v.item() if isinstance(v, np.generic) else v) for k, v in g.attrs.items()}
+        with self._reading() as f:
+            g = f[name]
+            data: dict[str, Any] = {}
+            for key, ds in g.items():
+                if ds.dtype.kind in "OSU":
+                    data[key] = _str_list(ds[()])
+                else:
+                    data[key] = _readonly(np.asarray(ds[()]))
+            attrs = {k: (v.decode() if isinstance(v, bytes) else
+                         v.item() if isinstance(v, np.generic) else v)
+                     for k, v in g.attrs.items()}
         return ResultGroup(name, data, attrs)
 
-    def refresh(self) -> int:
+    def refresh(self, *, wait: float = 5.0) -> int:
         """A file being written: read the rows, events, status and stats flushed since
         it was opened (series are re-read on next access); returns the number of rows.
-        An SWMR reader refreshes its datasets in place; a file opened otherwise (e.g.
-        ``live=True`` on a writer without SWMR) is reopened."""
-        f = self._f
-        if f is None or not f.id.valid:
+
+        An SWMR reader refreshes its datasets in place, among them ``/status``, which
+        the writer sets last when the run ends (``finished``, ``failed``,
+        ``interrupted``): the file is then reopened for the final attributes (reason,
+        stats), waiting up to ``wait`` seconds for the writer to close it.  A file
+        opened otherwise (``live=True`` on a writer without SWMR, ``keep_open=False``)
+        is reopened.  A killed writer's file stays ``running``
+        (:meth:`writer_gone` tells)."""
+        import h5py
+        if self._closed:
             raise ValueError(f"{self.path}: result is closed")
-        if f.swmr_mode:
-            f["t"].refresh()
-            for grp in ("series", "events"):
-                if grp in f:
-                    for ds in f[grp].values():
-                        ds.refresh()
-            self._load(f)
+        f = self._f
+        if f is not None and f.id.valid and f.swmr_mode:
+            try:
+                f["t"].refresh()
+                for grp in ("series", "events"):
+                    if grp in f:
+                        for ds in f[grp].values():
+                            ds.refresh()
+                ended = _status_dataset(f, h5py)
+                self._load(f)
+            except OSError:
+                # the strings of new events may lie past the end of the file this
+                # handle knows ("address of object past end of allocation"): reopen
+                self._reopen(h5py, wait, "")
+            else:
+                if ended not in ("", "running") and self._status == "running":
+                    self._reopen(h5py, wait, ended)   # the writer ended: final attributes
         else:
-            import h5py
-            self.close()
-            self._open_and_load(h5py)
+            self._reopen(h5py, wait, "")
         self._series_cache.clear()
         self._label_index = None
+        self._chan_by_name = {c.name: c for c in self._channels}
         return len(self._t)
+
+    def _reopen(self, h5py, wait: float, ended: str) -> None:
+        """Close the handle, open the file again (:meth:`_open_retrying`) and read its
+        header.  If it cannot be opened and the writer has ``ended``, the status is
+        taken from the ``/status`` dataset (reads then reopen the file)."""
+        self._release()
+        try:
+            g = self._open_retrying(h5py, wait)
+        except ResultFileError:
+            if not ended:
+                raise
+            self._status = ended
+            return
+        self._f = g
+        try:
+            self._load(g)
+        finally:
+            if not self._keep_open:
+                self._release()
+
+    def _open_retrying(self, h5py, wait: float):
+        """:meth:`_open`, retried for up to ``wait`` seconds while a writer holds the
+        file (it is closing it)."""
+        import time
+        until = time.monotonic() + max(0.0, float(wait))
+        while True:
+            try:
+                return self._open(h5py)
+            except ResultFileError:
+                if time.monotonic() >= until:
+                    raise
+                time.sleep(0.02)
 
     def load_all(self) -> "Result":
         """Read every series now (e.g. before closing the file); returns self."""
-        for name in self.channels:
-            self.series(name)
+        with self._reading() as f:
+            held, self._f = self._f, f      # one open for all series
+            try:
+                for name in self.channels:
+                    self.series(name)
+            finally:
+                self._f = held
         return self
 
     def close(self) -> None:
+        """Release the file; reading a series not read before then raises ValueError."""
+        self._closed = True
         f = getattr(self, "_f", None)
         if f is not None:
             try:
@@ -1031,6 +1194,40 @@ class Result(ResultBase):
             self.close()
         except Exception:
             pass
+
+
+def _status_dataset(f, h5py) -> str:
+    """The ``/status`` dataset of an SWMR-open file, refreshed (``""`` for a file
+    written before it existed)."""
+    ds = f.get("status")
+    if not isinstance(ds, h5py.Dataset) or ds.shape != (1,):
+        return ""
+    ds.refresh()
+    v = ds[0]
+    return v.decode("ascii", "replace") if isinstance(v, bytes) else str(v)
+
+
+def run_result(path: str | os.PathLike, info: RunInfo, status: str, reason: str,
+               stats: Mapping[str, Any] | None, *, first_row: int = 0,
+               first_event: int = 0) -> ResultBase:
+    """What :func:`mbcore.run` returns for a run with an output file: the file, read
+    lazily (a :class:`Result` with ``keep_open=False``; no copy of the rows is kept in
+    memory).  A file that still says ``running`` (its writer failed inside an HDF5
+    write and could not mark it) is shown with the run's ``status``, ``reason`` and
+    ``stats``; a file that cannot be read at all gives a :class:`MemoryResult` without
+    rows that says why."""
+    try:
+        res = Result(path, keep_open=False, first_row=first_row, first_event=first_event)
+    except (OSError, ResultFileError) as exc:
+        why = f"the result file '{path}' cannot be read: {exc}"
+        return MemoryResult(info=info, t=np.zeros(0),
+                            series={c.name: np.zeros((0, c.width)) for c in info.channels},
+                            status="failed", reason=f"{reason}; {why}" if reason else why,
+                            stats=stats)
+    if res.status == "running":
+        res._status, res._reason = status, str(reason)
+        res._stats = json_normalize(dict(stats or {}))
+    return res
 
 
 def open_result(path: str | os.PathLike, *, live: bool = False) -> Result:

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from . import interrupts
 from .errors import MbcoreError, ModelError
 from .reporting import Reporter, RunInfo, fan_out, reporters_from_settings
+from .run_summary import RunSummary
 
 
 _VERSIONS: dict[str, str] = {}
@@ -73,7 +74,9 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         jacobian: str = "auto", raise_errors: bool = True, resume=None,
         checkpoint_seconds: float | None = None, checkpoint_every: float | None = None,
         compression: str | None = None):
-    """Run the model's analysis; return the in-memory result.
+    """Run the model's analysis; return its result: with ``output``, the file, read
+    lazily (:func:`mbcore.result.run_result`: no copy of the rows in memory, so a
+    run of any length streams in bounded memory); without, the in-memory result.
 
     ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
     ``settings`` are merged over the model's (when the analysis differs from the
@@ -93,10 +96,13 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     file (:func:`mbcore.checkpoint.resume`; ``model`` must be the file's model or
     None); or a :class:`mbcore.checkpoint.Checkpoint` (internal).
 
-    Reporters: the in-memory one, the HDF5 one with ``output``, the reporter
+    Reporters: the HDF5 one with ``output``, else the in-memory one; the reporter
     plugins named in ``settings.reporters`` (a list of type names or mappings
     ``{type: NAME, option: value...}``, :func:`mbcore.reporting.reporters_from_settings`;
-    a resumed run starts them afresh) and ``reporters`` (objects).
+    a resumed run starts them afresh) and ``reporters`` (objects: e.g. a
+    ``MemoryReporter`` for an in-memory copy next to the file).  Every run also
+    keeps a :class:`mbcore.run_summary.RunSummary` (last time, first non-finite
+    value).
     """
     if resume is not None and not hasattr(resume, "as_dict"):
         from .checkpoint import resume as resume_file
@@ -135,10 +141,14 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
                            else getattr(acls, "dense_limit", None))
     job = acls(system, {k: v for k, v in merged.items()})
 
-    memory = reg.get("reporter", "memory")()
-    reps: list[Reporter] = [memory]
+    summary = RunSummary()
+    memory = None
+    reps: list[Reporter] = [summary]
     checkpointer = None
-    if output is not None:
+    if output is None:
+        memory = reg.get("reporter", "memory")()
+        reps.append(memory)
+    else:
         out = Path(output)
         if not out.parent.is_dir():
             raise ModelError("output", f"directory '{out.parent}' does not exist"
@@ -169,7 +179,7 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         failing = reps[len(started)]
         for r in started:            # keep what exists consistent: marked failed
             r.finish("failed", f"reporter start failed: {type(exc).__name__}: {exc}", {})
-        if output is not None and isinstance(exc, OSError) and failing is reps[1]:
+        if output is not None and isinstance(exc, OSError) and failing is hdf:
             # the result file cannot be created (permissions, a directory, no space):
             # bad input, nothing was computed
             why = exc.strerror or str(exc)
@@ -191,8 +201,8 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         error = exc
     finally:
         interrupts.restore(old)
-    if error is None:                # never a silent NaN (issue 18): name it, keep rows
-        error = non_finite_error(memory)
+    if error is None:                # never a silent NaN: name it, keep the rows
+        error = summary.error()
     stats = dict(job.stats)
     stats["wall_time"] = time.perf_counter() - t0
     interrupted = isinstance(error, KeyboardInterrupt)
@@ -202,18 +212,26 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         except Exception as exc:     # keep the rows; say why there is no checkpoint
             stats["checkpoint_error"] = f"{type(exc).__name__}: {exc}"
     if error is None:
-        error = _finish_all(reps, "finished", "", stats, False)
+        status, reason = "finished", ""
+        error = _finish_all(reps, status, reason, stats, False)
         if error is not None:           # the run succeeded, its file could not be closed
+            status, reason = "failed", f"{type(error).__name__}: {error}"
             if raise_errors:
                 raise error
     else:
-        reason = _interrupted_reason(error, memory) if interrupted else \
+        status = "interrupted" if interrupted else "failed"
+        reason = _interrupted_reason(error, summary) if interrupted else \
             f"{type(error).__name__}: {error}"
-        _finish_all(reps, "interrupted" if interrupted else "failed", reason, stats,
-                    interrupted)
+        _finish_all(reps, status, reason, stats, interrupted)
         if raise_errors or not isinstance(error, Exception):
             raise error
-    result = memory.result()
+    if memory is not None:
+        result = memory.result()
+    else:                            # the file, read lazily: no copy of the rows
+        from .result import run_result
+        first = (0, 0) if resume is None else (resume.n_rows, resume.n_events)
+        result = run_result(output, info, status, reason, stats, first_row=first[0],
+                            first_event=first[1])
     result.system = system
     return result
 
@@ -235,10 +253,10 @@ def run_info(model, aname: str, job, system) -> RunInfo:
                              "units": model.units})
 
 
-def _interrupted_reason(error: BaseException, memory: Any) -> str:
+def _interrupted_reason(error: BaseException, summary: Any) -> str:
     """``interrupted after t = <last row> (SIGTERM)`` (``SIGINT / Ctrl-C`` for a
     plain KeyboardInterrupt)."""
-    t = getattr(memory, "last_t", None)
+    t = getattr(summary, "last_t", None)
     at = "" if t is None else f" after t = {t:.9g}"
     return f"interrupted{at} ({str(error) or 'SIGINT / Ctrl-C'})"
 
@@ -257,32 +275,3 @@ def _finish_all(reps: Sequence[Reporter], status: str, reason: str, stats: dict,
         except Exception as exc:
             first = first or exc
     return first
-
-
-#: columns where NaN is the documented "not computed" mark (docs/analyses.md)
-NAN_ALLOWED = {"solver": ("pivot_ratio",)}
-
-
-def non_finite_error(memory) -> Exception | None:
-    """An AnalysisError naming the first recorded NaN / inf (channel, label, time),
-    or None when every recorded value is finite.  One vectorised pass over the
-    in-memory rows after the run."""
-    import numpy as np
-    from .errors import AnalysisError
-    res = memory.result()
-    for name in res.channels:
-        a = res.series(name)
-        if a.dtype.kind != "f" or a.size == 0:
-            continue
-        ok = np.isfinite(a)
-        labels = res.labels(name)
-        for col in NAN_ALLOWED.get(name, ()):
-            if col in labels:
-                ok[..., labels.index(col)] = True
-        if not ok.all():
-            row, col = (int(k[0]) for k in np.nonzero(~ok.reshape(len(a), -1)))
-            label = labels[col] if col < len(labels) else str(col)
-            return AnalysisError(f"the result '{name}' is not finite at '{label}' "
-                                 f"({a.reshape(len(a), -1)[row, col]}): the model's "
-                                 f"values are out of range", float(res.t[row]))
-    return None
