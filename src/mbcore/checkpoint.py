@@ -358,7 +358,7 @@ def resume(path: str | os.PathLike, t_end: float | None = None, *, model: Any = 
     """Continue the dynamic run of result file ``path`` from its last checkpoint up to
     ``t_end`` (default: the file's ``t_end``); the rows are appended to the file.
     ``model`` (a :class:`mbcore.Model`), if given, must be the file's model.
-    Returns the in-memory result of the resumed part (from the start of the step
+    Returns the result of the resumed part, read from the file (from the start of the step
     redone: rows up to the checkpoint may be recorded again, module docstring)."""
     from . import __version__
     from .model import Model
