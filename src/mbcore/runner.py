@@ -187,6 +187,9 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
                                        f"{why}") from exc
         raise
 
+    # the part this run adds to its file: a resume appends after the rows and events
+    # the file keeps (cut at the start of the step it redoes, mbcore.checkpoint)
+    first = (0, 0) if output is None else (hdf.n_rows, hdf.n_events)
     # a row reaches every reporter or none (signals held: mbcore.interrupts)
     record, event, _ = fan_out(reps, guard=interrupts.CRITICAL)
 
@@ -229,7 +232,6 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         result = memory.result()
     else:                            # the file, read lazily: no copy of the rows
         from .result import run_result
-        first = (0, 0) if resume is None else (resume.n_rows, resume.n_events)
         result = run_result(output, info, status, reason, stats, first_row=first[0],
                             first_event=first[1])
     result.system = system
