@@ -71,6 +71,9 @@ HEADROOM = 256 * 1024
 #: library may crash at exit on such a handle: h5py issues #914, #1120); the CLI
 #: ends the process without that library clean-up when this is not empty
 UNCLOSED: list[str] = []
+#: the HDF5 objects of those files, kept alive so that nothing releases them
+#: before the process ends (HDF5Reporter._close_broken)
+_BROKEN: list[tuple] = []
 
 
 def hdf5_reason(exc: BaseException) -> str:
@@ -228,6 +231,7 @@ class HDF5Reporter(Reporter):
         self._n_buf = 0             # rows in the buffer
         self._events: list[tuple[float, str, str]] = []
         self._n_events = 0
+        self._ck: dict[str, h5py.Dataset] = {}   # /checkpoint datasets (start)
         self._groups: dict[str, tuple[dict, dict]] = {}   # written by finish()
         self._t_last: float | None = None   # time of the last row recorded
         self._write_failed = ""     # why writing stopped (disk full, I/O error)
@@ -268,6 +272,11 @@ class HDF5Reporter(Reporter):
                 self._open_layout(f, info)
             else:
                 self._create_layout(f, info)
+            # handles of the checkpoint datasets, held for the whole run: a handle
+            # released while the file cannot be written (disk full) makes the library
+            # flush it from a destructor, where the error cannot be raised
+            ck = f.get("checkpoint")
+            self._ck = {} if ck is None else {name: ck[name] for name in ck}
             f.flush()
             if self.swmr:        # every dataset exists now: readers may follow
                 f.swmr_mode = True
@@ -495,7 +504,7 @@ class HDF5Reporter(Reporter):
     @property
     def stores_history(self) -> bool:
         """The file has ``/checkpoint/history`` (not one written before it existed)."""
-        return self._f is not None and "history" in self._f.get("checkpoint", {})
+        return self._f is not None and "history" in self._ck
 
     def write_checkpoint(self, t: float, y: np.ndarray, q: np.ndarray, qd: np.ndarray,
                          n_rows: int, n_events: int, state: str,
@@ -507,7 +516,7 @@ class HDF5Reporter(Reporter):
         if self._state != "running":
             raise self._state_error("write_checkpoint")
         self._write_buffer()
-        g = self._f["checkpoint"]
+        g = self._ck
         arrays = [("y", y), ("q", q), ("qd", qd)]
         if "history" in g:               # (files of an mbcore before it: none)
             arrays.append(("history", np.zeros(0) if history is None else history))
@@ -528,8 +537,8 @@ class HDF5Reporter(Reporter):
             raise self._write_error(self._write_failed) from e
         self.n_checkpoints += 1
 
-    def _append_checkpoint(self, g: h5py.Group, t: float, arrays: list, n_rows: int,
-                           n_events: int, state: str) -> None:
+    def _append_checkpoint(self, g: dict[str, h5py.Dataset], t: float, arrays: list,
+                           n_rows: int, n_events: int, state: str) -> None:
         k = int(g["t"].shape[0])
         for name, v in arrays:
             ds = g[name]
@@ -704,12 +713,22 @@ class HDF5Reporter(Reporter):
             raise errors[0]
 
     def _close_broken(self, f: h5py.File) -> None:
-        """Close a handle after a failed HDF5 write (the close may fail too: the
-        path is then listed in :data:`UNCLOSED`)."""
-        try:
-            f.close()
-        except Exception:
-            UNCLOSED.append(str(self.path))
+        """Let go of a handle after a failed HDF5 write without closing it.
+
+        The library cannot flush such a handle: closing it, or releasing any object
+        of the file (h5py closes every open object on ``close``; a dataset handle
+        released by the garbage collector), makes it write again, fail again, and
+        h5py prints that from a destructor ("Exception ignored ... Can't decrement
+        id ref count") or, on some versions, crashes.  The handle and its datasets
+        are therefore kept in :data:`_BROKEN` until the process ends and the path is
+        listed in :data:`UNCLOSED` (the CLI then ends without the library's
+        clean-up); the file on disk holds the rows flushed before the failure, as
+        if the writer had been killed."""
+        _BROKEN.append((f, self._datasets, self._slots, self._t_ds, self._ev_t,
+                        self._ev_kind, self._ev_msg, self._ck))
+        self._datasets, self._slots, self._ck = [], [], {}
+        self._t_ds = self._ev_t = self._ev_kind = self._ev_msg = None
+        UNCLOSED.append(str(self.path))
 
     def _state_error(self, what: str) -> RuntimeError:
         if self._state == "new":
