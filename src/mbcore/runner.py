@@ -75,6 +75,10 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
         compression: str | None = None):
     """Run the model's analysis; return the in-memory result.
 
+    ``model``: a :class:`mbcore.Model`, a mapping of model data (as
+    :meth:`mbcore.Model.from_dict` takes) or a model file path; anything else is a
+    TypeError.
+
     ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
     ``settings`` are merged over the model's (when the analysis differs from the
     model file's, only the model settings the new analysis knows are kept); ``output`` is an HDF5 path
@@ -98,6 +102,11 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     ``{type: NAME, option: value...}``, :func:`mbcore.reporting.reporters_from_settings`;
     a resumed run starts them afresh) and ``reporters`` (objects).
     """
+    from .plugins import get_plugin_manager
+    pm = plugins or get_plugin_manager()
+    reg = pm.registry
+    if model is not None or resume is None:
+        model = as_model(model, reg)
     if resume is not None and not hasattr(resume, "as_dict"):
         from .checkpoint import resume as resume_file
         extra = set(settings or {}) - {"t_end"}
@@ -109,26 +118,11 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
                            progress=progress, checkpoint_seconds=checkpoint_seconds,
                            checkpoint_every=checkpoint_every, raise_errors=raise_errors)
     _platform_soon()
-    from .plugins import get_plugin_manager
-    pm = plugins or get_plugin_manager()
-    reg = pm.registry
-    own = dict(model.settings)
-    override = dict(settings or {})
-    aname = analysis or override.get("analysis") or own.get("analysis") or "kinematic"
-    if not reg.has("analysis", aname):
-        raise ModelError("settings.analysis", reg.unknown_message("analysis", aname))
-    acls = reg.get("analysis", aname)
-    if aname != (own.get("analysis") or "kinematic"):
-        # the model file's settings were written for another analysis: keep the ones
-        # this analysis knows (explicit overrides are always validated)
-        known = set(getattr(acls, "settings_schema", {})) | {"analysis", "kernels",
-                                                              "reporters"}
-        own = {k: v for k, v in own.items() if k in known}
-    merged = {**own, **override}
+    from .analysis import resolve_settings
+    # the settings validation of ``mbcore validate`` (one code path)
+    acls, aname, merged = resolve_settings(model.settings, reg, analysis=analysis,
+                                           overrides=settings)
     named = reporters_from_settings(reg, merged.get("reporters"))    # before any work
-    if kernels is None and merged.get("kernels") not in (None, "compiled", "numpy"):
-        raise ModelError("settings.kernels", f"expected 'compiled' or 'numpy', got "
-                                             f"{merged['kernels']!r:.60}")
     system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
                            jacobian=jacobian,
                            dense_limit=None if "MBCORE_DENSE_LIMIT" in os.environ
@@ -216,6 +210,22 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     result = memory.result()
     result.system = system
     return result
+
+
+def as_model(model: Any, registry: Any = None):
+    """``model`` as a :class:`mbcore.Model`: a Model itself, a mapping of model data
+    (:meth:`Model.from_dict`) or a model file path (:meth:`Model.from_file`); any
+    other type is a TypeError saying what is wanted."""
+    from .model import Model
+    if isinstance(model, Model) or hasattr(model, "compile") and hasattr(model, "settings"):
+        return model
+    if isinstance(model, Mapping):
+        return Model.from_dict(model, registry=registry)
+    if isinstance(model, (str, os.PathLike)):
+        return Model.from_file(model, registry=registry)
+    raise TypeError(f"mbcore.run: model must be a mbcore.Model, a mapping of model data "
+                    f"(as Model.from_dict takes) or a model file path, got "
+                    f"{type(model).__name__}")
 
 
 def run_info(model, aname: str, job, system) -> RunInfo:
