@@ -81,7 +81,9 @@ def tame_settings(own: dict, analysis: str) -> dict:
     step budget ``max_steps`` at most :data:`FUZZ_MAX_STEPS`."""
     if analysis not in ("kinematic", "kinetostatic", "dynamic"):
         return {}                                   # static, modes: no output grid
-    t0, t1, h = own.get("t_start", 0.0), own.get("t_end", 1.0), own.get("output_step", 0.01)
+    # a setting given as null takes its default, as an absent one
+    t0, t1, h = (own.get(k) if own.get(k) is not None else default for k, default in
+                 (("t_start", 0.0), ("t_end", 1.0), ("output_step", 0.01)))
     if not (_num(t0) and _num(t1) and _num(h)) or h <= 0 or t1 <= t0:
         return {}
     from mbcore.limits import limits

@@ -50,13 +50,17 @@ RUN_REJECTS = [
     ({"output_step": 0}, "settings.output_step", "expected a positive number"),
     ({"integrator": "rk45"}, "settings.integrator", "did you mean 'rk4'"),
     ({"rtol": -1}, "settings.rtol", "expected a positive number"),
-    ({"rtoll": 1e-6}, "settings.rtoll", "unknown key (did you mean 'rtol'?)"),
-    ({"bogus": 3}, "settings.bogus", "unknown key (allowed: analysis"),
+    ({"rtoll": 1e-6}, "settings.rtoll",
+     "unknown key of the dynamic analysis (did you mean 'rtol'?)"),
+    ({"bogus": 3}, "settings.bogus", "unknown key of the dynamic analysis (allowed: analysis"),
     ({"output_step": 1e-12}, "settings.output_step", "exceed the limit"),   # 1e13 rows
     ({"formulation": "ggl"}, "settings.integrator", "needs an integrator with a mass"),
     ({"formulation_options": {"omega": 3}}, "settings.formulation_options.omega",
-     "unknown key"),
+     "unknown key of formulation 'di' (no keys are allowed here)"),
     ({"record": "q, lamb"}, "settings.record", "did you mean 'lam'"),
+    # null: the default (kinematic) analysis, which says whose keys it knows
+    ({"analysis": None}, "settings.formulation",
+     "unknown key of the kinematic analysis (allowed: "),
     # wrong JSON types
     ({"analysis": [1]}, "settings.analysis", "expected a non-empty string, got a list"),
     ({"t_end": True}, "settings.t_end", "expected a number, got a boolean"),

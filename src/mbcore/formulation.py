@@ -93,7 +93,7 @@ class Formulation:
         schema = cls.settings_schema if schema is None else schema
         where = where or {}
         S.check_keys(S.mapping(settings, "settings.formulation_options"), schema,
-                     "settings.formulation_options")
+                     "settings.formulation_options", of=f"formulation '{cls.name}'")
         return {k: (p.validate(settings[k], where.get(k, f"settings.{k}"), None)
                     if settings.get(k) is not None else p.default_value())
                 for k, p in schema.items()}

@@ -5,11 +5,14 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import interrupts
 from .errors import MbcoreError, ModelError
 from .reporting import Reporter, RunInfo, fan_out, reporters_from_settings
+
+if TYPE_CHECKING:
+    from .model import Model
 
 
 _VERSIONS: dict[str, str] = {}
@@ -67,7 +70,24 @@ def _version_of(module: str) -> str:
     return str(importlib.import_module(module).__version__)
 
 
-def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | None = None,
+def as_model(model: Any, registry: Any = None) -> Model:
+    """``model`` as a :class:`mbcore.Model`: a Model itself, a mapping of model data
+    (:meth:`Model.from_dict`) or a model file path (:meth:`Model.from_file`); any
+    other type is a TypeError saying what is wanted."""
+    from .model import Model
+    if isinstance(model, Model) or hasattr(model, "compile") and hasattr(model, "settings"):
+        return model
+    if isinstance(model, Mapping):
+        return Model.from_dict(model, registry=registry)
+    if isinstance(model, (str, os.PathLike)):
+        return Model.from_file(model, registry=registry)
+    raise TypeError(f"mbcore.run: model must be a mbcore.Model, a mapping of model data "
+                    f"(as Model.from_dict takes) or a model file path, got "
+                    f"{type(model).__name__}")
+
+
+def run(model: Model | Mapping[str, Any] | str | os.PathLike | None, *,
+        analysis: str | None = None, settings: Mapping[str, Any] | None = None,
         output: str | os.PathLike | None = None, reporters: Sequence[Reporter] = (),
         progress: bool = False, kernels: str | None = None, plugins=None,
         jacobian: str = "auto", raise_errors: bool = True, resume=None,
@@ -210,22 +230,6 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     result = memory.result()
     result.system = system
     return result
-
-
-def as_model(model: Any, registry: Any = None):
-    """``model`` as a :class:`mbcore.Model`: a Model itself, a mapping of model data
-    (:meth:`Model.from_dict`) or a model file path (:meth:`Model.from_file`); any
-    other type is a TypeError saying what is wanted."""
-    from .model import Model
-    if isinstance(model, Model) or hasattr(model, "compile") and hasattr(model, "settings"):
-        return model
-    if isinstance(model, Mapping):
-        return Model.from_dict(model, registry=registry)
-    if isinstance(model, (str, os.PathLike)):
-        return Model.from_file(model, registry=registry)
-    raise TypeError(f"mbcore.run: model must be a mbcore.Model, a mapping of model data "
-                    f"(as Model.from_dict takes) or a model file path, got "
-                    f"{type(model).__name__}")
 
 
 def run_info(model, aname: str, job, system) -> RunInfo:

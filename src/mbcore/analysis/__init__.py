@@ -69,7 +69,7 @@ class Analysis:
         (``settings.t_end``) and the close matches of a misspelt key.  Returns the
         analysis' own settings with their defaults (not the common keys)."""
         S.check_keys(S.mapping(settings, path), (*cls.common_keys, *cls.settings_schema),
-                     path)
+                     path, of=f"the {cls.name} analysis")
         for key, p in COMMON_SETTINGS.items():
             if settings.get(key) is not None:
                 p.validate(settings[key], f"{path}.{key}", None)
