@@ -30,7 +30,8 @@ element fields, vector components) with a value of every other JSON type (null,
 bool, int, float, string, list, mapping).  A value of the wrong type must end in an
 mbcore error, never a foreign exception; the report also counts the load errors
 that name the swapped key path (or a key that contains it; load or settings
-validation) and lists a sample of those naming another key (often right: a renamed body is unknown where it is used).
+validation) and lists a sample of those naming another key (often right: a
+renamed body is unknown where it is used).
 """
 from __future__ import annotations
 
