@@ -1,11 +1,15 @@
 """Fuzz campaign of model files (issue 18; docs/reliability.md).
 
     python benchmarks/fuzz.py --cases 10000 --jobs 2 --seed 1 --report fuzz.json
+    python benchmarks/fuzz.py --types --jobs 2 --report types.json   # every key x type
 
 Each case (``benchmarks/fuzz_cases.py``: a mutated shipped example or a generated
-model) is written to a file and goes through ``Model.from_file`` → validate →
-compile → a short run of each analysis (kinematic, kinetostatic, static, dynamic;
-``t_end`` cut to a few output steps), in a worker process with a wall-clock limit
+model) is written to a file and goes through ``Model.from_file`` → the settings
+validation of ``mbcore validate`` (recorded as a run only when it raises) → compile →
+a short run of each analysis (kinematic, kinetostatic, static, dynamic; the model's
+own ``settings.analysis`` without an override, as ``mbcore run MODEL`` runs it, and
+as a fifth run ``own`` when it is none of those four; ``t_end`` cut to a few output
+steps), in a worker process with a wall-clock limit
 per case and a memory limit.  Outcome classes, per analysis run and per case (the
 worst of its runs):
 
@@ -19,6 +23,15 @@ worst of its runs):
 
 The report (JSON on stdout and in ``--report``) has the counts, the counts of the
 named errors by class, and the cases of every bad class (name, file text, message).
+
+``--types``: instead of random cases, the exhaustive type-swap campaign
+(``fuzz_cases.type_swap_case``): every key path of every shipped example (settings,
+element fields, vector components) with a value of every other JSON type (null,
+bool, int, float, string, list, mapping).  A value of the wrong type must end in an
+mbcore error, never a foreign exception; the report also counts the load errors
+that name the swapped key path (or a key that contains it; load or settings
+validation) and lists a sample of those naming another key (often right: a
+renamed body is unknown where it is used).
 """
 from __future__ import annotations
 
@@ -38,7 +51,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuzz_cases import ANALYSES, campaign_case  # noqa: E402
+from fuzz_cases import (ANALYSES, campaign_case, type_swap_case,  # noqa: E402
+                        type_swap_count)
 
 BAD = ("unnamed_error", "foreign_error", "nan", "crash", "hang")
 ORDER = ("valid", "named_error") + BAD          # worst last
@@ -66,9 +80,11 @@ def tame_settings(own: dict, analysis: str) -> dict:
     numbers (else they are left alone, for validation to catch): ``t_end`` cut to
     :data:`FUZZ_ROWS` output steps; fixed steps no smaller than 1/100 of that; the
     step budget ``max_steps`` at most :data:`FUZZ_MAX_STEPS`."""
-    if analysis == "static":
-        return {}
-    t0, t1, h = own.get("t_start", 0.0), own.get("t_end", 1.0), own.get("output_step", 0.01)
+    if analysis not in ("kinematic", "kinetostatic", "dynamic"):
+        return {}                                   # static, modes: no output grid
+    # a setting given as null takes its default, as an absent one
+    t0, t1, h = (own.get(k) if own.get(k) is not None else default for k, default in
+                 (("t_start", 0.0), ("t_end", 1.0), ("output_step", 0.01)))
     if not (_num(t0) and _num(t1) and _num(h)) or h <= 0 or t1 <= t0:
         return {}
     from mbcore.limits import limits
@@ -145,11 +161,33 @@ def execute(case: dict, workdir: str) -> dict:
     except BaseException as exc:          # noqa: BLE001 - classified
         runs["load"] = classify_error(exc, None, str(path))
         return _summary(runs)
-    for analysis in ANALYSES:
+    (Path(workdir) / "current").write_text("validate")
+    try:
+        from mbcore.analysis import resolve_settings
+    except ImportError:                   # older mbcore: no separate settings validation
+        resolve_settings = None
+    try:                                  # the settings as `mbcore validate` sees them
+        if resolve_settings is not None:
+            from mbcore.plugins import registry
+            resolve_settings(model.settings, registry())
+    except BaseException as exc:          # noqa: BLE001 - classified (recorded if raised)
+        runs["validate"] = classify_error(exc, model)
+    own = model.settings.get("analysis")
+    own = "kinematic" if own is None else own
+    # the model's own analysis runs as `mbcore run MODEL` runs it (no override: the
+    # model's settings.analysis is looked up), the others with analysis=...
+    plan = [(a, a != own) for a in ANALYSES]
+    if not any(own == a for a in ANALYSES):
+        plan.append(("own", False))
+    for analysis, override in plan:
         (Path(workdir) / "current").write_text(analysis)      # read after a hang
         try:
-            res = mbcore.run(model, analysis=analysis,
-                             settings=tame_settings(model.settings, analysis))
+            if override:
+                res = mbcore.run(model, analysis=analysis,
+                                 settings=tame_settings(model.settings, analysis))
+            else:
+                res = mbcore.run(model, settings=tame_settings(
+                    model.settings, own if isinstance(own, str) else ""))
             bad = _finite(res)
             runs[analysis] = ("nan", f"non-finite values in '{bad}'") if bad else \
                 ("valid", f"{res.n_rows} rows")
@@ -275,14 +313,34 @@ class CasePool:
 
 
 # ------------------------------------------------------------------ the campaign
+def names_path(detail: str, path: str) -> bool:
+    """Whether the key path of an error (``ModelError: <path>: <message>``) is
+    ``path``, a key that contains it (``bodies[0]`` for ``bodies[0].mass``) or a key
+    inside it (``settings.a`` for ``settings``)."""
+    parts = detail.split(": ", 2)
+    if len(parts) < 3:
+        return False
+    where = parts[1]
+
+    def within(inner: str, outer: str) -> bool:
+        return inner == outer or inner.startswith(outer) and inner[len(outer)] in ".["
+    return bool(where) and (within(path, where) or within(where, path))
+
+
 def campaign(cases: int, jobs: int, seed: int, timeout: float, start: int = 0,
-             progress: bool = False) -> dict:
+             progress: bool = False, types: bool = False) -> dict:
     counts: Counter = Counter()
     runs: Counter = Counter()
     named: Counter = Counter()
+    swaps: Counter = Counter()
+    elsewhere: list[str] = []
     bad: list[dict] = []
     t0 = time.perf_counter()
-    gen = (campaign_case(seed, i) for i in range(start, start + cases))
+    if types:
+        cases = max(0, min(cases, type_swap_count() - start))
+        gen = (type_swap_case(i) for i in range(start, start + cases))
+    else:
+        gen = (campaign_case(seed, i) for i in range(start, start + cases))
     with CasePool(jobs, timeout) as pool:
         for n, (case, out) in enumerate(pool.run(gen), 1):
             counts[out["outcome"]] += 1
@@ -290,6 +348,16 @@ def campaign(cases: int, jobs: int, seed: int, timeout: float, start: int = 0,
                 runs[cls] += 1
                 if cls == "named_error":
                     named[detail.split(":", 1)[0]] += 1
+            if types:
+                load = out["runs"].get("load") or out["runs"].get("validate")
+                if load is None:
+                    swaps["loaded"] += 1
+                elif names_path(load[1], case["path"]):
+                    swaps["load_error_names_the_key"] += 1
+                else:
+                    swaps["load_error_names_another_key"] += 1
+                    if len(elsewhere) < 40:
+                        elsewhere.append(f"{case['name']}: {load[1][:160]}")
             if out["outcome"] in BAD:
                 bad.append({"index": case["index"], "name": case["name"],
                             "outcome": out["outcome"], "runs": out["runs"],
@@ -302,12 +370,17 @@ def campaign(cases: int, jobs: int, seed: int, timeout: float, start: int = 0,
             "outcomes": {c: counts.get(c, 0) for c in ORDER},
             "runs": {c: runs.get(c, 0) for c in ORDER},
             "named_errors_by_class": dict(named.most_common()),
+            **({"type_swaps": dict(swaps), "sample_named_elsewhere": elsewhere}
+               if types else {}),
             "bad_cases": bad}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", type=int, default=1000)
+    ap.add_argument("--cases", type=int, default=None,
+                    help="number of cases (default: 1000; with --types: all)")
+    ap.add_argument("--types", action="store_true",
+                    help="the exhaustive type-swap campaign over the shipped examples")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--start", type=int, default=0, help="index of the first case")
@@ -315,8 +388,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", help="write the JSON report here too")
     ap.add_argument("--progress", action="store_true")
     args = ap.parse_args(argv)
-    rep = campaign(args.cases, args.jobs, args.seed, args.timeout, args.start,
-                   args.progress)
+    cases = args.cases if args.cases is not None else \
+        (type_swap_count() if args.types else 1000)
+    rep = campaign(cases, args.jobs, args.seed, args.timeout, args.start,
+                   args.progress, types=args.types)
     text = json.dumps(rep, indent=1)
     if args.report:
         Path(args.report).write_text(text)

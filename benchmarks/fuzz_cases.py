@@ -6,17 +6,23 @@ same generators serve the seeded campaign (:class:`RandomChooser`, ``benchmarks/
 and hypothesis in the test suite (:class:`DrawChooser` over ``st.data()``, which
 shrinks a failing case).
 
-Mutations of the parsed data: delete / duplicate / rename keys, change types (string,
-number, list, mapping, null, bool), special numbers (NaN, +-inf, negative, huge, zero,
+Mutations of the parsed data: delete / duplicate / rename keys, change types (any
+value, settings included, to a value of every other JSON type: null, bool, int, float,
+string, list, mapping), special numbers (NaN, +-inf, negative, huge, zero,
 tiny, integers of thousands of digits), wrong vector lengths, unknown type names,
 unknown body names, self-references (an element joining a body to itself), empty
 lists, very long strings, settings pointing at other analyses, integrators and
 formulations.  Text-level mutations: YAML aliases (shared, recursive, an alias bomb),
 tags (python objects, binary, timestamps, sets, custom), duplicate keys, truncation,
 tabs, deep nesting, several documents, invalid UTF-8, JSON with NaN literals.
+
+The type-swap campaign (:func:`type_swap_case`) is exhaustive instead of random:
+every key path of every shipped example (settings, bodies, element fields, vector
+components) with a value of every other JSON type.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -27,6 +33,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.yaml"))
+#: the shipped example models, YAML and JSON (the type-swap campaign)
+EXAMPLE_FILES = sorted([*EXAMPLES, *(ROOT / "examples").glob("*.json")])
+_NO_VALUE = object()
 
 ANALYSES = ("kinematic", "kinetostatic", "static", "dynamic")
 SPECIAL_NUMBERS: tuple[Any, ...] = (
@@ -123,18 +132,57 @@ def _random_value(ch) -> Any:
                       "exp(1000*t)", "sqrt(t-1)", "t" + "+t" * 3000))
 
 
-def _change_type(value: Any, ch) -> Any:
-    if isinstance(value, str):
-        return ch.choice((1.0, [value], {value: 1}, None, len(value)))
+def json_type(value: Any) -> str:
+    """The JSON type of a parsed value: one of :data:`JSON_TYPES` (bool before int:
+    ``True`` is an ``int`` in Python, not in a model file)."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
-        return ch.choice(("yes", 1, None, [value]))
-    if isinstance(value, (int, float)):
-        return ch.choice((str(value), [value], {"value": value}, None, True))
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "string"
     if isinstance(value, list):
-        return ch.choice((value[0] if value else 0, {"list": value}, str(value), None))
-    if isinstance(value, dict):
-        return ch.choice((list(value.values()), list(value), "mapping", None, 1))
-    return ch.choice(("null", 0, []))
+        return "list"
+    return "mapping"
+
+
+#: the JSON types a value of a model file can have (int and float apart: a count
+#: takes 3 but not 0.5), with the plain value of each the type swap puts in
+JSON_TYPES: dict[str, Any] = {"null": None, "bool": True, "int": 1, "float": 0.5,
+                              "string": "x", "list": [1], "mapping": {"a": 1}}
+
+
+def value_of_type(tname: str, value: Any, ch=None) -> Any:
+    """A value of JSON type ``tname`` made from ``value`` where that means something
+    (``[value]``, ``{"value": value}``, ``str(value)``) and ``ch`` is given, else
+    the plain one of :data:`JSON_TYPES`."""
+    if ch is None or ch.integer(0, 1) == 0:
+        return json.loads(json.dumps(JSON_TYPES[tname]))
+    if tname == "bool":
+        return ch.choice((True, False))
+    if tname == "int":
+        return len(value) if isinstance(value, (str, list, dict)) else \
+            ch.choice((0, -1, 3, 2 ** 40))
+    if tname == "float":
+        return ch.choice((0.0, -1.5, 1e-3))
+    if tname == "string":
+        return str(value)[:200] if value is not None and not isinstance(value, str) \
+            else ch.choice(("", "ground", "yes", "1.5"))
+    if tname == "list":
+        return ch.choice(([value], [], [[value]]))
+    if tname == "mapping":
+        return ch.choice(({"value": value}, {}, {str(value)[:50]: 1}))
+    return None
+
+
+def _change_type(value: Any, ch) -> Any:
+    """``value`` replaced by a value of another JSON type (every type reachable)."""
+    others = [t for t in JSON_TYPES if t != json_type(value)]
+    return value_of_type(ch.choice(others), value, ch)
 
 
 def _body_names(data: Any) -> list[str]:
@@ -216,8 +264,11 @@ def mutate_data(data: Any, ch) -> tuple[Any, str]:
             sk = ch.choice(list(SETTING_VALUES) + ["t_end", "output_step", "step",
                                                     "max_step", "rtol", "stop_when",
                                                     "hold", "independent", "record"])
-            settings[sk] = ch.choice(SETTING_VALUES[sk]) if sk in SETTING_VALUES else \
-                _random_value(ch)
+            if ch.integer(0, 2) == 0:                     # a value of any JSON type
+                settings[sk] = value_of_type(ch.choice(list(JSON_TYPES)), settings.get(sk), ch)
+            else:
+                settings[sk] = ch.choice(SETTING_VALUES[sk]) if sk in SETTING_VALUES else \
+                    _random_value(ch)
             return data, f"settings.{sk}"
     parent[key] = _random_value(ch)
     return data, f"value {where}"
@@ -406,6 +457,67 @@ def generated_case(ch) -> dict:
 def make_case(ch) -> dict:
     """One case: a mutated example (2 in 3) or a generated model."""
     return example_case(ch) if ch.integer(0, 2) else generated_case(ch)
+
+
+# ------------------------------------------------------------------ type swaps
+def key_path(path: tuple) -> str:
+    """``("joints", 0, "point_i", 1)`` -> ``joints[0].point_i[1]`` (as errors say)."""
+    out = ""
+    for k in path:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _swap_table(examples: tuple[Path, ...]) -> tuple[tuple[Path, tuple, str], ...]:
+    """Every (example, key path, JSON type) with a type other than the value's own:
+    the exhaustive type-swap campaign, in a fixed order."""
+    rows = []
+    for src in examples:
+        data = yaml.safe_load(src.read_text())
+        for path in _paths(data):
+            if path:
+                own = json_type(_get(data, path))
+                rows.extend((src, path, t) for t in JSON_TYPES if t != own)
+    return tuple(rows)
+
+
+def type_swap_count(examples: Sequence[Path] = EXAMPLE_FILES) -> int:
+    """Cases of the exhaustive type-swap campaign (every key of every example with
+    every other JSON type)."""
+    return len(_swap_table(tuple(examples)))
+
+
+def swap_type(src: Path, path: tuple, tname: str, value: Any = _NO_VALUE) -> dict:
+    """The case: example ``src`` with the value at ``path`` replaced by the plain
+    value of JSON type ``tname`` (or by ``value``)."""
+    data = yaml.safe_load(src.read_text())
+    parent = _get(data, path[:-1])
+    parent[path[-1]] = json.loads(json.dumps(JSON_TYPES[tname])) if value is _NO_VALUE \
+        else value
+    fmt = "json" if src.suffix == ".json" else "yaml"
+    text = json.dumps(data) if fmt == "json" else \
+        yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=200)
+    return {"name": f"{src.stem}: {key_path(path)} -> {tname}", "fmt": fmt,
+            "data": text.encode("utf-8"), "path": key_path(path), "type": tname}
+
+
+def type_swap_case(index: int, examples: Sequence[Path] = EXAMPLE_FILES) -> dict:
+    """Case ``index`` of the exhaustive type-swap campaign (:func:`type_swap_count`)."""
+    src, path, tname = _swap_table(tuple(examples))[index]
+    case = swap_type(src, path, tname)
+    case["index"] = index
+    return case
+
+
+def random_type_swap(ch, examples: Sequence[Path] = EXAMPLE_FILES) -> dict:
+    """A random row of the type-swap campaign, with a plain or a derived value."""
+    src = ch.choice(list(examples))
+    data = yaml.safe_load(src.read_text())
+    path = ch.choice([p for p in _paths(data) if p])
+    value = _get(data, path)
+    tname = ch.choice([t for t in JSON_TYPES if t != json_type(value)])
+    return swap_type(src, path, tname, value_of_type(tname, value, ch))
 
 
 def campaign_case(seed: int, index: int) -> dict:

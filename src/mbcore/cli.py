@@ -220,8 +220,8 @@ def _plugins() -> int:
 
 
 def _check(args) -> int:
-    from .model import Model
-    m = Model.from_file(args.model)
+    from .cli_export import validate_model_file
+    m = validate_model_file(args.model)
     s = m.compile()
     print(s.describe())
     return 0

@@ -34,6 +34,7 @@ exit status: 0 ok; 2 invalid model (the message names the key path)""",
     "validate": """examples:
   mbcore validate model.yaml
   mbcore validate -q model.yaml && echo valid
+  mbcore validate -a dynamic model.yaml   # the settings as 'mbcore run -a dynamic' sees them
 exit status: 0 valid; 2 invalid (the message names the key path, e.g. joints[1].j)""",
     "export": """examples:
   mbcore export out.h5                          # every channel -> out.csv
@@ -141,10 +142,15 @@ def quiet(args) -> bool:
 def add_parsers(sub) -> None:
     """Add ``validate`` and ``export`` to the subparsers of ``mbcore``."""
     v = sub.add_parser("validate", help="validate a model file (no analysis, no output)",
-                       description="Validate a model file: exit 0 if valid, 2 with a "
-                                   "message naming the key path if not.",
+                       description="Validate a model file and its settings (the checks "
+                                   "'mbcore run' makes before it computes anything): exit "
+                                   "0 if valid, 2 with a message naming the key path if "
+                                   "not.",
                        **subparser_kw("validate"))
     v.add_argument("model", help="model file (.yaml, .yml or .json)")
+    v.add_argument("-a", "--analysis",
+                   help="validate the settings for this analysis (default: "
+                        "settings.analysis), as 'mbcore run -a' would")
 
     e = sub.add_parser("export", help="export an HDF5 result to CSV",
                        description="Write the time series of a result file as CSV "
@@ -159,10 +165,23 @@ def add_parsers(sub) -> None:
     e.add_argument("--t1", type=float, help="last time (inclusive)")
 
 
-def cmd_validate(args) -> int:
+def validate_model_file(path: str, analysis: str | None = None):
+    """The model of file ``path``, validated as ``mbcore run`` validates it before it
+    compiles anything: the model, then its settings for ``analysis`` (default
+    ``settings.analysis``) by :func:`mbcore.analysis.resolve_settings`, the one
+    settings validation of a run.  Raises ModelError naming the key path."""
+    from .analysis import resolve_settings
     from .model import Model
+    from .plugins import get_plugin_manager
+    reg = get_plugin_manager().registry
+    m = Model.from_file(path, registry=reg)
+    resolve_settings(m.settings, reg, analysis=analysis)
+    return m
+
+
+def cmd_validate(args) -> int:
     log.info("validating %s", args.model)
-    m = Model.from_file(args.model)      # parses and validates; ModelError -> exit 2
+    m = validate_model_file(args.model, args.analysis)    # ModelError -> exit 2
     if not quiet(args):
         print(f"{args.model}: valid ({m!r})")
     return 0

@@ -80,17 +80,29 @@ class Formulation:
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system
-        settings = dict(settings or {})
-        S.check_keys(settings, self.settings_schema, "settings.formulation_options")
-        self.settings = {k: (p.validate(settings[k], f"settings.{k}", None) if k in settings
-                             else p.default_value())
-                         for k, p in self.settings_schema.items()}
+        self.settings = self.validate_settings(dict(settings or {}), self.settings_schema)
         self.n = system.n
         self.solver = AccelerationSolver(system)
         self._ydot = np.zeros(2 * self.n)
         self.nfev = 0
         self.compiled = _compiled_rhs(system, self.solver, self.compiled_stabilisation())
         self._ywork = np.zeros(2 * self.n + 1) if self.compiled is not None else None
+
+    @classmethod
+    def validate_settings(cls, settings: Mapping[str, Any],
+                          schema: Mapping[str, Param] | None = None,
+                          where: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """``settings`` checked against ``schema`` (default ``settings_schema``), with
+        the defaults; ``where``: the key path of each given key (default
+        ``settings.<key>``); a key given as null takes its default.  No System
+        needed (``mbcore validate``)."""
+        schema = cls.settings_schema if schema is None else schema
+        where = where or {}
+        S.check_keys(S.mapping(settings, "settings.formulation_options"), schema,
+                     "settings.formulation_options", of=f"formulation '{cls.name}'")
+        return {k: (p.validate(settings[k], where.get(k, f"settings.{k}"), None)
+                    if settings.get(k) is not None else p.default_value())
+                for k, p in schema.items()}
 
     @property
     def size(self) -> int:

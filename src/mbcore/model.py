@@ -460,16 +460,18 @@ class Model:
             if isinstance(data.get(key), (list, tuple)):
                 check_count(len(data[key]), "max_bodies" if key == "bodies" else
                             "max_elements", key, key)
-        m = cls(name=str(data.get("name", "model")),
+        m = cls(name=S.string(data.get("name", "model"), "name"),
                 ground=S.string(data.get("ground", "ground"), "ground"),
-                description=str(data.get("description", "")))
+                description=S.string(data.get("description", ""), "description",
+                                     empty=True))
         if "parameters" in data:
             params = S.mapping(data["parameters"], "parameters")
             m.parameters = {k: S.number(v, f"parameters.{k}") for k, v in params.items()}
         if "settings" in data:
             m.settings = dict(S.mapping(data["settings"], "settings"))
         if "units" in data:
-            m.units = {k: str(v) for k, v in S.mapping(data["units"], "units").items()}
+            m.units = {k: S.string(v, f"units.{k}", empty=True)
+                       for k, v in S.mapping(data["units"], "units").items()}
         if "dimensions" in data:
             dim = data["dimensions"]
             if dim not in (2, 3) or isinstance(dim, bool):
@@ -705,7 +707,11 @@ def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
     angle = S.number(b.get("angle", 0.0), f"{path}.angle")
     vel = S.vector(b.get("velocity", (0.0, 0.0)), f"{path}.velocity")
     om = S.number(b.get("angular_velocity", 0.0), f"{path}.angular_velocity")
-    return Body(name, mass, inertia, pos, angle, vel, om, str(b.get("description", "")))
+    return Body(name, mass, inertia, pos, angle, vel, om, _description(b, path))
+
+
+def _description(b: Mapping[str, Any], path: str) -> str:
+    return S.string(b.get("description", ""), f"{path}.description", empty=True)
 
 
 def _make_particle(b: Any, path: str, dimensions: int) -> Body:
@@ -721,7 +727,7 @@ def _make_particle(b: Any, path: str, dimensions: int) -> Body:
     vel = S.vector(b.get("velocity", (0.0,) * dimensions), f"{path}.velocity", dimensions)
     zero3 = (0.0, 0.0, 0.0)
     return Body(name, mass, 0.0, pos, 0.0, vel, zero3 if dimensions == 3 else 0.0,
-                str(b.get("description", "")),
+                _description(b, path),
                 kind="particle3" if dimensions == 3 else "particle")
 
 
@@ -749,7 +755,7 @@ def _make_spatial_body(b: Any, path: str) -> Body:
     else:
         om = S.vector(b.get("angular_velocity", (0.0, 0.0, 0.0)),
                       f"{path}.angular_velocity", 3)
-    return Body(name, mass, J, pos, 0.0, vel, om, str(b.get("description", "")),
+    return Body(name, mass, J, pos, 0.0, vel, om, _description(b, path),
                 kind="spatial", orientation=tuple(float(x) for x in p), notes=tuple(notes))
 
 

@@ -161,8 +161,10 @@ class Registry:
             return sorted(self._types[kind])
         return sorted(_split(k)[1] for k in self._types[kind] if _split(k)[0] == body_kind)
 
-    def has(self, kind: str, name: str, body_kind: str = "planar") -> bool:
-        return _key(name, body_kind) in self._types[kind]
+    def has(self, kind: str, name: Any, body_kind: str = "planar") -> bool:
+        """Whether type ``name`` is installed (False for a name that is no string:
+        model data of the wrong type)."""
+        return isinstance(name, str) and _key(name, body_kind) in self._types[kind]
 
     def get(self, kind: str, name: str, body_kind: str = "planar") -> type:
         """Class for ``name``; KeyError with close matches if unknown."""

@@ -153,8 +153,8 @@ def group_fan_out(reporters: Sequence[Reporter]):
     return group
 
 
-def reporters_from_settings(registry, entries: Any,
-                            path: str = "settings.reporters") -> list[Reporter]:
+def reporters_from_settings(registry, entries: Any, path: str = "settings.reporters",
+                            create: bool = True) -> list[Reporter]:
     """The reporters a model names in ``settings.reporters``, created in order.
 
     ``entries`` is None or a list whose items are a reporter type name (``peaks``)
@@ -163,7 +163,8 @@ def reporters_from_settings(registry, entries: Any,
     (``Mapping[str, Param]``, as element types do) has them validated, defaults
     applied and unknown keys refused with their key path
     (``settings.reporters[0].file``).  An unknown type name is a ModelError that
-    lists the installed reporters.
+    lists the installed reporters.  ``create=False``: validate only (no reporter
+    object is made, none is returned; ``mbcore validate``).
     """
     from . import schema as S
     from .errors import ModelError
@@ -191,6 +192,8 @@ def reporters_from_settings(registry, entries: Any,
             options = {key: p.validate(options[key], S.join(where, key), None)
                        if key in options else p.default_value()
                        for key, p in schema.items()}
+        if not create:
+            continue
         try:
             out.append(cls(**options))
         except (TypeError, ValueError) as exc:

@@ -5,12 +5,15 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import interrupts
 from .errors import MbcoreError, ModelError
 from .reporting import Reporter, RunInfo, fan_out, reporters_from_settings
 from .run_summary import RunSummary
+
+if TYPE_CHECKING:
+    from .model import Model
 
 
 _VERSIONS: dict[str, str] = {}
@@ -68,7 +71,24 @@ def _version_of(module: str) -> str:
     return str(importlib.import_module(module).__version__)
 
 
-def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | None = None,
+def as_model(model: Any, registry: Any = None) -> Model:
+    """``model`` as a :class:`mbcore.Model`: a Model itself, a mapping of model data
+    (:meth:`Model.from_dict`) or a model file path (:meth:`Model.from_file`); any
+    other type is a TypeError saying what is wanted."""
+    from .model import Model
+    if isinstance(model, Model) or hasattr(model, "compile") and hasattr(model, "settings"):
+        return model
+    if isinstance(model, Mapping):
+        return Model.from_dict(model, registry=registry)
+    if isinstance(model, (str, os.PathLike)):
+        return Model.from_file(model, registry=registry)
+    raise TypeError(f"mbcore.run: model must be a mbcore.Model, a mapping of model data "
+                    f"(as Model.from_dict takes) or a model file path, got "
+                    f"{type(model).__name__}")
+
+
+def run(model: Model | Mapping[str, Any] | str | os.PathLike | None, *,
+        analysis: str | None = None, settings: Mapping[str, Any] | None = None,
         output: str | os.PathLike | None = None, reporters: Sequence[Reporter] = (),
         progress: bool = False, kernels: str | None = None, plugins=None,
         jacobian: str = "auto", raise_errors: bool = True, resume=None,
@@ -77,6 +97,10 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     """Run the model's analysis; return its result: with ``output``, the file, read
     lazily (:func:`mbcore.result.run_result`: no copy of the rows in memory, so a
     run of any length streams in bounded memory); without, the in-memory result.
+
+    ``model``: a :class:`mbcore.Model`, a mapping of model data (as
+    :meth:`mbcore.Model.from_dict` takes) or a model file path; anything else is a
+    TypeError.
 
     ``analysis`` overrides ``settings.analysis`` (default ``kinematic``);
     ``settings`` are merged over the model's (when the analysis differs from the
@@ -104,6 +128,11 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
     keeps a :class:`mbcore.run_summary.RunSummary` (last time, first non-finite
     value).
     """
+    from .plugins import get_plugin_manager
+    pm = plugins or get_plugin_manager()
+    reg = pm.registry
+    if model is not None or resume is None:
+        model = as_model(model, reg)
     if resume is not None and not hasattr(resume, "as_dict"):
         from .checkpoint import resume as resume_file
         extra = set(settings or {}) - {"t_end"}
@@ -115,26 +144,11 @@ def run(model, *, analysis: str | None = None, settings: Mapping[str, Any] | Non
                            progress=progress, checkpoint_seconds=checkpoint_seconds,
                            checkpoint_every=checkpoint_every, raise_errors=raise_errors)
     _platform_soon()
-    from .plugins import get_plugin_manager
-    pm = plugins or get_plugin_manager()
-    reg = pm.registry
-    own = dict(model.settings)
-    override = dict(settings or {})
-    aname = analysis or override.get("analysis") or own.get("analysis") or "kinematic"
-    if not reg.has("analysis", aname):
-        raise ModelError("settings.analysis", reg.unknown_message("analysis", aname))
-    acls = reg.get("analysis", aname)
-    if aname != (own.get("analysis") or "kinematic"):
-        # the model file's settings were written for another analysis: keep the ones
-        # this analysis knows (explicit overrides are always validated)
-        known = set(getattr(acls, "settings_schema", {})) | {"analysis", "kernels",
-                                                              "reporters"}
-        own = {k: v for k, v in own.items() if k in known}
-    merged = {**own, **override}
+    from .analysis import resolve_settings
+    # the settings validation of ``mbcore validate`` (one code path)
+    acls, aname, merged = resolve_settings(model.settings, reg, analysis=analysis,
+                                           overrides=settings)
     named = reporters_from_settings(reg, merged.get("reporters"))    # before any work
-    if kernels is None and merged.get("kernels") not in (None, "compiled", "numpy"):
-        raise ModelError("settings.kernels", f"expected 'compiled' or 'numpy', got "
-                                             f"{merged['kernels']!r:.60}")
     system = model.compile(kernels=kernels or merged.get("kernels"), plugins=pm,
                            jacobian=jacobian,
                            dense_limit=None if "MBCORE_DENSE_LIMIT" in os.environ

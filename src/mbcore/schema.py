@@ -66,9 +66,11 @@ def vector(value: Any, path: str, n: int = 2) -> tuple[float, ...]:
     return tuple(number(v, f"{path}[{k}]") for k, v in enumerate(value))
 
 
-def string(value: Any, path: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ModelError(path, f"expected a non-empty string, got {_describe(value)}")
+def string(value: Any, path: str, *, empty: bool = False) -> str:
+    """A string (non-empty unless ``empty``); no other type is converted."""
+    if not isinstance(value, str) or not (value or empty):
+        raise ModelError(path, f"expected a {'' if empty else 'non-empty '}string, got "
+                               f"{_describe(value)}")
     return value
 
 
@@ -88,15 +90,16 @@ def sequence(value: Any, path: str) -> Sequence[Any]:
 
 
 def check_keys(data: Mapping[str, Any], allowed: Iterable[str], path: str,
-               required: Iterable[str] = ()) -> None:
-    """Unknown keys and missing required keys are errors naming the key path."""
+               required: Iterable[str] = (), of: str = "") -> None:
+    """Unknown keys and missing required keys are errors naming the key path
+    (``of``: whose keys they are, e.g. "the dynamic analysis")."""
     allowed = list(allowed)
     for k in data:
         if k not in allowed:
             close = difflib.get_close_matches(k, allowed, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else \
-                f" (allowed: {', '.join(allowed)})"
-            raise ModelError(join(path, k), f"unknown key{hint}")
+                f" (allowed: {', '.join(allowed)})" if allowed else " (no keys are allowed here)"
+            raise ModelError(join(path, k), f"unknown key{' of ' + of if of else ''}{hint}")
     for k in required:
         if k not in data:
             raise ModelError(join(path, k), "required key is missing")

@@ -1,4 +1,5 @@
-"""Analysis base class and the ``run`` entry point shared by the CLI and Python API."""
+"""Analysis base class and the settings validation shared by ``mbcore.run``,
+``mbcore validate`` and ``mbcore check`` (:func:`resolve_settings`)."""
 from __future__ import annotations
 
 from typing import Any, Callable, ClassVar, Mapping
@@ -8,6 +9,17 @@ from ..contract import CONTRACT_VERSION
 from ..errors import ModelError
 from ..reporting import Channel
 from ..schema import Param
+
+
+#: the settings every analysis accepts, checked for their type before the analysis is
+#: looked up (``reporters``: :func:`mbcore.reporting.reporters_from_settings`)
+COMMON_SETTINGS: Mapping[str, Param] = {
+    "analysis": Param("string", "analysis type name", default="kinematic"),
+    "output": Param("string", "result file (not read by a run: the caller gives it)",
+                    required=False),
+    "kernels": Param("choice", "evaluation path", required=False,
+                     choices=("compiled", "numpy")),
+}
 
 
 class Analysis:
@@ -27,6 +39,9 @@ class Analysis:
     5. ``dense_limit``: largest number of coordinates compiled with a dense Jacobian
        by :func:`mbcore.run` when ``jacobian="auto"`` (None: the System default,
        ``mbcore.system.DENSE_LIMIT``).
+    6. ``check_settings`` (cross-field checks) and ``check_plugins`` (the plugin types
+       the settings name, e.g. an integrator) are classmethods that need no System:
+       ``mbcore validate`` runs them without compiling the model.
     """
 
     name: ClassVar[str] = ""
@@ -42,11 +57,22 @@ class Analysis:
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system
         self.settings = self.validate_settings(dict(settings or {}))
+        registry = getattr(system, "registry", None)
+        if registry is not None:
+            self.check_plugins(self.settings, registry, "settings")
         self.stats: dict[str, Any] = {}
 
     @classmethod
-    def validate_settings(cls, settings: dict[str, Any], path: str = "settings") -> dict:
-        S.check_keys(settings, (*cls.common_keys, *cls.settings_schema), path)
+    def validate_settings(cls, settings: Mapping[str, Any], path: str = "settings") -> dict:
+        """The settings of this analysis validated (the type of every key, then the
+        cross-field checks and the output grid's size); errors name the key path
+        (``settings.t_end``) and the close matches of a misspelt key.  Returns the
+        analysis' own settings with their defaults (not the common keys)."""
+        S.check_keys(S.mapping(settings, path), (*cls.common_keys, *cls.settings_schema),
+                     path, of=f"the {cls.name} analysis")
+        for key, p in COMMON_SETTINGS.items():
+            if settings.get(key) is not None:
+                p.validate(settings[key], f"{path}.{key}", None)
         out: dict[str, Any] = {}
         for key, p in cls.settings_schema.items():
             if key in settings and settings[key] is not None:
@@ -62,6 +88,12 @@ class Analysis:
     @classmethod
     def check_settings(cls, settings: dict[str, Any], path: str) -> None:
         """Cross-field checks (override)."""
+
+    @classmethod
+    def check_plugins(cls, settings: dict[str, Any], registry: Any, path: str) -> None:
+        """Checks of the plugin types the validated settings name against the
+        registry of the run (override; no System needed).  Called after
+        :meth:`validate_settings` by ``__init__`` and :func:`resolve_settings`."""
 
     def channels(self) -> list[Channel]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -103,3 +135,40 @@ def _check_output_grid(settings: Mapping[str, Any], path: str) -> None:
         rows = 1e18
     check_count(int(rows), "max_output_rows", f"{path}.output_step",
                 f"output rows ((t_end - t_start) / output_step = ({t1:g} - {t0:g}) / {h:g})")
+
+
+def resolve_settings(model_settings: Any, registry: Any, *, analysis: Any = None,
+                     overrides: Any = None) -> tuple[type, str, dict[str, Any]]:
+    """The analysis class, its name and the merged settings of a run, validated: the
+    one settings validation of :func:`mbcore.run`, ``mbcore validate`` and ``mbcore
+    check`` (nothing is compiled or run).
+
+    ``analysis`` overrides ``settings.analysis`` (default ``kinematic``); the
+    ``overrides`` are merged over ``model_settings``.  When the analysis differs from
+    the model's, only the model settings the analysis knows are kept (explicit
+    overrides are always validated).  Every value is checked for its type before it
+    is used (a list as ``settings.analysis`` is a ModelError naming the key, not a
+    failed registry lookup); a misspelt key or type name lists the close matches.
+    """
+    from ..reporting import reporters_from_settings
+    own = dict(S.mapping({} if model_settings is None else model_settings, "settings"))
+    override = dict(S.mapping({} if overrides is None else overrides, "settings"))
+    for where, given in (("settings.analysis", own.get("analysis")),
+                         ("settings.analysis", override.get("analysis")),
+                         ("analysis", analysis)):
+        if given is not None:
+            COMMON_SETTINGS["analysis"].validate(given, where, None)
+    aname = analysis or override.get("analysis") or own.get("analysis") or "kinematic"
+    if not registry.has("analysis", aname):
+        raise ModelError("settings.analysis", registry.unknown_message("analysis", aname))
+    acls = registry.get("analysis", aname)
+    if aname != (own.get("analysis") or "kinematic"):
+        # the model file's settings were written for another analysis: keep the ones
+        # this analysis knows (explicit overrides are always validated)
+        known = set(getattr(acls, "settings_schema", {})) | {"analysis", "kernels",
+                                                              "reporters"}
+        own = {k: v for k, v in own.items() if k in known}
+    merged = {**own, **override, "analysis": aname}
+    acls.check_plugins(acls.validate_settings(merged), registry, "settings")
+    reporters_from_settings(registry, merged.get("reporters"), create=False)
+    return acls, aname, merged

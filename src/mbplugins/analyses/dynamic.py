@@ -10,6 +10,7 @@ the constraint violations.
 """
 from __future__ import annotations
 
+import difflib
 import math
 import time
 
@@ -82,33 +83,60 @@ class DynamicAnalysis(Analysis):
                       choices=("auto", "python")),
     }
 
+    #: settings passed on to the formulation (also as settings.formulation_options)
+    FORMULATION_KEYS = ("alpha", "beta", "independent", "repartition_factor")
+
     @classmethod
     def check_settings(cls, s, path):
         if s["t_end"] <= s["t_start"]:
             raise ModelError(f"{path}.t_end", f"t_end ({s['t_end']:g}) must be after t_start "
                                               f"({s['t_start']:g})")
+        cls._record_names(s.get("record"), f"{path}.record")
+
+    @classmethod
+    def check_plugins(cls, s, reg, path):
+        """The integrator and the formulation are installed, the formulation takes
+        the settings given to it (its settings table) and a DAE formulation gets an
+        integrator with a mass matrix."""
+        for kind in ("integrator", "formulation"):
+            if not reg.has(kind, s[kind]):
+                raise ModelError(f"{path}.{kind}", reg.unknown_message(kind, s[kind]))
+        fcls = reg.get("formulation", s["formulation"])
+        opts, where = cls._formulation_options(s, fcls, path)
+        if hasattr(fcls, "validate_settings"):        # a mbcore.formulation.Formulation
+            fcls.validate_settings(opts, where=where)
+        icls = reg.get("integrator", s["integrator"])
+        if getattr(fcls, "needs_mass", False) and "mass" not in getattr(icls, "options", {}):
+            raise ModelError(f"{path}.integrator", f"formulation '{fcls.name}' is a DAE: it "
+                             f"needs an integrator with a mass matrix (bdf), not "
+                             f"'{s['integrator']}'")
+
+    @classmethod
+    def _formulation_options(cls, s, fcls, path="settings") -> tuple[dict, dict]:
+        """(options, key path of each) of the formulation ``fcls``: the formulation
+        keys of the settings and ``settings.formulation_options``."""
+        fopts, where = {}, {}
+        for k in cls.FORMULATION_KEYS:
+            if s.get(k) is not None:
+                if k not in fcls.settings_schema:
+                    raise ModelError(f"{path}.{k}", f"not used by formulation "
+                                                    f"'{s['formulation']}'")
+                fopts[k], where[k] = s[k], f"{path}.{k}"
+        for k, v in (s.get("formulation_options") or {}).items():
+            if k in fopts:
+                raise ModelError(f"{path}.formulation_options.{k}",
+                                 f"also given as {path}.{k}: give it once")
+            fopts[k], where[k] = v, f"{path}.formulation_options.{k}"
+        return fopts, where
 
     def __init__(self, system, settings=None):
-        super().__init__(system, settings)
+        super().__init__(system, settings)           # + check_plugins
         s = self.settings
         # the System's registry: integrators and formulations of the plugins the run
         # was given (``mbcore.run(..., plugins=pm)``), not only the process-wide ones
         reg = getattr(system, "registry", None) or registry()
-        for kind in ("integrator", "formulation"):
-            if not reg.has(kind, s[kind]):
-                raise ModelError(f"settings.{kind}", reg.unknown_message(kind, s[kind]))
         fcls = reg.get("formulation", s["formulation"])
-        fkeys = ("alpha", "beta", "independent", "repartition_factor")
-        fopts = {k: s[k] for k in fkeys if s.get(k) is not None and k in fcls.settings_schema}
-        for k in fkeys:
-            if s.get(k) is not None and k not in fcls.settings_schema:
-                raise ModelError(f"settings.{k}", f"not used by formulation "
-                                                  f"'{s['formulation']}'")
-        for k, v in (s.get("formulation_options") or {}).items():
-            if k in fopts:
-                raise ModelError(f"settings.formulation_options.{k}",
-                                 f"also given as settings.{k}: give it once")
-            fopts[k] = v           # validated by the formulation (its settings table)
+        fopts, _ = self._formulation_options(s, fcls)
         self.formulation = fcls(system, fopts)
         self.formulation.solver.rank_deficiency = s["rank_deficiency"]
         if system.model.contacts and not fcls.full_state:
@@ -137,23 +165,28 @@ class DynamicAnalysis(Analysis):
             # entered and left inside one long step of a smooth flight
             opts["max_step"] = s["output_step"]
         self.integrator_options = opts
-        self._recorded()                     # validate settings.record now
 
     #: every channel of the dynamic analysis (``settings.record`` picks a subset)
     CHANNELS = ("q", "qd", "qdd", "lam", "reactions", "reactions_local", "forces", "points",
                 "angular", "energy", "violation", "integrator")
 
     def _recorded(self) -> set[str]:
-        spec = self.settings.get("record")
+        return self._record_names(self.settings.get("record"))
+
+    @classmethod
+    def _record_names(cls, spec, path: str = "settings.record") -> set[str]:
+        """The channels ``settings.record`` names (all when not given)."""
         if not spec:
-            return set(self.CHANNELS)
+            return set(cls.CHANNELS)
         names = [c.strip() for c in spec.split(",") if c.strip()]
         for c in names:
-            if c not in self.CHANNELS:
-                raise ModelError("settings.record", f"unknown channel '{c}' (channels: "
-                                                    f"{', '.join(self.CHANNELS)})")
+            if c not in cls.CHANNELS:
+                close = difflib.get_close_matches(c, cls.CHANNELS, n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise ModelError(path, f"unknown channel '{c}' ({hint}channels: "
+                                       f"{', '.join(cls.CHANNELS)})")
         if not names:
-            raise ModelError("settings.record", "no channel named")
+            raise ModelError(path, "no channel named")
         return set(names)
 
     def channels(self):
