@@ -183,7 +183,7 @@ def test_reactions_are_jacobian_transpose_times_lambda(model, backend):
             assert hit, (el, body)
     # revolute r1 between b0 (i) and b1 (j)
     li = lam[sysm.element_rows["r1"]]
-    val = dict(zip(sysm.reaction_labels, r))
+    val = dict(zip(sysm.reaction_labels, r, strict=True))
     np.testing.assert_allclose([val["r1.i.fx"], val["r1.i.fy"]], li, atol=1e-14)
     np.testing.assert_allclose([val["r1.j.fx"], val["r1.j.fy"]], -li, atol=1e-14)
     phi0 = q[2]

@@ -396,7 +396,7 @@ def test_eccentric_cam_roller_follower_closed_form_and_distance_model(backend):
     # contact on the line of centres: theta = direction of the roller centre seen from
     # the disc centre, in cam axes
     th = res["q:roll.theta"]
-    for t, x in zip(res.t, th):
+    for t, x in zip(res.t, th, strict=True):
         phi = W * t
         rel = np.array([-E * math.cos(phi), lift(t) - E * math.sin(phi)])
         want = math.atan2(rel[1], rel[0]) - phi
@@ -462,7 +462,7 @@ def test_pin_in_circular_slot_equals_revolute_and_link(backend):
     for ch in ("q", "qd", "qdd"):
         np.testing.assert_allclose(res[f"{ch}:slider.x"], rr[f"{ch}:slider.x"], atol=1e-9)
     # theta: direction of the pin seen from the slot centre, in crank axes
-    for t, x, th in zip(res.t, res["q:slider.x"], res["q:pin.theta"]):
+    for t, x, th in zip(res.t, res["q:slider.x"], res["q:pin.theta"], strict=True):
         C = a * np.array([math.cos(W * t), math.sin(W * t)])
         want = math.atan2(-C[1], x - C[0]) - W * t
         assert (th - want + math.pi) % (2 * math.pi) - math.pi == pytest.approx(0, abs=1e-9)

@@ -15,7 +15,8 @@ def dap_fourbar(examples, **settings):
     d.pop("drivers")
     d["gravity"] = [0, -9.81]
     for b, (m, J), q in zip(d["bodies"], [(1, 0.3), (2.25, 2), (2, 1.35)],
-                            [(.5, .866, 1.047), (2.824, 2.553, .423), (3.574, 1.687, 1.004)]):
+                            [(.5, .866, 1.047), (2.824, 2.553, .423), (3.574, 1.687, 1.004)],
+                            strict=True):
         b["mass"], b["inertia"] = m, J
         b["position"], b["angle"] = list(q[:2]), q[2]
     d["settings"] = {"analysis": "dynamic", **settings}
@@ -363,7 +364,7 @@ def test_batched_rows_reach_a_plain_record_function(monkeypatch):
             job.run(record, lambda *a: None)
             rows[tag] = got
     assert len(rows["new"]) == len(rows["old"]) == 51
-    for (ta, a), (tb, b) in zip(rows["new"], rows["old"]):
+    for (ta, a), (tb, b) in zip(rows["new"], rows["old"], strict=True):
         assert ta == tb and np.array_equal(a, b)
 
 

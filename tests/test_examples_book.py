@@ -213,7 +213,7 @@ def test_dump_truck_kap_assembly(examples, backend):
     res = run(Model.from_file(examples / "dump_truck_kap.yaml"), kernels=backend)
     assert len(res.t) == 1
     for body, vals in DUMP_KAP.items():
-        for c, text in zip(("x", "y", "phi"), vals):
+        for c, text in zip(("x", "y", "phi"), vals, strict=True):
             assert res[f"q/{body}.{c}"][0] == pytest.approx(float(text),
                                                             abs=printed_tol(text) + 1e-4), \
                 f"{body}.{c}"
@@ -502,7 +502,7 @@ def test_peaucellier_002_printed_table(peaucellier):
         k = int(round(t * 10))
         assert res.t[k] == pytest.approx(t)
         got = (res["q/DF.phi"][k], res["q/AC.phi"][k], res["q/CB.x"][k], res["q/CB.y"][k])
-        for g, v, name in zip(got, vals, ("phi4", "phi5", "x7", "y7")):
+        for g, v, name in zip(got, vals, ("phi4", "phi5", "x7", "y7"), strict=True):
             if v is not None:
                 assert g == pytest.approx(v, abs=1.5e-3), f"{name} at t={t}"
         assert res["q/CB.phi"][k] == pytest.approx(res["q/DF.phi"][k], abs=1e-12)
@@ -547,7 +547,7 @@ SCALE_002 = 2.0 / 3.0     # printed multipliers = (2/3) x those of m = 1, g = 38
 
 def _check_printed(got, printed, what, abs_extra=0.0):
     """002 truncates: a printed value may be up to one unit of its last digit off."""
-    for g, p in zip(got, printed):
+    for g, p in zip(got, printed, strict=True):
         tol = 2 * printed_tol(p) + abs_extra
         assert g == pytest.approx(float(p), abs=tol), f"{what}: got {g}, printed {p}"
 

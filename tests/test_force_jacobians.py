@@ -438,8 +438,8 @@ def test_dae_jacobians_match_differences_of_their_rhs(fname, kernels, model):
     Jf = _rhs_differences(form, t, y)
     n, N = s.n, y.size
     cuts = [0, n, 2 * n, N] if fname == "stiff" else [0, n, 2 * n, 2 * n + s.m, N]
-    for a, b in zip(cuts[:-1], cuts[1:]):
-        for c, d in zip(cuts[:-1], cuts[1:]):
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        for c, d in zip(cuts[:-1], cuts[1:], strict=True):
             blk, ref = J[a:b, c:d], Jf[a:b, c:d]
             scale = max(1.0, np.abs(ref).max()) if ref.size else 1.0
             np.testing.assert_allclose(blk, ref, rtol=0, atol=2e-6 * scale,
@@ -456,7 +456,7 @@ def test_stiff_parts_equal_the_old_differences():
     n = s.n
     q, v, lam = y[:n], y[n:2 * n] + 0.3, y[2 * n:]
     new, old = _parts(s, q, v, lam, 0.1), _parts_fd(s, q, v, lam, 0.1)
-    for a, b in zip(new, old):
+    for a, b in zip(new, old, strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, np.abs(b).max()))
 
 

@@ -65,7 +65,7 @@ def test_compiled_forces_equal_reference(damping_model, friction_model):
         q, qd, t = rng.normal(size=9), 2 * rng.normal(size=9), float(rng.uniform(0, 3))
         Qa, Qb = a.forces(q, qd, t).copy(), b.forces(q, qd, t).copy()
         np.testing.assert_allclose(Qa, Qb, rtol=1e-12, atol=1e-12)
-        out = dict(zip(b.force_labels, b.force_outputs(q, qd, t)))
+        out = dict(zip(b.force_labels, b.force_outputs(q, qd, t), strict=True))
         touching += (out["c1.normal_force"] > 0) + (out["c2.normal_force"] > 0)
     assert 20 < touching < 70          # both sides of the contact were exercised
 
@@ -79,13 +79,13 @@ def test_contact_outputs_and_separation(backend):
     s = m.compile(kernels=backend)
     q, qd = np.array([0.3, 0.5, 0.2]), np.array([1.0, -2.0, 3.0])
     assert np.all(s.forces(q, qd, 0.0) == 0.0)
-    out = dict(zip(s.force_labels, s.force_outputs(q, qd, 0.0)))
+    out = dict(zip(s.force_labels, s.force_outputs(q, qd, 0.0), strict=True))
     assert out["c.delta"] == pytest.approx(-0.3)
     assert out["c.normal_force"] == 0.0 and out["c.friction_force"] == 0.0
     assert s.potential_energy(q) == 0.0 and s.nonconservative_power(q, qd, 0.0) == 0.0
     # in contact: delta = 0.01, delta_dot = -ydot = 2, slip = xdot + w d = 1 + 3 * 0.19
     q = np.array([0.3, 0.19, 0.2])
-    out = dict(zip(s.force_labels, s.force_outputs(q, qd, 0.0)))
+    out = dict(zip(s.force_labels, s.force_outputs(q, qd, 0.0), strict=True))
     assert out["c.delta"] == pytest.approx(0.01)
     assert out["c.delta_rate"] == pytest.approx(2.0)
     assert out["c.slip_velocity"] == pytest.approx(1.0 + 3.0 * 0.19)
@@ -388,7 +388,8 @@ def test_user_force_equals_tsda(backend):
         Q = ref.forces(q, qd, t).copy()
         for s in systems:
             np.testing.assert_allclose(s.forces(q, qd, t), Q, rtol=1e-12, atol=1e-12)
-    out = dict(zip(systems[0].force_labels, systems[0].force_outputs(q, qd, t)))
+    out = dict(zip(systems[0].force_labels, systems[0].force_outputs(q, qd, t),
+                   strict=True))
     assert [out[f"s.{c}"] for c in ("fx_j", "fy_j")] == pytest.approx(
         [-out["s.fx_i"], -out["s.fy_i"]])
 

@@ -14,7 +14,7 @@ def pendulum_fourbar(examples):
     d = yaml.safe_load((examples / "fourbar_kap.yaml").read_text())
     d.pop("drivers")
     d["gravity"] = [0, -9.81]
-    for b, (m, J) in zip(d["bodies"], [(1, 0.3), (2.25, 2), (2, 1.35)]):
+    for b, (m, J) in zip(d["bodies"], [(1, 0.3), (2.25, 2), (2, 1.35)], strict=True):
         b["mass"], b["inertia"] = m, J
     return Model.from_dict(d)
 

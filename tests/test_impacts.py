@@ -92,7 +92,7 @@ def test_ball_down_the_stairs():
     imp = [ev for ev in res.events if ev.kind == "impact"]
     steps = [int(ev.message.split(":")[0][4:]) for ev in imp]
     assert len(set(steps)) >= 2 and steps == sorted(steps)      # going down, never up
-    for ev, k in zip(imp, steps):
+    for ev, k in zip(imp, steps, strict=True):
         x = np.interp(ev.t, res.t, res["q/ball.x"])
         y = np.interp(ev.t, res.t, res["q/ball.y"])
         assert 0.4 * k - 1e-3 <= x <= 0.4 * k + 0.4 + 1e-3         # on that step's tread

@@ -14,7 +14,7 @@ def massive_fourbar(examples, spring=True):
     d = yaml.safe_load((examples / "fourbar_kap.yaml").read_text())
     d["gravity"] = [0, -9.81]
     d["settings"]["analysis"] = "kinetostatic"
-    for b, (m, J) in zip(d["bodies"], [(1, 0.3), (2.25, 2), (2, 1.35)]):
+    for b, (m, J) in zip(d["bodies"], [(1, 0.3), (2.25, 2), (2, 1.35)], strict=True):
         b["mass"], b["inertia"] = m, J
     if spring:
         d["forces"] = [{"name": "spring", "type": "tsda", "body_i": "ground",

@@ -42,7 +42,7 @@ def chain(masses=(1.0, 2.0, 1.5), k=(100.0, 250.0, 80.0, 120.0), c=None, ground_
     M = Model("chain")
     M.set_gravity(0, -G)
     x = [1.0, 2.0, 3.0]
-    for i, (m, xi) in enumerate(zip(masses, x)):
+    for i, (m, xi) in enumerate(zip(masses, x, strict=True)):
         M.add_body(f"b{i + 1}", mass=m, inertia=0.1, position=(xi, 0.0))
         M.add_joint("translational", f"slide{i + 1}", body_i="ground", body_j=f"b{i + 1}",
                     point_i=(0, 0), point_j=(0, 0), axis=(1, 0))
@@ -253,7 +253,7 @@ def test_state_matrix_is_the_derivative_of_the_di_accelerations(examples):
         lin = eps * (lm.A @ x)[k:]
         errs.append(np.max(np.abs(xidd - lin)))
         assert errs[-1] < 1e-3 * np.max(np.abs(lin))        # first order agrees
-    for e1, e2 in zip(errs, errs[1:]):
+    for e1, e2 in zip(errs[:-1], errs[1:], strict=True):
         assert 3.5 < e1 / e2 < 4.5, errs
 
 

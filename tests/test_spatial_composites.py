@@ -396,7 +396,8 @@ def test_reactions():
     for k in range(4):
         ct, par, q, f, spec, ctx = assembled("screw", rng, explicit=k % 2 == 1)
         lam = rng.normal(size=(1, 5))
-        loc = dict(zip(ct.local_labels, ct.reaction_local(par, q, 0.0, f, lam)[0]))
+        loc = dict(zip(ct.local_labels, ct.reaction_local(par, q, 0.0, f, lam)[0],
+                       strict=True))
         assert abs(loc["fz"]) > 1e-3
         assert loc["nz"] == pytest.approx(-spec["pitch"] * loc["fz"], abs=1e-12)
         assert loc["fz"] == pytest.approx(-lam[0, 4], abs=1e-12)
@@ -447,7 +448,7 @@ def test_screw_travel_is_pitch_times_tracked_angle_over_several_turns():
     def q_at(theta):
         """body j screwed by theta about / along the axis through P_i (global)."""
         q = np.zeros((len(pitches), 2, 7))
-        for e, ((qi, qj, ui, si), a) in enumerate(zip(base, pitches)):
+        for e, ((qi, qj, ui, si), a) in enumerate(zip(base, pitches, strict=True)):
             Ai = Amat(qi[3:])
             u, P = Ai @ ui, qi[:3] + Ai @ si
             R = Amat(qexp(theta[e] * u))
@@ -465,7 +466,7 @@ def test_screw_travel_is_pitch_times_tracked_angle_over_several_turns():
         np.testing.assert_allclose(par[:, ct.TRACK] - theta0, th, atol=1e-10)
     # at 3.5 turns: the angle is not wrapped and the axial travel is pitch x 7 pi
     np.testing.assert_allclose(par[:, ct.TRACK] - theta0, sign * 7 * math.pi, atol=1e-10)
-    for e, ((qi, qj, ui, si), a) in enumerate(zip(base, pitches)):
+    for e, ((qi, qj, ui, si), a) in enumerate(zip(base, pitches, strict=True)):
         u = Amat(qi[3:]) @ ui
         Pj0 = qj[:3] + Amat(qj[3:]) @ par[e, 3:6]
         Pj = q[e, 1, :3] + Amat(q[e, 1, 3:]) @ par[e, 3:6]

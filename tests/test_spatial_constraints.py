@@ -96,7 +96,7 @@ class Group:
         self.ct = ct
         self.specs = specs
         pars, fns, gmask = [], [], []
-        for k, (spec, pz) in enumerate(zip(specs, poses)):
+        for k, (spec, pz) in enumerate(zip(specs, poses, strict=True)):
             par, fl = ct.pack(spec, FakeCtx(pz, f"joints[{k}]"))
             assert len(par) == ct.n_par and len(fl) == ct.n_fun
             pars.append(par)
@@ -632,7 +632,7 @@ def _rotating_pair(rng, axis_sign=(1.0, -1.0), turns=3.5, n=60):
 
     def q_at(k):
         q = np.zeros((len(axis_sign), 2, 7))
-        for e, ((qi, qj), ui) in enumerate(zip(base, axes)):
+        for e, ((qi, qj), ui) in enumerate(zip(base, axes, strict=True)):
             q[e, 0] = qi
             q[e, 1, :3] = qj[:3]
             # rotation by theta about the global axis A_i u_i: p_j = qexp(theta u) ⊗ p_j0

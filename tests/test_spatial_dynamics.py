@@ -52,7 +52,7 @@ def test_heavy_top_stays_on_its_steady_precession():
     # spin about the symmetry axis is constant (no torque about it)
     q, qd = res["q"], res["qd"]
     w3 = [(2.0 * (np.array([[-p[3], p[2], -p[1], p[0]]]) @ pd))[0]
-          for p, pd in zip(q[:, 3:7], qd[:, 3:7])]
+          for p, pd in zip(q[:, 3:7], qd[:, 3:7], strict=True)]
     np.testing.assert_allclose(w3, 200.0, rtol=1e-7)
 
 
@@ -81,7 +81,8 @@ def test_torque_free_body_conserves_energy_and_momentum_and_flips():
     assert np.max(np.linalg.norm(H - H[0], axis=1)) / np.linalg.norm(H[0]) < 1e-9
     q, qd = res["q"], res["qd"]
     from mbcore.rotations import L as Lmat
-    wy = np.array([(2.0 * Lmat(p) @ pd)[1] for p, pd in zip(q[:, 3:7], qd[:, 3:7])])
+    wy = np.array([(2.0 * Lmat(p) @ pd)[1]
+                   for p, pd in zip(q[:, 3:7], qd[:, 3:7], strict=True)])
     flips = np.count_nonzero(np.diff(np.sign(wy)) != 0)
     assert flips >= 4
     # the free centroid moves uniformly
@@ -93,8 +94,9 @@ def test_gyroscope_precesses_with_constant_spin_and_vertical_momentum():
     from mbcore.rotations import L as Lmat
     q, qd = res["q"], res["qd"]
     # rotor spin relative to the axle about the bearing axis (body x of both)
-    wa = np.array([2.0 * Lmat(p) @ pd for p, pd in zip(q[:, 3:7], qd[:, 3:7])])
-    wr = np.array([2.0 * Lmat(p) @ pd for p, pd in zip(q[:, 10:14], qd[:, 10:14])])
+    wa = np.array([2.0 * Lmat(p) @ pd for p, pd in zip(q[:, 3:7], qd[:, 3:7], strict=True)])
+    wr = np.array([2.0 * Lmat(p) @ pd
+                   for p, pd in zip(q[:, 10:14], qd[:, 10:14], strict=True)])
     np.testing.assert_allclose(wr[:, 0] - wa[:, 0], 300.0, rtol=1e-8)
     # H_z about the pivot: gravity's moment about the pivot is horizontal
     Hz = []

@@ -175,7 +175,7 @@ def test_cardan_redundant_ball_rows_are_detected_and_named(cardan):
     assert "16 kinematic equations (rank 13): 1 DOF" in info
     # the removed rows hold along the motion all the same
     sysm = model.compile(kernels="numpy")
-    phi = np.array([sysm.phi(q, t) for q, t in zip(res["q"], res.t)])
+    phi = np.array([sysm.phi(q, t) for q, t in zip(res["q"], res.t, strict=True)])
     assert np.abs(phi).max() < 1e-10
 
 
@@ -395,7 +395,7 @@ def test_bennett_runs_with_its_redundant_equations_named(bennett):
         assert n in ev[0].message
     # the removed rows still hold: the loop closes exactly along the motion
     sysm = model.compile(kernels="numpy")
-    phi = np.array([sysm.phi(q, t) for q, t in zip(res["q"], res.t)])
+    phi = np.array([sysm.phi(q, t) for q, t in zip(res["q"], res.t, strict=True)])
     assert np.abs(phi).max() < 1e-10
 
 
@@ -403,8 +403,8 @@ def test_bennett_joint_angles_follow_the_closed_form(bennett):
     _, res, _ = bennett
     A1, A2, A3 = (rot_matrices(res, b) for b in ("link1", "link2", "link3"))
     th1 = np.array([joint_angle(rx(-BN_AL) @ a) for a in A1])
-    th2 = np.array([joint_angle(rx(-BN_BE) @ a.T @ b) for a, b in zip(A1, A2)])
-    th3 = np.array([joint_angle(rx(-BN_AL) @ a.T @ b) for a, b in zip(A2, A3)])
+    th2 = np.array([joint_angle(rx(-BN_BE) @ a.T @ b) for a, b in zip(A1, A2, strict=True)])
+    th3 = np.array([joint_angle(rx(-BN_AL) @ a.T @ b) for a, b in zip(A2, A3, strict=True)])
     th4 = np.array([joint_angle(rx(-BN_BE) @ a.T) for a in A3])
     T1 = 0.5 + TWO_PI * res.t
     np.testing.assert_allclose(wrap(th1 - T1), 0.0, atol=1e-10)
@@ -509,7 +509,7 @@ def test_boom_static_loads_under_gravity(t0, backend):
     assert np.linalg.norm(lugs[0] - BM_G[0]) == pytest.approx(l1, abs=1e-11)
     assert np.linalg.norm(lugs[1] - BM_G[1]) == pytest.approx(l2, abs=1e-11)
     np.testing.assert_allclose(rc + A @ [-0.6, 0, 0], 0.0, atol=1e-12)   # cross at O
-    u = [(g - b) / np.linalg.norm(g - b) for g, b in zip(BM_G, lugs)]
+    u = [(g - b) / np.linalg.norm(g - b) for g, b in zip(BM_G, lugs, strict=True)]
     n = np.cross(A @ [0.0, 1.0, 0.0], Z)
     n /= np.linalg.norm(n)
     W = np.array([0.0, 0.0, -9.81 * BM_MASS])

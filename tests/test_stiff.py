@@ -147,8 +147,9 @@ def test_steps_keep_phi_zero_without_projection(ref):
     out = integrate(BDF, lambda t, y: form.rhs(t, y).copy(), (0.0, 0.5), y0,
                     jac=form.jacobian, rtol=1e-8, atol=1e-10, **opts)
     n = s.n
-    phi = max(np.abs(s.phi(y[:n], t)).max() for t, y in zip(out.t, out.y))
-    vel = max(np.abs(s.jacobian_dense(y[:n], t) @ y[n:2 * n]).max() for t, y in zip(out.t, out.y))
+    phi = max(np.abs(s.phi(y[:n], t)).max() for t, y in zip(out.t, out.y, strict=True))
+    vel = max(np.abs(s.jacobian_dense(y[:n], t) @ y[n:2 * n]).max()
+              for t, y in zip(out.t, out.y, strict=True))
     assert len(out.t) > 50 and phi < 1e-13, phi
     assert 1e-12 < vel < 1e-3, vel          # measured 3.3e-5: not enforced, O(h^k)
     np.testing.assert_allclose(out.y[-1][:n], res["q"][10], atol=1e-5)
