@@ -180,14 +180,19 @@ def test_gamma_is_second_time_derivative_along_trajectory(model, backend):
                < max(abs(qa[k] - q0[k]), abs(qb[k] - q0[k])) + 1e-4
                for k, br, per in knots):
             continue            # a knot (jump of the 3rd derivative) inside the stencil
+        # 4th-order differences: truncation h^4 |Phi^(5,6)| and rounding ~5 eps |Phi| / h^2
+        # (eps |Phi| / h) balance near h = H for the second derivative (observed 6.5e-8
+        # relative) and h = H / 4 for the first (1.1e-10)
         P = [sysm.phi(q(t + c * H), t + c * H).copy() for c in (-2, -1, 0, 1, 2)]
         d2phi = (-P[0] + 16 * P[1] - 30 * P[2] + 16 * P[3] - P[4]) / (12 * H * H)
-        dphi = (P[0] - 8 * P[1] + 8 * P[3] - P[4]) / (12 * H)
+        h1 = H / 4
+        P1 = [sysm.phi(q(t + c * h1), t + c * h1).copy() for c in (-2, -1, 0, 1, 2)]
+        dphi = (P1[0] - 8 * P1[1] + 8 * P1[3] - P1[4]) / (12 * h1)
         J = sysm.jacobian_dense(q(t), t)
         gamma = sysm.gamma(q(t), qd(t), t).copy()
         lhs = J @ qdd(t) - gamma
         err = _rel(lhs[:, None], d2phi[:, None], (J @ qdd(t))[:, None], gamma[:, None])
-        bad = np.nonzero(err > 1e-6)[0]
+        bad = np.nonzero(err > 1e-5)[0]
         assert not len(bad), [(sysm.constraint_names[r], err[r]) for r in bad]
         vel = J @ qd(t) - sysm.nu(q(t), t)
         assert _rel(vel[:, None], dphi[:, None], (J @ qd(t))[:, None]).max() < 1e-7
@@ -544,7 +549,8 @@ def test_dynamic_cam_roller_with_spring(backend, assemble):
             dq, *_ = np.linalg.lstsq(sysm.jacobian_dense(q, 0.0)[:, free],
                                      -sysm.phi(q, 0.0), rcond=None)
             q[free] += dq
-        assert np.abs(sysm.phi(q, 0.0)).max() < 1e-14
+        # converged to rounding: eps |Phi_q| |q| ~ 1e-15 (observed 1.0e-16)
+        assert np.abs(sysm.phi(q, 0.0)).max() < 1e-13
         m = _cam_dynamic_model(backend, "no", y0=q[4], theta=q[6], omega0=0.0)
     else:
         m = _cam_dynamic_model(backend, "yes")

@@ -94,6 +94,13 @@ def _block_error(A, B):
     return worst
 
 
+#: compiled c_jac vs. its NumPy reference: the same formula, but the constraint-Hessian
+#: and power columns are forward differences with step h = 1e-7 (1 + |x|), whose
+#: rounding (~eps/h = 2e-9 of the differenced quantity, itself up to ~10x the block's
+#: scale) the two evaluations do not share.  Observed <= 2.3e-8 (drag) under the
+#: native and Sandybridge BLAS kernels; 5e-6 is 200x that.
+REF_TOL = 5e-6
+
 CASES = [("fourbar", "di"), ("slider_crank", "di"), ("platform", "cs"),
          ("stiff_chain", "di"), ("forced", "di"), ("forced", "cs"),
          ("stiff_pendulum", "cs"), ("damped_chain", "di")]
@@ -101,7 +108,7 @@ CASES = [("fourbar", "di"), ("slider_crank", "di"), ("platform", "cs"),
 
 @pytest.mark.parametrize("name,formulation", CASES)
 def test_jacobian_against_reference_and_differences(examples, name, formulation):
-    """Compiled == NumPy reference (same formula: the difference columns to ~1e-7 of
+    """Compiled == NumPy reference (same formula: the difference columns to REF_TOL of
     the block's scale, everything else to rounding) and both == forward differences
     of the whole right-hand side within 1e-5; the structure [[0, I, 0], ., .] and
     the zero W column exactly."""
@@ -116,7 +123,7 @@ def test_jacobian_against_reference_and_differences(examples, name, formulation)
         np.testing.assert_array_equal(Ja[:n], np.hstack([np.zeros((n, n)), np.eye(n),
                                                          np.zeros((n, 1))]))
         assert not np.any(Ja[:, 2 * n])
-        assert _block_error(Ja, Jr) <= 1e-7
+        assert _block_error(Ja, Jr) <= REF_TOL
         assert _block_error(Ja, Jf) <= 1e-5
         assert _block_error(Jr, Jf) <= 1e-5
         # the buffers are left at y: the multipliers and accelerations of f(t, y)
@@ -216,7 +223,7 @@ def test_every_planar_force_type(ftype):
     y = _state(sysm, 3)
     Ja = _analytic(form.compiled, 0.4, y)
     assert _block_error(Ja, _fd(form.compiled, 0.4, y)) <= 1e-5
-    assert _block_error(Ja, di_jacobian(sysm, 0.4, y)) <= 1e-7
+    assert _block_error(Ja, di_jacobian(sysm, 0.4, y)) <= REF_TOL
 
 
 RUNS = [("fourbar", "di", "bdf", {"rtol": 1e-6, "atol": 1e-8}),
@@ -275,4 +282,4 @@ def test_many_constraints_lapack_factor(formulation):
     y = _state(sysm)
     Ja = _analytic(form.compiled, 0.3, y)
     assert _block_error(Ja, _fd(form.compiled, 0.3, y)) <= 1e-5
-    assert _block_error(Ja, di_jacobian(sysm, 0.3, y, *ab)) <= 1e-7
+    assert _block_error(Ja, di_jacobian(sysm, 0.3, y, *ab)) <= REF_TOL

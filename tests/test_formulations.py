@@ -21,17 +21,29 @@ def pendulum_fourbar(examples):
 
 def test_di_and_cs_agree_on_a_consistent_state(examples, backend):
     """On the constraint manifold the Baumgarte terms vanish: same accelerations
-    and multipliers (<= 1e-10)."""
+    and multipliers.  The kinematic run's states are on it to its residuals, so CS
+    adds the response to c = beta^2 |Phi| + 2 alpha |Phi_q qd - nu|, at most
+    |K^-1| c (K the augmented matrix; observed <= 0.18 of that; c = 7e-9 at the
+    assembled t = 0, 4e-14 elsewhere): the tolerance is 100x it."""
     s = pendulum_fourbar(examples).compile(kernels=backend)
     kin = mbcore.run(Model.from_file(examples / "fourbar_kap.yaml"))
     di = registry().get("formulation", "di")(s)
     cs = registry().get("formulation", "cs")(s, {"alpha": 10.0, "beta": 7.0})
     for k in (0, 7, 19):
-        y = di.pack(kin["q"][k], kin["qd"][k])
+        q, qd = kin["q"][k], kin["qd"][k]
+        y = di.pack(q, qd)
         a = [x.copy() for x in di.outputs(0.0, y)]
         b = [x.copy() for x in cs.outputs(0.0, y)]
-        np.testing.assert_allclose(a[2], b[2], atol=1e-10 * (1 + np.abs(a[2]).max()))
-        np.testing.assert_allclose(a[3], b[3], atol=1e-10 * (1 + np.abs(a[3]).max()))
+        J = s.jacobian_dense(q, 0.0)
+        K = np.block([[np.diag(s.mass_diag), J.T], [J, np.zeros((s.m, s.m))]])
+        c = (7.0 ** 2 * np.abs(s.phi(q, 0.0)).max()
+             + 2 * 10.0 * np.abs(J @ qd - s.nu(q, 0.0)).max())
+        bound = 100 * np.linalg.norm(np.linalg.inv(K), np.inf) * c
+        # (+ the rounding of the two solves: 1e-12 of the scale, observed <= 7e-14)
+        np.testing.assert_allclose(a[2], b[2], rtol=0,
+                                   atol=bound + 1e-12 * (1 + np.abs(a[2]).max()))
+        np.testing.assert_allclose(a[3], b[3], rtol=0,
+                                   atol=bound + 1e-12 * (1 + np.abs(a[3]).max()))
 
 
 def test_cs_violation_dynamics_are_the_baumgarte_equation(examples, backend):

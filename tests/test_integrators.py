@@ -227,12 +227,14 @@ def test_adams_variable_step_coefficients_reduce_to_gamma_at_constant_step():
     _, beta, sigma, g = integ._coefficients(0.1, 12)
     np.testing.assert_allclose(g, GAMMA[:14], rtol=1e-13)
     np.testing.assert_allclose(beta, 1.0, rtol=1e-14)
-    np.testing.assert_allclose(sigma, 1.0, rtol=1e-13)
+    # sigma: a product of 12 step ratios, each rounded (observed 1.1e-15)
+    np.testing.assert_allclose(sigma, 1.0, rtol=1e-12)
 
 
 def test_bdf_leading_coefficients_match_table_12_3():
     b = 1.0 / BDF_GAMMA[1:]
-    np.testing.assert_allclose(b, [1, 2 / 3, 6 / 11, 12 / 25, 60 / 137], rtol=1e-15)
+    # a few roundings of sums of 1/j (observed 2.2e-16)
+    np.testing.assert_allclose(b, [1, 2 / 3, 6 / 11, 12 / 25, 60 / 137], rtol=1e-13)
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
@@ -289,27 +291,32 @@ def _extended(cls):
 @pytest.mark.parametrize("cls, p, p_hat, p_dense", [(BS23, 3, 2, 3), (DOPRI5, 5, 4, 4)],
                          ids=["bs23", "dopri5"])
 def test_embedded_pairs_satisfy_exactly_their_order_conditions(cls, p, p_hat, p_dense):
+    """Each condition is a sum over <= 8 stages of products of up to 5 tableau entries
+    (|a_ij|, |p_ij| <= 12): its rounding stays below ~8 * 5 * 12 eps = 1.1e-13
+    (observed <= 8.9e-16); 1e-12 is far below the 1e-4 of a condition that fails."""
     A, c = _extended(cls)
     b = np.append(cls.B, 0.0)
     r = _rk_conditions(A, b, c)
-    assert all(r[q] < 1e-14 for q in range(1, p + 1)), r
+    assert all(r[q] < 1e-12 for q in range(1, p + 1)), r
     if p < 5:
         assert r[p + 1] > 1e-3                     # and not of higher order
     r = _rk_conditions(A, cls.B_HAT, c)
-    assert all(r[q] < 1e-14 for q in range(1, p_hat + 1)), r
+    assert all(r[q] < 1e-12 for q in range(1, p_hat + 1)), r
     assert r[p_hat + 1] > 1e-4
     for s in (0.2, 0.5, 0.9, 1.0):                 # continuous extension b_i(s)
         bs = cls.P @ (s ** np.arange(1, cls.P.shape[1] + 1))
         r = _rk_conditions(A, bs, c, s)
-        assert all(r[q] < 1e-13 for q in range(1, p_dense + 1)), (s, r)
-    np.testing.assert_allclose(cls.P.sum(axis=1), b, atol=1e-15)   # b(1) = b
+        assert all(r[q] < 1e-12 for q in range(1, p_dense + 1)), (s, r)
+    # b(1) = b: sums of <= 5 entries up to 10 (observed 7.2e-16)
+    np.testing.assert_allclose(cls.P.sum(axis=1), b, rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("cls, p", [(Euler, 1), (Heun, 2), (Midpoint, 2), (RK4, 4)],
                          ids=lambda x: getattr(x, "name", str(x)))
 def test_fixed_step_tableaus_have_exactly_their_order(cls, p):
     r = _rk_conditions(cls.A, cls.B, cls.C)
-    assert all(r[q] < 1e-15 for q in range(1, p + 1)), r
+    # <= 4 stages, entries <= 1: rounding ~4 * 4 eps = 3.5e-15 (observed 1.1e-16)
+    assert all(r[q] < 1e-13 for q in range(1, p + 1)), r
     assert r[p + 1] > 1e-3
 
 
