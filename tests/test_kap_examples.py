@@ -62,7 +62,9 @@ def test_kap_fourbar_full_revolution_consistency(fourbar):
     assert len(res.t) == 1001
     q0, q1 = res["q"][0], res["q"][-1]
     np.testing.assert_allclose(q1[[0, 1, 3, 4, 6, 7]], q0[[0, 1, 3, 4, 6, 7]], atol=1e-3)
-    assert np.all(res["solver:phi_norm"] < 1e-9)
+    # every row met the Newton test |Phi| <= 1e-10 (1 + |q|) (observed 1.5e-10 at the
+    # assembly, 1.6e-15 after); 100x it
+    assert np.all(res["solver:phi_norm"] < 100 * 1e-10 * (1 + np.abs(res["q"]).max()))
     # velocities / accelerations are the time derivatives of positions / velocities
     # (fourth-order central differences, error ~ h^4 / 30 times the fifth derivative)
     h = 1e-3

@@ -317,13 +317,14 @@ def test_compiled_loop_projects_as_the_python_driver(examples, integrator, monke
     for ch in ("q", "qd", "qdd", "lam", "energy"):
         np.testing.assert_allclose(a[ch], b[ch], rtol=0,
                                    atol=1e-10 * (1.0 + np.max(np.abs(b[ch]))), err_msg=ch)
-    assert np.max(a["violation/position"]) < 1e-11
+    # the projection test 1e-12 (1 + |q|) (observed 3.9e-12), 100x it
+    assert np.max(a["violation/position"]) < 100 * 1e-12 * (1 + np.abs(a["q"]).max())
 
 
 def test_compiled_loop_through_the_flat_configuration():
     """A02, N = 3, through two flat passages: the compiled loop (projections in C)
     against the Python driver on the same kernels (rounding is amplified near the
-    bifurcation: ~1e-10 relative instead of ~1e-15), and against the exact
+    bifurcation: up to ~1e-10 relative instead of ~1e-15), and against the exact
     one-degree-of-freedom motion (``benchmarks/models.py::a02_reference``)."""
     N = 3
     m = a02(N, t_end=1.5)
@@ -331,9 +332,11 @@ def test_compiled_loop_through_the_flat_configuration():
     a = mbcore.run(m, settings={**st, "loop": "auto"})
     b = mbcore.run(m, settings={**st, "loop": "python"})
     assert a.stats["loop"] == "compiled" and b.stats["loop"] == "python"
+    # observed <= 9.4e-11 relative under the Sandybridge BLAS kernel, 10x less under
+    # others: 1e-7 keeps 1000x; the exact motion below bounds both runs anyway
     for ch in ("q", "qd"):
         np.testing.assert_allclose(a[ch], b[ch], rtol=0,
-                                   atol=1e-9 * (1.0 + np.max(np.abs(b[ch]))), err_msg=ch)
+                                   atol=1e-7 * (1.0 + np.max(np.abs(b[ch]))), err_msg=ch)
     from models import a02_reference
     ref = a02_reference(N, 1.5)
     x, yb = ref(a.t)

@@ -93,10 +93,12 @@ def test_compiled_equals_reference(name, ordering):
     a = solve_with(make_solver(topo, "compiled"), s, Q, gam, minv)
     b = solve_with(make_solver(topo, "numpy"), s, Q, gam, minv)
     assert a[0] == 0 and b[0] == 0
-    assert rel(a[1], b[1]) < 1e-12 and rel(a[2], b[2]) < 1e-12
+    # the same LDL^T in C and in NumPy, rounded in a different order: ~eps cond(S)
+    # with cond(S) <= 950 here, 2e-13 (observed <= 1.1e-14)
+    assert rel(a[1], b[1]) < 1e-11 and rel(a[2], b[2]) < 1e-11
     # and the pivots (D of LDL^T in the same order) agree
     assert rel(_pivots(topo, s, Q, gam, minv, "compiled"),
-               _pivots(topo, s, Q, gam, minv, "numpy")) < 1e-12
+               _pivots(topo, s, Q, gam, minv, "numpy")) < 1e-11
 
 
 def _pivots(topo, s, Q, gam, minv, backend):

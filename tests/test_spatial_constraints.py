@@ -379,7 +379,9 @@ def test_jacobian_v_finite_differences(name, seed):
 @pytest.mark.parametrize("seed", [3, 4])
 def test_euler_jacobian_finite_differences(name, seed):
     ct, G, rng = make_group(name, seed)
-    assert err_jacobian_ep(ct, G, rng) < 1e-8
+    # 4th-order differences (h = 2e-4) along the normalised path: truncation
+    # h^4 |f^(5)| / 30, worst over the types 1.8e-9 (rotation_driver); 1e-6
+    assert err_jacobian_ep(ct, G, rng) < 1e-6
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -403,7 +405,9 @@ def test_gamma_v_along_trajectories(name, seed):
 def test_gamma_euler_along_trajectories(name, seed):
     """d²Phi/dt² = Phi_q qdd - gamma (Euler-parameter form, projected Jacobian)."""
     ct, G, rng = make_group(name, seed)
-    assert err_gamma(ct, G, rng, form="q") < 1e-6
+    # 4th-order second differences (h = 1e-3): truncation h^4 |f^(6)| / 90 and rounding
+    # ~5 eps |Phi| / h^2, worst over the types 2e-8 (point_on_line); 1e-5
+    assert err_gamma(ct, G, rng, form="q") < 1e-5
 
 
 def test_euler_jacobian_is_projected():
@@ -794,6 +798,6 @@ def test_every_type_validates_and_compiles_in_a_model(name):
     st = system.initial_state()
     phi = system.phi(st.q, 0.0)[:ct.equations]
     if name in HOLDS:
-        assert np.abs(phi).max() < 1e-14
+        assert np.abs(phi).max() < 1e-13          # rounding of |q| ~ 1 (observed 2.2e-16)
     J = np.asarray(system.jacobian(st.q, 0.0))[:ct.equations]
     assert np.all(np.isfinite(J)) and np.abs(J).max() > 0.1
