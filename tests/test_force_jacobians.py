@@ -195,9 +195,10 @@ def test_planar_force_jacobians_match_central_differences(ftype, kernels):
                         else "reference")
     else:                                         # user_force: FD fallback
         assert mode == "fd"
-    # analytic: the differences' own error (~1e-9; the steep tanh friction of
-    # contact (v_eps = 1e-3): ~1e-7); forward differences: ~1e-7
-    rtol = 1e-7 if ftype in ANALYTIC_PLANAR and ftype != "contact" else 2e-6
+    # analytic: the central differences' own error (observed <= 3e-9 relative; the
+    # steep tanh friction of contact (v_eps = 1e-3) and forward differences (fd mode):
+    # <= 6.4e-8): >= 300x
+    rtol = 1e-6 if ftype in ANALYTIC_PLANAR and ftype != "contact" else 2e-5
     for k in range(3):
         q, qd = random_state(s)
         if ftype == "contact":         # keep both contacts in penetration
@@ -218,7 +219,7 @@ def test_spatial_force_jacobians_match_central_differences(ftype, kernels):
         assert mode == ("compiled" if kernels == "compiled" else "reference")
     else:
         assert mode == "fd"
-    rtol = 1e-7 if ftype in ANALYTIC_SPATIAL else 2e-6
+    rtol = 1e-6 if ftype in ANALYTIC_SPATIAL else 2e-5        # as in the planar test
     for k in range(3):
         q, qd = random_state(s, dq=0.1)
         for idx in s._p_idx:
@@ -444,7 +445,9 @@ def test_dae_jacobians_match_differences_of_their_rhs(fname, kernels, model):
         for c, d in zip(cuts[:-1], cuts[1:], strict=True):
             blk, ref = J[a:b, c:d], Jf[a:b, c:d]
             scale = max(1.0, np.abs(ref).max()) if ref.size else 1.0
-            np.testing.assert_allclose(blk, ref, rtol=0, atol=2e-6 * scale,
+            # central differences (h = 1e-6 (1 + |y|)) of a right-hand side far larger
+            # than the block: rounding eps |f| / h, observed 1.1e-7 of the scale
+            np.testing.assert_allclose(blk, ref, rtol=0, atol=2e-5 * scale,
                                        err_msg=f"block rows {a}:{b}, columns {c}:{d}")
     np.testing.assert_allclose(form.rhs(t, y), form.rhs(t, y))   # buffers left at y
 
@@ -458,8 +461,9 @@ def test_stiff_parts_equal_the_old_differences():
     n = s.n
     q, v, lam = y[:n], y[n:2 * n] + 0.3, y[2 * n:]
     new, old = _parts(s, q, v, lam, 0.1), _parts_fd(s, q, v, lam, 0.1)
+    # the old parts are differences: their error, observed 6e-7 of the scale
     for a, b in zip(new, old, strict=True):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, np.abs(b).max()))
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-4 * max(1.0, np.abs(b).max()))
 
 
 @pytest.mark.parametrize("fname", ["stiff", "ggl"])

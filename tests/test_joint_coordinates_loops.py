@@ -74,8 +74,9 @@ def references():
 @pytest.mark.parametrize("name", list(CASES))
 def test_modes_agree_with_cartesian(references, name, mode):
     """Tight tolerances: the motion of cp / di to 1e-8 (Andrews: 1e-6), reactions to
-    1e-7 of the largest, every output on the cut rows (measured: motion <= 5e-9 for
-    Andrews vs di, <= 5e-12 for the others; reactions <= 1e-9; |Phi*| <= 3.3e-13)."""
+    1e-6 (1e-5) of the largest, every output on the cut rows (measured: motion <= 5e-9
+    for Andrews vs di, <= 5e-12 for the others; reactions <= 2.2e-8; |Phi*| <=
+    3.3e-13)."""
     t_end, _, extra = CASES[name]
     a = references(name)
     st = {"t_end": t_end, "output_step": t_end / 10, **TIGHT, **extra}
@@ -86,10 +87,11 @@ def test_modes_agree_with_cartesian(references, name, mode):
     # two integrations at rtol 1e-11 differ by their global errors: <= 5e-12 here,
     # but up to 5e-9 on Andrews' squeezer (angles up to 16 rad, ~290 steps; see
     # test_andrews_squeezer), whose bound is 1e-6 like there
-    motion = 1e-6 if name == "andrews_squeezer" else 1e-8
+    # (reactions: 2.2e-8 of the largest on the squeezer, <= 1e-9 on the others)
+    motion, react = (1e-6, 1e-5) if name == "andrews_squeezer" else (1e-8, 1e-6)
     np.testing.assert_allclose(b["q"], a["q"], rtol=0, atol=motion)
     np.testing.assert_allclose(b["reactions"], a["reactions"], rtol=0,
-                               atol=1e-7 * np.abs(a["reactions"]).max())
+                               atol=react * np.abs(a["reactions"]).max())
     # the cut rows to the projection test 1e-12 (1 + |q|), 100x it
     bound = 100 * 1e-12 * (1 + np.abs(b["q"]).max())
     assert b["violation/position"].max() <= bound

@@ -94,7 +94,9 @@ def check_rhs(form, t, y, regular=True):
     assert c.eval(t, y, out) == 0
     converged = c.unconverged_evaluations == unconv
     want, lam = python_rhs(form, t, y)
-    tol = 1e-12 if regular else max(1e-12, 10 * EPS * schur_condition(form, y[:n], t))
+    # the same solve in C and NumPy, rounded in another order: ~eps cond (observed
+    # <= 1.6e-14 of the scale where regular, 0.3 eps cond near the flat configuration)
+    tol = 1e-11 if regular else max(1e-11, 100 * EPS * schur_condition(form, y[:n], t))
     scale = np.max(np.abs(want))
     np.testing.assert_allclose(out, want, rtol=0, atol=tol * scale)
     np.testing.assert_allclose(c.lam_view, lam, rtol=0,

