@@ -90,7 +90,7 @@ def test_names_resolve_through_the_hook_and_a_third_party_integrator_plugs_in():
     assert set(reg.names("integrator")) >= {"rk4", "bdf", "ralston"}
     res = integrate("ralston", osc, (0, 1), [1.0, 0.0], step=0.01, registry=reg)
     assert res.method == "ralston" and res.stats.nfev == 2 * 100 + 1
-    assert np.abs(res.y[-1] - osc_exact(1.0)).max() < 3e-5
+    assert np.abs(res.y[-1] - osc_exact(1.0)).max() < 3e-5     # Ralston's error: 1.4e-5
     res = integrate("rk4", osc, (0, 1), [1.0, 0.0], step=0.1, registry=reg)
     assert res.stats.nsteps == 10
     with pytest.raises(MbcoreError, match="did you mean 'rk4'"):
