@@ -150,8 +150,10 @@ def test_model_loads_and_its_initial_state_is_consistent():
     assert np.max(np.abs(s.phi(st.q, 0.0))) < 1e-12
     assert not np.any(st.qd)                                   # released from rest
     q = st.q.reshape(7, 3)
-    # the file's coordinates are the test set's consistent initial angles ...
-    np.testing.assert_allclose(ts_angles(q[:, 2]), ANGLES0, rtol=0, atol=1e-15)
+    # the file's coordinates are the test set's consistent initial angles (to their
+    # 17 digits and one subtraction in ts_angles: ~1 ulp of 0.7 = 1.1e-16; observed
+    # 2.8e-17) ...
+    np.testing.assert_allclose(ts_angles(q[:, 2]), ANGLES0, rtol=0, atol=1e-14)
     # ... and the centroids of its geometry
     np.testing.assert_allclose(q[:, :2], centroids(ANGLES0), rtol=0, atol=1e-15)
     # spring D-C and drive torque as in the test set
@@ -190,25 +192,29 @@ def test_mass_matrix_is_the_test_sets():
 # --- (b) the published solution -----------------------------------------------------
 
 def test_consistent_initial_accelerations_and_multipliers(run):
-    """t = 0: the test set's consistent beta'', theta'' and lam1..lam6."""
+    """t = 0: the test set's consistent beta'', theta'' and lam1..lam6 (rounding of
+    one acceleration solve: eps cond(KKT) = 1.1e-12 of the largest entry with the
+    equilibrated condition number 4.9e3; observed 1.4e-14 and 1.6e-15)."""
     np.testing.assert_allclose(ts_angles(phis(run, "qdd", 0)), ACC0,
-                               rtol=0, atol=1e-12 * ACC0.max())
-    np.testing.assert_allclose(loop_lam(run, 0), LAM0, rtol=0, atol=1e-12 * LAM0.max())
+                               rtol=0, atol=1e-11 * ACC0.max())
+    np.testing.assert_allclose(loop_lam(run, 0), LAM0, rtol=0, atol=1e-11 * LAM0.max())
 
 
 def test_reference_solution_at_t_0_03(run):
     assert run["t"][-1] == pytest.approx(0.03, abs=1e-15)
     assert run.stats["formulation"] in ("di", "cs")
     ang = ts_angles(phis(run))
-    # angles: |error| <= 5e-9 rad (measured 1.43e-9, the reference's own error)
-    np.testing.assert_allclose(ang, REF_Q, rtol=0, atol=5e-9)
-    # velocities, accelerations, multipliers relative to the largest entry
+    # The reference's own error dominates (module docstring): measured 1.43e-9 rad
+    # (angles), 3.8e-10, 1.0e-7 and 7.4e-8 of the largest entry (velocities,
+    # accelerations, multipliers), the same under every BLAS kernel; the tolerances
+    # are >= 100x these.  A 1e-4 relative change of the spring moves q by 9e-4.
+    np.testing.assert_allclose(ang, REF_Q, rtol=0, atol=2e-7)
     np.testing.assert_allclose(ts_angles(phis(run, "qd")), REF_QD, rtol=0,
-                               atol=2e-9 * np.abs(REF_QD).max())          # 3.8e-10
+                               atol=5e-8 * np.abs(REF_QD).max())
     np.testing.assert_allclose(ts_angles(phis(run, "qdd")), REF_QDD, rtol=0,
-                               atol=5e-7 * np.abs(REF_QDD).max())         # 1.0e-7
+                               atol=2e-5 * np.abs(REF_QDD).max())
     np.testing.assert_allclose(loop_lam(run), REF_LAM, rtol=0,
-                               atol=3e-7 * np.abs(REF_LAM).max())         # 7.4e-8
+                               atol=1e-5 * np.abs(REF_LAM).max())
     assert run["violation/position"].max() < 1e-10
 
 
@@ -224,12 +230,17 @@ def test_joint_coordinates_agree_with_di():
     b = mbcore.run(m, settings={**st, "formulation": "joint_coordinates"})
     assert b.stats["formulation"] == "joint_coordinates"
     np.testing.assert_allclose(b["t"], a["t"])
-    np.testing.assert_allclose(b["q"], a["q"], rtol=0, atol=1e-8)
-    np.testing.assert_allclose(b["q"][-1], a["q"][-1], rtol=0, atol=1e-8)
+    # Each run carries its global error (dop853 at rtol 1e-11, ~290 steps: up to
+    # nsteps (rtol |q| + atol) = 5e-8); observed JC - DI 3.7e-9 and JC - reference
+    # 6.0e-9 (native and Sandybridge BLAS kernels): 1e-6 is >= 100x both.  A 1e-4
+    # relative change of the spring alone moves q by 9e-4.
+    np.testing.assert_allclose(b["q"], a["q"], rtol=0, atol=1e-6)
     np.testing.assert_allclose(b["lam"][-1], a["lam"][-1], rtol=0,
                                atol=1e-6 * np.abs(a["lam"][-1]).max())
     np.testing.assert_allclose(b["reactions"][-1], a["reactions"][-1], rtol=0,
                                atol=1e-6 * np.abs(a["reactions"][-1]).max())
-    assert b["violation/position"].max() < 1e-10
+    # the cut joints close to the integration error of the positions (rtol |q|, |q|
+    # <= 16: 1.6e-10); observed 2.5e-12
+    assert b["violation/position"].max() < 1e-9
     # and through DI, the published angles
-    np.testing.assert_allclose(ts_angles(phis(b)), REF_Q, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(ts_angles(phis(b)), REF_Q, rtol=0, atol=1e-6)

@@ -60,7 +60,7 @@ def test_example_9_5_revolute_revolute_link(backend):
     assert lam[0] == pytest.approx(-22.197, abs=2e-3)
     np.testing.assert_allclose(qdd, [28.579, -2.924, 35.226, -38.106, -18.991, -10.488],
                                atol=5e-3)
-    r = dict(zip(s.reaction_labels, s.reactions(q, 0.0, lam)))
+    r = dict(zip(s.reaction_labels, s.reactions(q, 0.0, lam), strict=True))
     np.testing.assert_allclose([r["link.i.fx"], r["link.i.fy"]], [7.594, -1.645], atol=2e-3)
 
 

@@ -49,8 +49,10 @@ def test_lockup_stops_with_time_and_keeps_rows(tmp_path, examples, backend):
         assert "LockupError" in res.reason and "lock-up" in res.reason
         assert len(res) == int(round(err.t / 0.01))     # every row before the failure
         assert res.t[-1] < err.t
-        # the rows recorded are assembled configurations
-        assert np.all(res["solver/phi_norm"] < 1e-9)
+        # the rows recorded are assembled configurations: each met the Newton test
+        # |Phi| <= tolerance (1 + |q|) (default 1e-10; observed 1.9e-10); 100x it
+        bound = 100 * 1e-10 * (1 + np.abs(res["q"]).max())
+        assert np.all(res["solver/phi_norm"] < bound)
 
 
 def test_cli_failed_run_exit_code_and_message(tmp_path, examples, capsys):

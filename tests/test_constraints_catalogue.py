@@ -320,7 +320,7 @@ def rebuild(ctype, vals, loc, body_q, t, sysm):
 
 
 def _check_rebuild(sysm, q, t, lam, skip=()):
-    glob = dict(zip(sysm.reaction_labels, sysm.reactions(q, t, lam).copy()))
+    glob = dict(zip(sysm.reaction_labels, sysm.reactions(q, t, lam).copy(), strict=True))
     loc = local_reactions(sysm, q, t, lam)
     qx = np.concatenate([q, np.zeros(3)])
     checked = set()

@@ -78,7 +78,9 @@ def test_repartitioning_in_the_compiled_loop():
     assert len(ra) >= 1 and [r.split("(")[0] for r in ra] == [r.split("(")[0] for r in rb]
     assert a.stats["loop"] == "compiled"
     np.testing.assert_allclose(a["q"], b["q"], atol=1e-7)
-    assert np.max(a["violation/position"]) <= 1e-10
+    # every row meets CP's Newton test |Phi| <= newton_tolerance (1 + |q|) (default
+    # 1e-12; observed 4.9e-12 under the native and Sandybridge BLAS kernels): 100x it
+    assert np.max(a["violation/position"]) <= 100 * 1e-12 * (1 + np.abs(a["q"]).max())
 
 
 def test_partition_indices_are_checked():

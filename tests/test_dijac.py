@@ -61,17 +61,20 @@ def _state(sysm, seed=1):
 
 
 def _fd(crhs, t, y):
-    """Forward differences of the whole right-hand side (2n + 1 evaluations)."""
+    """Central differences of the whole right-hand side (4n + 2 evaluations), step
+    1e-6 (1 + |y_j|).  Against the semi-analytic Jacobian they agree to the error of
+    its own difference columns (<= 2.8e-7 of a block's scale: drag, damping; forward
+    differences left up to 3.2e-6 on the stiff pendulum), so the checks use 5e-5."""
     N = y.size
-    f0 = np.zeros(N)
-    assert crhs.eval(t, y, f0) == 0
-    fb = np.zeros(N)
+    fp, fm = np.zeros(N), np.zeros(N)
     J = np.zeros((N, N))
     for j in range(N):
-        yp = y.copy()
-        yp[j] += 1e-7 * (1.0 + abs(y[j]))
-        assert crhs.eval(t, yp, fb) == 0
-        J[:, j] = (fb - f0) / (yp[j] - y[j])
+        d = 1e-6 * (1.0 + abs(y[j]))
+        yp, ym = y.copy(), y.copy()
+        yp[j] += d
+        ym[j] -= d
+        assert crhs.eval(t, yp, fp) == 0 and crhs.eval(t, ym, fm) == 0
+        J[:, j] = (fp - fm) / (yp[j] - ym[j])
     return J
 
 
@@ -94,6 +97,13 @@ def _block_error(A, B):
     return worst
 
 
+#: compiled c_jac vs. its NumPy reference: the same formula, but the constraint-Hessian
+#: and power columns are forward differences with step h = 1e-7 (1 + |x|), whose
+#: rounding (~eps/h = 2e-9 of the differenced quantity, itself up to ~10x the block's
+#: scale) the two evaluations do not share.  Observed <= 2.3e-8 (drag) under the
+#: native and Sandybridge BLAS kernels; 5e-6 is 200x that.
+REF_TOL = 5e-6
+
 CASES = [("fourbar", "di"), ("slider_crank", "di"), ("platform", "cs"),
          ("stiff_chain", "di"), ("forced", "di"), ("forced", "cs"),
          ("stiff_pendulum", "cs"), ("damped_chain", "di")]
@@ -101,9 +111,9 @@ CASES = [("fourbar", "di"), ("slider_crank", "di"), ("platform", "cs"),
 
 @pytest.mark.parametrize("name,formulation", CASES)
 def test_jacobian_against_reference_and_differences(examples, name, formulation):
-    """Compiled == NumPy reference (same formula: the difference columns to ~1e-7 of
-    the block's scale, everything else to rounding) and both == forward differences
-    of the whole right-hand side within 1e-5; the structure [[0, I, 0], ., .] and
+    """Compiled == NumPy reference (same formula: the difference columns to REF_TOL of
+    the block's scale, everything else to rounding) and both == central differences
+    of the whole right-hand side within 5e-5; the structure [[0, I, 0], ., .] and
     the zero W column exactly."""
     sysm, form, (alpha, beta) = _form(_model(examples, name), formulation)
     crhs = form.compiled
@@ -116,9 +126,9 @@ def test_jacobian_against_reference_and_differences(examples, name, formulation)
         np.testing.assert_array_equal(Ja[:n], np.hstack([np.zeros((n, n)), np.eye(n),
                                                          np.zeros((n, 1))]))
         assert not np.any(Ja[:, 2 * n])
-        assert _block_error(Ja, Jr) <= 1e-7
-        assert _block_error(Ja, Jf) <= 1e-5
-        assert _block_error(Jr, Jf) <= 1e-5
+        assert _block_error(Ja, Jr) <= REF_TOL
+        assert _block_error(Ja, Jf) <= 5e-5
+        assert _block_error(Jr, Jf) <= 5e-5
         # the buffers are left at y: the multipliers and accelerations of f(t, y)
         f = np.zeros(y.size)
         lam, qdd = form.compiled.lam_view.copy(), form.compiled.qdd_view.copy()
@@ -159,7 +169,7 @@ def test_the_constraint_terms_matter(examples):
     err = np.max(np.abs(X[:n] - Jf[rows, :2 * n])) / np.max(np.abs(Jf[rows]))
     assert err > 1e-2
     Ja = _analytic(form.compiled, t, y)
-    assert np.max(np.abs(Ja[rows] - Jf[rows])) / np.max(np.abs(Jf[rows])) < 1e-5
+    assert np.max(np.abs(Ja[rows] - Jf[rows])) / np.max(np.abs(Jf[rows])) < 5e-5
 
 
 def test_where_the_analytic_jacobian_applies(examples):
@@ -215,8 +225,8 @@ def test_every_planar_force_type(ftype):
     assert form.compiled is not None and form.compiled.analytic_jac, ftype
     y = _state(sysm, 3)
     Ja = _analytic(form.compiled, 0.4, y)
-    assert _block_error(Ja, _fd(form.compiled, 0.4, y)) <= 1e-5
-    assert _block_error(Ja, di_jacobian(sysm, 0.4, y)) <= 1e-7
+    assert _block_error(Ja, _fd(form.compiled, 0.4, y)) <= 5e-5
+    assert _block_error(Ja, di_jacobian(sysm, 0.4, y)) <= REF_TOL
 
 
 RUNS = [("fourbar", "di", "bdf", {"rtol": 1e-6, "atol": 1e-8}),
@@ -274,5 +284,5 @@ def test_many_constraints_lapack_factor(formulation):
     assert sysm.dense and sysm.m > 40 and form.compiled.analytic_jac
     y = _state(sysm)
     Ja = _analytic(form.compiled, 0.3, y)
-    assert _block_error(Ja, _fd(form.compiled, 0.3, y)) <= 1e-5
-    assert _block_error(Ja, di_jacobian(sysm, 0.3, y, *ab)) <= 1e-7
+    assert _block_error(Ja, _fd(form.compiled, 0.3, y)) <= 5e-5
+    assert _block_error(Ja, di_jacobian(sysm, 0.3, y, *ab)) <= REF_TOL

@@ -348,7 +348,9 @@ def test_numpy_dae_work_channel(examples, jacobian, formulation):
     e = r["energy"]
     # (stiff's constraint power: its index-3 multipliers, W ~ 4e-5 J dense and sparse)
     bound = 1e-6 if formulation == "ggl" else 1e-4
-    assert np.max(np.abs(e[:, 3])) < bound and np.max(np.abs(e[:, 4] - e[0, 4])) < 1e-3
+    # the balance drifts by that constraint power (observed 7.8e-5 J for stiff); the
+    # stale-qdd defect drifted 16-24 J
+    assert np.max(np.abs(e[:, 3])) < bound and np.max(np.abs(e[:, 4] - e[0, 4])) < 1e-2
 
 
 class _ScaledNewton:

@@ -92,11 +92,13 @@ def test_ball_down_the_stairs():
     imp = [ev for ev in res.events if ev.kind == "impact"]
     steps = [int(ev.message.split(":")[0][4:]) for ev in imp]
     assert len(set(steps)) >= 2 and steps == sorted(steps)      # going down, never up
-    for ev, k in zip(imp, steps):
+    for ev, k in zip(imp, steps, strict=True):
         x = np.interp(ev.t, res.t, res["q/ball.x"])
         y = np.interp(ev.t, res.t, res["q/ball.y"])
         assert 0.4 * k - 1e-3 <= x <= 0.4 * k + 0.4 + 1e-3         # on that step's tread
-        assert y == pytest.approx(-0.2 * k + 0.05, abs=0.02)       # touching it (linear interp.)
+        # touching it: linear interpolation across the bounce's kink is off by up to
+        # |v| dt / 2 ~ 7e-3 (observed 6.5e-3), an approximation, not rounding
+        assert y == pytest.approx(-0.2 * k + 0.05, abs=0.02)
 
 
 def test_impact_validation_errors():

@@ -90,7 +90,7 @@ def test_names_resolve_through_the_hook_and_a_third_party_integrator_plugs_in():
     assert set(reg.names("integrator")) >= {"rk4", "bdf", "ralston"}
     res = integrate("ralston", osc, (0, 1), [1.0, 0.0], step=0.01, registry=reg)
     assert res.method == "ralston" and res.stats.nfev == 2 * 100 + 1
-    assert np.abs(res.y[-1] - osc_exact(1.0)).max() < 3e-5
+    assert np.abs(res.y[-1] - osc_exact(1.0)).max() < 3e-5     # Ralston's error: 1.4e-5
     res = integrate("rk4", osc, (0, 1), [1.0, 0.0], step=0.1, registry=reg)
     assert res.stats.nsteps == 10
     with pytest.raises(MbcoreError, match="did you mean 'rk4'"):
@@ -111,11 +111,12 @@ def test_a_duplicate_integrator_name_is_an_error_naming_both_plugins():
         pm.register(Clash(), name="clash")
 
 
-def test_default_registry_knows_the_builtins_once_the_hook_is_installed():
+def test_default_registry_knows_the_builtins():
+    """The built-in integrators reach the default registry through mbplugins' entry
+    point; a missing one is broken registration, a failure (not a skip)."""
     from mbcore.plugins import registry
-    if not registry().has("integrator", "rk4"):
-        pytest.skip("mbplugins does not register its integrators yet")
     for c in INTEGRATORS:
+        assert registry().has("integrator", c.name), f"{c.name!r} is not registered"
         assert registry().get("integrator", c.name) is c
 
 
@@ -226,12 +227,14 @@ def test_adams_variable_step_coefficients_reduce_to_gamma_at_constant_step():
     _, beta, sigma, g = integ._coefficients(0.1, 12)
     np.testing.assert_allclose(g, GAMMA[:14], rtol=1e-13)
     np.testing.assert_allclose(beta, 1.0, rtol=1e-14)
-    np.testing.assert_allclose(sigma, 1.0, rtol=1e-13)
+    # sigma: a product of 12 step ratios, each rounded (observed 1.1e-15)
+    np.testing.assert_allclose(sigma, 1.0, rtol=1e-12)
 
 
 def test_bdf_leading_coefficients_match_table_12_3():
     b = 1.0 / BDF_GAMMA[1:]
-    np.testing.assert_allclose(b, [1, 2 / 3, 6 / 11, 12 / 25, 60 / 137], rtol=1e-15)
+    # a few roundings of sums of 1/j (observed 2.2e-16)
+    np.testing.assert_allclose(b, [1, 2 / 3, 6 / 11, 12 / 25, 60 / 137], rtol=1e-13)
 
 
 @pytest.mark.parametrize("order", [1, 2, 3, 4, 5])
@@ -288,27 +291,32 @@ def _extended(cls):
 @pytest.mark.parametrize("cls, p, p_hat, p_dense", [(BS23, 3, 2, 3), (DOPRI5, 5, 4, 4)],
                          ids=["bs23", "dopri5"])
 def test_embedded_pairs_satisfy_exactly_their_order_conditions(cls, p, p_hat, p_dense):
+    """Each condition is a sum over <= 8 stages of products of up to 5 tableau entries
+    (|a_ij|, |p_ij| <= 12): its rounding stays below ~8 * 5 * 12 eps = 1.1e-13
+    (observed <= 8.9e-16); 1e-12 is far below the 1e-4 of a condition that fails."""
     A, c = _extended(cls)
     b = np.append(cls.B, 0.0)
     r = _rk_conditions(A, b, c)
-    assert all(r[q] < 1e-14 for q in range(1, p + 1)), r
+    assert all(r[q] < 1e-12 for q in range(1, p + 1)), r
     if p < 5:
         assert r[p + 1] > 1e-3                     # and not of higher order
     r = _rk_conditions(A, cls.B_HAT, c)
-    assert all(r[q] < 1e-14 for q in range(1, p_hat + 1)), r
+    assert all(r[q] < 1e-12 for q in range(1, p_hat + 1)), r
     assert r[p_hat + 1] > 1e-4
     for s in (0.2, 0.5, 0.9, 1.0):                 # continuous extension b_i(s)
         bs = cls.P @ (s ** np.arange(1, cls.P.shape[1] + 1))
         r = _rk_conditions(A, bs, c, s)
-        assert all(r[q] < 1e-13 for q in range(1, p_dense + 1)), (s, r)
-    np.testing.assert_allclose(cls.P.sum(axis=1), b, atol=1e-15)   # b(1) = b
+        assert all(r[q] < 1e-12 for q in range(1, p_dense + 1)), (s, r)
+    # b(1) = b: sums of <= 5 entries up to 10 (observed 7.2e-16)
+    np.testing.assert_allclose(cls.P.sum(axis=1), b, rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("cls, p", [(Euler, 1), (Heun, 2), (Midpoint, 2), (RK4, 4)],
                          ids=lambda x: getattr(x, "name", str(x)))
 def test_fixed_step_tableaus_have_exactly_their_order(cls, p):
     r = _rk_conditions(cls.A, cls.B, cls.C)
-    assert all(r[q] < 1e-15 for q in range(1, p + 1)), r
+    # <= 4 stages, entries <= 1: rounding ~4 * 4 eps = 3.5e-15 (observed 1.1e-16)
+    assert all(r[q] < 1e-13 for q in range(1, p + 1)), r
     assert r[p + 1] > 1e-3
 
 
@@ -323,8 +331,9 @@ def test_bs23_dense_output_interpolates_end_values_and_slopes():
     eps = 1e-6
     k1 = (sol(eps) - sol(0.0)) / eps
     k4 = (sol(integ.t) - sol(integ.t - eps)) / eps
-    np.testing.assert_allclose(k1, integ._K[0], rtol=1e-5)
-    np.testing.assert_allclose(k4, integ._K[3], rtol=1e-5)
+    # forward differences (h = 1e-6): truncation h |y''| / 2 (observed 5.1e-7 relative)
+    np.testing.assert_allclose(k1, integ._K[0], rtol=1e-4)
+    np.testing.assert_allclose(k4, integ._K[3], rtol=1e-4)
 
 
 # ---------------------------------------------------------------------------------
@@ -701,4 +710,5 @@ def test_the_third_party_example_in_the_docs_runs():
     res = integrate("ralston", osc, (0, 1), [1.0, 0.0], step=0.01, registry=pm.registry,
                     t_out=[0.5, 1.0])
     assert res.stats.nfev == 201 and res.stats.nsteps == 100
+    # Ralston's (2nd order) global error at h = 0.01 is the claim (1.4e-5), not rounding
     np.testing.assert_allclose(res.y, osc_exact(res.t), atol=3e-5)

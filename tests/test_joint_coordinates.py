@@ -73,7 +73,11 @@ def test_pendulum_chains_agree_with_cartesian(n, reverse):
     np.testing.assert_allclose(b["qd"], a["qd"], atol=1e-8)
     R = np.abs(a["reactions"]).max()
     np.testing.assert_allclose(b["reactions"], a["reactions"], atol=1e-7 * R)
-    assert b["violation/position"].max() < 1e-13          # no drift: the tree holds
+    # no drift: the tree holds the joints to the rounding of its position recursion,
+    # one per joint: n eps (1 + |q|) (observed <= 0.1 of it); 20x it.  Integrated
+    # Cartesian positions would drift by ~rtol |q|, far above.
+    round_off = n * np.finfo(float).eps * (1 + np.abs(b["q"]).max())
+    assert b["violation/position"].max() < 20 * round_off
     bal = b["energy"][:, 4]
     assert np.ptp(bal) < 1e-8 * np.abs(b["energy"][:, :3]).max()
 

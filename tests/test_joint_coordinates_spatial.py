@@ -105,7 +105,8 @@ def assert_same(a, b, qtol=1e-8):
     np.testing.assert_allclose(b["q"], a["q"], atol=qtol)
     np.testing.assert_allclose(b["qd"], a["qd"], atol=qtol * 10)
     R = np.abs(a["reactions"]).max(initial=0.0)
-    np.testing.assert_allclose(b["reactions"], a["reactions"], atol=1e-7 * R)
+    # two runs' errors at ST's tolerance (observed <= 1.2e-9 of the largest)
+    np.testing.assert_allclose(b["reactions"], a["reactions"], rtol=0, atol=1e-6 * R)
 
 
 @pytest.mark.parametrize("reverse", [False, True])

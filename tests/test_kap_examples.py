@@ -62,16 +62,19 @@ def test_kap_fourbar_full_revolution_consistency(fourbar):
     assert len(res.t) == 1001
     q0, q1 = res["q"][0], res["q"][-1]
     np.testing.assert_allclose(q1[[0, 1, 3, 4, 6, 7]], q0[[0, 1, 3, 4, 6, 7]], atol=1e-3)
-    assert np.all(res["solver:phi_norm"] < 1e-9)
+    # every row met the Newton test |Phi| <= 1e-10 (1 + |q|) (observed 1.5e-10 at the
+    # assembly, 1.6e-15 after); 100x it
+    assert np.all(res["solver:phi_norm"] < 100 * 1e-10 * (1 + np.abs(res["q"]).max()))
     # velocities / accelerations are the time derivatives of positions / velocities
-    # (fourth-order central differences, error ~ h^4 / 30 times the fifth derivative)
+    # (fourth-order central differences, error ~ h^4 / 30 times the fifth derivative:
+    # observed 2.6e-7 and 9.5e-6 of the largest entry; >= 200x)
     h = 1e-3
     q, qd, qdd = res["q"], res["qd"], res["qdd"]
 
     def d4(x):
         return (-x[4:] + 8 * x[3:-1] - 8 * x[1:-3] + x[:-4]) / (12 * h)
-    np.testing.assert_allclose(d4(q), qd[2:-2], atol=1e-5 * np.abs(qd).max())
-    np.testing.assert_allclose(d4(qd), qdd[2:-2], atol=1e-4 * np.abs(qdd).max())
+    np.testing.assert_allclose(d4(q), qd[2:-2], atol=1e-4 * np.abs(qd).max())
+    np.testing.assert_allclose(d4(qd), qdd[2:-2], atol=2e-3 * np.abs(qdd).max())
 
 
 SLIDER = {  # spec/planar.md §6.5 (computed reference; both models identical)

@@ -235,6 +235,7 @@ def test_plugin_state_is_per_system_in_two_threads(counting_pm):
         th.start()
     for th in threads:
         th.join()
-    assert out[10.0] == (pytest.approx(0.0, abs=1e-12), n_calls)
-    assert out[30.0] == (pytest.approx(0.0, abs=1e-12), n_calls)
+    # the plugin's force vs. the formula here: a few eps of |F| <= ~100 (observed 1.4e-14)
+    assert out[10.0] == (pytest.approx(0.0, abs=1e-11), n_calls)
+    assert out[30.0] == (pytest.approx(0.0, abs=1e-11), n_calls)
 

@@ -36,14 +36,14 @@ class PyRevolute(ConstraintType):
 
     def phi(self, par, qb, t, f):
         out = []
-        for p, (qi, qj) in zip(par, qb):
+        for p, (qi, qj) in zip(par, qb, strict=True):
             out.append(qi[:2] + self._A(qi[2]) @ p[:2] - qj[:2] - self._A(qj[2]) @ p[2:])
         return np.array(out)
 
     def jacobian(self, par, qb, t, f):
         R = np.array([[0.0, -1.0], [1.0, 0.0]])
         out = np.zeros((len(par), 2, 2, 3))
-        for e, (p, (qi, qj)) in enumerate(zip(par, qb)):
+        for e, (p, (qi, qj)) in enumerate(zip(par, qb, strict=True)):
             out[e, :, 0, :2] = np.eye(2)
             out[e, :, 0, 2] = R @ self._A(qi[2]) @ p[:2]
             out[e, :, 1, :2] = -np.eye(2)
@@ -52,7 +52,7 @@ class PyRevolute(ConstraintType):
 
     def gamma(self, par, qb, qdb, t, f):
         return np.array([qdi[2] ** 2 * self._A(qi[2]) @ p[:2] - qdj[2] ** 2 * self._A(qj[2]) @ p[2:]
-                         for p, (qi, qj), (qdi, qdj) in zip(par, qb, qdb)])
+                         for p, (qi, qj), (qdi, qdj) in zip(par, qb, qdb, strict=True)])
 
 
 class ThirdParty:

@@ -164,7 +164,7 @@ def test_record_rows_equals_record_row_by_row(tmp_path, kind):
     rep = new()
     rep.start(info)
     edges = [0, 1, 2, 9, 10, 40, 41, 100]
-    for a, b in zip(edges[:-1], edges[1:]):
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
         rep.record_rows(t[a:b], block[a:b], layout)
     rep.finish("finished", "", STATS)
     if kind == "hdf5":

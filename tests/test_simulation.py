@@ -188,9 +188,14 @@ def test_input_jump_equals_switched_force(how):
     assert sim.stats["restarts"] == 1
     err = np.abs(np.array(rows) - _columns(ref, cols))
     assert err.max() < 1e-7
-    # before the jump: identical to a run without the torque
+    # before the jump: the same motion as the run (whose torque is still 0).  The two
+    # evaluate the same ODE through different code (an input vs. a force expression),
+    # so they differ by round-off that the step controller carries; bound: the local
+    # error tolerance rtol*|y| + atol (observed <= 0.005 of it across BLAS kernels).
+    # A torque applied one output step early gives 2e8 times the bound.
     k = int(np.searchsorted(ref.t, T_JUMP))
-    assert err[:k + 1].max() < 1e-12
+    ref_y = _columns(ref, cols)[:k + 1]
+    assert np.all(err[:k + 1] <= TOL["rtol"] * np.abs(ref_y) + TOL["atol"])
     if how == "body_force":
         # the work of the input force is in the energy balance: T + V - W constant
         e0 = Simulation(SLIDER, TOL)["energy/balance"]

@@ -150,7 +150,9 @@ def check_singular_run(res, N, params, tol_energy=1e-6, tol_spread=1e-6, tol_the
     assert out["theta"] < tol_theta, out
     assert out["crossings"] == out["crossings_ref"] >= 4, out
     assert np.max(np.abs([res[f"q/coupler{k}.phi"] for k in range(N)])) < tol_spread
-    assert out["violation"] < 1e-8, out
+    # the penalty's projection test 1e-9 (1 + |q|) (inside the singular band the
+    # penalty alone holds the rows: observed 1.1e-10); 100x it
+    assert out["violation"] < 100 * 1e-9 * (1 + np.abs(res["q"]).max()), out
     return out
 
 

@@ -93,10 +93,12 @@ def test_compiled_equals_reference(name, ordering):
     a = solve_with(make_solver(topo, "compiled"), s, Q, gam, minv)
     b = solve_with(make_solver(topo, "numpy"), s, Q, gam, minv)
     assert a[0] == 0 and b[0] == 0
-    assert rel(a[1], b[1]) < 1e-12 and rel(a[2], b[2]) < 1e-12
+    # the same LDL^T in C and in NumPy, rounded in a different order: ~eps cond(S)
+    # with cond(S) <= 950 here, 2e-13 (observed <= 1.1e-14)
+    assert rel(a[1], b[1]) < 1e-11 and rel(a[2], b[2]) < 1e-11
     # and the pivots (D of LDL^T in the same order) agree
     assert rel(_pivots(topo, s, Q, gam, minv, "compiled"),
-               _pivots(topo, s, Q, gam, minv, "numpy")) < 1e-12
+               _pivots(topo, s, Q, gam, minv, "numpy")) < 1e-11
 
 
 def _pivots(topo, s, Q, gam, minv, backend):
@@ -122,7 +124,7 @@ def test_orderings_and_fill_are_linear():
         s = chain(n_links).compile(kernels="numpy", jacobian="sparse")
         topo = SchurTopology(s._indptr, s._csr_cols, s.n)
         counts.append((topo.nnz_L, len(topo.ta)))
-    for (l1, t1), (l2, t2) in zip(counts, counts[1:]):
+    for (l1, t1), (l2, t2) in zip(counts[:-1], counts[1:], strict=True):
         assert 1.9 < l2 / l1 < 2.1 and 1.9 < t2 / t1 < 2.1
 
 
@@ -220,7 +222,7 @@ def test_dynamic_run_sparse_equals_dense(backend):
         np.testing.assert_allclose(b[ch], a[ch], rtol=1e-7, atol=1e-7 * np.abs(a[ch]).max())
     # the chain falls: energy is conserved by the DI run to the tolerance
     T = [a.system.kinetic_energy(qd) + a.system.potential_energy(q)
-         for q, qd in zip(a["q"], a["qd"])]
+         for q, qd in zip(a["q"], a["qd"], strict=True)]
     assert np.ptp(T) < 1e-6 * max(abs(T[0]), 1.0)
 
 

@@ -45,7 +45,7 @@ def test_spatial_slider_crank_matches_closed_form(run_kin):
     _, res = run_kin
     x, xd, xdd = closed_form(res.t)
     np.testing.assert_allclose(res["q/slider.x"], x, atol=1e-10)
-    np.testing.assert_allclose(res["qd/slider.x"], xd, atol=1e-9)
+    np.testing.assert_allclose(res["qd/slider.x"], xd, atol=1e-8)     # observed 3.6e-11
     np.testing.assert_allclose(res["qdd/slider.x"], xdd, atol=1e-8)
     # the slider stays on its guide line, without rotating
     np.testing.assert_allclose(res["q/slider.y"], 0.05, atol=1e-12)
@@ -54,7 +54,8 @@ def test_spatial_slider_crank_matches_closed_form(run_kin):
 
 
 def test_spatial_slider_crank_regression_numbers(run_kin):
-    """spec/spatial.md §4.5 at t = 0.37 (printed to 6 digits)."""
+    """spec/spatial.md §4.5 at t = 0.37 (printed to 6 digits: the bound is the printed
+    precision, half a unit = 5e-7; the run itself matches the closed form to 1e-10)."""
     _, res = run_kin
     i = int(np.argmin(np.abs(res.t - 0.37)))
     assert res.t[i] == pytest.approx(0.37)
@@ -96,7 +97,7 @@ def test_angular_channel_is_rigid_body_kinematics(run_kin):
     wd = np.stack([res[f"angular/coupler.{c}"] for c in ("wxd", "wyd", "wzd")], -1)
     d = P["B"] - P["A"]
     np.testing.assert_allclose(np.linalg.norm(d, axis=1), 0.4, atol=1e-12)
-    np.testing.assert_allclose(V["B"] - V["A"], np.cross(w, d), atol=1e-10)
+    np.testing.assert_allclose(V["B"] - V["A"], np.cross(w, d), atol=1e-9)   # obs. 1.1e-12
     np.testing.assert_allclose(Acc["B"] - Acc["A"],
                                np.cross(wd, d) + np.cross(w, np.cross(w, d)), atol=1e-9)
     # B is the slider's origin; the crank pin A turns on its circle
@@ -140,10 +141,12 @@ def test_kinetostatic_driver_power_and_newton_euler_of_the_coupler(run_kin):
                                       "output_step": h})
     T = res["energy/kinetic"]
     lam = res["lam/crank_angle.theta"]
-    dT = (T[2:] - T[:-2]) / (2.0 * h)
+    # 4th-order differences of the recorded T: truncation h^4 |T^(5)| / 30 and rounding
+    # ~eps |T| / h (observed 1.8e-11 of the scale; second-order ones left 3.8e-6)
+    dT = (T[:-4] - 8 * T[1:-3] + 8 * T[3:-1] - T[4:]) / (12.0 * h)
     scale = np.max(np.abs(dT))
     assert scale > 1e-2
-    np.testing.assert_allclose(lam[1:-1] * 2.0, dT, atol=1e-5 * scale)
+    np.testing.assert_allclose(lam[2:-2] * 2.0, dT, rtol=0, atol=1e-8 * scale)
     np.testing.assert_allclose(res["reactions_local/crank_angle.torque"], lam, atol=1e-12)
     F = sum(np.stack([res[f"reactions/{j}.{c}"] for c in ("fx", "fy", "fz")], -1)
             for j in ("pin.j", "hooke.i"))
@@ -227,7 +230,8 @@ def test_spatial_assembly_nearest_consistent_state(examples):
     q = st.q + 0.02 * rng.standard_normal(s.n)
     qd = rng.standard_normal(s.n)
     rep = assemble(s, q, qd, 0.0)
-    assert np.max(np.abs(s.phi(rep.q, 0.0))) < 1e-10
+    # the assembly's Newton test 1e-12 (1 + |q|) (observed 1.4e-12); 100x it
+    assert np.max(np.abs(s.phi(rep.q, 0.0))) < 100 * 1e-12 * (1 + np.abs(rep.q).max())
     J = s.jacobian_dense(rep.q, 0.0)
     np.testing.assert_allclose(J @ rep.qd, s.nu(rep.q, 0.0), atol=1e-9)
     for b in ("crank", "coupler", "slider"):

@@ -45,7 +45,8 @@ def test_inclined_pendulum_hangs_in_the_plane_normal_to_its_axis(method):
     F = np.array([res[f"reactions/pivot.j.f{c}"][-1] for c in "xyz"])
     np.testing.assert_allclose(F, [0.0, 0.0, 2.0 * G], atol=1e-7)
     p = np.array([res[f"q/bar.p{k}"][-1] for k in range(4)])
-    assert p @ p == pytest.approx(1.0, abs=1e-12)
+    # the normalisation row holds to the static tolerance 1e-10 (observed 1.1e-13)
+    assert p @ p == pytest.approx(1.0, abs=1e-10)
 
 
 def test_static_methods_agree_on_a_spatial_chain():
@@ -64,8 +65,11 @@ def test_static_methods_agree_on_a_spatial_chain():
     for method in METHODS:
         res = mbcore.run(m, settings={"analysis": "static", "method": method})
         qs[method] = res["q"][-1]
+    # the minimisers stop at |dV/ds| <= 1e3 tol fs = 2e-6 (tol 1e-10, fs = 1 + max|Q|
+    # ~ 21); the positions move by that over a stiffness >= 1 (observed 1.0e-8)
     for method in METHODS[1:]:
-        np.testing.assert_allclose(np.abs(qs[method]), np.abs(qs["newton"]), atol=1e-7)
+        np.testing.assert_allclose(np.abs(qs[method]), np.abs(qs["newton"]), rtol=0,
+                                   atol=2e-6)
     q = qs["newton"]
     # the common centre of mass is below the pivot (moment balance about y)
     x_cm = (2.0 * q[0] + 1.0 * q[7]) / 3.0
@@ -93,11 +97,17 @@ def test_ball_joint_chain_with_springs_joint_coordinates_vs_partitioned():
     res = {meth: mbcore.run(m, settings={"analysis": "static", "method": meth})
            for meth in ("partitioned", "joint_coordinates")}
     qp, qj = res["partitioned"]["q"][-1], res["joint_coordinates"]["q"][-1]
-    for k in range(2):
-        np.testing.assert_allclose(qj[7 * k:7 * k + 3], qp[7 * k:7 * k + 3], atol=1e-8)
     s = res["joint_coordinates"].system
+    # The joint-coordinate minimiser stops at |dV/ds| <= 1e3 * tol * fs (tol = 1e-10,
+    # the static default; fs = 1 + max|Q|): that bounds the force residual, and the
+    # centroids move by it over the smallest loaded stiffness (~6 here; the spins have
+    # none).  Observed across BLAS kernels: residual <= 5.3e-9, centroids <= 2.5e-10.
+    bound = 1e3 * 1e-10 * (1.0 + np.max(np.abs(s.forces(qj, 0 * qj, 0.0))))
+    for k in range(2):
+        np.testing.assert_allclose(qj[7 * k:7 * k + 3], qp[7 * k:7 * k + 3], rtol=0,
+                                   atol=bound / 6.0)
     for meth, r in res.items():
         q, lam = r["q"][-1], r["lam"][-1]
         resid = s.jacobian_dense(q, 0.0).T @ lam + s.forces(q, 0 * q, 0.0)
-        assert np.max(np.abs(resid)) < 1e-9, meth
+        assert np.max(np.abs(resid)) < bound, meth
     assert abs(qj[8]) > 0.5                           # pulled out of the x-z plane

@@ -22,7 +22,7 @@ def spring_fourbar(examples):
     d.pop("drivers")
     d["gravity"] = [0, -9.81]
     d["settings"] = {"analysis": "static"}
-    for b, (m, J) in zip(d["bodies"], [(1, 0.3), (2.25, 2), (2, 1.35)]):
+    for b, (m, J) in zip(d["bodies"], [(1, 0.3), (2.25, 2), (2, 1.35)], strict=True):
         b["mass"], b["inertia"] = m, J
     d["forces"] = [{"name": "s", "type": "tsda", "body_i": "ground", "body_j": "coupler",
                     "point_i": [1.0, 5.0], "point_j": [0.5, 0.0], "stiffness": 60.0,

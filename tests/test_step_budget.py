@@ -64,8 +64,9 @@ def test_adaptive_methods_fail_at_the_same_time_on_both_loops(fourbar, integrato
         times[loop] = exc.value.t
     assert 0 < times["auto"] < 0.5
     # the same steps; their sizes equal up to the rounding of the error estimate (a
-    # sum with cancellation, in C and by BLAS: dop853's differs in the 8th digit)
-    assert times["auto"] == pytest.approx(times["python"], rel=1e-6)
+    # sum with cancellation, in C and by BLAS: dop853's differs by 2.5e-8 relative);
+    # one step more or less moves the time by h / t ~ 1e-2
+    assert times["auto"] == pytest.approx(times["python"], rel=1e-5)
     # the full budget passes
     ok = _run(fourbar, integrator=integrator, rtol=1e-3, atol=1e-5, t_end=0.5,
               output_step=0.5, max_steps=steps)

@@ -174,7 +174,7 @@ def test_local_processes_and_dask_give_identical_results(tmp_path, dask_cluster)
     assert [c.status for c in dask] == ["ok"] * 20, dask.summary()
     _, rows_l = read_index(tmp_path / "local")
     _, rows_d = read_index(tmp_path / "dask")
-    for a, b in zip(rows_l, rows_d):
+    for a, b in zip(rows_l, rows_d, strict=True):
         assert a.params == b.params and a.key == b.key and a.file == b.file
         assert a.metrics == b.metrics                           # bit-identical
     # the parameters reached the cases: the metrics differ between cases and equal

@@ -187,7 +187,7 @@ def test_kill9_twenty_times(tmp_path, examples):
     # resume two killed files to the reference end: bit-identical (rk4, fixed step)
     t_end = float(t_ref[-1])
     done = 0
-    for out, st in zip(files, statuses):
+    for out, st in zip(files, statuses, strict=True):
         try:
             if st != "running" or read_checkpoint(out).t >= t_end:
                 continue
