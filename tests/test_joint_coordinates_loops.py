@@ -346,7 +346,8 @@ def test_trees_and_baumgarte_unchanged():
 def test_named_errors():
     m = model("fourbar_dap")
     st = {"t_end": 0.05, "output_step": 0.01}
-    with pytest.raises(ModelError, match=r"settings\.loop_stabilization"):
+    with pytest.raises(ModelError, match=r"settings\.formulation_options\.loop_stabilization: "
+                                         r"expected one of .*got .*stabilise"):
         mbcore.run(m, settings={**st, **jc("stabilise")})
     with pytest.raises(ModelError, match=r"settings\.alpha"):
         mbcore.run(m, settings={**st, "alpha": 2.0, **jc("projection")})
