@@ -206,6 +206,6 @@ def test_kill9_twenty_times(tmp_path, examples):
 def test_kill9_long(tmp_path, examples):
     """60 kills (the helper asserts that every file opens and holds the
     uninterrupted run's rows); every file is a finished or a running one."""
-    files, statuses, t_ref, _ = _kill_runs(tmp_path, examples, 60, (0.0, 5.5))
+    files, statuses, t_ref, _ = _kill_runs(tmp_path, examples, 60, (0.0, 3.0))
     assert len(files) == 60 and len(t_ref) > 1
     assert set(statuses) <= {"running", "finished"}, statuses
