@@ -45,7 +45,8 @@ import numpy as np
 from .errors import AnalysisError, MbcoreError, ModelError
 from .formulation import RestartRequest
 from .integrate.base import StepBudgetError
-from .simulation_loop import CompiledRK, PythonStepper, _Fallback
+from .loop_result import LoopFallback
+from .simulation_loop import CompiledRK, PythonStepper
 
 __all__ = ["Simulation", "SimulationState", "SimulationError"]
 
@@ -197,9 +198,9 @@ class Simulation:
         if horizon <= t:
             horizon = math.inf
         if kind in ("fixed", "embedded") and post is None:
-            # a failing first evaluation (_Fallback): the Python path names the error
+            # a failing first evaluation (LoopFallback): the Python path names the error
             # (or continues)
-            with contextlib.suppress(_Fallback):
+            with contextlib.suppress(LoopFallback):
                 self.loop = "compiled"
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
                                   max_steps=a.settings["max_steps"])
@@ -413,7 +414,7 @@ class Simulation:
     # -- time ----------------------------------------------------------------------------
     def _apply_jump(self) -> None:
         """Restart the integrator at the current time from the current state."""
-        run, form, sysm, t = self._run, self._run.form, self.system, self.t
+        form, sysm, t = self._run.form, self.system, self.t
         if self._reassemble:                 # a driver moved: nearest consistent state
             from .assembly import assemble
             q, qd = self._q(), self._qd()

@@ -200,7 +200,6 @@ class SpatialTree:
             j.rows = np.zeros(0, np.intp)
             return j
 
-        from .joint_coordinates import spanning_tree
         return spanning_tree(joints, self.nb, swap, free)
 
     def reference(self, q):
@@ -566,21 +565,16 @@ def articulated_body_blocks(tree, M, X, S, C, F):
 import scipy.linalg as sla  # noqa: E402
 
 from mbcore.errors import AnalysisError  # noqa: E402
-from mbcore.formulation import Formulation  # noqa: E402
 
-from .jc_loops import LoopClosure, cut_row_multipliers  # noqa: E402
+from .jc_common import JointCoordinates, spanning_tree  # noqa: E402
+from .jc_loops import cut_row_multipliers  # noqa: E402
 
 
-class SpatialJointCoordinates(LoopClosure, Formulation):
+class SpatialJointCoordinates(JointCoordinates, planar=False):
     """``joint_coordinates`` for spatial models (module docstring): state ``y = [theta;
     nu]``; outputs in the Euler-parameter coordinates of every other formulation."""
 
-    name = "joint_coordinates"
-    full_state = False
-
     def __init__(self, system, settings=None):
-        from .joint_coordinates import JointCoordinates
-        self.settings_schema = JointCoordinates.settings_schema
         super().__init__(system, settings)
         for k in ("alpha", "beta"):
             if self.settings[k] < 0:

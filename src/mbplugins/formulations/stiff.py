@@ -40,6 +40,8 @@ from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import Formulation
 from mbplugins.integrators.bdf import NewtonSystem
 
+from .dae_common import compiled_dae_rhs, constraint_fd, dense, why_not_compiled
+
 #: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (004 Table 12.3)
 BDF_COEFFS = {1: ((1.0,), 1.0),
               2: ((4 / 3, -1 / 3), 2 / 3),
@@ -48,37 +50,6 @@ BDF_COEFFS = {1: ((1.0,), 1.0),
 
 
 # -- the Newton systems of spec §4.6 ---------------------------------------------
-def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
-    """Forward differences in q of the constraint-only terms of the Newton matrices
-    (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
-    ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
-    ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
-    Hessians: these stay differences (issue 14)."""
-    n, m = system.n, system.m
-    outs = [np.zeros((n, n)) for _ in lams]
-    W = np.zeros((m, n)) if v is not None else None
-    if m == 0 or (not lams and v is None):
-        return outs, W
-    P0 = system.jacobian_dense(q, t)
-    b0 = [P0.T @ l for l in lams]
-    w0 = P0 @ v - system.nu(q, t) if v is not None else None
-    qp = np.array(q, dtype=float)
-    for j in range(n):
-        d = eps * (1.0 + abs(q[j]))
-        qp[j] = q[j] + d
-        P = system.jacobian(qp, t)
-        for o, l, b in zip(outs, lams, b0):
-            o[:, j] = (P.T @ l - b) / d
-        if v is not None:
-            W[:, j] = (P @ v - system.nu(qp, t) - w0) / d
-        qp[j] = q[j]
-    return outs, W
-
-
-def _dense(A):
-    return A.toarray() if hasattr(A, "toarray") else np.asarray(A)
-
-
 def _parts(system, q, s, lam, t, eps=1e-7):
     """M, g_q + (Phi_q^T lam)_q, g_s, Phi_q at (q, s, lam).
 
@@ -91,7 +62,7 @@ def _parts(system, q, s, lam, t, eps=1e-7):
     if system.mass_diag is not None:
         K, C = system.force_jacobians(q, s, t)
         (H,), _ = constraint_fd(system, q, t, (lam,), eps=eps)
-        return (np.diag(system.mass_diag), _dense(K) + H, _dense(C),
+        return (np.diag(system.mass_diag), dense(K) + H, dense(C),
                 system.jacobian_dense(q, t).copy())
     M = np.eye(n)
 
@@ -416,11 +387,10 @@ class Stiff(Formulation):
         # planar, compiled elements: f and the work rate in one C call
         # (_dynamics.CompiledStiff, NumPy reference: rhs); bdf then runs on the
         # compiled loop (spec/algorithms.md §2.9, §4.6)
-        from .ggl import _compiled_ggl, _why_not_compiled
-        self.compiled = _compiled_ggl(system, self.spatial, "CompiledStiff")
+        self.compiled = compiled_dae_rhs(system, self.spatial, "CompiledStiff")
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
-            _why_not_compiled(system, self.spatial)
+            why_not_compiled(system, self.spatial)
 
     @property
     def size(self) -> int:
