@@ -74,6 +74,12 @@ class AccelerationSolver:
             from .sparse_schur import for_system
             self._sparse = for_system(system)
 
+    @property
+    def sparse_kernel(self):
+        """The compiled sparse Schur solver of a sparse Jacobian, or None (dense
+        Jacobian, or the reference backend)."""
+        return getattr(self._sparse, "kernel", None)
+
     def mass_solve(self, q, qd, F, out=None):
         """``M^-1 F`` (planar) or, for spatial bodies, the regular Formulation I
         equivalent ``(M + alpha p p^T)^-1 (F - b* - alpha p pd^T pd)`` (mbcore.mass):

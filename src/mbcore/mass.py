@@ -68,7 +68,7 @@ class SpatialMass:
         for b, idx in enumerate(self.p_idx):
             col_body[idx] = b
             col_j[idx] = np.arange(4)
-        rows, cols = s._csr_rows, s._csr_cols
+        rows, cols = s.jacobian_pattern()
         sel = np.nonzero(col_body[cols] >= 0)[0]
         r, c = rows[sel], cols[sel]
         data = (r * n + c) if s.dense else sel

@@ -214,6 +214,11 @@ class SparseSchurSolver:
         self.solve = self._k.solve         # the hot path: no Python frame in between
 
     @property
+    def kernel(self):
+        """The compiled solver object that compiled right-hand sides call."""
+        return self._k
+
+    @property
     def failed_row(self) -> int:
         return int(self._k.failed_row)
 
