@@ -1308,6 +1308,25 @@ class System:
         return self._Q
 
     @property
+    def p_index(self) -> np.ndarray:
+        """Spatial models: the coordinates of each rigid body's Euler parameters,
+        shape (rigid bodies, 4)."""
+        return self._p_idx
+
+    @property
+    def r_index(self) -> np.ndarray:
+        """Spatial models: the position coordinates of every body, flat (3 per body)."""
+        return self._r_idx
+
+    def body_offset(self, name: str) -> int:
+        """The index of the first coordinate of body ``name``."""
+        return self._boff[name]
+
+    def evaluate_jacobian_data(self, q: np.ndarray, t: float) -> np.ndarray:
+        """Evaluate Phi_q into :attr:`jacobian_data` and return that buffer."""
+        return self._jacobian_data(q, t)
+
+    @property
     def jacobian_data(self) -> np.ndarray:
         """The buffer the Jacobian is evaluated into (row-major dense, or CSR data in
         the order of :meth:`jacobian_pattern`; ground entries follow): live, shared."""

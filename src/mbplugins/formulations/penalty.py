@@ -323,7 +323,7 @@ class Penalty(Formulation):
             return self.compiled.power
         s = self.system
         q, qd = self.q_cur, self.qd_cur
-        J = s._jac_view if s.dense else s._csr
+        J = s.last_jacobian
         return float(s.nonconservative_power(q, qd, t)) + float(self.lam @ (J @ qd))
 
     def outputs(self, t, y):
