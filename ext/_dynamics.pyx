@@ -63,6 +63,7 @@ import numpy as np
 
 include "_schur.pxi"
 include "_bounds.pxi"
+include "_loop_status.pxi"
 
 cdef inline void _Lmat(const double* p, double* L) noexcept nogil:
     """L(p) (3x4 row-major, 004 Eq 6.39): [-e, -e~ + e0 I]."""
@@ -2153,7 +2154,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, h_abs, order, nsteps, nrej, f.nfev - nfev0)
-            return 5, t, np.asarray(y), i_out, h_abs
+            return LOOP_BUDGET, t, np.asarray(y), i_out, h_abs
         # ---- one accepted step from (t, y) with derivative K[0] ------------------
         hprop = h_abs
         nsteps_top = nsteps
@@ -2172,7 +2173,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
             if adaptive:
                 if h_abs < min_step:
                     _stats(stats, h_abs, order, nsteps, nrej, f.nfev - nfev0)
-                    return 3, t, np.asarray(y), i_out, h_abs
+                    return LOOP_STEP_TOO_SMALL, t, np.asarray(y), i_out, h_abs
                 hatt = h_abs
                 tnew = t + h_abs
                 if tnew > t1 or fabs(t1 - tnew) < min_step:
@@ -2185,7 +2186,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                     tnew = t1
                 if tnew - t < min_step:
                     _stats(stats, tnew - t, order, nsteps, nrej, f.nfev - nfev0)
-                    return 3, t, np.asarray(y), i_out, h_abs
+                    return LOOP_STEP_TOO_SMALL, t, np.asarray(y), i_out, h_abs
             h = tnew - t
             for st in range(1, s):
                 for i in range(N):
@@ -2195,7 +2196,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                     ytmp[i] = y[i] + h * a
                 if f.c_eval(t + C[st] * h, &ytmp[0], &K[st, 0]):
                     _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h_abs
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
             for i in range(N):
                 a = 0.0
                 for k in range(s):
@@ -2203,7 +2204,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                 ynew[i] = y[i] + h * a
             if f.c_eval(tnew, &ynew[0], &K[s, 0]):
                 _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
-                return 2, t, np.asarray(y), i_out, h_abs
+                return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
             if not adaptive:
                 break
             if hairer:                  # DOP853._error_norm
@@ -2255,7 +2256,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
         for ks in range(nstop):
             if stop_sign[ks] * (ynew[stop_idx[ks]] - stop_val[ks]) <= 0.0:
                 _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
-                return 4, t, np.asarray(y), i_out, h_abs
+                return LOOP_STOP_CONDITION, t, np.asarray(y), i_out, h_abs
         nsteps += 1
         # ---- post-step projection (the Python driver's post_step) ----------------
         projected = False
@@ -2266,7 +2267,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
             if pcode < 0:
                 nsteps -= 1
                 _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
-                return 2, t, np.asarray(y), i_out, h_abs
+                return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
             projected = pcode == 1
         # ---- outputs in (t, tnew] ------------------------------------------------
         dense_ready = False
@@ -2327,7 +2328,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                                 ytmp[i] = y[i] + h * a
                             if f.c_eval(t + C_extra[j] * h, &ytmp[0], &KX[j, 0]):
                                 _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
-                                return 2, t, np.asarray(y), i_out, h_abs
+                                return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                         for i in range(N):
                             a = ynew[i] - y[i]
                             F7[0, i] = a
@@ -2369,7 +2370,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                     t = tnew
                     for i in range(N):
                         y[i] = yp[i] if projected else ynew[i]
-                    return 1, t, np.asarray(y), i_out, h_abs
+                    return LOOP_STOPPED, t, np.asarray(y), i_out, h_abs
         t = tnew
         if projected:
             # continue from the projected state: its derivative, the same step size
@@ -2382,7 +2383,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                     istep = 0
                 if f.c_eval(t, &y[0], &K[0, 0]):
                     _stats(stats, h, order, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h_abs
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
         else:
             for i in range(N):
                 y[i] = ynew[i]
@@ -2391,7 +2392,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     stats[2] = nsteps
     stats[3] = nrej
     stats[4] = f.nfev - nfev0
-    return 0, t, np.asarray(y), i_out, h_abs
+    return LOOP_DONE, t, np.asarray(y), i_out, h_abs
 
 
 # ----------------------------------------------------------------------------------

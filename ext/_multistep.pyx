@@ -141,6 +141,7 @@ cdef inline void _vecmat(const double* x, const double* A, Py_ssize_t rows, Py_s
 
 
 include "_bounds.pxi"
+include "_loop_status.pxi"
 
 
 cdef int _check_common(str who, CompiledODE f, double t0, double t1, double[::1] y0,
@@ -274,7 +275,7 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
-            return 5, t, np.asarray(y), i_out, h
+            return LOOP_BUDGET, t, np.asarray(y), i_out, h
         # ---- one accepted step (AdamsPECE._step_impl) ------------------------------
         h_top, k_top, neq_top, phase1_top = h, k, neq, phase1
         nsteps_top, nrej_top, nfev_top = nsteps, nrej, f.nfev - nfev0
@@ -287,7 +288,7 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
         while True:
             if fabs(h) < min_step:
                 _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
-                return 3, t, np.asarray(y), i_out, h
+                return LOOP_STEP_TOO_SMALL, t, np.asarray(y), i_out, h
             tnew = t + h
             if tnew - t1 > 0 or fabs(t1 - tnew) < min_step:
                 tnew = t1
@@ -337,7 +338,7 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                 p[i] = y[i] + h * p[i]
             if f.c_eval(tnew, &p[0], &fp[0]):
                 _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
-                return 2, t, np.asarray(y), i_out, h
+                return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h
             for i in range(N):
                 acc = phis[0, i]
                 for kk in range(1, k):
@@ -387,7 +388,7 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             ynew[i] = p[i] + c * d1[i]
         if f.c_eval(tnew, &ynew[0], &fp[0]):
             _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
-            return 2, t, np.asarray(y), i_out, h
+            return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h
         for i in range(N):
             a = fp[i] - sstar[i]                    # phi_{k+1}(n+1)
             b = a - phis[k, i]                      # phi_{k+2}(n+1)
@@ -443,7 +444,7 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
         # ---- stop conditions: met in this step -> the caller redoes it -------------
         if _stop_met(&ynew[0], stop_idx, stop_val, stop_sign):
             _stats(stats, fabs(h), k, nsteps, nrej, f.nfev - nfev0)
-            return 4, t, np.asarray(y), i_out, h
+            return LOOP_STOP_CONDITION, t, np.asarray(y), i_out, h
         # ---- accept ----------------------------------------------------------------
         if hist is not None and i_out < nout and t_out[i_out] <= tnew:
             hist.update(t=t, y=np.array(y), phi=np.array(phi), hs=np.array(hs), h=h_top,
@@ -510,9 +511,9 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                         out[i] = y[i] + hi * a
                 i_out += 1
                 if on_output(tt, outa) is True:
-                    return 1, t, np.asarray(y), i_out, h
+                    return LOOP_STOPPED, t, np.asarray(y), i_out, h
     _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
-    return 0, t, np.asarray(y), i_out, h
+    return LOOP_DONE, t, np.asarray(y), i_out, h
 
 
 # ----------------------------------------------------------------------------------
@@ -811,7 +812,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, h_abs, k, nsteps, nrej, f.nfev - nfev0)
-            return 5, t, np.asarray(y), i_out, h_abs
+            return LOOP_BUDGET, t, np.asarray(y), i_out, h_abs
         min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
         # checkpoints: every attempt of this step ends before t + 2 max(h_abs,
         # min_step) (attempts only shrink); keep the state if an output lies there
@@ -836,7 +837,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
         while True:
             if h_abs < min_step:
                 _stats(stats, h_abs, k, nsteps, nrej, f.nfev - nfev0)
-                return 3, t, np.asarray(y), i_out, h_abs
+                return LOOP_STEP_TOO_SMALL, t, np.asarray(y), i_out, h_abs
             h = h_abs
             tnew = t + h
             if tnew - t1 > 0 or fabs(t1 - tnew) < min_step:
@@ -870,11 +871,11 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                     nfev0 += f.nfev - nfev_cb  # the call-back's evaluations: uncounted
                     if l:
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                        return 2, t, np.asarray(y), i_out, h_abs
+                        return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                 elif _jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &jwork[0], N, counters,
                                &nfev0):
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h_abs
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                 jac_valid = True
                 jac_current = True
                 jac_age = 0
@@ -884,7 +885,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                     l = 1 if newton_system.update(tnew, np.array(ypred)) else 0
                 except Exception:
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h_abs
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                 if l:
                     lu_valid = False
             if use_hook and (not lu_valid or fabs(c / c_lu - 1.0) > refactor_ratio):
@@ -892,7 +893,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                                    mass_arr, c)
                 if hlu is None:
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h_abs
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                 counters[C_LU] += 1.0
                 lu_valid = True
                 c_lu = c
@@ -922,7 +923,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             while it < maxiter:
                 if f.c_eval(tnew, &ynew[0], &fb[0]):
                     _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h_abs
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                 if use_hook:                    # the problem's own Newton system
                     for i in range(N):
                         dy[i] = c * fb[i] - mv[i] * (psi[i] + d[i])
@@ -930,7 +931,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                     counters[C_SOLVE] += 1.0
                     if dyh is None:
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                        return 2, t, np.asarray(y), i_out, h_abs
+                        return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                     dyv = dyh
                     for i in range(N):
                         dy[i] = dyv[i]
@@ -983,11 +984,11 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                         nfev0 += f.nfev - nfev_cb
                         if l:
                             _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                            return 2, t, np.asarray(y), i_out, h_abs
+                            return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                     elif _jacobian(f, tnew, &ypred[0], &scale[0], &J[0], &jwork[0], N,
                                    counters, &nfev0):
                         _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-                        return 2, t, np.asarray(y), i_out, h_abs
+                        return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h_abs
                     jac_valid = True
                     jac_current = True
                     jac_age = 0
@@ -1018,7 +1019,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
         # ---- stop conditions: met in this step -> the caller redoes it -------------
         if _stop_met(&ynew[0], stop_idx, stop_val, stop_sign):
             _stats(stats, h, k, nsteps, nrej, f.nfev - nfev0)
-            return 4, t, np.asarray(y), i_out, h_abs
+            return LOOP_STOP_CONDITION, t, np.asarray(y), i_out, h_abs
         # ---- accept -------------------------------------------------------------------
         n_equal += 1
         t_old = t
@@ -1106,9 +1107,9 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
                         out[i] = Dd[0, i] + a
                 i_out += 1
                 if on_output(tt, outa) is True:
-                    return 1, t, np.asarray(y), i_out, h_abs
+                    return LOOP_STOPPED, t, np.asarray(y), i_out, h_abs
     _stats(stats, fabs(t - t_old), kstep, nsteps, nrej, f.nfev - nfev0)
-    return 0, t, np.asarray(y), i_out, h_abs
+    return LOOP_DONE, t, np.asarray(y), i_out, h_abs
 
 
 # ----------------------------------------------------------------------------------
@@ -1205,7 +1206,7 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
     while t < t1:
         if max_steps > 0 and since >= max_steps:     # the step budget (code 5)
             _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
-            return 5, t, np.asarray(y), i_out, h
+            return LOOP_BUDGET, t, np.asarray(y), i_out, h
         # ---- one step (ThetaMethod._step_impl) -------------------------------------
         if ck:
             i_top, jv_top, J_kept, lu_top, clu_top = i_step, jac_valid, False, lu_valid, c_lu
@@ -1218,7 +1219,7 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
         h = tnew - t
         if fabs(h) < 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300):
             _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
-            return 3, t, np.asarray(y), i_out, h
+            return LOOP_STEP_TOO_SMALL, t, np.asarray(y), i_out, h
         c = h * theta
         for i in range(N):
             if theta != 1.0:
@@ -1236,7 +1237,7 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
                 if _jacobian(f, tnew, &ypred[0], &fd_floor[0], &J[0], &jwork[0], N,
                              counters, &nfev0):
                     _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h
                 jac_valid = True
                 jac_current = True
                 lu_valid = False
@@ -1256,7 +1257,7 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
             for it in range(1, maxiter + 1):
                 if f.c_eval(tnew, &ynew[0], &fb[0]):
                     _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
-                    return 2, t, np.asarray(y), i_out, h
+                    return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h
                 for i in range(N):
                     dy[i] = base[i] + c * fb[i] - ynew[i]
                 dgetrs(&trans, &nn, &one, &LU[0], &nn, &ipiv[0], &dy[0], &nn, &info)
@@ -1284,12 +1285,12 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
             if attempt == 1 or jac_current:
                 # NewtonFailure: the Python driver redoes this step and raises it
                 _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
-                return 2, t, np.asarray(y), i_out, h
+                return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h
             jac_valid = False                      # stale: re-evaluate, retry once
         # ---- stop conditions: met in this step -> the caller redoes it -------------
         if _stop_met(&ynew[0], stop_idx, stop_val, stop_sign):
             _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
-            return 4, t, np.asarray(y), i_out, h
+            return LOOP_STOP_CONDITION, t, np.asarray(y), i_out, h
         # ---- end derivative, accept -------------------------------------------------
         if ck and i_out < nout and t_out[i_out] <= tnew:
             hist.update(t=t, y=np.array(y), f=np.array(fn), t_start=t_start, i=i_top,
@@ -1299,7 +1300,7 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
         if evaluated:
             if f.c_eval(tnew, &ynew[0], &fb[0]):
                 _stats(stats, fabs(h), order, nsteps, nrej, f.nfev - nfev0)
-                return 2, t, np.asarray(y), i_out, h
+                return LOOP_EVAL_FAILED, t, np.asarray(y), i_out, h
         jac_current = False
         for i in range(N):
             y_old[i] = y[i]
@@ -1345,6 +1346,6 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
                             out[i] = y_old[i] + s * (y[i] - y_old[i])
                 i_out += 1
                 if on_output(tt, outa) is True:
-                    return 1, t, np.asarray(y), i_out, h
+                    return LOOP_STOPPED, t, np.asarray(y), i_out, h
     _stats(stats, fabs(t - t_old), order, nsteps, nrej, f.nfev - nfev0)
-    return 0, t, np.asarray(y), i_out, h
+    return LOOP_DONE, t, np.asarray(y), i_out, h

@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .integrate.base import EPS, Statistics, StepSizeError
+from .integrate.base import Statistics
 from .integrate.rk import compiled_twin
-from .loop_result import LoopFallback, LoopResult, budget_error  # noqa: F401
+from .loop_result import (LoopFallback, LoopResult, LoopStatus,  # noqa: F401
+                          budget_error, step_too_small)
 
 __all__ = ["compiled_loop_for", "run_compiled"]
 
@@ -157,19 +158,16 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     st.nrejected += int(stats[3])
     st.nerror_test_failures += int(stats[3])
     st.nfev = int(stats[4])
-    if code == 0:
+    code = LoopStatus(code)
+    if code is LoopStatus.DONE:
         return LoopResult(0, st, t, y)
-    if code == 1:
+    if code is LoopStatus.STOPPED:
         return LoopResult(2, st, t, y)
-    if code == 5:
+    if code is LoopStatus.BUDGET:
         raise budget_error(max_steps, t, t0, t_out, i_out, float(stats[0]))
-    if code == 3:                        # the message of Integrator._step_too_small
-        min_step = 10.0 * EPS * max(abs(t), 1e-300)
-        raise StepSizeError(
-            f"step size {abs(float(stats[0])):.3e} fell below the round-off limit "
-            f"{min_step:.3e}{' (remaining interval)' if kind == 'fixed' else ''}; the "
-            f"problem may be stiff or singular here, or the tolerance too tight", t)
-    # code 2: an evaluation failed; code 4: a stop condition is met in the next step:
+    if code is LoopStatus.STEP_TOO_SMALL:
+        raise step_too_small(float(stats[0]), t, remaining=kind == "fixed")
+    # EVALUATION_FAILED, or STOP_CONDITION (met in the next step):
     # the Python driver takes over from the last accepted step
     res = python_fallback(t, y, t_out[i_out:])
     rest = res.stats

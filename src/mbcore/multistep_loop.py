@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .integrate.base import EPS, Statistics, StepSizeError
+from .integrate.base import Statistics
 
 __all__ = ["available", "run_multistep"]
 
@@ -95,7 +95,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     from the start-up.  ``rhs_state``: the right-hand side's own state at (t0, y0)
     (``load_state``, after the integrator's start-up)."""
     from ._ext import _multistep as ms
-    from .loop_result import LoopFallback, LoopResult
+    from .loop_result import (LoopFallback, LoopResult, LoopStatus, budget_error,
+                              step_too_small)
 
     crhs = form.compiled
     buf = np.zeros(y0.size)
@@ -175,21 +176,17 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)
-    if code == 0:
+    code = LoopStatus(code)
+    if code is LoopStatus.DONE:
         return LoopResult(0, st, t, y)
-    if code == 1:
+    if code is LoopStatus.STOPPED:
         return LoopResult(2, st, t, y)
-    if code == 5:
-        from .loop_result import budget_error
+    if code is LoopStatus.BUDGET:
         raise budget_error(budget, t, t0, t_out, i_out, h)
-    if code == 3:                        # the message of Integrator._step_too_small
-        min_step = 10.0 * EPS * max(abs(t), 1e-300)
-        why = " (remaining interval)" if kind == "theta" else ""
-        raise StepSizeError(
-            f"step size {abs(h):.3e} fell below the round-off limit {min_step:.3e}{why}; "
-            f"the problem may be stiff or singular here, or the tolerance too tight", t)
-    # code 2: an evaluation failed (or, for 'theta', Newton failed with a fresh
-    # Jacobian); code 4: a stop condition is met in the next step: the Python driver
+    if code is LoopStatus.STEP_TOO_SMALL:
+        raise step_too_small(h, t, remaining=kind == "theta")
+    # EVALUATION_FAILED (or, for 'theta', Newton failed with a fresh Jacobian), or
+    # STOP_CONDITION (met in the next step): the Python driver
     # takes over from the last accepted step (its multistep history starts again at
     # order 1) and raises the named error, or locates the stop
     res = python_fallback(t, y, t_out[i_out:])

@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from .loop_result import LoopFallback  # the compiled loop's hand-over signal
-from .integrate.base import EPS, StepSizeError, step_budget_error
+from .integrate.base import step_budget_error
+from .loop_result import LoopFallback, LoopStatus, step_too_small
 
 __all__ = ["CompiledRK", "PythonStepper"]
 
@@ -94,18 +94,16 @@ class CompiledRK:
             self.t_out, 0, h, *self.tol, self.on_output, self.stats, 0,
             grid0=self.g0, istep0=istep0, ystep=ystep, **tw.hairer,
             max_steps=self.max_steps)
-        if code == 1:
+        code = LoopStatus(code)
+        if code is LoopStatus.STOPPED:
             return None
-        if code == 5:                     # the state reached travels with the error
+        if code is LoopStatus.BUDGET:     # the state reached travels with the error
             err = step_budget_error(self.max_steps, t, t0, target, float(self.stats[0]))
             err.state = (float(t), np.array(y))
             raise err
-        if code == 3:
-            raise StepSizeError(
-                f"step size {abs(float(self.stats[0])):.3e} fell below the round-off limit "
-                f"{10.0 * EPS * max(abs(t), 1e-300):.3e}; the problem may be stiff or "
-                f"singular here, or the tolerance too tight", t)
-        return t, np.array(y)             # code 2: an evaluation failed after (t, y)
+        if code is LoopStatus.STEP_TOO_SMALL:
+            raise step_too_small(float(self.stats[0]), t)
+        return t, np.array(y)             # EVALUATION_FAILED after (t, y)
 
     def advance(self, target: float):
         """y at ``target`` (>= the step start); None, or ``(t, y)`` the last accepted
