@@ -103,7 +103,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     (:func:`mbcore.multistep_loop.run_multistep`).
     ``max_steps`` > 0: the step budget between outputs
     (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out)."""
-    if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
+    if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
