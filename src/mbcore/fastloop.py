@@ -1,4 +1,4 @@
-"""The compiled integration loop of the dynamic analysis (issue #7).
+"""The compiled integration loop of the dynamic analysis.
 
 When the right-hand side is compiled (:class:`mbcore.formulation.Formulation`
 ``.compiled``: a model of built-in elements, DI or CS) and the integrator is an

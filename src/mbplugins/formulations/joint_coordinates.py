@@ -1,5 +1,6 @@
-"""Joint-coordinate formulation for planar kinematic trees (spec/algorithms.md §4.7,
-JC-1 with the reduced equations of §4.7.1 [EXT] / §4.8 TMT; 000 §13.4, 004 §13.4).
+"""Joint-coordinate formulation for planar kinematic trees (Nikravesh (1988), §13.4,
+algorithm JC-1, with reduced equations of motion derived by the TMT method of TAM 674
+(2003), lectures of 10 to 26 February).
 
 The state is ``y = [theta; thetadot]``: one relative coordinate per joint of a tree
 rooted at the ground — the angle ``phi_j - phi_i`` of a revolute, the slide ``d``
@@ -58,7 +59,7 @@ def _A(phi):
 
 def spanning_tree(joints, nb, swap, make_free):
     """Tree joints in breadth-first order from the ground (``parent`` None) and the
-    cut joints (spec §4.7.2): a joint reaching a body already in the tree closes a
+    cut joints (Nikravesh (1988), §13.4.2): a joint reaching a body already in the tree closes a
     loop and is cut; a joint met from its child side is reversed by ``swap(j)``
     (False: it cannot be — it may still be met from the other side, else it is
     cut); a body no joint reaches gets ``make_free(k)`` (a floating base) and the
@@ -383,13 +384,13 @@ def articulated_body(tree, mass, q, qd, theta, thetad, Q):
 class JointCoordinates(LoopClosure, Formulation):
     """See the module docstring.  Rows of the model that are not tree joints (cut
     joints closing loops, drivers, other constraints) stay algebraic equations in
-    theta with multipliers, ``D = Phi*_q B`` (spec §4.7.2, Eq. 13.41), stabilised by
+    theta with multipliers, ``D = Phi*_q B`` (Nikravesh (1988), §13.4.2, Eq. 13.41), stabilised by
     Baumgarte terms ``-2 alpha Phidot* - beta^2 Phi*`` (alpha = beta = 0: none), or
     (``loop_stabilization``) projected / solved after every step (:mod:`.jc_loops`)."""
 
     name = "joint_coordinates"
     description = ("relative (joint) coordinates of a kinematic tree, Cartesian results; "
-                   "loops through cut joints (spec §4.7, TMT)")
+                   "loops through cut joints (Nikravesh (1988), §13.4, TMT)")
     full_state = False
     settings_schema = {
         "alpha": Param("number", "Baumgarte damping of the cut-joint / driver rows (1/s)",
