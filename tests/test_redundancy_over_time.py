@@ -242,7 +242,7 @@ def _late_push(examples) -> Model:
 def test_removed_rows_checked_after_resume(examples, tmp_path):
     """A run resumed from a checkpoint rebuilds the check from the stored rows:
     the conflict that starts at t = 0.5 stops the resumed run too."""
-    from mbcore.checkpoint import resume
+    from mbcore.runner import resume
     out = tmp_path / "part.h5"
     part = mbcore.run(_late_push(examples), output=out, settings={"t_end": 0.4})
     assert part.status == "finished" and part.stats["redundant_check"] <= MARGIN

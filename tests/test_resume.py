@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.checkpoint import CheckpointError, read_checkpoint, resume
+from mbcore.checkpoint import CheckpointError, read_checkpoint
+from mbcore.runner import resume
 from mbcore.cli import main
 from mbcore.result import Result
 from mbcore.runner import run
@@ -390,3 +391,11 @@ def test_cli_resume_without_quiet_prints_the_summary(tmp_path, examples, capsys)
     assert "finished" in printed and "0.2" in printed
     with Result(out) as r:
         assert r.status == "finished" and r.t[-1] == pytest.approx(0.2)
+
+
+def test_the_old_location_of_resume_still_works_with_a_warning(tmp_path, examples):
+    import mbcore
+    import mbcore.checkpoint as C
+    with pytest.warns(DeprecationWarning, match="mbcore.resume"):
+        old = C.resume
+    assert old is mbcore.resume is resume

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.checkpoint import read_checkpoint, resume
+from mbcore.checkpoint import read_checkpoint
+from mbcore.runner import resume
 from mbcore.integrate import integrate
 from mbcore.plugins import registry
 from mbcore.result import Result

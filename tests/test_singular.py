@@ -25,7 +25,6 @@ from scipy.integrate import solve_ivp
 
 import mbcore
 from mbcore import Model
-from mbcore.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
 from mbcore.plugins import registry
 

@@ -5,7 +5,6 @@ needs more ends with a StepBudgetError naming the time, on the compiled loops
 never a run of astronomically many steps (the fuzz campaign's former hangs)."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

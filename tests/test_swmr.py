@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.checkpoint import CheckpointError, read_checkpoint, resume
+from mbcore.checkpoint import CheckpointError, read_checkpoint
+from mbcore.runner import resume
 from mbcore.cli import main
 from mbcore.result import SCHEMA_VERSION, Result
 from mbcore.runner import run

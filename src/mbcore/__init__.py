@@ -4,7 +4,7 @@ Model (description) -> System (compiled) -> analyses -> reporters -> Result.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 from .errors import (AnalysisError, AssemblyError, ConflictingConstraintsError,  # noqa: E402
                      ConvergenceError, LockupError, MbcoreError, ModelError, PluginError,
@@ -28,9 +28,9 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
     if name == "Result":
         from .result import Result
         return Result
-    if name == "run":
-        from .runner import run
-        return run
+    if name in ("run", "resume"):
+        from . import runner
+        return getattr(runner, name)
     if name == "load":
         return Model.from_file
     if name in ("sweep", "Study"):
@@ -45,7 +45,7 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
     raise AttributeError(f"module 'mbcore' has no attribute {name!r}")
 
 
-__all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "load", "hookimpl", "get_include",
+__all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "resume", "load", "hookimpl", "get_include",
            "linearize", "LinearModel", "Modes", "sweep", "Study", "Simulation",
            "SimulationState", "SimulationError",
            "AssemblyError",

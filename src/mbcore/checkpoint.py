@@ -39,8 +39,8 @@ import numpy as np
 
 from .errors import MbcoreError
 
-__all__ = ["Checkpoint", "CheckpointError", "Checkpointer", "read_checkpoint", "resume",
-           "DEFAULT_SECONDS"]
+__all__ = ["Checkpoint", "CheckpointError", "Checkpointer", "read_checkpoint",
+           "prepare_resume", "follow", "DEFAULT_SECONDS"]
 
 #: default wall time between checkpoints (``$MBCORE_CHECKPOINT_SECONDS`` overrides)
 DEFAULT_SECONDS = 10.0
@@ -352,17 +352,15 @@ def _rewrite(path: Path, ck: Checkpoint, settings: dict) -> None:
     os.replace(tmp, path)
 
 
-def resume(path: str | os.PathLike, t_end: float | None = None, *, model: Any = None,
-           progress: bool = False, checkpoint_seconds: float | None = None,
-           checkpoint_every: float | None = None, raise_errors: bool = True):
-    """Continue the dynamic run of result file ``path`` from its last checkpoint up to
-    ``t_end`` (default: the file's ``t_end``); the rows are appended to the file.
-    ``model`` (a :class:`mbcore.Model`), if given, must be the file's model.
-    Returns the result of the resumed part, read from the file (from the start of the step
-    redone: rows up to the checkpoint may be recorded again, module docstring)."""
-    from . import __version__
+def prepare_resume(path: str | os.PathLike, t_end: float | None = None, *,
+                   model: Any = None) -> tuple[Any, dict, Checkpoint]:
+    """Make result file ``path`` ready to continue its dynamic run from its last
+    checkpoint up to ``t_end`` (default: the file's ``t_end``): check the file, its
+    version and ``model`` (if given, it must be the file's model), cut the file at
+    the checkpoint (:func:`_rewrite`, with the new ``t_end`` in ``/settings``).
+    Returns ``(model, settings, checkpoint)`` for :func:`mbcore.runner.resume`."""
+    from ._version import __version__
     from .model import Model
-    from .runner import run
     p = Path(path)
     ck = read_checkpoint(p)
     _check_not_written(p, ck)
@@ -388,44 +386,18 @@ def resume(path: str | os.PathLike, t_end: float | None = None, *, model: Any = 
                               f"later t_end")
     settings["t_end"] = t1
     _rewrite(p, ck, settings)
-    over = {k: v for k, v in settings.items() if v is not None}
-    return run(m, analysis="dynamic", settings=over, output=p, resume=ck,
-               progress=progress, checkpoint_seconds=checkpoint_seconds,
-               checkpoint_every=checkpoint_every, raise_errors=raise_errors)
+    return m, {k: v for k, v in settings.items() if v is not None}, ck
 
 
-def resume_cli(args: Any) -> int:
-    """``mbcore run --resume FILE [--t-end T] [MODEL]``: exit codes as ``run``."""
-    import sys
-
-    from .model import Model
-    from .result import Result
-    # -q/--quiet is registered with default=SUPPRESS (accepted before and after the
-    # command), so the attribute exists only when it was given
-    quiet = bool(getattr(args, "quiet", False))
-    try:
-        model = Model.from_file(args.model) if args.model else None
-        failed = None
-        try:
-            resume(args.resume, args.t_end, model=model, progress=not quiet)
-        except CheckpointError:
-            raise
-        except MbcoreError as exc:
-            failed = exc
-        except KeyboardInterrupt:
-            print(f"mbcore: interrupted; continue with: mbcore run --resume {args.resume}",
-                  file=sys.stderr)
-            return 130
-    except CheckpointError as exc:
-        print(f"mbcore: error: {exc}", file=sys.stderr)
-        return 2
-    if not quiet:
-        with Result(args.resume) as res:
-            print(res.summary())
-    if failed is not None:
-        print(f"mbcore: run failed: {failed}", file=sys.stderr)
-        return 1
-    return 0
+def __getattr__(name: str) -> Any:
+    # deprecated location (the function runs a model: it lives with run())
+    if name == "resume":
+        import importlib
+        import warnings
+        warnings.warn("mbcore.checkpoint.resume moved: use mbcore.resume (or "
+                      "mbcore.runner.resume)", DeprecationWarning, stacklevel=2)
+        return importlib.import_module("mbcore.runner").resume
+    raise AttributeError(f"module 'mbcore.checkpoint' has no attribute {name!r}")
 
 
 def follow(path: str | os.PathLike, *, interval: float = 0.5, idle: float = 60.0,

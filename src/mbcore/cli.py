@@ -10,7 +10,10 @@ import logging
 import sys
 from pathlib import Path
 
+from .cli_export import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED
 from .errors import MbcoreError
+
+__all__ = ["main", "EXIT_FAILED", "EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_BROKEN_PIPE"]
 
 log = logging.getLogger("mbcore.cli")
 
@@ -74,13 +77,12 @@ def _main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     X.configure_logging(args)
     if args.version:
-        from . import __version__
+        from ._version import __version__
         print(f"mbcore {__version__}")
         return 0
     try:
         if args.cmd == "run" and args.resume:
-            from .checkpoint import resume_cli
-            return resume_cli(args)
+            return _resume(args)
         if args.cmd == "run":
             if not args.model:
                 p.error("run: a model file is needed (or --resume FILE)")
@@ -115,16 +117,6 @@ def _main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     p.print_help()
     return EXIT_BAD_INPUT
-
-
-#: exit codes: 0 done; 1 the run (or another command) failed; 2 bad input (usage, the
-#: model file, settings, plugins, the output path: nothing was computed)
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-#: the run was interrupted (Ctrl-C, SIGTERM): file marked 'interrupted', resumable
-EXIT_INTERRUPTED = 130
-#: the reader of the output closed the pipe (128 + SIGPIPE, as a shell reports it)
-EXIT_BROKEN_PIPE = 141
 
 
 def _exit_if_unclosed(code: int) -> None:
@@ -186,6 +178,40 @@ def _run(args) -> int:
         print(f"mbcore: run failed: {failed}", file=sys.stderr)
         if written:
             print(f"mbcore: results computed so far are in {out}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _resume(args) -> int:
+    """``mbcore run --resume FILE [--t-end T] [MODEL]``: exit codes as ``run``."""
+    from .checkpoint import CheckpointError
+    from .model import Model
+    from .result import Result
+    from .runner import resume
+    # -q/--quiet is registered with default=SUPPRESS (accepted before and after the
+    # command), so the attribute exists only when it was given
+    quiet = bool(getattr(args, "quiet", False))
+    try:
+        model = Model.from_file(args.model) if args.model else None
+        failed = None
+        try:
+            resume(args.resume, args.t_end, model=model, progress=not quiet)
+        except CheckpointError:
+            raise
+        except MbcoreError as exc:
+            failed = exc
+        except KeyboardInterrupt:
+            print(f"mbcore: interrupted; continue with: mbcore run --resume {args.resume}",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
+    except CheckpointError as exc:
+        print(f"mbcore: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not quiet:
+        with Result(args.resume) as res:
+            print(res.summary())
+    if failed is not None:
+        print(f"mbcore: run failed: {failed}", file=sys.stderr)
         return EXIT_FAILED
     return 0
 

@@ -17,6 +17,15 @@ log = logging.getLogger("mbcore.cli")
 #: loggers the CLI configures (the library's and the built-in plugins')
 LOGGERS = ("mbcore", "mbplugins")
 
+#: exit codes: 0 done; 1 the run (or another command) failed; 2 bad input (usage, the
+#: model file, settings, plugins, the output path: nothing was computed)
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+#: the run was interrupted (Ctrl-C, SIGTERM): file marked 'interrupted', resumable
+EXIT_INTERRUPTED = 130
+#: the reader of the output closed the pipe (128 + SIGPIPE, as a shell reports it)
+EXIT_BROKEN_PIPE = 141
+
 EPILOGS = {
     "run": """examples:
   mbcore run examples/fourbar_kap.yaml                 # writes examples/fourbar_kap.h5
@@ -201,7 +210,7 @@ def cmd_export(args) -> int:
             log.warning("%s is still being written (or its run was killed): exporting "
                         "the %d rows flushed so far", src, len(res))
         try:
-            chans = res._select_channels(args.channels)
+            chans = res.select_channels(args.channels)
         except ResultKeyError as exc:
             raise ModelError("--channels", str(exc)) from None
         progress = not quiet(args)

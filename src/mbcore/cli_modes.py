@@ -4,7 +4,6 @@ docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -100,8 +99,3 @@ def report(lm, name: str, matrices: bool = False) -> str:
             for key in ("A", "B", "C", "D"):
                 lines += ["", f"{key} =", str(getattr(lm, key))]
     return "\n".join(lines)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from .cli import main
-    sys.exit(main(["modes", *sys.argv[1:]]))

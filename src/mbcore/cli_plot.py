@@ -75,7 +75,7 @@ def _fail(msg: str, code: int) -> int:
 
 
 def _guard(fn, args) -> int:
-    from .cli import EXIT_BAD_INPUT, EXIT_FAILED
+    from .cli_export import EXIT_BAD_INPUT, EXIT_FAILED
     from .errors import MbcoreError, ModelError
     from .plotting import PlotError
     from .result import ResultFileError, ResultKeyError

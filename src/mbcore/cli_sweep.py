@@ -61,7 +61,7 @@ def add_parser(sub, parents=()) -> None:
 
 def cmd_sweep(args) -> int:
     """Run the study; print its summary (not with ``--quiet``)."""
-    from .cli import EXIT_FAILED
+    from .cli_export import EXIT_FAILED
     from .studies import sweep
     settings = {}
     if args.t_end is not None:
@@ -79,13 +79,8 @@ def cmd_sweep(args) -> int:
     except KeyboardInterrupt:
         print("mbcore: interrupted; the finished cases are kept and recorded (rerun the "
               "same command to continue)", file=sys.stderr)
-        from .cli import EXIT_INTERRUPTED
+        from .cli_export import EXIT_INTERRUPTED
         return EXIT_INTERRUPTED
     if not quiet:
         print(study.summary())
     return EXIT_FAILED if study.failed else 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from .cli import main
-    sys.exit(main(["sweep", *sys.argv[1:]]))

@@ -120,10 +120,10 @@ def _checked(etype: Any, family: str, capsule_name: str, info_of, declared: dict
         raise refuse(f"is {got}, expected a PyCapsule named {capsule_name!r}", False)
     mine = abi_version()
     if info["abi_version"] != mine:
-        import mbcore
+        from ._version import __version__
         raise refuse(
             f"was built for mbcore C ABI version {info['abi_version']}; the installed "
-            f"mbcore {mbcore.__version__} implements ABI version {mine}. Rebuild the "
+            f"mbcore {__version__} implements ABI version {mine}. Rebuild the "
             f"plugin against the installed mbcore (its build takes the header from "
             f"mbcore.get_include()), e.g. pip install --no-build-isolation "
             f"--force-reinstall of the plugin's source", False)

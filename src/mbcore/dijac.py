@@ -24,7 +24,7 @@ factorisation.  The W row: ``dW'/dy = dP_nc/dy + dlam/dy . (Phi_q qd) +
 lam . d(Phi_q qd)/dy`` with ``d(Phi_q qd)/dqd = Phi_q`` exact and forward
 differences of the power ``P_nc`` alone (force kernels only) and of
 ``Phi_q qd`` in q.  Step of every difference: 1e-7 (1 + |x_j|) (as
-``stiff.constraint_fd``).  The Jacobian is
+``dae_common.constraint_fd``).  The Jacobian is
 
     [[0, I, 0], [dqdd/dq, dqdd/dqd, 0], [dW'/dq, dW'/dqd, 0]].
 

@@ -29,26 +29,13 @@ error (or continues, e.g. with least-squares multipliers).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from .integrate.base import EPS, Statistics, StepSizeError, step_budget_error
+from .integrate.base import EPS, Statistics, StepSizeError
 from .integrate.rk import compiled_twin
+from .loop_result import LoopFallback, LoopResult, budget_error  # noqa: F401
 
 __all__ = ["compiled_loop_for", "run_compiled"]
-
-
-@dataclass
-class LoopResult:
-    """The part of :class:`mbcore.integrate.driver.IntegrationResult` the dynamic
-    analysis reads."""
-
-    status: int
-    stats: Statistics
-    t_final: float
-    y_final: np.ndarray
-    events: list = field(default_factory=list)
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
@@ -117,12 +104,12 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
 
     def fun(t, y):                      # for the Python integrator's start-up only
         if crhs.eval(t, y, buf):
-            raise _Fallback(t)
+            raise LoopFallback(t)
         return buf
 
     try:
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, **options)
-    except _Fallback:
+    except LoopFallback:
         return python_fallback(t0, y0, t_out)
     if start and start.get("rhs_state") is not None:
         crhs.load_state(start["rhs_state"])   # its warm start at the stored step
@@ -188,16 +175,3 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     for k in ("nsteps", "nrejected", "nerror_test_failures", "nfev"):
         setattr(rest, k, getattr(rest, k) + getattr(st, k))
     return res
-
-
-def budget_error(max_steps: int, t: float, t0: float, t_out: np.ndarray, i_out: int,
-                 h: float):
-    """The StepBudgetError of a compiled loop's code 5 at (t, i_out), started at t0."""
-    t_prev = max(float(t_out[i_out - 1]), t0) if i_out > 0 else t0
-    t_next = float(t_out[i_out]) if i_out < t_out.size else None
-    return step_budget_error(int(max_steps), t, t_prev, t_next, h)
-
-
-class _Fallback(Exception):
-    def __init__(self, t):
-        self.t = t

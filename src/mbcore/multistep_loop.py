@@ -136,21 +136,21 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     from the start-up.  ``rhs_state``: the right-hand side's own state at (t0, y0)
     (``load_state``, after the integrator's start-up)."""
     from ._ext import _multistep as ms
-    from .fastloop import LoopResult, _Fallback
+    from .loop_result import LoopFallback, LoopResult
 
     crhs = form.compiled
     buf = np.zeros(y0.size)
 
     def fun(t, y):                      # for the Python integrator's start-up only
         if crhs.eval(t, y, buf):
-            raise _Fallback(t)
+            raise LoopFallback(t)
         return buf
 
     if jac is not None and kind != "bdf":
         return python_fallback(t0, y0, t_out)
     try:
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
-    except _Fallback:
+    except LoopFallback:
         return python_fallback(t0, y0, t_out)
     if not _ode_form(kind, integ):
         return python_fallback(t0, y0, t_out)
@@ -220,7 +220,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if code == 1:
         return LoopResult(2, st, t, y)
     if code == 5:
-        from .fastloop import budget_error
+        from .loop_result import budget_error
         raise budget_error(budget, t, t0, t_out, i_out, h)
     if code == 3:                        # the message of Integrator._step_too_small
         min_step = 10.0 * EPS * max(abs(t), 1e-300)

@@ -29,7 +29,7 @@ def versions() -> dict[str, str]:
             _PLATFORM.pop().join()
         import numpy
 
-        from . import __version__
+        from ._version import __version__
         _VERSIONS.update({"mbcore": __version__, "python": platform.python_version(),
                           "numpy": numpy.__version__, "scipy": _version_of("scipy"),
                           "h5py": _version_of("h5py"), "pluggy": _version_of("pluggy"),
@@ -134,15 +134,14 @@ def run(model: Model | Mapping[str, Any] | str | os.PathLike | None, *,
     if model is not None or resume is None:
         model = as_model(model, reg)
     if resume is not None and not hasattr(resume, "as_dict"):
-        from .checkpoint import resume as resume_file
         extra = set(settings or {}) - {"t_end"}
         if extra or analysis not in (None, "dynamic") or output is not None:
             raise ModelError("resume", "a resume continues the file's own settings: give "
                              "only settings['t_end'] (not " + ", ".join(
                                  sorted(extra) or ["analysis/output"]) + ")")
-        return resume_file(resume, (settings or {}).get("t_end"), model=model,
-                           progress=progress, checkpoint_seconds=checkpoint_seconds,
-                           checkpoint_every=checkpoint_every, raise_errors=raise_errors)
+        return _resume_file(resume, (settings or {}).get("t_end"), model=model,
+                            progress=progress, checkpoint_seconds=checkpoint_seconds,
+                            checkpoint_every=checkpoint_every, raise_errors=raise_errors)
     _platform_soon()
     from .analysis import resolve_settings
     # the settings validation of ``mbcore validate`` (one code path)
@@ -250,6 +249,25 @@ def run(model: Model | Mapping[str, Any] | str | os.PathLike | None, *,
                             first_event=first[1])
     result.system = system
     return result
+
+
+def resume(path: str | os.PathLike, t_end: float | None = None, *, model: Any = None,
+           progress: bool = False, checkpoint_seconds: float | None = None,
+           checkpoint_every: float | None = None, raise_errors: bool = True):
+    """Continue the dynamic run of result file ``path`` from its last checkpoint up to
+    ``t_end`` (default: the file's ``t_end``); the rows are appended to the file.
+    ``model`` (a :class:`mbcore.Model`), if given, must be the file's model.
+    Returns the result of the resumed part, read from the file (from the start of
+    the step redone: rows up to the checkpoint may be recorded again,
+    :mod:`mbcore.checkpoint`)."""
+    from .checkpoint import prepare_resume
+    m, settings, ck = prepare_resume(path, t_end, model=model)
+    return run(m, analysis="dynamic", settings=settings, output=path, resume=ck,
+               progress=progress, checkpoint_seconds=checkpoint_seconds,
+               checkpoint_every=checkpoint_every, raise_errors=raise_errors)
+
+
+_resume_file = resume       # run()'s parameter ``resume`` shadows the function there
 
 
 def run_info(model, aname: str, job, system) -> RunInfo:

@@ -45,7 +45,8 @@ import numpy as np
 from .errors import AnalysisError, MbcoreError, ModelError
 from .formulation import RestartRequest
 from .integrate.base import StepBudgetError
-from .simulation_loop import CompiledRK, PythonStepper, _Fallback
+from .loop_result import LoopFallback
+from .simulation_loop import CompiledRK, PythonStepper
 
 __all__ = ["Simulation", "SimulationState", "SimulationError"]
 
@@ -197,9 +198,9 @@ class Simulation:
         if horizon <= t:
             horizon = math.inf
         if kind in ("fixed", "embedded") and post is None:
-            # a failing first evaluation (_Fallback): the Python path names the error
+            # a failing first evaluation (LoopFallback): the Python path names the error
             # (or continues)
-            with contextlib.suppress(_Fallback):
+            with contextlib.suppress(LoopFallback):
                 self.loop = "compiled"
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
                                   max_steps=a.settings["max_steps"])
@@ -256,7 +257,7 @@ class Simulation:
     def _inputs_setup(self) -> None:
         sysm = self.system
         #: the constant generalised forces of the System (gravity) without inputs
-        self._q_const = sysm._q_gravity.copy()
+        self._q_const = sysm.constant_forces.copy()
         self._q_input = np.zeros(sysm.n)
         self._inputs: dict[str, float] = {}
         self._input_kind: dict[str, tuple] = {}
@@ -323,10 +324,9 @@ class Simulation:
         if kind[0] == "force":
             self._mark_input_work()
             self._q_input[kind[1]] = v
-            self.system._q_gravity[:] = self._q_const + self._q_input
+            self.system.constant_forces[:] = self._q_const + self._q_input
         else:
-            self.system.ftable.set_input(name, v)
-            self.system._ft = math.nan       # the System's cached function values
+            self.system.set_input(name, v)
             self._reassemble = self._reassemble or self._drives_constraint(kind[1])
         self._dirty = True
         self._row_t = math.nan
@@ -413,7 +413,7 @@ class Simulation:
     # -- time ----------------------------------------------------------------------------
     def _apply_jump(self) -> None:
         """Restart the integrator at the current time from the current state."""
-        run, form, sysm, t = self._run, self._run.form, self.system, self.t
+        form, sysm, t = self._run.form, self.system, self.t
         if self._reassemble:                 # a driver moved: nearest consistent state
             from .assembly import assemble
             q, qd = self._q(), self._qd()

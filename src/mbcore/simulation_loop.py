@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .fastloop import _Fallback  # the compiled loop's hand-over signal
+from .loop_result import LoopFallback  # the compiled loop's hand-over signal
 from .integrate.base import EPS, StepSizeError, step_budget_error
 
 __all__ = ["CompiledRK", "PythonStepper"]
@@ -51,7 +51,7 @@ class CompiledRK:
 
         def fun(t, y):                  # the Python object's start-up only
             if crhs.eval(t, y, buf):
-                raise _Fallback(t)
+                raise LoopFallback(t)
             return buf
         integ = icls(fun, t0, np.array(y0, dtype=float), horizon, **options)
         self.twin = tw = compiled_twin(icls, kind)

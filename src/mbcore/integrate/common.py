@@ -39,7 +39,7 @@ def select_initial_step(fun, t0: float, y0: np.ndarray, f0: np.ndarray, directio
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
     h0 = min(h0, interval, max_step)
     if not h0 > 0.0:          # |f(t0, y0)| so large that the trial step underflows
-        from .base import StepSizeError
+        from .errors import StepSizeError
         raise StepSizeError(f"no initial step size: |f(t0, y0)| / (atol + rtol |y0|) = "
                             f"{d1:.3g} is too large (the state or its derivative is "
                             f"out of range)", t0)

@@ -218,7 +218,7 @@ def sweep(model, params: Mapping[str, Any] | Sequence[Any], *, mode: str = "grid
     does not have stops the sweep (:class:`~mbcore.studies.metrics.ColumnError`).
     """
     from ..plugins import registry as _registry
-    from .. import __version__
+    from .._version import __version__
     reg = _registry()
     m = _load_model(model)
     base = m.to_dict()

@@ -22,6 +22,8 @@ import numpy as np
 from mbcore.errors import ModelError
 from mbcore.formulation import Formulation
 
+from .dae_common import compiled_dae_rhs, constraint_fd, dense, why_not_compiled
+
 
 class GGL(Formulation):
     name = "ggl"
@@ -42,10 +44,10 @@ class GGL(Formulation):
         self.spatial = system.mass_diag is None
         self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
                                           else system.mass_diag, np.zeros(2 * m)])
-        self.compiled = _compiled_ggl(system, self.spatial)
+        self.compiled = compiled_dae_rhs(system, self.spatial)
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
-            _why_not_compiled(system, self.spatial)
+            why_not_compiled(system, self.spatial)
 
     @property
     def size(self) -> int:
@@ -84,14 +86,13 @@ class GGL(Formulation):
         :meth:`mbcore.System.force_jacobians`: analytic per built-in force type,
         Nikravesh (1988), §9.2), ``J_qq = d(Phi_q^T mu)/dq`` and the velocity-constraint
         rows ``d(Phi_q v - nu)/dq`` by forward differences of those constraint
-        quantities alone (:func:`.stiff.constraint_fd`).  Spatial bodies (M^-1 inside
+        quantities alone (:func:`.dae_common.constraint_fd`).  Spatial bodies (M^-1 inside
         f): forward differences in q and v (2n columns of f), exact lam and mu
         columns."""
         s, n, m = self.system, self.n, self.m
         N = 2 * n + 2 * m
         J = np.zeros((N, N))
         if not self.spatial:
-            from .stiff import _dense, constraint_fd
             q, v = y[:n], y[n:2 * n]
             lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
             K, C = s.force_jacobians(q, v, t)
@@ -100,8 +101,8 @@ class GGL(Formulation):
             J[:n, :n] = Hm
             J[:n, n:2 * n] = np.eye(n)
             J[:n, 2 * n + m:] = Phq.T
-            J[n:2 * n, :n] = _dense(K) + Hl
-            J[n:2 * n, n:2 * n] = _dense(C)
+            J[n:2 * n, :n] = dense(K) + Hl
+            J[n:2 * n, n:2 * n] = dense(C)
             J[n:2 * n, 2 * n:2 * n + m] = Phq.T
             J[2 * n:2 * n + m, :n] = Phq
             J[2 * n + m:, :n] = W
@@ -123,39 +124,6 @@ class GGL(Formulation):
         q, v = y[:n], y[n:2 * n]
         qdd, lam = self.solver.solve(q, v, t)
         return q, v, qdd, lam
-
-
-def _why_not_compiled(system, spatial: bool) -> str | None:
-    """The reason the GGL (or stiff) right-hand side keeps the NumPy path, or None."""
-    if system.backend != "compiled":
-        return "kernels: numpy"
-    if spatial:
-        # M^-1 (Q + Phi_q^T lam) of spatial bodies needs the mass solve of Formulation I
-        # (AccelerationSolver.mass_solve) inside f: not compiled for this form
-        return "spatial bodies (no constant diagonal mass matrix)"
-    if system.padded or system._evaluator is None or system._py_groups \
-            or system._py_force_groups:
-        return "elements without compiled kernels"
-    return None
-
-
-def _compiled_ggl(system, spatial: bool, kind: str = "CompiledGGL"):
-    """``_dynamics.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
-    same arguments) of a planar System of compiled elements (constant diagonal mass;
-    dense or CSR Jacobian), else None (Nikravesh (1988), §13.3.4)."""
-    if _why_not_compiled(system, spatial) is not None or system.n == 0:
-        return None                      # (no bodies: nothing to compile)
-    try:
-        from mbcore._ext import _dynamics
-        cls = getattr(_dynamics, kind)
-    except (ImportError, AttributeError):    # pragma: no cover - an old build
-        return None
-    kw = {} if system.dense else dict(
-        indptr=np.ascontiguousarray(system._indptr, dtype=np.intp),
-        indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
-    return cls(system._evaluator, system._force_evaluator,
-               system.ftable._impl if len(system.functions) else None,
-               system.n, system.m, system._jdata, system._q_gravity, **kw)
 
 
 def jacobian_fd(self, t, y):

@@ -201,7 +201,6 @@ class SpatialTree:
             j.rows = np.zeros(0, np.intp)
             return j
 
-        from .joint_coordinates import spanning_tree
         return spanning_tree(joints, self.nb, swap, free)
 
     def reference(self, q):
@@ -567,21 +566,16 @@ def articulated_body_blocks(tree, M, X, S, C, F):
 import scipy.linalg as sla  # noqa: E402
 
 from mbcore.errors import AnalysisError  # noqa: E402
-from mbcore.formulation import Formulation  # noqa: E402
 
-from .jc_loops import LoopClosure, cut_row_multipliers  # noqa: E402
+from .jc_common import JointCoordinates, spanning_tree  # noqa: E402
+from .jc_loops import cut_row_multipliers  # noqa: E402
 
 
-class SpatialJointCoordinates(LoopClosure, Formulation):
+class SpatialJointCoordinates(JointCoordinates, planar=False):
     """``joint_coordinates`` for spatial models (module docstring): state ``y = [theta;
     nu]``; outputs in the Euler-parameter coordinates of every other formulation."""
 
-    name = "joint_coordinates"
-    full_state = False
-
     def __init__(self, system, settings=None):
-        from .joint_coordinates import JointCoordinates
-        self.settings_schema = JointCoordinates.settings_schema
         super().__init__(system, settings)
         for k in ("alpha", "beta"):
             if self.settings[k] < 0:
@@ -616,16 +610,15 @@ class SpatialJointCoordinates(LoopClosure, Formulation):
 
     def _compiled_jcs(self):
         s = self.system
-        if (self._k is None or len(self.extra) or s._py_force_groups or s.padded
-                or not self.nv):
+        kernels = s.compiled_kernels(constraints=False)
+        if self._k is None or len(self.extra) or kernels is None or not self.nv:
             return None
         try:
             from mbcore._ext._jcspatial import CompiledJCSpatial
         except ImportError:                  # pragma: no cover - an old build
             return None
-        return CompiledJCSpatial(self._k, np.ascontiguousarray(s._q_gravity, dtype=float),
-                                 s._force_evaluator,
-                                 s.ftable._impl if len(s.functions) else None)
+        return CompiledJCSpatial(self._k, kernels.constant_forces, kernels.forces,
+                                 kernels.functions)
 
     def _sync(self):
         """Joint data of the compiled kernels after the reference is fixed."""
@@ -830,7 +823,7 @@ class SpatialJointCoordinates(LoopClosure, Formulation):
         q, qd = self.q_cur, self.qd_cur
         P = s.nonconservative_power(q, qd, t)
         if len(self.extra):
-            J = s._jac_view if s.dense else s._csr
+            J = s.last_jacobian
             P += float(self.solver.lam @ (J @ qd))
         return P
 

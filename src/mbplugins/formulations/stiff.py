@@ -30,7 +30,7 @@ Planar models of compiled elements evaluate ``f`` and the work rate in one C cal
 (``_dynamics.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
 compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
 arithmetic bit for bit); bdf then runs on the compiled loop (``_multistep.run_bdf``,
-which calls the hook back).
+which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).
 """
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ from mbcore.errors import AnalysisError, ModelError
 from mbcore.formulation import Formulation
 from mbplugins.integrators.bdf import NewtonSystem
 
+from .dae_common import compiled_dae_rhs, constraint_fd, dense, why_not_compiled
+
 #: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (Nikravesh (1988), Table 12.3)
 BDF_COEFFS = {1: ((1.0,), 1.0),
               2: ((4 / 3, -1 / 3), 2 / 3),
@@ -48,37 +50,6 @@ BDF_COEFFS = {1: ((1.0,), 1.0),
 
 
 # -- the Newton systems of Nikravesh (1988), §13.3.4 ---------------------------------------------
-def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
-    """Forward differences in q of the constraint-only terms of the Newton matrices
-    (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
-    ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
-    ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
-    Hessians: these stay differences."""
-    n, m = system.n, system.m
-    outs = [np.zeros((n, n)) for _ in lams]
-    W = np.zeros((m, n)) if v is not None else None
-    if m == 0 or (not lams and v is None):
-        return outs, W
-    P0 = system.jacobian_dense(q, t)
-    b0 = [P0.T @ l for l in lams]
-    w0 = P0 @ v - system.nu(q, t) if v is not None else None
-    qp = np.array(q, dtype=float)
-    for j in range(n):
-        d = eps * (1.0 + abs(q[j]))
-        qp[j] = q[j] + d
-        P = system.jacobian(qp, t)
-        for o, l, b in zip(outs, lams, b0):
-            o[:, j] = (P.T @ l - b) / d
-        if v is not None:
-            W[:, j] = (P @ v - system.nu(qp, t) - w0) / d
-        qp[j] = q[j]
-    return outs, W
-
-
-def _dense(A):
-    return A.toarray() if hasattr(A, "toarray") else np.asarray(A)
-
-
 def _parts(system, q, s, lam, t, eps=1e-7):
     """M, g_q + (Phi_q^T lam)_q, g_s, Phi_q at (q, s, lam).
 
@@ -91,7 +62,7 @@ def _parts(system, q, s, lam, t, eps=1e-7):
     if system.mass_diag is not None:
         K, C = system.force_jacobians(q, s, t)
         (H,), _ = constraint_fd(system, q, t, (lam,), eps=eps)
-        return (np.diag(system.mass_diag), _dense(K) + H, _dense(C),
+        return (np.diag(system.mass_diag), dense(K) + H, dense(C),
                 system.jacobian_dense(q, t).copy())
     M = np.eye(n)
 
@@ -136,14 +107,27 @@ def _parts_fd(system, q, s, lam, t, eps=1e-7):
     return M, Kq, Ks, system.jacobian_dense(q, t).copy()
 
 
+#: (system, its mass solver) of the last System seen: a one-entry cache, so that
+#: the System itself stays unchanged and at most one model is kept alive by it
+_LAST_MASS_SOLVER: tuple = (None, None)
+
+
+def _mass_solver(system):
+    """The AccelerationSolver whose ``mass_solve`` this module uses for ``system``."""
+    global _LAST_MASS_SOLVER
+    owner, solver = _LAST_MASS_SOLVER
+    if owner is not system:
+        from mbcore.dynamics import AccelerationSolver
+        solver = AccelerationSolver(system)
+        _LAST_MASS_SOLVER = (system, solver)
+    return solver
+
+
 def _accel(system, q, s, t, lam):
     """Spatial bodies: ``(M + alpha p p^T)^-1 (Q - b* - alpha p pd^T pd + Phi_q^T lam)``
     (Formulation I made regular, mbcore.mass); the velocity rows of the DAE are then
     ``s' = _accel`` with a unit mass."""
-    from mbcore.dynamics import AccelerationSolver
-    solver = getattr(system, "_stiff_solver", None)
-    if solver is None:
-        solver = system._stiff_solver = AccelerationSolver(system)
+    solver = _mass_solver(system)
     F = system.forces(q, s, t) + _phi_rows(system, q, t).T @ lam
     return solver.mass_solve(q, s, F)
 
@@ -157,9 +141,9 @@ def _radial(system, q, t, Jq):
     Richardson extrapolation (4 evaluations of Phi per body; exact for the
     quartic-in-p rows of body vectors and points, rounding ~1e-13)."""
     h = 1e-3
-    a = np.zeros((len(system._p_idx), system.m))
+    a = np.zeros((len(system.p_index), system.m))
     qp = np.array(q, dtype=float)
-    for b, idx in enumerate(system._p_idx):
+    for b, idx in enumerate(system.p_index):
         p = np.array(q[idx], dtype=float)
         d = []
         for hh in (h, 0.5 * h):
@@ -186,13 +170,13 @@ def _phi_rows(system, q, t, Jq=None):
         return Jq
     J = np.array(Jq, dtype=float)
     for b, a in enumerate(_radial(system, q, t, J)):
-        idx = system._p_idx[b]
+        idx = system.p_index[b]
         J[:, idx] += np.outer(a, q[idx])
     return J
 
 
 def _norm_rows(system):
-    return np.arange(system.m - len(system._p_idx), system.m)
+    return np.arange(system.m - len(system.p_index), system.m)
 
 
 def _lam_projected(system, q, t, lam, sign=1.0):
@@ -210,8 +194,7 @@ def _lam_columns(system, q, s, t, Jq):
     spatial bodies (the velocity rows are then accelerations, see _accel)."""
     if system.mass_diag is not None:
         return Jq.T
-    _accel(system, q, s, t, np.zeros(system.m))          # creates the solver
-    solver = system._stiff_solver
+    solver = _mass_solver(system)
     z0 = solver.mass_solve(q, s, np.zeros(system.n))
     return np.column_stack([solver.mass_solve(q, s, c) - z0 for c in Jq]) if len(Jq) \
         else np.zeros((system.n, 0))
@@ -416,11 +399,10 @@ class Stiff(Formulation):
         # planar, compiled elements: f and the work rate in one C call
         # (_dynamics.CompiledStiff, NumPy reference: rhs); bdf then runs on the
         # compiled loop (Nikravesh (1988), §12.4, §13.3.4)
-        from .ggl import _compiled_ggl, _why_not_compiled
-        self.compiled = _compiled_ggl(system, self.spatial, "CompiledStiff")
+        self.compiled = compiled_dae_rhs(system, self.spatial, "CompiledStiff")
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
-            _why_not_compiled(system, self.spatial)
+            why_not_compiled(system, self.spatial)
 
     @property
     def size(self) -> int:

@@ -15,7 +15,6 @@ import numpy as np
 
 from mbcore.elements import ForceType, PackContext, perp, rot
 from mbcore.errors import ElementEvaluationError, ModelError
-from mbcore.functions import parse_function
 from mbcore.schema import Param, number
 
 #: below this length a TSDA has no direction (Nikravesh (1988), §9.2: DAP clamps at 1e-10)

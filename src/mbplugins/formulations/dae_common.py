@@ -1,0 +1,66 @@
+"""Pieces shared by the index-2 and index-3 DAE formulations (``ggl``, ``stiff``):
+the compiled right-hand side of planar models and the constraint terms of their
+Newton matrices by differences."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["constraint_fd", "dense", "why_not_compiled", "compiled_dae_rhs"]
+
+
+def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
+    """Forward differences in q of the constraint-only terms of the Newton matrices
+    (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
+    ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
+    ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
+    Hessians: these stay differences."""
+    n, m = system.n, system.m
+    outs = [np.zeros((n, n)) for _ in lams]
+    W = np.zeros((m, n)) if v is not None else None
+    if m == 0 or (not lams and v is None):
+        return outs, W
+    P0 = system.jacobian_dense(q, t)
+    b0 = [P0.T @ l for l in lams]
+    w0 = P0 @ v - system.nu(q, t) if v is not None else None
+    qp = np.array(q, dtype=float)
+    for j in range(n):
+        d = eps * (1.0 + abs(q[j]))
+        qp[j] = q[j] + d
+        P = system.jacobian(qp, t)
+        for o, l, b in zip(outs, lams, b0):
+            o[:, j] = (P.T @ l - b) / d
+        if v is not None:
+            W[:, j] = (P @ v - system.nu(qp, t) - w0) / d
+        qp[j] = q[j]
+    return outs, W
+
+
+def dense(A):
+    """A dense copy of a Jacobian that may be sparse."""
+    return A.toarray() if hasattr(A, "toarray") else np.asarray(A)
+
+
+def why_not_compiled(system, spatial: bool) -> str | None:
+    """The reason the GGL (or stiff) right-hand side keeps the NumPy path, or None."""
+    if system.backend != "compiled":
+        return "kernels: numpy"
+    if spatial and not system.padded:
+        # M^-1 (Q + Phi_q^T lam) of spatial bodies needs the mass solve of Formulation I
+        # (AccelerationSolver.mass_solve) inside f: not compiled for this form
+        return "spatial bodies (no constant diagonal mass matrix)"
+    return system.why_python()
+
+
+def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
+    """``_dynamics.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
+    same arguments) of a planar System of compiled elements (constant diagonal mass;
+    dense or CSR Jacobian), else None (Nikravesh (1988), §13.3.4)."""
+    if why_not_compiled(system, spatial) is not None or system.n == 0:
+        return None                      # (no bodies: nothing to compile)
+    try:
+        from mbcore._ext import _dynamics
+        cls = getattr(_dynamics, kind)
+    except (ImportError, AttributeError):    # pragma: no cover - an old build
+        return None
+    kernels = system.compiled_kernels()
+    return cls(*kernels.args, **kernels.csr())
