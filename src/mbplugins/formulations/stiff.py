@@ -11,7 +11,7 @@ State ``y = [q, s, lam]`` with the constant mass ``diag(1, M, 0)``, consistent
 starting values (``lam0`` from the augmented system at t0, ``s0 = qd0``), run
 by the variable-step, variable-order ``bdf`` integrator through its
 ``newton_system`` hook: every Newton iteration solves the reduced, rescaled
-(n + m) system the spec derives (:class:`ReducedNewton`; eliminate
+(n + m) system derived here (:class:`ReducedNewton`; eliminate
 ``ds = (dq - r_q)/c``, unknown ``c^2 dlam``), whose condition number stays O(1)
 as ``h -> 0`` while that of the full (2n + m) matrix of Nikravesh (1988), Eq. 13.31 grows like
 ``h^-3`` (:func:`full_newton_matrix` / :func:`reduced_newton_matrix` expose

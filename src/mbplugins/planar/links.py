@@ -43,7 +43,7 @@ class _DistanceBase(ConstraintType):
     second derivative gives ``gamma = -2 ddot^T ddot + 2 d^T (w_i^2 S_i -
     w_j^2 S_j) + 2 (L'^2 + L L'')``.
 
-    Why the squared form (the spec's): it is smooth everywhere, including
+    Why the squared form: it is smooth everywhere, including
     ``d = 0``, and needs no square root.  ``|d| - L`` would have a better scaled
     multiplier (directly the link force) but is not differentiable at ``d = 0``.
     Consequences: the row has units of length², its Jacobian scales with ``2L``
@@ -180,7 +180,7 @@ class RevoluteTranslational(ConstraintType):
 
     Roles: Nikravesh (1988), §4.2.2, Eqs. 4.15–4.16 puts the pin on body i and the line on body j; here
     (like ``translational``, whose first row this is) body i carries the line and
-    body j the pin, i.e. the spec's formulas with i and j exchanged.  With a unit
+    body j the pin, i.e. the book's formulas with i and j exchanged.  With a unit
     ``u`` the row is the signed distance of the pin from the line.
 
     Derivation: with ``d = r_j + S_j - r_i - S_i`` and ``dn/dphi_i = R n = -u``:
