@@ -1,4 +1,4 @@
-"""Fuzz campaign of model files (issue 18; docs/reliability.md).
+"""Fuzz campaign of model files (docs/reliability.md).
 
     python benchmarks/fuzz.py --cases 10000 --jobs 2 --seed 1 --report fuzz.json
     python benchmarks/fuzz.py --types --jobs 2 --report types.json   # every key x type

@@ -1,4 +1,4 @@
-"""Fuzz cases for model files (issue 18): mutated shipped examples and generated models.
+"""Fuzz cases for model files: mutated shipped examples and generated models.
 
 A case is a dict ``{"name", "fmt", "data"}`` where ``data`` is the file's bytes.  Every
 random decision goes through a *chooser* (``integer(lo, hi)``, ``choice(seq)``), so the

@@ -15,8 +15,8 @@ instead of JSON.
 Problems (all with exact solutions):
 
 * ``linexp``: linear 3×3, ``y(t) = expm(tA) y0``, t ∈ [0, 5];
-* ``ex121``: 004 Ex. 12.1, ``y' = -y²``, ``y = 1/(1+t)``, t ∈ [0, 5];
-* ``ex122``: 004 Ex. 12.2, damped two-mass chain (affine, solved by expm), t ∈ [0, 2];
+* ``ex121``: Nikravesh (1988), Example 12.1, ``y' = -y²``, ``y = 1/(1+t)``, t ∈ [0, 5];
+* ``ex122``: Nikravesh (1988), Example 12.2, damped two-mass chain (affine, solved by expm), t ∈ [0, 2];
 * ``osc``: undamped harmonic oscillator, 10 periods, t ∈ [0, 20π];
 * ``kepler``: Kepler orbit e = 0.5 (a = μ = 1, period 2π), 3 orbits, t ∈ [0, 6π],
   exact solution from Kepler's equation.

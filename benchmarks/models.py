@@ -9,7 +9,7 @@
   springs (k large: the highest spring frequency makes explicit integrators take
   tiny steps).
 * :func:`bench_chain_eom` — seconds per ``AccelerationSolver.solve`` for chains of
-  N links, with the fitted exponent of the cost in N (issue 7: ≤ 1.05).
+  N links, with the fitted exponent of the cost in N (target: ≤ 1.05).
 
 All models are built through the public API (:class:`mbcore.Model` ``add_*``).
 """

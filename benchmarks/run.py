@@ -7,23 +7,23 @@ same run; we report the median of ``repeat`` timings (the machines are shared an
 noisy) and the ratio numpy/compiled.  Cases:
 
 * ``fourbar_evaluation``: one kinematic evaluation of the KAP four-bar
-  (004 §5.2.1) = time functions + phi + Jacobian + nu + gamma at a state.
+  (Nikravesh (1988), §5.2.1) = time functions + phi + Jacobian + nu + gamma at a state.
 * ``fourbar_newton_iteration``: phi + Jacobian + LU factor + solve.
 * ``fourbar_kinematic_analysis``: a whole kinematic analysis, 1000 output times,
   in-memory results (output steps per second).
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
-  (spec/spatial.md §4.5), one evaluation and whole kinematic analyses.
+  (an invented end-to-end case), one evaluation and whole kinematic analyses.
 * ``multistep_fourbar_*`` (``--only multistep``): abm, bdf, implicit_euler and
   trapezoid on the compiled loop, and the GGL and stiff DAE forms with bdf
-  (``_ggl_``, ``_stiff_``) (issue 14) against the Python driver and the NumPy path,
+  (``_ggl_``, ``_stiff_``) against the Python driver and the NumPy path,
   four-bar, 10 s; ``multistep_stiff_chain10_stiff_*``: the stiff spring chain of
   ``force_jacobians`` with the stiff form.
 * ``heavy_top_*``, ``spatial_chain_*`` (``--only spatial_dynamics``): the heavy top on
-  its steady precession (issue 12: seconds per simulated second at a precession
+  its steady precession (seconds per simulated second at a precession
   error, compiled vs NumPy right-hand side) and spatial chains of N = 10 ... 10000
   bodies on spherical joints (cost per right-hand side and per simulated second
   with the fitted exponent in N).
-* ``startup_first_run*``, ``pendulum_rows_*`` (``--only startup_rows``; issue 14):
+* ``startup_first_run*``, ``pendulum_rows_*`` (``--only startup_rows``):
   the extra cost of the first ``mbcore.run`` in a fresh interpreter (four-bar,
   kinematic) and the per-row cost of a 1 m pendulum, 10 s with 1001 output rows
   (batched rows vs the row-by-row path in the same process).
@@ -33,28 +33,28 @@ noisy) and the ratio numpy/compiled.  Cases:
   m (s per simulated s of the integration, evaluations, errors).
 * ``a02_penalty_*`` (``--only penalty``): IFToMM A02, the N-four-bar (N = 40) through
   its flat singular configurations with the compiled penalty formulation: 20 s wall
-  time at the B0 error (issue 14: <= 0.5 s at <= 1e-3 m), one right-hand side and
+  time at the B0 error (target: <= 0.5 s at <= 1e-3 m), one right-hand side and
   one projection against the NumPy reference path.
-* ``force_jacobians_*`` (``--only force_jacobians``; issue 14): the stiff spring chain
+* ``force_jacobians_*`` (``--only force_jacobians``): the stiff spring chain
   with ``stiff`` and ``ggl`` on bdf, Jacobian cost and wall time before (forward
   differences of the whole force vector / rhs) and after (analytic force Jacobians),
   and ``System.force_jacobians`` compiled vs NumPy.
 * ``compiled_plugin_tier_overhead``, ``compiled_plugin_tier_constraint_overhead``
-  (``--only overheads``; issue 16): the per-call cost of a compiled-tier force group
+  (``--only overheads``): the per-call cost of a compiled-tier force group
   and the per-stage cost of a compiled-tier constraint group (kernel capsules,
   ``c_kernel``) above the built-in group, and that models using them keep the
   compiled loop.
-* ``dijac_*`` (``--only dijac``; issue 14): the semi-analytic DI/CS Jacobian of the
+* ``dijac_*`` (``--only dijac``): the semi-analytic DI/CS Jacobian of the
   compiled bdf / θ loops against forward differences (stiff spring chain, four-bar;
   wall time before/after and the cost of one Jacobian).
-* ``modes_fourbar_*`` (``--only modes``; issue 17): ``mbcore.linearize`` of
+* ``modes_fourbar_*`` (``--only modes``): ``mbcore.linearize`` of
   examples/fourbar_spring_modes.yaml (equilibrium, linearisation, modes) on a
   compiled System, analytic and numeric, compiled vs NumPy kernels, and the whole
   ``mbcore modes`` command in a fresh interpreter.
-* ``sweep_fourbar_overhead`` (``--only sweep``; issue 17): the overhead per case of
+* ``sweep_fourbar_overhead`` (``--only sweep``): the overhead per case of
   ``mbcore.sweep`` over a plain loop of ``mbcore.run`` (both in-process), the sweep
   on 2 local processes and a resume that skips every case.
-* ``simulation_fourbar_*`` (``--only simulation``; issue 17): ``Simulation.advance_to``
+* ``simulation_fourbar_*`` (``--only simulation``): ``Simulation.advance_to``
   in a 1 kHz loop (four-bar, rk4 and dopri5): µs per macro step with unchanged
   inputs and with a torque changed every step, against ``mbcore.run`` per row.
 * ``platform_streaming_memory`` (``--only memory``, only when named: minutes): peak
@@ -158,7 +158,7 @@ def bench_fourbar(repeat: int, quick: bool) -> dict:
 
 def bench_kinematics(repeat: int, quick: bool) -> dict:
     """Kinematic analysis output steps per second, compiled vs NumPy: slider-crank
-    (004 §5.2.2), Peaucellier-Lipkin (002 §6.2), link-gear multiplier (002 §6.3)."""
+    (Nikravesh (1988), §5.2.2), Peaucellier-Lipkin (DADS-2D kinematics report, §6.2), link-gear multiplier (DADS-2D kinematics report, §6.3)."""
     out = {}
     ex = ROOT / "examples"
     cases = {
@@ -182,7 +182,7 @@ def bench_kinematics(repeat: int, quick: bool) -> dict:
 
 
 def bench_spatial(repeat: int, quick: bool) -> dict:
-    """The spatial slider-crank (spec/spatial.md §4.5: revolute, spherical, universal
+    """The spatial slider-crank (revolute, spherical, universal
     and translational joints, the tracked rotation driver, 3 Euler-parameter
     bodies, n = m = 21), compiled kernels (ext/_spatial.pxi, KinematicStepper) vs
     the NumPy reference path in the same run:
@@ -424,7 +424,7 @@ def _three_loops(model, st, row, t_end, repeat, quick) -> None:
 
 
 def bench_multistep(repeat: int, quick: bool) -> dict:
-    """Issue 14, deliverable 3: the multistep methods on the compiled loop
+    """The multistep methods on the compiled loop
     (ext/_multistep.pyx).  The four-bar (fourbar_dap, DI, 10 s, 10 output rows as in
     ``bench_integrators``: the loops, not the rows, are measured here),
     abm and bdf at rtol 1e-6 and 1e-8 (atol = rtol/100), implicit_euler and
@@ -547,7 +547,7 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
 
 
 def bench_cp(repeat: int, quick: bool) -> dict:
-    """Issue 14, deliverable 2: coordinate partitioning in C (ext/_cp.pyx) — CP vs DI
+    """Coordinate partitioning in C (ext/_cp.pyx) — CP vs DI
     at the same rtol on Andrews' squeezer (to 0.03 s, rtol 1e-10) and the four-bar
     (fourbar_dap, 2 s, rtol 1e-8), dopri5, both on the compiled loop; and the
     compiled CP vs its NumPy path (the Python driver, ``kernels: numpy``) in the
@@ -586,7 +586,7 @@ def _a02_b0_error(res, ref) -> float:
 
 
 def bench_penalty(repeat: int, quick: bool) -> dict:
-    """The penalty formulation compiled (issue 14): IFToMM A02, the N-four-bar with N =
+    """The penalty formulation compiled: IFToMM A02, the N-four-bar with N =
     40 (81 rods, n = 243, m = 242, sparse), 20 s through 20 flat singular passages,
     dopri5, against its exact one-degree-of-freedom motion
     (``models.a02_reference``): wall time of ``mbcore.run`` (median of 3 after a
@@ -710,7 +710,7 @@ def _precession_error(res, omega=0.4915462) -> float:
 
 
 def bench_spatial_dynamics(repeat: int, quick: bool) -> dict:
-    """Issue 12 benchmarks: the heavy top (thin disc 1 kg, r = 0.1 m, tip 0.05 m from
+    """The heavy top (thin disc 1 kg, r = 0.1 m, tip 0.05 m from
     the centroid, tilt 30 deg, spin 200 rad/s, exact steady precession 0.4915462
     rad/s, 5 s) with several integrators and tolerances, its right-hand side compiled
     vs NumPy, and spatial chains on spherical joints."""
@@ -1123,7 +1123,7 @@ def _one_plugin(hook: str, types: list):
 
 
 def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
-    """The compiled plugin tier (issue 16; ``ForceType.c_kernel``): per-call cost of
+    """The compiled plugin tier (``ForceType.c_kernel``): per-call cost of
     one force group through a ``mbcore.force_kernel`` capsule above the same
     built-in group (the self-test capsule of the built-in TSDA kernel, evaluated
     ``count`` times in C by ``ForceEvaluator.repeat_forces``: no Python in the
@@ -1329,7 +1329,7 @@ def _fresh_python(code: str, args, env_extra: dict | None = None, drop=()) -> di
 
 
 def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = None) -> dict:
-    """Issue 14, items 4 and 5, each from fresh interpreters (medians).
+    """Start-up cost and output rows, each from fresh interpreters (medians).
 
     * ``startup_first_run``: ``import mbcore``, then the first and (0.3 s later:
       the BLAS worker threads the first run starts spin for a while, which slows a
@@ -1400,7 +1400,7 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
 
 
 def bench_force_jacobians(repeat: int, quick: bool) -> dict:
-    """Issue 14, deliverable 3 (second part): analytic force Jacobians.  The stiff
+    """Analytic force Jacobians.  The stiff
     spring chain ``stiff_chain(10)`` (k = 1e6; n = 30, no constraints) with
     ``formulation: stiff`` and ``ggl`` + ``integrator: bdf`` (rtol 1e-3, atol 1e-5,
     1 s, output every 0.01 s, ``record: q, qd, energy``): seconds per Jacobian of the
@@ -1502,7 +1502,7 @@ def bench_force_jacobians(repeat: int, quick: bool) -> dict:
 
 
 def bench_dijac(repeat: int, quick: bool) -> dict:
-    """Issue 14, deliverable 3: the semi-analytic DI/CS Jacobian of the compiled
+    """The semi-analytic DI/CS Jacobian of the compiled
     right-hand side (``CompiledRHS.c_jac``) in the compiled bdf / θ loops, *before*
     (forward differences of the right-hand side, 2n + 2 evaluations: the compiled
     right-hand side built without ``enable_jacobian``, monkeypatched in this process)
@@ -1587,7 +1587,7 @@ def bench_dijac(repeat: int, quick: bool) -> dict:
 
 
 def bench_modes(repeat: int, quick: bool) -> dict:
-    """Issue 17: linearisation and modes of the four-bar with a spring-damper
+    """Linearisation and modes of the four-bar with a spring-damper
     (``modes_fourbar_*``): one ``mbcore.linearize`` (static equilibrium from the
     estimates, chart, A/B/C/D, eigen-analysis) per kernel path and linearisation
     method, and ``mbcore modes`` from a fresh interpreter (wall time, start-up
@@ -1617,7 +1617,7 @@ def bench_modes(repeat: int, quick: bool) -> dict:
 
 
 def bench_sweep(repeat: int, quick: bool) -> dict:
-    """Issue 17, item 2 (``sweep_*``): the overhead per case of ``mbcore.sweep`` over
+    """``sweep_*``: the overhead per case of ``mbcore.sweep`` over
     a plain loop of ``mbcore.run(Model.from_dict(case), output=file)``: the four-bar
     with its spring-damper (examples/fourbar_spring_modes.yaml, dynamic, 0.2 s), a
     stiffness x damping grid, both in this process (``workers=0``) and interleaved;
@@ -1671,7 +1671,7 @@ def bench_sweep(repeat: int, quick: bool) -> dict:
 
 
 def bench_simulation(repeat: int, quick: bool) -> dict:
-    """Issue 17: ``mbcore.Simulation.advance_to`` in a 1 kHz loop on the DAP four-bar
+    """``mbcore.Simulation.advance_to`` in a 1 kHz loop on the DAP four-bar
     (``simulation_fourbar_*``): µs per macro step of 1 ms over 1 s with rk4 (step
     1 ms) and dopri5 (rtol 1e-9), inputs unchanged (the integrator keeps its steps)
     and a torque changed every macro step (a restart each time), against one

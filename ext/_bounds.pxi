@@ -1,5 +1,5 @@
 # Shared by the kernel modules (included, not imported): argument checks done before
-# any code without the GIL runs (issue 18, docs/reliability.md).  A wrong size or an
+# any code without the GIL runs (docs/reliability.md).  A wrong size or an
 # index out of range is a ValueError naming the argument, never a write outside a
 # buffer.
 

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """Coordinate partitioning in C (``mbcore._ext._cp``): the right-hand side of the CP
-formulation (spec/algorithms.md §4.3, CP-2) for the compiled integration loop.
+formulation (Nikravesh (1988), §13.3.2–13.3.3, CP-2) for the compiled integration loop.
 
 :class:`CompiledCP` evaluates, in one C call and without allocation, for ``y = [v;
 vd; W]`` (the independent coordinates and their rates, and the work channel):
@@ -61,7 +61,7 @@ cdef class CompiledCP(CompiledODE):
     """``CompiledCP(evaluator, force_evaluator, functions, n, m, jdata, qgrav, minv,
     col_scale, tol, factor)``; then :meth:`set_partition` before use.  ``jdata`` is
     the System's Jacobian buffer (dense row-major m*n, then the ground slots).
-    Refused at construction (ValueError naming the argument, issue 18): evaluators of
+    Refused at construction (ValueError naming the argument): evaluators of
     another system, an evaluator writing more than m rows or more Jacobian entries
     than jdata holds, evaluators reading more time functions than ``functions``
     has, not 0 < m < n, qgrav / minv / col_scale not n entries, minv not finite and >=

@@ -8,9 +8,9 @@ derivative of the dynamic analysis ``y = [q; qd; W]``:
     qdd, lam  from  [M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma + gamma_s]
     W'        =  P_nc + lam . (Phi_q qd)
 
-(004 Eqs 9.49-9.55 with the Ch.9 sign, docs/conventions.md), where ``gamma_s =
--2 alpha Phidot - beta^2 Phi`` is the Baumgarte term of the CS formulation (004
-§10.1, spec/algorithms.md §4.2; zero for DI) and ``W`` the work of the
+(Nikravesh (1988), Eqs. 9.49-9.55 with the Ch.9 sign, docs/conventions.md), where ``gamma_s =
+-2 alpha Phidot - beta^2 Phi`` is the Baumgarte term of the CS formulation (Nikravesh
+(1988), §10.1, §13.3.1; zero for DI) and ``W`` the work of the
 non-conservative and constraint forces (the energy balance channel).  The stages
 are the compiled kernels of ``_functions`` (time functions), ``_planar``
 (Jacobian, gamma, phi, nu) and ``_forces`` (applied forces and their
@@ -30,14 +30,14 @@ least-squares multipliers).
 :class:`CompiledODE` is the base the compiled loops step (``c_eval``; ``c_jac``, the
 Newton Jacobian of the bdf / θ loops: forward differences by default, the
 semi-analytic DI/CS Jacobian for ``CompiledRHS`` of dense planar systems of compiled
-force elements — NumPy reference ``mbcore.dijac``, spec/algorithms.md §4.1, §2.9);
+force elements — NumPy reference ``mbcore.dijac``);
 :class:`CompiledJC` is the right-hand side of the joint-coordinate formulation of a
 planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
 articulated-body solver; ``jc_planar_kinematics`` / ``jc_planar_aba`` expose the
 recursions to Python).
 
 :class:`CompiledGGL` is the right-hand side ``diag(1, M, 0, 0) y' = f`` of the GGL
-(stabilised index-2) DAE form of a planar system (spec/algorithms.md §4.6) for the
+(stabilised index-2) DAE form of a planar system (Nikravesh (1988), §13.3.4) for the
 compiled BDF loop with its ``mass`` option (``_multistep.run_bdf``); NumPy reference:
 ``mbplugins.formulations.ggl.GGL.rhs``.  :class:`CompiledStiff` (derived from it,
 sharing its stages) is that of the index-3 ``stiff`` form (``y = [q; s; lam; W]``);
@@ -66,7 +66,7 @@ include "_bounds.pxi"
 include "_loop_status.pxi"
 
 cdef inline void _Lmat(const double* p, double* L) noexcept nogil:
-    """L(p) (3x4 row-major, 004 Eq 6.39): [-e, -e~ + e0 I]."""
+    """L(p) (3x4 row-major, Nikravesh (1988), Eq. 6.39): [-e, -e~ + e0 I]."""
     L[0] = -p[1]; L[1] = p[0]; L[2] = p[3]; L[3] = -p[2]
     L[4] = -p[2]; L[5] = -p[3]; L[6] = p[0]; L[7] = p[1]
     L[8] = -p[3]; L[9] = p[2]; L[10] = -p[1]; L[11] = p[0]
@@ -126,7 +126,7 @@ cdef class CompiledODE:
     cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
                    double* J, double* work) noexcept nogil:
         """J (N x N, column-major) = df/dy at (t, y[:N]), the Newton Jacobian of the
-        compiled bdf and θ loops (spec/algorithms.md §2.9).  Default: forward
+        compiled bdf and θ loops (Nikravesh (1988), §12.4).  Default: forward
         differences of :meth:`c_eval`, column by column (``Integrator.jac`` /
         ``num_jac``: f0 = f(t, y), increment sqrt(eps) max(|y_j|, scale_j); N + 1
         evaluations, counted in ``nfev``).  ``work``: 3N doubles (f0 on return in
@@ -392,7 +392,7 @@ cdef class CompiledRHS(CompiledODE):
 
     def enable_jacobian(self, ForceJacobianEvaluator force_jacobians, idx_t[::1] pos,
                         list body_offsets=None):
-        """Switch :meth:`c_jac` to the semi-analytic DI/CS Jacobian (issue 14;
+        """Switch :meth:`c_jac` to the semi-analytic DI/CS Jacobian (
         NumPy reference ``mbcore.dijac.di_jacobian``).  ``force_jacobians``: the
         System's compiled K/C kernels of every force group (None: no force
         elements), ``pos``: each block entry's row-major index in the n x n K / C
@@ -467,8 +467,8 @@ cdef class CompiledRHS(CompiledODE):
 
     cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
                    double* J, double* work) noexcept nogil:
-        """Semi-analytic df/dy of ``[qd; qdd; W']`` (module ``mbcore.dijac``; spec
-        §4.1, §4.2, §2.9): one evaluation at y (its Schur factor is reused), K and C
+        """Semi-analytic df/dy of ``[qd; qdd; W']`` (module ``mbcore.dijac``;
+        Nikravesh (1988), §13.3, §13.3.1, §12.4): one evaluation at y (its Schur factor is reused), K and C
         from the compiled force-Jacobian kernels, forward differences of the
         constraint kernels alone (2n columns: Phi_q^T lam, g - Phi_q qdd in q,
         gamma in qd) and of the power of the force elements on the perturbed
@@ -810,7 +810,7 @@ cdef class CompiledRHS(CompiledODE):
 cdef class CompiledGGL(CompiledODE):
     """``CompiledGGL(evaluator, force_evaluator, functions, n, m, jdata, qgrav,
     indptr=None, indices=None)``: the
-    right-hand side of the Gear-Gupta-Leimkuhler form (spec/algorithms.md §4.6, §2.9)
+    right-hand side of the Gear-Gupta-Leimkuhler form (Nikravesh (1988), §13.3.4, §12.4)
     of a planar system with a constant diagonal mass matrix, state
     ``y = [q (n); v (n); lam (m); mu (m); W]``:
 
@@ -1009,7 +1009,7 @@ cdef class CompiledGGL(CompiledODE):
 # ----------------------------------------------------------------------------------
 cdef class CompiledStiff(CompiledGGL):
     """``CompiledStiff(...)`` (the arguments of :class:`CompiledGGL`): the right-hand
-    side of the index-3 form of the stiff DAE method (spec/algorithms.md §4.6, §2.9)
+    side of the index-3 form of the stiff DAE method (Nikravesh (1988), §13.3.4, §12.4)
     of a planar system with a constant diagonal mass matrix, state
     ``y = [q (n); s (n); lam (m); W]``:
 

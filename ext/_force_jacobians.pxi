@@ -1,4 +1,4 @@
-# Compiled force Jacobians K = dQ/dq, C = dQ/dqd per element (issue 14), included by
+# Compiled force Jacobians K = dQ/dq, C = dQ/dqd per element, included by
 # _forces.pyx.  Each kernel writes the element's (nl x nl) blocks, nl = bodies x
 # coordinates per body, row-major in the order of the element's body blocks; the
 # System scatters them (ground and padding columns dropped).  NumPy references:
@@ -15,7 +15,7 @@ JAC_KERNELS = {"tsda": True, "rsda": True, "force": True, "torque": True, "drag"
 cdef inline void _jdA(const double* p, const double* a, bint transpose,
                       double* out) noexcept nogil:
     """out (3 x 4, row-major) = d(A(p) a)/dp, or d(A(p)^T a)/dp: ``[4 e0 a ± 2 e x a,
-    2 (e . a) I + 2 e a^T ∓ 2 e0 a~]`` (A of 004 Eq 6.18 as _sA evaluates it)."""
+    2 (e . a) I + 2 e a^T ∓ 2 e0 a~]`` (A of Nikravesh (1988), Eq. 6.18 as _sA evaluates it)."""
     cdef double sg = -1.0 if transpose else 1.0
     cdef double ea = p[1] * a[0] + p[2] * a[1] + p[3] * a[2]
     cdef double ex[3]
@@ -387,7 +387,7 @@ cdef Py_ssize_t _spatial_jacobian(FGroup* G, Py_ssize_t e, const double* q,
                                   double* C) noexcept nogil:
     """K, C blocks (nl x nl, zeroed by the caller) of spatial element e: the
     formulas of the references' ``force_jacobian`` (mbplugins.spatial.forces;
-    spec/spatial.md §3.2); returns -1, or e when it cannot be evaluated."""
+    Nikravesh (1988), §9.2 carried over to space); returns -1, or e when it cannot be evaluated."""
     cdef const double* p = G.par + e * G.npar
     cdef Py_ssize_t bi = G.boff[e * G.nb], bj, bo
     cdef double A[9]
@@ -731,8 +731,8 @@ cdef Py_ssize_t _contact_jacobian(FGroup* G, Py_ssize_t e, const double* q,
 cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
                                  const double* qd, const double* fv, double* K,
                                  double* C) noexcept nogil:
-    """K, C blocks (nl x nl, zeroed by the caller) of planar element e (spec/planar.md
-    §3: F2, F3, F5, F6, F8, F10); returns -1, or e when it cannot be evaluated."""
+    """K, C blocks (nl x nl, zeroed by the caller) of planar element e (Nikravesh (1988),
+    §9.2: point force, torque, TSDA, RSDA, drag, fictitious damping); returns -1, or e when it cannot be evaluated."""
     cdef const double* p = G.par + e * G.npar
     cdef Py_ssize_t bi = G.boff[e * G.nb], bj
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy
@@ -743,7 +743,7 @@ cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
     cdef double FV[6]
     cdef int k, l
     if G.kind == F_TSDA:
-        # spec §3 F5: g = -D^T (f u); see TSDA.force_jacobian
+        # Nikravesh (1988), §9.2: g = -D^T (f u); see TSDA.force_jacobian
         bj = G.boff[e * 2 + 1]
         c = cos(q[bi + 2]); s = sin(q[bi + 2])
         cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
@@ -778,11 +778,11 @@ cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
         K[14] -= f * (Six * ux + Siy * uy)
         K[35] += f * (Sjx * ux + Sjy * uy)
     elif G.kind == F_RSDA:
-        # spec §3 F6: phi block k [[-1, 1], [1, -1]], c likewise
+        # Nikravesh (1988), §9.2: phi block k [[-1, 1], [1, -1]], c likewise
         K[14] = -p[0]; K[17] = p[0]; K[32] = p[0]; K[35] = -p[0]
         C[14] = -p[1]; C[17] = p[1]; C[32] = p[1]; C[35] = -p[1]
     elif G.kind == F_FORCE:
-        # spec §3 F2: global f: d(S x f)/dphi = -S . f; body f = A f': df/dphi = R f
+        # Nikravesh (1988), §9.2: global f: d(S x f)/dphi = -S . f; body f = A f': df/dphi = R f
         c = cos(q[bi + 2]); s = sin(q[bi + 2])
         fx = fv[3 * G.fidx[e * 2]]
         fy = fv[3 * G.fidx[e * 2 + 1]]
@@ -796,9 +796,9 @@ cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
             Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
             K[8] = -(Six * fx + Siy * fy)
     elif G.kind == F_TORQUE:
-        pass                             # spec §3 F3: n(t) only
+        pass                             # Nikravesh (1988), §9.2: n(t) only
     elif G.kind == F_DRAG:
-        # spec §3 F8: F_v = -(kq |v| + c) I - kq v v^T / |v|, V = [I, R S]
+        # Nikravesh (1988), §9.2: F_v = -(kq |v| + c) I - kq v v^T / |v|, V = [I, R S]
         c = cos(q[bi + 2]); s = sin(q[bi + 2])
         Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
         vx = qd[bi] - qd[bi + 2] * Siy - p[4]
@@ -823,7 +823,7 @@ cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
     elif G.kind == F_CONTACT:
         return _contact_jacobian(G, e, q, qd, K, C)
     elif G.kind == F_DAMPING:
-        # spec §3 F10: C = -diag(d)
+        # Nikravesh (1988), §9.2: C = -diag(d)
         C[0] = -p[0]; C[4] = -p[1]; C[8] = -p[2]
     return -1
 

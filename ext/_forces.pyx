@@ -1,7 +1,7 @@
 # cython: language_level=3
-"""Compiled force kernels for the built-in planar force elements (spec/planar.md
-§3: F2 point force, F3 torque, F5 TSDA, F6 RSDA, F8 drag, F9 point-line contact,
-F10 fictitious damping; 004 §9.2), and the external groups of the compiled plugin
+"""Compiled force kernels for the built-in planar force elements (Nikravesh (1988),
+§9.2: point force, torque, TSDA, RSDA, drag, point-line contact, fictitious
+damping), and the external groups of the compiled plugin
 tier (``mbcore_plugin.h``, ABI v1; docs/plugins.md "Compiled tier").
 
 :class:`ForceEvaluator` accumulates the generalised forces of every compiled group

@@ -32,7 +32,7 @@ cdef inline void _qmul(const double* a, const double* b, double* o) noexcept nog
 
 
 cdef inline void _Amat(const double* p, double* A) noexcept nogil:
-    """A(p) row-major (004 Eq 6.19)."""
+    """A(p) row-major (Nikravesh (1988), Eq. 6.19)."""
     cdef double e0 = p[0], e1 = p[1], e2 = p[2], e3 = p[3]
     A[0] = 2.0 * (e0 * e0 + e1 * e1) - 1.0
     A[1] = 2.0 * (e1 * e2 - e0 * e3)

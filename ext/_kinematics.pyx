@@ -35,7 +35,7 @@ cdef int _check_points(const double[::1] q, const double[::1] qd, const double[:
 def point_kinematics(const double[::1] q not None, const double[::1] qd not None,
                      const double[::1] qdd not None, const Py_ssize_t[::1] off not None,
                      const double[:, ::1] loc not None, double[:, ::1] out not None):
-    """Position, velocity and acceleration of body points (spec/planar.md §0.1):
+    """Position, velocity and acceleration of body points (Nikravesh (1988), §4.1):
     ``r + S``, ``rd + w R S``, ``rdd + wd R S - w^2 S`` with ``S = A(phi) s'``; rows
     ``x, y, xd, yd, xdd, ydd``.  Offsets >= len(q) denote the ground (all zero).
     Reference: ``System.point_kinematics`` on the NumPy path."""
@@ -61,9 +61,9 @@ def point_kinematics(const double[::1] q not None, const double[::1] qd not None
         out[k, 5] = ydd + a * Sx - w * w * Sy
 
 
-# --- spatial bodies (Euler parameters; spec/spatial.md §1.3-1.6) --------------------
+# --- spatial bodies (Euler parameters) --------------------
 cdef inline void _Lt(const double* p, const double* s, double* u) noexcept nogil:
-    """u = L(p)^T s' (4): [-e.s', e0 s' + e x s'] (004 Eq 6.39)."""
+    """u = L(p)^T s' (4): [-e.s', e0 s' + e x s'] (Nikravesh (1988), Eq. 6.39)."""
     u[0] = -(p[1] * s[0] + p[2] * s[1] + p[3] * s[2])
     u[1] = p[0] * s[0] + p[2] * s[2] - p[3] * s[1]
     u[2] = p[0] * s[1] + p[3] * s[0] - p[1] * s[2]
@@ -72,7 +72,7 @@ cdef inline void _Lt(const double* p, const double* s, double* u) noexcept nogil
 
 cdef inline void _Gadd(const double* x, const double* u, double c,
                        double* out) noexcept nogil:
-    """out += c G(x) u, G(x) u = -x_v u0 + x_v x u_v + x0 u_v (004 Eq 6.38)."""
+    """out += c G(x) u, G(x) u = -x_v u0 + x_v x u_v + x0 u_v (Nikravesh (1988), Eq. 6.38)."""
     out[0] += c * (-x[1] * u[0] + x[0] * u[1] - x[3] * u[2] + x[2] * u[3])
     out[1] += c * (-x[2] * u[0] + x[3] * u[1] + x[0] * u[2] - x[1] * u[3])
     out[2] += c * (-x[3] * u[0] - x[2] * u[1] + x[1] * u[2] + x[0] * u[3])
@@ -84,7 +84,7 @@ def point_kinematics_spatial(const double[::1] q not None, const double[::1] qd 
                              const double[:, ::1] loc not None, double[:, ::1] out not None):
     """Points of spatial bodies, rows ``x, y, z, xd, yd, zd, xdd, ydd, zdd``:
     ``r + A s'``, ``rd + Adot s'``, ``rdd + Addot s'`` with ``A = G L^T``,
-    ``Adot = 2 G(pd) L^T``, ``Addot = 2 G(pdd) L^T + 2 G(pd) L(pd)^T`` (004 Eqs
+    ``Adot = 2 G(pd) L^T``, ``Addot = 2 G(pdd) L^T + 2 G(pd) L(pd)^T`` (Nikravesh (1988), Eqs. 
     6.62-6.63, 6.102).  Offsets >= len(q) denote the ground (r = 0, p = (1, 0, 0,
     0)).  Reference: ``System._point_kinematics_spatial`` on the NumPy path."""
     cdef Py_ssize_t k, j, o, n = q.shape[0]
@@ -129,7 +129,7 @@ def angular_kinematics(const double[::1] q not None, const double[::1] qd not No
                        double[:, ::1] out not None):
     """Angular velocity and acceleration of spatial bodies in global axes, rows
     ``wx, wy, wz, wxd, wyd, wzd``: ``omega = 2 G(p) pd``, ``omegadot = 2 G(p) pdd``
-    (004 Eqs 6.96, 6.107).  ``pidx`` (nb, 4): the indices of each body's p in q.
+    (Nikravesh (1988), Eqs. 6.96, 6.107).  ``pidx`` (nb, 4): the indices of each body's p in q.
     Reference: ``System.angular_kinematics`` on the NumPy path."""
     cdef Py_ssize_t k, j, n = q.shape[0]
     cdef double p[4]

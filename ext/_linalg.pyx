@@ -14,7 +14,7 @@ include "_bounds.pxi"
 
 
 cdef class DenseLU:
-    """LU factors of a square n x n matrix with partial pivoting (004 §3.3, Alg LU-I)."""
+    """LU factors of a square n x n matrix with partial pivoting (Nikravesh (1988), §3.3, Alg LU-I)."""
 
     cdef public Py_ssize_t n
     cdef double[::1] lu
@@ -66,14 +66,14 @@ cdef class DenseLU:
 
 cdef class SchurSolver:
     """Accelerations and multipliers of a constrained system with a diagonal mass
-    matrix, by the Schur complement of the augmented system (004 Prob 10.9-10.10;
-    spec/planar.md §4.6, algorithms.md §1.5):
+    matrix, by the Schur complement of the augmented system (Nikravesh (1988), §9.4,
+    Probs. 10.9-10.10):
 
         B = Phi_q M^-1 Phi_q^T  (SPD),   B lam = gamma - Phi_q M^-1 Q,
         qdd = M^-1 (Q + Phi_q^T lam)
 
     which is the solution of ``[M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma]``
-    (the 004 Ch.9 sign convention); ``dense_schur`` of ``_schur.pxi`` (the same
+    (the Nikravesh (1988), Ch. 9 sign convention); ``dense_schur`` of ``_schur.pxi`` (the same
     routine as the compiled right-hand side).
     """
 

@@ -6,7 +6,7 @@ Gordon (``mbplugins.integrators.adams.AdamsPECE``), :func:`run_bdf` the
 variable-step, variable-order BDF with modified Newton iteration
 (``mbplugins.integrators.bdf.BDF``, LAPACK LU; Newton Jacobian ``f.c_jac``: forward
 differences column by column, or the semi-analytic DI/CS Jacobian of
-``_dynamics.CompiledRHS``, spec/algorithms.md §2.9, §4.1), :func:`run_theta` the fixed-step θ-methods implicit Euler and
+``_dynamics.CompiledRHS``), :func:`run_theta` the fixed-step θ-methods implicit Euler and
 trapezoid (``mbplugins.integrators.implicit.ThetaMethod``).  All step a compiled
 right-hand side (:class:`CompiledODE`, ``y = [x;
 xdot; W]``, evaluated through ``c_eval``) exactly as the Python integrators do:
@@ -149,7 +149,7 @@ cdef int _check_common(str who, CompiledODE f, double t0, double t1, double[::1]
                        double[::1] counters, const idx_t[::1] stop_idx,
                        const double[::1] stop_val, const double[::1] stop_sign,
                        double[::1] ystep, long max_steps, bint dae_ok=False) except -1:
-    """The arguments every loop shares, checked before its first step (issue 18,
+    """The arguments every loop shares, checked before its first step (
     docs/reliability.md "Kernel boundaries"): the state's size against the
     right-hand side, a finite start, the output position, the statistics buffers,
     the stop conditions and the step budget."""
@@ -622,7 +622,7 @@ cdef int _jacobian(CompiledODE f, double t, const double* y, const double* scale
     forward differences of ``c_eval`` (``num_jac``: f(t, y), then increment
     sqrt(eps) max(|y_j|, scale_j), one column per evaluation, counted in nfev and
     nfev_jac) or, for a right-hand side with ``analytic_jac`` (``CompiledRHS`` of a
-    dense planar system of compiled force elements: spec/algorithms.md §4.1, the
+    dense planar system of compiled force elements: Nikravesh (1988), §13.3, algorithm DI-4, the
     semi-analytic DI/CS Jacobian of ``mbcore.dijac``), its own Jacobian, whose
     evaluation is not counted (as a Jacobian call-back of the Python driver: the
     loop adds it to ``nfev0``).  ``work``: 3N doubles.  Returns the failing
@@ -659,7 +659,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     ``keep_below``: the step-change limits.  Dense output at ``t_out[i_out:]``: the
     backward-difference polynomial of the step (``BackwardDifferenceDenseOutput``).
 
-    DAE options of ``BDF`` (spec/algorithms.md §2.9, §4.6): ``mass`` the diagonal of
+    DAE options of ``BDF`` (Nikravesh (1988), §12.4, §13.3.4): ``mass`` the diagonal of
     the constant mass matrix (zeros: algebraic components, index-2 scaling of their
     rows and columns in the Newton matrix, out of the error test and the Newton norm;
     their start-up is the Python object's ``_restart_impl``), ``h_power`` the power of

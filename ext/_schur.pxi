@@ -11,7 +11,7 @@ cdef int dense_schur(Py_ssize_t n, Py_ssize_t m, const double* J, const double* 
                      const double* Q, const double* gam, double* C, double* B,
                      double* qdd, double* lam) noexcept nogil:
     """Accelerations and multipliers with a diagonal mass matrix by the Schur
-    complement (004 Prob 10.9-10.10; spec/algorithms.md §1.5):
+    complement (Nikravesh (1988), Prob. 10.9-10.10):
 
         B = J M^-1 J^T,  B lam = gamma - J M^-1 Q,  qdd = M^-1 (Q + J^T lam)
 

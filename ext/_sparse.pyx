@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Sparse Schur-complement equations of motion in linear time (issue 7, item 3).
+"""Sparse Schur-complement equations of motion in linear time.
 
 ``[M, -J^T; J, 0] [qdd; lam] = [Q; gamma]`` with diagonal M (centroidal planar
 frames) is solved through ``B = J M^-1 J^T`` (symmetric positive definite when J has
@@ -118,7 +118,7 @@ cdef class SparseSchur:
     def _check(Py_ssize_t n, Py_ssize_t m_full, rp, jpos, jcol, rowid, perm, Bp, Bi, bdiag,
                tp, ta, tb, parent, Lp, double pivot_tol):
         """The topology is one the numeric phase runs on without leaving its buffers
-        (issue 18): every index in range, every pointer array non-decreasing within
+: every index in range, every pointer array non-decreasing within
         its entries, ``perm`` a permutation, Bi the upper triangle by columns, and
         ``parent``/``Lp`` exactly the elimination tree and (at least) the column
         counts of L that :func:`etree_counts` finds for (Bp, Bi) -- the up-looking

@@ -1,5 +1,5 @@
 # --------------------------------------------------------------------------------
-# Spatial constraint kernels (included by _planar.pyx; spec/spatial.md §1.6, §2).
+# Spatial constraint kernels (included by _planar.pyx).
 #
 # The NumPy reference of every type, and its packed parameters, is
 # ``mbplugins.spatial.constraints`` (class docstrings); these kernels compute the
@@ -15,7 +15,7 @@
 # atan2) of body vectors ``A_k a'`` and body points ``r_k + A_k s'``, each carried
 # as a *jet* on the stack: value, omega'-Jacobian (per body 6 columns
 # [r, pi']), rate and quadratic term h (d²X/dt² = J vdot + h; body vector:
-# h = A (w~ w~ a'), spec §1.6).  Products follow the product rule; gamma# = -h
+# h = A (w~ w~ a')).  Products follow the product rule; gamma# = -h
 # (+ driver terms).  Finally each body's 6 columns become the 7 Euler-parameter
 # columns: [J_r, 2 J_pi' L(p)].
 #
@@ -98,7 +98,7 @@ _STATEFUL = frozenset([K_S_ROTATION_DRIVER, K_S_SCREW])
 ctypedef struct SBody:
     double r[3]
     double p[4]
-    double A[9]               # A(p), explicit form 004 Eq 6.18, row-major
+    double A[9]               # A(p), explicit form Nikravesh (1988), Eq. 6.18, row-major
     double rd[3]
     double w[3]               # omega' = 2 L(p) pdot
 
@@ -287,7 +287,7 @@ cdef inline void _s_lin2(const SCtx* K, double c0, const SJ1* X0, double c1, con
 
 
 cdef inline void _s_atan2(const SCtx* K, const SJ1* y, const SJ1* x, SJ1* X) noexcept nogil:
-    """X = atan2(y, x) (principal value), spec §2.8."""
+    """X = atan2(y, x) (principal value), Nikravesh (1988), §7.2.4, §7.3."""
     cdef double r2 = x.v * x.v + y.v * y.v
     cdef int j
     X.v = atan2(y.v, x.v)
@@ -300,7 +300,7 @@ cdef inline void _s_atan2(const SCtx* K, const SJ1* y, const SJ1* x, SJ1* X) noe
 
 
 cdef inline void _qmul(const double* a, const double* b, double* c) noexcept nogil:
-    """c = a (x) b, scalar first (spec §1.10)."""
+    """c = a (x) b, scalar first (Nikravesh (1988), §6.5)."""
     cdef double x[3]
     c[0] = a[0] * b[0] - (a[1] * b[1] + a[2] * b[2] + a[3] * b[3])
     _cross(a + 1, b + 1, x)

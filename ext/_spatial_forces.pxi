@@ -1,4 +1,4 @@
-# Compiled kernels of the spatial force elements (spec/spatial.md §3.1-3.2), included
+# Compiled kernels of the spatial force elements (Nikravesh (1988), §11.1, §9.2 carried over to space), included
 # by _forces.pyx.  NumPy references: mbplugins.spatial.forces (same packed
 # parameters, same formulas: body-frame moments n' -> n* = 2 L^T n' for the
 # coordinate laws, global moments n -> n* = 2 G^T n for point loads), equal to
@@ -6,7 +6,7 @@
 # ground block (r = 0, p = (1, 0, 0, 0)) sits at n + 3 of the extended buffers.
 
 cdef inline void _sA(const double* p, double* A) noexcept nogil:
-    """A(p), explicit form 004 Eq 6.18 (row-major)."""
+    """A(p), explicit form Nikravesh (1988), Eq. 6.18 (row-major)."""
     cdef double e0 = p[0], e1 = p[1], e2 = p[2], e3 = p[3]
     A[0] = 2.0 * (e0 * e0 + e1 * e1 - 0.5); A[1] = 2.0 * (e1 * e2 - e0 * e3)
     A[2] = 2.0 * (e1 * e3 + e0 * e2)

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The reduced, rescaled Newton system of the stiff DAE method in compiled code
-(``mbcore._ext._stiffnewton``; spec/algorithms.md §4.6, §2.9).
+(``mbcore._ext._stiffnewton``).
 
 :class:`ReducedNewtonC` is bdf's ``newton_system`` hook of the ``stiff`` formulation
 for planar models (constant diagonal mass): the methods ``update``, ``matrix``,

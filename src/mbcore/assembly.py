@@ -1,8 +1,10 @@
-"""Consistent initial conditions ("assembly"; spec/planar.md §4.8, algorithms.md §1.5).
+"""Consistent initial conditions ("assembly"; Nikravesh (1988), §10.3.2, Probs. 9.8(c)-(d),
+10.13).
 
 Positions: Gauss-Newton with minimum-norm steps on ``Phi(q, t) = 0`` (optionally
 weighted by the mass matrix, and holding chosen coordinates at their estimates),
-i.e. the nearest consistent configuration in the chosen metric (001 week 11).
+i.e. the nearest consistent configuration in the chosen metric (the coordinate
+projection of TAM 674 (2003), lecture of 7 April).
 Velocities: the minimum-norm correction onto ``Phi_q qd = nu`` (held velocities
 keep their values).  Rank deficiency (redundant or conflicting constraints) is
 handled by the least-squares solution and reported with the equations named.
@@ -52,7 +54,7 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     """Nearest consistent (q, qd) to the estimates (see module docstring).
 
     ``hold``: coordinate names (``crank.phi``) kept at their estimates (position and
-    velocity) — the book's "driving" conditions for assembly (004 §10.3.2).
+    velocity) — the book's "driving" conditions for assembly (Nikravesh (1988), §10.3.2).
     Raises :class:`AssemblyError` naming the largest residual equations when no
     consistent configuration is found near the estimates.
     """

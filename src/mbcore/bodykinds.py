@@ -1,16 +1,16 @@
 """Body kinds: what a body contributes to the coordinates of a System.
 
 A body kind declares its position coordinates q_b, its velocity coordinates v_b
-(here q̇_b: the Euler-parameter form, 004 §7.3 / §11.4 Formulation I, DI-2), its
+(here q̇_b: the Euler-parameter form, Nikravesh (1988), §7.3 / §11.4 Formulation I, DI-2), its
 coordinate names, the coordinates of the ground seen by an element of that kind,
 and the width of the body block an element kernel receives (see
 docs/plugins.md, "Body kinds"):
 
-* ``planar`` — q = (x, y, phi), v = q̇, M = diag(m, m, J) (004 §4.1, §9.1).
+* ``planar`` — q = (x, y, phi), v = q̇, M = diag(m, m, J) (Nikravesh (1988), §4.1, §9.1).
 * ``spatial`` — q = (r, p) = (x, y, z, e0, e1, e2, e3), v = q̇ (7 numbers), the
   normalisation constraint ``p^T p - 1 = 0`` of each body among the constraints
-  (spec/spatial.md §1.12, §2.9; 004 Eq 7.33), M = diag(m I3, J* = 4 L^T J' L)
-  (spec/spatial.md §3.3 Formulation I).
+  (Nikravesh (1988), Eqs. 6.23, 7.33), M = diag(m I3, J* = 4 L^T J' L)
+  (Formulation I, Nikravesh (1988), Eqs. 11.10-11.16, 11.26).
 * ``particle`` (planar models) and ``particle3`` (spatial models) — point masses,
   q = (x, y) or (x, y, z), M = m I: no rotational coordinate, so no tiny inertia
   (IFToMM A01, a point mass on a massless rod).  Elements of the model's kind see a
@@ -63,8 +63,8 @@ KINDS: dict[str, BodyKind] = {"planar": PLANAR, "spatial": SPATIAL, "particle": 
 
 
 class EulerNormalization(ConstraintType):
-    """``p^T p - 1 = 0`` of one spatial body (004 Eqs 6.23, 7.33; spec/spatial.md
-    §1.12): Jacobian ``[0, 0, 0, 2 p^T]``, ``nu = 0``, ``gamma = -2 pd^T pd``.
+    """``p^T p - 1 = 0`` of one spatial body (Nikravesh (1988), Eqs. 6.23, 7.33):
+    Jacobian ``[0, 0, 0, 2 p^T]``, ``nu = 0``, ``gamma = -2 pd^T pd``.
     Added by the System, one row per spatial body, after the model's equations."""
 
     name = "euler_normalization"

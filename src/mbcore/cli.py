@@ -123,7 +123,7 @@ def _exit_if_unclosed(code: int) -> None:
     """The program (not a call of :func:`main` with arguments) ends at once when a
     result file's HDF5 handle could not be closed after a write failure (disk
     full): the HDF5 library's clean-up at exit may crash on such a handle (h5py
-    issues #914, #1120); the file keeps the rows flushed before the failure."""
+    GitHub issues, https://github.com/h5py/h5py/issues/914 and /1120); the file keeps the rows flushed before the failure."""
     h5 = sys.modules.get("mbplugins.reporters.hdf5")
     if h5 is not None and getattr(h5, "UNCLOSED", None):
         for stream in (sys.stdout, sys.stderr):

@@ -1,8 +1,8 @@
-"""Semi-analytic Jacobian of the DI / CS right-hand side (issue 14): the NumPy
+"""Semi-analytic Jacobian of the DI / CS right-hand side: the NumPy
 reference of ``mbcore._ext._dynamics.CompiledRHS.c_jac``.
 
 State ``y = [q; qd; W]``, ``f = [qd; qdd; W']`` with (mbcore's sign, reaction =
-+Phi_q^T lam; spec/algorithms.md §4.1 DI, §4.2 CS)
++Phi_q^T lam; Nikravesh (1988), §13.3, algorithms DI-4 and CS-1)
 
     M qdd = Q + Phi_q^T lam,   Phi_q qdd = g,   g = gamma - 2 alpha (Phi_q qd - nu)
                                                       - beta^2 Phi,
@@ -28,7 +28,8 @@ differences of the power ``P_nc`` alone (force kernels only) and of
 
     [[0, I, 0], [dqdd/dq, dqdd/dqd, 0], [dW'/dq, dW'/dqd, 0]].
 
-Spec/algorithms.md §2.9 (the Newton matrix ``I - c f_y`` of bdf) and §4.1.
+The Newton matrix ``I - c f_y`` of bdf (Nikravesh (1988), §12.4) needs it; DI is
+algorithm DI-4 of Nikravesh (1988), §13.3.
 """
 from __future__ import annotations
 

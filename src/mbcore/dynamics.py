@@ -1,8 +1,8 @@
 """Equations of motion: accelerations and Lagrange multipliers at a state.
 
-``[M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma]`` (004 Eqs 9.49-9.55, sign of
-004 Ch.9: the reaction is ``+Phi_q^T lam``; docs/conventions.md), solved by the
-Schur complement ``B = Phi_q M^-1 Phi_q^T`` (004 Prob 10.9-10.10) because M is
+``[M, -Phi_q^T; Phi_q, 0] [qdd; lam] = [Q; gamma]`` (Nikravesh (1988), Eqs. 9.49-9.55, sign of
+Nikravesh (1988), Ch. 9: the reaction is ``+Phi_q^T lam``; docs/conventions.md), solved by the
+Schur complement ``B = Phi_q M^-1 Phi_q^T`` (Nikravesh (1988), Prob. 10.9-10.10) because M is
 diagonal for centroidal planar frames: compiled (LAPACK dpotrf) or the SciPy
 reference for dense Jacobians; sparse Jacobians use the sparse Schur solver of
 :mod:`mbcore.sparse_schur` (ordering and symbolic factorisation once per topology,
@@ -50,8 +50,8 @@ class AccelerationSolver:
                 raise AnalysisError(f"body '{body}' has zero mass or inertia: "
                                     f"the mass matrix is singular")
             # massless artificial coordinates (cams, slots): M is not invertible, solve
-            # the augmented system instead of the Schur complement (spec/planar.md
-            # C10-C13)
+            # the augmented system instead of the Schur complement (curve pairs,
+            # Nikravesh (1988), §4.2.5-4.2.6)
             self.augmented = bool(np.any(system.mass_diag == 0))
             self.minv = np.where(system.mass_diag > 0, 1.0 / np.where(
                 system.mass_diag > 0, system.mass_diag, 1.0), 0.0)
@@ -110,7 +110,7 @@ class AccelerationSolver:
 
     def set_rows(self, rows) -> None:
         """Use only these constraint rows (the independent ones of a redundant set,
-        spec/algorithms.md §1.2); the multipliers of the others are zero."""
+        L-U with full pivoting, Nikravesh (1988), App. C); the multipliers of the others are zero."""
         s = self.system
         self.rows = None if rows is None else np.asarray(rows, dtype=np.intp)
         if self.rows is not None and self._compiled is not None:

@@ -15,7 +15,7 @@ Array conventions for a group of ``ne`` elements touching ``nb`` bodies each:
 * ``f``    (ne, n_fun, 3) time-function jets ``(c, c', c'')`` at time t
 * returns: phi/nu/gamma (ne, m); jacobian (ne, m, nb, 3) = d phi_r / d q_(body b, coord c)
 
-Constraint equations follow 004 §3.2.2 / spec/planar.md §0.2: ``Phi(q, t) = 0``,
+Constraint equations follow Nikravesh (1988), §3.2.2, Eqs. 3.12-3.17: ``Phi(q, t) = 0``,
 ``Phi_q qd = nu`` with ``nu = -Phi_t``, ``Phi_q qdd = gamma``.
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ class ConstraintType:
        ``params``: the parameter schema (keys other than ``name``/``type``).
     2. ``pack(spec, ctx)`` turns one validated element description into
        ``(par, functions)``: ``n_par`` floats and ``n_fun`` time functions.
-    3. ``phi``, ``jacobian``, ``nu``, ``gamma`` implement spec/planar.md §0.2 for a
+    3. ``phi``, ``jacobian``, ``nu``, ``gamma`` implement Nikravesh (1988), Eqs. 3.12-3.17 for a
        whole group (see the module docstring for shapes).  They must not depend
        on anything but their arguments.
     4. ``kernel`` (optional): name of a compiled kernel in ``mbcore._ext._planar``
@@ -104,13 +104,13 @@ class ConstraintType:
     category: ClassVar[str] = "joint"      # "joint" | "driver" | "constraint"
     description: ClassVar[str] = ""
     #: names of artificial coordinates each element adds (e.g. ("theta",) for a cam
-    #: or a pin in a curved slot, 004 §4.2.5); they follow the bodies' coordinates
+    #: or a pin in a curved slot, Nikravesh (1988), §4.2.5); they follow the bodies' coordinates
     #: in q, are massless, and reach the reference methods as keyword arguments
     #: ``qe`` (ne, nx) (and ``qde`` in gamma); ``jacobian`` then returns a pair
     #: ``(blocks (ne, m, nb, 3), extra (ne, m, nx))``.
     extra: ClassVar[tuple[str, ...]] = ()
     #: False for velocity-level (nonholonomic) constraints such as a knife edge
-    #: (spec/planar.md D6): no position equation (``phi`` returns 0), the
+    #: (Nikravesh (1988), Prob. 4.24(b)): no position equation (``phi`` returns 0), the
     #: Jacobian row acts on velocities, ``nu`` and ``gamma`` as usual.
     holonomic: ClassVar[bool] = True
     #: the body kind this type works on (:mod:`mbcore.bodykinds`): "planar" (the
@@ -147,7 +147,7 @@ class ConstraintType:
             return self.labels
         return tuple(str(k) for k in range(self.equations))
 
-    # -- reactions (spec/planar.md §2) -------------------------------------------
+    # -- reactions (Nikravesh (1988), §9.3) ----------------------------------------
     #: names of the joint-local reaction components, e.g. ("normal", "torque")
     local_labels: ClassVar[tuple[str, ...]] = ()
 
@@ -163,7 +163,7 @@ class ConstraintType:
 
 
 class ForceType:
-    """Base class of force element types (spec/planar.md §3; 004 §9.2).
+    """Base class of force element types (Nikravesh (1988), §9.2).
 
     Rules for implementers (same group conventions as :class:`ConstraintType`):
 
@@ -174,7 +174,7 @@ class ForceType:
     2. ``pack(spec, ctx)`` -> ``(par, functions)``.
     3. ``force(par, qb, qdb, t, f)`` -> (ne, nb, 3): the generalised force on each
        body, ``[f_x, f_y, n]`` in global components with the moment about the body
-       origin (= centroid), 004 Eq 9.8.
+       origin (= centroid), Nikravesh (1988), Eq. 9.8.
     4. ``energy(par, qb, t, f)`` -> (ne,): potential energy of the conservative
        part (default 0: non-conservative).  The power an element injects is not
        a method: the System computes it as ``sum_b g_b . qd_b``.
@@ -234,11 +234,11 @@ class ForceType:
 
 
 class SpatialConstraintType(ConstraintType):
-    """Base class of constraint types between spatial bodies (spec/spatial.md §2).
+    """Base class of constraint types between spatial bodies (Nikravesh (1988), Ch. 7).
 
     Body blocks: ``qb`` (ne, nb, 7) = ``[x, y, z, e0, e1, e2, e3]`` of each body
     (ground: ``[0, 0, 0, 1, 0, 0, 0]``).  A type implements the angular-velocity
-    form of spec/spatial.md §2.1 (Table 11.1):
+    form of Nikravesh (1988), §11.4.2, Eq. 11.48, Table 11.1:
 
     * ``phi(par, qb, t, f)`` -> (ne, m)
     * ``jacobian_v(par, qb, t, f)`` -> (ne, m, nb, 6): the columns ``[Phi_r, Phi_pi']``
@@ -247,7 +247,7 @@ class SpatialConstraintType(ConstraintType):
     * ``nu(par, qb, t, f)`` (default 0)
 
     The Euler-parameter form used with ``q_b = [r, p]`` and ``qdot`` follows without
-    code (spec §2.1 variant P): ``Phi_p = 2 Phi_pi' L(p)``, and since
+    code: ``Phi_p = 2 Phi_pi' L(p)``, and since
     ``omega'dot = 2 L(p) pddot`` exactly, its right side is the same ``gamma#``.
     """
 
@@ -275,19 +275,19 @@ class SpatialConstraintType(ConstraintType):
 
 # --- small planar helpers shared by reference implementations ---------------------
 def rot(phi: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """A(phi) s for arrays: phi (...,), s (..., 2) -> (..., 2)  (004 Eq 4.2)."""
+    """A(phi) s for arrays: phi (...,), s (..., 2) -> (..., 2)  (Nikravesh (1988), Eq. 4.2)."""
     c, sn = np.cos(phi), np.sin(phi)
     return np.stack([c * s[..., 0] - sn * s[..., 1], sn * s[..., 0] + c * s[..., 1]], axis=-1)
 
 
 def perp(v: np.ndarray) -> np.ndarray:
-    """R v with R = [[0,-1],[1,0]] (rotate +90 degrees; spec/planar.md §0.1)."""
+    """R v with R = [[0,-1],[1,0]] (rotate +90 degrees)."""
     return np.stack([-v[..., 1], v[..., 0]], axis=-1)
 
 
 def velocity_blocks(qb: np.ndarray, qdb: np.ndarray) -> np.ndarray:
     """Spatial blocks ``[rdot, omega']`` (ne, nb, 6) from ``[r, p]`` and ``[rdot,
-    pdot]`` (omega' = 2 L(p) pdot, spec/spatial.md §1.5)."""
+    pdot]`` (omega' = 2 L(p) pdot)."""
     from .rotations import L as Lmat
     vb = np.empty(qdb.shape[:2] + (6,))
     vb[..., :3] = qdb[..., :3]

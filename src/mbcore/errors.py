@@ -66,12 +66,12 @@ class ConvergenceError(AnalysisError):
 
 class LockupError(ConvergenceError):
     """No assembly exists near the predicted configuration: the mechanism locks up
-    (dead point / limit position) — 004 §3.2.2, Prob 5.7."""
+    (dead point / limit position) — Nikravesh (1988), §3.2.2, Prob. 5.7."""
 
 
 class AssemblyError(ConvergenceError):
     """The initial configuration could not be assembled from the estimates
-    (004 §5.1: Newton-Raphson from the initial estimates did not converge)."""
+    (Nikravesh (1988), §5.1: Newton-Raphson from the initial estimates did not converge)."""
 
 
 class ConflictingConstraintsError(AnalysisError):

@@ -1,4 +1,4 @@
-"""The compiled integration loop of the dynamic analysis (issue #7).
+"""The compiled integration loop of the dynamic analysis.
 
 When the right-hand side is compiled (:class:`mbcore.formulation.Formulation`
 ``.compiled``: a model of built-in elements, DI or CS) and the integrator is an
@@ -91,7 +91,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     (:func:`mbcore.multistep_loop.run_multistep`).
     ``max_steps`` > 0: the step budget between outputs
     (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out)."""
-    if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx (issue 14)
+    if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,

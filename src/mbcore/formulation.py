@@ -4,7 +4,7 @@ Formulations are plugins (hook ``mbcore_formulations``): DI (direct integration 
 the augmented index-1 system), CS (Baumgarte stabilisation), and later CP
 (coordinate partitioning), projection and joint coordinates.  The dynamic
 analysis hands ``rhs`` to an integrator and calls ``after_step`` after every
-accepted step.  State layout: ``y = [q; qd]`` (spec/algorithms.md §0.3, §4.1).
+accepted step.  State layout: ``y = [q; qd]`` (Nikravesh (1988), §13.1, algorithm DI-4).
 """
 from __future__ import annotations
 

@@ -252,7 +252,8 @@ class Polynomial(TimeFunction):
     @classmethod
     def kap(cls, c0: float, omega: float = 0.0, alpha: float = 0.0,
             path: str = "") -> "Polynomial":
-        """KAP's driver c0 + omega t + alpha t²/2."""
+        """The driver c0 + omega t + alpha t²/2 of the book's KAP program (Nikravesh
+        (1988), §5.1.3, subroutine DRVR)."""
         return cls([c0, omega, 0.5 * alpha], path)
 
     def _jet(self, t: float) -> Jet:

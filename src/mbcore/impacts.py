@@ -1,5 +1,5 @@
-"""Rigid impacts with Newton's coefficient of restitution (001 weeks 4-5;
-spec/algorithms.md §7).
+"""Rigid impacts with Newton's coefficient of restitution (TAM 674 (2003), lectures
+of 5, 17 and 26 February).
 
 A contact is a body point with a radius (a disc; a sphere in spatial models)
 against a line (a plane in spatial models) fixed on a surface body (ground or any
@@ -16,7 +16,7 @@ and gives ``v_n+ = -e v_n-``; contacts with a negative impulse are released and 
 map is solved again.  Positions do not change.
 
 Spatial bodies: q = [r, p] and qd = [rdot, pdot]; the gap's Jacobian row has the
-Euler-parameter columns ``2 c_pi' L(p)`` (spec/spatial.md §2.1), M is the regular
+Euler-parameter columns ``2 c_pi' L(p)`` (Nikravesh (1988), Eq. 11.48), M is the regular
 Formulation I mass ``M + alpha p p^T`` (mbcore.mass; exact here because the
 normalisation rows are among the bilateral constraints, so ``p^T pdot`` is 0 before
 and after the impact).

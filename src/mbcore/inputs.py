@@ -1,5 +1,5 @@
 """Names of the inputs of a System: generalised forces on bodies and force-element
-scales (issue 17).  Shared by the linearisation (``modes`` analysis: the columns
+scales.  Shared by the linearisation (``modes`` analysis: the columns
 of B) and :class:`mbcore.Simulation` (inputs set between steps), so that both
 read the same names: ``<body>.fx|fy|torque`` (planar; particles ``fx|fy``),
 ``<body>.fx|fy|fz|nx|ny|nz`` (spatial: force at the body frame and moment about

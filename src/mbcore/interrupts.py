@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM during a run (issue 18, docs/reliability.md "Fault injection").
+"""Ctrl-C and SIGTERM during a run (docs/reliability.md "Fault injection").
 
 A run turns SIGTERM into a :class:`Terminated` exception (a ``KeyboardInterrupt``)
 and SIGINT into ``KeyboardInterrupt``, so the result file is closed as

@@ -1,4 +1,4 @@
-"""Size limits of model input and the external-data policy (issue 18, docs/model-format.md).
+"""Size limits of model input and the external-data policy (docs/model-format.md).
 
 A model file is data from anywhere: before mbcore builds what it describes, the sizes
 it asks for are checked against these limits, so that a table of 10^8 points, a

@@ -1,14 +1,14 @@
 """Linear-algebra entry points: dense LU (compiled LAPACK or SciPy reference) and a
 rank-revealing factorisation for degrees of freedom and redundancy diagnostics
-(004 §3.3; spec/planar.md §4.1, §4.4)."""
+(Nikravesh (1988), §3.3)."""
 from __future__ import annotations
 
 import numpy as np
 
 
 def _sla():
-    """scipy.linalg, imported on first use (its import costs ~0.1-0.2 s: start-up,
-    issue 14)."""
+    """scipy.linalg, imported on first use (its import costs ~0.1-0.2 s of
+    start-up time)."""
     import scipy.linalg
     return scipy.linalg
 
@@ -50,7 +50,8 @@ def dense_lu(n: int, backend: str):
 def rank_revealing(jac: np.ndarray, rtol: float = 1e-9):
     """Rank of the Jacobian and which rows are dependent.
 
-    QR with column pivoting of ``jac^T`` (spec/planar.md §4.1): the pivot order
+    QR with column pivoting of ``jac^T`` (redundant constraints, Nikravesh (1988),
+    §3.1.5, Prob. 5.16): the pivot order
     lists the rows from most to least independent; rows beyond the numerical rank
     are redundant or conflicting.  Returns ``(rank, independent_rows,
     dependent_rows, sigma_min_rel)``.
@@ -70,7 +71,7 @@ def numerical_rank(jac: np.ndarray, rtol: float = 1e-9) -> int:
     no doubt: none within a factor 1e4 of the threshold ``rtol`` (relative to the
     largest), on a matrix of at most 200 rows.  Otherwise (a near-singular
     configuration, a large model) the pivoted QR itself decides.  Spares a small
-    kinematic run the import of scipy.linalg (start-up, issue 14)."""
+    kinematic run the import of scipy.linalg (start-up time)."""
     m, n = jac.shape
     if m == 0 or n == 0:
         return 0

@@ -1,4 +1,4 @@
-"""Linear models and modes: the results of the ``modes`` analysis (issue 17).
+"""Linear models and modes: the results of the ``modes`` analysis.
 
 :class:`LinearModel` is the state-space model ``x' = A x + B w``, ``y = C x + D w``
 of a multibody system linearised about a static equilibrium in k independent

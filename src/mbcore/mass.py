@@ -1,6 +1,6 @@
 """Mass blocks of spatial bodies in the Euler-parameter form (Formulation I).
 
-spec/spatial.md §3.3-3.4 (004 Eqs 11.10-11.16, 11.22, 11.26-11.32): per rigid
+Nikravesh (1988), §11.2-11.4, Eqs. 11.10-11.16, 11.22, 11.26-11.32: per rigid
 spatial body ``M_b = diag(m I3, J*)`` with ``J* = 4 L^T J' L`` (4x4, singular:
 ``J* p = 0``), the gyroscopic vector ``b* = 2 H pd = 8 L(pd)^T J' L(p) pd`` and the
 normalisation row ``2 p^T`` among the constraints.
@@ -93,7 +93,7 @@ class SpatialMass:
         self.minv_hat[self.p_idx] = self.d
 
     def inertial_forces(self, q: np.ndarray, qd: np.ndarray, Q: np.ndarray) -> None:
-        """Q_p -= b* + alpha p (pd^T pd)  (in place; spec/spatial.md §3.3)."""
+        """Q_p -= b* + alpha p (pd^T pd)  (in place)."""
         p, pd = q[self.p_idx], qd[self.p_idx]
         w = 2.0 * np.einsum("bkl,bl->bk", Lmat(p), pd)                 # omega'
         Jw = np.einsum("bkl,bl->bk", self.inertia, w)

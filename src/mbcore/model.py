@@ -44,9 +44,9 @@ class Body:
     """A rigid body: mass, moment of inertia about the centroid, and initial
     estimates of its coordinates and velocities.
 
-    Planar (004 §4.1): ``position`` (x, y), ``angle`` phi, ``inertia`` the polar
-    moment, ``angular_velocity`` a number.  Spatial (``kind == "spatial"``, 004
-    §7.3, §8.3): ``position`` r (3), ``orientation`` the Euler parameters p (4),
+    Planar (Nikravesh (1988), §4.1): ``position`` (x, y), ``angle`` phi, ``inertia`` the polar
+    moment, ``angular_velocity`` a number.  Spatial (``kind == "spatial"``,
+    Nikravesh (1988), §7.3, §8.3): ``position`` r (3), ``orientation`` the Euler parameters p (4),
     ``inertia`` the 3x3 inertia tensor J' in body axes (tuple of rows),
     ``velocity`` ṙ (3) and ``angular_velocity`` ω in global components (3)."""
 
@@ -555,7 +555,7 @@ class Model:
 
 
 _LOADER = None
-#: tags a model file may carry (given or implied): plain data only (issue 18)
+#: tags a model file may carry (given or implied): plain data only (model files are data)
 DATA_TAGS = frozenset("tag:yaml.org,2002:" + t for t in
                       ("str", "int", "float", "bool", "null", "seq", "map", "merge"))
 #: nodes of a YAML document once its aliases are expanded (an alias bomb stops here)
@@ -657,7 +657,7 @@ def _json_depth(text: str) -> int:
 
 def parse_text(text: str, fmt: str, where: str) -> Any:
     """Parse model-file text as data only (a safe YAML loader / json.loads); tags,
-    recursive aliases, alias bombs and deep nesting are refused (issue 18)."""
+    recursive aliases, alias bombs and deep nesting are refused (docs/model-format.md)."""
     if fmt == "json":
         if _json_depth(text) > MAX_NESTING:
             raise ModelError("", f"{where}: invalid JSON: nested more than {MAX_NESTING} "
@@ -732,7 +732,8 @@ def _make_particle(b: Any, path: str, dimensions: int) -> Body:
 
 
 def _make_spatial_body(b: Any, path: str) -> Body:
-    """A spatial body from its model-file entry (spec/spatial.md §0, §1.7-1.9)."""
+    """A spatial body from its model-file entry (Nikravesh (1988), §7.3; orientation
+    forms of §6.1.4 and App. A-B)."""
     from . import rotations as R
     S.mapping(b, path)
     S.check_keys(b, SPATIAL_BODY_KEYS, path, required=("name",))
@@ -761,7 +762,7 @@ def _make_spatial_body(b: Any, path: str) -> Body:
 
 def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
     """J' from 3 principal moments or a symmetric positive definite 3x3 tensor
-    (body axes, about the centroid; 004 Eqs 8.22-8.24)."""
+    (body axes, about the centroid; Nikravesh (1988), Eqs. 8.22-8.24)."""
     if isinstance(value, (list, tuple)) and len(value) == 3 and all(
             isinstance(r, (list, tuple)) for r in value):
         rows = [S.vector(r, f"{path}[{k}]", 3) for k, r in enumerate(value)]

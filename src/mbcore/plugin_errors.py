@@ -1,4 +1,4 @@
-"""Errors raised inside a plugin's element, reported with who and where (issue 16).
+"""Errors raised inside a plugin's element, reported with who and where.
 
 The System calls a Python element type's vectorised methods once per group
 (:mod:`mbcore.elements`).  When such a call raises, the System hands the exception

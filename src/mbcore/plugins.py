@@ -5,7 +5,7 @@ included — mbcore never imports it directly) and from :func:`register` at run
 time.  :class:`Registry` maps ``(kind, name)`` to the class that implements it
 and remembers which plugin provided it.
 
-Start-up is kept cheap (issue 14): the entry points are read with a direct scan
+Start-up is kept cheap: the entry points are read with a direct scan
 of the ``*.dist-info`` / ``*.egg-info`` directories on ``sys.path``
 (:func:`entry_points`; ``importlib.metadata`` only where that scan cannot see,
 e.g. zipped paths), and a hook may return :class:`LazyType` references instead

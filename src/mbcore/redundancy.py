@@ -2,8 +2,8 @@
 
 When the constraint Jacobian is rank deficient at the start of a run (a joint given
 twice, an overconstrained spatial loop), the analyses solve with its independent
-rows only, chosen by a rank-revealing QR at that configuration (Nikravesh,
-Computer-Aided Analysis of Mechanical Systems, §3.3 and Problem 5.16).  Rank judged
+rows only, chosen by a rank-revealing QR at that configuration (Nikravesh (1988),
+§3.1.5, §3.3 and Prob. 5.16).  Rank judged
 at one configuration says nothing about later ones: two drivers that agree at t = 0
 only (a link turned by phi = t and held at x = 0.5 by a second driver) give
 dependent rows there and conflicting ones after.  So the removed rows are kept and

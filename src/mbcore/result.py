@@ -719,8 +719,8 @@ class ResultBase:
     def orientation(self, body: str, convention: str = "bryant_123",
                     unit: str = "rad") -> np.ndarray:
         """Orientation of a spatial body as angles, (n_rows, 3), derived from its Euler
-        parameters in channel ``q`` (spec/spatial.md §1.8-1.9): ``bryant_123``
-        (phi1, phi2, phi3; 004 App. A.2), ``euler_313`` (psi, theta, sigma; App. A.1)
+        parameters in channel ``q`` (Nikravesh (1988), App. A-B): ``bryant_123``
+        (phi1, phi2, phi3; Nikravesh (1988), App. A.2), ``euler_313`` (psi, theta, sigma; App. A.1)
         or ``axis_angle`` (the rotation angle in [0, pi] and the unit axis: 4 columns).
         ``unit`` is ``rad`` or ``deg``.  Angles are unwrapped along the rows."""
         from . import rotations as R

@@ -1,5 +1,5 @@
-"""Rotation toolkit for spatial bodies with Euler parameters (spec/spatial.md §1;
-004 Ch. 6, App. A-B).
+"""Rotation toolkit for spatial bodies with Euler parameters (Nikravesh (1988),
+Ch. 6, App. A-B; docs/references.md).
 
 Euler parameters ``p = [e0, e1, e2, e3]`` (scalar first).  Every function is
 vectorised over leading axes: ``p`` of shape ``(..., 4)`` gives ``(..., 3, 3)``
@@ -18,7 +18,7 @@ from .errors import ModelError
 
 
 def skew(a: np.ndarray) -> np.ndarray:
-    """ã with ã b = a × b (004 Eq 2.43); a (..., 3) -> (..., 3, 3)."""
+    """ã with ã b = a × b (Nikravesh (1988), Eq. 2.43); a (..., 3) -> (..., 3, 3)."""
     a = np.asarray(a, dtype=float)
     out = np.zeros(a.shape + (3,))
     out[..., 0, 1] = -a[..., 2]
@@ -31,7 +31,7 @@ def skew(a: np.ndarray) -> np.ndarray:
 
 
 def G(p: np.ndarray) -> np.ndarray:
-    """G(p) = [-e, ẽ + e0 I] (004 Eq 6.38); ω = 2 G ṗ.  (..., 4) -> (..., 3, 4)."""
+    """G(p) = [-e, ẽ + e0 I] (Nikravesh (1988), Eq. 6.38); ω = 2 G ṗ.  (..., 4) -> (..., 3, 4)."""
     p = np.asarray(p, dtype=float)
     e0, e1, e2, e3 = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
     return np.stack([np.stack([-e1, e0, -e3, e2], -1),
@@ -40,7 +40,7 @@ def G(p: np.ndarray) -> np.ndarray:
 
 
 def L(p: np.ndarray) -> np.ndarray:
-    """L(p) = [-e, -ẽ + e0 I] (004 Eq 6.39); ω' = 2 L ṗ.  (..., 4) -> (..., 3, 4)."""
+    """L(p) = [-e, -ẽ + e0 I] (Nikravesh (1988), Eq. 6.39); ω' = 2 L ṗ.  (..., 4) -> (..., 3, 4)."""
     p = np.asarray(p, dtype=float)
     e0, e1, e2, e3 = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
     return np.stack([np.stack([-e1, e0, e3, -e2], -1),
@@ -49,7 +49,7 @@ def L(p: np.ndarray) -> np.ndarray:
 
 
 def A(p: np.ndarray) -> np.ndarray:
-    """Transformation matrix A(p) from the explicit form 004 Eq 6.18/6.19
+    """Transformation matrix A(p) from the explicit form Nikravesh (1988), Eq. 6.18/6.19
     (s = A s'); (..., 4) -> (..., 3, 3)."""
     p = np.asarray(p, dtype=float)
     e0, e1, e2, e3 = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
@@ -82,10 +82,10 @@ def _mat3(rows: Sequence[Sequence[np.ndarray]]) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------
-# 4x4 operators and derivatives of A a' (spec/spatial.md §1.4)
+# 4x4 operators and derivatives of A a' (Nikravesh (1988), §6.2.1)
 # ---------------------------------------------------------------------------------
 def aplus(a: ArrayLike) -> np.ndarray:
-    """a⁺ = [[0, −aᵀ], [a, ã]] (004 Eq 6.64); Gᵀa = a⁺ p.  (..., 3) -> (..., 4, 4)."""
+    """a⁺ = [[0, −aᵀ], [a, ã]] (Nikravesh (1988), Eq. 6.64); Gᵀa = a⁺ p.  (..., 3) -> (..., 4, 4)."""
     a = _f(a)
     out = np.zeros(a.shape[:-1] + (4, 4))
     out[..., 0, 1:] = -a
@@ -95,7 +95,7 @@ def aplus(a: ArrayLike) -> np.ndarray:
 
 
 def aminus(a: ArrayLike) -> np.ndarray:
-    """a⁻ = [[0, −aᵀ], [a, −ã]] (004 Eq 6.65); Lᵀa = a⁻ p.  (..., 3) -> (..., 4, 4)."""
+    """a⁻ = [[0, −aᵀ], [a, −ã]] (Nikravesh (1988), Eq. 6.65); Lᵀa = a⁻ p.  (..., 3) -> (..., 4, 4)."""
     a = _f(a)
     out = np.zeros(a.shape[:-1] + (4, 4))
     out[..., 0, 1:] = -a
@@ -105,62 +105,64 @@ def aminus(a: ArrayLike) -> np.ndarray:
 
 
 def Bm(p: ArrayLike, a: ArrayLike) -> np.ndarray:
-    """Modified block 2 G(p) a'⁻ = ∂(G Lᵀ a')/∂p (004 Eq 7.34; spec §1.4); (..., 3, 4)."""
+    """Modified block 2 G(p) a'⁻ = ∂(G Lᵀ a')/∂p (Nikravesh (1988), Eq. 7.34); (..., 3, 4)."""
     return 2.0 * (G(p) @ aminus(a))
 
 
 def Bf(p: ArrayLike, a: ArrayLike) -> np.ndarray:
-    """Full block ∂(A a')/∂p = 2 G a'⁻ + 2 a' pᵀ with A from Eq 6.18 (004 Eq 6.86;
-    spec §1.4); (..., 3, 4)."""
+    """Full block ∂(A a')/∂p = 2 G a'⁻ + 2 a' pᵀ with A from Eq. 6.18 (Nikravesh (1988), Eq. 6.86);
+    (..., 3, 4)."""
     p, a = _f(p), _f(a)
     return Bm(p, a) + 2.0 * a[..., :, None] * p[..., None, :]
 
 
 # ---------------------------------------------------------------------------------
-# Angular velocity and acceleration (spec §1.5)
+# Angular velocity and acceleration (Nikravesh (1988), §6.3)
 # ---------------------------------------------------------------------------------
 def omega_from_pdot(p: ArrayLike, pd: ArrayLike) -> np.ndarray:
-    """Global ω = 2 G ṗ (004 Eq 6.104; spec §1.5)."""
+    """Global ω = 2 G ṗ (Nikravesh (1988), Eq. 6.104)."""
     return 2.0 * _mv(G(p), _f(pd))
 
 
 def omega_body_from_pdot(p: ArrayLike, pd: ArrayLike) -> np.ndarray:
-    """Body ω' = 2 L ṗ (004 Eq 6.107; spec §1.5)."""
+    """Body ω' = 2 L ṗ (Nikravesh (1988), Eq. 6.107)."""
     return 2.0 * _mv(L(p), _f(pd))
 
 
 def pdot_from_omega(p: ArrayLike, w: ArrayLike) -> np.ndarray:
-    """ṗ = ½ Gᵀ ω (004 Eq 6.106; spec §1.5)."""
+    """ṗ = ½ Gᵀ ω (Nikravesh (1988), Eq. 6.106)."""
     return 0.5 * _mv(_T(G(p)), _f(w))
 
 
 def pdot_from_omega_body(p: ArrayLike, wb: ArrayLike) -> np.ndarray:
-    """ṗ = ½ Lᵀ ω' (004 Eq 6.109; spec §1.5)."""
+    """ṗ = ½ Lᵀ ω' (Nikravesh (1988), Eq. 6.109)."""
     return 0.5 * _mv(_T(L(p)), _f(wb))
 
 
 def pddot_from_omegadot(p: ArrayLike, w: ArrayLike, wd: ArrayLike) -> np.ndarray:
-    """p̈ = ½ Gᵀ ω̇ − ¼ (ωᵀω) p (004 Eq 6.112; spec §1.5)."""
+    """p̈ = ½ Gᵀ ω̇ − ¼ (ωᵀω) p (Nikravesh (1988), Eq. 6.112)."""
     p, w = _f(p), _f(w)
     return 0.5 * _mv(_T(G(p)), _f(wd)) - 0.25 * np.sum(w * w, -1)[..., None] * p
 
 
 def pddot_from_omegadot_body(p: ArrayLike, wb: ArrayLike, wbd: ArrayLike) -> np.ndarray:
-    """p̈ = ½ Lᵀ ω̇' − ¼ (ω'ᵀω') p (004 Eq 6.113; spec §1.5)."""
+    """p̈ = ½ Lᵀ ω̇' − ¼ (ω'ᵀω') p (Nikravesh (1988), Eq. 6.113)."""
     p, wb = _f(p), _f(wb)
     return 0.5 * _mv(_T(L(p)), _f(wbd)) - 0.25 * np.sum(wb * wb, -1)[..., None] * p
 
 
 def Adot(p: ArrayLike, pd: ArrayLike) -> np.ndarray:
-    """Ȧ = 2 Ġ Lᵀ = 2 G(ṗ) L(p)ᵀ (004 Eq 6.56; spec §1.3); (..., 3, 3)."""
+    """Ȧ = 2 Ġ Lᵀ = 2 G(ṗ) L(p)ᵀ (Nikravesh (1988), Eq. 6.56); (..., 3, 3)."""
     return 2.0 * (G(pd) @ _T(L(p)))
 
 
 # ---------------------------------------------------------------------------------
-# Quaternion algebra and relative parameters (spec §1.10)
+# Quaternion algebra and relative parameters (Nikravesh (1988), §6.5; TAM 674 (2003),
+# lecture of 28 April)
 # ---------------------------------------------------------------------------------
 def quat_product(p: ArrayLike, q: ArrayLike) -> np.ndarray:
-    """p ⊗ q = [p0q0 − p·q; p0 q + q0 p + p × q]; A(p ⊗ q) = A(p) A(q) (spec §1.10)."""
+    """p ⊗ q = [p0q0 − p·q; p0 q + q0 p + p × q]; A(p ⊗ q) = A(p) A(q) (TAM 674 (2003),
+    lecture of 28 April)."""
     p, q = _f(p), _f(q)
     p0, pv, q0, qv = p[..., :1], p[..., 1:], q[..., :1], q[..., 1:]
     s = p0 * q0 - np.sum(pv * qv, -1, keepdims=True)
@@ -169,28 +171,28 @@ def quat_product(p: ArrayLike, q: ArrayLike) -> np.ndarray:
 
 
 def quat_conj(p: ArrayLike) -> np.ndarray:
-    """conj(p) = [e0; −e] (the inverse rotation; spec §1.10)."""
+    """conj(p) = [e0; −e] (the inverse rotation)."""
     p = _f(p)
     return np.concatenate([p[..., :1], -p[..., 1:]], -1)
 
 
 def Lstar(p: ArrayLike) -> np.ndarray:
-    """L*(p) = [pᵀ; L(p)] (4×4, orthogonal; 004 Eq 6.122; spec §1.10)."""
+    """L*(p) = [pᵀ; L(p)] (4×4, orthogonal; Nikravesh (1988), Eq. 6.122)."""
     p = _f(p)
     return np.concatenate([p[..., None, :], L(p)], -2)
 
 
 def relative(p_i: ArrayLike, p_j: ArrayLike) -> np.ndarray:
-    """p_ij = L*_j p_i = conj(p_j) ⊗ p_i, with A(p_ij) = A_jᵀ A_i (004 Eqs 6.116-6.122;
-    spec §1.10)."""
+    """p_ij = L*_j p_i = conj(p_j) ⊗ p_i, with A(p_ij) = A_jᵀ A_i (Nikravesh (1988), §6.5,
+    Eqs. 6.116-6.122)."""
     return _mv(Lstar(p_j), _f(p_i))
 
 
 # ---------------------------------------------------------------------------------
-# Normalisation, A -> p, axis-angle (spec §1.7, §1.12)
+# Normalisation, A -> p, axis-angle (Nikravesh (1988), §6.1.4, §13.2.1, Prob. 6.19)
 # ---------------------------------------------------------------------------------
 def normalize(p: ArrayLike) -> np.ndarray:
-    """p / ‖p‖ (000 Eqs 13.8-13.11; spec §1.12).  Raises ValueError for p = 0."""
+    """p / ‖p‖ (Nikravesh (1988), Eqs. 13.8-13.11).  Raises ValueError for p = 0."""
     p = _f(p)
     n = np.linalg.norm(p, axis=-1, keepdims=True)
     if np.any(n == 0.0) or not np.all(np.isfinite(n)):
@@ -199,7 +201,8 @@ def normalize(p: ArrayLike) -> np.ndarray:
 
 
 def _fix_sign(p: np.ndarray, p_ref: ArrayLike | None) -> np.ndarray:
-    """e0 ≥ 0, or pᵀp_ref > 0 when a reference is given (spec §1.12, sign continuity)."""
+    """e0 ≥ 0, or pᵀp_ref > 0 when a reference is given (sign continuity: p and −p are
+    the same orientation, Nikravesh (1988), Prob. 6.9)."""
     if p_ref is None:
         flip = p[..., 0] < 0.0
     else:
@@ -208,12 +211,12 @@ def _fix_sign(p: np.ndarray, p_ref: ArrayLike | None) -> np.ndarray:
 
 
 def p_from_A(A_: ArrayLike, p_ref: ArrayLike | None = None) -> np.ndarray:
-    """Euler parameters from a rotation matrix (004 Eqs 6.24-6.28; spec §1.7), robust
+    """Euler parameters from a rotation matrix (Nikravesh (1988), Eqs. 6.24-6.28), robust
     branch: pivot on the largest of e0², e1², e2², e3².  Result unit length, e0 ≥ 0,
     or with pᵀp_ref > 0 when ``p_ref`` is given.  (..., 3, 3) -> (..., 4)."""
     a = _f(A_)
     tr = a[..., 0, 0] + a[..., 1, 1] + a[..., 2, 2]
-    P = np.empty(a.shape[:-2] + (4, 4))          # P = 4 p pᵀ (Eqs 6.24-6.28)
+    P = np.empty(a.shape[:-2] + (4, 4))          # P = 4 p pᵀ (Eqs. 6.24-6.28)
     P[..., 0, 0] = 1.0 + tr
     P[..., 1, 1] = 1.0 + 2.0 * a[..., 0, 0] - tr
     P[..., 2, 2] = 1.0 + 2.0 * a[..., 1, 1] - tr
@@ -230,7 +233,7 @@ def p_from_A(A_: ArrayLike, p_ref: ArrayLike | None = None) -> np.ndarray:
 
 
 def axis_angle_to_p(axis: ArrayLike, angle: ArrayLike) -> np.ndarray:
-    """p = [cos(φ/2); u sin(φ/2)] with u = axis/‖axis‖ (004 Eq 6.15; spec §1.1).
+    """p = [cos(φ/2); u sin(φ/2)] with u = axis/‖axis‖ (Nikravesh (1988), Eq. 6.15).
     Raises ValueError for a zero axis."""
     axis, angle = _f(axis), _f(angle)
     n = np.linalg.norm(axis, axis=-1, keepdims=True)
@@ -244,7 +247,7 @@ def axis_angle_to_p(axis: ArrayLike, angle: ArrayLike) -> np.ndarray:
 
 def p_to_axis_angle(p: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """(u, φ) with φ = 2 atan2(‖e‖, e0) ∈ [0, π] (sign of p chosen with e0 ≥ 0) and
-    u = e/‖e‖; u = [1, 0, 0] for φ = 0 (spec §1.7)."""
+    u = e/‖e‖; u = [1, 0, 0] for φ = 0 (Nikravesh (1988), Eq. 6.15, Prob. 6.19)."""
     p = _fix_sign(_f(p), None)
     e = p[..., 1:]
     n = np.linalg.norm(e, axis=-1)
@@ -255,7 +258,8 @@ def p_to_axis_angle(p: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------
-# Euler angles 3-1-3 (spec §1.8) and Bryant angles 1-2-3 (spec §1.9).
+# Euler angles 3-1-3 (Nikravesh (1988), App. A.1, App. B) and Bryant angles 1-2-3
+# (App. A.2, Probs. 6.17-6.18).
 # Angles are passed and returned as arrays (..., 3): [ψ, θ, σ] resp. [φ1, φ2, φ3].
 # ---------------------------------------------------------------------------------
 _SINGULAR_TOL = 1e-12   # |sin θ| resp. |cos φ2| below which the angles are singular
@@ -269,7 +273,7 @@ def _angles(angles: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def euler313_to_A(angles: ArrayLike) -> np.ndarray:
-    """A = Rz(ψ) Rx(θ) Rz(σ) from [ψ, θ, σ] (004 Eq A.1; spec §1.8)."""
+    """A = Rz(ψ) Rx(θ) Rz(σ) from [ψ, θ, σ] (Nikravesh (1988), Eq. A.1)."""
     psi, th, sig = _angles(angles)
     cp, sp, ct, st, cs, ss = np.cos(psi), np.sin(psi), np.cos(th), np.sin(th), \
         np.cos(sig), np.sin(sig)
@@ -279,7 +283,7 @@ def euler313_to_A(angles: ArrayLike) -> np.ndarray:
 
 
 def A_to_euler313(A_: ArrayLike) -> np.ndarray:
-    """[ψ, θ, σ] with θ ∈ [0, π], ψ, σ ∈ (−π, π] (004 Eq A.2 with atan2; spec §1.8).
+    """[ψ, θ, σ] with θ ∈ [0, π], ψ, σ ∈ (−π, π] (Nikravesh (1988), Eq. A.2 with atan2).
     Singular case sin θ = 0: σ = 0 and ψ = atan2(a21, a11).  ψ is taken from
     A Rz(σ)ᵀ = Rz(ψ) Rx(θ), which stays accurate near the singularity."""
     a = _f(A_)
@@ -292,7 +296,7 @@ def A_to_euler313(A_: ArrayLike) -> np.ndarray:
 
 
 def euler313_to_p(angles: ArrayLike) -> np.ndarray:
-    """Euler parameters from [ψ, θ, σ] (004 App. B.1, Eqs B.1-B.4; spec §1.8)."""
+    """Euler parameters from [ψ, θ, σ] (Nikravesh (1988), App. B.1, Eqs. B.1-B.4)."""
     psi, th, sig = _angles(angles)
     ch, sh = np.cos(0.5 * th), np.sin(0.5 * th)
     s, d = 0.5 * (psi + sig), 0.5 * (psi - sig)
@@ -301,13 +305,13 @@ def euler313_to_p(angles: ArrayLike) -> np.ndarray:
 
 
 def p_to_euler313(p: ArrayLike) -> np.ndarray:
-    """[ψ, θ, σ] from Euler parameters (004 App. B.2, Eqs B.5-B.11 with atan2;
-    spec §1.8); singular case as in :func:`A_to_euler313`."""
+    """[ψ, θ, σ] from Euler parameters (Nikravesh (1988), App. B.2, Eqs. B.5-B.11 with
+    atan2); singular case as in :func:`A_to_euler313`."""
     return A_to_euler313(A(normalize(p)))
 
 
 def bryant123_to_A(angles: ArrayLike) -> np.ndarray:
-    """A = Rx(φ1) Ry(φ2) Rz(φ3) from [φ1, φ2, φ3] (004 Eq A.5; spec §1.9)."""
+    """A = Rx(φ1) Ry(φ2) Rz(φ3) from [φ1, φ2, φ3] (Nikravesh (1988), Eq. A.5)."""
     f1, f2, f3 = _angles(angles)
     c1, s1, c2, s2, c3, s3 = np.cos(f1), np.sin(f1), np.cos(f2), np.sin(f2), \
         np.cos(f3), np.sin(f3)
@@ -317,7 +321,7 @@ def bryant123_to_A(angles: ArrayLike) -> np.ndarray:
 
 
 def A_to_bryant123(A_: ArrayLike) -> np.ndarray:
-    """[φ1, φ2, φ3] with φ2 ∈ [−π/2, π/2] (004 Eq A.6 with atan2; spec §1.9).
+    """[φ1, φ2, φ3] with φ2 ∈ [−π/2, π/2] (Nikravesh (1988), Eq. A.6 with atan2).
     Singular case cos φ2 = 0: φ3 = 0 and φ1 = atan2(a32, a22); φ1 is taken from
     A Rz(φ3)ᵀ = Rx(φ1) Ry(φ2), which stays accurate near the singularity."""
     a = _f(A_)
@@ -330,7 +334,7 @@ def A_to_bryant123(A_: ArrayLike) -> np.ndarray:
 
 
 def bryant123_to_p(angles: ArrayLike) -> np.ndarray:
-    """Euler parameters from [φ1, φ2, φ3] (004 Prob 6.17, closed form of spec §1.9)."""
+    """Euler parameters from [φ1, φ2, φ3] (Nikravesh (1988), Prob. 6.17, in closed form)."""
     f1, f2, f3 = _angles(angles)
     c1, c2, c3 = np.cos(0.5 * f1), np.cos(0.5 * f2), np.cos(0.5 * f3)
     s1, s2, s3 = np.sin(0.5 * f1), np.sin(0.5 * f2), np.sin(0.5 * f3)
@@ -339,13 +343,13 @@ def bryant123_to_p(angles: ArrayLike) -> np.ndarray:
 
 
 def p_to_bryant123(p: ArrayLike) -> np.ndarray:
-    """[φ1, φ2, φ3] from Euler parameters (004 Prob 6.18; spec §1.9); singular case
+    """[φ1, φ2, φ3] from Euler parameters (Nikravesh (1988), Prob. 6.18); singular case
     as in :func:`A_to_bryant123`."""
     return A_to_bryant123(A(normalize(p)))
 
 
 def euler313_rates_to_omega_body(angles: ArrayLike) -> np.ndarray:
-    """Matrix of 004 Eq A.3: ω' = M [ψ̇, θ̇, σ̇] (spec §1.8); (..., 3, 3)."""
+    """Matrix of Nikravesh (1988), Eq. A.3: ω' = M [ψ̇, θ̇, σ̇]; (..., 3, 3)."""
     _, th, sig = _angles(angles)
     st, ct, ss, cs = np.sin(th), np.cos(th), np.sin(sig), np.cos(sig)
     z, o = np.zeros_like(th), np.ones_like(th)
@@ -353,7 +357,7 @@ def euler313_rates_to_omega_body(angles: ArrayLike) -> np.ndarray:
 
 
 def euler313_rates_to_omega(angles: ArrayLike) -> np.ndarray:
-    """Global ω = M [ψ̇, θ̇, σ̇] (spec §1.8, the global form of 004 Eq A.3); (..., 3, 3)."""
+    """Global ω = M [ψ̇, θ̇, σ̇] (the global form of Nikravesh (1988), Eq. A.3); (..., 3, 3)."""
     psi, th, _ = _angles(angles)
     sp, cp, st, ct = np.sin(psi), np.cos(psi), np.sin(th), np.cos(th)
     z, o = np.zeros_like(th), np.ones_like(th)
@@ -361,7 +365,7 @@ def euler313_rates_to_omega(angles: ArrayLike) -> np.ndarray:
 
 
 def bryant123_rates_to_omega_body(angles: ArrayLike) -> np.ndarray:
-    """Matrix of 004 Eq A.7: ω' = M [φ̇1, φ̇2, φ̇3] (spec §1.9); (..., 3, 3)."""
+    """Matrix of Nikravesh (1988), Eq. A.7: ω' = M [φ̇1, φ̇2, φ̇3]; (..., 3, 3)."""
     _, f2, f3 = _angles(angles)
     c2, s2, c3, s3 = np.cos(f2), np.sin(f2), np.cos(f3), np.sin(f3)
     z, o = np.zeros_like(f2), np.ones_like(f2)
@@ -369,7 +373,7 @@ def bryant123_rates_to_omega_body(angles: ArrayLike) -> np.ndarray:
 
 
 def bryant123_rates_to_omega(angles: ArrayLike) -> np.ndarray:
-    """Global ω = M [φ̇1, φ̇2, φ̇3] (spec §1.9, derived); (..., 3, 3)."""
+    """Global ω = M [φ̇1, φ̇2, φ̇3] (ω = A ω' with Nikravesh (1988), Eq. A.7); (..., 3, 3)."""
     f1, f2, _ = _angles(angles)
     c1, s1, c2, s2 = np.cos(f1), np.sin(f1), np.cos(f2), np.sin(f2)
     z, o = np.zeros_like(f1), np.ones_like(f1)
@@ -377,7 +381,7 @@ def bryant123_rates_to_omega(angles: ArrayLike) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------
-# A from measured points (spec §1.7; 004 §6.1.5, Eqs 6.30-6.33)
+# A from measured points (Nikravesh (1988), §6.1.5, Eqs. 6.30-6.33)
 # ---------------------------------------------------------------------------------
 class PointsError(ValueError):
     """Bad points for :func:`A_from_points`; ``which`` is ``"x_axis_point"`` or
@@ -394,7 +398,7 @@ _COLLINEAR_TOL = 1e-9    # sine of the angle between a and b below which they ar
 def A_from_points(r: ArrayLike, rA: ArrayLike, rB: ArrayLike) -> np.ndarray:
     """A = [u_ξ, u_η, u_ζ] from the origin r, a point rA on ξ and a point rB in the
     ξη plane (on η's side): u_ξ = a/‖a‖, u_ζ = ã b/‖ã b‖, u_η = ũ_ζ u_ξ (orthogonalised;
-    004 Eqs 6.30-6.33; spec §1.7).  Raises :class:`PointsError` (a ValueError) for
+    Nikravesh (1988), Eqs. 6.30-6.33).  Raises :class:`PointsError` (a ValueError) for
     coincident or collinear points.  (..., 3) -> (..., 3, 3)."""
     r, rA, rB = _f(r), _f(rA), _f(rB)
     a, b = rA - r, rB - r
@@ -417,7 +421,7 @@ def A_from_points(r: ArrayLike, rA: ArrayLike, rB: ArrayLike) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------
-# Orientation in model files (spec §1.7-1.9)
+# Orientation in model files (Nikravesh (1988), §6.1.4, App. A, App. B)
 # ---------------------------------------------------------------------------------
 # form key -> the other keys allowed with it
 _FORMS: dict[str, tuple[str, ...]] = {
@@ -487,7 +491,7 @@ def _points(value: Any, path: str) -> np.ndarray:
 
 def orientation_from_spec(value: Any, path: str, notes: list[str] | None = None) -> np.ndarray:
     """Unit Euler parameters (shape (4,), e0 ≥ 0 except as given) from a model-file
-    ``orientation`` entry (spec §1.7-1.9).  Forms: 4 numbers or ``{euler_parameters:
+    ``orientation`` entry (Nikravesh (1988), §6.1.4, App. A-B).  Forms: 4 numbers or ``{euler_parameters:
     [...]}`` (normalised if within 1e-6 of unit length, with a note); ``{axis, angle,
     unit}``; ``{euler_313: [ψ, θ, σ], unit}``; ``{bryant_123: [φ1, φ2, φ3], unit}``;
     ``{matrix: 3×3}`` (columns = body axes, orthonormal to 1e-6, det +1); ``{points:

@@ -23,7 +23,7 @@ def versions() -> dict[str, str]:
     """Versions of mbcore, Python, its dependencies and the platform (stored with
     every result).  Computed once per process; a dependency not imported yet (h5py
     for a run without an HDF5 file, SciPy for a small dense kinematic run) is read
-    from its installed metadata instead of being imported (start-up, issue 14)."""
+    from its installed metadata instead of being imported (start-up time)."""
     if not _VERSIONS:
         while _PLATFORM:                       # started by _platform_soon()
             _PLATFORM.pop().join()

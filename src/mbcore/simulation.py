@@ -1,5 +1,5 @@
 """``mbcore.Simulation``: a dynamic analysis driven from outside, for control loops,
-co-simulation and model-predictive use (issue 17; docs/embedding.md).
+co-simulation and model-predictive use (docs/embedding.md).
 
 ::
 
@@ -101,7 +101,7 @@ def _add_moment_inputs(model, names: Sequence[str], registry) -> None:
     """A global-frame ``torque`` element per body named in ``names``
     (``<body>.nx|ny|nz``) whose components are the input functions of those names
     (0 until set): a moment on a spatial body acts on the Euler parameters as
-    ``2 G(p)^T n`` (spec/spatial.md §3.2), which changes with p, so it is an element
+    ``2 G(p)^T n`` (Nikravesh (1988), Eqs. 11.1-11.4), which changes with p, so it is an element
     evaluated with the others (compiled kernel), not a constant generalised force."""
     if isinstance(names, str):
         names = [names]

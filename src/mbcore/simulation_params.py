@@ -1,5 +1,5 @@
-"""Element parameters of a running :class:`mbcore.Simulation` (issue 17;
-docs/embedding.md "Parameters").
+"""Element parameters of a running :class:`mbcore.Simulation`
+(docs/embedding.md "Parameters").
 
 ``<element>.<key>`` names a parameter of a force element (``spring.stiffness``) or
 of a constraint element (``rod.length``).  A new value is validated with the

@@ -1,9 +1,9 @@
-"""Sparse Schur-complement equations of motion: O(N) per evaluation (issue 7).
+"""Sparse Schur-complement equations of motion: O(N) per evaluation.
 
 ``[M, -J^T; J, 0] [qdd; lam] = [Q; gamma]`` with the diagonal mass matrix of
 centroidal planar frames reduces to ``B lam = gamma - J M^-1 Q`` with the sparse
 symmetric positive definite ``B = J M^-1 J^T`` and ``qdd = M^-1 (Q + J^T lam)``
-(004 Prob 10.9-10.10; docs/linear-solvers.md).
+(Nikravesh (1988), Prob. 10.9-10.10; docs/linear-solvers.md).
 
 * :class:`SchurTopology` — everything that depends on the sparsity pattern only,
   computed once per System (or per set of independent rows): the pattern of B, a

@@ -6,7 +6,7 @@ arrays (*groups*), the Jacobian sparsity pattern, the function table of all time
 functions and preallocated buffers.  The state (t, q, qd, qdd, lam) lives apart
 (:class:`mbcore.state.State`).
 
-The pipeline (spec/planar.md §0.2, 004 §3.2.2) — one call per quantity, top to
+The pipeline (Nikravesh (1988), §3.2.2, Eqs. 3.12-3.17) — one call per quantity, top to
 bottom in this file::
 
     functions(t) -> phi(q, t) -> jacobian(q, t) -> nu(q, t) -> gamma(q, qd, t)
@@ -206,7 +206,7 @@ class System:
     # ------------------------------------------------------------------ compile steps
     def _layout_coordinates(self, model, registry) -> None:
         """Bodies -> coordinates: per body kind its q block (x, y, phi | x, y, z,
-        p0..p3), then the artificial coordinates of curve pairs (004 §4.2.5).  The
+        p0..p3), then the artificial coordinates of curve pairs (Nikravesh (1988), §4.2.5).  The
         ground is no coordinate: elements see it through a constant block after q
         (planar: 3 zeros at n; spatial: r = 0, p = (1, 0, 0, 0) at n + 3)."""
         from .bodykinds import KINDS
@@ -285,8 +285,8 @@ class System:
 
     def _pack_constraints(self, model, registry, functions: list):
         """Elements -> groups: every constraint element packed by type, rows in model
-        order; then the normalisation row of every spatial body (spec/spatial.md
-        §1.12)."""
+        order; then the normalisation row of every spatial body (Nikravesh (1988),
+        Eqs. 6.23, 7.33)."""
         by_type: dict[str, list] = {}
         order: list[str] = []
         row = 0
@@ -391,8 +391,8 @@ class System:
                              for name in fg.names for lab in fg.ftype.labels]
 
     def _mass_and_gravity(self, model) -> None:
-        """Mass (004 Eqs 9.2-9.3; spatial: spec/spatial.md §3.3 Formulation I) and the
-        gravity forces (004 Eq 9.9a; centroidal body frames)."""
+        """Mass (Nikravesh (1988), Eqs. 9.2-9.3; spatial: Eqs. 11.10-11.16, Formulation I) and the
+        gravity forces (Nikravesh (1988), Eq. 9.9a; centroidal body frames)."""
         n = self.n
         self.gravity = np.array(model.gravity, dtype=float)
         self._q_gravity = np.zeros(n)
@@ -517,7 +517,7 @@ class System:
         self._jac_view = self._jdata[:size].reshape(self.m, self.n) if self.dense else None
         self._csr = None
         if not self.dense:   # a CSR matrix whose data array *is* the kernel buffer
-            import scipy.sparse as sp    # only sparse systems need it (start-up, issue 14)
+            import scipy.sparse as sp    # only sparse systems need it (start-up time)
             self._csr = sp.csr_matrix((self._jdata[:size], self._csr_cols.astype(np.int32),
                                        self._indptr.astype(np.int32)),
                                       shape=(self.m, self.n), copy=False)
@@ -620,8 +620,8 @@ class System:
         with everything the stage needs (bound method, parameters, gather indices,
         function indices, declared shape, destination buffer and scatter indices
         shaped like the result), so that an evaluation does no attribute look-up,
-        index arithmetic or reshape per group (issue 16 item 5;
-        ``python_plugin_framework_overhead`` in benchmarks/run.py).  A type's
+        index arithmetic or reshape per group
+        (``python_plugin_framework_overhead`` in benchmarks/run.py).  A type's
         result is copied into the System's buffers, never kept, so a type may
         return the same array at every call."""
         n = self.n
@@ -712,7 +712,8 @@ class System:
             if groups else np.zeros(0, np.intp)
 
     def _points(self, model) -> None:
-        """Points of interest (KAP "points"): body offsets and local coordinates."""
+        """Points of interest (the "points" of the book's KAP program, Nikravesh (1988),
+        §5.1): body offsets and local coordinates."""
         self.point_names = [p.name for p in model.points]
         self._pt_off = np.array([self._boff[p.body] for p in model.points], dtype=np.intp)
         dim = 3 if self.spatial else 2
@@ -744,7 +745,7 @@ class System:
         self._ft = math.nan
 
     def phi(self, q: np.ndarray, t: float) -> np.ndarray:
-        """Constraint violations Phi(q, t), length m (004 Eq 3.18)."""
+        """Constraint violations Phi(q, t), length m (Nikravesh (1988), Eq. 3.18)."""
         fv = self.functions_at(t)
         if self._evaluator is not None:
             self._evaluator.phi(self._ev_q(q), t, fv, self._phi)
@@ -768,7 +769,7 @@ class System:
         return self._jdata
 
     def nu(self, q: np.ndarray, t: float) -> np.ndarray:
-        """Velocity right-hand side nu = -Phi_t (004 Eq 3.14)."""
+        """Velocity right-hand side nu = -Phi_t (Nikravesh (1988), Eq. 3.14)."""
         fv = self.functions_at(t)
         if self._evaluator is not None:
             self._evaluator.nu(self._ev_q(q), t, fv, self._nu)
@@ -777,7 +778,7 @@ class System:
         return self._nu
 
     def gamma(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
-        """Acceleration right-hand side gamma (004 Eq 3.16)."""
+        """Acceleration right-hand side gamma (Nikravesh (1988), Eq. 3.16)."""
         fv = self.functions_at(t)
         if self._evaluator is not None:
             if self.padded:
@@ -834,7 +835,7 @@ class System:
     # ------------------------------------------------------------ forces and mass
     def forces(self, q: np.ndarray, qd: np.ndarray, t: float) -> np.ndarray:
         """Generalised applied forces Q(q, qd, t): gravity plus every force element
-        (004 Eq 9.8; spec/planar.md §3).  Length n."""
+        (Nikravesh (1988), Eq. 9.8).  Length n."""
         fv = self.functions_at(t)
         Q = self._Q
         if self._force_evaluator is not None:
@@ -930,8 +931,8 @@ class System:
         Per force group: the compiled kernel of ``mbcore._ext._forces``
         (``JAC_KERNELS``) on the compiled backend, else the type's NumPy reference
         ``force_jacobian(par, qb, qdb, t, f) -> (K, C)`` with blocks
-        (ne, nb, nc, nb, nc) (planar: spec/planar.md §3; spatial Euler-parameter
-        form ``[f, 2 G^T n]``: spec/spatial.md §3.1-3.2), else forward differences
+        (ne, nb, nc, nb, nc) (planar: the force elements of Nikravesh (1988), §9.2;
+        spatial Euler-parameter form ``[f, 2 G^T n]``: Eqs. 11.1-11.7), else forward differences
         of that group's own forces (``user_force``, third-party types),
         vectorised over the group's elements (nb x nc force calls).  Blocks on the
         ground (and the padding of particles) are dropped."""
@@ -1065,7 +1066,7 @@ class System:
         return out
 
     def kinetic_energy(self, qd: np.ndarray, q: np.ndarray | None = None) -> float:
-        """T = qd^T M qd / 2 (004 Eq 14.8 for centroidal frames; spatial bodies:
+        """T = qd^T M qd / 2 (Nikravesh (1988), Eq. 14.8 for centroidal frames; spatial bodies:
         T = m rd^2 / 2 + w'^T J' w' / 2 with w' = 2 L(p) pd, Prob. 11.5, which
         needs q)."""
         if self.mass_diag is not None:
@@ -1082,8 +1083,8 @@ class System:
     def inertia_minus_forces(self, q: np.ndarray, qd: np.ndarray, qdd: np.ndarray,
                              t: float) -> np.ndarray:
         """``M(q) qdd + b(q, qd) - Q(q, qd, t)``: the right side of
-        ``Phi_q^T lam = M qdd - Q`` of inverse dynamics (004 Eq 9.62).  Spatial
-        bodies (Formulation I, spec/spatial.md §3.3-3.4): ``M = diag(m I, J*)``,
+        ``Phi_q^T lam = M qdd - Q`` of inverse dynamics (Nikravesh (1988), Eq. 9.62).  Spatial
+        bodies (Formulation I): ``M = diag(m I, J*)``,
         ``J* = 4 L^T J' L``, ``b = [0; 8 Ldot^T J' L pd]``; the moment loads of the
         force elements arrive as ``n* = 2 G^T n``."""
         if self.mass_diag is not None:
@@ -1102,7 +1103,7 @@ class System:
 
     def potential_energy(self, q: np.ndarray, t: float = 0.0) -> float:
         """V = -sum m_i g . r_i (gravity) + the potential of every conservative part
-        of the force elements (spring energies, 004 Eqs 14.10-14.12)."""
+        of the force elements (spring energies, Nikravesh (1988), Eqs. 14.10-14.12)."""
         V = -float(np.dot(self._q_gravity, q))
         if self.force_groups:
             fv = self.functions_at(t)
@@ -1117,7 +1118,7 @@ class System:
         """Power of every non-conservative force part (dampers, actuators, applied
         forces): the rate of the work that changes T + V.  ``compiled=True``: the
         compiled groups' power from their kernels (equal to the references to
-        1e-12; used by the DAE Jacobians' work row, issue 14)."""
+        1e-12; used by the DAE Jacobians' work row)."""
         if not self.force_groups:
             return 0.0
         fv = self.functions_at(t)
@@ -1153,8 +1154,8 @@ class System:
     def reactions(self, q: np.ndarray, t: float, lam: np.ndarray) -> np.ndarray:
         """Generalised reaction of every element on each of its bodies,
         ``[fx, fy, n]`` with the moment about the body origin, in global
-        components: ``g_b = (Phi_k)_{q_b}^T lam_k`` (spec/planar.md §2, 004 Eq 8.50;
-        the 004 Ch.9 sign convention, docs/conventions.md).  Reactions on the ground
+        components: ``g_b = (Phi_k)_{q_b}^T lam_k`` (Nikravesh (1988), Eq. 8.50, §9.3;
+        the sign convention of its Ch. 9, docs/conventions.md).  Reactions on the ground
         are included.  Labels: :attr:`reaction_labels`."""
         if np.shape(lam) != (self.m,):
             raise ValueError(f"lam has shape {np.shape(lam)}, the system has {self.m} "
@@ -1169,7 +1170,7 @@ class System:
                 gen = (blocks * lam_g[:, :, None, None]).sum(axis=1)
             if g.kind == "spatial":
                 # Euler-parameter generalised force n* -> global moment n = G n* / 2
-                # (spec/spatial.md §3.1, Eq 11.4)
+                # (Nikravesh (1988), Eq. 11.4)
                 from .rotations import G as Gmat
                 self._load(q)
                 p = self._qx[g._cidx_all][..., 3:7]
@@ -1375,7 +1376,8 @@ class System:
 
     def point_kinematics(self, q, qd, qdd) -> np.ndarray:
         """Position, velocity and acceleration of every named point, (np, 6):
-        ``x, y, xd, yd, xdd, ydd`` (spec/planar.md §0.1; KAP "points of interest").
+        ``x, y, xd, yd, xdd, ydd`` (Nikravesh (1988), Eqs. 4.1, 4.43-4.45; the "points of
+        interest" of the book's KAP program, subroutine REPORT).
         Returns a work buffer."""
         npt = len(self.point_names)
         if not npt:
@@ -1425,7 +1427,7 @@ class System:
     def angular_kinematics(self, q, qd, qdd) -> np.ndarray:
         """Angular velocity and acceleration of every spatial body in global axes,
         (nb_spatial, 6) = [omega, omegadot]: omega = 2 G(p) pd, omegadot = 2 G(p) pdd
-        (004 Eqs 6.96, 6.107; G(pd) pd = 0)."""
+        (Nikravesh (1988), Eqs. 6.96, 6.107; G(pd) pd = 0)."""
         idx = self._ang_p
         if not hasattr(self, "_ang_out"):
             self._ang_out = np.zeros((len(idx), 6))
@@ -1445,7 +1447,7 @@ class System:
 
     def _point_kinematics_spatial(self, q, qd, qdd) -> np.ndarray:
         """Points of spatial bodies, (np, 9): position, velocity, acceleration
-        (r + A s', rd + Adot s', rdd + Addot s'; 004 Eqs 6.62-6.63, 6.102).  Compiled:
+        (r + A s', rd + Adot s', rdd + Addot s'; Nikravesh (1988), Eqs. 6.62-6.63, 6.102).  Compiled:
         ``mbcore._ext._kinematics.point_kinematics_spatial`` (same function)."""
         nq = len(q)              # n, or n_ext with particles (padded blocks)
         if not hasattr(self, "_pks_out"):
@@ -1520,7 +1522,7 @@ def _short(key: str) -> str:
 
 def _unique_ints(a: np.ndarray) -> np.ndarray:
     """``np.unique`` of an integer array (sorted, distinct), without numpy.ma, which
-    np.unique imports on its first call (~35 ms: start-up, issue 14)."""
+    np.unique imports on its first call (~35 ms of start-up time)."""
     a = np.sort(a, kind="stable")
     if a.size > 1:
         a = a[np.concatenate(([True], a[1:] != a[:-1]))]

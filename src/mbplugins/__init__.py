@@ -4,7 +4,7 @@ Registered through the entry-point group ``mbcore`` exactly like a third-party
 plugin (see pyproject.toml), using the hooks of :mod:`mbcore.hookspecs`.
 
 The hooks return :class:`mbcore.plugins.LazyType` references, not the classes:
-a model run imports only the modules of the types it uses (start-up, issue 14).
+a model run imports only the modules of the types it uses (start-up).
 :data:`CATALOGUE` lists every built-in type as ``(name, "module:class"[, body
 kind])``; the eager lists of the modules (``CONSTRAINT_TYPES``, ``FORCE_TYPES``,
 ``FORMULATIONS``, ``INTEGRATORS``...) remain, and tests/test_plugins.py checks that

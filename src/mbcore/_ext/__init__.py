@@ -4,7 +4,7 @@ Several kernels ``cimport`` LAPACK from ``scipy.linalg.cython_lapack``; at modul
 initialisation Cython imports that module, and through it the whole
 ``scipy.linalg`` package (whose ``__init__`` clones the NumPy namespace for the
 array API, importing numpy.testing, numpy.f2py, inspect, email, unittest...:
-0.1-0.25 s, most of the start-up of a small run; issue 14).  The kernels need only
+0.1-0.25 s, most of the start-up of a small run).  The kernels need only
 the C function pointers of ``cython_lapack``, so the extension module itself is
 loaded here, under its own name, without running the package's ``__init__``.  A
 later ``import scipy.linalg`` imports the package as usual and finds this module.

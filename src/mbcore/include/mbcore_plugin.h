@@ -32,7 +32,7 @@
  *   Q       generalised forces, same indexing: the kernel ADDS each element's
  *           forces (planar [fx, fy, n], n about the body origin; spatial
  *           the Euler-parameter form [f, 2 G(p)^T n] = [f, 2 L(p)^T n'], n the
- *           moment in global axes, n' in body axes, spec/spatial.md §3) into the
+ *           moment in global axes, n' in body axes) into the
  *           body blocks.  Forces landing on the ground block are discarded.
  *   P       NULL, or one double: ADD the power of the non-conservative part of
  *           the forces (what ``ForceType.power_nc`` returns, summed).
@@ -107,7 +107,7 @@ typedef struct mbcore_force_kernel {
 } mbcore_force_kernel;
 
 /* ---------------------------------------------------------------------------
- * Constraint kernels (docs/plugin-guide.md; the equations of spec/planar.md §0.2:
+ * Constraint kernels (docs/plugin-guide.md; the equations of Nikravesh (1988), §3.2.2:
  * Phi(q, t) = 0, Phi_q qd = nu with nu = -Phi_t, Phi_q qdd = gamma).
  *
  *   q, qd   as for forces: the extended coordinates and velocities, body blocks
@@ -120,7 +120,7 @@ typedef struct mbcore_force_kernel {
  *   J       the Jacobian blocks (ne, m, nb, nc) row-major: J[((e*m + r)*nb + b)*nc
  *           + c] = d phi_r / d q_(body b, coordinate c), nc = 3 planar, 7 spatial
  *           (the Euler-parameter form [Phi_r, 2 Phi_pi' L(p)] of
- *           SpatialConstraintType.jacobian, spec/spatial.md §2.1).  mbcore zeroes
+ *           SpatialConstraintType.jacobian).  mbcore zeroes
  *           J before the call, so a kernel may write only its non-zero entries;
  *           mbcore scatters the blocks into its dense or CSR Jacobian and drops
  *           the entries of ground columns.

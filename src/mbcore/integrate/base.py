@@ -4,10 +4,11 @@ Modelled on scipy's ``OdeSolver`` (``scipy/integrate/_ivp/base.py``): one base
 class, a template :meth:`Integrator.step` that calls the method's
 ``_step_impl()``, a template :meth:`Integrator.dense_output` that calls
 ``_dense_output_impl()``, and counters kept by the base class so that every
-integrator reports the same statistics (spec/algorithms.md §2, §0.3).
+integrator reports the same statistics.  The contract is that of the book's
+integration arrays and subroutine DIFEQN (Nikravesh (1988), §13.1, §12.2).
 
 An integrator advances ``y' = f(t, y)`` with ``y`` a 1-D float64 array.  The
-multibody formulations (DI, CS, CP, projection; spec §3-4) present their
+multibody formulations (DI, CS, CP, projection) present their
 equations in exactly this form, so the core here knows no mechanics.
 """
 from __future__ import annotations
@@ -272,7 +273,7 @@ class Integrator:
        ``self.y``), rejects unknown or invalid options naming the option, and
        puts the resolved values in ``self.opts``.  Then set up the method state
        in ``_restart_impl()`` (the constructor calls it), so that
-       :meth:`restart` works after a discontinuity (spec §2.8 item 5).
+       :meth:`restart` works after a discontinuity.
     3. Implement ``_step_impl(self) -> (success, message)``: advance one step
        from ``self.t`` towards ``self.t_bound`` (never past it: the last step
        ends exactly on it), then set ``self.t`` and ``self.y``.  Retry
@@ -291,8 +292,8 @@ class Integrator:
        result into :class:`NonFiniteError` naming the time.  The array returned
        by ``self.fun`` is valid only until the next call (a compiled multibody
        right-hand side may return its own buffer): copy what you keep.  The
-       problem, in turn, must not modify the ``y`` it is given (a trial state,
-       spec §0.3), and the integrator never modifies the user's ``y0``.
+       problem, in turn, must not modify the ``y`` it is given (a trial state), and
+       the integrator never modifies the user's ``y0``.
     6. Report what the base class cannot see: ``self._reject_error_test()`` and
        ``self._reject_newton()`` for each rejected attempt,
        ``self._newton_iterations(k)`` for Newton iterations.
@@ -300,7 +301,7 @@ class Integrator:
        accepted; the template counts ``norder_changes`` and the per-order
        histogram from it.
     8. Do no irreversible bookkeeping inside stages or rejected attempts; only
-       on acceptance (spec §0.3).
+       on acceptance.
     9. Step-size underflow: when the step falls below
        ``self._min_step(t)`` call ``self._step_too_small(h)`` (raises
        :class:`StepSizeError` naming the time).
@@ -318,7 +319,7 @@ class Integrator:
         declares its own (else :meth:`get_state` returns None and a resume restarts
         the method, agreeing with the uninterrupted run to the tolerance).
 
-    A later mass-matrix / projection hook (spec §0.3 ``post_step``) will be an
+    A later mass-matrix / projection hook (``post_step``) will be an
     extra keyword of the constructor; methods that cannot honour it will say so.
 
     Attributes
@@ -627,8 +628,8 @@ class Integrator:
 
     def restart(self, t: float | None = None, y=None) -> None:
         """Discard the method's history and continue from ``(t, y)`` (default: the
-        current point), e.g. after an impact or a force discontinuity (spec §2.8
-        item 5: multistep methods restart at order 1 with a small step)."""
+        current point), e.g. after an impact or a force discontinuity (multistep
+        methods restart at order 1 with a small step)."""
         if t is not None:
             self.t = _real(t)
         if y is not None:

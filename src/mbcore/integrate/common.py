@@ -18,17 +18,17 @@ EPS = float(np.finfo(float).eps)
 
 
 def rms_norm(x: np.ndarray) -> float:
-    """Root-mean-square norm ``sqrt(mean(x**2))`` (spec §2.8 item 3, §2.10)."""
+    """Root-mean-square norm ``sqrt(mean(x**2))`` (Hairer, Nørsett & Wanner (1993), §II.4)."""
     return math.sqrt(float(x.dot(x)) / x.size)
 
 
 def select_initial_step(fun, t0: float, y0: np.ndarray, f0: np.ndarray, direction: float,
                         order: int, rtol, atol, t_bound: float,
                         max_step: float = math.inf) -> float:
-    """Initial step size |h0| (Hairer, Nørsett & Wanner, *Solving ODEs I*, §II.4,
+    """Initial step size |h0| (Hairer, Nørsett & Wanner (1993), §II.4,
     "starting step size"): balance h·|f| against the solution scale, then
     ``h^(order+1)·max(|f|, |f'|) = 0.01`` with one trial Euler step.  Costs one
-    evaluation of ``fun``.  (Spec §2.10 "Initial h"; §2.13 gives T_min/20 when
+    evaluation of ``fun``.  (Nikravesh (1988), §10.4 gives T_min/20 when
     the highest frequency is known: :func:`step_from_frequency`.)"""
     interval = abs(t_bound - t0)
     if interval == 0:
@@ -56,7 +56,7 @@ def select_initial_step(fun, t0: float, y0: np.ndarray, f0: np.ndarray, directio
 def num_jac(fun, t: float, y: np.ndarray, f: np.ndarray,
             scale: np.ndarray | None = None) -> np.ndarray:
     """Forward-difference Jacobian, one column per evaluation (the column
-    perturbation of 004 Eq. 14.7; increment ``sqrt(eps)·max(|y_j|, scale_j)`` as in
+    perturbation of Nikravesh (1988), Eq. 14.7; increment ``sqrt(eps)·max(|y_j|, scale_j)`` as in
     DASSL).  ``f = fun(t, y)`` must be given; costs ``n`` evaluations."""
     n = y.size
     J = np.empty((n, n))
@@ -73,8 +73,8 @@ def num_jac(fun, t: float, y: np.ndarray, f: np.ndarray,
 
 
 def step_from_frequency(omega_max: float, points_per_period: int = 20) -> float:
-    """Fixed step ``Δt = T_min / 20`` with ``T_min = 2π/ω_max`` (004 §10.4, spec
-    §2.13); ``hω = 2π/20 ≈ 0.31`` lies far inside RK4's stability limit 2.83."""
+    """Fixed step ``Δt = T_min / 20`` with ``T_min = 2π/ω_max`` (Nikravesh (1988), §10.4);
+    ``hω = 2π/20 ≈ 0.31`` lies far inside RK4's stability limit 2.83."""
     if not omega_max > 0:
         raise ValueError(f"omega_max must be > 0, got {omega_max!r}")
     return 2 * math.pi / omega_max / points_per_period
@@ -184,7 +184,7 @@ class RKDenseOutput(DenseOutput):
 
 
 class BackwardDifferenceDenseOutput(DenseOutput):
-    """Newton backward-difference polynomial on a uniform grid (BDF, spec §2.9):
+    """Newton backward-difference polynomial on a uniform grid (BDF):
 
     ``y(t + σh) = Σ_{j=0..k} ∇^j y_n · σ(σ+1)…(σ+j-1)/j!``  with ``σ = (t - t_n)/h``,
 

@@ -3,7 +3,7 @@ locate events, stop on terminal events, return a small result object.
 
 Output times are independent of the internal steps: inside a step the values
 come from the integrator's dense output, so an adaptive method takes the steps
-its error control wants whatever ``t_out`` is (spec §2.10, §10.1 item 6).
+its error control wants whatever ``t_out`` is (Hairer, Nørsett & Wanner (1993), §II.6).
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
         outputs (step size, order and statistics for diagnostics).
     post_step : ``post_step(t, y) -> y_new | None`` called after every accepted step
         (not at a terminal event); a returned state replaces ``y`` (coordinate
-        projection, spec/algorithms.md §4.5) and the integrator continues from it:
+        projection) and the integrator continues from it:
         ``resume(t, y)`` when the method has one (one-step methods keep their step
         size), else ``restart`` (multistep history is discarded).  Outputs exactly at the step end use the
         new state; outputs inside the step use the step's dense output.

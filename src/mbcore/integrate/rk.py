@@ -25,15 +25,15 @@ class whose ``compiled_loop_kind()`` returns ``"fixed"`` or ``"embedded"`` decla
   ``D`` (4×(s+4)) for the 7th-order continuous extension with three extra stages.
 
 Both loops read these same arrays, and the Python steps below implement exactly
-the formulas of the C loop (spec/algorithms.md §2.1–2.3, §2.10), so the two runs
+the formulas of the C loop, so the two runs
 agree to rounding.  A subclass that overrides ``_step_impl``, ``_error_norm`` or
 ``_dense_output_impl`` keeps the Python driver (``compiled_loop_kind()`` is then
 None).  The tableau is checked when the class is created (a ``TypeError`` names
 the class and the array).
 
-References: 004 §12.2–12.2.2 (Eqs. 12.10, 12.15–12.17, subroutine RUNGK4); 001
-l.112–137; Hairer, Nørsett & Wanner, *Solving ODEs I*, §II.4–II.6 (controller,
-dense output, DOP853); spec/algorithms.md §2.10 (controller).
+References: Nikravesh (1988), §12.2–12.2.2 (Eqs. 12.10, 12.15–12.17, subroutine RUNGK4);
+TAM 674 (2003), lectures of 3, 10 and 24 March; Hairer, Nørsett & Wanner (1993),
+§II.4–II.6 (controller, dense output, DOP853).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ __all__ = ["FixedStepRK", "EmbeddedRK", "RKTwin", "compiled_twin",
            "hermite_dense_coefficients", "HairerDenseOutput", "SAFETY", "MIN_FACTOR",
            "MAX_FACTOR"]
 
-#: default step-size controller of :class:`EmbeddedRK` (spec §2.10)
+#: default step-size controller of :class:`EmbeddedRK` (Hairer, Nørsett & Wanner (1993), §II.4)
 SAFETY = 0.9
 MIN_FACTOR = 0.2
 MAX_FACTOR = 5.0
@@ -214,7 +214,7 @@ class EmbeddedRK(Integrator):
     or None: cubic Hermite), ``error_order`` q; optionally Hairer's ``E3``/``E5``
     error norm and ``A_EXTRA``/``C_EXTRA``/``D`` dense output.
 
-    Controller (spec §2.10): error ``e = h·Σ E_i k_i``, scale ``atol + rtol·max(|y_n|,
+    Controller (Hairer, Nørsett & Wanner (1993), §II.4): error ``e = h·Σ E_i k_i``, scale ``atol + rtol·max(|y_n|,
     |y_n+1|)``, RMS norm, accept if ≤ 1, ``h_new = h·min(MAX_FACTOR, max(MIN_FACTOR,
     SAFETY·err^(-1/(q+1))))``, no increase right after a rejection."""
 

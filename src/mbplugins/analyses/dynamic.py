@@ -1,5 +1,5 @@
-"""Forward dynamic analysis (004 Ch.10 DAP, Ch.13; spec/planar.md §4.6,
-algorithms.md §4.1-4.2).
+"""Forward dynamic analysis (Nikravesh (1988), Ch. 10, the DAP
+program; §13.3, algorithm DI-4; §13.3.1).
 
 The initial state is corrected to the nearest consistent one (assembly), a
 formulation (``di``, ``cs``...) turns the equations of motion into ``y' = f(t, y)``
@@ -550,7 +550,7 @@ class _Run:
         return t_out[np.concatenate([[True], np.diff(t_out) > 0])]
 
     def initial_state(self) -> np.ndarray:
-        """Nearest consistent state (assembly, spec §4.8) -> y0 = [formulation
+        """Nearest consistent state (assembly) -> y0 = [formulation
         state; work of the non-conservative forces = 0]."""
         sysm, s, a, t0 = self.sysm, self.s, self.a, self.t0
         st = sysm.initial_state(t0)
@@ -704,7 +704,7 @@ class _Run:
                 self._fs_key, self._fs_top = key, self._fs
         size = form.size
         y_state = y
-        if self.projects:                      # report consistent states (spec §4.5)
+        if self.projects:                      # report consistent states (TAM 674 (2003), lecture of 7 April)
             yp = form.project(t, y[:size], count=False)
             if yp is not None:
                 y = np.concatenate([yp, y[size:]])
@@ -762,7 +762,7 @@ class _Run:
         self.istat[2:] = self.base + self.cstat[2:]
         return self.output(t, y)
 
-    # -- batched rows of the compiled loop (issue 14) ---------------------------------
+    # -- batched rows of the compiled loop ---------------------------------
     #: channels that are functions of (t, y) alone or copies of the step statistics
     STATE_CHANNELS = frozenset(("q", "qd", "energy", "violation", "integrator"))
 
@@ -866,7 +866,7 @@ class _Run:
         """df/dy of :meth:`rhs` for an implicit integrator on the Python driver when the
         compiled DI/CS right-hand side has its semi-analytic Jacobian
         (``CompiledRHS.jacobian``, the matrix of the compiled bdf / θ loops: spec
-        algorithms.md §2.9, §4.1; NumPy reference ``mbcore.dijac.di_jacobian``), so
+        Nikravesh (1988), §12.4, §13.3, algorithm DI-4; NumPy reference ``mbcore.dijac.di_jacobian``), so
         that both loops take the same steps.  Where it fails (a singular or failing
         evaluation) or no longer applies: forward differences of :meth:`rhs`, whose
         Python path raises the named error (or uses least-squares multipliers)."""
@@ -1123,7 +1123,7 @@ class _Run:
                     break
                 if res.status != 1 or self.contacts is None:
                     break
-                # a contact closed: apply the impact map and restart (spec §7)
+                # a contact closed: apply the impact map and restart (TAM 674 (2003), lectures of 5 and 17 February)
                 rec = res.events[-1]
                 t_cur, y_cur = float(rec.t), np.array(rec.y, dtype=float)
                 y_cur = a._impact(self.contacts, t_cur, y_cur, event)

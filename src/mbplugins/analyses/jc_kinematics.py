@@ -1,6 +1,6 @@
-"""Kinematic and kinetostatic analysis in joint coordinates (the joint-coordinate
-issue, deliverable 5; spec/algorithms.md §4.7 with the kinematic steps of §4.2 of
-spec/planar.md written in the tree's coordinates).
+"""Kinematic and kinetostatic analysis in joint coordinates (Nikravesh (1988),
+§13.4, with the kinematic steps of §3.2.2 and §4.3 written in the tree's
+coordinates).
 
 The tree joints hold identically; only the other rows — the drivers and the cut
 joints of loops, ``Phi*(q(theta), t) = 0`` — are solved, by Newton-Raphson in the

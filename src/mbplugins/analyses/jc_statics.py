@@ -1,15 +1,15 @@
-"""Joint-coordinate statics (004 §14.4; spec/algorithms.md §5.5): the potential energy
+"""Joint-coordinate statics (Nikravesh (1988), §14.4): the potential energy
 minimised over the joint coordinates of the model's kinematic tree.
 
-Open trees: ``min V(s)`` with ``dV/ds = -g^T dq/ds`` (Eq 14.24), ``dq/ds`` the
+Open trees: ``min V(s)`` with ``dV/ds = -g^T dq/ds`` (Eq. 14.24), ``dq/ds`` the
 velocity transformation B of the joint-coordinate formulation (planar: the columns
 of the acceleration recursion; spatial: the body velocities ``[rdot, omega']`` of
 unit joint rates, with forces ``[F; n']``).  No constraint is violated: every
 configuration the minimiser tries is assembled.
 
 Closed loops: the cut joints' equations enter a penalty ``f = V + 1/2 w Phi*^T Phi*``
-(Eq 14.25-14.26) with w raised x10 until ``|Phi*|`` stops improving; the result is
-then polished by Newton-Raphson on (q, lam) in Cartesian coordinates (004 §14.1), so
+(Eq. 14.25-14.26) with w raised x10 until ``|Phi*|`` stops improving; the result is
+then polished by Newton-Raphson on (q, lam) in Cartesian coordinates (Nikravesh (1988), §14.1), so
 the loops close to the static tolerance (the penalty alone leaves an error ~1/w).
 
 Rotations of spherical and free joints are varied by a rotation vector x about the

@@ -1,5 +1,5 @@
-"""Kinematic analysis of kinematically driven systems (004 §3.2.2 Alg K-II, §4.3,
-KAP §5.1.2; 002 ch.3; spec/planar.md §4.2).
+"""Kinematic analysis of kinematically driven systems (Nikravesh (1988), §3.2.2 Alg K-II, §4.3,
+KAP §5.1.2; DADS-2D kinematics report, Ch. 3).
 
 Per output time: Newton-Raphson on ``Phi(q, t) = 0`` (drivers appended, square
 system) with one LU per iteration, then ``Phi_q qd = nu`` and
@@ -43,7 +43,7 @@ class KinematicAnalysis(Analysis):
                            default="taylor", choices=("taylor", "previous")),
         "coordinates": Param("choice", "solve in Cartesian coordinates, or in the joint "
                              "coordinates of the model's kinematic tree (drivers and cut "
-                             "joints of loops as the equations; spec §4.7)",
+                             "joints of loops as the equations)",
                              default="cartesian", choices=("cartesian", "joint")),
     }
 
@@ -100,7 +100,7 @@ class KinematicAnalysis(Analysis):
         self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
                       "dof_mechanism": None}
         try:
-            # degrees of freedom of the mechanism without drivers (spec §4.1)
+            # degrees of freedom of the mechanism without drivers (Nikravesh (1988), §3.1)
             kin_rows = [r for name, sl in sysm.element_rows.items()
                         if sysm.element_sections[name] == "joints"
                         for r in range(sl.start, sl.stop)]
@@ -283,7 +283,7 @@ class KinematicAnalysis(Analysis):
         from mbcore._ext._planar import KinematicStepper
         return KinematicStepper(kernels.constraints, sysm.n, kernels.jacobian_data)
 
-    # -- redundant constraints (spec/planar.md §4.1; 004 Prob 5.16) --------------
+    # -- redundant constraints (Nikravesh (1988), Prob. 5.16) --------------
     def _sel(self, v):
         return v if self.rows is None else v[self.rows]
 
@@ -295,7 +295,7 @@ class KinematicAnalysis(Analysis):
 
     def _select_rows(self, t0):
         """All rows, or the independent ones when the constraint equations are
-        redundant (spec/planar.md §4.1: rank-revealing QR of Phi_q at the assembled
+        redundant (Nikravesh (1988), §3.1: rank-revealing QR of Phi_q at the assembled
         initial configuration).  After removing them the system must be square."""
         sysm = self.system
         n, m = sysm.n, sysm.m
@@ -366,7 +366,7 @@ class KinematicAnalysis(Analysis):
             f"{', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
 
     def _newton(self, q, t, lu, tol, maxit, assembly=False):
-        """Newton-Raphson in place on q (004 Alg NR-I / KAP NUTON2).  At the first
+        """Newton-Raphson in place on q (Nikravesh (1988), Alg. NR-I / KAP NUTON2).  At the first
         time (``assembly``) it starts from the initial estimates and may take twice
         the iterations; failures there are assembly errors, later ones lock-ups."""
         sysm = self.system
@@ -414,7 +414,7 @@ class KinematicAnalysis(Analysis):
             f"involved: {', '.join(names[r] for r in rows)}", t, [names[r] for r in rows])
 
     def _assembly_report(self, q_est, q):
-        """How far assembly moved each body from its estimates (spec §4.8)."""
+        """How far assembly moved each body from its estimates (derived here: the initial-condition correction)."""
         from mbcore.assembly import body_moves
         moves = body_moves(self.system, q, q_est)
         move = np.array([mv[0] for mv in moves.values()])
@@ -458,10 +458,10 @@ class _NoBar:
 
 
 class KinetostaticAnalysis(KinematicAnalysis):
-    """Inverse dynamics / kinetostatics of a kinematically driven system (004 §9.7
-    Eqs 9.62-9.64; 002 §3.4-3.5; spec/algorithms.md §6): the kinematic analysis,
+    """Inverse dynamics / kinetostatics of a kinematically driven system (Nikravesh (1988), §9.7
+    Eqs. 9.62-9.64; DADS-2D kinematics report, §3.4-3.5): the kinematic analysis,
     then at every output time the multipliers from the transposed Jacobian factors,
-    ``Phi_q^T lam = M qdd - Q`` (004 sign, docs/conventions.md), the reactions of
+    ``Phi_q^T lam = M qdd - Q`` (the book's sign, docs/conventions.md), the reactions of
     every joint and the driver efforts (the drivers' reactions)."""
 
     name = "kinetostatic"

@@ -1,5 +1,5 @@
 """Linearisation of a System about a static equilibrium in independent coordinates
-(issue 17; docs/analyses.md "Linearisation and modes").
+(docs/analyses.md "Linearisation and modes").
 
 Chart.  Near the equilibrium q* the configurations that satisfy ``Phi(q) = 0`` are
 ``q = q* + P xi + R mu(xi)``: ``P`` (n, k) spans the independent directions,
@@ -7,8 +7,8 @@ Chart.  Near the equilibrium q* the configurations that satisfy ``Phi(q) = 0`` a
 from ``Phi = 0`` by Newton-Raphson, so ``xi = P^T (q - q*)``.  ``partition``
 (default): ``P``, ``R`` are columns of the identity, the independent coordinates
 ``v`` chosen by QR with column pivoting of the column-scaled Jacobian as the ``cp``
-formulation does (:func:`..formulations.partitioning.pivoted_partition`; 000
-§13.3.2, 004 §14.1.1); ``null_space``: ``P`` an orthonormal basis of the null space
+formulation does (:func:`..formulations.partitioning.pivoted_partition`; Nikravesh
+(1988), §13.3.2, §14.1.1); ``null_space``: ``P`` an orthonormal basis of the null space
 of Phi_q(q*), ``R`` of its row space.  Velocities: ``qd = P xid + R nu_`` with
 ``Phi_q qd = nu``.  At q*, ``T = dq/dxi = P - R (Phi_q R)^-1 Phi_q P``.
 

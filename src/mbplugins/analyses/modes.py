@@ -1,4 +1,4 @@
-"""Linearisation and eigen-analysis about a static equilibrium (issue 17;
+"""Linearisation and eigen-analysis about a static equilibrium (
 docs/analyses.md "Linearisation and modes").
 
 The analysis ``modes``: (1) the equilibrium, by the ``static`` analysis (any of its

@@ -1,23 +1,23 @@
-"""Static equilibrium (004 Ch.14, 002 ch.4; spec/algorithms.md §5).
+"""Static equilibrium (Nikravesh (1988), Ch. 14, DADS-2D kinematics report, Ch. 4).
 
-With qd = qdd = 0: ``Phi(q) = 0`` and ``Phi_q^T lam + Q(q) = 0`` (004 Eqs 14.1-14.2,
+With qd = qdd = 0: ``Phi(q) = 0`` and ``Phi_q^T lam + Q(q) = 0`` (Nikravesh (1988), Eqs. 14.1-14.2,
 sign of docs/conventions.md).  Velocity-dependent forces (dampers) vanish.
 Methods (``settings.method``):
 
-* ``newton`` — Newton-Raphson on (q, lam) (004 §14.1, Eq 14.3) with a line search;
+* ``newton`` — Newton-Raphson on (q, lam) (Nikravesh (1988), §14.1, Eq. 14.3) with a line search;
   the stiffness ``(Phi_q^T lam + Q)_q`` by central differences.
 * ``modified_newton`` — the same, keeping the factorised matrix while the residual
-  falls fast enough (002 ch.4).
+  falls fast enough (DADS-2D kinematics report, Ch. 4).
 * ``partitioned`` — Newton on the k independent coordinates,
-  ``f(v) = Q_v + H^T Q_u = 0`` with ``H = -Phi_u^-1 Phi_v`` (004 §14.1.1, Eqs 14.4-14.7),
+  ``f(v) = Q_v + H^T Q_u = 0`` with ``H = -Phi_u^-1 Phi_v`` (Nikravesh (1988), §14.1.1, Eqs. 14.4-14.7),
   the partition by QR with column pivoting of Phi_q.
-* ``energy`` — minimisation of the potential energy over v (004 §14.2, Alg SE-1) by
-  BFGS with the gradient ``dV/dv = -f(v)^T`` (Eq 14.20); conservative loads only;
+* ``energy`` — minimisation of the potential energy over v (Nikravesh (1988), §14.2, Alg SE-1) by
+  BFGS with the gradient ``dV/dv = -f(v)^T`` (Eq. 14.20); conservative loads only;
   finds stable equilibria only.
 * ``joint_coordinates`` — minimisation of the potential energy over the joint
-  coordinates of the model's kinematic tree (004 §14.4, Eq 14.24; loops: penalty on
-  the cut joints, Eq 14.26, then Newton); conservative loads; stable equilibria.
-* fictitious damping (dynamic relaxation, 004 §14.3) is the dynamic analysis with
+  coordinates of the model's kinematic tree (Nikravesh (1988), §14.4, Eq. 14.24; loops: penalty on
+  the cut joints, Eq. 14.26, then Newton); conservative loads; stable equilibria.
+* fictitious damping (dynamic relaxation, Nikravesh (1988), §14.3) is the dynamic analysis with
   damping, run until rest.
 """
 from __future__ import annotations
@@ -109,7 +109,7 @@ class StaticAnalysis(Analysis):
                 1.0 + float(np.max(np.abs(q), initial=0.0)))
 
     def _stiffness(self, q, lam):
-        """K = d(Q + Phi_q^T lam)/dq by central differences (Eq 14.3)."""
+        """K = d(Q + Phi_q^T lam)/dq by central differences (Eq. 14.3)."""
         n = self.system.n
         K = np.empty((n, n))
         for j in range(n):
@@ -197,7 +197,7 @@ class StaticAnalysis(Analysis):
             f"(loads with no spring or constraint against them)"
             + (f"; coordinates involved: {who}" if who else ""), self.t)
 
-    # -- partitioned methods (004 §14.1.1, §14.2) ---------------------------------
+    # -- partitioned methods (Nikravesh (1988), §14.1.1, §14.2) ---------------------------------
     def _partition(self, q, avoid=()):
         """Independent coordinates v: the k rows of a null-space basis T of the
         Jacobian (the admissible motions) that form its best-conditioned k x k block
@@ -233,7 +233,7 @@ class StaticAnalysis(Analysis):
     def _repartition(self, q, u, v, avoid=()):
         """A fresh partition when the current one has become 10x worse than the best
         at q (e.g. a coordinate along gravity is stationary at the equilibrium and
-        cannot stay independent; spec/algorithms.md §5.2)."""
+        cannot stay independent)."""
         if self.system.m == 0:
             return u, v
         u2, v2 = self._partition(q, avoid)
@@ -269,7 +269,7 @@ class StaticAnalysis(Analysis):
         return Q[v] + J[:, v].T @ lam, lam
 
     def _partitioned(self, q, modified=False):
-        """Partitioned Newton (004 §14.1.1) on null-space charts with switching; if
+        """Partitioned Newton (Nikravesh (1988), §14.1.1) on null-space charts with switching; if
         that fails, once more from the estimate on the Jacobian's own pivot
         partition kept fixed (the classic choice, which reaches some equilibria the
         switching does not); the first error is reported when both fail."""
@@ -331,7 +331,7 @@ class StaticAnalysis(Analysis):
 
     def _partitioned_step(self, q, u, v, f):
         """Newton step dv of the reduced equations f(v) = 0, with df/dv by central
-        differences re-solving u at every perturbation (004 Eq 14.7); the
+        differences re-solving u at every perturbation (Nikravesh (1988), Eq. 14.7); the
         least-squares step where df/dv is singular, None where that is zero."""
         D = np.empty((len(v), len(v)))
         for k, j in enumerate(v):
@@ -382,7 +382,7 @@ class StaticAnalysis(Analysis):
 
     def _joint_coordinates(self, q, modified=False):
         """Potential-energy minimisation over the joint coordinates of the model's
-        tree (004 §14.4, :mod:`.jc_statics`); loops through their cut joints (penalty),
+        tree (Nikravesh (1988), §14.4, :mod:`.jc_statics`); loops through their cut joints (penalty),
         then Newton-Raphson on (q, lam) to close them exactly."""
         from .jc_statics import minimise
         tol, maxit = self.settings["tolerance"], int(self.settings["max_iterations"])
@@ -395,7 +395,7 @@ class StaticAnalysis(Analysis):
 
     def _given(self, q, modified=False):
         """The multipliers at the given configuration, without moving it: the
-        structure / DAP STATIC case (004 §9.5, Eq 9.57) — least squares
+        structure / DAP STATIC case (Nikravesh (1988), §9.5, Eq. 9.57) — least squares
         ``Phi_q^T lam = -Q``; the residual says whether it is an equilibrium."""
         return q, self._initial_lam(q), 0
 

@@ -1,8 +1,8 @@
-"""Built-in formulations of the equations of motion (spec/algorithms.md §4).
+"""Built-in formulations of the equations of motion (Nikravesh (1988), §13.3–13.4).
 
 The names below (and :data:`FORMULATIONS`) import their modules on first access
 (PEP 562), so that importing one formulation does not import the others (and
-their SciPy dependencies): start-up, issue 14.
+their SciPy dependencies): start-up.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""DI and CS formulations (spec/algorithms.md §4.1 DI-4, §4.2 CS-1; 000 §13.3.1;
-004 §10.1, Prob 10.16)."""
+"""DI and CS formulations (Nikravesh (1988), §13.3.1;
+Nikravesh (1988), §10.1, Prob. 10.16)."""
 from __future__ import annotations
 
 import math
@@ -24,7 +24,7 @@ class CS(Formulation):
     ``gamma - 2 alpha Phidot - beta^2 Phi`` with ``Phidot = Phi_q qd - nu``, so the
     violations obey ``Phi'' + 2 alpha Phi' + beta^2 Phi = 0`` (poles
     ``-alpha +- sqrt(alpha^2 - beta^2)``).  alpha = beta gives critical damping;
-    alpha = beta = 0 is DI.  Defaults alpha = beta = 5 1/s (spec §4.2 [EXT]; the
+    alpha = beta = 0 is DI.  Defaults alpha = beta = 5 1/s (mbcore's choice; the
     book suggests 1-10)."""
 
     name = "cs"

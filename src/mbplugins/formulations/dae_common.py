@@ -13,7 +13,7 @@ def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
     (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
     ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
     ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
-    Hessians: these stay differences (issue 14)."""
+    Hessians: these stay differences."""
     n, m = system.n, system.m
     outs = [np.zeros((n, n)) for _ in lams]
     W = np.zeros((m, n)) if v is not None else None
@@ -54,7 +54,7 @@ def why_not_compiled(system, spatial: bool) -> str | None:
 def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
     """``_dynamics.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
     same arguments) of a planar System of compiled elements (constant diagonal mass;
-    dense or CSR Jacobian), else None (spec/algorithms.md §4.6)."""
+    dense or CSR Jacobian), else None (Nikravesh (1988), §13.3.4)."""
     if why_not_compiled(system, spatial) is not None or system.n == 0:
         return None                      # (no bodies: nothing to compile)
     try:

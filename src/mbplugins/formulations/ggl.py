@@ -1,5 +1,5 @@
 """Stabilised index-2 (Gear-Gupta-Leimkuhler) form of the multibody DAE, for BDF
-(spec/algorithms.md §2.9, §4.6; 004 §13.3.4 "stiff method"):
+(Nikravesh (1988), §13.3.4 "stiff method"):
 
     q' = v + Phi_q^T mu            0 = Phi(q, t)
     M v' = Q(q, v, t) + Phi_q^T lam     0 = Phi_q v - nu
@@ -84,7 +84,7 @@ class GGL(Formulation):
         """df/dy.  Planar bodies: exact ``Phi_q`` blocks and unit block,
         ``J_vq = K + d(Phi_q^T lam)/dq``, ``J_vv = C`` (K, C from
         :meth:`mbcore.System.force_jacobians`: analytic per built-in force type,
-        spec planar.md §3), ``J_qq = d(Phi_q^T mu)/dq`` and the velocity-constraint
+        Nikravesh (1988), §9.2), ``J_qq = d(Phi_q^T mu)/dq`` and the velocity-constraint
         rows ``d(Phi_q v - nu)/dq`` by forward differences of those constraint
         quantities alone (:func:`.dae_common.constraint_fd`).  Spatial bodies (M^-1 inside
         f): forward differences in q and v (2n columns of f), exact lam and mu
@@ -127,7 +127,7 @@ class GGL(Formulation):
 
 
 def jacobian_fd(self, t, y):
-    """``GGL.jacobian`` before issue 14 (planar): forward differences of the whole
+    """The former ``GGL.jacobian`` (planar): forward differences of the whole
     right-hand side in q and v (2n columns), exact lam and mu columns; kept for tests
     and the benchmark of the analytic force Jacobians."""
     s, n, m = self.system, self.n, self.m

@@ -21,7 +21,7 @@ __all__ = ["JointCoordinates", "spanning_tree"]
 
 def spanning_tree(joints, nb, swap, make_free):
     """Tree joints in breadth-first order from the ground (``parent`` None) and the
-    cut joints (spec §4.7.2): a joint reaching a body already in the tree closes a
+    cut joints (Nikravesh (1988), §13.4.2): a joint reaching a body already in the tree closes a
     loop and is cut; a joint met from its child side is reversed by ``swap(j)``
     (False: it cannot be — it may still be met from the other side, else it is
     cut); a body no joint reaches gets ``make_free(k)`` (a floating base) and the
@@ -72,7 +72,7 @@ class JointCoordinates(LoopClosure, Formulation):
 
     name = "joint_coordinates"
     description = ("relative (joint) coordinates of a kinematic tree, Cartesian results; "
-                   "loops through cut joints (spec §4.7, TMT)")
+                   "loops through cut joints (Nikravesh (1988), §13.4; TMT: TAM 674 (2003))")
     full_state = False
     settings_schema = {
         "alpha": Param("number", "Baumgarte damping of the cut-joint / driver rows (1/s)",

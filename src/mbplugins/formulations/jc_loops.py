@@ -1,4 +1,4 @@
-"""Loop closure of the joint-coordinate formulation (issue 13, deliverable 2): the
+"""Loop closure of the joint-coordinate formulation: the
 rows that are not tree joints (cut joints, drivers, other constraints: ``Phi*``)
 kept at the projection tolerance after every step, shared by the planar
 (:mod:`.joint_coordinates`) and spatial (:mod:`.jc_spatial`) formulations.
@@ -6,11 +6,11 @@ kept at the projection tolerance after every step, shared by the planar
 ``loop_stabilization`` (formulation option):
 
 * ``baumgarte`` (default): Baumgarte terms in the acceleration equation of the cut
-  rows (spec/algorithms.md §4.7.2, Eq. 13.41; ``alpha``, ``beta``); nothing here.
+  rows (Nikravesh (1988), §13.4.2, Eq. 13.41; ``alpha``, ``beta``); nothing here.
 * ``projection``: DI between steps (alpha = beta = 0); after every accepted step and
   at every output state theta is projected onto ``Phi*(theta, t) = 0`` by
   Gauss-Newton with minimum-norm steps in the joint-space metric W
-  (spec §4.5 carried into the tree's coordinates)::
+  (coordinate projection, TAM 674 (2003), lecture of 7 April, carried into the tree's coordinates)::
 
       dnu = -W^-1 D^T (D W^-1 D^T)^-1 Phi*,   theta <- theta ⊕ dnu,
 
@@ -18,8 +18,8 @@ kept at the projection tolerance after every step, shared by the planar
   (``mass_weighted``, default: unit-consistent, and the velocity step never
   increases the kinetic energy) or the identity; then nu onto ``D nu = nu*`` in
   one linear step.
-* ``partitioning``: coordinate partitioning in joint coordinates (spec §4.7.2 item
-  5, §4.3, applied as the post-step correction of §4.4(b)): independent nu chosen
+* ``partitioning``: coordinate partitioning in joint coordinates (Nikravesh (1988), §13.4.2
+  with §13.3.2, applied as a post-step correction: TAM 674 (2003), lecture of 2 April): independent nu chosen
   by QR with column pivoting of the column-scaled D (angular columns divided by a
   characteristic length, as ``cp``); after every step and at every output the
   dependent ones are solved by Newton with the independent ones fixed,
@@ -85,7 +85,7 @@ ITERATIONS = 12
 
 
 def cut_row_multipliers(solver, cho, D, c, f, J_rows, t, rows) -> np.ndarray:
-    """Multipliers of the cut / driver rows (spec §4.7.2, Eq. 13.41): with the
+    """Multipliers of the cut / driver rows (Nikravesh (1988), §13.4.2, Eq. 13.41): with the
     joint-space mass factor ``cho`` and ``D = Phi*_q B``, solve
     ``(D H^-1 D^T) lam = c - D H^-1 f``; a singular or ill-conditioned Schur matrix
     is the solver's named singular-Jacobian error for ``rows`` (``J_rows``: their
@@ -270,7 +270,7 @@ class LoopClosure:
 
     def _project(self, t, theta, nu):
         """Gauss-Newton with minimum-norm steps in the metric W, then one linear
-        velocity step (module docstring; spec §4.5)."""
+        velocity step (module docstring)."""
         s, ex, hol = self.system, self.extra, self._hol
         weighted = self.settings["mass_weighted"]
         changed = False
@@ -313,7 +313,7 @@ class LoopClosure:
 
     def _partition(self, t, theta, nu, output=False):
         """Newton on the dependent joint coordinates with the independent ones fixed,
-        then the dependent velocities (module docstring; spec §4.3, §4.4(b)).  A
+        then the dependent velocities (module docstring; Nikravesh (1988), §13.3.2–13.3.3; TAM 674 (2003), lectures of 31 March and 2 April).  A
         failure or a degraded ``D_u`` asks the analysis for a new partition
         (:class:`RestartRequest`); at outputs, the ``cp`` hysteresis test."""
         s, ex, u, v = self.system, self.extra, self.u, self.v

@@ -1,5 +1,6 @@
-"""Joint-coordinate formulation for planar kinematic trees (spec/algorithms.md §4.7,
-JC-1 with the reduced equations of §4.7.1 [EXT] / §4.8 TMT; 000 §13.4, 004 §13.4).
+"""Joint-coordinate formulation for planar kinematic trees (Nikravesh (1988), §13.4,
+algorithm JC-1, with reduced equations of motion derived by the TMT method of TAM 674
+(2003), lectures of 10 to 26 February).
 
 The state is ``y = [theta; thetadot]``: one relative coordinate per joint of a tree
 rooted at the ground — the angle ``phi_j - phi_i`` of a revolute, the slide ``d``

@@ -1,5 +1,6 @@
-"""Joint coordinates of spatial trees (spec/algorithms.md §4.7-4.8, JC-1 and the
-velocity transformation; 004 §13.4 and §11.5 for the angular-velocity form).
+"""Joint coordinates of spatial trees (Nikravesh (1988), §13.4, JC-1, and
+the velocity transformation of TAM 674 (2003), lectures of 10 to 26 February;
+Nikravesh (1988), §11.5 for the angular-velocity form).
 
 Every body of a spatial model (rigid, Euler parameters) is reached from the ground
 through exactly one *tree joint*; bodies no joint connects to the ground get a
@@ -25,7 +26,7 @@ parent pose ``(r_p, p_p)`` the child follows as
 
 (``p0``: the relative Euler parameters of the reference state, so theta = 0 there;
 the quaternion product keeps the sign of p continuous, as the Cartesian integration
-does).  Body velocities are ``v = [rdot; omega']`` (omega' in body axes, 004 §11.5
+does).  Body velocities are ``v = [rdot; omega']`` (omega' in body axes, Nikravesh (1988), §11.5
 Formulation III); every joint gives the linear map of the recursions
 
     v_c = X v_p + S nu,        vdot_c = X vdot_p + S nudot + c
@@ -432,7 +433,7 @@ class SpatialTree:
         return qd
 
     def cartesian_acceleration(self, q, V, Vd):
-        """qddot from body accelerations (004 Eq 6.113)."""
+        """qddot from body accelerations (Nikravesh (1988), Eq. 6.113)."""
         qdd = np.zeros(7 * self.nb)
         qdd[self.r_idx] = Vd[:, :3]
         p = q[self.p_idx]

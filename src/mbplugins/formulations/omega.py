@@ -1,5 +1,5 @@
 """Direct integration in the angular-velocity form (Formulation III; DI-3 / DI-4 with
-004 Eq 11.49; spec/spatial.md §3.3-3.6, algorithms.md §3).
+Nikravesh (1988), Eq. 11.49).
 
 State ``y = [q; v]``: the positions q as every formulation has them (Euler
 parameters for spatial bodies) and per spatial body the velocities
@@ -10,9 +10,9 @@ parameters for spatial bodies) and per spatial body the velocities
     M = diag(m I3, J'),  b = [0; omega'~ J' omega'],  g = [f; n'],  B = [Phi_r, Phi_pi']
 
 ``Phi_pi' = 1/2 Phi_p L^T`` (Table 11.1 from the Euler-parameter Jacobian, p unit),
-``gamma#`` is the System's gamma (the same number, spec §2.1), ``n' = 1/2 L n*``.
+``gamma#`` is the System's gamma (the same number), ``n' = 1/2 L n*``.
 The normalisation rows are not constraints here (``pdot`` is tangent by
-construction): p is normalised at every evaluation (000 §13.2.2) and its drift
+construction): p is normalised at every evaluation (Nikravesh (1988), §13.2.2) and its drift
 |p| - 1 is reported in the ``violation`` channel like any constraint.  M is constant,
 so ``M^-1`` is computed once.  Non-spatial coordinates (particles) keep ``v = qdot``.
 
@@ -145,7 +145,7 @@ class AngularVelocityDI(Formulation):
         else:
             vd = self.Minv @ Qv
         # the multiplier Formulation I gives the normalisation row 2 p^T:
-        # p^T b* / 2 = -omega'^T J' omega' (= -2 T_rot, spec §3.3 Eq 11.13)
+        # p^T b* / 2 = -omega'^T J' omega' (= -2 T_rot, Nikravesh (1988), Eq. 11.13)
         lam[s.m - self.nsp:] = -np.einsum("bk,bk->b", w, Jw)
         s.jacobian(q, t)                 # leave Phi_q(q) in the System's buffer
         return q, qd, vd, lam

@@ -1,5 +1,5 @@
-"""Coordinate partitioning with automatic re-partitioning (CP-2; 000 §13.3.2-13.3.3,
-004 App. C; spec/algorithms.md §4.3).
+"""Coordinate partitioning with automatic re-partitioning (CP-2; Nikravesh (1988), §13.3.2-13.3.3,
+Nikravesh (1988), App. C).
 
 The coordinates are split into m dependent ``u`` and k independent ``v`` by QR with
 column pivoting of the Jacobian (rotational columns scaled by a characteristic
@@ -10,7 +10,7 @@ the position and velocity constraints hold to the Newton tolerance everywhere.
 When Phi_u degrades (its pivot ratio falls well below that of a fresh partition)
 or Newton fails, the formulation asks the analysis to re-partition and restart.
 
-Singular configurations (spec/algorithms.md §4.3, "limits").  Where the Jacobian
+Singular configurations (Nikravesh (1988), §13.3.2–13.3.3).    Where the Jacobian
 itself loses rank (a change-point or bifurcation, e.g. the flat N-four-bar of IFToMM
 A02) every square Phi_u is singular: no partition can pass, and which branch Newton
 lands on after the point depends on the step sizes and on rounding.  CP therefore
@@ -37,7 +37,7 @@ from mbcore.schema import Param
 
 def pivoted_partition(J: np.ndarray, col_scale: np.ndarray):
     """Dependent columns u = the first m pivot columns of QR with column pivoting of
-    the column-scaled m x n J, independent v = the rest (both sorted; spec §4.3.1),
+    the column-scaled m x n J, independent v = the rest (both sorted),
     and the rank ratio mu = |R_mm| / |R_11|.  Shared by ``cp`` and the
     joint-coordinate loops."""
     m = J.shape[0]
@@ -64,7 +64,7 @@ def column_scale(system) -> tuple[float, np.ndarray]:
 def pivot_quality(J: np.ndarray, u: np.ndarray, col_scale: np.ndarray,
                   lu: np.ndarray | None = None) -> float:
     """Smallest LU pivot of the column-scaled ``J[:, u]`` relative to the largest entry
-    of the column-scaled J (spec §4.3.2, the [EXT] re-partition trigger): 0 when
+    of the column-scaled J (Nikravesh (1988), §13.3.2, and mbcore's re-partition trigger): 0 when
     ``J[:, u]`` is singular, comparable between partitions (a pivot ratio of Phi_u
     alone is 1 for any 1 x 1 Phi_u, which would never ask for a re-partition of a
     pendulum whose dependent coordinate stops moving).  ``lu``: the LU factor of

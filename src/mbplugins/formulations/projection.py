@@ -1,4 +1,4 @@
-"""Coordinate projection (001 week 11; spec/algorithms.md §4.5).
+"""Coordinate projection (TAM 674 (2003), lecture of 7 April).
 
 DI between steps; after every accepted step the positions are projected onto
 ``Phi(q, t) = 0`` by Gauss-Newton with minimum-norm steps

@@ -1,9 +1,9 @@
-"""Stiff differential-equation (DAE) method, ADAMS-type (000 §13.3.4, 004 §13.3.4;
-spec/algorithms.md §4.6): the ``stiff`` formulation.
+"""Stiff differential-equation (DAE) method, ADAMS-type (Nikravesh (1988),
+§13.3.4): the ``stiff`` formulation.
 
 The constraints are kept as degenerate (algebraic) equations and the whole
 index-3 system is integrated by a stiff BDF method with a Newton corrector
-(004 Eqs 13.33-13.35), in mbcore's sign (reaction = +Phi_q^T lam)::
+(Nikravesh (1988), Eqs. 13.33-13.35), in mbcore's sign (reaction = +Phi_q^T lam)::
 
     q' = s,    M s' = Q(q, s, t) + Phi_q^T lam,    0 = Phi(q, t)
 
@@ -11,9 +11,9 @@ State ``y = [q, s, lam]`` with the constant mass ``diag(1, M, 0)``, consistent
 starting values (``lam0`` from the augmented system at t0, ``s0 = qd0``), run
 by the variable-step, variable-order ``bdf`` integrator through its
 ``newton_system`` hook: every Newton iteration solves the reduced, rescaled
-(n + m) system the spec derives (:class:`ReducedNewton`; eliminate
+(n + m) system derived here (:class:`ReducedNewton`; eliminate
 ``ds = (dq - r_q)/c``, unknown ``c^2 dlam``), whose condition number stays O(1)
-as ``h -> 0`` while that of the full (2n + m) matrix of 004 Eq 13.31 grows like
+as ``h -> 0`` while that of the full (2n + m) matrix of Nikravesh (1988), Eq. 13.31 grows like
 ``h^-3`` (:func:`full_newton_matrix` / :func:`reduced_newton_matrix` expose
 both; tests compare their iterates and condition numbers); Phi_q is refreshed
 at every step's predictor.  The error test weights the velocities and the
@@ -30,7 +30,7 @@ Planar models of compiled elements evaluate ``f`` and the work rate in one C cal
 (``_dynamics.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
 compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
 arithmetic bit for bit); bdf then runs on the compiled loop (``_multistep.run_bdf``,
-which calls the hook back; spec §2.9, §4.6).
+which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).
 """
 from __future__ import annotations
 
@@ -42,20 +42,20 @@ from mbplugins.integrators.bdf import NewtonSystem
 
 from .dae_common import compiled_dae_rhs, constraint_fd, dense, why_not_compiled
 
-#: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (004 Table 12.3)
+#: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (Nikravesh (1988), Table 12.3)
 BDF_COEFFS = {1: ((1.0,), 1.0),
               2: ((4 / 3, -1 / 3), 2 / 3),
               3: ((18 / 11, -9 / 11, 2 / 11), 6 / 11),
               4: ((48 / 25, -36 / 25, 16 / 25, -3 / 25), 12 / 25)}
 
 
-# -- the Newton systems of spec §4.6 ---------------------------------------------
+# -- the Newton systems of Nikravesh (1988), §13.3.4 ---------------------------------------------
 def _parts(system, q, s, lam, t, eps=1e-7):
     """M, g_q + (Phi_q^T lam)_q, g_s, Phi_q at (q, s, lam).
 
     Planar bodies: ``K = dQ/dq``, ``C = dQ/ds`` from
     :meth:`mbcore.System.force_jacobians` (analytic per built-in force type, spec
-    planar.md §3 / spatial.md §3.2), plus forward differences of ``Phi_q^T lam``
+    Nikravesh (1988), §9.2 / Nikravesh (1988), §9.2 carried over to space), plus forward differences of ``Phi_q^T lam``
     alone (:func:`constraint_fd`).  Spatial bodies (M^-1 applied inside f, see
     :func:`_accel`): forward differences of the whole velocity rows."""
     n = system.n
@@ -94,7 +94,7 @@ def _force_differences(force, q, s, eps):
 
 def _parts_fd(system, q, s, lam, t, eps=1e-7):
     """The blocks of :func:`_parts` by forward differences of the whole
-    ``Q + Phi_q^T lam`` (the method before issue 14; kept for tests and the
+    ``Q + Phi_q^T lam`` (the former method; kept for tests and the
     benchmark)."""
     if system.mass_diag is None:
         return _parts(system, q, s, lam, t, eps)
@@ -136,7 +136,7 @@ def _radial(system, q, t, Jq):
     """Per spatial body b the coefficients ``a_b`` (m) with which the true gradient
     of Phi differs from the projected Jacobian of the elements: ``dPhi/dp_b =
     (Phi_q)_{p_b} + a_b p_b^T`` (the projected variant ``Phi_p = 2 Phi_pi' L``,
-    spec §2.1, has no component along p; the normalisation rows are exact, a = 0),
+    Nikravesh (1988), §7.3.1, has no component along p; the normalisation rows are exact, a = 0),
     from the derivative along p: central differences with h and h/2 combined by
     Richardson extrapolation (4 evaluations of Phi per body; exact for the
     quartic-in-p rows of body vectors and points, rounding ~1e-13)."""
@@ -227,7 +227,7 @@ def full_newton_matrix(system, q, s, lam, t, hb):
 
 
 def _reduced(M, Kq, Ks, PqT, Pq, hb):
-    """``[[M - hb Ks - hb^2 Kq, -PqT], [Pq, 0]]``: the reduced matrix of spec §4.6
+    """``[[M - hb Ks - hb^2 Kq, -PqT], [Pq, 0]]``: the reduced matrix derived here from Nikravesh (1988), §13.3.4
     from the blocks of df/dy (Kq = d(Q + Phi_q^T lam)/dq, Ks = dQ/ds, PqT =
     d(Q + Phi_q^T lam)/dlam = Phi_q^T, Pq = Phi_q)."""
     n, m = Kq.shape[0], Pq.shape[0]
@@ -239,7 +239,7 @@ def _reduced(M, Kq, Ks, PqT, Pq, hb):
 
 
 def reduced_newton_matrix(system, q, s, lam, t, hb):
-    """The reduced, rescaled (n + m) matrix of spec §4.6 in (dq, (hb)^2 dlam)."""
+    """The reduced, rescaled (n + m) matrix (derived here from Nikravesh (1988), §13.3.4) in (dq, (hb)^2 dlam)."""
     M, Kq, Ks, Jq = _parts(system, q, s, lam, t)
     P = _phi_rows(system, q, t, Jq)
     return _reduced(M, Kq, Ks, _lam_columns(system, q, s, t, P), P, hb), M, Ks
@@ -247,7 +247,7 @@ def reduced_newton_matrix(system, q, s, lam, t, hb):
 
 def reduced_newton_step(system, q, s, lam, t, hb, r1, r2, r3):
     """One Newton correction (ds, dq, dlam) through the reduced system: the same
-    iterate as the full 13.31 system (spec §4.6, ✓num), with O(1) condition."""
+    iterate as the full 13.31 system (Nikravesh (1988), Eq. 13.31; checked numerically), with O(1) condition."""
     n = system.n
     A, M, Ks = reduced_newton_matrix(system, q, s, lam, t, hb)
     rhs = np.concatenate([-hb ** 2 * r1 - hb * (M - hb * Ks) @ r2, -r3])
@@ -260,7 +260,7 @@ def reduced_newton_step(system, q, s, lam, t, hb, r1, r2, r3):
 
 def bdf_stiff_solve(system, q0, qd0, t0, t1, h, order=2, tol=1e-10, max_iter=10):
     """Fixed-step BDF-``order`` integration of 13.33-13.35 with the reduced Newton
-    system (spec §4.6): returns (t, q, s, lam) arrays and the largest Newton
+    system (Nikravesh (1988), §13.3.4): returns (t, q, s, lam) arrays and the largest Newton
     iteration count.  Starting values from the augmented system at t0; the first
     steps use the lower orders (BDF1, BDF2, ...)."""
     from mbcore.dynamics import AccelerationSolver
@@ -302,7 +302,7 @@ def bdf_stiff_solve(system, q0, qd0, t0, t1, h, order=2, tol=1e-10, max_iter=10)
 class ReducedNewton(NewtonSystem):
     """bdf's Newton equations ``(diag(mass) - cJ) d = r`` for the state
     ``[q (n), s (n), lam (m), extra...]`` solved through the reduced, rescaled
-    (n + m) system of spec §4.6 (exact elimination, the same iterate).
+    (n + m) system (exact elimination, the same iterate).
 
     From the q rows (``f_q = s``: ``dq - c ds = r_q``) ``ds = (dq - r_q)/c``;
     the s rows times c and the lam rows (``-c Phi_q dq = r_lam``) divided by -c
@@ -366,7 +366,7 @@ class ReducedNewton(NewtonSystem):
 
 
 class Stiff(Formulation):
-    """ADAMS-type stiff DAE method (spec §4.6): the index-3 equations of motion
+    """ADAMS-type stiff DAE method (Nikravesh (1988), §13.3.4): the index-3 equations of motion
     with ``y = [q, s, lam]`` run by ``bdf`` with the reduced, rescaled Newton
     system (:class:`ReducedNewton`) and h-weighted error control."""
 
@@ -398,7 +398,7 @@ class Stiff(Formulation):
         self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
         # planar, compiled elements: f and the work rate in one C call
         # (_dynamics.CompiledStiff, NumPy reference: rhs); bdf then runs on the
-        # compiled loop (spec/algorithms.md §2.9, §4.6)
+        # compiled loop (Nikravesh (1988), §12.4, §13.3.4)
         self.compiled = compiled_dae_rhs(system, self.spatial, "CompiledStiff")
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \

@@ -10,7 +10,7 @@
 
 Each class subclasses :class:`mbcore.integrate.Integrator`; see
 docs/integrators.md.  The names below (and :data:`INTEGRATORS`) import their
-module on first access (PEP 562; start-up, issue 14).
+module on first access (PEP 562; start-up).
 """
 from __future__ import annotations
 

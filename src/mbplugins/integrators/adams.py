@@ -1,10 +1,9 @@
 """Variable-step, variable-order Adams–Bashforth–Moulton PECE (orders 1–12).
 
-The Shampine–Gordon method (L.F. Shampine, M.K. Gordon, *Computer Solution of
-Ordinary Differential Equations: the Initial Value Problem*, Freeman 1975,
-subroutine STEP): the book's recommended reference code (004 §12.5,
-l.16123–16150; Prob. 12.7), and the algorithm behind MATLAB's ode113 (001 l.129).
-Spec/algorithms.md §2.6–2.8.
+The method of Shampine & Gordon (1975), subroutine STEP: the book's recommended
+reference code (Nikravesh (1988), §12.5, Prob. 12.7), and the algorithm behind
+MATLAB's ode113 (TAM 674 (2003), lecture of 12 March).  Adams formulas and PECE:
+Nikravesh (1988), §12.3.
 
 At order k one step is
 
@@ -15,13 +14,13 @@ At order k one step is
 4. **C**  ``y_n+1 = p + h g_{k+1} φ^p_{k+1}(n+1)``  (Adams–Moulton of order k+1);
 5. **E**  ``f_n+1 = f(t_n+1, y_n+1)``; update the differences.
 
-So "order k" is the pair AB_k / AM_{k+1} (spec §2.7, [001]'s Shampine–Gordon
+So "order k" is the pair AB_k / AM_{k+1} (TAM 674 (2003)'s Shampine–Gordon
 pairing): the error is estimated for the order-k formula and the order-(k+1)
 value is propagated (local extrapolation).  The coefficients are exact for
 variable steps (modified divided differences φ_i, with ψ, α, β, σ, g computed
 from the step history), so no interpolation of past values is needed when the
 step changes.  With a constant step they reduce to the backward-difference
-coefficients γ_j of spec §2.6 (g_i = γ_{i-1}).
+coefficients γ_j of Nikravesh (1988), §12.3–12.3.2 (g_i = γ_{i-1}).
 
 Order and step selection follow STEP: estimates for orders k-2 … k+1
 (``h σ |γ*_j| ‖φ_{j+1}‖``), lower the order when that decreases the error,
@@ -53,7 +52,7 @@ KMAX = 12
 
 def _gammas(n: int) -> tuple[list[Fraction], list[Fraction]]:
     """γ_j (AB, backward-difference form) and γ*_j (AM) for j = 0..n-1, exact:
-    Σ_{i=0..j} γ_i/(j+1-i) = 1 and γ*_j = γ_j − γ_{j-1} (spec §2.6)."""
+    Σ_{i=0..j} γ_i/(j+1-i) = 1 and γ*_j = γ_j − γ_{j-1} (Nikravesh (1988), §12.3–12.3.2)."""
     g: list[Fraction] = []
     for j in range(n):
         g.append(Fraction(1) - sum((g[i] / (j + 1 - i) for i in range(j)), Fraction(0)))
@@ -114,7 +113,7 @@ class AdamsPECE(Integrator):
 
     name = "abm"
     description = ("Adams–Bashforth–Moulton PECE, variable step and order 1–12 "
-                   "(Shampine–Gordon STEP; 004 §12.3–12.5; spec §2.6–2.8)")
+                   "(Shampine–Gordon STEP; Nikravesh (1988), §12.3–12.5)")
     order = 1
     adaptive = True
     variable_order = True
@@ -199,7 +198,7 @@ class AdamsPECE(Integrator):
         """ψ(n+1), α, β, σ, g for the step h at order k (STEP block 1)."""
         k1 = k + 1
         if self._neq >= k1 and h == self._h_last:
-            # uniform history: the constant-step values (spec §2.6: g_i = γ_{i-1})
+            # uniform history: the constant-step values (Nikravesh (1988), §12.3–12.3.2: g_i = γ_{i-1})
             return h * _ARANGE[1:k1 + 1], _ONES, _ONES, GAMMA
         psi_old = np.cumsum(self._hs[:k1])                     # ψ_j(n), j=1..k+1
         psi_new = h + np.concatenate(([0.0], psi_old[:k]))      # ψ_j(n+1)
@@ -318,7 +317,7 @@ class AdamsPECE(Integrator):
         if abs(h_next) > self._max_step:
             h_next = self.direction * self._max_step
 
-        # accept (bookkeeping only here, spec §0.3)
+        # accept (bookkeeping only here)
         self._dense = (new_phi[:k + 1].copy(), psi_new[:k].copy())
         self._neq = self._neq + 1 if h == self._h_last else 1
         self._h_last = h

@@ -1,14 +1,12 @@
 """Variable-order (1–5), variable-step BDF (Gear's method) with Newton iteration.
 
-References: 004 §12.4 (l.16048–16122, Eqs. 12.22–12.24, Table 12.3), 001 l.129;
-spec/algorithms.md §2.9.  Design after the quasi-constant-step codes: C.W. Gear,
-*Numerical Initial Value Problems in ODEs* (1971, DIFSUB); G.D. Byrne &
-A.C. Hindmarsh, *ACM TOMS* 1 (1975) 71–96 (EPISODE); A.C. Hindmarsh, LSODE
-(1983) and Brown, Byrne & Hindmarsh, VODE (1989) for the Jacobian/LU reuse
-policy; L.F. Shampine & M.W. Reichelt, *SIAM J. Sci. Comput.* 18 (1997) 1–22
-(ode15s) for the backward-difference formulation.
+References: Nikravesh (1988), §12.4 (Eqs. 12.22–12.24, Table 12.3); TAM 674 (2003),
+lecture of 12 March.  Design after the quasi-constant-step codes: Gear (1971), DIFSUB;
+Byrne & Hindmarsh (1975), EPISODE; Hindmarsh (1983), LSODE, and
+Brown, Byrne & Hindmarsh (1989), VODE, for the Jacobian/LU reuse policy; Shampine & Reichelt (1997),
+ode15s, for the backward-difference formulation (docs/references.md).
 
-Formulation (backward differences on a uniform grid, spec §2.9):
+Formulation (backward differences on a uniform grid):
 ``Σ_{j=1..k} (1/j) ∇^j y_n+1 = h f_n+1``.  With ``D[j] = ∇^j y_n`` the
 predictor is ``y_pred = Σ_{j=0..k} D[j]`` and the corrector solves for
 ``d = y_n+1 − y_pred`` (= ∇^{k+1} y_n+1)
@@ -16,10 +14,10 @@ predictor is ``y_pred = Σ_{j=0..k} D[j]`` and the corrector solves for
     d − c f(t_n+1, y_pred + d) + ψ = 0,   c = h/γ_k,  ψ = (1/γ_k) Σ_{j=1..k} γ_j D[j],
 
 ``γ_j = Σ_{i≤j} 1/i``, by modified Newton with ``M = I − c J``.  Local error
-estimate ``d/(k+1)`` (ode15s's conservative constant; spec §2.9).  A step-size
+estimate ``d/(k+1)`` (ode15s's conservative constant).  A step-size
 change by a factor r re-interpolates the differences (``D ← (R(r)U)ᵀ D``).
 
-Newton and Jacobian policy (spec §2.9, "Jacobian handling"):
+Newton and Jacobian policy (Nikravesh (1988), §12.4; Jacobian handling is mbcore's choice):
 
 * the Jacobian (user ``jac`` or forward differences) is kept across steps and
   re-evaluated when the iteration fails with a stale one, or when it is
@@ -173,7 +171,7 @@ class BDF(Integrator):
 
     name = "bdf"
     description = ("Gear/BDF, variable step and order 1–5, Newton with Jacobian and LU "
-                   "reuse (004 §12.4; spec §2.9)")
+                   "reuse (Nikravesh (1988), §12.4)")
     order = 1
     adaptive = True
     implicit = True

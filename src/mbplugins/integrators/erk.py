@@ -8,15 +8,15 @@
   19–26; L.F. Shampine, *Math. Comp.* 46 (1986) 135–150; Hairer, Nørsett &
   Wanner, *Solving ODEs I*, §II.4–II.6.
 
-Sources in the course material: 001 l.135–137 (ode23, FSAL, ntrp23); the
-coefficients, controller and dense output are spec/algorithms.md §2.10
-(✓num there; re-checked by tests/test_integrators.py).
+Sources in the course material: TAM 674 (2003), lecture of 24 March (ode23, FSAL, ntrp23); the
+coefficients of Bogacki & Shampine (1989) and Dormand & Prince (1980), checked numerically
+by tests/test_integrators.py.
 
 The pairs are tableaux on the core's :class:`mbcore.integrate.rk.EmbeddedRK`
 (re-exported here with ``Dop853DenseOutput`` = ``rk.HairerDenseOutput``), which
 steps them in Python, holds the controller and declares their compiled twin.
 
-Controller (spec §2.10): error ``e = h·Σ E_i k_i``, scale
+Controller (Hairer, Nørsett & Wanner (1993), §II.4): error ``e = h·Σ E_i k_i``, scale
 ``atol + rtol·max(|y_n|, |y_n+1|)``, RMS norm, accept if ≤ 1, propagate the
 higher-order solution (local extrapolation), ``h_new = h·min(5, max(0.2,
 0.9·err^(-1/(q+1))))`` with q the order of the error estimator, no increase
@@ -35,7 +35,7 @@ __all__ = ["EmbeddedRK", "BS23", "DOPRI5", "DOP853", "Dop853DenseOutput"]
 class BS23(EmbeddedRK):
     name = "bs23"
     description = ("Bogacki–Shampine 3(2) embedded RK, FSAL, cubic dense output "
-                   "(ode23; 001 l.135–137; spec §2.10)")
+                   "(ode23; TAM 674 (2003), lecture of 24 March)")
     order = 3
     error_order = 2
     TOL_SCALE = 0.005
@@ -55,7 +55,7 @@ class BS23(EmbeddedRK):
 class DOPRI5(EmbeddedRK):
     name = "dopri5"
     description = ("Dormand–Prince 5(4) embedded RK, FSAL, quartic dense output "
-                   "(ode45; spec §2.10)")
+                   "(ode45)")
     order = 5
     error_order = 4
     TOL_SCALE = 0.005
@@ -110,7 +110,7 @@ class DOP853(EmbeddedRK):
 
     name = "dop853"
     description = ("Dormand–Prince 8(5,3) embedded RK, FSAL, 7th-order dense output "
-                   "(Hairer's DOP853; spec §2.10 optional 8(5,3))")
+                   "(Hairer's DOP853; Hairer, Nørsett & Wanner (1993), §II.5, §II.10)")
     order = 8
     error_order = 7
     TOL_SCALE = 0.005

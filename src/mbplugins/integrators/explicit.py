@@ -3,8 +3,8 @@
 Each is a tableau on the core's :class:`mbcore.integrate.rk.FixedStepRK` (re-exported
 here), which steps it in Python and declares its compiled twin.
 
-References: 004 §12.2–12.2.2 (Eqs. 12.10, 12.15–12.17, subroutine RUNGK4),
-001 l.112–125; spec/algorithms.md §2.1–2.3, §2.11 (stability), §2.13 (choose
+References: Nikravesh (1988), §12.2–12.2.2 (Eqs. 12.10, 12.15–12.17, subroutine RUNGK4),
+TAM 674 (2003), lectures of 3 March and 10 March;  (stability), §2.13 (choose
 ``step`` ≈ T_min/20, :func:`mbcore.integrate.step_from_frequency`).
 
 RUNGK4 semantics kept here: the time of step ``i`` is recomputed as
@@ -24,7 +24,7 @@ __all__ = ["FixedStepRK", "Euler", "Heun", "Midpoint", "RK4"]
 
 class Euler(FixedStepRK):
     name = "euler"
-    description = ("forward Euler, order 1, fixed step (004 Eq. 12.10; spec §2.1); "
+    description = ("forward Euler, order 1, fixed step (Nikravesh (1988), Eq. 12.10); "
                    "for teaching comparisons")
     order = 1
     A = np.array([[0.0]])
@@ -35,7 +35,7 @@ class Euler(FixedStepRK):
 class Heun(FixedStepRK):
     name = "heun"
     description = ("Heun / modified trapezoidal RK2, order 2, fixed step "
-                   "(004 Eq. 12.15; spec §2.2)")
+                   "(Nikravesh (1988), Eq. 12.15)")
     order = 2
     A = np.array([[0.0, 0.0], [1.0, 0.0]])
     B = np.array([0.5, 0.5])
@@ -45,7 +45,7 @@ class Heun(FixedStepRK):
 class Midpoint(FixedStepRK):
     name = "midpoint"
     description = ("explicit midpoint / modified Euler–Cauchy RK2, order 2, fixed step "
-                   "(004 Eq. 12.16; spec §2.2)")
+                   "(Nikravesh (1988), Eq. 12.16)")
     order = 2
     A = np.array([[0.0, 0.0], [0.5, 0.0]])
     B = np.array([0.0, 1.0])
@@ -55,7 +55,7 @@ class Midpoint(FixedStepRK):
 class RK4(FixedStepRK):
     name = "rk4"
     description = ("classical Runge–Kutta, order 4, fixed step: the book's RUNGK4 "
-                   "(004 Eq. 12.17, §12.2.2; spec §2.3)")
+                   "(Nikravesh (1988), Eq. 12.17, §12.2.2)")
     order = 4
     A = np.array([[0.0, 0.0, 0.0, 0.0],
                   [0.5, 0.0, 0.0, 0.0],

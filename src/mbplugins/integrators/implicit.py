@@ -2,8 +2,8 @@
 (implicit) Euler and the trapezoidal rule — the θ-method
 ``y_n+1 = y_n + h[(1−θ) f_n + θ f(t_n+1, y_n+1)]`` with θ = 1 and θ = 1/2.
 
-References: spec/algorithms.md §2.5 (backward Euler = AM1 = BDF1, 001 l.125;
-004 Tables 12.2/12.3), §2.6 (trapezoid = AM2, A-stable), §2.9 (Newton with
+References:  (backward Euler = AM1 = BDF1, TAM 674 (2003), lecture of 10 March;
+Nikravesh (1988), Tables 12.2/12.3), §2.6 (trapezoid = AM2, A-stable), §2.9 (Newton with
 ``I − hθ f_y``, Jacobian/LU reuse).  Backward Euler is L-stable and damps
 oscillations numerically; the trapezoidal rule is A-stable, conserves the
 amplitude of undamped oscillations, but does not damp stiff components.
@@ -152,7 +152,7 @@ class ThetaMethod(Integrator):
 class ImplicitEuler(ThetaMethod):
     name = "implicit_euler"
     description = ("backward (implicit) Euler, order 1, fixed step, Newton; A- and "
-                   "L-stable (001 l.125; spec §2.5)")
+                   "L-stable (TAM 674 (2003), lecture of 10 March)")
     order = 1
     theta = 1.0
     END_DERIVATIVE = "difference"
@@ -168,7 +168,7 @@ class ImplicitEuler(ThetaMethod):
 class Trapezoid(ThetaMethod):
     name = "trapezoid"
     description = ("trapezoidal rule (AM2), order 2, fixed step, Newton; A-stable "
-                   "(004 Table 12.2; spec §2.6)")
+                   "(Nikravesh (1988), Table 12.2)")
     order = 2
     theta = 0.5
     END_DERIVATIVE = "evaluated"

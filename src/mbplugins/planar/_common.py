@@ -17,7 +17,7 @@ def dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Planar cross product ``a x b = a_x b_y - a_y b_x = (R a)^T b`` (spec §0.1)."""
+    """Planar cross product ``a x b = a_x b_y - a_y b_x = (R a)^T b`` (Nikravesh (1988), §4.1)."""
     return a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
 
 

@@ -1,21 +1,21 @@
-"""Curve pairs with an artificial coordinate theta (spec/planar.md C10-C13).
+"""Curve pairs with an artificial coordinate theta (Nikravesh (1988), §4.2.5, Eqs. 4.26–4.27, §4.2.6, Eq. 4.30).
 
 * ``cam_point``  — cam body i carries a curve, a follower point of body j stays on
-  it (C10; 004 §4.2.5 Eqs 4.26-4.27);
+  it (C10; Nikravesh (1988), §4.2.5, Eqs. 4.26-4.27);
 * ``cam_roller`` — a roller (radius rho, centre Q on follower j) rolls/slides on
-  the cam curve of body i (C11; Eq 4.28);
+  the cam curve of body i (C11; Eq. 4.28);
 * ``cam_flat``   — a flat-faced follower j (face through Q with normal n') touches
-  the cam curve of body i (C12; Eq 4.29);
+  the cam curve of body i (C12; Eq. 4.29);
 * ``slot``       — a pin P of body i in a curved slot of body j (point-follower,
-  C13; §4.2.6 Eq 4.30).
+  C13; §4.2.6, Eq. 4.30).
 
 Each element adds one coordinate, ``<element>.theta``, the curve parameter of the
 contact point (massless; it follows the bodies' coordinates in q).  Curves:
 :mod:`.curves` (``c'``, ``c'_th``, ``c'_thth``, ``c'_ththth`` in body coordinates).
 Global curve quantities on the curve's body k: ``c = A_k c'``, ``g = A_k c'_th``,
 ``h = A_k c'_thth``, ``kk = A_k c'_ththth``; ``thd`` = theta-dot.  All Jacobians
-and gammas are the machine-checked forms of spec/planar.md C10-C13 (re-derived
-from the definitions; the OCR of 004 is unreliable).  Contact is permanent (no
+and gammas are the machine-checked forms of Nikravesh (1988), §4.2.5, Eqs. 4.26–4.27, §4.2.6, Eq. 4.30 (re-derived
+from the definitions; the scanned book is unreliable).  Contact is permanent (no
 separation logic) and frictionless; the theta row of the equations of motion makes
 the contact force normal to the curve (``Phi_theta^T lam = 0``).
 
@@ -93,7 +93,7 @@ class _CurvePair(ConstraintType):
 # =====================================================================================
 class CamPoint(_CurvePair):
     """Point follower: the follower point ``P_j`` lies on the cam curve of body i
-    (C10; 004 Eqs 4.26-4.27).
+    (C10; Nikravesh (1988), Eqs. 4.26-4.27).
 
     ``Phi = r_i + c - r_j - S_j`` (2 rows); ``Phi_q = [I2, R c | -I2, -R S_j]``,
     ``Phi_theta = g``; ``nu = 0``;
@@ -165,7 +165,7 @@ class CamPoint(_CurvePair):
 # =====================================================================================
 class CamRoller(_CurvePair):
     """Roller follower: a circle of radius rho centred at ``Q_j`` touches the cam
-    curve of body i (C11; 004 Eq 4.28).
+    curve of body i (C11; Nikravesh (1988), Eq. 4.28).
 
     ``d = r_j + S_Q - r_i - c`` (contact point to roller centre);
     ``Phi1 = g^T d`` (d normal to the outline), ``Phi2 = d^T d - rho^2``.
@@ -259,7 +259,7 @@ class CamRoller(_CurvePair):
 # =====================================================================================
 class CamFlat(_CurvePair):
     """Flat-faced follower: the face of body j (through ``Q_j``, unit normal
-    ``n = A_j n'``) is tangent to the cam curve of body i (C12; 004 Eq 4.29).
+    ``n = A_j n'``) is tangent to the cam curve of body i (C12; Nikravesh (1988), Eq. 4.29).
 
     ``d = r_i + c - r_j - S_Q``; ``Phi1 = g^T n`` (cam tangent along the face),
     ``Phi2 = d^T n`` (contact point on the face).  Jacobian rows
@@ -365,7 +365,7 @@ class CamFlat(_CurvePair):
 # =====================================================================================
 class Slot(_CurvePair):
     """Pin in a curved slot: the pin ``P_i`` of body i lies on the slot's centre
-    curve, fixed in body j (C13; 004 §4.2.6 Eq 4.30).
+    curve, fixed in body j (C13; Nikravesh (1988), §4.2.6, Eq. 4.30).
 
     ``Phi = r_i + S_i - r_j - c`` with ``c = A_j c'(theta)``;
     ``Phi_q = [I2, R S_i | -I2, -R c]``, ``Phi_theta = -g``; ``nu = 0``;

@@ -1,4 +1,4 @@
-"""Built-in planar constraint types (spec/planar.md §1: C1-C4, D1-D3) and the
+"""Built-in planar constraint types (Nikravesh (1988), §4.2.1, §4.2.7–4.2.8, Prob. 5.14) and the
 registry of all built-in planar types (:data:`CONSTRAINT_TYPES`, returned by the
 plugin hook), including those of :mod:`.links` (C5-C7, D4), :mod:`.gears` (C8, C9)
 and :mod:`.drivers` (D5).
@@ -25,7 +25,7 @@ COORD = {"x": 0, "y": 1, "phi": 2}
 
 
 class Fixed(ConstraintType):
-    """Body fixed to ground: ``x = x0, y = y0, phi = phi0`` (C1 x3, 004 Eqs 4.31-4.33).
+    """Body fixed to ground: ``x = x0, y = y0, phi = phi0`` (C1 x3, Nikravesh (1988), Eqs. 4.31-4.33).
 
     The values default to the body's initial estimates (as KAP's INGRND does).
     """
@@ -74,7 +74,7 @@ class _AbsoluteBase(ConstraintType):
     """x, y of a body point, or phi of a body, equal to c(t) (C1/C2, D1/D2).
 
     ``Phi = x_i + S_x - c(t)`` / ``y_i + S_y - c(t)`` / ``phi_i - c(t)`` with
-    ``S = A_i s'`` (spec/planar.md C1, C2, D1, D2; 004 Eqs 4.31-4.40).
+    ``S = A_i s'`` (Nikravesh (1988), Eqs. 4.31-4.40).
     par = ``[k, s'_x, s'_y]``; one time function.
     """
 
@@ -125,7 +125,7 @@ class _AbsoluteBase(ConstraintType):
     def reaction_local(self, par, qb, t, f, lam):
         """``effort`` = ``lam``: the force along global x (or y) applied at the point,
         or the moment (coordinate phi) applied to the body — for a driver the
-        actuator effort needed to impose c(t) (spec §2, C1/C2/D1/D2)."""
+        actuator effort needed to impose c(t) (Nikravesh (1988), §8.4.3, §9.3, C1/C2/D1/D2)."""
         return lam[:, 0:1].copy()
 
 
@@ -157,7 +157,7 @@ class Absolute(_AbsoluteBase):
 
 class AbsoluteDriver(_AbsoluteBase):
     """Absolute driver: x, y (of a body point) or phi of a body = c(t) — D1, D2
-    (004 Eqs 4.36-4.40; KAP DRVR)."""
+    (Nikravesh (1988), Eqs. 4.36-4.40; KAP DRVR)."""
 
     name = "absolute_driver"
     description = "drive x, y (of a point) or phi of a body as a function of time"
@@ -176,8 +176,8 @@ class AbsoluteDriver(_AbsoluteBase):
 
 class RelativeDriver(ConstraintType):
     """Relative driver ``q_i[k] - q_j[k] - c(t) = 0`` for k = phi (default), x or y
-    (spec/planar.md D3; 004 Prob 5.14).  With a constant c it holds a relative
-    angle (Eq 9.59)."""
+    (Nikravesh (1988), Prob. 5.14).  With a constant c it holds a relative
+    angle (Eq. 9.59)."""
 
     name = "relative_driver"
     description = "drive phi_i - phi_j (or x_i - x_j, y_i - y_j) as a function of time"
@@ -222,12 +222,12 @@ class RelativeDriver(ConstraintType):
     def reaction_local(self, par, qb, t, f, lam):
         """``effort`` = ``lam``: the moment (coordinate phi) or the force along
         global x / y at the origin applied to body i; body j receives ``-lam``
-        (spec §2, D3: the relative actuator torque / force)."""
+        (Nikravesh (1988), §8.4.3, §9.3, D3: the relative actuator torque / force)."""
         return lam[:, 0:1].copy()
 
 
 class Revolute(ConstraintType):
-    """Revolute joint ``r_i + A_i s'_i - r_j - A_j s'_j = 0`` (C3; 004 Eqs 4.7-4.9,
+    """Revolute joint ``r_i + A_i s'_i - r_j - A_j s'_j = 0`` (C3; Nikravesh (1988), Eqs. 4.7-4.9,
     Tables 4.2/4.3).  ``point_j`` defaults to the body-j coordinates of
     ``point_i`` in the initial configuration."""
 
@@ -278,17 +278,17 @@ class Revolute(ConstraintType):
 
     def reaction_local(self, par, qb, t, f, lam):
         """The joint force on body i (applied at the joint centre) in body-i axes:
-        ``A_i^T lam`` (spec §2, 004 Eqs 9.34-9.39: the force on body i is ``lam``,
+        ``A_i^T lam`` (Nikravesh (1988), Eqs. 9.34-9.39: the force on body i is ``lam``,
         on body j ``-lam``, in global components)."""
         return rot(-qb[:, 0, 2], lam)
 
 
 class Translational(ConstraintType):
-    """Translational (prismatic) joint, 004 form (C4; 004 Eqs 4.10-4.12).
+    """Translational (prismatic) joint, the book's form (Nikravesh (1988), Eqs. 4.10-4.12).
 
     ``Phi1 = n^T (r_j^P - r_i^P)`` with ``u = A_i u'`` the unit sliding axis on body
     i and ``n = R u``; ``Phi2 = phi_i - phi_j - angle``.  gamma1 is the exact form
-    of spec/planar.md C4 (Table 4.3 / KAP omit the ``(w_i - w_j)^2`` term).
+    of Nikravesh (1988), §4.2.1, Eqs. 4.10–4.12 (Table 4.3 / KAP omit the ``(w_i - w_j)^2`` term).
     par = ``[u'_x, u'_y, s'_iPx, s'_iPy, s'_jPx, s'_jPy, angle]``.
     """
 
@@ -357,13 +357,13 @@ class Translational(ConstraintType):
         """On body i: ``normal`` = the force along the unit normal ``n = R A_i u'``,
         ``-lam1``, with its line of action through ``P_j``; ``torque`` = the couple,
         ``+lam2`` (= the moment about ``P_j``).  Body j receives the opposite force
-        and couple (spec §2 C4, 004 Eqs 9.46-9.48)."""
+        and couple (Nikravesh (1988), Eqs. 9.46-9.48)."""
         return np.stack([-lam[:, 0], lam[:, 1]], -1)
 
 
 # The types of the other planar modules, and ``CONSTRAINT_TYPES`` (every built-in
 # planar constraint type), are imported on first access (PEP 562): a model of
-# revolutes and drivers does not import the cams, gears... (start-up, issue 14).
+# revolutes and drivers does not import the cams, gears... (start-up).
 _ELSEWHERE = {"PointDriver": "drivers", "CAM_TYPES": "cams", "NONHOLONOMIC_TYPES": "nonholonomic",
               "Gear": "gears", "RackPinion": "gears", "Distance": "links",
               "DistanceDriver": "links", "RevoluteTranslational": "links",

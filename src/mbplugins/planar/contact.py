@@ -1,5 +1,5 @@
 """Unilateral point(disc)-to-line contact with a penalty normal force and
-regularised Coulomb friction (spec/planar.md §3 F9; 004 Probs 10.21-10.24 bouncing
+regularised Coulomb friction (Nikravesh (1988), Probs. 10.21-10.24 bouncing
 ball, 9.10-9.11 tyre, 10.29 brake pad, 10.31 tyre slip).
 
 Geometry (body i = ``body``, the disc; body j = ``line_body``, default ground)::
@@ -17,10 +17,10 @@ Normal force ``f_n = max(0, k delta^e + f_d)`` with ``f_d`` by ``damping_model``
 * ``hunt_crossley`` (default): ``f_d = c delta^e delta_dot`` — continuous at impact
   (no force jump at delta = 0), restitution depends on the impact speed.
 * ``compression``: ``f_d = c delta_dot`` while ``delta_dot > 0`` (approach), 0 in
-  rebound — the two-branch damper of the bouncing ball (004 Prob 10.21, spec §3 F9
+  rebound — the two-branch damper of the bouncing ball (Nikravesh (1988), Prob. 10.21, 
   reading, an assumption); the force jumps to ``c v0`` at impact.
 * ``linear``: ``f_d = c delta_dot`` in both phases (Kelvin-Voigt; e.g. the tyre of
-  004 Prob 10.31 with k = 175000, c = 7000), clipped.
+  Nikravesh (1988), Prob. 10.31 with k = 175000, c = 7000), clipped.
 
 Clipping at 0 means the contact never pulls.  Friction (on the disc, along t):
 ``f_t = -mu f_n sat(v_t / v_eps)`` with ``sat = tanh`` (``friction_model: tanh``) or

@@ -1,15 +1,15 @@
 """Body-fixed curves with a parameter ``theta`` for the curve pairs (cams, slots).
 
-spec/planar.md C10-C13 "curve representation" (004 §4.2.4, Eqs 4.21-4.25): a curve
+ "curve representation" (Nikravesh (1988), §4.2.4, Eqs. 4.21-4.25): a curve
 fixed in a body is ``c'(theta)`` in body coordinates; the constraint types need it
 with its derivatives up to third order (the third only for the roller and
-flat-faced ``gamma``).  Polar form about a body point Q (Eq 4.25; Q = origin is
-Eq 4.21), with ``e = [cos theta, sin theta]``, ``e_perp = [-sin theta, cos theta]``::
+flat-faced ``gamma``).  Polar form about a body point Q (Eq. 4.25; Q = origin is
+Eq. 4.21), with ``e = [cos theta, sin theta]``, ``e_perp = [-sin theta, cos theta]``::
 
     c'        = s'_Q + s e
     c'_th     = s' e + s e_perp                      (4.22, the tangent g')
     c'_thth   = (s'' - s) e + 2 s' e_perp            (4.23)
-    c'_ththth = (s''' - 3 s') e + (3 s'' - s) e_perp  [derived, spec C10-C13]
+    c'_ththth = (s''' - 3 s') e + (3 s'' - s) e_perp  [derived, Nikravesh (1988), §4.2.4–4.2.6]
 
 Model-file spec (key ``curve`` of the types in :mod:`.cams`; exactly one shape key)::
 

@@ -1,4 +1,4 @@
-"""Planar drivers beyond D1-D4 (spec/planar.md §1 D5).
+"""Planar drivers beyond D1-D4 (Nikravesh (1988), Prob. 4.24(a)).
 
 ``point_driver``: the position of a body point along a fixed global direction is a
 prescribed function of time (constant speed: ``s = s0 + v t``).  Schema, packing and
@@ -16,7 +16,7 @@ from ._common import dot, unit_vector
 
 class PointDriver(ConstraintType):
     """``Phi = u^T (r_i + A_i s') - s(t)`` with ``u`` a fixed unit global direction
-    (D5; 004 Prob 4.24(a) [derived]; generalises D2, the x/y point driver, to any
+    (Nikravesh (1988), Prob. 4.24(a), derived here; generalises D2, the x/y point driver, to any
     direction).
 
     Derivation: ``dPhi/dt = u^T (rd_i + w_i R S) - s'`` so ``Phi_q = [u^T, u^T R S]``

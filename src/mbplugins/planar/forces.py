@@ -1,4 +1,4 @@
-"""Built-in planar force elements (spec/planar.md §3: F2, F3, F5, F6, F8, F10; 004 §9.2).
+"""Built-in planar force elements (: F2, F3, F5, F6, F8, F10; Nikravesh (1988), §9.2).
 
 The contact element (F9) is in :mod:`.contact`, the user force (F7, DAP USRFRC)
 in :mod:`.userforce`.
@@ -17,7 +17,7 @@ from mbcore.elements import ForceType, PackContext, perp, rot
 from mbcore.errors import ElementEvaluationError, ModelError
 from mbcore.schema import Param, number
 
-#: below this length a TSDA has no direction (spec §3 F5: DAP clamps at 1e-10)
+#: below this length a TSDA has no direction (Nikravesh (1988), §9.2: DAP clamps at 1e-10)
 MIN_LENGTH = 1e-10
 ZERO_LENGTH = ("the attachment points coincide (length < 1e-10): the spring-damper "
                "direction is undefined")
@@ -41,7 +41,7 @@ def _cross(a, b):
 
 
 class TSDA(ForceType):
-    """Translational spring-damper-actuator between P_i and P_j (F5; 004 Eqs
+    """Translational spring-damper-actuator between P_i and P_j (F5; Nikravesh (1988), Eqs. 
     9.13-9.25, DAP SPRNG):
 
     ``l = r_j^P - r_i^P``, ``L = |l|``, ``u = l / L``,
@@ -114,7 +114,7 @@ class TSDA(ForceType):
         return par[:, 4], par[:, 5]
 
     def force_jacobian(self, par, qb, qdb, t, f):
-        """K = dg/dq, C = dg/dqd (ne, 2, 3, 2, 3) of F5 (spec/planar.md §3 F5),
+        """K = dg/dq, C = dg/dqd (ne, 2, 3, 2, 3) of F5 (Nikravesh (1988), §9.2),
         derived from ``g = -D^T (f u)`` with ``D = dl/dq = [-I, -R S_i, I, R S_j]``::
 
             dL/dq = a^T,  a = D^T u;   dLdot/dqd = a^T
@@ -179,7 +179,7 @@ class TSDA(ForceType):
 
 
 class RSDA(ForceType):
-    """Rotational spring-damper-actuator between two bodies (F6; 004 Eqs 9.26-9.32):
+    """Rotational spring-damper-actuator between two bodies (F6; Nikravesh (1988), Eqs. 9.26-9.32):
     ``theta = phi_j - phi_i``, ``n = k (theta - theta0) + c thetadot + n_a(t)``;
     ``g_i += [0, 0, n]``, ``g_j += [0, 0, -n]``.  Potential ``k (theta - theta0)^2 / 2``.
     Angles accumulate (never wrapped).  par = ``[k, c, theta0]``."""
@@ -226,7 +226,7 @@ class RSDA(ForceType):
         return g
 
     def force_jacobian(self, par, qb, qdb, t, f):
-        """K, C (ne, 2, 3, 2, 3) of F6 (spec/planar.md §3 F6): with
+        """K, C (ne, 2, 3, 2, 3) of F6 (Nikravesh (1988), §9.2): with
         ``n = k (phi_j - phi_i - theta0) + c (w_j - w_i) + n_a``, ``g_i,phi = n``,
         ``g_j,phi = -n``: the phi block of K is ``k [[-1, 1], [1, -1]]``, of C
         ``c [[-1, 1], [1, -1]]``."""
@@ -252,9 +252,9 @@ class RSDA(ForceType):
 
 
 class PointForce(ForceType):
-    """Force ``f(t) = [f_x(t), f_y(t)]`` at a body point (F2; 004 Eqs 9.10-9.11):
+    """Force ``f(t) = [f_x(t), f_y(t)]`` at a body point (F2; Nikravesh (1988), Eqs. 9.10-9.11):
     ``g += [f, S x f]``.  ``frame: body`` gives the components in body axes
-    (a follower force, ``f = A_i f'``, 004 Prob 9.1).  par = ``[s'_x, s'_y, frame]``."""
+    (a follower force, ``f = A_i f'``, Nikravesh (1988), Prob. 9.1).  par = ``[s'_x, s'_y, frame]``."""
 
     name = "force"
     description = "force at a body point, components functions of time (global or body axes)"
@@ -291,7 +291,7 @@ class PointForce(ForceType):
         return g
 
     def force_jacobian(self, par, qb, qdb, t, f):
-        """K, C (ne, 1, 3, 1, 3) of F2 (spec/planar.md §3 F2).  Global components:
+        """K, C (ne, 1, 3, 1, 3) of F2 (Nikravesh (1988), §9.2).  Global components:
         only ``d(S x f)/dphi = (R S) x f = -S . f``.  Body components (``f = A f'``):
         ``df/dphi = R f`` and ``d(S x f)/dphi = 0`` (S and f turn together).  C = 0."""
         fg = self._f(par, qb, f)
@@ -308,7 +308,7 @@ class PointForce(ForceType):
 
 
 class Torque(ForceType):
-    """Pure moment ``n(t)`` on a body (F3; 004 Eq 9.12), counter-clockwise positive.
+    """Pure moment ``n(t)`` on a body (F3; Nikravesh (1988), Eq. 9.12), counter-clockwise positive.
     With ``body_j`` given, the opposite moment acts on it (a relative actuator)."""
 
     name = "torque"
@@ -343,7 +343,7 @@ class Torque(ForceType):
 
 
 class Drag(ForceType):
-    """Aerodynamic drag on a body point (F8; 004 Prob 10.18), with an optional
+    """Aerodynamic drag on a body point (F8; Nikravesh (1988), Prob. 10.18), with an optional
     linear (viscous) term:
 
     ``v = rd + w R S - v_wind`` (velocity of P relative to the air),
@@ -402,7 +402,7 @@ class Drag(ForceType):
         return np.stack([speed, np.hypot(fv[:, 0], fv[:, 1]), fv[:, 0], fv[:, 1]], -1)
 
     def force_jacobian(self, par, qb, qdb, t, f):
-        """K, C (ne, 1, 3, 1, 3) of F8 (spec/planar.md §3 F8): with
+        """K, C (ne, 1, 3, 1, 3) of F8 (Nikravesh (1988), §9.2): with
         ``dv/dqd = V = [I, R S]``, ``dv/dphi = -w S`` and
         ``F_v = df/dv = -(kq |v| + c) I - kq v v^T / |v|`` (0 at v = 0)::
 
@@ -449,7 +449,7 @@ def _nonneg(value, path):
 
 
 class FictitiousDamping(ForceType):
-    """Fictitious (numerical) damping of a body's coordinates (F10; 004 Eq 14.21,
+    """Fictitious (numerical) damping of a body's coordinates (F10; Nikravesh (1988), Eq. 14.21,
     §14.3 dynamic relaxation): ``g = -D qd`` with ``D = diag(d_x, d_y, d_phi)``.
     It damps the absolute velocities (also rigid motions): use it to bring a
     model to rest at a static equilibrium, not as a physical damper.

@@ -1,9 +1,9 @@
-"""Planar gear pairs (spec/planar.md §1: C8 spur gears, C9 rack and pinion).
+"""Planar gear pairs (Nikravesh (1988), §4.2.3: spur gears, rack and pinion).
 
 Both are velocity-ratio constraints at the pitch point, integrated once; angles are
-the accumulated body angles (never wrapped, spec §0.1).  Neither enforces the
+the accumulated body angles (never wrapped).  Neither enforces the
 centre distance / contact: other joints (revolutes to a common body, a
-translational guide) must keep the pitch circles / line tangent (004 line ~4795).
+translational guide) must keep the pitch circles / line tangent (Nikravesh (1988), §4.2.3).
 Schema, packing and NumPy reference per class; compiled kernels ``gear`` and
 ``rack_pinion`` in ``mbcore._ext._planar`` use the same packed parameters.
 """
@@ -20,8 +20,8 @@ from ._common import dot, rot1, unit_vector
 
 class Gear(ConstraintType):
     """Spur gear pair i-j with pitch radii ``rho_i, rho_j``, centres fixed on a
-    carrier k (default: the ground, i.e. fixed centres) — C8; 004 §4.2.3
-    Eqs 4.17-4.18, Prob 4.21::
+    carrier k (default: the ground, i.e. fixed centres) — C8; Nikravesh (1988), §4.2.3
+    Eqs. 4.17-4.18, Prob. 4.21::
 
         Phi = rho_i [(phi_i - phi_i0) - (phi_k - phi_k0)]
               + s rho_j [(phi_j - phi_j0) - (phi_k - phi_k0)]
@@ -30,7 +30,7 @@ class Gear(ConstraintType):
     (ring) gear pair (same sense).  Derivation: in the carrier frame the pitch-point
     velocities ``rho_i (w_i - w_k)`` and ``rho_j (w_j - w_k)`` must be opposite
     (external) or equal (internal); integrating gives Phi.  With carrier = ground
-    (``phi_k = 0``) it is Eq 4.17.  Jacobian: ``rho_i`` at phi_i, ``s rho_j`` at
+    (``phi_k = 0``) it is Eq. 4.17.  Jacobian: ``rho_i`` at phi_i, ``s rho_j`` at
     phi_j, ``-(rho_i + s rho_j)`` at phi_k; ``nu = gamma = 0``.  The reference
     angles ``phi_i0, phi_j0, phi_k0`` are the bodies' initial estimates (the mesh
     phase at assembly).
@@ -89,7 +89,7 @@ class Gear(ConstraintType):
     def reaction_local(self, par, qb, t, f, lam):
         """``force``: the tangential tooth force, ``lam``: the reaction moments are
         ``rho_i lam`` on gear i, ``s rho_j lam`` on gear j and ``-(rho_i + s rho_j)
-        lam`` on the carrier (spec §2), i.e. a tooth force ``lam`` at the pitch point
+        lam`` on the carrier (Nikravesh (1988), §8.4.3, §9.3), i.e. a tooth force ``lam`` at the pitch point
         turning gear i counter-clockwise when positive.  Its translational effect on
         the centres is not represented (the constraint has no x, y columns), so the
         bearing reactions omit it."""
@@ -97,8 +97,8 @@ class Gear(ConstraintType):
 
 
 class RackPinion(ConstraintType):
-    """Rack and pinion, general planar form (C9; 004 §4.2.3 Eqs 4.19-4.20, Prob 4.15;
-    spec/planar.md C9 "general rack" [derived]).
+    """Rack and pinion, general planar form (C9; Nikravesh (1988), §4.2.3, Eqs. 4.19-4.20, Prob. 4.15; the
+    general form derived here).
 
     Pinion i with centre ``C`` (``s'_C``) and pitch radius rho; rack j with pitch
     line through ``P`` (``s'_P``) and unit direction ``u = A_j u'``::
@@ -110,7 +110,7 @@ class RackPinion(ConstraintType):
     slip at the pitch point ``K = C - rho_s R u`` (tangential velocities of both
     bodies equal) gives ``d/dt [u^T e + rho_s (phi_i - phi_j)] = 0`` when ``R u . e
     = rho_s`` (pitch line tangent to the pitch circle); ``c0`` makes Phi vanish at
-    the initial estimates.  With ``phi_j = 0, u' = [1, 0]`` it is Eq 4.20 (4.19
+    the initial estimates.  With ``phi_j = 0, u' = [1, 0]`` it is Eq. 4.20 (4.19
     with the pinion centre fixed).
 
     Jacobian: ``[u^T, u^T R S_C + rho_s | -u^T, (R u)^T e - u^T R S_P - rho_s]``;

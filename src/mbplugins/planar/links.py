@@ -1,19 +1,19 @@
-"""Planar link and slot joints (spec/planar.md §1: C5, C6, C7, D4).
+"""Planar link and slot joints (Nikravesh (1988), §4.2.2, Prob. 10.27; DADS-2D kinematics report, §2.4).
 
 * ``distance`` — revolute-revolute joint / massless link of constant length (C6;
-  004 §4.2.2 Eqs 4.13-4.14), and ``distance_driver`` — the same with a length L(t)
-  (D4; 004 Prob 10.27).  Both use the squared form ``Phi = d^T d - L^2``.
+  Nikravesh (1988), §4.2.2, Eqs. 4.13-4.14), and ``distance_driver`` — the same with a length L(t)
+  (D4; Nikravesh (1988), Prob. 10.27).  Both use the squared form ``Phi = d^T d - L^2``.
 * ``revolute_translational`` — a pin of body j sliding in a straight slot of body i
-  (C7; 004 Eqs 4.15-4.16).
-* ``translational_002`` — the translational joint in the form of report 002
-  (C5; 002 Eqs 2.4.4-2.4.5), for reproducing 002 only.
+  (C7; Nikravesh (1988), Eqs. 4.15-4.16).
+* ``translational_002`` — the translational joint in the form of the DADS-2D
+  kinematics report (§2.4, Eqs. 2.4.4-2.4.5), for reproducing that report only.
 
 Every class holds the type's schema, its packing and the NumPy reference
 implementation vectorised over a group (shapes: :mod:`mbcore.elements`); the
 compiled kernel of the same name in ``mbcore._ext._planar`` computes the same
 numbers from the same packed parameters.  All formulas were re-derived from the
-constraint definitions (the OCR of 004 is unreliable for formulas) and agree with
-the machine-checked forms of spec/planar.md §1.
+constraint definitions (the scanned book is unreliable for formulas) and were checked
+numerically.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from ._common import axis_geometry, cross, dot, moment_about, rot1, unit_vector
 # =====================================================================================
 class _DistanceBase(ConstraintType):
     """``d = r_i^P - r_j^P = r_i + A_i s'_i - r_j - A_j s'_j``,
-    ``Phi = d^T d - L(t)^2`` (spec/planar.md C6 and D4; 004 Eqs 4.13-4.14,
-    Prob 10.27).
+    ``Phi = d^T d - L(t)^2`` (Nikravesh (1988), Eqs. 4.13-4.14,
+    Prob. 10.27).
 
     Derivation (re-done from the definition): ``dPhi/dt = 2 d^T ddot - 2 L L'``
     with ``ddot = rd_i + w_i R S_i - rd_j - w_j R S_j``, so the Jacobian is
@@ -43,7 +43,7 @@ class _DistanceBase(ConstraintType):
     second derivative gives ``gamma = -2 ddot^T ddot + 2 d^T (w_i^2 S_i -
     w_j^2 S_j) + 2 (L'^2 + L L'')``.
 
-    Why the squared form (the spec's): it is smooth everywhere, including
+    Why the squared form: it is smooth everywhere, including
     ``d = 0``, and needs no square root.  ``|d| - L`` would have a better scaled
     multiplier (directly the link force) but is not differentiable at ``d = 0``.
     Consequences: the row has units of length², its Jacobian scales with ``2L``
@@ -101,7 +101,7 @@ class _DistanceBase(ConstraintType):
 
     def reaction_local(self, par, qb, t, f, lam):
         """``tension``: the link force, positive when the link pulls ``P_i`` and
-        ``P_j`` towards each other: ``T = -2 lam |d|`` (spec §2: the reaction is
+        ``P_j`` towards each other: ``T = -2 lam |d|`` (Nikravesh (1988), §8.4.3, §9.3: the reaction is
         ``2 lam d`` on body i at ``P_i`` and ``-2 lam d`` on body j at ``P_j``;
         equal to ``-2 lam L`` when the constraint holds)."""
         Si, Sj, d = self._geom(par, qb)
@@ -110,7 +110,7 @@ class _DistanceBase(ConstraintType):
 
 class Distance(_DistanceBase):
     """Revolute-revolute joint / massless link: ``|r_i^P - r_j^P| = L``, written
-    ``d^T d - L^2 = 0`` (C6; 004 §4.2.2 Eqs 4.13-4.14; see :class:`_DistanceBase`).
+    ``d^T d - L^2 = 0`` (C6; Nikravesh (1988), §4.2.2, Eqs. 4.13-4.14; see :class:`_DistanceBase`).
     ``length`` defaults to the distance of the two points in the initial
     configuration."""
 
@@ -147,7 +147,7 @@ class Distance(_DistanceBase):
 
 class DistanceDriver(_DistanceBase):
     """Distance driver ``|r_i^P - r_j^P| = L(t)``, written ``d^T d - L(t)^2 = 0``
-    (D4; 004 Prob 10.27; a linear actuator between two body points).  L(t) must
+    (D4; Nikravesh (1988), Prob. 10.27; a linear actuator between two body points).  L(t) must
     stay positive."""
 
     name = "distance_driver"
@@ -176,17 +176,17 @@ class DistanceDriver(_DistanceBase):
 class RevoluteTranslational(ConstraintType):
     """Revolute-translational joint: the pin ``P_j`` of body j stays on the line of
     body i through ``P_i`` with direction ``u = A_i u'`` (unit):
-    ``Phi = n^T (r_j^P - r_i^P)``, ``n = R u`` (C7; 004 §4.2.2 Eqs 4.15-4.16).
+    ``Phi = n^T (r_j^P - r_i^P)``, ``n = R u`` (C7; Nikravesh (1988), §4.2.2, Eqs. 4.15-4.16).
 
-    Roles: spec/planar.md C7 puts the pin on body i and the line on body j; here
+    Roles: Nikravesh (1988), §4.2.2, Eqs. 4.15–4.16 puts the pin on body i and the line on body j; here
     (like ``translational``, whose first row this is) body i carries the line and
-    body j the pin, i.e. the spec's formulas with i and j exchanged.  With a unit
+    body j the pin, i.e. the book's formulas with i and j exchanged.  With a unit
     ``u`` the row is the signed distance of the pin from the line.
 
     Derivation: with ``d = r_j + S_j - r_i - S_i`` and ``dn/dphi_i = R n = -u``:
     ``Phi_q = [-n^T, -u^T (r_j^P - r_i) | n^T, u^T S_j]``, ``nu = 0``,
     ``gamma = 2 w_i u^T (rd_j - rd_i) + w_i^2 n^T (r_j - r_i) + (w_i - w_j)^2 n^T S_j``
-    (exact; identical to spec C7's ``w^2 n^T e + 2 w u^T edot + n^T (...)`` after
+    (exact; identical to Nikravesh (1988), §4.2.2, Eqs. 4.15–4.16's ``w^2 n^T e + 2 w u^T edot + n^T (...)`` after
     the exchange).
 
     par = ``[u'_x, u'_y, s'_iPx, s'_iPy, s'_jPx, s'_jPy]``.
@@ -247,16 +247,16 @@ class RevoluteTranslational(ConstraintType):
     def reaction_local(self, par, qb, t, f, lam):
         """``normal``: the force on body i (the slot) along the unit normal
         ``n = R A_i u'``, acting at the pin: ``-lam``.  Body j (the pin) receives
-        ``+lam n`` at the pin (spec §2, C7 with i/j exchanged)."""
+        ``+lam n`` at the pin (Nikravesh (1988), §8.4.3, §9.3, C7 with i/j exchanged)."""
         return -lam[:, 0:1].copy()
 
 
 # =====================================================================================
-# C5: translational joint, 002 form
+# translational joint in the form of the DADS-2D kinematics report
 # =====================================================================================
 class Translational002(ConstraintType):
-    """Translational joint in the form of report 002 (C5; 002 §2.4 Eqs 2.4.1,
-    2.4.4-2.4.5) — for reproducing 002 only; prefer ``translational`` (C4).
+    """Translational joint in the form of the DADS-2D kinematics report (§2.4, Eqs.
+    2.4.1, 2.4.4-2.4.5) — for reproducing that report only; prefer ``translational``.
 
     ``r_ij`` (body i) and ``r_ji`` (body j) go from each body origin to the line of
     translation, perpendicular to it.  With ``a_i = A_i r'_ij``, ``a_j = A_j r'_ji``,
@@ -272,7 +272,7 @@ class Translational002(ConstraintType):
     ``gamma1 = (w_i^2 a_i + w_j^2 a_j)^T e - 2 (w_i R a_i + w_j R a_j)^T (rd_i - rd_j)``,
     ``gamma2 = Phi2 (w_i - w_j)^2`` (Phi2 is a sine of phi_j - phi_i + const).
 
-    Caveats (spec C5): singular when ``a_i + a_j = 0`` (origins at equal distances
+    Caveats (DADS-2D kinematics report, §2.4, Eqs. 2.4.1–2.4.5): singular when ``a_i + a_j = 0`` (origins at equal distances
     on opposite sides of the line: Phi1 vanishes identically) — rejected at
     compile time, naming ``r_ji``; Phi2 also admits a relative rotation by pi.
 
@@ -280,7 +280,7 @@ class Translational002(ConstraintType):
     """
 
     name = "translational_002"
-    description = "prismatic joint in the form of report 002 (for reproducing 002)"
+    description = "prismatic joint in the form of the DADS-2D kinematics report (for reproducing it)"
     equations = 2
     bodies = ("body_i", "body_j")
     params = {
@@ -302,7 +302,7 @@ class Translational002(ConstraintType):
             if not math.hypot(*v) > 1e-12:
                 raise ModelError(f"{path}.{key}", "must be a non-zero vector (from the body "
                                  "origin to the line, perpendicular to it): a body origin "
-                                 "on the line cannot be described in the 002 form")
+                                 "on the line cannot be described in the report's form")
 
     def pack(self, spec, ctx):
         rij, rji = spec["r_ij"], spec["r_ji"]
@@ -311,14 +311,14 @@ class Translational002(ConstraintType):
         ni, nj = math.hypot(*rij), math.hypot(*rji)
         # Singular iff a_i + a_j = 0 once assembled.  Assembly makes a_i, a_j
         # parallel (Phi2), so this happens iff |r_ij| = |r_ji| and the estimates
-        # point them in opposite directions (e.g. 002's r_ij = -r_ji with equal body
+        # point them in opposite directions (e.g. the report's r_ij = -r_ji with equal body
         # angles; with a relative angle of pi the same data are regular).
         if abs(ni - nj) <= 1e-9 * max(ni, nj) and float(ai @ aj) < 0.0:
             raise ModelError(f"{ctx.path}.r_ji",
                              f"a_i + a_j = 0 in the initial configuration (r_ij = "
                              f"{list(rij)}, r_ji = {list(rji)}: equal lengths, opposite "
-                             f"global directions): the 002 translational form is singular "
-                             f"here (Phi1 vanishes identically, spec/planar.md C5); use "
+                             f"global directions): the report's translational form is singular "
+                             f"here (Phi1 vanishes identically, DADS-2D kinematics report, §2.4, Eqs. 2.4.1–2.4.5); use "
                              f"type 'translational'")
         return [rij[0], rij[1], rji[0], rji[1]], []
 

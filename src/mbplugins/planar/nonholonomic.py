@@ -1,5 +1,5 @@
 """Velocity-level (nonholonomic) driver: speed along a body-fixed direction
-(spec/planar.md D6; 004 Prob 4.24(b)).
+(Nikravesh (1988), Prob. 4.24(b)).
 
 ``u_i^T rd_i^P = v(t)`` with ``u_i = A_i u'`` a unit direction fixed in body i and P a
 body point — a knife edge or a wheel that cannot slip sideways when ``v = 0`` along

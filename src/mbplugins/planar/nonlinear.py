@@ -1,4 +1,4 @@
-"""Nonlinear translational spring-damper-actuator (004 §9.2.4-9.2.5; spec/planar.md
+"""Nonlinear translational spring-damper-actuator (Nikravesh (1988), §9.2.4-9.2.5; 
 §3 F5 "nonlinear characteristics").
 
 Like ``tsda``, but the spring force is a law ``f_s(delta)`` of the deformation

@@ -1,5 +1,5 @@
-"""User-defined force law: a Python callable (spec/planar.md §3 F7; the DAP USRFRC
-user routine, 004 Prob 10.8).
+"""User-defined force law: a Python callable (Nikravesh (1988), §9.2; the DAP USRFRC
+user routine, Nikravesh (1988), Prob. 10.8).
 
 A model file can only *name* importable code, never contain it (nothing is
 evaluated): ``callable: "package.module:function"`` is resolved with
@@ -17,7 +17,7 @@ Contract (``vectorized: false``, the default) — one call per element::
 ``q``, ``qd``: arrays (2, 3), rows ``[x, y, phi]`` of ``body_i`` and ``body_j``
 (zeros for the ground); ``g``: array-like (2, 3), the generalised forces
 ``[f_x, f_y, n]`` on ``body_i`` and ``body_j`` (global components, moment about
-each body origin, 004 Eq 9.8), or (3,) for a force on ``body_i`` only.
+each body origin, Nikravesh (1988), Eq. 9.8), or (3,) for a force on ``body_i`` only.
 ``parameters`` are the element's ``parameters`` mapping (numbers).
 
 ``vectorized: true`` — one call per group of elements sharing the function and
@@ -203,7 +203,7 @@ def _handle(fn: Callable, spec: str, params: dict, vectorized: bool) -> int:
 
 
 class UserForce(ForceType):
-    """Force law given by a Python callable (F7; DAP USRFRC, 004 Prob 10.8).
+    """Force law given by a Python callable (F7; DAP USRFRC, Nikravesh (1988), Prob. 10.8).
     par = ``[handle]`` (index into this module's table of resolved callables)."""
 
     name = "user_force"

@@ -68,7 +68,8 @@ _clock = time.monotonic  # module level so tests can replace it
 #: on the disk (or below the file-size limit) is not written (docs/reliability.md)
 HEADROOM = 256 * 1024
 #: files whose HDF5 handle could not be closed after a write failure (the HDF5
-#: library may crash at exit on such a handle: h5py issues #914, #1120); the CLI
+#: library may crash at exit on such a handle: see
+#: https://github.com/h5py/h5py/issues/914 and /1120); the CLI
 #: ends the process without that library clean-up when this is not empty
 UNCLOSED: list[str] = []
 #: the HDF5 objects of those files, kept alive so that nothing releases them

@@ -1,4 +1,4 @@
-"""More spatial constraint types (spec/spatial.md §2.3-2.8): the screw joint in its
+"""More spatial constraint types (Nikravesh (1988), §7.1, Table 7.1, §7.2.4, §7.3): the screw joint in its
 regular form, the revolute-cylindrical composite joint, the point-on-line and
 point-on-plane primitives, the Euler-parameter relative-rotation driver and the
 orientation lock.
@@ -41,11 +41,11 @@ def _unit_rows(v):
 
 
 # =====================================================================================
-# 1. screw joint (regular form of spec §2.5)
+# 1. screw joint (a regular form derived here; Nikravesh (1988), §7.2.2)
 # =====================================================================================
 class Screw(_AxisJoint):
-    """Screw joint, the recommended regular form of spec §2.5 (not the book's Eqs
-    7.16-7.17, which are singular at d = 0 and θ = 0, π, spec §6 item 6): the four
+    """Screw joint, a regular form derived here from the cylindrical joint of Nikravesh (1988), §7.2.2 (not the book's Eqs
+    7.16-7.17, which are singular at d = 0 and θ = 0, π; re-derived here): the four
     cylindrical rows plus one row coupling the signed axial travel to the tracked
     relative angle::
 
@@ -55,7 +55,7 @@ class Screw(_AxisJoint):
 
     with ``d = P_j - P_i``, ``(f_i, g_i, u_i)`` a right-handed orthonormal triad on
     body i (u_i = axis_i), ``a`` = ``pitch`` (axial travel per radian) and theta the
-    relative angle of spec §2.8, ``x = f_iᵀf_j``, ``y = g_iᵀf_j``,
+    relative angle of Nikravesh (1988), §7.2.4, §7.3, ``x = f_iᵀf_j``, ``y = g_iᵀf_j``,
     ``theta = atan2(y, x) + 2 pi n`` (``f_j`` = f_i in body j at assembly).  theta
     increases for body j turning positively about u_i relative to body i, so a
     positive pitch is a right-handed thread.  ``delta0``, ``theta0`` are the
@@ -127,10 +127,10 @@ class Screw(_AxisJoint):
 
 
 # =====================================================================================
-# 2. revolute-cylindrical composite joint (spec §2.6, Eq 7.26)
+# 2. revolute-cylindrical composite joint (Nikravesh (1988), §7.2.3, Eq. 7.26)
 # =====================================================================================
 class RevoluteCylindrical(_SpatialBase):
-    """Revolute-cylindrical composite joint (spec §2.6, 004 Eq 7.26, Fig 7.12): a
+    """Revolute-cylindrical composite joint (Nikravesh (1988), Eq. 7.26, Fig. 7.12): a
     massless link turning about the axis ``u_i`` of body i (revolute) and sliding
     and turning on the axis ``u_j`` of body j (cylindrical), the two axes
     perpendicular and intersecting at ``P_i``::
@@ -139,7 +139,7 @@ class RevoluteCylindrical(_SpatialBase):
         Phi[1:3] = f_jᵀd, g_jᵀd                 (p2 on body j as 2 x n2, d = P_j - P_i)
 
     ``(f_j, g_j, u_j)`` a right-handed orthonormal triad on body j (no row
-    selection, spec §2.3).  P_i stays on the line of body j through P_j along u_j.
+    selection).  P_i stays on the line of body j through P_j along u_j.
     3 rows, 3 relative DOF (rotation about u_i, rotation about and translation
     along u_j).  par = ``[s'_i, s'_j, u'_i, u'_j, f'_j, g'_j]``."""
 
@@ -194,7 +194,7 @@ class RevoluteCylindrical(_SpatialBase):
 # =====================================================================================
 class PointOnLine(_SpatialBase):
     """A body-j point on a line of body i: p2(u_i, d) without row selection as two
-    n2 rows (spec §2.3 "p2 ... likewise f_iᵀd = 0, g_iᵀd = 0", 004 Eq 7.6)::
+    n2 rows (Nikravesh (1988), Eq. 7.6)::
 
         Phi = [f_iᵀd, g_iᵀd],   d = P_j - P_i,   f_i, g_i ⊥ u_i
 
@@ -238,7 +238,7 @@ class PointOnLine(_SpatialBase):
 
 
 class PointOnPlane(_SpatialBase):
-    """A body-j point on a plane of body i: one n2 row (spec §2.3, 004 Eq 7.4)::
+    """A body-j point on a plane of body i: one n2 row (Nikravesh (1988), Eq. 7.4)::
 
         Phi = n_iᵀd,   d = P_j - P_i
 
@@ -277,10 +277,10 @@ class PointOnPlane(_SpatialBase):
 
 
 # =====================================================================================
-# 4. relative rotation driver through Euler parameters (Eq 7.18)
+# 4. relative rotation driver through Euler parameters (Eq. 7.18)
 # =====================================================================================
 class RelativeRotationEP(_SpatialBase):
-    """Relative rotation driver through Euler parameters (spec §2.4, 004 Eq 7.18;
+    """Relative rotation driver through Euler parameters (Nikravesh (1988), Eq. 7.18;
     §2.8 driver table)::
 
         Phi = w0 - cos(theta(t)/2),   w = conj(q0) ⊗ conj(p_j) ⊗ p_i
@@ -297,7 +297,7 @@ class RelativeRotationEP(_SpatialBase):
     the row drives a rotation about a joint axis only together with a joint that
     keeps the relative rotation on that axis (revolute, ep,2).
 
-    Caveats (spec §2.4, §6 item 6): only |theta| is determined (cos is even; the
+    Caveats (Nikravesh (1988), §7.2.1, Eq. 7.12; §7.2.2, Eq. 7.18; re-derived here): only |theta| is determined (cos is even; the
     sense of rotation comes from the initial guess); at theta = 0 (mod 2 pi) the
     Jacobian vanishes (rank 0: the row cannot drive through or hold theta = 0 —
     use ``rotation_driver``); the sign of the Euler parameters matters
@@ -314,7 +314,7 @@ class RelativeRotationEP(_SpatialBase):
         "body_i": _BODY_I, "body_j": _BODY_J,
         "function": Param("function", "the relative rotation angle theta(t) in radians"),
         "zero": Param("choice", "orientation where theta = 0: parallel (body frames "
-                                "parallel, Eq 7.18) or initial (the initial relative "
+                                "parallel, Eq. 7.18) or initial (the initial relative "
                                 "orientation)", default="parallel",
                       choices=("parallel", "initial")),
     }
@@ -366,7 +366,7 @@ class RelativeRotationEP(_SpatialBase):
 # =====================================================================================
 class OrientationLock(_SpatialBase):
     """Relative orientation of body i and body j (default: the ground) kept at its
-    initial value, positions free: the ep,3 rows of spec §2.4 (E = I, Prob 7.11)
+    initial value, positions free: the ep,3 rows of Nikravesh (1988), §7.2.1, Eq. 7.12; §7.2.2, Eq. 7.18 (E = I, Prob. 7.11)
     generalised to the initial relative orientation q0 (A(q0) = A_jᵀA_i)::
 
         Phi = vec(conj(q0) ⊗ conj(p_j) ⊗ p_i)

@@ -1,13 +1,14 @@
-"""Built-in spatial constraint types (spec/spatial.md §2): joints, composite joints,
+"""Built-in spatial constraint types (Nikravesh (1988), Ch. 7): joints, composite joints,
 absolute constraints and drivers between Euler-parameter bodies.
 
 Every class is the type's schema, its packing and the NumPy *reference*
 implementation of the angular-velocity form of :class:`SpatialConstraintType`
-(spec §2.1, "ω′ body" variant = Table 11.1), vectorised over a group of elements:
+(the ω′ body form of Nikravesh (1988), §11.4.2, Eq. 11.48, Table 11.1), vectorised over a group of elements:
 
 * ``phi``        (ne, m)
 * ``jacobian_v`` (ne, m, nb, 6): columns ``[Phi_r, Phi_pi']`` acting on ``[rdot, omega']``
-* ``gamma_v``    (ne, m): ``gamma#`` (spec §2.1: the same number for the ω and ω′ forms)
+* ``gamma_v``    (ne, m): ``gamma#`` (Nikravesh (1988), Eq. 11.48; the same number for
+  the ω and ω′ forms)
 * ``nu``         (ne, m): ``cdot`` of drivers, 0 otherwise.
 
 The Euler-parameter Jacobian (projected variant P, ``Phi_p = 2 Phi_pi' L``) and its
@@ -18,17 +19,18 @@ products, differences) of *body vectors* ``a = A_k a'`` and *body points*
 ``r_k + A_k s'``.  Each such quantity is carried as a small "jet" with, for a
 group, its value ``v``, its ω′-Jacobian ``J`` (ne, ..., nb, 6), its rate ``d`` and
 the quadratic velocity term ``h`` of its second derivative
-(``d²X/dt² = J vdot + h``).  For a body vector (spec §1.6)::
+(``d²X/dt² = J vdot + h``).  For a body vector (Nikravesh (1988), Eqs. 6.101-6.102)::
 
     v = A a',  J = [0, -A ã'],  d = A (ω̃' a'),  h = A (ω̃' ω̃' a')     (h = â#)
 
 a point adds ``r`` (J: ``I`` in the r columns, d: ``rdot``, no h), and products
 follow the product rule, e.g. for ``U·W``: ``J = Wᵀ J_U + Uᵀ J_W`` and
 ``h = Wᵀ Û + Uᵀ Ŵ + 2 U̇ᵀ Ẇ``.  ``gamma# = -h`` (+ the driver terms), which is
-exactly the γ# column of spec §2.3 (n1: ``-(a_jᵀâ_i + a_iᵀâ_j + 2ȧ_iᵀȧ_j)``, s:
+exactly the γ# of the basic constraints of Nikravesh (1988), §7.1, Table 11.1
+(re-derived; n1: ``-(a_jᵀâ_i + a_iᵀâ_j + 2ȧ_iᵀȧ_j)``, s:
 ``ŝ_j - ŝ_i``, ss: ``-2dᵀd̂ - 2ḋᵀḋ`` ...).  The relative-orientation rows (ep,
-§2.4) and the atan2 angle (§2.8) have jets of their own (see ``_relative_ep`` and
-``_atan2``).
+Eq. 7.12) and the atan2 angle (not in the book) have jets of their own (see
+``_relative_ep`` and ``_atan2``).
 
 Parameters are in body-fixed coordinates of the body frames; points and axes of
 body j default to the body-j coordinates of the body-i ones in the initial
@@ -75,7 +77,8 @@ def _mtv(M, x):
 
 
 def _qmul(a, b):
-    """Quaternion (Euler-parameter) product a ⊗ b, scalar first (spec §1.10)."""
+    """Quaternion (Euler-parameter) product a ⊗ b, scalar first (TAM 674 (2003), lecture
+    of 28 April; Nikravesh (1988), §6.5)."""
     a0, av = a[..., :1], a[..., 1:]
     b0, bv = b[..., :1], b[..., 1:]
     return np.concatenate([a0 * b0 - np.sum(av * bv, -1, keepdims=True),
@@ -187,7 +190,8 @@ def _shift(S: _Jet, c) -> _Jet:
 
 
 def _vdot(U: _Jet, W: _Jet) -> _Jet:
-    """``U·W`` (spec §2.3 n1/n2: J = WᵀJ_U + UᵀJ_W, h = WᵀÛ + UᵀŴ + 2U̇ᵀẆ)."""
+    """``U·W`` (the n1/n2 rows of Nikravesh (1988), §7.1.1: J = WᵀJ_U + UᵀJ_W,
+    h = WᵀÛ + UᵀŴ + 2U̇ᵀẆ)."""
     v = _dot(U.v, W.v)
     J = d = h = None
     if U.J is not None:
@@ -199,7 +203,8 @@ def _vdot(U: _Jet, W: _Jet) -> _Jet:
 
 
 def _vcross(U: _Jet, W: _Jet) -> _Jet:
-    """``U × W = Ũ W`` (spec §2.3 p1/p2: J = Ũ J_W - W̃ J_U, h = Û×W + U×Ŵ + 2U̇×Ẇ)."""
+    """``U × W = Ũ W`` (the p1/p2 rows of Nikravesh (1988), §7.1.2: J = Ũ J_W - W̃ J_U,
+    h = Û×W + U×Ŵ + 2U̇×Ẇ)."""
     v = np.cross(U.v, W.v)
     J = d = h = None
     if U.J is not None:
@@ -219,7 +224,8 @@ def _component(U: _Jet, k) -> _Jet:
 
 
 def _atan2(y: _Jet, x: _Jet) -> _Jet:
-    """``theta = atan2(y, x)`` (principal value) with (spec §2.8)::
+    """``theta = atan2(y, x)`` (principal value) with (derived from the definition;
+    the book has no atan2 angle)::
 
         theta_q = (x y_q - y x_q)/rho²,   thetadot = (x ydot - y xdot)/rho²,
         h = (x ŷ - y x̂)/rho² - 2 thetadot (x xdot + y ydot)/rho²
@@ -236,7 +242,7 @@ def _atan2(y: _Jet, x: _Jet) -> _Jet:
 
 def _relative_ep(K: _Kin, q0) -> _Jet:
     """ep,3 rows generalised to a reference relative orientation ``q0`` (ne, 4)
-    (spec §2.4 with ``E = I``; §1.10)::
+    (Nikravesh (1988), Eq. 7.12 with all three rows; relative parameters of §6.5)::
 
         w   = conj(q0) ⊗ conj(p_j) ⊗ p_i        (= [p_jᵀp_i; L_j p_i] for q0 = 1)
         Phi = vec(w) = 0  <=>  A_jᵀ A_i = A(q0)
@@ -246,7 +252,7 @@ def _relative_ep(K: _Kin, q0) -> _Jet:
         Phi_pi'_i =  ½ (w0 I + w̃)          Phi_pi'_j = -½ (w0 I - w̃) A(q0)ᵀ
         h = -¼ (|ω'_i|² + |ω'_j|²) vec(w) + ½ vec([0, -A(q0)ᵀω'_j] ⊗ w ⊗ [0, ω'_i])
 
-    (with q0 = 1 these are spec §2.4's ``½E(e0ij I + ẽij)``, ``-½E(e0ij I - ẽij)``
+    (with q0 = 1 these are the rows of Eq. 7.12, ``½E(e0ij I + ẽij)``, ``-½E(e0ij I - ẽij)``
     and ``gamma# = -2 L(ṗ_j)ṗ_i + (ṗ_iᵀṗ_i + ṗ_jᵀṗ_j) L_j p_i``).  Well conditioned
     near the assembled state (Jacobian ≈ ±½ I), no spurious solutions."""
     pi, pj = K.p[:, 0], K.p[:, 1]
@@ -335,7 +341,8 @@ def _global_point(ctx, body, s):
 
 
 def _q_from_A(A: np.ndarray) -> np.ndarray:
-    """Euler parameters of a rotation matrix, largest-square pivot (spec §1.7)."""
+    """Euler parameters of a rotation matrix, largest-square pivot (Nikravesh (1988),
+    Eqs. 6.24-6.28)."""
     tr = np.trace(A)
     sq = np.array([tr + 1.0, 1.0 + 2 * A[0, 0] - tr, 1.0 + 2 * A[1, 1] - tr,
                    1.0 + 2 * A[2, 2] - tr]) / 4.0
@@ -369,7 +376,8 @@ def _length_default(ctx, spec, si, sj, key="length") -> float:
 class _SpatialBase(SpatialConstraintType):
     """Rows from ``_rows(par, K, f)`` (a list of jets); drivers add
     ``_drive(par, f) -> (c, cdot, cddot)`` (each (ne, m)): ``Phi = rows - c``,
-    ``nu = cdot``, ``gamma# = -h + cddot`` (spec §2.8: any ``Phi0(q) - c(t)``)."""
+    ``nu = cdot``, ``gamma# = -h + cddot`` (any ``Phi0(q) - c(t)``: Nikravesh (1988),
+    §3.2.2, §7.2.4)."""
 
     body_kind = "spatial"
     kernel = None             # set by every concrete type (ext/_spatial.pxi)
@@ -405,7 +413,7 @@ class _SpatialBase(SpatialConstraintType):
         """Reaction on body i (``+Phi_qᵀ lam``, docs/conventions.md): the force and the
         moment about the joint point ``P_i`` (body-i coordinates ``s_i`` (ne, 3)),
         in the joint frame whose axes are the columns of ``E`` (ne, 3, 3), given in
-        body-i components (spec §3.2 "Joint reactions from multipliers")."""
+        body-i components (Nikravesh (1988), §8.4.3, §11.3)."""
         J = self.jacobian_v(par, qb, t, f)
         F = np.einsum("em,emc->ec", lam, J[:, :, 0, :3])       # global force on i
         n = np.einsum("em,emc->ec", lam, J[:, :, 0, 3:])       # body-i moment about r_i
@@ -440,7 +448,7 @@ def _axis_j(doc="the axis in body j components (default: axis_i in the initial "
 # =====================================================================================
 class Spherical(_SpatialBase):
     """Spherical (ball) joint ``Phi = r_i + A_i s'_i - r_j - A_j s'_j = 0``
-    (spec §2.3 "s", 004 Eq 7.7): 3 rows, 3 relative DOF.
+    (Nikravesh (1988), Eq. 7.7): 3 rows, 3 relative DOF.
 
     ``Phi_r = [I, -I]``, ``Phi_pi' = [-A_i s̃'_i, A_j s̃'_j]``, ``gamma# = ŝ_j - ŝ_i``.
     par = ``[s'_i (3), s'_j (3)]``."""
@@ -474,7 +482,7 @@ class Spherical(_SpatialBase):
 # =====================================================================================
 class Universal(_SpatialBase):
     """Universal (Hooke) joint: s(P) + n1(a_i, a_j) with the two cross-bar axes
-    ``a_i`` on body i and ``a_j`` on body j (spec §2.5, 004 Eq 7.8): 4 rows, 2
+    ``a_i`` on body i and ``a_j`` on body j (Nikravesh (1988), Eq. 7.8): 4 rows, 2
     relative DOF.  par = ``[s'_i, s'_j, a'_i, a'_j]``."""
 
     name = "universal"
@@ -514,7 +522,7 @@ class Universal(_SpatialBase):
 
 
 # =====================================================================================
-# 3-5. revolute, cylindrical, translational (no row selection: 2 x n1, spec §2.3)
+# 3-5. revolute, cylindrical, translational (no row selection: 2 x n1)
 # =====================================================================================
 class _AxisJoint(_SpatialBase):
     """Common packing of the axis joints: par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, ...]``
@@ -532,7 +540,7 @@ class _AxisJoint(_SpatialBase):
 
     def _parallel_rows(self, par, K):
         """n1(f_i, u_j), n1(g_i, u_j): u_j ∥ u_i without row selection
-        (spec §2.3 "revolute via 2x n1", Prob. 7.17)."""
+        (Nikravesh (1988), Prob. 7.17)."""
         uj = _body_vector(K, 1, par[:, 6:9])
         return [_vdot(_body_vector(K, 0, par[:, 9:12]), uj),
                 _vdot(_body_vector(K, 0, par[:, 12:15]), uj)]
@@ -559,7 +567,7 @@ _AXIS_PARAMS = {
 
 class Revolute(_AxisJoint):
     """Revolute joint: s(P) + n1(f_i, u_j) + n1(g_i, u_j), ``f_i, g_i ⊥ u_i``
-    (spec §2.5 "revolute (no row selection)", 004 Prob 7.17): 5 rows, 1 relative DOF.
+    (without row selection, Nikravesh (1988), Prob. 7.17): 5 rows, 1 relative DOF.
     par = ``[s'_i, s'_j, u'_j, f'_i, g'_i]``."""
 
     name = "revolute"
@@ -582,7 +590,7 @@ class Revolute(_AxisJoint):
 class Cylindrical(_AxisJoint):
     """Cylindrical joint: n1(f_i, u_j), n1(g_i, u_j) (axes parallel) and
     n2(f_i, d), n2(g_i, d) with ``d = P_j - P_i`` (P_j on the axis of body i)
-    (spec §2.3/§2.5, 004 Eq 7.13 without row selection): 4 rows, 2 relative DOF.
+    (Nikravesh (1988), Eq. 7.13 without row selection): 4 rows, 2 relative DOF.
     par = ``[s'_i, s'_j, u'_j, f'_i, g'_i]``."""
 
     name = "cylindrical"
@@ -607,7 +615,7 @@ class Cylindrical(_AxisJoint):
 class Translational(_AxisJoint):
     """Translational (prismatic) joint: the cylindrical rows + n1(f_i, h_j), ``h_j``
     a body-j vector perpendicular to ``f_i`` and to the axis in the initial
-    configuration (g_i mapped into body j) (spec §2.5, 004 Eq 7.15): 5 rows, 1
+    configuration (g_i mapped into body j) (Nikravesh (1988), Eq. 7.15): 5 rows, 1
     relative DOF.  par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, h'_j]``."""
 
     name = "translational"
@@ -639,7 +647,7 @@ class Translational(_AxisJoint):
 class Planar(_AxisJoint):
     """Planar joint: body j slides and turns in a plane of body i — the plane normals
     parallel, n1(f_i, u_j), n1(g_i, u_j), and the point P_j in the plane through P_i,
-    n2(u_i, d) with ``d = P_j - P_i`` (004 §7.2 lower pairs; the rows of the
+    n2(u_i, d) with ``d = P_j - P_i`` (Nikravesh (1988), §7.2 lower pairs; the rows of the
     cylindrical joint with the in-plane pair replaced): 3 rows, 3 relative DOF.
     par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, u'_i]`` (``axis_i``: the plane normal)."""
 
@@ -667,8 +675,8 @@ class Planar(_AxisJoint):
 # 6. spherical-spherical (distance) and 10. distance driver
 # =====================================================================================
 class _DistanceBase(_SpatialBase):
-    """``Phi = dᵀd - l(t)²``, ``d = r_j + A_j s'_j - r_i - A_i s'_i`` (spec §2.3 ss,
-    004 Eqs 7.19-7.20; §2.8): ``Phi_r = [-2dᵀ, 2dᵀ]``,
+    """``Phi = dᵀd - l(t)²``, ``d = r_j + A_j s'_j - r_i - A_i s'_i``
+    (Nikravesh (1988), Eqs. 7.19-7.20): ``Phi_r = [-2dᵀ, 2dᵀ]``,
     ``Phi_pi' = [2dᵀA_i s̃'_i, -2dᵀA_j s̃'_j]``, ``nu = 2 l l'``,
     ``gamma# = -2dᵀd̂ - 2ḋᵀḋ + 2(l'² + l l'')``.  Needs l > 0 (the Jacobian
     vanishes with d).  par = ``[s'_i, s'_j]``; one time function l(t)."""
@@ -706,7 +714,7 @@ _DIST_PARAMS = {
 
 class Distance(_DistanceBase):
     """Spherical-spherical composite joint / massless link of constant length
-    (spec §2.6, 004 Fig 7.9): ``|P_j - P_i| = l``, written ``dᵀd - l² = 0``.
+    (Nikravesh (1988), §7.2.3, Fig. 7.9): ``|P_j - P_i| = l``, written ``dᵀd - l² = 0``.
     ``length`` defaults to the distance in the initial configuration."""
 
     name = "distance"
@@ -730,7 +738,8 @@ class SphericalSpherical(Distance):
 
 
 class DistanceDriver(_DistanceBase):
-    """Distance driver ``dᵀd - l(t)² = 0`` (spec §2.8): a linear actuator between
+    """Distance driver ``dᵀd - l(t)² = 0`` (Nikravesh (1988), Eqs. 7.19-7.20 with a
+    length l(t)): a linear actuator between
     two body points; l(t) must stay positive."""
 
     name = "distance_driver"
@@ -750,7 +759,7 @@ class DistanceDriver(_DistanceBase):
 # 7. spherical-revolute, 8. revolute-revolute composite joints
 # =====================================================================================
 class SphericalRevolute(_SpatialBase):
-    """Spherical-revolute composite joint (spec §2.6, 004 Eq 7.21, Fig 7.10): a
+    """Spherical-revolute composite joint (Nikravesh (1988), Eq. 7.21, Fig. 7.10): a
     massless link from the ball centre ``P_i`` on body i to the point ``P_j`` of the
     revolute axis ``u_j`` of body j, perpendicular to that axis::
 
@@ -796,7 +805,7 @@ class SphericalRevolute(_SpatialBase):
 
 
 class RevoluteRevolute(_SpatialBase):
-    """Revolute-revolute composite joint (spec §2.6, 004 Eqs 7.22-7.25, Fig 7.11): a
+    """Revolute-revolute composite joint (Nikravesh (1988), Eqs. 7.22-7.25, Fig. 7.11): a
     massless link from ``P_i`` on the axis ``u_i`` of body i to ``P_j`` on the axis
     ``u_j`` of body j, perpendicular to both axes::
 
@@ -805,8 +814,8 @@ class RevoluteRevolute(_SpatialBase):
 
     ``b0`` is the angle from u_i to u_j about d in the initial configuration; with
     the first three rows holding, ``Phi4 = sin(b0 - b)``, regular at every angle: it
-    is the n1 row of Eq 7.22 for perpendicular axes (b0 = ±90°) and the p1 row along
-    d of Eq 7.23 for parallel axes (b0 = 0).  4 rows, 2 relative DOF.
+    is the n1 row of Eq. 7.22 for perpendicular axes (b0 = ±90°) and the p1 row along
+    d of Eq. 7.23 for parallel axes (b0 = 0).  4 rows, 2 relative DOF.
     par = ``[s'_i, s'_j, u'_i, u'_j, l, sin b0, cos b0 / l]``."""
 
     name = "revolute_revolute"
@@ -855,8 +864,8 @@ class RevoluteRevolute(_SpatialBase):
 # 9. point coordinate, 11. angle driver
 # =====================================================================================
 class PointCoordinate(_SpatialBase):
-    """Component k (x, y or z) of a body point equal to C(t) (spec §2.7, 004 Eqs
-    7.27-7.32; as a driver §2.8)::
+    """Component k (x, y or z) of a body point equal to C(t) (Nikravesh (1988), Eqs.
+    7.27-7.32; as a driver with C(t), §7.2.4)::
 
         Phi = e_kᵀ (r_i + A_i s') - C(t):  Phi_r = e_kᵀ, Phi_pi' = -e_kᵀ A_i s̃',
         nu = C',  gamma# = -e_kᵀ ŝ + C''
@@ -905,7 +914,7 @@ class PointCoordinate(_SpatialBase):
 
 
 class AngleDriver(_SpatialBase):
-    """Angle c(t) between two body directions (spec §2.8, Prob 7.24 steering)::
+    """Angle c(t) between two body directions (Nikravesh (1988), Prob. 7.24 steering)::
 
         Phi = a_iᵀa_j - cos c(t)   (unit a_i, a_j),   nu = -sin(c) c',
         gamma# = gamma_n1 - cos(c) c'² - sin(c) c''
@@ -949,8 +958,8 @@ class AngleDriver(_SpatialBase):
 # 12. rotation driver (atan2 form with continuous tracking)
 # =====================================================================================
 class RotationDriver(_SpatialBase):
-    """Relative rotation about a revolute axis ``theta(q) = c(t)`` in the atan2 form
-    of spec §2.8::
+    """Relative rotation about a revolute axis ``theta(q) = c(t)`` in an atan2 form
+    (derived from the definition; the book's Eq. 7.18 gives only ``cos(theta/2)``)::
 
         x = f_iᵀf_j,  y = g_iᵀf_j,  theta = atan2(y, x) + 2 pi n,   Phi = theta - c(t)
         theta_q = (x y_q - y x_q)/rho²   (on a healthy revolute: -u_iᵀ, +u_iᵀ)
@@ -1060,8 +1069,8 @@ class RotationDriver(_SpatialBase):
 # =====================================================================================
 class Fixed(_SpatialBase):
     """Body i rigidly attached to body j (default: the ground): s(P) + ep,3 rows
-    with the relative orientation of the initial configuration (spec §2.4, §2.7
-    "lock a body with r - r0 and the ep,3 rows")::
+    with the relative orientation of the initial configuration (Nikravesh (1988),
+    Eq. 7.12 with all three rows, Prob. 7.11; the book has no spatial ground element)::
 
         Phi[0:3] = r_i + A_i s'_i - r_j - A_j s'_j
         Phi[3:6] = vec(conj(q0) ⊗ conj(p_j) ⊗ p_i),   A(q0) = A_jᵀA_i initially
@@ -1110,7 +1119,7 @@ class Fixed(_SpatialBase):
 # =====================================================================================
 class Perpendicular(_SpatialBase):
     """n1: a body-i direction perpendicular to a body-j direction,
-    ``Phi = a_iᵀ a_j`` (spec §2.3, 004 Eq 7.3): ``Phi_pi'_i = -a_jᵀA_i ã'_i``,
+    ``Phi = a_iᵀ a_j`` (Nikravesh (1988), Eq. 7.3): ``Phi_pi'_i = -a_jᵀA_i ã'_i``,
     ``Phi_pi'_j = -a_iᵀA_j ã'_j``, ``gamma# = -(a_jᵀâ_i + a_iᵀâ_j + 2ȧ_iᵀȧ_j)``.
     par = ``[a'_i, a'_j]``."""
 
@@ -1136,7 +1145,7 @@ class Perpendicular(_SpatialBase):
 class Parallel(_SpatialBase):
     """p1 without row selection: a body-j direction ``a_j`` parallel to a body-i
     direction ``a_i`` through two n1 rows ``f_iᵀa_j = 0``, ``g_iᵀa_j = 0`` with
-    ``f_i, g_i ⊥ a_i`` (spec §2.3 "revolute via 2x n1"; allows a_j = ±a_i).
+    ``f_i, g_i ⊥ a_i`` (as in Nikravesh (1988), Prob. 7.17; allows a_j = ±a_i).
     par = ``[f'_i, g'_i, a'_j]``."""
 
     name = "parallel"

@@ -1,10 +1,10 @@
-"""Built-in spatial force elements (spec/spatial.md §3.1-3.2; 004 §11.1, the spatial
+"""Built-in spatial force elements (Nikravesh (1988), §11.1, the spatial
 counterparts of §9.2).
 
 Body blocks ``qb`` (ne, nb, 7) = ``[r, p]``, ``qdb`` = ``[rdot, pdot]``.  Every type
-computes its loads as in spec §3.1 — a force ``f`` (global) through the centre of
+computes its loads as in Nikravesh (1988), §11.1 — a force ``f`` (global) through the centre of
 mass and a moment — and returns the generalised force of Formulation I per body,
-``[f, n*]`` with ``n* = 2 G^T n = 2 L^T n'`` (Eqs 11.1-11.2).  Its power is
+``[f, n*]`` with ``n* = 2 G^T n = 2 L^T n'`` (Eqs. 11.1-11.2).  Its power is
 ``f . rdot + n* . pdot = f . rdot + omega . n``.
 
 Spring-damper elements are written as laws on *scalar coordinates* of the
@@ -69,10 +69,10 @@ def _sqrt_jet(S2: C._Jet) -> C._Jet:
                   None if S2.d is None else S2.d / (2.0 * s))
 
 
-# -- derivatives for the force Jacobians (K = dg/dq, C = dg/dqd; issue 14) -----------
+# -- derivatives for the force Jacobians (K = dg/dq, C = dg/dqd) -----------
 # Exact derivatives of the expressions the forces evaluate, also off |p| = 1 (A(p)
-# of 004 Eq 6.18 is the quadratic (2 e0^2 - 1) I + 2 e e^T + 2 e0 e~; G, L are
-# linear in p, spec/spatial.md §1.2-1.3).
+# of Nikravesh (1988), Eq. 6.18 is the quadratic (2 e0^2 - 1) I + 2 e e^T + 2 e0 e~; G, L are
+# linear in p).
 def _sk(a):
     """a~ (..., 3) -> (..., 3, 3)."""
     z = np.zeros(a.shape[:-1])
@@ -193,8 +193,8 @@ class _CoordinateLaw(SpatialForceType):
 # TSDA
 # =====================================================================================
 class SpatialTSDA(_CoordinateLaw):
-    """Translational spring-damper-actuator between P_i and P_j (spec §3.2 [V:TSDA];
-    004 Eqs 9.13-9.25 in 3D)::
+    """Translational spring-damper-actuator between P_i and P_j (Nikravesh (1988), §9.2 carried over to space;
+    Nikravesh (1988), Eqs. 9.13-9.25 in 3D)::
 
         l = r_j + A_j s'_j - r_i - A_i s'_i,  L = |l|,  Ldot = u . (rdot_j^P - rdot_i^P)
         f = k (L - L0) + c Ldot + f_a(t)     (tension positive)
@@ -249,7 +249,7 @@ class SpatialTSDA(_CoordinateLaw):
         return [_sqrt_jet(L2)]
 
     def force_jacobian(self, par, qb, qdb, t, f):
-        """K, C (ne, 2, 7, 2, 7) of the spatial TSDA (spec §3.2 [V:TSDA]) as the
+        """K, C (ne, 2, 7, 2, 7) of the spatial TSDA (Nikravesh (1988), §9.2 carried over to space) as the
         reference evaluates it: ``g_i = [F, 2 L_i^T (s'_i x A_i^T F)]``, ``g_j`` the
         negative with j's terms, ``F = f u``.  Columns ``[r_i, p_i, r_j, p_j]``::
 
@@ -323,8 +323,8 @@ class SpatialTSDA(_CoordinateLaw):
 # RSDA about a revolute axis
 # =====================================================================================
 class SpatialRSDA(_CoordinateLaw):
-    """Rotational spring-damper-actuator about a revolute axis (spec §3.2 [V:rotational
-    spring]; 004 Eqs 9.26-9.32 in 3D)::
+    """Rotational spring-damper-actuator about a revolute axis (Nikravesh (1988), §9.2 carried over to space;
+    Nikravesh (1988), Eqs. 9.26-9.32 in 3D)::
 
         theta = atan2(g_i . f_j, f_i . f_j) (tracked through any number of turns)
         tau = k (theta - theta0) + c thetadot + tau_a(t)
@@ -449,7 +449,7 @@ def _zero_function():
 # bushing: 6 linear springs and dampers between two body frames
 # =====================================================================================
 class Bushing(_CoordinateLaw):
-    """Linear bushing between a frame on body i and one on body j (spec §3.2, the
+    """Linear bushing between a frame on body i and one on body j (Nikravesh (1988), §9.2 carried over to space, the
     6-component generalisation of the TSDA and RSDA)::
 
         d_k     = e_k(i) . (P_j - P_i)                   (k = x, y, z; body-i axes)
@@ -623,7 +623,7 @@ class Bushing(_CoordinateLaw):
 # point force, pure moment, drag
 # =====================================================================================
 class SpatialPointForce(SpatialForceType):
-    """Force ``f(t)`` at a body point (spec §3.2 "point force"; 004 Eqs 11.5-11.7):
+    """Force ``f(t)`` at a body point (Nikravesh (1988), Eqs. 11.5-11.7):
     ``n = s x f`` with ``s = A s'``; ``frame: body`` gives the components in body
     axes (a follower force, ``f = A f'``).  par = ``[s', frame]``."""
 
@@ -663,7 +663,7 @@ class SpatialPointForce(SpatialForceType):
         return self._f(par, qb, f)[0]
 
     def force_jacobian(self, par, qb, qdb, t, f):
-        """K, C (ne, 1, 7, 1, 7) of ``g = [F, 2 G^T (A s' x F)]`` (spec §3.2 point
+        """K, C (ne, 1, 7, 1, 7) of ``g = [F, 2 G^T (A s' x F)]`` (Nikravesh (1988), §9.2 carried over to space point
         force): ``dn/dp = -F~ d(A s')/dp (+ s~ d(A f')/dp for body axes)``,
         ``K_pp = 2 d(G^T n)/dp + 2 G^T dn/dp``, ``K_rp = d(A f')/dp`` (body axes);
         C = 0."""
@@ -683,7 +683,7 @@ class SpatialPointForce(SpatialForceType):
 
 
 class SpatialTorque(SpatialForceType):
-    """Pure moment ``n(t)`` on a body (spec §3.2 "pure moment"), global or body
+    """Pure moment ``n(t)`` on a body (Nikravesh (1988), §9.2 carried over to space "pure moment"), global or body
     components; with ``reaction_body`` the opposite moment acts on it (a relative
     actuator).  par = ``[frame]``."""
 
@@ -723,7 +723,7 @@ class SpatialTorque(SpatialForceType):
 
     def force_jacobian(self, par, qb, qdb, t, f):
         """K, C (ne, 2, 7, 2, 7) of ``g_i = [0, 2 G_i^T n]``, ``g_j = [0, -2 G_j^T n]``
-        (spec §3.2 pure moment), ``n`` global or ``A_i n'``: ``K_pipi = 2 d(G^T n)/dp
+        (Nikravesh (1988), §9.2 carried over to space pure moment), ``n`` global or ``A_i n'``: ``K_pipi = 2 d(G^T n)/dp
         + 2 G_i^T dn/dp_i``, ``K_pjpj = -2 d(G^T n)/dp``, ``K_pjpi = -2 G_j^T
         dn/dp_i``; C = 0."""
         n = self._n(par, qb, f)
@@ -739,7 +739,7 @@ class SpatialTorque(SpatialForceType):
 
 
 class SpatialDrag(SpatialForceType):
-    """Aerodynamic (quadratic) and linear drag on a body point (004 Prob 10.18 in
+    """Aerodynamic (quadratic) and linear drag on a body point (Nikravesh (1988), Prob. 10.18 in
     3D): ``v = rdot + omega x s - v_wind``, ``f = -(0.5 c_d rho A |v| + c) v`` at the
     point.  Non-conservative (power ``f . v_P``).
     par = ``[s', 0.5 c_d rho A, c, wind]``."""
@@ -790,7 +790,7 @@ class SpatialDrag(SpatialForceType):
         return np.concatenate([speed[:, None], np.linalg.norm(fv, axis=1)[:, None], fv], -1)
 
     def force_jacobian(self, par, qb, qdb, t, f):
-        """K, C (ne, 1, 7, 1, 7) of ``g = [f_v, 2 G^T (s x f_v)]`` (004 Prob 10.18 in
+        """K, C (ne, 1, 7, 1, 7) of ``g = [f_v, 2 G^T (s x f_v)]`` (Nikravesh (1988), Prob. 10.18 in
         3D) with ``v = rdot + w x s - v_wind``, ``w = 2 G pdot``::
 
             dv/drdot = I,  dv/dpdot = -2 s~ G,  dv/dp = -s~ d(2 G pdot)/dp + w~ d(A s')/dp
