@@ -36,13 +36,20 @@ CITATION = re.compile(r"\b([A-Z][\w\-]+)(?:(?:, [A-Z][\w\-]+| García de Jalón)
                       r"[A-Z][\w\-]+)?(?: et al\.)? \((1[6-9]\d\d|20[0-2]\d)\)")
 
 
+def _generated(f: Path) -> bool:
+    """Cython's output next to its source (ext/x.c of ext/x.pyx): built, not shipped
+    (MANIFEST.in excludes it), and it copies the source's text."""
+    return f.suffix == ".c" and f.with_suffix(".pyx").exists()
+
+
 def _shipped_files() -> list[Path]:
     out = []
     for top in SHIPPED:
         p = ROOT / top
         files = [p] if p.is_file() else sorted(p.rglob("*"))
         out += [f for f in files if f.is_file() and f.suffix in TEXT_SUFFIXES
-                and "__pycache__" not in f.parts and ".egg-info" not in str(f)]
+                and "__pycache__" not in f.parts and ".egg-info" not in str(f)
+                and not _generated(f)]
     return out
 
 
