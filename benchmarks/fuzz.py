@@ -87,7 +87,7 @@ def tame_settings(own: dict, analysis: str) -> dict:
                  (("t_start", 0.0), ("t_end", 1.0), ("output_step", 0.01)))
     if not (_num(t0) and _num(t1) and _num(h)) or h <= 0 or t1 <= t0:
         return {}
-    from mbcore.limits import limits
+    from mbcore.elements.limits import limits
     if (t1 - t0) / h > limits.max_output_rows:
         return {}                                   # must be refused by the limit
     over: dict[str, Any] = {"t_end": t0 + min(t1 - t0, FUZZ_ROWS * h)}
@@ -227,8 +227,8 @@ class CasePool:
     def __init__(self, jobs: int = 1, timeout: float = 30.0):
         import mbcore.plugins
         mbcore.plugins.get_plugin_manager()       # imported once, before fork
-        import mbcore.runner
-        mbcore.runner.versions()
+        import mbcore.analysis.runner
+        mbcore.analysis.runner.versions()
         self.jobs, self.timeout = jobs, timeout
         self.ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else None)
         self.tmp = tempfile.TemporaryDirectory(prefix="mbcore-fuzz-")

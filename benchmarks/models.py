@@ -229,7 +229,7 @@ def spatial_chain_state(system, seed: int = 0):
     """A consistent state of a :func:`spatial_chain`: random orientations and angular
     velocities, positions and velocities from the joints (rod k's tip is rod k+1's
     base); pdot = G(p)^T omega / 2."""
-    from mbcore.rotations import A as Amat, G as Gmat, normalize
+    from mbcore.elements.rotations import A as Amat, G as Gmat, normalize
     nb = system.nb
     rng = np.random.default_rng(seed)
     p = normalize(np.array([1.0, 0.0, 0.0, 0.0]) + 0.3 * rng.normal(size=(nb, 4)))
@@ -279,7 +279,7 @@ def bench_chain_eom(ns=(10, 100, 1000, 10000), repeat: int = 5, *,
         {"n": [...], "seconds": [...], "us_per_link": [...], "exponent": float,
          "jacobian": ["sparse"|"dense", ...], "kernels": kernels}
     """
-    from mbcore.dynamics import AccelerationSolver
+    from mbcore.solve.dynamics import AccelerationSolver
     out = {"n": [], "seconds": [], "us_per_link": [], "jacobian": [], "kernels": kernels,
            "repeat": repeat}
     for n in ns:

@@ -74,7 +74,7 @@ from pathlib import Path
 import numpy as np
 
 import mbcore
-from mbcore.linalg import dense_lu
+from mbcore.solve.linalg import dense_lu
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -1023,7 +1023,7 @@ def _framework_overhead(repeat: int, quick: bool) -> dict:
     from mbcore import hookimpl
     from mbcore.elements import ConstraintType, ForceType
     from mbcore.plugins import PluginManager
-    from mbcore.schema import Param
+    from mbcore.elements.schema import Param
 
     cache: dict = {}
 
@@ -1133,7 +1133,7 @@ def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
     from mbcore._ext._forces import builtin_capsule
     from mbcore.elements import ForceType
     from mbcore.plugins import registry
-    from mbcore.schema import Param
+    from mbcore.elements.schema import Param
     from mbplugins.planar.forces import TSDA
 
     class CapsuleTSDA(TSDA):
@@ -1198,7 +1198,7 @@ def _compiled_constraint_tier(repeat: int, quick: bool) -> dict:
     from mbcore._ext._planar import builtin_constraint_capsule
     from mbcore.elements import ConstraintType
     from mbcore.plugins import registry
-    from mbcore.schema import Param
+    from mbcore.elements.schema import Param
     from mbplugins.planar.constraints import Revolute
 
     class CapsuleRevolute(Revolute):
@@ -1513,7 +1513,7 @@ def bench_dijac(repeat: int, quick: bool) -> dict:
     four-bar rows of ``bench_multistep`` (bdf,
     rtol 1e-6 / 1e-8, 10 s, 10 rows; implicit_euler, trapezoid at step 1e-3); and one
     Jacobian (``timeit_jacobian``, called from C) analytic vs FD in µs."""
-    import mbcore.formulation as F
+    import mbcore.solve.formulation as F
     from models import stiff_chain
     orig = F._enable_jacobian
     off = (lambda system, crhs: False)
@@ -1557,7 +1557,7 @@ def bench_dijac(repeat: int, quick: bool) -> dict:
     finally:
         F._enable_jacobian = orig
     from mbcore.plugins import registry
-    from mbcore.assembly import assemble
+    from mbcore.solve.assembly import assemble
     for name, model in (("stiff_chain10", chain), ("fourbar", fourbar)):
         s = model.compile(kernels="compiled")
         form = registry().get("formulation", "di")(s, {})

@@ -3,7 +3,7 @@
 # group's scratch, then scattered by ``row`` / ``jpos``), reading a kernel capsule,
 # and self-test capsules that wrap built-in kernels in the external ABI
 # (tests/test_compiled_constraint_plugins.py, benchmarks/run.py).
-# mbcore.compiled_plugins validates a capsule (with :func:`constraint_kernel_info`)
+# mbcore.plugins.compiled validates a capsule (with :func:`constraint_kernel_info`)
 # before a System packs it; the checks here only guard the evaluator against misuse.
 
 #: the C ABI version of this build (MBCORE_ABI_VERSION; also _forces.ABI_VERSION)

@@ -17,7 +17,7 @@ are the compiled kernels of ``_functions`` (time functions), ``_planar``
 non-conservative power); the linear system is solved by the Schur complement
 ``B = Phi_q M^-1 Phi_q^T`` (M diagonal) with an unblocked Cholesky for small m and
 LAPACK ``dpotrf`` above.  The NumPy reference of the same function is the
-Python path of ``mbcore.formulation.Formulation.rhs`` (+ the work rate computed
+Python path of ``mbcore.solve.formulation.Formulation.rhs`` (+ the work rate computed
 by the dynamic analysis); tests keep them equal to 1e-12.
 
 It applies to dense systems whose elements all have compiled kernels, without
@@ -30,7 +30,7 @@ least-squares multipliers).
 :class:`CompiledODE` is the base the compiled loops step (``c_eval``; ``c_jac``, the
 Newton Jacobian of the bdf / θ loops: forward differences by default, the
 semi-analytic DI/CS Jacobian for ``CompiledRHS`` of dense planar systems of compiled
-force elements — NumPy reference ``mbcore.dijac``);
+force elements — NumPy reference ``mbcore.solve.dijac``);
 :class:`CompiledJC` is the right-hand side of the joint-coordinate formulation of a
 planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
 articulated-body solver; ``jc_planar_kinematics`` / ``jc_planar_aba`` expose the
@@ -236,7 +236,7 @@ cdef class CompiledRHS(CompiledODE):
     cdef SparseSchur sp
     cdef idx_t[::1] indptr, indices
     cdef readonly bint sparse
-    # spatial bodies (Formulation I in transformed columns, mbcore.mass)
+    # spatial bodies (Formulation I in transformed columns, mbcore.system.mass)
     cdef readonly Py_ssize_t nsp
     cdef idx_t[:, ::1] sp_pidx, sp_pos
     cdef idx_t[::1] sp_bod
@@ -393,7 +393,7 @@ cdef class CompiledRHS(CompiledODE):
     def enable_jacobian(self, ForceJacobianEvaluator force_jacobians, idx_t[::1] pos,
                         list body_offsets=None):
         """Switch :meth:`c_jac` to the semi-analytic DI/CS Jacobian (
-        NumPy reference ``mbcore.dijac.di_jacobian``).  ``force_jacobians``: the
+        NumPy reference ``mbcore.solve.dijac.di_jacobian``).  ``force_jacobians``: the
         System's compiled K/C kernels of every force group (None: no force
         elements), ``pos``: each block entry's row-major index in the n x n K / C
         (-1: ground, dropped), ``body_offsets``: per compiled force group (the order
@@ -467,7 +467,7 @@ cdef class CompiledRHS(CompiledODE):
 
     cdef int c_jac(self, double t, const double* y, Py_ssize_t N, const double* scale,
                    double* J, double* work) noexcept nogil:
-        """Semi-analytic df/dy of ``[qd; qdd; W']`` (module ``mbcore.dijac``;
+        """Semi-analytic df/dy of ``[qd; qdd; W']`` (module ``mbcore.solve.dijac``;
         Nikravesh (1988), §13.3, §13.3.1, §12.4): one evaluation at y (its Schur factor is reused), K and C
         from the compiled force-Jacobian kernels, forward differences of the
         constraint kernels alone (2n columns: Phi_q^T lam, g - Phi_q qdd in q,
@@ -691,7 +691,7 @@ cdef class CompiledRHS(CompiledODE):
         return OK
 
     cdef void c_spatial(self, const double* q, const double* qd, double* Q) noexcept nogil:
-        """Formulation I made regular, in transformed columns (mbcore.mass.SpatialMass:
+        """Formulation I made regular, in transformed columns (mbcore.system.mass.SpatialMass:
         update, inertial_forces, transform_forces, transform_jacobian): E and D per
         body, Q_p -= b* + alpha p pd.pd then Q_p <- E^T Q_p, minv_p <- D, and
         jhat = J with the p columns of every (row, body) pair times E."""
@@ -2048,7 +2048,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     + 10 floats also the state of the loop at the step's start (the controller's
     step proposal, the grid origin, and the steps, rejected steps and evaluations
     counted so far; and ``f.c_save()`` keeps the right-hand side's own state there):
-    an exact resume redoes that step from it (mbcore.checkpoint).
+    an exact resume redoes that step from it (mbcore.analysis.checkpoint).
 
     ``stats`` (5 floats, updated before every output): last step, order, steps,
     rejected steps, evaluations (counted from this call; evaluations start at
@@ -2286,7 +2286,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
                 if ystep.shape[0] > N + 1:
                     ystep[N + 1] = h_abs       # the controller's next step (embedded)
                 if ystep.shape[0] >= 4 * N + 5:
-                    # the whole step (mbcore.simulation: continue without evaluating
+                    # the whole step (mbcore.analysis.simulation: continue without evaluating
                     # f again, or redo the step for its dense output): start time,
                     # the attempt's step size before the clip to t1, grid index,
                     # start state, f at the start and at the end (FSAL)

@@ -2,7 +2,7 @@
 # included by _forces.pyx: packing a group (built-in or external), calling a plugin's
 # kernel, reading a kernel capsule, and self-test capsules that wrap built-in kernels
 # in the external ABI (tests/test_compiled_plugins.py, benchmarks/run.py).
-# mbcore.compiled_plugins validates a capsule (with :func:`kernel_info`) before a
+# mbcore.plugins.compiled validates a capsule (with :func:`kernel_info`) before a
 # System packs it; the checks here only guard the evaluators against misuse.
 
 cdef const mbcore_force_kernel* _kernel_ptr(object capsule) except NULL:

@@ -12,7 +12,7 @@ extended coordinate buffer whose last three entries are the ground's zeros;
 forces on the ground land in three extra slots and are discarded.
 
 A group whose dict carries ``capsule`` (a ``mbcore.force_kernel`` PyCapsule,
-validated by :mod:`mbcore.compiled_plugins`) is of kind ``F_EXTERNAL``: its
+validated by :mod:`mbcore.plugins.compiled`) is of kind ``F_EXTERNAL``: its
 ``force`` / ``jacobian`` function pointers are called with the same extended
 buffers (the ABI's conventions are this module's).  :func:`builtin_capsule`
 wraps a built-in kernel in that ABI (self-tests and benchmarks of the tier).

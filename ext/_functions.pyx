@@ -2,7 +2,7 @@
 # cython: initializedcheck=False
 """Compiled evaluator of mbcore time functions (``mbcore._ext._functions``).
 
-:class:`Evaluator` holds the flat arrays packed by ``mbcore.functions.FunctionTable``
+:class:`Evaluator` holds the flat arrays packed by ``mbcore.elements.functions.FunctionTable``
 and evaluates every function's jet (value, d/dt, d²/dt²) in one call, without
 allocating.  The arithmetic mirrors the reference implementation in
 ``mbcore/functions.py`` and ``mbcore/expressions.py`` operation by operation; the
@@ -403,12 +403,12 @@ cdef int spline_jet(const double* fp, const int* ip, double t, Py_ssize_t* cache
 # --- the evaluator -----------------------------------------------------------------
 
 cdef class Evaluator:
-    """Evaluates packed time functions; see ``mbcore.functions.FunctionTable``.
+    """Evaluates packed time functions; see ``mbcore.elements.functions.FunctionTable``.
 
     ``Evaluator(kinds, foff, fcnt, ioff, icnt, fdata, idata, depth, on_error)``;
     ``on_error(k, code, op, value, t)`` must raise the error for a failed evaluation
     (k = -1 for a non-finite time).  Programs are trusted: they must have been
-    checked (``mbcore.expressions.check_program``) with stack depth <= ``depth``.
+    checked (``mbcore.elements.expressions.check_program``) with stack depth <= ``depth``.
     """
 
 

@@ -2,7 +2,7 @@
 """Dense LU factor/solve through LAPACK (scipy.linalg.cython_lapack), no Python
 round trip per call.  The matrix arrives row-major (C order), which LAPACK sees as
 its transpose: ``dgetrf`` factors A^T, and solves with A use ``trans='T'``.
-Reference path: ``scipy.linalg.lu_factor`` / ``lu_solve`` (mbcore.linalg)."""
+Reference path: ``scipy.linalg.lu_factor`` / ``lu_solve`` (mbcore.solve.linalg)."""
 from libc.math cimport fabs, sqrt
 from libc.string cimport memcpy
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs

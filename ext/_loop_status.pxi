@@ -1,6 +1,6 @@
 # The status a compiled integration loop returns (run_rk, run_abm, run_bdf,
 # run_theta): one enum for every loop, decoded in Python by
-# mbcore.loop_result.LoopStatus (its values are checked against LOOP_STATUS).
+# mbcore.integrate.loop_result.LoopStatus (its values are checked against LOOP_STATUS).
 cdef enum LoopStatus:
     LOOP_DONE = 0             # reached t1
     LOOP_STOPPED = 1          # the output call-back asked to stop

@@ -623,7 +623,7 @@ cdef int _jacobian(CompiledODE f, double t, const double* y, const double* scale
     sqrt(eps) max(|y_j|, scale_j), one column per evaluation, counted in nfev and
     nfev_jac) or, for a right-hand side with ``analytic_jac`` (``CompiledRHS`` of a
     dense planar system of compiled force elements: Nikravesh (1988), §13.3, algorithm DI-4, the
-    semi-analytic DI/CS Jacobian of ``mbcore.dijac``), its own Jacobian, whose
+    semi-analytic DI/CS Jacobian of ``mbcore.solve.dijac``), its own Jacobian, whose
     evaluation is not counted (as a Jacobian call-back of the Python driver: the
     loop adds it to ``nfev0``).  ``work``: 3N doubles.  Returns the failing
     evaluation's status (0 = OK)."""

@@ -14,7 +14,7 @@ Nikravesh (1988), Ch. 7; NumPy reference ``mbplugins.spatial.constraints``) have
 codes >= 100 and live in ``_spatial.pxi``.
 
 A group whose dict carries ``capsule`` (a ``mbcore.constraint_kernel`` PyCapsule
-validated by :mod:`mbcore.compiled_plugins`, include/mbcore_plugin.h ABI v1) is
+validated by :mod:`mbcore.plugins.compiled`, include/mbcore_plugin.h ABI v1) is
 of kind ``K_EXTERNAL``: the evaluator calls the plugin's function pointers with the
 same extended buffers, into per-group scratch allocated here once, and scatters
 the (ne, m) rows by ``row`` and the (ne, m, nb, nc) Jacobian blocks by ``jpos``

@@ -8,7 +8,7 @@ full row rank):
     B lam = gamma - J M^-1 Q,      qdd = M^-1 (Q + J^T lam)
 
 Everything that depends only on the sparsity pattern is computed once per topology
-by ``mbcore.sparse_schur`` (pattern of B, fill-reducing ordering P, elimination tree,
+by ``mbcore.solve.sparse_schur`` (pattern of B, fill-reducing ordering P, elimination tree,
 column counts of L, and the *product map* that gives every entry of the permuted
 upper triangle of B as a sum of ``J[a] minv[c] J[b]`` over J's CSR data).  The
 numeric phase here allocates nothing and touches only structural non-zeros:
@@ -71,7 +71,7 @@ def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double 
 
 cdef class SparseSchur:
     """Compiled numeric phase of the sparse Schur-complement solver.  Built by
-    :class:`mbcore.sparse_schur.SparseSchurSolver` from a ``SchurTopology``; all
+    :class:`mbcore.solve.sparse_schur.SparseSchurSolver` from a ``SchurTopology``; all
     buffers are allocated here, once."""
 
     # attributes (declared in src/mbcore/_ext/_sparse.pxd): J rows used (a subset

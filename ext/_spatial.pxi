@@ -47,7 +47,7 @@ cdef enum:
     K_S_FIXED = 111
     K_S_PERPENDICULAR = 112
     K_S_PARALLEL = 113
-    K_S_EULER_NORM = 114      # p^T p - 1 of every spatial body (mbcore.bodykinds)
+    K_S_EULER_NORM = 114      # p^T p - 1 of every spatial body (mbcore.elements.bodykinds)
     K_S_SCREW = 115           # mbplugins.spatial.composites
     K_S_REV_CYL = 116
     K_S_POINT_LINE = 117

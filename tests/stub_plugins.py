@@ -1,7 +1,7 @@
 """A minimal plugin set for testing the core without ``mbplugins`` (issue 16 item 4).
 
 Every type is plain vectorised Python written against the public contracts only
-(:mod:`mbcore.elements`, :mod:`mbcore.analysis`, :mod:`mbcore.reporting`):
+(:mod:`mbcore.elements`, :mod:`mbcore.analysis`, :mod:`mbcore.results.reporting`):
 
 * ``stub_pin`` — a planar revolute joint: point_i on body_i coincides with point_j
   on body_j (spec/planar.md C3);
@@ -10,7 +10,7 @@ Every type is plain vectorised Python written against the public contracts only
 * ``stub_kinematic`` — position analysis: Newton on ``Phi(q, t) = 0`` at each output
   time, velocities from ``Phi_q qd = nu``; records ``q`` and ``qd``;
 * ``memory`` — a reporter keeping the rows in lists, returning a
-  :class:`mbcore.result.MemoryResult` (the runner asks for a reporter of that name).
+  :class:`mbcore.results.result.MemoryResult` (the runner asks for a reporter of that name).
 
 ``MBCORE_TEST_STUB_PLUGINS=1`` makes tests/conftest.py block ``mbplugins`` and load
 this module instead (``MBCORE_PLUGINS=stub_plugins:PLUGIN``, ``MBCORE_DISABLE_PLUGINS=
@@ -24,9 +24,9 @@ from mbcore import hookimpl
 from mbcore.analysis import Analysis
 from mbcore.elements import ConstraintType, ForceType, perp, rot
 from mbcore.errors import ConvergenceError
-from mbcore.reporting import Channel, Reporter
-from mbcore.result import MemoryResult
-from mbcore.schema import Param
+from mbcore.results.reporting import Channel, Reporter
+from mbcore.results.result import MemoryResult
+from mbcore.elements.schema import Param
 
 __version__ = "0.0.1"
 mbcore_contract = "1.0"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from mbcore import AssemblyError, Model
-from mbcore.assembly import assemble
+from mbcore.solve.assembly import assemble
 
 
 def fourbar(examples, drivers=False):
@@ -65,7 +65,7 @@ def test_sparse_assembly_equals_dense():
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
     from models import chain
-    from mbcore.assembly import assemble
+    from mbcore.solve.assembly import assemble
     m = chain(30)
     sparse, dense = m.compile(jacobian="sparse"), m.compile(jacobian="dense")
     rng = np.random.default_rng(3)
@@ -90,7 +90,7 @@ def test_sparse_assembly_with_redundant_rows_names_them():
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
     from models import chain
-    from mbcore.assembly import assemble
+    from mbcore.solve.assembly import assemble
     m = chain(20)
     m.add_joint("revolute", "again", body_i="L4", body_j="L5", point_i=(0.5, 0.0),
                 point_j=(-0.5, 0.0))

@@ -7,7 +7,7 @@ import pytest
 
 import mbcore
 from mbcore import Model
-from mbcore.dynamics import AccelerationSolver
+from mbcore.solve.dynamics import AccelerationSolver
 
 
 def test_example_3_13_converged_configuration():

@@ -173,7 +173,7 @@ def test_cli_check_describes_the_system(examples, capsys):
 def test_run_compression_option(tmp_path, examples, comp):
     """``mbcore run --compression``: the series are compressed, the values the same
     as an uncompressed run's."""
-    from mbcore.result import Result
+    from mbcore.results.result import Result
     model = str(examples / "fourbar_kap.yaml")
     plain, packed = tmp_path / "plain.h5", tmp_path / "packed.h5"
     assert main(["run", model, "-o", str(plain), "-q", "--t-end", "0.5"]) == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mbcore.cli import main
-from mbcore.result import Result
+from mbcore.results.result import Result
 
 SUBCOMMANDS = ["run", "info", "plugins", "check", "validate", "export"]
 
@@ -142,7 +142,7 @@ def test_run_quiet_prints_nothing_and_verbose_logs(examples, tmp_path, capsys):
 
 def test_library_warnings_go_through_logging(capsys):
     """The CLI routes library log records and warnings to stderr at the chosen level."""
-    from mbcore.cli_export import configure_logging
+    from mbcore.cli.export import configure_logging
 
     import warnings
 
@@ -168,7 +168,7 @@ def test_library_warnings_go_through_logging(capsys):
 
 
 def test_export_of_a_file_being_written(tmp_path, capsys):
-    from mbcore.reporting import Channel, RunInfo
+    from mbcore.results.reporting import Channel, RunInfo
     from mbplugins.reporters.hdf5 import HDF5Reporter
     path = tmp_path / "run.h5"
     rep = HDF5Reporter(path, block_rows=4, flush_seconds=0.0)

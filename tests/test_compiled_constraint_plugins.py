@@ -1,5 +1,5 @@
 """The compiled plugin tier for constraint types (issue 16; include/mbcore_plugin.h
-``mbcore_constraint_kernel``, mbcore.compiled_plugins.load_constraint_kernel): a
+``mbcore_constraint_kernel``, mbcore.plugins.compiled.load_constraint_kernel): a
 constraint type with ``c_kernel`` joins the compiled constraint evaluator, hence the
 compiled kinematic step, right-hand sides and loops, and equals its Python reference
 to 1e-12.
@@ -18,7 +18,7 @@ from mbcore import Model, hookimpl
 from mbcore.elements import ConstraintType
 from mbcore.errors import AnalysisError, PluginError
 from mbcore.plugins import PluginManager, registry
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 from mbplugins.planar.constraints import Revolute
 from mbplugins.planar.links import DistanceDriver
 from mbplugins.spatial.constraints import DistanceDriver as SpatialDistanceDriver

@@ -1,4 +1,4 @@
-"""The compiled plugin tier (issue 16; include/mbcore_plugin.h, mbcore.compiled_plugins):
+"""The compiled plugin tier (issue 16; include/mbcore_plugin.h, mbcore.plugins.compiled):
 a force type with ``c_kernel`` joins the compiled force evaluator, the compiled
 right-hand side and the compiled loops, and equals its Python reference to 1e-12.
 
@@ -18,7 +18,7 @@ from mbcore import Model, hookimpl
 from mbcore.elements import ForceType
 from mbcore.errors import AnalysisError, PluginError
 from mbcore.plugins import PluginManager, registry
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 from mbcore.system import compiled_available
 from mbplugins.planar.forces import TSDA, PointForce
 from mbplugins.spatial.forces import Bushing, SpatialTSDA
@@ -150,7 +150,7 @@ def spatial_model() -> Model:
 
 
 def _states(s, rng, k=4):
-    from mbcore.rotations import normalize
+    from mbcore.elements.rotations import normalize
     for _ in range(k):
         q = s.initial_state(0.0).q + 0.05 * rng.standard_normal(s.n)
         for idx in getattr(s, "_p_idx", []):
@@ -173,7 +173,7 @@ def test_header_and_pxd_are_shipped():
         assert '"plugin.pxd"' in data and '"include/*.h"' in data
     version = int(re.search(r"#define MBCORE_ABI_VERSION (\d+)", header).group(1))
     if compiled_available():
-        from mbcore.compiled_plugins import abi_version
+        from mbcore.plugins.compiled import abi_version
         assert version == ABI_VERSION == abi_version()
 
 

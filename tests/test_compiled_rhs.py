@@ -153,7 +153,7 @@ def test_dynamic_runs_agree_between_backends(examples):
                                         "midpoint"])
 @pytest.mark.parametrize("formulation", ["di", "cs"])
 def test_compiled_loop_equals_python_loop(examples, integrator, formulation):
-    """The compiled step loop (mbcore.fastloop) takes the same steps as the Python
+    """The compiled step loop (mbcore.integrate.fastloop) takes the same steps as the Python
     driver with the same integrator: same evaluation counts, same outputs to
     rounding (dense output at output times between steps)."""
     m = Model.from_file(examples / "fourbar_dap.yaml")

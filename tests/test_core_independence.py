@@ -71,7 +71,7 @@ def test_every_mbcore_module_imports_with_mbplugins_blocked():
     n_modules, n_ext = map(int, counts.split())
     assert [f for f in failed if f] == []
     assert n_modules >= 40 and n_ext >= 5, counts
-    assert {"mbcore.fastloop", "mbcore.integrate.rk", "mbcore._ext._dynamics",
+    assert {"mbcore.integrate.fastloop", "mbcore.integrate.rk", "mbcore._ext._dynamics",
             "mbcore.analysis", "mbcore.cli"} <= set(names.split())
 
 

@@ -1,6 +1,6 @@
 """The semi-analytic DI/CS Jacobian of the compiled right-hand side (issue 14,
 deliverable 3): ``CompiledRHS.c_jac`` (through ``CompiledODE.jacobian``) against its
-NumPy reference ``mbcore.dijac.di_jacobian`` and against forward differences of the
+NumPy reference ``mbcore.solve.dijac.di_jacobian`` and against forward differences of the
 right-hand side; where it applies; runs of bdf / implicit_euler / trapezoid with it
 against runs with forward-difference Jacobians (spec/algorithms.md §2.9, §4.1-4.2)."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 import mbcore
 from mbcore import Model
-from mbcore.assembly import assemble
-from mbcore.dijac import di_jacobian
+from mbcore.solve.assembly import assemble
+from mbcore.solve.dijac import di_jacobian
 from mbcore.plugins import registry
 from mbcore.system import compiled_available
 
@@ -244,7 +244,7 @@ def test_runs_with_the_analytic_jacobian_agree_with_fd_runs(examples, monkeypatc
     """The same integration within its tolerance (bdf: the error test; θ-methods: the
     Newton tolerance on the same step grid); no Jacobian evaluations counted in
     nfev; the Python driver on the compiled right-hand side takes the same steps."""
-    import mbcore.formulation as F
+    import mbcore.solve.formulation as F
     m = _model(examples, name)
     t_end = 0.2 if name == "stiff_chain" else 1.0
     st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,

@@ -67,7 +67,7 @@ def _check_sdist(path: Path) -> None:
              or (n.startswith("ext/") and n.endswith((".c", ".cpp")))]
     assert not built, built
     for f in ("setup.py", "pyproject.toml", "README.md", "LICENSE", "src/mbcore/py.typed",
-              "src/mbcore/cli.py", "src/mbcore/cli_export.py"):
+              "src/mbcore/cli/app.py", "src/mbcore/cli/export.py"):
         assert f in names, f
 
 

@@ -237,7 +237,7 @@ def test_stop_condition_true_at_start():
 def test_compiled_schur_detects_near_singular_like_the_reference():
     """A duplicated pin, solved at a state without removing rows: both backends
     report the singular system (or pass with least squares when asked)."""
-    from mbcore.dynamics import AccelerationSolver
+    from mbcore.solve.dynamics import AccelerationSolver
     m = Model("twice")
     m.set_gravity(0, -9.81)
     m.add_body("p", position=(0.5, 0.0))
@@ -302,7 +302,7 @@ def test_batched_output_rows_equal_row_by_row(case, record, examples, tmp_path, 
     events and the statistics equal those of the row-by-row path, bit for bit —
     also across a stop condition (the compiled loop hands the last step to the
     Python driver) and for every channel (which keeps the row-by-row path)."""
-    from mbcore.result import Result
+    from mbcore.results.result import Result
     st = {"t_end": 1.0, "output_step": 0.01, "integrator": "dopri5", "formulation": "di",
           "rtol": 1e-4, "atol": 1e-7}
     if case == "platform":
@@ -346,7 +346,7 @@ def test_batched_rows_reach_a_plain_record_function(monkeypatch):
     """An analysis run with a plain ``record(t, data)`` callable (no ``rows``
     attribute: not the runner's) still gets one call per row, in order, with the
     values of the row-by-row path."""
-    from mbcore.reporting import Row
+    from mbcore.results.reporting import Row
     m = _pendulum_chain(1)
     st = {"t_end": 0.5, "output_step": 0.01, "record": "q, qd, integrator", "rtol": 1e-5,
           "formulation": "di"}
@@ -374,8 +374,8 @@ def test_failed_run_keeps_the_batched_rows(tmp_path):
     """A reporter failing in the middle of a run: the rows collected before reach the
     other reporters (the block is handed over when the loop stops), and the HDF5
     file is marked failed with them."""
-    from mbcore.reporting import Reporter
-    from mbcore.result import Result
+    from mbcore.results.reporting import Reporter
+    from mbcore.results.result import Result
 
     class Boom(Reporter):
         def __init__(self):

@@ -9,7 +9,7 @@ import yaml
 
 import mbcore
 from mbcore import Model
-from mbcore.dynamics import AccelerationSolver
+from mbcore.solve.dynamics import AccelerationSolver
 
 
 def dap_fourbar(examples):

@@ -26,7 +26,7 @@ from mbcore.cli import main
 from mbcore.errors import (AnalysisError, AssemblyError, ConvergenceError, LockupError,
                            ModelError, SingularJacobianError)
 from mbcore.integrate.base import NewtonFailure, StepBudgetError, StepSizeError
-from mbcore.plugin_errors import PluginElementError
+from mbcore.plugins.errors import PluginElementError
 from mbplugins.planar import userforce
 from mbplugins.reporters.memory import MemoryReporter
 from test_swmr import _model_file, _start
@@ -461,6 +461,6 @@ def test_signals_during_a_run(tmp_path, examples, sig, name):
         assert r.reason == f"interrupted after t = {r.t[-1]:.9g} ({name})"
     with mbcore.Result(out) as r, __import__("h5py").File(out, "r") as f:
         # resumable from the last row: a row and its checkpoint state are recorded
-        # with the signals held (mbcore.interrupts)
+        # with the signals held (mbcore.analysis.interrupts)
         assert f["checkpoint/t"][-1] == r.t[-1]
     _check_rows_are_the_runs(tmp_path, model, out)

@@ -17,7 +17,7 @@ import pytest
 import mbcore
 from mbcore.errors import AnalysisError
 from mbcore.plugins import registry
-from mbcore.system import issparse
+from mbcore.system.system import issparse
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import models  # noqa: E402
@@ -328,7 +328,7 @@ def test_zero_length_tsda_is_a_clear_error(kernels):
 @pytest.mark.parametrize("kernels", BACKENDS)
 def test_rsda_with_an_undefined_angle_is_a_clear_error(kernels):
     """Body j's reference direction along the axis: the error names the element."""
-    from mbcore.rotations import A as Am, axis_angle_to_p, quat_product
+    from mbcore.elements.rotations import A as Am, axis_angle_to_p, quat_product
     s = spatial_model("rsda").compile(kernels=kernels)
     q = s.initial_state().q.copy()
     par = s.force_groups[0].par[0]

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from scipy.interpolate import CubicSpline
 
-from mbcore import expressions as ex
+from mbcore.elements import expressions as ex
 from mbcore.errors import AnalysisError, MbcoreError, ModelError
-from mbcore.functions import (
+from mbcore.elements.functions import (
     Constant, Expression, FunctionDomainError, FunctionTable, Harmonic, Polynomial,
     Table, TimeFunction, parse_function,
 )
@@ -556,7 +556,7 @@ def test_compiled_out_checks_and_empty_table():
 
 def test_compiled_codes_match_python():
     ext = compiled()
-    from mbcore import functions as fn
+    from mbcore.elements import functions as fn
     assert ext.OPCODES == ex.OPCODES
     assert ext.ERROR_CODES == ex.ERROR_CODES
     assert ext.KIND_CODES == fn.KIND_CODES

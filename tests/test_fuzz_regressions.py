@@ -12,7 +12,7 @@ import pytest
 import mbcore
 from mbcore.errors import AnalysisError, MbcoreError, ModelError
 from mbcore.integrate import StepBudgetError
-from mbcore.functions import parse_function
+from mbcore.elements.functions import parse_function
 from mbcore.model import Model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +162,7 @@ def test_a_null_parameter_takes_its_default():
 
 
 def test_a_rotation_axis_whose_norm_overflows():
-    from mbcore.rotations import orientation_from_spec
+    from mbcore.elements.rotations import orientation_from_spec
     p = orientation_from_spec({"axis": [1e308, 1e308, 0], "angle": 90, "unit": "deg"},
                               "bodies[0].orientation")
     assert np.allclose(p, [np.cos(np.pi / 4), 0.5, 0.5, 0.0])

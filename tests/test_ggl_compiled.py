@@ -169,7 +169,7 @@ def test_ggl_compiled_loop_equals_python_driver(examples, model, rtol):
 def test_dispatch(examples):
     """ggl + bdf: the compiled loop when CompiledGGL applies; ``loop: python`` and the
     NumPy kernels keep the Python driver (stiff: tests/test_stiff_compiled.py)."""
-    from mbcore.fastloop import compiled_loop_for
+    from mbcore.integrate.fastloop import compiled_loop_for
     from mbplugins.integrators.bdf import BDF
     m = Model.from_file(examples / "fourbar_dap.yaml")
     base = {"analysis": "dynamic", "t_end": 0.1, "output_step": 0.05, "integrator": "bdf"}
@@ -199,7 +199,7 @@ def torque_failure_hands_over(examples, monkeypatch, formulation):
     Returns the recorded (code, t) of every compiled segment (still recording) and
     the settings."""
     from mbcore._ext import _multistep as ms
-    from mbcore.functions import FunctionDomainError
+    from mbcore.elements.functions import FunctionDomainError
     codes = []
 
     def wrapped(*args, _f=ms.run_bdf, **kw):
@@ -253,9 +253,9 @@ def test_run_bdf_dae_options_on_an_ode(examples):
     compiled right-hand side (DI, y = [q; qd; W]): ``h_power`` weights (all
     components in the error test), a non-unit mass diagonal (2 y' = f) and a Jacobian
     call-back."""
-    from mbcore.fastloop import LoopResult
+    from mbcore.integrate.fastloop import LoopResult
     from mbcore.integrate import integrate
-    from mbcore.multistep_loop import run_multistep
+    from mbcore.integrate.multistep_loop import run_multistep
     from mbplugins.integrators.bdf import BDF
     m = Model.from_file(examples / "fourbar_dap.yaml")
     sysm = m.compile(kernels="compiled")
@@ -264,7 +264,7 @@ def test_run_bdf_dae_options_on_an_ode(examples):
     crhs.disable_jacobian()            # forward differences in both loops (as num_jac)
     N = 2 * sysm.n + 1
     y0 = np.concatenate([sysm.initial_state(0.0).q, sysm.initial_state(0.0).qd, [0.0]])
-    from mbcore.assembly import assemble
+    from mbcore.solve.assembly import assemble
     rep = assemble(sysm, y0[:sysm.n], y0[sysm.n:2 * sysm.n], 0.0)
     y0 = np.concatenate([rep.q, rep.qd, [0.0]])
     t_out = np.linspace(0.0, 0.5, 11)
@@ -307,8 +307,8 @@ def test_run_bdf_dae_options_on_an_ode(examples):
 def test_loops_refuse_a_dae_right_hand_side_without_its_mass(examples):
     """CompiledGGL stepped as an ODE (an explicit loop, abm, bdf without ``mass``) or
     with a state of the wrong size: a ValueError before any C code runs."""
-    from mbcore.fastloop import run_compiled
-    from mbcore.multistep_loop import run_multistep
+    from mbcore.integrate.fastloop import run_compiled
+    from mbcore.integrate.multistep_loop import run_multistep
     m = Model.from_file(examples / "fourbar_dap.yaml")
     sysm = m.compile(kernels="compiled")
     form = registry().get("formulation", "ggl")(sysm, {})
@@ -385,9 +385,9 @@ def test_run_bdf_newton_system_hook(examples):
     evaluations, LU factorisations and outputs as the Python BDF on the same compiled
     right-hand side; a hook that raises hands the step over."""
     from mbcore.integrate import integrate
-    from mbcore.multistep_loop import run_multistep
+    from mbcore.integrate.multistep_loop import run_multistep
     from mbplugins.integrators.bdf import BDF
-    from mbcore.assembly import assemble
+    from mbcore.solve.assembly import assemble
     sysm = Model.from_file(examples / "fourbar_dap.yaml").compile(kernels="compiled")
     form = registry().get("formulation", "di")(sysm, {})
     crhs = form.compiled
@@ -422,7 +422,7 @@ def test_run_bdf_newton_system_hook(examples):
     class Failing(_ScaledNewton):
         def solution(self, x, r, c):
             raise RuntimeError("no")
-    from mbcore.fastloop import LoopResult
+    from mbcore.integrate.fastloop import LoopResult
     from mbcore.integrate.base import Statistics
     handed = []
 

@@ -108,8 +108,40 @@ def _components(graph: dict[str, dict[str, list[int]]]) -> list[list[str]]:
 
 def test_the_graph_is_read():
     g = import_graph()
-    assert "mbcore.runner" in g and "mbcore.model" in g["mbcore.runner"]
-    assert "mbcore.errors" in g["mbcore.model"]
+    assert "mbcore.model.model" in g["mbcore.analysis.runner"]
+    assert "mbcore.errors" in g["mbcore.model.model"]
+    assert "mbcore.system.system" in g["mbcore.model.model"]     # a lazy import counts
+
+
+#: the layers of src/mbcore from the bottom up (docs/architecture.md): a module
+#: imports from its own layer and the layers below, never above
+LAYERS = ("_ext", "errors", "_version", "_moved", "plugins", "elements", "system",
+          "solve", "model", "integrate", "results", "analysis", "studies", "cli")
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "mbcore" and len(parts) > 1 else None
+
+
+def test_every_module_lies_in_a_layer():
+    stray = [m for m in import_graph() if m.startswith("mbcore.")
+             and _layer(m) not in LAYERS]
+    assert not stray, f"modules outside the layers {LAYERS}: {stray}"
+
+
+def test_imports_go_down_the_layers():
+    g = import_graph()
+    up = []
+    for mod, deps in g.items():
+        a = _layer(mod)
+        if a is None:
+            continue
+        for dep, lines in deps.items():
+            b = _layer(dep)
+            if dep == "mbcore" or (b is not None and LAYERS.index(b) > LAYERS.index(a)):
+                up.append(f"{mod} (line {lines[0]}) imports {dep}")
+    assert not up, "imports that go up the layers:\n" + "\n".join(sorted(up))
 
 
 def test_no_import_circles():

@@ -1,4 +1,4 @@
-"""Signals during a run are held across the recording of a row (mbcore.interrupts):
+"""Signals during a run are held across the recording of a row (mbcore.analysis.interrupts):
 the file never holds a row without its checkpoint state (issue 18)."""
 import os
 import signal
@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from mbcore import interrupts
-from mbcore.interrupts import CRITICAL, Terminated
+from mbcore.analysis import interrupts
+from mbcore.analysis.interrupts import CRITICAL, Terminated
 
 
 @pytest.fixture

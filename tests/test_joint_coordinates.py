@@ -313,7 +313,7 @@ def test_compiled_loop_runs_joint_coordinates():
     m = _forced_chain(5)
     st = {**ST, "t_end": 0.4, "formulation": "joint_coordinates",
           "record": "q, qd, qdd, lam, energy"}
-    from mbcore.fastloop import run_compiled as real
+    from mbcore.integrate.fastloop import run_compiled as real
     calls = []
 
     def spy(kind, icls, form, *a, **k):

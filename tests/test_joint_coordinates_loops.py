@@ -29,7 +29,7 @@ import pytest
 
 import mbcore
 from mbcore import Model
-from mbcore.assembly import assemble
+from mbcore.solve.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError
 from mbplugins.formulations.joint_coordinates import JointCoordinates
 

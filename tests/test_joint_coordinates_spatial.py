@@ -10,7 +10,7 @@ import pytest
 
 import mbcore
 from mbcore import Model
-from mbcore.rotations import axis_angle_to_p
+from mbcore.elements.rotations import axis_angle_to_p
 
 from conftest import EXAMPLES
 
@@ -169,7 +169,7 @@ def test_recursions_against_finite_differences():
     """v of the outward pass = d(q)/dt of the positions (through pdot = 1/2 L^T w');
     vdot = X vdot_p + S nudot + c = d(v)/dt; theta, nu recovered from the Cartesian
     state; the tree's constraints hold exactly."""
-    from mbcore.rotations import L as Lmat
+    from mbcore.elements.rotations import L as Lmat
     s, tree = _tree(mixed_tree(True))
     tree.reference(_q0(s))
     rng = np.random.default_rng(3)

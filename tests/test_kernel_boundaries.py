@@ -310,7 +310,7 @@ def test_etree_counts_checks_the_pattern():
 
 # ------------------------------------------------------------------ time functions
 def test_function_evaluator_checks():
-    from mbcore.functions import FunctionTable, parse_function
+    from mbcore.elements.functions import FunctionTable, parse_function
     tab = FunctionTable([parse_function("sin(t)", "f"), parse_function(
         {"table": {"t": [0, 1, 2], "y": [0, 1, 0]}}, "g")])
     refused(lambda: tab.evaluate(0.5, np.zeros((1, 3))), "out")
@@ -490,7 +490,7 @@ def test_run_theta_checks_its_arguments(ms_state):
 # ------------------------------------------------------------------ sparse Schur kernel
 def _schur_chain():
     """3 constraint rows over 5 coordinates, coupled in a chain (rows 0-1, 1-2)."""
-    from mbcore.sparse_schur import SchurTopology
+    from mbcore.solve.sparse_schur import SchurTopology
     topo = SchurTopology(np.array([0, 2, 4, 6]), np.array([0, 1, 1, 2, 2, 3]), 5)
     args = {k: getattr(topo, k) for k in ("rp", "jpos", "jcol", "rowid", "perm", "Bp",
                                           "Bi", "bdiag", "tp", "ta", "tb", "parent", "Lp")}
@@ -539,7 +539,7 @@ def test_sparse_schur_checks_its_topology():
 
 def test_sparse_schur_solve_checks_and_degenerate_systems():
     from mbcore._ext._sparse import SparseSchur
-    from mbcore.sparse_schur import SchurTopology
+    from mbcore.solve.sparse_schur import SchurTopology
     S = SparseSchur(**_schur_chain())
     jv = np.ones(6)
     refused(lambda: _schur_solve(S, 5, 3, jv[:3]), "jdata")
@@ -641,7 +641,7 @@ def _jc_pendulum2():
 
 def test_compiled_jc_checks_forces_and_parameters():
     from mbcore._ext._dynamics import CompiledJC
-    from mbcore.functions import FunctionTable, parse_function
+    from mbcore.elements.functions import FunctionTable, parse_function
     a = _jc_pendulum2()
     jc = CompiledJC(**a)
     out = np.zeros(5)

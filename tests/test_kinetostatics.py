@@ -7,7 +7,7 @@ import yaml
 
 import mbcore
 from mbcore import Model
-from mbcore.dynamics import AccelerationSolver
+from mbcore.solve.dynamics import AccelerationSolver
 
 
 def massive_fourbar(examples, spring=True):

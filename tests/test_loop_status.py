@@ -1,4 +1,4 @@
-"""The compiled loops' status codes are one enum: mbcore.loop_result.LoopStatus in
+"""The compiled loops' status codes are one enum: mbcore.integrate.loop_result.LoopStatus in
 Python and ``LOOP_STATUS`` of every extension module that runs a loop."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from mbcore.loop_result import LoopStatus
+from mbcore.integrate.loop_result import LoopStatus
 from mbcore.system import compiled_available
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")

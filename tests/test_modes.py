@@ -241,7 +241,7 @@ def test_state_matrix_is_the_derivative_of_the_di_accelerations(examples):
     """For a small state perturbation x, (A x)[k:] equals the change of the
     independent accelerations of the DI equations of motion (constraints solved by
     Newton) with an error O(|x|^2): halving x divides the error by ~4."""
-    from mbcore.dynamics import AccelerationSolver
+    from mbcore.solve.dynamics import AccelerationSolver
     from mbplugins.analyses.linearize import Chart
     model = Model.from_dict(fourbar_data(examples))
     s = model.compile()
@@ -418,6 +418,6 @@ def test_memory_result_keeps_the_group_and_core_stays_plugin_free():
                                                 rel=1e-8)
     with pytest.raises(KeyError, match="no result group 'x'"):
         res.group("x")
-    code = ("import sys, mbcore, mbcore.linear, mbcore.cli_modes; mbcore.linearize; "
+    code = ("import sys, mbcore, mbcore.analysis.linear, mbcore.cli.modes; mbcore.linearize; "
             "assert 'mbplugins' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -61,7 +61,7 @@ def jacobian(request, monkeypatch):
     the default for dense planar systems of compiled forces) or forward differences
     of the right-hand side (``enable_jacobian`` switched off)."""
     if request.param == "fd":
-        import mbcore.formulation as F
+        import mbcore.solve.formulation as F
         monkeypatch.setattr(F, "_enable_jacobian", lambda system, crhs: False)
     return request.param
 
@@ -144,7 +144,7 @@ def test_multistep_loop_hands_a_failing_run_to_the_python_driver(examples, monke
     the Python driver continues from there and raises the named error, as the
     Python loop does."""
     from mbcore._ext import _multistep as ms
-    from mbcore.functions import FunctionDomainError
+    from mbcore.elements.functions import FunctionDomainError
     codes = []
     for name in ("run_abm", "run_bdf"):
         def wrapped(*args, _f=getattr(ms, name), **kw):
@@ -211,7 +211,7 @@ def test_what_keeps_the_python_driver(examples):
     """Post-step projections and integrator subclasses that change the step stay on
     Python; ggl + bdf and stiff + bdf run on the compiled loop
     (tests/test_ggl_compiled.py, tests/test_stiff_compiled.py)."""
-    from mbcore.fastloop import compiled_loop_for
+    from mbcore.integrate.fastloop import compiled_loop_for
     from mbcore.plugins import registry
     from mbplugins.integrators.adams import AdamsPECE
     from mbplugins.integrators.bdf import BDF
@@ -312,7 +312,7 @@ def test_theta_loop_hands_a_failing_run_to_the_python_driver(examples, monkeypat
     accepted step (code 2); the Python driver redoes the step and raises the named
     error at the same time as the Python loop."""
     from mbcore._ext import _multistep as ms
-    from mbcore.functions import FunctionDomainError
+    from mbcore.elements.functions import FunctionDomainError
     from mbcore.integrate.base import NewtonFailure
     codes = []
 
@@ -365,7 +365,7 @@ def test_what_keeps_the_theta_methods_on_python(examples):
     """Subclasses that change the step, the Newton iteration or the end derivative,
     the abstract θ-method, per-component Newton tolerances and projections keep the
     Python driver."""
-    from mbcore.fastloop import compiled_loop_for
+    from mbcore.integrate.fastloop import compiled_loop_for
     from mbcore.plugins import registry
     from mbplugins.integrators.implicit import ImplicitEuler, ThetaMethod, Trapezoid
     assert ImplicitEuler.compiled_loop_kind() == "theta" == Trapezoid.compiled_loop_kind()

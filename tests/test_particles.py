@@ -1,7 +1,7 @@
 """Point masses (``kind: particle``): a body kind with position coordinates only
 (2 in planar models, 3 in spatial ones), so a point mass on a massless rod (IFToMM
 A01) needs no tiny inertia.  Elements of the model's kind act on a particle as on
-a body whose rotation is fixed (docs/model-format.md, mbcore.bodykinds)."""
+a body whose rotation is fixed (docs/model-format.md, mbcore.elements.bodykinds)."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""``mbcore plot`` / ``mbcore animate`` and the :mod:`mbcore.plotting` API: files
+"""``mbcore plot`` / ``mbcore animate`` and the :mod:`mbcore.results.plotting` API: files
 written, images not blank, GIF frames that move, drawn joints where the kinematics
 put them, clear errors."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ PIL = pytest.importorskip("PIL")
 from PIL import Image, ImageSequence  # noqa: E402
 
 from mbcore.cli import EXIT_BAD_INPUT, main  # noqa: E402
-from mbcore import plotting  # noqa: E402
-from mbcore.result import Result  # noqa: E402
+from mbcore.results import plotting  # noqa: E402
+from mbcore.results.result import Result  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -11,15 +11,17 @@ import textwrap
 import numpy as np
 import pytest
 
-from mbcore import PluginError, contract, hookimpl
+from mbcore import PluginError, hookimpl
+
+from mbcore.plugins import contract
 from mbcore.analysis import Analysis
 from mbcore.elements import ConstraintType, ForceType
-from mbcore.formulation import Formulation
-from mbcore.hookspecs import CONTRACT_VERSION
+from mbcore.solve.formulation import Formulation
+from mbcore.plugins.hookspecs import CONTRACT_VERSION
 from mbcore.integrate import Integrator
 from mbcore.plugins import LazyType, PluginManager
-from mbcore.reporting import Reporter
-from mbcore.schema import Param
+from mbcore.results.reporting import Reporter
+from mbcore.elements.schema import Param
 
 pytestmark = pytest.mark.core
 

@@ -13,7 +13,7 @@ import stub_plugins
 import mbcore
 from mbcore import AnalysisError, ConvergenceError, PluginError, hookimpl
 from mbcore.errors import ElementEvaluationError
-from mbcore.plugin_errors import PluginElementError
+from mbcore.plugins.errors import PluginElementError
 
 pytestmark = pytest.mark.core
 

@@ -138,7 +138,7 @@ def test_mbcore_plugins_lists_the_types_with_distribution_and_version(env):
 
 
 def test_mbcore_run_of_the_example_model_writes_hdf5_and_the_peaks(env):
-    from mbcore.result import Result
+    from mbcore.results.result import Result
     out = env.work / "ring.h5"
     env.mbcore("run", "-q", str(EXAMPLE), "-o", str(out), "--t-end", "0.3")
     with Result(out) as res:

@@ -13,7 +13,7 @@ import mbcore
 from mbcore import Model, PluginError, hookimpl
 from mbcore.elements import ConstraintType
 from mbcore.plugins import PluginManager
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 
 class PyRevolute(ConstraintType):
@@ -92,8 +92,8 @@ def test_builtin_types_come_from_the_entry_point():
 
 @pytest.mark.core
 def test_core_never_imports_mbplugins():
-    code = ("import sys, mbcore, mbcore.model, mbcore.system, mbcore.plugins, mbcore.runner, "
-            "mbcore.cli, mbcore.result; assert 'mbplugins' not in sys.modules, "
+    code = ("import sys, mbcore, mbcore.model, mbcore.system, mbcore.plugins, mbcore.analysis.runner, "
+            "mbcore.cli, mbcore.results.result; assert 'mbplugins' not in sys.modules, "
             "sorted(m for m in sys.modules if m.startswith('mb'))")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -138,7 +138,7 @@ def test_entry_point_plugin_from_a_temporary_distribution(tmp_path, examples):
         import numpy as np
         from mbcore import hookimpl
         from mbcore.elements import ConstraintType
-        from mbcore.schema import Param
+        from mbcore.elements.schema import Param
 
         class Pin(ConstraintType):
             name = "throwaway_pin"
@@ -332,7 +332,7 @@ def test_versions_without_importing_h5py_equal_the_modules():
     import pluggy
     import scipy
 
-    from mbcore import runner
+    from mbcore.analysis import runner
     runner._VERSIONS.clear()
     v = runner.versions()
     assert (v["h5py"], v["scipy"], v["pluggy"]) == (h5py.__version__, scipy.__version__,
@@ -375,7 +375,7 @@ def test_numerical_rank_equals_the_pivoted_qr():
     """numerical_rank (SVD when unambiguous, else the pivoted QR) gives the rank of
     rank_revealing on full, deficient, near-threshold, wide, tall and empty
     matrices."""
-    from mbcore.linalg import numerical_rank, rank_revealing
+    from mbcore.solve.linalg import numerical_rank, rank_revealing
     rng = np.random.default_rng(5)
     cases = [np.zeros((0, 3)), np.zeros((3, 0)), np.zeros((4, 4)), np.eye(5)]
     for m, n, r in ((8, 9, 8), (9, 9, 7), (12, 9, 9), (20, 30, 5), (6, 6, 6), (250, 240, 200)):
@@ -392,7 +392,7 @@ def test_numerical_rank_equals_the_pivoted_qr():
 def test_system_helpers_equal_numpy_and_scipy():
     import scipy.sparse as sp
 
-    from mbcore.system import _unique_ints, issparse
+    from mbcore.system.system import _unique_ints, issparse
     rng = np.random.default_rng(1)
     for a in (np.zeros(0, np.intp), np.array([3]), rng.integers(0, 20, 100)):
         u = _unique_ints(a)

@@ -10,7 +10,7 @@ import pytest
 from mbcore import Model, hookimpl
 from mbcore.elements import ConstraintType
 from mbcore.plugins import PluginManager
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 from mbplugins.planar.constraints import Revolute
 from mbplugins.planar.forces import RSDA, TSDA, PointForce, Torque
 

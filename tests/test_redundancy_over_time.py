@@ -1,5 +1,5 @@
 """Constraint rows removed as redundant at the start of a run are checked at every
-solved point (mbcore.redundancy): a rank test at one instant is not redundancy for
+solved point (mbcore.solve.redundancy): a rank test at one instant is not redundancy for
 all time.  Conflicting constraints that look dependent at t = 0 stop the run with a
 ConflictingConstraintsError naming the removed equation; genuinely redundant ones
 (a duplicated pin, Bennett's and the Cardan shaft's overconstrained loops) run as
@@ -173,7 +173,7 @@ def _fourbar_twin(examples):
 #: the largest |e| / bound (``stats.redundant_check``) allowed for a redundant model:
 #: a margin of 100 (measured: Bennett in joint coordinates 1.1e-3 at output step
 #: 0.01, the others below 1e-4; the bound is 1e3 times the estimated rounding and
-#: solution error, mbcore.redundancy)
+#: solution error, mbcore.solve.redundancy)
 MARGIN = 1e-2
 
 
@@ -242,7 +242,7 @@ def _late_push(examples) -> Model:
 def test_removed_rows_checked_after_resume(examples, tmp_path):
     """A run resumed from a checkpoint rebuilds the check from the stored rows:
     the conflict that starts at t = 0.5 stops the resumed run too."""
-    from mbcore.runner import resume
+    from mbcore.analysis.runner import resume
     out = tmp_path / "part.h5"
     part = mbcore.run(_late_push(examples), output=out, settings={"t_end": 0.4})
     assert part.status == "finished" and part.stats["redundant_check"] <= MARGIN

@@ -1,5 +1,5 @@
 """Reporter plugins by type name: ``settings.reporters`` of a model file
-(:func:`mbcore.reporting.reporters_from_settings`, used by :func:`mbcore.run`)."""
+(:func:`mbcore.results.reporting.reporters_from_settings`, used by :func:`mbcore.run`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +10,8 @@ import pytest
 import mbcore
 from mbcore.errors import ModelError
 from mbcore.plugins import PluginManager
-from mbcore.reporting import Reporter, reporters_from_settings
-from mbcore.schema import Param
+from mbcore.results.reporting import Reporter, reporters_from_settings
+from mbcore.elements.schema import Param
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.quick

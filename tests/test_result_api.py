@@ -10,8 +10,8 @@ import pytest
 
 import mbcore
 from mbcore import Model
-from mbcore.reporting import Channel, RunInfo
-from mbcore.result import MemoryResult, Result
+from mbcore.results.reporting import Channel, RunInfo
+from mbcore.results.result import MemoryResult, Result
 
 pytestmark = pytest.mark.quick
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import mbplugins.reporters.hdf5 as hdf5mod
-from mbcore.reporting import Channel, RunInfo
-from mbcore.result import MemoryResult, Result, ResultFileError, ResultKeyError
+from mbcore.results.reporting import Channel, RunInfo
+from mbcore.results.result import MemoryResult, Result, ResultFileError, ResultKeyError
 from mbplugins.reporters.hdf5 import HDF5Reporter
 from mbplugins.reporters.memory import MemoryReporter
 
@@ -139,7 +139,7 @@ def test_record_rows_equals_record_row_by_row(tmp_path, kind):
     them over from its compiled loop) give the result of one ``record`` per row —
     across the HDF5 write blocks and the memory reporter's growth, in blocks of
     uneven sizes; a reporter that knows only ``record`` gets one call per row."""
-    from mbcore.reporting import Reporter, layout_of
+    from mbcore.results.reporting import Reporter, layout_of
     info = make_info()
     t, data = random_rows(100, seed=3)
     layout = layout_of(info.channels)
@@ -341,7 +341,7 @@ def test_block_writes_and_time_flush(tmp_path, monkeypatch):
 KILLED_WRITER = textwrap.dedent("""
     import os, signal, sys
     import numpy as np
-    from mbcore.reporting import Channel, RunInfo
+    from mbcore.results.reporting import Channel, RunInfo
     from mbplugins.reporters.hdf5 import HDF5Reporter
     info = RunInfo("dynamic", [Channel("q", ["a", "b", "c"]), Channel("lam", ["l0", "l1"])],
                    model_text="m", model_name="killed")

@@ -1,4 +1,4 @@
-"""Checkpoints and exact resume: mbcore.checkpoint (the matrix of integrators, loops
+"""Checkpoints and exact resume: mbcore.analysis.checkpoint (the matrix of integrators, loops
 and formulations resumed inside a step: tests/test_resume_exact.py)."""
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.checkpoint import CheckpointError, read_checkpoint
-from mbcore.runner import resume
+from mbcore.analysis.checkpoint import CheckpointError, read_checkpoint
+from mbcore.analysis.runner import resume
 from mbcore.cli import main
-from mbcore.result import Result
-from mbcore.runner import run
+from mbcore.results.result import Result
+from mbcore.analysis.runner import run
 
 RK4 = {"integrator": "rk4", "step": 0.001, "output_step": 0.01}
 CHANNELS = ("q", "qd", "qdd", "lam", "energy", "violation", "integrator")
@@ -332,7 +332,7 @@ def test_resume_errors_name_the_file(tmp_path, examples):
 def test_checkpoint_every_writes_each_checkpoint(tmp_path, examples, monkeypatch):
     """51 checkpoints at the requested simulated times (their cost is measured in
     benchmarks/run.py, never in a timed test)."""
-    import mbcore.checkpoint as ckmod
+    import mbcore.analysis.checkpoint as ckmod
     made = []
     real = ckmod.Checkpointer.__init__
 
@@ -395,7 +395,7 @@ def test_cli_resume_without_quiet_prints_the_summary(tmp_path, examples, capsys)
 
 def test_the_old_location_of_resume_still_works_with_a_warning(tmp_path, examples):
     import mbcore
-    import mbcore.checkpoint as C
+    import mbcore.analysis.checkpoint as C
     with pytest.warns(DeprecationWarning, match="mbcore.resume"):
         old = C.resume
     assert old is mbcore.resume is resume

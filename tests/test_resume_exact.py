@@ -1,7 +1,7 @@
 """Exact resume from a checkpoint inside a step that spans several outputs.
 
 A checkpoint stores the integration loop's state at the start of the step that
-produced its output (mbcore.checkpoint, ``state.step``); a resume redoes that step
+produced its output (mbcore.analysis.checkpoint, ``state.step``); a resume redoes that step
 and continues as the uninterrupted run.  Every integrator of the registry, the
 compiled loops and the Python driver, and the formulations are checked: the file
 of the interrupted and resumed run equals the uninterrupted run's bit for bit
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.checkpoint import read_checkpoint
-from mbcore.runner import resume
+from mbcore.analysis.checkpoint import read_checkpoint
+from mbcore.analysis.runner import resume
 from mbcore.integrate import integrate
 from mbcore.plugins import registry
-from mbcore.result import Result
-from mbcore.runner import run
+from mbcore.results.result import Result
+from mbcore.analysis.runner import run
 
 OUT = 0.002                       # output step: several outputs per integrator step
 T_END = 0.24

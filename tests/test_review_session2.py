@@ -54,7 +54,7 @@ def test_bug1_clipped_last_step_rejection_same_steps(integrator, t_end):
 # --------------------------------------------------------------------------------
 def test_bug2_fallback_statistics_count_every_step_and_evaluation():
     from mbcore.errors import AnalysisError
-    from mbcore.fastloop import LoopResult, run_compiled
+    from mbcore.integrate.fastloop import LoopResult, run_compiled
     from mbcore.integrate import integrate
     from mbcore.integrate.base import Statistics
     from mbcore.plugins import registry

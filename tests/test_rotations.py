@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mbcore import rotations as R
+from mbcore.elements import rotations as R
 from mbcore.errors import ModelError
 
 pytestmark = pytest.mark.core     # mbcore only (passes with the stub plugin set)

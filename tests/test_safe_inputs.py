@@ -3,7 +3,7 @@
 No ``eval``/``exec``/``pickle``/unsafe YAML anywhere in the sources; driver and stop
 expressions only through the safe parser; table files resolved relative to the model
 file and refused outside its directory unless allowed; sizes bounded by
-``mbcore.limits`` (a table of 10^8 points, a chain of 10^7 bodies, an output grid of
+``mbcore.elements.limits`` (a table of 10^8 points, a chain of 10^7 bodies, an output grid of
 10^12 rows are a ModelError naming the key, not a machine out of memory).
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 
 import mbcore
 from mbcore.errors import ModelError
-from mbcore.functions import Table, parse_function
-from mbcore.limits import limits, override
+from mbcore.elements.functions import Table, parse_function
+from mbcore.elements.limits import limits, override
 from mbcore.model import Model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_the_scanner_finds_what_it_looks_for():
 
 def test_the_model_loader_is_a_safe_loader():
     import yaml
-    from mbcore.model import _yaml_loader
+    from mbcore.model.model import _yaml_loader
     assert issubclass(_yaml_loader(), getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or \
         issubclass(_yaml_loader(), yaml.SafeLoader)
 
@@ -218,7 +218,7 @@ def test_a_huge_model_file_is_refused(tmp_path):
 
 
 def test_limits_configure_and_environment(monkeypatch):
-    from mbcore import limits as L
+    from mbcore.elements import limits as L
     with pytest.raises(TypeError, match="unknown limit"):
         L.configure(max_nothing=3)
     monkeypatch.setenv("MBCORE_MAX_BODIES", "12")
@@ -238,5 +238,5 @@ def test_cli_flag_allows_external_data(tmp_path, capsys):
         assert "outside the model's directory" in capsys.readouterr().err
         assert main(["check", "--allow-external-data", str(d / "m.yaml")]) == 0
     finally:
-        from mbcore.limits import configure
+        from mbcore.elements.limits import configure
         configure(allow_external_data=False)

@@ -1,4 +1,4 @@
-"""The sparse Schur-complement equations of motion (mbcore.sparse_schur): the
+"""The sparse Schur-complement equations of motion (mbcore.solve.sparse_schur): the
 compiled kernel equals the NumPy/SciPy reference, both equal the dense solution of
 the augmented system, orderings, linear fill, singular Jacobians, redundant rows,
 and the wiring into AccelerationSolver and the dynamic analysis."""
@@ -13,9 +13,9 @@ import scipy.sparse as sp
 
 import mbcore
 from mbcore import Model
-from mbcore.dynamics import AccelerationSolver
+from mbcore.solve.dynamics import AccelerationSolver
 from mbcore.errors import SingularJacobianError
-from mbcore.sparse_schur import (SchurTopology, SparseSchurReference, for_system,
+from mbcore.solve.sparse_schur import (SchurTopology, SparseSchurReference, for_system,
                                  make_solver)
 from mbcore.system import compiled_available
 

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from mbcore.errors import ModelError
-from mbcore.functions import parse_function
-from mbcore.rotations import A as Amat, L as Lmat
+from mbcore.elements.functions import parse_function
+from mbcore.elements.rotations import A as Amat, L as Lmat
 from mbplugins.spatial import constraints as SC
 
 GROUND = "ground"

@@ -14,7 +14,7 @@ import pytest
 import mbcore
 from mbcore import Model
 from mbcore.plugins import registry
-from mbcore.rotations import A as Amat, G as Gmat
+from mbcore.elements.rotations import A as Amat, G as Gmat
 
 EX = Path(__file__).resolve().parents[1] / "examples"
 SPATIAL_DYNAMIC = ["spatial_heavy_top", "spatial_torque_free", "spatial_double_pendulum",
@@ -85,7 +85,7 @@ def test_torque_free_body_conserves_energy_and_momentum_and_flips():
     # the run's error over 100 s (rtol 1e-10): observed 1.6e-11 relative
     assert np.max(np.linalg.norm(H - H[0], axis=1)) / np.linalg.norm(H[0]) < 1e-8
     q, qd = res["q"], res["qd"]
-    from mbcore.rotations import L as Lmat
+    from mbcore.elements.rotations import L as Lmat
     wy = np.array([(2.0 * Lmat(p) @ pd)[1]
                    for p, pd in zip(q[:, 3:7], qd[:, 3:7], strict=True)])
     flips = np.count_nonzero(np.diff(np.sign(wy)) != 0)
@@ -96,7 +96,7 @@ def test_torque_free_body_conserves_energy_and_momentum_and_flips():
 
 def test_gyroscope_precesses_with_constant_spin_and_vertical_momentum():
     res = mbcore.run(model("spatial_gyroscope"), settings={"t_end": 1.0})
-    from mbcore.rotations import L as Lmat
+    from mbcore.elements.rotations import L as Lmat
     q, qd = res["q"], res["qd"]
     # rotor spin relative to the axle about the bearing axis (body x of both)
     wa = np.array([2.0 * Lmat(p) @ pd for p, pd in zip(q[:, 3:7], qd[:, 3:7], strict=True)])
@@ -243,7 +243,7 @@ def force_driven(name):
     distance driver by a 100 N actuator with a 20 N s/m damper; gravity -z; the
     initial state is the kinematic solution at t = 0 (consistent)."""
     import yaml
-    from mbcore.rotations import G as Gm
+    from mbcore.elements.rotations import G as Gm
     d = yaml.safe_load((EX / f"spatial_{name}.yaml").read_text())
     kin = mbcore.run(Model.from_dict(d), analysis="kinematic",
                      settings={"t_end": 0.0, "output_step": 0.01})
@@ -295,7 +295,7 @@ def test_kinematic_examples_driven_by_forces(name):
     assert abs(e[-1, 0] - e[0, 0]) > 1e-6            # it moved
     s = mdl.compile(kernels="numpy")
     t = 0.0
-    from mbcore.linalg import rank_revealing
+    from mbcore.solve.linalg import rank_revealing
     rank, ind = rank_revealing(s.jacobian_dense(q0, t))[:2]
     redundant = rank < s.m                      # Bennett, Cardan (spec §2.10)
     assert redundant == (name in ("bennett", "cardan_shaft"))
@@ -418,7 +418,7 @@ def test_conical_pendulum_of_a_point_mass_beside_a_rigid_body(kernels):
 
 def spatial_tree(depth):
     """Binary tree of rods on spherical joints (2^depth - 1 bodies), fanned out."""
-    from mbcore.rotations import axis_angle_to_p
+    from mbcore.elements.rotations import axis_angle_to_p
     m = Model()
     m.set_dimensions(3)
     m.set_gravity(0, 0, -9.81)
@@ -429,7 +429,7 @@ def spatial_tree(depth):
         base = np.zeros(3) if parent is None else tips[parent]
         axis = rng.normal(size=3)
         p = axis_angle_to_p(axis / np.linalg.norm(axis), rng.uniform(0.2, 1.2))
-        from mbcore.rotations import A as Am
+        from mbcore.elements.rotations import A as Am
         A = Am(p)
         m.add_body(f"B{k}", mass=1.0, inertia=[0.001, 0.0833, 0.0833],
                    position=(base + A @ [0.5, 0, 0]).tolist(), orientation=p.tolist(),
@@ -446,7 +446,7 @@ def test_sparse_schur_path_on_spatial_trees(kernels):
     """Chains and trees of spatial bodies: the sparse Schur solver (transformed
     columns, O(N) per evaluation — benchmarks: exponent 1.05 up to N = 10 000) gives
     the dense solution, and the compiled right-hand side takes the sparse path."""
-    from mbcore.dynamics import AccelerationSolver
+    from mbcore.solve.dynamics import AccelerationSolver
     mdl = spatial_tree(4)
     sd = mdl.compile(kernels=kernels, jacobian="dense")
     ss = mdl.compile(kernels=kernels, jacobian="sparse")

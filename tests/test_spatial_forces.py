@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.rotations import A as Amat, G as Gmat, normalize
+from mbcore.elements.rotations import A as Amat, G as Gmat, normalize
 
 RNG = np.random.default_rng(7)
 
@@ -244,13 +244,13 @@ def test_rsda_with_an_undefined_angle_names_the_element():
         par = s.force_groups[0].par[0]
         # turn body b so that its reference direction f'_j points along the axis
         fj = par[6:9]
-        from mbcore.rotations import A as Am
+        from mbcore.elements.rotations import A as Am
         ai = Am(q[3:7]) @ [0, 0, 1]
         v = np.cross(fj, Am(q[3:7]).T @ ai)
         if np.linalg.norm(v) < 1e-12:
             continue
         ang = np.arccos(np.clip(fj @ (Am(q[3:7]).T @ ai), -1, 1))
-        from mbcore.rotations import axis_angle_to_p, quat_product
+        from mbcore.elements.rotations import axis_angle_to_p, quat_product
         # p_b such that A_b f'_j = a_i: rotate b by A_b = A_i R with R f'_j = e_z'
         R = axis_angle_to_p(v / np.linalg.norm(v), ang)
         q[10:14] = quat_product(q[3:7], R)

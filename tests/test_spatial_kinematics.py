@@ -13,7 +13,7 @@ import mbcore
 from mbcore import Model
 from mbcore.cli import main
 from mbcore.errors import ModelError
-from mbcore.result import open_result
+from mbcore.results.result import open_result
 
 
 def closed_form(t):
@@ -222,7 +222,7 @@ def test_spatial_assembly_nearest_consistent_state(examples):
     """assemble() from perturbed estimates: constraints (with the Euler-parameter
     norms) hold, velocities are consistent, and the report names the body that
     moved most."""
-    from mbcore.assembly import assemble
+    from mbcore.solve.assembly import assemble
     model = Model.from_file(examples / "spatial_slider_crank.yaml")
     s = model.compile()
     st = s.initial_state(0.0)

@@ -32,7 +32,7 @@ import pytest
 from scipy.optimize import brentq
 
 import mbcore
-from mbcore import rotations as R
+from mbcore.elements import rotations as R
 from mbcore.errors import ModelError
 from mbcore.system import compiled_available
 

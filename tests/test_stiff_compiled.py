@@ -260,8 +260,8 @@ def test_dispatch(examples):
     ``loop: python`` and the NumPy kernels keep the Python driver; another integrator
     is a named error (a DAE needs a mass matrix)."""
     from mbcore.errors import ModelError
-    from mbcore.fastloop import compiled_loop_for
-    import mbcore.multistep_loop as ml
+    from mbcore.integrate.fastloop import compiled_loop_for
+    import mbcore.integrate.multistep_loop as ml
     from mbplugins.formulations.stiff import ReducedNewton
     from mbplugins.integrators.bdf import BDF
     m = Model.from_file(examples / "fourbar_dap.yaml")

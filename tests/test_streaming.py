@@ -12,8 +12,8 @@ import pytest
 import mbcore
 from mbcore import Model
 from mbcore.errors import AnalysisError
-from mbcore.reporting import Channel, Row, RunInfo
-from mbcore.result import MemoryResult, Result, ResultFileError
+from mbcore.results.reporting import Channel, Row, RunInfo
+from mbcore.results.result import MemoryResult, Result, ResultFileError
 
 
 def _dynamic(examples, t_end, step=1e-3):
@@ -117,7 +117,7 @@ def _info(labels=("a", "b"), solver=False) -> RunInfo:
 
 
 def test_run_summary_keeps_the_earliest_non_finite_value():
-    from mbcore.run_summary import RunSummary
+    from mbcore.results.run_summary import RunSummary
     s = RunSummary()
     s.start(_info())
     s.record(0.0, {"q": np.array([1.0, 2.0])})
@@ -133,7 +133,7 @@ def test_run_summary_keeps_the_earliest_non_finite_value():
 
 
 def test_run_summary_allows_the_documented_nan_columns_and_checks_full_blocks():
-    from mbcore.run_summary import RunSummary
+    from mbcore.results.run_summary import RunSummary
     s = RunSummary()
     s.start(_info(solver=True))
     row = Row(_info(solver=True).channels)
@@ -154,7 +154,7 @@ def test_run_summary_allows_the_documented_nan_columns_and_checks_full_blocks():
 def test_run_result_of_a_file_its_writer_could_not_mark(tmp_path):
     """The HDF5 library failed a write: the file says 'running' with the rows flushed
     before; the run's result says what happened."""
-    from mbcore.result import run_result
+    from mbcore.results.result import run_result
     from mbplugins.reporters.hdf5 import HDF5Reporter
     out = tmp_path / "broken.h5"
     rep = HDF5Reporter(out, swmr=False)

@@ -241,14 +241,14 @@ def test_failed_cases_are_recorded_and_the_rest_finish(tmp_path):
 
 
 def _count_runs(monkeypatch) -> list:
-    import mbcore.runner
+    import mbcore.analysis.runner
     calls = []
-    real = mbcore.runner.run
+    real = mbcore.analysis.runner.run
 
     def counting(*a, **k):
         calls.append(1)
         return real(*a, **k)
-    monkeypatch.setattr(mbcore.runner, "run", counting)
+    monkeypatch.setattr(mbcore.analysis.runner, "run", counting)
     return calls
 
 

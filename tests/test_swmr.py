@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.checkpoint import CheckpointError, read_checkpoint
-from mbcore.runner import resume
+from mbcore.analysis.checkpoint import CheckpointError, read_checkpoint
+from mbcore.analysis.runner import resume
 from mbcore.cli import main
-from mbcore.result import SCHEMA_VERSION, Result
-from mbcore.runner import run
+from mbcore.results.result import SCHEMA_VERSION, Result
+from mbcore.analysis.runner import run
 
 
 def _model_file(tmp_path, examples, t_end=30.0, step=1e-4):

@@ -16,15 +16,15 @@ import h5py
 import numpy as np
 import pytest
 
-from mbcore.checkpoint import follow
-from mbcore.result import Result
+from mbcore.analysis.checkpoint import follow
+from mbcore.results.result import Result
 
 #: a writer process: HDF5Reporter, one row flushed, then (on a line of stdin) a
 #: second row and finish(status, reason, stats); it prints "ready" and "done"
 WRITER = textwrap.dedent("""
     import sys
     import numpy as np
-    from mbcore.reporting import Channel, RunInfo
+    from mbcore.results.reporting import Channel, RunInfo
     from mbplugins.reporters.hdf5 import HDF5Reporter
     path, status = sys.argv[1], sys.argv[2]
     rep = HDF5Reporter(path, flush_seconds=0.0)
@@ -160,7 +160,7 @@ def test_follow_stops_when_the_writer_was_killed(tmp_path, examples, reaped):
 def test_follow_stops_when_the_pid_belongs_to_another_process(tmp_path, examples):
     """The file names a live pid, but of a process started after the writer."""
     from mbcore import Model, run
-    from mbcore.result import process_start
+    from mbcore.results.result import process_start
     out = tmp_path / "reused.h5"
     run(Model.from_file(examples / "fourbar_kap.yaml"), output=out)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -183,7 +183,7 @@ def test_follow_stops_when_the_pid_belongs_to_another_process(tmp_path, examples
 
 
 def test_writer_gone():
-    from mbcore.result import process_start, writer_gone
+    from mbcore.results.result import process_start, writer_gone
     me = f"{platform.node()}:{os.getpid()}"
     assert writer_gone(me, process_start(os.getpid())) == ""
     assert writer_gone(me) == ""

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mbcore import Model
-from mbcore.kernels import CompiledKernels
+from mbcore.system.kernels import CompiledKernels
 from mbcore.system import compiled_available
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")

@@ -58,7 +58,7 @@ class Entry:
 
 
 # ----------------------------------------------------------------------------------
-# the figure (one small function: later ``mbcore.plotting.plot`` can draw it)
+# the figure (one small function: later ``mbcore.results.plotting.plot`` can draw it)
 # ----------------------------------------------------------------------------------
 def _main_series(res) -> list[tuple[str, Any]]:
     """(label, values) of at most six coordinates worth plotting: the angles of
@@ -116,10 +116,10 @@ def figure(res, path: Path, title: str) -> None:
 
 
 def mechanism(res, path: Path) -> None:
-    """The mechanism at the middle output time (``mbcore.plotting.snapshot``)."""
+    """The mechanism at the middle output time (``mbcore.results.plotting.snapshot``)."""
     import matplotlib.pyplot as plt
 
-    from mbcore.plotting import snapshot
+    from mbcore.results.plotting import snapshot
     t = res.t[len(res.t) // 2] if len(res.t) else None
     fig = snapshot(res, t, path, dpi=80)
     plt.close(fig)

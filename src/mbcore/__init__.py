@@ -5,13 +5,16 @@ Model (description) -> System (compiled) -> analyses -> reporters -> Result.
 from __future__ import annotations
 
 from ._version import __version__  # noqa: E402
+from ._moved import install as _install_moved  # noqa: E402
+
+_install_moved()          # the module paths before the layer packages still import
 
 from .errors import (AnalysisError, AssemblyError, ConflictingConstraintsError,  # noqa: E402
                      ConvergenceError, LockupError, MbcoreError, ModelError, PluginError,
                      SingularJacobianError)
-from .hookspecs import hookimpl  # noqa: E402
-from .model import Body, Model, Point  # noqa: E402
-from .state import State  # noqa: E402
+from .plugins.hookspecs import hookimpl  # noqa: E402
+from .model.model import Body, Model, Point  # noqa: E402
+from .system.state import State  # noqa: E402
 
 
 def get_include() -> str:
@@ -23,13 +26,13 @@ def get_include() -> str:
 
 def __getattr__(name):  # lazy: keep `import mbcore` light
     if name == "System":
-        from .system import System
+        from .system.system import System
         return System
     if name == "Result":
-        from .result import Result
+        from .results.result import Result
         return Result
     if name in ("run", "resume"):
-        from . import runner
+        from .analysis import runner
         return getattr(runner, name)
     if name == "load":
         return Model.from_file
@@ -37,10 +40,10 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
         from . import studies
         return getattr(studies, name)
     if name in ("Simulation", "SimulationState", "SimulationError"):
-        from . import simulation
+        from .analysis import simulation
         return getattr(simulation, name)
     if name in ("linearize", "LinearModel", "Modes"):
-        from . import linear
+        from .analysis import linear
         return getattr(linear, name)
     raise AttributeError(f"module 'mbcore' has no attribute {name!r}")
 

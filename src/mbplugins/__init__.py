@@ -1,7 +1,7 @@
 """Built-in plugins of mbcore: planar and spatial constraint types, analyses, reporters.
 
 Registered through the entry-point group ``mbcore`` exactly like a third-party
-plugin (see pyproject.toml), using the hooks of :mod:`mbcore.hookspecs`.
+plugin (see pyproject.toml), using the hooks of :mod:`mbcore.plugins.hookspecs`.
 
 The hooks return :class:`mbcore.plugins.LazyType` references, not the classes:
 a model run imports only the modules of the types it uses (start-up).
@@ -13,10 +13,10 @@ the catalogue names exactly their classes.
 from __future__ import annotations
 
 from mbcore import __version__  # noqa: F401  (the plugin's version, shown by `mbcore plugins`)
-from mbcore.hookspecs import hookimpl
-from mbcore.plugins import LazyType
+from mbcore.plugins.hookspecs import hookimpl
+from mbcore.plugins.manager import LazyType
 
-#: the mbcore plugin contract these plugins are built against (mbcore.contract)
+#: the mbcore plugin contract these plugins are built against (mbcore.plugins.contract)
 mbcore_contract = "1.0"
 
 #: hook -> [(type name, "module:qualname"[, body kind])], in registration order

@@ -20,7 +20,7 @@
  * changes (additions included); ``abi_version`` stays the first member of
  * every kernel struct in every version, so mbcore reads it before anything
  * else.  A kernel built against another version is refused with a message naming
- * the plugin, the type and both versions (mbcore.compiled_plugins).  Rebuild the
+ * the plugin, the type and both versions (mbcore.plugins.compiled).  Rebuild the
  * plugin against the installed mbcore (``mbcore.get_include()`` gives this
  * directory).
  *

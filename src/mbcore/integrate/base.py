@@ -22,7 +22,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import numpy as np
 from scipy.linalg.lapack import dgetrf, dgetrs
 
-from ..contract import CONTRACT_VERSION
+from ..plugins.contract import CONTRACT_VERSION
 from ..errors import AnalysisError
 from .errors import (IntegrationError, IntegratorOptionError, NewtonFailure,  # noqa: F401
                      NonFiniteError, StepBudgetError, StepSizeError, step_budget_error)
@@ -338,7 +338,7 @@ class Integrator:
     """
 
     name: ClassVar[str] = ""
-    #: plugin contract version this class was built for (mbcore.contract)
+    #: plugin contract version this class was built for (mbcore.plugins.contract)
     contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
     description: ClassVar[str] = ""
     order: int = 1
@@ -352,12 +352,12 @@ class Integrator:
 
     @classmethod
     def compiled_loop_kind(cls) -> str | None:
-        """'fixed' or 'embedded' when :mod:`mbcore.fastloop` can run this class's
+        """'fixed' or 'embedded' when :mod:`mbcore.integrate.fastloop` can run this class's
         method in compiled code from its tableau (``A``, ``B``, ``C``; embedded
         pairs also ``E``, ``P``, ``error_order`` and the step-size controller
         constants ``SAFETY``, ``MIN_FACTOR``, ``MAX_FACTOR``); 'abm', 'bdf' or
         'theta' for the multistep and implicit one-step methods with a compiled twin
-        (:mod:`mbcore.multistep_loop`, which continues from the state of the Python
+        (:mod:`mbcore.integrate.multistep_loop`, which continues from the state of the Python
         object); None (the default)
         keeps the Python driver.  Declared by the integrator plugins, so the core
         needs no knowledge of them."""

@@ -69,7 +69,7 @@ def resolve_integrator(method: str | type, registry=None) -> type:
     if not isinstance(method, str):
         raise MbcoreError(f"method must be an integrator name or class, got {method!r}")
     if registry is None:
-        from ..plugins import registry as default_registry
+        from ..plugins.manager import registry as default_registry
         registry = default_registry()
     try:
         return registry.get("integrator", method)

@@ -81,8 +81,8 @@ def compute_metrics(metrics, result) -> tuple[dict[str, float], list[str], str]:
 def warm_up() -> None:
     """Import what a case needs and load the plugins (a worker's initializer, so that
     the first case's wall time is not the worker's start-up)."""
-    from ..plugins import get_plugin_manager
-    from .. import runner  # noqa: F401
+    from ..plugins.manager import get_plugin_manager
+    from ..analysis import runner  # noqa: F401
     import h5py  # noqa: F401
     get_plugin_manager().registry.rows()
 
@@ -97,8 +97,8 @@ def run_case(task: Mapping[str, Any]) -> dict[str, Any]:
     ``"failed"`` and ``error`` says why (type and message); the metrics of a failed
     case are NaN.
     """
-    from ..model import Model
-    from ..runner import run
+    from ..model.model import Model
+    from ..analysis.runner import run
     from .metrics import parse_metrics
     t0 = time.perf_counter()          # the process's first imports are not the case's
     out = Path(task["output"])

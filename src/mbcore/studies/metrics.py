@@ -318,7 +318,7 @@ def evaluate(metric: Metric, result) -> float:
 def _column(metric: Metric, node: Node, result, cache) -> _Series:
     name = node.value
     if name not in cache:
-        from ..result import ResultKeyError
+        from ..results.result import ResultKeyError
         t = np.asarray(result.t, dtype=float)
         if name == "t":
             cache[name] = _Series(t, t)

@@ -157,7 +157,7 @@ def resolve(data: Mapping[str, Any], path: str, registry=None) -> tuple[Any, Any
     accepted when the entry allows it: an element's optional parameter, a body's
     optional key, a known setting).  Raises :class:`ModelError` naming the path."""
     parts = split_path(path)
-    from ..model import TOP_KEYS
+    from ..model.model import TOP_KEYS
     if not parts or not isinstance(parts[0], str) or parts[0] not in TOP_KEYS:
         head = str(parts[0]) if parts else ""
         raise ModelError(path, f"unknown top-level key '{head}'{_close(head, TOP_KEYS)}")
@@ -231,9 +231,9 @@ def _join(parts: Sequence[str]) -> str:
 
 def _allowed_keys(data, canon, section, node, registry) -> list[str]:
     """Keys an absent last path element may name (the entry's optional keys)."""
-    from .. import model as M
+    from ..model import model as M
     if registry is None:
-        from ..plugins import registry as _reg
+        from ..plugins.manager import registry as _reg
         registry = _reg()
     if section == "settings" and len(canon) == 1:
         keys = {"analysis", "kernels", "reporters"}

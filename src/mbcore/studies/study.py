@@ -102,13 +102,13 @@ class Study:
 
     def to_pandas(self):
         """The index as a :class:`pandas.DataFrame` indexed by case number."""
-        from ..result import _optional
+        from ..results.result import _optional
         pd = _optional("pandas", "pandas")
         return pd.DataFrame(self.rows()).set_index("case")
 
     def result(self, case: int):
         """The :class:`mbcore.Result` of case ``case`` (close it, or use ``with``)."""
-        from ..result import Result
+        from ..results.result import Result
         return Result(self.out_dir / self.cases[case].file)
 
     def summary(self) -> str:
@@ -139,7 +139,7 @@ class Study:
 
 # ----------------------------------------------------------------------------- sweep
 def _load_model(model):
-    from ..model import Model
+    from ..model.model import Model
     if isinstance(model, Model):
         return model
     if isinstance(model, Mapping):
@@ -217,7 +217,7 @@ def sweep(model, params: Mapping[str, Any] | Sequence[Any], *, mode: str = "grid
     their files when the metric set changed.  A metric naming a column the result
     does not have stops the sweep (:class:`~mbcore.studies.metrics.ColumnError`).
     """
-    from ..plugins import registry as _registry
+    from ..plugins.manager import registry as _registry
     from .._version import __version__
     reg = _registry()
     m = _load_model(model)
@@ -279,7 +279,7 @@ def _reuse(out: Path, rec: CaseRecord, old: CaseRecord | None, metrics: list[Met
         if same:
             rec.metrics, rec.error, rec.wall_time = dict(old.metrics), old.error, old.wall_time
         else:                               # new metric set: from the file
-            from ..result import Result
+            from ..results.result import Result
             with Result(out / rec.file) as res:
                 rec.metrics, errors, column_error = compute_metrics(metrics, res)
             if column_error:

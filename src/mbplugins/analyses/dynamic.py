@@ -16,23 +16,23 @@ import time
 
 import numpy as np
 
-from mbcore.analysis import Analysis, element_channels
-from mbcore.assembly import assemble
+from mbcore.analysis.base import Analysis, element_channels
+from mbcore.solve.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError
-from mbcore.fastloop import compiled_loop_for, run_compiled
-from mbcore.formulation import Formulation, RestartRequest
-from mbcore.impacts import ContactSet
-from mbcore.interrupts import CRITICAL
+from mbcore.integrate.fastloop import compiled_loop_for, run_compiled
+from mbcore.solve.formulation import Formulation, RestartRequest
+from mbcore.solve.impacts import ContactSet
+from mbcore.analysis.interrupts import CRITICAL
 from mbcore.integrate.events import Event
-from mbcore.plugins import registry
-from mbcore.redundancy import RemovedRows
-from mbcore.reporting import Channel, Row
-from mbcore.schema import Param
+from mbcore.plugins.manager import registry
+from mbcore.solve.redundancy import RemovedRows
+from mbcore.results.reporting import Channel, Row
+from mbcore.elements.schema import Param
 
 
 class DynamicAnalysis(Analysis):
     name = "dynamic"
-    #: writes checkpoints and resumes from them (mbcore.checkpoint)
+    #: writes checkpoints and resumes from them (mbcore.analysis.checkpoint)
     checkpoints = True
     description = "forward dynamics: formulation (di, cs, ...) + integrator, streamed output"
     settings_schema = {
@@ -103,7 +103,7 @@ class DynamicAnalysis(Analysis):
                 raise ModelError(f"{path}.{kind}", reg.unknown_message(kind, s[kind]))
         fcls = reg.get("formulation", s["formulation"])
         opts, where = cls._formulation_options(s, fcls, path)
-        if hasattr(fcls, "validate_settings"):        # a mbcore.formulation.Formulation
+        if hasattr(fcls, "validate_settings"):        # a mbcore.solve.formulation.Formulation
             fcls.validate_settings(opts, where=where)
         icls = reg.get("integrator", s["integrator"])
         if getattr(fcls, "needs_mass", False) and "mass" not in getattr(icls, "options", {}):
@@ -265,14 +265,14 @@ class DynamicAnalysis(Analysis):
             out.append(Event(g, terminal=True, direction=-1, name=f"stop:{cond}"))
         return out
 
-    #: the rows removed as redundant (mbcore.redundancy), checked at every output
+    #: the rows removed as redundant (mbcore.solve.redundancy), checked at every output
     removed_rows: RemovedRows | None = None
 
     def _use_independent_rows(self, q, t, event):
         """Redundant constraints: solve with the independent rows (named once, in an
         event and the stats; the removed rows carry no load) and check the removed
-        ones at every output (:mod:`mbcore.redundancy`)."""
-        from mbcore.linalg import rank_revealing
+        ones at every output (:mod:`mbcore.solve.redundancy`)."""
+        from mbcore.solve.linalg import rank_revealing
         sysm = self.system
         if not self.formulation.full_state:
             raise ModelError("settings.formulation", "redundant constraints: use di, cs or "
@@ -520,7 +520,7 @@ class _Run:
         self.bar = _progress(0, False)
         self.record_rows = getattr(record, "rows", None)    # reporters' block hand-over
         self.batch = None                    # _RowBlock of the compiled loop, if any
-        # checkpoints and resume (mbcore.checkpoint): set by the runner
+        # checkpoints and resume (mbcore.analysis.checkpoint): set by the runner
         self.ck = getattr(analysis, "checkpointer", None)
         self.resume = getattr(analysis, "resume_from", None)
         self.seg_t0 = self.t0                # start of the current segment (its grid)
@@ -866,7 +866,7 @@ class _Run:
         """df/dy of :meth:`rhs` for an implicit integrator on the Python driver when the
         compiled DI/CS right-hand side has its semi-analytic Jacobian
         (``CompiledRHS.jacobian``, the matrix of the compiled bdf / θ loops: spec
-        Nikravesh (1988), §12.4, §13.3, algorithm DI-4; NumPy reference ``mbcore.dijac.di_jacobian``), so
+        Nikravesh (1988), §12.4, §13.3, algorithm DI-4; NumPy reference ``mbcore.solve.dijac.di_jacobian``), so
         that both loops take the same steps.  Where it fails (a singular or failing
         evaluation) or no longer applies: forward differences of :meth:`rhs`, whose
         Python path raises the named error (or uses least-squares multipliers)."""
@@ -929,10 +929,10 @@ class _Run:
         finally:
             self.batch.flush()               # also on errors: a failed run keeps its rows
 
-    # -- resume from a checkpoint (mbcore.checkpoint) -----------------------------------
+    # -- resume from a checkpoint (mbcore.analysis.checkpoint) -----------------------------------
     def resume_state(self) -> dict | None:
         """The state from which a resume redoes the step whose outputs are being
-        recorded (mbcore.checkpoint: ``state.step``): ``loop`` ('segment': the start
+        recorded (mbcore.analysis.checkpoint: ``state.step``): ``loop`` ('segment': the start
         of the segment, no step with outputs yet; 'rk', 'abm', 'bdf', 'theta': the
         compiled loop's state at the step's start; 'python': the Python driver's),
         ``t``, ``y``, ``counts`` (steps, rejected steps, evaluations before it) and
@@ -978,7 +978,7 @@ class _Run:
 
     def _restore_step(self, rec: dict, t_row: float):
         """Resume from a step record (:meth:`resume_state`): the loop starts at the
-        step's start and redoes it (mbcore.checkpoint.resume has cut the file's rows
+        step's start and redoes it (mbcore.analysis.checkpoint.resume has cut the file's rows
         after that start: they are recorded again)."""
         loop = rec["loop"]
         if loop not in ("segment", "python", "rk", "abm", "bdf", "theta"):
@@ -1005,7 +1005,7 @@ class _Run:
         return float(rec["t"]), np.array(rec["y"], dtype=float)
 
     def _restore(self, ck: dict):
-        """The state of checkpoint ``ck`` (mbcore.checkpoint.Checkpoint.state):
+        """The state of checkpoint ``ck`` (mbcore.analysis.checkpoint.Checkpoint.state):
         formulation (partition, used rows) re-initialised at its (q, qd), y exactly
         as stored, statistics continued; the first segment continues the fixed-step
         grid, starts with the stored step size or (compiled multistep loops) restores
@@ -1062,7 +1062,7 @@ class _Run:
         t_cur = self.t0
         if self.resume is None:
             y0 = self.initial_state()
-        else:                                 # mbcore.checkpoint: from a checkpoint
+        else:                                 # mbcore.analysis.checkpoint: from a checkpoint
             t_cur, y0 = self._restore(self.resume)
         self._ydot = np.zeros(form.size + 1)
         self._obuf = np.zeros(form.size + 1)

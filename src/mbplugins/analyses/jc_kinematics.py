@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from mbcore.errors import LockupError, SingularJacobianError
-from mbcore.linalg import rank_revealing
+from mbcore.solve.linalg import rank_revealing
 
 from .jc_statics import JointChart
 

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.optimize as opt
 
 from mbcore.errors import AnalysisError, ConvergenceError
-from mbcore.rotations import quat_product, skew
+from mbcore.elements.rotations import quat_product, skew
 
 
 def _qexp(x):

@@ -12,14 +12,14 @@ import os
 
 import numpy as np
 
-from mbcore.analysis import Analysis, element_channels
+from mbcore.analysis.base import Analysis, element_channels
 from mbcore.errors import AssemblyError, LockupError, ModelError, SingularJacobianError
-from mbcore.assembly import assemble
-from mbcore.linalg import dense_lu, dependent_rows, numerical_rank, rank_revealing
-from mbcore.redundancy import RemovedRows
-from mbcore.reporting import Channel
-from mbcore.schema import Param
-from mbcore.system import check_finite
+from mbcore.solve.assembly import assemble
+from mbcore.solve.linalg import dense_lu, dependent_rows, numerical_rank, rank_revealing
+from mbcore.solve.redundancy import RemovedRows
+from mbcore.results.reporting import Channel
+from mbcore.elements.schema import Param
+from mbcore.system.system import check_finite
 
 
 class KinematicAnalysis(Analysis):
@@ -85,7 +85,7 @@ class KinematicAnalysis(Analysis):
         s = self.settings
         if s["coordinates"] == "joint":
             return self._run_joint(record, event, progress)
-        self.removed_rows = None             # mbcore.redundancy: checked at every time
+        self.removed_rows = None             # mbcore.solve.redundancy: checked at every time
         self.rows = self._select_rows(s["t_start"])
         lu = dense_lu(n, sysm.backend) if sysm.dense else None
         times = self.times()
@@ -336,7 +336,7 @@ class KinematicAnalysis(Analysis):
     def _check_redundant_consistent(self, q, t, event):
         """Removed rows must hold at the assembled configuration; otherwise the
         constraint set conflicts (AssemblyError naming the equations).  They are
-        kept and checked at every later time (:mod:`mbcore.redundancy`)."""
+        kept and checked at every later time (:mod:`mbcore.solve.redundancy`)."""
         sysm = self.system
         phi = sysm.phi(q, t)
         dep = np.setdiff1d(np.arange(sysm.m), self.rows)
@@ -415,7 +415,7 @@ class KinematicAnalysis(Analysis):
 
     def _assembly_report(self, q_est, q):
         """How far assembly moved each body from its estimates (derived here: the initial-condition correction)."""
-        from mbcore.assembly import body_moves
+        from mbcore.solve.assembly import body_moves
         moves = body_moves(self.system, q, q_est)
         move = np.array([mv[0] for mv in moves.values()])
         rot = np.array([mv[1] for mv in moves.values()])

@@ -28,7 +28,7 @@ linear in qdd; spatial Formulation I mass included); the constraint Hessian term
 column of T with Richardson extrapolation (error O(h^4), h = 1e-3 of the
 coordinate scale: ~1e-12 relative).  ``linearization: numeric`` instead
 differentiates the nonlinear reduced equations ``x' = f(x)``, ``f = [xid; P^T qdd]``
-with qdd from the DI equations of motion (:class:`mbcore.dynamics.AccelerationSolver`)
+with qdd from the DI equations of motion (:class:`mbcore.solve.dynamics.AccelerationSolver`)
 at the state rebuilt by the chart, by the same extrapolated central differences.
 
 Inputs w are generalised forces b (n per input): unit forces and torques on a body
@@ -46,9 +46,9 @@ import numpy as np
 import scipy.linalg as sla
 
 from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
-from mbcore.inputs import parse_input
-from mbcore.linalg import dependent_rows, rank_revealing
-from mbcore.linear import LinearModel
+from mbcore.elements.inputs import parse_input
+from mbcore.solve.linalg import dependent_rows, rank_revealing
+from mbcore.analysis.linear import LinearModel
 
 from ..formulations.partitioning import column_scale, pivoted_partition
 
@@ -195,7 +195,7 @@ def input_forces(system, names: Sequence[str], q: np.ndarray, t: float) -> np.nd
     (planar; particles fx, fy), ``<body>.fx|fy|fz|nx|ny|nz`` (spatial: force and
     moment about the global axes at the body frame, ``b_p = 2 G(p)^T n``), and
     ``<element>.scale`` (the factor on a force element's time functions,
-    ``b = dQ/ds`` at s = 1).  Names: :func:`mbcore.inputs.parse_input`."""
+    ``b = dQ/ds`` at s = 1).  Names: :func:`mbcore.elements.inputs.parse_input`."""
     s = system
     b = np.zeros((s.n, len(names)))
     for c, name in enumerate(names):
@@ -204,7 +204,7 @@ def input_forces(system, names: Sequence[str], q: np.ndarray, t: float) -> np.nd
         if spec.kind == "force":
             b[spec.index, c] = 1.0
         elif spec.kind == "moment":
-            from mbcore.rotations import G
+            from mbcore.elements.rotations import G
             o = spec.index
             b[o + 3:o + 7, c] = 2.0 * G(q[o + 3:o + 7]).T[:, spec.axis]
         else:
@@ -332,7 +332,7 @@ class ReducedDynamics:
     from the DI equations of motion at the configuration the chart rebuilds."""
 
     def __init__(self, system, chart: Chart):
-        from mbcore.dynamics import AccelerationSolver
+        from mbcore.solve.dynamics import AccelerationSolver
         self.system, self.chart = system, chart
         self.solver = AccelerationSolver(system)
 
@@ -357,7 +357,7 @@ def numeric_state_matrix(system, chart: Chart) -> np.ndarray:
 def linearize(system, q: np.ndarray, lam: np.ndarray, t: float, chart: Chart,
               inputs: Sequence[str] = (), outputs: Sequence[str] = (),
               method: str = "analytic", info: dict | None = None) -> LinearModel:
-    """The :class:`mbcore.linear.LinearModel` about the equilibrium (q, lam) at t."""
+    """The :class:`mbcore.analysis.linear.LinearModel` about the equilibrium (q, lam) at t."""
     s, T, k = system, chart.T, chart.k
     Mr, Kr, Cr = reduced_matrices(s, chart, q, lam, t)
     try:

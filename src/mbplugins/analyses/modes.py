@@ -5,7 +5,7 @@ The analysis ``modes``: (1) the equilibrium, by the ``static`` analysis (any of 
 methods) or, with ``equilibrium: given``, the model's assembled initial state,
 which must then be one; (2) the independent coordinates and the linear model
 (:mod:`.linearize`): state-space A, B, C, D for the named inputs and outputs, the
-reduced M, K, C; (3) its eigen-analysis (:func:`mbcore.linear.modal_analysis`):
+reduced M, K, C; (3) its eigen-analysis (:func:`mbcore.analysis.linear.modal_analysis`):
 frequencies, damping ratios, mode shapes in the independent and in all
 coordinates.  The equilibrium row is recorded as by ``static`` (channels q, lam,
 reactions...); the linear model and the modes go to the result group ``modes``
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.analysis import Analysis
+from mbcore.analysis.base import Analysis
 from mbcore.errors import AnalysisError, ConvergenceError, ModelError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 from .linearize import Chart, linearize
 from .static import StaticAnalysis

@@ -26,12 +26,12 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.optimize as opt
 
-from mbcore.analysis import Analysis, element_channels
-from mbcore.assembly import assemble
-from mbcore.elements import ForceType
+from mbcore.analysis.base import Analysis, element_channels
+from mbcore.solve.assembly import assemble
+from mbcore.elements.base import ForceType
 from mbcore.errors import AnalysisError, ConvergenceError, ModelError
-from mbcore.reporting import Channel
-from mbcore.schema import Param
+from mbcore.results.reporting import Channel
+from mbcore.elements.schema import Param
 
 
 class StaticAnalysis(Analysis):

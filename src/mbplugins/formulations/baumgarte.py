@@ -6,8 +6,8 @@ import math
 
 
 from mbcore.errors import ModelError
-from mbcore.formulation import Formulation
-from mbcore.schema import Param
+from mbcore.solve.formulation import Formulation
+from mbcore.elements.schema import Param
 
 
 class DI(Formulation):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from mbcore.errors import ModelError
-from mbcore.formulation import Formulation
+from mbcore.solve.formulation import Formulation
 
 from .dae_common import compiled_dae_rhs, constraint_fd, dense, why_not_compiled
 

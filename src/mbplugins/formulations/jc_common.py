@@ -11,8 +11,8 @@ from collections import deque
 from typing import Any, ClassVar
 
 from mbcore.errors import ModelError
-from mbcore.formulation import Formulation
-from mbcore.schema import Param
+from mbcore.solve.formulation import Formulation
+from mbcore.elements.schema import Param
 
 from .jc_loops import LOOP_SETTINGS, LoopClosure
 

@@ -47,9 +47,9 @@ import numpy as np
 import scipy.linalg as sla
 
 from mbcore.errors import AnalysisError, ModelError
-from mbcore.formulation import RestartRequest
-from mbcore.rotations import quat_product
-from mbcore.schema import Param
+from mbcore.solve.formulation import RestartRequest
+from mbcore.elements.rotations import quat_product
+from mbcore.elements.schema import Param
 
 from .partitioning import pivot_quality, pivoted_partition
 
@@ -233,7 +233,7 @@ class LoopClosure:
 
     def resume_state(self):
         """Partitioning: the partition's reference quality (its re-partition
-        threshold) and last quality (an exact resume, mbcore.checkpoint)."""
+        threshold) and last quality (an exact resume, mbcore.analysis.checkpoint)."""
         if self.loop_mode != "partitioning" or not len(self.extra):
             return {}
         return {"best_ratio": float(self.best_ratio), "ratio": float(self.ratio),

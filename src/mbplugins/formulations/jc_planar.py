@@ -32,7 +32,7 @@ Speed: on the compiled backend a tree without cut rows uses the O(N) articulated
 recursion in C, and when every force element is compiled the whole right-hand side
 ``[thetadot; thetaddot; P_nc]`` is one C call (``_dynamics.CompiledJC``,
 :attr:`PlanarJointCoordinates.compiled`) that the dynamic analysis' compiled integration
-loop steps (mbcore.fastloop); outputs stay on the Python path.  The NumPy functions
+loop steps (mbcore.integrate.fastloop); outputs stay on the Python path.  The NumPy functions
 of this module are the reference of the compiled recursions.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
-from mbcore.elements import perp
+from mbcore.elements.base import perp
 from mbcore.errors import AnalysisError, ModelError
 
 from .jc_common import JointCoordinates, spanning_tree
@@ -387,7 +387,7 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
             self._cthdd, self._cqdd = np.zeros(self.dof), np.zeros(n)
             self._cwork = np.zeros((system.nb + self.dof, 16))
         #: the whole right-hand side in one C call (``_dynamics.CompiledJC``): the
-        #: dynamic analysis' compiled loop steps it (mbcore.fastloop)
+        #: dynamic analysis' compiled loop steps it (mbcore.integrate.fastloop)
         self.compiled = self._compiled_jc()
         self._ywork = np.zeros(2 * self.dof + 1) if self.compiled is not None else None
         self._from_compiled = False
@@ -396,7 +396,7 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
     def _compiled_jc(self):
         """``CompiledJC`` for a tree without cut rows on the compiled recursions whose
         System has only compiled force elements (the conditions of
-        ``mbcore.formulation._compiled_rhs``), else None (the Python path)."""
+        ``mbcore.solve.formulation._compiled_rhs``), else None (the Python path)."""
         s = self.system
         kernels = s.compiled_kernels(constraints=False)
         if (self._ck is None or len(self.extra) or not self.dof or kernels is None

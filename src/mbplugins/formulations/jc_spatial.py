@@ -49,7 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from mbcore.errors import ModelError
-from mbcore.rotations import A as Amat, G as Gmat, L as Lmat, quat_conj, \
+from mbcore.elements.rotations import A as Amat, G as Gmat, L as Lmat, quat_conj, \
     quat_product, skew
 
 #: joint kinds -> (number of theta, number of nu)

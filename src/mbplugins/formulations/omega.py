@@ -28,8 +28,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from mbcore.errors import ModelError
-from mbcore.formulation import Formulation
-from mbcore.rotations import L as Lmat, skew
+from mbcore.solve.formulation import Formulation
+from mbcore.elements.rotations import L as Lmat, skew
 
 
 class AngularVelocityDI(Formulation):

@@ -31,8 +31,8 @@ import numpy as np
 import scipy.linalg as sla
 
 from mbcore.errors import AnalysisError, ModelError
-from mbcore.formulation import Formulation, RestartRequest
-from mbcore.schema import Param
+from mbcore.solve.formulation import Formulation, RestartRequest
+from mbcore.elements.schema import Param
 
 
 def pivoted_partition(J: np.ndarray, col_scale: np.ndarray):
@@ -352,7 +352,7 @@ class CP(Formulation):
 
     def resume_state(self):
         """Newton's warm start and predictor, the partition's reference quality and
-        the rank watch (an exact resume, mbcore.checkpoint)."""
+        the rank watch (an exact resume, mbcore.analysis.checkpoint)."""
         prev = None
         if self._prev is not None:
             J0, (lu0, piv0) = self._prev

@@ -52,7 +52,7 @@ the projections of the Schur form in C for systems of compiled elements (dense o
 sparse Jacobian; the sparse path uses the symbolic analysis of the sparse Schur
 solver and is O(N) per evaluation on chains), so that the compiled integration loop
 runs the penalty formulation with its post-step projections
-(``mbcore.fastloop``).  The Python path of this module is its NumPy reference,
+(``mbcore.integrate.fastloop``).  The Python path of this module is its NumPy reference,
 selected at run time by ``formulation.compiled = None`` (or ``kernels: numpy``);
 tests keep both equal to 1e-12.  The kernel decides the singular band without an
 SVD (Sylvester's law of inertia on ``B - tau I``, see its docstring).
@@ -67,8 +67,8 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from mbcore.errors import AnalysisError, ModelError
-from mbcore.formulation import Formulation
-from mbcore.schema import Param
+from mbcore.solve.formulation import Formulation
+from mbcore.elements.schema import Param
 
 #: default penalty factor: this times the largest diagonal entry of M
 ALPHA_SCALE = 1e7
@@ -113,7 +113,7 @@ class Penalty(Formulation):
         self.iterations = int(it)
         #: spatial bodies: M(q) is not diagonal; ``md`` are the coordinate weights (for
         #: the penalty scale and the projections), the equations use
-        #: ``M + alpha_p p p^T`` with the matching inertial forces (mbcore.mass)
+        #: ``M + alpha_p p p^T`` with the matching inertial forces (mbcore.system.mass)
         self.spatial = self.solver.spatial
         md = np.asarray(system.mass_diag if system.mass_diag is not None
                         else system.mass_weights, dtype=float)

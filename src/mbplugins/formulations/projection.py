@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from mbcore.errors import AnalysisError
-from mbcore.formulation import Formulation
-from mbcore.schema import Param
+from mbcore.solve.formulation import Formulation
+from mbcore.elements.schema import Param
 
 
 class Projection(Formulation):

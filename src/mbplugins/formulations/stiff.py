@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from mbcore.errors import AnalysisError, ModelError
-from mbcore.formulation import Formulation
+from mbcore.solve.formulation import Formulation
 from mbplugins.integrators.bdf import NewtonSystem
 
 from .dae_common import compiled_dae_rhs, constraint_fd, dense, why_not_compiled
@@ -117,7 +117,7 @@ def _mass_solver(system):
     global _LAST_MASS_SOLVER
     owner, solver = _LAST_MASS_SOLVER
     if owner is not system:
-        from mbcore.dynamics import AccelerationSolver
+        from mbcore.solve.dynamics import AccelerationSolver
         solver = AccelerationSolver(system)
         _LAST_MASS_SOLVER = (system, solver)
     return solver
@@ -125,7 +125,7 @@ def _mass_solver(system):
 
 def _accel(system, q, s, t, lam):
     """Spatial bodies: ``(M + alpha p p^T)^-1 (Q - b* - alpha p pd^T pd + Phi_q^T lam)``
-    (Formulation I made regular, mbcore.mass); the velocity rows of the DAE are then
+    (Formulation I made regular, mbcore.system.mass); the velocity rows of the DAE are then
     ``s' = _accel`` with a unit mass."""
     solver = _mass_solver(system)
     F = system.forces(q, s, t) + _phi_rows(system, q, t).T @ lam
@@ -263,7 +263,7 @@ def bdf_stiff_solve(system, q0, qd0, t0, t1, h, order=2, tol=1e-10, max_iter=10)
     system (Nikravesh (1988), §13.3.4): returns (t, q, s, lam) arrays and the largest Newton
     iteration count.  Starting values from the augmented system at t0; the first
     steps use the lower orders (BDF1, BDF2, ...)."""
-    from mbcore.dynamics import AccelerationSolver
+    from mbcore.solve.dynamics import AccelerationSolver
     if order not in BDF_COEFFS:
         raise AnalysisError(f"BDF order {order} not available (1-4)", t0)
     _, lam0 = AccelerationSolver(system).solve(q0, qd0, t0)

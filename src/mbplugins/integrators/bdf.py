@@ -199,7 +199,7 @@ class BDF(Integrator):
 
     @classmethod
     def compiled_loop_kind(cls):
-        """'bdf': :mod:`mbcore.fastloop` runs this method in compiled code
+        """'bdf': :mod:`mbcore.integrate.fastloop` runs this method in compiled code
         (``mbcore._ext._multistep.run_bdf``, the same steps) unless a subclass
         changes the step: the ODE form (the compiled right-hand side's ``c_jac``:
         forward differences, or the semi-analytic DI/CS Jacobian, which the dynamic

@@ -55,7 +55,7 @@ class BS23(EmbeddedRK):
 class DOPRI5(EmbeddedRK):
     name = "dopri5"
     description = ("Dormand–Prince 5(4) embedded RK, FSAL, quartic dense output "
-                   "(ode45)")
+                   "(ode45; Dormand & Prince (1980))")
     order = 5
     error_order = 4
     TOL_SCALE = 0.005

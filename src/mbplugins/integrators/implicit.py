@@ -44,7 +44,7 @@ class ThetaMethod(Integrator):
 
     @classmethod
     def compiled_loop_kind(cls):
-        """'theta': :mod:`mbcore.fastloop` runs this method (no Jacobian given: the
+        """'theta': :mod:`mbcore.integrate.fastloop` runs this method (no Jacobian given: the
         compiled right-hand side's ``c_jac``, forward differences or the
         semi-analytic DI/CS Jacobian) in compiled code (``mbcore._ext._multistep.run_theta``,
         the same steps, Newton iterations, Jacobians and LU factorisations) unless a

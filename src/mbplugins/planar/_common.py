@@ -46,7 +46,7 @@ def axis_geometry(par, qb):
     """A line on body i: unit direction ``u = A_i u'`` (par[:, 0:2]), its normal
     ``n = R u``, and the offsets ``S_i`` (par[:, 2:4]) and ``S_j`` (par[:, 4:6]) of the
     two points (translational C4 and revolute-translational C7 share this)."""
-    from mbcore.elements import perp, rot
+    from mbcore.elements.base import perp, rot
     u = rot(qb[:, 0, 2], par[:, 0:2])
     Si = rot(qb[:, 0, 2], par[:, 2:4])
     Sj = rot(qb[:, 1, 2], par[:, 4:6])

@@ -30,9 +30,9 @@ import math
 
 import numpy as np
 
-from mbcore.elements import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, perp, rot
 from mbcore.errors import ModelError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 from ._common import dot, rot1, unit_vector
 from .curves import CURVE_SIZE, CurveParam, evaluate, nearest_theta, support_theta

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, perp, rot
 from mbcore.errors import ModelError
-from mbcore.functions import parse_function
-from mbcore.schema import Param
+from mbcore.elements.functions import parse_function
+from mbcore.elements.schema import Param
 
 from ._common import axis_geometry
 

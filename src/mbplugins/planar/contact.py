@@ -48,9 +48,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements import ForceType, perp, rot
+from mbcore.elements.base import ForceType, perp, rot
 from mbcore.errors import ModelError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 from ._common import cross, unit_vector
 

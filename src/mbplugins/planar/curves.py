@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from mbcore.errors import ModelError
-from mbcore.schema import Param, check_keys, join, mapping, number, sequence, vector
+from mbcore.elements.schema import Param, check_keys, join, mapping, number, sequence, vector
 
 #: floats in one packed curve block (header + data)
 CURVE_SIZE = 2048

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements import ConstraintType, PackContext, perp, rot
-from mbcore.schema import Param
+from mbcore.elements.base import ConstraintType, PackContext, perp, rot
+from mbcore.elements.schema import Param
 
 from ._common import dot, unit_vector
 

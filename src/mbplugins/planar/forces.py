@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements import ForceType, PackContext, perp, rot
+from mbcore.elements.base import ForceType, PackContext, perp, rot
 from mbcore.errors import ElementEvaluationError, ModelError
-from mbcore.schema import Param, number
+from mbcore.elements.schema import Param, number
 
 #: below this length a TSDA has no direction (Nikravesh (1988), §9.2: DAP clamps at 1e-10)
 MIN_LENGTH = 1e-10

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, perp, rot
 from mbcore.errors import ModelError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 from ._common import dot, rot1, unit_vector
 

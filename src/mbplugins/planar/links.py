@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
-from mbcore.elements import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, perp, rot
 from mbcore.errors import ModelError
-from mbcore.functions import parse_function
-from mbcore.schema import Param
+from mbcore.elements.functions import parse_function
+from mbcore.elements.schema import Param
 
 from ._common import axis_geometry, cross, dot, moment_about, rot1, unit_vector
 

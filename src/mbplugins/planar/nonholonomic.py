@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements import ConstraintType, perp, rot
+from mbcore.elements.base import ConstraintType, perp, rot
 from mbcore.errors import ModelError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 
 class BodySpeedDriver(ConstraintType):

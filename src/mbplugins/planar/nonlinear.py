@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from mbcore.elements import PackContext
+from mbcore.elements.base import PackContext
 from mbcore.errors import ModelError
-from mbcore.schema import Param, check_keys, mapping, number, sequence
+from mbcore.elements.schema import Param, check_keys, mapping, number, sequence
 
 from .forces import TSDA, initial_length  # noqa: E402  (forces imports this module last)
 

@@ -39,9 +39,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from mbcore.elements import ForceType
+from mbcore.elements.base import ForceType
 from mbcore.errors import ElementEvaluationError, ModelError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 _REGISTRY: dict[str, Callable] = {}
 #: resolved (function, spec, parameters, vectorized) per handle; par[:, 0] indexes it

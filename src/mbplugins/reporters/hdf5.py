@@ -1,6 +1,6 @@
 """HDF5 reporter: streams an analysis to an HDF5 file while it runs.
 
-Layout: see ``docs/results.md`` (reader: :class:`mbcore.result.Result`).
+Layout: see ``docs/results.md`` (reader: :class:`mbcore.results.result.Result`).
 
 Rows are copied into a preallocated NumPy block per channel and written to the
 file one block at a time (one resize + one write per dataset), followed by a file
@@ -14,8 +14,8 @@ The file is written in HDF5 SWMR mode (``libver="latest"``; every dataset exists
 before ``swmr_mode`` is switched on, so later writes only extend datasets and
 overwrite existing attributes): another process reads it while it grows with
 ``h5py.File(path, "r", libver="latest", swmr=True)`` and ``Dataset.refresh()``
-(:class:`mbcore.result.Result` does this).  Checkpoints for an exact resume
-(:mod:`mbcore.checkpoint`) are rows of the pre-created ``/checkpoint`` datasets.
+(:class:`mbcore.results.result.Result` does this).  Checkpoints for an exact resume
+(:mod:`mbcore.analysis.checkpoint`) are rows of the pre-created ``/checkpoint`` datasets.
 The dataset ``/status`` repeats the root attribute ``status`` and is written last by
 ``finish``: SWMR readers refresh datasets, not attributes, so a reader learns
 from it that the run ended.
@@ -38,8 +38,8 @@ import numpy as np
 from h5py import h5a, h5s
 
 from mbcore.errors import ResultWriteError
-from mbcore.reporting import Reporter, RunInfo, layout_of
-from mbcore.result import (LAYOUT_VERSION, SCHEMA, SCHEMA_VERSION, copy_group,
+from mbcore.results.reporting import Reporter, RunInfo, layout_of
+from mbcore.results.result import (LAYOUT_VERSION, SCHEMA, SCHEMA_VERSION, copy_group,
                            process_start, store_row, to_json, utc_now, validate_run_info)
 
 __all__ = ["HDF5Reporter"]
@@ -131,7 +131,7 @@ def _append(dsid: h5py.h5d.DatasetID, n0: int, rows: np.ndarray) -> None:
 def _plugin_providers() -> str:
     """JSON list of the installed plugin providers (plugin, distribution, version)."""
     try:
-        from mbcore.plugins import get_plugin_manager
+        from mbcore.plugins.manager import get_plugin_manager
         return to_json(sorted({str(r[2]) for r in get_plugin_manager().registry.rows()}))
     except Exception as e:  # pragma: no cover - provenance must not stop a run
         return to_json([f"unknown ({type(e).__name__})"])
@@ -195,7 +195,7 @@ class HDF5Reporter(Reporter):
     compression:
         ``None`` (default), ``"gzip"`` or ``"lzf"`` for the series datasets.
     append:
-        Continue the existing file ``path`` (a resume, :mod:`mbcore.checkpoint`):
+        Continue the existing file ``path`` (a resume, :mod:`mbcore.analysis.checkpoint`):
         its channels must match; rows are appended after its ``/t``.
     swmr:
         Write in SWMR mode (default) so other processes can read the file live.

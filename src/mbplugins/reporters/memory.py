@@ -1,8 +1,8 @@
 """In-memory reporter: keeps every row in NumPy arrays (grown by doubling).
 
 After ``finish``, :meth:`MemoryReporter.result` returns a
-:class:`mbcore.result.MemoryResult`, which has the same read API as an HDF5
-:class:`mbcore.result.Result`.
+:class:`mbcore.results.result.MemoryResult`, which has the same read API as an HDF5
+:class:`mbcore.results.result.Result`.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from mbcore.reporting import Reporter, RunInfo, layout_of
-from mbcore.result import MemoryResult, copy_group, store_row, utc_now, validate_run_info
+from mbcore.results.reporting import Reporter, RunInfo, layout_of
+from mbcore.results.result import MemoryResult, copy_group, store_row, utc_now, validate_run_info
 
 __all__ = ["MemoryReporter"]
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.rotations import A as _A
-from mbcore.schema import Param
+from mbcore.elements.rotations import A as _A
+from mbcore.elements.schema import Param
 
 from .constraints import (TWO_PI, _AXIS_PARAMS, _BODY_I, _BODY_J, _I3, _AxisJoint, _Jet,
                           _joint_points, _Kin, _SpatialBase, _atan2, _body_point, _body_vector, _dot,

@@ -48,11 +48,11 @@ import math
 
 import numpy as np
 
-from mbcore.elements import PackContext, SpatialConstraintType
+from mbcore.elements.base import PackContext, SpatialConstraintType
 from mbcore.errors import ModelError
-from mbcore.functions import parse_function
-from mbcore.rotations import A as _A, skew
-from mbcore.schema import Param
+from mbcore.elements.functions import parse_function
+from mbcore.elements.rotations import A as _A, skew
+from mbcore.elements.schema import Param
 
 TWO_PI = 2.0 * math.pi
 COORD3 = {"x": 0, "y": 1, "z": 2}

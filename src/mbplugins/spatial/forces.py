@@ -25,10 +25,10 @@ import math
 
 import numpy as np
 
-from mbcore.elements import ForceType, PackContext, velocity_blocks
+from mbcore.elements.base import ForceType, PackContext, velocity_blocks
 from mbcore.errors import ElementEvaluationError, ModelError
-from mbcore.rotations import G as Gmat, L as Lmat, skew
-from mbcore.schema import Param
+from mbcore.elements.rotations import G as Gmat, L as Lmat, skew
+from mbcore.elements.schema import Param
 
 from . import constraints as C
 from ..planar import userforce as _uf
@@ -441,7 +441,7 @@ def _dot_ij(par_ai, ai, fpj, fj, pi, pj, Ai, Aj, Li, Lj):
 
 
 def _zero_function():
-    from mbcore.functions import parse_function
+    from mbcore.elements.functions import parse_function
     return parse_function(0.0, "function")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import mbcore
 from mbcore.errors import ModelError
-from mbcore.reporting import Channel, RunInfo
+from mbcore.results.reporting import Channel, RunInfo
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ring_and_bob.yaml"
 
@@ -88,7 +88,7 @@ def compiled_tier() -> bool:
     """mbcore calls ``c_kernel`` capsules (its compiled plugin tier is installed)."""
     import importlib.util
     from mbcore.system import compiled_available
-    return importlib.util.find_spec("mbcore.compiled_plugins") is not None and \
+    return importlib.util.find_spec("mbcore.plugins.compiled") is not None and \
         compiled_available()
 
 

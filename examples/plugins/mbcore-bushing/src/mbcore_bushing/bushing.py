@@ -26,7 +26,7 @@ import numpy as np
 
 from mbcore.elements import ForceType, PackContext, perp, rot
 from mbcore.errors import ModelError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 #: indices in par
 SI, SJ, K, C, THETA0 = slice(0, 2), slice(2, 4), slice(4, 7), slice(7, 10), 10

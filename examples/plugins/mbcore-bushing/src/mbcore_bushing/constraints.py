@@ -23,7 +23,7 @@ import numpy as np
 
 from mbcore.elements import ConstraintType, PackContext, perp, rot
 from mbcore.errors import ElementEvaluationError
-from mbcore.schema import Param
+from mbcore.elements.schema import Param
 
 #: below this distance from the centre the radial direction is undefined
 MIN_DISTANCE = 1e-10

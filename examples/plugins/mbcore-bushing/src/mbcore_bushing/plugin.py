@@ -5,7 +5,7 @@ types by name at once and imports a module only when a model uses one of its typ
 """
 from __future__ import annotations
 
-from mbcore.hookspecs import hookimpl
+from mbcore.plugins.hookspecs import hookimpl
 from mbcore.plugins import LazyType
 
 

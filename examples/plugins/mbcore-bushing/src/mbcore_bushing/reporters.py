@@ -28,8 +28,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from mbcore.errors import ModelError
-from mbcore.reporting import Reporter, RunInfo
-from mbcore.schema import Param
+from mbcore.results.reporting import Reporter, RunInfo
+from mbcore.elements.schema import Param
 
 
 class PeaksReporter(Reporter):

@@ -1,0 +1,196 @@
+"""The compiled integration loops of the multistep methods: ``abm``
+(:class:`mbplugins.integrators.adams.AdamsPECE`) and ``bdf``
+(:class:`mbplugins.integrators.bdf.BDF`) stepped in C by
+``mbcore._ext._multistep.run_abm`` / ``run_bdf``, and the implicit one-step
+θ-methods ``implicit_euler`` and ``trapezoid``
+(:class:`mbplugins.integrators.implicit.ThetaMethod`) by ``run_theta``.
+
+:mod:`mbcore.integrate.fastloop` dispatches here when the integrator class declares
+``compiled_loop_kind() == "abm"``, ``"bdf"`` or ``"theta"``.  As for the explicit Runge–Kutta
+loop, the Python integrator object is built first (its ``_restart_impl`` evaluates
+f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
+compiled loop continues from its state with the same formulas, so both loops take
+the same steps, orders, Jacobians, LU factorisations and evaluations.  BDF runs here
+in its ODE form (unit mass, the compiled right-hand side's Jacobian ``c_jac``: forward
+differences column by column, or CompiledRHS's semi-analytic DI/CS one) and with its DAE options ``mass``, ``h_power`` and
+``newton_system`` (the hook called from C as the Python driver calls it) and a
+Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
+``_dynamics.CompiledGGL`` (Gear, Gupta & Leimkuhler (1985)).  A constant Jacobian and
+per-component tolerances keep the Python driver.
+The θ-methods likewise run without a given Jacobian and with scalar Newton
+tolerances only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Statistics
+
+__all__ = ["available", "run_multistep"]
+
+#: Statistics fields accumulated by the compiled loops (``_multistep.COUNTERS``)
+_COUNTED = ("nerror_test_failures", "nnewton_failures", "nfev_jac", "njev", "nlu",
+            "nlu_solves", "nnewton_iter", "norder_changes")
+
+
+def available() -> bool:
+    """True when the extension module ``mbcore._ext._multistep`` is built."""
+    try:
+        from .._ext import _multistep
+    except ImportError:
+        return False
+    return hasattr(_multistep, "run_abm")
+
+
+def kinds() -> tuple:
+    """The loop kinds the built extension implements (``run_theta`` came later: an
+    older build keeps the θ-methods on the Python driver)."""
+    from .._ext import _multistep
+    return ("abm", "bdf") + (("theta",) if hasattr(_multistep, "run_theta") else ())
+
+
+def _ode_form(kind: str, integ, start: dict) -> bool:
+    """The integrator's options are those the compiled loop implements."""
+    if integ.direction < 0:
+        return False
+    scalar = not (np.ndim(start.get("rtol", 0.0)) or np.ndim(start.get("atol", 0.0)))
+    if kind == "bdf":   # mass, h_power, a Jacobian call-back, a hook: run_bdf's own
+        return integ.constant_jacobian is None and scalar
+    if kind == "theta":
+        o = integ.opts
+        return (integ.constant_jacobian is None and not integ.has_jacobian
+                and not np.ndim(o["newton_rtol"]) and not np.ndim(o["newton_atol"])
+                and integ.status == "running")
+    return scalar
+
+
+def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None:
+    st.nsteps += int(stats[2])
+    st.nrejected += int(stats[3])
+    st.nfev = int(stats[4])
+    for k, name in enumerate(_COUNTED):
+        setattr(st, name, getattr(st, name) + int(counters[k]))
+    from .._ext._multistep import ORDERS
+    if st.nsteps:
+        st.h_min = min(st.h_min, float(counters[8]))
+        st.h_max = max(st.h_max, float(counters[9]))
+    for k in range(counters.size - ORDERS):
+        if counters[ORDERS + k]:
+            st.orders[k] = st.orders.get(k, 0) + int(counters[ORDERS + k])
+
+
+def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
+                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
+                  python_fallback, stops=None, jac=None, ystep=None, hist=None,
+                  history=None, max_steps: int = 0, rhs_state=None):
+    """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
+    (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only).
+    Checkpoints: ``ystep`` (size + 2 floats) receives the end state of each step
+    with outputs and ``hist`` (a dict) the loop's state at that step's start (its
+    ``t``, ``y``, history and ``counts``); ``history`` (such a dict, from a
+    checkpoint, taken at (t0, y0)) is restored into the integrator object (and the
+    loop's Jacobian/LU) and the loop redoes that step, its evaluations counted from
+    zero (the caller continues the stored counts).  A history without ``t`` (an
+    older checkpoint: the state after the step) is restored the same way, counted
+    from the start-up.  ``rhs_state``: the right-hand side's own state at (t0, y0)
+    (``load_state``, after the integrator's start-up)."""
+    from .._ext import _multistep as ms
+    from .loop_result import (LoopFallback, LoopResult, LoopStatus, budget_error,
+                              step_too_small)
+
+    crhs = form.compiled
+    buf = np.zeros(y0.size)
+
+    def fun(t, y):                      # for the Python integrator's start-up only
+        if crhs.eval(t, y, buf):
+            raise LoopFallback(t)
+        return buf
+
+    if jac is not None and kind != "bdf":
+        return python_fallback(t0, y0, t_out)
+    try:
+        integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
+    except LoopFallback:
+        return python_fallback(t0, y0, t_out)
+    if not _ode_form(kind, integ, integ.loop_start()):
+        return python_fallback(t0, y0, t_out)
+    if rhs_state is not None:
+        crhs.load_state(rhs_state)      # its warm start at the stored step
+    extra = {}
+    if history is not None and history.get("kind") == kind:
+        extra = integ.restore_loop_history(history)
+    s0 = integ.loop_start()             # the start state, passed explicitly
+    st = Statistics()
+    st.nfev = integ.stats.nfev
+    if history is not None and history.get("t") is not None:
+        st.nfev = 0                     # the stored counts continue (exact resume)
+    t_out = np.ascontiguousarray(t_out, dtype=float)
+    i0 = 0
+    while i0 < t_out.size and t_out[i0] <= t0:
+        if on_output(float(t_out[i0]), np.array(y0, dtype=float)) is True:
+            return LoopResult(2, st, t0, np.array(y0))
+        i0 += 1
+    stops = np.zeros((0, 3)) if stops is None else np.asarray(stops, dtype=float)
+    stop_args = (np.ascontiguousarray(stops[:, 0], dtype=np.intp),
+                 np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]))
+    counters = ms.new_counters()
+    if hist is not None:
+        hist["kind"] = kind
+    y_start = np.array(y0, dtype=float)
+    budget = int(max_steps or 0)
+    if kind == "abm":
+        code, t, y, i_out, h = ms.run_abm(
+            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(s0["phi"]),
+            np.ascontiguousarray(s0["hs"], dtype=float), s0["h"], s0["h_last"], s0["k"],
+            s0["neq"], s0["phase1"], s0["kmax"], float(s0["rtol"]), float(s0["atol"]),
+            s0["max_step"], np.ascontiguousarray(icls.GAMMA, dtype=float),
+            np.ascontiguousarray(icls.GAMMA_STAR_ABS, dtype=float),
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
+            hist=hist, max_steps=budget)
+    elif kind == "bdf":
+        o = integ.opts
+        code, t, y, i_out, h = ms.run_bdf(
+            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(s0["D"]),
+            s0["k"], s0["h_abs"], s0["n_equal"], s0["max_order"], s0["maxiter"],
+            s0["newton_tol"], int(o["jac_max_age"]), float(o["refactor_ratio"]),
+            float(s0["rtol"]), float(s0["atol"]), s0["max_step"],
+            np.ascontiguousarray(icls.GAMMA, dtype=float),
+            np.ascontiguousarray(icls.ERROR_CONST, dtype=float), float(icls.MIN_FACTOR),
+            float(icls.MAX_FACTOR), float(icls.KEEP_BELOW), t_out, i0, on_output, stats,
+            counters, st.nfev, *stop_args,
+            mass=(None if s0["mass"] is None
+                  else np.ascontiguousarray(s0["mass"], dtype=float)),
+            jac=jac if integ.has_jacobian else None,
+            h_power=(None if s0["h_power"] is None
+                     else np.ascontiguousarray(s0["h_power"], dtype=float)),
+            newton_system=s0["newton_system"], ystep=ystep, hist=hist, **extra,
+            max_steps=budget)
+    elif kind == "theta":
+        o = integ.opts
+        code, t, y, i_out, h = ms.run_theta(
+            crhs, float(t0), float(t1), y_start, np.array(s0["f"], dtype=float),
+            s0["t_start"], s0["i"], s0["h"], float(icls.theta),
+            int(icls.order), icls.END_DERIVATIVE == "evaluated", int(o["newton_maxiter"]),
+            float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
+            counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra, max_steps=budget)
+    else:
+        raise ValueError(f"no compiled multistep loop '{kind}'")
+    _statistics(st, stats, counters)
+    code = LoopStatus(code)
+    if code is LoopStatus.DONE:
+        return LoopResult(0, st, t, y)
+    if code is LoopStatus.STOPPED:
+        return LoopResult(2, st, t, y)
+    if code is LoopStatus.BUDGET:
+        raise budget_error(budget, t, t0, t_out, i_out, h)
+    if code is LoopStatus.STEP_TOO_SMALL:
+        raise step_too_small(h, t, remaining=kind == "theta")
+    # EVALUATION_FAILED (or, for 'theta', Newton failed with a fresh Jacobian), or
+    # STOP_CONDITION (met in the next step): the Python driver
+    # takes over from the last accepted step (its multistep history starts again at
+    # order 1) and raises the named error, or locates the stop
+    res = python_fallback(t, y, t_out[i_out:])
+    rest = res.stats
+    for k in ("nsteps", "nrejected", "nfev") + _COUNTED:
+        setattr(rest, k, getattr(rest, k) + getattr(st, k))
+    return res

@@ -1,0 +1,708 @@
+"""Plots and animations of analysis results (matplotlib, the ``plot`` extra).
+
+* :func:`plot` — time histories of result series (``q/crank.phi``, ``energy``...)
+  to a figure or a PNG/PDF/SVG file;
+* :func:`snapshot` — the mechanism drawn at one time;
+* :func:`animate` — the mechanism moving, to a GIF (Pillow) or MP4 (ffmpeg) file,
+  with time and energy overlays.
+
+The mechanism is drawn from the model the result carries (``result.model_text``,
+stored in every HDF5 result file and kept by memory results): the model is rebuilt
+from that text (data only, through :meth:`mbcore.model.Model.from_text`) and
+:func:`geometry` collects, for each body, its joints' attachment points and its
+named points in body coordinates.  A planar body is the outline through those
+points (a polygon, a bar, or a dot for a body with a single point), ground
+attachments are hatched anchors; a spatial model is a 3-D stick figure.
+
+matplotlib is imported only when a function here is called; files are written with
+the Agg canvas (no display needed, the pyplot backend is not touched).
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import MbcoreError
+
+__all__ = ["PlotError", "Geometry", "BodyShape", "geometry", "plot", "snapshot", "animate",
+           "PLOT_FORMATS", "ANIMATION_FORMATS"]
+
+#: file extensions :func:`plot` and :func:`snapshot` write
+PLOT_FORMATS = (".png", ".pdf", ".svg")
+#: file extensions :func:`animate` writes
+ANIMATION_FORMATS = (".gif", ".mp4")
+
+
+class PlotError(MbcoreError, ValueError):
+    """Bad plotting input: unsupported file extension, empty time window, a result
+    without a model, a missing optional dependency (matplotlib, ffmpeg)."""
+
+
+# --------------------------------------------------------------------- matplotlib
+def _mpl():
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotError("plotting needs matplotlib, which is not installed: "
+                        "pip install 'mbcore[plot]'") from None
+    return matplotlib
+
+
+def _new_figure(figsize, dpi, *, to_file: bool, projection_3d: bool = False):
+    """A figure on the Agg canvas when writing files (pyplot untouched), else a
+    pyplot figure (shown by notebooks / ``plt.show()``)."""
+    _mpl()
+    if to_file:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        fig = Figure(figsize=figsize, dpi=dpi)
+        FigureCanvasAgg(fig)
+    else:
+        import matplotlib.pyplot as plt
+        fig = plt.figure(figsize=figsize, dpi=dpi)
+    return fig
+
+
+def _check_ext(output, allowed: Sequence[str], what: str) -> Path:
+    p = Path(output)
+    ext = p.suffix.lower()
+    if ext not in allowed:
+        hint = " (use .gif, which needs only Pillow)" if what == "animation" else ""
+        raise PlotError(f"{p}: unsupported {what} file type {ext or '(none)'!r}; "
+                        f"expected one of {', '.join(allowed)}{hint}")
+    return p
+
+
+# ---------------------------------------------------------------------- results
+def _as_result(result):
+    from .result import Result, ResultBase
+    if isinstance(result, ResultBase):
+        return result, False
+    if isinstance(result, (str, os.PathLike)):
+        return Result(result), True
+    raise TypeError(f"expected a Result or the path of a result file, got "
+                    f"{type(result).__name__}")
+
+
+def _window(t: np.ndarray, t0, t1) -> np.ndarray:
+    """Row mask of ``t0 <= t <= t1``; :class:`PlotError` if it selects nothing."""
+    mask = np.ones(t.shape, dtype=bool)
+    if t0 is not None:
+        mask &= t >= float(t0) - 1e-12 * max(1.0, abs(float(t0)))
+    if t1 is not None:
+        mask &= t <= float(t1) + 1e-12 * max(1.0, abs(float(t1)))
+    if not mask.any():
+        span = f"{t[0]:.6g} .. {t[-1]:.6g}" if len(t) else "no rows"
+        raise PlotError(f"no output time in the window t0={t0}, t1={t1} (result: {span})")
+    return mask
+
+
+# ----------------------------------------------------------------------- geometry
+@dataclass
+class BodyShape:
+    """What is drawn of one body: its kind (``planar``, ``spatial``, ``particle``,
+    ``particle3``) and its points in body coordinates, ``[(label, (x, y[, z]))]``
+    (joint attachments labelled by the joint name, named points by their name)."""
+
+    name: str
+    kind: str
+    points: list[tuple[str, tuple[float, ...]]] = field(default_factory=list)
+
+    def local(self) -> np.ndarray:
+        d = 3 if self.kind in ("spatial", "particle3") else 2
+        if not self.points:
+            return np.zeros((0, d))
+        return np.array([p for _, p in self.points], dtype=float).reshape(-1, d)
+
+
+@dataclass
+class Geometry:
+    """The drawable description of a model (see :func:`geometry`)."""
+
+    dimensions: int
+    ground: str
+    bodies: dict[str, BodyShape]
+    #: ground attachment points in global coordinates ``[(label, xyz)]``
+    anchors: list[tuple[str, tuple[float, ...]]]
+    #: force elements between two points (springs...): ``(name, body_i, s_i, body_j, s_j)``
+    links: list[tuple[str, str, tuple, str, tuple]]
+    length_unit: str = ""
+    time_unit: str = "s"
+    #: joints between a point of body i and a point of body j, drawn as thin lines
+    #: (they show links such as distance or spherical-spherical constraints, and the
+    #: travel of a slider along its guide): ``(name, body_i, s_i, body_j, s_j)``
+    joint_links: list[tuple[str, str, tuple, str, tuple]] = field(default_factory=list)
+
+    def positions(self, labels: Sequence[str], q: np.ndarray) -> dict[str, np.ndarray]:
+        """Global coordinates of every body's points for the coordinates ``q``
+        (shape (N, n) with column labels ``labels``): ``{body: (N, npts, d)}``.
+        A body without points gets its reference point (origin of its frame)."""
+        col = {lab: k for k, lab in enumerate(labels)}
+        q = np.atleast_2d(np.asarray(q, dtype=float))
+        out = {}
+        for name, b in self.bodies.items():
+            s = b.local()
+            if not len(s):
+                s = np.zeros((1, 3 if b.kind in ("spatial", "particle3") else 2))
+            out[name] = _transform(b, s, q, col)
+        return out
+
+    def link_positions(self, labels, q, *, joints: bool = False
+                       ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """Global end points ``(name, (N, d), (N, d))`` of :attr:`links` (or of
+        :attr:`joint_links` with ``joints=True``)."""
+        col = {lab: k for k, lab in enumerate(labels)}
+        q = np.atleast_2d(np.asarray(q, dtype=float))
+        res = []
+        for name, bi, si, bj, sj in (self.joint_links if joints else self.links):
+            res.append((name, self._point(bi, si, q, col), self._point(bj, sj, q, col)))
+        return res
+
+    def _point(self, body, s, q, col):
+        if body == self.ground or body not in self.bodies:
+            return np.broadcast_to(np.asarray(s, dtype=float), (q.shape[0], len(s)))
+        return _transform(self.bodies[body], np.asarray([s], dtype=float), q, col)[:, 0]
+
+
+def _transform(b: BodyShape, s: np.ndarray, q: np.ndarray, col: dict) -> np.ndarray:
+    """Global positions (N, npts, d) of body-fixed points ``s`` (npts, d)."""
+    def c(name):
+        key = f"{b.name}.{name}"
+        if key not in col:
+            raise PlotError(f"the result has no coordinate {key!r} in channel q: the model "
+                            f"text does not match the recorded coordinates")
+        return q[:, col[key]]
+    if b.kind == "planar":
+        x, y, phi = c("x"), c("y"), c("phi")
+        cs, sn = np.cos(phi)[:, None], np.sin(phi)[:, None]
+        gx = x[:, None] + cs * s[None, :, 0] - sn * s[None, :, 1]
+        gy = y[:, None] + sn * s[None, :, 0] + cs * s[None, :, 1]
+        return np.stack([gx, gy], axis=-1)
+    if b.kind == "spatial":
+        from ..elements.rotations import A
+        r = np.stack([c("x"), c("y"), c("z")], axis=-1)
+        p = np.stack([c("p0"), c("p1"), c("p2"), c("p3")], axis=-1)
+        p = p / np.linalg.norm(p, axis=-1, keepdims=True)
+        return r[:, None, :] + np.einsum("nij,kj->nki", A(p), s)
+    d = 3 if b.kind == "particle3" else 2
+    r = np.stack([c(k) for k in ("x", "y", "z")[:d]], axis=-1)
+    return np.broadcast_to(r[:, None, :], (q.shape[0], max(1, s.shape[0]), d)).copy()
+
+
+def _initial_global(m, body: str, s) -> np.ndarray:
+    """Global position of body point ``s`` in the model's initial configuration."""
+    s = np.asarray(s, dtype=float)
+    if body == m.ground:
+        return s
+    b = m.body(body)
+    r = np.asarray(b.position, dtype=float)
+    if b.kind == "planar":
+        c, sn = math.cos(b.angle), math.sin(b.angle)
+        return r + np.array([c * s[0] - sn * s[1], sn * s[0] + c * s[1]])
+    if b.kind == "spatial":
+        from ..elements.rotations import A
+        p = np.asarray(b.orientation, dtype=float)
+        return r + A(p / np.linalg.norm(p)) @ s
+    return r
+
+
+def _initial_local(m, body: str, g) -> tuple[float, ...]:
+    """Body coordinates of the global point ``g`` in the initial configuration."""
+    g = np.asarray(g, dtype=float)
+    if body == m.ground:
+        return tuple(float(x) for x in g)
+    b = m.body(body)
+    d = g - np.asarray(b.position, dtype=float)
+    if b.kind == "planar":
+        c, sn = math.cos(b.angle), math.sin(b.angle)
+        return (float(c * d[0] + sn * d[1]), float(-sn * d[0] + c * d[1]))
+    if b.kind == "spatial":
+        from ..elements.rotations import A
+        p = np.asarray(b.orientation, dtype=float)
+        return tuple(float(x) for x in A(p / np.linalg.norm(p)).T @ d)
+    return tuple(0.0 for _ in d)
+
+
+def _add_unique(pts: list, label: str, s, tol: float = 1e-9) -> None:
+    s = tuple(float(x) for x in s)
+    for _, t in pts:
+        if max(abs(a - b) for a, b in zip(s, t)) <= tol:
+            return
+    pts.append((label, s))
+
+
+def geometry(source) -> Geometry:
+    """The drawable geometry of a model: ``source`` is a :class:`~mbcore.model.Model`,
+    a result (its stored model text is parsed as data, never evaluated) or the path
+    of a result file.
+
+    For each body: the attachment points of its joints (every point parameter of the
+    ``joints`` section on that body, ``point_j`` defaulted from the initial
+    configuration as the joint does) and its named points, in body coordinates.
+    Joint points on the ground become anchors; force elements between two points
+    (springs, dampers, actuators) become links."""
+    from ..model.model import Model
+    if isinstance(source, Model):
+        m = source
+    else:
+        res, opened = _as_result(source)
+        try:
+            text, fmt = res.model_text, (res.model_format or "yaml")
+        finally:
+            if opened:
+                res.close()
+        if not text or not text.strip():
+            raise PlotError("the result carries no model text to draw the mechanism from")
+        try:
+            m = Model.from_text(text, "json" if fmt == "json" else "yaml")
+        except MbcoreError as exc:
+            raise PlotError(f"cannot rebuild the model stored in the result to draw it: "
+                            f"{exc}") from exc
+    from ..plugins.manager import registry as _registry
+    reg = _registry()
+    bk = m.body_kind
+    bodies = {b.name: BodyShape(b.name, b.kind) for b in m.bodies}
+    anchors: list = []
+    links: list = []
+    jlinks: list = []
+    for el in m.elements["joints"]:
+        try:
+            cls = reg.get("constraint", el.type, bk)
+        except Exception:  # pragma: no cover - validated model
+            continue
+        pts = [(k, p) for k, p in cls.params.items()
+               if p.kind in ("vec2", "vec3") and p.on]
+        where: dict[str, tuple] = {}
+        for key, p in pts:
+            body = el.values.get(p.on)
+            if body is None:
+                continue
+            s = el.values.get(key)
+            if s is None:
+                # the joint computes it from the initial configuration: the body
+                # coordinates of the matching point on the other body
+                other = key[:-2] + "_i" if key.endswith("_j") else None
+                op = cls.params.get(other) if other else None
+                so = el.values.get(other) if other else None
+                bo = el.values.get(op.on) if op is not None and op.on else None
+                if so is None or bo is None:
+                    continue
+                s = _initial_local(m, body, _initial_global(m, bo, so))
+            where[key] = (body, tuple(float(x) for x in s))
+            if body == m.ground:
+                _add_unique(anchors, el.name, s)
+            elif body in bodies:
+                _add_unique(bodies[body].points, el.name, s)
+        if "point_i" in where and "point_j" in where \
+                and where["point_i"][0] != where["point_j"][0]:
+            jlinks.append((el.name, *where["point_i"], *where["point_j"]))
+    for pnt in m.points:
+        if pnt.body in bodies:
+            _add_unique(bodies[pnt.body].points, pnt.name, pnt.at)
+    for el in m.elements["forces"]:
+        v = el.values
+        if v.get("body_i") is not None and v.get("body_j") is not None \
+                and v.get("point_i") is not None and v.get("point_j") is not None:
+            links.append((el.name, v["body_i"], tuple(v["point_i"]),
+                          v["body_j"], tuple(v["point_j"])))
+    return Geometry(m.dimensions, m.ground, bodies, anchors, links,
+                    length_unit=m.units.get("length", ""), time_unit=m.units.get("time", "s"),
+                    joint_links=jlinks)
+
+
+# ------------------------------------------------------------------------- plot
+def plot(result, series: str | Sequence[str], output=None, *, t0: float | None = None,
+         t1: float | None = None, title: str | None = None, figsize=(7.0, 4.5),
+         dpi: int = 100):
+    """Plot result series against time; returns the matplotlib ``Figure``.
+
+    ``series`` are names as the result resolves them (:meth:`ResultBase.locate`):
+    ``"q/crank.phi"``, a bare label ``"crank.phi"``, ``"reactions/A.fx"``, or a whole
+    channel (``"energy"``: all its columns).  Unknown names raise
+    :class:`~mbcore.results.result.ResultKeyError` listing close matches.  Series of one
+    channel share an axes; each channel gets its own, stacked with a shared time
+    axis.  ``t0``/``t1`` restrict the time window.  With ``output`` (``.png``,
+    ``.pdf``, ``.svg``) the figure is written there."""
+    if isinstance(series, str):
+        series = [series]
+    series = list(series)
+    if not series:
+        raise PlotError("no series to plot (name a channel or a column, e.g. q/crank.phi)")
+    if output is not None:
+        output = _check_ext(output, PLOT_FORMATS, "plot")
+    _mpl()
+    res, opened = _as_result(result)
+    try:
+        located = [(name, *res.locate(name)) for name in series]   # errors before drawing
+        t = np.asarray(res.t)
+        mask = _window(t, t0, t1)
+        groups: dict[str, list] = {}
+        for name, ch, col in located:
+            if ch == "t":
+                raise PlotError("'t' is the time axis; name a series to plot against it")
+            groups.setdefault(ch, []).append(col)
+        fig = _new_figure(figsize, dpi, to_file=output is not None)
+        axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
+        tu = _time_unit(res)
+        for ax, (ch, cols) in zip(axes, groups.items()):
+            info = res.channel(ch)
+            data = res.series(ch)
+            idx = list(range(info.width)) if any(c is None for c in cols) else \
+                list(dict.fromkeys(cols))
+            for k in idx:
+                lab = info.labels[k] if k < len(info.labels) else str(k)
+                ax.plot(t[mask], data[mask, k], label=lab, gid=f"series:{ch}/{lab}")
+            ylab = ch + (f" [{info.unit}]" if info.unit else "")
+            ax.set_ylabel(ylab)
+            ax.grid(True, alpha=0.3)
+            if (len(idx) > 1 or len(groups) == 1) and len(idx) <= 12:
+                ax.legend(loc="best", fontsize="small")     # wide channels: no legend
+        axes[-1].set_xlabel(f"t [{tu}]" if tu else "t")
+        fig.suptitle(title if title is not None else (res.model_name or ""))
+        fig.tight_layout()
+        if output is not None:
+            fig.savefig(output)
+        return fig
+    finally:
+        if opened:
+            res.close()
+
+
+def _time_unit(res) -> str:
+    try:
+        from ..model.model import parse_text
+        data = parse_text(res.model_text, "json" if res.model_format == "json" else "yaml",
+                          "<result model>")
+        return str((data.get("units") or {}).get("time", "s"))
+    except Exception:
+        return "s"
+
+
+# ----------------------------------------------------------------------- scenes
+class _Scene:
+    """Artists of one mechanism drawing, updated frame by frame."""
+
+    BODY_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+                   "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+
+    def __init__(self, fig, geo: Geometry, labels, q, t, energy, overlays):
+        self.geo = geo
+        self.labels = list(labels)
+        self.t = t
+        self.energy = energy        # (labels, array) or None
+        self.overlays = tuple(overlays or ())
+        unknown = [o for o in self.overlays if o not in ("time", "energy")]
+        if unknown:
+            raise PlotError(f"unknown overlay(s) {unknown}; available: 'time', 'energy'")
+        self._q = np.atleast_2d(np.asarray(q, dtype=float))
+        self.pos = geo.positions(self.labels, q)          # {body: (N, npts, d)}
+        # body frame origins (a body with a single point off its origin is drawn as
+        # the bar from its origin to that point)
+        origin = Geometry(geo.dimensions, geo.ground,
+                          {n: BodyShape(n, b.kind) for n, b in geo.bodies.items()}, [], [])
+        self.origin = {n: p[:, 0] for n, p in origin.positions(self.labels, q).items()}
+        self.links = geo.link_positions(self.labels, q)
+        # joints whose two points stay together (revolute, spherical...) need no line
+        ext = np.concatenate([p.reshape(-1, p.shape[-1]) for p in self.pos.values()] or
+                             [np.zeros((1, 2))])
+        tol = 1e-6 * max(1.0, float(np.ptp(ext, axis=0).max()) if ext.size else 1.0)
+        self.jlinks = [(n, a, b) for n, a, b in geo.link_positions(self.labels, q, joints=True)
+                       if float(np.max(np.abs(a - b), initial=0.0)) > tol]
+        self.spatial = geo.dimensions == 3 or any(
+            b.kind in ("spatial", "particle3") for b in geo.bodies.values())
+        self.fig = fig
+        if self.spatial:
+            self.ax = fig.add_subplot(111, projection="3d")
+        else:
+            self.ax = fig.add_subplot(111)
+        self.artists: dict[str, Any] = {}
+        self._setup()
+
+    # --- limits ----------------------------------------------------------------
+    def _all_points(self) -> np.ndarray:
+        d = 3 if self.spatial else 2
+        chunks = [p.reshape(-1, p.shape[-1])[:, :d] for p in self.pos.values()]
+        chunks += [np.asarray([a for _, a in self.geo.anchors], dtype=float).reshape(-1, d)]
+        for _, a, b in self.links + self.jlinks:
+            chunks += [a.reshape(-1, d), b.reshape(-1, d)]
+        pts = np.concatenate([c for c in chunks if c.size] or [np.zeros((1, d))])
+        return pts[np.all(np.isfinite(pts), axis=1)]
+
+    def _setup(self) -> None:
+        pts = self._all_points()
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        span = float(np.max(hi - lo))
+        if not span > 1e-9 * max(1.0, float(np.max(np.abs(pts)))):
+            span = max(1.0, 2.0 * float(np.max(np.abs(pts))))   # a single point: a unit box
+        self.scale = span
+        pad = 0.08 * span
+        ax = self.ax
+        unit = f" [{self.geo.length_unit}]" if self.geo.length_unit else ""
+        if self.spatial:
+            mid = 0.5 * (lo + hi)
+            half = 0.5 * span + pad
+            ax.set_xlim(mid[0] - half, mid[0] + half)
+            ax.set_ylim(mid[1] - half, mid[1] + half)
+            ax.set_zlim(mid[2] - half, mid[2] + half)
+            try:
+                ax.set_box_aspect((1, 1, 1))
+            except Exception:  # pragma: no cover - old matplotlib
+                pass
+            ax.set_xlabel("x" + unit)
+            ax.set_ylabel("y" + unit)
+            ax.set_zlabel("z" + unit)
+        else:
+            ax.set_xlim(lo[0] - pad, hi[0] + pad)
+            ax.set_ylim(lo[1] - 2 * pad, hi[1] + pad)
+            ax.set_aspect("equal", adjustable="box")
+            ax.set_xlabel("x" + unit)
+            ax.set_ylabel("y" + unit)
+            ax.grid(True, alpha=0.25)
+        self._draw_anchors()
+        for k, name in enumerate(self.geo.bodies):
+            color = self.BODY_COLORS[k % len(self.BODY_COLORS)]
+            if self.spatial:
+                line, = ax.plot([], [], [], "-", lw=2.5, color=color, gid=f"body:{name}")
+                joints, = ax.plot([], [], [], "o", ms=5, mfc="white", mec="k",
+                                  gid=f"joints:{name}")
+            else:
+                line, = ax.plot([], [], "-", lw=2.5, color=color, solid_capstyle="round",
+                                gid=f"body:{name}", zorder=2)
+                fill = None
+                if self.pos[name].shape[1] >= 3:
+                    from matplotlib.patches import Polygon
+                    fill = Polygon(np.zeros((3, 2)), closed=True, fc=color, alpha=0.25,
+                                   ec="none", gid=f"fill:{name}", zorder=1)
+                    ax.add_patch(fill)
+                joints, = ax.plot([], [], "o", ms=5, mfc="white", mec="k",
+                                  gid=f"joints:{name}", zorder=3)
+                self.artists[f"fill:{name}"] = fill
+            self.artists[f"body:{name}"] = line
+            self.artists[f"joints:{name}"] = joints
+        # spatial bodies with fewer than two points: their body axes (x, y, z), so
+        # that rotation shows
+        self.triads: dict[str, np.ndarray] = {}
+        if self.spatial:
+            h = 0.15 * self.scale
+            for name, b in self.geo.bodies.items():
+                if b.kind == "spatial" and len(b.points) < 2:
+                    ends = _transform(b, h * np.eye(3), self._q,
+                                      {lab: k for k, lab in enumerate(self.labels)})
+                    self.triads[name] = ends
+                    for c, colr in zip("xyz", ("#d62728", "#2ca02c", "#1f77b4")):
+                        ln, = ax.plot([], [], [], "-", lw=1.5, color=colr,
+                                      gid=f"axis:{name}.{c}")
+                        self.artists[f"axis:{name}.{c}"] = ln
+        for name, _, _ in self.links:
+            if self.spatial:
+                ln, = ax.plot([], [], [], "--", lw=1, color="0.3", gid=f"link:{name}")
+            else:
+                ln, = ax.plot([], [], "--", lw=1, color="0.3", gid=f"link:{name}", zorder=1)
+            self.artists[f"link:{name}"] = ln
+        for name, _, _ in self.jlinks:
+            if self.spatial:
+                ln, = ax.plot([], [], [], "-", lw=1.2, color="0.45", gid=f"jlink:{name}")
+            else:
+                ln, = ax.plot([], [], "-", lw=1.2, color="0.45", gid=f"jlink:{name}",
+                              zorder=1)
+            self.artists[f"jlink:{name}"] = ln
+        txt = []
+        if "time" in self.overlays:
+            txt.append("time")
+        if "energy" in self.overlays and self.energy is not None:
+            txt.append("energy")
+        self.text = None
+        if txt:
+            self.text = ax.text2D(0.02, 0.97, "", transform=ax.transAxes, va="top",
+                                  family="monospace", fontsize=9) if self.spatial else \
+                ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top",
+                        family="monospace", fontsize=9,
+                        bbox=dict(fc="white", ec="0.7", alpha=0.8))
+            self.text.set_gid("overlay")
+            self.artists["overlay"] = self.text
+
+    def _draw_anchors(self) -> None:
+        ax = self.ax
+        if not self.geo.anchors:
+            return
+        a = np.asarray([p for _, p in self.geo.anchors], dtype=float)
+        if self.spatial:
+            ax.plot(a[:, 0], a[:, 1], a[:, 2], "^", ms=9, color="0.35", gid="ground")
+            return
+        from matplotlib.patches import Polygon
+        h = 0.04 * self.scale
+        for label, (x, y) in self.geo.anchors:
+            tri = Polygon([(x, y), (x - 0.7 * h, y - h), (x + 0.7 * h, y - h)], closed=True,
+                          fc="0.85", ec="0.3", lw=1, zorder=0)
+            ax.add_patch(tri)
+            base = Polygon([(x - 1.1 * h, y - h), (x + 1.1 * h, y - h),
+                            (x + 1.1 * h, y - 1.5 * h), (x - 1.1 * h, y - 1.5 * h)],
+                           closed=True, fc="none", ec="0.3", lw=0.8, hatch="////", zorder=0)
+            ax.add_patch(base)
+        ax.plot(a[:, 0], a[:, 1], "o", ms=5, mfc="white", mec="k", gid="ground", zorder=3)
+
+    # --- frames ----------------------------------------------------------------
+    @staticmethod
+    def _outline(p: np.ndarray, closed: bool) -> np.ndarray:
+        """Points of one body ordered around their centroid (a polygon outline)."""
+        if p.shape[0] <= 2:
+            return p
+        c = p.mean(axis=0)
+        if p.shape[1] == 2:
+            order = np.argsort(np.arctan2(p[:, 1] - c[1], p[:, 0] - c[0]))
+            p = p[order]
+        return np.vstack([p, p[:1]]) if closed else p
+
+    def update(self, i: int) -> list:
+        for name in self.geo.bodies:
+            p = self.pos[name][i]
+            line = self.artists[f"body:{name}"]
+            joints = self.artists[f"joints:{name}"]
+            n = self.geo.bodies[name].points
+            bar = (len(n) == 1 and float(np.max(np.abs(p[0] - self.origin[name][i])))
+                   > 1e-6 * self.scale)
+            if self.spatial:
+                o = self._outline(p, closed=p.shape[0] > 2)
+                if bar:
+                    o = np.vstack([self.origin[name][i], p[0]])
+                elif p.shape[0] == 1:
+                    o = np.vstack([p, p])
+                line.set_data_3d(o[:, 0], o[:, 1], o[:, 2])
+                joints.set_data_3d(p[:, 0], p[:, 1], p[:, 2])
+            else:
+                o = self._outline(p, closed=True)
+                if bar:                 # a single point off the origin: a bar
+                    o = np.vstack([self.origin[name][i], p[0]])
+                elif p.shape[0] == 1:   # a single point (or none): a block around it
+                    h = 0.025 * self.scale
+                    x, y = p[0]
+                    o = np.array([[x - h, y - h], [x + h, y - h], [x + h, y + h],
+                                  [x - h, y + h], [x - h, y - h]])
+                line.set_data(o[:, 0], o[:, 1])
+                fill = self.artists.get(f"fill:{name}")
+                if fill is not None:
+                    fill.set_xy(o)
+                if n:
+                    joints.set_data(p[:, 0], p[:, 1])
+                else:
+                    joints.set_data([], [])
+        for name, ends in self.triads.items():
+            o = self.origin[name][i]
+            for k, c in enumerate("xyz"):
+                e = ends[i, k]
+                self.artists[f"axis:{name}.{c}"].set_data_3d(
+                    [o[0], e[0]], [o[1], e[1]], [o[2], e[2]])
+        for pref, name, a, b in [("link", *x) for x in self.links] + \
+                [("jlink", *x) for x in self.jlinks]:
+            ln = self.artists[f"{pref}:{name}"]
+            if self.spatial:
+                ln.set_data_3d([a[i, 0], b[i, 0]], [a[i, 1], b[i, 1]], [a[i, 2], b[i, 2]])
+            else:
+                ln.set_data([a[i, 0], b[i, 0]], [a[i, 1], b[i, 1]])
+        if self.text is not None:
+            lines = []
+            if "time" in self.overlays:
+                lines.append(f"t = {self.t[i]:.4g} {self.geo.time_unit}")
+            if "energy" in self.overlays and self.energy is not None:
+                labs, e = self.energy
+                short = {"kinetic": "T", "potential": "V", "total": "E"}
+                parts = [f"{short.get(l, l)} = {e[i, k] + 0.0:.5g}" for k, l in enumerate(labs)
+                         if l in short]
+                lines.append("  ".join(parts))
+            self.text.set_text("\n".join(lines))
+        return list(a for a in self.artists.values() if a is not None)
+
+
+def _scene_data(res, t0=None, t1=None, every: int = 1):
+    if "q" not in res.channels:
+        raise PlotError(f"the result has no coordinates (channel q) to draw the mechanism "
+                        f"(channels: {res.channels})")
+    t = np.asarray(res.t)
+    if not len(t):
+        raise PlotError("the result has no rows")
+    rows = np.flatnonzero(_window(t, t0, t1))[::max(1, int(every))]
+    q = np.asarray(res.series("q"))[rows]
+    energy = None
+    if "energy" in res.channels:
+        energy = (res.labels("energy"), np.asarray(res.series("energy"))[rows])
+    return t[rows], q, energy
+
+
+def snapshot(result, t: float | None = None, output=None, *, overlays=("time", "energy"),
+             figsize=(6.0, 5.0), dpi: int = 100, title: str | None = None):
+    """The mechanism drawn at the output time nearest ``t`` (default: the first row);
+    returns the ``Figure`` (with ``output``, also written as PNG/PDF/SVG).
+
+    Artists carry ids (``Artist.get_gid()``): ``body:<name>`` (the outline),
+    ``joints:<name>`` (the body's points, in the order of :func:`geometry`),
+    ``ground``, ``link:<name>`` (forces), ``jlink:<name>`` (joints whose points
+    move apart), ``axis:<body>.x|y|z`` and ``overlay``."""
+    if output is not None:
+        output = _check_ext(output, PLOT_FORMATS, "image")
+    _mpl()
+    res, opened = _as_result(result)
+    try:
+        geo = geometry(res)
+        tt, q, energy = _scene_data(res)
+        i = 0 if t is None else int(np.argmin(np.abs(tt - float(t))))
+        fig = _new_figure(figsize, dpi, to_file=output is not None)
+        scene = _Scene(fig, geo, res.labels("q"), q[i:i + 1], tt[i:i + 1],
+                       None if energy is None else (energy[0], energy[1][i:i + 1]), overlays)
+        scene.update(0)
+        fig.suptitle(title if title is not None else (res.model_name or ""))
+        if output is not None:
+            fig.savefig(output)
+        return fig
+    finally:
+        if opened:
+            res.close()
+
+
+def animate(result, output, *, fps: float = 20, every: int = 1, t0: float | None = None,
+            t1: float | None = None, overlays: Iterable[str] = ("time", "energy"),
+            figsize=(6.0, 5.0), dpi: int = 80, title: str | None = None,
+            progress: bool = False) -> Path:
+    """Write an animation of the mechanism, one frame per ``every``-th output row in
+    ``t0 .. t1``, to ``output``: ``.gif`` (Pillow, always available with
+    matplotlib) or ``.mp4`` (needs ffmpeg on the PATH).  ``overlays`` are
+    ``"time"`` and ``"energy"`` (the ``energy`` channel, when the analysis records
+    one); ``progress``: a tqdm bar of the frames on stderr.  Returns the path
+    written."""
+    output = _check_ext(output, ANIMATION_FORMATS, "animation")
+    if not fps or fps <= 0:
+        raise PlotError(f"fps must be positive, got {fps}")
+    if int(every) < 1:
+        raise PlotError(f"every must be a positive integer, got {every}")
+    _mpl()
+    from matplotlib import animation as manim
+    if output.suffix.lower() == ".mp4":
+        if not manim.writers.is_available("ffmpeg"):
+            raise PlotError(f"{output}: writing MP4 needs ffmpeg, which was not found on the "
+                            f"PATH; install ffmpeg or write a .gif instead")
+        writer = manim.FFMpegWriter(fps=fps)
+    else:
+        writer = manim.PillowWriter(fps=fps)
+    res, opened = _as_result(result)
+    try:
+        geo = geometry(res)
+        tt, q, energy = _scene_data(res, t0, t1, every)
+        fig = _new_figure(figsize, dpi, to_file=True)
+        scene = _Scene(fig, geo, res.labels("q"), q, tt, energy, tuple(overlays))
+        fig.suptitle(title if title is not None else (res.model_name or ""))
+        frames = range(len(tt))
+        if progress:
+            from tqdm import tqdm
+            frames = tqdm(frames, desc=output.name, unit="frame", leave=False)
+        with writer.saving(fig, str(output), dpi):
+            for i in frames:
+                scene.update(i)
+                writer.grab_frame()
+        return output
+    finally:
+        if opened:
+            res.close()

@@ -1,0 +1,165 @@
+"""Mass blocks of spatial bodies in the Euler-parameter form (Formulation I).
+
+Nikravesh (1988), §11.2-11.4, Eqs. 11.10-11.16, 11.22, 11.26-11.32: per rigid
+spatial body ``M_b = diag(m I3, J*)`` with ``J* = 4 L^T J' L`` (4x4, singular:
+``J* p = 0``), the gyroscopic vector ``b* = 2 H pd = 8 L(pd)^T J' L(p) pd`` and the
+normalisation row ``2 p^T`` among the constraints.
+
+J* is singular, but ``p^T pdd = -pd^T pd`` holds exactly by the normalisation
+row's acceleration equation, so adding ``alpha p p^T pdd = -alpha p pd^T pd`` to both
+sides leaves the solution (accelerations and every multiplier) unchanged and makes
+the block regular (any alpha > 0):
+
+    (J* + alpha p p^T) pdd = n* - b* - alpha p (pd^T pd) + reactions
+
+With ``s = p^T p``, ``L L^T = s I3``, ``L^T L = s I4 - p p^T`` and ``L p = 0`` its
+inverse is ``L^T J'^-1 L / (4 s^2) + p p^T / (alpha s^2) = E D E^T`` with
+
+    E = [L^T V, p]  (4x4),   D = diag(1 / (4 s^2 lambda_k), 1 / (alpha s^2))
+
+where ``J' = V diag(lambda) V^T`` (principal axes).  The solvers therefore work
+in transformed columns: ``J^ = J T``, ``Q^ = T^T Q``, ``minv^ = D`` with
+``T = blockdiag(I, E_b)``, use the diagonal Schur complement unchanged
+(``J^ D J^^T = J M^-1 J^T``), and map back ``qdd = T qdd^``.  The first three
+columns of ``J E`` are ``2 Phi_pi' V``: the angular-velocity (Form III) Jacobian in
+principal axes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..elements.rotations import L as Lmat
+
+
+class SpatialMass:
+    """Formulation I mass blocks of the rigid spatial bodies of a System, and the
+    column transform of the Jacobian data (see the module docstring)."""
+
+    def __init__(self, system):
+        s = system
+        self.system = s
+        n = s.n
+        self.p_idx = np.ascontiguousarray(s.p_index, dtype=np.intp)       # (nb, 4)
+        self.nb = nb = len(self.p_idx)
+        Jp = np.array(s.body_inertia, dtype=float).reshape(nb, 3, 3)
+        self.inertia = Jp
+        lam, V = np.linalg.eigh(Jp)                   # principal moments and axes
+        self.lam = lam
+        self.V = np.ascontiguousarray(V)
+        #: regularisation weight per body: the mean of the eigenvalues of 4 J'
+        self.alpha = 4.0 * lam.mean(axis=1)
+        #: diagonal part of M^-1 (translations of every body; 0 for the p columns,
+        #: which the transform replaces by D)
+        self.minv = np.zeros(n)
+        rm = np.repeat(s.body_mass, 3)
+        self.minv[s.r_index] = 1.0 / rm
+        self.minv_hat = self.minv.copy()
+        self.E = np.zeros((nb, 4, 4))
+        self.d = np.zeros((nb, 4))
+        self._positions(s)
+        self._qhat = np.zeros(n)
+
+    def _positions(self, s) -> None:
+        """Data positions of the p columns of every (row, body) pair of the
+        Jacobian pattern: ``pos`` (K, 4) in column order p0..p3, ``bod`` (K,)."""
+        n = s.n
+        col_body = np.full(n, -1, dtype=np.intp)
+        col_j = np.zeros(n, dtype=np.intp)
+        for b, idx in enumerate(self.p_idx):
+            col_body[idx] = b
+            col_j[idx] = np.arange(4)
+        rows, cols = s.jacobian_pattern()
+        sel = np.nonzero(col_body[cols] >= 0)[0]
+        r, c = rows[sel], cols[sel]
+        data = (r * n + c) if s.dense else sel
+        key = (r * max(self.nb, 1) + col_body[c]) * 4 + col_j[c]
+        order = np.argsort(key, kind="stable")
+        key, data = key[order], data[order]
+        if len(key) % 4 or np.any(key.reshape(-1, 4) % 4 != np.arange(4)):
+            raise RuntimeError("the Jacobian pattern lacks some Euler-parameter columns")
+        self.pos = np.ascontiguousarray(data.reshape(-1, 4), dtype=np.intp)
+        self.bod = np.ascontiguousarray((key.reshape(-1, 4)[:, 0] // 4) % max(self.nb, 1),
+                                        dtype=np.intp)
+
+    # ------------------------------------------------------------------ per state
+    def update(self, q: np.ndarray) -> None:
+        """E and D at q (module docstring)."""
+        p = q[self.p_idx]
+        s2 = np.einsum("bk,bk->b", p, p) ** 2
+        self.E[:, :, :3] = np.einsum("bkj,bkl->bjl", Lmat(p), self.V)
+        self.E[:, :, 3] = p
+        self.d[:, :3] = 1.0 / (4.0 * s2[:, None] * self.lam)
+        self.d[:, 3] = 1.0 / (self.alpha * s2)
+        self.minv_hat[self.p_idx] = self.d
+
+    def inertial_forces(self, q: np.ndarray, qd: np.ndarray, Q: np.ndarray) -> None:
+        """Q_p -= b* + alpha p (pd^T pd)  (in place)."""
+        p, pd = q[self.p_idx], qd[self.p_idx]
+        w = 2.0 * np.einsum("bkl,bl->bk", Lmat(p), pd)                 # omega'
+        Jw = np.einsum("bkl,bl->bk", self.inertia, w)
+        gyro = 4.0 * np.einsum("bkl,bk->bl", Lmat(pd), Jw)             # 8 L(pd)^T J' L pd
+        Q[self.p_idx] -= gyro + (self.alpha * np.einsum("bk,bk->b", pd, pd))[:, None] * p
+
+    def transform_jacobian(self, jdata: np.ndarray, out: np.ndarray) -> None:
+        """out = J T (the data of the transformed Jacobian, same layout)."""
+        out[:] = jdata[:len(out)]
+        if len(self.pos):
+            out[self.pos] = np.einsum("kj,kji->ki", jdata[self.pos], self.E[self.bod])
+
+    def transform_forces(self, Q: np.ndarray) -> np.ndarray:
+        """Q^ = T^T Q (a work buffer)."""
+        qh = self._qhat
+        qh[:] = Q
+        qh[self.p_idx] = np.einsum("bji,bj->bi", self.E, Q[self.p_idx])
+        return qh
+
+    def back(self, qdd_hat: np.ndarray) -> None:
+        """qdd = T qdd^ (in place)."""
+        qdd_hat[self.p_idx] = np.einsum("bij,bj->bi", self.E, qdd_hat[self.p_idx])
+
+    def matrix(self, q: np.ndarray) -> np.ndarray:
+        """The dense Formulation I mass matrix ``diag(m I3, J*)`` (no regularisation)."""
+        s = self.system
+        M = np.diag(np.where(self.minv > 0, 1.0 / np.where(self.minv > 0, self.minv, 1.0),
+                             0.0))
+        Lp = Lmat(q[self.p_idx])
+        Js = 4.0 * np.einsum("bki,bkl,blj->bij", Lp, self.inertia, Lp)
+        for b, idx in enumerate(self.p_idx):
+            M[np.ix_(idx, idx)] = Js[b]
+        del s
+        return M
+
+    def matrix_regular(self, q: np.ndarray) -> np.ndarray:
+        """``M + alpha p p^T`` per body (dense, n x n): the regular mass matrix that
+        goes with :meth:`inertial_forces` (module docstring)."""
+        M = self.matrix(q)
+        p = q[self.p_idx]
+        for b, idx in enumerate(self.p_idx):
+            M[np.ix_(idx, idx)] += self.alpha[b] * np.outer(p[b], p[b])
+        return M
+
+    def matrix_regular_sparse(self, q: np.ndarray):
+        """:meth:`matrix_regular` as a scipy CSR matrix (O(n) entries)."""
+        import scipy.sparse as sp
+        n = self.system.n
+        Lp = Lmat(q[self.p_idx])
+        p = q[self.p_idx]
+        blocks = (4.0 * np.einsum("bki,bkl,blj->bij", Lp, self.inertia, Lp)
+                  + self.alpha[:, None, None] * np.einsum("bi,bj->bij", p, p))
+        diag = np.where(self.minv > 0, 1.0 / np.where(self.minv > 0, self.minv, 1.0), 0.0)
+        rows = np.concatenate([np.arange(n), np.repeat(self.p_idx, 4, axis=1).ravel()])
+        cols = np.concatenate([np.arange(n), np.tile(self.p_idx, (1, 4)).ravel()])
+        vals = np.concatenate([diag, blocks.ravel()])
+        return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
+    def solve(self, q: np.ndarray, qd: np.ndarray, F: np.ndarray,
+              out: np.ndarray) -> np.ndarray:
+        """``out = (M + alpha p p^T)^-1 (F - b* - alpha p pd^T pd)``: the accelerations
+        of the given generalised force (applied + constraint forces)."""
+        self.update(q)
+        out[:] = F
+        self.inertial_forces(q, qd, out)
+        out[:] = self.transform_forces(out)
+        out *= self.minv_hat
+        self.back(out)
+        return out
