@@ -185,8 +185,8 @@ def _assemble_sparse(system, q, qd, t, held, w, tol, max_iterations):
         if float(np.max(np.abs(phi))) <= tol:
             it -= 1
             break
-        system._jacobian_data(q, t)
-        if solver.solve(system._jdata, minv, zero, -phi, dq, lam) or \
+        system.evaluate_jacobian_data(q, t)
+        if solver.solve(system.jacobian_data, minv, zero, -phi, dq, lam) or \
                 not np.all(np.isfinite(dq)):
             return None
         q += dq
@@ -196,7 +196,7 @@ def _assemble_sparse(system, q, qd, t, held, w, tol, max_iterations):
         return None                      # the dense path reports the failure
     J = system.jacobian(q, t)
     r = system.nu(q, t) - J.dot(qd)
-    if solver.solve(system._jdata, minv, zero, r, dq, lam):
+    if solver.solve(system.jacobian_data, minv, zero, r, dq, lam):
         return None
     qd += dq
     vres = float(np.max(np.abs(J.dot(qd) - system.nu(q, t))))

@@ -210,7 +210,7 @@ def cmd_export(args) -> int:
             log.warning("%s is still being written (or its run was killed): exporting "
                         "the %d rows flushed so far", src, len(res))
         try:
-            chans = res._select_channels(args.channels)
+            chans = res.select_channels(args.channels)
         except ResultKeyError as exc:
             raise ModelError("--channels", str(exc)) from None
         progress = not quiet(args)

@@ -36,11 +36,11 @@ class AccelerationSolver:
             self.augmented = False
             self.minv = self.spatial.minv_hat
             self._Qs = np.zeros(n)
-            self._jhat = np.zeros(len(system._jdata))
+            self._jhat = np.zeros(len(system.jacobian_data))
             self._jhat_view = (self._jhat[:m * n].reshape(m, n) if system.dense else
                                sp.csr_matrix((self._jhat[:system.nnz],
-                                              system._csr_cols.astype(np.int32),
-                                              system._indptr.astype(np.int32)),
+                                              system.csr_pattern()[1].astype(np.int32),
+                                              system.csr_pattern()[0].astype(np.int32)),
                                              shape=(m, n), copy=False))
         else:
             nbody = system.n_body
@@ -73,6 +73,12 @@ class AccelerationSolver:
         if not system.dense and not self.augmented:
             from .sparse_schur import for_system
             self._sparse = for_system(system)
+
+    @property
+    def sparse_kernel(self):
+        """The compiled sparse Schur solver of a sparse Jacobian, or None (dense
+        Jacobian, or the reference backend)."""
+        return getattr(self._sparse, "kernel", None)
 
     def mass_solve(self, q, qd, F, out=None):
         """``M^-1 F`` (planar) or, for spatial bodies, the regular Formulation I
@@ -126,13 +132,13 @@ class AccelerationSolver:
         if gamma_extra is not None:
             gam = gam + gamma_extra
         if self.spatial is None:
-            return self._solve(J, s._jdata, Q, gam, t)
+            return self._solve(J, s.jacobian_data, Q, gam, t)
         sm = self.spatial
         sm.update(q)
         Qs = self._Qs
         Qs[:] = Q
         sm.inertial_forces(q, qd, Qs)
-        sm.transform_jacobian(s._jdata, self._jhat)
+        sm.transform_jacobian(s.jacobian_data, self._jhat)
         self._solve(self._jhat_view, self._jhat, sm.transform_forces(Qs), gam, t)
         sm.back(self.qdd)
         return self.qdd, self.lam
@@ -202,7 +208,7 @@ class AccelerationSolver:
         """The equations of motion with the independent rows only."""
         s, r = self.system, self.rows
         if self._sparse_rows is not None:
-            if self._sparse_rows.solve(self._jhat if self.spatial is not None else s._jdata,
+            if self._sparse_rows.solve(self._jhat if self.spatial is not None else s.jacobian_data,
                                        self.minv, Q, gam, self.qdd, self.lam):
                 self._singular(J[r], t, index=r)
             return self.qdd, self.lam
@@ -226,6 +232,11 @@ class AccelerationSolver:
         self.lam[:] = 0.0
         self.lam[r] = lam_a
         return self.qdd, self.lam
+
+    def raise_singular(self, J, t, index=None):
+        """Raise the named error of a rank-deficient Jacobian J at time t (the
+        dependent constraints by name; ``index``: the rows J holds)."""
+        self._singular(J, t, index)
 
     def _singular(self, J, t, index=None):
         names = self.system.constraint_names

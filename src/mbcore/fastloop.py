@@ -115,19 +115,20 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         crhs.load_state(start["rhs_state"])   # its warm start at the stored step
     st = Statistics()
     st.nfev = integ.stats.nfev
-    f0 = np.array(integ._f, dtype=float)
+    s0 = integ.loop_start()             # the start state, passed explicitly
+    f0 = np.array(s0["f0"], dtype=float)
     if start and start.get("f0") is not None:     # an exact resume: the stored step
         f0 = np.array(start["f0"], dtype=float)
         st.nfev = 0
     twin = compiled_twin(icls, kind)       # the class's tableau and controller
     if kind == "embedded":
         assert icls.compiled_loop_kind() == "embedded"
-        h_abs, rtol, atol = float(integ._h_abs), float(integ._rtol), float(integ._atol)
-        max_step = float(integ._max_step)
-        exponent = float(integ._exponent)
+        h_abs, rtol, atol = s0["h_abs"], float(s0["rtol"]), float(s0["atol"])
+        max_step = s0["max_step"]
+        exponent = s0["exponent"]
         adaptive = True
     else:
-        h_abs, rtol, atol, max_step, exponent = float(integ._h), 0.0, 0.0, np.inf, 0.0
+        h_abs, rtol, atol, max_step, exponent = s0["h"], 0.0, 0.0, np.inf, 0.0
         adaptive = False
     grid = {}
     if start:

@@ -182,12 +182,10 @@ class Formulation:
 def _compiled_rhs(system, solver, stabilisation):
     """The compiled right-hand side (``_dynamics.CompiledRHS``) of a System made only
     of compiled elements with a dense Jacobian and a positive mass matrix, else None."""
-    if (stabilisation is None or system.backend != "compiled" or solver.augmented
-            or system.padded                 # particles: the evaluator reads padded blocks
-            or system._evaluator is None or system._py_groups
-            or system._py_force_groups):
+    kernels = system.compiled_kernels()
+    if stabilisation is None or kernels is None or solver.augmented:
         return None
-    sparse = getattr(solver._sparse, "_k", None)       # the compiled sparse Schur kernel
+    sparse = solver.sparse_kernel                      # the compiled sparse Schur kernel
     if not system.dense and (sparse is None or not system.m):
         return None
     try:
@@ -199,13 +197,8 @@ def _compiled_rhs(system, solver, stabilisation):
     if solver.spatial is not None:       # Formulation I mass blocks (mbcore.mass)
         kw["spatial"] = solver.spatial
     if not system.dense:
-        kw.update(sparse_solver=sparse, indptr=np.ascontiguousarray(system._indptr,
-                                                                    dtype=np.intp),
-                  indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
-    crhs = CompiledRHS(system._evaluator, system._force_evaluator,
-                       system.ftable._impl if len(system.functions) else None,
-                       system.n, system.m, system._jdata, system._q_gravity,
-                       solver.minv, alpha, beta, **kw)
+        kw.update(sparse_solver=sparse, **kernels.csr())
+    crhs = CompiledRHS(*kernels.args, solver.minv, alpha, beta, **kw)
     _enable_jacobian(system, crhs)
     return crhs
 

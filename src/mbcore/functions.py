@@ -656,6 +656,12 @@ class FunctionTable:
     def __len__(self) -> int:
         return len(self.functions)
 
+    @property
+    def kernel(self):
+        """The compiled evaluator (``mbcore._ext._functions.Evaluator``) that compiled
+        kernels call for the function values, or None (numpy backend, no functions)."""
+        return self._impl if self.functions else None
+
     def set_input(self, name: str, value: float) -> None:
         """Set the value of the ``input`` functions named ``name`` (both backends;
         the next evaluation sees it).  KeyError for an unknown name."""

@@ -113,8 +113,8 @@ class ContactSet:
             self._ob = [self._where(c.body) for c in self.contacts]
             self._os = [self._where(c.surface) for c in self.contacts]
             return
-        self._ob = [system._boff[c.body] for c in self.contacts]
-        self._os = [system._boff[c.surface] for c in self.contacts]
+        self._ob = [system.body_offset(c.body) for c in self.contacts]
+        self._os = [system.body_offset(c.surface) for c in self.contacts]
 
     def _where(self, name):
         s = self.system

@@ -39,7 +39,7 @@ class SpatialMass:
         s = system
         self.system = s
         n = s.n
-        self.p_idx = np.ascontiguousarray(s._p_idx, dtype=np.intp)       # (nb, 4)
+        self.p_idx = np.ascontiguousarray(s.p_index, dtype=np.intp)       # (nb, 4)
         self.nb = nb = len(self.p_idx)
         Jp = np.array(s.body_inertia, dtype=float).reshape(nb, 3, 3)
         self.inertia = Jp
@@ -52,7 +52,7 @@ class SpatialMass:
         #: which the transform replaces by D)
         self.minv = np.zeros(n)
         rm = np.repeat(s.body_mass, 3)
-        self.minv[s._r_idx] = 1.0 / rm
+        self.minv[s.r_index] = 1.0 / rm
         self.minv_hat = self.minv.copy()
         self.E = np.zeros((nb, 4, 4))
         self.d = np.zeros((nb, 4))
@@ -68,7 +68,7 @@ class SpatialMass:
         for b, idx in enumerate(self.p_idx):
             col_body[idx] = b
             col_j[idx] = np.arange(4)
-        rows, cols = s._csr_rows, s._csr_cols
+        rows, cols = s.jacobian_pattern()
         sel = np.nonzero(col_body[cols] >= 0)[0]
         r, c = rows[sel], cols[sel]
         data = (r * n + c) if s.dense else sel

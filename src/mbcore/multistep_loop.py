@@ -49,19 +49,19 @@ def kinds() -> tuple:
     return ("abm", "bdf") + (("theta",) if hasattr(_multistep, "run_theta") else ())
 
 
-def _ode_form(kind: str, integ) -> bool:
+def _ode_form(kind: str, integ, start: dict) -> bool:
     """The integrator's options are those the compiled loop implements."""
     if integ.direction < 0:
         return False
+    scalar = not (np.ndim(start.get("rtol", 0.0)) or np.ndim(start.get("atol", 0.0)))
     if kind == "bdf":   # mass, h_power, a Jacobian call-back, a hook: run_bdf's own
-        return (integ._jac_constant is None
-                and not np.ndim(integ._rtol) and not np.ndim(integ._atol))
+        return integ.constant_jacobian is None and scalar
     if kind == "theta":
         o = integ.opts
-        return (integ._jac_constant is None and not integ.has_jacobian
+        return (integ.constant_jacobian is None and not integ.has_jacobian
                 and not np.ndim(o["newton_rtol"]) and not np.ndim(o["newton_atol"])
                 and integ.status == "running")
-    return not (np.ndim(integ._rtol) or np.ndim(integ._atol))
+    return scalar
 
 
 def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None:
@@ -77,47 +77,6 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
     for k in range(counters.size - ORDERS):
         if counters[ORDERS + k]:
             st.orders[k] = st.orders.get(k, 0) + int(counters[ORDERS + k])
-
-
-def _restore(kind: str, integ, h: dict) -> dict:
-    """Put checkpoint history ``h`` (``hist`` of the loop) into integrator object
-    ``integ``; returns the loop's extra arguments (Jacobian, LU)."""
-    if kind == "bdf":
-        D = np.array(h["D"], dtype=float)
-        if D.shape != integ._D.shape:
-            raise ValueError(f"checkpoint history: differences {D.shape}, the integrator "
-                             f"has {integ._D.shape}")
-        integ._D = D
-        integ._k = int(h["k"])
-        integ._n_equal = int(h["n_equal"])
-        integ._h_abs = float(h["h_abs"])
-        if h.get("J") is None:
-            return {}
-        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
-                "jac_age0": int(h["jac_age"]), "c_lu0": float(h["c_lu"])}
-    if kind == "abm":
-        phi = np.array(h["phi"], dtype=float)
-        if phi.shape != integ._phi.shape:
-            raise ValueError(f"checkpoint history: phi {phi.shape}, the integrator "
-                             f"has {integ._phi.shape}")
-        integ._phi = phi
-        integ._hs = np.array(h["hs"], dtype=float)
-        integ._h = float(h["h"])
-        integ._h_last = float(h["h_last"])
-        integ._k = int(h["k"])
-        integ._neq = int(h["neq"])
-        integ._phase1 = bool(h["phase1"])
-        return {}
-    if kind == "theta":
-        integ._f = np.array(h["f"], dtype=float)
-        integ._t_start = float(h["t_start"])
-        integ._i = int(h["i"])
-        integ._h = float(h["h"])
-        if h.get("J") is None:
-            return {}
-        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
-                "c_lu0": float(h["c_lu"])}
-    return {}
 
 
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
@@ -152,13 +111,14 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
     except LoopFallback:
         return python_fallback(t0, y0, t_out)
-    if not _ode_form(kind, integ):
+    if not _ode_form(kind, integ, integ.loop_start()):
         return python_fallback(t0, y0, t_out)
     if rhs_state is not None:
         crhs.load_state(rhs_state)      # its warm start at the stored step
     extra = {}
     if history is not None and history.get("kind") == kind:
-        extra = _restore(kind, integ, history)
+        extra = integ.restore_loop_history(history)
+    s0 = integ.loop_start()             # the start state, passed explicitly
     st = Statistics()
     st.nfev = integ.stats.nfev
     if history is not None and history.get("t") is not None:
@@ -179,36 +139,36 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     budget = int(max_steps or 0)
     if kind == "abm":
         code, t, y, i_out, h = ms.run_abm(
-            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(integ._phi),
-            np.ascontiguousarray(integ._hs, dtype=float), float(integ._h),
-            float(integ._h_last), int(integ._k), int(integ._neq), bool(integ._phase1),
-            int(integ._kmax), float(integ._rtol), float(integ._atol), float(integ._max_step),
-            np.ascontiguousarray(icls.GAMMA, dtype=float),
+            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(s0["phi"]),
+            np.ascontiguousarray(s0["hs"], dtype=float), s0["h"], s0["h_last"], s0["k"],
+            s0["neq"], s0["phase1"], s0["kmax"], float(s0["rtol"]), float(s0["atol"]),
+            s0["max_step"], np.ascontiguousarray(icls.GAMMA, dtype=float),
             np.ascontiguousarray(icls.GAMMA_STAR_ABS, dtype=float),
             t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
             hist=hist, max_steps=budget)
     elif kind == "bdf":
         o = integ.opts
         code, t, y, i_out, h = ms.run_bdf(
-            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(integ._D),
-            int(integ._k), float(integ._h_abs), int(integ._n_equal), int(integ._max_order),
-            int(integ._maxiter), float(integ._newton_tol), int(o["jac_max_age"]),
-            float(o["refactor_ratio"]), float(integ._rtol), float(integ._atol),
-            float(integ._max_step), np.ascontiguousarray(icls.GAMMA, dtype=float),
+            crhs, float(t0), float(t1), y_start, np.ascontiguousarray(s0["D"]),
+            s0["k"], s0["h_abs"], s0["n_equal"], s0["max_order"], s0["maxiter"],
+            s0["newton_tol"], int(o["jac_max_age"]), float(o["refactor_ratio"]),
+            float(s0["rtol"]), float(s0["atol"]), s0["max_step"],
+            np.ascontiguousarray(icls.GAMMA, dtype=float),
             np.ascontiguousarray(icls.ERROR_CONST, dtype=float), float(icls.MIN_FACTOR),
             float(icls.MAX_FACTOR), float(icls.KEEP_BELOW), t_out, i0, on_output, stats,
             counters, st.nfev, *stop_args,
-            mass=None if bool(np.all(integ._m == 1.0)) else np.ascontiguousarray(integ._m,
-                                                                                 dtype=float),
+            mass=(None if s0["mass"] is None
+                  else np.ascontiguousarray(s0["mass"], dtype=float)),
             jac=jac if integ.has_jacobian else None,
-            h_power=(None if integ._hpow is None
-                     else np.ascontiguousarray(integ._hpow, dtype=float)),
-            newton_system=integ._hook, ystep=ystep, hist=hist, **extra, max_steps=budget)
+            h_power=(None if s0["h_power"] is None
+                     else np.ascontiguousarray(s0["h_power"], dtype=float)),
+            newton_system=s0["newton_system"], ystep=ystep, hist=hist, **extra,
+            max_steps=budget)
     elif kind == "theta":
         o = integ.opts
         code, t, y, i_out, h = ms.run_theta(
-            crhs, float(t0), float(t1), y_start, np.array(integ._f, dtype=float),
-            float(integ._t_start), int(integ._i), float(integ._h), float(icls.theta),
+            crhs, float(t0), float(t1), y_start, np.array(s0["f"], dtype=float),
+            s0["t_start"], s0["i"], s0["h"], float(icls.theta),
             int(icls.order), icls.END_DERIVATIVE == "evaluated", int(o["newton_maxiter"]),
             float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
             counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra, max_steps=budget)

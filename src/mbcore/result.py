@@ -542,7 +542,7 @@ class ResultBase:
         is named ``"<channel>/<index>"`` (``res[...]`` does not resolve that form;
         use ``res.series(channel)[:, index]``)."""
         out = []
-        for ch in self._select_channels(channels):
+        for ch in self.select_channels(channels):
             labels = self._chan_by_name[ch].labels
             w = self.width(ch)
             for k in range(w):
@@ -552,7 +552,9 @@ class ResultBase:
                 out.append(f"{ch}/{lab}")
         return out
 
-    def _select_channels(self, channels: str | Sequence[str] | None) -> list[str]:
+    def select_channels(self, channels: str | Sequence[str] | None) -> list[str]:
+        """The channels named by ``channels`` (a list or a comma-separated string;
+        None: all), checked against the file."""
         if channels is None:
             return self.channels
         if isinstance(channels, str):
@@ -580,7 +582,7 @@ class ResultBase:
         if t0 is not None and t1 is not None and t1 < t0:
             raise ValueError(f"between(t0={t0}, t1={t1}): t1 is before t0")
         sl = self._row_slice(t0, t1)
-        chans = self._select_channels(channels)
+        chans = self.select_channels(channels)
         info = RunInfo(analysis=self.analysis,
                        channels=[self.channel(c) for c in chans],
                        model_name=self.model_name, model_format=self.model_format,
@@ -609,7 +611,7 @@ class ResultBase:
         if n == 0:
             raise ValueError("at(): the result has no rows")
         t = float(t)
-        chans = self._select_channels(channels)
+        chans = self.select_channels(channels)
         if method == "nearest":
             i = int(np.searchsorted(tt, t))
             if i >= n or (i > 0 and abs(t - tt[i - 1]) <= abs(tt[i] - t)):
@@ -634,7 +636,7 @@ class ResultBase:
         return row
 
     def _matrix(self, channels, t0, t1) -> tuple[np.ndarray, list[str], np.ndarray]:
-        chans = self._select_channels(channels)
+        chans = self.select_channels(channels)
         sl = self._row_slice(t0, t1)
         t = np.array(self._t[sl])
         blocks = [self.series(c)[sl] for c in chans]
@@ -664,7 +666,7 @@ class ResultBase:
         per variable and ``analysis``, ``model_name``, ``status`` on the dataset.
         Needs xarray: ``pip install mbcore[xarray]``."""
         xr = _optional("xarray", "xarray")
-        chans = self._select_channels(channels)
+        chans = self.select_channels(channels)
         sl = self._row_slice(t0, t1)
         t = np.array(self._t[sl])
         data_vars = {}

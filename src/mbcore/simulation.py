@@ -257,7 +257,7 @@ class Simulation:
     def _inputs_setup(self) -> None:
         sysm = self.system
         #: the constant generalised forces of the System (gravity) without inputs
-        self._q_const = sysm._q_gravity.copy()
+        self._q_const = sysm.constant_forces.copy()
         self._q_input = np.zeros(sysm.n)
         self._inputs: dict[str, float] = {}
         self._input_kind: dict[str, tuple] = {}
@@ -324,10 +324,9 @@ class Simulation:
         if kind[0] == "force":
             self._mark_input_work()
             self._q_input[kind[1]] = v
-            self.system._q_gravity[:] = self._q_const + self._q_input
+            self.system.constant_forces[:] = self._q_const + self._q_input
         else:
-            self.system.ftable.set_input(name, v)
-            self.system._ft = math.nan       # the System's cached function values
+            self.system.set_input(name, v)
             self._reassemble = self._reassemble or self._drives_constraint(kind[1])
         self._dirty = True
         self._row_t = math.nan

@@ -56,17 +56,18 @@ class CompiledRK:
         integ = icls(fun, t0, np.array(y0, dtype=float), horizon, **options)
         self.twin = tw = compiled_twin(icls, kind)
         self.adaptive = adaptive = kind == "embedded"
+        s0 = integ.loop_start()         # the start state, passed explicitly
         if adaptive:
-            self.h = float(integ._h_abs)
-            self.tol = (float(integ._rtol), float(integ._atol), float(integ._max_step),
-                        *tw.controller, float(integ._exponent), tw.order)
+            self.h = s0["h_abs"]
+            self.tol = (float(s0["rtol"]), float(s0["atol"]), s0["max_step"],
+                        *tw.controller, s0["exponent"], tw.order)
         else:
-            self.h = float(integ._h)
+            self.h = s0["h"]
             self.tol = (0.0, 0.0, math.inf, *tw.controller, 0.0, tw.order)
         self.nfev_start = int(integ.stats.nfev)      # the start-up's evaluations
         self.horizon = float(horizon)
         self.ts, self.ys = float(t0), np.array(y0, dtype=float)
-        self.fs = np.array(integ._f, dtype=float)
+        self.fs = np.array(s0["f0"], dtype=float)
         self.g0, self.istep = float(t0), 0
         self.last: np.ndarray | None = None         # the last step (ystep layout)
         self.last_t1 = self.horizon

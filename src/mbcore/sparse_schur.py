@@ -214,6 +214,11 @@ class SparseSchurSolver:
         self.solve = self._k.solve         # the hot path: no Python frame in between
 
     @property
+    def kernel(self):
+        """The compiled solver object that compiled right-hand sides call."""
+        return self._k
+
+    @property
     def failed_row(self) -> int:
         return int(self._k.failed_row)
 
@@ -295,7 +300,7 @@ def make_solver(topo: SchurTopology, backend: str = "compiled",
 def for_system(system, rows=None, backend: str | None = None, ordering="auto"):
     """The sparse Schur solver of a System (its CSR Jacobian pattern; optionally only
     the independent ``rows``), on the System's backend unless given."""
-    topo = SchurTopology(system._indptr, system._csr_cols, system.n, rows=rows,
+    topo = SchurTopology(*system.csr_pattern(), system.n, rows=rows,
                          ordering=ordering)
     return make_solver(topo, backend or system.backend)
 

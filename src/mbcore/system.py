@@ -33,6 +33,7 @@ import numpy as np
 
 from .elements import ConstraintType, PackContext
 from .errors import ElementEvaluationError, ModelError, PluginError
+from .kernels import CompiledKernels
 from .state import State
 
 #: systems with at most this many coordinates use dense Jacobians and LAPACK; larger
@@ -736,6 +737,12 @@ class System:
             self._ft = t
         return self.fv
 
+    def set_input(self, name: str, value: float) -> None:
+        """Set the ``input`` time functions named ``name`` to ``value``; the next
+        evaluation sees it (both backends)."""
+        self.ftable.set_input(name, value)
+        self._ft = math.nan
+
     def phi(self, q: np.ndarray, t: float) -> np.ndarray:
         """Constraint violations Phi(q, t), length m (004 Eq 3.18)."""
         fv = self.functions_at(t)
@@ -1251,6 +1258,87 @@ class System:
         if velocities:
             kw["qde"] = self._qdx[g.xoff]
         return kw
+
+    # -- what formulations, analyses and the Simulation read ------------------------
+    def why_python(self, constraints: bool = True) -> str | None:
+        """Why evaluations cannot run wholly in compiled code, or None.
+
+        With ``constraints=False`` only the forces count (formulations with their
+        own constraint kernels, e.g. joint coordinates)."""
+        if self.backend != "compiled":
+            return "kernels: numpy"
+        if self.padded:
+            return "particles (padded coordinate layout)"
+        names = [fg.ftype.name for fg in self._py_force_groups]
+        if constraints:
+            names += [g.ctype.name for g in self._py_groups]
+        if names:
+            return "element types without compiled kernels: " + ", ".join(
+                dict.fromkeys(names))
+        return None
+
+    def compiled_kernels(self, constraints: bool = True) -> CompiledKernels | None:
+        """The compiled evaluators and shared buffers (:class:`CompiledKernels`) when
+        :meth:`why_python` finds nothing, else None: the one test of "compiled or
+        Python" that every compiled twin of a formulation or analysis starts from."""
+        if self.why_python(constraints) is not None:
+            return None
+        sparse = not self.dense
+        return CompiledKernels(
+            self._evaluator, self._force_evaluator, self.ftable.kernel, self.n, self.m,
+            self._jdata, self._q_gravity,
+            np.ascontiguousarray(self._indptr, dtype=np.intp) if sparse else None,
+            np.ascontiguousarray(self._csr_cols, dtype=np.intp) if sparse else None)
+
+    @property
+    def constant_forces(self) -> np.ndarray:
+        """The generalized constant forces (gravity, and a Simulation's inputs) that
+        :meth:`forces` adds: the live array, shared with the compiled kernels."""
+        return self._q_gravity
+
+    @property
+    def last_jacobian(self):
+        """Phi_q as the last :meth:`jacobian` call left it (dense view or CSR matrix
+        on the System's buffer): no evaluation."""
+        return self._jac_view if self.dense else self._csr
+
+    @property
+    def last_forces(self) -> np.ndarray:
+        """The generalized forces of the last :meth:`forces` call: no evaluation."""
+        return self._Q
+
+    @property
+    def p_index(self) -> np.ndarray:
+        """Spatial models: the coordinates of each rigid body's Euler parameters,
+        shape (rigid bodies, 4)."""
+        return self._p_idx
+
+    @property
+    def r_index(self) -> np.ndarray:
+        """Spatial models: the position coordinates of every body, flat (3 per body)."""
+        return self._r_idx
+
+    def body_offset(self, name: str) -> int:
+        """The index of the first coordinate of body ``name``."""
+        return self._boff[name]
+
+    def evaluate_jacobian_data(self, q: np.ndarray, t: float) -> np.ndarray:
+        """Evaluate Phi_q into :attr:`jacobian_data` and return that buffer."""
+        return self._jacobian_data(q, t)
+
+    @property
+    def jacobian_data(self) -> np.ndarray:
+        """The buffer the Jacobian is evaluated into (row-major dense, or CSR data in
+        the order of :meth:`jacobian_pattern`; ground entries follow): live, shared."""
+        return self._jdata
+
+    def csr_pattern(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr, indices) of the sparse Jacobian's CSR structure."""
+        return self._indptr, self._csr_cols
+
+    def jacobian_pattern(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, cols) of the Jacobian's stored entries, in the order of its data."""
+        return self._csr_rows, self._csr_cols
 
     def jacobian_dense(self, q: np.ndarray, t: float) -> np.ndarray:
         """Phi_q as a new dense array (any size; for diagnostics and tests)."""

@@ -104,7 +104,7 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("penalty", "mbplugins.formulations.penalty:Penalty"),
         ("stiff", "mbplugins.formulations.stiff:Stiff"),
         ("di_omega", "mbplugins.formulations.omega:AngularVelocityDI"),
-        ("joint_coordinates", "mbplugins.formulations.jc_common:JointCoordinates"),
+        ("joint_coordinates", "mbplugins.formulations.joint_coordinates:JointCoordinates"),
     ],
     "mbcore_analyses": [
         ("kinematic", "mbplugins.analyses.kinematic:KinematicAnalysis"),

@@ -695,6 +695,24 @@ class Integrator:
             setattr(st, f.name, f.default_factory() if f.default_factory is not MISSING
                     else f.default)
 
+    # -- compiled loops ------------------------------------------------------------------
+    @property
+    def constant_jacobian(self) -> np.ndarray | None:
+        """The constant Jacobian given with ``jac`` (an array), else None."""
+        return self._jac_constant
+
+    def loop_start(self) -> dict[str, Any]:
+        """What the compiled loop of this method (``compiled_loop_kind``) starts from,
+        by name: the state after the start-up and the resolved step controls.  The
+        loop receives these values explicitly; {} for a method without one."""
+        return {}
+
+    def restore_loop_history(self, history: Mapping[str, Any]) -> dict[str, Any]:
+        """Put a compiled loop's history (from a checkpoint) into this object before
+        :meth:`loop_start`; returns the loop's own extra arguments (e.g. a stored
+        Jacobian).  ValueError when the history does not fit this integrator."""
+        return {}
+
     # -- to implement ------------------------------------------------------------------
     def _restart_impl(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError

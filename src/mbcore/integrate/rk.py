@@ -141,6 +141,10 @@ class FixedStepRK(Integrator):
         """'fixed' unless a subclass changes the step."""
         return "fixed" if cls._step_impl is FixedStepRK._step_impl else None
 
+    def loop_start(self) -> dict:
+        """``f0`` (f at the start) and the step ``h`` of the compiled 'fixed' loop."""
+        return {"f0": self._f, "h": float(self._h)}
+
     def _restart_impl(self) -> None:
         s = self.B.size
         self._K = np.empty((s, self.n))
@@ -253,6 +257,13 @@ class EmbeddedRK(Integrator):
                 cls._dense_output_impl is EmbeddedRK._dense_output_impl:
             return "embedded"
         return None
+
+    def loop_start(self) -> dict:
+        """``f0``, the first step ``h_abs`` and the resolved ``rtol``, ``atol``,
+        ``max_step`` and controller ``exponent`` of the compiled 'embedded' loop."""
+        return {"f0": self._f, "h_abs": float(self._h_abs), "rtol": self._rtol,
+                "atol": self._atol, "max_step": float(self._max_step),
+                "exponent": float(self._exponent)}
 
     def _restart_impl(self) -> None:
         s = self.B.size

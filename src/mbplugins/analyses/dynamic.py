@@ -594,16 +594,16 @@ class _Run:
         lam = form.solver.lam
         if sysm.dense:
             # the formulation just evaluated Phi_q at (qq, t): the System's buffer
-            wc = float(lam @ (sysm._jac_view @ qqd))
+            wc = float(lam @ (sysm.last_jacobian @ qqd))
         else:
             # lam . (Phi_q qd) = qd . (M qdd - Q) (equations of motion): no sparse
             # product (scipy's overhead is ~13 us per call) -- for the index-1 forms,
             # whose lam and qdd solve them at this evaluation; the DAE forms (ggl,
             # stiff) carry lam in their state and leave the solver's qdd stale
             dae = getattr(form, "needs_mass", False)
-            wc = (float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm._Q))
+            wc = (float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm.last_forces))
                   if sysm.mass_diag is not None and not dae
-                  else float(lam @ (sysm._csr @ qqd)))
+                  else float(lam @ (sysm.last_jacobian @ qqd)))
         ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
         return ydot
 
@@ -687,7 +687,7 @@ class _Run:
             self.crhs.nfev -= 1                # an output, not an integration cost
             if ok:
                 qq, qqd = np.array(y[:n]), np.array(y[n:2 * n])
-                J = sysm._jac_view if sysm.dense else sysm._csr
+                J = sysm.last_jacobian
                 return qq, qqd, self.crhs.qdd_view.copy(), self.crhs.lam_view.copy(), J
         qq, qqd, qdd, lam = (np.array(x) for x in form.outputs(t, y[:form.size]))
         return qq, qqd, qdd, lam, sysm.jacobian(qq, t)

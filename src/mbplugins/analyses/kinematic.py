@@ -257,7 +257,7 @@ class KinematicAnalysis(Analysis):
             except RuntimeError:
                 self._singular(J.toarray(), t, 0.0)
             return float("nan")
-        info = lu.factor(self.system._jdata if self.rows is None
+        info = lu.factor(self.system.jacobian_data if self.rows is None
                          else np.ascontiguousarray(J).reshape(-1))
         if info != 0 or lu.pivot_ratio < self.settings["singular_tolerance"]:
             self._singular(J, t, lu.pivot_ratio)
@@ -276,13 +276,12 @@ class KinematicAnalysis(Analysis):
         """The compiled kinematic step when it applies (compiled kernels only, dense
         Jacobian, no Python-only constraint types, no removed rows); else None."""
         sysm = self.system
-        if (sysm.backend != "compiled" or not sysm.dense or self.rows is not None
-                or sysm.padded
-                or sysm._py_groups or sysm._evaluator is None or sysm.n == 0
+        kernels = sysm.compiled_kernels(constraints=True)
+        if (kernels is None or not sysm.dense or self.rows is not None or sysm.n == 0
                 or os.environ.get("MBCORE_KINEMATIC_STEP", "compiled") == "python"):
             return None
         from mbcore._ext._planar import KinematicStepper
-        return KinematicStepper(sysm._evaluator, sysm.n, sysm._jdata)
+        return KinematicStepper(kernels.constraints, sysm.n, kernels.jacobian_data)
 
     # -- redundant constraints (spec/planar.md §4.1; 004 Prob 5.16) --------------
     def _sel(self, v):

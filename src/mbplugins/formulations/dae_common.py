@@ -44,14 +44,11 @@ def why_not_compiled(system, spatial: bool) -> str | None:
     """The reason the GGL (or stiff) right-hand side keeps the NumPy path, or None."""
     if system.backend != "compiled":
         return "kernels: numpy"
-    if spatial:
+    if spatial and not system.padded:
         # M^-1 (Q + Phi_q^T lam) of spatial bodies needs the mass solve of Formulation I
         # (AccelerationSolver.mass_solve) inside f: not compiled for this form
         return "spatial bodies (no constant diagonal mass matrix)"
-    if system.padded or system._evaluator is None or system._py_groups \
-            or system._py_force_groups:
-        return "elements without compiled kernels"
-    return None
+    return system.why_python()
 
 
 def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
@@ -65,9 +62,5 @@ def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
         cls = getattr(_dynamics, kind)
     except (ImportError, AttributeError):    # pragma: no cover - an old build
         return None
-    kw = {} if system.dense else dict(
-        indptr=np.ascontiguousarray(system._indptr, dtype=np.intp),
-        indices=np.ascontiguousarray(system._csr_cols, dtype=np.intp))
-    return cls(system._evaluator, system._force_evaluator,
-               system.ftable._impl if len(system.functions) else None,
-               system.n, system.m, system._jdata, system._q_gravity, **kw)
+    kernels = system.compiled_kernels()
+    return cls(*kernels.args, **kernels.csr())

@@ -97,7 +97,7 @@ def cut_row_multipliers(solver, cho, D, c, f, J_rows, t, rows) -> np.ndarray:
         if not np.all(np.isfinite(lam)) or np.linalg.cond(S) > 1e13:
             raise np.linalg.LinAlgError
     except np.linalg.LinAlgError:
-        solver._singular(J_rows, t, index=rows)
+        solver.raise_singular(J_rows, t, index=rows)
     return lam
 
 

@@ -397,16 +397,17 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         System has only compiled force elements (the conditions of
         ``mbcore.formulation._compiled_rhs``), else None (the Python path)."""
         s = self.system
-        if (self._ck is None or len(self.extra) or not self.dof or s.backend != "compiled"
-                or s._py_force_groups or s.padded or s.mass_diag is None):
+        kernels = s.compiled_kernels(constraints=False)
+        if (self._ck is None or len(self.extra) or not self.dof or kernels is None
+                or s.mass_diag is None):
             return None
         try:
             from mbcore._ext._dynamics import CompiledJC
         except ImportError:                       # pragma: no cover - an old build
             return None
         return CompiledJC(self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,
-                          self._jang, self.mass, s._q_gravity, s._force_evaluator,
-                          s.ftable._impl if len(s.functions) else None)
+                          self._jang, self.mass, kernels.constant_forces, kernels.forces,
+                          kernels.functions)
 
     @property
     def size(self) -> int:
@@ -529,7 +530,7 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         q, qd = self.q_cur, self.qd_cur
         P = s.nonconservative_power(q, qd, t)
         if len(self.extra):
-            J = s._jac_view if s.dense else s._csr
+            J = s.last_jacobian
             P += float(self.solver.lam @ (J @ qd))
         return P
 

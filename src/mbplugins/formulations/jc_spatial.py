@@ -609,16 +609,15 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
 
     def _compiled_jcs(self):
         s = self.system
-        if (self._k is None or len(self.extra) or s._py_force_groups or s.padded
-                or not self.nv):
+        kernels = s.compiled_kernels(constraints=False)
+        if self._k is None or len(self.extra) or kernels is None or not self.nv:
             return None
         try:
             from mbcore._ext._jcspatial import CompiledJCSpatial
         except ImportError:                  # pragma: no cover - an old build
             return None
-        return CompiledJCSpatial(self._k, np.ascontiguousarray(s._q_gravity, dtype=float),
-                                 s._force_evaluator,
-                                 s.ftable._impl if len(s.functions) else None)
+        return CompiledJCSpatial(self._k, kernels.constant_forces, kernels.forces,
+                                 kernels.functions)
 
     def _sync(self):
         """Joint data of the compiled kernels after the reference is fixed."""
@@ -823,7 +822,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         q, qd = self.q_cur, self.qd_cur
         P = s.nonconservative_power(q, qd, t)
         if len(self.extra):
-            J = s._jac_view if s.dense else s._csr
+            J = s.last_jacobian
             P += float(self.solver.lam @ (J @ qd))
         return P
 

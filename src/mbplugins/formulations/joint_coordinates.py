@@ -12,3 +12,7 @@ from .jc_spatial import SpatialJointCoordinates, SpatialTree
 
 __all__ = ["JointCoordinates", "PlanarJointCoordinates", "SpatialJointCoordinates",
            "PlanarTree", "SpatialTree", "spanning_tree", "articulated_body"]
+
+# the class's public home is this module (the registry and pickles name it here;
+# it is defined in jc_common so that both implementations can subclass it)
+JointCoordinates.__module__ = __name__

@@ -46,7 +46,7 @@ class AngularVelocityDI(Formulation):
         super().__init__(system, settings)
         s = system
         n = s.n
-        self.p_idx = s._p_idx                           # (nb, 4)
+        self.p_idx = s.p_index                           # (nb, 4)
         self.nsp = len(self.p_idx)
         keep = np.ones(n, bool)
         keep[self.p_idx[:, 3]] = False         # 3 velocity numbers (p0..p2 slots) per 4 p
@@ -59,7 +59,7 @@ class AngularVelocityDI(Formulation):
         # constant M^-1 (block 3x3 for omega')
         Minv = np.zeros((self.nv, self.nv))
         r_mass = np.zeros(n)
-        r_mass[s._r_idx] = np.repeat(s.body_mass, 3)
+        r_mass[s.r_index] = np.repeat(s.body_mass, 3)
         if n > s.n_body or np.any(r_mass[self.lin] <= 0):
             raise ModelError("settings.formulation", "di_omega needs a positive mass for "
                                                      "every coordinate")
@@ -139,7 +139,7 @@ class AngularVelocityDI(Formulation):
                 if np.min(np.abs(np.diag(cho[0]))) ** 2 < 1e-13 * np.max(np.diag(B)):
                     raise np.linalg.LinAlgError
             except np.linalg.LinAlgError:
-                self.solver._singular(s.jacobian_dense(q, t)[r], t, index=r)
+                self.solver.raise_singular(s.jacobian_dense(q, t)[r], t, index=r)
             lam[r] = sla.cho_solve(cho, gam - C @ Qv, check_finite=False)
             vd = self.Minv @ (Qv + Jv.T @ lam[r])
         else:

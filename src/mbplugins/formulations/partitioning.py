@@ -141,8 +141,8 @@ class CP(Formulation):
 
     def _compiled_cp(self):
         s = self.system
-        if (s.backend != "compiled" or not s.planar_only or not s.dense or s.padded
-                or s._evaluator is None or s._py_groups or s._py_force_groups
+        kernels = s.compiled_kernels()
+        if (kernels is None or not s.planar_only or not s.dense
                 or s.mass_diag is None or np.any(np.asarray(s.mass_diag) <= 0)
                 or self.solver.augmented or not 0 < s.m < s.n):   # no constraints: NumPy
             return None
@@ -150,9 +150,7 @@ class CP(Formulation):
             from mbcore._ext._cp import CompiledCP
         except ImportError:                  # pragma: no cover - an old build
             return None
-        return CompiledCP(s._evaluator, s._force_evaluator,
-                          s.ftable._impl if len(s.functions) else None, s.n, s.m,
-                          s._jdata, s._q_gravity, self.solver.minv,
+        return CompiledCP(*kernels.args, self.solver.minv,
                           np.ascontiguousarray(self._col_scale, dtype=float), self.tol,
                           self.factor)
 

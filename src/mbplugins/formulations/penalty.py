@@ -153,13 +153,12 @@ class Penalty(Formulation):
         """``CompiledPenalty`` of a System made only of compiled elements with a
         positive diagonal mass matrix (planar), else None."""
         s, solver = self.system, self.solver
-        if (not self.schur or s.backend != "compiled" or solver.augmented or s.padded
-                or s._evaluator is None or s._py_groups or s._py_force_groups
-                or s.m > s.n):
+        kernels = s.compiled_kernels()
+        if not self.schur or kernels is None or solver.augmented or s.m > s.n:
             return None
         kw = {}
         if not s.dense:
-            sparse = getattr(solver._sparse, "_k", None)
+            sparse = solver.sparse_kernel
             if sparse is None or not s.m:
                 return None
             kw["sparse_solver"] = sparse
@@ -168,9 +167,7 @@ class Penalty(Formulation):
         except ImportError:              # pragma: no cover - an old build
             return None
         st = self.settings
-        return CompiledPenalty(s._evaluator, s._force_evaluator,
-                               s.ftable._impl if len(s.functions) else None, s.n, s.m,
-                               s._jdata, s._q_gravity,
+        return CompiledPenalty(*kernels.args,
                                np.ascontiguousarray(self.mass, dtype=float),
                                np.ascontiguousarray(self._hol, dtype=float), self.alpha,
                                self.xi, self.omega, self.iterations, self.tol,
@@ -326,7 +323,7 @@ class Penalty(Formulation):
             return self.compiled.power
         s = self.system
         q, qd = self.q_cur, self.qd_cur
-        J = s._jac_view if s.dense else s._csr
+        J = s.last_jacobian
         return float(s.nonconservative_power(q, qd, t)) + float(self.lam @ (J @ qd))
 
     def outputs(self, t, y):

@@ -107,14 +107,27 @@ def _parts_fd(system, q, s, lam, t, eps=1e-7):
     return M, Kq, Ks, system.jacobian_dense(q, t).copy()
 
 
+#: (system, its mass solver) of the last System seen: a one-entry cache, so that
+#: the System itself stays unchanged and at most one model is kept alive by it
+_LAST_MASS_SOLVER: tuple = (None, None)
+
+
+def _mass_solver(system):
+    """The AccelerationSolver whose ``mass_solve`` this module uses for ``system``."""
+    global _LAST_MASS_SOLVER
+    owner, solver = _LAST_MASS_SOLVER
+    if owner is not system:
+        from mbcore.dynamics import AccelerationSolver
+        solver = AccelerationSolver(system)
+        _LAST_MASS_SOLVER = (system, solver)
+    return solver
+
+
 def _accel(system, q, s, t, lam):
     """Spatial bodies: ``(M + alpha p p^T)^-1 (Q - b* - alpha p pd^T pd + Phi_q^T lam)``
     (Formulation I made regular, mbcore.mass); the velocity rows of the DAE are then
     ``s' = _accel`` with a unit mass."""
-    from mbcore.dynamics import AccelerationSolver
-    solver = getattr(system, "_stiff_solver", None)
-    if solver is None:
-        solver = system._stiff_solver = AccelerationSolver(system)
+    solver = _mass_solver(system)
     F = system.forces(q, s, t) + _phi_rows(system, q, t).T @ lam
     return solver.mass_solve(q, s, F)
 
@@ -128,9 +141,9 @@ def _radial(system, q, t, Jq):
     Richardson extrapolation (4 evaluations of Phi per body; exact for the
     quartic-in-p rows of body vectors and points, rounding ~1e-13)."""
     h = 1e-3
-    a = np.zeros((len(system._p_idx), system.m))
+    a = np.zeros((len(system.p_index), system.m))
     qp = np.array(q, dtype=float)
-    for b, idx in enumerate(system._p_idx):
+    for b, idx in enumerate(system.p_index):
         p = np.array(q[idx], dtype=float)
         d = []
         for hh in (h, 0.5 * h):
@@ -157,13 +170,13 @@ def _phi_rows(system, q, t, Jq=None):
         return Jq
     J = np.array(Jq, dtype=float)
     for b, a in enumerate(_radial(system, q, t, J)):
-        idx = system._p_idx[b]
+        idx = system.p_index[b]
         J[:, idx] += np.outer(a, q[idx])
     return J
 
 
 def _norm_rows(system):
-    return np.arange(system.m - len(system._p_idx), system.m)
+    return np.arange(system.m - len(system.p_index), system.m)
 
 
 def _lam_projected(system, q, t, lam, sign=1.0):
@@ -181,8 +194,7 @@ def _lam_columns(system, q, s, t, Jq):
     spatial bodies (the velocity rows are then accelerations, see _accel)."""
     if system.mass_diag is not None:
         return Jq.T
-    _accel(system, q, s, t, np.zeros(system.m))          # creates the solver
-    solver = system._stiff_solver
+    solver = _mass_solver(system)
     z0 = solver.mass_solve(q, s, np.zeros(system.n))
     return np.column_stack([solver.mass_solve(q, s, c) - z0 for c in Jq]) if len(Jq) \
         else np.zeros((system.n, 0))

@@ -141,6 +141,31 @@ class AdamsPECE(Integrator):
                 and cls._dense_output_impl is AdamsPECE._dense_output_impl)
         return "abm" if same else None
 
+    def loop_start(self) -> dict:
+        """The divided differences ``phi``, past steps ``hs``, step ``h``, ``h_last``,
+        order ``k``, ``neq``, ``phase1``, ``kmax`` and the resolved ``rtol``, ``atol``
+        and ``max_step``: where ``run_abm`` starts."""
+        return {"phi": self._phi, "hs": self._hs, "h": float(self._h),
+                "h_last": float(self._h_last), "k": int(self._k), "neq": int(self._neq),
+                "phase1": bool(self._phase1), "kmax": int(self._kmax), "rtol": self._rtol,
+                "atol": self._atol, "max_step": float(self._max_step)}
+
+    def restore_loop_history(self, h) -> dict:
+        """``run_abm``'s checkpoint history (``phi``, ``hs``, ``h``, ``h_last``, ``k``,
+        ``neq``, ``phase1``)."""
+        phi = np.array(h["phi"], dtype=float)
+        if phi.shape != self._phi.shape:
+            raise ValueError(f"checkpoint history: phi {phi.shape}, the integrator "
+                             f"has {self._phi.shape}")
+        self._phi = phi
+        self._hs = np.array(h["hs"], dtype=float)
+        self._h = float(h["h"])
+        self._h_last = float(h["h_last"])
+        self._k = int(h["k"])
+        self._neq = int(h["neq"])
+        self._phase1 = bool(h["phase1"])
+        return {}
+
     def _restart_impl(self) -> None:
         n = self.n
         self._kmax = self.opts["max_order"]

@@ -238,6 +238,35 @@ class BDF(Integrator):
                                 "index-3 system of the 'stiff' formulation)", _newton_system),
     }
 
+    def loop_start(self) -> dict:
+        """Where ``run_bdf`` starts: the differences ``D``, order ``k``, ``h_abs``,
+        ``n_equal``, the resolved ``max_order``, ``maxiter``, ``newton_tol``, ``rtol``,
+        ``atol``, ``max_step``, and the DAE options ``mass`` (None: unit),
+        ``h_power`` and ``newton_system``."""
+        return {"D": self._D, "k": int(self._k), "h_abs": float(self._h_abs),
+                "n_equal": int(self._n_equal), "max_order": int(self._max_order),
+                "maxiter": int(self._maxiter), "newton_tol": float(self._newton_tol),
+                "rtol": self._rtol, "atol": self._atol, "max_step": float(self._max_step),
+                "mass": None if bool(np.all(self._m == 1.0)) else self._m,
+                "h_power": self._hpow, "newton_system": self._hook}
+
+    def restore_loop_history(self, h) -> dict:
+        """``run_bdf``'s checkpoint history (``D``, ``k``, ``n_equal``, ``h_abs``; and
+        the loop's Jacobian ``J`` with ``jac_age``, ``c_lu``, returned as its
+        arguments ``J0``, ``jac_age0``, ``c_lu0``)."""
+        D = np.array(h["D"], dtype=float)
+        if D.shape != self._D.shape:
+            raise ValueError(f"checkpoint history: differences {D.shape}, the integrator "
+                             f"has {self._D.shape}")
+        self._D = D
+        self._k = int(h["k"])
+        self._n_equal = int(h["n_equal"])
+        self._h_abs = float(h["h_abs"])
+        if h.get("J") is None:
+            return {}
+        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
+                "jac_age0": int(h["jac_age"]), "c_lu0": float(h["c_lu"])}
+
     def _restart_impl(self) -> None:
         o = self.opts
         n = self.n

@@ -57,6 +57,24 @@ class ThetaMethod(Integrator):
                 and cls._dense_output_impl is pair._dense_output_impl)
         return "theta" if same else None
 
+    def loop_start(self) -> dict:
+        """Where ``run_theta`` starts: ``f`` at the start of the grid, ``t_start``,
+        the step index ``i`` and the step ``h``."""
+        return {"f": self._f, "t_start": float(self._t_start), "i": int(self._i),
+                "h": float(self._h)}
+
+    def restore_loop_history(self, h) -> dict:
+        """``run_theta``'s checkpoint history (``f``, ``t_start``, ``i``, ``h``; the
+        loop's Jacobian ``J`` and ``c_lu`` returned as ``J0``, ``c_lu0``)."""
+        self._f = np.array(h["f"], dtype=float)
+        self._t_start = float(h["t_start"])
+        self._i = int(h["i"])
+        self._h = float(h["h"])
+        if h.get("J") is None:
+            return {}
+        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
+                "c_lu0": float(h["c_lu"])}
+
     def _restart_impl(self) -> None:
         self._h = self.opts["step"]
         self._t_start = self.t
