@@ -20,7 +20,9 @@ Every timing figure of run.py's JSON (a key naming a time: ``*_us``, ``*_s``,
 ``output_step`` ...) becomes one row ``case:key`` (list entries with a sibling ``n``
 become ``key[n=N]``).  Per row: the median over the rounds on each side and
 new/old; rows with new/old > 1 + ``--threshold`` (default 0.05) are flagged
-``SLOWER``.  Counts (``nfev``, ``steps``, ``rhs_evaluations`` ...) that differ between
+``SLOWER``.  ``min/min`` (the fastest round of each side) is shown next to it: the
+load of a shared machine only ever slows a round down, so a row flagged by the
+medians whose min/min is near 1 is likely noise (run more rounds).  Counts (``nfev``, ``steps``, ``rhs_evaluations`` ...) that differ between
 the two sides are listed too: the same model taking different steps is a change of
 results, not of speed.  A table goes to stdout, then the JSON (also to ``--json``).
 Exit code 0, or 1 when a row is flagged (``--no-fail`` keeps 0).
@@ -118,12 +120,12 @@ def flatten(cases: dict) -> tuple[dict[str, float], dict[str, object]]:
     times: dict[str, float] = {}
     counts: dict[str, object] = {}
 
-    def walk(prefix: str, d: dict) -> None:
-        n = d.get("n") if isinstance(d.get("n"), list) else None
+    def walk(prefix: str, d: dict, n_parent: list | None = None) -> None:
+        n = d.get("n") if isinstance(d.get("n"), list) else n_parent
         for k, v in d.items():
             name = f"{prefix}:{k}" if ":" not in prefix else f"{prefix}.{k}"
             if isinstance(v, dict):
-                walk(name, v)
+                walk(name, v, n)
                 continue
             is_time = bool(_TIME_KEY.search(k)) and not _NOT_TIME.search(k)
             is_count = bool(_COUNT_KEY.search(k))
@@ -202,8 +204,11 @@ def main(argv=None) -> int:
             mo = statistics.median(o[key]) if key in o else None
             mn = statistics.median(n[key]) if key in n else None
             ratio = mn / mo if mo and mn is not None else None
+            ratio_min = (min(n[key]) / min(o[key]) if key in o and key in n and min(o[key])
+                         else None)
             rows.append({"group": group, "case": key, "old": mo, "new": mn,
-                         "ratio": ratio, "old_rounds": o.get(key, []),
+                         "ratio": ratio, "ratio_min": ratio_min,
+                         "old_rounds": o.get(key, []),
                          "new_rounds": n.get(key, []),
                          "slower": ratio is not None and ratio > 1 + args.threshold})
         co, cn = counts["old"].get(group, {}), counts["new"].get(group, {})
@@ -222,11 +227,12 @@ def main(argv=None) -> int:
               "count_differences": count_diffs,
               "slower": [r["case"] for r in flagged]}
     w = max([len(r["case"]) for r in rows] + [4])
-    print(f"{'case':{w}s} {'old':>11s} {'new':>11s} {'new/old':>8s}")
+    print(f"{'case':{w}s} {'old':>11s} {'new':>11s} {'new/old':>8s} {'min/min':>8s}")
     for r in rows:
         f = (lambda x: f"{x:11.4g}" if x is not None else f"{'-':>11s}")
-        ratio = f"{r['ratio']:8.3f}" if r["ratio"] is not None else f"{'-':>8s}"
-        print(f"{r['case']:{w}s} {f(r['old'])} {f(r['new'])} {ratio}"
+        g = (lambda x: f"{x:8.3f}" if x is not None else f"{'-':>8s}")
+        print(f"{r['case']:{w}s} {f(r['old'])} {f(r['new'])} {g(r['ratio'])} "
+              f"{g(r['ratio_min'])}"
               f"{'  SLOWER' if r['slower'] else ''}")
     for s, g in missing.items():
         if g:

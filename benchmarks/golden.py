@@ -46,6 +46,7 @@ import fnmatch
 import json
 import math
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -87,9 +88,23 @@ def _file(name: str):
     return mbcore.Model.from_file(EXAMPLES / name)
 
 
-def _run(model, settings=None, **kw) -> Callable[[], Any]:
+_TMP: list[Path] = []
+
+
+def _tmp(name: str) -> Path:
+    """A path for an HDF5 output in this record's temporary directory."""
+    if not _TMP:
+        _TMP.append(Path(tempfile.mkdtemp(prefix="mbcore-golden-")))
+    return _TMP[0] / name
+
+
+def _run(model, settings=None, *, output: str | None = None, **kw) -> Callable[[], Any]:
+    """A case: ``mbcore.run`` of ``model`` (a Model or a function building one);
+    ``output``: the name of an HDF5 file in the temporary directory."""
     def go():
         import mbcore
+        if output:
+            kw["output"] = _tmp(output)
         return mbcore.run(model() if callable(model) else model, settings=settings,
                           raise_errors=False, **kw)
     return go
@@ -216,17 +231,16 @@ def benchmark_cases() -> dict[str, Callable[[], Any]]:
             lambda n=n: m.spatial_chain(n),
             {"t_end": 0.2, "output_step": 0.02, "formulation": "joint_coordinates"})
     # overheads: the same runs in memory and streamed to HDF5 (the file read back)
-    tmp = Path(tempfile.mkdtemp(prefix="mbcore-golden-"))
     kin = {"t_end": 5.3, "output_step": 0.01}
     c["overheads/hdf5_kinematic/memory"] = _run(lambda: _file("slider_crank.yaml"), kin)
     c["overheads/hdf5_kinematic/hdf5"] = _run(lambda: _file("slider_crank.yaml"), kin,
-                                              output=tmp / "k.h5")
+                                              output="k.h5")
     for label, step in (("every_step", 0.001), ("sparse", 0.1)):
         st = {"t_end": 2.0, "output_step": step, "rtol": 1e-4, "atol": 1e-6,
               "formulation": "di"}
         c[f"overheads/hdf5_dynamic_{label}/memory"] = _run(fourbar, st)
         c[f"overheads/hdf5_dynamic_{label}/hdf5"] = _run(fourbar, st,
-                                                         output=tmp / f"d_{label}.h5")
+                                                         output=f"d_{label}.h5")
     # startup_rows: the pendulum, 10 s, 1001 rows, dopri5 (batched rows; HDF5)
     for record in ("q, qd", None):
         for rtol in (1e-3, 1e-6):
@@ -238,7 +252,7 @@ def benchmark_cases() -> dict[str, Callable[[], Any]]:
             c[f"startup_rows/pendulum_rows_{key}"] = _run(_pendulum, st)
     c["startup_rows/pendulum_rows_q_qd_rtol1e-06_hdf5"] = _run(_pendulum, {
         "t_end": 10.0, "output_step": 0.01, "integrator": "dopri5", "formulation": "di",
-        "rtol": 1e-6, "atol": 1e-8, "record": "q, qd"}, output=tmp / "p.h5")
+        "rtol": 1e-6, "atol": 1e-8, "record": "q, qd"}, output="p.h5")
     # kinematics and spatial: kinematic analyses, compiled and NumPy
     for name, fname, st in (
             ("fourbar", "fourbar_kap.yaml", {"t_end": 1.0, "output_step": 1.0 / 200}),
@@ -372,6 +386,8 @@ def record(path: str, only: list[str] | None = None) -> dict:
             "slowest": dict(sorted(times.items(), key=lambda kv: -kv[1])[:5])}
     out[META] = np.array(json.dumps(meta))
     np.savez_compressed(path, **out)
+    if _TMP:
+        shutil.rmtree(_TMP.pop(), ignore_errors=True)
     return meta
 
 
