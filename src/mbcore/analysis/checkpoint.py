@@ -86,7 +86,7 @@ class Checkpointer:
         rep = self.reporter
         self._pending = (run, float(t), np.array(y, dtype=float), run.last.get("q"),
                          run.last.get("qd"), steps, run.istat.copy(), run.seg_t0,
-                         run.seg_compiled, run.a._restarts,
+                         run.seg_compiled, run.a.restarts,
                          None if v is None else np.array(v), rep.n_rows, rep.n_events,
                          run.resume_state())
         if (time.monotonic() - self._last_wall >= self.seconds

@@ -167,8 +167,7 @@ class Simulation:
         self._inputs_setup()
         y0 = run.initial_state()
         form = run.form
-        run._ydot = np.zeros(form.size + 1)
-        run._obuf = np.zeros(form.size + 1)
+        run.size_buffers()
         self.t = float(run.t0)
         self._y = np.array(y0, dtype=float)
         self._stepper = self._make_stepper(self.t, self._y)
@@ -469,7 +468,7 @@ class Simulation:
         """A new partition at ``run.last`` (the current time) and the integrator
         restarted there (the dynamic analysis' restart; a ``repartition`` event)."""
         run = self._run
-        t, y = self.analysis._restart(run.last, reason, self._event)
+        t, y = self.analysis.restart(run.last, reason, self._event)
         self.t, self._y = float(t), np.array(y, dtype=float)
         self._restart_stepper()
         self._snap_t = math.nan

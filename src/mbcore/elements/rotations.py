@@ -447,7 +447,7 @@ def _unit_factor(spec: Any, path: str) -> float:
         return math.pi / 180.0
     if u == "rad":
         return 1.0
-    raise ModelError(upath, f"expected deg or rad, got {S._describe(u)}")
+    raise ModelError(upath, f"expected deg or rad, got {S.describe(u)}")
 
 
 def _euler_parameters(value: Any, path: str, notes: list[str] | None) -> np.ndarray:
@@ -501,7 +501,7 @@ def orientation_from_spec(value: Any, path: str, notes: list[str] | None = None)
         if isinstance(value, (list, tuple, np.ndarray)):
             return _euler_parameters(value, path, notes)
         raise ModelError(path, f"expected 4 Euler parameters or a mapping with one of "
-                               f"{', '.join(_FORMS)}, got {S._describe(value)}")
+                               f"{', '.join(_FORMS)}, got {S.describe(value)}")
     S.mapping(value, path)
     S.check_keys(value, _ALL_KEYS, path)
     forms = [k for k in value if k in _FORMS]

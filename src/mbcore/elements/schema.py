@@ -25,7 +25,7 @@ def _is_number(x: Any) -> bool:
 def number(value: Any, path: str, *, finite: bool = True, min: float | None = None,
            max: float | None = None, positive: bool = False) -> float:
     if not _is_number(value):
-        raise ModelError(path, f"expected a number, got {_describe(value)}")
+        raise ModelError(path, f"expected a number, got {describe(value)}")
     try:
         v = float(value)
     except OverflowError:             # an integer of hundreds of digits
@@ -47,7 +47,7 @@ def count(value: Any, path: str, *, positive: bool = False) -> int:
     v = number(value, path)
     if v != math.floor(v) or v < (1 if positive else 0) or v > 2 ** 62:
         raise ModelError(path, f"expected a whole number >= {1 if positive else 0}, got "
-                               f"{_describe(value)}")
+                               f"{describe(value)}")
     return int(v)
 
 
@@ -60,7 +60,7 @@ def vector(value: Any, path: str, n: int = 2) -> tuple[float, ...]:
             else:
                 raise TypeError
         except TypeError:
-            raise ModelError(path, f"expected {n} numbers, got {_describe(value)}") from None
+            raise ModelError(path, f"expected {n} numbers, got {describe(value)}") from None
     if len(value) != n:
         raise ModelError(path, f"expected {n} numbers, got {len(value)}")
     return tuple(number(v, f"{path}[{k}]") for k, v in enumerate(value))
@@ -70,22 +70,22 @@ def string(value: Any, path: str, *, empty: bool = False) -> str:
     """A string (non-empty unless ``empty``); no other type is converted."""
     if not isinstance(value, str) or not (value or empty):
         raise ModelError(path, f"expected a {'' if empty else 'non-empty '}string, got "
-                               f"{_describe(value)}")
+                               f"{describe(value)}")
     return value
 
 
 def mapping(value: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise ModelError(path, f"expected a mapping (key: value), got {_describe(value)}")
+        raise ModelError(path, f"expected a mapping (key: value), got {describe(value)}")
     for k in value:
         if not isinstance(k, str):
-            raise ModelError(path, f"keys must be strings, got {_describe(k)}")
+            raise ModelError(path, f"keys must be strings, got {describe(k)}")
     return value
 
 
 def sequence(value: Any, path: str) -> Sequence[Any]:
     if not isinstance(value, (list, tuple)):
-        raise ModelError(path, f"expected a list, got {_describe(value)}")
+        raise ModelError(path, f"expected a list, got {describe(value)}")
     return value
 
 
@@ -111,7 +111,9 @@ def join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """A short description of a bad value for an error message ("a string ('x')",
+    "nothing (null)", ...)."""
     if value is None:
         return "nothing (null)"
     if isinstance(value, bool):
@@ -192,7 +194,7 @@ class Param:
         if k == "choice":
             if value not in self.choices:
                 raise ModelError(path, f"expected one of {', '.join(map(repr, self.choices))}, "
-                                       f"got {_describe(value)}")
+                                       f"got {describe(value)}")
             return value
         if k == "function":
             return ctx.function(value, path) if ctx is not None else value
@@ -209,7 +211,7 @@ class Param:
                 return value
             if isinstance(value, str) and value.lower() in ("yes", "no", "true", "false"):
                 return value.lower() in ("yes", "true")
-            raise ModelError(path, f"expected true or false, got {_describe(value)}")
+            raise ModelError(path, f"expected true or false, got {describe(value)}")
         raise ModelError(path, f"internal: unknown parameter kind {k!r}")
 
     def default_value(self) -> Any:

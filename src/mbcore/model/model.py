@@ -476,7 +476,7 @@ class Model:
             dim = data["dimensions"]
             if dim not in (2, 3) or isinstance(dim, bool):
                 raise ModelError("dimensions", f"expected 2 (planar) or 3 (spatial), got "
-                                               f"{S._describe(dim)}")
+                                               f"{S.describe(dim)}")
             m.dimensions = int(dim)
             m.gravity = (0.0,) * m.dimensions
         for k, b in enumerate(S.sequence(data.get("bodies", []), "bodies")):
@@ -694,7 +694,7 @@ def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
     kind = b.get("kind", "rigid")
     if kind not in ("rigid", "particle"):
         raise ModelError(f"{path}.kind", f"expected 'rigid' (the default) or 'particle' "
-                                         f"(a point mass), got {S._describe(kind)}")
+                                         f"(a point mass), got {S.describe(kind)}")
     if kind == "particle":
         return _make_particle(b, path, dimensions)
     if dimensions == 3:

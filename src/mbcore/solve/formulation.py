@@ -211,18 +211,5 @@ def _enable_jacobian(system, crhs) -> bool:
     enable = getattr(crhs, "enable_jacobian", None)
     if enable is None or not system.dense or system.mass_diag is None or system.padded:
         return False
-    if getattr(system, "_fj", None) is None:
-        system._fj_setup()
-    fj = system._fj
-    if fj["python"] or (system._force_evaluator is None) != (fj["eval"] is None):
-        return False
-    ev = fj["eval"]
-    size = 0 if ev is None else ev.size
-    pos = np.full(size, -1, dtype=np.intp)
-    if size:
-        keep = fj["keep"]
-        pos[np.arange(size) if keep is None else keep] = fj["lin"]
-    boffs = ([] if system._force_evaluator is None
-             else [np.asarray(fg.boff, dtype=np.intp).reshape(len(fg.names), -1)
-                   for fg in system._compiled_force_groups])
-    return bool(enable(ev, pos, boffs))
+    kernels = system.force_jacobian_kernels()
+    return kernels is not None and bool(enable(*kernels))

@@ -1056,6 +1056,28 @@ class System:
                         C=np.zeros(pos), keep=None if keep.all() else np.nonzero(keep)[0],
                         lin=lin, csr=csr)
 
+    def force_jacobian_kernels(self) -> tuple | None:
+        """``(evaluator, pos, boffs)`` for a compiled right-hand side's analytic force
+        Jacobian when every force group has a compiled force-Jacobian kernel, else
+        None: the ``ForceJacobianEvaluator`` (None without forces), the position in
+        the dense n x n matrix of each entry of its block buffer (-1: a ground or
+        padding entry) and the body offsets of each compiled force group."""
+        if getattr(self, "_fj", None) is None:
+            self._fj_setup()
+        fj = self._fj
+        if fj["python"] or (self._force_evaluator is None) != (fj["eval"] is None):
+            return None
+        ev = fj["eval"]
+        size = 0 if ev is None else ev.size
+        pos = np.full(size, -1, dtype=np.intp)
+        if size:
+            keep = fj["keep"]
+            pos[np.arange(size) if keep is None else keep] = fj["lin"]
+        boffs = ([] if self._force_evaluator is None
+                 else [np.asarray(fg.boff, dtype=np.intp).reshape(len(fg.names), -1)
+                       for fg in self._compiled_force_groups])
+        return ev, pos, boffs
+
     def force_jacobian_modes(self) -> dict[str, str]:
         """Force type name -> how :meth:`force_jacobians` differentiates it:
         'compiled', 'reference' (NumPy) or 'fd' (forward differences)."""

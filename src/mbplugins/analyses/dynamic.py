@@ -228,7 +228,8 @@ class DynamicAnalysis(Analysis):
         (:class:`mbcore.Simulation`, docs/embedding.md)."""
         return _Run(self, record, event, False)
 
-    _restarts = 0
+    #: partitions or formulation restarts so far (stored in checkpoints)
+    restarts = 0
 
     def _stop_events(self):
         """Terminal events from ``settings.stop_when``: ``<coordinate> <op> <number>``
@@ -285,15 +286,16 @@ class DynamicAnalysis(Analysis):
               f"t = {t:.9g}; checked at every output): " + ", ".join(names))
         self.stats["redundant_equations"] = ", ".join(names)
 
-    def _restart(self, last, reason, event):
-        """Re-initialise the formulation at the last output state (CP chooses a new
-        partition) and return the new (t, y)."""
+    def restart(self, last, reason, event):
+        """Re-initialise the formulation at the last output state ``last`` (CP chooses
+        a new partition; ``event(t, kind, text)`` is told) and return the new (t, y):
+        part of the stepper protocol of :meth:`stepper`."""
         form = self.formulation
         t = last["t"]
         old = getattr(form, "v", None)
         old = None if old is None else list(old)
         yf, _ = form.initialize(last["q"], last["qd"], t)
-        self._restarts += 1
+        self.restarts += 1
         self._describe_partition(t, old, reason, event)
         return t, np.concatenate([yf, [last["W"]]])
 
@@ -548,6 +550,12 @@ class _Run:
             t_out = np.append(t_out, t1)
         t_out[-1] = min(t_out[-1], t1)
         return t_out[np.concatenate([[True], np.diff(t_out) > 0])]
+
+    def size_buffers(self) -> None:
+        """Work buffers of the right-hand side and the outputs, sized for the
+        formulation's state (after :meth:`initial_state`)."""
+        self._ydot = np.zeros(self.form.size + 1)
+        self._obuf = np.zeros(self.form.size + 1)
 
     def initial_state(self) -> np.ndarray:
         """Nearest consistent state (assembly) -> y0 = [formulation
@@ -1027,7 +1035,7 @@ class _Run:
         if y.size != yf.size + 1:
             raise AnalysisError(f"checkpoint state has {y.size} values, the formulation "
                                 f"'{form.name}' needs {yf.size + 1}", t)
-        a._restarts = int(st.get("restarts", 0))
+        a.restarts = int(st.get("restarts", 0))
         self.last.update(t=t_row, q=q, qd=qd, W=float(y[-1]))
         rec = ck.get("step")
         if rec is not None:                  # the step's state: exact
@@ -1064,8 +1072,7 @@ class _Run:
             y0 = self.initial_state()
         else:                                 # mbcore.analysis.checkpoint: from a checkpoint
             t_cur, y0 = self._restore(self.resume)
-        self._ydot = np.zeros(form.size + 1)
-        self._obuf = np.zeros(form.size + 1)
+        self.size_buffers()
         self.t_out = t_out
         if self.ck is not None:              # run_rk's long ystep layout (size + 1 = N)
             self.ystep = np.full(4 * (form.size + 1) + 10, np.nan)
@@ -1100,7 +1107,7 @@ class _Run:
                         raise AnalysisError(f"formulation '{form.name}' cannot continue: "
                                             f"{exc.reason}", last.get("t", t_cur)) from None
                     restarts_here = restarts_here + 1 if last["t"] == t_cur else 1
-                    t_cur, y_cur = a._restart(last, exc.reason, event)
+                    t_cur, y_cur = a.restart(last, exc.reason, event)
                     outs = t_out[t_out > t_cur]
                     if outs.size == 0:
                         break
@@ -1111,7 +1118,7 @@ class _Run:
                     if isinstance(v, (int, float)) and v is not None and k.startswith("n"):
                         self.totals[k] = self.totals.get(k, 0) + v
                 if res.status == 2:          # the formulation asked to re-partition
-                    t_cur, y_cur = a._restart(last, last.pop("reason", ""), event)
+                    t_cur, y_cur = a.restart(last, last.pop("reason", ""), event)
                     outs = t_out[t_out > t_cur]
                     if outs.size == 0:
                         break
@@ -1145,7 +1152,7 @@ class _Run:
         st["impacts"] = impacts
         st["integrator"] = a.icls.name
         st["formulation"] = form.name
-        st["restarts"] = a._restarts
+        st["restarts"] = a.restarts
         st["rank_deficient_evaluations"] = form.solver.rank_deficient_events
         if a.removed_rows is not None:
             st["redundant_check"] = a.removed_rows.worst

@@ -134,7 +134,7 @@ class JointKinematics:
         lam = np.zeros(s.m)
         if ch.spatial:
             F = tr.body_forces(q, V, Q)
-            r = (np.einsum("bkl,bl->bk", tr._M, vdot.reshape(tr.nb, 6)) - F).reshape(-1)
+            r = (np.einsum("bkl,bl->bk", tr.M, vdot.reshape(tr.nb, 6)) - F).reshape(-1)
             w = V[:, 3:]
             lam[tr.norm_rows] = -np.einsum("bk,bkl,bl->b", w, tr.inertia, w)
             rows = tr.joint_rows

@@ -147,9 +147,10 @@ class SpatialTree:
         self.extra_rows = np.setdiff1d(np.arange(s.m), self.tree_rows)
         self.mass = np.asarray(s.body_mass, dtype=float)
         self.inertia = np.asarray(s.body_inertia, dtype=float).reshape(nb, 3, 3)
-        self._M = np.zeros((nb, 6, 6))
-        self._M[:, 0, 0] = self._M[:, 1, 1] = self._M[:, 2, 2] = self.mass
-        self._M[:, 3:, 3:] = self.inertia
+        #: the spatial inertia of each body about its centre, body axes (nb, 6, 6)
+        self.M = np.zeros((nb, 6, 6))
+        self.M[:, 0, 0] = self.M[:, 1, 1] = self.M[:, 2, 2] = self.mass
+        self.M[:, 3:, 3:] = self.inertia
         self.r_idx = self.off[:, None] + np.arange(3)
         self.p_idx = self.off[:, None] + 3 + np.arange(4)
         self.referenced = False
@@ -671,7 +672,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
     def _joint_mass(self, B):
         """``H = B^T M B`` with the body blocks ``diag(m I, J')``."""
         tr = self.tree
-        MB = np.einsum("bkl,blv->bkv", tr._M, B.reshape(tr.nb, 6, -1)).reshape(B.shape)
+        MB = np.einsum("bkl,blv->bkv", tr.M, B.reshape(tr.nb, 6, -1)).reshape(B.shape)
         return B.T @ MB
 
     def _retract(self, theta, dnu):
@@ -758,12 +759,12 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         Q = s.forces(q, qd, t).copy()
         F = tr.body_forces(q, V, Q)
         if self.recursive:
-            acc, nud = articulated_body_blocks(tr, tr._M, X, S, C, F)
+            acc, nud = articulated_body_blocks(tr, tr.M, X, S, C, F)
             return q, qd, V, acc, nud, F, np.zeros(0)
         B = tr.velocity_matrix(X, S)
         a0 = tr.bias(X, C)
         H = self._joint_mass(B)
-        f = B.T @ (F - np.einsum("bkl,bl->bk", tr._M, a0)).reshape(-1)
+        f = B.T @ (F - np.einsum("bkl,bl->bk", tr.M, a0)).reshape(-1)
         try:
             cho = sla.cho_factor(H, check_finite=False)
         except np.linalg.LinAlgError:
@@ -840,7 +841,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         lam[tr.norm_rows] = -np.einsum("bk,bkl,bl->b", w, tr.inertia, w)
         jr = tr.joint_rows
         if len(jr) and getattr(self, "multipliers_wanted", True):
-            r = (np.einsum("bkl,bl->bk", tr._M, acc) - F).reshape(-1)
+            r = (np.einsum("bkl,bl->bk", tr.M, acc) - F).reshape(-1)
             if s.dense:
                 J = s.jacobian_dense(q, t)
                 if len(self.extra):
