@@ -1,7 +1,9 @@
 """Build script for the compiled kernels.
 
 The Cython sources live in ``ext/`` and compile into private modules of mbcore
-(``mbcore._ext.*``).  Everything else is declared in pyproject.toml.
+(``mbcore._ext.*``); those of the built-in plugins' compiled twins live in
+``ext/plugins/`` and compile into ``mbplugins._ext.*``.  Everything else is declared
+in pyproject.toml.
 """
 import os
 import sys
@@ -20,10 +22,11 @@ else:
 macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 
 
-def ext(name: str) -> Extension:
+def ext(name: str, package: str = "mbcore") -> Extension:
+    folder = ("ext",) if package == "mbcore" else ("ext", "plugins")
     return Extension(
-        f"mbcore._ext.{name}",
-        [os.path.join("ext", f"{name}.pyx")],
+        f"{package}._ext.{name}",
+        [os.path.join(*folder, f"{name}.pyx")],
         # mbcore_plugin.h: the compiled plugin tier's C contract (_forces and the
         # modules that cimport its FGroup)
         include_dirs=[np.get_include(), os.path.join("src", "mbcore", "include")],
@@ -33,13 +36,15 @@ def ext(name: str) -> Extension:
 
 
 extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
-              ext("_kinematics"), ext("_dynamics"), ext("_sparse"), ext("_jcspatial"),
-              ext("_cp"), ext("_multistep"), ext("_stiffnewton")]
+              ext("_kinematics"), ext("_dynamics"), ext("_sparse"), ext("_multistep"),
+              ext("_jcspatial", "mbplugins"), ext("_cp", "mbplugins"),
+              ext("_stiffnewton", "mbplugins")]
 
 setup(
     ext_modules=cythonize(
         extensions,
-        include_path=["src"],      # the .pxd interfaces live in src/mbcore/_ext
+        # the .pxd interfaces live in src/mbcore/_ext; ext/plugins includes ext/*.pxi
+        include_path=["src", "ext"],
         compiler_directives={
             "language_level": 3,
             "boundscheck": False,

@@ -912,7 +912,7 @@ def bench_joint_coordinates(repeat: int, quick: bool) -> dict:
 
 def _bench_jc_spatial(repeat: int, quick: bool) -> dict:
     """Spatial ball-jointed rod chains (benchmarks/models.py ``spatial_chain``): one
-    right-hand side of ``joint_coordinates`` (compiled ext/_jcspatial.pyx recursion
+    right-hand side of ``joint_coordinates`` (compiled ext/plugins/_jcspatial.pyx recursion
     through the formulation's Python ``rhs``) vs its NumPy reference and vs the
     Cartesian DI right-hand side (``CompiledRHS``), in the same run."""
     from mbcore.plugins import registry

@@ -245,7 +245,7 @@ def test_named_cut_joint_and_errors():
 
 @pytest.mark.parametrize("make", [mixed_tree, floating_pair])
 def test_compiled_recursion_equals_numpy_reference(make):
-    """ext/_jcspatial.pyx (outward pass, body forces, articulated-body recursion,
+    """ext/plugins/_jcspatial.pyx (outward pass, body forces, articulated-body recursion,
     thetadot) against the NumPy reference: the right-hand side to 1e-12 at a random
     state, and X, S, c of every joint."""
     from mbplugins.formulations.jc_spatial import SpatialJointCoordinates
@@ -271,7 +271,7 @@ def test_compiled_recursion_equals_numpy_reference(make):
 
 
 def test_kernel_rejects_bad_trees():
-    from mbcore._ext._jcspatial import SpatialTreeKernel
+    from mbplugins._ext._jcspatial import SpatialTreeKernel
     geo = np.zeros((2, 22))
     geo[:, 15] = 1.0
     args = dict(geo=geo, qo=np.array([0, 4], np.intp), vo=np.array([0, 3], np.intp),

@@ -574,7 +574,7 @@ def _cp_args(s, **kw):
 
 
 def test_compiled_cp_checks_its_construction():
-    from mbcore._ext._cp import CompiledCP
+    from mbplugins._ext._cp import CompiledCP
     s = Model.from_file(EXAMPLES / "fourbar_spring_modes.yaml").compile(kernels="compiled")
     a, f = _cp_args(s)
     assert f.compiled is not None and s._force_evaluator.need_fv > 0
@@ -672,7 +672,7 @@ def test_compiled_jc_checks_forces_and_parameters():
 
 def _spherical_tree():
     """One spherical joint: nq = 4 (a quaternion), nv = 3: an odd state of 7 + W."""
-    from mbcore._ext._jcspatial import SpatialTreeKernel
+    from mbplugins._ext._jcspatial import SpatialTreeKernel
     geo = np.zeros((1, 22))
     geo[:, 15] = 1.0
     return SpatialTreeKernel(np.array([4], np.intc), np.array([-1], np.intp),
@@ -682,7 +682,7 @@ def _spherical_tree():
 
 def test_compiled_jc_spatial_checks_and_its_state_size():
     from mbcore._ext._dynamics import run_rk
-    from mbcore._ext._jcspatial import CompiledJCSpatial
+    from mbplugins._ext._jcspatial import CompiledJCSpatial
     K = _spherical_tree()
     qg = np.zeros(7)
     f = CompiledJCSpatial(K, qg, None, None)

@@ -289,7 +289,7 @@ def test_dispatch(examples):
     finally:
         ml.run_multistep = orig
     n, mm = form.n, form.m
-    from mbcore._ext._stiffnewton import ReducedNewtonC
+    from mbplugins._ext._stiffnewton import ReducedNewtonC
     assert isinstance(seen["newton_system"], ReducedNewtonC)     # its compiled twin
     numpy_form = _stiff(m.compile(kernels="numpy"))
     assert isinstance(numpy_form.integrator_options(1)["newton_system"], ReducedNewton)
@@ -340,7 +340,7 @@ def test_compiled_newton_hook_equals_reduced_newton(examples, case, monkeypatch)
     replayed on the compiled hook gives the same arrays (bit for bit under
     ``MBCORE_STRICT_BITWISE=1``, else to 1e-14), and a whole run with either hook
     takes the same steps."""
-    from mbcore._ext._stiffnewton import ReducedNewtonC
+    from mbplugins._ext._stiffnewton import ReducedNewtonC
     from mbplugins.formulations.stiff import ReducedNewton, Stiff
     m = _model(examples, case)
     st = {"analysis": "dynamic", "t_end": 0.2 if case == "stiff_chain" else 1.0,

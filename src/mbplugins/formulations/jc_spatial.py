@@ -243,11 +243,11 @@ class SpatialTree:
         return geo
 
     def kernel(self, geo=None):
-        """The compiled recursions (``mbcore._ext._jcspatial.SpatialTreeKernel``) of
+        """The compiled recursions (``mbplugins._ext._jcspatial.SpatialTreeKernel``) of
         this tree on ``geo`` (shared, not copied: :meth:`geometry` updates it after
         :meth:`reference`), or None without the extension."""
         try:
-            from mbcore._ext._jcspatial import SpatialTreeKernel
+            from mbplugins._ext._jcspatial import SpatialTreeKernel
         except ImportError:                 # pragma: no cover - an old build
             return None
         js = self.joints
@@ -595,7 +595,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
             choice == "auto" and not len(self.extra)
             and (system.backend == "compiled" or tr.nb > 10))
         self._ydot = np.zeros(self.nq + self.nv)
-        #: the compiled recursions (ext/_jcspatial.pyx) on joint data shared with the
+        #: the compiled recursions (ext/plugins/_jcspatial.pyx) on joint data shared with the
         #: tree (``_geo``: updated when the reference is fixed) and, for trees whose
         #: force elements are all compiled, the whole right-hand side in one C call
         #: for the compiled integration loop (``CompiledJCSpatial``)
@@ -615,7 +615,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         if self._k is None or len(self.extra) or kernels is None or not self.nv:
             return None
         try:
-            from mbcore._ext._jcspatial import CompiledJCSpatial
+            from mbplugins._ext._jcspatial import CompiledJCSpatial
         except ImportError:                  # pragma: no cover - an old build
             return None
         return CompiledJCSpatial(self._k, kernels.constant_forces, kernels.forces,

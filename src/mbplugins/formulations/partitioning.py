@@ -133,7 +133,7 @@ class CP(Formulation):
         self._mu0 = None               # mu at the first output
         self._t_singular = np.inf      # predicted time of a rank loss
         self._stop_pending = False
-        #: the right-hand side in C (``mbcore._ext._cp.CompiledCP``: Newton for u,
+        #: the right-hand side in C (``mbplugins._ext._cp.CompiledCP``: Newton for u,
         #: velocities, DI accelerations) where the System allows; :meth:`rhs` below
         #: is its NumPy reference (and raises the named errors when it fails)
         self.compiled = self._compiled_cp()
@@ -147,7 +147,7 @@ class CP(Formulation):
                 or self.solver.augmented or not 0 < s.m < s.n):   # no constraints: NumPy
             return None
         try:
-            from mbcore._ext._cp import CompiledCP
+            from mbplugins._ext._cp import CompiledCP
         except ImportError:                  # pragma: no cover - an old build
             return None
         return CompiledCP(*kernels.args, self.solver.minv,

@@ -424,7 +424,7 @@ class Stiff(Formulation):
         refreshed with Phi_q)."""
         if self.compiled is not None:
             try:
-                from mbcore._ext._stiffnewton import ReducedNewtonC
+                from mbplugins._ext._stiffnewton import ReducedNewtonC
             except ImportError:          # pragma: no cover - an old build
                 pass
             else:
