@@ -434,11 +434,11 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
     (``loop: python``) and of the NumPy path (``kernels: numpy``, the Python driver),
     in the same run, with their evaluations (the two loops on the compiled right-hand
     side take the same steps: ``nfev_equal``).  ``multistep_fourbar_ggl_*``: the GGL
-    DAE form with bdf (``_dynamics.CompiledGGL`` on ``run_bdf`` with the ``mass``
+    DAE form with bdf (``mbplugins._ext._dae.CompiledGGL`` on ``run_bdf`` with the ``mass``
     option and the formulation's Jacobian through the analysis' call-back), rtol 1e-6
     and 1e-8; ``jacobian_share``: the fraction of the compiled run spent in that
     call-back (Python, the formulation's ``jacobian``).  ``multistep_fourbar_stiff_*``:
-    the stiff (index-3) form the same way (``_dynamics.CompiledStiff``, plus ``h_power``
+    the stiff (index-3) form the same way (``mbplugins._ext._dae.CompiledStiff``, plus ``h_power``
     and the reduced Newton hook ``_stiffnewton.ReducedNewtonC`` called back from C;
     ``newton_hook_share``: the fraction of the compiled run in the hook's
     update/matrix/rhs/solution, through a forwarding proxy;

@@ -1,5 +1,5 @@
 """The GGL DAE form on the compiled BDF loop (issue 14, deliverable 3;
-spec/algorithms.md §2.9, §4.6): ``_dynamics.CompiledGGL`` against its NumPy
+spec/algorithms.md §2.9, §4.6): ``mbplugins._ext._dae.CompiledGGL`` against its NumPy
 reference ``GGL.rhs`` (+ the dynamic analysis' work rate) to 1e-12, and
 ``_multistep.run_bdf`` with bdf's DAE options (``mass``, the Jacobian call-back,
 ``h_power``) taking the same steps as the Python driver on the same compiled

@@ -255,7 +255,7 @@ def test_compiled_jc_right_hand_side_equals_numpy_path():
     (backend numpy: the NumPy recursions and force references) to 1e-12, on a chain
     with forces and on the branching tree with a slider; the Python-visible
     recursions too."""
-    from mbcore._ext import _dynamics as D
+    from mbplugins._ext import _jc as D
     from mbplugins.formulations.joint_coordinates import (JointCoordinates,
                                                           articulated_body)
     for mdl in (_forced_chain(), tree_with_slider()):

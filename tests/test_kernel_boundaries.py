@@ -640,7 +640,7 @@ def _jc_pendulum2():
 
 
 def test_compiled_jc_checks_forces_and_parameters():
-    from mbcore._ext._dynamics import CompiledJC
+    from mbplugins._ext._jc import CompiledJC
     from mbcore.elements.functions import FunctionTable, parse_function
     a = _jc_pendulum2()
     jc = CompiledJC(**a)

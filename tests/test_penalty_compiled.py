@@ -1,4 +1,4 @@
-"""The compiled penalty formulation (``mbcore._ext._dynamics.CompiledPenalty``, issue 14):
+"""The compiled penalty formulation (``mbplugins._ext._penalty.CompiledPenalty``, issue 14):
 right-hand side and post-step projections against their NumPy reference (the Python
 path of ``mbplugins.formulations.penalty``, selected by ``formulation.compiled =
 None``), on the planar four-bar, a loaded chain with drivers and force elements, and
@@ -273,7 +273,7 @@ def test_numpy_reference_is_selectable_and_counts_apart(examples):
 
 
 def test_constructor_checks_sizes(examples):
-    from mbcore._ext._dynamics import CompiledPenalty
+    from mbplugins._ext._penalty import CompiledPenalty
     s = Model.from_file(examples / "fourbar_dap.yaml").compile()
     ok = dict(evaluator=s._evaluator, force_evaluator=s._force_evaluator, functions=None,
               n=s.n, m=s.m, jdata=s._jdata, qgrav=s._q_gravity, mass=s.mass_diag,

@@ -37,24 +37,7 @@ include "_bounds.pxi"
 
 ctypedef Py_ssize_t idx_t
 
-#: status codes (those of _dynamics.CompiledRHS, plus the partition's own)
-cdef enum:
-    OK = 0
-    SINGULAR = 1
-    FUNCTION_FAILED = 2
-    FORCE_FAILED = 3
-    NOT_FINITE = 4
-    NEWTON_FAILED = 5
-    PARTITION_DEGRADED = 6
-    SINGULAR_AHEAD = 7
-    CONSTRAINT_FAILED = 8     # a plugin's constraint kernel refused an element
-
-STATUS = {OK: "ok", SINGULAR: "singular", FUNCTION_FAILED: "function failed",
-          FORCE_FAILED: "force element failed", NOT_FINITE: "not finite",
-          NEWTON_FAILED: "Newton for the dependent coordinates failed",
-          PARTITION_DEGRADED: "Phi_u is nearly singular",
-          SINGULAR_AHEAD: "past the predicted rank loss of the Jacobian",
-          CONSTRAINT_FAILED: "constraint element failed"}
+include "_eval_status.pxi"
 
 
 cdef class CompiledCP(CompiledODE):

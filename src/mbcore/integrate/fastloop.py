@@ -10,7 +10,7 @@ that keeps their step — the built-in ``euler``/``heun``/``midpoint``/``rk4`` a
 attributes: :func:`mbcore.integrate.rk.compiled_twin`),
 the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
-ODE form, and the GGL DAE form on ``_dynamics.CompiledGGL`` with the analysis'
+ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
 Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
 ``mbcore._ext._multistep`` (:mod:`mbcore.integrate.multistep_loop`).  Events
 (impacts), post-step projection and the other DAE forms keep the Python driver

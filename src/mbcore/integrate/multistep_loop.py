@@ -15,7 +15,7 @@ in its ODE form (unit mass, the compiled right-hand side's Jacobian ``c_jac``: f
 differences column by column, or CompiledRHS's semi-analytic DI/CS one) and with its DAE options ``mass``, ``h_power`` and
 ``newton_system`` (the hook called from C as the Python driver calls it) and a
 Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
-``_dynamics.CompiledGGL`` (Gear, Gupta & Leimkuhler (1985)).  A constant Jacobian and
+``mbplugins._ext._dae.CompiledGGL`` (Gear, Gupta & Leimkuhler (1985)).  A constant Jacobian and
 per-component tolerances keep the Python driver.
 The θ-methods likewise run without a given Jacobian and with scalar Newton
 tolerances only.

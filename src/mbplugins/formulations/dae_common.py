@@ -52,14 +52,14 @@ def why_not_compiled(system, spatial: bool) -> str | None:
 
 
 def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
-    """``_dynamics.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
+    """``mbplugins._ext._dae.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
     same arguments) of a planar System of compiled elements (constant diagonal mass;
     dense or CSR Jacobian), else None (Nikravesh (1988), §13.3.4)."""
     if why_not_compiled(system, spatial) is not None or system.n == 0:
         return None                      # (no bodies: nothing to compile)
     try:
-        from mbcore._ext import _dynamics
-        cls = getattr(_dynamics, kind)
+        from mbplugins._ext import _dae
+        cls = getattr(_dae, kind)
     except (ImportError, AttributeError):    # pragma: no cover - an old build
         return None
     kernels = system.compiled_kernels()

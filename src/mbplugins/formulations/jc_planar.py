@@ -30,7 +30,7 @@ multipliers (composite solver), stabilised by Baumgarte terms or, with
 
 Speed: on the compiled backend a tree without cut rows uses the O(N) articulated-body
 recursion in C, and when every force element is compiled the whole right-hand side
-``[thetadot; thetaddot; P_nc]`` is one C call (``_dynamics.CompiledJC``,
+``[thetadot; thetaddot; P_nc]`` is one C call (``mbplugins._ext._jc.CompiledJC``,
 :attr:`PlanarJointCoordinates.compiled`) that the dynamic analysis' compiled integration
 loop steps (mbcore.integrate.fastloop); outputs stay on the Python path.  The NumPy functions
 of this module are the reference of the compiled recursions.
@@ -363,12 +363,12 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         self.recursive = choice == "recursive" or (
             choice == "auto" and not len(self.extra) and not self.tree.floating
             and (compiled or self.dof > 10))
-        #: the compiled recursions (ext/_dynamics.pyx jc_planar_*), by the System's
+        #: the compiled recursions (ext/plugins/_jc.pyx jc_planar_*), by the System's
         #: backend; the NumPy functions above are their reference
         self._ck = None
         if self.recursive and system.backend == "compiled":
             try:
-                from mbcore._ext import _dynamics as D
+                from mbplugins._ext import _jc as D
                 self._ck = (D.jc_planar_kinematics, D.jc_planar_aba)
             except (ImportError, AttributeError):     # pragma: no cover - old build
                 self._ck = None
@@ -386,7 +386,7 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
             self._cq, self._cqd = np.zeros(n), np.zeros(n)
             self._cthdd, self._cqdd = np.zeros(self.dof), np.zeros(n)
             self._cwork = np.zeros((system.nb + self.dof, 16))
-        #: the whole right-hand side in one C call (``_dynamics.CompiledJC``): the
+        #: the whole right-hand side in one C call (``mbplugins._ext._jc.CompiledJC``): the
         #: dynamic analysis' compiled loop steps it (mbcore.integrate.fastloop)
         self.compiled = self._compiled_jc()
         self._ywork = np.zeros(2 * self.dof + 1) if self.compiled is not None else None
@@ -403,7 +403,7 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
                 or s.mass_diag is None):
             return None
         try:
-            from mbcore._ext._dynamics import CompiledJC
+            from mbplugins._ext._jc import CompiledJC
         except ImportError:                       # pragma: no cover - an old build
             return None
         return CompiledJC(self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,

@@ -47,7 +47,7 @@ projected onto the constraints in the metric of M, with the same damped
 configuration the damping keeps the correction on the current branch (Schur form:
 ``dq = -M^-1 Phi_q^T (B + I/a)^-1 Phi``, the same step).
 
-Compiled kernel (``mbcore._ext._dynamics.CompiledPenalty``): the right-hand side and
+Compiled kernel (``mbplugins._ext._penalty.CompiledPenalty``): the right-hand side and
 the projections of the Schur form in C for systems of compiled elements (dense or
 sparse Jacobian; the sparse path uses the symbolic analysis of the sparse Schur
 solver and is O(N) per evaluation on chains), so that the compiled integration loop
@@ -163,7 +163,7 @@ class Penalty(Formulation):
                 return None
             kw["sparse_solver"] = sparse
         try:
-            from mbcore._ext._dynamics import CompiledPenalty
+            from mbplugins._ext._penalty import CompiledPenalty
         except ImportError:              # pragma: no cover - an old build
             return None
         st = self.settings

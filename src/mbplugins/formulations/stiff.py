@@ -27,7 +27,7 @@ integration error, as the book describes.
 :func:`reduced_newton_step` (a reference for the order of convergence).
 
 Planar models of compiled elements evaluate ``f`` and the work rate in one C call
-(``_dynamics.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
+(``mbplugins._ext._dae.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
 compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
 arithmetic bit for bit); bdf then runs on the compiled loop (``_multistep.run_bdf``,
 which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).
@@ -397,7 +397,7 @@ class Stiff(Formulation):
         pq, ps, pl, _ = self.H_POWER
         self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
         # planar, compiled elements: f and the work rate in one C call
-        # (_dynamics.CompiledStiff, NumPy reference: rhs); bdf then runs on the
+        # (mbplugins._ext._dae.CompiledStiff, NumPy reference: rhs); bdf then runs on the
         # compiled loop (Nikravesh (1988), §12.4, §13.3.4)
         self.compiled = compiled_dae_rhs(system, self.spatial, "CompiledStiff")
         #: why the compiled right-hand side does not apply (None when it does)

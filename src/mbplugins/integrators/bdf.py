@@ -205,7 +205,7 @@ class BDF(Integrator):
         forward differences, or the semi-analytic DI/CS Jacobian, which the dynamic
         analysis then also hands to this driver as ``jac``) and the DAE
         options ``mass``, ``h_power`` and ``newton_system`` (the hook called back from
-        C) with a Jacobian call-back (the GGL form on ``_dynamics.CompiledGGL``, spec
+        C) with a Jacobian call-back (the GGL form on ``mbplugins._ext._dae.CompiledGGL``, spec
         §2.9/§4.6); a constant Jacobian keeps the Python driver."""
         same = all(getattr(cls, m) is getattr(BDF, m) for m in (
             "_step_impl", "_restart_impl", "_newton", "_rescale", "_newton_matrix",

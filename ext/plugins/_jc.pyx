@@ -1,0 +1,419 @@
+# cython: language_level=3
+"""Compiled joint-coordinate formulation of planar trees (``mbplugins._ext._jc``).
+
+:class:`CompiledJC` is the right-hand side of the joint-coordinate formulation of a
+planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
+articulated-body solver; Nikravesh (1988), §13.4); ``jc_planar_kinematics`` /
+``jc_planar_aba`` expose the recursions to Python."""
+from libc.math cimport fabs, isfinite, sqrt, INFINITY
+from libc.string cimport memcpy, memset
+
+from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+
+from mbcore._ext._dynamics cimport CompiledODE
+from mbcore._ext._planar cimport PlanarEvaluator
+from mbcore._ext._forces cimport ForceEvaluator, ForceJacobianEvaluator
+from mbcore._ext._functions cimport Evaluator, ErrInfo
+from mbcore._ext._sparse cimport SparseSchur, idx_t
+
+import numpy as np
+
+include "_schur.pxi"
+include "_bounds.pxi"
+include "_eval_status.pxi"
+
+
+# ----------------------------------------------------------------------------------
+# joint coordinates: planar tree recursions and the articulated-body solver
+# (NumPy references: mbplugins.formulations.joint_coordinates.PlanarTree.positions /
+# velocities and articulated_body)
+#
+# Joints are in tree order (a joint's parent body is the child of an earlier joint or
+# the ground, parent -1); kind 0 = revolute (theta = phi_child - phi_parent), 1 =
+# translational (theta = the slide along the axis u of the parent).  sp, sc, u: (dof,
+# 2) row-major; cs: (cos, sin) of every body angle; the ABA work buffer is (nb + dof)
+# rows of 16: body row b = the articulated inertia (symmetric: a00 a01 a02 a11 a12
+# a22) and bias (3); joint row nb + k = [x0, x1, S0, S1, S2, c0, c1] (qdd_child = X
+# qdd_parent + S thetadd + c with X = [[1, 0, x0], [0, 1, x1], [0, 0, 1]]), replaced
+# by the outward-pass factors in _jc_aba.
+# ----------------------------------------------------------------------------------
+from libc.math cimport sin, cos
+
+
+cdef inline void _jc_row(int kind, double Spx, double Spy, double Scx, double Scy,
+                         double Ux, double Uy, double wp, double wc, double thd,
+                         double* J) noexcept nogil:
+    """X, S, c of one joint: Sp = A_parent (sp + theta u) (translational) or A_parent
+    sp, Sc = A_child sc, U = A_parent u, wp / wc the parent's / child's angular
+    velocity."""
+    J[0] = -Spy + Scy
+    J[1] = Spx - Scx
+    if kind == 0:
+        J[2] = Scy; J[3] = -Scx; J[4] = 1.0
+        J[5] = -wp * wp * Spx + wc * wc * Scx
+        J[6] = -wp * wp * Spy + wc * wc * Scy
+    else:
+        J[2] = Ux; J[3] = Uy; J[4] = 0.0
+        J[5] = 2.0 * wp * thd * (-Uy) - wp * wp * Spx + wc * wc * Scx
+        J[6] = 2.0 * wp * thd * Ux - wp * wp * Spy + wc * wc * Scy
+
+
+cdef void _jc_kinematics(Py_ssize_t dof, const int* kind, const idx_t* parent,
+                         const idx_t* child, const double* sp, const double* sc,
+                         const double* u, const double* angle, const double* theta,
+                         const double* thetad, double* q, double* qd, double* cs,
+                         double* rows) noexcept nogil:
+    """q, qd (3 per body) and cs (cos, sin per body) from theta, thetad (forward
+    recursion 13.36-13.37): one sine and cosine per joint, the parent's taken from cs.
+    ``rows`` (NULL: not wanted): the joint rows of the ABA work buffer (16 apart),
+    filled from the same intermediate results."""
+    cdef Py_ssize_t k, p, c, cb
+    cdef double php, ca, sa, cc, sn, wx, wy, Spx, Spy, Scx, Scy, wp, vx, vy
+    cdef double rpx, rpy, Ux = 0.0, Uy = 0.0, phic, wc
+    for k in range(dof):
+        p = parent[k]
+        cb = child[k]
+        c = 3 * cb
+        if p >= 0:
+            php = q[3 * p + 2]; rpx = q[3 * p]; rpy = q[3 * p + 1]
+            vx = qd[3 * p]; vy = qd[3 * p + 1]; wp = qd[3 * p + 2]
+            ca = cs[2 * p]; sa = cs[2 * p + 1]
+        else:
+            php = 0.0; rpx = 0.0; rpy = 0.0; vx = 0.0; vy = 0.0; wp = 0.0
+            ca = 1.0; sa = 0.0
+        if kind[k] == 0:
+            phic = php + theta[k]
+            wx = sp[2 * k]; wy = sp[2 * k + 1]
+        else:
+            phic = php - angle[k]
+            wx = sp[2 * k] + theta[k] * u[2 * k]
+            wy = sp[2 * k + 1] + theta[k] * u[2 * k + 1]
+        q[c + 2] = phic
+        cc = cos(phic); sn = sin(phic)
+        cs[2 * cb] = cc; cs[2 * cb + 1] = sn
+        Spx = ca * wx - sa * wy; Spy = sa * wx + ca * wy
+        Scx = cc * sc[2 * k] - sn * sc[2 * k + 1]; Scy = sn * sc[2 * k] + cc * sc[2 * k + 1]
+        q[c] = rpx + Spx - Scx
+        q[c + 1] = rpy + Spy - Scy
+        if kind[k] == 0:
+            wc = wp + thetad[k]
+            qd[c + 2] = wc
+            qd[c] = vx - wp * Spy + wc * Scy
+            qd[c + 1] = vy + wp * Spx - wc * Scx
+        else:
+            Ux = ca * u[2 * k] - sa * u[2 * k + 1]; Uy = sa * u[2 * k] + ca * u[2 * k + 1]
+            wc = wp
+            qd[c + 2] = wc
+            qd[c] = vx - wp * Spy + thetad[k] * Ux + wc * Scy
+            qd[c + 1] = vy + wp * Spx + thetad[k] * Uy - wc * Scx
+        if rows != NULL:
+            _jc_row(kind[k], Spx, Spy, Scx, Scy, Ux, Uy, wp, wc, thetad[k], rows + 16 * k)
+
+
+cdef void _jc_rows(Py_ssize_t dof, const int* kind, const idx_t* parent,
+                   const idx_t* child, const double* sp, const double* sc, const double* u,
+                   const double* q, const double* qd, const double* cs, const double* theta,
+                   const double* thetad, double* rows) noexcept nogil:
+    """The joint rows of the ABA work buffer at a Cartesian state (q, qd; cs = cos,
+    sin of the body angles)."""
+    cdef Py_ssize_t k, p, b
+    cdef double ca, sa, cc, sn, wp, wc, Wx, Wy, Spx, Spy, Scx, Scy, Ux = 0.0, Uy = 0.0
+    for k in range(dof):
+        p = parent[k]
+        b = child[k]
+        if p >= 0:
+            ca = cs[2 * p]; sa = cs[2 * p + 1]; wp = qd[3 * p + 2]
+        else:
+            ca = 1.0; sa = 0.0; wp = 0.0
+        cc = cs[2 * b]; sn = cs[2 * b + 1]; wc = qd[3 * b + 2]
+        Scx = cc * sc[2 * k] - sn * sc[2 * k + 1]; Scy = sn * sc[2 * k] + cc * sc[2 * k + 1]
+        if kind[k] == 0:
+            Wx = sp[2 * k]; Wy = sp[2 * k + 1]
+        else:
+            Wx = sp[2 * k] + theta[k] * u[2 * k]; Wy = sp[2 * k + 1] + theta[k] * u[2 * k + 1]
+            Ux = ca * u[2 * k] - sa * u[2 * k + 1]; Uy = sa * u[2 * k] + ca * u[2 * k + 1]
+        Spx = ca * Wx - sa * Wy; Spy = sa * Wx + ca * Wy
+        _jc_row(kind[k], Spx, Spy, Scx, Scy, Ux, Uy, wp, wc, thetad[k], rows + 16 * k)
+
+
+cdef void _jc_aba(Py_ssize_t dof, Py_ssize_t nb, const idx_t* parent, const idx_t* child,
+                  const double* mass, const double* Q, double* work, double* thdd,
+                  double* qdd) noexcept nogil:
+    """The articulated-body recursion (``articulated_body``) once the joint rows of
+    ``work`` hold X, S, c.  Inward: the articulated inertia I and bias p of every
+    subtree (``I = M + sum X^T Ia X``, ``Ia = I - U U^T / D``, ``p = -Q + sum X^T
+    pa``, ``pa = Ia c + p - U (S.p) / D``), written as ``X^T Ia X = X^T I X - V V^T /
+    D`` and ``X^T pa = X^T (I c + p) - V g`` with ``V = X^T U``, ``g = (U.c + S.p) /
+    D`` so that one multiply follows the division on the serial path of a chain.
+    Outward: ``thetadd = -(U.(X qdd_parent + c) + S.p) / D = -h.qdd_parent - g`` with
+    ``h = V / D``, and ``qdd_child = F qdd_parent + f`` (``F = X - S h^T``, ``f = c - S
+    g``: one 3x3 product per joint on the serial path), kept in the joint row in
+    place of X, S, c: [h, g, F (row-major), f]."""
+    cdef Py_ssize_t k, b, p
+    cdef double* A
+    cdef double* P
+    cdef double* J
+    cdef const double* ap
+    cdef double S0, S1, S2, U0, U1, U2, V2, iD, g, x0, x1, c0, c1, D1, D2, D3
+    cdef double X02, X12, X22, r0, r1, r2, h0, h1, h2, a0, a1, a2
+    for b in range(nb):
+        A = work + 16 * b
+        A[0] = mass[3 * b]; A[1] = 0.0; A[2] = 0.0
+        A[3] = mass[3 * b + 1]; A[4] = 0.0; A[5] = mass[3 * b + 2]
+        A[6] = -Q[3 * b]; A[7] = -Q[3 * b + 1]; A[8] = -Q[3 * b + 2]
+    for k in range(dof - 1, -1, -1):
+        b = child[k]
+        p = parent[k]
+        A = work + 16 * b
+        J = work + 16 * (nb + k)
+        x0 = J[0]; x1 = J[1]
+        S0 = J[2]; S1 = J[3]; S2 = J[4]
+        c0 = J[5]; c1 = J[6]
+        U0 = A[0] * S0 + A[1] * S1 + A[2] * S2
+        U1 = A[1] * S0 + A[3] * S1 + A[4] * S2
+        U2 = A[2] * S0 + A[4] * S1 + A[5] * S2
+        # D = S^T I S from I directly (a shorter dependency chain than S.U)
+        D1 = A[0] * (S0 * S0) + A[1] * (2.0 * S0 * S1)
+        D2 = A[3] * (S1 * S1) + A[2] * (2.0 * S0 * S2)
+        D3 = A[5] * (S2 * S2) + A[4] * (2.0 * S1 * S2)
+        iD = 1.0 / ((D1 + D2) + D3)
+        V2 = U2 + x0 * U0 + x1 * U1
+        g = ((U0 * c0 + U1 * c1) + (S0 * A[6] + S1 * A[7] + S2 * A[8])) * iD
+        # the outward map qdd_child = F qdd_parent + f, F = X - S h^T, f = c - S g
+        # (replaces x, S, c in the joint row: [h0, h1, h2, g, F (9), f (3)])
+        h0 = U0 * iD; h1 = U1 * iD; h2 = V2 * iD
+        J[0] = h0; J[1] = h1; J[2] = h2; J[3] = g
+        J[4] = 1.0 - S0 * h0; J[5] = -S0 * h1; J[6] = x0 - S0 * h2
+        J[7] = -S1 * h0; J[8] = 1.0 - S1 * h1; J[9] = x1 - S1 * h2
+        J[10] = -S2 * h0; J[11] = -S2 * h1; J[12] = 1.0 - S2 * h2
+        J[13] = c0 - S0 * g; J[14] = c1 - S1 * g; J[15] = -S2 * g
+        if p < 0:
+            continue
+        X02 = A[2] + x0 * A[0] + x1 * A[1]
+        X12 = A[4] + x0 * A[1] + x1 * A[3]
+        X22 = A[5] + x0 * A[2] + x1 * A[4] + x0 * X02 + x1 * X12
+        r0 = A[0] * c0 + A[1] * c1 + A[6]
+        r1 = A[1] * c0 + A[3] * c1 + A[7]
+        r2 = A[2] * c0 + A[4] * c1 + A[8]
+        P = work + 16 * p
+        P[0] = (P[0] + A[0]) - (U0 * U0) * iD
+        P[1] = (P[1] + A[1]) - (U0 * U1) * iD
+        P[2] = (P[2] + X02) - (U0 * V2) * iD
+        P[3] = (P[3] + A[3]) - (U1 * U1) * iD
+        P[4] = (P[4] + X12) - (U1 * V2) * iD
+        P[5] = (P[5] + X22) - (V2 * V2) * iD
+        P[6] = (P[6] + r0) - U0 * g
+        P[7] = (P[7] + r1) - U1 * g
+        P[8] = (P[8] + (r2 + x0 * r0 + x1 * r1)) - V2 * g
+    for k in range(dof):
+        b = child[k]
+        p = parent[k]
+        J = work + 16 * (nb + k)
+        if p >= 0:
+            ap = qdd + 3 * p
+            a0 = ap[0]; a1 = ap[1]; a2 = ap[2]
+            qdd[3 * b] = (J[4] * a0 + J[5] * a1) + (J[6] * a2 + J[13])
+            qdd[3 * b + 1] = (J[7] * a0 + J[8] * a1) + (J[9] * a2 + J[14])
+            qdd[3 * b + 2] = (J[10] * a0 + J[11] * a1) + (J[12] * a2 + J[15])
+            thdd[k] = -(J[0] * a0 + J[1] * a1 + J[2] * a2) - J[3]
+        else:
+            qdd[3 * b] = J[13]
+            qdd[3 * b + 1] = J[14]
+            qdd[3 * b + 2] = J[15]
+            thdd[k] = -J[3]
+
+
+cdef _jc_check(const int[::1] kind, const idx_t[::1] parent, const idx_t[::1] child,
+               const double[:, ::1] sp, const double[:, ::1] sc, const double[:, ::1] u,
+               Py_ssize_t nb, str where, bint strict):
+    """Sizes and body indices of a joint table (``strict``: a tree in order reaching
+    every body once: each parent is the ground or an earlier joint's child)."""
+    cdef Py_ssize_t dof = kind.shape[0], k
+    if (parent.shape[0] != dof or child.shape[0] != dof or sp.shape[0] != dof
+            or sc.shape[0] != dof or u.shape[0] != dof or sp.shape[1] != 2
+            or sc.shape[1] != 2 or u.shape[1] != 2):
+        raise ValueError(f"{where}: array sizes do not match")
+    for k in range(dof):
+        if not (0 <= child[k] < nb) or not (-1 <= parent[k] < nb) or kind[k] not in (0, 1):
+            raise ValueError(f"{where}: body index or joint kind out of range")
+    if strict:
+        if dof != nb:
+            raise ValueError(f"{where}: a tree of {nb} bodies needs {nb} joints, not {dof}")
+        seen = np.zeros(nb, dtype=bool)
+        for k in range(dof):
+            if parent[k] >= 0 and not seen[parent[k]]:
+                raise ValueError(f"{where}: joint {k}: its parent body is not reached by "
+                                 f"an earlier joint (joints must be in tree order)")
+            if seen[child[k]]:
+                raise ValueError(f"{where}: body {child[k]} is reached by two joints")
+            seen[child[k]] = True
+
+
+def jc_planar_kinematics(const int[::1] kind, const idx_t[::1] parent,
+                         const idx_t[::1] child, const double[:, ::1] sp,
+                         const double[:, ::1] sc, const double[:, ::1] u,
+                         const double[::1] angle, const double[::1] theta,
+                         const double[::1] thetad, double[::1] q, double[::1] qd):
+    """q, qd (3 per body) of a planar tree from the joint coordinates, joints in
+    tree order (parent -1: the ground)."""
+    cdef Py_ssize_t dof = kind.shape[0], nb = q.shape[0] // 3
+    if (angle.shape[0] != dof or theta.shape[0] != dof or thetad.shape[0] != dof
+            or q.shape[0] != qd.shape[0]):
+        raise ValueError("jc_planar_kinematics: array sizes do not match")
+    _jc_check(kind, parent, child, sp, sc, u, nb, "jc_planar_kinematics", False)
+    if dof == 0:
+        return
+    cdef double[::1] cs = np.zeros(2 * nb)
+    with nogil:
+        _jc_kinematics(dof, &kind[0], &parent[0], &child[0], &sp[0, 0], &sc[0, 0],
+                       &u[0, 0], &angle[0], &theta[0], &thetad[0], &q[0], &qd[0], &cs[0],
+                       NULL)
+
+
+def jc_planar_aba(const int[::1] kind, const idx_t[::1] parent, const idx_t[::1] child,
+                  const double[:, ::1] sp, const double[:, ::1] sc, const double[:, ::1] u,
+                  const double[::1] mass, const double[::1] q, const double[::1] qd,
+                  const double[::1] theta, const double[::1] thetad, const double[::1] Q,
+                  double[::1] thdd, double[::1] qdd, double[:, ::1] work):
+    """The articulated-body recursion of ``articulated_body`` in C: thdd (dof), qdd
+    (3 nb).  ``work``: (nb + dof, 16) scratch (the articulated inertia and bias per
+    body; X, S, c and the outward-pass factors per joint)."""
+    cdef Py_ssize_t dof = kind.shape[0], nb = q.shape[0] // 3, b
+    if (work.shape[0] < nb + dof or work.shape[1] != 16 or thdd.shape[0] != dof
+            or qdd.shape[0] != 3 * nb or mass.shape[0] != 3 * nb or Q.shape[0] != 3 * nb
+            or qd.shape[0] != 3 * nb or theta.shape[0] != dof or thetad.shape[0] != dof):
+        raise ValueError("jc_planar_aba: array sizes do not match (work: nb + dof rows "
+                         "of 16)")
+    _jc_check(kind, parent, child, sp, sc, u, nb, "jc_planar_aba", False)
+    if dof == 0:
+        return
+    cdef double[::1] cs = np.zeros(2 * nb)
+    with nogil:
+        for b in range(nb):
+            cs[2 * b] = cos(q[3 * b + 2])
+            cs[2 * b + 1] = sin(q[3 * b + 2])
+        _jc_rows(dof, &kind[0], &parent[0], &child[0], &sp[0, 0], &sc[0, 0], &u[0, 0],
+                 &q[0], &qd[0], &cs[0], &theta[0], &thetad[0], &work[nb, 0])
+        _jc_aba(dof, nb, &parent[0], &child[0], &mass[0], &Q[0], &work[0, 0], &thdd[0],
+                &qdd[0])
+
+
+cdef class CompiledJC(CompiledODE):
+    """``CompiledJC(kind, parent, child, sp, sc, u, angle, mass, qgrav,
+    force_evaluator=None, functions=None)``: the right-hand side of the
+    joint-coordinate formulation of a planar tree without cut rows
+    (``mbplugins.formulations.joint_coordinates``), ``y = [theta; thetadot; W]`` ->
+    ``[thetadot; thetaddot; P_nc]`` in one C call: the forward recursion (Cartesian q,
+    qd), the applied forces (gravity ``qgrav`` + the compiled force elements, with
+    the time functions they read), the articulated-body solver.  The tree joints do
+    no work, so ``W' = P_nc`` (the power of the non-conservative forces).  The joint
+    table is that of ``jc_planar_kinematics`` (tree order, every body reached once);
+    ``mass``: the diagonal mass matrix (3 per body)."""
+
+    cdef ForceEvaluator fe
+    cdef Evaluator fn
+    cdef readonly Py_ssize_t dof, nb, nf
+    cdef int[::1] kind
+    cdef idx_t[::1] parent, child
+    cdef double[:, ::1] sp, sc, u, work
+    cdef double[::1] angle, mass, qgrav, fv, q, qd, Q, qdd, thdd, cs
+    cdef double* fvp
+    cdef ErrInfo err
+    cdef readonly double power
+
+    def __cinit__(self, kind, parent, child, sp, sc, u, angle, mass, qgrav,
+                  ForceEvaluator force_evaluator=None, Evaluator functions=None):
+        self.kind = np.array(kind, dtype=np.intc).reshape(-1)
+        self.parent = np.array(parent, dtype=np.intp).reshape(-1)
+        self.child = np.array(child, dtype=np.intp).reshape(-1)
+        self.sp = np.array(sp, dtype=np.float64).reshape(-1, 2)
+        self.sc = np.array(sc, dtype=np.float64).reshape(-1, 2)
+        self.u = np.array(u, dtype=np.float64).reshape(-1, 2)
+        self.angle = np.array(angle, dtype=np.float64).reshape(-1)
+        self.mass = np.array(mass, dtype=np.float64).reshape(-1)
+        self.qgrav = np.array(qgrav, dtype=np.float64).reshape(-1)
+        dof = self.kind.shape[0]
+        nb = self.mass.shape[0] // 3
+        if dof == 0 or self.mass.shape[0] != 3 * nb or self.qgrav.shape[0] != 3 * nb \
+                or self.angle.shape[0] != dof:
+            raise ValueError("CompiledJC: array sizes do not match (dof joints, 3 nb "
+                             "masses and gravity forces)")
+        _jc_check(self.kind, self.parent, self.child, self.sp, self.sc, self.u, nb,
+                  "CompiledJC", True)
+        if not np.all(np.asarray(self.mass) > 0.0):
+            raise ValueError("CompiledJC: every body needs a positive mass and inertia")
+        _check_forces("CompiledJC", force_evaluator, 3 * nb,
+                      0 if functions is None else functions.size)
+        if not (np.all(np.isfinite(self.sp)) and np.all(np.isfinite(self.sc))
+                and np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.angle))
+                and np.all(np.isfinite(self.mass)) and np.all(np.isfinite(self.qgrav))):
+            raise ValueError("CompiledJC: sp, sc, u, angle, mass and qgrav must be finite")
+        self.fe = force_evaluator
+        self.fn = functions
+        self.nf = 0 if functions is None else functions.size
+        self.fv = np.zeros(3 * max(self.nf, 1))
+        self.fvp = &self.fv[0] if self.nf else NULL
+        self.n = dof
+        self.dof = dof
+        self.nb = nb
+        self.cartesian = False
+        self.q = np.zeros(3 * nb)
+        self.qd = np.zeros(3 * nb)
+        self.Q = np.zeros(3 * nb)
+        self.qdd = np.zeros(3 * nb)
+        self.thdd = np.zeros(dof)
+        self.cs = np.zeros(2 * nb)
+        self.work = np.zeros((nb + dof, 16))
+        self.nfev = 0
+        self.status = OK
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        """ydot[0:2 dof+1] = [thetadot; thetaddot; P_nc] at (t, y[0:2 dof])."""
+        cdef Py_ssize_t dof = self.dof, nb = self.nb, i
+        cdef double P = 0.0
+        cdef double* thdd = &self.thdd[0]
+        self.nfev += 1
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = FUNCTION_FAILED
+                return FUNCTION_FAILED
+        _jc_kinematics(dof, &self.kind[0], &self.parent[0], &self.child[0], &self.sp[0, 0],
+                       &self.sc[0, 0], &self.u[0, 0], &self.angle[0], y, y + dof,
+                       &self.q[0], &self.qd[0], &self.cs[0], &self.work[nb, 0])
+        memcpy(&self.Q[0], &self.qgrav[0], 3 * nb * sizeof(double))
+        if self.fe is not None:
+            if self.fe.c_forces(&self.q[0], &self.qd[0], t, self.fvp, &self.Q[0],
+                                &P) >= 0:
+                self.status = FORCE_FAILED
+                return FORCE_FAILED
+        _jc_aba(dof, nb, &self.parent[0], &self.child[0], &self.mass[0], &self.Q[0],
+                &self.work[0, 0], thdd, &self.qdd[0])
+        for i in range(dof):
+            ydot[i] = y[dof + i]
+            ydot[dof + i] = thdd[i]
+            if not isfinite(thdd[i]):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+        ydot[2 * dof] = P
+        self.power = P
+        self.status = OK
+        return OK
+
+    @property
+    def q_view(self):
+        """Cartesian q of the last evaluation (a view of the work buffer)."""
+        return np.asarray(self.q)
+
+    @property
+    def qd_view(self):
+        return np.asarray(self.qd)
+
+    @property
+    def qdd_view(self):
+        """Cartesian qdd of the last evaluation."""
+        return np.asarray(self.qdd)
+
+    @property
+    def Q_view(self):
+        """The applied forces (gravity + force elements) of the last evaluation."""
+        return np.asarray(self.Q)
