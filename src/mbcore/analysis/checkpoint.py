@@ -33,13 +33,13 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import MbcoreError
 
-__all__ = ["Checkpoint", "CheckpointError", "Checkpointer", "read_checkpoint",
+__all__ = ["Checkpoint", "CheckpointError", "Checkpointer", "Snapshot", "read_checkpoint",
            "prepare_resume", "follow", "DEFAULT_SECONDS"]
 
 #: default wall time between checkpoints (``$MBCORE_CHECKPOINT_SECONDS`` overrides)
@@ -55,6 +55,23 @@ def default_seconds() -> float:
     """``$MBCORE_CHECKPOINT_SECONDS`` or :data:`DEFAULT_SECONDS`."""
     v = os.environ.get("MBCORE_CHECKPOINT_SECONDS")
     return float(v) if v else DEFAULT_SECONDS
+
+
+@dataclass
+class Snapshot:
+    """A run's state at a recorded row, as the run hands it to :meth:`Checkpointer.offer`
+    (copies: the run goes on): ``t``, the integrated state ``y``, the consistent
+    ``q``/``qd`` of the row (or None), ``step`` (the loop's state at the start of the
+    step that produced the row, for an exact resume; or None) and ``state``, a
+    callable giving the JSON-able rest (counts, step size, partition, …) only when a
+    checkpoint is written."""
+
+    t: float
+    y: np.ndarray
+    q: np.ndarray | None
+    qd: np.ndarray | None
+    state: Callable[[], dict]
+    step: Any = None
 
 
 class Checkpointer:
@@ -77,18 +94,11 @@ class Checkpointer:
         self.count = 0            # checkpoints written
         self.wall = 0.0           # wall time spent writing them (s)
 
-    def offer(self, run: Any, t: float, y: np.ndarray, steps: float) -> None:
-        """The state of the row just recorded at ``t`` (``y`` the integrated state,
-        ``steps`` the loop's steps in this segment; ``run.resume_state()``: the
-        loop's state at the start of the step that produced it)."""
-        form = run.form
-        v = getattr(form, "v", None)
+    def offer(self, snapshot: Snapshot) -> None:
+        """The state of the row just recorded (:class:`Snapshot`, made by the run)."""
         rep = self.reporter
-        self._pending = (run, float(t), np.array(y, dtype=float), run.last.get("q"),
-                         run.last.get("qd"), steps, run.istat.copy(), run.seg_t0,
-                         run.seg_compiled, run.a.restarts,
-                         None if v is None else np.array(v), rep.n_rows, rep.n_events,
-                         run.resume_state())
+        t = snapshot.t
+        self._pending = (snapshot, rep.n_rows, rep.n_events)
         if (time.monotonic() - self._last_wall >= self.seconds
                 or (self.every is not None
                     and t - self._last_t >= self.every * (1.0 - 1e-9))):
@@ -100,26 +110,14 @@ class Checkpointer:
         if p is None or p is self._written:
             return False
         w0 = time.monotonic()
-        (run, t, y, q, qd, steps, istat, seg_t0, compiled, restarts, v, n_rows,
-         n_events, step) = p
-        form = run.form
-        partition = None
-        if v is not None and hasattr(form, "independent_names"):
-            labels = getattr(form, "coordinate_labels", None)
-            names = labels() if labels is not None else run.sysm.coordinate_names
-            partition = [names[j] for j in v]
-        rows = form.solver.rows
-        state = {"counts": [float(x) for x in istat[2:]], "h": float(istat[0]),
-                 "order": float(istat[1]), "restarts": int(restarts),
-                 "grid0": float(seg_t0), "steps": int(steps), "compiled": bool(compiled),
-                 "partition": partition,
-                 "rows": None if rows is None else [int(r) for r in rows],
-                 "integrator": run.a.icls.name, "formulation": form.name}
+        snap, n_rows, n_events = p
+        t = snap.t
+        state = snap.state()
         arrays = None
-        if step is not None and getattr(self.reporter, "stores_history", True):
-            state["step"], arrays = pack_state(step)     # (else: resume to tolerance)
-        self.reporter.write_checkpoint(t, y, q, qd, n_rows, n_events, json.dumps(state),
-                                       history=arrays)
+        if snap.step is not None and getattr(self.reporter, "stores_history", True):
+            state["step"], arrays = pack_state(snap.step)   # (else: resume to tolerance)
+        self.reporter.write_checkpoint(t, snap.y, snap.q, snap.qd, n_rows, n_events,
+                                       json.dumps(state), history=arrays)
         self._written = p
         self._last_t = t
         self._last_wall = time.monotonic()

@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
+from mbcore.analysis.checkpoint import Snapshot
 from mbcore.solve.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.integrate.fastloop import compiled_loop_for, run_compiled
@@ -440,7 +441,7 @@ class _RowBlock:
                     flat[:] = rows[i]
                     run.record(float(T[i]), run.row)
             if run.ck is not None:
-                run.ck.offer(run, float(T[-1]), Y[-1], float(S[-1, 2]))
+                run.ck.offer(run.snapshot(float(T[-1]), Y[-1], float(S[-1, 2])))
         run.bar.update(k)
 
     def _energy(self, Y, out) -> None:
@@ -550,6 +551,32 @@ class _Run:
             t_out = np.append(t_out, t1)
         t_out[-1] = min(t_out[-1], t1)
         return t_out[np.concatenate([[True], np.diff(t_out) > 0])]
+
+    def snapshot(self, t: float, y, steps: float):
+        """The checkpoint state of the row just recorded at ``t``
+        (:class:`mbcore.analysis.checkpoint.Snapshot`; ``y`` the integrated state,
+        ``steps`` the loop's steps in this segment)."""
+        form = self.form
+        v = getattr(form, "v", None)
+        v = None if v is None else np.array(v)
+        istat = self.istat.copy()
+        seg_t0, compiled, restarts = self.seg_t0, self.seg_compiled, self.a.restarts
+
+        def state() -> dict:
+            partition = None
+            if v is not None and hasattr(form, "independent_names"):
+                labels = getattr(form, "coordinate_labels", None)
+                names = labels() if labels is not None else self.sysm.coordinate_names
+                partition = [names[j] for j in v]
+            rows = form.solver.rows
+            return {"counts": [float(x) for x in istat[2:]], "h": float(istat[0]),
+                    "order": float(istat[1]), "restarts": int(restarts),
+                    "grid0": float(seg_t0), "steps": int(steps), "compiled": bool(compiled),
+                    "partition": partition,
+                    "rows": None if rows is None else [int(r) for r in rows],
+                    "integrator": self.a.icls.name, "formulation": form.name}
+        return Snapshot(float(t), np.array(y, dtype=float), self.last.get("q"),
+                        self.last.get("qd"), state, self.resume_state())
 
     def size_buffers(self) -> None:
         """Work buffers of the right-hand side and the outputs, sized for the
@@ -755,7 +782,7 @@ class _Run:
         with CRITICAL:                       # the row and its checkpoint state: atomic
             self.record(t, data)
             if self.ck is not None:
-                self.ck.offer(self, t, y_state, float(self.cstat[2]))
+                self.ck.offer(self.snapshot(t, y_state, float(self.cstat[2])))
         self.bar.update(1)
         reason = form.wants_repartition()
         if self._fs is not None:
