@@ -9,9 +9,18 @@ instead (``MBCORE_PLUGINS``); subprocesses inherit the setting
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background by a shell without job control (``cmd &`` in a
+# script) inherits SIGINT ignored, and then neither this process nor the runs it
+# starts see Ctrl-C (mbcore keeps an ignored SIGINT ignored, as nohup asks).  The
+# tests of Ctrl-C need Python's own handler: put it back here (the processes that
+# the tests start then get the default disposition, hence Python's handler too).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 STUB_PLUGINS = os.environ.get("MBCORE_TEST_STUB_PLUGINS") == "1"
 if STUB_PLUGINS:
