@@ -1134,10 +1134,13 @@ def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
     from mbcore.elements import ForceType
     from mbcore.plugins import registry
     from mbcore.elements.schema import Param
+    from mbplugins._ext import _planar_forces
     from mbplugins.planar.forces import TSDA
 
     class CapsuleTSDA(TSDA):
-        name, kernel, c_kernel = "capsule_tsda", None, builtin_capsule("tsda")
+        # a copy of the built-in kernel's struct (the built-in TSDA itself reaches
+        # the evaluator through the tier since 0.2; before, through the core's switch)
+        name, c_kernel = "capsule_tsda", builtin_capsule(_planar_forces.TSDA)
 
     class NullForce(ForceType):
         name, bodies, params = "null_capsule", ("body",), {"body": Param("body")}
@@ -1180,8 +1183,9 @@ def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
            "null_capsule_group_extra_us": dn / count * 1e6,
            "compiled_rhs": form.compiled is not None, "loop": res.stats["loop"],
            "run_builtin_s": wb, "run_capsule_s": wc,
-           "note": "a TSDA group as the built-in kernel vs the same kernel behind the C ABI "
-                   "(mbcore_plugin.h), evaluations in C; four-bar DI, dopri5, 2 s"}
+           "note": "a TSDA group as the built-in type (its capsule in "
+                   "mbplugins._ext._planar_forces) vs a copy of that kernel behind the C "
+                   "ABI (mbcore_plugin.h), evaluations in C; four-bar DI, dopri5, 2 s"}
     return {"compiled_plugin_tier_overhead": row,
             "compiled_plugin_tier_constraint_overhead": _compiled_constraint_tier(repeat,
                                                                                   quick)}

@@ -6,10 +6,8 @@
 # (same formulas, equal to 1e-12: tests/test_force_jacobians.py).
 
 #: kernel name -> True for the force kernels that have a compiled Jacobian
-JAC_KERNELS = {"tsda": True, "rsda": True, "force": True, "torque": True, "drag": True,
-               "damping": True, "contact": True, "spatial_tsda": True, "spatial_force": True,
-               "spatial_torque": True, "spatial_drag": True, "spatial_rsda": True,
-               "spatial_bushing": True}
+JAC_KERNELS = {"spatial_tsda": True, "spatial_force": True, "spatial_torque": True,
+               "spatial_drag": True, "spatial_rsda": True, "spatial_bushing": True}
 
 # -- derivatives of the spatial building blocks (exact also off |p| = 1) -------------
 cdef inline void _jdA(const double* p, const double* a, bint transpose,
@@ -609,225 +607,6 @@ cdef Py_ssize_t _spatial_jacobian(FGroup* G, Py_ssize_t e, const double* q,
     return -1
 
 
-cdef Py_ssize_t _contact_jacobian(FGroup* G, Py_ssize_t e, const double* q,
-                                  const double* qd, double* K, double* C) noexcept nogil:
-    """F9 contact (Contact.force_jacobian): the active branch's derivatives, every
-    quantity with its 12 derivative columns [q_i, q_j, qd_i, qd_j]."""
-    cdef const double* p = G.par + e * G.npar
-    cdef Py_ssize_t bi = G.boff[e * 2], bj = G.boff[e * 2 + 1]
-    cdef double ci, si, cj, sj, Sx, Sy, nx, ny, rLx, rLy, rpx, rpy, d, delta, Xix, Xiy
-    cdef double Xjx, Xjy, vx, vy, dot_, vt, pe, dpe_f, fel, fd, fn, x, th, sat, dsat_f
-    cdef double ft, Fx, Fy, tx, ty, wi, wj
-    cdef double dd[12]
-    cdef double dXi[24]
-    cdef double dXj[24]
-    cdef double dv[24]
-    cdef double ddot[12]
-    cdef double dvt[12]
-    cdef double dfn[12]
-    cdef double dft[12]
-    cdef double dF[24]
-    cdef double dnx5, dny5, a, b
-    cdef int k, act, model
-    ci = cos(q[bi + 2]); si = sin(q[bi + 2])
-    cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
-    Sx = ci * p[0] - si * p[1]; Sy = si * p[0] + ci * p[1]
-    nx = cj * p[5] - sj * p[6]; ny = sj * p[5] + cj * p[6]
-    rLx = q[bj] + cj * p[3] - sj * p[4]; rLy = q[bj + 1] + sj * p[3] + cj * p[4]
-    rpx = q[bi] + Sx - rLx; rpy = q[bi + 1] + Sy - rLy
-    d = nx * rpx + ny * rpy
-    delta = p[2] - d
-    if not (delta > 0.0):
-        return -1                         # no contact: K = C = 0
-    wi = qd[bi + 2]; wj = qd[bj + 2]
-    # dn only in column 5 (phi_j): R n = (-ny, nx)
-    dnx5 = -ny; dny5 = nx
-    # dd = dn^T rp + n^T (dr_i + dS - dr_L)
-    for k in range(12):
-        dd[k] = 0.0
-    dd[0] = nx; dd[1] = ny
-    dd[2] = nx * (-Sy) + ny * Sx
-    dd[3] = -nx; dd[4] = -ny
-    dd[5] = dnx5 * rpx + dny5 * rpy - (nx * (-(rLy - q[bj + 1])) + ny * (rLx - q[bj]))
-    Xix = Sx - d * nx; Xiy = Sy - d * ny
-    Xjx = q[bi] + Xix - q[bj]; Xjy = q[bi + 1] + Xiy - q[bj + 1]
-    # dXi = dS - n dd - d dn  (rows x: [0:12], y: [12:24])
-    for k in range(12):
-        dXi[k] = -nx * dd[k]
-        dXi[12 + k] = -ny * dd[k]
-    dXi[2] += -Sy; dXi[14] += Sx
-    dXi[5] -= d * dnx5; dXi[17] -= d * dny5
-    for k in range(24):
-        dXj[k] = dXi[k]
-    dXj[0] += 1.0; dXj[13] += 1.0; dXj[3] -= 1.0; dXj[16] -= 1.0
-    vx = (qd[bi] - wi * Xiy) - (qd[bj] - wj * Xjy)
-    vy = (qd[bi + 1] + wi * Xix) - (qd[bj + 1] + wj * Xjx)
-    for k in range(12):
-        dv[k] = -wi * dXi[12 + k] + wj * dXj[12 + k]
-        dv[12 + k] = wi * dXi[k] - wj * dXj[k]
-    dv[6] = 1.0; dv[19] = 1.0
-    dv[8] = -Xiy; dv[20] = Xix
-    dv[9] = -1.0; dv[22] = -1.0
-    dv[11] = Xjy; dv[23] = -Xjx
-    dot_ = -(nx * vx + ny * vy)
-    tx = ny; ty = -nx
-    vt = tx * vx + ty * vy
-    for k in range(12):
-        ddot[k] = -(nx * dv[k] + ny * dv[12 + k])
-        dvt[k] = tx * dv[k] + ty * dv[12 + k]
-    ddot[5] -= dnx5 * vx + dny5 * vy
-    dvt[5] += dny5 * vx - dnx5 * vy          # dt = (dn_y, -dn_x)
-    pe = pow(delta, p[9])
-    dpe_f = -p[9] * pow(delta, p[9] - 1.0)   # d pe = dpe_f * dd
-    fel = p[7] * pe
-    model = <int> (p[12] + 0.5)
-    if model == 0:
-        fd = p[8] * pe * dot_
-    elif model == 1:
-        fd = p[8] * dot_ if dot_ > 0.0 else 0.0
-    else:
-        fd = p[8] * dot_
-    act = fel + fd > 0.0
-    fn = fel + fd if act else 0.0
-    for k in range(12):
-        if not act:
-            dfn[k] = 0.0
-        elif model == 0:
-            dfn[k] = p[7] * dpe_f * dd[k] + p[8] * (dpe_f * dd[k] * dot_ + pe * ddot[k])
-        elif model == 1 and not (dot_ > 0.0):
-            dfn[k] = p[7] * dpe_f * dd[k]
-        else:
-            dfn[k] = p[7] * dpe_f * dd[k] + p[8] * ddot[k]
-    x = vt / p[11]
-    if p[13] < 0.5:
-        th = tanh(x)
-        sat = th
-        dsat_f = (1.0 - th * th) / p[11]
-    else:
-        sat = 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
-        dsat_f = 1.0 / p[11] if -1.0 < x < 1.0 else 0.0
-    ft = -p[10] * fn * sat
-    for k in range(12):
-        dft[k] = -p[10] * (dfn[k] * sat + fn * dsat_f * dvt[k])
-    Fx = fn * nx + ft * tx; Fy = fn * ny + ft * ty
-    for k in range(12):
-        dF[k] = nx * dfn[k] + tx * dft[k]
-        dF[12 + k] = ny * dfn[k] + ty * dft[k]
-    # dn = (dnx5, dny5) at 5, dt = (dny5, -dnx5) at 5
-    dF[5] += fn * dnx5 + ft * dny5
-    dF[17] += fn * dny5 - ft * dnx5
-    for k in range(12):
-        a = dXi[k] * Fy - dXi[12 + k] * Fx + Xix * dF[12 + k] - Xiy * dF[k]
-        b = dXj[k] * Fy - dXj[12 + k] * Fx + Xjx * dF[12 + k] - Xjy * dF[k]
-        if k < 6:
-            K[k] = dF[k]; K[6 + k] = dF[12 + k]; K[12 + k] = a
-            K[18 + k] = -dF[k]; K[24 + k] = -dF[12 + k]; K[30 + k] = -b
-        else:
-            C[k - 6] = dF[k]; C[k] = dF[12 + k]; C[6 + k] = a
-            C[12 + k] = -dF[k]; C[18 + k] = -dF[12 + k]; C[24 + k] = -b
-    return -1
-
-
-cdef Py_ssize_t _planar_jacobian(FGroup* G, Py_ssize_t e, const double* q,
-                                 const double* qd, const double* fv, double* K,
-                                 double* C) noexcept nogil:
-    """K, C blocks (nl x nl, zeroed by the caller) of planar element e (Nikravesh (1988),
-    §9.2: point force, torque, TSDA, RSDA, drag, fictitious damping); returns -1, or e when it cannot be evaluated."""
-    cdef const double* p = G.par + e * G.npar
-    cdef Py_ssize_t bi = G.boff[e * G.nb], bj
-    cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy
-    cdef double ldx, ldy, vx, vy, sp_, kq, inv, m0, F00, F01, F11, dFx, dFy
-    cdef double D[12]          # dl/dq (2 x 6), row-major
-    cdef double a[6]
-    cdef double Lq[6]
-    cdef double FV[6]
-    cdef int k, l
-    if G.kind == F_TSDA:
-        # Nikravesh (1988), §9.2: g = -D^T (f u); see TSDA.force_jacobian
-        bj = G.boff[e * 2 + 1]
-        c = cos(q[bi + 2]); s = sin(q[bi + 2])
-        cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
-        Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
-        Sjx = cj * p[2] - sj * p[3]; Sjy = sj * p[2] + cj * p[3]
-        lx = q[bj] + Sjx - q[bi] - Six
-        ly = q[bj + 1] + Sjy - q[bi + 1] - Siy
-        L = sqrt(lx * lx + ly * ly)
-        if not (L >= MIN_LENGTH):
-            return e
-        ux = lx / L; uy = ly / L
-        for k in range(12):
-            D[k] = 0.0
-        D[0] = -1.0; D[7] = -1.0; D[2] = Siy; D[8] = -Six
-        D[3] = 1.0; D[10] = 1.0; D[5] = -Sjy; D[11] = Sjx
-        ldx = 0.0; ldy = 0.0
-        for k in range(3):
-            ldx += D[k] * qd[bi + k] + D[3 + k] * qd[bj + k]
-            ldy += D[6 + k] * qd[bi + k] + D[9 + k] * qd[bj + k]
-        Ld = ux * ldx + uy * ldy
-        f = p[4] * (L - p[6]) + p[5] * Ld + fv[3 * G.fidx[e]]
-        for k in range(6):
-            a[k] = ux * D[k] + uy * D[6 + k]
-            Lq[k] = (ldx * D[k] + ldy * D[6 + k] - Ld * a[k]) / L
-        Lq[2] += qd[bi + 2] * (ux * Six + uy * Siy)
-        Lq[5] -= qd[bj + 2] * (ux * Sjx + uy * Sjy)
-        for k in range(6):
-            for l in range(6):
-                K[6 * k + l] = (-(f / L) * (D[k] * D[l] + D[6 + k] * D[6 + l] - a[k] * a[l])
-                                - p[4] * a[k] * a[l] - p[5] * a[k] * Lq[l])
-                C[6 * k + l] = -p[5] * a[k] * a[l]
-        K[14] -= f * (Six * ux + Siy * uy)
-        K[35] += f * (Sjx * ux + Sjy * uy)
-    elif G.kind == F_RSDA:
-        # Nikravesh (1988), §9.2: phi block k [[-1, 1], [1, -1]], c likewise
-        K[14] = -p[0]; K[17] = p[0]; K[32] = p[0]; K[35] = -p[0]
-        C[14] = -p[1]; C[17] = p[1]; C[32] = p[1]; C[35] = -p[1]
-    elif G.kind == F_FORCE:
-        # Nikravesh (1988), §9.2: global f: d(S x f)/dphi = -S . f; body f = A f': df/dphi = R f
-        c = cos(q[bi + 2]); s = sin(q[bi + 2])
-        fx = fv[3 * G.fidx[e * 2]]
-        fy = fv[3 * G.fidx[e * 2 + 1]]
-        if p[2] > 0.5:
-            f = c * fx - s * fy
-            fy = s * fx + c * fy
-            fx = f
-            K[2] = -fy
-            K[5] = fx
-        else:
-            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
-            K[8] = -(Six * fx + Siy * fy)
-    elif G.kind == F_TORQUE:
-        pass                             # Nikravesh (1988), §9.2: n(t) only
-    elif G.kind == F_DRAG:
-        # Nikravesh (1988), §9.2: F_v = -(kq |v| + c) I - kq v v^T / |v|, V = [I, R S]
-        c = cos(q[bi + 2]); s = sin(q[bi + 2])
-        Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
-        vx = qd[bi] - qd[bi + 2] * Siy - p[4]
-        vy = qd[bi + 1] + qd[bi + 2] * Six - p[5]
-        sp_ = sqrt(vx * vx + vy * vy)
-        kq = p[2]
-        m0 = -(kq * sp_ + p[3])
-        fx = m0 * vx; fy = m0 * vy
-        inv = kq / sp_ if sp_ > 0.0 else 0.0
-        F00 = m0 - inv * vx * vx; F01 = -inv * vx * vy; F11 = m0 - inv * vy * vy
-        FV[0] = F00; FV[1] = F01; FV[2] = -F00 * Siy + F01 * Six
-        FV[3] = F01; FV[4] = F11; FV[5] = -F01 * Siy + F11 * Six
-        for k in range(3):
-            C[k] = FV[k]
-            C[3 + k] = FV[3 + k]
-            C[6 + k] = Six * FV[3 + k] - Siy * FV[k]
-        dFx = -qd[bi + 2] * (F00 * Six + F01 * Siy)
-        dFy = -qd[bi + 2] * (F01 * Six + F11 * Siy)
-        K[2] = dFx
-        K[5] = dFy
-        K[8] = -(Six * fx + Siy * fy) + Six * dFy - Siy * dFx
-    elif G.kind == F_CONTACT:
-        return _contact_jacobian(G, e, q, qd, K, C)
-    elif G.kind == F_DAMPING:
-        # Nikravesh (1988), §9.2: C = -diag(d)
-        C[0] = -p[0]; C[4] = -p[1]; C[8] = -p[2]
-    return -1
-
-
 cdef class ForceJacobianEvaluator:
     """K and C blocks of every element of the groups with a compiled Jacobian
     (:data:`JAC_KERNELS`), written into caller-owned buffers (no allocation per
@@ -868,7 +647,7 @@ cdef class ForceJacobianEvaluator:
                     raise ValueError(f"force kernel {g['kernel']!r} has no Jacobian")
                 nc = 7 if G.ext.body_kind == MBCORE_BODY_SPATIAL else 3
             else:
-                nc = 7 if G.kind >= S_TSDA else 3
+                nc = 7                   # the built-in kernels: spatial
             self.nl[k] = G.nb * nc
             self.boff_out[k] = self.size
             self.size += G.ne * G.nb * nc * G.nb * nc
@@ -932,10 +711,7 @@ cdef class ForceJacobianEvaluator:
             for e in range(G.ne):
                 Kp = K + self.boff_out[g] + e * nl2
                 Cp = C + self.boff_out[g] + e * nl2
-                if G.kind >= S_TSDA:
-                    bad = _spatial_jacobian(G, e, self.qx, self.qdx, fv, Kp, Cp)
-                else:
-                    bad = _planar_jacobian(G, e, self.qx, self.qdx, fv, Kp, Cp)
+                bad = _spatial_jacobian(G, e, self.qx, self.qdx, fv, Kp, Cp)
                 if bad >= 0:
                     self.failed_group = g
                     self.failed_element = bad

@@ -50,6 +50,7 @@ cdef Py_ssize_t _fill_group(FGroup* G, dict g, list keep, Py_ssize_t n) except -
     G.par = <const double*> _ptr_d(par)
     G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
     G.ext = K
+    _abi_group(G, &G.abi)
     return need_fv
 
 
@@ -68,9 +69,7 @@ cdef inline Py_ssize_t _external_forces(const FGroup* G, const double* q, const 
                                         double* P) noexcept nogil:
     """Q += the forces of an external group, P[0] += their non-conservative power;
     -1, or the element the plugin refused (any negative return counts as -1)."""
-    cdef mbcore_force_group A
-    _abi_group(G, &A)
-    cdef mbcore_index r = G.ext.force(&A, q, qd, t, fv, Q, P)
+    cdef mbcore_index r = G.ext.force(&G.abi, q, qd, t, fv, Q, P)
     return -1 if r < 0 else r
 
 
@@ -79,9 +78,7 @@ cdef inline Py_ssize_t _external_jacobians(const FGroup* G, const double* q,
                                            double* K, double* C) noexcept nogil:
     """The (nl x nl) K, C blocks of every element of an external group (zeroed by
     the caller); -1, or the element the plugin refused."""
-    cdef mbcore_force_group A
-    _abi_group(G, &A)
-    cdef mbcore_index r = G.ext.jacobian(&A, q, qd, t, fv, K, C)
+    cdef mbcore_index r = G.ext.jacobian(&G.abi, q, qd, t, fv, K, C)
     return -1 if r < 0 else r
 
 
@@ -140,42 +137,15 @@ cdef inline mbcore_index _abi_jacobian(int kind, const mbcore_force_group* A,
     cdef FGroup G
     cdef Py_ssize_t e, bad, nl2
     _from_abi(&G, kind, A)
-    nl2 = A.nb * (7 if kind >= S_TSDA else 3)
+    nl2 = A.nb * 7                       # the built-in kernels here: spatial
     nl2 = nl2 * nl2
     for e in range(A.ne):
         memset(K + e * nl2, 0, nl2 * sizeof(double))
         memset(C + e * nl2, 0, nl2 * sizeof(double))
-        if kind >= S_TSDA:
-            bad = _spatial_jacobian(&G, e, q, qd, fv, K + e * nl2, C + e * nl2)
-        else:
-            bad = _planar_jacobian(&G, e, q, qd, fv, K + e * nl2, C + e * nl2)
+        bad = _spatial_jacobian(&G, e, q, qd, fv, K + e * nl2, C + e * nl2)
         if bad >= 0:
             return bad
     return -1
-
-
-cdef mbcore_index _abi_tsda(const mbcore_force_group* A, const double* q, const double* qd,
-                            double t, const double* fv, double* Q,
-                            double* P) noexcept nogil:
-    return _abi_force(F_TSDA, A, q, qd, t, fv, Q, P)
-
-
-cdef mbcore_index _abi_tsda_j(const mbcore_force_group* A, const double* q,
-                              const double* qd, double t, const double* fv, double* K,
-                              double* C) noexcept nogil:
-    return _abi_jacobian(F_TSDA, A, q, qd, t, fv, K, C)
-
-
-cdef mbcore_index _abi_force_el(const mbcore_force_group* A, const double* q,
-                                const double* qd, double t, const double* fv, double* Q,
-                                double* P) noexcept nogil:
-    return _abi_force(F_FORCE, A, q, qd, t, fv, Q, P)
-
-
-cdef mbcore_index _abi_force_el_j(const mbcore_force_group* A, const double* q,
-                                  const double* qd, double t, const double* fv, double* K,
-                                  double* C) noexcept nogil:
-    return _abi_jacobian(F_FORCE, A, q, qd, t, fv, K, C)
 
 
 cdef mbcore_index _abi_stsda(const mbcore_force_group* A, const double* q, const double* qd,
@@ -233,27 +203,21 @@ cdef mbcore_index _abi_null_j(const mbcore_force_group* A, const double* q,
 
 #: self-test kernels: name -> (body kind, n_bodies, n_par, n_fun, index into the tables)
 SELFTEST_KERNELS = {
-    "tsda": (MBCORE_BODY_PLANAR, 2, 7, 1, 0),
-    "force": (MBCORE_BODY_PLANAR, 1, 3, 2, 1),
-    "spatial_tsda": (MBCORE_BODY_SPATIAL, 2, 9, 1, 2),
-    "spatial_bushing": (MBCORE_BODY_SPATIAL, 2, 22, 0, 3),
-    "null": (MBCORE_BODY_PLANAR, 1, 0, 0, 4),
-    "clock": (MBCORE_BODY_PLANAR, 1, 0, 0, 5),
+    "spatial_tsda": (MBCORE_BODY_SPATIAL, 2, 9, 1, 0),
+    "spatial_bushing": (MBCORE_BODY_SPATIAL, 2, 22, 0, 1),
+    "null": (MBCORE_BODY_PLANAR, 1, 0, 0, 2),
+    "clock": (MBCORE_BODY_PLANAR, 1, 0, 0, 3),
 }
-cdef mbcore_force_fn _SELF_FORCE[6]
-cdef mbcore_force_jacobian_fn _SELF_JAC[6]
-_SELF_FORCE[0] = _abi_tsda
-_SELF_FORCE[1] = _abi_force_el
-_SELF_FORCE[2] = _abi_stsda
-_SELF_FORCE[3] = _abi_bushing
-_SELF_FORCE[4] = _abi_null
-_SELF_FORCE[5] = _abi_clock
-_SELF_JAC[0] = _abi_tsda_j
-_SELF_JAC[1] = _abi_force_el_j
-_SELF_JAC[2] = _abi_stsda_j
-_SELF_JAC[3] = _abi_bushing_j
-_SELF_JAC[4] = _abi_null_j
-_SELF_JAC[5] = _abi_null_j
+cdef mbcore_force_fn _SELF_FORCE[4]
+cdef mbcore_force_jacobian_fn _SELF_JAC[4]
+_SELF_FORCE[0] = _abi_stsda
+_SELF_FORCE[1] = _abi_bushing
+_SELF_FORCE[2] = _abi_null
+_SELF_FORCE[3] = _abi_clock
+_SELF_JAC[0] = _abi_stsda_j
+_SELF_JAC[1] = _abi_bushing_j
+_SELF_JAC[2] = _abi_null_j
+_SELF_JAC[3] = _abi_null_j
 
 
 ctypedef struct _OwnedKernel:
@@ -266,24 +230,33 @@ cdef void _free_owned(object capsule) noexcept:
     free(PyCapsule_GetPointer(capsule, MBCORE_FORCE_CAPSULE))
 
 
-def builtin_capsule(str kernel, *, abi_version=None, body_kind=None, n_bodies=None,
+def builtin_capsule(object kernel, *, abi_version=None, body_kind=None, n_bodies=None,
                     n_par=None, n_fun=None, bint force=True, bint jacobian=True):
-    """A ``mbcore.force_kernel`` capsule whose functions are the built-in
-    ``kernel`` (one of :data:`SELFTEST_KERNELS`) behind the external ABI: what a
-    compiled plugin provides, without a compiler.  The keywords override the
-    declared fields (tests of the loader's checks: a wrong version, size or body
-    kind, no force or no Jacobian function)."""
-    if kernel not in SELFTEST_KERNELS:
-        raise ValueError(f"no self-test kernel {kernel!r}; expected one of "
-                         f"{', '.join(SELFTEST_KERNELS)}")
-    kind, nb, npar, nfun, idx = SELFTEST_KERNELS[kernel]
+    """A ``mbcore.force_kernel`` capsule of the external ABI: the self-test ``kernel``
+    (one of :data:`SELFTEST_KERNELS`), or a copy of the kernel of another such capsule
+    (e.g. a built-in type's, ``mbplugins._ext._planar_forces.TSDA``): what a
+    compiled plugin provides, without a compiler.  The keywords override the declared
+    fields (tests of the loader's checks: a wrong version, size or body kind, no
+    force or no Jacobian function)."""
+    cdef const mbcore_force_kernel* src = NULL
+    if isinstance(kernel, str):
+        if kernel not in SELFTEST_KERNELS:
+            raise ValueError(f"no self-test kernel {kernel!r}; expected one of "
+                             f"{', '.join(SELFTEST_KERNELS)} or a kernel capsule")
+        kind, nb, npar, nfun, idx = SELFTEST_KERNELS[kernel]
+        label, why = kernel, REASONS.get(kernel, "")
+    else:
+        src = _kernel_ptr(kernel)
+        kind, nb, npar, nfun = src.body_kind, src.n_bodies, src.n_par, src.n_fun
+        label = "copy" if src.name == NULL else src.name.decode("utf-8", "replace")
+        why = "" if src.reason == NULL else src.reason.decode("utf-8", "replace")
     cdef _OwnedKernel* o = <_OwnedKernel*> malloc(sizeof(_OwnedKernel))
     if o == NULL:
         raise MemoryError()
     memset(o, 0, sizeof(_OwnedKernel))
-    name = f"builtin:{kernel}".encode()[:63]
+    name = f"builtin:{label}".encode()[:63]
     memcpy(o.name, <const char*> name, len(name))
-    reason = REASONS.get(kernel, "").encode()[:511]
+    reason = why.encode()[:511]
     memcpy(o.reason, <const char*> reason, len(reason))
     o.k.abi_version = MBCORE_ABI_VERSION if abi_version is None else abi_version
     o.k.name = o.name
@@ -291,7 +264,11 @@ def builtin_capsule(str kernel, *, abi_version=None, body_kind=None, n_bodies=No
     o.k.n_bodies = nb if n_bodies is None else n_bodies
     o.k.n_par = npar if n_par is None else n_par
     o.k.n_fun = nfun if n_fun is None else n_fun
-    o.k.force = _SELF_FORCE[idx] if force else NULL
-    o.k.jacobian = _SELF_JAC[idx] if jacobian else NULL
+    if src != NULL:
+        o.k.force = src.force if force else NULL
+        o.k.jacobian = src.jacobian if jacobian else NULL
+    else:
+        o.k.force = _SELF_FORCE[idx] if force else NULL
+        o.k.jacobian = _SELF_JAC[idx] if jacobian else NULL
     o.k.reason = o.reason if reason else NULL
     return PyCapsule_New(o, MBCORE_FORCE_CAPSULE, _free_owned)

@@ -1,13 +1,14 @@
 # cython: language_level=3
-"""Compiled force kernels for the built-in planar force elements (Nikravesh (1988),
-§9.2: point force, torque, TSDA, RSDA, drag, point-line contact, fictitious
-damping), and the external groups of the compiled plugin
-tier (``mbcore_plugin.h``, ABI v1; docs/plugins.md "Compiled tier").
+"""The compiled force evaluator: the external groups of the compiled plugin tier
+(``mbcore_plugin.h``, ABI v1; docs/plugins.md "Compiled tier") — through which the
+built-in planar force types arrive too (``mbplugins._ext._planar_forces``) — and,
+until they move the same way, the kernels of the built-in spatial force elements
+(ext/_spatial_forces.pxi).
 
 :class:`ForceEvaluator` accumulates the generalised forces of every compiled group
 into Q in one call, without Python per element and without allocation.  The NumPy
 references with identical packed parameters are in
-``mbplugins.planar.forces``.  Conventions as in ``_planar``: body offsets index an
+``mbplugins.spatial.forces``.  Conventions as in ``_planar``: body offsets index an
 extended coordinate buffer whose last three entries are the ground's zeros;
 forces on the ground land in three extra slots and are discarded.
 
@@ -29,13 +30,6 @@ from mbcore.plugin cimport (mbcore_force_kernel, mbcore_force_group, mbcore_inde
 import numpy as np
 
 cdef enum:
-    F_TSDA = 0
-    F_RSDA = 1
-    F_FORCE = 2
-    F_TORQUE = 3
-    F_DRAG = 4
-    F_CONTACT = 5
-    F_DAMPING = 6
     S_TSDA = 10
     S_FORCE = 11
     S_TORQUE = 12
@@ -51,13 +45,6 @@ FORCE_CAPSULE = "mbcore.force_kernel"
 
 #: kernel name -> (code, bodies, n_par, n_fun)
 KERNELS = {
-    "tsda": (F_TSDA, 2, 7, 1),
-    "rsda": (F_RSDA, 2, 3, 1),
-    "force": (F_FORCE, 1, 3, 2),
-    "torque": (F_TORQUE, 2, 0, 1),
-    "drag": (F_DRAG, 1, 6, 0),
-    "contact": (F_CONTACT, 2, 14, 0),
-    "damping": (F_DAMPING, 1, 3, 0),
     "spatial_tsda": (S_TSDA, 2, 9, 1),
     "spatial_force": (S_FORCE, 1, 4, 3),
     "spatial_torque": (S_TORQUE, 2, 1, 3),
@@ -68,8 +55,6 @@ KERNELS = {
 
 #: why a kernel refuses an element (reported by the System with the element's name)
 REASONS = {
-    "tsda": "the attachment points coincide (length < 1e-10): the spring-damper "
-            "direction is undefined",
     "spatial_tsda": "the attachment points coincide (length < 1e-10): the spring-damper "
                     "direction is undefined",
     "spatial_rsda": "the body-j reference direction is parallel to the rotation axis (the "
@@ -188,6 +173,7 @@ cdef class ForceEvaluator:
         G1.boff = G1.boff + e * G1.nb
         G1.par = G1.par + e * G1.npar
         G1.fidx = G1.fidx + e * G1.nfun
+        _abi_group(&G1, &G1.abi)
         P[0] = 0.0
         if _accumulate(&G1, self.qx, self.qdx, t, fv, self.Qx, P) >= 0:
             return e
@@ -242,132 +228,13 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, double
     non-conservative parts into ``P[0]`` (the ``power_nc`` of the references);
     return -1, or the index of a failing element.  ``t`` reaches only external
     kernels (the built-ins read their time functions from ``fv``)."""
-    cdef Py_ssize_t e, bi, bj
-    cdef const double* p
-    cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, lx, ly, L, ux, uy, Ld, f, fx, fy, n
-    cdef double vx, vy, nx, ny, d, delta, pe, fel, fn, ft, vt, dd, Xix, Xiy, Xjx, Xjy
+    cdef Py_ssize_t e
     cdef double pw = 0.0
     if G.kind == F_EXTERNAL:
         return _external_forces(G, q, qd, t, fv, Q, P)
-    if G.kind >= S_TSDA:
-        for e in range(G.ne):
-            if _spatial_element(G, e, q, qd, fv, Q, &pw) >= 0:
-                return e
-        if P != NULL:
-            P[0] += pw
-        return -1
-    for e in range(G.ne):
-        p = G.par + e * G.npar
-        bi = G.boff[e * G.nb]
-        if G.kind == F_TSDA:
-            bj = G.boff[e * 2 + 1]
-            c = cos(q[bi + 2]); s = sin(q[bi + 2])
-            cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
-            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
-            Sjx = cj * p[2] - sj * p[3]; Sjy = sj * p[2] + cj * p[3]
-            lx = q[bj] + Sjx - q[bi] - Six
-            ly = q[bj + 1] + Sjy - q[bi + 1] - Siy
-            L = sqrt(lx * lx + ly * ly)
-            if not (L >= MIN_LENGTH):
-                return e
-            ux = lx / L; uy = ly / L
-            # l_dot = rd_j + w_j R S_j - rd_i - w_i R S_i,  R S = (-S_y, S_x)
-            Ld = (ux * (qd[bj] - qd[bj + 2] * Sjy - qd[bi] + qd[bi + 2] * Siy)
-                  + uy * (qd[bj + 1] + qd[bj + 2] * Sjx - qd[bi + 1] - qd[bi + 2] * Six))
-            f = p[5] * Ld + fv[3 * G.fidx[e]]
-            pw -= f * Ld
-            f += p[4] * (L - p[6])
-            fx = f * ux; fy = f * uy
-            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
-            Q[bj] -= fx; Q[bj + 1] -= fy; Q[bj + 2] -= Sjx * fy - Sjy * fx
-        elif G.kind == F_RSDA:
-            bj = G.boff[e * 2 + 1]
-            d = qd[bj + 2] - qd[bi + 2]
-            n = p[1] * d + fv[3 * G.fidx[e]]
-            pw -= n * d
-            n += p[0] * (q[bj + 2] - q[bi + 2] - p[2])
-            Q[bi + 2] += n
-            Q[bj + 2] -= n
-        elif G.kind == F_FORCE:
-            c = cos(q[bi + 2]); s = sin(q[bi + 2])
-            fx = fv[3 * G.fidx[e * 2]]
-            fy = fv[3 * G.fidx[e * 2 + 1]]
-            if p[2] > 0.5:          # components in body axes: f = A f'
-                f = c * fx - s * fy
-                fy = s * fx + c * fy
-                fx = f
-            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
-            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
-            pw += fx * (qd[bi] - qd[bi + 2] * Siy) + fy * (qd[bi + 1] + qd[bi + 2] * Six)
-        elif G.kind == F_TORQUE:
-            bj = G.boff[e * 2 + 1]
-            n = fv[3 * G.fidx[e]]
-            Q[bi + 2] += n
-            Q[bj + 2] -= n
-            pw += n * (qd[bi + 2] - qd[bj + 2])
-        elif G.kind == F_DRAG:
-            # par = [s'_x, s'_y, 0.5 c_d rho A, c, wind_x, wind_y]
-            c = cos(q[bi + 2]); s = sin(q[bi + 2])
-            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
-            vx = qd[bi] - qd[bi + 2] * Siy - p[4]
-            vy = qd[bi + 1] + qd[bi + 2] * Six - p[5]
-            f = -(p[2] * sqrt(vx * vx + vy * vy) + p[3])
-            fx = f * vx; fy = f * vy
-            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Six * fy - Siy * fx
-            pw += fx * (qd[bi] - qd[bi + 2] * Siy) + fy * (qd[bi + 1] + qd[bi + 2] * Six)
-        elif G.kind == F_DAMPING:
-            # par = [d_x, d_y, d_phi]
-            Q[bi] -= p[0] * qd[bi]
-            Q[bi + 1] -= p[1] * qd[bi + 1]
-            Q[bi + 2] -= p[2] * qd[bi + 2]
-            pw -= (p[0] * qd[bi] * qd[bi] + p[1] * qd[bi + 1] * qd[bi + 1]
-                   + p[2] * qd[bi + 2] * qd[bi + 2])
-        elif G.kind == F_CONTACT:
-            # par = [s'_x, s'_y, radius, l'_x, l'_y, n'_x, n'_y, k, c, e, mu, v_eps,
-            #        damping model (0 hunt_crossley, 1 compression, 2 linear),
-            #        friction model (0 tanh, 1 linear)];  body i = disc, j = line body
-            bj = G.boff[e * 2 + 1]
-            c = cos(q[bi + 2]); s = sin(q[bi + 2])
-            cj = cos(q[bj + 2]); sj = sin(q[bj + 2])
-            Six = c * p[0] - s * p[1]; Siy = s * p[0] + c * p[1]
-            nx = cj * p[5] - sj * p[6]; ny = sj * p[5] + cj * p[6]
-            # d = n . (r_P - r_L)
-            d = (nx * (q[bi] + Six - q[bj] - (cj * p[3] - sj * p[4]))
-                 + ny * (q[bi + 1] + Siy - q[bj + 1] - (sj * p[3] + cj * p[4])))
-            delta = p[2] - d
-            if not (delta > 0.0):
-                continue
-            # contact point X = r_P - d n, relative to each body's origin
-            Xix = Six - d * nx; Xiy = Siy - d * ny
-            Xjx = q[bi] + Xix - q[bj]; Xjy = q[bi + 1] + Xiy - q[bj + 1]
-            vx = (qd[bi] - qd[bi + 2] * Xiy) - (qd[bj] - qd[bj + 2] * Xjy)
-            vy = (qd[bi + 1] + qd[bi + 2] * Xix) - (qd[bj + 1] + qd[bj + 2] * Xjx)
-            dd = -(nx * vx + ny * vy)
-            vt = ny * vx - nx * vy
-            pe = pow(delta, p[9])
-            fel = p[7] * pe
-            if p[12] < 0.5:
-                fn = fel + p[8] * pe * dd
-            elif p[12] < 1.5:
-                fn = fel + (p[8] * dd if dd > 0.0 else 0.0)
-            else:
-                fn = fel + p[8] * dd
-            if fn < 0.0:
-                fn = 0.0
-            if p[13] < 0.5:
-                ft = -p[10] * fn * tanh(vt / p[11])
-            else:
-                f = vt / p[11]
-                if f > 1.0:
-                    f = 1.0
-                elif f < -1.0:
-                    f = -1.0
-                ft = -p[10] * fn * f
-            # F = fn n + ft t with t = (n_y, -n_x)
-            fx = fn * nx + ft * ny; fy = fn * ny - ft * nx
-            Q[bi] += fx; Q[bi + 1] += fy; Q[bi + 2] += Xix * fy - Xiy * fx
-            Q[bj] -= fx; Q[bj + 1] -= fy; Q[bj + 2] -= Xjx * fy - Xjy * fx
-            pw += -(fn - fel) * dd + ft * vt
+    for e in range(G.ne):                # the built-in kernels: spatial
+        if _spatial_element(G, e, q, qd, fv, Q, &pw) >= 0:
+            return e
     if P != NULL:
         P[0] += pw
     return -1

@@ -328,7 +328,7 @@ def test_a_force_capsule_is_not_a_constraint_kernel():
     with pytest.raises(PluginError, match=r"constraint type 'odd_revolute'.*is a PyCapsule "
                                           r"named 'mbcore.force_kernel', expected a "
                                           r"PyCapsule named 'mbcore.constraint_kernel'"):
-        _refused([_revolute_with("odd_revolute", builtin_capsule("tsda"))])
+        _refused([_revolute_with("odd_revolute", builtin_capsule("null"))])
 
 
 @pytest.mark.parametrize("override, message", [

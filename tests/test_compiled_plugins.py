@@ -28,14 +28,18 @@ needs_compiled = pytest.mark.skipif(not compiled_available(),
 
 if compiled_available():
     from mbcore._ext._forces import ABI_VERSION, builtin_capsule
+    from mbplugins._ext import _planar_forces as PLANAR_KERNELS
 
     #: a capsule named by "module:attribute" (the form a plugin package uses)
-    TSDA_CAPSULE = builtin_capsule("tsda")
+    TSDA_CAPSULE = builtin_capsule(PLANAR_KERNELS.TSDA)
 else:                                        # pragma: no cover - no build
     ABI_VERSION, TSDA_CAPSULE = None, None
 
     def builtin_capsule(kernel, **kw):
         return None
+
+    class PLANAR_KERNELS:
+        TSDA = FORCE = None
 
 
 class CapsuleTSDA(TSDA):
@@ -47,7 +51,7 @@ class CapsuleTSDA(TSDA):
 class CapsuleForce(PointForce):
     name = "capsule_force"
     kernel = None
-    c_kernel = builtin_capsule("force")
+    c_kernel = builtin_capsule(PLANAR_KERNELS.FORCE)
 
 
 class CapsuleBushing(Bushing):
@@ -90,7 +94,7 @@ class NoJacobianTSDA(TSDA):
 
     name = "capsule_tsda_fd"
     kernel = None
-    c_kernel = builtin_capsule("tsda", jacobian=False)
+    c_kernel = builtin_capsule(PLANAR_KERNELS.TSDA, jacobian=False)
     force_jacobian = ForceType.force_jacobian
 
 
@@ -288,7 +292,7 @@ def _tsda_with(name, capsule):
 
 @needs_compiled
 def test_abi_version_mismatch_names_plugin_type_and_both_versions():
-    bad = builtin_capsule("tsda", abi_version=ABI_VERSION + 1)
+    bad = builtin_capsule(PLANAR_KERNELS.TSDA, abi_version=ABI_VERSION + 1)
     with pytest.raises(PluginError) as exc:
         _refused([_tsda_with("old_tsda", bad)])
     msg = str(exc.value)
@@ -324,7 +328,7 @@ def test_wrong_capsules_are_refused(capsule, message):
 def test_declaration_mismatches_are_refused(override, message):
     with pytest.raises(PluginError, match=r"force type 'sized_tsda'.*compiled kernel "
                                           r"<capsule object> \('builtin:tsda'\).*" + message):
-        _refused([_tsda_with("sized_tsda", builtin_capsule("tsda", **override))])
+        _refused([_tsda_with("sized_tsda", builtin_capsule(PLANAR_KERNELS.TSDA, **override))])
 
 
 # ------------------------------------------------------------------ failing elements

@@ -238,8 +238,12 @@ def test_compiled_kernels_equal_numpy_references(dim, ftype):
     assert sc.force_jacobian_modes()[ftype] == "compiled"
     fg = next(g for g in sn.force_groups if g.ftype.name == ftype)
     from mbcore._ext import _forces
-    ev = _forces.ForceJacobianEvaluator(sn.n, [dict(kernel=fg.ftype.kernel, boff=fg.boff,
-                                                    par=fg.par, fidx=fg.fidx)])
+    from mbcore.plugins.compiled import load_force_kernel
+    group = dict(kernel=fg.ftype.kernel or fg.ftype.name, boff=fg.boff, par=fg.par,
+                 fidx=fg.fidx)
+    if getattr(fg.ftype, "c_kernel", None) is not None:   # through the plugin tier
+        group["capsule"] = load_force_kernel(fg.ftype).capsule
+    ev = _forces.ForceJacobianEvaluator(sn.n, [group])
     for k in range(4):
         q, qd = random_state(sn, dq=0.1)
         t = 0.1 + 0.4 * k

@@ -150,10 +150,17 @@ def test_force_evaluator_checks(springs):
         assert res[0] in ("ok", "error"), res
 
 
+def _tsda_group(fidx):
+    """A packed group of one planar TSDA (7 parameters, 1 function) between the bodies
+    at offsets 0 and 3, with its kernel capsule (the built-in, through the plugin tier)."""
+    from mbplugins._ext._planar_forces import TSDA
+    return dict(kernel="tsda", capsule=TSDA, boff=np.array([[0, 3]]), par=np.zeros(7),
+                fidx=fidx)
+
+
 def test_force_evaluator_refuses_bad_packed_groups():
     from mbcore._ext import _forces
-    ok = dict(kernel="tsda", boff=np.array([[0, 3]]), par=np.zeros(_forces.KERNELS[
-        "tsda"][2]), fidx=np.zeros((1, _forces.KERNELS["tsda"][3]), np.intp))
+    ok = _tsda_group(np.zeros((1, 1), np.intp))
     assert outcome(lambda: _forces.ForceEvaluator(6, [ok]) and 1)[0] == "ok"
     refused(lambda: _forces.ForceEvaluator(6, [{**ok, "boff": np.array([[0, 999]])}]),
             "boff")
@@ -164,12 +171,7 @@ def test_force_evaluator_refuses_bad_packed_groups():
 
 def test_fv_rows_checked_against_function_indices(springs, fourbar):
     from mbcore._ext import _forces
-    k = _forces.KERNELS["tsda"]
-    if k[3] == 0:
-        pytest.skip("tsda reads no time function")
-    g = dict(kernel="tsda", boff=np.array([[0, 3]]), par=np.zeros(k[2]),
-             fidx=np.full((1, k[3]), 7, np.intp))
-    fe = _forces.ForceEvaluator(6, [g])
+    fe = _forces.ForceEvaluator(6, [_tsda_group(np.full((1, 1), 7, np.intp))])
     refused(lambda: fe.forces(np.zeros(6), np.zeros(6), 0.0, np.zeros((2, 3)),
                               np.zeros(6)), "fv")
 
@@ -601,10 +603,7 @@ def test_compiled_cp_checks_its_construction():
 def _forces_of(n, row=7):
     """A ForceEvaluator of n coordinates whose spring reads time-function row ``row``."""
     from mbcore._ext import _forces
-    k = _forces.KERNELS["tsda"]
-    g = dict(kernel="tsda", boff=np.array([[0, 3]]), par=np.zeros(k[2]),
-             fidx=np.full((1, k[3]), row, np.intp))
-    return _forces.ForceEvaluator(n, [g])
+    return _forces.ForceEvaluator(n, [_tsda_group(np.full((1, 1), row, np.intp))])
 
 
 def test_compiled_cp_partition_and_evaluation():

@@ -1,5 +1,5 @@
 # C-level interface of mbcore._ext._forces (cimported by _dynamics, _cp, _jcspatial).
-from mbcore.plugin cimport mbcore_force_kernel
+from mbcore.plugin cimport mbcore_force_kernel, mbcore_force_group
 
 ctypedef struct FGroup:
     int kind
@@ -8,6 +8,7 @@ ctypedef struct FGroup:
     const double* par
     const Py_ssize_t* fidx
     const mbcore_force_kernel* ext    # kind F_EXTERNAL: a plugin's kernel (mbcore_plugin.h)
+    mbcore_force_group abi            # kind F_EXTERNAL: the same fields as the ABI's group
 
 
 cdef class ForceEvaluator:

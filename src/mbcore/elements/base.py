@@ -62,6 +62,14 @@ class PackContext:
         return q[:3].copy(), A(q[3:7])
 
 
+def _kernel_choice(cls: type) -> None:
+    """A subclass that sets ``kernel`` itself (e.g. ``kernel = None``: its Python
+    methods run) and not ``c_kernel`` does not inherit its base's ``c_kernel``:
+    the kernel it chose is the one that applies."""
+    if "kernel" in vars(cls) and "c_kernel" not in vars(cls):
+        cls.c_kernel = None
+
+
 class ConstraintType:
     """Base class of constraint types (joints, absolute constraints, drivers).
 
@@ -101,6 +109,10 @@ class ConstraintType:
     #: ``reaction_local``.  Not with ``extra`` coordinates (ABI v1).
     c_kernel: ClassVar[Any] = None
     labels: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _kernel_choice(cls)
     category: ClassVar[str] = "joint"      # "joint" | "driver" | "constraint"
     description: ClassVar[str] = ""
     #: names of artificial coordinates each element adds (e.g. ("theta",) for a cam
@@ -203,6 +215,10 @@ class ForceType:
     conservative: ClassVar[bool] = False
     description: ClassVar[str] = ""
     body_kind: ClassVar[str] = "planar"
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        _kernel_choice(cls)
 
     def check(self, spec: dict[str, Any], path: str) -> None:
         """Extra validation beyond the schema (raise ModelError naming the key)."""

@@ -106,7 +106,8 @@ class Contact(ForceType):
     }
     n_par = 14
     n_fun = 0
-    kernel = "contact"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    c_kernel = "mbplugins._ext._planar_forces:CONTACT"
     labels = ("delta", "delta_rate", "normal_force", "slip_velocity", "friction_force")
 
     def check(self, spec, path):

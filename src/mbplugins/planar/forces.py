@@ -67,7 +67,8 @@ class TSDA(ForceType):
     }
     n_par = 7
     n_fun = 1
-    kernel = "tsda"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    c_kernel = "mbplugins._ext._planar_forces:TSDA"
     labels = ("length", "length_rate", "spring_force", "damper_force", "actuator_force",
               "force")
     conservative = False
@@ -198,7 +199,8 @@ class RSDA(ForceType):
     }
     n_par = 3
     n_fun = 1
-    kernel = "rsda"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    c_kernel = "mbplugins._ext._planar_forces:RSDA"
     labels = ("angle", "angle_rate", "spring_torque", "damper_torque", "actuator_torque",
               "torque")
 
@@ -270,7 +272,8 @@ class PointForce(ForceType):
     }
     n_par = 3
     n_fun = 2
-    kernel = "force"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    c_kernel = "mbplugins._ext._planar_forces:FORCE"
     labels = ("fx", "fy")
 
     def pack(self, spec, ctx):
@@ -321,7 +324,8 @@ class Torque(ForceType):
     }
     n_par = 0
     n_fun = 1
-    kernel = "torque"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    c_kernel = "mbplugins._ext._planar_forces:TORQUE"
     labels = ("torque",)
 
     def pack(self, spec, ctx):
@@ -369,7 +373,8 @@ class Drag(ForceType):
     }
     n_par = 6
     n_fun = 0
-    kernel = "drag"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    c_kernel = "mbplugins._ext._planar_forces:DRAG"
     labels = ("speed", "force", "fx", "fy")
 
     def check(self, spec, path):
@@ -464,7 +469,8 @@ class FictitiousDamping(ForceType):
     }
     n_par = 3
     n_fun = 0
-    kernel = "damping"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    c_kernel = "mbplugins._ext._planar_forces:DAMPING"
     labels = ("fx", "fy", "n")
 
     def pack(self, spec, ctx):
