@@ -29,6 +29,7 @@ from mbcore.elements.rotations import A as Amat
 from mbcore.elements.rotations import L as Lmat
 from mbplugins.spatial import composites as SX
 from mbplugins.spatial import constraints as SC
+from mbplugins.spatial import kinematics as SKIN
 
 GROUND = T.GROUND
 TYPES = {cls.name: cls for cls in SX.COMPOSITE_TYPES}
@@ -518,9 +519,9 @@ class _EPWrongGamma(SX.RelativeRotationEP):
 
 class _LockWrongSign(SX.OrientationLock):
     def gamma_v(self, par, qb, vb, t, f):
-        K = T.SC._Kin(qb, vb)
+        K = SKIN.Kin(qb, vb)
         q0 = par[:, 0:4] / np.linalg.norm(par[:, 0:4], axis=1, keepdims=True)
-        R = T.SC._relative_ep(K, q0)
+        R = SKIN.relative_ep(K, q0)
         wi, wj = K.w[:, 0], K.w[:, 1]
         # the quadratic term with the ¼(|w_i|²+|w_j|²) vec(w) part of the wrong sign
         return -(R.h + 0.5 * (np.sum(wi * wi, -1) + np.sum(wj * wj, -1))[:, None] * R.v)

@@ -25,11 +25,9 @@ import numpy as np
 from mbcore.elements.rotations import A as _A
 from mbcore.elements.schema import Param
 
-from .constraints import (TWO_PI, _AXIS_PARAMS, _BODY_I, _BODY_J, _I3, _AxisJoint, _Jet,
-                          _joint_points, _Kin, _SpatialBase, _atan2, _body_point, _body_vector, _dot,
-                          _lin, _map_dir, _mv, _mtv, _perp_pair, _point_i,
-                          _point_j, _pure, _q_from_A, _qconj, _qmul, _relative_ep, _sub,
-                          _unit, _vdot)
+from .constraints import (TWO_PI, _AXIS_PARAMS, _BODY_I, _BODY_J, _I3, _AxisJoint,
+                          _SpatialBase, _point_i, _point_j)
+from .kinematics import (Jet as _Jet, joint_points as _joint_points, Kin as _Kin, atan2 as _atan2, body_point as _body_point, body_vector as _body_vector, dot as _dot, lin as _lin, map_dir as _map_dir, mv as _mv, mtv as _mtv, perp_pair as _perp_pair, pure as _pure, q_from_A as _q_from_A, qconj as _qconj, qmul as _qmul, relative_ep as _relative_ep, sub as _sub, unit as _unit, vdot as _vdot)
 
 __all__ = ["Screw", "RevoluteCylindrical", "PointOnLine", "PointOnPlane",
            "RelativeRotationEP", "OrientationLock", "COMPOSITE_TYPES"]

@@ -31,6 +31,7 @@ from mbcore.elements.rotations import G as Gmat, L as Lmat, skew
 from mbcore.elements.schema import Param
 
 from . import constraints as C
+from . import kinematics as SK
 from ..planar import userforce as _uf
 
 MIN_LENGTH = 1e-10
@@ -62,10 +63,10 @@ def _loads(qb, f, n, k=0, nb=1):
     return g
 
 
-def _sqrt_jet(S2: C._Jet) -> C._Jet:
+def _sqrt_jet(S2: SK.Jet) -> SK.Jet:
     """``s = sqrt(S2)``: J = J2 / (2 s), d = d2 / (2 s) (no h: forces need none)."""
     s = np.sqrt(S2.v)
-    return C._Jet(s, None if S2.J is None else S2.J / (2.0 * s)[:, None, None],
+    return SK.Jet(s, None if S2.J is None else S2.J / (2.0 * s)[:, None, None],
                   None if S2.d is None else S2.d / (2.0 * s))
 
 
@@ -123,7 +124,7 @@ class _CoordinateLaw(SpatialForceType):
     ``_laws(par, s, sd, f)`` -> (spring, damper, actuator) forces, each (ne, k)."""
 
     def _kin(self, par, qb, qdb=None):
-        K = C._Kin(qb, None if qdb is None else velocity_blocks(qb, qdb), jac=True)
+        K = SK.Kin(qb, None if qdb is None else velocity_blocks(qb, qdb), jac=True)
         return K, self._coords(par, K)
 
     def _parts(self, par, qb, qdb, f):
@@ -233,16 +234,16 @@ class SpatialTSDA(_CoordinateLaw):
             raise ModelError(f"{path}.free_length", "must be >= 0")
 
     def pack(self, spec, ctx: PackContext):
-        si, sj = C._v3(spec["point_i"]), C._v3(spec["point_j"])
+        si, sj = SK.v3(spec["point_i"]), SK.v3(spec["point_j"])
         L0 = spec.get("free_length")
         if L0 is None:
-            L0 = float(np.linalg.norm(C._global_point(ctx, spec["body_j"], sj)
-                                      - C._global_point(ctx, spec["body_i"], si)))
+            L0 = float(np.linalg.norm(SK.global_point(ctx, spec["body_j"], sj)
+                                      - SK.global_point(ctx, spec["body_i"], si)))
         return [*si, *sj, spec["stiffness"], spec["damping"], L0], [spec["actuator"]]
 
     def _coords(self, par, K):
-        d = C._sub(C._body_point(K, 1, par[:, 3:6]), C._body_point(K, 0, par[:, 0:3]))
-        L2 = C._vdot(d, d)
+        d = SK.sub(SK.body_point(K, 1, par[:, 3:6]), SK.body_point(K, 0, par[:, 0:3]))
+        L2 = SK.vdot(d, d)
         short = L2.v < MIN_LENGTH ** 2
         if np.any(short):
             raise ElementEvaluationError(int(np.nonzero(short)[0][0]), ZERO_LENGTH)
@@ -273,7 +274,7 @@ class SpatialTSDA(_CoordinateLaw):
         for b, sign in ((0, -1.0), (1, 1.0)):
             o = 7 * b
             p, pd, s1 = qb[:, b, 3:7], qdb[:, b, 3:7], par[:, 3 * b:3 * b + 3]
-            Ab, Lb = C._A(p), Lmat(p)
+            Ab, Lb = SK.A(p), Lmat(p)
             wl = 2.0 * np.einsum("ekl,el->ek", Lb, pd)
             S = np.einsum("ekl,el->ek", Ab, s1)
             As = np.einsum("ekl,elj->ekj", Ab, _sk(s1))
@@ -377,13 +378,13 @@ class SpatialRSDA(_CoordinateLaw):
             [spec["actuator"]]
 
     def _coords(self, par, K):
-        fj = C._body_vector(K, 1, par[:, 6:9])
-        y = C._vdot(C._body_vector(K, 0, par[:, 3:6]), fj)
-        x = C._vdot(C._body_vector(K, 0, par[:, 0:3]), fj)
+        fj = SK.body_vector(K, 1, par[:, 6:9])
+        y = SK.vdot(SK.body_vector(K, 0, par[:, 3:6]), fj)
+        x = SK.vdot(SK.body_vector(K, 0, par[:, 0:3]), fj)
         bad = ~(x.v * x.v + y.v * y.v >= MIN_RHO2)
         if np.any(bad):
             raise ElementEvaluationError(int(np.nonzero(bad)[0][0]), NO_ANGLE)
-        th = C._atan2(y, x)
+        th = SK.atan2(y, x)
         ref = par[:, self.TRACK]
         th.v = th.v + C.TWO_PI * np.round((ref - th.v) / C.TWO_PI)
         par[:, self.TRACK] = th.v
@@ -395,7 +396,7 @@ class SpatialRSDA(_CoordinateLaw):
         ``H = (g_y grad x^T - g_x grad y^T + x H_y - y H_x)/rho^2
         - 2 g (x grad x + y grad y)^T / rho^2``."""
         pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
-        Ai, Aj, Li, Lj = C._A(pi), C._A(pj), Lmat(pi), Lmat(pj)
+        Ai, Aj, Li, Lj = SK.A(pi), SK.A(pj), Lmat(pi), Lmat(pj)
         fj = np.einsum("ekl,el->ek", Aj, par[:, 6:9])
         args = (par[:, 6:9], fj, pi, pj, Ai, Aj, Li, Lj)
         x, gx, dx, Hx = _dot_ij(par[:, 0:3], np.einsum("ekl,el->ek", Ai, par[:, 0:3]), *args)
@@ -493,27 +494,27 @@ class Bushing(_CoordinateLaw):
 
     def pack(self, spec, ctx):
         bi, bj = spec["body_i"], spec["body_j"]
-        si = C._v3(spec["point_i"])
+        si = SK.v3(spec["point_i"])
         sj = spec.get("point_j")
-        sj = C._map_point(ctx, bi, si, bj) if sj is None else C._v3(sj)
+        sj = SK.map_point(ctx, bi, si, bj) if sj is None else SK.v3(sj)
         _, Ai = ctx.pose(bi)
         _, Aj = ctx.pose(bj)
-        q0 = C._q_from_A(Aj.T @ Ai)
-        return [*si, *sj, *q0, *C._v3(spec["stiffness"]), *C._v3(spec["damping"]),
-                *C._v3(spec["rotational_stiffness"]), *C._v3(spec["rotational_damping"])], []
+        q0 = SK.q_from_A(Aj.T @ Ai)
+        return [*si, *sj, *q0, *SK.v3(spec["stiffness"]), *SK.v3(spec["damping"]),
+                *SK.v3(spec["rotational_stiffness"]), *SK.v3(spec["rotational_damping"])], []
 
     def _coords(self, par, K):
-        d = C._sub(C._body_point(K, 1, par[:, 3:6]), C._body_point(K, 0, par[:, 0:3]))
+        d = SK.sub(SK.body_point(K, 1, par[:, 3:6]), SK.body_point(K, 0, par[:, 0:3]))
         ne = par.shape[0]
         out = []
         for k in range(3):
             e = np.zeros((ne, 3))
             e[:, k] = 1.0
-            out.append(C._vdot(C._body_vector(K, 0, e), d))
-        w = C._relative_ep(K, par[:, 6:10])
+            out.append(SK.vdot(SK.body_vector(K, 0, e), d))
+        w = SK.relative_ep(K, par[:, 6:10])
         for k in range(3):
-            wk = C._component(w, np.full(ne, k))
-            out.append(C._Jet(-2.0 * wk.v, -2.0 * wk.J, None if wk.d is None else -2.0 * wk.d))
+            wk = SK.component(w, np.full(ne, k))
+            out.append(SK.Jet(-2.0 * wk.v, -2.0 * wk.J, None if wk.d is None else -2.0 * wk.d))
         return out
 
     def _slopes(self, par):
@@ -530,7 +531,7 @@ class Bushing(_CoordinateLaw):
         ne = par.shape[0]
         ri, rj = qb[:, 0, :3], qb[:, 1, :3]
         pi, pj = qb[:, 0, 3:7], qb[:, 1, 3:7]
-        Ai, Aj, Li, Lj = C._A(pi), C._A(pj), Lmat(pi), Lmat(pj)
+        Ai, Aj, Li, Lj = SK.A(pi), SK.A(pj), Lmat(pi), Lmat(pj)
         si, sj = par[:, 0:3], par[:, 3:6]
         l = rj + np.einsum("ekl,el->ek", Aj, sj) - ri - np.einsum("ekl,el->ek", Ai, si)
         D = np.zeros((ne, 3, 14))
@@ -572,15 +573,15 @@ class Bushing(_CoordinateLaw):
                 "elm,emj->elj", Msj, _dA(pj, u, transpose=True))
             H[:, c, 10:14, 3:7] = np.einsum("elm,enm,enj->elj", Msj, Aj, du)
         # rotations: w = conj(q0) ⊗ conj(p_j) ⊗ p_i, bilinear in (p_i, p_j)
-        cq0 = C._qconj(par[:, 6:10])
-        w = C._qmul(cq0, C._qmul(C._qconj(pj), pi))
+        cq0 = SK.qconj(par[:, 6:10])
+        w = SK.qmul(cq0, SK.qmul(SK.qconj(pj), pi))
         dW = np.zeros((ne, 4, 14))
         for j in range(4):
             e = np.zeros((ne, 4))
             e[:, j] = 1.0
-            dW[:, :, 3 + j] = C._qmul(cq0, C._qmul(C._qconj(pj), e))
-            dW[:, :, 10 + j] = C._qmul(cq0, C._qmul(C._qconj(e), pi))
-        A0 = C._A(par[:, 6:10])
+            dW[:, :, 3 + j] = SK.qmul(cq0, SK.qmul(SK.qconj(pj), e))
+            dW[:, :, 10 + j] = SK.qmul(cq0, SK.qmul(SK.qconj(e), pi))
+        A0 = SK.A(par[:, 6:10])
         for c in range(3):
             k = 3 + c
             ec = np.zeros(3)
@@ -646,11 +647,11 @@ class SpatialPointForce(SpatialForceType):
     labels = ("fx", "fy", "fz")
 
     def pack(self, spec, ctx):
-        return [*C._v3(spec["point"]), 1.0 if spec["frame"] == "body" else 0.0], \
+        return [*SK.v3(spec["point"]), 1.0 if spec["frame"] == "body" else 0.0], \
             [spec["fx"], spec["fy"], spec["fz"]]
 
     def _f(self, par, qb, f):
-        A = C._A(qb[:, 0, 3:7])
+        A = SK.A(qb[:, 0, 3:7])
         fl = f[:, :, 0]
         return np.where(par[:, 3:4] > 0.5, np.einsum("ekl,el->ek", A, fl), fl), A
 
@@ -710,7 +711,7 @@ class SpatialTorque(SpatialForceType):
 
     def _n(self, par, qb, f):
         nl = f[:, :, 0]
-        A = C._A(qb[:, 0, 3:7])
+        A = SK.A(qb[:, 0, 3:7])
         return np.where(par[:, 0:1] > 0.5, np.einsum("ekl,el->ek", A, nl), nl)
 
     def force(self, par, qb, qdb, t, f):
@@ -769,11 +770,11 @@ class SpatialDrag(SpatialForceType):
 
     def pack(self, spec, ctx):
         kq = 0.5 * spec["drag_coefficient"] * spec["density"] * spec["area"]
-        return [*C._v3(spec["point"]), kq, spec["linear"], *C._v3(spec["wind"])], []
+        return [*SK.v3(spec["point"]), kq, spec["linear"], *SK.v3(spec["wind"])], []
 
     def _parts(self, par, qb, qdb):
         p, pd = qb[:, 0, 3:7], qdb[:, 0, 3:7]
-        A = C._A(p)
+        A = SK.A(p)
         s = np.einsum("ekl,el->ek", A, par[:, 0:3])
         w = 2.0 * np.einsum("ekl,el->ek", Gmat(p), pd)          # global omega
         v = qdb[:, 0, :3] + np.cross(w, s) - par[:, 5:8]
