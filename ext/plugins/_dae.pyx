@@ -8,21 +8,17 @@ compiled BDF loop with its ``mass`` option (``mbcore._ext._multistep.run_bdf``);
 reference: ``mbplugins.formulations.ggl.GGL.rhs``.  :class:`CompiledStiff` (derived
 from it, sharing its stages) is that of the index-3 ``stiff`` form
 (``y = [q; s; lam; W]``); NumPy reference: ``mbplugins.formulations.stiff.Stiff.rhs``."""
-from libc.math cimport fabs, isfinite, sqrt, INFINITY
-from libc.string cimport memcpy, memset
-
-from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+from libc.math cimport fabs, isfinite
+from libc.string cimport memcpy
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator
-from mbcore._ext._forces cimport ForceEvaluator, ForceJacobianEvaluator
+from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
-from mbcore._ext._sparse cimport SparseSchur, idx_t
+from mbcore._ext._sparse cimport idx_t
 
 import numpy as np
 
-include "_schur.pxi"
-include "_bounds.pxi"
 include "_eval_status.pxi"
 
 

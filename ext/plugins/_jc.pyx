@@ -5,20 +5,16 @@
 planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
 articulated-body solver; Nikravesh (1988), §13.4); ``jc_planar_kinematics`` /
 ``jc_planar_aba`` expose the recursions to Python."""
-from libc.math cimport fabs, isfinite, sqrt, INFINITY
-from libc.string cimport memcpy, memset
-
-from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+from libc.math cimport isfinite
+from libc.string cimport memcpy
 
 from mbcore._ext._dynamics cimport CompiledODE
-from mbcore._ext._planar cimport PlanarEvaluator
-from mbcore._ext._forces cimport ForceEvaluator, ForceJacobianEvaluator
+from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
-from mbcore._ext._sparse cimport SparseSchur, idx_t
+from mbcore._ext._sparse cimport idx_t
 
 import numpy as np
 
-include "_schur.pxi"
 include "_bounds.pxi"
 include "_eval_status.pxi"
 

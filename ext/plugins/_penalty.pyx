@@ -7,20 +7,19 @@
 symbolic analysis of the System's ``SparseSchur``).  NumPy reference: the Python
 path of ``mbplugins.formulations.penalty``."""
 from libc.math cimport fabs, isfinite, sqrt, INFINITY
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 
 from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator
-from mbcore._ext._forces cimport ForceEvaluator, ForceJacobianEvaluator
+from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
 from mbcore._ext._sparse cimport SparseSchur, idx_t
 
 import numpy as np
 
 include "_schur.pxi"
-include "_bounds.pxi"
 include "_eval_status.pxi"
 
 

@@ -108,3 +108,17 @@ class JointCoordinates(LoopClosure, Formulation):
                                  "models is loaded (import "
                                  "mbplugins.formulations.joint_coordinates)") from None
         return super().__new__(cls)
+
+    def work_rate(self, t):
+        """Rate of the work channel W at the last :meth:`rhs`: the power of the
+        non-conservative forces and of the cut-joint / driver rows, ``P_nc + lam* .
+        (Phi*_q qd)`` (tree joints and normalisation rows do no work)."""
+        if self._from_compiled:
+            return self.compiled.power
+        s = self.system
+        q, qd = self.q_cur, self.qd_cur
+        P = s.nonconservative_power(q, qd, t)
+        if len(self.extra):
+            J = s.last_jacobian
+            P += float(self.solver.lam @ (J @ qd))
+        return P

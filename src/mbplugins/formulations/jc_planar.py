@@ -521,20 +521,6 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         self._ydot[dof:] = thdd
         return self._ydot
 
-    def work_rate(self, t):
-        """Rate of the work channel W at the last :meth:`rhs`: the power of the
-        non-conservative forces and of the cut-joint / driver rows, ``P_nc + lam* .
-        (Phi*_q qd)`` (the tree joints do no work)."""
-        if self._from_compiled:
-            return self.compiled.power
-        s = self.system
-        q, qd = self.q_cur, self.qd_cur
-        P = s.nonconservative_power(q, qd, t)
-        if len(self.extra):
-            J = s.last_jacobian
-            P += float(self.solver.lam @ (J @ qd))
-        return P
-
     def outputs(self, t, y):
         """Cartesian q, qd, qdd; the multipliers of the cut rows from the solve and of
         the tree joints from ``Phi_tree^T lam = M qdd - Q - Phi*^T lam*`` (least

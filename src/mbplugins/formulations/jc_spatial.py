@@ -815,19 +815,6 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         self._ydot[self.nq:] = nud
         return self._ydot
 
-    def work_rate(self, t):
-        """Rate of the work channel at the last :meth:`rhs`: ``P_nc + lam* . (Phi*_q
-        qd)`` (tree joints and normalisation rows do no work)."""
-        if self._from_compiled:
-            return self.compiled.power
-        s = self.system
-        q, qd = self.q_cur, self.qd_cur
-        P = s.nonconservative_power(q, qd, t)
-        if len(self.extra):
-            J = s.last_jacobian
-            P += float(self.solver.lam @ (J @ qd))
-        return P
-
     def outputs(self, t, y):
         """Cartesian q, qd, qdd; multipliers: the cut rows from the solve, the
         normalisation rows as Formulation I gives them (``-omega'^T J' omega'``), the
