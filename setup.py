@@ -36,7 +36,7 @@ def ext(name: str, package: str = "mbcore") -> Extension:
 
 
 extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
-              ext("_kinematics"), ext("_dynamics"), ext("_sparse"), ext("_multistep"),
+              ext("_kinematics"), ext("_dynamics"), ext("_sparse"), ext("_steploop"),
               ext("_jcspatial", "mbplugins"), ext("_cp", "mbplugins"),
               ext("_stiffnewton", "mbplugins"), ext("_penalty", "mbplugins"),
               ext("_dae", "mbplugins"), ext("_jc", "mbplugins"),

@@ -425,7 +425,7 @@ def _three_loops(model, st, row, t_end, repeat, quick) -> None:
 
 def bench_multistep(repeat: int, quick: bool) -> dict:
     """The multistep methods on the compiled loop
-    (ext/_multistep.pyx).  The four-bar (fourbar_dap, DI, 10 s, 10 output rows as in
+    (ext/_steploop.pyx).  The four-bar (fourbar_dap, DI, 10 s, 10 output rows as in
     ``bench_integrators``: the loops, not the rows, are measured here),
     abm and bdf at rtol 1e-6 and 1e-8 (atol = rtol/100), implicit_euler and
     trapezoid with fixed steps 1e-3 and 2.5e-4: wall time per simulated

@@ -1,7 +1,7 @@
 """The GGL DAE form on the compiled BDF loop (issue 14, deliverable 3;
 spec/algorithms.md §2.9, §4.6): ``mbplugins._ext._dae.CompiledGGL`` against its NumPy
 reference ``GGL.rhs`` (+ the dynamic analysis' work rate) to 1e-12, and
-``_multistep.run_bdf`` with bdf's DAE options (``mass``, the Jacobian call-back,
+``_steploop.run_bdf`` with bdf's DAE options (``mass``, the Jacobian call-back,
 ``h_power``) taking the same steps as the Python driver on the same compiled
 right-hand side."""
 from __future__ import annotations
@@ -198,7 +198,7 @@ def torque_failure_hands_over(examples, monkeypatch, formulation):
     (code 2), which raises the named error at the time the Python loop does.
     Returns the recorded (code, t) of every compiled segment (still recording) and
     the settings."""
-    from mbcore._ext import _multistep as ms
+    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
     codes = []
 

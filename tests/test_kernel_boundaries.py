@@ -265,7 +265,7 @@ def test_compiled_rhs_eval_checks_sizes(crhs_system):
 
 
 def test_run_rk_checks_its_tableau_and_steps(crhs_system):
-    from mbcore._ext._dynamics import run_rk
+    from mbcore._ext._steploop import run_rk
     f = _crhs(crhs_system)
     if f is None:
         pytest.skip("no compiled right-hand side")
@@ -340,7 +340,7 @@ def ms_state(crhs_system):
 def _loop_call(run, base):
     """call(**changes) -> a function running ``run`` with ``base`` updated (fresh
     stats and counters each time)."""
-    from mbcore._ext._multistep import new_counters
+    from mbcore._ext._steploop import new_counters
 
     def call(**kw):
         a = dict(base, t_out=np.array([0.005, 0.01]), i_out=0,
@@ -380,7 +380,7 @@ def _refuses_all(call, cases):
 
 
 def _abm_call(f, y0, f0):
-    from mbcore._ext._multistep import run_abm
+    from mbcore._ext._steploop import run_abm
     from mbplugins.integrators.adams import AdamsPECE
     N, kmax = y0.size, 12
     phi = np.zeros((kmax + 2, N))
@@ -418,7 +418,7 @@ def test_run_abm_checks_its_arguments(ms_state):
 
 
 def _bdf_call(f, y0, f0):
-    from mbcore._ext._multistep import run_bdf
+    from mbcore._ext._steploop import run_bdf
     from mbplugins.integrators import bdf
     N = y0.size
     D = np.zeros((8, N))
@@ -459,7 +459,7 @@ def test_run_bdf_checks_its_arguments(ms_state):
 
 
 def _theta_call(f, y0, f0):
-    from mbcore._ext._multistep import run_theta
+    from mbcore._ext._steploop import run_theta
     return _loop_call(run_theta, dict(
         f=f, t0=0.0, t1=0.01, y0=y0, f0=f0, t_start=0.0, i_step=0, h_step=1e-3, theta=1.0,
         order=1, evaluated=False, maxiter=10, newton_rtol=1e-10, newton_atol=1e-12))
@@ -680,7 +680,7 @@ def _spherical_tree():
 
 
 def test_compiled_jc_spatial_checks_and_its_state_size():
-    from mbcore._ext._dynamics import run_rk
+    from mbcore._ext._steploop import run_rk
     from mbplugins._ext._jcspatial import CompiledJCSpatial
     K = _spherical_tree()
     qg = np.zeros(7)

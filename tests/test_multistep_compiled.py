@@ -1,6 +1,6 @@
 """The compiled loops of the multistep methods (issue 14): ``abm`` (Adams PECE) and
 ``bdf`` (its ODE form: the right-hand side's ``c_jac``, LAPACK LU) stepped in C by
-``mbcore._ext._multistep`` take the same steps, orders, Jacobians and evaluations
+``mbcore._ext._steploop`` take the same steps, orders, Jacobians and evaluations
 as the Python driver on the same compiled right-hand side; outputs agree to
 rounding (the dense output of the compiled loop is the same polynomial)."""
 from __future__ import annotations
@@ -143,7 +143,7 @@ def test_multistep_loop_hands_a_failing_run_to_the_python_driver(examples, monke
     stops at the failing evaluation (code 2, the last accepted step before 0.3) and
     the Python driver continues from there and raises the named error, as the
     Python loop does."""
-    from mbcore._ext import _multistep as ms
+    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
     codes = []
     for name in ("run_abm", "run_bdf"):
@@ -311,7 +311,7 @@ def test_theta_loop_hands_a_failing_run_to_the_python_driver(examples, monkeypat
     a fresh Jacobian (a step far too large) stop the compiled loop at the last
     accepted step (code 2); the Python driver redoes the step and raises the named
     error at the same time as the Python loop."""
-    from mbcore._ext import _multistep as ms
+    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
     from mbcore.integrate.base import NewtonFailure
     codes = []

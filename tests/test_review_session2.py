@@ -174,7 +174,7 @@ def test_bug4_step_size_error_type_is_the_same_on_both_loops():
 # out of bounds instead of raising.  (Only the read cases are exercised here.)
 # --------------------------------------------------------------------------------
 def test_bug5_run_rk_and_timeit_check_their_buffer_sizes():
-    from mbcore._ext._dynamics import run_rk
+    from mbcore._ext._steploop import run_rk
     from mbcore.plugins import registry
     from mbplugins.integrators.explicit import RK4
 

@@ -1,7 +1,7 @@
 """The stiff (ADAMS-type, index-3) DAE form on the compiled BDF loop (issue 14,
 deliverable 3; spec/algorithms.md §2.9, §4.6): ``mbplugins._ext._dae.CompiledStiff`` against
 its NumPy reference ``Stiff.rhs`` (+ the dynamic analysis' work rate) to 1e-12, and
-``_multistep.run_bdf`` with the formulation's bdf options (``mass``, ``h_power``, the
+``_steploop.run_bdf`` with the formulation's bdf options (``mass``, ``h_power``, the
 ``ReducedNewton`` hook called back from C) and the analysis' Jacobian call-back
 taking the same steps as the Python driver on the same compiled right-hand side."""
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 :class:`CompiledGGL` is the right-hand side ``diag(1, M, 0, 0) y' = f`` of the GGL
 (stabilised index-2) DAE form of a planar system (Nikravesh (1988), §13.3.4) for the
-compiled BDF loop with its ``mass`` option (``mbcore._ext._multistep.run_bdf``); NumPy
+compiled BDF loop with its ``mass`` option (``mbcore._ext._steploop.run_bdf``); NumPy
 reference: ``mbplugins.formulations.ggl.GGL.rhs``.  :class:`CompiledStiff` (derived
 from it, sharing its stages) is that of the index-3 ``stiff`` form
 (``y = [q; s; lam; W]``); NumPy reference: ``mbplugins.formulations.stiff.Stiff.rhs``."""

@@ -9,7 +9,7 @@ NumPy reference) with the same arithmetic bit for bit — elementwise expression
 NumPy's order without fused multiply-add, the two matrix-vector products by NumPy's
 own ``matmul`` (into preallocated buffers), the 1×1 solve of the analysis' work
 component as the division LAPACK's ``dgesv`` makes — so the Python driver and the
-compiled bdf loop (``_multistep.run_bdf``, which calls the hook back) take the same
+compiled bdf loop (``_steploop.run_bdf``, which calls the hook back) take the same
 steps with either object.  No allocation per call except the returned arrays.
 """
 import numpy as np

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """C-level interface of mbcore._ext._dynamics: the base of the compiled right-hand
-sides that the compiled integration loop (``run_rk``) steps.  Other extension
+sides that the compiled step loop (``mbcore._ext._steploop``) steps.  Other extension
 modules derive from it (``cdef class X(CompiledODE)``) and implement ``c_eval``
 (and, with ``post_step`` set, ``c_post_step``)."""
 

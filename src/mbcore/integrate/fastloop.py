@@ -8,11 +8,11 @@ explicit Runge–Kutta method whose integrator class declares a compiled twin
 that keeps their step — the built-in ``euler``/``heun``/``midpoint``/``rk4`` and
 ``bs23``/``dopri5``/``dop853`` and any third-party tableau; the twin's class
 attributes: :func:`mbcore.integrate.rk.compiled_twin`),
-the whole step loop runs in C (``mbcore._ext._dynamics.run_rk``) and returns to
+the whole step loop runs in C (``mbcore._ext._steploop.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
 ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
 Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
-``mbcore._ext._multistep`` (:mod:`mbcore.integrate.multistep_loop`).  Events
+``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`).  Events
 (impacts), post-step projection and the other DAE forms keep the Python driver
 (:func:`mbcore.integrate.integrate`), except the projections of the penalty
 formulation, which run in C after every accepted step of ``run_rk``
@@ -91,13 +91,13 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     (:func:`mbcore.integrate.multistep_loop.run_multistep`).
     ``max_steps`` > 0: the step budget between outputs
     (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out)."""
-    if kind in ("abm", "bdf", "theta"):  # ext/_multistep.pyx
+    if kind in ("abm", "bdf", "theta"):  # ext/_steploop.pyx
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
                              hist=hist, history=(start or {}).get("history"),
                              max_steps=max_steps, rhs_state=(start or {}).get("rhs_state"))
-    from .._ext._dynamics import run_rk
+    from .._ext._steploop import run_rk
 
     crhs = form.compiled
     size = y0.size

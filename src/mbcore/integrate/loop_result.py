@@ -17,7 +17,7 @@ __all__ = ["LoopStatus", "LoopResult", "LoopFallback", "budget_error", "step_too
 
 class LoopStatus(IntEnum):
     """The status every compiled integration loop returns (``LOOP_STATUS`` of the
-    extension modules ``_dynamics`` and ``_multistep``, ext/_loop_status.pxi)."""
+    extension module ``_steploop``, ext/_loop_status.pxi)."""
 
     DONE = 0                 #: reached the end time
     STOPPED = 1              #: the output call-back asked to stop

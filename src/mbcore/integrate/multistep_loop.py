@@ -1,7 +1,7 @@
 """The compiled integration loops of the multistep methods: ``abm``
 (:class:`mbplugins.integrators.adams.AdamsPECE`) and ``bdf``
 (:class:`mbplugins.integrators.bdf.BDF`) stepped in C by
-``mbcore._ext._multistep.run_abm`` / ``run_bdf``, and the implicit one-step
+``mbcore._ext._steploop.run_abm`` / ``run_bdf``, and the implicit one-step
 θ-methods ``implicit_euler`` and ``trapezoid``
 (:class:`mbplugins.integrators.implicit.ThetaMethod`) by ``run_theta``.
 
@@ -28,25 +28,25 @@ from .base import Statistics
 
 __all__ = ["available", "run_multistep"]
 
-#: Statistics fields accumulated by the compiled loops (``_multistep.COUNTERS``)
+#: Statistics fields accumulated by the compiled loops (``_steploop.COUNTERS``)
 _COUNTED = ("nerror_test_failures", "nnewton_failures", "nfev_jac", "njev", "nlu",
             "nlu_solves", "nnewton_iter", "norder_changes")
 
 
 def available() -> bool:
-    """True when the extension module ``mbcore._ext._multistep`` is built."""
+    """True when the extension module ``mbcore._ext._steploop`` is built."""
     try:
-        from .._ext import _multistep
+        from .._ext import _steploop
     except ImportError:
         return False
-    return hasattr(_multistep, "run_abm")
+    return hasattr(_steploop, "run_abm")
 
 
 def kinds() -> tuple:
     """The loop kinds the built extension implements (``run_theta`` came later: an
     older build keeps the θ-methods on the Python driver)."""
-    from .._ext import _multistep
-    return ("abm", "bdf") + (("theta",) if hasattr(_multistep, "run_theta") else ())
+    from .._ext import _steploop
+    return ("abm", "bdf") + (("theta",) if hasattr(_steploop, "run_theta") else ())
 
 
 def _ode_form(kind: str, integ, start: dict) -> bool:
@@ -70,7 +70,7 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
     st.nfev = int(stats[4])
     for k, name in enumerate(_COUNTED):
         setattr(st, name, getattr(st, name) + int(counters[k]))
-    from .._ext._multistep import ORDERS
+    from .._ext._steploop import ORDERS
     if st.nsteps:
         st.h_min = min(st.h_min, float(counters[8]))
         st.h_max = max(st.h_max, float(counters[9]))
@@ -94,7 +94,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     older checkpoint: the state after the step) is restored the same way, counted
     from the start-up.  ``rhs_state``: the right-hand side's own state at (t0, y0)
     (``load_state``, after the integrator's start-up)."""
-    from .._ext import _multistep as ms
+    from .._ext import _steploop as ms
     from .loop_result import (LoopFallback, LoopResult, LoopStatus, budget_error,
                               step_too_small)
 

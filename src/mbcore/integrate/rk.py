@@ -5,7 +5,7 @@ embedded pair with error control and dense output) are complete integrators: a
 subclass — built-in (``mbplugins.integrators``: euler, heun, midpoint, rk4, bs23,
 dopri5, dop853) or third-party — declares only its coefficients as class
 attributes.  Because the coefficients are plain data, the compiled loop
-(:mod:`mbcore.integrate.fastloop`, ``mbcore._ext._dynamics.run_rk``) steps the same method in
+(:mod:`mbcore.integrate.fastloop`, ``mbcore._ext._steploop.run_rk``) steps the same method in
 C when the right-hand side is compiled: :func:`compiled_twin` reads them.
 
 The compiled twin (integrator contract, docs/integrators.md "Compiled twin").  A

@@ -7,7 +7,7 @@ that step's end with its next step size (or multistep history), so that N calls
 reproduce one :func:`mbcore.run` with the call ends as output times.
 
 * :class:`CompiledRK`: explicit Runge-Kutta methods on the compiled right-hand
-  side, the run's compiled loop (``_dynamics.run_rk``) called once per target with
+  side, the run's compiled loop (``_steploop.run_rk``) called once per target with
   the step-end state, f there (FSAL: no extra evaluation), the next step size and
   the fixed-step grid position; the loop's ``ystep`` buffer (4 N + 5 floats) hands
   back the whole last step, so a later target inside that step redoes it from its
@@ -41,7 +41,7 @@ class CompiledRK:
 
     def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
                  options: dict, max_steps: int = 0):
-        from .._ext._dynamics import run_rk
+        from .._ext._steploop import run_rk
         from .rk import compiled_twin
         self.run_rk = run_rk
         self.max_steps = int(max_steps or 0)       # the step budget per call

@@ -12,7 +12,7 @@ projection; ``mu`` is zero for the exact solution.
 
 Planar models of compiled elements (dense or sparse Jacobian) evaluate ``f`` (and the
 work rate of the dynamic analysis) in one C call, ``mbplugins._ext._dae.CompiledGGL``; bdf
-then runs on the compiled loop (``_multistep.run_bdf`` with its DAE options, the
+then runs on the compiled loop (``_steploop.run_bdf`` with its DAE options, the
 Jacobian through :meth:`GGL.jacobian`).  :meth:`GGL.rhs` is its NumPy reference.
 """
 from __future__ import annotations

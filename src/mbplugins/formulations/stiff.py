@@ -29,7 +29,7 @@ integration error, as the book describes.
 Planar models of compiled elements evaluate ``f`` and the work rate in one C call
 (``mbplugins._ext._dae.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
 compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
-arithmetic bit for bit); bdf then runs on the compiled loop (``_multistep.run_bdf``,
+arithmetic bit for bit); bdf then runs on the compiled loop (``_steploop.run_bdf``,
 which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).
 """
 from __future__ import annotations

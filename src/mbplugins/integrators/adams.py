@@ -132,7 +132,7 @@ class AdamsPECE(Integrator):
     @classmethod
     def compiled_loop_kind(cls):
         """'abm': :mod:`mbcore.integrate.fastloop` runs this method in compiled code
-        (``mbcore._ext._multistep.run_abm``, the same steps) unless a subclass
+        (``mbcore._ext._steploop.run_abm``, the same steps) unless a subclass
         changes the step."""
         same = (cls._step_impl is AdamsPECE._step_impl
                 and cls._restart_impl is AdamsPECE._restart_impl

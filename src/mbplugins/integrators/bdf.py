@@ -190,7 +190,7 @@ class BDF(Integrator):
     #: differences, order, step, and the Newton Jacobian with its age and LU
     state_fields = ("_D", "_k", "_n_equal", "_h_abs", "_J", "_jac_current", "_jac_age",
                     "_lu", "_c_lu")
-    #: method data also read by the compiled loop (mbcore._ext._multistep.run_bdf)
+    #: method data also read by the compiled loop (mbcore._ext._steploop.run_bdf)
     GAMMA = BDF_GAMMA
     ERROR_CONST = BDF_ERROR_CONST
     MIN_FACTOR = MIN_FACTOR
@@ -200,7 +200,7 @@ class BDF(Integrator):
     @classmethod
     def compiled_loop_kind(cls):
         """'bdf': :mod:`mbcore.integrate.fastloop` runs this method in compiled code
-        (``mbcore._ext._multistep.run_bdf``, the same steps) unless a subclass
+        (``mbcore._ext._steploop.run_bdf``, the same steps) unless a subclass
         changes the step: the ODE form (the compiled right-hand side's ``c_jac``:
         forward differences, or the semi-analytic DI/CS Jacobian, which the dynamic
         analysis then also hands to this driver as ``jac``) and the DAE

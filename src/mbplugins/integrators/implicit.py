@@ -46,7 +46,7 @@ class ThetaMethod(Integrator):
     def compiled_loop_kind(cls):
         """'theta': :mod:`mbcore.integrate.fastloop` runs this method (no Jacobian given: the
         compiled right-hand side's ``c_jac``, forward differences or the
-        semi-analytic DI/CS Jacobian) in compiled code (``mbcore._ext._multistep.run_theta``,
+        semi-analytic DI/CS Jacobian) in compiled code (``mbcore._ext._steploop.run_theta``,
         the same steps, Newton iterations, Jacobians and LU factorisations) unless a
         subclass changes the step, the Newton iteration, the end derivative or the
         dense output."""
