@@ -7,13 +7,11 @@ index maps of the output stages.  It holds no work buffers and no evaluation
 state: those are the :class:`mbcore.system.data.SystemData` of a run (MuJoCo's
 mjModel/mjData split; Pinocchio's Model/Data).
 
-One caveat: packed parameters are shared with the compiled evaluators, and a
-type may keep state in them (the rotation driver's tracked angle) or a Simulation
-may overwrite them between runs (its parameters).
+Packed parameters are shared with the compiled evaluators; a type may keep state
+in them (the rotation driver's tracked angle), a Simulation its parameters.
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
@@ -21,37 +19,11 @@ import numpy as np
 
 from ..elements.base import PackContext
 from ..errors import ModelError, PluginError
-from .groups import (ForceGroup, Group, kernel_group, kernel_spec, pack_element,
-                     short_label, unique_ints)
+from .backend import (BACKENDS, DENSE_LIMIT, compiled_available, constraint_evaluator,
+                      default_backend, force_evaluator)
+from .groups import ForceGroup, Group, pack_element, short_label, unique_ints
 
-__all__ = ["SystemModel", "DENSE_LIMIT", "BACKENDS", "default_backend",
-           "compiled_available"]
-
-#: systems with at most this many coordinates use dense Jacobians and LAPACK; larger
-#: ones a CSR Jacobian and the sparse Schur solver (mbcore.solve.sparse_schur).  Measured on
-#: the pendulum chain (docs/linear-solvers.md): one equations-of-motion solve is
-#: cheaper sparse from n ~ 15; the compiled dense right-hand side loses from n ~ 36;
-#: a whole 1 s dopri5 run breaks even at n ~ 48 (16 links).  Override per model
-#: with ``compile(jacobian="dense"|"sparse")`` or MBCORE_DENSE_LIMIT.
-DENSE_LIMIT = int(os.environ.get("MBCORE_DENSE_LIMIT", "48"))
-BACKENDS = ("compiled", "numpy")
-
-
-def default_backend() -> str:
-    b = os.environ.get("MBCORE_KERNELS", "compiled").strip().lower() or "compiled"
-    if b not in BACKENDS:
-        raise ValueError(f"MBCORE_KERNELS={b!r}: expected one of {', '.join(BACKENDS)}")
-    return b
-
-
-def compiled_available() -> bool:
-    try:
-        from .._ext import _forces, _functions, _linalg, _planar  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
+__all__ = ["SystemModel"]
 
 class SystemModel:
     """A Model compiled for evaluation, immutable (see module docstring).
@@ -396,76 +368,18 @@ class SystemModel:
 
 
     def _kernels(self) -> None:
-        """The compiled evaluators of the groups that have kernels (compiled backend;
-        built-in kernels and the compiled plugin tier); the other groups are
-        evaluated in Python."""
-        self.constraint_evaluator = None
-        self.python_groups = list(self.groups)
-        self.compiled_groups: list[Group] = []
-        self.compiled_force_groups: list[ForceGroup] = []
+        """The compiled evaluators of the groups that have kernels (compiled backend:
+        :mod:`mbcore.system.backend`); the other groups are evaluated in Python."""
+        self.constraint_evaluator = self.force_evaluator = None
         if self.backend == "compiled":
-            from .._ext import _planar
-            comp = []
-            spatial_kernels = getattr(_planar, "SPATIAL_KERNELS", {})
-            for g in self.groups:
-                k = g.ctype.kernel
-                if getattr(g.ctype, "c_kernel", None) is not None:   # compiled plugin tier
-                    from ..plugins.compiled import load_constraint_kernel
-                    g.ckernel = load_constraint_kernel(g.ctype)
-                    g.compiled = True
-                    comp.append(dict(kernel=g.ckernel.name, capsule=g.ckernel.capsule,
-                                     kind=g.kind, boff=g.pyoff if self.padded else g.boff,
-                                     row=g.row, par=g.par, fidx=g.fidx, jpos=g.jpos))
-                    continue
-                if k is None or k not in _planar.KERNELS and g.kind != "planar":
-                    continue            # a spatial kernel this build does not have
-                spec = kernel_spec(_planar, "constraint", g.ctype)
-                if (spec + (0,))[5] != len(g.ctype.extra) or tuple(spec[1:5]) != (
-                        g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par, g.ctype.n_fun):
-                    raise PluginError(f"constraint type '{g.ctype.name}': its declaration "
-                                      f"does not match kernel {k!r}")
-                if (k in spatial_kernels) != (g.kind == "spatial"):
-                    raise PluginError(f"constraint type '{g.ctype.name}' works on {g.kind} "
-                                      f"bodies; kernel {k!r} does not")
-                g.compiled = True
-                # par is passed as the group's own array, never a copy: the rotation
-                # driver's kernel updates its tracked angle in it (as its NumPy phi
-                # does), so both paths share that state
-                # with particles the evaluator reads the System's padded buffer, the
-                # ground blocks included (``_pyoff``)
-                comp.append(dict(kernel=k, kind=g.kind,
-                                 boff=g.pyoff if self.padded else g.boff, row=g.row, par=g.par,
-                                 fidx=g.fidx, jpos=g.jpos,
-                                 xoff=g.xoff if g.xoff is not None
-                                 else np.zeros((g.ne, 0), np.intp)))
-            self.constraint_evaluator = _planar.PlanarEvaluator(
-                self.n_ext if self.padded else self.n, comp, self.constraint_failed)
-            self.compiled_groups = [g for g in self.groups if g.compiled]
-            self.python_groups = [g for g in self.groups if not g.compiled]
-        self.force_evaluator = None
-        self.python_force_groups = list(self.force_groups)
-        if self.backend == "compiled" and any(
-                fg.ftype.kernel or getattr(fg.ftype, "c_kernel", None)
-                for fg in self.force_groups):
-            from .._ext import _forces
-            comp = []
-            for fg in self.force_groups:
-                k = fg.ftype.kernel
-                if getattr(fg.ftype, "c_kernel", None) is not None:   # compiled plugin tier
-                    from ..plugins.compiled import load_force_kernel
-                    fg.ckernel = load_force_kernel(fg.ftype)
-                elif k is None:
-                    continue
-                elif kernel_spec(_forces, "force", fg.ftype)[1:] != (
-                        len(fg.ftype.bodies), fg.ftype.n_par, fg.ftype.n_fun):
-                    raise PluginError(f"force type '{fg.ftype.name}': its declaration does "
-                                      f"not match kernel {k!r}")
-                fg.compiled = True
-                comp.append(kernel_group(fg))
-            self.force_evaluator = _forces.ForceEvaluator(
-                self.n_ext if self.padded else self.n, comp)
-            self.compiled_force_groups = [g for g in self.force_groups if g.compiled]
-            self.python_force_groups = [g for g in self.force_groups if not g.compiled]
+            n = self.n_ext if self.padded else self.n
+            self.constraint_evaluator = constraint_evaluator(
+                self.groups, n, self.padded, self.constraint_failed)
+            self.force_evaluator = force_evaluator(self.force_groups, n)
+        self.compiled_groups = [g for g in self.groups if g.compiled]
+        self.python_groups = [g for g in self.groups if not g.compiled]
+        self.compiled_force_groups = [g for g in self.force_groups if g.compiled]
+        self.python_force_groups = [g for g in self.force_groups if not g.compiled]
 
     def _python_tier(self) -> None:
         """Gather/scatter indices and shapes of the groups evaluated in Python

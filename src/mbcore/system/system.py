@@ -38,8 +38,9 @@ import sys
 import numpy as np
 
 from ..errors import ModelError
-from .compiled_model import (  # noqa: F401  (public names of this module)
-    BACKENDS, DENSE_LIMIT, SystemModel, compiled_available, default_backend)
+from .backend import (  # noqa: F401  (public names of this module)
+    BACKENDS, DENSE_LIMIT, compiled_available, default_backend)
+from .compiled_model import SystemModel
 from .constraint_stages import ConstraintStages
 from .data import SystemData
 from .force_stages import ForceStages
@@ -115,8 +116,9 @@ class System(ConstraintStages, ForceStages, OutputStages):
         one.  Shared with this System: the packed parameters and the element type
         instances, so element types that keep state there (the rotation driver's
         tracked angle) must not be evaluated by two runs at once."""
-        other = System.__new__(System)
-        other._bind(self.compiled)
+        cls = type(self)
+        other = cls.__new__(cls)
+        cls._bind(other, self.compiled)
         return other
 
     # -- time functions ---------------------------------------------------------------
