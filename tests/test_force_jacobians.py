@@ -252,8 +252,8 @@ def test_compiled_kernels_equal_numpy_references(dim, ftype):
         assert ev.jacobians(q, qd, fv, Kb, Cb)
         sn._load(q)
         sn._load_qd(qd)
-        Kr, Cr = fg.ftype.force_jacobian(fg.par, sn._qx[fg._cidx], sn._qdx[fg._cidx], t,
-                                         fv[fg.fidx] if fg.ftype.n_fun else fg._fv0)
+        Kr, Cr = fg.ftype.force_jacobian(fg.par, sn._qx[fg.gather], sn._qdx[fg.gather], t,
+                                         fv[fg.fidx] if fg.ftype.n_fun else fg.fv0)
         for a, b in ((Kb, Kr), (Cb, Cr)):
             np.testing.assert_allclose(a, b.reshape(-1), rtol=0,
                                        atol=1e-12 * max(1.0, np.abs(b).max()))
@@ -303,13 +303,13 @@ def test_user_force_fallback_is_forward_differences_of_its_own_forces():
     assert s.force_jacobian_modes() == {"user_force": "fd"}
     calls = []
     fg = s.force_groups[0]
-    fn = fg._force_fn
-    fg._force_fn = lambda *a: (calls.append(1), fn(*a))[1]
+    fn = fg.force_fn
+    fg.force_fn = lambda *a: (calls.append(1), fn(*a))[1]
     q, qd = random_state(s)
     s.force_jacobians(q, qd, 0.0)
     nb, nc = 2, 3
     assert len(calls) == 1 + 2 * nb * nc            # g0, then one call per column
-    fg._force_fn = fn
+    fg.force_fn = fn
     K, C = s.force_jacobians(q, qd, 0.0)
     # exact Jacobian of _pull: d(k d)/dq = k [-I, I] etc.
     Kf, Cf = central(s, q, qd, 0.0)
@@ -534,8 +534,8 @@ def test_contact_branches():
     for k in range(24):
         q, qd = random_state(sn, dq=0.1)
         q[sn.coordinate_index("B1.y")] = -0.5 + 0.1 * (k % 3) if k % 4 else 2.5   # off
-        out = fg.ftype.outputs(fg.par, np.concatenate([q, np.zeros(3)])[fg._cidx],
-                               np.concatenate([qd, np.zeros(3)])[fg._cidx], 0.0, fg._fv0)
+        out = fg.ftype.outputs(fg.par, np.concatenate([q, np.zeros(3)])[fg.gather],
+                               np.concatenate([qd, np.zeros(3)])[fg.gather], 0.0, fg.fv0)
         for e, (delta, dd, fn, vt, ft) in enumerate(out):
             seen.add((e, bool(delta > 0), bool(dd > 0), bool(fn > 0)))
         Kc, Cc = sc.force_jacobians(q, qd, 0.0)

@@ -212,7 +212,7 @@ def test_python_force_group_with_repeated_bodies_accumulates():
                             spring={"polynomial": [0.0, 50.0 * (k + 1)]})
         return m.compile()
     lin, non = model("linear"), model("nonlinear")
-    assert non._py_force_groups and not non._py_force_groups[0]._unique
+    assert non._py_force_groups and not non._py_force_groups[0].unique
     rng = np.random.default_rng(2)
     q, qd = rng.normal(size=6), rng.normal(size=6)
     np.testing.assert_allclose(non.forces(q, qd, 0.0), lin.forces(q, qd, 0.0), rtol=1e-12,

@@ -263,7 +263,7 @@ def test_rotation_driver_state_is_the_system_par_array():
     assert g.par[0, 9] == pytest.approx(3.0, abs=1e-12)
     # the NumPy reference, on the same par, continues on the branch past pi
     a._load(_turn(a, q0, "disc", 3.5))
-    qb = a._qx[g._cidx_all]
+    qb = a._qx[g.gather_all]
     th = g.ctype.phi(g.par, qb, 0.0, np.zeros((g.ne, 1, 3)))[:, 0]
     assert th[0] == pytest.approx(3.5, abs=1e-12)
     assert g.par[0, 9] == pytest.approx(3.5, abs=1e-12)

@@ -5,7 +5,7 @@
 of a constraint element (``rod.length``).  A new value is validated with the
 element type's schema (:class:`mbcore.elements.schema.Param`) and its ``check``, the element
 is packed again with the type's ``pack(spec, ctx)`` (as
-:meth:`mbcore.system.System._pack_forces` does) and the floats that differ from
+:meth:`mbcore.system.compiled_model.SystemModel._pack_forces` does) and the floats that differ from
 the old value's packing are written in place into the group's ``par`` row: the
 compiled evaluators (``_forces.ForceEvaluator``, ``_planar.PlanarEvaluator``) and
 the NumPy paths read that same array, so no System is rebuilt and nothing is

@@ -6,7 +6,7 @@ A third-party force type (:class:`mbcore.elements.ForceType`) or constraint type
 ``mbcore_force_kernel`` struct, or ``"mbcore.constraint_kernel"`` around a
 ``mbcore_constraint_kernel``, of the C contract ``mbcore_plugin.h``
 (``mbcore.get_include()``; docs/plugins.md "Compiled tier").  On the compiled
-backend the System (``System._buffers_and_kernels``) calls
+backend the System (``mbcore.system.backend``) calls
 :func:`load_force_kernel` / :func:`load_constraint_kernel` for such a group; the
 kernel then runs inside the compiled force evaluator (``mbcore._ext._forces``) or
 constraint evaluator (``mbcore._ext._planar``), hence in the compiled right-hand

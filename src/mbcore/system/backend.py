@@ -1,0 +1,110 @@
+"""The backend of a System: the choice between compiled kernels and the NumPy
+reference path, and the construction of the compiled evaluators.
+
+:func:`constraint_evaluator` and :func:`force_evaluator` are the one place that
+decides which groups run compiled (built-in kernels of ``mbcore._ext`` and the
+compiled plugin tier, :mod:`mbcore.plugins.compiled`) and builds their evaluator;
+:meth:`mbcore.system.System.why_python` reports what stays in Python."""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import PluginError
+from .groups import ForceGroup, Group, kernel_group, kernel_spec
+
+__all__ = ["DENSE_LIMIT", "BACKENDS", "default_backend", "compiled_available",
+           "constraint_evaluator", "force_evaluator"]
+
+#: systems with at most this many coordinates use dense Jacobians and LAPACK; larger
+#: ones a CSR Jacobian and the sparse Schur solver (mbcore.solve.sparse_schur).  Measured on
+#: the pendulum chain (docs/linear-solvers.md): one equations-of-motion solve is
+#: cheaper sparse from n ~ 15; the compiled dense right-hand side loses from n ~ 36;
+#: a whole 1 s dopri5 run breaks even at n ~ 48 (16 links).  Override per model
+#: with ``compile(jacobian="dense"|"sparse")`` or MBCORE_DENSE_LIMIT.
+DENSE_LIMIT = int(os.environ.get("MBCORE_DENSE_LIMIT", "48"))
+BACKENDS = ("compiled", "numpy")
+
+
+def default_backend() -> str:
+    b = os.environ.get("MBCORE_KERNELS", "compiled").strip().lower() or "compiled"
+    if b not in BACKENDS:
+        raise ValueError(f"MBCORE_KERNELS={b!r}: expected one of {', '.join(BACKENDS)}")
+    return b
+
+
+def compiled_available() -> bool:
+    try:
+        from .._ext import _forces, _functions, _linalg, _planar  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def constraint_evaluator(groups: list[Group], n: int, padded: bool,
+                         on_failure: Callable[[int, int, float], None]) -> Any:
+    """The compiled constraint evaluator (``PlanarEvaluator``) of every group with a
+    kernel; marks those groups ``compiled``.  ``n``: the length of the coordinate
+    buffer it reads (the padded buffer with particles); ``on_failure(k, e, t)``
+    raises the error of compiled group k's element e."""
+    from .._ext import _planar
+    comp = []
+    spatial_kernels = getattr(_planar, "SPATIAL_KERNELS", {})
+    for g in groups:
+        k = g.ctype.kernel
+        if getattr(g.ctype, "c_kernel", None) is not None:   # compiled plugin tier
+            from ..plugins.compiled import load_constraint_kernel
+            g.ckernel = load_constraint_kernel(g.ctype)
+            g.compiled = True
+            comp.append(dict(kernel=g.ckernel.name, capsule=g.ckernel.capsule,
+                             kind=g.kind, boff=g.pyoff if padded else g.boff,
+                             row=g.row, par=g.par, fidx=g.fidx, jpos=g.jpos))
+            continue
+        if k is None or k not in _planar.KERNELS and g.kind != "planar":
+            continue            # a spatial kernel this build does not have
+        spec = kernel_spec(_planar, "constraint", g.ctype)
+        if (spec + (0,))[5] != len(g.ctype.extra) or tuple(spec[1:5]) != (
+                g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par, g.ctype.n_fun):
+            raise PluginError(f"constraint type '{g.ctype.name}': its declaration "
+                              f"does not match kernel {k!r}")
+        if (k in spatial_kernels) != (g.kind == "spatial"):
+            raise PluginError(f"constraint type '{g.ctype.name}' works on {g.kind} "
+                              f"bodies; kernel {k!r} does not")
+        g.compiled = True
+        # par is passed as the group's own array, never a copy: the rotation
+        # driver's kernel updates its tracked angle in it (as its NumPy phi
+        # does), so both paths share that state
+        # with particles the evaluator reads the System's padded buffer, the
+        # ground blocks included (``pyoff``)
+        comp.append(dict(kernel=k, kind=g.kind,
+                         boff=g.pyoff if padded else g.boff, row=g.row, par=g.par,
+                         fidx=g.fidx, jpos=g.jpos,
+                         xoff=g.xoff if g.xoff is not None
+                         else np.zeros((g.ne, 0), np.intp)))
+    return _planar.PlanarEvaluator(n, comp, on_failure)
+
+
+def force_evaluator(force_groups: list[ForceGroup], n: int) -> Any:
+    """The compiled force evaluator (``ForceEvaluator``) of every force group with a
+    kernel, or None when no group has one; marks those groups ``compiled``."""
+    if not any(fg.ftype.kernel or getattr(fg.ftype, "c_kernel", None)
+               for fg in force_groups):
+        return None
+    from .._ext import _forces
+    comp = []
+    for fg in force_groups:
+        k = fg.ftype.kernel
+        if getattr(fg.ftype, "c_kernel", None) is not None:   # compiled plugin tier
+            from ..plugins.compiled import load_force_kernel
+            fg.ckernel = load_force_kernel(fg.ftype)
+        elif k is None:
+            continue
+        elif kernel_spec(_forces, "force", fg.ftype)[1:] != (
+                len(fg.ftype.bodies), fg.ftype.n_par, fg.ftype.n_fun):
+            raise PluginError(f"force type '{fg.ftype.name}': its declaration does "
+                              f"not match kernel {k!r}")
+        fg.compiled = True
+        comp.append(kernel_group(fg))
+    return _forces.ForceEvaluator(n, comp)
