@@ -1,4 +1,4 @@
-# The compiled plugin tier of the force kernels (include/mbcore_plugin.h, ABI v1),
+# The compiled plugin tier of the force kernels (include/mbcore_plugin.h, ABI v1-v2),
 # included by _forces.pyx: packing a group (built-in or external), calling a plugin's
 # kernel, reading a kernel capsule, and self-test capsules that wrap built-in kernels
 # in the external ABI (tests/test_compiled_plugins.py, benchmarks/run.py).
@@ -11,9 +11,9 @@ cdef const mbcore_force_kernel* _kernel_ptr(object capsule) except NULL:
         raise ValueError("not a 'mbcore.force_kernel' capsule")
     cdef const mbcore_force_kernel* K = <const mbcore_force_kernel*> PyCapsule_GetPointer(
         capsule, MBCORE_FORCE_CAPSULE)
-    if K.abi_version != MBCORE_ABI_VERSION:
+    if not MBCORE_ABI_MIN_VERSION <= K.abi_version <= MBCORE_ABI_VERSION:
         raise ValueError(f"force kernel capsule of ABI version {K.abi_version}, mbcore "
-                         f"implements {MBCORE_ABI_VERSION}")
+                         f"implements {MBCORE_ABI_MIN_VERSION} to {MBCORE_ABI_VERSION}")
     if K.force == NULL:
         raise ValueError("force kernel capsule without a force function")
     return K
@@ -51,6 +51,13 @@ cdef Py_ssize_t _fill_group(FGroup* G, dict g, list keep, Py_ssize_t n) except -
     G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
     G.ext = K
     _abi_group(G, &G.abi)
+    if K != NULL and K.abi_version >= 2 and K.stateful:
+        # the kernel keeps per-element state in its parameters: the group's own array
+        if par.size and not (isinstance(g["par"], np.ndarray)
+                             and np.shares_memory(par, g["par"])):
+            raise ValueError(f"force kernel {g['kernel']!r} updates its parameters in "
+                             f"place: pass the group's C-contiguous float64 par array")
+        G.abi.state = <double*> G.par
     return need_fv
 
 
@@ -62,6 +69,7 @@ cdef inline void _abi_group(const FGroup* G, mbcore_force_group* out) noexcept n
     out.boff = G.boff
     out.par = G.par
     out.fidx = G.fidx
+    out.state = NULL
 
 
 cdef inline Py_ssize_t _external_forces(const FGroup* G, const double* q, const double* qd,
@@ -87,9 +95,10 @@ def kernel_info(object capsule):
     ``capsule_name`` (None for an unnamed capsule) and, for a ``mbcore.force_kernel``
     capsule, ``abi_version``; when that is this build's version also ``name``,
     ``body_kind`` (0 planar, 1 spatial), ``n_bodies``, ``n_par``, ``n_fun``,
-    ``force`` and ``jacobian`` (whether the function pointers are set) and
-    ``reason`` (None when unset).  ``abi_version`` is the first member in every
-    version of the struct, so it is read before anything else."""
+    ``force`` and ``jacobian`` (whether the function pointers are set),
+    ``reason`` (None when unset) and ``stateful`` (version 2; version 1: False).
+    ``abi_version`` is the first member in every version of the struct, so it is
+    read before anything else."""
     if not PyCapsule_CheckExact(capsule):
         return None
     cdef const char* cname = PyCapsule_GetName(capsule)
@@ -99,8 +108,9 @@ def kernel_info(object capsule):
     cdef const mbcore_force_kernel* K = <const mbcore_force_kernel*> PyCapsule_GetPointer(
         capsule, MBCORE_FORCE_CAPSULE)
     info["abi_version"] = K.abi_version
-    if K.abi_version != MBCORE_ABI_VERSION:
+    if not MBCORE_ABI_MIN_VERSION <= K.abi_version <= MBCORE_ABI_VERSION:
         return info
+    info.update(stateful=K.abi_version >= 2 and K.stateful != 0)
     info.update(name=None if K.name == NULL else K.name.decode("utf-8", "replace"),
                 body_kind=K.body_kind, n_bodies=K.n_bodies, n_par=K.n_par,
                 n_fun=K.n_fun, force=K.force != NULL, jacobian=K.jacobian != NULL,

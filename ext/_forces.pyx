@@ -25,6 +25,7 @@ from cpython.pycapsule cimport (PyCapsule_New, PyCapsule_GetPointer, PyCapsule_I
                                 PyCapsule_GetName, PyCapsule_CheckExact)
 from mbcore.plugin cimport (mbcore_force_kernel, mbcore_force_group, mbcore_index,
                             mbcore_force_fn, mbcore_force_jacobian_fn, MBCORE_ABI_VERSION,
+                            MBCORE_ABI_MIN_VERSION,
                             MBCORE_BODY_PLANAR, MBCORE_BODY_SPATIAL, MBCORE_FORCE_CAPSULE)
 
 import numpy as np
@@ -40,6 +41,8 @@ cdef enum:
 
 #: the C ABI version this build implements (include/mbcore_plugin.h)
 ABI_VERSION = MBCORE_ABI_VERSION
+#: the oldest C ABI version this build still loads
+ABI_MIN_VERSION = MBCORE_ABI_MIN_VERSION
 #: the PyCapsule name of a force kernel
 FORCE_CAPSULE = "mbcore.force_kernel"
 

@@ -27,8 +27,11 @@ from mbplugins.spatial.constraints import Spherical
 _planar = pytest.importorskip("mbcore._ext._planar", reason="compiled kernels not built")
 ABI_VERSION = _planar.ABI_VERSION
 builtin_constraint_capsule = _planar.builtin_constraint_capsule
-#: a capsule named by "module:attribute" (the form a plugin package uses)
-REVOLUTE_CAPSULE = builtin_constraint_capsule("revolute")
+_pc = pytest.importorskip("mbplugins._ext._planar_constraints")
+_sc = pytest.importorskip("mbplugins._ext._spatial_constraints")
+#: a capsule named by "module:attribute" (the form a plugin package uses): the
+#: built-in revolute's kernel behind the block layout of ABI version 1
+REVOLUTE_CAPSULE = builtin_constraint_capsule(_pc.REVOLUTE)
 
 
 class CapsuleRevolute(Revolute):
@@ -42,25 +45,25 @@ class CapsuleRevoluteNoNu(Revolute):
 
     name = "capsule_revolute_nonu"
     kernel = None
-    c_kernel = builtin_constraint_capsule("revolute", nu=False)
+    c_kernel = builtin_constraint_capsule(_pc.REVOLUTE, nu=False)
 
 
 class CapsuleDistanceDriver(DistanceDriver):
     name = "capsule_distance_driver"
     kernel = None
-    c_kernel = builtin_constraint_capsule("distance")
+    c_kernel = builtin_constraint_capsule(_pc.DISTANCE)
 
 
 class CapsuleSpherical(Spherical):
     name = "capsule_spherical"
     kernel = None
-    c_kernel = builtin_constraint_capsule("spatial_spherical")
+    c_kernel = builtin_constraint_capsule(_sc.SPHERICAL)
 
 
 class CapsuleSpatialDistanceDriver(SpatialDistanceDriver):
     name = "capsule_distance_driver"
     kernel = None
-    c_kernel = builtin_constraint_capsule("spatial_distance")
+    c_kernel = builtin_constraint_capsule(_sc.DISTANCE)
 
 
 class Clock(ConstraintType):
@@ -252,7 +255,11 @@ def test_planar_runs_stay_on_the_compiled_rhs_and_loop(pm, formulation, integrat
             j["type"] = "capsule_revolute"
     m = Model.from_dict(d, registry=pm.registry)
     sc = m.compile(kernels="compiled", plugins=pm)
-    assert {g.ctype.name for g in sc.groups if g.ckernel} == {"capsule_revolute"}
+    # every group runs a compiled kernel: the capsule revolutes the built-in one
+    # behind the block layout, the others their built-in capsules (direct layout)
+    kernels = {g.ctype.name: g.ckernel.name for g in sc.groups}
+    assert kernels["capsule_revolute"] == "builtin:revolute"
+    assert all(g.compiled for g in sc.groups) and len(kernels) > 1
     st = {"analysis": "dynamic", "t_end": 0.5, "output_step": 0.05, "rtol": 1e-10,
           "atol": 1e-12, "formulation": formulation, "integrator": integrator}
     a = mbcore.run(m, plugins=pm, kernels="compiled", settings=st)
@@ -300,12 +307,13 @@ def _revolute_with(name, capsule, **attrs):
 
 
 def test_abi_version_mismatch_names_plugin_type_and_both_versions():
-    bad = builtin_constraint_capsule("revolute", abi_version=ABI_VERSION + 1)
+    bad = builtin_constraint_capsule(_pc.REVOLUTE, abi_version=ABI_VERSION + 1)
     with pytest.raises(PluginError) as exc:
         _refused([_revolute_with("old_revolute", bad)])
     msg = str(exc.value)
     assert "constraint type 'old_revolute'" in msg and __name__.split(".")[0] in msg
-    assert f"ABI version {ABI_VERSION + 1}" in msg and f"ABI version {ABI_VERSION}" in msg
+    assert f"ABI version {ABI_VERSION + 1}" in msg
+    assert f"ABI versions {_planar.ABI_MIN_VERSION} to {ABI_VERSION}" in msg
     assert "Rebuild the plugin against the installed mbcore" in msg
     # the NumPy backend does not load the kernel: the Python reference runs
     s = _refused([_revolute_with("old_revolute", bad)], kernels="numpy")
@@ -346,15 +354,18 @@ def test_declaration_mismatches_are_refused(override, message):
                                           r"kernel <capsule object> \('builtin:revolute'\).*"
                                           + message):
         _refused([_revolute_with("sized_revolute",
-                                 builtin_constraint_capsule("revolute", **override))])
+                                 builtin_constraint_capsule(_pc.REVOLUTE, **override))])
 
 
-def test_artificial_coordinates_are_refused():
-    with pytest.raises(PluginError, match=r"constraint type 'cam_like'.*artificial "
-                                          r"coordinates \(extra = \('theta',\)\) are not "
-                                          r"supported by the compiled plugin tier \(C ABI "
-                                          rf"version {ABI_VERSION}\)"):
-        _refused([_revolute_with("cam_like", builtin_constraint_capsule("revolute"),
+def test_artificial_coordinates_need_the_direct_layout():
+    """A block-layout (version 1) kernel has no artificial coordinates: a type with
+    ``extra`` is refused (the built-in curve pairs use the direct layout, as their
+    tests show)."""
+    with pytest.raises(PluginError, match=r"constraint type 'cam_like'.*has 0 artificial "
+                                          r"coordinates per element, the type declares "
+                                          r"extra = \('theta',\) \(the block layout of ABI "
+                                          r"version 1 has none"):
+        _refused([_revolute_with("cam_like", builtin_constraint_capsule(_pc.REVOLUTE),
                                  extra=("theta",))])
 
 

@@ -27,13 +27,13 @@ needs_compiled = pytest.mark.skipif(not compiled_available(),
                                     reason="compiled kernels not built")
 
 if compiled_available():
-    from mbcore._ext._forces import ABI_VERSION, builtin_capsule
+    from mbcore._ext._forces import ABI_MIN_VERSION, ABI_VERSION, builtin_capsule
     from mbplugins._ext import _planar_forces as PLANAR_KERNELS
 
     #: a capsule named by "module:attribute" (the form a plugin package uses)
     TSDA_CAPSULE = builtin_capsule(PLANAR_KERNELS.TSDA)
 else:                                        # pragma: no cover - no build
-    ABI_VERSION, TSDA_CAPSULE = None, None
+    ABI_MIN_VERSION, ABI_VERSION, TSDA_CAPSULE = None, None, None
 
     def builtin_capsule(kernel, **kw):
         return None
@@ -291,13 +291,26 @@ def _tsda_with(name, capsule):
 
 
 @needs_compiled
+def test_a_kernel_of_the_oldest_abi_version_still_loads():
+    """Versions only append struct members: a version-1 capsule (no ``stateful``)
+    loads and gives the forces of the current one."""
+    assert ABI_MIN_VERSION == 1 < ABI_VERSION
+    old = builtin_capsule(PLANAR_KERNELS.TSDA, abi_version=ABI_MIN_VERSION)
+    q = np.array([1.0, 0.2, 0.3])
+    f_old = _refused([_tsda_with("v1_tsda", old)]).forces(q, np.ones(3), 0.0)
+    f_new = _refused([_tsda_with("v2_tsda", PLANAR_KERNELS.TSDA)]).forces(q, np.ones(3), 0.0)
+    np.testing.assert_array_equal(f_old, f_new)     # one kernel, one process: bitwise
+
+
+@needs_compiled
 def test_abi_version_mismatch_names_plugin_type_and_both_versions():
     bad = builtin_capsule(PLANAR_KERNELS.TSDA, abi_version=ABI_VERSION + 1)
     with pytest.raises(PluginError) as exc:
         _refused([_tsda_with("old_tsda", bad)])
     msg = str(exc.value)
     assert "force type 'old_tsda'" in msg and __name__.split(".")[0] in msg
-    assert f"ABI version {ABI_VERSION + 1}" in msg and f"ABI version {ABI_VERSION}" in msg
+    assert f"ABI version {ABI_VERSION + 1}" in msg
+    assert f"ABI versions {ABI_MIN_VERSION} to {ABI_VERSION}" in msg
     assert "Rebuild the plugin against the installed mbcore" in msg
     # the NumPy backend does not load the kernel: the Python reference runs
     assert _refused([_tsda_with("old_tsda", bad)], kernels="numpy").forces(

@@ -122,8 +122,12 @@ def test_every_curve_pair_is_exercised_and_compiled(model, backend):
     if backend == "compiled":
         assert all(g.compiled for g in sysm.groups)
         from mbcore._ext import _planar
-        assert _planar.CURVE_BLOCK == CURVE_SIZE
-        assert all(_planar.KERNELS[t][3:] == (GEOM + CURVE_SIZE, 0, 1) for t in CAM_TYPES)
+        from mbplugins._ext import _planar_constraints as pc
+        assert pc.CURVE_BLOCK == CURVE_SIZE
+        for g in sysm.groups:        # direct-layout kernels with one artificial coordinate
+            info = _planar.constraint_kernel_info(g.ckernel.capsule)
+            assert (info["n_par"], info["n_fun"], info["n_extra"], info["direct"]) == (
+                GEOM + CURVE_SIZE, 0, 1, True), g.ctype.name
     q0 = sysm.initial_state().q
     assert q0[12:].tolist() == [0.4, -2.5, 1.0, 7.0, 0.3, 2.0, 1.5, 0.5]   # given thetas
 

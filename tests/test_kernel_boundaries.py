@@ -126,7 +126,8 @@ def test_planar_evaluator_nan_inf_huge_give_finite_or_error(fourbar):
 
 def test_planar_evaluator_refuses_bad_packed_groups(fourbar):
     from mbcore._ext import _planar
-    g = dict(kernel="revolute", kind="planar", boff=np.array([[0, 3]]),
+    from mbplugins._ext._planar_constraints import REVOLUTE
+    g = dict(kernel="revolute", capsule=REVOLUTE, kind="planar", boff=np.array([[0, 3]]),
              row=np.array([0]), par=np.zeros(4), fidx=np.zeros((1, 0), np.intp),
              jpos=np.zeros(12, np.intp), xoff=np.zeros((1, 0), np.intp))
     assert outcome(lambda: _planar.PlanarEvaluator(6, [g]) and 1)[0] == "ok"
@@ -134,6 +135,9 @@ def test_planar_evaluator_refuses_bad_packed_groups(fourbar):
                        ("row", np.array([-1])), ("jpos", np.full(12, -5, np.intp))):
         refused(lambda: _planar.PlanarEvaluator(6, [{**g, key: value}]), key)
     refused(lambda: _planar.PlanarEvaluator(-1, []), "n")
+    # a group without a kernel capsule: the evaluator knows no constraint type
+    refused(lambda: _planar.PlanarEvaluator(6, [{k: v for k, v in g.items()
+                                                 if k != "capsule"}]), "capsule")
 
 
 # ------------------------------------------------------------------ forces

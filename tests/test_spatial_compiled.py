@@ -164,13 +164,23 @@ TYPE_NAMES = [c.name for c in ALL_TYPES]
 
 
 def test_every_spatial_type_names_a_compiled_kernel():
+    """Every built-in spatial type has a capsule of the compiled plugin tier
+    (mbplugins._ext._spatial_constraints) declaring its sizes; the body kind's
+    normalization constraint has the core's own."""
     from mbcore._ext import _planar
+    from mbcore.elements.bodykinds import EulerNormalization
+    from mbcore.plugins.compiled import load_constraint_kernel
     for cls in ALL_TYPES:
         assert cls.kernel == f"spatial_{cls.name}" or cls in SC.CONSTRAINT_TYPES, cls.name
-        assert cls.kernel in _planar.SPATIAL_KERNELS, cls.name
-        code, m, nb, npar, nfun = _planar.KERNELS[cls.kernel]
-        assert (m, nb, npar, nfun) == (cls.equations, len(cls.bodies), cls.n_par, cls.n_fun)
-    assert "euler_normalization" in _planar.SPATIAL_KERNELS
+        assert cls.c_kernel.startswith("mbplugins._ext._spatial_constraints:"), cls.name
+        k = load_constraint_kernel(cls)             # checks the declared sizes
+        info = _planar.constraint_kernel_info(k.capsule)
+        assert info["name"] == cls.kernel and info["direct"], cls.name
+        assert (info["n_equations"], info["n_bodies"], info["n_par"], info["n_fun"]) == (
+            cls.equations, len(cls.bodies), cls.n_par, cls.n_fun)
+        # the stateful ones keep a tracked angle in their own parameters
+        assert info["stateful"] == (cls.name in ("rotation_driver", "screw")), cls.name
+    assert load_constraint_kernel(EulerNormalization).capsule is _planar.EULER_NORMALIZATION
 
 
 @pytest.mark.parametrize("jacobian", ["dense", "sparse"])
@@ -276,8 +286,10 @@ def test_evaluator_refuses_a_copied_par_for_the_rotation_driver():
     m = _driver_model()
     a = m.compile(kernels="compiled")
     g = next(g for g in a.groups if g.ctype.name == "rotation_driver")
-    spec = dict(kernel="spatial_rotation_driver", kind="spatial", boff=g.boff, row=g.row,
-                fidx=g.fidx, jpos=g.jpos, xoff=np.zeros((g.ne, 0), np.intp))
+    from mbplugins._ext._spatial_constraints import ROTATION_DRIVER
+    spec = dict(kernel="spatial_rotation_driver", capsule=ROTATION_DRIVER, kind="spatial",
+                boff=g.boff, row=g.row, fidx=g.fidx, jpos=g.jpos,
+                xoff=np.zeros((g.ne, 0), np.intp))
     _planar.PlanarEvaluator(a.n, [dict(spec, par=g.par)])           # the array itself: fine
     with pytest.raises(ValueError, match="in place"):
         _planar.PlanarEvaluator(a.n, [dict(spec, par=np.asfortranarray(g.par))])
@@ -288,8 +300,9 @@ def test_evaluator_refuses_a_copied_par_for_the_rotation_driver():
 
 
 def test_spatial_type_naming_a_planar_kernel_is_refused():
-    """A plugin subclass whose declaration matches a planar kernel's counts
-    (revolute_translational: 1 row, 2 bodies, 6 parameters) is still refused."""
+    """A plugin subclass that names the kernel of a planar type whose counts match
+    (revolute_translational: 1 row, 2 bodies, 6 parameters) is still refused: the
+    kernel's body kind is not the type's."""
     from mbcore import hookimpl
     from mbcore.plugins import PluginManager
 
@@ -309,7 +322,8 @@ def test_spatial_type_naming_a_planar_kernel_is_refused():
          "joints": [{"name": "j", "type": "bad_perpendicular", "body_i": "ground",
                      "body_j": "a", "vector_i": [1, 0, 0], "vector_j": [0, 1, 0]}]}
     m = Model.from_dict(d, registry=pm.registry)
-    with pytest.raises(PluginError, match="spatial bodies; kernel 'revolute_translational'"):
+    with pytest.raises(PluginError, match=r"constraint type 'bad_perpendicular'.*"
+                                          r"body kind 'planar' \(type: 'spatial'\)"):
         m.compile(plugins=pm, kernels="compiled")
     assert m.compile(plugins=pm, kernels="numpy").m == 2
 

@@ -3,6 +3,9 @@
 # ``include_dirs=[mbcore.get_include()]``; see docs/plugin-guide.md.
 cdef extern from "mbcore_plugin.h":
     enum: MBCORE_ABI_VERSION
+    enum: MBCORE_ABI_MIN_VERSION
+    enum: MBCORE_SCATTER_BLOCKS
+    enum: MBCORE_SCATTER_DIRECT
     enum: MBCORE_BODY_PLANAR
     enum: MBCORE_BODY_SPATIAL
     const char* MBCORE_FORCE_CAPSULE
@@ -14,6 +17,7 @@ cdef extern from "mbcore_plugin.h":
         const mbcore_index* boff
         const double* par
         const mbcore_index* fidx
+        double* state                   # v2
 
     ctypedef mbcore_index (*mbcore_force_fn)(const mbcore_force_group* G, const double* q,
                                              const double* qd, double t, const double* fv,
@@ -31,6 +35,7 @@ cdef extern from "mbcore_plugin.h":
         mbcore_force_fn force
         mbcore_force_jacobian_fn jacobian
         const char* reason
+        int stateful                    # v2
 
     # constraint kernels (capsule MBCORE_CONSTRAINT_CAPSULE)
     const char* MBCORE_CONSTRAINT_CAPSULE
@@ -40,6 +45,11 @@ cdef extern from "mbcore_plugin.h":
         const mbcore_index* boff
         const double* par
         const mbcore_index* fidx
+        const mbcore_index* row         # v2
+        const mbcore_index* jpos
+        mbcore_index njac, nc, nx
+        const mbcore_index* xoff
+        double* state
 
     ctypedef mbcore_index (*mbcore_constraint_fn)(const mbcore_constraint_group* G,
                                                   const double* q, double t,
@@ -65,3 +75,6 @@ cdef extern from "mbcore_plugin.h":
         mbcore_constraint_fn nu
         mbcore_constraint_gamma_fn gamma
         const char* reason
+        int scatter                     # v2
+        int n_extra
+        int stateful

@@ -1,9 +1,9 @@
 # C-level interface of mbcore._ext._planar (cimported by _dynamics, _cp).
-from mbcore.plugin cimport mbcore_constraint_kernel
+from mbcore.plugin cimport mbcore_constraint_kernel, mbcore_constraint_group
 
 ctypedef struct Group:
-    int kind                    # kernel code (>= 100: spatial, see ext/_spatial.pxi;
-                                # K_EXTERNAL: a plugin's kernel, ``ext``)
+    bint direct                 # the kernel writes by row / jpos (ABI v2 direct layout);
+                                # else (ne, m) rows and blocks into rows / jblk
     Py_ssize_t ne, nb, m, npar, nfun, njac, nx
     Py_ssize_t ncol             # Jacobian columns per body: 3 (planar), 7 (spatial)
     const Py_ssize_t* boff
@@ -13,16 +13,16 @@ ctypedef struct Group:
                                 # writes its tracked angle there)
     const Py_ssize_t* fidx
     const Py_ssize_t* jpos
-    const mbcore_constraint_kernel* ext   # K_EXTERNAL (include/mbcore_plugin.h)
-    double* rows                # external: (ne, m) scratch of phi / nu / gamma
-    double* jblk                # external: (ne, m, nb, ncol) scratch of the Jacobian
+    const mbcore_constraint_kernel* ext   # the group's kernel (include/mbcore_plugin.h)
+    mbcore_constraint_group abi # the kernel's view of the group (built once)
+    double* rows                # block layout: (ne, m) scratch of phi / nu / gamma
+    double* jblk                # block layout: (ne, m, nb, ncol) scratch of the Jacobian
 
 
 cdef class PlanarEvaluator:
     cdef Group* groups
     cdef Py_ssize_t ng
     cdef readonly Py_ssize_t n   # coordinates (checked by the kernels that call it)
-    cdef Py_ssize_t n_external  # groups with a plugin kernel
     cdef double* qx             # extended q: n + 10 (planar ground at n, spatial at n + 3)
     cdef double* qdx
     cdef list _keep

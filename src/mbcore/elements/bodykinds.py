@@ -73,6 +73,8 @@ class EulerNormalization(ConstraintType):
     bodies = ("body",)
     n_par = 0
     kernel = "euler_normalization"
+    #: the body kind's compiled kernel (the core's own, ext/_euler_normalization.pxi)
+    c_kernel = "mbcore._ext._planar:EULER_NORMALIZATION"
     labels = ("norm",)
     category = "constraint"
 

@@ -19,10 +19,20 @@
  * Versioning: MBCORE_ABI_VERSION changes whenever a struct or a signature below
  * changes (additions included); ``abi_version`` stays the first member of
  * every kernel struct in every version, so mbcore reads it before anything
- * else.  A kernel built against another version is refused with a message naming
- * the plugin, the type and both versions (mbcore.plugins.compiled).  Rebuild the
- * plugin against the installed mbcore (``mbcore.get_include()`` gives this
- * directory).
+ * else.  Versions only append members to the structs, so mbcore loads every
+ * version from MBCORE_ABI_MIN_VERSION to MBCORE_ABI_VERSION (it reads the
+ * members of the capsule's own version, and hands a kernel only the group
+ * members of that version).  A kernel of another version is refused with a
+ * message naming the plugin, the type and the versions (mbcore.plugins.compiled).
+ * Rebuild the plugin against the installed mbcore (``mbcore.get_include()``
+ * gives this directory).
+ *
+ * Version 2 (this one) adds, for constraint kernels, the direct layout (the
+ * kernel writes into mbcore's own vectors and Jacobian through the group's
+ * ``row`` and ``jpos``: the layout of mbcore's built-in kernels, no scatter by
+ * mbcore), artificial coordinates per element (``n_extra``, ``xoff``), and, for
+ * both families, per-element state (``stateful``: the kernel keeps tracking state
+ * in its elements' own parameters through ``state``).
  *
  * Force kernels (docs/plugin-guide.md):
  *   q, qd   coordinates and velocities, indexed by the body offsets ``boff``.
@@ -58,7 +68,8 @@
 extern "C" {
 #endif
 
-#define MBCORE_ABI_VERSION 1
+#define MBCORE_ABI_VERSION 2
+#define MBCORE_ABI_MIN_VERSION 1           /* the oldest version mbcore still loads */
 #define MBCORE_FORCE_CAPSULE "mbcore.force_kernel"
 
 #define MBCORE_BODY_PLANAR 0
@@ -75,6 +86,11 @@ typedef struct mbcore_force_group {
     const mbcore_index *boff;            /* (ne, nb) offsets of the body blocks in q */
     const double *par;                   /* (ne, npar) packed parameters */
     const mbcore_index *fidx;            /* (ne, nfun) rows of fv */
+    /* v2 */
+    double *state;                       /* stateful kernels: par itself, writable (the
+                                            kernel's per-element state, e.g. a tracked
+                                            angle, kept in its own parameters and shared
+                                            with the type's Python methods); else NULL */
 } mbcore_force_group;
 
 /* Q += forces of every element of G; P (if not NULL) += their non-conservative power. */
@@ -104,6 +120,9 @@ typedef struct mbcore_force_kernel {
     mbcore_force_fn force;               /* required */
     mbcore_force_jacobian_fn jacobian;   /* optional (NULL) */
     const char *reason;                  /* why an element fails (NULL: generic) */
+    /* v2 */
+    int stateful;                        /* 1: the kernel writes per-element state
+                                            through G->state (0: par is read-only) */
 } mbcore_force_kernel;
 
 /* ---------------------------------------------------------------------------
@@ -126,15 +145,30 @@ typedef struct mbcore_force_kernel {
  *           the entries of ground columns.
  *   fv, par, t, return: as for forces (a returned element index is reported
  *           with the element's name, the time and ``reason``).  The kernels are
- *           always called for a whole group; ``par`` is const (a kernel keeps
- *           no state there, e.g. no tracked angle).
+ *           always called for a whole group; ``par`` is const (a ``stateful``
+ *           kernel writes its per-element state through ``state``, v2).
  *
- * ABI v1 has no artificial coordinates: a constraint type with ``extra``
- * coordinates (ConstraintType.extra, e.g. a cam's curve parameter) cannot name
- * a ``c_kernel``: mbcore refuses it with a PluginError (such a type stays in
- * the Python tier, ``c_kernel = None``).
+ * Direct layout (v2, ``scatter`` = MBCORE_SCATTER_DIRECT; the layout of mbcore's
+ * own built-in kernels, with no scatter step):
+ *   out     phi, nu, gamma: mbcore's vectors; element e's m equations at
+ *           out[row[e] + r].
+ *   J       mbcore's Jacobian data (dense or CSR): the entry of row r, body b,
+ *           coordinate c of element e at J[jpos[e * njac + (r * nb + b) * nc + c]],
+ *           then, with artificial coordinates, the entry of row r and extra
+ *           coordinate x at J[jpos[e * njac + m * nb * nc + r * nx + x]]
+ *           (njac = m (nb nc + nx)).  Entries of ground columns have slots of
+ *           their own (write them; mbcore drops them).  The kernel WRITES every
+ *           entry of its elements (J is not zeroed).
+ *   xoff    (ne, nx) offsets in q of each element's artificial coordinates
+ *           (ConstraintType.extra, e.g. a cam's curve parameter); nx = n_extra.
+ *
+ * ABI v1 (blocks only) has no artificial coordinates: a v1 kernel's type with
+ * ``extra`` coordinates is refused with a PluginError.
  * ------------------------------------------------------------------------- */
 #define MBCORE_CONSTRAINT_CAPSULE "mbcore.constraint_kernel"
+
+#define MBCORE_SCATTER_BLOCKS 0          /* v1 layout: (ne, m) rows, zeroed blocks */
+#define MBCORE_SCATTER_DIRECT 1          /* v2: the kernel writes by row / jpos */
 
 /* One group: the ``ne`` elements of one constraint type in one model. */
 typedef struct mbcore_constraint_group {
@@ -146,6 +180,14 @@ typedef struct mbcore_constraint_group {
     const mbcore_index *boff;            /* (ne, nb) offsets of the body blocks in q */
     const double *par;                   /* (ne, npar) packed parameters */
     const mbcore_index *fidx;            /* (ne, nfun) rows of fv */
+    /* v2 */
+    const mbcore_index *row;             /* (ne) first row of each element (direct) */
+    const mbcore_index *jpos;            /* (ne, njac) Jacobian data positions (direct) */
+    mbcore_index njac;                   /* m (nb nc + nx) */
+    mbcore_index nc;                     /* coordinates per body: 3 planar, 7 spatial */
+    mbcore_index nx;                     /* artificial coordinates per element */
+    const mbcore_index *xoff;            /* (ne, nx) their offsets in q */
+    double *state;                       /* stateful kernels: par, writable; else NULL */
 } mbcore_constraint_group;
 
 /* out (ne, m) := phi or nu of every element of G. */
@@ -173,6 +215,11 @@ typedef struct mbcore_constraint_kernel {
     mbcore_constraint_fn nu;             /* optional: NULL = scleronomic (nu = 0) */
     mbcore_constraint_gamma_fn gamma;    /* required */
     const char *reason;                  /* why an element fails (NULL: generic) */
+    /* v2 */
+    int scatter;                         /* MBCORE_SCATTER_BLOCKS or _DIRECT */
+    int n_extra;                         /* artificial coordinates per element (direct
+                                            only; = len(ConstraintType.extra)) */
+    int stateful;                        /* 1: writes per-element state via G->state */
 } mbcore_constraint_kernel;
 
 #ifdef __cplusplus

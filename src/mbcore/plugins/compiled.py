@@ -15,12 +15,13 @@ sides, the compiled kinematic step and the compiled loops, without Python.
 The checks (one code path for both, :func:`_checked`), each a
 :class:`~mbcore.errors.PluginError` naming the type, the kernel's location and
 the distribution that provides the type: the attribute resolves to a capsule with
-the right name; its ``abi_version`` equals this mbcore's (else: rebuild the plugin
-against the installed mbcore); its body kind and sizes (``n_bodies``, ``n_par``,
-``n_fun``; constraints also ``equations`` and ``holonomic``) equal the Python
+the right name; its ``abi_version`` is one this mbcore loads (from
+:func:`abi_min_version` to :func:`abi_version`; else: rebuild the plugin against the
+installed mbcore); its body kind and sizes (``n_bodies``, ``n_par``, ``n_fun``;
+constraints also ``equations``, ``holonomic`` and the artificial coordinates
+``extra``, which need the direct layout of ABI version 2) equal the Python
 declaration; the required functions are set (``force``; ``phi``, ``jacobian``,
-``gamma``).  A constraint type with artificial coordinates (``extra``) is refused
-(not in ABI v1).
+``gamma``).
 """
 from __future__ import annotations
 
@@ -65,6 +66,12 @@ def abi_version() -> int:
     """The C ABI version this mbcore implements (``MBCORE_ABI_VERSION``)."""
     from .._ext import _forces
     return int(_forces.ABI_VERSION)
+
+
+def abi_min_version() -> int:
+    """The oldest C ABI version this mbcore still loads (``MBCORE_ABI_MIN_VERSION``)."""
+    from .._ext import _forces
+    return int(_forces.ABI_MIN_VERSION)
 
 
 def _owner(ftype: Any) -> str:
@@ -118,12 +125,12 @@ def _checked(etype: Any, family: str, capsule_name: str, info_of, declared: dict
         got = ("not a PyCapsule" if info is None else
                f"a PyCapsule named {info['capsule_name']!r}")
         raise refuse(f"is {got}, expected a PyCapsule named {capsule_name!r}", False)
-    mine = abi_version()
-    if info["abi_version"] != mine:
+    mine, oldest = abi_version(), abi_min_version()
+    if not oldest <= info["abi_version"] <= mine:
         from .._version import __version__
         raise refuse(
             f"was built for mbcore C ABI version {info['abi_version']}; the installed "
-            f"mbcore {__version__} implements ABI version {mine}. Rebuild the "
+            f"mbcore {__version__} implements ABI versions {oldest} to {mine}. Rebuild the "
             f"plugin against the installed mbcore (its build takes the header from "
             f"mbcore.get_include()), e.g. pip install --no-build-isolation "
             f"--force-reinstall of the plugin's source", False)
@@ -159,16 +166,10 @@ def load_constraint_kernel(ctype: Any) -> ConstraintKernel:
     """Load and check the ``c_kernel`` of constraint type ``ctype`` (class or
     instance) against its Python declaration (body kind, ``equations``,
     ``bodies``, ``n_par``, ``n_fun``, ``holonomic``; ``phi``, ``jacobian`` and
-    ``gamma`` set); raises :class:`PluginError`.  ABI v1 has no artificial
-    coordinates: a type with ``extra`` coordinates is refused."""
+    ``gamma`` set; artificial coordinates ``extra`` as many as the kernel's
+    ``n_extra``, which only the direct layout of ABI version 2 has); raises
+    :class:`PluginError`."""
     from .._ext import _planar
-    if getattr(ctype, "extra", ()):
-        name = getattr(ctype, "name", "") or getattr(ctype, "__name__", "?")
-        raise PluginError(
-            f"constraint type '{name}'{_owner(ctype)}: artificial coordinates "
-            f"(extra = {tuple(ctype.extra)!r}) are not supported by the compiled plugin "
-            f"tier (C ABI version {abi_version()}); set c_kernel = None to use the "
-            f"type's Python methods")
     declared = {"body_kind": ("body kind", getattr(ctype, "body_kind", "planar")),
                 "n_equations": ("equations", ctype.equations),
                 "n_bodies": ("n_bodies", len(ctype.bodies)),
@@ -178,6 +179,17 @@ def load_constraint_kernel(ctype: Any) -> ConstraintKernel:
                                      _planar.constraint_kernel_info, declared,
                                      ("phi", "jacobian", "gamma"),
                                      "mbcore_constraint_kernel")
+    extra = tuple(getattr(ctype, "extra", ()))
+    if len(extra) != info["n_extra"]:
+        name = getattr(ctype, "name", "") or getattr(ctype, "__name__", "?")
+        raise PluginError(
+            f"constraint type '{name}'{_owner(ctype)}: compiled kernel {source} has "
+            f"{info['n_extra']} artificial coordinates per element, the type declares "
+            f"extra = {extra!r}" + ("" if info["direct"] else
+                                    " (the block layout of ABI version 1 has none: a "
+                                    "kernel with artificial coordinates uses the direct "
+                                    "layout of version 2; or set c_kernel = None to use "
+                                    "the type's Python methods)"))
     return ConstraintKernel(capsule=capsule, source=source, name=info["name"] or source,
                             has_nu=bool(info["nu"]),
                             reason=info["reason"] or "the compiled kernel could not "
@@ -185,4 +197,4 @@ def load_constraint_kernel(ctype: Any) -> ConstraintKernel:
 
 
 __all__ = ["ForceKernel", "ConstraintKernel", "load_force_kernel", "load_constraint_kernel",
-           "abi_version", "FORCE_CAPSULE", "CONSTRAINT_CAPSULE"]
+           "abi_version", "abi_min_version", "FORCE_CAPSULE", "CONSTRAINT_CAPSULE"]

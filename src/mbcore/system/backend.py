@@ -43,44 +43,58 @@ def compiled_available() -> bool:
     return True
 
 
+def named_kernel(etype: Any, family: str, registry: Any) -> Any:
+    """The ``c_kernel`` for a type that names a kernel by ``kernel`` only (its own
+    Python class around another type's compiled kernel, e.g. ``kernel =
+    "revolute"``): the ``c_kernel`` of the registered ``family`` type that declares
+    the same ``kernel`` name; None when there is none (the type is evaluated in
+    Python)."""
+    k = getattr(etype, "kernel", None)
+    if k is None or registry is None:
+        return None
+    for kind, _name, _provider, cls in registry.rows():
+        if (kind == family and cls is not etype and getattr(cls, "kernel", None) == k
+                and getattr(cls, "c_kernel", None) is not None):
+            return cls.c_kernel
+    return None
+
+
+def _with_kernel(etype: Any, c_kernel: Any) -> Any:
+    """``etype`` seen with ``c_kernel`` (the loader reads the type's declaration)."""
+    return type(getattr(etype, "__name__", "Named"), (), {
+        "name": getattr(etype, "name", ""), "c_kernel": c_kernel,
+        **{k: getattr(etype, k) for k in ("bodies", "n_par", "n_fun", "equations",
+                                           "holonomic", "extra", "body_kind")
+           if hasattr(etype, k)}})
+
+
 def constraint_evaluator(groups: list[Group], n: int, padded: bool,
-                         on_failure: Callable[[int, int, float], None]) -> Any:
-    """The compiled constraint evaluator (``PlanarEvaluator``) of every group with a
-    kernel; marks those groups ``compiled``.  ``n``: the length of the coordinate
-    buffer it reads (the padded buffer with particles); ``on_failure(k, e, t)``
-    raises the error of compiled group k's element e."""
+                         on_failure: Callable[[int, int, float], None],
+                         registry: Any = None) -> Any:
+    """The compiled constraint evaluator (``PlanarEvaluator``) of every group whose
+    type has a compiled kernel (``c_kernel``, or a ``kernel`` name another registered
+    type provides, :func:`named_kernel`); marks those groups ``compiled``.  ``n``: the
+    length of the coordinate buffer it reads (the padded buffer with particles);
+    ``on_failure(k, e, t)`` raises the error of compiled group k's element e."""
     from .._ext import _planar
+    from ..plugins.compiled import load_constraint_kernel
     comp = []
-    spatial_kernels = getattr(_planar, "SPATIAL_KERNELS", {})
     for g in groups:
-        k = g.ctype.kernel
-        if getattr(g.ctype, "c_kernel", None) is not None:   # compiled plugin tier
-            from ..plugins.compiled import load_constraint_kernel
-            g.ckernel = load_constraint_kernel(g.ctype)
-            g.compiled = True
-            comp.append(dict(kernel=g.ckernel.name, capsule=g.ckernel.capsule,
-                             kind=g.kind, boff=g.pyoff if padded else g.boff,
-                             row=g.row, par=g.par, fidx=g.fidx, jpos=g.jpos))
-            continue
-        if k is None or k not in _planar.KERNELS and g.kind != "planar":
-            continue            # a spatial kernel this build does not have
-        spec = kernel_spec(_planar, "constraint", g.ctype)
-        if (spec + (0,))[5] != len(g.ctype.extra) or tuple(spec[1:5]) != (
-                g.ctype.equations, len(g.ctype.bodies), g.ctype.n_par, g.ctype.n_fun):
-            raise PluginError(f"constraint type '{g.ctype.name}': its declaration "
-                              f"does not match kernel {k!r}")
-        if (k in spatial_kernels) != (g.kind == "spatial"):
-            raise PluginError(f"constraint type '{g.ctype.name}' works on {g.kind} "
-                              f"bodies; kernel {k!r} does not")
+        ctype = g.ctype
+        if getattr(ctype, "c_kernel", None) is None:
+            c_kernel = named_kernel(ctype, "constraint", registry)
+            if c_kernel is None:
+                continue
+            ctype = _with_kernel(ctype, c_kernel)
+        g.ckernel = load_constraint_kernel(ctype)
         g.compiled = True
-        # par is passed as the group's own array, never a copy: the rotation
-        # driver's kernel updates its tracked angle in it (as its NumPy phi
-        # does), so both paths share that state
-        # with particles the evaluator reads the System's padded buffer, the
-        # ground blocks included (``pyoff``)
-        comp.append(dict(kernel=k, kind=g.kind,
-                         boff=g.pyoff if padded else g.boff, row=g.row, par=g.par,
-                         fidx=g.fidx, jpos=g.jpos,
+        # par is passed as the group's own array, never a copy: a stateful kernel (the
+        # rotation driver's tracked angle) updates it in place, as its NumPy phi does,
+        # so both paths share that state; with particles the evaluator reads the
+        # System's padded buffer, the ground blocks included (``pyoff``)
+        comp.append(dict(kernel=g.ckernel.name, capsule=g.ckernel.capsule,
+                         kind=g.kind, boff=g.pyoff if padded else g.boff,
+                         row=g.row, par=g.par, fidx=g.fidx, jpos=g.jpos,
                          xoff=g.xoff if g.xoff is not None
                          else np.zeros((g.ne, 0), np.intp)))
     return _planar.PlanarEvaluator(n, comp, on_failure)

@@ -105,6 +105,8 @@ class CamPoint(_CurvePair):
     name = "cam_point"
     description = "cam curve on body i with a point follower on body j (theta coordinate)"
     kernel = "cam_point"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:CAM_POINT"
     labels = ("x", "y")
     params = {
         "body_i": Param("body", "the cam (carries the curve)"),
@@ -186,6 +188,8 @@ class CamRoller(_CurvePair):
     name = "cam_roller"
     description = "cam curve on body i with a roller follower on body j (theta coordinate)"
     kernel = "cam_roller"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:CAM_ROLLER"
     labels = ("t", "d")
     params = {
         "body_i": Param("body", "the cam (carries the curve)"),
@@ -280,6 +284,8 @@ class CamFlat(_CurvePair):
     name = "cam_flat"
     description = "cam curve on body i with a flat-faced follower on body j (theta coordinate)"
     kernel = "cam_flat"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:CAM_FLAT"
     labels = ("t", "n")
     params = {
         "body_i": Param("body", "the cam (carries the curve)"),
@@ -378,6 +384,8 @@ class Slot(_CurvePair):
     name = "slot"
     description = "pin of body i in a curved slot of body j (theta coordinate)"
     kernel = "slot"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:SLOT"
     labels = ("x", "y")
     params = {
         "body_i": Param("body", "the body carrying the pin"),

@@ -41,6 +41,8 @@ class Fixed(ConstraintType):
     }
     n_par = 3
     kernel = "fixed"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:FIXED"
     labels = ("x", "y", "phi")
     local_labels = ("fx", "fy", "n")
     category = "constraint"
@@ -83,6 +85,8 @@ class _AbsoluteBase(ConstraintType):
     n_par = 3
     n_fun = 1
     kernel = "absolute"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:ABSOLUTE"
     local_labels = ("effort",)
 
     def check(self, spec, path):
@@ -194,6 +198,8 @@ class RelativeDriver(ConstraintType):
     n_par = 1
     n_fun = 1
     kernel = "relative"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:RELATIVE"
     labels = ("c",)
     local_labels = ("effort",)
 
@@ -243,6 +249,8 @@ class Revolute(ConstraintType):
     }
     n_par = 4
     kernel = "revolute"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:REVOLUTE"
     labels = ("x", "y")
     local_labels = ("fx_i", "fy_i")
 
@@ -309,6 +317,8 @@ class Translational(ConstraintType):
     }
     n_par = 7
     kernel = "translational"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:TRANSLATIONAL"
     labels = ("n", "phi")
     local_labels = ("normal", "torque")
 

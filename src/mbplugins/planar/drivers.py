@@ -41,6 +41,8 @@ class PointDriver(ConstraintType):
     n_par = 4
     n_fun = 1
     kernel = "point_driver"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:POINT_DRIVER"
     labels = ("c",)
     local_labels = ("effort",)
 

@@ -55,6 +55,8 @@ class Gear(ConstraintType):
     }
     n_par = 3
     kernel = "gear"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:GEAR"
     labels = ("mesh",)
     local_labels = ("force",)
     category = "joint"
@@ -140,6 +142,8 @@ class RackPinion(ConstraintType):
     }
     n_par = 8
     kernel = "rack_pinion"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:RACK_PINION"
     labels = ("mesh",)
     local_labels = ("force",)
 

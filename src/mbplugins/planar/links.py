@@ -59,6 +59,8 @@ class _DistanceBase(ConstraintType):
     n_par = 4
     n_fun = 1
     kernel = "distance"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:DISTANCE"
     local_labels = ("tension",)
 
     @staticmethod
@@ -208,6 +210,8 @@ class RevoluteTranslational(ConstraintType):
     }
     n_par = 6
     kernel = "revolute_translational"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:REVOLUTE_TRANSLATIONAL"
     labels = ("n",)
     local_labels = ("normal",)
 
@@ -293,6 +297,8 @@ class Translational002(ConstraintType):
     }
     n_par = 4
     kernel = "translational_002"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
+    c_kernel = "mbplugins._ext._planar_constraints:TRANSLATIONAL_002"
     labels = ("n", "phi")
     local_labels = ("normal", "torque")
 

@@ -70,6 +70,8 @@ class Screw(_AxisJoint):
     name = "screw"
     description = "screw joint: rotation about a common axis coupled to translation along it"
     kernel = "spatial_screw"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:SCREW"
     equations = 5
     params = {**_AXIS_PARAMS,
               "pitch": Param("number", "axial travel of body j along axis_i per radian of "
@@ -145,6 +147,8 @@ class RevoluteCylindrical(_SpatialBase):
     description = ("massless link: revolute on body i, cylindrical on body j, axes "
                    "perpendicular and intersecting")
     kernel = "spatial_revolute_cylindrical"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:REVOLUTE_CYLINDRICAL"
     equations = 3
     params = {
         "body_i": Param("body", "body with the revolute axis"),
@@ -203,6 +207,8 @@ class PointOnLine(_SpatialBase):
     description = "a point of body j stays on a line of body i"
     category = "constraint"
     kernel = "spatial_point_on_line"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:POINT_ON_LINE"
     equations = 2
     params = {
         "body_i": Param("body", "body carrying the line (i)"),
@@ -247,6 +253,8 @@ class PointOnPlane(_SpatialBase):
     description = "a point of body j stays on a plane of body i"
     category = "constraint"
     kernel = "spatial_point_on_plane"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:POINT_ON_PLANE"
     equations = 1
     params = {
         "body_i": Param("body", "body carrying the plane (i)"),
@@ -307,6 +315,8 @@ class RelativeRotationEP(_SpatialBase):
                    "(p_iᵀp_j = cos(theta/2))")
     category = "driver"
     kernel = "spatial_relative_rotation_ep"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:RELATIVE_ROTATION_EP"
     equations = 1
     params = {
         "body_i": _BODY_I, "body_j": _BODY_J,
@@ -378,6 +388,8 @@ class OrientationLock(_SpatialBase):
     description = "keep the relative orientation of two bodies (translations free)"
     category = "constraint"
     kernel = "spatial_orientation_lock"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:ORIENTATION_LOCK"
     equations = 3
     params = {
         "body_i": Param("body", "the body whose orientation is locked"),

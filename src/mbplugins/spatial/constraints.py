@@ -150,6 +150,8 @@ class Spherical(_SpatialBase):
 
     name = "spherical"
     kernel = "spatial_spherical"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:SPHERICAL"
     description = "ball joint: a point of body i coincides with a point of body j"
     equations = 3
     params = {"body_i": _BODY_I, "body_j": _BODY_J, "point_i": _point_i(),
@@ -182,6 +184,8 @@ class Universal(_SpatialBase):
 
     name = "universal"
     kernel = "spatial_universal"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:UNIVERSAL"
     description = "Hooke joint: common point and perpendicular cross-bar axes"
     equations = 4
     params = {"body_i": _BODY_I, "body_j": _BODY_J, "point_i": _point_i(),
@@ -267,6 +271,8 @@ class Revolute(_AxisJoint):
 
     name = "revolute"
     kernel = "spatial_revolute"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:REVOLUTE"
     description = "hinge: common point and common axis"
     equations = 5
     params = dict(_AXIS_PARAMS)
@@ -290,6 +296,8 @@ class Cylindrical(_AxisJoint):
 
     name = "cylindrical"
     kernel = "spatial_cylindrical"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:CYLINDRICAL"
     description = "common axis: rotation about and translation along it"
     equations = 4
     params = dict(_AXIS_PARAMS)
@@ -315,6 +323,8 @@ class Translational(_AxisJoint):
 
     name = "translational"
     kernel = "spatial_translational"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:TRANSLATIONAL"
     description = "prismatic joint: sliding along a common axis, no relative rotation"
     equations = 5
     params = dict(_AXIS_PARAMS)
@@ -348,6 +358,8 @@ class Planar(_AxisJoint):
 
     name = "planar"
     kernel = "spatial_planar"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:PLANAR"
     description = "plane joint: body j moves in a plane of body i (2 slides, 1 turn)"
     equations = 3
     params = dict(_AXIS_PARAMS, axis_i=Param("axis3", "plane normal, body i components"),
@@ -414,6 +426,8 @@ class Distance(_DistanceBase):
 
     name = "distance"
     kernel = "spatial_distance"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:DISTANCE"
     description = "massless link with ball joints at both ends (constant distance)"
     params = {**_DIST_PARAMS,
               "length": Param("number", "link length l > 0 (default: the distance in "
@@ -439,6 +453,8 @@ class DistanceDriver(_DistanceBase):
 
     name = "distance_driver"
     kernel = "spatial_distance"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:DISTANCE"
     description = "drive the distance between two body points as a function of time"
     category = "driver"
     params = {**_DIST_PARAMS,
@@ -465,6 +481,8 @@ class SphericalRevolute(_SpatialBase):
 
     name = "spherical_revolute"
     kernel = "spatial_spherical_revolute"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:SPHERICAL_REVOLUTE"
     description = "massless link: ball joint on body i, revolute (axis_j) on body j"
     equations = 2
     params = {
@@ -515,6 +533,8 @@ class RevoluteRevolute(_SpatialBase):
 
     name = "revolute_revolute"
     kernel = "spatial_revolute_revolute"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:REVOLUTE_REVOLUTE"
     description = "massless link with revolute joints at both ends"
     equations = 4
     params = {
@@ -570,6 +590,8 @@ class PointCoordinate(_SpatialBase):
 
     name = "point_coordinate"
     kernel = "spatial_point_coordinate"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:POINT_COORDINATE"
     description = "x, y or z of a body point held constant or driven as C(t)"
     category = "constraint"
     equations = 1
@@ -620,6 +642,8 @@ class AngleDriver(_SpatialBase):
 
     name = "angle_driver"
     kernel = "spatial_angle_driver"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:ANGLE_DRIVER"
     description = "drive the angle between a body-i and a body-j direction"
     category = "driver"
     equations = 1
@@ -681,6 +705,8 @@ class RotationDriver(_SpatialBase):
 
     name = "rotation_driver"
     kernel = "spatial_rotation_driver"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:ROTATION_DRIVER"
     description = "drive the relative rotation angle of two bodies about an axis"
     category = "driver"
     equations = 1
@@ -774,6 +800,8 @@ class Fixed(_SpatialBase):
 
     name = "fixed"
     kernel = "spatial_fixed"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:FIXED"
     description = "weld body i to body j (default: the ground) in its initial pose"
     category = "constraint"
     equations = 6
@@ -820,6 +848,8 @@ class Perpendicular(_SpatialBase):
 
     name = "perpendicular"
     kernel = "spatial_perpendicular"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:PERPENDICULAR"
     description = "a body-i direction perpendicular to a body-j direction (n1)"
     category = "constraint"
     equations = 1
@@ -845,6 +875,8 @@ class Parallel(_SpatialBase):
 
     name = "parallel"
     kernel = "spatial_parallel"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_constraints.pyx)
+    c_kernel = "mbplugins._ext._spatial_constraints:PARALLEL"
     description = "a body-j direction parallel to a body-i direction (p1, 2 rows)"
     category = "constraint"
     equations = 2
