@@ -70,7 +70,7 @@ def _hook_solve(hook, lu, double[::1] r, double c_lu, double stale):
     return dy if dy.shape == (r.shape[0],) else None
 
 
-cdef int _cb_jacobian(object jac, double t, const double* ypred, double* J, Py_ssize_t N,
+cdef int _cb_jacobian(object jac, double t, object ypred, double* J, Py_ssize_t N,
                       double[::1] counters, list keep=None) except -1:
     """``Integrator.jac`` with a Jacobian call-back ``jac(t, y)`` (the dynamic analysis'
     ``dae_jacobian``): J (column-major) = jac(t, y_pred).  Returns 1 when the call-back
@@ -79,11 +79,8 @@ cdef int _cb_jacobian(object jac, double t, const double* ypred, double* J, Py_s
     cdef Py_ssize_t i, j
     cdef double[:, :] Jp
     counters[C_JEV] += 1.0
-    yp = np.empty(N)
-    cdef double[::1] ypv = yp
-    memcpy(&ypv[0], ypred, N * sizeof(double))
     try:
-        A = jac(t, yp)
+        A = jac(t, np.array(ypred))
         if hasattr(A, "toarray"):       # scipy.sparse
             A = A.toarray()
         A = np.asarray(A, dtype=np.float64)
@@ -159,6 +156,7 @@ cdef class BDFStepper(Stepper):
     cdef char* alg
     cdef Py_ssize_t* eidx
     cdef object hp_arr, hwp_arr, mass_arr, J_arr, D_arr, jac, newton_system, hlu
+    cdef object ypred_arr, dy_arr       # the arrays behind ypred, dy (Python call-backs)
     cdef list jkeep
     cdef bint alg_any, hpow, use_cb, use_hook
     cdef bint jac_valid, jac_current, lu_valid
@@ -182,7 +180,7 @@ cdef class BDFStepper(Stepper):
             self.snap_J = True
         if self.use_cb:
             nfev_cb = self.f.nfev
-            l = _cb_jacobian(self.jac, tnew, self.ypred, self.J, N, self.counters,
+            l = _cb_jacobian(self.jac, tnew, self.ypred_arr, self.J, N, self.counters,
                              self.jkeep)
             self.nfev0 += self.f.nfev - nfev_cb  # the call-back's evaluations: uncounted
             if l:
@@ -287,7 +285,7 @@ cdef class BDFStepper(Stepper):
                     return LOOP_EVAL_FAILED
             if self.use_hook:
                 try:
-                    l = 1 if self.newton_system.update(tnew, np.array(<double[:N]>ypred)) \
+                    l = 1 if self.newton_system.update(tnew, np.array(self.ypred_arr)) \
                         else 0
                 except Exception:
                     return LOOP_EVAL_FAILED
@@ -324,7 +322,7 @@ cdef class BDFStepper(Stepper):
                 if self.use_hook:               # the problem's own Newton system
                     for i in range(N):
                         dy[i] = c * fb[i] - mv[i] * (psi[i] + d[i])
-                    dyh = _hook_solve(self.newton_system, self.hlu, <double[:N]>dy,
+                    dyh = _hook_solve(self.newton_system, self.hlu, self.dy_arr,
                                       self.c_lu, stale)
                     self.counters[C_SOLVE] += 1.0
                     if dyh is None:
@@ -664,11 +662,13 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     cdef int[::1] ipivv = ipiv
     st.ipiv = &ipivv[0]
     st.ypred = st.buf(N)
+    st.ypred_arr = st.keep[len(st.keep) - 1]
     st.ynew = st.buf(N)
     st.scale = st.buf(N)
     st.psi = st.buf(N)
     st.d = st.buf(N)
     st.dy = st.buf(N)
+    st.dy_arr = st.keep[len(st.keep) - 1]
     st.fb = st.buf(N)
     st.jwork = st.buf(3 * N)                      # the Jacobian's work
     st.R = st.buf(36)
