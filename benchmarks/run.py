@@ -201,7 +201,7 @@ def bench_kinematics(repeat: int, quick: bool) -> dict:
 def bench_spatial(repeat: int, quick: bool) -> dict:
     """The spatial slider-crank (revolute, spherical, universal
     and translational joints, the tracked rotation driver, 3 Euler-parameter
-    bodies, n = m = 21), compiled kernels (ext/_spatial.pxi, KinematicStepper) vs
+    bodies, n = m = 21), compiled kernels (ext/plugins/_spatial_constraints.pyx, KinematicStepper) vs
     the NumPy reference path in the same run:
 
     * ``spatial_slider_crank_evaluation``: time functions + phi + Jacobian + nu +

@@ -1,7 +1,7 @@
 # The compiled plugin tier of the force kernels (include/mbcore_plugin.h, ABI v1-v2),
-# included by _forces.pyx: packing a group (built-in or external), calling a plugin's
-# kernel, reading a kernel capsule, and self-test capsules that wrap built-in kernels
-# in the external ABI (tests/test_compiled_plugins.py, benchmarks/run.py).
+# included by _forces.pyx: packing a group, calling its kernel, reading a kernel
+# capsule, and self-test capsules: copies of a kernel capsule and two kernels of their
+# own (tests/test_compiled_plugins.py, benchmarks/run.py).
 # mbcore.plugins.compiled validates a capsule (with :func:`kernel_info`) before a
 # System packs it; the checks here only guard the evaluators against misuse.
 
@@ -20,18 +20,18 @@ cdef const mbcore_force_kernel* _kernel_ptr(object capsule) except NULL:
 
 
 cdef Py_ssize_t _fill_group(FGroup* G, dict g, list keep, Py_ssize_t n) except -1:
-    """G := the packed group ``g`` (``kernel``, ``boff``, ``par``, ``fidx``; an
-    external group also ``capsule``).  The arrays and the capsule stay alive in
-    ``keep``; ``par`` is the caller's own array when it is C-contiguous float64
-    (state shared with the NumPy path, e.g. the spatial RSDA's tracked angle)."""
-    cdef const mbcore_force_kernel* K = NULL
+    """G := the packed group ``g`` (``kernel``, its name, ``capsule``, ``boff``,
+    ``par``, ``fidx``).  The arrays and the capsule stay alive in ``keep``; ``par`` is
+    the caller's own array when it is C-contiguous float64 (state shared with the
+    NumPy path: a stateful kernel, e.g. the spatial RSDA's tracked angle)."""
     capsule = g.get("capsule")
-    if capsule is not None:
-        K = _kernel_ptr(capsule)
-        code, nb, npar, nfun = F_EXTERNAL, K.n_bodies, K.n_par, K.n_fun
-        keep.append(capsule)
-    else:
-        code, nb, npar, nfun = KERNELS[g["kernel"]]
+    if capsule is None:
+        raise ValueError(f"force group {g.get('kernel')!r} has no kernel capsule: the "
+                         f"evaluator runs compiled kernels of the plugin tier only "
+                         f"(ForceType.c_kernel)")
+    cdef const mbcore_force_kernel* K = _kernel_ptr(capsule)
+    nb, npar, nfun = K.n_bodies, K.n_par, K.n_fun
+    keep.append(capsule)
     boff = np.ascontiguousarray(g["boff"], dtype=np.intp)
     par = np.ascontiguousarray(g["par"], dtype=np.float64)
     fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
@@ -41,7 +41,6 @@ cdef Py_ssize_t _fill_group(FGroup* G, dict g, list keep, Py_ssize_t n) except -
     _extent(boff, 0, n + 4, "boff")          # bodies, or a ground block (n, n + 3)
     need_fv = _extent(fidx, 0, -1, "fidx")
     keep.extend([boff, par, fidx])
-    G.kind = code
     G.ne = ne
     G.nb = nb
     G.npar = npar
@@ -51,7 +50,7 @@ cdef Py_ssize_t _fill_group(FGroup* G, dict g, list keep, Py_ssize_t n) except -
     G.fidx = <const Py_ssize_t*> _ptr_i(fidx)
     G.ext = K
     _abi_group(G, &G.abi)
-    if K != NULL and K.abi_version >= 2 and K.stateful:
+    if K.abi_version >= 2 and K.stateful:
         # the kernel keeps per-element state in its parameters: the group's own array
         if par.size and not (isinstance(g["par"], np.ndarray)
                              and np.shares_memory(par, g["par"])):
@@ -118,70 +117,7 @@ def kernel_info(object capsule):
     return info
 
 
-# -- self-test capsules: built-in kernels behind the external ABI ----------------------
-cdef inline void _from_abi(FGroup* G, int kind, const mbcore_force_group* A) noexcept nogil:
-    G.kind = kind
-    G.ne = A.ne
-    G.nb = A.nb
-    G.npar = A.npar
-    G.nfun = A.nfun
-    G.boff = A.boff
-    G.par = A.par
-    G.fidx = A.fidx
-    G.ext = NULL
-
-
-cdef inline mbcore_index _abi_force(int kind, const mbcore_force_group* A, const double* q,
-                                    const double* qd, double t, const double* fv,
-                                    double* Q, double* P) noexcept nogil:
-    cdef FGroup G
-    _from_abi(&G, kind, A)
-    return _accumulate(&G, q, qd, t, fv, Q, P)
-
-
-cdef inline mbcore_index _abi_jacobian(int kind, const mbcore_force_group* A,
-                                       const double* q, const double* qd, double t,
-                                       const double* fv, double* K,
-                                       double* C) noexcept nogil:
-    """The built-in Jacobian kernel, block by block (written: zeroed first)."""
-    cdef FGroup G
-    cdef Py_ssize_t e, bad, nl2
-    _from_abi(&G, kind, A)
-    nl2 = A.nb * 7                       # the built-in kernels here: spatial
-    nl2 = nl2 * nl2
-    for e in range(A.ne):
-        memset(K + e * nl2, 0, nl2 * sizeof(double))
-        memset(C + e * nl2, 0, nl2 * sizeof(double))
-        bad = _spatial_jacobian(&G, e, q, qd, fv, K + e * nl2, C + e * nl2)
-        if bad >= 0:
-            return bad
-    return -1
-
-
-cdef mbcore_index _abi_stsda(const mbcore_force_group* A, const double* q, const double* qd,
-                             double t, const double* fv, double* Q,
-                             double* P) noexcept nogil:
-    return _abi_force(S_TSDA, A, q, qd, t, fv, Q, P)
-
-
-cdef mbcore_index _abi_stsda_j(const mbcore_force_group* A, const double* q,
-                               const double* qd, double t, const double* fv, double* K,
-                               double* C) noexcept nogil:
-    return _abi_jacobian(S_TSDA, A, q, qd, t, fv, K, C)
-
-
-cdef mbcore_index _abi_bushing(const mbcore_force_group* A, const double* q,
-                               const double* qd, double t, const double* fv, double* Q,
-                               double* P) noexcept nogil:
-    return _abi_force(S_BUSHING, A, q, qd, t, fv, Q, P)
-
-
-cdef mbcore_index _abi_bushing_j(const mbcore_force_group* A, const double* q,
-                                 const double* qd, double t, const double* fv, double* K,
-                                 double* C) noexcept nogil:
-    return _abi_jacobian(S_BUSHING, A, q, qd, t, fv, K, C)
-
-
+# -- self-test capsules --------------------------------------------------------------
 cdef mbcore_index _abi_null(const mbcore_force_group* A, const double* q, const double* qd,
                             double t, const double* fv, double* Q,
                             double* P) noexcept nogil:
@@ -213,21 +149,15 @@ cdef mbcore_index _abi_null_j(const mbcore_force_group* A, const double* q,
 
 #: self-test kernels: name -> (body kind, n_bodies, n_par, n_fun, index into the tables)
 SELFTEST_KERNELS = {
-    "spatial_tsda": (MBCORE_BODY_SPATIAL, 2, 9, 1, 0),
-    "spatial_bushing": (MBCORE_BODY_SPATIAL, 2, 22, 0, 1),
-    "null": (MBCORE_BODY_PLANAR, 1, 0, 0, 2),
-    "clock": (MBCORE_BODY_PLANAR, 1, 0, 0, 3),
+    "null": (MBCORE_BODY_PLANAR, 1, 0, 0, 0),
+    "clock": (MBCORE_BODY_PLANAR, 1, 0, 0, 1),
 }
-cdef mbcore_force_fn _SELF_FORCE[4]
-cdef mbcore_force_jacobian_fn _SELF_JAC[4]
-_SELF_FORCE[0] = _abi_stsda
-_SELF_FORCE[1] = _abi_bushing
-_SELF_FORCE[2] = _abi_null
-_SELF_FORCE[3] = _abi_clock
-_SELF_JAC[0] = _abi_stsda_j
-_SELF_JAC[1] = _abi_bushing_j
-_SELF_JAC[2] = _abi_null_j
-_SELF_JAC[3] = _abi_null_j
+cdef mbcore_force_fn _SELF_FORCE[2]
+cdef mbcore_force_jacobian_fn _SELF_JAC[2]
+_SELF_FORCE[0] = _abi_null
+_SELF_FORCE[1] = _abi_clock
+_SELF_JAC[0] = _abi_null_j
+_SELF_JAC[1] = _abi_null_j
 
 
 ctypedef struct _OwnedKernel:
@@ -254,7 +184,7 @@ def builtin_capsule(object kernel, *, abi_version=None, body_kind=None, n_bodies
             raise ValueError(f"no self-test kernel {kernel!r}; expected one of "
                              f"{', '.join(SELFTEST_KERNELS)} or a kernel capsule")
         kind, nb, npar, nfun, idx = SELFTEST_KERNELS[kernel]
-        label, why = kernel, REASONS.get(kernel, "")
+        label, why = kernel, ""
     else:
         src = _kernel_ptr(kernel)
         kind, nb, npar, nfun = src.body_kind, src.n_bodies, src.n_par, src.n_fun

@@ -1,22 +1,21 @@
 # cython: language_level=3
-"""The compiled force evaluator: the external groups of the compiled plugin tier
-(``mbcore_plugin.h``, ABI v1; docs/plugins.md "Compiled tier") — through which the
-built-in planar force types arrive too (``mbplugins._ext._planar_forces``) — and,
-until they move the same way, the kernels of the built-in spatial force elements
-(ext/_spatial_forces.pxi).
+"""The compiled force evaluator (``mbcore._ext._forces``).
+
+It knows no force type: every group's kernel is a ``mbcore.force_kernel`` capsule
+of the compiled plugin tier (``mbcore_plugin.h``, ABI versions 1-2; docs/plugins.md
+"Compiled tier") named by its type's ``c_kernel`` — the built-in types' in
+``mbplugins._ext`` (``_planar_forces``, ``_spatial_forces``), a third party's in its
+own extension module — validated by :mod:`mbcore.plugins.compiled`.
 
 :class:`ForceEvaluator` accumulates the generalised forces of every compiled group
-into Q in one call, without Python per element and without allocation.  The NumPy
-references with identical packed parameters are in
-``mbplugins.spatial.forces``.  Conventions as in ``_planar``: body offsets index an
-extended coordinate buffer whose last three entries are the ground's zeros;
-forces on the ground land in three extra slots and are discarded.
-
-A group whose dict carries ``capsule`` (a ``mbcore.force_kernel`` PyCapsule,
-validated by :mod:`mbcore.plugins.compiled`) is of kind ``F_EXTERNAL``: its
-``force`` / ``jacobian`` function pointers are called with the same extended
-buffers (the ABI's conventions are this module's).  :func:`builtin_capsule`
-wraps a built-in kernel in that ABI (self-tests and benchmarks of the tier).
+into Q in one call (one call of the kernel's ``force`` per group), without Python
+per element and without allocation; :class:`ForceJacobianEvaluator` (ext/_force_jacobians.pxi)
+collects the kernels' Jacobian blocks K = dQ/dq, C = dQ/dqd.  Conventions as in
+``_planar``: body offsets index an extended coordinate buffer after q (the planar
+ground's zeros, then the spatial ground block); forces on the ground land in
+extra slots and are discarded.  :func:`builtin_capsule` copies a kernel capsule
+(e.g. a built-in type's) into one of its own, with overridable declarations, and
+provides two self-test kernels (tests and benchmarks of the tier).
 """
 from libc.math cimport sin, cos, sqrt, pow, tanh, atan2, round
 from libc.stdlib cimport malloc, free
@@ -30,15 +29,6 @@ from mbcore.plugin cimport (mbcore_force_kernel, mbcore_force_group, mbcore_inde
 
 import numpy as np
 
-cdef enum:
-    S_TSDA = 10
-    S_FORCE = 11
-    S_TORQUE = 12
-    S_DRAG = 13
-    S_RSDA = 14
-    S_BUSHING = 15
-    F_EXTERNAL = 100          # a plugin's kernel through mbcore_plugin.h (FGroup.ext)
-
 #: the C ABI version this build implements (include/mbcore_plugin.h)
 ABI_VERSION = MBCORE_ABI_VERSION
 #: the oldest C ABI version this build still loads
@@ -46,31 +36,8 @@ ABI_MIN_VERSION = MBCORE_ABI_MIN_VERSION
 #: the PyCapsule name of a force kernel
 FORCE_CAPSULE = "mbcore.force_kernel"
 
-#: kernel name -> (code, bodies, n_par, n_fun)
-KERNELS = {
-    "spatial_tsda": (S_TSDA, 2, 9, 1),
-    "spatial_force": (S_FORCE, 1, 4, 3),
-    "spatial_torque": (S_TORQUE, 2, 1, 3),
-    "spatial_drag": (S_DRAG, 1, 8, 0),
-    "spatial_rsda": (S_RSDA, 2, 13, 1),
-    "spatial_bushing": (S_BUSHING, 2, 22, 0),
-}
-
-#: why a kernel refuses an element (reported by the System with the element's name)
-REASONS = {
-    "spatial_tsda": "the attachment points coincide (length < 1e-10): the spring-damper "
-                    "direction is undefined",
-    "spatial_rsda": "the body-j reference direction is parallel to the rotation axis (the "
-                    "revolute joint is far from assembled): the angle is undefined",
-}
-
-#: TSDA lengths below this have no direction (same value as the reference)
-cdef double MIN_LENGTH = 1e-10
-cdef double TWO_PI = 6.283185307179586
-
 include "_pointers.pxi"
 include "_bounds.pxi"
-include "_spatial_forces.pxi"
 include "_force_jacobians.pxi"
 include "_force_plugins.pxi"
 
@@ -177,6 +144,8 @@ cdef class ForceEvaluator:
         G1.par = G1.par + e * G1.npar
         G1.fidx = G1.fidx + e * G1.nfun
         _abi_group(&G1, &G1.abi)
+        if self.groups[g].abi.state != NULL:     # a stateful kernel: its own par, writable
+            G1.abi.state = self.groups[g].abi.state + e * G1.npar
         P[0] = 0.0
         if _accumulate(&G1, self.qx, self.qdx, t, fv, self.Qx, P) >= 0:
             return e
@@ -229,16 +198,6 @@ cdef Py_ssize_t _accumulate(FGroup* G, const double* q, const double* qd, double
                             const double* fv, double* Q, double* P) noexcept nogil:
     """Add the group's forces into Q and, when ``P`` is not NULL, the power of their
     non-conservative parts into ``P[0]`` (the ``power_nc`` of the references);
-    return -1, or the index of a failing element.  ``t`` reaches only external
-    kernels (the built-ins read their time functions from ``fv``)."""
-    cdef Py_ssize_t e
-    cdef double pw = 0.0
-    if G.kind == F_EXTERNAL:
-        return _external_forces(G, q, qd, t, fv, Q, P)
-    for e in range(G.ne):                # the built-in kernels: spatial
-        if _spatial_element(G, e, q, qd, fv, Q, &pw) >= 0:
-            return e
-    if P != NULL:
-        P[0] += pw
-    return -1
+    return -1, or the index of a failing element."""
+    return _external_forces(G, q, qd, t, fv, Q, P)
 

@@ -29,6 +29,7 @@ needs_compiled = pytest.mark.skipif(not compiled_available(),
 if compiled_available():
     from mbcore._ext._forces import ABI_MIN_VERSION, ABI_VERSION, builtin_capsule
     from mbplugins._ext import _planar_forces as PLANAR_KERNELS
+    from mbplugins._ext import _spatial_forces as SPATIAL_KERNELS
 
     #: a capsule named by "module:attribute" (the form a plugin package uses)
     TSDA_CAPSULE = builtin_capsule(PLANAR_KERNELS.TSDA)
@@ -57,13 +58,13 @@ class CapsuleForce(PointForce):
 class CapsuleBushing(Bushing):
     name = "capsule_bushing"
     kernel = None
-    c_kernel = builtin_capsule("spatial_bushing")
+    c_kernel = builtin_capsule(SPATIAL_KERNELS.BUSHING)
 
 
 class CapsuleSpatialTSDA(SpatialTSDA):
     name = "capsule_tsda"
     kernel = None
-    c_kernel = builtin_capsule("spatial_tsda")
+    c_kernel = builtin_capsule(SPATIAL_KERNELS.TSDA)
 
 
 class Clock(ForceType):

@@ -1,4 +1,4 @@
-"""Compiled kernels of the spatial constraint types (ext/_spatial.pxi) against their
+"""Compiled kernels of the spatial constraint types (ext/plugins/_spatial_constraints.pyx) against their
 NumPy references (mbplugins.spatial.constraints, .composites), through the System:
 
 * every type of ``CONSTRAINT_TYPES`` and ``COMPOSITE_TYPES`` (and the

@@ -2,13 +2,12 @@
 from mbcore.plugin cimport mbcore_force_kernel, mbcore_force_group
 
 ctypedef struct FGroup:
-    int kind
     Py_ssize_t ne, nb, npar, nfun
     const Py_ssize_t* boff
     const double* par
     const Py_ssize_t* fidx
-    const mbcore_force_kernel* ext    # kind F_EXTERNAL: a plugin's kernel (mbcore_plugin.h)
-    mbcore_force_group abi            # kind F_EXTERNAL: the same fields as the ABI's group
+    const mbcore_force_kernel* ext    # the group's kernel (mbcore_plugin.h)
+    mbcore_force_group abi            # the kernel's view of the group (built once)
 
 
 cdef class ForceEvaluator:

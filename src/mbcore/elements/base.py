@@ -83,9 +83,10 @@ class ConstraintType:
     3. ``phi``, ``jacobian``, ``nu``, ``gamma`` implement Nikravesh (1988), Eqs. 3.12-3.17 for a
        whole group (see the module docstring for shapes).  They must not depend
        on anything but their arguments.
-    4. ``kernel`` (optional): name of a compiled kernel in ``mbcore._ext._planar``
-       computing the same function from the same packed parameters; a third-party
-       type names its own compiled kernel in :attr:`c_kernel` instead.
+    4. ``c_kernel`` (optional): the type's compiled kernel (see :attr:`c_kernel`),
+       computing the same function from the same packed parameters; ``kernel`` its
+       name (a type that sets only ``kernel`` runs the kernel of the registered type
+       that declares that name, e.g. its own Python class around a built-in kernel).
     5. ``labels``: one suffix per equation for naming rows (``joint.x``).
     """
 
@@ -106,7 +107,7 @@ class ConstraintType:
     #: (:func:`mbcore.plugins.compiled.load_constraint_kernel`) and calls it from the
     #: compiled assembly, right-hand sides, kinematic step and loops; the Python
     #: methods remain the reference (backend ``"numpy"``) and provide
-    #: ``reaction_local``.  Not with ``extra`` coordinates (ABI v1).
+    #: ``reaction_local``.  With ``extra`` coordinates: the direct layout of ABI v2.
     c_kernel: ClassVar[Any] = None
     labels: ClassVar[tuple[str, ...]] = ()
 
@@ -180,9 +181,10 @@ class ForceType:
     Rules for implementers (same group conventions as :class:`ConstraintType`):
 
     1. ``name``, ``bodies`` (parameter keys naming the bodies it acts on),
-       ``params`` (schema), ``n_par``, ``n_fun``, optional ``kernel`` (a built-in
-       kernel of ``mbcore._ext._forces``) or ``c_kernel`` (a third-party compiled
-       kernel, see :attr:`c_kernel`).
+       ``params`` (schema), ``n_par``, ``n_fun``, optional ``c_kernel`` (the type's
+       compiled kernel, see :attr:`c_kernel`) and ``kernel`` its name (a type that
+       sets only ``kernel`` runs the kernel of the registered type that declares
+       that name).
     2. ``pack(spec, ctx)`` -> ``(par, functions)``.
     3. ``force(par, qb, qdb, t, f)`` -> (ne, nb, 3): the generalised force on each
        body, ``[f_x, f_y, n]`` in global components with the moment about the body

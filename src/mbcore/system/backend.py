@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import PluginError
-from .groups import ForceGroup, Group, kernel_group, kernel_spec
+from .groups import ForceGroup, Group, kernel_group
 
 __all__ = ["DENSE_LIMIT", "BACKENDS", "default_backend", "compiled_available",
            "constraint_evaluator", "force_evaluator"]
@@ -100,25 +100,24 @@ def constraint_evaluator(groups: list[Group], n: int, padded: bool,
     return _planar.PlanarEvaluator(n, comp, on_failure)
 
 
-def force_evaluator(force_groups: list[ForceGroup], n: int) -> Any:
-    """The compiled force evaluator (``ForceEvaluator``) of every force group with a
-    kernel, or None when no group has one; marks those groups ``compiled``."""
-    if not any(fg.ftype.kernel or getattr(fg.ftype, "c_kernel", None)
-               for fg in force_groups):
-        return None
-    from .._ext import _forces
+def force_evaluator(force_groups: list[ForceGroup], n: int, registry: Any = None) -> Any:
+    """The compiled force evaluator (``ForceEvaluator``) of every force group whose
+    type has a compiled kernel (``c_kernel``, or a ``kernel`` name another registered
+    type provides, :func:`named_kernel`), or None when no group has one; marks those
+    groups ``compiled``."""
+    from ..plugins.compiled import load_force_kernel
     comp = []
     for fg in force_groups:
-        k = fg.ftype.kernel
-        if getattr(fg.ftype, "c_kernel", None) is not None:   # compiled plugin tier
-            from ..plugins.compiled import load_force_kernel
-            fg.ckernel = load_force_kernel(fg.ftype)
-        elif k is None:
-            continue
-        elif kernel_spec(_forces, "force", fg.ftype)[1:] != (
-                len(fg.ftype.bodies), fg.ftype.n_par, fg.ftype.n_fun):
-            raise PluginError(f"force type '{fg.ftype.name}': its declaration does "
-                              f"not match kernel {k!r}")
+        ftype = fg.ftype
+        if getattr(ftype, "c_kernel", None) is None:
+            c_kernel = named_kernel(ftype, "force", registry)
+            if c_kernel is None:
+                continue
+            ftype = _with_kernel(ftype, c_kernel)
+        fg.ckernel = load_force_kernel(ftype)
         fg.compiled = True
         comp.append(kernel_group(fg))
+    if not comp:
+        return None
+    from .._ext import _forces
     return _forces.ForceEvaluator(n, comp)

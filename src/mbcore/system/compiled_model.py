@@ -375,7 +375,7 @@ class SystemModel:
             n = self.n_ext if self.padded else self.n
             self.constraint_evaluator = constraint_evaluator(
                 self.groups, n, self.padded, self.constraint_failed, self.registry)
-            self.force_evaluator = force_evaluator(self.force_groups, n)
+            self.force_evaluator = force_evaluator(self.force_groups, n, self.registry)
         self.compiled_groups = [g for g in self.groups if g.compiled]
         self.python_groups = [g for g in self.groups if not g.compiled]
         self.compiled_force_groups = [g for g in self.force_groups if g.compiled]

@@ -117,8 +117,8 @@ class ForceStages:
         dense (n, n) arrays for dense systems, CSR matrices for sparse ones (as
         :meth:`jacobian`).  New arrays, not work buffers.
 
-        Per force group: the compiled kernel of ``mbcore._ext._forces``
-        (``JAC_KERNELS``) on the compiled backend, else the type's NumPy reference
+        Per force group: its compiled kernel's ``jacobian`` (the compiled plugin
+        tier) on the compiled backend, else the type's NumPy reference
         ``force_jacobian(par, qb, qdb, t, f) -> (K, C)`` with blocks
         (ne, nb, nc, nb, nc) (planar: the force elements of Nikravesh (1988), §9.2;
         spatial Euler-parameter form ``[f, 2 G^T n]``: Eqs. 11.1-11.7), else forward differences
@@ -200,13 +200,8 @@ class ForceStages:
         first use, kept in the SystemData."""
         from ..elements.base import ForceType
         comp, py, order = [], [], []
-        jk = {}
-        if self.backend == "compiled" and self._force_evaluator is not None:
-            from .._ext import _forces
-            jk = getattr(_forces, "JAC_KERNELS", {})
         for fg in self.force_groups:
-            if fg.compiled and (fg.ckernel.has_jacobian if fg.ckernel is not None
-                                else fg.ftype.kernel in jk):
+            if fg.compiled and fg.ckernel.has_jacobian:
                 comp.append(fg)
         comp_ids = {id(fg) for fg in comp}
         for fg in self.force_groups:

@@ -10,7 +10,7 @@ import numpy as np
 from ..elements.base import ConstraintType, PackContext
 from ..errors import PluginError
 
-__all__ = ["Group", "ForceGroup", "pack_element", "kernel_spec", "reason_of",
+__all__ = ["Group", "ForceGroup", "pack_element", "reason_of",
            "kernel_group", "short_label", "unique_ints"]
 
 
@@ -105,33 +105,21 @@ def pack_element(obj, el, model, functions: list, kind: str):
     return par, fidx
 
 
-def kernel_spec(module, kind: str, etype) -> tuple:
-    """The compiled module's declaration of the kernel a type names."""
-    if etype.kernel not in module.KERNELS:
-        raise PluginError(f"{kind} type '{etype.name}' names kernel {etype.kernel!r}, which "
-                          f"{module.__name__} does not provide")
-    return tuple(module.KERNELS[etype.kernel])
-
-
 def reason_of(fg: ForceGroup, e: int) -> str:
     """Why a compiled force kernel refused element e (kernels signal by index; a
     plugin kernel's index outside its group is itself a PluginError)."""
-    if fg.ckernel is not None:
-        if not 0 <= e < len(fg.names):
-            raise PluginError(f"force type '{fg.ftype.name}': compiled kernel "
-                              f"{fg.ckernel.source} returned element index {e}, the group "
-                              f"has {len(fg.names)} elements")
-        return fg.ckernel.reason
-    from .._ext import _forces
-    return _forces.REASONS.get(fg.ftype.kernel, "the element could not be evaluated")
+    if not 0 <= e < len(fg.names):
+        raise PluginError(f"force type '{fg.ftype.name}': compiled kernel "
+                          f"{fg.ckernel.source} returned element index {e}, the group "
+                          f"has {len(fg.names)} elements")
+    return fg.ckernel.reason
 
 
 def kernel_group(fg: ForceGroup) -> dict:
-    """What the compiled force evaluators pack of a compiled group."""
-    if fg.ckernel is not None:
-        return dict(kernel=fg.ckernel.name, capsule=fg.ckernel.capsule, boff=fg.boff,
-                    par=fg.par, fidx=fg.fidx)
-    return dict(kernel=fg.ftype.kernel, boff=fg.boff, par=fg.par, fidx=fg.fidx)
+    """What the compiled force evaluators pack of a compiled group (its kernel's
+    capsule; ``par`` the group's own array, shared with the NumPy path)."""
+    return dict(kernel=fg.ckernel.name, capsule=fg.ckernel.capsule, boff=fg.boff,
+                par=fg.par, fidx=fg.fidx)
 
 
 def short_label(key: str) -> str:

@@ -35,10 +35,10 @@ point X on the normal through P gives that); non-conservative power
 
 par = ``[s'_x, s'_y, radius, l'_x, l'_y, n'_x, n'_y, k, c, e, mu, v_eps,
 damping_model, friction_model]`` (models as codes 0, 1, 2 and 0, 1 in the order
-above); the compiled kernel ``contact`` in ``mbcore._ext._forces`` uses the same.
+above); the compiled kernel ``CONTACT`` of ``mbplugins._ext._planar_forces`` uses the same.
 
 Force Jacobians (:meth:`Contact.force_jacobian`, kernel in
-ext/_force_jacobians.pxi): the law is piecewise smooth — it switches at ``delta =
+ext/plugins/_planar_forces.pyx): the law is piecewise smooth — it switches at ``delta =
 0``, at ``delta_dot = 0`` (``compression``), at ``f_n = 0`` (clipping) and at
 ``|v_t| = v_eps`` (``linear`` friction) — and K, C are the exact derivatives of
 the active branch (zero out of contact, in the clipped and in the saturated
@@ -107,6 +107,7 @@ class Contact(ForceType):
     n_par = 14
     n_fun = 0
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    kernel = "contact"
     c_kernel = "mbplugins._ext._planar_forces:CONTACT"
     labels = ("delta", "delta_rate", "normal_force", "slip_velocity", "friction_force")
 

@@ -5,8 +5,8 @@ in :mod:`.userforce`.
 
 Each class is the type's schema, its packing and the NumPy *reference*
 implementation of its generalised force, vectorised over a group of elements; the
-compiled kernels of the same name in ``mbcore._ext._forces`` compute the same
-numbers from the same packed parameters.  Gravity is a model setting
+compiled kernels (``c_kernel``: capsules of ``mbplugins._ext._planar_forces``, through
+the compiled plugin tier) compute the same numbers from the same packed parameters.  Gravity is a model setting
 (``gravity: [gx, gy]``), applied by the System to every body.
 """
 from __future__ import annotations
@@ -68,6 +68,7 @@ class TSDA(ForceType):
     n_par = 7
     n_fun = 1
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    kernel = "tsda"
     c_kernel = "mbplugins._ext._planar_forces:TSDA"
     labels = ("length", "length_rate", "spring_force", "damper_force", "actuator_force",
               "force")
@@ -200,6 +201,7 @@ class RSDA(ForceType):
     n_par = 3
     n_fun = 1
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    kernel = "rsda"
     c_kernel = "mbplugins._ext._planar_forces:RSDA"
     labels = ("angle", "angle_rate", "spring_torque", "damper_torque", "actuator_torque",
               "torque")
@@ -273,6 +275,7 @@ class PointForce(ForceType):
     n_par = 3
     n_fun = 2
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    kernel = "force"
     c_kernel = "mbplugins._ext._planar_forces:FORCE"
     labels = ("fx", "fy")
 
@@ -325,6 +328,7 @@ class Torque(ForceType):
     n_par = 0
     n_fun = 1
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    kernel = "torque"
     c_kernel = "mbplugins._ext._planar_forces:TORQUE"
     labels = ("torque",)
 
@@ -374,6 +378,7 @@ class Drag(ForceType):
     n_par = 6
     n_fun = 0
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    kernel = "drag"
     c_kernel = "mbplugins._ext._planar_forces:DRAG"
     labels = ("speed", "force", "fx", "fy")
 
@@ -470,6 +475,7 @@ class FictitiousDamping(ForceType):
     n_par = 3
     n_fun = 0
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_forces.pyx)
+    kernel = "damping"
     c_kernel = "mbplugins._ext._planar_forces:DAMPING"
     labels = ("fx", "fy", "n")
 

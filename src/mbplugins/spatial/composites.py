@@ -12,7 +12,7 @@ Euler-parameter Jacobian (variant P) and its gamma come from
 
 Parameters are in body-fixed coordinates; points and axes of body j default to the
 body-j coordinates of the body-i ones in the initial configuration, as in
-``constraints.py``.  Compiled kernels: ``spatial_<name>`` in ext/_spatial.pxi (same
+``constraints.py``.  Compiled kernels: ``spatial_<name>`` in ext/plugins/_spatial_constraints.pyx (same
 packed parameters; the screw's compiled phi updates the same tracked angle in the
 System group's own par array).
 

@@ -37,7 +37,8 @@ body j default to the body-j coordinates of the body-i ones in the initial
 configuration (``ctx.pose``), as the planar revolute's ``point_j`` does.
 
 Compiled kernels: every type names one (``kernel = "spatial_..."``) in
-``mbcore._ext._planar`` (source ``ext/_spatial.pxi``): the same jets in C, from the
+``mbplugins._ext._spatial_constraints`` (ext/plugins/_spatial_constraints.pyx, through
+the compiled plugin tier: ``c_kernel``): the same jets in C, from the
 same packed parameters and time-function jets, equal to these references to
 1e-12 (tests/test_spatial_compiled.py).  A plugin subclass that changes the rows
 must set ``kernel = None`` (or its own kernel).
@@ -75,7 +76,7 @@ class _SpatialBase(SpatialConstraintType):
     §3.2.2, §7.2.4)."""
 
     body_kind = "spatial"
-    kernel = None             # set by every concrete type (ext/_spatial.pxi)
+    kernel = None             # set by every concrete type, with its c_kernel
     bodies = ("body_i", "body_j")
 
     def _rows(self, par, K, f):  # pragma: no cover - abstract

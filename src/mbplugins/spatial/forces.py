@@ -16,8 +16,9 @@ spring part is then exactly ``-grad V`` of ``V = k (s - s0)^2 / 2`` whatever the
 joints do, and the damper/actuator power is ``-(c sdot + f_a) sdot``.
 
 Gravity is a model setting (``gravity: [gx, gy, gz]``), applied by the System.
-These are the NumPy references; compiled kernels follow the planar pattern
-(``kernel`` names in ``mbcore._ext._forces``) where they exist.
+These are the NumPy references; the compiled kernels (``c_kernel``: capsules of
+``mbplugins._ext._spatial_forces``, through the compiled plugin tier) compute the same
+numbers from the same packed parameters.
 """
 from __future__ import annotations
 
@@ -206,6 +207,8 @@ class SpatialTSDA(_CoordinateLaw):
     name = "tsda"
     description = "translational spring-damper-actuator between two body points"
     kernel = "spatial_tsda"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_forces.pyx)
+    c_kernel = "mbplugins._ext._spatial_forces:TSDA"
     bodies = ("body_i", "body_j")
     params = {
         "body_i": Param("body", "first body"),
@@ -342,6 +345,8 @@ class SpatialRSDA(_CoordinateLaw):
     name = "rsda"
     description = "rotational spring-damper-actuator about a revolute axis"
     kernel = "spatial_rsda"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_forces.pyx)
+    c_kernel = "mbplugins._ext._spatial_forces:RSDA"
     bodies = ("body_i", "body_j")
     params = {
         "body_i": Param("body", "first body"),
@@ -467,6 +472,8 @@ class Bushing(_CoordinateLaw):
     name = "bushing"
     description = "linear 6-component spring-damper between two body frames"
     kernel = "spatial_bushing"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_forces.pyx)
+    c_kernel = "mbplugins._ext._spatial_forces:BUSHING"
     bodies = ("body_i", "body_j")
     params = {
         "body_i": Param("body", "first body"),
@@ -631,6 +638,8 @@ class SpatialPointForce(SpatialForceType):
     name = "force"
     description = "force at a body point, components functions of time (global or body axes)"
     kernel = "spatial_force"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_forces.pyx)
+    c_kernel = "mbplugins._ext._spatial_forces:FORCE"
     bodies = ("body",)
     params = {
         "body": Param("body", "the loaded body"),
@@ -691,6 +700,8 @@ class SpatialTorque(SpatialForceType):
     name = "torque"
     description = "pure moment on a body (optionally reacting on a second body)"
     kernel = "spatial_torque"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_forces.pyx)
+    c_kernel = "mbplugins._ext._spatial_forces:TORQUE"
     bodies = ("body", "reaction_body")
     params = {
         "body": Param("body", "the loaded body"),
@@ -748,6 +759,8 @@ class SpatialDrag(SpatialForceType):
     name = "drag"
     description = "aerodynamic (quadratic) and linear drag on a body point"
     kernel = "spatial_drag"
+    #: the C kernel, through the compiled plugin tier (ext/plugins/_spatial_forces.pyx)
+    c_kernel = "mbplugins._ext._spatial_forces:DRAG"
     bodies = ("body",)
     params = {
         "body": Param("body", "the body"),
