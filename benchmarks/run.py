@@ -1210,13 +1210,17 @@ def _compiled_tier_overhead(repeat: int, quick: bool) -> dict:
 
 def _compiled_constraint_tier(repeat: int, quick: bool) -> dict:
     """The constraint row of the compiled plugin tier (``ConstraintType.c_kernel``):
-    the four-bar's four revolutes as the built-in group vs the same kernel behind
-    the ``mbcore.constraint_kernel`` ABI (self-test capsule), phi + Jacobian + nu +
-    gamma evaluated ``count`` times in C (``PlanarEvaluator.repeat_stages``), per
-    stage; the floor of the tier (an extra capsule group whose kernel writes
-    zeros); and whether the capsule model keeps the compiled right-hand side and
-    loop (DI, dopri5, 2 s)."""
+    the four-bar's four revolutes as the built-in group (its capsule's direct layout)
+    vs the same kernel behind the block layout of ABI version 1 (self-test capsule:
+    rows and blocks scattered by the core), phi + Jacobian + nu + gamma evaluated
+    ``count`` times in C (``PlanarEvaluator.repeat_stages``), per stage; the floor of
+    the tier (an extra capsule group whose kernel writes zeros); and whether the
+    capsule model keeps the compiled right-hand side and loop (DI, dopri5, 2 s)."""
     from mbcore._ext._planar import builtin_constraint_capsule
+    try:                              # the built-in kernels as capsules (C ABI v2)
+        from mbplugins._ext._planar_constraints import REVOLUTE as revolute_kernel
+    except ImportError:               # an older checkout (A/B): the core's own table
+        revolute_kernel = "revolute"
     from mbcore.elements import ConstraintType
     from mbcore.plugins import registry
     from mbcore.elements.schema import Param
@@ -1224,7 +1228,7 @@ def _compiled_constraint_tier(repeat: int, quick: bool) -> dict:
 
     class CapsuleRevolute(Revolute):
         name, kernel = "capsule_revolute", None
-        c_kernel = builtin_constraint_capsule("revolute")
+        c_kernel = builtin_constraint_capsule(revolute_kernel)
 
     class NullJoint(ConstraintType):
         name, equations, bodies = "null_capsule", 1, ("body",)

@@ -88,7 +88,7 @@ cdef inline void _group(int kind, const mbcore_constraint_group* A, Group* G) no
 # --------------------------------------------------------------------------------
 # per-type kernels
 # --------------------------------------------------------------------------------
-cdef void _phi(Group* G, const double* q, const double* fv, double* out) noexcept nogil:
+cdef inline void _phi(Group* G, const double* q, const double* fv, double* out) noexcept nogil:
     cdef Py_ssize_t e, bi, bj, r, k
     cdef const double* p
     cdef double c, s, cj, sj, Six, Siy, Sjx, Sjy, ux, uy, nx, ny, dx, dy
@@ -135,7 +135,7 @@ cdef void _phi(Group* G, const double* q, const double* fv, double* out) noexcep
             _phi_ext(G, e, q, fv, out)
 
 
-cdef void _jac(Group* G, const double* q, double* J) noexcept nogil:
+cdef inline void _jac(Group* G, const double* q, double* J) noexcept nogil:
     # entry order per element: (row, body, coordinate) -> jpos[e*njac + r*nb*3 + b*3 + c]
     cdef Py_ssize_t e, bi, bj, k
     cdef const Py_ssize_t* jp
@@ -195,7 +195,7 @@ cdef void _jac(Group* G, const double* q, double* J) noexcept nogil:
             _jac_ext(G, e, q, jp, J)
 
 
-cdef void _nu(Group* G, const double* fv, double* out) noexcept nogil:
+cdef inline void _nu(Group* G, const double* fv, double* out) noexcept nogil:
     cdef Py_ssize_t e, r, k
     cdef const double* f
     for e in range(G.ne):
@@ -210,7 +210,7 @@ cdef void _nu(Group* G, const double* fv, double* out) noexcept nogil:
                 out[r + k] = 0.0
 
 
-cdef void _gamma(Group* G, const double* q, const double* qd, const double* fv,
+cdef inline void _gamma(Group* G, const double* q, const double* qd, const double* fv,
                  double* out) noexcept nogil:
     cdef Py_ssize_t e, bi, bj, r, k
     cdef const double* p

@@ -643,7 +643,7 @@ cdef Py_ssize_t _s_rows(SGroup* G, Py_ssize_t e, const SCtx* K, SJ1* R) noexcept
 
 
 # ---------------------------------------------------------------- stages
-cdef void _phi_spatial(SGroup* G, const double* q, const double* fv, double* out) noexcept nogil:
+cdef inline void _phi_spatial(SGroup* G, const double* q, const double* fv, double* out) noexcept nogil:
     cdef SCtx K
     cdef SJ1 R[S_MAXROWS]
     cdef Py_ssize_t e, r, k, m, o
@@ -684,7 +684,7 @@ cdef void _phi_spatial(SGroup* G, const double* q, const double* fv, double* out
             out[r] = th - f[0]
 
 
-cdef void _jac_spatial(SGroup* G, const double* q, double* J) noexcept nogil:
+cdef inline void _jac_spatial(SGroup* G, const double* q, double* J) noexcept nogil:
     # entry order per element: (row, body, coordinate) -> jpos[e*njac + r*nb*7 + b*7 + c]
     cdef SCtx K
     cdef SJ1 R[S_MAXROWS]
@@ -713,7 +713,7 @@ cdef void _jac_spatial(SGroup* G, const double* q, double* J) noexcept nogil:
                 J[jr[6]] = 2.0 * (t[3] * (-e2) + t[4] * e1 + t[5] * e0)
 
 
-cdef void _nu_spatial(SGroup* G, const double* fv, double* out) noexcept nogil:
+cdef inline void _nu_spatial(SGroup* G, const double* fv, double* out) noexcept nogil:
     cdef Py_ssize_t e, r, k
     cdef const double* f
     for e in range(G.ne):
@@ -733,7 +733,7 @@ cdef void _nu_spatial(SGroup* G, const double* fv, double* out) noexcept nogil:
             out[r] = f[1]
 
 
-cdef void _gamma_spatial(SGroup* G, const double* q, const double* qd, const double* fv,
+cdef inline void _gamma_spatial(SGroup* G, const double* q, const double* qd, const double* fv,
                          double* out) noexcept nogil:
     cdef SCtx K
     cdef SJ1 R[S_MAXROWS]

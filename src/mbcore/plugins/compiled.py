@@ -146,10 +146,38 @@ def _checked(etype: Any, family: str, capsule_name: str, info_of, declared: dict
     return capsule, source, info
 
 
+#: loaded kernels by (type, c_kernel, declaration): a model compiles each type's
+#: kernel once per process (the checks cost ~10 µs per group); the key keeps the
+#: capsule and the class alive, so an identity is never reused
+_LOADED: dict[tuple, Any] = {}
+
+
+def _cached(family: str, etype: Any, declared: tuple, load) -> Any:
+    cls = etype if isinstance(etype, type) else type(etype)
+    ck = getattr(etype, "c_kernel", None)
+    try:
+        key = (family, cls, ck, declared)
+        hash(key)
+    except TypeError:                   # an unhashable c_kernel: no cache
+        return load()
+    hit = _LOADED.get(key)
+    if hit is None:
+        if len(_LOADED) > 512:
+            _LOADED.clear()
+        hit = _LOADED[key] = load()
+    return hit
+
+
 def load_force_kernel(ftype: Any) -> ForceKernel:
     """Load and check the ``c_kernel`` of force type ``ftype`` (class or instance)
     against its Python declaration; raises :class:`PluginError` (see the module
     docstring)."""
+    declared = (getattr(ftype, "body_kind", "planar"), len(ftype.bodies), ftype.n_par,
+                ftype.n_fun)
+    return _cached("force", ftype, declared, lambda: _load_force_kernel(ftype))
+
+
+def _load_force_kernel(ftype: Any) -> ForceKernel:
     from .._ext import _forces
     declared = {"body_kind": ("body kind", getattr(ftype, "body_kind", "planar")),
                 "n_bodies": ("n_bodies", len(ftype.bodies)),
@@ -169,6 +197,13 @@ def load_constraint_kernel(ctype: Any) -> ConstraintKernel:
     ``gamma`` set; artificial coordinates ``extra`` as many as the kernel's
     ``n_extra``, which only the direct layout of ABI version 2 has); raises
     :class:`PluginError`."""
+    declared = (getattr(ctype, "body_kind", "planar"), ctype.equations, len(ctype.bodies),
+                ctype.n_par, ctype.n_fun, bool(getattr(ctype, "holonomic", True)),
+                tuple(getattr(ctype, "extra", ())))
+    return _cached("constraint", ctype, declared, lambda: _load_constraint_kernel(ctype))
+
+
+def _load_constraint_kernel(ctype: Any) -> ConstraintKernel:
     from .._ext import _planar
     declared = {"body_kind": ("body kind", getattr(ctype, "body_kind", "planar")),
                 "n_equations": ("equations", ctype.equations),
