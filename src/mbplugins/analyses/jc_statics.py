@@ -123,7 +123,7 @@ class JointChart:
     def jv(self, q, rows):
         """Velocity-form Jacobian rows (planar: Phi_q)."""
         J = self.system.jacobian_dense(q, self.t)[rows]
-        return self.form._jv(J, q) if self.spatial else J
+        return self.form.velocity_jacobian(J, q) if self.spatial else J
 
     def objective(self, x, w):
         """f = V + 1/2 w |Phi*|^2 and df/dx."""

@@ -666,7 +666,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         tr = self.tree
         q, _, X, S, _ = tr.outward(tr.normalised(theta), np.zeros(self.nv))
         B = tr.velocity_matrix(X, S)
-        D = self._jv(self.system.jacobian_dense(q, t)[self.extra], q) @ B
+        D = self.velocity_jacobian(self.system.jacobian_dense(q, t)[self.extra], q) @ B
         return q, D, (self._joint_mass(B) if metric else None)
 
     def _joint_mass(self, B):
@@ -679,7 +679,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         return self.tree.retract(theta, dnu)
 
     # ------------------------------------------------------------------ equations
-    def _jv(self, J, q):
+    def velocity_jacobian(self, J, q):
         """Velocity-form Jacobian rows ``[Phi_r, 1/2 Phi_p L^T]`` (rows, nb, 6)."""
         tr = self.tree
         out = np.empty((J.shape[0], tr.nb, 6))
@@ -773,7 +773,7 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
         lam_e = np.zeros(len(ex))
         if len(ex):
             Jq = s.jacobian_dense(q, t)[ex]
-            Jv = self._jv(Jq, q)
+            Jv = self.velocity_jacobian(Jq, q)
             D = Jv @ B
             phid = Jq @ qd - s.nu(q, t)[ex]
             c = (s.gamma(q, qd, t)[ex] - Jv @ a0.reshape(-1) - 2.0 * self.alpha * phid
@@ -832,8 +832,8 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
             if s.dense:
                 J = s.jacobian_dense(q, t)
                 if len(self.extra):
-                    r = r - self._jv(J[self.extra], q).T @ lam_e
-                lam[jr] = np.linalg.lstsq(self._jv(J[jr], q).T, r, rcond=None)[0]
+                    r = r - self.velocity_jacobian(J[self.extra], q).T @ lam_e
+                lam[jr] = np.linalg.lstsq(self.velocity_jacobian(J[jr], q).T, r, rcond=None)[0]
             else:                            # O(N): (Jv Jv^T) lam = Jv r, Jv sparse
                 import scipy.sparse.linalg as spla
                 Jv = (s.jacobian(q, t).tocsr() @ self._velocity_map(q)).tocsr()
