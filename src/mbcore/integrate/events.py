@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ..errors import MbcoreError
 from .base import NonFiniteError
@@ -151,6 +150,7 @@ class EventLocator:
             return self._g(k, s, sol(s))
 
         lo, hi = (t_old, t) if t_old < t else (t, t_old)
+        from scipy.optimize import brentq    # only when an event is located (import: ~0.1 s)
         return brentq(gk, lo, hi, xtol=xtol, rtol=4 * EPS, maxiter=200)
 
     def step(self, t_old: float, t: float, y: np.ndarray, dense) -> list[EventRecord]:

@@ -90,11 +90,30 @@ class DOPRI5(EmbeddedRK):
 # ----------------------------------------------------------------------------------
 # Dormand–Prince 8(5,3)
 # ----------------------------------------------------------------------------------
+def _scipy_dop853_module():
+    """scipy's transcription of the DOP853 tableau (a NumPy-only file), loaded without
+    importing ``scipy.integrate``: that package imports ``scipy.optimize`` and costs
+    ~0.1 s at the first run of a process, for arrays this module needs once."""
+    import importlib.util
+    import os
+
+    import scipy
+    path = os.path.join(os.path.dirname(scipy.__file__), "integrate", "_ivp",
+                        "dop853_coefficients.py")
+    spec = importlib.util.spec_from_file_location("_mbcore_dop853_coefficients", path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        from scipy.integrate._ivp import dop853_coefficients   # another layout
+        return dop853_coefficients
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _dop853_coefficients():
     """The DOP853 tableau of Hairer's code (12 stages + FSAL, 3 extra stages for
     the 7th-order dense output), taken from scipy (which transcribes Hairer's
     dop853.f), so that the coefficients are not retyped."""
-    from scipy.integrate._ivp import dop853_coefficients as c
+    c = _scipy_dop853_module()
     s = c.N_STAGES
     return dict(A=np.array(c.A[:s, :s]), B=np.array(c.B), C=np.array(c.C[:s]),
                 E3=np.array(c.E3), E5=np.array(c.E5), D=np.array(c.D),

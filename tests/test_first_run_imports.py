@@ -1,0 +1,42 @@
+"""The first dynamic run of a process imports only what it uses: scipy.optimize
+and scipy.integrate (≈0.1–0.2 s together) load only when a run needs them (an event
+is located, a static analysis runs), not for the DOP853 tableau or the event
+machinery of every run."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
+
+
+def _modules_after(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json\n"
+                          "print(json.dumps({m: m in sys.modules for m in "
+                          "('scipy.optimize', 'scipy.integrate')}))"],
+                         capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_dynamic_run_without_events_imports_neither_optimize_nor_integrate():
+    code = ("import mbcore\n"
+            f"m = mbcore.Model.from_file({str(EXAMPLES / 'platform.yaml')!r})\n"
+            "mbcore.run(m, settings={'t_end': 0.05})\n"
+            "from mbplugins.integrators.erk import DOP853\n"
+            "assert DOP853.A.shape == (12, 12)")
+    assert _modules_after(code) == {"scipy.optimize": False, "scipy.integrate": False}
+
+
+def test_the_dop853_tableau_is_scipys():
+    """Loaded from scipy's file without its package: the same arrays."""
+    import numpy as np
+    from scipy.integrate._ivp import dop853_coefficients as c
+
+    from mbplugins.integrators.erk import DOP853
+    s = c.N_STAGES
+    for mine, ref in ((DOP853.A, c.A[:s, :s]), (DOP853.B, c.B), (DOP853.C, c.C[:s]),
+                      (DOP853.E3, c.E3), (DOP853.E5, c.E5), (DOP853.D, c.D),
+                      (DOP853.A_EXTRA, c.A[s + 1:]), (DOP853.C_EXTRA, c.C[s + 1:])):
+        np.testing.assert_array_equal(mine, ref)
