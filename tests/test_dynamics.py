@@ -162,7 +162,7 @@ def test_third_party_force_type_equals_builtin(backend):
     np.testing.assert_allclose(ra["q"], rb["q"], atol=1e-10)
 
 
-@pytest.mark.parametrize("formulation", ["di", "cs", "projection"])
+@pytest.mark.parametrize("formulation", ["di", "cs", "projection", "cp"])
 def test_redundant_constraints_in_dynamics(examples, formulation, backend):
     """The DAP four-bar with its crank pin modelled twice: the duplicate rows are
     named once and removed, and the motion equals the plain model's."""

@@ -215,7 +215,7 @@ def test_duplicated_pin_kinematic_same_numbers_and_margin(examples, backend):
     assert res.stats["redundant_check"] <= MARGIN
 
 
-@pytest.mark.parametrize("formulation", ["di", "cs", "projection", "penalty"])
+@pytest.mark.parametrize("formulation", ["di", "cs", "projection", "penalty", "cp"])
 def test_duplicated_pin_dynamic_margin(examples, formulation):
     from test_dynamics import dap_fourbar
     m = dap_fourbar(examples, integrator="dopri5", output_step=0.05, formulation=formulation,

@@ -276,16 +276,29 @@ class DynamicAnalysis(Analysis):
         ones at every output (:mod:`mbcore.solve.redundancy`)."""
         from mbcore.solve.linalg import rank_revealing
         sysm = self.system
-        if not self.formulation.full_state:
-            raise ModelError("settings.formulation", "redundant constraints: use di, cs or "
-                             "projection (coordinate partitioning needs independent rows)")
         rank, ind, dep, _ = rank_revealing(sysm.jacobian_dense(q, t))
         names = [sysm.constraint_names[r] for r in dep]
-        self.formulation.solver.set_rows(ind)
+        self.set_independent_rows(ind)
         self.removed_rows = RemovedRows(sysm, ind, q, t, self.settings["rtol"])
         event(t, "redundant", f"redundant constraint equations removed (consistent at "
               f"t = {t:.9g}; checked at every output): " + ", ".join(names))
         self.stats["redundant_equations"] = ", ".join(names)
+
+    def set_independent_rows(self, rows) -> None:
+        """The formulation uses only these constraint rows (the others are redundant):
+        the full-state formulations through their acceleration solver, the others
+        through their own ``use_independent_rows`` (coordinate partitioning), else a
+        named refusal."""
+        form = self.formulation
+        use = getattr(form, "use_independent_rows", None)
+        if use is not None:
+            use(rows)
+        elif form.full_state:
+            form.solver.set_rows(rows)
+        else:
+            raise ModelError("settings.formulation", f"redundant constraints: formulation "
+                             f"'{form.name}' needs independent constraint rows; use di, cs, "
+                             f"projection or cp")
 
     def restart(self, last, reason, event):
         """Re-initialise the formulation at the last output state ``last`` (CP chooses
@@ -1049,7 +1062,7 @@ class _Run:
         q, qd = np.array(ck["q"], dtype=float), np.array(ck["qd"], dtype=float)
         st = ck["state"]
         if st.get("rows") is not None:
-            form.solver.set_rows(np.array(st["rows"], dtype=int))
+            a.set_independent_rows(np.array(st["rows"], dtype=int))
             self.crhs = None
             a.removed_rows = RemovedRows(self.sysm, st["rows"], q, t, a.settings["rtol"],
                                          t_removed=self.t0)

@@ -110,12 +110,12 @@ class CP(Formulation):
             raise ModelError("settings.formulation", "coordinate partitioning needs "
                              "position-level constraints; use di, cs or projection with "
                              "velocity-level (nonholonomic) constraints")
-        if system.m >= system.n:
-            raise ModelError("settings.formulation", "coordinate partitioning needs at least "
-                             "one degree of freedom (m < n)")
         self.tol = self.settings["newton_tolerance"]
         self.factor = self.settings["repartition_factor"]
         self.u = self.v = None
+        #: the independent constraint rows when some are redundant (None: all rows;
+        #: :meth:`use_independent_rows`)
+        self.rows = None
         self.partitions = 0
         self.length, self._col_scale = column_scale(system)
         self._q = None
@@ -157,12 +157,45 @@ class CP(Formulation):
     def compiled_ready(self) -> bool:
         return self.compiled is not None and self._ready and self.solver.rows is None
 
+    def use_independent_rows(self, rows) -> None:
+        """Partition with these constraint rows only: the independent ones of a
+        redundant set (the analysis finds them once, rank-revealing, and checks the
+        others at every output; Nikravesh (1988), App. C).  An over-constrained loop
+        that still moves (Bennett, Bricard: m >= n equations of rank < n) then has
+        n - rank independent coordinates.  The accelerations use the same rows."""
+        rows = np.asarray(rows, dtype=np.intp)
+        if len(rows) >= self.system.n:
+            raise ModelError("settings.formulation",
+                             f"coordinate partitioning needs at least one degree of "
+                             f"freedom: the constraints have rank {len(rows)} for "
+                             f"{self.system.n} coordinates")
+        self.rows = rows
+        self.solver.set_rows(rows)
+        self.v = None                        # a new partition at initialize
+
+    @property
+    def m_rows(self) -> int:
+        """The number of constraint rows the partition uses."""
+        return self.system.m if self.rows is None else len(self.rows)
+
+    def _jacobian(self, q, t):
+        J = self.system.jacobian_dense(q, t)
+        return J if self.rows is None else J[self.rows]
+
+    def _phi(self, q, t):
+        phi = self.system.phi(q, t)
+        return phi if self.rows is None else phi[self.rows]
+
+    def _nu(self, q, t):
+        nu = self.system.nu(q, t)
+        return nu if self.rows is None else nu[self.rows]
+
     # -- partition ---------------------------------------------------------------
     def choose(self, q, t):
         """Dependent = the first m pivot columns of QR with column pivoting of the
         (column-scaled) Jacobian; returns (u, v, quality of Phi_u, rank ratio mu of
         the Jacobian |R_mm| / |R_11|)."""
-        J = self.system.jacobian_dense(q, t)
+        J = self._jacobian(q, t)
         u, v, mu = pivoted_partition(J, self._col_scale)
         return u, v, self._quality(J, u), mu
 
@@ -171,6 +204,10 @@ class CP(Formulation):
         return pivot_quality(J, u, self._col_scale, lu)
 
     def initialize(self, q, qd, t):
+        if self.m_rows >= self.system.n:
+            raise ModelError("settings.formulation", "coordinate partitioning needs at "
+                             "least one degree of freedom (m < n, or redundant equations "
+                             "of lower rank)")
         old = None if self.v is None else list(self.v)
         self.u, self.v, self.best_ratio, _ = self.choose(q, t)
         if old is None and self.settings.get("independent"):
@@ -199,13 +236,14 @@ class CP(Formulation):
             if c not in s.coordinate_names:
                 raise ModelError("settings.independent", f"unknown coordinate '{c}'")
             idx.append(s.coordinate_names.index(c))
-        if len(idx) != s.n - s.m:
-            raise ModelError("settings.independent", f"expected {s.n - s.m} independent "
+        m = self.m_rows
+        if len(idx) != s.n - m:
+            raise ModelError("settings.independent", f"expected {s.n - m} independent "
                                                      f"coordinate(s), got {len(idx)}")
         v = np.sort(np.array(idx))
         u = np.setdiff1d(np.arange(s.n), v)
-        J = s.jacobian_dense(q, t)
-        if np.linalg.matrix_rank(J[:, u]) < s.m:
+        J = self._jacobian(q, t)
+        if np.linalg.matrix_rank(J[:, u]) < m:
             raise ModelError("settings.independent", f"Phi_u is singular with independent "
                                                      f"coordinates {', '.join(names)}")
         self.u, self.v = u, v
@@ -237,13 +275,13 @@ class CP(Formulation):
         q[self.v] = y[:self.k]
         scale = 1.0 + float(np.max(np.abs(q), initial=0.0))
         for it in range(13):
-            phi = s.phi(q, t)
+            phi = self._phi(q, t)
             if np.max(np.abs(phi)) <= self.tol * scale:
                 break
             if it == 12:
                 raise RepartitionRequest(f"Newton for the dependent coordinates did not "
                                          f"converge (|Phi| = {np.max(np.abs(phi)):.3g})")
-            J = s.jacobian_dense(q, t)
+            J = self._jacobian(q, t)
             try:
                 lu = sla.lu_factor(J[:, self.u], check_finite=False)
             except (ValueError, np.linalg.LinAlgError):
@@ -251,7 +289,7 @@ class CP(Formulation):
             q[self.u] -= sla.lu_solve(lu, phi, check_finite=False)
             if not np.all(np.isfinite(q)):
                 raise RepartitionRequest("Newton for the dependent coordinates diverged")
-        J = s.jacobian_dense(q, t)
+        J = self._jacobian(q, t)
         Ju = J[:, self.u]
         lu, piv = sla.lu_factor(Ju, check_finite=False)
         ratio = self._quality(J, self.u, lu)
@@ -260,7 +298,7 @@ class CP(Formulation):
         self._prev = (J.copy(), (lu.copy(), piv.copy()))
         qd = np.zeros(s.n)
         qd[self.v] = y[self.k:]
-        rhs = s.nu(q, t) - J[:, self.v] @ qd[self.v]
+        rhs = self._nu(q, t) - J[:, self.v] @ qd[self.v]
         qd[self.u] = sla.lu_solve((lu, piv), rhs, check_finite=False)
         self._q = q
         self.ratio = ratio
@@ -279,7 +317,7 @@ class CP(Formulation):
     def outputs(self, t, y):
         self._t = t
         done = False
-        if self.compiled is not None and self._ready:
+        if self.compiled_ready():
             c = self.compiled
             buf = np.zeros(2 * self.k + 1)
             ok = c.eval(t, np.ascontiguousarray(y[:2 * self.k], dtype=float), buf) == 0
