@@ -151,7 +151,18 @@ def heavy_top_model() -> Model:
     return m
 
 
+_quad_cache: dict = {}
+
+
 def heavy_top_quadrature(t: np.ndarray, rtol: float = 1e-13) -> dict:
+    """The heavy top's reference at the times ``t`` (cached per times and rtol)."""
+    key = (np.asarray(t, float).tobytes(), rtol)
+    if key not in _quad_cache:
+        _quad_cache[key] = _heavy_top_quadrature(np.asarray(t, float), rtol)
+    return _quad_cache[key]
+
+
+def _heavy_top_quadrature(t: np.ndarray, rtol: float) -> dict:
     J_O = np.diag(HT_J) + HT_M * (HT_X @ HT_X * np.eye(3) - np.outer(HT_X, HT_X))
     f = rigid_rotation_ode(J_O, HT_M, HT_X, np.array([0.0, 0.0, -G]))
     sol = solve_ivp(f, (0.0, float(t[-1])), np.r_[1.0, 0, 0, 0, HT_W0], method="DOP853",
