@@ -26,7 +26,8 @@ error per group, wall time of ``mbcore.run`` (model compile included), steps, nf
 
 ``--quick``: rtol 1e-6 only, 10 s cap.  ``--table`` prints the markdown table of
 docs/benchmarks.md instead of JSON; ``--from FILE`` renders the table (or JSON) of a
-saved run without running anything.
+saved run without running anything (``benchmarks/accuracy3d_baseline.json``: the run
+of docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -151,6 +152,7 @@ def _commit() -> str:
 
 
 def run_all(problems, forms, rtols, cap, progress=True) -> dict:
+    commit = _commit()                         # the code that runs, not the one after
     # references first (tight runs are cached in this process and inherited by the
     # forked cells), so no cell pays for them
     for pn in problems:
@@ -170,7 +172,7 @@ def run_all(problems, forms, rtols, cap, progress=True) -> dict:
                               f"err={'-' if e is None else f'{e:.3g}'} "
                               f"wall={c.get('wall', 0):.2f}s "
                               f"{c.get('message', '')[:100]}", file=sys.stderr, flush=True)
-    return {"meta": {"date": datetime.date.today().isoformat(), "commit": _commit(),
+    return {"meta": {"date": datetime.date.today().isoformat(), "commit": commit,
                      "mbcore": mbcore.__version__, "python": platform.python_version(),
                      "machine": platform.machine(), "cap_seconds": cap, "bound": BOUND,
                      "error": "max over groups g of max_{t,k} |y - y_ref| / "
