@@ -46,8 +46,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mbcore  # noqa: E402
-from accuracy_problems import PROBLEMS, normalized_error  # noqa: E402
+from accuracy_problems import PROBLEMS, normalized_error
+
+import mbcore
 
 RTOLS = [1e-6, 1e-10]
 BOUND = 10.0
@@ -157,7 +158,7 @@ def run_all(problems, forms, rtols, cap, progress=True) -> dict:
     # forked cells), so no cell pays for them
     for pn in problems:
         p = PROBLEMS[pn]
-        n = int(round(p.t_end / p.output_step)) + 1
+        n = round(p.t_end / p.output_step) + 1
         p.reference(np.linspace(0.0, p.t_end, n))
     cells = []
     for pn in problems:
@@ -225,7 +226,7 @@ def table(data: dict) -> str:
         counts[c["status"]] = counts.get(c["status"], 0) + 1
     m = data["meta"]
     lines.append("")
-    lines.append(f"Cells: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    lines.append("Cells: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                  + f" (commit {m['commit']}, {m['date']}, cap {m['cap_seconds']:g} s per "
                    "cell; error in units of the requested tolerance, then wall time)")
     if notes:

@@ -34,8 +34,8 @@ merged into their rods (a weld).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from scipy.integrate import solve_ivp

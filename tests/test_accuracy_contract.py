@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import accuracy3d  # noqa: E402
+import accuracy3d
 
 # observed errors (units of the tolerance) at the commit that added this file:
 # heavy_top   di 0.0073, cs 0.0015, projection 0.0002, joint_coordinates 0.97

@@ -13,7 +13,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import accuracy_problems as ap  # noqa: E402
+import accuracy_problems as ap
 
 QUAD = {"method": "DOP853", "rtol": 1e-12, "atol": 1e-14}
 
@@ -173,7 +173,7 @@ def test_cardan_closed_form_speed_ratio():
 def test_bricard_reference_cross_checked_and_conserves_energy():
     import mbcore
     p = ap.bricard
-    t = np.linspace(0.0, p.t_end, int(round(p.t_end / p.output_step)) + 1)
+    t = np.linspace(0.0, p.t_end, round(p.t_end / p.output_step) + 1)
     a = p.reference(t)["P3"]
     b = p.reference_check(t)["P3"]
     # two formulations at rtol 1e-12 agree: observed ~1e-11 m; bound 1e-8 m
@@ -191,7 +191,7 @@ def test_bricard_reference_cross_checked_and_conserves_energy():
 
 def test_governor_reference_cross_checked():
     p = ap.governor
-    t = np.linspace(0.0, p.t_end, int(round(p.t_end / p.output_step)) + 1)
+    t = np.linspace(0.0, p.t_end, round(p.t_end / p.output_step) + 1)
     a, b = p.reference(t), p.reference_check(t)
     # di and joint_coordinates at rtol 1e-12: observed 2.5e-13 m (s), 2.3e-12 m
     # (balls); bound 1e-9 m
