@@ -50,6 +50,19 @@ def test_cp_refuses_a_loop_without_freedom(examples):
         mbcore.run(m, settings={**ST, "formulation": "cp"})
 
 
+def test_di_omega_runs_the_free_bennett_loop_like_di(examples):
+    """The angular-velocity form solves with the independent kinematic rows too (its
+    normalisation rows are not constraints)."""
+    m = _free_bennett(examples)
+    ref = mbcore.run(m, settings={**ST, "formulation": "di", "rtol": 1e-12, "atol": 1e-14})
+    res = mbcore.run(m, settings={**ST, "formulation": "di_omega", "rtol": 1e-9,
+                                  "atol": 1e-11})
+    assert [e.kind for e in res.events].count("redundant") == 1
+    # observed 2e-14; the bound as for cp above
+    np.testing.assert_allclose(res["q"], ref["q"], rtol=0, atol=1e-6)
+    assert res.stats["redundant_check"] <= 1e-2
+
+
 def test_a_formulation_without_independent_rows_names_itself(examples):
     m = _free_bennett(examples)
     with pytest.raises(ModelError, match="formulation 'ggl' needs independent constraint "

@@ -74,6 +74,21 @@ class AngularVelocityDI(Formulation):
         self._ydot = np.zeros(n + self.nv)
         self.lam_full = np.zeros(s.m)
 
+    def use_independent_rows(self, rows) -> None:
+        """Solve with these constraint rows only: the independent ones of a redundant
+        set, found once by the analysis (rank-revealing; the others are checked at
+        every output).  The normalisation rows are not constraints here, so only
+        the kinematic rows among them are kept."""
+        s = self.system
+        kin = np.array(sorted(int(r) for r in rows if r < s.m - self.nsp), dtype=np.intp)
+        if len(kin) + self.nsp != len(rows):
+            raise ModelError("settings.formulation", "di_omega: the redundant constraint "
+                                                     "rows include an Euler-parameter "
+                                                     "normalisation row; use di, cs or "
+                                                     "projection")
+        self.rows = kin
+        self.solver.set_rows(rows)       # recorded by checkpoints (a resume restores it)
+
     # ------------------------------------------------------------ state maps
     @property
     def size(self) -> int:
