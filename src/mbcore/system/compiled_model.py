@@ -21,7 +21,8 @@ from ..elements.base import PackContext
 from ..errors import ModelError, PluginError
 from .backend import (BACKENDS, DENSE_LIMIT, compiled_available, constraint_evaluator,
                       default_backend, force_evaluator)
-from .groups import ForceGroup, Group, pack_element, short_label, unique_ints
+from .groups import ForceGroup, Group, pack_element, unique_ints
+from .output_maps import point_maps, reaction_maps
 
 __all__ = ["SystemModel"]
 
@@ -66,8 +67,8 @@ class SystemModel:
         self.jacobian_slots = size + n_ground
         self._kernels()
         self._python_tier()
-        self._reaction_maps(model)
-        self._points(model)
+        reaction_maps(self, model)
+        point_maps(self, model)
 
     # ------------------------------------------------------------------ compile steps
     def _layout_coordinates(self, model, registry) -> None:
@@ -413,74 +414,6 @@ class SystemModel:
                               f"returned element index {e}, the group has {g.ne} elements")
         raise AnalysisError(f"constraint element '{g.names[e]}' ({g.paths[e]}, "
                             f"{g.ctype.name}): {g.ckernel.reason}", t)
-
-    def _reaction_maps(self, model) -> None:
-        """Reactions: per (element, body) ``[fx, fy, n]`` (planar) or ``[fx, fy, fz,
-        nx, ny, nz]`` (spatial, global components, moment about the body origin), in
-        element order; and the gather indices of the joint-local components."""
-        self.element_groups = [g for g in self.groups if not g.internal]
-        groups = self.element_groups
-        off = 0
-        for g in groups:
-            nbk = len(g.ctype.bodies)
-            nr = 3 if g.kind == "planar" else 6
-            g.nreact = nr
-            g.react_pos = off + np.arange(g.ne * nbk * nr).reshape(g.ne, nbk, nr)
-            off += g.ne * nbk * nr
-        by_name = {}
-        for g in groups:
-            for e, name in enumerate(g.names):
-                by_name[name] = (g, e)
-        order_ = np.concatenate([by_name[el.name][0].react_pos[by_name[el.name][1]].ravel()
-                                 for el in model.constraint_elements()]) \
-            if groups else np.zeros(0, np.intp)
-        perm = np.empty_like(order_)
-        perm[order_] = np.arange(len(order_))
-        for g in groups:          # final positions in element order
-            g.react_pos = perm[g.react_pos]
-        labels = [""] * off
-        for g in groups:
-            comps = ("fx", "fy", "n") if g.nreact == 3 else ("fx", "fy", "fz", "nx", "ny", "nz")
-            for e, el in enumerate(g.names):
-                for b, key in enumerate(g.ctype.bodies):
-                    for c, lab in enumerate(comps):
-                        labels[g.react_pos[e, b, c]] = f"{el}.{short_label(key)}.{lab}"
-        self.reaction_labels = labels
-        self.local_reaction_labels = [f"{el.name}.{lab}"
-                                      for el in model.constraint_elements()
-                                      for lab in by_name[el.name][0].ctype.local_labels] \
-            if groups else []
-        # gather indices of the output stages (reactions, local reactions): once
-        pos, start = {}, 0
-        for g in self.groups:
-            nbk, nl = len(g.ctype.bodies), len(g.ctype.local_labels)
-            g.jac_blocks = g.jpos[:, :g.m * nbk * g.ncol].reshape(g.ne, g.m, nbk, g.ncol)
-            g.lam_rows = g.row[:, None] + np.arange(g.m)
-            g.gather_all = g.cidx()
-            if g.internal:
-                continue
-            for e, name in enumerate(g.names):
-                pos[name] = np.arange(start + e * nl, start + (e + 1) * nl)
-            start += g.ne * nl
-        self.local_reaction_order = np.concatenate(
-            [pos[el.name] for el in model.constraint_elements()]).astype(np.intp) \
-            if groups else np.zeros(0, np.intp)
-
-    def _points(self, model) -> None:
-        """Points of interest (the "points" of the book's KAP program, Nikravesh (1988),
-        §5.1): body offsets and local coordinates."""
-        self.point_names = [p.name for p in model.points]
-        self.point_offsets = np.array([self._boff[p.body] for p in model.points], dtype=np.intp)
-        dim = 3 if self.spatial else 2
-        self.point_local = np.array([p.at for p in model.points], dtype=float).reshape(-1, dim)
-        comps = (("x", "y", "xd", "yd", "xdd", "ydd") if dim == 2 else
-                 ("x", "y", "z", "xd", "yd", "zd", "xdd", "ydd", "zdd"))
-        self.point_labels = [f"{p}.{c}" for p in self.point_names for c in comps]
-        # angular velocity and acceleration of every spatial body (global axes)
-        sp = [k for k, kd in enumerate(self.body_kinds) if kd.name == "spatial"]
-        self.angular_index = (self.body_offsets[sp][:, None] + 3 + np.arange(4)).astype(np.intp)
-        self.angular_labels = [f"{self.body_names[k]}.{c}" for k in sp
-                               for c in ("wx", "wy", "wz", "wxd", "wyd", "wzd")]
 
     def why_python(self, constraints: bool = True) -> str | None:
         """Why evaluations cannot run wholly in compiled code, or None.
