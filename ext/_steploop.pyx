@@ -240,26 +240,31 @@ cdef class Stepper:
     cdef inline double nfev(self) noexcept:
         return self.f.nfev - self.nfev0
 
+    # -- the protocol: every stepper implements attempt, accept and dense (abstract
+    # here); save_start, save_end, commit and report default to doing nothing --------
     cdef int attempt(self, double next_out) except -1:
-        raise NotImplementedError
+        """Abstract: one accepted step into ``y_trial`` / ``t_end``, or a status."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement attempt")
 
     cdef int save_start(self, dict hist) except -1:
         return 0
 
     cdef int accept(self, bint due) except -1:
-        raise NotImplementedError
+        """Abstract: take the step (counters, projection, next step and order)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement accept")
 
     cdef void save_end(self, double[::1] ystep) noexcept:
-        pass
+        return                  # default: no step state for checkpoints
 
     cdef int dense(self, double tt, double* out) except -1:
-        raise NotImplementedError
+        """Abstract: the method's dense output at ``tt`` inside the step."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement dense")
 
     cdef int commit(self, bint final) except -1:
         return 0
 
     cdef void report(self, double[::1] stats, int code) noexcept:
-        pass
+        return                  # default: no statistics
 
     cdef double h_next(self) noexcept:
         return 0.0

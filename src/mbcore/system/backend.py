@@ -68,6 +68,18 @@ def _with_kernel(etype: Any, c_kernel: Any) -> Any:
            if hasattr(etype, k)}})
 
 
+def load_kernel(etype: Any, family: str, registry: Any, load: Callable[[Any], Any]) -> Any:
+    """The checked compiled kernel of a type (``load``: the loader of
+    :mod:`mbcore.plugins.compiled` for ``family``): its ``c_kernel``, else the one its
+    ``kernel`` name resolves to (:func:`named_kernel`); None when it has neither."""
+    if getattr(etype, "c_kernel", None) is None:
+        c_kernel = named_kernel(etype, family, registry)
+        if c_kernel is None:
+            return None
+        etype = _with_kernel(etype, c_kernel)
+    return load(etype)
+
+
 def constraint_evaluator(groups: list[Group], n: int, padded: bool,
                          on_failure: Callable[[int, int, float], None],
                          registry: Any = None) -> Any:
@@ -80,13 +92,9 @@ def constraint_evaluator(groups: list[Group], n: int, padded: bool,
     from ..plugins.compiled import load_constraint_kernel
     comp = []
     for g in groups:
-        ctype = g.ctype
-        if getattr(ctype, "c_kernel", None) is None:
-            c_kernel = named_kernel(ctype, "constraint", registry)
-            if c_kernel is None:
-                continue
-            ctype = _with_kernel(ctype, c_kernel)
-        g.ckernel = load_constraint_kernel(ctype)
+        g.ckernel = load_kernel(g.ctype, "constraint", registry, load_constraint_kernel)
+        if g.ckernel is None:
+            continue
         g.compiled = True
         # par is passed as the group's own array, never a copy: a stateful kernel (the
         # rotation driver's tracked angle) updates it in place, as its NumPy phi does,
@@ -108,13 +116,9 @@ def force_evaluator(force_groups: list[ForceGroup], n: int, registry: Any = None
     from ..plugins.compiled import load_force_kernel
     comp = []
     for fg in force_groups:
-        ftype = fg.ftype
-        if getattr(ftype, "c_kernel", None) is None:
-            c_kernel = named_kernel(ftype, "force", registry)
-            if c_kernel is None:
-                continue
-            ftype = _with_kernel(ftype, c_kernel)
-        fg.ckernel = load_force_kernel(ftype)
+        fg.ckernel = load_kernel(fg.ftype, "force", registry, load_force_kernel)
+        if fg.ckernel is None:
+            continue
         fg.compiled = True
         comp.append(kernel_group(fg))
     if not comp:
