@@ -353,6 +353,10 @@ cdef class BDFStepper(Stepper):
                     have_rate = True
                     if rate >= 1 or pow(rate, maxiter - it) / (1 - rate) * dy_norm > \
                             self.newton_tol:
+                        # stagnation at round-off (BDF._noise_converged)
+                        if dy_norm_old <= 100.0 * EPS * _rms_idx(1.0, ynew, scale,
+                                                                 self.eidx, ne, self.tmp):
+                            converged = True
                         break
                 for i in range(N):
                     ynew[i] += dy[i]

@@ -260,8 +260,9 @@ def test_planar_runs_stay_on_the_compiled_rhs_and_loop(pm, formulation, integrat
     kernels = {g.ctype.name: g.ckernel.name for g in sc.groups}
     assert kernels["capsule_revolute"] == "builtin:revolute"
     assert all(g.compiled for g in sc.groups) and len(kernels) > 1
-    st = {"analysis": "dynamic", "t_end": 0.5, "output_step": 0.05, "rtol": 1e-10,
-          "atol": 1e-12, "formulation": formulation, "integrator": integrator}
+    rtol = 1e-9 if formulation == "ggl" else 1e-10       # the DAE forms' smallest rtol
+    st = {"analysis": "dynamic", "t_end": 0.5, "output_step": 0.05, "rtol": rtol,
+          "atol": rtol / 100, "formulation": formulation, "integrator": integrator}
     a = mbcore.run(m, plugins=pm, kernels="compiled", settings=st)
     b = mbcore.run(m, plugins=pm, kernels="numpy", settings=st)
     assert a.stats["loop"] == "compiled" and b.stats["loop"] == "python"

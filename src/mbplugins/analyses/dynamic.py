@@ -111,6 +111,16 @@ class DynamicAnalysis(Analysis):
             raise ModelError(f"{path}.integrator", f"formulation '{fcls.name}' is a DAE: it "
                              f"needs an integrator with a mass matrix (bdf), not "
                              f"'{s['integrator']}'")
+        rmin = getattr(icls, "DAE_RTOL_MIN", None)
+        if (getattr(fcls, "needs_mass", False) and rmin is not None
+                and s.get("rtol") is not None and s["rtol"] < rmin):
+            raise ModelError(f"{path}.rtol", f"formulation '{fcls.name}' is a DAE: "
+                             f"'{icls.name}' keeps its global error within 10x the "
+                             f"tolerance down to rtol = {rmin:g} (below, the Newton "
+                             f"iteration on the constraint rows works in round-off); "
+                             f"rtol = {s['rtol']:g} would not be met: use rtol >= "
+                             f"{rmin:g}, or formulation di, cs or projection (with "
+                             f"dop853 for tight tolerances)")
 
     @classmethod
     def _formulation_options(cls, s, fcls, path="settings") -> tuple[dict, dict]:
@@ -151,11 +161,12 @@ class DynamicAnalysis(Analysis):
         for k in ("rtol", "atol", "max_step"):
             if k in names and s.get(k) is not None:
                 opts[k] = s[k]
+        factor = getattr(fcls, "tolerance_factor", 1.0)     # the formulation's margin
+        for k in ("rtol", "atol"):
+            if k in opts and factor != 1.0:
+                opts[k] = opts[k] * factor
         if getattr(fcls, "needs_mass", False):
-            # + the work of the non-conservative forces (a differential component)
-            form = self.formulation
-            dae = form.integrator_options(1) if hasattr(form, "integrator_options") else \
-                {"mass": np.concatenate([form.state_mass, [1.0]])}
+            dae = self._dae_options()
             if any(k not in names for k in dae):
                 raise ModelError("settings.integrator", f"formulation '{fcls.name}' is a DAE: "
                                  f"it needs an integrator with a mass matrix (bdf), not "
@@ -284,6 +295,14 @@ class DynamicAnalysis(Analysis):
               f"t = {t:.9g}; checked at every output): " + ", ".join(names))
         self.stats["redundant_equations"] = ", ".join(names)
 
+    def _dae_options(self) -> dict:
+        """The DAE options of the integrator (mass, h powers, Newton hook) for the
+        formulation's state + the work of the non-conservative forces (a
+        differential component)."""
+        form = self.formulation
+        return form.integrator_options(1) if hasattr(form, "integrator_options") else \
+            {"mass": np.concatenate([form.state_mass, [1.0]])}
+
     def set_independent_rows(self, rows) -> None:
         """The formulation uses only these constraint rows (the others are redundant):
         the full-state formulations through their acceleration solver, the others
@@ -293,12 +312,14 @@ class DynamicAnalysis(Analysis):
         use = getattr(form, "use_independent_rows", None)
         if use is not None:
             use(rows)
+            if getattr(form, "needs_mass", False):      # the DAE's state changed size
+                self.integrator_options.update(self._dae_options())
         elif form.full_state:
             form.solver.set_rows(rows)
         else:
             raise ModelError("settings.formulation", f"redundant constraints: formulation "
                              f"'{form.name}' needs independent constraint rows; use di, cs, "
-                             f"projection or cp")
+                             f"projection, cp or ggl")
 
     def restart(self, last, reason, event):
         """Re-initialise the formulation at the last output state ``last`` (CP chooses

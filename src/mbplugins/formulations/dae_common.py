@@ -5,34 +5,73 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["constraint_fd", "dense", "why_not_compiled", "compiled_dae_rhs"]
+__all__ = ["constraint_fd", "dense", "why_not_compiled", "compiled_dae_rhs", "consistent_start"]
 
 
-def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
+def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7, rows=None):
     """Forward differences in q of the constraint-only terms of the Newton matrices
     (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
     ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
     ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
-    Hessians: these stay differences."""
-    n, m = system.n, system.m
+    Hessians: these stay differences.  ``rows``: only these constraint rows."""
+    n = system.n
+    m = system.m if rows is None else len(rows)
+
+    def jac(qq):
+        P = system.jacobian(qq, t)
+        return P if rows is None else P[rows]
+
+    def nu(qq):
+        w = system.nu(qq, t)
+        return w if rows is None else w[rows]
     outs = [np.zeros((n, n)) for _ in lams]
     W = np.zeros((m, n)) if v is not None else None
     if m == 0 or (not lams and v is None):
         return outs, W
     P0 = system.jacobian_dense(q, t)
+    P0 = P0 if rows is None else P0[rows]
     b0 = [P0.T @ l for l in lams]
-    w0 = P0 @ v - system.nu(q, t) if v is not None else None
+    w0 = P0 @ v - nu(q) if v is not None else None
     qp = np.array(q, dtype=float)
     for j in range(n):
         d = eps * (1.0 + abs(q[j]))
         qp[j] = q[j] + d
-        P = system.jacobian(qp, t)
+        P = jac(qp)
         for o, l, b in zip(outs, lams, b0):
             o[:, j] = (P.T @ l - b) / d
         if v is not None:
-            W[:, j] = (P @ v - system.nu(qp, t) - w0) / d
+            W[:, j] = (P @ v - nu(qp) - w0) / d
         qp[j] = q[j]
     return outs, W
+
+
+def consistent_start(system, q, qd, t):
+    """(q, qd) moved onto ``Phi = 0`` and ``Phi_q qd = nu`` to round-off by minimum-norm
+    corrections (Gauss-Newton; a few iterations of refinement).  The DAE forms put
+    the constraints into the Newton system of every step and the calibrated error
+    test of ``bdf`` weights a component that starts at zero by ``atol`` alone: a
+    start that is consistent only to the assembly tolerance (a velocity residual of
+    2e-14 on a coordinate at rest) is then a jump the first step cannot resolve at
+    any step size.  The corrections are of the order of that tolerance."""
+    q = np.array(q, dtype=float)
+    qd = np.array(qd, dtype=float)
+    if system.m == 0:
+        return q, qd
+    eps = np.finfo(float).eps
+    hol = system.holonomic
+    for _ in range(4):
+        phi = system.phi(q, t)[hol]
+        if not phi.size or np.max(np.abs(phi)) <= 4 * eps * (1.0 + np.max(np.abs(q))):
+            break
+        J = system.jacobian_dense(q, t)[hol]
+        q -= np.linalg.lstsq(J, phi, rcond=1e-12)[0]
+    J = system.jacobian_dense(q, t)
+    for _ in range(2):
+        r = J @ qd - system.nu(q, t)
+        if not r.size or np.max(np.abs(r)) <= 4 * eps * (1.0 + np.max(np.abs(qd))):
+            break
+        qd -= np.linalg.lstsq(J, r, rcond=1e-12)[0]
+    return q, qd
 
 
 def dense(A):

@@ -22,7 +22,8 @@ import numpy as np
 from mbcore.errors import ModelError
 from mbcore.solve.formulation import Formulation
 
-from .dae_common import compiled_dae_rhs, constraint_fd, dense, why_not_compiled
+from .dae_common import (compiled_dae_rhs, consistent_start, constraint_fd, dense,
+                         why_not_compiled)
 
 
 class GGL(Formulation):
@@ -37,24 +38,66 @@ class GGL(Formulation):
         if not system.all_holonomic:
             raise ModelError("settings.formulation", "the GGL form needs position-level "
                                                      "constraints")
-        n, m = system.n, system.m
-        self.m = m
-        self._f = np.zeros(2 * n + 2 * m)
         #: spatial bodies: unit mass on v and M^-1 inside f (AccelerationSolver.mass_solve)
         self.spatial = system.mass_diag is None
-        self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
-                                          else system.mass_diag, np.zeros(2 * m)])
+        #: the constraint rows in the DAE (None: all; :meth:`use_independent_rows`)
+        self.rows = None
+        self._size_rows(system.m)
         self.compiled = compiled_dae_rhs(system, self.spatial)
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
             why_not_compiled(system, self.spatial)
+
+    def _size_rows(self, m: int) -> None:
+        n = self.system.n
+        self.m = m
+        self._f = np.zeros(2 * n + 2 * m)
+        self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
+                                          else self.system.mass_diag, np.zeros(2 * m)])
+
+    def use_independent_rows(self, rows) -> None:
+        """Keep only these constraint rows (the independent ones of a redundant set,
+        found once by the analysis, which checks the others at every output): the
+        DAE then has as many multipliers as independent equations, so its Newton
+        matrix stays regular (Nikravesh (1988), App. C).  The NumPy right-hand side."""
+        self.rows = np.asarray(rows, dtype=np.intp)
+        self.solver.set_rows(self.rows)
+        self._size_rows(len(self.rows))
+        self.compiled = None
+        self.compiled_reason = "redundant constraint rows (the independent ones are used)"
+
+    def _jac(self, q, t):
+        s = self.system
+        J = s.jacobian_dense(q, t) if (not s.dense or self.rows is not None) \
+            else s.jacobian(q, t)
+        return J if self.rows is None else J[self.rows]
+
+    def _phi(self, q, t):
+        phi = self.system.phi(q, t)
+        return phi if self.rows is None else phi[self.rows]
+
+    def _nu(self, q, t):
+        nu = self.system.nu(q, t)
+        return nu if self.rows is None else nu[self.rows]
+
+    def _set_lam(self, lam) -> None:
+        """The solver's multipliers (all rows; removed rows carry none)."""
+        if self.rows is None:
+            self.solver.lam[:] = lam
+        else:
+            self.solver.lam[:] = 0.0
+            self.solver.lam[self.rows] = lam
 
     @property
     def size(self) -> int:
         return 2 * self.n + 2 * self.m
 
     def initialize(self, q, qd, t):
+        """Consistent starting values: (q, qd) on the constraints to round-off
+        (:func:`.dae_common.consistent_start`), lam from the augmented system, mu = 0."""
+        q, qd = consistent_start(self.system, q, qd, t)
         qdd, lam = self.solver.solve(q, qd, t)
+        lam = lam if self.rows is None else lam[self.rows]
         return np.concatenate([q, qd, lam, np.zeros(self.m)]), None
 
     def split(self, y):
@@ -67,17 +110,17 @@ class GGL(Formulation):
         s, n, m = self.system, self.n, self.m
         q, v = y[:n], y[n:2 * n]
         lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
-        J = s.jacobian_dense(q, t) if not s.dense else s.jacobian(q, t)
+        J = self._jac(q, t)
         f = self._f
         f[:n] = v + J.T @ mu
         if self.spatial:
             self.solver.mass_solve(q, v, s.forces(q, v, t) + J.T @ lam, f[n:2 * n])
         else:
             f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
-        f[2 * n:2 * n + m] = s.phi(q, t)
-        f[2 * n + m:] = J @ v - s.nu(q, t)
+        f[2 * n:2 * n + m] = self._phi(q, t)
+        f[2 * n + m:] = J @ v - self._nu(q, t)
         self.q_cur, self.qd_cur = q, v
-        self.solver.lam[:] = lam         # for the power of the constraint forces
+        self._set_lam(lam)               # for the power of the constraint forces
         return f
 
     def jacobian(self, t, y):
@@ -96,8 +139,8 @@ class GGL(Formulation):
             q, v = y[:n], y[n:2 * n]
             lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
             K, C = s.force_jacobians(q, v, t)
-            (Hl, Hm), W = constraint_fd(s, q, t, (lam, mu), v=v)
-            Phq = s.jacobian_dense(q, t)
+            (Hl, Hm), W = constraint_fd(s, q, t, (lam, mu), v=v, rows=self.rows)
+            Phq = self._jac(q, t)
             J[:n, :n] = Hm
             J[:n, n:2 * n] = np.eye(n)
             J[:n, 2 * n + m:] = Phq.T
@@ -110,7 +153,7 @@ class GGL(Formulation):
             self.rhs(t, y)               # leave the buffers at y
             return J
         _rhs_columns(self, t, y, J, 2 * n)
-        Phq = s.jacobian_dense(y[:n], t)
+        Phq = self._jac(y[:n], t)
         # d(M^-1 (Q + Phi_q^T lam))/d lam
         z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
         J[n:2 * n, 2 * n:2 * n + m] = np.column_stack([
