@@ -264,6 +264,18 @@ cdef class RKStepper(Stepper):
                           + h11 * h * K[s * N + i])
         return 0
 
+    cdef int replace_end(self, object r) except -1:
+        """A new end state (``on_commit``): continued from as from a projection (f
+        evaluated there, the same step size; fixed steps: a new grid)."""
+        cdef double[::1] v = np.ascontiguousarray(r, dtype=np.float64)
+        if v.shape[0] != self.N:
+            raise ValueError(f"on_commit returned {v.shape[0]} entries, the state has "
+                             f"{self.N}")
+        memcpy(self.yp, &v[0], self.N * sizeof(double))
+        self.y_end = self.yp
+        self.projected = True
+        return 0
+
     cdef int commit(self, bint final) except -1:
         """Continue from the step's end: FSAL, or from the projected state its
         derivative and the same step size (EmbeddedRK.resume) or a new grid from
@@ -311,7 +323,7 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
            const double[::1] stop_sign=None, const double[::1] E3=None,
            const double[:, ::1] A_extra=None, const double[::1] C_extra=None,
            const double[:, ::1] D=None, object grid0=None, long istep0=0,
-           double[::1] ystep=None, long max_steps=0):
+           double[::1] ystep=None, long max_steps=0, object on_commit=None):
     """Integrate ``y' = f(t, y)`` (the compiled right-hand side) from (t0, y0) to t1
     by an explicit Runge-Kutta method (:class:`RKStepper`), calling
     ``on_output(t, y)`` at the output times ``t_out[i_out:]``.
@@ -354,7 +366,9 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     output, the derivative is re-evaluated there and the controller keeps its step
     size (``EmbeddedRK.resume``; fixed steps restart their grid there,
     ``FixedStepRK.restart``).  A failing projection returns code 2 from the step's
-    start."""
+    start.  ``on_commit(t, y)``: called at every step's end after its outputs; a
+    returned state (a change of coordinates: a new partition of ``cp``) is continued
+    from in the same way."""
     cdef Py_ssize_t N = y0.shape[0], s = B.shape[0], ks
     cdef Py_ssize_t nout = t_out.shape[0], deg = P.shape[1] if adaptive else 0
     cdef Py_ssize_t nstop = 0 if stop_idx is None else stop_idx.shape[0]
@@ -447,4 +461,4 @@ def run_rk(CompiledODE f not None, double[:, ::1] A not None, double[::1] B not 
     st.g0 = t0 if grid0 is None else grid0
     st.istep = istep0
     return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
-                ystep, None, max_steps)
+                ystep, None, max_steps, on_commit)

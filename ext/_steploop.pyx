@@ -13,6 +13,8 @@ asks a :class:`Stepper` for the method's part through six calls per step:
     accept(due)          the step is taken: counters, projection, next step / order
     save_end(ystep)      (an output is due) the step's end for a checkpoint
     dense(tt, out)       the method's dense output inside the step
+    replace_end(y)       (an ``on_commit`` call-back returned a new state) a change of
+                         coordinates at the step's end, after its outputs
     commit(final)        continue from the step's end
 
 The steppers are the methods of the Python integrators, step for step and bit for bit
@@ -260,6 +262,14 @@ cdef class Stepper:
         """Abstract: the method's dense output at ``tt`` inside the step."""
         raise NotImplementedError(f"{type(self).__name__} does not implement dense")
 
+    cdef int replace_end(self, object r) except -1:
+        """The step ends at the state ``r`` instead (the caller changed coordinates
+        there, e.g. a new coordinate partition): continue from it as from a
+        projected state.  Abstract: only steppers that can restart from a new end
+        state implement it."""
+        raise NotImplementedError(f"{type(self).__name__} cannot continue from a new "
+                                  f"end state (on_commit)")
+
     cdef int commit(self, bint final) except -1:
         return 0
 
@@ -273,9 +283,11 @@ cdef class Stepper:
 cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
                 object on_output, double[::1] stats, const idx_t[::1] stop_idx,
                 const double[::1] stop_val, const double[::1] stop_sign,
-                double[::1] ystep, dict hist, long max_steps):
+                double[::1] ystep, dict hist, long max_steps, object on_commit=None):
     """The step loop (module docstring): from the stepper's (t, y) to ``t1``, with
-    outputs at ``t_out[i_out:]``.  Returns ``(code, t, y, i_out, h)``."""
+    outputs at ``t_out[i_out:]``.  ``on_commit(t, y)`` (optional) is called at every
+    step's end after its outputs; a returned array replaces the end state
+    (``Stepper.replace_end``).  Returns ``(code, t, y, i_out, h)``."""
     cdef Py_ssize_t N = s.N, nout = t_out.shape[0]
     cdef long since = 0
     cdef int code
@@ -322,6 +334,13 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
                 if on_output(tt, outa) is True:
                     s.commit(True)
                     return LOOP_STOPPED, s.t, s.y_arr, i_out, s.h_next()
+        if on_commit is not None:
+            outa = np.empty(N)
+            out = outa
+            memcpy(&out[0], s.y_end, N * sizeof(double))
+            r = on_commit(s.t_end, outa)
+            if r is not None:
+                s.replace_end(r)
         code = s.commit(False)
         if code:
             s.report(stats, code)

@@ -1,8 +1,8 @@
 """``Simulation`` with coordinate partitioning (``formulation: cp``) re-partitions
-internally as the dynamic analysis does (docs/embedding.md): at the end of a call
-when a fresh partition is much better (the analysis' test at an output), and when
-an evaluation finds the partition unusable (``RepartitionRequest``: a restart from
-the last call's end).  The caller sees one continuous simulation, equal to
+internally as the dynamic analysis does (docs/embedding.md): at the end of an
+integrator step where Phi_u has degraded or the test at a call's end found a much
+better partition, and when an evaluation finds the partition unusable
+(``RepartitionRequest``: a restart from the last accepted step).  The caller sees one continuous simulation, equal to
 ``mbcore.run`` with the call ends as output times."""
 from __future__ import annotations
 
@@ -62,19 +62,60 @@ def test_cp_simulation_repartitions_at_a_dead_point_like_the_run(loop):
     assert sim.stats["restarts"] >= 1
 
 
-def test_one_call_across_the_dead_point_restarts_from_its_start():
-    """One advance_to over the dead point: the partition fails inside the call, the
-    simulation re-partitions at the call's start (the run's restart at its last
-    output) and goes on; the same as a run with that output step."""
+def test_one_call_across_the_dead_point_repartitions_at_a_step_end():
+    """One advance_to over the dead point: the partition changes inside the call, at
+    the end of the integrator step where Phi_u had degraded (not at the call's
+    start or end, and not from an interpolated state), as in the run with that
+    output step; the same motion."""
     st = _settings(t_end=1.0, output_step=0.5)
     ref = mbcore.run(free_slider_crank(), settings=st)
     rep = [(round(e.t, 9), e.message) for e in ref.events if e.kind == "repartition"]
-    assert rep and rep[0][0] == 0.0 and "did not converge" in rep[0][1]
+    assert len(rep) == 1 and 0.4 < rep[0][0] < 0.5 and "degraded" in rep[0][1]
     sim, got = _simulate(st, ref.t)
     assert _partition_events(sim.events) == rep
     want = _reference(ref)
     np.testing.assert_allclose(got[:, :2], want[:, :2], rtol=0, atol=Q_TOL)
     np.testing.assert_allclose(got[:, 2:], want[:, 2:], rtol=0, atol=QD_TOL)
+
+
+def _failing_once(monkeypatch, after: float, fired: list):
+    """CP's evaluation raises the re-partition request once, at the first evaluation
+    after ``after`` (an unusable partition inside a step)."""
+    from mbplugins.formulations.partitioning import CP, RepartitionRequest
+    split = CP.split
+
+    def failing(self, y, t=None):
+        tt = self._t if t is None else t
+        if not fired and tt > after:
+            fired.append(float(tt))
+            raise RepartitionRequest("test: an unusable partition")
+        return split(self, y, t)
+    monkeypatch.setattr(CP, "split", failing)
+
+
+@pytest.mark.parametrize("sim_too", [False, True])
+def test_a_failing_evaluation_restarts_at_the_last_accepted_step(monkeypatch, sim_too):
+    """An evaluation inside a step finds the partition unusable: the run (and the
+    simulation) take a new partition at the last accepted step — between two output
+    times, before the failing evaluation — and record no output twice; the motion
+    is that of an undisturbed run (the same equations, other steps)."""
+    st = _settings(t_end=1.0, output_step=0.1, loop="python", kernels="numpy")
+    ref = mbcore.run(free_slider_crank(), settings=st)
+    fired: list = []
+    _failing_once(monkeypatch, 0.25, fired)
+    res = mbcore.run(free_slider_crank(), settings=st)
+    rep = [(round(e.t, 9), e.message) for e in res.events if e.kind == "repartition"]
+    assert rep[0][1].startswith("test: an unusable partition")
+    t_r = rep[0][0]
+    assert 0.2 < t_r <= fired[0] and not np.any(np.isclose(res.t, t_r, atol=1e-9, rtol=0))
+    np.testing.assert_allclose(res.t, ref.t, rtol=0, atol=1e-12)     # no row twice
+    np.testing.assert_allclose(_reference(res)[:, :2], _reference(ref)[:, :2], rtol=0,
+                               atol=Q_TOL)
+    if sim_too:
+        fired.clear()
+        sim, got = _simulate(st, ref.t)
+        assert _partition_events(sim.events)[:1] == rep[:1]
+        np.testing.assert_allclose(got[:, :2], _reference(ref)[:, :2], rtol=0, atol=Q_TOL)
 
 
 def test_cp_simulation_step_by_step_crosses_the_dead_point():

@@ -172,6 +172,7 @@ class Simulation:
         self._y = np.array(y0, dtype=float)
         self._stepper = self._make_stepper(self.t, self._y)
         self.restarts = 0
+        self._acc = None                      # the last accepted step before a failure
         #: a partitioning formulation (cp; joint coordinates with loop partitioning)
         #: re-partitions between calls as the dynamic analysis does at its outputs
         self._partitions = hasattr(form, "independent_names")
@@ -202,13 +203,29 @@ class Simulation:
             with contextlib.suppress(LoopFallback):
                 self.loop = "compiled"
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
-                                  max_steps=a.settings["max_steps"])
+                                  max_steps=a.settings["max_steps"],
+                                  on_commit=self._commit_hook())
         if (jac is None and getattr(run.crhs, "analytic_jac", False)
                 and getattr(a.icls, "implicit", False)):
             jac = run.rhs_jacobian
         self.loop = "python"
         return PythonStepper(a.icls, run.rhs, t, y, horizon, a.integrator_options,
-                             jac=jac, post_step=post, max_steps=a.settings["max_steps"])
+                             jac=jac, post_step=post, max_steps=a.settings["max_steps"],
+                             on_commit=self._commit_hook())
+
+    def _commit_hook(self):
+        """The run's step-end hook (``on_commit``; cp's new partitions at step ends),
+        counting the integrator restarts it causes, or None."""
+        commit = self._run.commit
+        if commit is None:
+            return None
+
+        def on_commit(t, y):
+            y_c = commit(t, y)
+            if y_c is not None:
+                self.restarts += 1
+            return y_c
+        return on_commit
 
     def _no_record(self, t, data) -> None:
         """The run's ``record``: the row stays in ``run.row`` (read by outputs)."""
@@ -426,12 +443,17 @@ class Simulation:
 
     def _restart_stepper(self) -> None:
         """The integrator starts again from the current (t, y)."""
-        run, t = self._run, self.t
-        f = np.zeros(self._y.size)
+        self._restart_stepper_at(self.t, self._y)
+
+    def _restart_stepper_at(self, t: float, y: np.ndarray) -> None:
+        """The integrator starts again from (t, y) (the current state, or a step's
+        end ahead of it)."""
+        run = self._run
+        f = np.zeros(y.size)
         crhs = run.crhs
-        if crhs is None or crhs.eval(t, self._y, f) != 0:
-            f = np.array(run.rhs(t, self._y))          # the named error, or its value
-        self._stepper.restart(t, self._y, f)
+        if crhs is None or crhs.eval(t, y, f) != 0:
+            f = np.array(run.rhs(t, y))          # the named error, or its value
+        self._stepper.restart(t, y, f)
         if isinstance(self._stepper, CompiledRK):
             self._stepper.counts[2] += 1
         self.restarts += 1
@@ -461,7 +483,10 @@ class Simulation:
             removed.check(self.t, q, qd, qdd)
         if self._partitions:
             reason = self._run.form.wants_repartition()
-            if reason:
+            # a formulation with a step-end hook (cp) takes its new partition at the
+            # end of the step containing this time, when the integration goes on
+            # (the steppers' on_commit, as the run's loops)
+            if reason and self._run.commit is None:
                 self._repartition(reason)
 
     def _repartition(self, reason: str) -> None:
@@ -481,13 +506,23 @@ class Simulation:
         for attempt in range(3):
             if self._partitions and self._snap_t != self.t:
                 self._snapshot()              # the restart point, while it is good
+            self._acc = None
             try:
                 return go()
             except RestartRequest as exc:
                 if attempt == 2 or not self._partitions:
+                    explain = getattr(self._run.form, "explain_failure", None)
+                    if explain is not None and self._partitions:
+                        explain()             # a named cause it foresaw (as the run)
                     raise AnalysisError(f"formulation '{self._run.form.name}' cannot "
                                         f"continue: {exc.reason}", self.t) from None
-                self._repartition(exc.reason)
+                if self._run.commit is not None:
+                    # as the run: a new partition at the last accepted step
+                    acc = self._acc if self._acc is not None else self._stepper.accepted()
+                    t, y = self.analysis.restart_at(*acc, exc.reason, self._event)
+                    self._restart_stepper_at(float(t), np.array(y, dtype=float))
+                else:
+                    self._repartition(exc.reason)
         raise AssertionError("unreachable")    # pragma: no cover
 
     def _check_time(self, t: float, what: str) -> float:
@@ -520,6 +555,7 @@ class Simulation:
                     self._stop_at(*exc.state)
                     raise
                 if isinstance(out, tuple):       # the compiled loop met a failing evaluation
+                    self._acc = out               # (the last accepted step)
                     out = self._python_to(*out, target)
                 return out
             out = self._advance(go)
@@ -556,6 +592,7 @@ class Simulation:
                                            else st.integ.y)
                 t, y, ok = st.step_end()
                 if not ok:                   # the compiled loop met a failing evaluation
+                    self._acc = (t, y)
                     t = np.nextafter(t, math.inf)
                     y = self._python_to(t, y, t)
                 return t, y
@@ -575,7 +612,7 @@ class Simulation:
         a = self.analysis
         res = integrate(a.icls, self._run.rhs, (t0, target), y0, t_out=[target],
                         store=True, max_steps_per_output=a.settings["max_steps"],
-                        **a.integrator_options)
+                        on_commit=self._commit_hook(), **a.integrator_options)
         y = np.array(res.y[-1])
         self._stepper.restart(target, y, np.array(self._run.rhs(target, y)))
         self.restarts += 1

@@ -99,7 +99,7 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
               jac=None, store: bool = True, max_steps: int | None = None,
               max_steps_per_output: int | None = None,
               post_step: Callable | None = None, on_step: Callable | None = None,
-              event_xtol: float | None = None, raise_on_failure: bool = True,
+              on_commit: Callable | None = None, event_xtol: float | None = None, raise_on_failure: bool = True,
               registry=None, state: dict | None = None,
               step_state: Callable[[dict], None] | None = None,
               problem_state: tuple[Callable[[], Any], Callable[[Any], None]] | None = None,
@@ -131,6 +131,10 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
         ``resume(t, y)`` when the method has one (one-step methods keep their step
         size), else ``restart`` (multistep history is discarded).  Outputs exactly at the step end use the
         new state; outputs inside the step use the step's dense output.
+    on_commit : ``on_commit(t, y) -> y_new | None`` called at every step's end
+        after its outputs (not at a terminal event or a stop): a returned state is a
+        change of coordinates there (a new partition of the independent
+        coordinates), continued from as from ``post_step``'s.
     max_steps : fail after this many accepted steps.
     max_steps_per_output : the step budget between outputs (CVODE's ``mxstep``):
         fail with :class:`~mbcore.integrate.base.StepBudgetError` after this many
@@ -275,6 +279,10 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
             status, message = TERMINAL_EVENT, f"terminal event '{recs[-1].name}' at " \
                                               f"t = {t_stop:.9g}"
             break
+        if on_commit is not None and not stop_requested and integ.status == "running":
+            y_c = on_commit(t_new, y_new)
+            if y_c is not None:
+                y_new = y_post = np.array(y_c, dtype=float)
         if y_post is not None and integ.status == "running":
             # one-step methods may keep their step size (``resume``); others restart
             resume = getattr(integ, "resume", None)

@@ -65,7 +65,8 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
 def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                  t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                  python_fallback, stops=None, jac=None, start=None,
-                 ystep=None, hist=None, max_steps: int = 0) -> LoopResult:
+                 ystep=None, hist=None, max_steps: int = 0,
+                 on_commit=None) -> LoopResult:
     """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
 
     ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
@@ -90,8 +91,13 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     with outputs, and ``start["history"]`` (such a dict) restores it
     (:func:`mbcore.integrate.multistep_loop.run_multistep`).
     ``max_steps`` > 0: the step budget between outputs
-    (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out)."""
+    (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out).
+    ``on_commit(t, y) -> y_new | None``: a change of coordinates at every step's
+    end after its outputs (Runge-Kutta loops only; the Python driver's)."""
     if kind in ("abm", "bdf", "theta"):  # ext/_steploop.pyx
+        if on_commit is not None:
+            raise ValueError("on_commit: the compiled multistep loops cannot continue "
+                             "from a new end state (use the Python driver)")
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
@@ -153,7 +159,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         *twin.controller, exponent, twin.order, on_output, stats, st.nfev,
         np.ascontiguousarray(stops[:, 0], dtype=np.intp),
         np.ascontiguousarray(stops[:, 1]), np.ascontiguousarray(stops[:, 2]),
-        **twin.hairer, **grid, max_steps=int(max_steps or 0))
+        **twin.hairer, **grid, max_steps=int(max_steps or 0), on_commit=on_commit)
     st.nsteps += int(stats[2])
     st.nrejected += int(stats[3])
     st.nerror_test_failures += int(stats[3])

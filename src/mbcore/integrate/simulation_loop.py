@@ -40,8 +40,13 @@ class CompiledRK:
     """The compiled Runge-Kutta loop driven target by target (module docstring)."""
 
     def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
-                 options: dict, max_steps: int = 0):
+                 options: dict, max_steps: int = 0, on_commit=None):
         from .._ext._steploop import run_rk
+        #: ``on_commit(t, y) -> y_new | None`` at every step's end after its outputs
+        #: (the run's; a change of coordinates): inside the loop, and for the step
+        #: that ended a call when the next call goes past it
+        self.on_commit = on_commit
+        self._committed = float(t0)
         from .rk import compiled_twin
         self.run_rk = run_rk
         self.max_steps = int(max_steps or 0)       # the step budget per call
@@ -93,7 +98,7 @@ class CompiledRK:
             self.crhs, tw.A, tw.B, tw.C, tw.E, tw.P, self.adaptive, t0, t1, y0, f0,
             self.t_out, 0, h, *self.tol, self.on_output, self.stats, 0,
             grid0=self.g0, istep0=istep0, ystep=ystep, **tw.hairer,
-            max_steps=self.max_steps)
+            max_steps=self.max_steps, on_commit=self.on_commit)
         code = LoopStatus(code)
         if code is LoopStatus.STOPPED:
             return None
@@ -114,6 +119,7 @@ class CompiledRK:
                 return np.array(last[:N])
             return self._replay(target)
         t1 = self.horizon if target <= self.horizon else math.inf
+        self._commit()
         failed = self._call(self.ts, t1, self.ys, self.fs, target, self.h, self.istep,
                             self.ystep)
         st = self.stats
@@ -127,6 +133,22 @@ class CompiledRK:
         self.h, self.istep = float(ys[N + 1]), int(ys[N + 4])
         self.step_size, self.order = float(st[0]), float(st[1])
         return self._out
+
+    def _commit(self) -> None:
+        """The step-end hook of the step that ended the last call (the loop stopped at
+        its output before it): once, when the integration goes past that step; a
+        new state is continued from as the loop does (f there, the same step size,
+        a new grid of fixed steps)."""
+        if self.on_commit is None or self._committed == self.ts:
+            return
+        self._committed = self.ts
+        y_c = self.on_commit(self.ts, np.array(self.ys))
+        if y_c is not None:
+            y_c = np.array(y_c, dtype=float)
+            f = np.zeros(self.N)
+            if self.crhs.eval(self.ts, y_c, f):
+                raise LoopFallback(self.ts)
+            self.restart(self.ts, y_c, f)
 
     def _replay(self, target: float) -> np.ndarray:
         """The dense output at ``target`` inside the last step: the step again from
@@ -148,9 +170,14 @@ class CompiledRK:
             return out[0], out[1], False
         return self.ts, np.array(self.ys), True
 
+    def accepted(self) -> tuple[float, np.ndarray]:
+        """The step end the loop continues from (t, y)."""
+        return self.ts, np.array(self.ys)
+
     def restart(self, t: float, y: np.ndarray, f: np.ndarray) -> None:
         self.ts, self.ys, self.fs = float(t), np.array(y, dtype=float), np.array(f)
         self.g0, self.istep, self.last = float(t), 0, None
+        self._committed = float(t)
 
     # -- state -------------------------------------------------------------------------
     def get(self) -> dict:
@@ -177,13 +204,33 @@ class PythonStepper:
     """One integrator object kept across calls (module docstring)."""
 
     def __init__(self, icls, rhs, t0: float, y0: np.ndarray, horizon: float, options: dict,
-                 jac=None, post_step=None, max_steps: int = 0):
+                 jac=None, post_step=None, max_steps: int = 0, on_commit=None):
         self.integ = icls(rhs, t0, np.array(y0, dtype=float), horizon, jac=jac, **options)
         self.post_step = post_step
+        self.on_commit = on_commit      # as CompiledRK's: before the next step
+        self._committed = float(t0)
         self.max_steps = int(max_steps or 0)       # the step budget per call
         self.sol = None                # dense output of the last step (when needed)
 
+    def _commit(self) -> None:
+        I = self.integ
+        if self.on_commit is None or self._committed == I.t:
+            return
+        self._committed = float(I.t)
+        y_c = self.on_commit(float(I.t), np.array(I.y))
+        if y_c is not None:
+            if I.status == "finished" and I.t < math.inf:
+                I.t_bound, I.status = math.inf, "running"
+            resume = getattr(I, "resume", None)
+            (resume or I.restart)(I.t, np.array(y_c, dtype=float))
+            self.sol = None
+
+    def accepted(self) -> tuple[float, np.ndarray]:
+        """The last accepted step (t, y) (a failed step leaves it)."""
+        return float(self.integ.t), np.array(self.integ.y)
+
     def _step(self) -> None:
+        self._commit()
         I = self.integ
         if I.status == "finished" and I.t < math.inf:
             I.t_bound, I.status = math.inf, "running"   # past settings.t_end
@@ -238,6 +285,7 @@ class PythonStepper:
             I.t_bound = math.inf
         I.restart(t, y)
         self.sol = None
+        self._committed = float(t)
 
     def statistics(self) -> tuple[float, float, float, float, float]:
         I = self.integ

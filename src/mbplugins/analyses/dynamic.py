@@ -161,10 +161,16 @@ class DynamicAnalysis(Analysis):
         for k in ("rtol", "atol", "max_step"):
             if k in names and s.get(k) is not None:
                 opts[k] = s[k]
-        factor = getattr(fcls, "tolerance_factor", 1.0)     # the formulation's margin
-        for k in ("rtol", "atol"):
-            if k in opts and factor != 1.0:
-                opts[k] = opts[k] * factor
+        # the formulation's margin: it asks the integrator for ``tolerance_factor``
+        # times the tolerances, but not below ``tolerance_floor`` (its own round-off)
+        factor = getattr(self.formulation, "tolerance_factor", 1.0)
+        if factor != 1.0 and "rtol" in opts:
+            floor = getattr(self.formulation, "tolerance_floor", 0.0)
+            rtol = float(opts["rtol"])
+            eff = max(rtol * factor, min(rtol, floor))
+            opts["rtol"] = eff
+            if "atol" in opts:
+                opts["atol"] = opts["atol"] * (eff / rtol)
         if getattr(fcls, "needs_mass", False):
             dae = self._dae_options()
             if any(k not in names for k in dae):
@@ -333,6 +339,30 @@ class DynamicAnalysis(Analysis):
         self.restarts += 1
         self._describe_partition(t, old, reason, event)
         return t, np.concatenate([yf, [last["W"]]])
+
+    def restart_at(self, t, y, reason, event):
+        """Re-initialise a partitioning formulation at the accepted step state (t, y)
+        (its coordinates of the current partition; the last entry the work integral):
+        a new partition there, ``event`` told; returns the new (t, y).  Part of the
+        stepper protocol of :meth:`stepper`."""
+        form = self.formulation
+        q, qd = form.split(np.asarray(y[:form.size], dtype=float), t)
+        q, qd = np.array(q), np.array(qd)
+        old = list(form.v)
+        yf, _ = form.initialize(q, qd, t)
+        self.restarts += 1
+        self._describe_partition(t, old, reason, event)
+        return t, np.concatenate([yf, [float(y[-1])]])
+
+    def commit_partition(self, t, q, qd, W, reason, event):
+        """A new partition at a step's end (the formulation's ``step_end``): the
+        state in the new coordinates, ``event`` told."""
+        form = self.formulation
+        old = list(form.v)
+        yf, _ = form.initialize(q, qd, t)
+        self.restarts += 1
+        self._describe_partition(t, old, reason, event)
+        return np.concatenate([yf, [W]])
 
     def _describe_partition(self, t, old, reason, event):
         form = self.formulation
@@ -543,6 +573,12 @@ class _Run:
         # the compiled right-hand side serves while every constraint row is used
         self.crhs = self.form.compiled if self.form.solver.rows is None else None
         self.projects = hasattr(self.form, "project")       # projection, penalty
+        # a formulation that changes its coordinates at a step's end (cp: a new
+        # partition where the current one degrades, after the step's outputs): the
+        # loops' ``on_commit`` (also :class:`mbcore.Simulation`'s)
+        self.commit = self.commit_step if callable(getattr(self.form, "step_end", None)) \
+            else None
+        self._acc = None                     # the last accepted step (t, y)
         self.row = Row(analysis.channels())
         # a hint to formulations whose multipliers cost extra at outputs (joint
         # coordinates: the tree joints' least squares): only when a channel uses them
@@ -821,7 +857,7 @@ class _Run:
         reason = form.wants_repartition()
         if self._fs is not None:
             self._fs = form.resume_state()
-        if reason:
+        if reason and self.commit is None:
             self.last["reason"] = reason
             return True          # stop here; the loop re-partitions and restarts
         return None
@@ -849,6 +885,22 @@ class _Run:
                 or form.compiled_stabilisation() is None):
             return None
         return _RowBlock(self)
+
+    def commit_step(self, t, y):
+        """At every accepted step's end, after its outputs (the loops' ``on_commit``):
+        the formulation may change its coordinates here (``step_end``: cp takes a
+        new partition where the current one has degraded, or where the test at an
+        output found a much better one) — an exact state, not an interpolated
+        output.  Returns the state in the new coordinates, or None."""
+        form = self.form
+        got = form.step_end(t, y[:form.size])
+        if got is None:
+            self._acc = (float(t), np.array(y, dtype=float))
+            return None
+        reason, q, qd = got
+        y_new = self.a.commit_partition(t, q, qd, float(y[-1]), reason, self.event)
+        self._acc = (float(t), y_new)
+        return y_new
 
     def on_step(self, integ):
         self._py_stepped = True
@@ -881,6 +933,8 @@ class _Run:
             self.loop = compiled_loop_for(a.icls, form, post_step=self.post, jac=self.jac,
                                           events=[e for e in self.events
                                                   if not hasattr(e.fun, "linear")])
+            if self.loop in ("abm", "bdf", "theta") and self.commit is not None:
+                self.loop = None             # (they cannot continue from a new state)
             if self.loop:
                 self.stop_specs = np.array(linear, dtype=float).reshape(-1, 3)
         a.stats["loop"] = "compiled" if self.loop else "python"
@@ -894,9 +948,11 @@ class _Run:
                 and getattr(self.a.icls, "implicit", False)):
             jac = self.rhs_jacobian        # the compiled loops' Jacobian (same steps)
         self._src, self._py, self._py_stepped = "python", None, False
+        self._acc = (float(t_a), np.array(y_a, dtype=float))
         return integrate(self.a.icls, self.rhs, (t_a, self.t1), y_a, t_out=outs,
                          store=False, on_output=self.output, events=self.events,
                          post_step=self.post, on_step=self.on_step, jac=jac,
+                         on_commit=self.commit,
                          max_steps_per_output=self.a.settings["max_steps"],
                          state=state,
                          step_state=self._python_state if self.ck is not None else None,
@@ -969,6 +1025,7 @@ class _Run:
                 self._fs = self._seg[3]["python"]
         if start and "python" in start:      # resume inside a Python driver segment
             return self.python_segment(t_a, y_a, outs, state=start["python"])
+        self._acc = (float(t_a), np.array(y_a, dtype=float))
         compiled = self.loop is not None and self.form.compiled_ready()
         if start and start.get("kind") not in (None, "python") and not (
                 compiled and start["kind"] == ("rk" if self.loop in ("fixed", "embedded")
@@ -988,13 +1045,15 @@ class _Run:
                                 self.a.integrator_options, self._output_compiled,
                                 self.cstat, self._handover, stops=self.stop_specs,
                                 jac=self.jac, start=start, ystep=self.ystep,
-                                hist=self.mshist, max_steps=self.a.settings["max_steps"])
+                                hist=self.mshist, max_steps=self.a.settings["max_steps"],
+                                on_commit=self.commit)
         try:
             return run_compiled(self.loop, self.a.icls, self.form, t_a, self.t1, y_a, outs,
                                 self.a.integrator_options, self.batch.on_output,
                                 self.cstat, self._handover, stops=self.stop_specs,
                                 jac=self.jac, start=start, ystep=self.ystep,
-                                hist=self.mshist, max_steps=self.a.settings["max_steps"])
+                                hist=self.mshist, max_steps=self.a.settings["max_steps"],
+                                on_commit=self.commit)
         finally:
             self.batch.flush()               # also on errors: a failed run keeps its rows
 
@@ -1163,13 +1222,24 @@ class _Run:
                     res = self.segment(t_cur, y_cur, outs)
                 except RestartRequest as exc:
                     self.base[:] = self.istat[2:]
-                    # the formulation cannot continue: restart from the last output
-                    if not last or (last["t"] == t_cur and restarts_here >= 2):
+                    # the formulation cannot continue: restart from the last accepted
+                    # step (a formulation with a step-end hook) or the last output
+                    t_r = last.get("t", t_cur)
+                    if self.commit is not None and self._acc is not None:
+                        t_r = self._acc[0]
+                    if not last or (t_r == t_cur and restarts_here >= 2):
+                        explain = getattr(form, "explain_failure", None)
+                        if explain is not None:
+                            explain()        # a named cause it foresaw (cp: a singularity)
                         raise AnalysisError(f"formulation '{form.name}' cannot continue: "
-                                            f"{exc.reason}", last.get("t", t_cur)) from None
-                    restarts_here = restarts_here + 1 if last["t"] == t_cur else 1
-                    t_cur, y_cur = a.restart(last, exc.reason, event)
-                    outs = t_out[t_out > t_cur]
+                                            f"{exc.reason}", t_r) from None
+                    restarts_here = restarts_here + 1 if t_r == t_cur else 1
+                    if self.commit is not None and self._acc is not None:
+                        t_cur, y_cur = a.restart_at(*self._acc, exc.reason, event)
+                    else:
+                        t_cur, y_cur = a.restart(last, exc.reason, event)
+                    # (outputs already recorded after a restart point are not redone)
+                    outs = t_out[t_out > max(t_cur, last.get("t", t_cur))]
                     if outs.size == 0:
                         break
                     continue

@@ -80,6 +80,11 @@ def pivot_quality(J: np.ndarray, u: np.ndarray, col_scale: np.ndarray,
     return float(dg.min() / big) if dg.size and big > 0 else 0.0
 
 
+#: at a step end where CP looks for a new partition, one at least this many times
+#: better than the current one is taken
+SWITCH_GAIN = 2.0
+
+
 class RepartitionRequest(RestartRequest):
     """Raised inside an evaluation when the partition can no longer be used."""
 
@@ -112,6 +117,16 @@ class CP(Formulation):
                              "velocity-level (nonholonomic) constraints")
         self.tol = self.settings["newton_tolerance"]
         self.factor = self.settings["repartition_factor"]
+        #: the tolerances given to the integrator are the requested ones times this:
+        #: the dependent velocities carry the independent ones' errors amplified by
+        #: up to the re-partition factor (Phi_u's pivot ratio is kept within it of
+        #: the best), so CP asks for that much less (heavy top of Brüls & Cardona,
+        #: rtol 1e-8: 11x the tolerance in the angular velocity without it, 4.6x with
+        #: it), but not below 3e-11: the dependent coordinates hold to the Newton
+        #: tolerance (1e-12), a noise that a tighter integration only amplifies
+        #: (torque-free body, rtol 1e-10: 5.6x at 1e-11, 0.012x at 3.3e-11)
+        self.tolerance_factor = 1.0 / max(self.factor, 1.0)
+        self.tolerance_floor = 3e-11
         self.u = self.v = None
         #: the independent constraint rows when some are redundant (None: all rows;
         #: :meth:`use_independent_rows`)
@@ -213,6 +228,7 @@ class CP(Formulation):
         if old is None and self.settings.get("independent"):
             self._user_partition(q, t)
         self.partitions += 1
+        self._check_below = self.best_ratio    # step_end looks again below this / factor
         self._q = q.copy()
         self._qd = qd.copy()
         self._prev = None                # J and LU of the last converged point
@@ -341,6 +357,50 @@ class CP(Formulation):
                           f"{best:.3g})")
         return q, qd, qdd, lam
 
+    def step_end(self, t, y):
+        """At an accepted step's end, after its outputs (the dynamic analysis'
+        commit): None, or ``(reason, q, qd)`` when the partition should change here —
+        the test at an output found a much better one, or Phi_u's pivot ratio at the
+        last evaluation fell ``repartition_factor`` below that of the partition's
+        start (or of the last look) and a fresh partition is that much better.  The
+        new partition starts from this exact state (Nikravesh (1988), §13.3.3):
+        restarting from an output instead would start from a dense-output
+        interpolant and repeat the steps since."""
+        want = self._want
+        if want is None:
+            c = self.compiled
+            ratio = float(c.ratio) if self.compiled_ready() else getattr(self, "ratio", None)
+            if ratio is None or ratio * self.factor >= self._check_below:
+                return None
+        q, qd = self._state_at(t, y)
+        J = self._jacobian(q, t)
+        ratio = self._quality(J, self.u)
+        u_new, v_new, _ = pivoted_partition(J, self._col_scale)
+        best = self._quality(J, u_new)
+        self._want = None
+        # (the look itself has the hysteresis: Phi_u degraded by the factor, or a
+        # partition that much better at an output; here any clearly better one is
+        # taken, so that Phi_u stays within the factor of the best: the dependent
+        # velocities' errors grow with 1 / its pivot ratio)
+        if list(v_new) == list(self.v) or best <= SWITCH_GAIN * ratio:
+            self._check_below = ratio      # look again when it degrades another factor
+            return None
+        return (want or f"Phi_u degraded (pivot ratio {ratio:.3g} -> {best:.3g})"), q, qd
+
+    def _state_at(self, t, y):
+        """(q, qd) of the state y at t with the current partition (copies)."""
+        if self.compiled_ready():
+            c = self.compiled
+            buf = np.zeros(2 * self.k + 1)
+            ok = c.eval(t, np.ascontiguousarray(y[:2 * self.k], dtype=float), buf) == 0
+            c.nfev -= 1                      # not an integration cost
+            if ok:
+                return np.array(c.q), np.array(c.qd)
+            self._q = np.array(c.q)
+            self._prev = None
+        q, qd = self.split(np.asarray(y, dtype=float), t)
+        return np.array(q), np.array(qd)
+
     def _watch_rank(self, t, mu):
         """Watch the rank ratio mu of the scaled Jacobian at the outputs (module
         docstring).  A rank loss ahead is confirmed by the parabola through mu^2 at
@@ -378,6 +438,13 @@ class CP(Formulation):
         if ts <= t3 - t2:
             self._stop_pending = True          # raised once this output is recorded
 
+    def explain_failure(self) -> None:
+        """The partition cannot continue even after re-partitioning: when the rank
+        watch foresaw a singular configuration ahead (module docstring), raise its
+        named error instead of the last Newton failure."""
+        if np.isfinite(self._t_singular) and self._mu_hist:
+            self._stop_singular()
+
     def _stop_singular(self):
         t, mu = self._mu_hist[-1]
         raise AnalysisError(
@@ -400,7 +467,8 @@ class CP(Formulation):
                 "t": getattr(self, "_t", None), "ratio": getattr(self, "ratio", None),
                 "best_ratio": float(self.best_ratio), "want": self._want,
                 "mu_hist": hist, "mu0": self._mu0, "t_singular": float(self._t_singular),
-                "stop_pending": bool(self._stop_pending), "partitions": int(self.partitions)}
+                "stop_pending": bool(self._stop_pending), "partitions": int(self.partitions),
+                "check_below": float(self._check_below)}
 
     def set_resume_state(self, state):
         self._q = None if state["q"] is None else np.array(state["q"], dtype=float)
@@ -418,6 +486,7 @@ class CP(Formulation):
         self._t_singular = float(state["t_singular"])
         self._stop_pending = bool(state["stop_pending"])
         self.partitions = int(state["partitions"])
+        self._check_below = float(state.get("check_below", self.best_ratio))
         if self.compiled is not None:
             self.compiled.best_ratio = self.best_ratio
             self.compiled.t_singular = self._t_singular
