@@ -286,9 +286,15 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
                 double[::1] ystep, dict hist, long max_steps, object on_commit=None):
     """The step loop (module docstring): from the stepper's (t, y) to ``t1``, with
     outputs at ``t_out[i_out:]``.  ``on_commit(t, y)`` (optional) is called at every
-    step's end after its outputs; a returned array replaces the end state
+    step's end after its outputs (``y``: one buffer of the loop, refilled at every
+    step: copy what you keep); a returned array replaces the end state
     (``Stepper.replace_end``).  Returns ``(code, t, y, i_out, h)``."""
     cdef Py_ssize_t N = s.N, nout = t_out.shape[0]
+    cdef double[::1] cbuf
+    commit_arr = None
+    if on_commit is not None:
+        commit_arr = np.empty(N)
+        cbuf = commit_arr
     cdef long since = 0
     cdef int code
     cdef bint due
@@ -335,10 +341,8 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
                     s.commit(True)
                     return LOOP_STOPPED, s.t, s.y_arr, i_out, s.h_next()
         if on_commit is not None:
-            outa = np.empty(N)
-            out = outa
-            memcpy(&out[0], s.y_end, N * sizeof(double))
-            r = on_commit(s.t_end, outa)
+            memcpy(&cbuf[0], s.y_end, N * sizeof(double))
+            r = on_commit(s.t_end, commit_arr)
             if r is not None:
                 s.replace_end(r)
         code = s.commit(False)

@@ -20,7 +20,7 @@ NumPy reference: ``mbplugins.formulations.partitioning.CP.split`` / ``rhs`` (+ t
 dynamic analysis' work rate); tests keep them equal to 1e-12.  Planar models with a
 dense Jacobian and compiled elements only; anything else keeps the Python path.
 """
-from libc.math cimport fabs, isfinite, sqrt
+from libc.math cimport fabs, isfinite, sqrt, INFINITY
 from libc.string cimport memcpy
 
 from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs
@@ -31,6 +31,9 @@ from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
 
 import numpy as np
+
+#: Newton aims at this fraction of its tolerance (partitioning.POLISH)
+cdef double POLISH = 1e-2
 
 include "_schur.pxi"
 include "_bounds.pxi"
@@ -217,7 +220,7 @@ cdef class CompiledCP(CompiledODE):
         cdef double* qd = &self.qd[0]
         cdef double* J = &self.jdata[0]
         cdef double* phi = &self.phi[0]
-        cdef double scale = 0.0, pmax, big, dmin, d, acc, P = 0.0
+        cdef double scale = 0.0, pmax, big, dmin, d, acc, P = 0.0, prev = INFINITY
         self.nfev += 1
         if t >= self.t_singular:
             self.status = SINGULAR_AHEAD
@@ -255,11 +258,15 @@ cdef class CompiledCP(CompiledODE):
             for i in range(m):
                 if not fabs(phi[i]) <= pmax:       # NaN propagates
                     pmax = fabs(phi[i])
-            if pmax <= self.tol * scale:
+            # converged: POLISH times within the tolerance, or within it where the
+            # iteration stalls at round-off (CP.split)
+            if pmax <= self.tol * scale and (pmax <= POLISH * self.tol * scale
+                                             or pmax > 0.5 * prev or it == 12):
                 break
             if it == 12 or not isfinite(pmax):
                 self.status = NEWTON_FAILED
                 return NEWTON_FAILED
+            prev = pmax
             if self.ev.c_jacobian(t, self.fvp, J) >= 0:
                 self.status = CONSTRAINT_FAILED
                 return CONSTRAINT_FAILED

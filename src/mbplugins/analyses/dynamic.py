@@ -162,15 +162,11 @@ class DynamicAnalysis(Analysis):
             if k in names and s.get(k) is not None:
                 opts[k] = s[k]
         # the formulation's margin: it asks the integrator for ``tolerance_factor``
-        # times the tolerances, but not below ``tolerance_floor`` (its own round-off)
+        # times the tolerances (cp, stiff)
         factor = getattr(self.formulation, "tolerance_factor", 1.0)
-        if factor != 1.0 and "rtol" in opts:
-            floor = getattr(self.formulation, "tolerance_floor", 0.0)
-            rtol = float(opts["rtol"])
-            eff = max(rtol * factor, min(rtol, floor))
-            opts["rtol"] = eff
-            if "atol" in opts:
-                opts["atol"] = opts["atol"] * (eff / rtol)
+        for k in ("rtol", "atol"):
+            if k in opts and factor != 1.0:
+                opts[k] = opts[k] * factor
         if getattr(fcls, "needs_mass", False):
             dae = self._dae_options()
             if any(k not in names for k in dae):
@@ -895,12 +891,22 @@ class _Run:
         form = self.form
         got = form.step_end(t, y[:form.size])
         if got is None:
-            self._acc = (float(t), np.array(y, dtype=float))
+            self._accepted(t, y)
             return None
         reason, q, qd = got
         y_new = self.a.commit_partition(t, q, qd, float(y[-1]), reason, self.event)
-        self._acc = (float(t), y_new)
+        self._accepted(t, y_new)
         return y_new
+
+    def _accepted(self, t, y) -> None:
+        """Keep the accepted step (t, y) (the restart point of a failing step) in a
+        buffer of the run: ``y`` may be a loop's buffer."""
+        acc = self._acc
+        if acc is None or acc[1].shape != np.shape(y):
+            self._acc = (float(t), np.array(y, dtype=float))
+        else:
+            acc[1][:] = y
+            self._acc = (float(t), acc[1])
 
     def on_step(self, integ):
         self._py_stepped = True
@@ -1235,7 +1241,8 @@ class _Run:
                                             f"{exc.reason}", t_r) from None
                     restarts_here = restarts_here + 1 if t_r == t_cur else 1
                     if self.commit is not None and self._acc is not None:
-                        t_cur, y_cur = a.restart_at(*self._acc, exc.reason, event)
+                        t_cur, y_cur = a.restart_at(self._acc[0], self._acc[1].copy(),
+                                                    exc.reason, event)
                     else:
                         t_cur, y_cur = a.restart(last, exc.reason, event)
                     # (outputs already recorded after a restart point are not redone)
