@@ -47,6 +47,36 @@ def pivoted_partition(J: np.ndarray, col_scale: np.ndarray):
     return np.sort(piv[:m]), np.sort(piv[m:]), mu
 
 
+def lu_partition(J: np.ndarray, col_scale: np.ndarray | None = None, full: bool = False):
+    """The book's partition rules (Nikravesh (1988), §13.3.3): Gaussian elimination of
+    the m x n J (columns divided by ``col_scale`` when given) with, at step i, the
+    largest |a_ij| (j >= i) of row i as pivot (the row-wise column search of
+    subroutine LU, §3.3.3-3.3.5: ties keep the earlier column), or with ``full``
+    pivoting, the largest entry of the remaining submatrix, rows and columns swapped
+    (App. C).  Returns (u, v, order): the first m pivot columns (sorted), the others
+    (sorted) and the column order of the elimination; RepartitionRequest when a
+    pivot vanishes (a redundant row)."""
+    A = np.array(J if col_scale is None else J / col_scale, dtype=float)
+    m, n = A.shape
+    cols, rows = list(range(n)), list(range(m))
+    big = float(np.max(np.abs(A))) if A.size else 0.0
+    for i in range(m):
+        if full:
+            sub = np.abs(A[np.ix_(rows[i:], cols[i:])])
+            r, c = np.unravel_index(int(np.argmax(sub)), sub.shape)
+            rows[i], rows[i + r] = rows[i + r], rows[i]
+        else:
+            c = int(np.argmax(np.abs(A[rows[i], cols[i:]])))
+        cols[i], cols[i + c] = cols[i + c], cols[i]
+        piv = A[rows[i], cols[i]]
+        if not abs(piv) > 1e-12 * big:
+            raise RepartitionRequest(f"the elimination for a partition met a zero pivot "
+                                     f"in row {i + 1} (redundant constraint rows?)")
+        for r in rows[i + 1:]:
+            A[r] -= (A[r, cols[i]] / piv) * A[rows[i]]
+    return np.sort(cols[:m]), np.sort(cols[m:]), cols
+
+
 def column_scale(system) -> tuple[float, np.ndarray]:
     """A characteristic length of the model (median distance of the bodies' initial
     positions from the origin, at least 1e-3) and the Jacobian column scale of
@@ -112,6 +142,19 @@ class CP(Formulation):
                                 default=0.1),
         "independent": Param("string", "comma-separated initial independent coordinates "
                                        "(default: automatic)", required=False),
+        "partition_rule": Param("choice", "how a partition is chosen: 'qr' (QR with column "
+                                "pivoting of the column-scaled Jacobian: independent of "
+                                "units), 'lu_rows' (the book's Gaussian elimination with "
+                                "the row-wise column search) or 'lu_full' (full pivoting, "
+                                "App. C); the book's rules act on the Jacobian as it is, "
+                                "so they depend on the units", default="qr",
+                                choices=("qr", "lu_rows", "lu_full")),
+        "repartition": Param("bool", "change the partition during the run (CP-2); false: "
+                             "keep the first one (CP-1) and stop with a named error where "
+                             "it fails", default=True),
+        "repartition_every": Param("count", "also take a fresh partition every this many "
+                                   "accepted steps (the book's conservative trigger; 0: "
+                                   "off)", default=0),
     }
 
     def __init__(self, system, settings=None):
@@ -212,8 +255,13 @@ class CP(Formulation):
         """Dependent = the first m pivot columns of QR with column pivoting of the
         (column-scaled) Jacobian; returns (u, v, quality of Phi_u, rank ratio mu of
         the Jacobian |R_mm| / |R_11|)."""
-        J = self._jacobian(q, t)
+        return self._choose_from(self._jacobian(q, t))
+
+    def _choose_from(self, J):
         u, v, mu = pivoted_partition(J, self._col_scale)
+        rule = self.settings["partition_rule"]
+        if rule != "qr":                    # the book's rules (mu: the rank watch's)
+            u, v, _ = lu_partition(J, full=rule == "lu_full")
         return u, v, self._quality(J, u), mu
 
     def _quality(self, J, u, lu=None):
@@ -231,6 +279,7 @@ class CP(Formulation):
             self._user_partition(q, t)
         self.partitions += 1
         self._check_below = self.best_ratio    # step_end looks again below this / factor
+        self._steps = 0                         # accepted steps (repartition_every)
         self._q = q.copy()
         self._qd = qd.copy()
         self._prev = None                # J and LU of the last converged point
@@ -334,7 +383,16 @@ class CP(Formulation):
     def rhs(self, t, y):
         self.nfev += 1
         self._t = t
-        q, qd = self.split(y, t)
+        try:
+            q, qd = self.split(y, t)
+        except RepartitionRequest as exc:
+            if self.settings["repartition"]:
+                raise
+            raise AnalysisError(f"formulation 'cp' cannot continue with its partition "
+                                f"(independent coordinates "
+                                f"{', '.join(self.independent_names())}): {exc.reason}; "
+                                f"re-partitioning is off "
+                                f"(settings.formulation_options.repartition)", t) from None
         self.q_cur, self.qd_cur = q, qd
         qdd, _ = self.solver.solve(q, qd, t)
         self._ydot[:self.k] = y[self.k:]
@@ -377,7 +435,21 @@ class CP(Formulation):
         new partition starts from this exact state (Nikravesh (1988), §13.3.3):
         restarting from an output instead would start from a dense-output
         interpolant and repeat the steps since."""
+        if not self.settings["repartition"]:
+            self._want = None
+            return None
         want = self._want
+        every = self.settings["repartition_every"]
+        if every:
+            self._steps += 1
+            if self._steps >= every:         # the book's periodic trigger
+                self._steps = 0
+                q, qd = self._state_at(t, y)
+                _, v_new, _, _ = self.choose(q, t)
+                self._want = None
+                if list(v_new) != list(self.v):
+                    return f"periodic re-partition (every {every} steps)", q, qd
+                return None
         if want is None:
             c = self.compiled
             ratio = float(c.ratio) if self.compiled_ready() else getattr(self, "ratio", None)
@@ -386,8 +458,7 @@ class CP(Formulation):
         q, qd = self._state_at(t, y)
         J = self._jacobian(q, t)
         ratio = self._quality(J, self.u)
-        u_new, v_new, _ = pivoted_partition(J, self._col_scale)
-        best = self._quality(J, u_new)
+        u_new, v_new, best, _ = self._choose_from(J)
         self._want = None
         # (the look itself has the hysteresis: Phi_u degraded by the factor, or a
         # partition that much better at an output; here any clearly better one is
