@@ -705,7 +705,9 @@ class _Run:
             wc = (float(qqd @ (sysm.mass_diag * form.solver.qdd - sysm.last_forces))
                   if sysm.mass_diag is not None and not dae
                   else float(lam @ (sysm.last_jacobian @ qqd)))
-        ydot[size] = sysm.nonconservative_power(qq, qqd, t) + wc
+        # the compiled force kernels' power where the System has them (equal to the
+        # NumPy references to 1e-12; kernels: numpy keeps the references)
+        ydot[size] = sysm.nonconservative_power(qq, qqd, t, compiled=True) + wc
         return ydot
 
     def dae_jacobian(self, t, y):
