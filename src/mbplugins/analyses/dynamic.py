@@ -321,7 +321,7 @@ class DynamicAnalysis(Analysis):
         else:
             raise ModelError("settings.formulation", f"redundant constraints: formulation "
                              f"'{form.name}' needs independent constraint rows; use di, cs, "
-                             f"projection, cp or ggl")
+                             f"projection, cp, ggl or stiff")
 
     def restart(self, last, reason, event):
         """Re-initialise the formulation at the last output state ``last`` (CP chooses

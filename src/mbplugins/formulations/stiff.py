@@ -113,9 +113,40 @@ def _parts_fd(system, q, s, lam, t, eps=1e-7):
 _LAST_MASS_SOLVER: tuple = (None, None)
 
 
+class RowSubset:
+    """A System seen through a subset of its constraint rows (the independent ones
+    of a redundant set, :meth:`Stiff.use_independent_rows`): Phi, its Jacobian, nu
+    and gamma of those rows; everything else is the System's."""
+
+    def __init__(self, system, rows):
+        self.base_system = system
+        self.rows = np.asarray(rows, dtype=np.intp)
+        self.m = len(self.rows)
+        self.holonomic = np.asarray(system.holonomic)[self.rows]
+
+    def __getattr__(self, name):
+        return getattr(self.base_system, name)
+
+    def phi(self, q, t):
+        return self.base_system.phi(q, t)[self.rows]
+
+    def jacobian(self, q, t):
+        return self.base_system.jacobian(q, t)[self.rows]
+
+    def jacobian_dense(self, q, t):
+        return self.base_system.jacobian_dense(q, t)[self.rows]
+
+    def nu(self, q, t):
+        return self.base_system.nu(q, t)[self.rows]
+
+    def gamma(self, q, qd, t):
+        return self.base_system.gamma(q, qd, t)[self.rows]
+
+
 def _mass_solver(system):
     """The AccelerationSolver whose ``mass_solve`` this module uses for ``system``."""
     global _LAST_MASS_SOLVER
+    system = getattr(system, "base_system", system)    # (M does not depend on rows)
     owner, solver = _LAST_MASS_SOLVER
     if owner is not system:
         from mbcore.solve.dynamics import AccelerationSolver
@@ -393,15 +424,11 @@ class Stiff(Formulation):
         if not system.all_holonomic:
             raise ModelError("settings.formulation", "the stiff (index-3) formulation needs "
                                                      "position-level constraints")
-        n, m = system.n, system.m
-        self.m = m
-        self._f = np.zeros(2 * n + m)
         #: spatial bodies: unit mass on s, M^-1 inside f (_accel)
         self.spatial = system.mass_diag is None
-        self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
-                                          else system.mass_diag, np.zeros(m)])
-        pq, ps, pl, _ = self.H_POWER
-        self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
+        #: the constraint rows in the DAE (None: all; :meth:`use_independent_rows`)
+        self.rows = None
+        self._size_rows(system.m)
         # planar, compiled elements: f and the work rate in one C call
         # (mbplugins._ext._dae.CompiledStiff, NumPy reference: rhs); bdf then runs on the
         # compiled loop (Nikravesh (1988), §12.4, §13.3.4)
@@ -409,6 +436,36 @@ class Stiff(Formulation):
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
             why_not_compiled(system, self.spatial)
+
+    def _size_rows(self, m: int) -> None:
+        n = self.system.n
+        self.m = m
+        self._f = np.zeros(2 * n + m)
+        self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
+                                          else self.system.mass_diag, np.zeros(m)])
+        pq, ps, pl, _ = self.H_POWER
+        self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
+
+    def use_independent_rows(self, rows) -> None:
+        """Keep only these constraint rows (the independent ones of a redundant set,
+        found once by the analysis, which checks the others at every output): one
+        multiplier per independent equation, so the reduced Newton matrix stays
+        regular (Nikravesh (1988), App. C).  The NumPy right-hand side, on the System
+        seen through those rows (:class:`RowSubset`)."""
+        self.rows = np.asarray(rows, dtype=np.intp)
+        self.solver.set_rows(self.rows)
+        self.system = RowSubset(getattr(self.system, "base_system", self.system), self.rows)
+        self._size_rows(len(self.rows))
+        self.compiled = None
+        self.compiled_reason = "redundant constraint rows (the independent ones are used)"
+
+    def _full_lam(self, lam):
+        """Multipliers of every constraint row (removed rows carry none)."""
+        if self.rows is None:
+            return lam
+        full = np.zeros(self.system.base_system.m)
+        full[self.rows] = lam
+        return full
 
     @property
     def size(self) -> int:
@@ -448,6 +505,8 @@ class Stiff(Formulation):
         (:func:`.dae_common.consistent_start`), lam0 from the augmented system, s0 = qd0."""
         q, qd = consistent_start(self.system, q, qd, t)
         _, lam = self.solver.solve(q, qd, t)
+        if self.rows is not None:
+            lam = lam[self.rows]
         if self.spatial:                 # the multipliers of the true-gradient DAE
             lam = _lam_projected(self.system, q, t, lam, sign=-1.0)
         return np.concatenate([q, qd, lam]), None
@@ -471,7 +530,7 @@ class Stiff(Formulation):
             f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
         f[2 * n:] = s.phi(q, t)
         self.q_cur, self.qd_cur = q, v
-        self.solver.lam[:] = lam         # for the power of the constraint forces
+        self.solver.lam[:] = self._full_lam(lam)   # for the power of the constraint forces
         return f
 
     def jacobian(self, t, y):
@@ -525,5 +584,6 @@ class Stiff(Formulation):
             qdd = f[n:2 * n].copy() if self.spatial else self.solver.minv * f[n:2 * n]
         if self.spatial:
             lam = _lam_projected(self.system, q, t, lam)
+        lam = self._full_lam(lam)
         self.solver.lam[:] = lam
         return q, v, qdd, lam
