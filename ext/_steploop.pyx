@@ -263,12 +263,11 @@ cdef class Stepper:
         raise NotImplementedError(f"{type(self).__name__} does not implement dense")
 
     cdef int replace_end(self, object r) except -1:
-        """The step ends at the state ``r`` instead (the caller changed coordinates
-        there, e.g. a new coordinate partition): continue from it as from a
-        projected state.  Abstract: only steppers that can restart from a new end
-        state implement it."""
-        raise NotImplementedError(f"{type(self).__name__} cannot continue from a new "
-                                  f"end state (on_commit)")
+        """Abstract: the step ends at the state ``r`` instead (the caller changed
+        coordinates there, e.g. a new coordinate partition); continue from it as from
+        a projected state.  Called only with an ``on_commit`` call-back, which only
+        :func:`run_rk` takes (``RKStepper.replace_end``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement replace_end")
 
     cdef int commit(self, bint final) except -1:
         return 0

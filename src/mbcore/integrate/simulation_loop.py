@@ -119,7 +119,9 @@ class CompiledRK:
                 return np.array(last[:N])
             return self._replay(target)
         t1 = self.horizon if target <= self.horizon else math.inf
-        self._commit()
+        failed = self._commit()
+        if failed is not None:
+            return failed
         failed = self._call(self.ts, t1, self.ys, self.fs, target, self.h, self.istep,
                             self.ystep)
         st = self.stats
@@ -134,21 +136,24 @@ class CompiledRK:
         self.step_size, self.order = float(st[0]), float(st[1])
         return self._out
 
-    def _commit(self) -> None:
+    def _commit(self):
         """The step-end hook of the step that ended the last call (the loop stopped at
         its output before it): once, when the integration goes past that step; a
         new state is continued from as the loop does (f there, the same step size,
-        a new grid of fixed steps)."""
+        a new grid of fixed steps).  None, or ``(t, y)`` when f fails there (as
+        :meth:`advance`: the caller takes the Python path)."""
         if self.on_commit is None or self._committed == self.ts:
-            return
+            return None
         self._committed = self.ts
         y_c = self.on_commit(self.ts, np.array(self.ys))
-        if y_c is not None:
-            y_c = np.array(y_c, dtype=float)
-            f = np.zeros(self.N)
-            if self.crhs.eval(self.ts, y_c, f):
-                raise LoopFallback(self.ts)
-            self.restart(self.ts, y_c, f)
+        if y_c is None:
+            return None
+        y_c = np.array(y_c, dtype=float)
+        f = np.zeros(self.N)
+        if self.crhs.eval(self.ts, y_c, f):
+            return self.ts, y_c
+        self.restart(self.ts, y_c, f)
+        return None
 
     def _replay(self, target: float) -> np.ndarray:
         """The dense output at ``target`` inside the last step: the step again from

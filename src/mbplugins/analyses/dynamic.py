@@ -343,12 +343,8 @@ class DynamicAnalysis(Analysis):
         stepper protocol of :meth:`stepper`."""
         form = self.formulation
         q, qd = form.split(np.asarray(y[:form.size], dtype=float), t)
-        q, qd = np.array(q), np.array(qd)
-        old = list(form.v)
-        yf, _ = form.initialize(q, qd, t)
-        self.restarts += 1
-        self._describe_partition(t, old, reason, event)
-        return t, np.concatenate([yf, [float(y[-1])]])
+        return t, self.commit_partition(t, np.array(q), np.array(qd), float(y[-1]),
+                                        reason, event)
 
     def commit_partition(self, t, q, qd, W, reason, event):
         """A new partition at a step's end (the formulation's ``step_end``): the
@@ -956,7 +952,7 @@ class _Run:
                 and getattr(self.a.icls, "implicit", False)):
             jac = self.rhs_jacobian        # the compiled loops' Jacobian (same steps)
         self._src, self._py, self._py_stepped = "python", None, False
-        self._acc = (float(t_a), np.array(y_a, dtype=float))
+        self._accepted(t_a, y_a)
         return integrate(self.a.icls, self.rhs, (t_a, self.t1), y_a, t_out=outs,
                          store=False, on_output=self.output, events=self.events,
                          post_step=self.post, on_step=self.on_step, jac=jac,
@@ -1033,7 +1029,7 @@ class _Run:
                 self._fs = self._seg[3]["python"]
         if start and "python" in start:      # resume inside a Python driver segment
             return self.python_segment(t_a, y_a, outs, state=start["python"])
-        self._acc = (float(t_a), np.array(y_a, dtype=float))
+        self._accepted(t_a, y_a)
         compiled = self.loop is not None and self.form.compiled_ready()
         if start and start.get("kind") not in (None, "python") and not (
                 compiled and start["kind"] == ("rk" if self.loop in ("fixed", "embedded")

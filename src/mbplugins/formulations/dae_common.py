@@ -8,39 +8,29 @@ import numpy as np
 __all__ = ["constraint_fd", "dense", "why_not_compiled", "compiled_dae_rhs", "consistent_start"]
 
 
-def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7, rows=None):
+def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
     """Forward differences in q of the constraint-only terms of the Newton matrices
     (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
     ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
     ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
-    Hessians: these stay differences.  ``rows``: only these constraint rows."""
-    n = system.n
-    m = system.m if rows is None else len(rows)
-
-    def jac(qq):
-        P = system.jacobian(qq, t)
-        return P if rows is None else P[rows]
-
-    def nu(qq):
-        w = system.nu(qq, t)
-        return w if rows is None else w[rows]
+    Hessians: these stay differences."""
+    n, m = system.n, system.m
     outs = [np.zeros((n, n)) for _ in lams]
     W = np.zeros((m, n)) if v is not None else None
     if m == 0 or (not lams and v is None):
         return outs, W
     P0 = system.jacobian_dense(q, t)
-    P0 = P0 if rows is None else P0[rows]
     b0 = [P0.T @ l for l in lams]
-    w0 = P0 @ v - nu(q) if v is not None else None
+    w0 = P0 @ v - system.nu(q, t) if v is not None else None
     qp = np.array(q, dtype=float)
     for j in range(n):
         d = eps * (1.0 + abs(q[j]))
         qp[j] = q[j] + d
-        P = jac(qp)
+        P = system.jacobian(qp, t)
         for o, l, b in zip(outs, lams, b0):
             o[:, j] = (P.T @ l - b) / d
         if v is not None:
-            W[:, j] = (P @ v - nu(qp) - w0) / d
+            W[:, j] = (P @ v - system.nu(qp, t) - w0) / d
         qp[j] = q[j]
     return outs, W
 

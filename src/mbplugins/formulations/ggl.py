@@ -24,6 +24,7 @@ from mbcore.solve.formulation import Formulation
 
 from .dae_common import (compiled_dae_rhs, consistent_start, constraint_fd, dense,
                          why_not_compiled)
+from .rows import RowSubset, full_multipliers
 
 
 class GGL(Formulation):
@@ -59,34 +60,14 @@ class GGL(Formulation):
         """Keep only these constraint rows (the independent ones of a redundant set,
         found once by the analysis, which checks the others at every output): the
         DAE then has as many multipliers as independent equations, so its Newton
-        matrix stays regular (Nikravesh (1988), App. C).  The NumPy right-hand side."""
+        matrix stays regular (Nikravesh (1988), App. C).  The NumPy right-hand side, on
+        the System seen through those rows (:class:`.rows.RowSubset`)."""
         self.rows = np.asarray(rows, dtype=np.intp)
         self.solver.set_rows(self.rows)
+        self.system = RowSubset(self.system, self.rows)
         self._size_rows(len(self.rows))
         self.compiled = None
         self.compiled_reason = "redundant constraint rows (the independent ones are used)"
-
-    def _jac(self, q, t):
-        s = self.system
-        J = s.jacobian_dense(q, t) if (not s.dense or self.rows is not None) \
-            else s.jacobian(q, t)
-        return J if self.rows is None else J[self.rows]
-
-    def _phi(self, q, t):
-        phi = self.system.phi(q, t)
-        return phi if self.rows is None else phi[self.rows]
-
-    def _nu(self, q, t):
-        nu = self.system.nu(q, t)
-        return nu if self.rows is None else nu[self.rows]
-
-    def _set_lam(self, lam) -> None:
-        """The solver's multipliers (all rows; removed rows carry none)."""
-        if self.rows is None:
-            self.solver.lam[:] = lam
-        else:
-            self.solver.lam[:] = 0.0
-            self.solver.lam[self.rows] = lam
 
     @property
     def size(self) -> int:
@@ -110,17 +91,18 @@ class GGL(Formulation):
         s, n, m = self.system, self.n, self.m
         q, v = y[:n], y[n:2 * n]
         lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
-        J = self._jac(q, t)
+        J = s.jacobian_dense(q, t) if not s.dense else s.jacobian(q, t)
         f = self._f
         f[:n] = v + J.T @ mu
         if self.spatial:
             self.solver.mass_solve(q, v, s.forces(q, v, t) + J.T @ lam, f[n:2 * n])
         else:
             f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
-        f[2 * n:2 * n + m] = self._phi(q, t)
-        f[2 * n + m:] = J @ v - self._nu(q, t)
+        f[2 * n:2 * n + m] = s.phi(q, t)
+        f[2 * n + m:] = J @ v - s.nu(q, t)
         self.q_cur, self.qd_cur = q, v
-        self._set_lam(lam)               # for the power of the constraint forces
+        # for the power of the constraint forces
+        self.solver.lam[:] = full_multipliers(lam, s)
         return f
 
     def jacobian(self, t, y):
@@ -139,8 +121,8 @@ class GGL(Formulation):
             q, v = y[:n], y[n:2 * n]
             lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
             K, C = s.force_jacobians(q, v, t)
-            (Hl, Hm), W = constraint_fd(s, q, t, (lam, mu), v=v, rows=self.rows)
-            Phq = self._jac(q, t)
+            (Hl, Hm), W = constraint_fd(s, q, t, (lam, mu), v=v)
+            Phq = s.jacobian_dense(q, t)
             J[:n, :n] = Hm
             J[:n, n:2 * n] = np.eye(n)
             J[:n, 2 * n + m:] = Phq.T
@@ -153,7 +135,7 @@ class GGL(Formulation):
             self.rhs(t, y)               # leave the buffers at y
             return J
         _rhs_columns(self, t, y, J, 2 * n)
-        Phq = self._jac(y[:n], t)
+        Phq = s.jacobian_dense(y[:n], t)
         # d(M^-1 (Q + Phi_q^T lam))/d lam
         z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
         J[n:2 * n, 2 * n:2 * n + m] = np.column_stack([

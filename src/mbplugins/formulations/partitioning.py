@@ -34,6 +34,8 @@ from mbcore.errors import AnalysisError, ModelError
 from mbcore.solve.formulation import Formulation, RestartRequest
 from mbcore.elements.schema import Param
 
+from .rows import RowSubset
+
 
 def pivoted_partition(J: np.ndarray, col_scale: np.ndarray):
     """Dependent columns u = the first m pivot columns of QR with column pivoting of
@@ -176,6 +178,8 @@ class CP(Formulation):
         #: the independent constraint rows when some are redundant (None: all rows;
         #: :meth:`use_independent_rows`)
         self.rows = None
+        #: the System as the partition sees it (all rows, or a RowSubset)
+        self._rsys = system
         self.partitions = 0
         self.length, self._col_scale = column_scale(system)
         self._q = None
@@ -231,24 +235,22 @@ class CP(Formulation):
                              f"{self.system.n} coordinates")
         self.rows = rows
         self.solver.set_rows(rows)
+        self._rsys = RowSubset(self.system, rows)
         self.v = None                        # a new partition at initialize
 
     @property
     def m_rows(self) -> int:
         """The number of constraint rows the partition uses."""
-        return self.system.m if self.rows is None else len(self.rows)
+        return self._rsys.m
 
     def _jacobian(self, q, t):
-        J = self.system.jacobian_dense(q, t)
-        return J if self.rows is None else J[self.rows]
+        return self._rsys.jacobian_dense(q, t)
 
     def _phi(self, q, t):
-        phi = self.system.phi(q, t)
-        return phi if self.rows is None else phi[self.rows]
+        return self._rsys.phi(q, t)
 
     def _nu(self, q, t):
-        nu = self.system.nu(q, t)
-        return nu if self.rows is None else nu[self.rows]
+        return self._rsys.nu(q, t)
 
     # -- partition ---------------------------------------------------------------
     def choose(self, q, t):

@@ -42,6 +42,7 @@ from mbplugins.integrators.bdf import NewtonSystem
 
 from .dae_common import (compiled_dae_rhs, consistent_start, constraint_fd, dense,
                          why_not_compiled)
+from .rows import RowSubset, full_multipliers
 
 #: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (Nikravesh (1988), Table 12.3)
 BDF_COEFFS = {1: ((1.0,), 1.0),
@@ -111,36 +112,6 @@ def _parts_fd(system, q, s, lam, t, eps=1e-7):
 #: (system, its mass solver) of the last System seen: a one-entry cache, so that
 #: the System itself stays unchanged and at most one model is kept alive by it
 _LAST_MASS_SOLVER: tuple = (None, None)
-
-
-class RowSubset:
-    """A System seen through a subset of its constraint rows (the independent ones
-    of a redundant set, :meth:`Stiff.use_independent_rows`): Phi, its Jacobian, nu
-    and gamma of those rows; everything else is the System's."""
-
-    def __init__(self, system, rows):
-        self.base_system = system
-        self.rows = np.asarray(rows, dtype=np.intp)
-        self.m = len(self.rows)
-        self.holonomic = np.asarray(system.holonomic)[self.rows]
-
-    def __getattr__(self, name):
-        return getattr(self.base_system, name)
-
-    def phi(self, q, t):
-        return self.base_system.phi(q, t)[self.rows]
-
-    def jacobian(self, q, t):
-        return self.base_system.jacobian(q, t)[self.rows]
-
-    def jacobian_dense(self, q, t):
-        return self.base_system.jacobian_dense(q, t)[self.rows]
-
-    def nu(self, q, t):
-        return self.base_system.nu(q, t)[self.rows]
-
-    def gamma(self, q, qd, t):
-        return self.base_system.gamma(q, qd, t)[self.rows]
 
 
 def _mass_solver(system):
@@ -454,18 +425,10 @@ class Stiff(Formulation):
         seen through those rows (:class:`RowSubset`)."""
         self.rows = np.asarray(rows, dtype=np.intp)
         self.solver.set_rows(self.rows)
-        self.system = RowSubset(getattr(self.system, "base_system", self.system), self.rows)
+        self.system = RowSubset(self.system, self.rows)
         self._size_rows(len(self.rows))
         self.compiled = None
         self.compiled_reason = "redundant constraint rows (the independent ones are used)"
-
-    def _full_lam(self, lam):
-        """Multipliers of every constraint row (removed rows carry none)."""
-        if self.rows is None:
-            return lam
-        full = np.zeros(self.system.base_system.m)
-        full[self.rows] = lam
-        return full
 
     @property
     def size(self) -> int:
@@ -530,7 +493,7 @@ class Stiff(Formulation):
             f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
         f[2 * n:] = s.phi(q, t)
         self.q_cur, self.qd_cur = q, v
-        self.solver.lam[:] = self._full_lam(lam)   # for the power of the constraint forces
+        self.solver.lam[:] = full_multipliers(lam, self.system)   # for the power of the constraint forces
         return f
 
     def jacobian(self, t, y):
@@ -584,6 +547,6 @@ class Stiff(Formulation):
             qdd = f[n:2 * n].copy() if self.spatial else self.solver.minv * f[n:2 * n]
         if self.spatial:
             lam = _lam_projected(self.system, q, t, lam)
-        lam = self._full_lam(lam)
+        lam = full_multipliers(lam, self.system)
         self.solver.lam[:] = lam
         return q, v, qdd, lam
