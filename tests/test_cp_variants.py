@@ -99,3 +99,61 @@ def test_variant_settings_are_checked():
         mbcore.run(free_slider_crank(), settings={
             "t_end": 0.1, "formulation": "cp",
             "formulation_options": {"partition_rule": "svd"}})
+
+
+
+def test_taylor_predictor_same_motion_and_its_data():
+    """``predictor: taylor`` (the book's u + h ud + h^2 udd / 2 from the last accepted
+    step's end) follows the same motion as the default predictor (observed 2e-13
+    apart at rtol 1e-10; bound 1e-7); the expansion it keeps at a step's end is
+    that state's dependent coordinates, velocities and accelerations: equal to a
+    tight DI run's at the same state (observed 1e-10; bound: the Newton tolerance
+    amplified by the accelerations, 1e-7)."""
+    st = {"t_end": 0.3, "output_step": 0.05, "formulation": "cp", "rtol": 1e-10,
+          "atol": 1e-12, "hold": "crank.phi", "independent": "slider.x"}
+    a = mbcore.run(free_slider_crank(), settings=st)
+    opts = {"formulation_options": {"predictor": "taylor"}}
+    b = mbcore.run(free_slider_crank(), settings={**st, **opts})
+    np.testing.assert_allclose(b["q"], a["q"], rtol=0, atol=1e-7)
+    di = mbcore.run(free_slider_crank(), settings={
+        **{k: v for k, v in st.items() if k != "independent"}, "formulation": "di",
+        "record": "q, qd, qdd"})
+    cp = mbcore.Simulation(free_slider_crank(), settings={**st, **opts}).analysis.formulation
+    k = 3                                               # the output at t = 0.15
+    q, qd, qdd = di["q"][k], di["qd"][k], di["qdd"][k]
+    assert cp._taylor is None
+    cp.step_end(float(di.t[k]), cp.pack(q, qd))
+    tc, u, ud, udd = cp._taylor
+    assert tc == di.t[k]
+    np.testing.assert_allclose(u, q[cp.u], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(ud, qd[cp.u], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(udd, qdd[cp.u], rtol=0, atol=1e-7 * (1 + np.max(abs(qdd))))
+
+
+def test_newton_trigger():
+    """``repartition_on_newton``: where Newton's iterations per step rose at two
+    successive steps, the step's end takes a fresh partition if it differs (the
+    book's trigger); flat or falling counts do not.  (On the free slider-crank the
+    pivot test re-partitions before the counts rise: they stay at 1-3 with either
+    predictor up to the dead point.)"""
+    st = {"t_end": 0.5, "output_step": 0.05, "formulation": "cp", "rtol": 1e-10,
+          "atol": 1e-12, "hold": "crank.phi", "independent": "slider.x"}
+    di = mbcore.run(free_slider_crank(), settings={
+        **{k: v for k, v in st.items() if k != "independent"}, "formulation": "di"})
+    k = 9                                               # t = 0.45: near the dead point
+    y_bad = None
+    for trigger, counts, expect in [(True, [1, 2, 3], True), (True, [2, 2, 3], False),
+                                    (True, [3, 2, 1], False), (False, [1, 2, 3], False)]:
+        cp = mbcore.Simulation(free_slider_crank(), settings={
+            **st, "formulation_options": {"repartition_on_newton": trigger,
+                                          "repartition_factor": 1e6}}
+        ).analysis.formulation
+        assert [cp.system.coordinate_names[j] for j in cp.v] == ["slider.x"]
+        y_bad = cp.pack(di["q"][k], di["qd"][k])
+        cp._newton = [counts[-1], counts[:-1]]
+        got = cp.step_end(float(di.t[k]), y_bad)
+        if expect:
+            assert got is not None and got[0] == "Newton's iterations rose (1 -> 2 -> 3)"
+            np.testing.assert_allclose(got[1], di["q"][k], rtol=0, atol=1e-8)
+        else:
+            assert got is None

@@ -157,6 +157,15 @@ class CP(Formulation):
         "repartition_every": Param("count", "also take a fresh partition every this many "
                                    "accepted steps (the book's conservative trigger; 0: "
                                    "off)", default=0),
+        "predictor": Param("choice", "starting guess of Newton for the dependent "
+                           "coordinates: 'linear' (Phi_u du = -Phi_v dv from the last "
+                           "converged point) or 'taylor' (the book's u + h ud + h^2 udd / 2 "
+                           "from the last accepted step's end; NumPy path)",
+                           default="linear", choices=("linear", "taylor")),
+        "repartition_on_newton": Param("bool", "also re-partition where the number of "
+                                       "Newton iterations per step has risen at two "
+                                       "successive steps (the book's trigger; NumPy path)",
+                                       default=False),
     }
 
     def __init__(self, system, settings=None):
@@ -185,6 +194,10 @@ class CP(Formulation):
         self._q = None
         self._prev = None
         self._want = None
+        self._taylor = None            # (t, u, ud, udd) at the last accepted step's end
+        self._newton = [0, []]         # Newton iterations: this step's most, per step
+        self._last = None              # (t, y, q, qd, qdd) of the last evaluation
+        self._taylor_on = self.settings["predictor"] == "taylor"
         if system.m == 0:
             raise ModelError("settings.formulation", "cp partitions the coordinates by the "
                              "constraint Jacobian, and the model has no constraints: use "
@@ -206,7 +219,9 @@ class CP(Formulation):
     def _compiled_cp(self):
         s = self.system
         kernels = s.compiled_kernels()
-        if (kernels is None or not s.planar_only or not s.dense
+        st = self.settings
+        if (kernels is None or st["predictor"] != "linear" or st["repartition_on_newton"]
+                or not s.planar_only or not s.dense
                 or s.mass_diag is None or np.any(np.asarray(s.mass_diag) <= 0)
                 or self.solver.augmented or not 0 < s.m < s.n):   # no constraints: NumPy
             return None
@@ -286,6 +301,9 @@ class CP(Formulation):
         self._qd = qd.copy()
         self._prev = None                # J and LU of the last converged point
         self._want = None
+        self._taylor = None
+        self._newton = [0, []]
+        self._last = None
         self.k = len(self.v)
         self._ydot = np.zeros(2 * self.k)
         if self.compiled is not None:
@@ -336,7 +354,13 @@ class CP(Formulation):
         q = self._q.copy()
         prev = self._prev
         self._prev = None
-        if prev is not None:
+        if self._taylor is not None:
+            # the book's predictor (Nikravesh (1988), §13.3.2): a Taylor expansion of
+            # the dependent coordinates about the last accepted step's end
+            tc, uc, udc, uddc = self._taylor
+            tau = t - tc
+            q[self.u] = uc + tau * (udc + 0.5 * tau * uddc)
+        elif prev is not None:
             # first-order predictor from the last converged point: Phi_u du = -Phi_v dv
             J0, lu0 = prev
             q[self.u] += sla.lu_solve(lu0, -(J0[:, self.v] @ (y[:self.k] - q[self.v])),
@@ -354,6 +378,7 @@ class CP(Formulation):
             # 150 rad/s, rtol 1e-10: angular velocity off by 8.9e-8 at t = 0.35 s)
             if pmax <= self.tol * scale and (pmax <= POLISH * self.tol * scale
                                              or pmax > 0.5 * prev or it == 12):
+                self._newton[0] = max(self._newton[0], it)
                 break
             if it == 12:
                 raise RepartitionRequest(f"Newton for the dependent coordinates did not "
@@ -397,6 +422,8 @@ class CP(Formulation):
                                 f"(settings.formulation_options.repartition)", t) from None
         self.q_cur, self.qd_cur = q, qd
         qdd, _ = self.solver.solve(q, qd, t)
+        if self._taylor_on:
+            self._last = (t, np.array(y[:2 * self.k]), q.copy(), qd.copy(), qdd.copy())
         self._ydot[:self.k] = y[self.k:]
         self._ydot[self.k:] = qdd[self.v]
         return self._ydot
@@ -437,9 +464,18 @@ class CP(Formulation):
         new partition starts from this exact state (Nikravesh (1988), §13.3.3):
         restarting from an output instead would start from a dense-output
         interpolant and repeat the steps since."""
+        if self._taylor_on:
+            self._keep_taylor(t, y)
+        rising = self._newton_rising()
         if not self.settings["repartition"]:
             self._want = None
             return None
+        if rising is not None:               # the book's trigger on Newton's effort
+            q, qd = self._state_at(t, y)
+            _, v_new, _, _ = self.choose(q, t)
+            if list(v_new) != list(self.v):
+                self._want = None
+                return f"Newton's iterations rose ({rising})", q, qd
         want = self._want
         every = self.settings["repartition_every"]
         if every:
@@ -470,6 +506,35 @@ class CP(Formulation):
             self._check_below = ratio      # look again when it degrades another factor
             return None
         return (want or f"Phi_u degraded (pivot ratio {ratio:.3g} -> {best:.3g})"), q, qd
+
+    def _keep_taylor(self, t, y):
+        """The book's predictor data at an accepted step's end: (t, u, ud, udd), from
+        the step's last evaluation where it was at this state (FSAL methods), else
+        from an evaluation here."""
+        last = self._last
+        k2 = 2 * self.k
+        if last is not None and last[0] == t and np.array_equal(last[1], y[:k2]):
+            _, _, q, qd, qdd = last
+        else:
+            q, qd = self.split(np.asarray(y, dtype=float), t)
+            qdd = self.solver.solve(q, qd, t)[0]
+        u = self.u
+        self._taylor = (float(t), np.array(q[u]), np.array(qd[u]), np.array(qdd[u]))
+
+    def _newton_rising(self):
+        """None, or a description of the Newton iteration counts per step when they
+        rose at two successive steps (``repartition_on_newton``; the book's trigger,
+        Nikravesh (1988), §13.3.3)."""
+        counts = self._newton[1]
+        counts.append(self._newton[0])
+        self._newton[0] = 0
+        del counts[:-3]
+        if (self.settings["repartition_on_newton"] and len(counts) == 3
+                and counts[0] < counts[1] < counts[2]):
+            got = " -> ".join(str(c) for c in counts)
+            counts.clear()
+            return got
+        return None
 
     def _state_at(self, t, y):
         """(q, qd) of the state y at t with the current partition (copies)."""
@@ -552,7 +617,8 @@ class CP(Formulation):
                 "best_ratio": float(self.best_ratio), "want": self._want,
                 "mu_hist": hist, "mu0": self._mu0, "t_singular": float(self._t_singular),
                 "stop_pending": bool(self._stop_pending), "partitions": int(self.partitions),
-                "check_below": float(self._check_below)}
+                "check_below": float(self._check_below),
+                "taylor": self._taylor, "newton": [self._newton[0], list(self._newton[1])]}
 
     def set_resume_state(self, state):
         self._q = None if state["q"] is None else np.array(state["q"], dtype=float)
@@ -571,6 +637,11 @@ class CP(Formulation):
         self._stop_pending = bool(state["stop_pending"])
         self.partitions = int(state["partitions"])
         self._check_below = float(state.get("check_below", self.best_ratio))
+        tay = state.get("taylor")
+        self._taylor = None if tay is None else (float(tay[0]), *(np.array(a, dtype=float)
+                                                                   for a in tay[1:]))
+        newton = state.get("newton", [0, []])
+        self._newton = [int(newton[0]), [int(c) for c in newton[1]]]
         if self.compiled is not None:
             self.compiled.best_ratio = self.best_ratio
             self.compiled.t_singular = self._t_singular
