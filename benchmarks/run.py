@@ -23,10 +23,11 @@ noisy) and the ratio numpy/compiled.  Cases:
   error, compiled vs NumPy right-hand side) and spatial chains of N = 10 ... 10000
   bodies on spherical joints (cost per right-hand side and per simulated second
   with the fitted exponent in N).
-* ``startup_first_run*``, ``pendulum_rows_*`` (``--only startup_rows``):
-  the extra cost of the first ``mbcore.run`` in a fresh interpreter (four-bar,
-  kinematic) and the per-row cost of a 1 m pendulum, 10 s with 1001 output rows
-  (batched rows vs the row-by-row path in the same process).
+* ``startup_first_run*``, ``startup_first_dynamic_run*``, ``pendulum_rows_*``
+  (``--only startup_rows``): the extra cost of the first ``mbcore.run`` in a fresh
+  interpreter (four-bar, kinematic; planar and spatial slider-crank, dynamic) and
+  the per-row cost of a 1 m pendulum, 10 s with 1001 output rows (batched rows vs
+  the row-by-row path in the same process).
 * ``joint_coordinates_chain_*`` (``--only joint_coordinates``): planar chains of N =
   10 ... 10000 links of 0.1 m, 1 kg slender bars — one right-hand side of the joint
   coordinates vs the Cartesian DI (exponent in N) and 1 s runs at a tip error <= 1e-6
@@ -609,9 +610,9 @@ def bench_penalty(repeat: int, quick: bool) -> dict:
     (``models.a02_reference``): wall time of ``mbcore.run`` (median of 3 after a
     warm-up run in the process; outputs every 0.1 s; with the process CPU time and the
     load average, the machines being shared) and the B0 error
-    at the outputs, for the fast settings (rtol 2e-2, ``projection: false``: the
-    Baumgarte terms alone hold the constraints) and for the default settings
-    (projections on, rtol 1e-4).  One right-hand side and one projection of the
+    at the outputs, for the default settings (projections on; rtol 2e-2, and 1e-4)
+    and with ``projection: false`` (rtol 2e-2: the Baumgarte terms alone hold the
+    constraints).  One right-hand side and one projection of the
     compiled kernel (as the compiled loop calls them) against the NumPy reference
     path in the same run (regular state and 1e-3 rad from the flat configuration)."""
     import os
@@ -621,14 +622,15 @@ def bench_penalty(repeat: int, quick: bool) -> dict:
     n_bars, t_end = 40, 20.0
     ref = a02_reference(n_bars, t_end)
     mbcore.run(a02(2, t_end=0.1))                        # imports, plugins
-    cases = {"fast": (2e-2, {"projection": False}), "defaults": (1e-4, {})}
+    cases = {"defaults": (2e-2, {}), "fast": (2e-2, {"projection": False}),
+             "defaults_rtol_1e-4": (1e-4, {})}
     for name, (rtol, opts) in cases.items():
         model = a02(n_bars, t_end=t_end, rtol=rtol)
         st = {"output_step": 0.1, "record": "q, energy, violation"}
         if opts:
             st["formulation_options"] = opts
         walls, cpus = [], []
-        for _ in range(1 if quick and name == "defaults" else 3):
+        for _ in range(1 if quick and name == "defaults_rtol_1e-4" else 3):
             t0, c0 = time.perf_counter(), time.process_time()
             res = mbcore.run(model, settings=st)
             walls.append(time.perf_counter() - t0)
@@ -1279,18 +1281,19 @@ import json, sys, time
 t0 = time.perf_counter()
 import mbcore
 t1, c1 = time.perf_counter(), time.thread_time()
-path = sys.argv[1]
-mbcore.run(mbcore.Model.from_file(path))
+path, settings = sys.argv[1], json.loads(sys.argv[2])
+mbcore.run(mbcore.Model.from_file(path), settings=settings)
 t2, c2 = time.perf_counter(), time.thread_time()
 time.sleep(0.3)       # let the BLAS worker threads started by the first run go idle
 t3, c3 = time.perf_counter(), time.thread_time()
-mbcore.run(mbcore.Model.from_file(path))
+mbcore.run(mbcore.Model.from_file(path), settings=settings)
 t4, c4 = time.perf_counter(), time.thread_time()
 mods = sys.modules
 print(json.dumps({"import": t1 - t0, "first": t2 - t1, "second": t4 - t3,
                   "first_cpu": c2 - c1, "second_cpu": c4 - c3,
                   "heavy": [m for m in ("scipy.linalg", "scipy.sparse", "scipy.optimize",
-                                        "scipy.interpolate", "h5py", "importlib.metadata")
+                                        "scipy.integrate", "scipy.interpolate", "numpy.ma",
+                                        "h5py", "importlib.metadata")
                             if m in mods]}))
 """
 
@@ -1365,6 +1368,11 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
       PYTHONPYCACHEPREFIX of the benchmark, warmed once: as installed packages
       run) and without it (PYTHONDONTWRITEBYTECODE=1: every module compiled from
       source, as in a checkout that may not write __pycache__).
+    * ``startup_first_dynamic_run``, ``startup_first_dynamic_run_spatial``: the same
+      with a dynamic run (DI, dopri5, on the compiled loop): the planar
+      ``examples/slider_crank_dynamic.yaml`` to t_end = 1 s (101 output times) and
+      the spatial ``examples/spatial_slider_crank_dynamic.yaml`` to t_end = 0.2 s
+      (21 output times).
     * ``pendulum_rows_*``: the 1 m, 1 kg slender-bar pendulum released horizontal,
       10 s, output every 0.01 s (1001 rows), dopri5 on the compiled loop, DI, atol =
       rtol / 100: ``stats["wall_time"]`` (initial state, integration, rows) and the
@@ -1376,7 +1384,12 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
     import os
     import tempfile
     n = max(3, repeat if not quick else 3)
-    path = ROOT / "examples" / "fourbar_kap.yaml"
+    ex = ROOT / "examples"
+    cases = (("startup_first_run", ex / "fourbar_kap.yaml", None, "kinematic run"),
+             ("startup_first_dynamic_run", ex / "slider_crank_dynamic.yaml", {"t_end": 1.0},
+              "dynamic run (DI, dopri5, t_end = 1 s)"),
+             ("startup_first_dynamic_run_spatial", ex / "spatial_slider_crank_dynamic.yaml",
+              {"t_end": 0.2}, "dynamic run (DI, dopri5, t_end = 0.2 s)"))
     extra = {"PYTHONPATH": os.pathsep.join([str(Path(src) / "src")]
                                            + ([os.environ["PYTHONPATH"]]
                                               if os.environ.get("PYTHONPATH") else []))} \
@@ -1386,22 +1399,25 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
     variants = (("", {**extra, "PYTHONPYCACHEPREFIX": pyc}, ("PYTHONDONTWRITEBYTECODE",)),
                 ("_no_bytecode_cache", {**extra, "PYTHONDONTWRITEBYTECODE": "1"},
                  ("PYTHONPYCACHEPREFIX",)))
-    for suffix, env, drop in variants:
-        if suffix == "":
-            _fresh_python(_STARTUP_CODE, [path], env, drop)       # writes the cache
-        runs = [_fresh_python(_STARTUP_CODE, [path], env, drop) for _ in range(n)]
-        out[f"startup_first_run{suffix}"] = {
-            "processes": n,
-            "import_mbcore_s": statistics.median(r["import"] for r in runs),
-            "first_run_s": statistics.median(r["first"] for r in runs),
-            "second_run_s": statistics.median(r["second"] for r in runs),
-            "first_run_extra_s": statistics.median(r["first"] - r["second"] for r in runs),
-            "first_run_extra_cpu_s": statistics.median(r["first_cpu"] - r["second_cpu"]
+    for name, path, settings, what in cases:
+        args = [path, json.dumps(settings)]
+        for suffix, env, drop in variants:
+            if suffix == "":
+                _fresh_python(_STARTUP_CODE, args, env, drop)     # writes the cache
+            runs = [_fresh_python(_STARTUP_CODE, args, env, drop) for _ in range(n)]
+            out[f"{name}{suffix}"] = {
+                "processes": n,
+                "import_mbcore_s": statistics.median(r["import"] for r in runs),
+                "first_run_s": statistics.median(r["first"] for r in runs),
+                "second_run_s": statistics.median(r["second"] for r in runs),
+                "first_run_extra_s": statistics.median(r["first"] - r["second"]
                                                        for r in runs),
-            "heavy_modules_after_run": runs[-1]["heavy"],
-            "note": "load + kinematic run of examples/fourbar_kap.yaml; extra = first - "
-                    "second in the same process (wall clock; _cpu: CPU time of the main "
-                    "thread); target <= 0.05 s"}
+                "first_run_extra_cpu_s": statistics.median(r["first_cpu"] - r["second_cpu"]
+                                                           for r in runs),
+                "heavy_modules_after_run": runs[-1]["heavy"],
+                "note": f"load + {what} of examples/{path.name}; extra = first - second "
+                        f"in the same process (wall clock; _cpu: CPU time of the main "
+                        f"thread); target <= 0.05 s"}
     rows = _fresh_python(_ROWS_CODE, [ROOT / "benchmarks", 5 if quick else max(21, repeat)],
                          {**extra, "PYTHONPYCACHEPREFIX": pyc}, ("PYTHONDONTWRITEBYTECODE",))
     for key, r in rows.items():

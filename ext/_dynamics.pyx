@@ -51,13 +51,7 @@ import numpy as np
 include "_schur.pxi"
 include "_bounds.pxi"
 include "_eval_status.pxi"
-
-cdef inline void _Lmat(const double* p, double* L) noexcept nogil:
-    """L(p) (3x4 row-major, Nikravesh (1988), Eq. 6.39): [-e, -e~ + e0 I]."""
-    L[0] = -p[1]; L[1] = p[0]; L[2] = p[3]; L[3] = -p[2]
-    L[4] = -p[2]; L[5] = -p[3]; L[6] = p[0]; L[7] = p[1]
-    L[8] = -p[3]; L[9] = p[2]; L[10] = -p[1]; L[11] = p[0]
-
+include "_spatial_mass.pxi"
 
 cdef class CompiledODE:
     """Base of the compiled right-hand sides the compiled loop (:func:`run_rk`) steps:
@@ -674,81 +668,16 @@ cdef class CompiledRHS(CompiledODE):
         update, inertial_forces, transform_forces, transform_jacobian): E and D per
         body, Q_p -= b* + alpha p pd.pd then Q_p <- E^T Q_p, minv_p <- D, and
         jhat = J with the p columns of every (row, body) pair times E."""
-        cdef Py_ssize_t b, j, k, l, c
-        cdef double p[4]
-        cdef double pd[4]
-        cdef double Lp[12]
-        cdef double Ld[12]
-        cdef double w[3]
-        cdef double Jw[3]
-        cdef double x[4]
-        cdef double s2, pdpd, acc
-        cdef double* E
-        cdef double* jh = &self.jhat[0]
-        cdef const double* jd = &self.jdata[0]
-        for b in range(self.nsp):
-            for j in range(4):
-                p[j] = q[self.sp_pidx[b, j]]
-                pd[j] = qd[self.sp_pidx[b, j]]
-            _Lmat(p, Lp)
-            _Lmat(pd, Ld)
-            s2 = p[0] * p[0] + p[1] * p[1] + p[2] * p[2] + p[3] * p[3]
-            s2 = s2 * s2
-            E = &self.sp_E[b, 0]
-            for j in range(4):                      # E = [L^T V, p]
-                for l in range(3):
-                    acc = 0.0
-                    for k in range(3):
-                        acc += Lp[4 * k + j] * self.sp_V[b, k, l]
-                    E[4 * j + l] = acc
-                E[4 * j + 3] = p[j]
-            for l in range(3):
-                self.minv[self.sp_pidx[b, l]] = 1.0 / (4.0 * s2 * self.sp_lam[b, l])
-            self.minv[self.sp_pidx[b, 3]] = 1.0 / (self.sp_alpha[b] * s2)
-            # inertial forces: b* = 4 L(pd)^T J' omega', omega' = 2 L(p) pd
-            for k in range(3):
-                acc = 0.0
-                for j in range(4):
-                    acc += Lp[4 * k + j] * pd[j]
-                w[k] = 2.0 * acc
-            for k in range(3):
-                Jw[k] = (self.sp_J[b, k, 0] * w[0] + self.sp_J[b, k, 1] * w[1]
-                         + self.sp_J[b, k, 2] * w[2])
-            pdpd = pd[0] * pd[0] + pd[1] * pd[1] + pd[2] * pd[2] + pd[3] * pd[3]
-            for j in range(4):
-                acc = 4.0 * (Ld[j] * Jw[0] + Ld[4 + j] * Jw[1] + Ld[8 + j] * Jw[2])
-                x[j] = Q[self.sp_pidx[b, j]] - (acc + self.sp_alpha[b] * pdpd * p[j])
-            for l in range(4):                      # Q^_p = E^T Q_p
-                acc = 0.0
-                for j in range(4):
-                    acc += E[4 * j + l] * x[j]
-                Q[self.sp_pidx[b, l]] = acc
-        memcpy(jh, jd, self.jhat.shape[0] * sizeof(double))
-        for c in range(self.sp_pos.shape[0]):
-            E = &self.sp_E[self.sp_bod[c], 0]
-            for j in range(4):
-                x[j] = jd[self.sp_pos[c, j]]
-            for l in range(4):
-                acc = 0.0
-                for j in range(4):
-                    acc += x[j] * E[4 * j + l]
-                jh[self.sp_pos[c, l]] = acc
+        _spatial_forward(self.nsp, &self.sp_pidx[0, 0], &self.sp_J[0, 0, 0],
+                         &self.sp_V[0, 0, 0], &self.sp_lam[0, 0], &self.sp_alpha[0],
+                         &self.sp_E[0, 0], &self.minv[0], q, qd, Q)
+        _spatial_jacobian(self.sp_pos.shape[0], &self.sp_pos[0, 0], &self.sp_bod[0],
+                          &self.sp_E[0, 0], &self.jdata[0], &self.jhat[0],
+                          self.jhat.shape[0])
 
     cdef void c_spatial_back(self, double* qdd) noexcept nogil:
         """qdd_p = E qdd^_p."""
-        cdef Py_ssize_t b, j, l
-        cdef double x[4]
-        cdef double acc
-        cdef double* E
-        for b in range(self.nsp):
-            E = &self.sp_E[b, 0]
-            for l in range(4):
-                x[l] = qdd[self.sp_pidx[b, l]]
-            for j in range(4):
-                acc = 0.0
-                for l in range(4):
-                    acc += E[4 * j + l] * x[l]
-                qdd[self.sp_pidx[b, j]] = acc
+        _spatial_back(self.nsp, &self.sp_pidx[0, 0], &self.sp_E[0, 0], qdd)
 
     cdef inline double c_jrow_dot(self, Py_ssize_t i, const double* v) noexcept nogil:
         """(Phi_q v)_i from the dense row-major or CSR Jacobian data."""

@@ -119,9 +119,21 @@ def check_project(form, t, y, tol):
 
 
 # ---------------------------------------------------------------- right-hand side
-@pytest.mark.parametrize("case", ["fourbar_dap", "slider_crank_dynamic", "loaded"])
+def _spatial_chain(n):
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from models import spatial_chain
+    return spatial_chain(n)
+
+
+@pytest.mark.parametrize("case", ["fourbar_dap", "slider_crank_dynamic", "loaded",
+                                  "spatial_heavy_top", "spatial_gyroscope",
+                                  "spatial_slider_crank_dynamic", "spatial_chain"])
 def test_rhs_and_projection_equal_the_numpy_reference(examples, case):
-    m = loaded_chain() if case == "loaded" else Model.from_file(examples / f"{case}.yaml")
+    """Planar and spatial (Euler parameters in the transformed columns of
+    mbcore.system.mass; the chain of 30 rods on ball joints sparse): the compiled
+    kernel equals the NumPy reference (observed <= 1.2e-14 of the scale)."""
+    m = (loaded_chain() if case == "loaded" else _spatial_chain(30)
+         if case == "spatial_chain" else Model.from_file(examples / f"{case}.yaml"))
     sysm = m.compile(kernels="compiled")
     form = penalty(sysm)
     assert form.compiled is not None and form.kernel is form.compiled

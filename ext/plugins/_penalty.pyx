@@ -21,6 +21,7 @@ import numpy as np
 
 include "_schur.pxi"
 include "_eval_status.pxi"
+include "_spatial_mass.pxi"
 
 
 # ----------------------------------------------------------------------------------
@@ -81,7 +82,11 @@ cdef class CompiledPenalty(CompiledODE):
     singular_band, projection_tolerance, sparse_solver=None)``: the right-hand side
     ``y = [q; qd; W] -> [qd; qdd; W']`` and the post-step projections of the penalty
     formulation (``mbplugins.formulations.penalty``) for planar systems with a positive
-    diagonal mass matrix, in C without allocation.
+    diagonal mass matrix, in C without allocation; with ``spatial`` (the System's
+    ``mbcore.system.mass.SpatialMass``) for spatial bodies in its transformed columns
+    (``J^ = J T``, ``Q^ = T^T Q``, ``M^-1 = T D T^T``, D diagonal: the iteration below
+    with J^, D, Q^, then ``qdd = T qdd^``); ``mass`` is then the projections' diagonal
+    metric (the coordinate weights).
 
     The augmented Lagrangian iteration ``(M + a J^T J) qdd_k = Q + J^T (lam_k + a
     gs)``, ``lam_{k+1} = lam_k - a (J qdd_k - gs)`` is evaluated in its Schur form
@@ -112,10 +117,22 @@ cdef class CompiledPenalty(CompiledODE):
     cdef Evaluator fn
     cdef readonly Py_ssize_t m, nf
     cdef double[::1] fv, jdata, gam, phi, nu, Q, qgrav, minv, hol, lam, qdd, qddp, gs
+    # the Jacobian data and diagonal M^-1 the linear algebra uses: the System's J and
+    # the coordinate weights (projections, planar evaluations), or for spatial
+    # bodies the transformed J^ = J T and D (evaluations; mbcore.system.mass)
+    cdef double* ja
+    cdef double* mi
+    cdef readonly Py_ssize_t nsp
+    cdef idx_t[:, ::1] sp_pidx, sp_pos
+    cdef idx_t[::1] sp_bod
+    cdef double[:, :, ::1] sp_J, sp_V
+    cdef double[:, ::1] sp_lam, sp_E
+    cdef double[::1] sp_alpha, jhat, minv_hat
     cdef double[::1] cvec, jqd, r, x, pq, pqd, rs
     cdef double* fvp
     cdef ErrInfo err
-    cdef readonly double alpha, xi, omega, tolerance, singular_band, projection_tolerance
+    cdef readonly double alpha, xi, omega, tolerance, singular_band
+    cdef public double projection_tolerance
     cdef readonly int iterations
     cdef readonly bint sparse, projects, jv_alias
     cdef readonly double power
@@ -156,7 +173,8 @@ cdef class CompiledPenalty(CompiledODE):
                   double[::1] mass not None, double[::1] holonomic not None,
                   double alpha, double xi, double omega, int iterations,
                   double tolerance, bint projection, double singular_band,
-                  double projection_tolerance, SparseSchur sparse_solver=None):
+                  double projection_tolerance, SparseSchur sparse_solver=None,
+                  spatial=None):
         cdef Py_ssize_t i, nj
         cdef SparseSchur S
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
@@ -218,8 +236,8 @@ cdef class CompiledPenalty(CompiledODE):
             self.s_Lp, self.s_ta, self.s_tb = &S.Lp[0], &S.ta[0], &S.tb[0]
             # the used entries in the order of the System's buffer (all rows used,
             # CSR in order): jv is the buffer itself, no copy per evaluation
-            self.jv_alias = nj > 0 and bool(np.array_equal(np.asarray(S.jpos),
-                                                           np.arange(nj)))
+            self.jv_alias = nj > 0 and spatial is None and bool(
+                np.array_equal(np.asarray(S.jpos), np.arange(nj)))
             self.jv = jdata if self.jv_alias else np.zeros(max(nj, 1))
             self.cj = np.zeros(max(nj, 1))
             self.Bx = np.zeros(max(S.Bi.shape[0], 1))
@@ -254,6 +272,32 @@ cdef class CompiledPenalty(CompiledODE):
         self.jdata = jdata
         self.qgrav = qgrav
         self.minv = 1.0 / np.asarray(mass, dtype=np.float64)
+        self.ja = &self.jdata[0]
+        self.mi = &self.minv[0]
+        self.nsp = 0
+        self.jhat = self.minv_hat = np.zeros(1)
+        if spatial is not None:
+            # the spatial mass blocks (own copies; minv_hat: the translations' 1/m,
+            # the p columns overwritten by D at every evaluation)
+            self.nsp = spatial.nb
+            self.sp_pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
+            self.sp_pos = np.ascontiguousarray(spatial.pos, dtype=np.intp).reshape(-1, 4)
+            self.sp_bod = np.ascontiguousarray(spatial.bod, dtype=np.intp)
+            self.sp_J = np.ascontiguousarray(spatial.inertia, dtype=np.float64)
+            self.sp_V = np.ascontiguousarray(spatial.V, dtype=np.float64)
+            self.sp_lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
+            self.sp_alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
+            self.sp_E = np.zeros((max(self.nsp, 1), 16))
+            self.minv_hat = np.array(spatial.minv, dtype=np.float64)
+            self.jhat = np.zeros(jdata.shape[0])
+            if self.sp_pidx.shape[0] != self.nsp or self.minv_hat.shape[0] != n or (
+                    self.sp_pos.shape[0] and (np.max(self.sp_pos) >= jdata.shape[0]
+                                              or np.max(self.sp_bod) >= self.nsp)) or \
+                    np.max(self.sp_pidx) >= n or np.min(self.sp_pidx) < 0 or \
+                    np.any(np.asarray(self.sp_lam) <= 0) or \
+                    np.any(np.asarray(self.sp_alpha) <= 0):
+                raise ValueError("CompiledPenalty: spatial mass blocks do not match the "
+                                 "system")
         self.hol = np.array(holonomic, dtype=np.float64)
         k = max(m, 1)
         self.gam, self.phi, self.nu, self.lam = (np.zeros(k), np.zeros(k), np.zeros(k),
@@ -341,6 +385,8 @@ cdef class CompiledPenalty(CompiledODE):
         cdef double* cj = &self.cj[0]
         cdef const double* jd = &self.jdata[0]
         cdef const double* minv = &self.minv[0]
+        self.ja = &self.jdata[0]
+        self.mi = &self.minv[0]
         if self.sparse:
             if self.jv_alias:
                 for p in range(self.s_nj):
@@ -351,11 +397,31 @@ cdef class CompiledPenalty(CompiledODE):
                     cj[p] = jv[p] * minv[self.s_jcol[p]]
         return OK
 
+    cdef void c_transform(self, const double* q, const double* qd,
+                          double* Q) noexcept nogil:
+        """Spatial bodies, after :meth:`c_load`: Q <- T^T (Q - inertial forces), and
+        the linear algebra switched to J^ = J T and D (mbcore.system.mass)."""
+        cdef Py_ssize_t p
+        cdef double* jv = &self.jv[0]
+        cdef double* cj = &self.cj[0]
+        _spatial_forward(self.nsp, &self.sp_pidx[0, 0], &self.sp_J[0, 0, 0],
+                         &self.sp_V[0, 0, 0], &self.sp_lam[0, 0], &self.sp_alpha[0],
+                         &self.sp_E[0, 0], &self.minv_hat[0], q, qd, Q)
+        _spatial_jacobian(self.sp_pos.shape[0], &self.sp_pos[0, 0], &self.sp_bod[0],
+                          &self.sp_E[0, 0], &self.jdata[0], &self.jhat[0],
+                          self.jhat.shape[0])
+        self.ja = &self.jhat[0]
+        self.mi = &self.minv_hat[0]
+        if self.sparse:
+            for p in range(self.s_nj):
+                jv[p] = self.ja[self.s_jpos[p]]
+                cj[p] = jv[p] * self.mi[self.s_jcol[p]]
+
     cdef void c_jv(self, const double* v, double* out) noexcept nogil:
         """out = J v (m)."""
         cdef Py_ssize_t i, j, p, n = self.n
         cdef double acc
-        cdef const double* J = &self.jdata[0]
+        cdef const double* J = self.ja
         cdef const double* jv = &self.jv[0]
         cdef const idx_t* rp = self.s_rp
         cdef const idx_t* jc = self.s_jcol
@@ -377,7 +443,7 @@ cdef class CompiledPenalty(CompiledODE):
         """out = J v, outu = J u in one pass."""
         cdef Py_ssize_t i, j, p, n = self.n
         cdef double acc, accu, a
-        cdef const double* J = &self.jdata[0]
+        cdef const double* J = self.ja
         cdef const double* jv = &self.jv[0]
         cdef const idx_t* rp = self.s_rp
         cdef const idx_t* jc = self.s_jcol
@@ -401,7 +467,7 @@ cdef class CompiledPenalty(CompiledODE):
         """max_i sum_j |J_ij| |v_j|."""
         cdef Py_ssize_t i, j, p, n = self.n
         cdef double acc, best = 0.0
-        cdef const double* J = &self.jdata[0]
+        cdef const double* J = self.ja
         cdef const double* jv = &self.jv[0]
         cdef const idx_t* rp = self.s_rp
         cdef const idx_t* jc = self.s_jcol
@@ -422,9 +488,9 @@ cdef class CompiledPenalty(CompiledODE):
         """out = M^-1 (base + J^T lam) (base NULL: 0)."""
         cdef Py_ssize_t i, j, p, n = self.n
         cdef double li
-        cdef const double* J = &self.jdata[0]
+        cdef const double* J = self.ja
         cdef const double* jv = &self.jv[0]
-        cdef const double* minv = &self.minv[0]
+        cdef const double* minv = self.mi
         cdef const idx_t* rp = self.s_rp
         cdef const idx_t* jc = self.s_jcol
         for j in range(n):
@@ -445,10 +511,10 @@ cdef class CompiledPenalty(CompiledODE):
         upper triangle by the product map)."""
         cdef Py_ssize_t i, j, k, p, t, n = self.n, m = self.m
         cdef double acc
-        cdef const double* J = &self.jdata[0]
+        cdef const double* J = self.ja
         cdef double* C = &self.C[0]
         cdef double* B = &self.B[0]
-        cdef const double* minv = &self.minv[0]
+        cdef const double* minv = self.mi
         cdef const double* jv = &self.jv[0]
         cdef const double* cj = &self.cj[0]
         cdef double* Bx = &self.Bx[0]
@@ -740,8 +806,10 @@ cdef class CompiledPenalty(CompiledODE):
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
         if m == 0:
+            if self.nsp:
+                self.c_transform(q, qd, Q)
             for i in range(n):
-                qdd[i] = Q[i] * self.minv[i]
+                qdd[i] = Q[i] * self.mi[i]
         else:
             if self.ev.c_gamma(t, self.fvp, &self.gam[0]) >= 0 \
                     or self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0 \
@@ -750,9 +818,16 @@ cdef class CompiledPenalty(CompiledODE):
                 return CONSTRAINT_FAILED
             c2 = 2.0 * self.xi * self.omega
             w2 = self.omega * self.omega
-            for i in range(n):
-                qddp[i] = Q[i] * self.minv[i]
-            self.c_jv2(qd, qddp, &self.jqd[0], &self.cvec[0])    # J qd, J M^-1 Q
+            if self.nsp:                     # J qd; then J^, Q^ and D
+                self.c_jv(qd, &self.jqd[0])
+                self.c_transform(q, qd, Q)
+                for i in range(n):
+                    qddp[i] = Q[i] * self.mi[i]
+                self.c_jv(qddp, &self.cvec[0])                   # J^ D Q^
+            else:
+                for i in range(n):
+                    qddp[i] = Q[i] * self.mi[i]
+                self.c_jv2(qd, qddp, &self.jqd[0], &self.cvec[0])    # J qd, J M^-1 Q
             for i in range(m):
                 gs[i] = (self.gam[i] - c2 * (self.jqd[i] - self.nu[i])
                          - w2 * (self.phi[i] * self.hol[i]))
@@ -795,6 +870,8 @@ cdef class CompiledPenalty(CompiledODE):
                 self.unconverged_evaluations += 1
             for i in range(m):
                 P += lam[i] * self.jqd[i]
+        if self.nsp:
+            _spatial_back(self.nsp, &self.sp_pidx[0, 0], &self.sp_E[0, 0], qdd)
         for i in range(n):
             ydot[i] = qd[i]
             ydot[n + i] = qdd[i]

@@ -162,6 +162,12 @@ class Formulation:
     def after_step(self, t: float, y: np.ndarray) -> bool:
         return False
 
+    def set_tolerances(self, rtol: float | None, atol: float | None) -> None:
+        """The integration tolerances the run gives its integrator (after
+        ``tolerance_factor``; None for a fixed-step method), for a formulation whose
+        own tests follow them (penalty: no projection while the violations are
+        within atol).  Default: not used."""
+
     def resume_state(self) -> dict[str, Any]:
         """The formulation's own state that later evaluations and outputs depend on
         (warm starts, watches: arrays, tuples of arrays, numbers, booleans, strings,

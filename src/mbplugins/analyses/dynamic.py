@@ -167,6 +167,7 @@ class DynamicAnalysis(Analysis):
         for k in ("rtol", "atol"):
             if k in opts and factor != 1.0:
                 opts[k] = opts[k] * factor
+        self.formulation.set_tolerances(opts.get("rtol"), opts.get("atol"))
         if getattr(fcls, "needs_mass", False):
             dae = self._dae_options()
             if any(k not in names for k in dae):
