@@ -39,7 +39,7 @@ extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
               ext("_kinematics"), ext("_dynamics"), ext("_sparse"), ext("_steploop"),
               ext("_jcspatial", "mbplugins"), ext("_cp", "mbplugins"),
               ext("_stiffnewton", "mbplugins"), ext("_penalty", "mbplugins"),
-              ext("_dae", "mbplugins"), ext("_jc", "mbplugins"),
+              ext("_dae", "mbplugins"), ext("_jc", "mbplugins"), ext("_omega", "mbplugins"),
               ext("_planar_forces", "mbplugins"), ext("_planar_constraints", "mbplugins"),
               ext("_spatial_constraints", "mbplugins"), ext("_spatial_forces", "mbplugins")]
 

@@ -760,7 +760,35 @@ def bench_spatial_dynamics(repeat: int, quick: bool) -> dict:
             "precession_error_rad": _precession_error(res),
             "relative_precession_error": _precession_error(res) / (0.4915462 * 5.0),
             "nfev": int(res.stats["integrator_nfev"]), "loop": res.stats["loop"]}
+    # the angular-velocity form against DI at the same settings (same accuracy:
+    # the precession error of both)
+    both = {}
+    for form in ("di", "di_omega"):
+        st = {"formulation": form, "integrator": "dopri5", "rtol": 1e-8, "atol": 1e-8,
+              "output_step": 0.05, "record": "q, qd"}
+        walls = []
+        for _ in range(max(3, repeat)):
+            t0 = time.perf_counter()
+            res = mbcore.run(top, settings=st)
+            walls.append(time.perf_counter() - t0)
+        both[form] = {"seconds_per_simulated_second": statistics.median(walls) / 5.0,
+                      "precession_error_rad": _precession_error(res),
+                      "nfev": int(res.stats["integrator_nfev"]), "loop": res.stats["loop"]}
+    out["heavy_top_di_omega_vs_di"] = {
+        **{f"{k}_{f}": v for f, d in both.items() for k, v in d.items()},
+        "ratio": both["di_omega"]["seconds_per_simulated_second"]
+        / both["di"]["seconds_per_simulated_second"],
+        "target": "di_omega <= 1.5 x di at the same accuracy"}
     sc, sn = top.compile(kernels="compiled"), top.compile(kernels="numpy")
+    fo = registry().get("formulation", "di_omega")(sc, {})
+    fon = registry().get("formulation", "di_omega")(sn, {})
+    st0 = sc.initial_state(0.0)
+    yo = np.concatenate([fo.pack(st0.q, st0.qd), [0.0]])
+    number = 20000 if quick else 200000
+    tko = statistics.median(fo.compiled.timeit(0.1, yo, number) for _ in range(repeat))
+    tno = _time(lambda: fon.rhs(0.1, yo[:-1]), 200, repeat)
+    out["heavy_top_di_omega_rhs"] = {"compiled_kernel_us": tko * 1e6, "numpy_us": tno * 1e6,
+                                     "ratio": tno / tko}
     fc = registry().get("formulation", "di")(sc, {})
     fn = registry().get("formulation", "di")(sn, {})
     st = sc.initial_state(0.0)

@@ -73,6 +73,27 @@ class AngularVelocityDI(Formulation):
         self.rows = np.arange(s.m - self.nsp)
         self._ydot = np.zeros(n + self.nv)
         self.lam_full = np.zeros(s.m)
+        self._r_mass = r_mass
+        #: the right-hand side in C (``mbplugins._ext._omega.CompiledOmega``) where the
+        #: System allows; :meth:`accelerations` is its NumPy reference (and raises
+        #: the named errors when it fails)
+        self.compiled = self._compiled_omega()
+        self._cbuf = np.zeros(n + self.nv + 1)
+
+    def _compiled_omega(self):
+        s = self.system
+        kernels = s.compiled_kernels()
+        if kernels is None or not s.dense:
+            return None
+        try:
+            from mbplugins._ext._omega import CompiledOmega
+        except ImportError:                  # pragma: no cover - an old build
+            return None
+        return CompiledOmega(*kernels.args, self.p_idx, self.w_idx, self.lin, self.lin_v,
+                             self._r_mass[self.lin], self.inertia)
+
+    def compiled_ready(self) -> bool:
+        return self.compiled is not None and self.solver.rows is None
 
     def use_independent_rows(self, rows) -> None:
         """Solve with these constraint rows only: the independent ones of a redundant
@@ -167,6 +188,15 @@ class AngularVelocityDI(Formulation):
 
     def rhs(self, t, y):
         self.nfev += 1
+        if self.compiled_ready():
+            c = self.compiled
+            if c.eval(t, np.ascontiguousarray(y[:self.size], dtype=float),
+                      self._cbuf) == 0:                        # one C call
+                self.q_cur, self.qd_cur = c.q_view, c.qd_view
+                self.solver.lam[:] = c.lam_view
+                self._ydot[:] = self._cbuf[:self.size]
+                return self._ydot
+            # a failure: the NumPy path below repeats it and raises the named error
         q, qd, vd, lam = self.accelerations(t, y)
         self.q_cur, self.qd_cur = q, qd
         self.solver.lam[:] = lam         # the power of the constraint forces
