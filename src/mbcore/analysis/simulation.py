@@ -481,6 +481,12 @@ class Simulation:
         q, qd, qdd = self._snapshot()
         if removed is not None:
             removed.check(self.t, q, qd, qdd)
+            why = removed.degraded(self.t, q)
+            if why is not None and self.analysis.reselect_rows(q, self.t, why, self._event):
+                # the kept rows turned nearly dependent: new rows, restart here
+                self._run.last.update(t=self.t, q=q, qd=qd, W=float(self._y[-1]))
+                self._repartition("redundant rows chosen again")
+                return
         if self._partitions:
             reason = self._run.form.wants_repartition()
             # a formulation with a step-end hook (cp) takes its new partition at the

@@ -59,6 +59,12 @@ SAFETY = 1e3
 #: and still far below a conflict, which is O(1) of ``M`` where it starts
 TOL_FLOOR = (1e-9, 1e-9, 1e-6)
 
+#: the kept rows are chosen again where their rank ratio (QR of their Jacobian)
+#: fell this many times below its value where they were chosen: the redundant set
+#: moved (a row that was dependent at the start becomes independent along the
+#: motion, as in the Bricard mechanism, and the kept rows turn dependent)
+RESELECT_FACTOR = 10.0
+
 _LEVELS = ("positions (Phi)", "velocities (Phi_q qd - nu)",
            "accelerations (Phi_q qdd - gamma)")
 
@@ -90,6 +96,31 @@ class RemovedRows:
         self.C = C.reshape(len(self.removed), len(self.kept))
         self._Cabs = np.abs(self.C)
         self._c1 = 1.0 + self._Cabs.sum(axis=1)
+        if not hasattr(self, "ratio0"):
+            #: the kept rows' rank ratio where they were chosen (:meth:`degraded`)
+            self.ratio0 = self._kept_ratio(J)
+
+    def _kept_ratio(self, J: np.ndarray) -> float:
+        """|R_kk| / |R_11| of the pivoted QR of the kept rows' Jacobian (transposed):
+        how far they are from dependent."""
+        from .linalg import rank_revealing
+        return rank_revealing(J[self.kept])[3] if len(self.kept) else 1.0
+
+    def degraded(self, t: float, q: np.ndarray) -> str | None:
+        """A reason when the kept rows have come :data:`RESELECT_FACTOR` times closer
+        to dependent than where they were chosen (the analysis then chooses the
+        independent rows again at this configuration), else None."""
+        r = self._kept_ratio(np.asarray(self.system.jacobian_dense(q, t), dtype=float))
+        if r * RESELECT_FACTOR < self.ratio0:
+            return (f"the kept constraint rows became nearly dependent at t = {t:.9g} "
+                    f"(rank ratio {self.ratio0:.3g} -> {r:.3g})")
+        return None
+
+    def look_again_below(self, t: float, q: np.ndarray) -> None:
+        """A fresh choice was the same rows: :meth:`degraded` compares with their
+        ratio here from now on."""
+        self.ratio0 = self._kept_ratio(np.asarray(self.system.jacobian_dense(q, t),
+                                                  dtype=float))
 
     # ------------------------------------------------------------------------------
     def check(self, t: float, q: np.ndarray, qd: np.ndarray | None = None,

@@ -19,7 +19,7 @@ import numpy as np
 from mbcore.analysis.base import Analysis, element_channels
 from mbcore.analysis.checkpoint import Snapshot
 from mbcore.solve.assembly import assemble
-from mbcore.errors import AnalysisError, ModelError
+from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
 from mbcore.integrate.fastloop import compiled_loop_for, run_compiled
 from mbcore.solve.formulation import Formulation, RestartRequest
 from mbcore.solve.impacts import ContactSet
@@ -291,12 +291,35 @@ class DynamicAnalysis(Analysis):
         from mbcore.solve.linalg import rank_revealing
         sysm = self.system
         rank, ind, dep, _ = rank_revealing(sysm.jacobian_dense(q, t))
+        ind = self.set_independent_rows(ind, q, t)
+        dep = np.setdiff1d(np.arange(sysm.m), ind)
         names = [sysm.constraint_names[r] for r in dep]
-        self.set_independent_rows(ind)
         self.removed_rows = RemovedRows(sysm, ind, q, t, self.settings["rtol"])
         event(t, "redundant", f"redundant constraint equations removed (consistent at "
               f"t = {t:.9g}; checked at every output): " + ", ".join(names))
         self.stats["redundant_equations"] = ", ".join(names)
+
+    def reselect_rows(self, q, t, reason, event) -> bool:
+        """The kept constraint rows degraded (``removed_rows.degraded``): choose the
+        independent rows again at (q, t), rank-revealing, through the formulation's
+        rule.  True when they changed (the run then restarts from this state), False
+        when the same rows came out (looked at again only when they degrade
+        further)."""
+        from mbcore.solve.linalg import rank_revealing
+        sysm, old = self.system, self.removed_rows
+        _, ind, _, _ = rank_revealing(sysm.jacobian_dense(q, t))
+        kept = self.set_independent_rows(ind, q, t)
+        if np.array_equal(np.sort(kept), np.sort(old.kept)):
+            old.look_again_below(t, q)
+            return False
+        new = RemovedRows(sysm, kept, q, t, self.settings["rtol"])
+        new.worst = old.worst
+        self.removed_rows = new
+        names = ", ".join(new.names)
+        event(t, "redundant", f"{reason}: redundant constraint equations chosen again: "
+                              f"{names} (before: {', '.join(old.names)})")
+        self.stats["redundant_equations"] = names
+        return True
 
     def _dae_options(self) -> dict:
         """The DAE options of the integrator (mass, h powers, Newton hook) for the
@@ -306,15 +329,19 @@ class DynamicAnalysis(Analysis):
         return form.integrator_options(1) if hasattr(form, "integrator_options") else \
             {"mass": np.concatenate([form.state_mass, [1.0]])}
 
-    def set_independent_rows(self, rows) -> None:
-        """The formulation uses only these constraint rows (the others are redundant):
-        the full-state formulations through their acceleration solver, the others
-        through their own ``use_independent_rows`` (coordinate partitioning), else a
-        named refusal."""
+    def set_independent_rows(self, rows, q=None, t=None) -> np.ndarray:
+        """The formulation uses only independent constraint rows (the others are
+        redundant; ``rows``: a rank-revealing choice at (q, t)): the full-state
+        formulations through their acceleration solver, the others through their
+        own ``use_independent_rows(rows, q, t)``, which may choose other rows of the
+        same rank (joint coordinates keep every tree row) and returns them, else a
+        named refusal.  Returns the rows used."""
         form = self.formulation
         use = getattr(form, "use_independent_rows", None)
         if use is not None:
-            use(rows)
+            kept = use(rows, q, t)
+            if kept is not None:
+                rows = np.asarray(kept, dtype=np.intp)
             if getattr(form, "needs_mass", False):      # the DAE's state changed size
                 self.integrator_options.update(self._dae_options())
         elif form.full_state:
@@ -323,6 +350,7 @@ class DynamicAnalysis(Analysis):
             raise ModelError("settings.formulation", f"redundant constraints: formulation "
                              f"'{form.name}' needs independent constraint rows; use di, cs, "
                              f"projection, cp, ggl or stiff")
+        return np.asarray(rows, dtype=np.intp)
 
     def restart(self, last, reason, event):
         """Re-initialise the formulation at the last output state ``last`` (CP chooses
@@ -809,8 +837,12 @@ class _Run:
             if yp is not None:
                 y = np.concatenate([yp, y[size:]])
         qq, qqd, qdd, lam, J = self._output_state(t, y)
+        rows_moved = None
         if self.a.removed_rows is not None:        # they must hold here too
             self.a.removed_rows.check(t, qq, qqd, qdd)     # (J: same values)
+            why = self.a.removed_rows.degraded(t, qq)
+            if why is not None and self.a.reselect_rows(qq, t, why, self.event):
+                rows_moved = why
         W = float(y[size])
         self.last.update(t=t, q=qq, qd=qqd, W=W)
         data = self.row                      # views of one flat row (reporting.Row)
@@ -849,6 +881,9 @@ class _Run:
             if self.ck is not None:
                 self.ck.offer(self.snapshot(t, y_state, float(self.cstat[2])))
         self.bar.update(1)
+        if rows_moved is not None:       # the formulation has new rows: restart here
+            self.last["reason"] = rows_moved
+            return True
         reason = form.wants_repartition()
         if self._fs is not None:
             self._fs = form.resume_state()
@@ -1220,11 +1255,27 @@ class _Run:
         recent: list[float] = []
         y_cur, outs = y0, (t_out if self.resume is None else t_out[t_out > t_cur])
         restarts_here = 0
+        rows_again = None                    # the last output the rows were re-chosen at
         last = self.last
         try:
             while True:
                 try:
                     res = self.segment(t_cur, y_cur, outs)
+                except SingularJacobianError as exc:
+                    # redundant rows: the kept ones turned dependent between outputs
+                    # (the redundant set moved); choose them again at the last output
+                    # and restart there, once per output
+                    self.base[:] = self.istat[2:]
+                    if (a.removed_rows is None or not last or last["t"] == rows_again
+                            or not a.reselect_rows(last["q"], last["t"], str(exc),
+                                                   event)):
+                        raise
+                    rows_again = last["t"]
+                    t_cur, y_cur = a.restart(last, "redundant rows chosen again", event)
+                    outs = t_out[t_out > t_cur]
+                    if outs.size == 0:
+                        break
+                    continue
                 except RestartRequest as exc:
                     self.base[:] = self.istat[2:]
                     # the formulation cannot continue: restart from the last accepted

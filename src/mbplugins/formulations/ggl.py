@@ -56,7 +56,7 @@ class GGL(Formulation):
         self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
                                           else self.system.mass_diag, np.zeros(2 * m)])
 
-    def use_independent_rows(self, rows) -> None:
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
         """Keep only these constraint rows (the independent ones of a redundant set,
         found once by the analysis, which checks the others at every output): the
         DAE then has as many multipliers as independent equations, so its Newton

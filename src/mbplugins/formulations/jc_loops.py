@@ -179,6 +179,34 @@ class LoopClosure:
             self.partitions = 0
             self.u = self.v = None
 
+    def use_independent_rows(self, rows, q=None, t=None):
+        """Redundant constraints (the analysis found ``len(rows)`` independent rows at
+        (q, t)): the tree's rows hold identically in joint coordinates, so the
+        dependent rows are dropped among the cut / driver rows — those beyond the
+        rank of ``Phi*_q`` on the tree's motions (its product with a basis of the
+        null space of the tree rows' Jacobian, rank-revealing QR; Nikravesh (1988),
+        §3.1.5 and §13.4.2).  A set that already keeps every tree row (a resume) is
+        taken as it is.  Returns the rows kept (the analysis checks the others at
+        every output)."""
+        from mbcore.solve.linalg import rank_revealing
+        s = self.system
+        rows = np.asarray(rows, dtype=np.intp)
+        cut = np.asarray(self.tree.extra_rows, dtype=np.intp)
+        tree_rows = np.setdiff1d(np.arange(s.m), cut)
+        if np.all(np.isin(tree_rows, rows)):
+            kept_cut = np.intersect1d(cut, rows)
+        else:
+            J = s.jacobian_dense(q, t)
+            N = sla.null_space(J[tree_rows]) if len(tree_rows) else np.eye(s.n)
+            _, ind, _, _ = rank_revealing(J[cut] @ N)
+            kept_cut = np.sort(cut[ind])
+        self.extra = kept_cut
+        if hasattr(self, "_hol"):
+            self._hol = np.asarray(s.holonomic[kept_cut], dtype=bool)
+        kept = np.sort(np.concatenate([tree_rows, kept_cut]))
+        self.solver.set_rows(kept)        # recorded by checkpoints
+        return kept
+
     def _loops_initialize(self, y: np.ndarray, t: float) -> None:
         """Partitioning: choose the independent joint coordinates at a consistent
         state (start and every restart)."""

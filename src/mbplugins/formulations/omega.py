@@ -95,7 +95,7 @@ class AngularVelocityDI(Formulation):
     def compiled_ready(self) -> bool:
         return self.compiled is not None and self.solver.rows is None
 
-    def use_independent_rows(self, rows) -> None:
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
         """Solve with these constraint rows only: the independent ones of a redundant
         set, found once by the analysis (rank-revealing; the others are checked at
         every output).  The normalisation rows are not constraints here, so only

@@ -236,7 +236,7 @@ class CP(Formulation):
     def compiled_ready(self) -> bool:
         return self.compiled is not None and self._ready and self.solver.rows is None
 
-    def use_independent_rows(self, rows) -> None:
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
         """Partition with these constraint rows only: the independent ones of a
         redundant set (the analysis finds them once, rank-revealing, and checks the
         others at every output; Nikravesh (1988), App. C).  An over-constrained loop

@@ -417,7 +417,7 @@ class Stiff(Formulation):
         pq, ps, pl, _ = self.H_POWER
         self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
 
-    def use_independent_rows(self, rows) -> None:
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
         """Keep only these constraint rows (the independent ones of a redundant set,
         found once by the analysis, which checks the others at every output): one
         multiplier per independent equation, so the reduced Newton matrix stays
