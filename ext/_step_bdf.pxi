@@ -52,7 +52,7 @@ def _hook_factor(hook, J, double[::1] Jbuf, Py_ssize_t N, mass, double c):
         return None
     if M.ndim != 2 or M.shape[0] != M.shape[1]:
         return None
-    lu, piv, info = _py_dgetrf(M, overwrite_a=True)
+    lu, piv, info = _py_lapack().dgetrf(M, overwrite_a=True)
     return lu, piv
 
 
@@ -61,7 +61,7 @@ def _hook_solve(hook, lu, double[::1] r, double c_lu, double stale):
     (times the stale-factor scaling); None when the hook raised."""
     rr = np.array(r)
     try:
-        dy = hook.solution(_py_dgetrs(lu[0], lu[1], hook.rhs(rr, c_lu))[0], rr, c_lu)
+        dy = hook.solution(_py_lapack().dgetrs(lu[0], lu[1], hook.rhs(rr, c_lu))[0], rr, c_lu)
         if stale != 1.0:
             dy *= stale
         dy = np.ascontiguousarray(dy, dtype=np.float64)

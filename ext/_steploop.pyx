@@ -58,7 +58,18 @@ from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._sparse cimport idx_t
 
 import numpy as np
-from scipy.linalg.lapack import dgetrf as _py_dgetrf, dgetrs as _py_dgetrs
+
+cdef object _py_lapack_module = None
+
+
+cdef object _py_lapack():
+    """scipy.linalg.lapack (the Newton matrices of a ``newton_system`` hook), imported
+    on first use: importing scipy.linalg costs ~0.15 s of start-up time."""
+    global _py_lapack_module
+    if _py_lapack_module is None:
+        from scipy.linalg import lapack
+        _py_lapack_module = lapack
+    return _py_lapack_module
 
 # Bit-identical arithmetic with the Python integrators: every reduction that NumPy
 # hands to BLAS there (``x.dot(x)`` of rms_norm -> ddot, ``g @ Phi`` -> dgemv, the

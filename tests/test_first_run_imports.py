@@ -1,7 +1,8 @@
 """The first dynamic run of a process imports only what it uses: scipy.optimize
 and scipy.integrate (≈0.1–0.2 s together) load only when a run needs them (an event
 is located, a static analysis runs), not for the DOP853 tableau or the event
-machinery of every run."""
+machinery of every run; scipy.linalg and scipy.sparse (≈0.15 s) not for a DI run
+with an explicit integrator on the compiled loop."""
 from __future__ import annotations
 
 import json
@@ -12,10 +13,9 @@ from pathlib import Path
 EXAMPLES = Path(__file__).parents[1] / "examples"
 
 
-def _modules_after(code: str) -> dict:
+def _modules_after(code: str, modules=("scipy.optimize", "scipy.integrate")) -> dict:
     out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json\n"
-                          "print(json.dumps({m: m in sys.modules for m in "
-                          "('scipy.optimize', 'scipy.integrate')}))"],
+                          f"print(json.dumps({{m: m in sys.modules for m in {modules!r}}}))"],
                          capture_output=True, text=True, check=True, timeout=300)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -27,6 +27,16 @@ def test_a_dynamic_run_without_events_imports_neither_optimize_nor_integrate():
             "from mbplugins.integrators.erk import DOP853\n"
             "assert DOP853.A.shape == (12, 12)")
     assert _modules_after(code) == {"scipy.optimize": False, "scipy.integrate": False}
+
+
+def test_a_dynamic_di_run_imports_neither_scipy_linalg_nor_sparse():
+    for name in ("slider_crank_dynamic.yaml", "spatial_slider_crank_dynamic.yaml"):
+        code = ("import mbcore\n"
+                f"m = mbcore.Model.from_file({str(EXAMPLES / name)!r})\n"
+                "r = mbcore.run(m, settings={'t_end': 0.05})\n"
+                "assert r.stats['loop'] == 'compiled'")
+        assert _modules_after(code, ("scipy.linalg", "scipy.sparse")) == {
+            "scipy.linalg": False, "scipy.sparse": False}, name
 
 
 def test_the_dop853_tableau_is_scipys():

@@ -1,22 +1,23 @@
 """Compiled kernels (Cython, built from ext/).
 
-Several kernels ``cimport`` LAPACK from ``scipy.linalg.cython_lapack``; at module
-initialisation Cython imports that module, and through it the whole
-``scipy.linalg`` package (whose ``__init__`` clones the NumPy namespace for the
-array API, importing numpy.testing, numpy.f2py, inspect, email, unittest...:
-0.1-0.25 s, most of the start-up of a small run).  The kernels need only
-the C function pointers of ``cython_lapack``, so the extension module itself is
-loaded here, under its own name, without running the package's ``__init__``.  A
-later ``import scipy.linalg`` imports the package as usual and finds this module.
-Any surprise (a SciPy without the file, a loader error) leaves everything to the
-normal import.
+Several kernels ``cimport`` BLAS and LAPACK from ``scipy.linalg.cython_blas`` and
+``scipy.linalg.cython_lapack``; at module initialisation Cython imports those
+modules, and through them the whole ``scipy.linalg`` package (whose ``__init__``
+clones the NumPy namespace for the array API, importing numpy.testing, numpy.f2py,
+inspect, email, unittest...: 0.1-0.25 s, most of the start-up of a small run).  The
+kernels need only the C function pointers of these modules, so the extension
+modules themselves are loaded here, under their own names, without running the
+package's ``__init__``.  A later ``import scipy.linalg`` imports the package as
+usual and finds them.  Any surprise (a SciPy without the file, a loader error)
+leaves everything to the normal import.
 """
 from __future__ import annotations
 
 
-def _preload_cython_lapack() -> None:
+def _preload(module: str) -> None:
+    """Load the extension module ``scipy.linalg.<module>`` without the package."""
     import sys
-    name = "scipy.linalg.cython_lapack"
+    name = "scipy.linalg." + module
     if name in sys.modules or "scipy.linalg" in sys.modules:
         return
     try:
@@ -27,7 +28,7 @@ def _preload_cython_lapack() -> None:
         import scipy
         folder = os.path.join(scipy.__path__[0], "linalg")
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = os.path.join(folder, "cython_lapack" + suffix)
+            path = os.path.join(folder, module + suffix)
             if os.path.isfile(path):
                 break
         else:
@@ -36,10 +37,10 @@ def _preload_cython_lapack() -> None:
         spec = importlib.util.spec_from_file_location(name, path, loader=loader)
         if spec is None:
             return
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
         try:
-            loader.exec_module(module)
+            loader.exec_module(mod)
         except BaseException:
             sys.modules.pop(name, None)
             raise
@@ -47,4 +48,5 @@ def _preload_cython_lapack() -> None:
         return
 
 
-_preload_cython_lapack()
+_preload("cython_blas")
+_preload("cython_lapack")

@@ -20,7 +20,6 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
-from scipy.linalg.lapack import dgetrf, dgetrs
 
 from ..plugins.contract import CONTRACT_VERSION
 from ..errors import AnalysisError
@@ -33,6 +32,14 @@ __all__ = ["Integrator", "Statistics", "Option", "IntegrationError", "StepSizeEr
            "calibrated_tolerances"]
 
 EPS = float(np.finfo(float).eps)
+
+
+@functools.cache
+def _lapack():
+    """scipy.linalg.lapack, imported on first use: only the implicit methods' Newton
+    matrices need it, and importing scipy.linalg costs ~0.15 s of start-up time."""
+    from scipy.linalg import lapack
+    return lapack
 
 
 # ----------------------------------------------------------------------------------
@@ -527,7 +534,7 @@ class Integrator:
         in ``nlu``; ``M`` is overwritten.  An exactly singular matrix gives factors
         whose solves return non-finite values: treat that as a Newton failure."""
         self.stats.nlu += 1
-        lu, piv, info = dgetrf(M, overwrite_a=True)
+        lu, piv, info = _lapack().dgetrf(M, overwrite_a=True)
         return lu, piv
 
     def lu_solve(self, lu, b: np.ndarray) -> np.ndarray:
@@ -535,7 +542,7 @@ class Integrator:
         ``nlu_solves``).  Calls LAPACK directly: scipy.linalg.lu_solve adds ~20 µs
         of Python per call."""
         self.stats.nlu_solves += 1
-        return dgetrs(lu[0], lu[1], b)[0]
+        return _lapack().dgetrs(lu[0], lu[1], b)[0]
 
     # -- reporting helpers (rule 6, 9) ----------------------------------------------
     def _reject_error_test(self) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import AssemblyError
-from .linalg import rank_revealing
+from .linalg import rank_and_dependent_rows
 from ..system.system import check_finite
 
 
@@ -104,7 +104,7 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
             f"constraints may conflict, or the estimates are too far off", t,
             [hnames[r] for r in worst])
     J = system.jacobian_dense(q, t)
-    rank, _, dep, _ = rank_revealing(J) if system.m else (0, None, [], 1.0)
+    rank, dep = rank_and_dependent_rows(J)
     nu = system.nu(q, t)
     r = nu - J @ qd
     dv = _least_squares(J[:, free], w[free], r, names, t)

@@ -66,22 +66,41 @@ def rank_revealing(jac: np.ndarray, rtol: float = 1e-9):
     return rank, np.sort(piv[:rank]), np.sort(piv[rank:]), float(d[-1] / scale) if d.size else 1.0
 
 
-def numerical_rank(jac: np.ndarray, rtol: float = 1e-9) -> int:
-    """``rank_revealing(jac, rtol)[0]``, from NumPy's singular values when they leave
-    no doubt: none within a factor 1e4 of the threshold ``rtol`` (relative to the
-    largest), on a matrix of at most 200 rows.  Otherwise (a near-singular
-    configuration, a large model) the pivoted QR itself decides.  Spares a small
-    kinematic run the import of scipy.linalg (start-up time)."""
+def _clear_rank(jac: np.ndarray, rtol: float) -> int | None:
+    """The rank from NumPy's singular values when they leave no doubt: none within a
+    factor 1e4 of the threshold ``rtol`` (relative to the largest), on a non-empty
+    matrix of at most 200 rows and columns; None otherwise."""
     m, n = jac.shape
-    if m == 0 or n == 0:
-        return 0
-    if m <= 200 and n <= 200 and np.all(np.isfinite(jac)):
+    if 0 < m <= 200 and 0 < n <= 200 and np.all(np.isfinite(jac)):
         s = np.linalg.svd(jac, compute_uv=False)
         if s[0] > 0:
             rel = s / s[0]
             if not np.any((rel > rtol * 1e-4) & (rel < rtol * 1e4)):
                 return int(np.count_nonzero(rel > rtol))
-    return rank_revealing(jac, rtol)[0]
+    return None
+
+
+def numerical_rank(jac: np.ndarray, rtol: float = 1e-9) -> int:
+    """``rank_revealing(jac, rtol)[0]``, from NumPy's singular values when they leave
+    no doubt (:func:`_clear_rank`).  Otherwise (a near-singular configuration, a
+    large model) the pivoted QR itself decides.  Spares a small kinematic run the
+    import of scipy.linalg (start-up time)."""
+    m, n = jac.shape
+    if m == 0 or n == 0:
+        return 0
+    rank = _clear_rank(jac, rtol)
+    return rank if rank is not None else rank_revealing(jac, rtol)[0]
+
+
+def rank_and_dependent_rows(jac: np.ndarray, rtol: float = 1e-9):
+    """``(rank, dependent_rows)`` of :func:`rank_revealing`; a full row rank that
+    NumPy's singular values leave no doubt about (:func:`_clear_rank`) spares the
+    pivoted QR, and a small dynamic run the import of scipy.linalg."""
+    m = jac.shape[0]
+    if m == 0 or _clear_rank(jac, rtol) == m:
+        return m, np.array([], int)
+    rank, _, dependent, _ = rank_revealing(jac, rtol)
+    return rank, dependent
 
 
 def dependent_rows(jac: np.ndarray, rtol: float = 1e-8, weight: float = 0.05) -> np.ndarray:

@@ -245,7 +245,7 @@ class SystemModel:
             # ground slots [n, n + 10) are dropped; padded particle slots (>= n + 10)
             # are folded onto the particle's coordinates: both count for repeats
             real = fg.gather_flat[(fg.gather_flat < self.n) | (fg.gather_flat >= self.n + 10)]
-            fg.unique = len(np.unique(real)) == real.size
+            fg.unique = len(unique_ints(real)) == real.size
             fg.direct = fg.unique and bool(np.all(fg.gather_flat < self.n))
             c0 = int(fg.gather_flat[0]) if fg.gather_flat.size else 0
             # a run of consecutive coordinates (e.g. one body): a slice, not a fancy index
