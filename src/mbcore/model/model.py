@@ -760,9 +760,16 @@ def _make_spatial_body(b: Any, path: str) -> Body:
                 kind="spatial", orientation=tuple(float(x) for x in p), notes=tuple(notes))
 
 
+#: principal moments within this fraction of the largest are zero (a thin rod)
+ROD_MOMENT = 1e-12
+
+
 def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
-    """J' from 3 principal moments or a symmetric positive definite 3x3 tensor
-    (body axes, about the centroid; Nikravesh (1988), Eqs. 8.22-8.24)."""
+    """J' from 3 principal moments or a symmetric positive semi-definite 3x3 tensor
+    (body axes, about the centroid; Nikravesh (1988), Eqs. 8.22-8.24): positive
+    definite, or a thin rod (one principal moment zero, the other two equal: the
+    triangle inequality of a body with zero inertia about an axis), whose rotation
+    about its axis the joints must fix (checked by the analyses)."""
     if isinstance(value, (list, tuple)) and len(value) == 3 and all(
             isinstance(r, (list, tuple)) for r in value):
         rows = [S.vector(r, f"{path}[{k}]", 3) for k, r in enumerate(value)]
@@ -779,8 +786,26 @@ def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
         raise ModelError(path, f"the eigenvalues of the inertia tensor {J.tolist()} "
                                f"cannot be computed") from None
     if not ev.min() > 0.0:
-        raise ModelError(path, f"the inertia tensor must be positive definite (eigenvalues "
-                               f"{', '.join(f'{x:.6g}' for x in ev)})")
+        big = float(ev.max())
+        zero = np.abs(ev) <= ROD_MOMENT * big
+        shown = ", ".join(f"{x:.6g}" for x in ev)
+        if not big > 0.0 or ev.min() < -ROD_MOMENT * big or zero.sum() > 1:
+            hint = ("; a body without rotational inertia is a point mass ('particle3')"
+                    if not big > 0.0 and ev.min() == 0.0 else
+                    "; zero inertia about more than one axis" if ev.min() >= 0.0 else "")
+            raise ModelError(path, f"the inertia tensor must be positive definite, or a "
+                                   f"thin rod's with one zero principal moment (eigenvalues "
+                                   f"{shown}){hint}")
+        others = ev[~zero]
+        if abs(others[0] - others[1]) > 1e-9 * big:
+            raise ModelError(path, f"a body with zero inertia about one axis is a thin rod: "
+                                   f"its other two principal moments must be equal "
+                                   f"(eigenvalues {shown})")
+        # exactly zero about the rod's axis (no rounding left for the solvers)
+        w, V = np.linalg.eigh(J)
+        w[np.abs(w) <= ROD_MOMENT * big] = 0.0
+        J = (V * w) @ V.T
+        J = 0.5 * (J + J.T)
     return tuple(tuple(float(x) for x in r) for r in J)
 
 

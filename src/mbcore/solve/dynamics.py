@@ -12,12 +12,10 @@ coordinates (M singular) use SuperLU on the augmented matrix.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg as sla
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from ..errors import AnalysisError, SingularJacobianError
-from .linalg import dependent_rows
+from ..system.system import issparse
+from .linalg import _sla, dependent_rows
 
 
 class AccelerationSolver:
@@ -35,13 +33,20 @@ class AccelerationSolver:
             self.spatial = SpatialMass(system)
             self.augmented = False
             self.minv = self.spatial.minv_hat
+            # thin rods (zero inertia about their axes): M singular, the augmented
+            # (KKT) solve in transformed columns, regular where the joints fix
+            # every rod's spin
+            self.augmented = self.spatial.has_massless
             self._Qs = np.zeros(n)
             self._jhat = np.zeros(len(system.jacobian_data))
-            self._jhat_view = (self._jhat[:m * n].reshape(m, n) if system.dense else
-                               sp.csr_matrix((self._jhat[:system.nnz],
-                                              system.csr_pattern()[1].astype(np.int32),
-                                              system.csr_pattern()[0].astype(np.int32)),
-                                             shape=(m, n), copy=False))
+            if system.dense:
+                self._jhat_view = self._jhat[:m * n].reshape(m, n)
+            else:
+                import scipy.sparse as sp
+                self._jhat_view = sp.csr_matrix((self._jhat[:system.nnz],
+                                                 system.csr_pattern()[1].astype(np.int32),
+                                                 system.csr_pattern()[0].astype(np.int32)),
+                                                shape=(m, n), copy=False)
         else:
             nbody = system.n_body
             if np.any(system.mass_diag[:nbody] <= 0):
@@ -103,7 +108,7 @@ class AccelerationSolver:
                                     f"the mass matrix is singular")
         for j, k in enumerate(system.rigid_spatial):
             ev = np.linalg.eigvalsh(system.body_inertia[j])
-            if not ev[0] > 0:
+            if not (ev[0] > 0 or (ev[0] >= -1e-12 * ev[2] and ev[1] > 0)):  # (a thin rod)
                 raise AnalysisError(f"body '{system.body_names[k]}': its inertia tensor is "
                                     f"not positive definite (principal moments "
                                     f"{', '.join(f'{x:.6g}' for x in ev)})")
@@ -154,13 +159,15 @@ class AccelerationSolver:
                 return self._least_squares(J, gam, Q, t)
             return self.qdd, self.lam
         if s.dense and self.augmented:
-            A = np.block([[np.diag(s.mass_diag), -J.T], [J, np.zeros((s.m, s.m))]])
+            A = np.block([[np.diag(self._mass()), -J.T], [J, np.zeros((s.m, s.m))]])
+            sla = _sla()
             try:
                 import warnings
                 with warnings.catch_warnings():
                     warnings.simplefilter("error")
                     x = sla.solve(A, np.concatenate([Q, gam]), check_finite=False)
             except (np.linalg.LinAlgError, sla.LinAlgWarning):
+                self._check_massless(J, t)
                 self._singular(J, t)
             self.qdd[:] = x[:s.n]
             self.lam[:] = x[s.n:]
@@ -168,6 +175,7 @@ class AccelerationSolver:
         if s.dense:
             C = J * self.minv
             B = C @ J.T
+            sla = _sla()
             try:
                 cho = sla.cho_factor(B, check_finite=False)
             except np.linalg.LinAlgError:
@@ -182,10 +190,13 @@ class AccelerationSolver:
                 return self._least_squares(J, gam, Q, t)
             return self.qdd, self.lam
         # sparse with massless coordinates: augmented matrix with SuperLU
-        A = sp.bmat([[sp.diags(s.mass_diag), -J.T], [J, None]], format="csc")
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as spla
+        A = sp.bmat([[sp.diags(self._mass()), -J.T], [J, None]], format="csc")
         try:
             x = spla.splu(A).solve(np.concatenate([Q, gam]))
         except RuntimeError:
+            self._check_massless(J.toarray(), t)
             self._singular(J.toarray(), t)
         self.qdd[:] = x[:s.n]
         self.lam[:] = x[s.n:]
@@ -196,7 +207,7 @@ class AccelerationSolver:
         multipliers (``rank_deficiency = "least_squares"``)."""
         if self.rank_deficiency != "least_squares":
             self._singular(J, t)
-        J = np.asarray(J.toarray() if sp.issparse(J) else J)
+        J = np.asarray(J.toarray() if issparse(J) else J)
         C = J * self.minv
         B = C @ J.T
         self.lam[:] = np.linalg.lstsq(B, gam - C @ Q, rcond=1e-10)[0]
@@ -212,7 +223,7 @@ class AccelerationSolver:
                                        self.minv, Q, gam, self.qdd, self.lam):
                 self._singular(J[r], t, index=r)
             return self.qdd, self.lam
-        Ja = np.asarray(J.toarray() if sp.issparse(J) else J)[r]
+        Ja = np.asarray(J.toarray() if issparse(J) else J)[r]
         ga = gam[r]
         if self._compiled is not None:
             info = self._compiled.solve(np.ascontiguousarray(Ja).reshape(-1), self.minv, Q,
@@ -221,17 +232,49 @@ class AccelerationSolver:
                 self._singular(Ja, t)
             lam_a = self._lam_a
         else:
-            M = 1.0 / self.minv if self.spatial is not None else s.mass_diag
-            A = np.block([[np.diag(M), -Ja.T], [Ja, np.zeros((len(r), len(r)))]])
+            A = np.block([[np.diag(self._mass()), -Ja.T], [Ja, np.zeros((len(r), len(r)))]])
             try:
                 x = np.linalg.solve(A, np.concatenate([Q, ga]))
             except np.linalg.LinAlgError:
+                self._check_massless(Ja, t)
                 self._singular(Ja, t)
             self.qdd[:] = x[:s.n]
             lam_a = x[s.n:]
         self.lam[:] = 0.0
         self.lam[r] = lam_a
         return self.qdd, self.lam
+
+    def _mass(self) -> np.ndarray:
+        """The diagonal mass matrix of the solve (spatial bodies: transformed
+        columns, 0 on the axes of thin rods)."""
+        sm = self.spatial
+        if sm is None:
+            return self.system.mass_diag
+        return sm.mass_hat if sm.has_massless else 1.0 / self.minv
+
+    def _check_massless(self, J, t) -> None:
+        """A singular augmented matrix with thin rods: when the transformed Jacobian's
+        columns of the rods' axes are rank deficient, a rod's spin is not fixed by
+        any joint (M is then not positive definite on the constraints' null space)
+        -- raise that named error; else return."""
+        sm = self.spatial
+        if sm is None or not sm.has_massless:
+            return
+        J = np.asarray(J.toarray() if issparse(J) else J, dtype=float)
+        cols = sm.massless_columns()
+        Jz = J[:, cols]
+        scale = max(1.0, float(np.max(np.abs(J)))) if J.size else 1.0
+        _, sv, vt = np.linalg.svd(Jz, full_matrices=True)
+        if len(sv) == len(cols) and sv[-1] > 1e-8 * scale:
+            return                           # every rod's spin is fixed
+        # the least constrained combination of spins (vt: k x k, its last row)
+        body, axis = sm.massless_names()[int(np.argmax(np.abs(vt[-1])))]
+        ax = ", ".join(f"{x:.3g}" for x in np.where(np.abs(axis) < 1e-12, 0.0, axis))
+        raise AnalysisError(
+            f"body '{body}' has zero inertia about its axis ({ax}) and no joint fixes its "
+            f"rotation about that axis, so its spin is not determined: use a universal or "
+            f"revolute joint instead of a spherical one at one of its ends, or give it a "
+            f"positive inertia about that axis", t)
 
     def raise_singular(self, J, t, index=None):
         """Raise the named error of a rank-deficient Jacobian J at time t (the
@@ -240,7 +283,7 @@ class AccelerationSolver:
 
     def _singular(self, J, t, index=None):
         names = self.system.constraint_names
-        if sp.issparse(J):
+        if issparse(J):
             rows = self._dependent_rows_sparse(J, index)
         else:
             rows = dependent_rows(np.asarray(J))
@@ -269,6 +312,7 @@ class AccelerationSolver:
         """Dependent rows of a sparse Jacobian: the SVD of the whole matrix when it is
         small, else of the rows around the failed pivot of the sparse Schur solver
         (its neighbours in B's graph, two levels), so that the error stays cheap."""
+        import scipy.sparse as sp
         J = sp.csr_matrix(J)
         if J.shape[0] * J.shape[1] <= limit:
             return dependent_rows(J.toarray())

@@ -31,6 +31,10 @@ import numpy as np
 from ..elements.rotations import L as Lmat
 
 
+def _axis(a) -> str:
+    return "(" + ", ".join(f"{x:.3g}" for x in np.where(np.abs(a) < 1e-12, 0.0, a)) + ")"
+
+
 class SpatialMass:
     """Formulation I mass blocks of the rigid spatial bodies of a System, and the
     column transform of the Jacobian data (see the module docstring)."""
@@ -44,6 +48,10 @@ class SpatialMass:
         Jp = np.array(s.body_inertia, dtype=float).reshape(nb, 3, 3)
         self.inertia = Jp
         lam, V = np.linalg.eigh(Jp)                   # principal moments and axes
+        #: thin rods (the model makes their axial moment exactly 0): (body, axis)
+        #: pairs without inertia; their transformed columns are massless
+        self.massless = lam <= 1e-12 * lam.max(axis=1, keepdims=True, initial=0.0)
+        lam = np.where(self.massless, 0.0, lam)
         self.lam = lam
         self.V = np.ascontiguousarray(V)
         #: regularisation weight per body: the mean of the eigenvalues of 4 J'
@@ -54,6 +62,10 @@ class SpatialMass:
         rm = np.repeat(s.body_mass, 3)
         self.minv[s.r_index] = 1.0 / rm
         self.minv_hat = self.minv.copy()
+        #: the transformed mass matrix diag(m, 4 s^2 lambda_k, alpha s^2) (0 on the
+        #: massless columns of thin rods), at the last :meth:`update`
+        self.mass_hat = np.zeros(n)
+        self.mass_hat[s.r_index] = rm
         self.E = np.zeros((nb, 4, 4))
         self.d = np.zeros((nb, 4))
         self._positions(s)
@@ -88,9 +100,40 @@ class SpatialMass:
         s2 = np.einsum("bk,bk->b", p, p) ** 2
         self.E[:, :, :3] = np.einsum("bkj,bkl->bjl", Lmat(p), self.V)
         self.E[:, :, 3] = p
-        self.d[:, :3] = 1.0 / (4.0 * s2[:, None] * self.lam)
+        m3 = 4.0 * s2[:, None] * self.lam
+        self.d[:, :3] = np.divide(1.0, m3, out=np.zeros_like(m3), where=~self.massless)
         self.d[:, 3] = 1.0 / (self.alpha * s2)
         self.minv_hat[self.p_idx] = self.d
+        self.mass_hat[self.p_idx[:, :3]] = m3
+        self.mass_hat[self.p_idx[:, 3]] = self.alpha * s2
+
+    @property
+    def has_massless(self) -> bool:
+        """Some body is a thin rod (zero inertia about its axis): M is singular
+        and only the augmented (KKT) solve applies."""
+        return bool(self.massless.any())
+
+    def massless_columns(self) -> np.ndarray:
+        """The transformed columns without mass (p_idx slots of the rods' axes)."""
+        return self.p_idx[:, :3][self.massless]
+
+    def massless_names(self) -> list[tuple[str, tuple[float, float, float]]]:
+        """(body, its axis in body coordinates) of every massless column."""
+        s = self.system
+        names = [s.body_names[k] for k in s.rigid_spatial]
+        return [(names[b], tuple(float(x) for x in self.V[b][:, k]))
+                for b, k in zip(*np.nonzero(self.massless))]
+
+    def refuse_massless(self, what: str) -> None:
+        """Raise the named error of a formulation that needs M^-1 (``what``) when
+        a body is a thin rod."""
+        if self.has_massless:
+            body, axis = self.massless_names()[0]
+            from ..errors import ModelError
+            raise ModelError("settings.formulation", f"{what} needs every spatial body's "
+                             f"inertia positive definite, and body '{body}' is a thin rod "
+                             f"(zero inertia about its axis {_axis(axis)}): use di, cs, cp "
+                             f"or projection")
 
     def inertial_forces(self, q: np.ndarray, qd: np.ndarray, Q: np.ndarray) -> None:
         """Q_p -= b* + alpha p (pd^T pd)  (in place)."""

@@ -41,6 +41,9 @@ class GGL(Formulation):
                                                      "constraints")
         #: spatial bodies: unit mass on v and M^-1 inside f (AccelerationSolver.mass_solve)
         self.spatial = system.mass_diag is None
+        if self.solver.spatial is not None:
+            self.solver.spatial.refuse_massless("formulation 'ggl' (M^-1 inside its "
+                                                "right-hand side)")
         #: the constraint rows in the DAE (None: all; :meth:`use_independent_rows`)
         self.rows = None
         self._size_rows(system.m)

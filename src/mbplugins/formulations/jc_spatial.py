@@ -578,6 +578,9 @@ class SpatialJointCoordinates(JointCoordinates, planar=False):
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
+        if self.solver.spatial is not None:
+            self.solver.spatial.refuse_massless("formulation 'joint_coordinates' (the "
+                                                "joint-space mass matrix of its tree)")
         for k in ("alpha", "beta"):
             if self.settings[k] < 0:
                 raise ModelError(f"settings.{k}", "must be >= 0")

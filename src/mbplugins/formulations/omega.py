@@ -44,6 +44,9 @@ class AngularVelocityDI(Formulation):
                                                      "of spatial bodies: use di for planar "
                                                      "models")
         super().__init__(system, settings)
+        if self.solver.spatial is not None:
+            self.solver.spatial.refuse_massless("formulation 'di_omega' (J'^-1 of every "
+                                                "body)")
         s = system
         n = s.n
         self.p_idx = s.p_index                           # (nb, 4)

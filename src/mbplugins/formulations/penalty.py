@@ -125,6 +125,8 @@ class Penalty(Formulation):
         #: the penalty scale and the projections), the equations use
         #: ``M + alpha_p p p^T`` with the matching inertial forces (mbcore.system.mass)
         self.spatial = self.solver.spatial
+        if self.spatial is not None:
+            self.spatial.refuse_massless("formulation 'penalty' (its Schur form)")
         md = np.asarray(system.mass_diag if system.mass_diag is not None
                         else system.mass_weights, dtype=float)
         self.mass = md

@@ -397,6 +397,9 @@ class Stiff(Formulation):
                                                      "position-level constraints")
         #: spatial bodies: unit mass on s, M^-1 inside f (_accel)
         self.spatial = system.mass_diag is None
+        if self.solver.spatial is not None:
+            self.solver.spatial.refuse_massless("formulation 'stiff' (M^-1 inside its "
+                                                "right-hand side)")
         #: the constraint rows in the DAE (None: all; :meth:`use_independent_rows`)
         self.rows = None
         self._size_rows(system.m)
