@@ -106,23 +106,53 @@ def test_joint_coordinates_run_the_free_bennett_loop_like_di(examples):
     assert res.stats["redundant_check"] <= 1e-2
 
 
-def test_redundant_rows_are_chosen_again_where_they_turn_dependent():
-    """The Bricard mechanism (IFToMM A04) in joint coordinates: the cut row dropped
-    at the start becomes independent along the motion and the kept rows dependent
-    (their rank ratio 0.17 -> 0.016 at t = 1.22 s); the analysis chooses the rows
-    again there and restarts (before, the run stopped at t = 1.248 with a singular
-    Jacobian after 17 s of shrinking steps); the motion is the Cartesian one
-    (observed 2.6e-11 m at rtol 1e-6; bound 1e-6 m)."""
+def _bricard():
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
     from accuracy_problems import PROBLEMS
-    p = PROBLEMS["bricard"]
+    return PROBLEMS["bricard"]
+
+
+def test_redundant_rows_are_chosen_again_where_they_turn_dependent():
+    """The Bricard mechanism (IFToMM A04) in joint coordinates: with the cut row J4.z
+    dropped at the start, that row becomes independent along the motion and the
+    kept rows dependent (their rank ratio 0.17 -> 0.016 at t = 1.22 s, before the
+    singular configuration of the kept set at 1.248 s): the watch says so there,
+    and the rows chosen again keep J4.z.  (Which of the nearly equivalent cut rows
+    the rank-revealing QR drops at t = 0 depends on the rounding of the BLAS:
+    J4.z here, J4.x with another kernel; the run below goes either way.)"""
+    from mbcore.solve.redundancy import RemovedRows
+    p = _bricard()
+    st = {"t_end": 1.3, "output_step": 0.02, "rtol": 1e-10, "atol": 1e-12}
+    ref = mbcore.run(p.build(), analysis="dynamic", settings={**st, "formulation": "di"})
+    sim = mbcore.Simulation(p.build(), settings={**st, "formulation": "joint_coordinates"})
+    a, s = sim.analysis, sim.system
+    names = s.constraint_names
+    kept = [r for r in range(s.m) if names[r] != "J4.z"]
+    k0, k1, k2 = 0, int(np.argmin(np.abs(ref.t - 1.20))), int(np.argmin(np.abs(ref.t - 1.22)))
+    a.removed_rows = RemovedRows(s, kept, ref["q"][k0], 0.0, 1e-10)
+    assert a.removed_rows.degraded(float(ref.t[k1]), ref["q"][k1]) is None
+    why = a.removed_rows.degraded(float(ref.t[k2]), ref["q"][k2])
+    assert why is not None and "rank ratio" in why
+    events = []
+    assert a.reselect_rows(ref["q"][k2], float(ref.t[k2]), why,
+                           lambda t, kind, text: events.append((t, kind, text)))
+    assert "J4.z" not in a.removed_rows.names and len(a.removed_rows.names) == 1
+    assert events and "chosen again" in events[0][2]
+
+
+def test_joint_coordinates_pass_the_bricard_mechanism():
+    """The whole run (where the kept rows turn dependent, they are chosen again and
+    the run restarts there; before, it stopped at t = 1.248 with a singular Jacobian
+    after 17 s of shrinking steps): the motion is the Cartesian one (observed
+    2.6e-11 m at rtol 1e-6; bound 1e-6 m)."""
+    p = _bricard()
     st = {"t_end": 1.5, "output_step": 0.02, "rtol": 1e-6, "atol": 1e-8}
     res = mbcore.run(p.build(), analysis="dynamic",
                      settings={**st, "formulation": "joint_coordinates"})
     again = [e for e in res.events if e.kind == "redundant" and "chosen again" in e.message]
-    assert len(again) == 1 and 1.0 < again[0].t < 1.248
+    assert len(again) <= 1 and all(e.t < 1.248 for e in again)
     ref = mbcore.run(p.build(), analysis="dynamic",
                      settings={**st, "formulation": "di", "rtol": 1e-11, "atol": 1e-13})
     np.testing.assert_allclose(res["q"], ref["q"], rtol=0, atol=1e-6)
