@@ -113,6 +113,47 @@ cdef class SparseSchur:
         self.pivot_tol = pivot_tol
         self.info = 0
         self.failed_row = -1
+        self._symbolic()
+
+    def _symbolic(self):
+        """The row patterns of L, fixed by the pattern of B: for every row k the
+        columns i of its elimination-tree reach in the order the up-looking
+        factorisation visits them (rpat, rows at rptr), where L[k, i] goes in L's
+        columns (rpos) and L's row indices (Li).  The numeric phase then does no
+        tree walk (the same operations in the same order as with the walk)."""
+        cdef Py_ssize_t m = self.m, k, p, i, ln, top, t = 0, nl = self.Lp[m]
+        cdef idx_t[::1] flag = np.full(max(m, 1), -1, dtype=np.intp)
+        cdef idx_t[::1] lnz = np.zeros(max(m, 1), dtype=np.intp)
+        cdef idx_t[::1] pattern = np.zeros(max(m, 1), dtype=np.intp)
+        self.rptr = np.zeros(m + 1, dtype=np.intp)
+        self.rpat = np.zeros(max(nl, 1), dtype=np.intp)
+        self.rpos = np.zeros(max(nl, 1), dtype=np.intp)
+        for k in range(m):
+            top = m
+            flag[k] = k
+            for p in range(self.Bp[k], self.Bp[k + 1]):
+                i = self.Bi[p]
+                ln = 0
+                while flag[i] != k:
+                    pattern[ln] = i
+                    ln += 1
+                    flag[i] = k
+                    i = self.parent[i]
+                while ln > 0:
+                    top -= 1
+                    ln -= 1
+                    pattern[top] = pattern[ln]
+            while top < m:
+                i = pattern[top]
+                top += 1
+                if t >= nl or self.Lp[i] + lnz[i] >= self.Lp[i + 1]:
+                    raise ValueError("SparseSchur: column counts of L do not match")
+                self.rpat[t] = i
+                self.rpos[t] = self.Lp[i] + lnz[i]
+                self.Li[self.Lp[i] + lnz[i]] = k
+                lnz[i] += 1
+                t += 1
+            self.rptr[k + 1] = t
 
     @staticmethod
     def _check(Py_ssize_t n, Py_ssize_t m_full, rp, jpos, jcol, rowid, perm, Bp, Bi, bdiag,
@@ -214,43 +255,33 @@ cdef class SparseSchur:
             if self.Bx[self.bdiag[k]] > bmax:
                 bmax = self.Bx[self.bdiag[k]]
         tol = self.pivot_tol * bmax
-        # ---- 2. numeric LDL^T (up-looking along the elimination tree)
+        # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
+        #        _symbolic in the order of the elimination-tree reach)
+        cdef const idx_t* rptr = &self.rptr[0]
+        cdef const idx_t* rpat = &self.rpat[0]
+        cdef const idx_t* rpos = &self.rpos[0]
+        cdef const idx_t* Lp = &self.Lp[0]
+        cdef const idx_t* Li = &self.Li[0]
+        cdef double* Lx = &self.Lx[0]
+        cdef double* Y = &self.Y[0]
+        cdef double* D = &self.D[0]
         for k in range(m):
-            self.flag[k] = -1
-        for k in range(m):
-            self.Y[k] = 0.0
-            top = m
-            self.flag[k] = k
-            self.Lnz[k] = 0
+            Y[k] = 0.0
             for p in range(self.Bp[k], self.Bp[k + 1]):
-                i = self.Bi[p]
-                self.Y[i] += self.Bx[p]
-                ln = 0
-                while self.flag[i] != k:
-                    self.pattern[ln] = i
-                    ln += 1
-                    self.flag[i] = k
-                    i = self.parent[i]
-                while ln > 0:
-                    top -= 1
-                    ln -= 1
-                    self.pattern[top] = self.pattern[ln]
-            self.D[k] = self.Y[k]
-            self.Y[k] = 0.0
-            while top < m:
-                i = self.pattern[top]
-                top += 1
-                yi = self.Y[i]
-                self.Y[i] = 0.0
-                p2 = self.Lp[i] + self.Lnz[i]
-                for p in range(self.Lp[i], p2):
-                    self.Y[self.Li[p]] -= self.Lx[p] * yi
-                lki = yi / self.D[i]
-                self.D[k] -= lki * yi
-                self.Li[p2] = k
-                self.Lx[p2] = lki
-                self.Lnz[i] += 1
-            if not (self.D[k] > tol):           # also catches NaN
+                Y[self.Bi[p]] += self.Bx[p]
+            D[k] = Y[k]
+            Y[k] = 0.0
+            for t in range(rptr[k], rptr[k + 1]):
+                i = rpat[t]
+                yi = Y[i]
+                Y[i] = 0.0
+                p2 = rpos[t]
+                for p in range(Lp[i], p2):
+                    Y[Li[p]] -= Lx[p] * yi
+                lki = yi / D[i]
+                D[k] -= lki * yi
+                Lx[p2] = lki
+            if not (D[k] > tol):           # also catches NaN
                 self.failed_row = self.rowid[self.perm[k]]
                 return <int> (k + 1)
         self.failed_row = -1

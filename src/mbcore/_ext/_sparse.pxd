@@ -13,6 +13,7 @@ cdef class SparseSchur:
     cdef int[::1] ta, tb
     cdef double[::1] Bx, jv, cj
     cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
+    cdef idx_t[::1] rptr, rpat, rpos     # row patterns of L (precomputed)
     cdef double[::1] Lx, D, Y, w
     cdef public double pivot_tol
     cdef public int info
