@@ -1,6 +1,7 @@
-"""Coordinate partitioning in C (ext/_cp.pyx, issue 14 deliverable 2): the compiled
-right-hand side against its NumPy reference (``CP.rhs`` + the work rate) and the
-compiled integration loop against the Python driver, re-partitioning included."""
+"""Coordinate partitioning in C (ext/plugins/_cp.pyx): the compiled right-hand side
+against its NumPy reference (``CP.rhs`` + the work rate), planar and spatial (the
+accelerations in the transformed columns of mbcore.system.mass), and the compiled
+integration loop against the Python driver, re-partitioning included."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +14,8 @@ from mbcore.plugins import registry
 from conftest import EXAMPLES
 from test_partitioning import free_slider_crank
 
-NAMES = ["fourbar_dap", "slider_crank_dynamic", "andrews_squeezer", "nfourbar_2"]
+NAMES = ["fourbar_dap", "slider_crank_dynamic", "andrews_squeezer", "nfourbar_2",
+         "spatial_heavy_top", "spatial_slider_crank_dynamic", "spatial_gyroscope"]
 
 
 def _state(name):
@@ -51,10 +53,10 @@ def test_compiled_rhs_equals_numpy_reference(name):
         np.testing.assert_allclose(np.asarray(fc.compiled.qd), qqd, atol=1e-12 * scale)
 
 
-@pytest.mark.parametrize("name", ["fourbar_dap", "andrews_squeezer"])
+@pytest.mark.parametrize("name", ["fourbar_dap", "andrews_squeezer", "spatial_double_pendulum"])
 def test_compiled_loop_equals_python_driver(name):
     m = Model.from_file(EXAMPLES / f"{name}.yaml")
-    st = {"t_end": 0.02 if name.startswith("andrews") else 0.5, "rtol": 1e-10,
+    st = {"t_end": 0.02 if name.startswith(("andrews", "spatial")) else 0.5, "rtol": 1e-10,
           "atol": 1e-11, "formulation": "cp", "integrator": "dopri5"}
     st["output_step"] = st["t_end"] / 5
     a = mbcore.run(m, settings={**st, "kernels": "compiled"})

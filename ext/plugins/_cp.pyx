@@ -17,8 +17,10 @@ vd; W]`` (the independent coordinates and their rates, and the work channel):
    mass matrix) and ``W' = P_nc + lam . (Phi_q qd)``.
 
 NumPy reference: ``mbplugins.formulations.partitioning.CP.split`` / ``rhs`` (+ the
-dynamic analysis' work rate); tests keep them equal to 1e-12.  Planar models with a
-dense Jacobian and compiled elements only; anything else keeps the Python path.
+dynamic analysis' work rate); tests keep them equal to 1e-12.  Models of compiled
+elements with a dense Jacobian: planar, or spatial (``spatial``: the System's
+``mbcore.system.mass.SpatialMass``; the accelerations in its transformed columns, the
+shared kernel of ext/_spatial_mass.pxi); anything else keeps the Python path.
 """
 from libc.math cimport fabs, isfinite, sqrt, INFINITY
 from libc.string cimport memcpy
@@ -41,6 +43,7 @@ include "_bounds.pxi"
 ctypedef Py_ssize_t idx_t
 
 include "_eval_status.pxi"
+include "_spatial_mass.pxi"
 
 
 cdef class CompiledCP(CompiledODE):
@@ -72,12 +75,20 @@ cdef class CompiledCP(CompiledODE):
     cdef double[::1] s_q, s_Jv, s_Ju
     cdef int[::1] s_ipiv
     cdef bint s_have_prev, s_valid
+    # spatial bodies: the accelerations in the transformed columns of
+    # mbcore.system.mass (own copies of its blocks; minv's p entries <- D)
+    cdef readonly Py_ssize_t nsp
+    cdef idx_t[:, ::1] sp_pidx, sp_pos
+    cdef idx_t[::1] sp_bod
+    cdef double[:, :, ::1] sp_J, sp_V
+    cdef double[:, ::1] sp_lam, sp_E
+    cdef double[::1] sp_alpha, jhat
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m,
                   double[::1] jdata not None, double[::1] qgrav not None,
                   double[::1] minv not None, double[::1] col_scale not None,
-                  double tol, double factor):
+                  double tol, double factor, spatial=None):
         if not 0 < m < n:
             raise ValueError(f"CompiledCP: needs 0 < m < n, got m = {m}, n = {n}")
         _need("CompiledCP: jdata", jdata.shape[0], m * n)
@@ -129,6 +140,26 @@ cdef class CompiledCP(CompiledODE):
         self.s_valid = False
         self.nfev = 0
         self.status = 0
+        self.nsp = 0
+        self.jhat = np.zeros(1)
+        if spatial is not None:
+            self.nsp = spatial.nb
+            self.sp_pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
+            self.sp_pos = np.ascontiguousarray(spatial.pos, dtype=np.intp).reshape(-1, 4)
+            self.sp_bod = np.ascontiguousarray(spatial.bod, dtype=np.intp)
+            self.sp_J = np.ascontiguousarray(spatial.inertia, dtype=np.float64)
+            self.sp_V = np.ascontiguousarray(spatial.V, dtype=np.float64)
+            self.sp_lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
+            self.sp_alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
+            self.sp_E = np.zeros((max(self.nsp, 1), 16))
+            self.minv = np.array(spatial.minv, dtype=np.float64)
+            self.jhat = np.zeros(jdata.shape[0])
+            if self.sp_pidx.shape[0] != self.nsp or self.minv.shape[0] != n or (
+                    self.sp_pos.shape[0] and (np.max(self.sp_pos) >= jdata.shape[0]
+                                              or np.max(self.sp_bod) >= self.nsp)) or \
+                    np.max(self.sp_pidx) >= n or np.min(self.sp_pidx) < 0 or \
+                    not bool(np.all(np.asarray(self.sp_lam) > 0)):
+                raise ValueError("CompiledCP: spatial mass blocks do not match the system")
 
     def set_partition(self, idx_t[::1] u not None, idx_t[::1] v not None,
                       double best_ratio, const double[::1] q not None):
@@ -219,6 +250,7 @@ cdef class CompiledCP(CompiledODE):
         cdef double* q = &self.q[0]
         cdef double* qd = &self.qd[0]
         cdef double* J = &self.jdata[0]
+        cdef double* Jh
         cdef double* phi = &self.phi[0]
         cdef double scale = 0.0, pmax, big, dmin, d, acc, P = 0.0, prev = INFINITY
         self.nfev += 1
@@ -331,10 +363,20 @@ cdef class CompiledCP(CompiledODE):
             if self.fe.c_forces(q, qd, t, self.fvp, &self.Q[0], &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
-        if dense_schur(n, m, J, &self.minv[0], &self.Q[0], &self.gam[0], &self.C[0],
+        Jh = J
+        if self.nsp:                     # transformed columns: Q^, J^, M^-1 = T D T^T
+            _spatial_forward(self.nsp, &self.sp_pidx[0, 0], &self.sp_J[0, 0, 0],
+                             &self.sp_V[0, 0, 0], &self.sp_lam[0, 0], &self.sp_alpha[0],
+                             &self.sp_E[0, 0], &self.minv[0], q, qd, &self.Q[0])
+            _spatial_jacobian(self.sp_pos.shape[0], &self.sp_pos[0, 0], &self.sp_bod[0],
+                              &self.sp_E[0, 0], J, &self.jhat[0], self.jhat.shape[0])
+            Jh = &self.jhat[0]
+        if dense_schur(n, m, Jh, &self.minv[0], &self.Q[0], &self.gam[0], &self.C[0],
                        &self.B[0], &self.qdd[0], &self.lam[0]):
             self.status = SINGULAR
             return SINGULAR
+        if self.nsp:
+            _spatial_back(self.nsp, &self.sp_pidx[0, 0], &self.sp_E[0, 0], &self.qdd[0])
         for i in range(m):
             acc = 0.0
             for j in range(n):

@@ -221,9 +221,9 @@ class CP(Formulation):
         kernels = s.compiled_kernels()
         st = self.settings
         if (kernels is None or st["predictor"] != "linear" or st["repartition_on_newton"]
-                or not s.planar_only or not s.dense
-                or s.mass_diag is None or np.any(np.asarray(s.mass_diag) <= 0)
-                or self.solver.augmented or not 0 < s.m < s.n):   # no constraints: NumPy
+                or not s.dense or self.solver.augmented
+                or (s.mass_diag is not None and np.any(np.asarray(s.mass_diag) <= 0))
+                or not 0 < s.m < s.n):                            # no constraints: NumPy
             return None
         try:
             from mbplugins._ext._cp import CompiledCP
@@ -231,7 +231,7 @@ class CP(Formulation):
             return None
         return CompiledCP(*kernels.args, self.solver.minv,
                           np.ascontiguousarray(self._col_scale, dtype=float), self.tol,
-                          self.factor)
+                          self.factor, spatial=self.solver.spatial)
 
     def compiled_ready(self) -> bool:
         return self.compiled is not None and self._ready and self.solver.rows is None
