@@ -3,7 +3,10 @@
 (``mbplugins._ext._dae``).
 
 :class:`CompiledGGL` is the right-hand side ``diag(1, M, 0, 0) y' = f`` of the GGL
-(stabilised index-2) DAE form of a planar system (Nikravesh (1988), §13.3.4) for the
+(stabilised index-2) DAE form of a planar system (Nikravesh (1988), §13.3.4) — or,
+with ``spatial`` (the System's ``mbcore.system.mass.SpatialMass``), of ``diag(1, 1,
+0, 0) y' = f`` with the velocity rows ``M^-1 (Q + Phi_q^T lam)`` of the regular
+Formulation I (dense Jacobians; the shared kernel of ext/_spatial_mass.pxi) — for the
 compiled BDF loop with its ``mass`` option (``mbcore._ext._steploop.run_bdf``); NumPy
 reference: ``mbplugins.formulations.ggl.GGL.rhs``.  :class:`CompiledStiff` (derived
 from it, sharing its stages) is that of the index-3 ``stiff`` form
@@ -20,6 +23,7 @@ from mbcore._ext._sparse cimport idx_t
 import numpy as np
 
 include "_eval_status.pxi"
+include "_spatial_mass.pxi"
 
 
 # ----------------------------------------------------------------------------------
@@ -53,13 +57,37 @@ cdef class CompiledGGL(CompiledODE):
     cdef ErrInfo err
     #: a DAE right-hand side: only a loop with a mass matrix (bdf) can step it
     cdef readonly bint dae
+    # spatial bodies (GGL): the velocity rows are M^-1 (Q + Phi_q^T lam) of the
+    # regular Formulation I, in the transformed columns of mbcore.system.mass (own
+    # copies of its blocks; minv's p entries <- D at every evaluation)
+    cdef readonly Py_ssize_t nsp
+    cdef idx_t[:, ::1] sp_pidx, sp_pos
+    cdef idx_t[::1] sp_bod
+    cdef double[:, :, ::1] sp_J, sp_V
+    cdef double[:, ::1] sp_lam, sp_E
+    cdef double[::1] sp_alpha, minv
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m,
                   double[::1] jdata not None, double[::1] qgrav not None,
-                  idx_t[::1] indptr=None, idx_t[::1] indices=None):
+                  idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None):
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledGGL: the evaluators belong to another system")
+        self.nsp = 0
+        self.minv = np.zeros(1)
+        if spatial is not None:
+            self.nsp = spatial.nb
+            self.sp_pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
+            self.sp_J = np.ascontiguousarray(spatial.inertia, dtype=np.float64)
+            self.sp_V = np.ascontiguousarray(spatial.V, dtype=np.float64)
+            self.sp_lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
+            self.sp_alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
+            self.sp_E = np.zeros((max(self.nsp, 1), 16))
+            self.minv = np.array(spatial.minv, dtype=np.float64)
+            if self.sp_pidx.shape[0] != self.nsp or self.minv.shape[0] != n or (
+                    self.nsp and (np.max(self.sp_pidx) >= n or np.min(self.sp_pidx) < 0)) \
+                    or not bool(np.all(np.asarray(self.sp_lam) > 0)):
+                raise ValueError("CompiledGGL: spatial mass blocks do not match the system")
         self.sparse = indptr is not None
         if self.sparse:
             if indices is None or indptr.shape[0] != m + 1 or indptr[0] != 0 \
@@ -120,6 +148,17 @@ cdef class CompiledGGL(CompiledODE):
                 return FORCE_FAILED
         return OK
 
+    cdef void _mass_solve(self, const double* q, const double* v, double* F) noexcept nogil:
+        """Spatial bodies: F <- (M + alpha p p^T)^-1 (F - b* - alpha p v.v) in place
+        (``mbcore.system.mass.SpatialMass.solve``)."""
+        cdef Py_ssize_t j
+        _spatial_forward(self.nsp, &self.sp_pidx[0, 0], &self.sp_J[0, 0, 0],
+                         &self.sp_V[0, 0, 0], &self.sp_lam[0, 0], &self.sp_alpha[0],
+                         &self.sp_E[0, 0], &self.minv[0], q, v, F)
+        for j in range(self.n):
+            F[j] *= self.minv[j]
+        _spatial_back(self.nsp, &self.sp_pidx[0, 0], &self.sp_E[0, 0], F)
+
     cdef int _finish(self, const double* ydot, Py_ssize_t N) noexcept nogil:
         """Status of ydot[0:N]: NOT_FINITE on a NaN/inf entry, else OK."""
         cdef Py_ssize_t i
@@ -169,6 +208,8 @@ cdef class CompiledGGL(CompiledODE):
             ydot[2 * n + i] = phi[i]
             ydot[2 * n + m + i] = jv - nu[i]
             P += li * jv                          # W' = P_nc + lam . (Phi_q v)
+        if self.nsp:
+            self._mass_solve(q, v, ydot + n)
         ydot[2 * n + 2 * m] = P
         self.power = P
         return self._finish(ydot, 2 * n + 2 * m + 1)

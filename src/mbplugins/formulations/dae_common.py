@@ -69,14 +69,18 @@ def dense(A):
     return A.toarray() if hasattr(A, "toarray") else np.asarray(A)
 
 
-def why_not_compiled(system, spatial: bool) -> str | None:
-    """The reason the GGL (or stiff) right-hand side keeps the NumPy path, or None."""
+def why_not_compiled(system, spatial: bool, ggl: bool = False) -> str | None:
+    """The reason the GGL (``ggl``) or stiff right-hand side keeps the NumPy path, or
+    None.  GGL of spatial bodies: compiled, with the mass solve of Formulation I in
+    the right-hand side (ext/_spatial_mass.pxi)."""
     if system.backend != "compiled":
         return "kernels: numpy"
-    if spatial and not system.padded:
-        # M^-1 (Q + Phi_q^T lam) of spatial bodies needs the mass solve of Formulation I
-        # (AccelerationSolver.mass_solve) inside f: not compiled for this form
+    if spatial and not system.padded and not ggl:
+        # M^-1 (Q + Phi_q^T lam) of spatial bodies with the true gradient of Phi
+        # (stiff: _phi_rows): not compiled for this form
         return "spatial bodies (no constant diagonal mass matrix)"
+    if spatial and not system.dense:
+        return "spatial bodies with a sparse Jacobian"
     return system.why_python()
 
 
@@ -84,7 +88,8 @@ def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
     """``mbplugins._ext._dae.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
     same arguments) of a planar System of compiled elements (constant diagonal mass;
     dense or CSR Jacobian), else None (Nikravesh (1988), §13.3.4)."""
-    if why_not_compiled(system, spatial) is not None or system.n == 0:
+    ggl = kind == "CompiledGGL"
+    if why_not_compiled(system, spatial, ggl) is not None or system.n == 0:
         return None                      # (no bodies: nothing to compile)
     try:
         from mbplugins._ext import _dae
@@ -92,4 +97,8 @@ def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
     except (ImportError, AttributeError):    # pragma: no cover - an old build
         return None
     kernels = system.compiled_kernels()
-    return cls(*kernels.args, **kernels.csr())
+    kw = {}
+    if spatial and not system.padded:
+        from mbcore.system.mass import SpatialMass
+        kw["spatial"] = SpatialMass(system)
+    return cls(*kernels.args, **kernels.csr(), **kw)

@@ -50,7 +50,7 @@ class GGL(Formulation):
         self.compiled = compiled_dae_rhs(system, self.spatial)
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
-            why_not_compiled(system, self.spatial)
+            why_not_compiled(system, self.spatial, ggl=True)
 
     def _size_rows(self, m: int) -> None:
         n = self.system.n
