@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..elements.rotations import L as Lmat
+from ..errors import ModelError
 
 
 def _axis(a) -> str:
@@ -129,7 +130,6 @@ class SpatialMass:
         a body is a thin rod."""
         if self.has_massless:
             body, axis = self.massless_names()[0]
-            from ..errors import ModelError
             raise ModelError("settings.formulation", f"{what} needs every spatial body's "
                              f"inertia positive definite, and body '{body}' is a thin rod "
                              f"(zero inertia about its axis {_axis(axis)}): use di, cs, cp "
