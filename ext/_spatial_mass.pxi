@@ -3,6 +3,31 @@
 # inertial_forces, transform_forces, transform_jacobian, back), shared by the
 # compiled right-hand sides (included; needs idx_t).  Nikravesh (1988), §11.2-11.4.
 
+def spatial_blocks(spatial, Py_ssize_t n, Py_ssize_t jlen, str who):
+    """Own copies of the blocks of ``spatial`` (``mbcore.system.mass.SpatialMass``) for
+    a compiled right-hand side of a System with n coordinates and jlen Jacobian data
+    entries, checked once: ``(nb, p_idx, pos, bod, inertia, V, lam, alpha, E, minv)``
+    (``minv``: the translations' 1/m; the p entries are overwritten by D at every
+    evaluation).  ValueError naming ``who`` when they do not fit (or a moment is not
+    positive: thin rods have no compiled path)."""
+    import numpy as np
+    nb = spatial.nb
+    pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
+    pos = np.ascontiguousarray(spatial.pos, dtype=np.intp).reshape(-1, 4)
+    bod = np.ascontiguousarray(spatial.bod, dtype=np.intp)
+    lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
+    alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
+    minv = np.array(spatial.minv, dtype=np.float64)
+    if pidx.shape[0] != nb or minv.shape[0] != n \
+            or (pos.shape[0] and (pos.max() >= jlen or pos.min() < 0 or bod.max() >= nb)) \
+            or (nb and (pidx.max() >= n or pidx.min() < 0)) \
+            or not bool(np.all(lam > 0)) or not bool(np.all(alpha > 0)):
+        raise ValueError(f"{who}: spatial mass blocks do not match the system")
+    return (nb, pidx, pos, bod, np.ascontiguousarray(spatial.inertia, dtype=np.float64),
+            np.ascontiguousarray(spatial.V, dtype=np.float64), lam, alpha,
+            np.zeros((max(nb, 1), 16)), minv)
+
+
 cdef inline void _Lmat(const double* p, double* L) noexcept nogil:
     """L(p) (3x4 row-major, Nikravesh (1988), Eq. 6.39): [-e, -e~ + e0 I]."""
     L[0] = -p[1]; L[1] = p[0]; L[2] = p[3]; L[3] = -p[2]

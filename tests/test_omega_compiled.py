@@ -22,7 +22,7 @@ def omega(sysm):
 def test_rhs_equals_the_numpy_reference(examples, case):
     """[qdot; vdot; W'] and every multiplier (the normalisation rows' too) equal to
     the NumPy path: the same equations with J'^-1 in body axes instead of the
-    principal axes (observed <= 3e-14 of the scale; bound 1e-12)."""
+    principal axes (observed <= 3e-14 of the scale; bound 5e-12, 170x)."""
     m = Model.from_file(examples / f"{case}.yaml")
     form = omega(m.compile(kernels="compiled"))
     assert form.compiled is not None and form.compiled_ready()
@@ -48,9 +48,9 @@ def test_rhs_equals_the_numpy_reference(examples, case):
         finally:
             form.compiled = c
         scale = np.max(np.abs(want))
-        np.testing.assert_allclose(out[:-1], want, rtol=0, atol=1e-12 * scale)
-        np.testing.assert_allclose(lam_c, lam, rtol=0, atol=1e-12 * (1 + np.abs(lam).max()))
-        assert out[-1] == pytest.approx(work, abs=1e-12 * (1 + abs(work) + scale))
+        np.testing.assert_allclose(out[:-1], want, rtol=0, atol=5e-12 * scale)
+        np.testing.assert_allclose(lam_c, lam, rtol=0, atol=5e-12 * (1 + np.abs(lam).max()))
+        assert out[-1] == pytest.approx(work, abs=5e-12 * (1 + abs(work) + scale))
 
 
 @pytest.mark.parametrize("integrator", ["dopri5", "rk4"])

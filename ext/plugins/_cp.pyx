@@ -143,23 +143,10 @@ cdef class CompiledCP(CompiledODE):
         self.nsp = 0
         self.jhat = np.zeros(1)
         if spatial is not None:
-            self.nsp = spatial.nb
-            self.sp_pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
-            self.sp_pos = np.ascontiguousarray(spatial.pos, dtype=np.intp).reshape(-1, 4)
-            self.sp_bod = np.ascontiguousarray(spatial.bod, dtype=np.intp)
-            self.sp_J = np.ascontiguousarray(spatial.inertia, dtype=np.float64)
-            self.sp_V = np.ascontiguousarray(spatial.V, dtype=np.float64)
-            self.sp_lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
-            self.sp_alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
-            self.sp_E = np.zeros((max(self.nsp, 1), 16))
-            self.minv = np.array(spatial.minv, dtype=np.float64)
+            (self.nsp, self.sp_pidx, self.sp_pos, self.sp_bod, self.sp_J, self.sp_V,
+             self.sp_lam, self.sp_alpha, self.sp_E, self.minv) = spatial_blocks(
+                spatial, n, jdata.shape[0], "CompiledCP")
             self.jhat = np.zeros(jdata.shape[0])
-            if self.sp_pidx.shape[0] != self.nsp or self.minv.shape[0] != n or (
-                    self.sp_pos.shape[0] and (np.max(self.sp_pos) >= jdata.shape[0]
-                                              or np.max(self.sp_bod) >= self.nsp)) or \
-                    np.max(self.sp_pidx) >= n or np.min(self.sp_pidx) < 0 or \
-                    not bool(np.all(np.asarray(self.sp_lam) > 0)):
-                raise ValueError("CompiledCP: spatial mass blocks do not match the system")
 
     def set_partition(self, idx_t[::1] u not None, idx_t[::1] v not None,
                       double best_ratio, const double[::1] q not None):

@@ -61,8 +61,8 @@ cdef class CompiledGGL(CompiledODE):
     # regular Formulation I, in the transformed columns of mbcore.system.mass (own
     # copies of its blocks; minv's p entries <- D at every evaluation)
     cdef readonly Py_ssize_t nsp
-    cdef idx_t[:, ::1] sp_pidx, sp_pos
-    cdef idx_t[::1] sp_bod
+    cdef idx_t[:, ::1] sp_pidx, sp_pos      # (sp_pos, sp_bod: the Jacobian's p columns,
+    cdef idx_t[::1] sp_bod                  # not used here: J is not transformed)
     cdef double[:, :, ::1] sp_J, sp_V
     cdef double[:, ::1] sp_lam, sp_E
     cdef double[::1] sp_alpha, minv
@@ -76,18 +76,9 @@ cdef class CompiledGGL(CompiledODE):
         self.nsp = 0
         self.minv = np.zeros(1)
         if spatial is not None:
-            self.nsp = spatial.nb
-            self.sp_pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
-            self.sp_J = np.ascontiguousarray(spatial.inertia, dtype=np.float64)
-            self.sp_V = np.ascontiguousarray(spatial.V, dtype=np.float64)
-            self.sp_lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
-            self.sp_alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
-            self.sp_E = np.zeros((max(self.nsp, 1), 16))
-            self.minv = np.array(spatial.minv, dtype=np.float64)
-            if self.sp_pidx.shape[0] != self.nsp or self.minv.shape[0] != n or (
-                    self.nsp and (np.max(self.sp_pidx) >= n or np.min(self.sp_pidx) < 0)) \
-                    or not bool(np.all(np.asarray(self.sp_lam) > 0)):
-                raise ValueError("CompiledGGL: spatial mass blocks do not match the system")
+            (self.nsp, self.sp_pidx, self.sp_pos, self.sp_bod, self.sp_J, self.sp_V,
+             self.sp_lam, self.sp_alpha, self.sp_E, self.minv) = spatial_blocks(
+                spatial, n, jdata.shape[0], "CompiledGGL")
         self.sparse = indptr is not None
         if self.sparse:
             if indices is None or indptr.shape[0] != m + 1 or indptr[0] != 0 \

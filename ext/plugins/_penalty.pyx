@@ -242,7 +242,9 @@ cdef class CompiledPenalty(CompiledODE):
             self.cj = np.zeros(max(nj, 1))
             self.Bx = np.zeros(max(S.Bi.shape[0], 1))
             self.Lx = np.zeros(max(S.Lp[m], 1))
-            self._symbolic(S, m)
+            # L's row patterns: the solver's own (fixed by the pattern of B,
+            # SparseSchur._symbolic); the numeric buffers are this object's
+            self.Li, self.rptr, self.rpat, self.rpos = S.Li, S.rptr, S.rpat, S.rpos
             self.D = np.zeros(max(m, 1))
             self.Y = np.zeros(max(m, 1))
             self.w = np.zeros(max(m, 1))
@@ -279,25 +281,10 @@ cdef class CompiledPenalty(CompiledODE):
         if spatial is not None:
             # the spatial mass blocks (own copies; minv_hat: the translations' 1/m,
             # the p columns overwritten by D at every evaluation)
-            self.nsp = spatial.nb
-            self.sp_pidx = np.ascontiguousarray(spatial.p_idx, dtype=np.intp)
-            self.sp_pos = np.ascontiguousarray(spatial.pos, dtype=np.intp).reshape(-1, 4)
-            self.sp_bod = np.ascontiguousarray(spatial.bod, dtype=np.intp)
-            self.sp_J = np.ascontiguousarray(spatial.inertia, dtype=np.float64)
-            self.sp_V = np.ascontiguousarray(spatial.V, dtype=np.float64)
-            self.sp_lam = np.ascontiguousarray(spatial.lam, dtype=np.float64)
-            self.sp_alpha = np.ascontiguousarray(spatial.alpha, dtype=np.float64)
-            self.sp_E = np.zeros((max(self.nsp, 1), 16))
-            self.minv_hat = np.array(spatial.minv, dtype=np.float64)
+            (self.nsp, self.sp_pidx, self.sp_pos, self.sp_bod, self.sp_J, self.sp_V,
+             self.sp_lam, self.sp_alpha, self.sp_E, self.minv_hat) = spatial_blocks(
+                spatial, n, jdata.shape[0], "CompiledPenalty")
             self.jhat = np.zeros(jdata.shape[0])
-            if self.sp_pidx.shape[0] != self.nsp or self.minv_hat.shape[0] != n or (
-                    self.sp_pos.shape[0] and (np.max(self.sp_pos) >= jdata.shape[0]
-                                              or np.max(self.sp_bod) >= self.nsp)) or \
-                    np.max(self.sp_pidx) >= n or np.min(self.sp_pidx) < 0 or \
-                    np.any(np.asarray(self.sp_lam) <= 0) or \
-                    np.any(np.asarray(self.sp_alpha) <= 0):
-                raise ValueError("CompiledPenalty: spatial mass blocks do not match the "
-                                 "system")
         self.hol = np.array(holonomic, dtype=np.float64)
         k = max(m, 1)
         self.gam, self.phi, self.nu, self.lam = (np.zeros(k), np.zeros(k), np.zeros(k),
@@ -321,56 +308,6 @@ cdef class CompiledPenalty(CompiledODE):
         self.projection_tolerance = projection_tolerance
         self.nfev = 0
         self.status = OK
-
-    def _symbolic(self, SparseSchur S, Py_ssize_t m):
-        """The row patterns of L (the elimination-tree reach of every row, in the
-        order the up-looking factorisation visits them), the position of every
-        entry in L's columns and L's row indices: fixed by the pattern of B."""
-        cdef Py_ssize_t k, p, i, ln, top, t = 0, nl = S.Lp[m]
-        cdef idx_t[::1] flag = np.full(m, -1, dtype=np.intp)
-        cdef idx_t[::1] lnz = np.zeros(m, dtype=np.intp)
-        cdef idx_t[::1] pattern = np.zeros(m, dtype=np.intp)
-        self.Li = np.zeros(max(nl, 1), dtype=np.intp)
-        self.rptr = np.zeros(m + 1, dtype=np.intp)
-        self.rpat = np.zeros(max(nl, 1), dtype=np.intp)
-        self.rpos = np.zeros(max(nl, 1), dtype=np.intp)
-        for k in range(m):
-            if not (0 <= S.Bp[k] <= S.Bp[k + 1] <= S.Bi.shape[0]) \
-                    or not (0 <= S.Lp[k] <= S.Lp[k + 1] <= nl):
-                raise ValueError("CompiledPenalty: pattern of B or L out of range")
-            top = m
-            flag[k] = k
-            for p in range(S.Bp[k], S.Bp[k + 1]):
-                i = S.Bi[p]
-                if i > k:
-                    raise ValueError("CompiledPenalty: B is not an upper triangle")
-                ln = 0
-                while True:
-                    if not (0 <= i <= k) or ln >= m:
-                        raise ValueError("CompiledPenalty: elimination tree out of range")
-                    if flag[i] == k:
-                        break
-                    pattern[ln] = i
-                    ln += 1
-                    flag[i] = k
-                    i = S.parent[i]
-                while ln > 0:
-                    top -= 1
-                    ln -= 1
-                    pattern[top] = pattern[ln]
-            while top < m:
-                i = pattern[top]
-                top += 1
-                if t >= nl or S.Lp[i] + lnz[i] >= S.Lp[i + 1]:
-                    raise ValueError("CompiledPenalty: column counts of L do not match")
-                self.rpat[t] = i
-                self.rpos[t] = S.Lp[i] + lnz[i]
-                self.Li[S.Lp[i] + lnz[i]] = k
-                lnz[i] += 1
-                t += 1
-            self.rptr[k + 1] = t
-        if t != nl:
-            raise ValueError("CompiledPenalty: column counts of L do not match")
 
     # ------------------------------------------------------------ linear algebra
     cdef int c_load(self, double t, const double* q) noexcept nogil:
