@@ -114,6 +114,38 @@ cdef class SparseSchur:
         self.info = 0
         self.failed_row = -1
         self._symbolic()
+        self._runs()
+
+    def _runs(self):
+        """The product map (tp, ta, tb) as runs: consecutive terms of one entry of B
+        whose entry numbers both advance by one (a row pair's entries on the columns
+        of one body: 3 (planar) or 7 (spatial) terms) become one run (kta, ktb, ktl),
+        so the numeric phase reads one index pair per run and contiguous values — the
+        same terms in the same order (bitwise the same sums)."""
+        cdef Py_ssize_t nb = self.Bi.shape[0], p, t, r = 0
+        cdef idx_t[::1] ktp = np.zeros(nb + 1, dtype=np.intp)
+        cdef int[::1] kta = np.zeros(max(self.ta.shape[0], 1), dtype=np.intc)
+        cdef int[::1] ktb = np.zeros(max(self.ta.shape[0], 1), dtype=np.intc)
+        cdef int[::1] ktl = np.zeros(max(self.ta.shape[0], 1), dtype=np.intc)
+        for p in range(nb):
+            ktp[p] = r
+            for t in range(self.tp[p], self.tp[p + 1]):
+                if t > self.tp[p] and self.ta[t] == kta[r - 1] + ktl[r - 1] \
+                        and self.tb[t] == ktb[r - 1] + ktl[r - 1]:
+                    ktl[r - 1] += 1
+                else:
+                    kta[r] = self.ta[t]
+                    ktb[r] = self.tb[t]
+                    ktl[r] = 1
+                    r += 1
+        ktp[nb] = r
+        self.ktp, self.kta, self.ktb, self.ktl = ktp, kta[:max(r, 1)], ktb[:max(r, 1)], \
+            ktl[:max(r, 1)]
+
+    @property
+    def n_runs(self):
+        """Number of runs of the product map (see ``_runs``)."""
+        return int(self.ktp[self.Bi.shape[0]])
 
     def _symbolic(self):
         """The row patterns of L, fixed by the pattern of B: for every row k the
@@ -245,10 +277,21 @@ cdef class SparseSchur:
         for p in range(self.jpos.shape[0]):
             self.jv[p] = jdata[self.jpos[p]]
             self.cj[p] = self.jv[p] * minv[self.jcol[p]]
+        cdef const idx_t* ktp = &self.ktp[0]
+        cdef const int* kta = &self.kta[0]
+        cdef const int* ktb = &self.ktb[0]
+        cdef const int* ktl = &self.ktl[0]
+        cdef const double* cjp = &self.cj[0]
+        cdef const double* jvp = &self.jv[0]
+        cdef const double* ca
+        cdef const double* cb
         for p in range(self.Bi.shape[0]):
             acc = 0.0
-            for t in range(self.tp[p], self.tp[p + 1]):
-                acc += self.cj[self.ta[t]] * self.jv[self.tb[t]]
+            for t in range(ktp[p], ktp[p + 1]):
+                ca = cjp + kta[t]
+                cb = jvp + ktb[t]
+                for c in range(ktl[t]):
+                    acc += ca[c] * cb[c]
             self.Bx[p] = acc
         bmax = 0.0
         for k in range(m):

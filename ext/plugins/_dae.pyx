@@ -10,7 +10,8 @@ Formulation I (dense Jacobians; the shared kernel of ext/_spatial_mass.pxi) — 
 compiled BDF loop with its ``mass`` option (``mbcore._ext._steploop.run_bdf``); NumPy
 reference: ``mbplugins.formulations.ggl.GGL.rhs``.  :class:`CompiledStiff` (derived
 from it, sharing its stages) is that of the index-3 ``stiff`` form
-(``y = [q; s; lam; W]``); NumPy reference: ``mbplugins.formulations.stiff.Stiff.rhs``."""
+(``y = [q; s; lam; W]``, planar or spatial); NumPy reference:
+``mbplugins.formulations.stiff.Stiff.rhs``."""
 from libc.math cimport fabs, isfinite
 from libc.string cimport memcpy
 
@@ -41,14 +42,18 @@ cdef class CompiledGGL(CompiledODE):
 
     (the mass matrix ``diag(1, M, 0, 0, 1)`` is bdf's ``mass`` option, so no linear
     system is solved here).  ``jdata``: the System's Jacobian buffer, dense row-major,
-    or CSR data with the pattern ``indptr``/``indices`` (sparse Systems).  ``size`` =
+    or CSR data with the pattern ``indptr``/``indices`` (sparse Systems).  ``rows``:
+    the constraint rows the DAE keeps (the independent ones of a redundant set; lam
+    and mu have one entry per kept row; default all).  ``size`` =
     2n + 2m + 1; ``cartesian`` is False (outputs come from the formulation).  Status
     codes as :class:`CompiledRHS` (no SINGULAR)."""
 
     cdef PlanarEvaluator ev
     cdef ForceEvaluator fe
     cdef Evaluator fn
-    cdef readonly Py_ssize_t m, nf, size
+    # m: the DAE's constraint rows (rows[i] of the System's m_full; all by default)
+    cdef readonly Py_ssize_t m, m_full, nf, size
+    cdef idx_t[::1] rows
     cdef double[::1] fv, jdata, phi, nu, Q, qgrav, yp, fb
     cdef idx_t[::1] indptr, indices
     cdef readonly bint sparse
@@ -70,7 +75,8 @@ cdef class CompiledGGL(CompiledODE):
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m,
                   double[::1] jdata not None, double[::1] qgrav not None,
-                  idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None):
+                  idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None,
+                  rows=None):
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledGGL: the evaluators belong to another system")
         self.nsp = 0
@@ -96,7 +102,16 @@ cdef class CompiledGGL(CompiledODE):
         self.fe = force_evaluator
         self.fn = functions
         self.n = n
-        self.m = m
+        self.m_full = m
+        if rows is None:
+            self.rows = np.arange(m, dtype=np.intp)
+        else:
+            r = np.ascontiguousarray(rows, dtype=np.intp)
+            if r.ndim != 1 or (r.size and (r.min() < 0 or r.max() >= m)) \
+                    or np.unique(r).size != r.size:
+                raise ValueError("CompiledGGL: rows must be distinct constraint rows")
+            self.rows = r
+        self.m = m = self.rows.shape[0]
         self.size = 2 * n + 2 * m + 1
         self.cartesian = False
         self.dae = True
@@ -104,8 +119,8 @@ cdef class CompiledGGL(CompiledODE):
         self.fv = np.zeros(3 * max(self.nf, 1))
         self.fvp = &self.fv[0] if self.nf else NULL
         self.jdata = jdata
-        self.phi = np.zeros(max(m, 1))
-        self.nu = np.zeros(max(m, 1))
+        self.phi = np.zeros(max(self.m_full, 1))
+        self.nu = np.zeros(max(self.m_full, 1))
         self.Q = np.zeros(n)
         self.qgrav = qgrav
         self.yp = np.zeros(self.size)
@@ -173,6 +188,7 @@ cdef class CompiledGGL(CompiledODE):
         cdef double* phi = &self.phi[0]
         cdef double* nu = &self.nu[0]
         cdef double P = 0.0, jv, li, mi, a
+        cdef Py_ssize_t r
         cdef int status = self._stage(t, q, v, True, &P)
         if status:
             return status
@@ -180,24 +196,25 @@ cdef class CompiledGGL(CompiledODE):
             ydot[j] = v[j]
             ydot[n + j] = Q[j]
         for i in range(m):
+            r = self.rows[i]
             li = lam[i]
             mi = mu[i]
             jv = 0.0
             if self.sparse:
-                for p in range(self.indptr[i], self.indptr[i + 1]):
+                for p in range(self.indptr[r], self.indptr[r + 1]):
                     j = self.indices[p]
                     a = J[p]
                     ydot[j] += a * mi             # Phi_q^T mu
                     ydot[n + j] += a * li         # Phi_q^T lam
                     jv += a * v[j]
             else:
-                Ji = J + i * n
+                Ji = J + r * n
                 for j in range(n):
                     ydot[j] += Ji[j] * mi
                     ydot[n + j] += Ji[j] * li
                     jv += Ji[j] * v[j]
-            ydot[2 * n + i] = phi[i]
-            ydot[2 * n + m + i] = jv - nu[i]
+            ydot[2 * n + i] = phi[r]
+            ydot[2 * n + m + i] = jv - nu[r]
             P += li * jv                          # W' = P_nc + lam . (Phi_q v)
         if self.nsp:
             self._mass_solve(q, v, ydot + n)
@@ -266,15 +283,133 @@ cdef class CompiledStiff(CompiledGGL):
 
         f = [s;  Q + Phi_q^T lam;  Phi;  P_nc + lam . Phi_q s]
 
-    (mass ``diag(1, M, 0, 1)``: bdf's ``mass`` option).  The stages (time functions,
-    Phi_q, Phi, forces) and ``eval`` / ``work_row`` / ``timeit`` are CompiledGGL's;
-    ``size`` = 2n + m + 1."""
+    (mass ``diag(1, M, 0, 1)``: bdf's ``mass`` option).  With ``spatial`` (dense
+    Jacobians) the velocity rows are ``M^-1 (Q + P^T lam)`` of the regular Formulation I
+    (mass ``diag(1, 1, 0, 1)``) with P the true derivative of Phi (:meth:`true_rows`;
+    the projected Phi_q stalls the index-3 iteration), and :meth:`lam_columns` gives the
+    Newton hook ``M^-1 P^T``.  The stages (time functions, Phi_q, Phi, forces) and
+    ``eval`` / ``work_row`` / ``timeit`` are CompiledGGL's; ``size`` = 2n + m + 1."""
+
+    # spatial bodies: the radial coefficients a_b of the true gradient (nsp x m_full,
+    # row-major), the Richardson differences' work rows (4 x m) and a_b . lam (nsp)
+    cdef double[::1] rad, rwork, rlam, zbuf
 
     def __cinit__(self, *args, **kwargs):
         # CompiledGGL.__cinit__ (run first, same arguments) checked the sizes
         self.size = 2 * self.n + self.m + 1
         self.yp = np.zeros(self.size)
         self.fb = np.zeros(self.size)
+        if self.nsp and self.sparse:
+            raise ValueError("CompiledStiff: spatial bodies need a dense Jacobian")
+        self.rad = np.zeros(max(self.nsp * self.m_full, 1))
+        self.rwork = np.zeros(4 * max(self.m_full, 1))
+        self.rlam = np.zeros(max(self.nsp, 1))
+        self.zbuf = np.zeros(self.n)
+
+    cdef int _radial(self, double t, const double* q) noexcept nogil:
+        """``rad[b, :] = a_b``: the coefficients with which the true gradient of Phi
+        differs from the projected Jacobian on the p columns of spatial body b,
+        ``dPhi/dp_b = (Phi_q)_{p_b} + a_b p_b^T`` (the projected form, Nikravesh (1988),
+        §7.3.1, has no component along p), from the derivative of Phi along p_b:
+        central differences with h = 1e-3 and h/2 combined by Richardson
+        extrapolation (exact for rows quartic in p_b up to rounding).  Needs the
+        stages at (t, q) (``ev.qx`` = q, ``jdata`` = Phi_q); ``ev.qx`` is restored.
+        NumPy reference: ``mbplugins.formulations.stiff._radial``."""
+        cdef Py_ssize_t n = self.n, m = self.m_full, b, k, i, r
+        cdef const idx_t* idx
+        cdef double* qx = self.ev.qx
+        cdef double* up = &self.rwork[0]
+        cdef double* um = up + m
+        cdef double* d0 = up + 2 * m
+        cdef double* d1 = up + 3 * m
+        cdef double* dr
+        cdef double* arow
+        cdef const double* J = &self.jdata[0]
+        cdef double p[4]
+        cdef double pp, hh, D, jp
+        for b in range(self.nsp):
+            idx = &self.sp_pidx[b, 0]
+            pp = 0.0
+            for k in range(4):
+                p[k] = q[idx[k]]
+                pp = pp + p[k] * p[k]
+            for r in range(2):
+                hh = 1e-3 if r == 0 else 0.5e-3
+                dr = d0 if r == 0 else d1
+                for k in range(4):
+                    qx[idx[k]] = p[k] * (1.0 + hh)
+                if self.ev.c_phi(t, self.fvp, up) >= 0:
+                    return CONSTRAINT_FAILED
+                for k in range(4):
+                    qx[idx[k]] = p[k] * (1.0 - hh)
+                if self.ev.c_phi(t, self.fvp, um) >= 0:
+                    return CONSTRAINT_FAILED
+                for i in range(m):
+                    dr[i] = (up[i] - um[i]) / (2.0 * hh)
+            for k in range(4):
+                qx[idx[k]] = p[k]
+            arow = &self.rad[b * m]
+            for i in range(m):
+                D = (4.0 * d1[i] - d0[i]) / 3.0
+                jp = 0.0
+                for k in range(4):
+                    jp = jp + J[i * n + idx[k]] * p[k]
+                arow[i] = (D - jp) / pp
+        return OK
+
+    cdef int _rows_at(self, double t, const double[::1] q) except -1:
+        """The stages Phi_q and the radial coefficients at (t, q), for the Newton
+        hook's methods; raises on a failing element."""
+        cdef Py_ssize_t n = self.n
+        if q.shape[0] < n:
+            raise ValueError(f"q needs {n} entries")
+        if self.nf and self.fn.run(t, self.fvp, &self.err) != 0:
+            raise FloatingPointError("a time function failed")
+        memcpy(self.ev.qx, &q[0], n * sizeof(double))
+        if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0 or self._radial(t, &q[0]):
+            raise FloatingPointError("a constraint evaluation failed")
+        return 0
+
+    def true_rows(self, double t, const double[::1] q not None):
+        """The exact derivative of Phi at (t, q), (m, n): ``Phi_q`` with ``a_b p_b^T``
+        added on the p columns of every spatial body (the Newton rows of the stiff
+        form; NumPy reference ``mbplugins.formulations.stiff._phi_rows``)."""
+        cdef Py_ssize_t n = self.n, m = self.m, mf = self.m_full, b, i, k
+        if self.sparse:
+            raise ValueError("true_rows: a dense Jacobian is needed")
+        self._rows_at(t, q)
+        P = np.array(self.jdata[:mf * n]).reshape(mf, n)[np.asarray(self.rows)]
+        cdef double[:, ::1] Pv = P
+        cdef const idx_t* idx
+        for b in range(self.nsp):
+            idx = &self.sp_pidx[b, 0]
+            for i in range(m):
+                for k in range(4):
+                    Pv[i, idx[k]] += self.rad[b * mf + self.rows[i]] * q[idx[k]]
+        return P
+
+    def lam_columns(self, const double[::1] q not None, const double[::1] v not None,
+                    const double[:, ::1] P not None):
+        """``(M + alpha p p^T)^-1 P^T``, (n, m): the lam columns of the velocity rows
+        of spatial bodies (NumPy reference ``mbplugins.formulations.stiff._lam_columns``:
+        the mass solve of each row minus that of zero)."""
+        cdef Py_ssize_t n = self.n, m = self.m, i, j
+        if q.shape[0] < n or v.shape[0] < n or P.shape[0] != m or P.shape[1] != n:
+            raise ValueError(f"lam_columns: q, v need {n} entries and P the shape ({m}, {n})")
+        out = np.zeros((n, m))
+        cdef double[:, ::1] o = out
+        cdef double* z = &self.zbuf[0]
+        cdef double* c = &self.fb[0]
+        for j in range(n):
+            z[j] = 0.0
+        self._mass_solve(&q[0], &v[0], z)
+        for i in range(m):
+            for j in range(n):
+                c[j] = P[i, j]
+            self._mass_solve(&q[0], &v[0], c)
+            for j in range(n):
+                o[j, i] = c[j] - z[j]
+        return out
 
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
         """ydot[0:size] = f(t, y[0:size - 1]).  Returns a status code."""
@@ -287,6 +422,7 @@ cdef class CompiledStiff(CompiledGGL):
         cdef const double* Q = &self.Q[0]
         cdef const double* phi = &self.phi[0]
         cdef double P = 0.0, jv, li, a
+        cdef Py_ssize_t b, k, r, mf = self.m_full
         cdef int status = self._stage(t, q, v, False, &P)
         if status:
             return status
@@ -294,21 +430,37 @@ cdef class CompiledStiff(CompiledGGL):
             ydot[j] = v[j]
             ydot[n + j] = Q[j]
         for i in range(m):
+            r = self.rows[i]
             li = lam[i]
             jv = 0.0
             if self.sparse:
-                for p in range(self.indptr[i], self.indptr[i + 1]):
+                for p in range(self.indptr[r], self.indptr[r + 1]):
                     j = self.indices[p]
                     a = J[p]
                     ydot[n + j] += a * li         # Phi_q^T lam
                     jv += a * v[j]
             else:
-                Ji = J + i * n
+                Ji = J + r * n
                 for j in range(n):
                     ydot[n + j] += Ji[j] * li
                     jv += Ji[j] * v[j]
-            ydot[2 * n + i] = phi[i]
+            ydot[2 * n + i] = phi[r]
             P += li * jv                          # W' = P_nc + lam . (Phi_q s)
+        if self.nsp:
+            # the true gradient's reactions p_b (a_b . lam) on the p columns, then
+            # M^-1 (the NumPy reference: _phi_rows in Stiff.rhs)
+            status = self._radial(t, q)
+            if status:
+                self.status = status
+                return status
+            for b in range(self.nsp):
+                a = 0.0
+                for i in range(m):
+                    a = a + self.rad[b * mf + self.rows[i]] * lam[i]
+                for k in range(4):
+                    j = self.sp_pidx[b, k]
+                    ydot[n + j] += q[j] * a
+            self._mass_solve(q, v, ydot + n)
         ydot[2 * n + m] = P
         self.power = P
         return self._finish(ydot, 2 * n + m + 1)

@@ -154,11 +154,12 @@ cdef class CompiledPenalty(CompiledODE):
     cdef const idx_t* s_Bp
     cdef const idx_t* s_Bi
     cdef const idx_t* s_bdiag
-    cdef const idx_t* s_tp
+    cdef const idx_t* s_ktp
     cdef const idx_t* s_parent
     cdef const idx_t* s_Lp
-    cdef const int* s_ta
-    cdef const int* s_tb
+    cdef const int* s_kta
+    cdef const int* s_ktb
+    cdef const int* s_ktl
     cdef Py_ssize_t s_nj, s_nb
     cdef double[::1] jv, cj, Bx, Lx, D, Y, w, dq
     cdef idx_t[::1] Li, rptr, rpat, rpos
@@ -232,8 +233,10 @@ cdef class CompiledPenalty(CompiledODE):
             self.s_nb = S.Bi.shape[0]
             self.s_rp, self.s_jpos, self.s_jcol = &S.rp[0], &S.jpos[0], &S.jcol[0]
             self.s_perm, self.s_Bp, self.s_Bi = &S.perm[0], &S.Bp[0], &S.Bi[0]
-            self.s_bdiag, self.s_tp, self.s_parent = &S.bdiag[0], &S.tp[0], &S.parent[0]
-            self.s_Lp, self.s_ta, self.s_tb = &S.Lp[0], &S.ta[0], &S.tb[0]
+            self.s_bdiag, self.s_parent = &S.bdiag[0], &S.parent[0]
+            self.s_Lp = &S.Lp[0]
+            self.s_ktp, self.s_kta, self.s_ktb, self.s_ktl = (&S.ktp[0], &S.kta[0],
+                                                              &S.ktb[0], &S.ktl[0])
             # the used entries in the order of the System's buffer (all rows used,
             # CSR in order): jv is the buffer itself, no copy per evaluation
             self.jv_alias = nj > 0 and spatial is None and bool(
@@ -455,14 +458,23 @@ cdef class CompiledPenalty(CompiledODE):
         cdef const double* jv = &self.jv[0]
         cdef const double* cj = &self.cj[0]
         cdef double* Bx = &self.Bx[0]
-        cdef const idx_t* tp = self.s_tp
-        cdef const int* ta = self.s_ta
-        cdef const int* tb = self.s_tb
+        cdef const idx_t* tp = self.s_ktp
+        cdef const int* ta = self.s_kta
+        cdef const int* tb = self.s_ktb
+        cdef const int* tl = self.s_ktl
+        cdef const double* ca
+        cdef const double* cb
+        cdef Py_ssize_t c
         if self.sparse:
+            # the solver's product map as runs (SparseSchur._runs: the same terms in
+            # the same order)
             for p in range(self.s_nb):
                 acc = 0.0
                 for t in range(tp[p], tp[p + 1]):
-                    acc += cj[ta[t]] * jv[tb[t]]
+                    ca = cj + ta[t]
+                    cb = jv + tb[t]
+                    for c in range(tl[t]):
+                        acc += ca[c] * cb[c]
                 Bx[p] = acc
             return
         for i in range(m):

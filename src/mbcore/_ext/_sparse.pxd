@@ -11,6 +11,8 @@ cdef class SparseSchur:
     cdef idx_t[::1] perm
     cdef idx_t[::1] Bp, Bi, bdiag, tp
     cdef int[::1] ta, tb
+    cdef idx_t[::1] ktp                  # the products as runs of consecutive entries:
+    cdef int[::1] kta, ktb, ktl          # B[p] = sum over runs ktp[p]..ktp[p + 1]
     cdef double[::1] Bx, jv, cj
     cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
     cdef idx_t[::1] rptr, rpat, rpos     # row patterns of L (precomputed)

@@ -77,6 +77,9 @@ class Formulation:
     settings_schema: ClassVar[Mapping[str, Param]] = {}
     #: the state is y = [q; qd] (False: a subset, e.g. independent coordinates)
     full_state: ClassVar[bool] = True
+    #: ``use_independent_rows`` gives the formulation a compiled object on the kept
+    #: rows (ggl, stiff); else the compiled object serves only with every row
+    compiled_follows_rows: ClassVar[bool] = False
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system

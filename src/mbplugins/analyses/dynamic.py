@@ -692,12 +692,18 @@ class _Run:
             a.stats["assembly"] = rep.summary()
             if rep.redundant:
                 a._use_independent_rows(q, t0, self.event)
-                self.crhs = None
+                self._rows_changed()
         for w in self.form.warnings(a.integrator_options.get("step")):
             self.event(t0, "warning", w)
         yf, _ = self.form.initialize(q, qd, t0)
         a._describe_partition(t0, None, "initial", self.event)
         return np.concatenate([yf, [0.0]])
+
+    def _rows_changed(self) -> None:
+        """The formulation now uses a subset of the constraint rows: its compiled
+        right-hand side serves only where it follows them (``compiled_follows_rows``:
+        ggl, stiff), else the Python path."""
+        self.crhs = self.form.compiled if self.form.compiled_follows_rows else None
 
     # -- stage 2: one evaluation ---------------------------------------------------
     def rhs(self, t, y):
@@ -764,17 +770,19 @@ class _Run:
         planar bodies with a dense Jacobian (ggl, stiff): ``w = P_nc(q, v) +
         lam . (Phi_q v)``, so ``dw/dlam = Phi_q v`` and ``dw/dv = dP_nc/dv +
         Phi_q^T lam`` exactly, forward differences of ``P_nc`` (compiled power of
-        the compiled groups) and of ``lam . Phi_q v`` in q, and ``dP_nc/dv`` (issue
-        14: no force evaluation).  False where it does not apply."""
+        the compiled groups) and of ``lam . Phi_q v`` in q, and ``dP_nc/dv`` (no
+        force evaluation); Phi_q of the formulation's rows (the independent ones of
+        a redundant set).  False where it does not apply."""
         form, sysm = self.form, self.sysm
         if (getattr(form, "name", None) not in ("ggl", "stiff") or getattr(form, "spatial", True)
                 or not sysm.dense or sysm.padded or not sysm.all_holonomic):
             return False
-        n, m = sysm.n, sysm.m
+        rows = form.system                  # the System, or the kept rows of it
+        n, m = sysm.n, rows.m
         q = np.array(y[:n], dtype=float)
         v = np.array(y[n:2 * n], dtype=float)
         lam = y[2 * n:2 * n + m]
-        P0 = sysm.jacobian_dense(q, t)
+        P0 = rows.jacobian_dense(q, t)
         Pv = P0 @ v
         w0 = sysm.nonconservative_power(q, v, t, compiled=True)
         c0 = float(lam @ Pv)
@@ -784,7 +792,7 @@ class _Run:
         for j in range(n):
             d = h * (1.0 + abs(y[j]))
             q[j] = y[j] + d
-            wc = float(lam @ (sysm.jacobian(q, t) @ v)) if m else 0.0
+            wc = float(lam @ (rows.jacobian(q, t) @ v)) if m else 0.0
             row[j] = (sysm.nonconservative_power(q, v, t, compiled=True) - w0 + wc - c0) / d
             q[j] = y[j]
             d = h * (1.0 + abs(y[n + j]))
@@ -843,6 +851,7 @@ class _Run:
             why = self.a.removed_rows.degraded(t, qq)
             if why is not None and self.a.reselect_rows(qq, t, why, self.event):
                 rows_moved = why
+                self._rows_changed()
         W = float(y[size])
         self.last.update(t=t, q=qq, qd=qqd, W=W)
         data = self.row                      # views of one flat row (reporting.Row)
@@ -1183,7 +1192,7 @@ class _Run:
         st = ck["state"]
         if st.get("rows") is not None:
             a.set_independent_rows(np.array(st["rows"], dtype=int))
-            self.crhs = None
+            self._rows_changed()
             a.removed_rows = RemovedRows(self.sysm, st["rows"], q, t, a.settings["rtol"],
                                          t_removed=self.t0)
         if st.get("partition") is not None and hasattr(form, "_user_partition"):
@@ -1271,6 +1280,7 @@ class _Run:
                                                    event)):
                         raise
                     rows_again = last["t"]
+                    self._rows_changed()
                     t_cur, y_cur = a.restart(last, "redundant rows chosen again", event)
                     outs = t_out[t_out > t_cur]
                     if outs.size == 0:

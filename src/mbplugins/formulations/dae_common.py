@@ -69,27 +69,25 @@ def dense(A):
     return A.toarray() if hasattr(A, "toarray") else np.asarray(A)
 
 
-def why_not_compiled(system, spatial: bool, ggl: bool = False) -> str | None:
-    """The reason the GGL (``ggl``) or stiff right-hand side keeps the NumPy path, or
-    None.  GGL of spatial bodies: compiled, with the mass solve of Formulation I in
-    the right-hand side (ext/_spatial_mass.pxi)."""
+def why_not_compiled(system, spatial: bool) -> str | None:
+    """The reason the GGL or stiff right-hand side keeps the NumPy path, or
+    None.  Spatial bodies: compiled, with the mass solve of Formulation I in the
+    right-hand side (ext/_spatial_mass.pxi; stiff: with the true gradient of Phi)."""
     if system.backend != "compiled":
         return "kernels: numpy"
-    if spatial and not system.padded and not ggl:
-        # M^-1 (Q + Phi_q^T lam) of spatial bodies with the true gradient of Phi
-        # (stiff: _phi_rows): not compiled for this form
-        return "spatial bodies (no constant diagonal mass matrix)"
     if spatial and not system.dense:
         return "spatial bodies with a sparse Jacobian"
     return system.why_python()
 
 
-def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
-    """``mbplugins._ext._dae.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff form, the
-    same arguments) of a planar System of compiled elements (constant diagonal mass;
-    dense or CSR Jacobian), else None (Nikravesh (1988), §13.3.4)."""
-    ggl = kind == "CompiledGGL"
-    if why_not_compiled(system, spatial, ggl) is not None or system.n == 0:
+def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL", rows=None):
+    """``mbplugins._ext._dae.CompiledGGL`` (or ``kind``: ``CompiledStiff`` of the stiff
+    form, the same arguments) of a System of compiled elements (planar: dense or CSR
+    Jacobian; spatial: dense), keeping the constraint ``rows`` (default all; ``system``
+    may be a :class:`.rows.RowSubset`: its base System's kernels), else None (Nikravesh
+    (1988), §13.3.4)."""
+    system = getattr(system, "base_system", system)
+    if why_not_compiled(system, spatial) is not None or system.n == 0:
         return None                      # (no bodies: nothing to compile)
     try:
         from mbplugins._ext import _dae
@@ -101,4 +99,6 @@ def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL"):
     if spatial and not system.padded:
         from mbcore.system.mass import SpatialMass
         kw["spatial"] = SpatialMass(system)
+    if rows is not None:
+        kw["rows"] = np.asarray(rows, dtype=np.intp)
     return cls(*kernels.args, **kernels.csr(), **kw)

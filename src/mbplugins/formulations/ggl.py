@@ -51,7 +51,7 @@ class GGL(Formulation):
         self._cbuf = None                # the compiled f of the Jacobian's differences
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
-            why_not_compiled(system, self.spatial, ggl=True)
+            why_not_compiled(system, self.spatial)
 
     def _size_rows(self, m: int) -> None:
         n = self.system.n
@@ -60,18 +60,28 @@ class GGL(Formulation):
         self.state_mass = np.concatenate([np.ones(n), np.ones(n) if self.spatial
                                           else self.system.mass_diag, np.zeros(2 * m)])
 
+    #: use_independent_rows builds the compiled right-hand side on the kept rows
+    compiled_follows_rows = True
+
+    def compiled_ready(self) -> bool:
+        return self.compiled is not None
+
     def use_independent_rows(self, rows, q=None, t=None) -> None:
         """Keep only these constraint rows (the independent ones of a redundant set,
         found once by the analysis, which checks the others at every output): the
         DAE then has as many multipliers as independent equations, so its Newton
         matrix stays regular (Nikravesh (1988), App. C).  The NumPy right-hand side, on
-        the System seen through those rows (:class:`.rows.RowSubset`)."""
+        the System seen through those rows (:class:`.rows.RowSubset`), and the compiled
+        one on the same rows."""
         self.rows = np.asarray(rows, dtype=np.intp)
         self.solver.set_rows(self.rows)
         self.system = RowSubset(self.system, self.rows)
         self._size_rows(len(self.rows))
-        self.compiled = None
-        self.compiled_reason = "redundant constraint rows (the independent ones are used)"
+        # the compiled right-hand side on those rows (its NumPy reference: rhs on the
+        # RowSubset)
+        self.compiled = compiled_dae_rhs(self.system, self.spatial, rows=self.rows)
+        self.compiled_reason = None if self.compiled is not None else \
+            why_not_compiled(self.system.base_system, self.spatial)
 
     @property
     def size(self) -> int:

@@ -420,18 +420,28 @@ class Stiff(Formulation):
         pq, ps, pl, _ = self.H_POWER
         self.state_h_power = np.concatenate([np.full(n, pq), np.full(n, ps), np.full(m, pl)])
 
+    #: use_independent_rows builds the compiled right-hand side on the kept rows
+    compiled_follows_rows = True
+
+    def compiled_ready(self) -> bool:
+        return self.compiled is not None
+
     def use_independent_rows(self, rows, q=None, t=None) -> None:
         """Keep only these constraint rows (the independent ones of a redundant set,
         found once by the analysis, which checks the others at every output): one
         multiplier per independent equation, so the reduced Newton matrix stays
         regular (Nikravesh (1988), App. C).  The NumPy right-hand side, on the System
-        seen through those rows (:class:`RowSubset`)."""
+        seen through those rows (:class:`RowSubset`), and the compiled one on the same
+        rows."""
         self.rows = np.asarray(rows, dtype=np.intp)
         self.solver.set_rows(self.rows)
         self.system = RowSubset(self.system, self.rows)
         self._size_rows(len(self.rows))
-        self.compiled = None
-        self.compiled_reason = "redundant constraint rows (the independent ones are used)"
+        # the compiled right-hand side on those rows (its NumPy reference: rhs on the
+        # RowSubset)
+        self.compiled = compiled_dae_rhs(self.system, self.spatial, "CompiledStiff", rows=self.rows)
+        self.compiled_reason = None if self.compiled is not None else \
+            why_not_compiled(self.system.base_system, self.spatial)
 
     @property
     def size(self) -> int:
@@ -451,6 +461,11 @@ class Stiff(Formulation):
         arithmetic in compiled code, bit for bit) where the compiled right-hand side
         applies, else :class:`ReducedNewton` (spatial: d f_s / d lam = M^-1 Phi_q^T
         refreshed with Phi_q)."""
+        if self.compiled is not None and self.spatial:
+            # the true Phi rows and M^-1 times them from the compiled right-hand side
+            c, n = self.compiled, self.n
+            return ReducedNewton(self.n, self.m, lambda q, t: c.true_rows(t, q),
+                                 lambda y, t, P: c.lam_columns(y[:n], y[n:2 * n], P))
         if self.compiled is not None:
             try:
                 from mbplugins._ext._stiffnewton import ReducedNewtonC
@@ -505,6 +520,8 @@ class Stiff(Formulation):
         constraint term only; spatial: differences), exact Phi_q rows."""
         n = self.n
         N = self.size
+        if self.spatial and self.compiled is not None:
+            return self._compiled_jacobian(t, y)
         M, Kq, Ks, Jq = _parts(self.system, y[:n], y[n:2 * n], y[2 * n:], t)
         J = np.zeros((N, N))
         J[:n, n:2 * n] = np.eye(n)
@@ -518,6 +535,41 @@ class Stiff(Formulation):
             J[n:2 * n, 2 * n:] = Jq.T
             J[2 * n:, :n] = Jq
         self.rhs(t, y)                   # leave the buffers at y
+        return J
+
+    def _compiled_jacobian(self, t, y):
+        """:meth:`jacobian` of spatial bodies on the compiled right-hand side: the
+        velocity rows' q and s columns by the same forward differences as
+        :func:`_parts` (one C call per column), the exact true Phi rows and lam
+        columns (``CompiledStiff.true_rows`` / ``lam_columns``)."""
+        n, N, c = self.n, self.size, self.compiled
+        y = np.ascontiguousarray(y[:N], dtype=float)
+        buf = np.zeros(N + 1)
+        if c.eval(t, y, buf) != 0:       # a failing element: the NumPy path names it
+            self.compiled = None
+            try:
+                return self.jacobian(t, y)
+            finally:
+                self.compiled = c
+        f0 = buf[n:2 * n].copy()
+        J = np.zeros((N, N))
+        yp = y.copy()
+        for j in range(2 * n):
+            d = 1e-7 * (1.0 + abs(y[j]))
+            yp[j] = y[j] + d
+            if c.eval(t, yp, buf) != 0:
+                self.compiled = None
+                try:
+                    return self.jacobian(t, y)
+                finally:
+                    self.compiled = c
+            J[n:2 * n, j] = (buf[n:2 * n] - f0) / d
+            yp[j] = y[j]
+        P = c.true_rows(t, y[:n])
+        J[:n, n:2 * n] = np.eye(n)
+        J[n:2 * n, 2 * n:] = c.lam_columns(y[:n], y[n:2 * n], P)
+        J[2 * n:, :n] = P
+        c.eval(t, y, buf)                # leave the buffers at y
         return J
 
     def consistent_positions(self, q, t, tol=1e-14, max_iter=5):
