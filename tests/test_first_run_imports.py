@@ -50,3 +50,31 @@ def test_the_dop853_tableau_is_scipys():
                       (DOP853.E3, c.E3), (DOP853.E5, c.E5), (DOP853.D, c.D),
                       (DOP853.A_EXTRA, c.A[s + 1:]), (DOP853.C_EXTRA, c.C[s + 1:])):
         np.testing.assert_array_equal(mine, ref)
+
+
+def test_the_platform_string_needs_no_subprocess():
+    """On Linux with glibc the run's platform string is platform.platform()'s, built
+    from os.uname and os.confstr: no ``uname -p`` subprocess in the first run."""
+    import os
+    import platform
+    import pytest
+    from mbcore.analysis.runner import _linux_platform
+    got = _linux_platform()
+    if got is None:
+        pytest.skip("not Linux with glibc")
+    if platform.processor() not in ("", os.uname().machine):
+        pytest.skip("uname -p names a processor here: platform.platform() keeps it")
+    assert got == platform.platform()
+    code = ("import subprocess\n"
+            "started = []\n"
+            "popen = subprocess.Popen.__init__\n"
+            "def counted(self, *a, **k):\n"
+            "    started.append(a)\n"
+            "    return popen(self, *a, **k)\n"
+            "subprocess.Popen.__init__ = counted\n"
+            "import mbcore\n"
+            f"m = mbcore.Model.from_file({str(EXAMPLES / 'slider_crank_dynamic.yaml')!r})\n"
+            "r = mbcore.run(m, settings={'t_end': 0.05})\n"
+            f"assert r.versions['platform'] == {got!r}, r.versions\n"
+            "assert not started, started")
+    _modules_after(code)

@@ -33,8 +33,30 @@ def versions() -> dict[str, str]:
         _VERSIONS.update({"mbcore": __version__, "python": platform.python_version(),
                           "numpy": numpy.__version__, "scipy": _version_of("scipy"),
                           "h5py": _version_of("h5py"), "pluggy": _version_of("pluggy"),
-                          "platform": platform.platform()})
+                          "platform": _linux_platform() or platform.platform()})
     return dict(_VERSIONS)
+
+
+def _linux_platform() -> str | None:
+    """``platform.platform()``'s string on Linux with glibc (``Linux-<release>-
+    <machine>-with-glibc<version>``) from ``os.uname`` and ``os.confstr``, without the
+    ``uname -p`` subprocess platform runs for a processor name it then drops (it is
+    'unknown' or the machine on Linux); None elsewhere."""
+    try:
+        u = os.uname()
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):     # not Linux/glibc
+        return None
+    name, _, version = libc.partition(" ")
+    if u.sysname != "Linux" or name != "glibc" or not version:
+        return None
+    parts = [u.sysname, u.release, u.machine, "with", name + version]
+    out = "-".join(x.strip() for x in parts if x)
+    for ch in " /\\:;\"()":
+        out = out.replace(ch, "_" if ch == " " else "-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out
 
 
 _PLATFORM: list = []
@@ -43,8 +65,9 @@ _PLATFORM: list = []
 def _platform_soon() -> None:
     """Start ``platform.platform()`` in a helper thread (on Linux it runs ``uname -p``
     in a subprocess: ~10 ms) so that it overlaps the model compile of the first run;
-    :func:`versions` joins the thread and reads the value platform caches."""
-    if _VERSIONS or _PLATFORM:
+    :func:`versions` joins the thread and reads the value platform caches.  Not
+    needed where :func:`_linux_platform` applies."""
+    if _VERSIONS or _PLATFORM or _linux_platform() is not None:
         return
     try:
         import threading
