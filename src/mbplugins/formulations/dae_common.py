@@ -102,3 +102,32 @@ def compiled_dae_rhs(system, spatial: bool, kind: str = "CompiledGGL", rows=None
     if rows is not None:
         kw["rows"] = np.asarray(rows, dtype=np.intp)
     return cls(*kernels.args, **kernels.csr(), **kw)
+
+
+def rhs_columns(form, t, y, J, ncols, f=None):
+    """The first ``ncols`` columns of J by forward differences of ``f`` (default
+    ``form.rhs``; steps ``1e-7 (1 + |y_j|)``)."""
+    f = form.rhs if f is None else f
+    f0 = f(t, y).copy()
+    yp = y.copy()
+    for j in range(ncols):
+        d = 1e-7 * (1.0 + abs(y[j]))
+        yp[j] = y[j] + d
+        J[:, j] = (f(t, yp) - f0) / d
+        yp[j] = y[j]
+
+
+def compiled_f(form):
+    """``f(t, y)`` by the formulation's compiled right-hand side (``form.compiled``),
+    its NumPy ``rhs`` where an evaluation fails (which then names the failing
+    element): the function of :func:`rhs_columns` for the Newton Jacobians of the
+    DAE forms (one C call per column)."""
+    c, size = form.compiled, form.size
+    buf = np.zeros(size + 1)
+
+    def f(t, y):
+        if c.eval(t, np.ascontiguousarray(y, dtype=float), buf) == 0:
+            return buf[:size]
+        return form.rhs(t, y)
+    return f
+

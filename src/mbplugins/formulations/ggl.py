@@ -22,8 +22,8 @@ import numpy as np
 from mbcore.errors import ModelError
 from mbcore.solve.formulation import Formulation
 
-from .dae_common import (compiled_dae_rhs, consistent_start, constraint_fd, dense,
-                         why_not_compiled)
+from .dae_common import (compiled_dae_rhs, compiled_f, consistent_start, constraint_fd,
+                         dense, rhs_columns, why_not_compiled)
 from .rows import RowSubset, full_multipliers
 
 
@@ -48,7 +48,6 @@ class GGL(Formulation):
         self.rows = None
         self._size_rows(system.m)
         self.compiled = compiled_dae_rhs(system, self.spatial)
-        self._cbuf = None                # the compiled f of the Jacobian's differences
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason = None if self.compiled is not None else \
             why_not_compiled(system, self.spatial)
@@ -151,9 +150,9 @@ class GGL(Formulation):
         if self.compiled is not None:
             # the same differences of the compiled f (equal to rhs to 1e-15), the lam
             # columns too (f is linear in lam: exact up to rounding); one C call each
-            _rhs_columns(self, t, y, J, 2 * n + m, self._compiled_f)
+            rhs_columns(self, t, y, J, 2 * n + m, compiled_f(self))
         else:
-            _rhs_columns(self, t, y, J, 2 * n)
+            rhs_columns(self, t, y, J, 2 * n)
             Phq = s.jacobian_dense(y[:n], t)
             # d(M^-1 (Q + Phi_q^T lam))/d lam
             z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
@@ -163,15 +162,6 @@ class GGL(Formulation):
         J[:n, 2 * n + m:] = Phq.T
         self.rhs(t, y)                   # leave the buffers at y
         return J
-
-    def _compiled_f(self, t, y):
-        """f(t, y) by the compiled right-hand side (the NumPy path when it fails)."""
-        buf = self._cbuf
-        if buf is None or buf.size != self.size + 1:
-            buf = self._cbuf = np.zeros(self.size + 1)
-        if self.compiled.eval(t, np.ascontiguousarray(y, dtype=float), buf) == 0:
-            return buf[:self.size]
-        return self.rhs(t, y)
 
     def outputs(self, t, y):
         n = self.n
@@ -187,22 +177,9 @@ def jacobian_fd(self, t, y):
     s, n, m = self.system, self.n, self.m
     N = 2 * n + 2 * m
     J = np.zeros((N, N))
-    _rhs_columns(self, t, y, J, 2 * n)
+    rhs_columns(self, t, y, J, 2 * n)
     Phq = s.jacobian_dense(y[:n], t)
     J[n:2 * n, 2 * n:2 * n + m] = Phq.T
     J[:n, 2 * n + m:] = Phq.T
     self.rhs(t, y)
     return J
-
-
-def _rhs_columns(form, t, y, J, ncols, f=None):
-    """The first ``ncols`` columns of J by forward differences of ``f`` (default
-    ``form.rhs``; steps ``1e-7 (1 + |y_j|)``)."""
-    f = form.rhs if f is None else f
-    f0 = f(t, y).copy()
-    yp = y.copy()
-    for j in range(ncols):
-        d = 1e-7 * (1.0 + abs(y[j]))
-        yp[j] = y[j] + d
-        J[:, j] = (f(t, yp) - f0) / d
-        yp[j] = y[j]

@@ -40,8 +40,8 @@ from mbcore.errors import AnalysisError, ModelError
 from mbcore.solve.formulation import Formulation
 from mbplugins.integrators.bdf import NewtonSystem
 
-from .dae_common import (compiled_dae_rhs, consistent_start, constraint_fd, dense,
-                         why_not_compiled)
+from .dae_common import (compiled_dae_rhs, compiled_f, consistent_start, constraint_fd,
+                         dense, rhs_columns, why_not_compiled)
 from .rows import RowSubset, full_multipliers
 
 #: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (Nikravesh (1988), Table 12.3)
@@ -538,38 +538,22 @@ class Stiff(Formulation):
         return J
 
     def _compiled_jacobian(self, t, y):
-        """:meth:`jacobian` of spatial bodies on the compiled right-hand side: the
-        velocity rows' q and s columns by the same forward differences as
-        :func:`_parts` (one C call per column), the exact true Phi rows and lam
-        columns (``CompiledStiff.true_rows`` / ``lam_columns``)."""
+        """:meth:`jacobian` of spatial bodies on the compiled right-hand side: the q
+        and s columns by the same forward differences as :func:`_parts` (one C call
+        per column), the exact true Phi rows and lam columns
+        (``CompiledStiff.true_rows`` / ``lam_columns``)."""
         n, N, c = self.n, self.size, self.compiled
         y = np.ascontiguousarray(y[:N], dtype=float)
-        buf = np.zeros(N + 1)
-        if c.eval(t, y, buf) != 0:       # a failing element: the NumPy path names it
-            self.compiled = None
-            try:
-                return self.jacobian(t, y)
-            finally:
-                self.compiled = c
-        f0 = buf[n:2 * n].copy()
         J = np.zeros((N, N))
-        yp = y.copy()
-        for j in range(2 * n):
-            d = 1e-7 * (1.0 + abs(y[j]))
-            yp[j] = y[j] + d
-            if c.eval(t, yp, buf) != 0:
-                self.compiled = None
-                try:
-                    return self.jacobian(t, y)
-                finally:
-                    self.compiled = c
-            J[n:2 * n, j] = (buf[n:2 * n] - f0) / d
-            yp[j] = y[j]
+        f = compiled_f(self)
+        rhs_columns(self, t, y, J, 2 * n, f)
         P = c.true_rows(t, y[:n])
+        J[:n, :n] = 0.0
         J[:n, n:2 * n] = np.eye(n)
         J[n:2 * n, 2 * n:] = c.lam_columns(y[:n], y[n:2 * n], P)
         J[2 * n:, :n] = P
-        c.eval(t, y, buf)                # leave the buffers at y
+        J[2 * n:, n:2 * n] = 0.0
+        f(t, y)                          # leave the buffers at y
         return J
 
     def consistent_positions(self, q, t, tol=1e-14, max_iter=5):
