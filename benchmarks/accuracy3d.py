@@ -2,6 +2,7 @@
 
     python benchmarks/accuracy3d.py [--quick] [--table] [--formulations di,cs,...]
                                     [--problems heavy_top,...] [--rtols 1e-6,1e-10]
+                                    [--integrators bs23,dop853,...]
                                     [--cap SECONDS] [--from RESULTS.json]
 
 For every problem of ``benchmarks/accuracy_problems.py`` × every built-in formulation
@@ -24,6 +25,8 @@ formulation names why it does not apply); ``failed``: any other exception (class
 message); ``timeout``: over the cap.  Per cell: status, error, the largest absolute
 error per group, wall time of ``mbcore.run`` (model compile included), steps, nfev.
 
+``--integrators``: these integrators instead of dopri5 for the ODE formulations (the
+DAE forms keep bdf): the contract for every formulation × integrator pair.
 ``--quick``: rtol 1e-6 only, 10 s cap.  ``--table`` prints the markdown table of
 docs/benchmarks.md instead of JSON; ``--from FILE`` renders the table (or JSON) of a
 saved run without running anything (``benchmarks/accuracy3d_baseline.json``: the run
@@ -60,10 +63,11 @@ def formulations() -> list[str]:
     return list(get_plugin_manager().registry.names("formulation"))
 
 
-def integrators_for(formulation: str) -> list[str]:
-    """dopri5, or bdf for the DAE forms ggl and stiff (docs/analyses.md: their
-    integrator; both refuse dopri5 with a named reason)."""
-    return ["bdf"] if formulation in DAE else ["dopri5"]
+def integrators_for(formulation: str, integrators=None) -> list[str]:
+    """dopri5 (or ``integrators``), or bdf for the DAE forms ggl and stiff
+    (docs/analyses.md: their integrator; both refuse explicit methods with a named
+    reason)."""
+    return ["bdf"] if formulation in DAE else list(integrators or ["dopri5"])
 
 
 def _cell(problem: str, formulation: str, integrator: str, rtol: float) -> dict:
@@ -152,7 +156,7 @@ def _commit() -> str:
         return "unknown"
 
 
-def run_all(problems, forms, rtols, cap, progress=True) -> dict:
+def run_all(problems, forms, rtols, cap, progress=True, integrators=None) -> dict:
     commit = _commit()                         # the code that runs, not the one after
     # references first (tight runs are cached in this process and inherited by the
     # forked cells), so no cell pays for them
@@ -164,7 +168,7 @@ def run_all(problems, forms, rtols, cap, progress=True) -> dict:
     for pn in problems:
         for rtol in rtols:
             for f in forms:
-                for integ in integrators_for(f):
+                for integ in integrators_for(f, integrators):
                     c = run_cell(pn, f, integ, rtol, cap)
                     cells.append(c)
                     if progress:
@@ -244,6 +248,7 @@ def main(argv=None) -> int:
     ap.add_argument("--problems")
     ap.add_argument("--rtols")
     ap.add_argument("--cap", type=float)
+    ap.add_argument("--integrators")
     ap.add_argument("--from", dest="src")
     a = ap.parse_args(argv)
     if a.src:
@@ -258,7 +263,8 @@ def main(argv=None) -> int:
         rtols = ([float(x) for x in a.rtols.split(",")] if a.rtols else
                  [1e-6] if a.quick else RTOLS)
         cap = a.cap or (10.0 if a.quick else 60.0)
-        data = run_all(probs, forms, rtols, cap)
+        data = run_all(probs, forms, rtols, cap,
+                       integrators=a.integrators.split(",") if a.integrators else None)
     if a.table:
         print(table(data))
     else:
