@@ -232,3 +232,36 @@ def test_the_row_methods_agree_with_the_row_by_row_methods(examples):
         whole = getattr(s, name)(*args)
         part = getattr(s, name)(*(a[3:7] for a in args))
         assert np.array_equal(whole[3:7], part), name
+
+
+@pytest.mark.parametrize("name", ["platform.yaml", "slider_crank.yaml",
+                                  "spatial_slider_crank_dynamic.yaml"])
+def test_compiled_row_evaluation_equals_its_python_reference(examples, name, block_used):
+    """``CompiledRHS.output_row`` (one call per row: qdd, lam, Phi_q, Phi, nu, the time
+    functions) against the Python calls it replaces (``output_rows: block_python``):
+    the same kernels on the same numbers, bit for bit."""
+    new = _run(examples / name, "block")
+    old = _run(examples / name, "block_python")
+    assert block_used == [True, True]
+    assert new.channels == old.channels and np.array_equal(new.t, old.t)
+    for c in old.channels:
+        assert np.array_equal(np.asarray(new[c]), np.asarray(old[c])), c
+
+
+def test_output_row_checks_its_arguments(examples):
+    """Wrong sizes are a ValueError naming the argument, never a write outside a buffer."""
+    from mbplugins.formulations.baumgarte import DI
+    sysm = Model.from_file(examples / "platform.yaml").compile()
+    rhs = DI(sysm, {}).compiled
+    assert rhs is not None
+    n, m = sysm.n, sysm.m
+    y = np.zeros(2 * n + 1)
+    with pytest.raises(ValueError, match="qdd_rows"):
+        rhs.output_row(0.0, y, 0, np.zeros((1, n - 1)), np.zeros((1, m)))
+    with pytest.raises(ValueError, match="row 3 is outside"):
+        rhs.output_row(0.0, y, 3, np.zeros((2, n)), np.zeros((2, m)))
+    with pytest.raises(ValueError, match="jac_rows"):
+        rhs.output_row(0.0, y, 0, np.zeros((1, n)), np.zeros((1, m)), np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="phi_rows"):
+        rhs.output_row(0.0, y, 0, np.zeros((1, n)), np.zeros((1, m)), None,
+                       np.zeros((1, m - 1)))

@@ -79,8 +79,11 @@ class DynamicAnalysis(Analysis):
                         "row cheaper", required=False),
         "output_rows": Param("choice", "how the compiled loop's output rows are computed: "
                              "'block' evaluates the channels for many rows at once "
-                             "(mbcore.system.output_rows); 'reference' row by row",
-                             default="block", choices=("block", "reference")),
+                             "(mbcore.system.output_rows), each row's evaluation at "
+                             "its state in one compiled call; 'block_python' the same "
+                             "with that evaluation by Python calls; 'reference' row "
+                             "by row", default="block",
+                             choices=("block", "block_python", "reference")),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
                       "methods, abm, bdf (also with ggl), implicit_euler and trapezoid on "
                       "the compiled right-hand side in compiled code; "
@@ -509,6 +512,12 @@ class _RowBlock:
         self.obuf = np.zeros(size)
         self.crhs = run.crhs if (run.crhs is not None
                                  and getattr(run.crhs, "cartesian", True)) else None
+        self.FV2 = None if self.FV is None else self.FV.reshape(cap, -1)
+        # the compiled per-row evaluation (all of it, also for the channels that
+        # need only Phi_q or the time functions)
+        self.compiled_row = getattr(self.crhs, "output_row", None)
+        if run.s.get("output_rows", "block") != "block":
+            self.compiled_row = None
         self.cols = []
         off = 0
         for name, w in run.row.layout:
@@ -541,7 +550,19 @@ class _RowBlock:
         self.on_output = on_output
 
     def _evaluate(self, i: int) -> None:
-        """What row ``i`` needs from an evaluation at its state (at the output)."""
+        """What row ``i`` needs from an evaluation at its state (at the output): in
+        one compiled call (``CompiledRHS.output_row``) where it applies, else (or
+        ``settings.output_rows: block_python``, its reference) by the Python calls
+        of :meth:`_evaluate_python`; then the per-type quantities of the types
+        evaluated one row at a time."""
+        if self.compiled_row is None or self.compiled_row(
+                float(self.T[i]), self.Y[i], i, self.QDD, self.LAM, self.JD, self.PHI,
+                self.NU, self.FV2) != 0:
+            self._evaluate_python(i)
+        if self.row_forces or self.row_energy or self.row_local:
+            self._row_types(i)
+
+    def _evaluate_python(self, i: int) -> None:
         run, n, sysm = self.run, self.n, self.run.sysm
         y, t = self.Y[i], float(self.T[i])
         crhs = self.crhs
@@ -567,17 +588,20 @@ class _RowBlock:
             self.NU[i] = sysm.nu(y[:n], t)
         if self.FV is not None:
             self.FV[i] = sysm.functions_at(t)
-        if self.row_forces or self.row_energy or self.row_local:
-            sl = slice(i, i + 1)
-            Q, QD, T = self.Y[sl, :n], self.Y[sl, n:2 * n], self.T[sl]
-            FV = None if self.FV is None else self.FV[sl]
-            if self.row_forces:
-                sysm.force_outputs_rows(Q, QD, T, FV, stacked=False, out=self.FO[sl])
-            if self.row_energy:
-                self.EV[i] = sysm.force_energy_rows(Q, T, FV, stacked=False)[0]
-            if self.row_local:
-                sysm.reactions_local_rows(Q, T, FV, self.LAM[sl], stacked=False,
-                                          out=self.RL[sl])
+
+    def _row_types(self, i: int) -> None:
+        """Row ``i``'s per-type quantities of the types without ``rows_stacked``."""
+        n, sysm = self.n, self.run.sysm
+        sl = slice(i, i + 1)
+        Q, QD, T = self.Y[sl, :n], self.Y[sl, n:2 * n], self.T[sl]
+        FV = None if self.FV is None else self.FV[sl]
+        if self.row_forces:
+            sysm.force_outputs_rows(Q, QD, T, FV, stacked=False, out=self.FO[sl])
+        if self.row_energy:
+            self.EV[i] = sysm.force_energy_rows(Q, T, FV, stacked=False)[0]
+        if self.row_local:
+            sysm.reactions_local_rows(Q, T, FV, self.LAM[sl], stacked=False,
+                                      out=self.RL[sl])
 
     def flush(self) -> None:
         k = self.k
@@ -1000,7 +1024,7 @@ class _Run:
         re-partitioning, and ``settings.output_rows`` is 'block'.  Else None (the
         row-by-row :meth:`output`, the reference)."""
         form = self.form
-        if (self.s.get("output_rows", "block") != "block" or self.loop is None
+        if (self.s.get("output_rows", "block") == "reference" or self.loop is None
                 or self.projects or not form.full_state or form.size != 2 * self.n
                 or self.a.removed_rows is not None
                 or type(form).wants_repartition is not Formulation.wants_repartition
