@@ -2,10 +2,12 @@
 (``settings.output_rows: block``, :mod:`mbcore.system.output_rows`) against the
 row-by-row reference (``output_rows: reference``, ``_Run.output``).
 
-Bounds: copied channels (q, qd, qdd, lam, integrator) and the per-type channels
-(forces, reactions_local: the same element functions on the same numbers) bit for
-bit; the computed sums (energy, reactions, points, angular) within 1e-12 of the
-channel's largest value (observed <= 5e-16); the velocity violation
+Bounds: copied channels (q, qd, qdd, lam, integrator) bit for bit; the per-type
+channels (forces, reactions_local: the same element functions on the same numbers,
+called on arrays of other lengths, so vectorised transcendental functions may take
+other code paths: observed bit for bit) and the computed sums (energy, reactions,
+points, angular) within 1e-12 of the channel's largest value (observed <= 5e-16);
+the velocity violation
 ``max |Phi_q qd - nu|`` within 1e-12 of ``max|Phi_q| max|qd|`` (a sum of n products in
 another order; observed <= 2e-16 of that scale).
 """
@@ -23,7 +25,7 @@ from mbcore.results.result import Result
 from mbplugins.planar.constraints import Revolute
 from mbplugins.planar.forces import TSDA
 
-EXACT = ("q", "qd", "qdd", "lam", "integrator", "forces", "reactions_local")
+EXACT = ("q", "qd", "qdd", "lam", "integrator")
 
 
 def _assert_rows_equal(new, old):
@@ -163,8 +165,7 @@ def test_types_without_rows_stacked_are_called_per_row_and_agree(examples, pm, b
     _assert_rows_equal(new, old)
     # and the same numbers as the built-in types, evaluated with the rows stacked
     ref = _run(examples / "platform.yaml", "block")
-    for c in new.channels:
-        assert np.array_equal(np.asarray(new[c]), np.asarray(ref[c])), c
+    _assert_rows_equal(new, ref)
 
 
 def test_a_run_failing_midway_writes_every_row_before_the_failure(examples, pm, tmp_path,
