@@ -128,7 +128,7 @@ class OutputRows:
             off += w
         return out
 
-    def rows_stacked(self) -> tuple[bool, bool]:
+    def output_types_stacked(self) -> tuple[bool, bool]:
         """(every force group, every constraint group with local reactions) of a
         type that declares ``rows_stacked``: else some groups must be evaluated
         one row at a time (``stacked=False`` of the ``*_rows`` methods)."""

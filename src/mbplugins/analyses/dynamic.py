@@ -486,7 +486,7 @@ class _RowBlock:
         self.want_jd = bool(names & {"reactions", "violation"})
         self.want_pn = "violation" in names and m > 0
         self.want_fv = bool(names & self.TIMED) and sysm.function_count > 0
-        forces_stacked, local_stacked = sysm.rows_stacked()
+        forces_stacked, local_stacked = sysm.output_types_stacked()
         # per-type quantities of the types evaluated at the output, one row at a time
         self.row_forces = "forces" in names and not forces_stacked
         self.row_energy = "energy" in names and not forces_stacked
@@ -514,10 +514,11 @@ class _RowBlock:
                                  and getattr(run.crhs, "cartesian", True)) else None
         self.FV2 = None if self.FV is None else self.FV.reshape(cap, -1)
         # the compiled per-row evaluation (all of it, also for the channels that
-        # need only Phi_q or the time functions)
+        # need only Phi_q)
         self.compiled_row = getattr(self.crhs, "output_row", None)
-        if run.s.get("output_rows", "block") != "block":
-            self.compiled_row = None
+        if run.s.get("output_rows", "block") != "block" or not (
+                self.dynamic or self.want_jd or self.want_pn):
+            self.compiled_row = None         # (only the time functions: no evaluation)
         self.cols = []
         off = 0
         for name, w in run.row.layout:
