@@ -85,11 +85,8 @@ class OutputRows:
 
     def gravity_potential_rows(self, Q: np.ndarray) -> np.ndarray:
         """-sum m g . r of each row (with a Simulation's constant forces), (R,)."""
-        qg = self._q_gravity
-        V = np.zeros(Q.shape[0])
-        for j in np.nonzero(qg)[0]:
-            V -= qg[j] * Q[:, j]
-        return V
+        nz = np.nonzero(self._q_gravity)[0]
+        return -_sum_last(Q[:, nz] * self._q_gravity[nz])
 
     def force_energy_rows(self, Q: np.ndarray, T: np.ndarray, FV: np.ndarray | None,
                           stacked: bool | None = None) -> np.ndarray:
@@ -310,12 +307,16 @@ class OutputRows:
 
 
 def _sum_last(X: np.ndarray) -> np.ndarray:
-    """Sum over the last axis, term by term in index order: each row's value is the
-    same whatever the other rows of the block (a resumed run's rows are recorded
-    again in other blocks and must come out bit for bit as before)."""
+    """Sum over the last axis, term by term in index order (a few terms: added one by
+    one; more: the last partial sum of ``cumsum``, whose order is the same): each
+    row's value is the same whatever the other rows of the block (a resumed run's
+    rows are recorded again in other blocks and must come out bit for bit as
+    before)."""
     k = X.shape[-1]
     if k == 0:
         return np.zeros(X.shape[:-1])
+    if k > 8:
+        return np.cumsum(X, axis=-1)[..., -1]
     acc = X[..., 0].copy()
     for j in range(1, k):
         acc += X[..., j]
