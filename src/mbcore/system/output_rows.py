@@ -315,7 +315,7 @@ def _sum_last(X: np.ndarray) -> np.ndarray:
     k = X.shape[-1]
     if k == 0:
         return np.zeros(X.shape[:-1])
-    if k > 8:
+    if k > 64:
         return np.cumsum(X, axis=-1)[..., -1]
     acc = X[..., 0].copy()
     for j in range(1, k):
