@@ -130,10 +130,23 @@ class FailingTSDA(TSDA):
         return super().outputs(par, qb, qdb, t, f)
 
 
+class FailingStackedTSDA(TSDA):
+    """Declares ``rows_stacked``; its outputs cannot be evaluated once the platform
+    (body j) rises above y = 0.49 (a failure inside a block's stacked call)."""
+    name = "failing_stacked_tsda"
+    rows_stacked = True
+
+    def outputs(self, par, qb, qdb, t, f):
+        high = np.nonzero(qb[:, 1, 1] > 0.49)[0]
+        if high.size:
+            raise ElementEvaluationError(int(high[0]), "no outputs above y = 0.49")
+        return super().outputs(par, qb, qdb, t, f)
+
+
 class _Types:
     @hookimpl
     def mbcore_force_types(self):
-        return [RowTSDA, FailingTSDA]
+        return [RowTSDA, FailingTSDA, FailingStackedTSDA]
 
     @hookimpl
     def mbcore_constraint_types(self):
@@ -168,19 +181,24 @@ def test_types_without_rows_stacked_are_called_per_row_and_agree(examples, pm, b
     _assert_rows_equal(new, ref)
 
 
+@pytest.mark.parametrize("spring, message", [
+    ("failing_tsda", "no outputs after t = 0.1"),               # called at the output
+    ("failing_stacked_tsda", "'spring'.*no outputs above y = 0.49")])   # in the block
 def test_a_run_failing_midway_writes_every_row_before_the_failure(examples, pm, tmp_path,
-                                                                 block_used):
-    d = _platform(examples, "failing_tsda")
+                                                                 block_used, spring,
+                                                                 message):
+    d = _platform(examples, spring)
     files = {}
     for mode in ("block", "reference"):
         files[mode] = tmp_path / f"{mode}.h5"
-        with pytest.raises(AnalysisError, match="no outputs after t = 0.1"):
+        with pytest.raises(AnalysisError, match=message):
             mbcore.run(Model.from_dict(d, registry=pm.registry), analysis="dynamic",
                        settings={"t_end": 0.3, "output_step": 0.005, "output_rows": mode},
                        plugins=pm, output=files[mode])
     assert block_used == [True, False]
     with Result(files["block"]) as a, Result(files["reference"]) as b:
-        assert np.array_equal(a.t, b.t) and a.t[-1] == pytest.approx(0.1)
+        assert np.array_equal(a.t, b.t) and 0.02 < a.t[-1] <= 0.1 + 1e-12
+        assert a.status == b.status == "failed"
         for c in b.channels:
             assert np.asarray(a[c]).shape == np.asarray(b[c]).shape, c
             assert np.allclose(a[c], b[c], rtol=0, atol=1e-12 * max(

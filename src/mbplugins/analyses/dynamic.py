@@ -610,11 +610,29 @@ class _RowBlock:
             return
         self.k = 0
         self.since = time.monotonic()
-        run, n, sysm = self.run, self.n, self.run.sysm
-        Y, S, rows, T = self.Y[:k], self.S[:k], self.rows[:k], self.T[:k]
+        try:
+            self._pack(0, k)
+        except Exception:
+            # a per-type quantity of some row cannot be evaluated: the rows one by
+            # one, those before the failing row recorded, then its (named) error
+            for j in range(k):
+                try:
+                    self._pack(j, j + 1)
+                except Exception:
+                    if j:
+                        self._hand_over(j, checkpoint=False)
+                    raise
+            raise                                       # (not reached)
+        self._hand_over(k)
+
+    def _pack(self, lo: int, hi: int) -> None:
+        """The channel columns of rows ``lo:hi`` of the block."""
+        n, sysm = self.n, self.run.sysm
+        sl = slice(lo, hi)
+        Y, S, rows, T = self.Y[sl], self.S[sl], self.rows[sl], self.T[sl]
         Q, QD = Y[:, :n], Y[:, n:2 * n]
-        QDD, LAM = self.QDD[:k], self.LAM[:k]
-        FV = None if self.FV is None else self.FV[:k]
+        QDD, LAM = self.QDD[sl], self.LAM[sl]
+        FV = None if self.FV is None else self.FV[sl]
         for name, off, w in self.cols:
             col = rows[:, off:off + w]
             if name == "q":
@@ -626,13 +644,13 @@ class _RowBlock:
             elif name == "lam":
                 col[:] = LAM
             elif name == "reactions":
-                col[:] = sysm.reactions_rows(Q, LAM, self.JD[:k])
+                col[:] = sysm.reactions_rows(Q, LAM, self.JD[sl])
             elif name == "reactions_local":
                 col[:] = sysm.reactions_local_rows(Q, T, FV, LAM, stacked=True,
-                                                   out=self.RL[:k])
+                                                   out=self.RL[sl])
             elif name == "forces":
                 col[:] = sysm.force_outputs_rows(Q, QD, T, FV, stacked=True,
-                                                 out=self.FO[:k])
+                                                 out=self.FO[sl])
             elif name == "points":
                 col[:] = sysm.point_kinematics_rows(Q, QD, QDD)
             elif name == "angular":
@@ -642,19 +660,26 @@ class _RowBlock:
                 V = sysm.gravity_potential_rows(Q) + sysm.force_energy_rows(
                     Q, T, FV, stacked=True)
                 if self.row_energy:
-                    V += self.EV[:k]
+                    V += self.EV[sl]
                 W = Y[:, 2 * n]
                 col[:, 0], col[:, 1], col[:, 2] = Tk, V, Tk + V
                 col[:, 3], col[:, 4] = W, Tk + V - W
             elif name == "violation":
                 if self.want_pn:
-                    col[:] = sysm.violation_rows(QD, self.JD[:k], self.PHI[:k],
-                                                 self.NU[:k])
+                    col[:] = sysm.violation_rows(QD, self.JD[sl], self.PHI[sl],
+                                                 self.NU[sl])
                 else:
                     col[:] = 0.0
             else:                                   # integrator: as _output_compiled
                 col[:, :2] = S[:, :2]
-                np.add(run.base, S[:, 2:], out=col[:, 2:5])
+                np.add(self.run.base, S[:, 2:], out=col[:, 2:5])
+
+    def _hand_over(self, k: int, checkpoint: bool = True) -> None:
+        """Rows ``0:k`` (packed) to the reporters, with the run's last output state,
+        statistics and (``checkpoint``: the rows end at the loop's current step)
+        checkpoint."""
+        run, n = self.run, self.n
+        Y, S, rows, T = self.Y[:k], self.S[:k], self.rows[:k], self.T[:k]
         # the state of the last row, as output() leaves it
         run.istat[0], run.istat[1] = S[-1, 0], S[-1, 1]
         run.istat[2:] = run.base + S[-1, 2:]
@@ -668,7 +693,7 @@ class _RowBlock:
                 for i in range(k):
                     flat[:] = rows[i]
                     run.record(float(T[i]), run.row)
-            if run.ck is not None:
+            if run.ck is not None and checkpoint:
                 run.ck.offer(run.snapshot(float(T[-1]), Y[-1], float(S[-1, 2])))
         run.bar.update(k)
 
