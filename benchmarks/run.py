@@ -58,6 +58,10 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``simulation_fourbar_*`` (``--only simulation``): ``Simulation.advance_to``
   in a 1 kHz loop (four-bar, rk4 and dopri5): µs per macro step with unchanged
   inputs and with a torque changed every step, against ``mbcore.run`` per row.
+* ``*_output_rows`` (``--only output_rows``): the cost of one output row with every
+  channel recorded on the compiled loop (platform, heavy top, spatial slider-crank),
+  blocks of rows (compiled and Python per-row evaluation) against the row-by-row
+  reference, and per channel.
 * ``platform_streaming_memory`` (``--only memory``, only when named: minutes): peak
   RSS of ``mbcore run examples/platform.yaml -o FILE`` with every channel at 10⁴,
   10⁵ and 10⁶ rows (``--quick``: 10⁴, 10⁵), benchmarks/memory.py.
@@ -1780,6 +1784,61 @@ def bench_simulation(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_output_rows(repeat: int, quick: bool) -> dict:
+    """The cost of one output row with every channel recorded (µs per row) on the
+    compiled loop: ``(wall_time(2001 rows) - wall_time(11 rows)) / 1990`` of a 1 s
+    dynamic run (``stats["wall_time"]``: without the model compile), median of
+    ``repeat`` pairs, for ``settings.output_rows`` = ``block`` (the channels of a
+    block of rows at once, each row's evaluation in one compiled call),
+    ``block_python`` (the same, the per-row evaluation by Python calls) and
+    ``reference`` (row by row), interleaved in the same run; and the same per
+    channel (``record: <channel>``, 1001 rows, ``--quick``: fewer pairs) for block and
+    reference.  Cases: examples/platform.yaml (planar, cs), spatial_heavy_top.yaml
+    and spatial_slider_crank_dynamic.yaml (spatial, di)."""
+    import statistics
+    ex = ROOT / "examples"
+    modes = ("block", "block_python", "reference")
+    channels = ("q", "qd", "qdd", "lam", "reactions", "reactions_local", "forces",
+                "points", "angular", "energy", "violation", "integrator")
+    n_pairs = 3 if quick else max(5, repeat)
+
+    def wall(path, rows, mode, record=None):
+        st = {"t_end": 1.0, "output_step": 1.0 / (rows - 1), "output_rows": mode}
+        if record:
+            st["record"] = record
+        return mbcore.run(path, analysis="dynamic", settings=st).stats["wall_time"]
+
+    def per_row(path, mode, rows, record=None):
+        return (wall(path, rows, mode, record) - wall(path, 11, mode, record)) \
+            / (rows - 11) * 1e6
+
+    out = {}
+    for name in ("platform", "spatial_heavy_top", "spatial_slider_crank_dynamic"):
+        path = ex / f"{name}.yaml"
+        wall(path, 11, "block")                          # warm (imports, kernels)
+        got = {m: [] for m in modes}
+        for _ in range(n_pairs):
+            for m in modes:
+                got[m].append(per_row(path, m, 2001))
+        row = {m + "_us_per_row": statistics.median(v) for m, v in got.items()}
+        row["ratio_reference_over_block"] = (row["reference_us_per_row"]
+                                             / row["block_us_per_row"])
+        row["ratio_block_python_over_block"] = (row["block_python_us_per_row"]
+                                                / row["block_us_per_row"])
+        per_channel = {}
+        for c in channels:
+            pairs = {m: [] for m in ("block", "reference")}
+            for _ in range(3 if quick else 5):
+                for m in pairs:
+                    pairs[m].append(per_row(path, m, 1001, c))
+            per_channel[c] = {m: statistics.median(v) for m, v in pairs.items()}
+        row["per_channel_us_per_row"] = per_channel
+        row["note"] = ("every channel; per channel: record = that channel alone (the "
+                       "q-only cost includes the loop's own cost per output)")
+        out[f"{name}_output_rows"] = row
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -1793,7 +1852,8 @@ def main(argv=None) -> int:
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
                                                  "penalty", "force_jacobians", "dijac",
-                                                 "modes", "sweep", "simulation", "memory"),
+                                                 "modes", "sweep", "simulation", "memory",
+                                                 "output_rows"),
                    help="run only these groups (memory: only when named, it takes minutes)")
     args = p.parse_args(argv)
     report = {
@@ -1817,6 +1877,7 @@ def main(argv=None) -> int:
               "sweep": (bench_sweep,),
               "simulation": (bench_simulation,),
               "startup_rows": (bench_overheads_startup_rows,),
+              "output_rows": (bench_output_rows,),
               "memory": (bench_memory,)}
     long_groups = ("memory",)            # run only when named in --only
     for key in (args.only or [g for g in groups if g not in long_groups]):
@@ -1851,6 +1912,9 @@ def markdown(report: dict) -> str:
         ("Formulations (compiled path)", "_formulation",
          ["simulated_s", "integrator", "compiled_s_per_simulated_s", "rhs_evaluations",
           "max_position_violation", "max_velocity_violation", "energy_drift_rel"]),
+        ("Output rows, every channel (µs per row)", "_output_rows",
+         ["block_us_per_row", "block_python_us_per_row", "reference_us_per_row",
+          "ratio_reference_over_block", "ratio_block_python_over_block"]),
         ("Kinematic analyses", "_kinematic_analysis",
          ["output_steps", "compiled_steps_per_s", "numpy_steps_per_s", "ratio"]),
     ]
@@ -1890,7 +1954,8 @@ def table(report: dict) -> str:
             "compiled_kernel_us", "numpy_us",
             "compiled_steps_per_s", "exponent", "overhead_fraction",
             "extra_us_per_stage_call", "extra_us_per_call", "first_run_extra_s",
-            "wall_time_s_per_simulated_s", "growth_mb")
+            "wall_time_s_per_simulated_s", "growth_mb", "block_us_per_row",
+            "block_python_us_per_row", "reference_us_per_row")
     lines = []
     for name, row in report["cases"].items():
         if not isinstance(row, dict):

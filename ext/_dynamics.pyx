@@ -226,6 +226,7 @@ cdef class CompiledRHS(CompiledODE):
     cdef double[::1] jw_pw0
     cdef double[::1] jw_J0, jw_lam0, jw_qdd0, jw_g0, jw_r0, jw_raw0, jw_jqd0, jw_b0
     cdef double[::1] jw_K, jw_Cf, jw_Kb, jw_Cb, jw_R, jw_w, jw_qp
+    cdef double[::1] out_ydot           # output_row's scratch derivative
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata not None,
@@ -278,6 +279,7 @@ cdef class CompiledRHS(CompiledODE):
         self.alpha = alpha
         self.beta = beta
         self.stabilise = alpha != 0.0 or beta != 0.0
+        self.out_ydot = np.zeros(2 * n + 1)
         self.nfev = 0
         self.status = 0
         self.nsp = 0
@@ -688,6 +690,57 @@ cdef class CompiledRHS(CompiledODE):
 
     # ------------------------------------------------------------- Python level
     # eval(t, y, ydot) -> status and timeit(t, y, repeat): CompiledODE
+
+    def output_row(self, double t, const double[::1] y not None, Py_ssize_t i,
+                   double[:, ::1] qdd_rows not None, double[:, ::1] lam_rows not None,
+                   double[:, ::1] jac_rows=None, double[:, ::1] phi_rows=None,
+                   double[:, ::1] nu_rows=None, double[:, ::1] fv_rows=None):
+        """What an output row needs from an evaluation at its state (t, y), in one
+        call (the dynamic analysis' blocks of rows, ``mbcore.system.output_rows``):
+        into row ``i`` of the arrays, qdd and lam of the evaluation :meth:`eval`
+        makes (Nikravesh (1988), Eqs. 9.49-9.55), Phi_q's values (``jac_rows``:
+        the System's Jacobian buffer, dense or CSR data, then its ground entries),
+        Phi and nu (Eqs. 3.12-3.14, the violation channel) and the jets of the time
+        functions (``fv_rows``, flattened); a ``None`` array is skipped.  Not
+        counted in ``nfev`` (an output, not an integration cost).  NumPy reference:
+        ``eval`` + ``qdd_view``/``lam_view`` + ``System.jacobian_values``,
+        ``System.phi``, ``System.nu``, ``System.functions_at``.  Returns the status
+        (0 = OK; else the caller repeats the row on the Python path, which names
+        the error or applies least-squares multipliers)."""
+        cdef Py_ssize_t n = self.n, m = self.m, nj = self.jdata.shape[0], k
+        if y.shape[0] < 2 * n:
+            raise ValueError(f"y needs {2 * n} entries")
+        _need("qdd_rows (columns)", qdd_rows.shape[1], n)
+        _need("lam_rows (columns)", lam_rows.shape[1], m)
+        if i < 0 or i >= qdd_rows.shape[0] or i >= lam_rows.shape[0]:
+            raise ValueError(f"row {i} is outside the arrays")
+        for what, arr, w in (("jac_rows", jac_rows, nj), ("phi_rows", phi_rows, m),
+                             ("nu_rows", nu_rows, m), ("fv_rows", fv_rows, 3 * self.nf)):
+            if arr is not None:
+                _need(f"{what} (columns)", arr.shape[1], w)
+                if i >= arr.shape[0]:
+                    raise ValueError(f"row {i} is outside {what}")
+        cdef int status
+        with nogil:
+            status = self.c_eval(t, &y[0], &self.out_ydot[0])
+            self.nfev -= 1
+            if status == 0 and m and (phi_rows is not None or nu_rows is not None):
+                # (c_eval loaded q into the evaluator's extended buffer)
+                if (phi_rows is not None and self.ev.c_phi(t, self.fvp, &phi_rows[i, 0]) >= 0) \
+                        or (nu_rows is not None
+                            and self.ev.c_nu(t, self.fvp, &nu_rows[i, 0]) >= 0):
+                    status = CONSTRAINT_FAILED
+                    self.status = status
+        if status:
+            return status
+        memcpy(&qdd_rows[i, 0], &self.qdd[0], n * sizeof(double))
+        if m:
+            memcpy(&lam_rows[i, 0], &self.lam[0], m * sizeof(double))
+        if jac_rows is not None and nj:
+            memcpy(&jac_rows[i, 0], &self.jdata[0], nj * sizeof(double))
+        if fv_rows is not None and self.nf:
+            memcpy(&fv_rows[i, 0], self.fvp, 3 * self.nf * sizeof(double))
+        return 0
 
     @property
     def lam_view(self):

@@ -292,16 +292,39 @@ def _row_by_row(monkeypatch):
     monkeypatch.setattr(dyn._Run, "_row_block", lambda self: None)
 
 
+def _assert_block_equal(c, got, ref, res):
+    """Copied channels (q, qd, qdd, lam, integrator) bit for bit; the computed ones
+    (energy, violation, ...) are sums in another order than the row-by-row path: within
+    1e-12 of their scale (observed <= 5e-16 relative; for the velocity violation the scale
+    is max|Phi_q| max|qd|, observed <= 2e-16 of it)."""
+    got, ref = np.asarray(got), np.asarray(ref)
+    if c in ("q", "qd", "qdd", "lam", "integrator"):
+        assert np.array_equal(got, ref), c
+        return
+    assert got.shape == ref.shape, c
+    scale = np.max(np.abs(ref)) if ref.size else 0.0
+    if c == "violation":
+        sysm, q = res.system, np.asarray(res["q"]) if "q" in res.channels else None
+        qd = np.asarray(res["qd"]) if "qd" in res.channels else None
+        if q is not None and qd is not None and sysm.m:
+            J = max(np.max(np.abs(sysm.jacobian_dense(q[i], float(res.t[i]))))
+                    for i in (0, len(q) // 2, len(q) - 1))
+            scale = max(scale, J * np.max(np.abs(qd)))
+        else:
+            scale = max(scale, 1.0)
+    assert np.max(np.abs(got - ref), initial=0.0) <= 1e-12 * scale, c
+
+
 @pytest.mark.parametrize("record", ["q, qd", "qd, q", "q, qd, energy", "integrator, qd",
                                     "q, qd, energy, integrator", "violation, q",
                                     "q, qd, energy, violation, integrator", None])
 @pytest.mark.parametrize("case", ["pendulum", "platform", "chain20", "stop"])
 def test_batched_output_rows_equal_row_by_row(case, record, examples, tmp_path, monkeypatch):
-    """The compiled loop hands rows of state channels (q, qd, energy, violation,
-    integrator) to the reporters in blocks: every recorded channel, the times, the HDF5 file, the
-    events and the statistics equal those of the row-by-row path, bit for bit —
+    """The compiled loop hands rows to the reporters in blocks: every recorded
+    channel, the times, the HDF5 file, the events and the statistics equal those of
+    the row-by-row path (copied channels bit for bit, computed ones to round-off) —
     also across a stop condition (the compiled loop hands the last step to the
-    Python driver) and for every channel (which keeps the row-by-row path)."""
+    Python driver) and for every channel."""
     from mbcore.results.result import Result
     st = {"t_end": 1.0, "output_step": 0.01, "integrator": "dopri5", "formulation": "di",
           "rtol": 1e-4, "atol": 1e-7}
@@ -332,11 +355,11 @@ def test_batched_output_rows_equal_row_by_row(case, record, examples, tmp_path, 
     assert new.channels == old.channels
     assert np.array_equal(new.t, old.t)
     for c in new.channels:
-        assert np.array_equal(new[c], old[c]), c
+        _assert_block_equal(c, new[c], old[c], new)
     with Result(tmp_path / "new.h5") as a, Result(tmp_path / "old.h5") as b:
         assert a.channels == b.channels and np.array_equal(a.t, b.t)
         for c in a.channels:
-            assert np.array_equal(a[c], b[c]), c
+            _assert_block_equal(c, a[c], b[c], new)
         assert a.events == b.events and a.status == b.status == "finished"
     if case == "stop":
         assert new.stats["stopped_by"] == "qd:L0.phi < -3"

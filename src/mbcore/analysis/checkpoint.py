@@ -97,12 +97,17 @@ class Checkpointer:
     def offer(self, snapshot: Snapshot) -> None:
         """The state of the row just recorded (:class:`Snapshot`, made by the run)."""
         rep = self.reporter
-        t = snapshot.t
         self._pending = (snapshot, rep.n_rows, rep.n_events)
-        if (time.monotonic() - self._last_wall >= self.seconds
-                or (self.every is not None
-                    and t - self._last_t >= self.every * (1.0 - 1e-9))):
+        if self.due(snapshot.t):
             self.write()
+
+    def due(self, t: float) -> bool:
+        """Whether a row at ``t`` offered now would be written: a run that hands
+        rows over in blocks ends its block at such a row, so that the checkpoint
+        holds that row's state."""
+        return (time.monotonic() - self._last_wall >= self.seconds
+                or (self.every is not None
+                    and t - self._last_t >= self.every * (1.0 - 1e-9)))
 
     def write(self) -> bool:
         """Write the last offered state (once); False if there is none new."""

@@ -164,6 +164,13 @@ class ConstraintType:
     #: names of the joint-local reaction components, e.g. ("normal", "torque")
     local_labels: ClassVar[tuple[str, ...]] = ()
 
+    #: True when :meth:`reaction_local` treats every element independently (row e of
+    #: the result depends on row e of its arguments only) and depends on time only
+    #: through ``f``: the System may then evaluate it for a block of output rows in
+    #: one call, the rows stacked as elements (:mod:`mbcore.system.output_rows`).
+    #: False (the default): one call per output row.
+    rows_stacked: ClassVar[bool] = False
+
     def reaction_local(self, par, qb, t, f, lam):
         """Joint-local reaction components, (ne, len(local_labels)), from the
         multipliers ``lam`` (ne, m) in the convention of docs/conventions.md
@@ -217,6 +224,12 @@ class ForceType:
     conservative: ClassVar[bool] = False
     description: ClassVar[str] = ""
     body_kind: ClassVar[str] = "planar"
+    #: True when :meth:`energy` and :meth:`outputs` treat every element
+    #: independently and depend on time only through ``f``: the System may then
+    #: evaluate them for a block of output rows in one call, the rows stacked as
+    #: elements (:mod:`mbcore.system.output_rows`).  False (the default): one call
+    #: per output row.
+    rows_stacked: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)

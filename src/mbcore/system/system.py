@@ -12,14 +12,15 @@ Model/Data):
   a run — buffers, time-function values, input values and constant forces.
 
 The state (t, q, qd, qdd, lam) lives apart (:class:`mbcore.system.state.State`).
-The evaluation methods come from three mixins, one job each:
+The evaluation methods come from four mixins, one job each:
 :mod:`~mbcore.system.constraint_stages` (Nikravesh (1988), §3.2.2, Eqs.
 3.12-3.17)::
 
     functions(t) -> phi(q, t) -> jacobian(q, t) -> nu(q, t) -> gamma(q, qd, t)
 
-:mod:`~mbcore.system.force_stages` (forces, their Jacobians, energies) and
-:mod:`~mbcore.system.outputs` (initial state, point kinematics, inertia terms).
+:mod:`~mbcore.system.force_stages` (forces, their Jacobians, energies),
+:mod:`~mbcore.system.outputs` (initial state, point kinematics, inertia terms) and
+:mod:`~mbcore.system.output_rows` (the output quantities of a block of rows at once).
 
 Built-in types with a compiled kernel are assembled by one call into
 ``mbcore._ext._planar.PlanarEvaluator``; the NumPy reference path (environment
@@ -47,6 +48,7 @@ from .force_stages import ForceStages
 from .groups import ForceGroup, Group, unique_ints as _unique_ints  # noqa: F401
 from .kernels import CompiledKernels
 from .outputs import OutputStages
+from .output_rows import OutputRows
 
 #: the SystemModel's attributes that a System shows as its own (read-only by
 #: convention; the model never changes after compilation)
@@ -61,7 +63,7 @@ MODEL_ATTRIBUTES = (
     "angular_labels")
 
 
-class System(ConstraintStages, ForceStages, OutputStages):
+class System(ConstraintStages, ForceStages, OutputStages, OutputRows):
     """A compiled multibody system: the facade of its :attr:`compiled` model and
     its :attr:`data` workspace (see module docstring)."""
 

@@ -77,6 +77,13 @@ class DynamicAnalysis(Analysis):
                         "q, qd, qdd, lam, reactions, reactions_local, forces, points, "
                         "angular (spatial bodies), energy, violation, integrator; fewer channels make each output "
                         "row cheaper", required=False),
+        "output_rows": Param("choice", "how the compiled loop's output rows are computed: "
+                             "'block' evaluates the channels for many rows at once "
+                             "(mbcore.system.output_rows), each row's evaluation at "
+                             "its state in one compiled call; 'block_python' the same "
+                             "with that evaluation by Python calls; 'reference' row "
+                             "by row", default="block",
+                             choices=("block", "block_python", "reference")),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
                       "methods, abm, bdf (also with ggl), implicit_euler and trapezoid on "
                       "the compiled right-hand side in compiled code; "
@@ -447,29 +454,71 @@ class DynamicAnalysis(Analysis):
 
 class _RowBlock:
     """Output rows of the compiled loop collected in a block and handed to the
-    reporters together (``record.rows``, Reporter rule 5), for runs whose recorded
-    channels are functions of the state (``record: q, qd`` [, energy, violation,
-    integrator]).
+    reporters together (``record.rows``, Reporter rule 5).
 
-    At an output the loop's callback only copies y and the loop statistics into
-    preallocated arrays; :meth:`flush` (block full, ``SECONDS`` of wall time since
-    the last hand-over, the end of a segment, a hand-over to the Python driver, an
-    error) packs the channel columns, with the values :meth:`_Run.output` records
-    row by row, and updates the run's last output state and statistics."""
+    At an output the loop's callback copies y and the loop statistics into
+    preallocated arrays and evaluates what only an evaluation at the row's state
+    gives, as :meth:`_Run.output` does there: qdd, lam and Phi_q from the compiled
+    right-hand side, Phi and nu (violation channel), the time functions, and the
+    per-type quantities of element types that do not declare ``rows_stacked``
+    (they may keep state, so they are called at the output, one row at a time).
+    :meth:`flush` (block full, ``SECONDS`` of wall time since the last hand-over,
+    the end of a segment, a hand-over to the Python driver, an error) computes
+    every channel for the whole block at once (:mod:`mbcore.system.output_rows`),
+    packs the columns with the values :meth:`_Run.output` records row by row, and
+    updates the run's last output state and statistics.  A row whose evaluation
+    fails is not recorded: the rows before it are, then the error propagates."""
 
     #: largest block (bytes of rows) and longest wait before the reporters get rows
     BYTES, SECONDS = 4 << 20, 0.25
+    #: channels that need qdd, lam (the evaluation at the row's state)
+    DYNAMIC = frozenset(("qdd", "lam", "reactions", "reactions_local", "points", "angular"))
+    #: channels that read the time functions of the row
+    TIMED = frozenset(("energy", "forces", "reactions_local"))
 
     def __init__(self, run: _Run):
         self.run = run
-        n = run.n
+        n, m, sysm = run.n, run.sysm.m, run.sysm
         size = run.form.size + 1                    # y = [q; qd; W]
         width = run.row.flat.size
-        self.cap = cap = int(max(1, min(4096, self.BYTES // (8 * max(width, size)))))
+        names = set(run.row)
+        self.dynamic = bool(names & self.DYNAMIC)
+        self.want_jd = bool(names & {"reactions", "violation"})
+        self.want_pn = "violation" in names and m > 0
+        self.want_fv = bool(names & self.TIMED) and sysm.function_count > 0
+        forces_stacked, local_stacked = sysm.output_types_stacked()
+        # per-type quantities of the types evaluated at the output, one row at a time
+        self.row_forces = "forces" in names and not forces_stacked
+        self.row_energy = "energy" in names and not forces_stacked
+        self.row_local = "reactions_local" in names and not local_stacked
+        nf, nl = len(sysm.force_labels), len(sysm.local_reaction_labels)
+        per_row = (max(width, size) + n + m + (sysm.jacobian_values.size if self.want_jd
+                                              else 0) + 2 * m + 3 * sysm.function_count
+                   + nf + nl + 1)
+        self.cap = cap = int(max(1, min(4096, self.BYTES // (8 * per_row))))
         self.Y = Y = np.empty((cap, size))
         self.T = T = np.empty(cap)
         self.S = S = np.empty((cap, 5))
         self.rows = np.empty((cap, width))
+        self.QDD = np.zeros((cap, n))
+        self.LAM = np.zeros((cap, m))
+        self.JD = np.zeros((cap, sysm.jacobian_values.size)) if self.want_jd else None
+        self.PHI = np.zeros((cap, m)) if self.want_pn else None
+        self.NU = np.zeros((cap, m)) if self.want_pn else None
+        self.FV = (np.zeros((cap, sysm.function_count, 3)) if self.want_fv else None)
+        self.FO = np.zeros((cap, nf)) if "forces" in names else None
+        self.RL = np.zeros((cap, nl)) if "reactions_local" in names else None
+        self.EV = np.zeros(cap)
+        self.obuf = np.zeros(size)
+        self.crhs = run.crhs if (run.crhs is not None
+                                 and getattr(run.crhs, "cartesian", True)) else None
+        self.FV2 = None if self.FV is None else self.FV.reshape(cap, -1)
+        # the compiled per-row evaluation (all of it, also for the channels that
+        # need only Phi_q)
+        self.compiled_row = getattr(self.crhs, "output_row", None)
+        if run.s.get("output_rows", "block") != "block" or not (
+                self.dynamic or self.want_jd or self.want_pn):
+            self.compiled_row = None         # (only the time functions: no evaluation)
         self.cols = []
         off = 0
         for name, w in run.row.layout:
@@ -478,40 +527,159 @@ class _RowBlock:
         self.k = 0
         self.since = time.monotonic()
         cstat, seconds, clock, flush = run.cstat, self.SECONDS, time.monotonic, self.flush
+        due = None if run.ck is None else run.ck.due
         self.n = n
+        evaluate = self._evaluate if (self.dynamic or self.want_jd or self.want_pn
+                                      or self.want_fv or self.row_forces or self.row_energy
+                                      or self.row_local) else None
 
         def on_output(t, y):
             i = self.k
             Y[i] = y
             T[i] = t
             S[i] = cstat
+            if evaluate is not None:
+                try:
+                    evaluate(i)
+                except BaseException:
+                    flush()                  # the rows before this one, in order
+                    raise
             self.k = i = i + 1
-            if i == cap or clock() - self.since >= seconds:
-                flush()
+            if i == cap or clock() - self.since >= seconds or (due is not None and due(t)):
+                flush()                      # (a checkpoint due: its row ends the block)
             return None
         self.on_output = on_output
+
+    def _evaluate(self, i: int) -> None:
+        """What row ``i`` needs from an evaluation at its state (at the output): in
+        one compiled call (``CompiledRHS.output_row``) where it applies, else (or
+        ``settings.output_rows: block_python``, its reference) by the Python calls
+        of :meth:`_evaluate_python`; then the per-type quantities of the types
+        evaluated one row at a time."""
+        if self.compiled_row is None or self.compiled_row(
+                float(self.T[i]), self.Y[i], i, self.QDD, self.LAM, self.JD, self.PHI,
+                self.NU, self.FV2) != 0:
+            self._evaluate_python(i)
+        if self.row_forces or self.row_energy or self.row_local:
+            self._row_types(i)
+
+    def _evaluate_python(self, i: int) -> None:
+        run, n, sysm = self.run, self.n, self.run.sysm
+        y, t = self.Y[i], float(self.T[i])
+        crhs = self.crhs
+        if self.dynamic:
+            if crhs is not None and crhs.eval(t, y, self.obuf) == 0:
+                crhs.nfev -= 1                       # an output, not an integration cost
+                self.QDD[i] = crhs.qdd_view
+                self.LAM[i] = crhs.lam_view
+            else:
+                if crhs is not None:
+                    crhs.nfev -= 1
+                form = run.form
+                _, _, qdd, lam = form.outputs(t, y[:form.size])
+                self.QDD[i] = qdd
+                self.LAM[i] = lam
+                sysm.jacobian(y[:n], t)
+        elif self.want_jd:
+            sysm.jacobian(y[:n], t)
+        if self.want_jd:
+            self.JD[i] = sysm.jacobian_values
+        if self.want_pn:
+            self.PHI[i] = sysm.phi(y[:n], t)
+            self.NU[i] = sysm.nu(y[:n], t)
+        if self.FV is not None:
+            self.FV[i] = sysm.functions_at(t)
+
+    def _row_types(self, i: int) -> None:
+        """Row ``i``'s per-type quantities of the types without ``rows_stacked``."""
+        n, sysm = self.n, self.run.sysm
+        sl = slice(i, i + 1)
+        Q, QD, T = self.Y[sl, :n], self.Y[sl, n:2 * n], self.T[sl]
+        FV = None if self.FV is None else self.FV[sl]
+        if self.row_forces:
+            sysm.force_outputs_rows(Q, QD, T, FV, stacked=False, out=self.FO[sl])
+        if self.row_energy:
+            self.EV[i] = sysm.force_energy_rows(Q, T, FV, stacked=False)[0]
+        if self.row_local:
+            sysm.reactions_local_rows(Q, T, FV, self.LAM[sl], stacked=False,
+                                      out=self.RL[sl])
 
     def flush(self) -> None:
         k = self.k
         if not k:
             return
-        run, n = self.run, self.n
-        Y, S, rows = self.Y[:k], self.S[:k], self.rows[:k]
-        for name, off, w in self.cols:
-            if name == "q":
-                rows[:, off:off + w] = Y[:, :n]
-            elif name == "qd":
-                rows[:, off:off + w] = Y[:, n:2 * n]
-            elif name == "energy":                  # as output(), row by row
-                self._energy(Y, rows[:, off:off + w])
-            elif name == "violation":
-                self._violation(Y, rows[:, off:off + w])
-            else:                                   # integrator: as _output_compiled
-                rows[:, off:off + 2] = S[:, :2]
-                np.add(run.base, S[:, 2:], out=rows[:, off + 2:off + 5])
-        T = self.T[:k]
         self.k = 0
         self.since = time.monotonic()
+        try:
+            self._pack(0, k)
+        except Exception:
+            # a per-type quantity of some row cannot be evaluated: the rows one by
+            # one, those before the failing row recorded, then its (named) error
+            for j in range(k):
+                try:
+                    self._pack(j, j + 1)
+                except Exception:
+                    if j:
+                        self._hand_over(j, checkpoint=False)
+                    raise
+            raise                                       # (not reached)
+        self._hand_over(k)
+
+    def _pack(self, lo: int, hi: int) -> None:
+        """The channel columns of rows ``lo:hi`` of the block."""
+        n, sysm = self.n, self.run.sysm
+        sl = slice(lo, hi)
+        Y, S, rows, T = self.Y[sl], self.S[sl], self.rows[sl], self.T[sl]
+        Q, QD = Y[:, :n], Y[:, n:2 * n]
+        QDD, LAM = self.QDD[sl], self.LAM[sl]
+        FV = None if self.FV is None else self.FV[sl]
+        for name, off, w in self.cols:
+            col = rows[:, off:off + w]
+            if name == "q":
+                col[:] = Q
+            elif name == "qd":
+                col[:] = QD
+            elif name == "qdd":
+                col[:] = QDD
+            elif name == "lam":
+                col[:] = LAM
+            elif name == "reactions":
+                col[:] = sysm.reactions_rows(Q, LAM, self.JD[sl])
+            elif name == "reactions_local":
+                col[:] = sysm.reactions_local_rows(Q, T, FV, LAM, stacked=True,
+                                                   out=self.RL[sl])
+            elif name == "forces":
+                col[:] = sysm.force_outputs_rows(Q, QD, T, FV, stacked=True,
+                                                 out=self.FO[sl])
+            elif name == "points":
+                col[:] = sysm.point_kinematics_rows(Q, QD, QDD)
+            elif name == "angular":
+                col[:] = sysm.angular_kinematics_rows(Q, QD, QDD)
+            elif name == "energy":                  # as output(), row by row
+                Tk = sysm.kinetic_energy_rows(Q, QD)
+                V = sysm.gravity_potential_rows(Q) + sysm.force_energy_rows(
+                    Q, T, FV, stacked=True)
+                if self.row_energy:
+                    V += self.EV[sl]
+                W = Y[:, 2 * n]
+                col[:, 0], col[:, 1], col[:, 2] = Tk, V, Tk + V
+                col[:, 3], col[:, 4] = W, Tk + V - W
+            elif name == "violation":
+                if self.want_pn:
+                    col[:] = sysm.violation_rows(QD, self.JD[sl], self.PHI[sl],
+                                                 self.NU[sl])
+                else:
+                    col[:] = 0.0
+            else:                                   # integrator: as _output_compiled
+                col[:, :2] = S[:, :2]
+                np.add(self.run.base, S[:, 2:], out=col[:, 2:5])
+
+    def _hand_over(self, k: int, checkpoint: bool = True) -> None:
+        """Rows ``0:k`` (packed) to the reporters, with the run's last output state,
+        statistics and (``checkpoint``: the rows end at the loop's current step)
+        checkpoint."""
+        run, n = self.run, self.n
+        Y, S, rows, T = self.Y[:k], self.S[:k], self.rows[:k], self.T[:k]
         # the state of the last row, as output() leaves it
         run.istat[0], run.istat[1] = S[-1, 0], S[-1, 1]
         run.istat[2:] = run.base + S[-1, 2:]
@@ -525,33 +693,9 @@ class _RowBlock:
                 for i in range(k):
                     flat[:] = rows[i]
                     run.record(float(T[i]), run.row)
-            if run.ck is not None:
+            if run.ck is not None and checkpoint:
                 run.ck.offer(run.snapshot(float(T[-1]), Y[-1], float(S[-1, 2])))
         run.bar.update(k)
-
-    def _energy(self, Y, out) -> None:
-        sysm, n, T = self.run.sysm, self.n, self.T
-        kinetic, potential = sysm.kinetic_energy, sysm.potential_energy
-        for i in range(len(Y)):
-            q, W = Y[i, :n], float(Y[i, 2 * n])
-            Tk, V = kinetic(Y[i, n:2 * n], q), potential(q, float(T[i]))
-            e = out[i]
-            e[0], e[1], e[2], e[3], e[4] = Tk, V, Tk + V, W, Tk + V - W
-
-    def _violation(self, Y, out) -> None:
-        """max |Phi| and max |Phi_q qd - nu| of each row, as output() computes them
-        (the compiled kernels at the row's state; the loop re-evaluates its own
-        buffers at its next stage)."""
-        sysm, n, T = self.run.sysm, self.n, self.T
-        jacobian, nu, phi = sysm.jacobian, sysm.nu, sysm.phi
-        if not sysm.m:
-            out[:] = 0.0
-            return
-        for i in range(len(Y)):
-            q, t = Y[i, :n], float(T[i])
-            r = jacobian(q, t).dot(Y[i, n:2 * n]) - nu(q, t)
-            out[i, 0] = np.max(np.abs(phi(q, t)))
-            out[i, 1] = np.max(np.abs(r))
 
 
 def _gap_event(contacts, k, n):
@@ -907,19 +1051,17 @@ class _Run:
         return self.output(t, y)
 
     # -- batched rows of the compiled loop ---------------------------------
-    #: channels that are functions of (t, y) alone or copies of the step statistics
-    STATE_CHANNELS = frozenset(("q", "qd", "energy", "violation", "integrator"))
-
     def _row_block(self):
-        """A :class:`_RowBlock` when every recorded channel is a function of (t, y) or
-        a copy of the loop's statistics and nothing else happens at an output: the
+        """A :class:`_RowBlock` when nothing but the row happens at an output: the
         compiled loop on the base-class right-hand side of DI/CS (no state of its
-        own, so skipping the evaluation at output times changes nothing), all
-        coordinates in y, no projection, no re-partitioning.  Else None (the
-        row-by-row :meth:`output`)."""
+        own, so evaluating it later, at the block's hand-over, changes nothing), all
+        coordinates in y, every constraint row used, no projection, no
+        re-partitioning, and ``settings.output_rows`` is 'block'.  Else None (the
+        row-by-row :meth:`output`, the reference)."""
         form = self.form
-        if (self.loop is None or self.projects or not set(self.row) <= self.STATE_CHANNELS
-                or not form.full_state or form.size != 2 * self.n
+        if (self.s.get("output_rows", "block") == "reference" or self.loop is None
+                or self.projects or not form.full_state or form.size != 2 * self.n
+                or self.a.removed_rows is not None
                 or type(form).wants_repartition is not Formulation.wants_repartition
                 or form.compiled_stabilisation() is None):
             return None

@@ -29,6 +29,9 @@ class Fixed(ConstraintType):
 
     The values default to the body's initial estimates (as KAP's INGRND does).
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "fixed"
     description = "fix a body's x, y and phi (ground it)"
@@ -79,6 +82,9 @@ class _AbsoluteBase(ConstraintType):
     ``S = A_i s'`` (Nikravesh (1988), Eqs. 4.31-4.40).
     par = ``[k, s'_x, s'_y]``; one time function.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     equations = 1
     bodies = ("body",)
@@ -182,6 +188,9 @@ class RelativeDriver(ConstraintType):
     """Relative driver ``q_i[k] - q_j[k] - c(t) = 0`` for k = phi (default), x or y
     (Nikravesh (1988), Prob. 5.14).  With a constant c it holds a relative
     angle (Eq. 9.59)."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "relative_driver"
     description = "drive phi_i - phi_j (or x_i - x_j, y_i - y_j) as a function of time"
@@ -236,6 +245,9 @@ class Revolute(ConstraintType):
     """Revolute joint ``r_i + A_i s'_i - r_j - A_j s'_j = 0`` (C3; Nikravesh (1988), Eqs. 4.7-4.9,
     Tables 4.2/4.3).  ``point_j`` defaults to the body-j coordinates of
     ``point_i`` in the initial configuration."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "revolute"
     description = "pin joint between two bodies"
@@ -299,6 +311,9 @@ class Translational(ConstraintType):
     of Nikravesh (1988), §4.2.1, Eqs. 4.10–4.12 (Table 4.3 / KAP omit the ``(w_i - w_j)^2`` term).
     par = ``[u'_x, u'_y, s'_iPx, s'_iPy, s'_jPx, s'_jPy, angle]``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "translational"
     description = "prismatic (sliding) joint between two bodies"

@@ -76,6 +76,9 @@ FRICTION_MODELS = ("tanh", "linear")
 class Contact(ForceType):
     """Unilateral penalty contact of a body point (a disc of ``radius``) with a
     line fixed on another body or the ground, with Coulomb friction (F9)."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "contact"
     description = "unilateral point/disc-to-line penalty contact with regularised friction"

@@ -24,6 +24,9 @@ class PointDriver(ConstraintType):
     ``gamma = s'' + w_i^2 u^T S``.  ``direction`` is normalised (a zero vector is an
     error).  par = ``[u_x, u_y, s'_x, s'_y]``; one time function s(t).
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "point_driver"
     description = "drive the position of a body point along a fixed global direction"

@@ -49,6 +49,9 @@ class TSDA(ForceType):
     (positive = tension); ``g_i += [f u, S_i x f u]``, ``g_j -= [f u, S_j x f u]``.
     Potential ``k (L - L0)^2 / 2``.  par = ``[s'_i, s'_j, k, c, L0]``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "tsda"
     description = "translational spring-damper-actuator between two body points"
@@ -185,6 +188,9 @@ class RSDA(ForceType):
     ``theta = phi_j - phi_i``, ``n = k (theta - theta0) + c thetadot + n_a(t)``;
     ``g_i += [0, 0, n]``, ``g_j += [0, 0, -n]``.  Potential ``k (theta - theta0)^2 / 2``.
     Angles accumulate (never wrapped).  par = ``[k, c, theta0]``."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "rsda"
     description = "rotational spring-damper-actuator between two bodies"
@@ -259,6 +265,9 @@ class PointForce(ForceType):
     """Force ``f(t) = [f_x(t), f_y(t)]`` at a body point (F2; Nikravesh (1988), Eqs. 9.10-9.11):
     ``g += [f, S x f]``.  ``frame: body`` gives the components in body axes
     (a follower force, ``f = A_i f'``, Nikravesh (1988), Prob. 9.1).  par = ``[s'_x, s'_y, frame]``."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "force"
     description = "force at a body point, components functions of time (global or body axes)"
@@ -316,6 +325,9 @@ class PointForce(ForceType):
 class Torque(ForceType):
     """Pure moment ``n(t)`` on a body (F3; Nikravesh (1988), Eq. 9.12), counter-clockwise positive.
     With ``body_j`` given, the opposite moment acts on it (a relative actuator)."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "torque"
     description = "pure moment on a body (optionally reacting on a second body)"
@@ -361,6 +373,9 @@ class Drag(ForceType):
     (opposite to v) is derived.  Entirely non-conservative (power ``f . v_P``).
     par = ``[s'_x, s'_y, 0.5 c_d rho A, c, wind_x, wind_y]``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "drag"
     description = "aerodynamic (quadratic) and linear drag on a body point"
@@ -464,6 +479,9 @@ class FictitiousDamping(ForceType):
     It damps the absolute velocities (also rigid motions): use it to bring a
     model to rest at a static equilibrium, not as a physical damper.
     par = ``[d_x, d_y, d_phi]``."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "damping"
     description = "fictitious damping g = -D qd on a body (dynamic relaxation)"

@@ -38,6 +38,9 @@ class Gear(ConstraintType):
     par = ``[c_i, c_j, c0]`` with ``c_i = rho_i``, ``c_j = s rho_j``,
     ``c0 = -(c_i phi_i0 + c_j phi_j0 - (c_i + c_j) phi_k0)``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "gear"
     description = "spur gear pair (external or internal), fixed centres or on a carrier"
@@ -121,6 +124,9 @@ class RackPinion(ConstraintType):
 
     par = ``[s'_Cx, s'_Cy, s'_Px, s'_Py, u'_x, u'_y, rho_s, c0]``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "rack_pinion"
     description = "rack and pinion (pinion i rolls without slip on the pitch line of rack j)"

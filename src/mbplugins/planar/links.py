@@ -53,6 +53,9 @@ class _DistanceBase(ConstraintType):
     par = ``[s'_ix, s'_iy, s'_jx, s'_jy]``; one time function L(t) (a constant for
     ``distance``).  Shared compiled kernel ``distance``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     equations = 1
     bodies = ("body_i", "body_j")
@@ -193,6 +196,9 @@ class RevoluteTranslational(ConstraintType):
 
     par = ``[u'_x, u'_y, s'_iPx, s'_iPy, s'_jPx, s'_jPy]``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "revolute_translational"
     description = "pin of body j sliding in a straight slot (line) of body i"
@@ -282,6 +288,9 @@ class Translational002(ConstraintType):
 
     par = ``[r'_ijx, r'_ijy, r'_jix, r'_jiy]``.
     """
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     name = "translational_002"
     description = "prismatic joint in the form of the DADS-2D kinematics report (for reproducing it)"

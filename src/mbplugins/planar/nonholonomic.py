@@ -23,6 +23,9 @@ from mbcore.elements.schema import Param
 
 
 class BodySpeedDriver(ConstraintType):
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
     name = "body_speed_driver"
     description = ("speed of a body point along a body-fixed direction = v(t) "
                    "(nonholonomic: knife edge, no side slip)")

@@ -205,6 +205,8 @@ def _handle(fn: Callable, spec: str, params: dict, vectorized: bool) -> int:
 class UserForce(ForceType):
     """Force law given by a Python callable (F7; DAP USRFRC, Nikravesh (1988), Prob. 10.8).
     par = ``[handle]`` (index into this module's table of resolved callables)."""
+    #: a user expression may read ``t`` itself: one call per output row
+    rows_stacked = False
 
     name = "user_force"
     description = "force law given by a Python callable (DAP USRFRC)"

@@ -66,6 +66,8 @@ class Screw(_AxisJoint):
     same update on the same memory (the System hands the evaluator its group's own
     par array).  5 rows, 1 relative DOF.
     par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, u'_i, f'_j, a, delta0, theta0, theta]``."""
+    #: the output methods read the tracked angle kept in ``par``: one call per row
+    rows_stacked = False
 
     name = "screw"
     description = "screw joint: rotation about a common axis coupled to translation along it"

@@ -74,6 +74,9 @@ class _SpatialBase(SpatialConstraintType):
     ``_drive(par, f) -> (c, cdot, cddot)`` (each (ne, m)): ``Phi = rows - c``,
     ``nu = cdot``, ``gamma# = -h + cddot`` (any ``Phi0(q) - c(t)``: Nikravesh (1988),
     §3.2.2, §7.2.4)."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     body_kind = "spatial"
     kernel = None             # set by every concrete type, with its c_kernel

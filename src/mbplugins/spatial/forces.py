@@ -111,6 +111,9 @@ def _dMT(M, n):
 
 class SpatialForceType(ForceType):
     """Base of the spatial force types (body kind ``spatial``)."""
+    #: the output methods treat every element independently and read time only
+    #: through ``f``: evaluated for a block of output rows in one call
+    rows_stacked = True
 
     body_kind = "spatial"
 
@@ -341,6 +344,8 @@ class SpatialRSDA(_CoordinateLaw):
     exact gradient of ``k (theta - theta0)^2 / 2`` when the joint is violated.
     The tracked angle is state in ``par`` (as the rotation driver's).
     par = ``[f'_i, g'_i, f'_j, theta_tracked, k, c, theta0]``."""
+    #: the output methods read the tracked angle kept in ``par``: one call per row
+    rows_stacked = False
 
     name = "rsda"
     description = "rotational spring-damper-actuator about a revolute axis"
@@ -853,6 +858,8 @@ class SpatialUserForce(SpatialForceType):
     centre of mass, global moment about it) on body_i — shape (6,) — or on both,
     (2, 6).  ``vectorized: true``: one call per group with (ne, 2, 7) blocks,
     returning (ne, 6) or (ne, 2, 6).  par = ``[handle]``."""
+    #: a user expression may read ``t`` itself: one call per output row
+    rows_stacked = False
 
     name = "user_force"
     description = "force law given by a Python callable (DAP USRFRC)"

@@ -1,0 +1,353 @@
+"""Output quantities of a System for a block of output rows at once.
+
+The row-by-row methods (:meth:`~mbcore.system.System.kinetic_energy`,
+:meth:`~mbcore.system.System.reactions`, ...) are the reference; the methods here
+compute the same quantities for ``R`` states stacked along a leading axis, from
+the per-row Jacobian values, multipliers and accelerations that the caller
+collected (e.g. from the compiled right-hand side at each output time):
+
+* kinetic energy T = qd^T M qd / 2 (Nikravesh (1988), Eq. 14.8; spatial bodies
+  T = m rd^2 / 2 + w'^T J' w' / 2 with w' = 2 L(p) pd, Prob. 11.5);
+* gravity potential -sum m g . r and the force elements' energies (Eqs. 14.10-14.12);
+* generalised reactions g_b = (Phi_k)_{q_b}^T lam_k (Eq. 8.50, §9.3), for spatial
+  bodies converted to global moments n = G(p) n* / 2 (Eq. 11.4);
+* constraint violations max |Phi| and max |Phi_q qd - nu| (Eqs. 3.12-3.14);
+* point kinematics (Eqs. 4.1, 4.43-4.45; spatial 6.62-6.63, 6.102) and angular
+  kinematics w = 2 G pd, wdot = 2 G pdd (Eqs. 6.96, 6.107).
+
+Per-type quantities (force outputs and energies, local reactions) are evaluated
+with the rows stacked as elements of one call when the type declares
+``rows_stacked`` (its methods treat each element independently and depend on
+time only through the function jets ``f``); other types are called once per row,
+as the reference does.
+
+A mixin of :class:`mbcore.system.System`."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import PluginError
+
+__all__ = ["OutputRows"]
+
+
+class OutputRows:
+    """Block (rows x quantities) output methods of :class:`mbcore.system.System`."""
+
+    # -- what a caller collects per row --------------------------------------------
+    @property
+    def jacobian_values(self) -> np.ndarray:
+        """The live buffer of Phi_q's values (row-major dense or CSR data, then the
+        ground entries) as the last Jacobian evaluation left it: what
+        :meth:`reactions_rows` and :meth:`violation_rows` read per row."""
+        return self._jdata
+
+    @property
+    def function_count(self) -> int:
+        """Number of time functions (columns of :meth:`functions_at`)."""
+        return len(self.fv)
+
+    def extended_rows(self, Q: np.ndarray) -> np.ndarray:
+        """(R, n_ext): each row's q extended by the ground blocks and the particles'
+        padded blocks (as the System's extended buffer holds one q)."""
+        QX = np.empty((Q.shape[0], self._qx.size))
+        QX[:] = self._qx
+        QX[:, :self.n] = Q
+        if self.padded:
+            QX[:, self._pad_dst] = QX[:, self._pad_src]
+        return QX
+
+    def _extended_rates(self, QD: np.ndarray) -> np.ndarray:
+        QDX = np.zeros((QD.shape[0], self._qdx.size))
+        QDX[:, :self.n] = QD
+        if self.padded:
+            QDX[:, self._pad_dst] = QDX[:, self._pad_src]
+        return QDX
+
+    # -- energies -----------------------------------------------------------------
+    def kinetic_energy_rows(self, Q: np.ndarray, QD: np.ndarray) -> np.ndarray:
+        """T of each row, (R,) (as :meth:`kinetic_energy`)."""
+        if self.mass_diag is not None:
+            return 0.5 * _sum_last(self.mass_diag * QD * QD)
+        from ..elements.rotations import L as Lmat
+        R = Q.shape[0]
+        rd = QD[:, self._r_idx].reshape(R, -1, 3)
+        w = 2.0 * _mv(Lmat(Q[:, self._p_idx]), QD[:, self._p_idx])       # (R, nb, 3)
+        Jw = _mv(self.body_inertia, w)
+        return 0.5 * (_sum_last(self.body_mass * _sum_last(rd * rd))
+                      + _sum_last(_sum_last(w * Jw)))
+
+    def potential_energy_rows(self, Q: np.ndarray, T: np.ndarray,
+                              FV: np.ndarray | None) -> np.ndarray:
+        """V of each row, (R,) (as :meth:`potential_energy`); ``FV`` (R, nfun, 3) the
+        function jets of each row (None without time functions)."""
+        return self.gravity_potential_rows(Q) + self.force_energy_rows(Q, T, FV)
+
+    def gravity_potential_rows(self, Q: np.ndarray) -> np.ndarray:
+        """-sum m g . r of each row (with a Simulation's constant forces), (R,)."""
+        nz = np.nonzero(self._q_gravity)[0]
+        return -_sum_last(Q[:, nz] * self._q_gravity[nz])
+
+    def force_energy_rows(self, Q: np.ndarray, T: np.ndarray, FV: np.ndarray | None,
+                          stacked: bool | None = None) -> np.ndarray:
+        """The force elements' potential energy of each row, (R,); ``stacked``:
+        only the groups whose type is (True) or is not (False) ``rows_stacked``
+        (None: every group)."""
+        V = np.zeros(Q.shape[0])
+        groups = self._force_groups_of(stacked)
+        if groups:
+            QX = self.extended_rows(Q)
+            for fg in groups:
+                V += _sum_last(self._group_rows(fg, "energy", (len(fg.names),), T, FV,
+                                                (QX[:, fg.gather],)))
+        return V
+
+    def force_outputs_rows(self, Q: np.ndarray, QD: np.ndarray, T: np.ndarray,
+                           FV: np.ndarray | None, stacked: bool | None = None,
+                           out: np.ndarray | None = None) -> np.ndarray:
+        """Force element outputs of each row, (R, len(force_labels)) (as
+        :meth:`force_outputs`); ``stacked`` as in :meth:`force_energy_rows` (the
+        columns of the other groups are left as they are in ``out``)."""
+        R = Q.shape[0]
+        if out is None:
+            out = np.zeros((R, len(self.force_labels)))
+        groups = self._force_groups_of(stacked)
+        if not groups:
+            return out
+        QX, QDX = self.extended_rows(Q), self._extended_rates(QD)
+        off = 0
+        for fg in self.force_groups:
+            w = len(fg.names) * len(fg.ftype.labels)
+            if any(fg is g for g in groups):
+                out[:, off:off + w] = self._group_rows(
+                    fg, "outputs", (len(fg.names), len(fg.ftype.labels)), T, FV,
+                    (QX[:, fg.gather], QDX[:, fg.gather])).reshape(R, -1)
+            off += w
+        return out
+
+    def output_types_stacked(self) -> tuple[bool, bool]:
+        """(every force group, every constraint group with local reactions) of a
+        type that declares ``rows_stacked``: else some groups must be evaluated
+        one row at a time (``stacked=False`` of the ``*_rows`` methods)."""
+        return (all(_stacked(fg.ftype) for fg in self.force_groups),
+                all(_stacked(g.ctype) and not g.nx for g in self._element_groups
+                    if g.ctype.local_labels))
+
+    def _force_groups_of(self, stacked: bool | None) -> list:
+        if stacked is None:
+            return list(self.force_groups)
+        return [fg for fg in self.force_groups if _stacked(fg.ftype) == stacked]
+
+    def _group_rows(self, fg, method: str, shape: tuple, T, FV, blocks) -> np.ndarray:
+        """One force group's ``method`` for every row: (R, *shape).  ``blocks``: the
+        rows' gathered body blocks (R, ne, nb, nc) (q, and qd for ``outputs``)."""
+        R, ne = len(T), shape[0]
+        ftype = fg.ftype
+        f_rows = _function_rows(FV, fg.fidx, R)
+        if _stacked(ftype):
+            par = np.broadcast_to(fg.par, (R,) + fg.par.shape).reshape(R * ne, -1)
+            args = [par] + [b.reshape((R * ne,) + b.shape[2:]) for b in blocks]
+            args += [float(T[0]), f_rows.reshape((R * ne,) + f_rows.shape[2:])]
+            out = self._force_call(fg, method, tuple(args), (R * ne,) + shape[1:],
+                                   float(T[0]))
+            return out.reshape((R,) + shape)
+        out = np.empty((R,) + shape)
+        for i in range(R):
+            t = float(T[i])
+            args = (fg.par,) + tuple(b[i] for b in blocks) + (t, f_rows[i])
+            out[i] = self._force_call(fg, method, args, shape, t)
+        return out
+
+    # -- reactions -------------------------------------------------------------------
+    def reactions_rows(self, Q: np.ndarray, LAM: np.ndarray, JD: np.ndarray) -> np.ndarray:
+        """Generalised reactions of each row, (R, len(reaction_labels)) (as
+        :meth:`reactions`); ``JD`` (R, slots) each row's :attr:`jacobian_values`."""
+        R = Q.shape[0]
+        out = np.zeros((R, len(self.reaction_labels)))
+        QX = None
+        for g in self._element_groups:
+            blocks = JD[:, g.jac_blocks]                    # (R, ne, m, nb, ncol)
+            lam_g = LAM[:, g.lam_rows]                      # (R, ne, m)
+            gen = _sum_last(np.moveaxis(blocks * lam_g[:, :, :, None, None], 2, -1))
+            if g.kind == "spatial":
+                from ..elements.rotations import G as Gmat
+                if QX is None:
+                    QX = self.extended_rows(Q)
+                p = QX[:, g.gather_all][..., 3:7]
+                n = 0.5 * _mv(Gmat(p), gen[..., 3:7])
+                gen = np.concatenate([gen[..., :3], n], axis=-1)
+            out[:, g.react_pos] = gen
+        return out
+
+    def reactions_local_rows(self, Q: np.ndarray, T: np.ndarray, FV: np.ndarray | None,
+                             LAM: np.ndarray, stacked: bool | None = None,
+                             out: np.ndarray | None = None) -> np.ndarray:
+        """Joint-local reactions of each row, (R, len(local_reaction_labels)) (as
+        :meth:`reactions_local`); ``stacked`` as in :meth:`force_energy_rows`."""
+        R = Q.shape[0]
+        if out is None:
+            out = np.zeros((R, len(self.local_reaction_labels)))
+        QX = None
+        inv = np.argsort(self._local_perm)      # raw (group-order) index -> column
+        off = 0
+        for g in self._element_groups:
+            ct = g.ctype
+            if not ct.local_labels:
+                continue
+            nl, ne = len(ct.local_labels), g.ne
+            cols = inv[off:off + ne * nl]
+            off += ne * nl
+            together = _stacked(ct) and not g.nx
+            if stacked is not None and together != stacked:
+                continue
+            if QX is None:
+                QX = self.extended_rows(Q)
+            f_rows = _function_rows(FV, g.fidx, R)
+            qb, lam = QX[:, g.gather_all], LAM[:, g.lam_rows]
+            if together:
+                par = np.broadcast_to(g.par, (R,) + g.par.shape).reshape(R * ne, -1)
+                loc = ct.reaction_local(par, qb.reshape((R * ne,) + qb.shape[2:]),
+                                        float(T[0]),
+                                        f_rows.reshape((R * ne,) + f_rows.shape[2:]),
+                                        lam.reshape(R * ne, -1))
+                out[:, cols] = _checked(ct, loc, (R * ne, nl)).reshape(R, ne * nl)
+            else:
+                for i in range(R):
+                    kw = {"qe": QX[i, g.xoff]} if g.nx else {}
+                    out[i, cols] = _checked(ct, ct.reaction_local(
+                        g.par, qb[i], float(T[i]), f_rows[i], lam[i], **kw),
+                        (ne, nl)).ravel()
+        return out
+
+    # -- violations ---------------------------------------------------------------------
+    def violation_rows(self, QD: np.ndarray, JD: np.ndarray, PHI: np.ndarray,
+                       NU: np.ndarray) -> np.ndarray:
+        """(R, 2): max |Phi| and max |Phi_q qd - nu| of each row (as the dynamic
+        analysis' violation channel), from each row's Jacobian values ``JD``,
+        ``PHI`` and ``NU``."""
+        R, m, n = QD.shape[0], self.m, self.n
+        out = np.zeros((R, 2))
+        if not m:
+            return out
+        if self.dense:
+            Jq = _mv(JD[:, :m * n].reshape(R, m, n), QD)
+        else:
+            ptr = self._indptr            # CSR rows: sums of their entries
+            vals = JD[:, :ptr[-1]] * QD[:, self._csr_cols]
+            Jq = np.zeros((R, m))
+            full = np.nonzero(np.diff(ptr) > 0)[0]
+            if full.size:
+                Jq[:, full] = np.add.reduceat(vals, ptr[full], axis=1)
+        out[:, 0] = np.max(np.abs(PHI), axis=1)
+        out[:, 1] = np.max(np.abs(Jq - NU), axis=1)
+        return out
+
+    # -- kinematics of points and bodies ---------------------------------------------
+    def point_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
+        """(R, np * 6) planar / (R, np * 9) spatial: :meth:`point_kinematics` of
+        each row, flattened as the ``points`` channel."""
+        R = Q.shape[0]
+        if not len(self.point_names):
+            return np.zeros((R, 0))
+        if self.padded:                  # points of particles: the row-by-row method
+            return np.stack([self.point_kinematics(Q[i], QD[i], QDD[i]).ravel()
+                             for i in range(R)])
+        if self.spatial:
+            return self._point_rows_spatial(Q, QD, QDD)
+        o, loc = self._pt_off, self._pt_loc
+        ext = np.zeros((3, R, self.n + 3))
+        ext[0, :, :self.n], ext[1, :, :self.n], ext[2, :, :self.n] = Q, QD, QDD
+        phi, w, a = ext[0][:, o + 2], ext[1][:, o + 2], ext[2][:, o + 2]
+        c, s = np.cos(phi), np.sin(phi)
+        lx, ly = loc[:, 0], loc[:, 1]
+        Sx, Sy = c * lx - s * ly, s * lx + c * ly
+        w2 = w * w
+        out = np.empty((R, len(o), 6))
+        out[..., 0] = ext[0][:, o] + Sx
+        out[..., 1] = ext[0][:, o + 1] + Sy
+        out[..., 2] = ext[1][:, o] - w * Sy
+        out[..., 3] = ext[1][:, o + 1] + w * Sx
+        out[..., 4] = ext[2][:, o] - a * Sy - w2 * Sx
+        out[..., 5] = ext[2][:, o + 1] + a * Sx - w2 * Sy
+        return out.reshape(R, -1)
+
+    def _point_rows_spatial(self, Q, QD, QDD) -> np.ndarray:
+        from ..elements.rotations import G as Gmat, L as Lmat
+        R, n = Q.shape[0], self.n
+        ext = np.zeros((3, R, n + 10))
+        ext[0, :, n + 3:n + 10] = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+        ext[0, :, :n], ext[1, :, :n], ext[2, :, :n] = Q, QD, QDD
+        o = np.where(self._pt_off == n, n + 3, self._pt_off)
+        ri = o[:, None] + np.arange(3)
+        pi = o[:, None] + 3 + np.arange(4)
+        p, pd, pdd = ext[0][:, pi], ext[1][:, pi], ext[2][:, pi]
+        Gp, Lp, Gd, Ld = Gmat(p), Lmat(p), Gmat(pd), Lmat(pd)
+        s = self._pt_loc
+        A = _mt(Gp, Lp)
+        Ad = 2.0 * _mt(Gd, Lp)
+        Add = 2.0 * _mt(Gd, Ld) + 2.0 * _mt(Gp, Lmat(pdd))
+        out = np.empty((R, len(o), 9))
+        out[..., 0:3] = ext[0][:, ri] + _mv(A, s)
+        out[..., 3:6] = ext[1][:, ri] + _mv(Ad, s)
+        out[..., 6:9] = ext[2][:, ri] + _mv(Add, s)
+        return out.reshape(R, -1)
+
+    def angular_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
+        """(R, nb_spatial * 6): :meth:`angular_kinematics` of each row, flattened."""
+        from ..elements.rotations import G as Gmat
+        idx = self._ang_p
+        R = Q.shape[0]
+        if not len(idx):
+            return np.zeros((R, 0))
+        Gp = Gmat(Q[:, idx])
+        out = np.empty((R, len(idx), 6))
+        out[..., 0:3] = 2.0 * _mv(Gp, QD[:, idx])
+        out[..., 3:6] = 2.0 * _mv(Gp, QDD[:, idx])
+        return out.reshape(R, -1)
+
+
+def _sum_last(X: np.ndarray) -> np.ndarray:
+    """Sum over the last axis, term by term in index order (a few terms: added one by
+    one; more: the last partial sum of ``cumsum``, whose order is the same): each
+    row's value is the same whatever the other rows of the block (a resumed run's
+    rows are recorded again in other blocks and must come out bit for bit as
+    before)."""
+    k = X.shape[-1]
+    if k == 0:
+        return np.zeros(X.shape[:-1])
+    if k > 64:
+        return np.cumsum(X, axis=-1)[..., -1]
+    acc = X[..., 0].copy()
+    for j in range(1, k):
+        acc += X[..., j]
+    return acc
+
+
+def _mv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``A @ x`` over the last two / one axes (broadcast), by :func:`_sum_last`."""
+    return _sum_last(A * x[..., None, :])
+
+
+def _mt(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A @ B^T`` over the last two axes (broadcast), by :func:`_sum_last`."""
+    return _sum_last(A[..., :, None, :] * B[..., None, :, :])
+
+
+def _stacked(etype) -> bool:
+    return bool(getattr(etype, "rows_stacked", False))
+
+
+def _checked(ct, loc, shape) -> np.ndarray:
+    loc = np.asarray(loc, dtype=float)
+    if loc.shape != shape:
+        raise PluginError(f"constraint type '{ct.name}'.reaction_local() returned shape "
+                          f"{loc.shape}, expected {shape}")
+    return loc
+
+
+def _function_rows(FV, fidx, R: int) -> np.ndarray:
+    """(R, ne, n_fun, 3): the jets of a group's functions in each row (``FV`` None:
+    the System has no time functions)."""
+    if FV is None:
+        return np.zeros((R,) + np.shape(fidx) + (3,))
+    return FV[:, fidx]
