@@ -3,12 +3,17 @@
 
 :class:`CompiledJC` is the right-hand side of the joint-coordinate formulation of a
 planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
-articulated-body solver; Nikravesh (1988), §13.4); ``jc_planar_kinematics`` /
-``jc_planar_aba`` expose the recursions to Python."""
-from libc.math cimport isfinite
-from libc.string cimport memcpy
+articulated-body solver; Nikravesh (1988), §13.4); :class:`CompiledJCLoops` that of a
+tree closed by cut rows (composite mass matrix ``B^T M B`` and the cut rows'
+multipliers by their Schur complement, §13.4.2); ``jc_planar_kinematics`` /
+``jc_planar_aba`` / ``jc_planar_columns`` expose the recursions to Python."""
+from libc.math cimport isfinite, fabs
+from libc.string cimport memcpy, memset
+
+from scipy.linalg.cython_lapack cimport dpotrf, dpotrs, dgetrf, dgetrs, dgecon
 
 from mbcore._ext._dynamics cimport CompiledODE
+from mbcore._ext._planar cimport PlanarEvaluator
 from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
 from mbcore._ext._sparse cimport idx_t
@@ -413,3 +418,397 @@ cdef class CompiledJC(CompiledODE):
     def Q_view(self):
         """The applied forces (gravity + force elements) of the last evaluation."""
         return np.asarray(self.Q)
+
+
+# ----------------------------------------------------------------------------------
+# closed loops: the tree's composite mass matrix and the cut rows' multipliers
+# (NumPy reference: PlanarJointCoordinates._solve of
+# mbplugins.formulations.jc_planar, and cut_row_multipliers of .jc_loops)
+# ----------------------------------------------------------------------------------
+#: the Schur matrix ``D H^-1 D^T`` is singular for the NumPy reference when its
+#: 2-norm condition number exceeds this (cut_row_multipliers)
+cdef double COND_LIMIT = 1e13
+
+
+cdef void _jc_bias_and_columns(Py_ssize_t dof, Py_ssize_t n, const idx_t* parent,
+                               const idx_t* child, const double* rows, double* a0,
+                               double* B) noexcept nogil:
+    """``qddot = B thetaddot + a0`` (Nikravesh (1988), Eq. 13.41) from the joint rows X,
+    S, c of ``_jc_row``: ``a0`` by the acceleration recursion with ``thetaddot = 0``
+    (``qdd_child = X qdd_parent + c``), column k of B (``B + k n``) by the recursion
+    without velocity terms for the unit ``thetaddot_k`` (``qdd_child = X qdd_parent +
+    S delta_jk``; only joint k and those after it in tree order reach the bodies of
+    its subtree)."""
+    cdef Py_ssize_t k, j, p, b
+    cdef const double* J
+    cdef double* Bk
+    cdef double s0, s1, s2, x, y, w
+    for k in range(dof):
+        p = parent[k]
+        b = child[k]
+        J = rows + 16 * k
+        if p >= 0:
+            x = a0[3 * p]; y = a0[3 * p + 1]; w = a0[3 * p + 2]
+        else:
+            x = 0.0; y = 0.0; w = 0.0
+        a0[3 * b] = x + J[0] * w + J[5]
+        a0[3 * b + 1] = y + J[1] * w + J[6]
+        a0[3 * b + 2] = w
+    memset(B, 0, dof * n * sizeof(double))
+    for k in range(dof):
+        Bk = B + k * n
+        for j in range(k, dof):
+            p = parent[j]
+            b = child[j]
+            J = rows + 16 * j
+            if j == k:
+                s0 = J[2]; s1 = J[3]; s2 = J[4]
+            else:
+                s0 = 0.0; s1 = 0.0; s2 = 0.0
+            if p >= 0:
+                x = Bk[3 * p]; y = Bk[3 * p + 1]; w = Bk[3 * p + 2]
+            else:
+                x = 0.0; y = 0.0; w = 0.0
+            Bk[3 * b] = x + J[0] * w + s0
+            Bk[3 * b + 1] = y + J[1] * w + s1
+            Bk[3 * b + 2] = w + s2
+
+
+def jc_planar_columns(const int[::1] kind, const idx_t[::1] parent,
+                      const idx_t[::1] child, const double[:, ::1] sp,
+                      const double[:, ::1] sc, const double[:, ::1] u,
+                      const double[::1] q, const double[::1] qd,
+                      const double[::1] theta, const double[::1] thetad,
+                      double[::1] a0, double[:, ::1] B):
+    """``a0`` (3 nb) and ``B`` stored by columns (dof, 3 nb) of ``qddot = B thetaddot +
+    a0`` at a Cartesian state of the tree (the joint table of
+    ``jc_planar_kinematics``)."""
+    cdef Py_ssize_t dof = kind.shape[0], nb = q.shape[0] // 3, b
+    if (qd.shape[0] != 3 * nb or a0.shape[0] != 3 * nb or B.shape[0] != dof
+            or B.shape[1] != 3 * nb or theta.shape[0] != dof or thetad.shape[0] != dof):
+        raise ValueError("jc_planar_columns: array sizes do not match")
+    _jc_check(kind, parent, child, sp, sc, u, nb, "jc_planar_columns", False)
+    if dof == 0:
+        return
+    cdef double[::1] cs = np.zeros(2 * nb)
+    cdef double[:, ::1] rows = np.zeros((dof, 16))
+    with nogil:
+        for b in range(nb):
+            cs[2 * b] = cos(q[3 * b + 2])
+            cs[2 * b + 1] = sin(q[3 * b + 2])
+        _jc_rows(dof, &kind[0], &parent[0], &child[0], &sp[0, 0], &sc[0, 0], &u[0, 0],
+                 &q[0], &qd[0], &cs[0], &theta[0], &thetad[0], &rows[0, 0])
+        _jc_bias_and_columns(dof, 3 * nb, &parent[0], &child[0], &rows[0, 0], &a0[0],
+                             &B[0, 0])
+
+
+cdef class CompiledJCLoops(CompiledODE):
+    """``CompiledJCLoops(kind, parent, child, sp, sc, u, angle, mass, evaluator,
+    force_evaluator, functions, n, m, jdata, qgrav, cut, alpha, beta, indptr=None,
+    indices=None)``: the right-hand side of the joint-coordinate formulation of a
+    planar tree closed by cut rows (cut joints, drivers, other constraints; Nikravesh
+    (1988), §13.4.2), ``y = [theta; thetadot; W]`` -> ``[thetadot; thetaddot; W']``
+    in one C call, the twin of the composite path of
+    ``mbplugins.formulations.jc_planar.PlanarJointCoordinates``:
+
+    1. the forward recursion (Cartesian q, qd; Eqs. 13.36-13.37) and the applied forces
+       (gravity ``qgrav`` + the compiled force elements);
+    2. ``qddot = B thetaddot + a0`` (Eq. 13.41) by the acceleration recursion, B column
+       by column without velocity terms;
+    3. ``H = B^T M B`` (Cholesky, LAPACK ``dpotrf``) and ``f = B^T (Q - M a0)``;
+    4. the cut rows ``cut`` of the System's compiled constraints (``evaluator``,
+       its Jacobian in ``jdata``: dense row-major m x n, or the CSR data of
+       ``indptr`` / ``indices``): ``D = Phi*_q B``, ``c = gamma* - Phi*_q a0 - 2 alpha
+       Phidot* - beta^2 Phi*`` and the multipliers ``(D H^-1 D^T) lam* = c - D H^-1
+       f`` (LU, ``dgetrf``), then ``H thetaddot = f + D^T lam*``;
+    5. ``W' = P_nc + lam* . (Phi*_q qd)`` (the tree joints do no work).
+
+    A singular H, a Schur matrix whose estimated condition number (``dgecon``, 1-norm)
+    could exceed the reference's 2-norm limit (1e13; ``cond_2 <= ne cond_1``, and a
+    factor 10 for the estimate), a failing element or a non-finite result is a
+    status (the Python path then raises the named error or continues).  Refused at
+    construction (ValueError naming the argument): the tree checks of
+    :class:`CompiledJC`, evaluators of another system, cut rows out of range, a
+    pattern that does not fit ``jdata``, alpha / beta negative or not finite."""
+
+    cdef PlanarEvaluator ev
+    cdef ForceEvaluator fe
+    cdef Evaluator fn
+    cdef readonly Py_ssize_t dof, nb, nf, ne, m, nq
+    cdef readonly double alpha, beta, power
+    cdef int[::1] kind, ipiv, iwork
+    cdef idx_t[::1] parent, child, cut, indptr, indices
+    cdef double[:, ::1] sp, sc, u, rows
+    cdef double[::1] angle, mass, qgrav, fv, q, qd, Q, qdd, thdd, cs, jdata
+    cdef double[::1] a0, B, H, f, phi, nu, gam, D, HiDt, Hif, S, lam, Jqd, gwork
+    cdef double* fvp
+    cdef ErrInfo err
+
+    def __cinit__(self, kind, parent, child, sp, sc, u, angle, mass,
+                  PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m,
+                  double[::1] jdata not None, qgrav, cut, double alpha, double beta,
+                  indptr=None, indices=None):
+        self.kind = np.array(kind, dtype=np.intc).reshape(-1)
+        self.parent = np.array(parent, dtype=np.intp).reshape(-1)
+        self.child = np.array(child, dtype=np.intp).reshape(-1)
+        self.sp = np.array(sp, dtype=np.float64).reshape(-1, 2)
+        self.sc = np.array(sc, dtype=np.float64).reshape(-1, 2)
+        self.u = np.array(u, dtype=np.float64).reshape(-1, 2)
+        self.angle = np.array(angle, dtype=np.float64).reshape(-1)
+        self.mass = np.array(mass, dtype=np.float64).reshape(-1)
+        self.qgrav = np.array(qgrav, dtype=np.float64).reshape(-1)
+        dof = self.kind.shape[0]
+        nb = self.mass.shape[0] // 3
+        if (dof == 0 or self.mass.shape[0] != 3 * nb or n != 3 * nb
+                or self.qgrav.shape[0] != n or self.angle.shape[0] != dof):
+            raise ValueError("CompiledJCLoops: array sizes do not match (dof joints, 3 nb "
+                             "= n masses and gravity forces)")
+        _jc_check(self.kind, self.parent, self.child, self.sp, self.sc, self.u, nb,
+                  "CompiledJCLoops", True)
+        if not np.all(np.asarray(self.mass) > 0.0):
+            raise ValueError("CompiledJCLoops: every body needs a positive mass and "
+                             "inertia")
+        if not (np.all(np.isfinite(self.sp)) and np.all(np.isfinite(self.sc))
+                and np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.angle))
+                and np.all(np.isfinite(self.mass)) and np.all(np.isfinite(self.qgrav))):
+            raise ValueError("CompiledJCLoops: sp, sc, u, angle, mass and qgrav must be "
+                             "finite")
+        _in_range("CompiledJCLoops: alpha", alpha, 0.0, 1e300)
+        _in_range("CompiledJCLoops: beta", beta, 0.0, 1e300)
+        _check_evaluators("CompiledJCLoops", evaluator, force_evaluator, functions, n, m,
+                          jdata.shape[0])
+        self.cut = np.array(cut, dtype=np.intp).reshape(-1)
+        _extent(self.cut, 0, m, "CompiledJCLoops: cut")
+        if (indptr is None) != (indices is None):
+            raise ValueError("CompiledJCLoops: indptr and indices go together (CSR "
+                             "pattern) or are both None (dense)")
+        if indptr is None:                  # dense row-major: row r at r n ... r n + n
+            _need("CompiledJCLoops: jdata", jdata.shape[0], m * n)
+            self.indptr = np.arange(m + 1, dtype=np.intp) * n
+            self.indices = np.tile(np.arange(n, dtype=np.intp), max(m, 1))[:m * n].copy()
+        else:
+            self.indptr = np.array(indptr, dtype=np.intp).reshape(-1)
+            self.indices = np.array(indices, dtype=np.intp).reshape(-1)
+            _pointers("CompiledJCLoops: indptr", self.indptr, m, self.indices.shape[0])
+            _extent(self.indices, 0, n, "CompiledJCLoops: indices")
+            _need("CompiledJCLoops: jdata", jdata.shape[0], self.indices.shape[0])
+        if self.indices.shape[0] == 0:
+            self.indices = np.zeros(1, dtype=np.intp)
+        self.ev, self.fe, self.fn = evaluator, force_evaluator, functions
+        self.jdata = jdata
+        self.nf = 0 if functions is None else functions.size
+        self.fv = np.zeros(3 * max(self.nf, 1))
+        self.fvp = &self.fv[0] if self.nf else NULL
+        self.alpha, self.beta = alpha, beta
+        self.n = dof
+        self.dof = dof
+        self.nb = nb
+        self.nq = n
+        self.m = m
+        self.ne = ne = self.cut.shape[0]
+        self.cartesian = False
+        self.q = np.zeros(n)
+        self.qd = np.zeros(n)
+        self.Q = np.zeros(n)
+        self.qdd = np.zeros(n)
+        self.a0 = np.zeros(n)
+        self.thdd = np.zeros(dof)
+        self.f = np.zeros(dof)
+        self.Hif = np.zeros(dof)
+        self.cs = np.zeros(2 * nb)
+        self.rows = np.zeros((dof, 16))
+        self.B = np.zeros(dof * n)
+        self.H = np.zeros(dof * dof)
+        k = max(ne, 1)
+        self.phi = np.zeros(max(m, 1))
+        self.nu = np.zeros(max(m, 1))
+        self.gam = np.zeros(max(m, 1))
+        self.D = np.zeros(k * dof)
+        self.HiDt = np.zeros(k * dof)
+        self.S = np.zeros(k * k)
+        self.lam = np.zeros(k)
+        self.Jqd = np.zeros(k)
+        self.gwork = np.zeros(4 * k)
+        self.ipiv = np.zeros(k, dtype=np.intc)
+        self.iwork = np.zeros(k, dtype=np.intc)
+        self.power = 0.0
+        self.nfev = 0
+        self.status = OK
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        """ydot[0:2 dof+1] = [thetadot; thetaddot; W'] at (t, y[0:2 dof])."""
+        cdef Py_ssize_t dof = self.dof, n = self.nq, ne = self.ne, i, k, e, r, x
+        cdef int idof = <int> dof, ine = <int> ne, info = 0, one = 1
+        cdef char lo = b'L', tr = b'N', norm1 = b'1'
+        cdef double P = 0.0, acc, dq, da, v, anorm, rcond = 0.0
+        cdef double* q = &self.q[0]
+        cdef double* qd = &self.qd[0]
+        cdef double* a0 = &self.a0[0]
+        cdef double* B = &self.B[0]
+        cdef double* H = &self.H[0]
+        cdef double* f = &self.f[0]
+        cdef double* D = &self.D[0]
+        cdef double* HiDt = &self.HiDt[0]
+        cdef double* S = &self.S[0]
+        cdef double* lam = &self.lam[0]
+        cdef double* Bk
+        cdef double* Bl
+        cdef const double* J = &self.jdata[0]
+        cdef const idx_t* ip = &self.indptr[0]
+        cdef const idx_t* ix = &self.indices[0]
+        self.nfev += 1
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = FUNCTION_FAILED
+                return FUNCTION_FAILED
+        _jc_kinematics(dof, &self.kind[0], &self.parent[0], &self.child[0], &self.sp[0, 0],
+                       &self.sc[0, 0], &self.u[0, 0], &self.angle[0], y, y + dof, q, qd,
+                       &self.cs[0], &self.rows[0, 0])
+        memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
+        if self.fe is not None:
+            if self.fe.c_forces(q, qd, t, self.fvp, &self.Q[0], &P) >= 0:
+                self.status = FORCE_FAILED
+                return FORCE_FAILED
+        _jc_bias_and_columns(dof, n, &self.parent[0], &self.child[0], &self.rows[0, 0],
+                             a0, B)
+        # H = B^T M B (column-major, both triangles), f = B^T (Q - M a0)
+        for k in range(dof):
+            Bk = B + k * n
+            acc = 0.0
+            for i in range(n):
+                acc += Bk[i] * (self.Q[i] - self.mass[i] * a0[i])
+            f[k] = acc
+            for x in range(k, dof):
+                Bl = B + x * n
+                acc = 0.0
+                for i in range(n):
+                    acc += Bk[i] * self.mass[i] * Bl[i]
+                H[k + x * dof] = acc
+                H[x + k * dof] = acc
+        dpotrf(&lo, &idof, H, &idof, &info)
+        if info != 0:
+            self.status = SINGULAR
+            return SINGULAR
+        if ne:
+            memcpy(self.ev.qx, q, n * sizeof(double))
+            memcpy(self.ev.qdx, qd, n * sizeof(double))
+            if self.beta != 0.0:
+                if self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0:
+                    self.status = CONSTRAINT_FAILED
+                    return CONSTRAINT_FAILED
+            if (self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0
+                    or self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0
+                    or self.ev.c_gamma(t, self.fvp, &self.gam[0]) >= 0):
+                self.status = CONSTRAINT_FAILED
+                return CONSTRAINT_FAILED
+            # D = Phi*_q B (row-major ne x dof = D^T column-major), Phi*_q qd, c
+            memset(D, 0, ne * dof * sizeof(double))
+            for e in range(ne):
+                r = self.cut[e]
+                dq = 0.0
+                da = 0.0
+                for x in range(ip[r], ip[r + 1]):
+                    i = ix[x]
+                    v = J[x]
+                    if v == 0.0:
+                        continue
+                    dq += v * qd[i]
+                    da += v * a0[i]
+                    for k in range(dof):
+                        D[e * dof + k] += v * B[k * n + i]
+                self.Jqd[e] = dq
+                acc = self.gam[r] - da - 2.0 * self.alpha * (dq - self.nu[r])
+                if self.beta != 0.0:
+                    acc -= self.beta * self.beta * self.phi[r]
+                lam[e] = acc
+            # H^-1 D^T, H^-1 f; S = D H^-1 D^T; (c - D H^-1 f)
+            memcpy(HiDt, D, ne * dof * sizeof(double))
+            dpotrs(&lo, &idof, &ine, H, &idof, HiDt, &idof, &info)
+            memcpy(&self.Hif[0], f, dof * sizeof(double))
+            dpotrs(&lo, &idof, &one, H, &idof, &self.Hif[0], &idof, &info)
+            anorm = 0.0
+            for x in range(ne):
+                acc = 0.0
+                for e in range(ne):
+                    v = 0.0
+                    for k in range(dof):
+                        v += D[e * dof + k] * HiDt[k + x * dof]
+                    S[e + x * ne] = v
+                    acc += fabs(v)
+                if not acc <= anorm:          # NaN propagates
+                    anorm = acc
+            for e in range(ne):
+                acc = lam[e]
+                for k in range(dof):
+                    acc -= D[e * dof + k] * self.Hif[k]
+                lam[e] = acc
+            if not isfinite(anorm):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+            dgetrf(&ine, &ine, S, &ine, &self.ipiv[0], &info)
+            if info != 0:
+                self.status = SINGULAR
+                return SINGULAR
+            dgecon(&norm1, &ine, S, &ine, &anorm, &rcond, &self.gwork[0], &self.iwork[0],
+                   &info)
+            if not rcond * COND_LIMIT >= 10.0 * ne:
+                self.status = SINGULAR
+                return SINGULAR
+            dgetrs(&tr, &ine, &one, S, &ine, &self.ipiv[0], lam, &ine, &info)
+            for e in range(ne):
+                if not isfinite(lam[e]):
+                    self.status = NOT_FINITE
+                    return NOT_FINITE
+                P += lam[e] * self.Jqd[e]
+            for k in range(dof):
+                acc = f[k]
+                for e in range(ne):
+                    acc += D[e * dof + k] * lam[e]
+                f[k] = acc
+        memcpy(&self.thdd[0], f, dof * sizeof(double))
+        dpotrs(&lo, &idof, &one, H, &idof, &self.thdd[0], &idof, &info)
+        for i in range(n):
+            acc = a0[i]
+            for k in range(dof):
+                acc += B[k * n + i] * self.thdd[k]
+            self.qdd[i] = acc
+        for i in range(dof):
+            ydot[i] = y[dof + i]
+            ydot[dof + i] = self.thdd[i]
+            if not isfinite(self.thdd[i]):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+        ydot[2 * dof] = P
+        self.power = P
+        self.status = OK
+        return OK
+
+    @property
+    def q_view(self):
+        """Cartesian q of the last evaluation (a view of the work buffer)."""
+        return np.asarray(self.q)
+
+    @property
+    def qd_view(self):
+        return np.asarray(self.qd)
+
+    @property
+    def qdd_view(self):
+        """Cartesian qdd of the last evaluation."""
+        return np.asarray(self.qdd)
+
+    @property
+    def Q_view(self):
+        """The applied forces (gravity + force elements) of the last evaluation."""
+        return np.asarray(self.Q)
+
+    @property
+    def lam_view(self):
+        """The multipliers of the cut rows (in the order of ``cut``) of the last
+        evaluation."""
+        return np.asarray(self.lam[:self.ne])
+
+    @property
+    def cut_rows(self):
+        return np.asarray(self.cut).copy()
