@@ -7,10 +7,8 @@ articulated-body solver; Nikravesh (1988), §13.4); :class:`CompiledJCLoops` tha
 tree closed by cut rows (composite mass matrix ``B^T M B`` and the cut rows'
 multipliers by their Schur complement, §13.4.2); ``jc_planar_kinematics`` /
 ``jc_planar_aba`` / ``jc_planar_columns`` expose the recursions to Python."""
-from libc.math cimport isfinite, fabs
+from libc.math cimport isfinite, fabs, sqrt
 from libc.string cimport memcpy, memset
-
-from scipy.linalg.cython_lapack cimport dpotrf, dpotrs, dgetrf, dgetrs, dgecon
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator
@@ -430,6 +428,75 @@ cdef class CompiledJC(CompiledODE):
 cdef double COND_LIMIT = 1e13
 
 
+cdef int _chol(Py_ssize_t n, double* A) noexcept nogil:
+    """The Cholesky factor L of the symmetric positive definite A (n x n, row-major;
+    its lower triangle is read) in place of that triangle, with ``1 / L_ii`` on the
+    diagonal (Golub & Van Loan (2013), Alg. 4.2.2, the inner products contiguous in
+    memory; a multiplication, not a division, on the serial path of the
+    substitutions).  1 when a pivot is not positive (A is not positive definite to
+    working precision), else 0.  Written out rather than a LAPACK call: for the few
+    joint coordinates of a mechanism the call overhead of ``dpotrf`` / ``dpotrs`` is
+    most of the work."""
+    cdef Py_ssize_t i, j, k
+    cdef double d, acc
+    cdef double* Ai
+    cdef double* Aj
+    for j in range(n):
+        Aj = A + j * n
+        d = Aj[j]
+        for k in range(j):
+            d -= Aj[k] * Aj[k]
+        if not d > 0.0:                     # (NaN too)
+            return 1
+        d = 1.0 / sqrt(d)
+        Aj[j] = d
+        for i in range(j + 1, n):
+            Ai = A + i * n
+            acc = Ai[j]
+            for k in range(j):
+                acc -= Ai[k] * Aj[k]
+            Ai[j] = acc * d
+    return 0
+
+
+cdef void _chol_solve(Py_ssize_t n, const double* L, double* b) noexcept nogil:
+    """b <- A^-1 b with A = L L^T of :func:`_chol` (forward, then back substitution)."""
+    cdef Py_ssize_t i, k
+    cdef double acc
+    for i in range(n):
+        acc = b[i]
+        for k in range(i):
+            acc -= L[i * n + k] * b[k]
+        b[i] = acc * L[i * n + i]
+    for i in range(n - 1, -1, -1):
+        acc = b[i]
+        for k in range(i + 1, n):
+            acc -= L[k * n + i] * b[k]
+        b[i] = acc * L[i * n + i]
+
+
+cdef void _fwd(Py_ssize_t n, const double* L, double* b) noexcept nogil:
+    """b <- L^-1 b (L of :func:`_chol`)."""
+    cdef Py_ssize_t i, k
+    cdef double acc
+    for i in range(n):
+        acc = b[i]
+        for k in range(i):
+            acc -= L[i * n + k] * b[k]
+        b[i] = acc * L[i * n + i]
+
+
+cdef void _bwd(Py_ssize_t n, const double* L, double* b) noexcept nogil:
+    """b <- L^-T b (L of :func:`_chol`)."""
+    cdef Py_ssize_t i, k
+    cdef double acc
+    for i in range(n - 1, -1, -1):
+        acc = b[i]
+        for k in range(i + 1, n):
+            acc -= L[k * n + i] * b[k]
+        b[i] = acc * L[i * n + i]
+
+
 cdef void _jc_bias_and_columns(Py_ssize_t dof, Py_ssize_t n, const idx_t* parent,
                                const idx_t* child, const double* rows, double* a0,
                                double* B) noexcept nogil:
@@ -515,17 +582,19 @@ cdef class CompiledJCLoops(CompiledODE):
        (gravity ``qgrav`` + the compiled force elements);
     2. ``qddot = B thetaddot + a0`` (Eq. 13.41) by the acceleration recursion, B column
        by column without velocity terms;
-    3. ``H = B^T M B`` (Cholesky, LAPACK ``dpotrf``) and ``f = B^T (Q - M a0)``;
+    3. ``H = B^T M B`` (Cholesky, :func:`_chol`) and ``f = B^T (Q - M a0)``;
     4. the cut rows ``cut`` of the System's compiled constraints (``evaluator``,
        its Jacobian in ``jdata``: dense row-major m x n, or the CSR data of
        ``indptr`` / ``indices``): ``D = Phi*_q B``, ``c = gamma* - Phi*_q a0 - 2 alpha
        Phidot* - beta^2 Phi*`` and the multipliers ``(D H^-1 D^T) lam* = c - D H^-1
-       f`` (LU, ``dgetrf``), then ``H thetaddot = f + D^T lam*``;
+       f`` (Cholesky: the Schur matrix is symmetric), then ``H thetaddot = f + D^T
+       lam*``;
     5. ``W' = P_nc + lam* . (Phi*_q qd)`` (the tree joints do no work).
 
-    A singular H, a Schur matrix whose estimated condition number (``dgecon``, 1-norm)
-    could exceed the reference's 2-norm limit (1e13; ``cond_2 <= ne cond_1``, and a
-    factor 10 for the estimate), a failing element or a non-finite result is a
+    A singular H, a Schur matrix whose 1-norm condition number exceeds the
+    reference's 2-norm limit 1e13 (an upper bound of it for a symmetric matrix, exact
+    from the inverse: every case the reference refuses is refused, and at most
+    ``ne`` times more), a failing element or a non-finite result is a
     status (the Python path then raises the named error or continues).  Refused at
     construction (ValueError naming the argument): the tree checks of
     :class:`CompiledJC`, evaluators of another system, cut rows out of range, a
@@ -536,11 +605,12 @@ cdef class CompiledJCLoops(CompiledODE):
     cdef Evaluator fn
     cdef readonly Py_ssize_t dof, nb, nf, ne, m, nq
     cdef readonly double alpha, beta, power
-    cdef int[::1] kind, ipiv, iwork
-    cdef idx_t[::1] parent, child, cut, indptr, indices
+    cdef int[::1] kind
+    cdef idx_t[::1] parent, child, cut, indptr, indices, sub_ptr, sub_body
+    cdef unsigned char[::1] anc
     cdef double[:, ::1] sp, sc, u, rows
     cdef double[::1] angle, mass, qgrav, fv, q, qd, Q, qdd, thdd, cs, jdata
-    cdef double[::1] a0, B, H, f, phi, nu, gam, D, HiDt, Hif, S, lam, Jqd, gwork
+    cdef double[::1] a0, B, H, f, phi, nu, gam, W, Hif, S, lam, Jqd, gwork
     cdef double* fvp
     cdef ErrInfo err
 
@@ -580,6 +650,24 @@ cdef class CompiledJCLoops(CompiledODE):
                           jdata.shape[0])
         self.cut = np.array(cut, dtype=np.intp).reshape(-1)
         _extent(self.cut, 0, m, "CompiledJCLoops: cut")
+        # the bodies of every joint's subtree (sub_ptr / sub_body) and anc[k, x]: joint
+        # x's child is in joint k's subtree (the zero pattern of B and H)
+        par = np.asarray(self.parent)
+        chi = np.asarray(self.child)
+        anc = np.zeros((dof, dof), dtype=np.uint8)
+        joint_of = np.empty(nb, dtype=np.intp)
+        joint_of[chi] = np.arange(dof)
+        for x in range(dof):
+            k = x
+            while True:
+                anc[k, x] = 1
+                if par[k] < 0:
+                    break
+                k = joint_of[par[k]]
+        self.anc = anc.ravel()
+        self.sub_ptr = np.concatenate([[0], np.cumsum(anc.sum(axis=1))]).astype(np.intp)
+        self.sub_body = np.concatenate([chi[np.flatnonzero(anc[k])] for k in range(dof)]
+                                       ).astype(np.intp)
         if (indptr is None) != (indices is None):
             raise ValueError("CompiledJCLoops: indptr and indices go together (CSR "
                              "pattern) or are both None (dense)")
@@ -624,14 +712,11 @@ cdef class CompiledJCLoops(CompiledODE):
         self.phi = np.zeros(max(m, 1))
         self.nu = np.zeros(max(m, 1))
         self.gam = np.zeros(max(m, 1))
-        self.D = np.zeros(k * dof)
-        self.HiDt = np.zeros(k * dof)
+        self.W = np.zeros(k * dof)
         self.S = np.zeros(k * k)
         self.lam = np.zeros(k)
         self.Jqd = np.zeros(k)
-        self.gwork = np.zeros(4 * k)
-        self.ipiv = np.zeros(k, dtype=np.intc)
-        self.iwork = np.zeros(k, dtype=np.intc)
+        self.gwork = np.zeros(k)
         self.power = 0.0
         self.nfev = 0
         self.status = OK
@@ -639,19 +724,24 @@ cdef class CompiledJCLoops(CompiledODE):
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
         """ydot[0:2 dof+1] = [thetadot; thetaddot; W'] at (t, y[0:2 dof])."""
         cdef Py_ssize_t dof = self.dof, n = self.nq, ne = self.ne, i, k, e, r, x
-        cdef int idof = <int> dof, ine = <int> ne, info = 0, one = 1
-        cdef char lo = b'L', tr = b'N', norm1 = b'1'
-        cdef double P = 0.0, acc, dq, da, v, anorm, rcond = 0.0
+        cdef double P = 0.0, acc, dq, da, v, anorm, inorm, trace, bound
         cdef double* q = &self.q[0]
         cdef double* qd = &self.qd[0]
         cdef double* a0 = &self.a0[0]
         cdef double* B = &self.B[0]
         cdef double* H = &self.H[0]
         cdef double* f = &self.f[0]
-        cdef double* D = &self.D[0]
-        cdef double* HiDt = &self.HiDt[0]
         cdef double* S = &self.S[0]
         cdef double* lam = &self.lam[0]
+        cdef double* Si = &self.gwork[0]
+        cdef double* W = &self.W[0]
+        cdef double* g = &self.Hif[0]
+        cdef double* thdd = &self.thdd[0]
+        cdef double* Q = &self.Q[0]
+        cdef const double* mass = &self.mass[0]
+        cdef const idx_t* sp_ = &self.sub_ptr[0]
+        cdef const idx_t* sb = &self.sub_body[0]
+        cdef const unsigned char* anc = &self.anc[0]
         cdef double* Bk
         cdef double* Bl
         cdef const double* J = &self.jdata[0]
@@ -672,22 +762,30 @@ cdef class CompiledJCLoops(CompiledODE):
                 return FORCE_FAILED
         _jc_bias_and_columns(dof, n, &self.parent[0], &self.child[0], &self.rows[0, 0],
                              a0, B)
-        # H = B^T M B (column-major, both triangles), f = B^T (Q - M a0)
+        # H = B^T M B (both triangles), f = B^T (Q - M a0): column k of B is zero
+        # outside the bodies of joint k's subtree (sub_ptr / sub_body), and H[k, x]
+        # (x after k) outside that of x, or wholly when x is not in k's subtree
         for k in range(dof):
             Bk = B + k * n
             acc = 0.0
-            for i in range(n):
-                acc += Bk[i] * (self.Q[i] - self.mass[i] * a0[i])
+            for x in range(sp_[k], sp_[k + 1]):
+                i = 3 * sb[x]
+                acc += ((Bk[i] * (Q[i] - mass[i] * a0[i])
+                         + Bk[i + 1] * (Q[i + 1] - mass[i + 1] * a0[i + 1]))
+                        + Bk[i + 2] * (Q[i + 2] - mass[i + 2] * a0[i + 2]))
             f[k] = acc
-            for x in range(k, dof):
-                Bl = B + x * n
+            for r in range(k, dof):
                 acc = 0.0
-                for i in range(n):
-                    acc += Bk[i] * self.mass[i] * Bl[i]
-                H[k + x * dof] = acc
-                H[x + k * dof] = acc
-        dpotrf(&lo, &idof, H, &idof, &info)
-        if info != 0:
+                if anc[k * dof + r]:
+                    Bl = B + r * n
+                    for x in range(sp_[r], sp_[r + 1]):
+                        i = 3 * sb[x]
+                        acc += ((Bk[i] * mass[i] * Bl[i]
+                                 + Bk[i + 1] * mass[i + 1] * Bl[i + 1])
+                                + Bk[i + 2] * mass[i + 2] * Bl[i + 2])
+                H[k * dof + r] = acc
+                H[r * dof + k] = acc
+        if _chol(dof, H):
             self.status = SINGULAR
             return SINGULAR
         if ne:
@@ -702,8 +800,9 @@ cdef class CompiledJCLoops(CompiledODE):
                     or self.ev.c_gamma(t, self.fvp, &self.gam[0]) >= 0):
                 self.status = CONSTRAINT_FAILED
                 return CONSTRAINT_FAILED
-            # D = Phi*_q B (row-major ne x dof = D^T column-major), Phi*_q qd, c
-            memset(D, 0, ne * dof * sizeof(double))
+            # D = Phi*_q B (ne x dof, row-major: row e of D in W + e dof), Phi*_q qd
+            # and c (in lam)
+            memset(W, 0, ne * dof * sizeof(double))
             for e in range(ne):
                 r = self.cut[e]
                 dq = 0.0
@@ -716,67 +815,88 @@ cdef class CompiledJCLoops(CompiledODE):
                     dq += v * qd[i]
                     da += v * a0[i]
                     for k in range(dof):
-                        D[e * dof + k] += v * B[k * n + i]
+                        W[e * dof + k] += v * B[k * n + i]
                 self.Jqd[e] = dq
                 acc = self.gam[r] - da - 2.0 * self.alpha * (dq - self.nu[r])
                 if self.beta != 0.0:
                     acc -= self.beta * self.beta * self.phi[r]
                 lam[e] = acc
-            # H^-1 D^T, H^-1 f; S = D H^-1 D^T; (c - D H^-1 f)
-            memcpy(HiDt, D, ne * dof * sizeof(double))
-            dpotrs(&lo, &idof, &ine, H, &idof, HiDt, &idof, &info)
-            memcpy(&self.Hif[0], f, dof * sizeof(double))
-            dpotrs(&lo, &idof, &one, H, &idof, &self.Hif[0], &idof, &info)
-            anorm = 0.0
+            # with H = L L^T: W = L^-1 D^T (in place; row e of W: its column e), g =
+            # L^-1 f; S = D H^-1 D^T = W^T W, c - D H^-1 f = c - W^T g
+            for e in range(ne):
+                _fwd(dof, H, W + e * dof)
+            memcpy(g, f, dof * sizeof(double))
+            _fwd(dof, H, g)
+            trace = 0.0
+            for e in range(ne):
+                for x in range(e + 1):
+                    acc = 0.0
+                    for k in range(dof):
+                        acc += W[e * dof + k] * W[x * dof + k]
+                    S[e * ne + x] = acc
+                    S[x * ne + e] = acc
+                trace += S[e * ne + e]
+                acc = lam[e]
+                for k in range(dof):
+                    acc -= W[e * dof + k] * g[k]
+                lam[e] = acc
+            anorm = 0.0                       # ||S||_1 (NaN propagates)
             for x in range(ne):
                 acc = 0.0
                 for e in range(ne):
-                    v = 0.0
-                    for k in range(dof):
-                        v += D[e * dof + k] * HiDt[k + x * dof]
-                    S[e + x * ne] = v
-                    acc += fabs(v)
-                if not acc <= anorm:          # NaN propagates
+                    acc += fabs(S[e * ne + x])
+                if not acc <= anorm:
                     anorm = acc
+            if _chol(ne, S):
+                self.status = SINGULAR
+                return SINGULAR
+            # the reference's test cond_2(S) > 1e13 (cut_row_multipliers): S is
+            # symmetric positive definite, so cond_2 <= tr(S)^ne / det(S) (lam_max <=
+            # tr S, lam_min >= det S / tr(S)^(ne - 1)), det S = prod L_ii^2; where
+            # that bound does not settle it, the exact cond_1 = ||S||_1 ||S^-1||_1 >=
+            # cond_2, S^-1 column by column
+            bound = 1.0
             for e in range(ne):
-                acc = lam[e]
-                for k in range(dof):
-                    acc -= D[e * dof + k] * self.Hif[k]
-                lam[e] = acc
-            if not isfinite(anorm):
-                self.status = NOT_FINITE
-                return NOT_FINITE
-            dgetrf(&ine, &ine, S, &ine, &self.ipiv[0], &info)
-            if info != 0:
-                self.status = SINGULAR
-                return SINGULAR
-            dgecon(&norm1, &ine, S, &ine, &anorm, &rcond, &self.gwork[0], &self.iwork[0],
-                   &info)
-            if not rcond * COND_LIMIT >= 10.0 * ne:
-                self.status = SINGULAR
-                return SINGULAR
-            dgetrs(&tr, &ine, &one, S, &ine, &self.ipiv[0], lam, &ine, &info)
+                bound *= trace * (S[e * ne + e] * S[e * ne + e])
+            if not bound <= COND_LIMIT:
+                inorm = 0.0
+                for x in range(ne):
+                    memset(Si, 0, ne * sizeof(double))
+                    Si[x] = 1.0
+                    _chol_solve(ne, S, Si)
+                    acc = 0.0
+                    for e in range(ne):
+                        acc += fabs(Si[e])
+                    if not acc <= inorm:
+                        inorm = acc
+                if not anorm * inorm <= COND_LIMIT:
+                    self.status = SINGULAR
+                    return SINGULAR
+            _chol_solve(ne, S, lam)
             for e in range(ne):
                 if not isfinite(lam[e]):
                     self.status = NOT_FINITE
                     return NOT_FINITE
                 P += lam[e] * self.Jqd[e]
+            # thetaddot = H^-1 (f + D^T lam) = L^-T (g + W lam)
             for k in range(dof):
-                acc = f[k]
+                acc = g[k]
                 for e in range(ne):
-                    acc += D[e * dof + k] * lam[e]
-                f[k] = acc
-        memcpy(&self.thdd[0], f, dof * sizeof(double))
-        dpotrs(&lo, &idof, &one, H, &idof, &self.thdd[0], &idof, &info)
+                    acc += W[e * dof + k] * lam[e]
+                thdd[k] = acc
+            _bwd(dof, H, thdd)
+        else:
+            memcpy(thdd, f, dof * sizeof(double))
+            _chol_solve(dof, H, thdd)
         for i in range(n):
             acc = a0[i]
             for k in range(dof):
-                acc += B[k * n + i] * self.thdd[k]
+                acc += B[k * n + i] * thdd[k]
             self.qdd[i] = acc
         for i in range(dof):
             ydot[i] = y[dof + i]
-            ydot[dof + i] = self.thdd[i]
-            if not isfinite(self.thdd[i]):
+            ydot[dof + i] = thdd[i]
+            if not isfinite(thdd[i]):
                 self.status = NOT_FINITE
                 return NOT_FINITE
         ydot[2 * dof] = P
