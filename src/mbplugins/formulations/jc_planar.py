@@ -30,10 +30,14 @@ multipliers (composite solver), stabilised by Baumgarte terms or, with
 
 Speed: on the compiled backend a tree without cut rows uses the O(N) articulated-body
 recursion in C, and when every force element is compiled the whole right-hand side
-``[thetadot; thetaddot; P_nc]`` is one C call (``mbplugins._ext._jc.CompiledJC``,
-:attr:`PlanarJointCoordinates.compiled`) that the dynamic analysis' compiled integration
-loop steps (mbcore.integrate.fastloop); outputs stay on the Python path.  The NumPy functions
-of this module are the reference of the compiled recursions.
+``[thetadot; thetaddot; W']`` is one C call (:attr:`PlanarJointCoordinates.compiled`)
+that the dynamic analysis' compiled integration loop steps
+(mbcore.integrate.fastloop): ``mbplugins._ext._jc.CompiledJC`` for a tree,
+``CompiledJCLoops`` for a tree closed by cut rows whose constraints are compiled too
+(the composite path below in C: ``B``, ``B^T M B``, the cut rows' multipliers);
+outputs come from the same evaluation.  Where it does not apply,
+:attr:`PlanarJointCoordinates.compiled_reason` says why.  The NumPy functions of this
+module are the reference of the compiled ones.
 """
 from __future__ import annotations
 
