@@ -445,11 +445,48 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         if not loops:
             return D.CompiledJC(*table, kernels.constant_forces, kernels.forces,
                                 kernels.functions)
-        return D.CompiledJCLoops(*table, kernels.constraints, kernels.forces,
-                                 kernels.functions, kernels.n, kernels.m,
-                                 kernels.jacobian_data, kernels.constant_forces,
-                                 np.asarray(self.extra, dtype=np.intp), float(self.alpha),
-                                 float(self.beta), **kernels.csr())
+        mode = self.loop_mode
+        correction = {} if mode == "baumgarte" else dict(
+            correction=mode, holonomic=self._hol,
+            weighted=bool(self.settings["mass_weighted"]),
+            tolerance=float(self.settings["projection_tolerance"]),
+            col_scale=self._col_scale, factor=float(self.settings["repartition_factor"]))
+        c = D.CompiledJCLoops(*table, kernels.constraints, kernels.forces,
+                              kernels.functions, kernels.n, kernels.m,
+                              kernels.jacobian_data, kernels.constant_forces,
+                              np.asarray(self.extra, dtype=np.intp), float(self.alpha),
+                              float(self.beta), **kernels.csr(), **correction)
+        if mode == "partitioning" and getattr(self, "u", None) is not None:
+            c.set_partition(self.u, self.v, float(self.best_ratio))
+        return c
+
+    # the correction after every step in C (CompiledJCLoops.c_post_step): the
+    # partition it uses, and its count of corrections in ``projections``
+    def _sync_partition(self) -> None:
+        c = self.compiled
+        if (c is not None and self.loop_mode == "partitioning" and len(self.extra)
+                and getattr(self, "u", None) is not None):
+            c.set_partition(self.u, self.v, float(self.best_ratio))
+
+    @property
+    def projections(self) -> int:
+        """Corrections after accepted steps (``stats.projections``): the Python
+        driver's and the compiled loop's; absent (AttributeError) where no
+        correction runs (Baumgarte terms, trees)."""
+        if "_projections" not in self.__dict__:
+            raise AttributeError("projections")
+        c = self.compiled
+        if c is not None and getattr(c, "post_step", False):
+            self._projections += int(c.take_projections())
+        return self._projections
+
+    @projections.setter
+    def projections(self, value: int) -> None:
+        self._projections = int(value)
+
+    def set_resume_state(self, state):
+        super().set_resume_state(state)
+        self._sync_partition()
 
     def compiled_ready(self) -> bool:
         """The compiled right-hand side applies (with redundant cut rows it is built
@@ -490,15 +527,27 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
             raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
                                 f"(positions differ by {err:.3g})", t)
         self._loops_initialize(y, t)
+        self._sync_partition()
         return y, None
 
     def _closure(self, theta, t, metric):
         """(q, D, H) at theta (:meth:`LoopClosure._closure`): B from the acceleration
         recursion at zero velocities (``qddot = B thetaddot`` there)."""
         tree, dof = self.tree, self.dof
-        q = tree.positions(theta)
-        B = tree.accelerations(q, np.zeros_like(q), theta, np.zeros(dof),
-                               np.eye(dof)).T
+        if self._table and self.system.backend == "compiled":
+            # the compiled recursions (jc_planar_kinematics, jc_planar_columns)
+            from mbplugins._ext import _jc as D
+            n = self.system.n
+            th = np.ascontiguousarray(theta, dtype=float)
+            q, zero, Bc = np.zeros(n), np.zeros(n), np.zeros((dof, n))
+            tab = (self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju)
+            D.jc_planar_kinematics(*tab, self._jang, th, np.zeros(dof), q, zero)
+            D.jc_planar_columns(*tab, q, zero, th, np.zeros(dof), np.zeros(n), Bc)
+            B = Bc.T
+        else:
+            q = tree.positions(theta)
+            B = tree.accelerations(q, np.zeros_like(q), theta, np.zeros(dof),
+                                   np.eye(dof)).T
         D = self.system.jacobian_dense(q, t)[self.extra] @ B
         return q, D, (B.T @ (self.mass[:, None] * B) if metric else None)
 
