@@ -19,6 +19,11 @@ kernels).
 * redundant cut rows: the kept independent ones are compiled; the trajectory of a
   triple parallelogram (one redundant row) follows ``di`` (1e-6 at rtol 1e-9;
   observed 2e-12);
+* the correction after every step of ``loop_stabilization: projection`` /
+  ``partitioning`` in C (``c_post_step``) equals ``LoopClosure._project`` /
+  ``_partition`` (1e-10; observed 3e-13), the compiled loop takes the Python
+  driver's steps and corrections with it, and a failing correction ends in the
+  reference's named error or a new partition;
 * what cannot be compiled keeps the Python path with its reason
   (``compiled_reason``): a force element without a compiled kernel, a floating base,
   the NumPy backend; bad construction arguments are ValueErrors naming them.
@@ -282,3 +287,107 @@ def test_construction_refuses_bad_arguments():
     other = model("andrews_squeezer").compile(kernels="compiled").compiled_kernels()
     with pytest.raises(ValueError, match="another system"):
         _jc.CompiledJCLoops(*table, other.constraints, *args[1:], A.extra, 5.0, 5.0)
+
+
+# ---------------------------------------------------------------------------------
+# the correction after every step in C (loop_stabilization projection / partitioning)
+# ---------------------------------------------------------------------------------
+#: corrected state, compiled vs NumPy (relative to the largest entry of theta / nu)
+CORRECTION_BOUND = 1e-10
+
+
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("mode", ["projection", "partitioning"])
+@pytest.mark.parametrize("name", LOOPED)
+def test_compiled_correction_equals_the_python_one(name, mode, weighted):
+    """``c_post_step`` (through ``post_step_at``) against ``LoopClosure._project`` /
+    ``_partition`` of the NumPy formulation, from perturbed states: the same
+    corrected theta and nu (1e-10 of the largest entry; observed <= 3e-13, also
+    with OPENBLAS_CORETYPE=Sandybridge), on the loop closure, the independent joint
+    coordinates untouched by partitioning."""
+    m = model(name)
+    opts = {"loop_stabilization": mode}
+    if mode == "projection":
+        opts["mass_weighted"] = weighted
+    elif not weighted:
+        pytest.skip("mass_weighted applies to projection")
+    A, B = _pair(m, opts)
+    c = A.compiled
+    assert c.post_step and c.mode == (1 if mode == "projection" else 2)
+    start = mbcore.run(m, analysis="dynamic", settings={
+        "formulation": "joint_coordinates", "t_end": 0.01, "output_step": 0.01,
+        "record": "q, qd"})                  # an assembled state in motion
+    q0, qd0 = start["q"][-1], start["qd"][-1]
+    y0, _ = A.initialize(q0, qd0, 0.0)
+    B.initialize(q0, qd0, 0.0)
+    if mode == "partitioning":
+        np.testing.assert_array_equal(A.u, B.u)
+    rng = np.random.default_rng(11)
+    for trial in range(4):
+        y = y0.copy()
+        y[:A.dof] += 1e-3 * rng.normal(size=A.dof)
+        y[A.dof:] = 10.0 * rng.normal(size=A.dof)
+        ref = B.project(0.0, y.copy(), count=True)
+        yc = np.concatenate([y, [0.0]])
+        code = c.post_step_at(0.0, yc)
+        assert code == 1 and ref is not None
+        for a, b in ((yc[:A.dof], ref[:A.dof]), (yc[A.dof:-1], ref[A.dof:])):
+            np.testing.assert_allclose(a, b, rtol=0,
+                                       atol=CORRECTION_BOUND * np.abs(b).max())
+        if mode == "partitioning":
+            np.testing.assert_array_equal(yc[A.v], y[A.v])       # independent kept
+            assert c.ratio == pytest.approx(B.ratio, rel=1e-10)
+        # on the closure: a second correction changes nothing
+        assert c.post_step_at(0.0, yc) == 0
+        phi = B.system.phi(A.split(yc[:-1])[0], 0.0)[B.extra]
+        assert np.abs(phi).max() <= 1e-11
+    assert c.take_projections() == 4 and c.take_projections() == 0
+
+
+@pytest.mark.parametrize("mode", ["projection", "partitioning"])
+@pytest.mark.parametrize("name", ["andrews_squeezer", "fourbar_dap"])
+def test_compiled_loop_runs_the_correction(name, mode):
+    """The corrected runs on the compiled loop: the same steps, corrections and
+    outputs as the Python driver (1e-10) and the NumPy backend (1e-8)."""
+    m = model(name)
+    t_end = 0.03 if name == "andrews_squeezer" else 0.5
+    st = {"formulation": "joint_coordinates", "t_end": t_end, "output_step": t_end / 6,
+          "rtol": 1e-6, "atol": 1e-8, "integrator": "dopri5",
+          "formulation_options": {"loop_stabilization": mode},
+          "record": "q, qd, qdd, lam, violation"}
+    a, calls = _spy_run(m, st)
+    assert a.stats["loop"] == "compiled" and calls == ["CompiledJCLoops"]
+    b = mbcore.run(m, analysis="dynamic", settings={**st, "loop": "python"})
+    c = mbcore.run(m, analysis="dynamic", settings={**st, "t_end": t_end / 3},
+                   kernels="numpy")
+    assert b.stats["loop"] == "python"
+    for k in ("integrator_nsteps", "integrator_nrejected", "integrator_nfev",
+              "projections"):
+        assert a.stats[k] == b.stats[k], k
+    assert a.stats["projections"] > 3
+    for ch in ("q", "qd", "qdd", "lam"):
+        sc = 1 + np.abs(b[ch]).max()
+        np.testing.assert_allclose(a[ch], b[ch], rtol=0, atol=1e-10 * sc, err_msg=ch)
+        np.testing.assert_allclose(a[ch][:3], c[ch], rtol=0, atol=1e-8 * sc, err_msg=ch)
+    assert np.abs(a["violation"][:, 0]).max() <= 1e-10
+
+
+def test_a_failing_correction_raises_the_named_error_on_the_python_driver():
+    """An unreachable tolerance: the compiled correction fails, the Python driver redoes
+    the step and raises the reference's error; a degraded partition asks for a new one
+    (``repartition`` restarts) as on the Python driver."""
+    from mbcore.errors import AnalysisError
+    m = model("fourbar_dap")
+    st = {"formulation": "joint_coordinates", "t_end": 0.05, "output_step": 0.01}
+    for mode in ("projection", "partitioning"):
+        with pytest.raises(AnalysisError, match=r"did not converge at t = .*\|Phi\*\| = "):
+            mbcore.run(m, settings={**st, "formulation_options": {
+                "loop_stabilization": mode, "projection_tolerance": 1e-22}})
+    # the four-bar's crank passes where a fixed partition degrades
+    st = {**st, "t_end": 2.0, "output_step": 0.05, "rtol": 1e-8, "atol": 1e-10,
+          "formulation_options": {"loop_stabilization": "partitioning"}}
+    a = mbcore.run(m, settings=st)
+    b = mbcore.run(m, settings={**st, "loop": "python"})
+    assert a.stats["loop"] == "compiled"
+    assert a.stats["restarts"] == b.stats["restarts"]
+    np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=1e-9 * np.abs(b["q"]).max())
