@@ -967,7 +967,9 @@ def bench_jc_loops(repeat: int, quick: bool) -> dict:
       NumPy reference (the formulation's ``rhs`` on a System with NumPy kernels) and
       vs the Cartesian DI right-hand side (``CompiledRHS``), at the initial state.
     * ``jc_loops_runs``: dynamic runs, dopri5 at rtol 1e-6, atol 1e-8, outputs every
-      t_end / 30 (all channels): wall s per simulated s (``stats wall_time / t_end``,
+      t_end / 30 (all channels), Andrews' squeezer also with the correction after
+      every step in C (``loop_stabilization`` projection, partitioning): wall s per
+      simulated s (``stats wall_time / t_end``,
       median of ``repeat`` runs) on the compiled loop, on the NumPy reference (NumPy
       kernels, Python driver; fewer runs) and of Cartesian ``di`` (compiled loop), and
       the largest difference of q at t_end from a ``di`` run at rtol 1e-10."""
@@ -1002,11 +1004,15 @@ def bench_jc_loops(repeat: int, quick: bool) -> dict:
         rhs["cartesian_us"].append(tc * 1e6)
         rhs["numpy_vs_compiled"].append(tn / tj)
         rhs["cartesian_vs_compiled"].append(tc / tj)
-    runs = {"model": [], "t_end": [], "settings": "dopri5, rtol 1e-6, atol 1e-8, "
-            "output_step t_end / 30", "s_per_simulated_s": [], "loop": [], "nfev": [],
+    runs = {"model": [], "loop_stabilization": [], "t_end": [],
+            "settings": "dopri5, rtol 1e-6, atol 1e-8, output_step t_end / 30",
+            "s_per_simulated_s": [], "loop": [], "nfev": [], "projections": [],
             "numpy_s_per_simulated_s": [], "numpy_vs_compiled": [],
             "di_s_per_simulated_s": [], "q_error_vs_di": []}
-    for name, t_end in cases.items():
+    modes = ("baumgarte", "projection", "partitioning")
+    runs_of = [(name, t_end, mode) for name, t_end in cases.items()
+               for mode in (modes if name == "andrews_squeezer" else modes[:1])]
+    for name, t_end, mode in runs_of:
         st = {"t_end": t_end, "output_step": t_end / 30, "rtol": 1e-6, "atol": 1e-8,
               "integrator": "dopri5"}
 
@@ -1014,14 +1020,17 @@ def bench_jc_loops(repeat: int, quick: bool) -> dict:
             r = mbcore.run(str(ex / f"{name}.yaml"), analysis="dynamic", kernels=kernels,
                            settings={**st, "formulation": form, **extra})
             return r, float(r.stats["wall_time"]) / t_end
-        got = [go("joint_coordinates") for _ in range(repeat)]
+        jc = {"formulation_options": {"loop_stabilization": mode}}
+        got = [go("joint_coordinates", **jc) for _ in range(repeat)]
         res = got[-1][0]
         ref, _ = go("di", rtol=1e-10, atol=1e-12)
-        nump = [go("joint_coordinates", kernels="numpy")[1]
+        nump = [go("joint_coordinates", kernels="numpy", **jc)[1]
                 for _ in range(1 if quick else max(1, repeat // 3))]
         dis = [go("di")[1] for _ in range(repeat)]
         w = statistics.median(g[1] for g in got)
         runs["model"].append(name)
+        runs["loop_stabilization"].append(mode)
+        runs["projections"].append(int(res.stats.get("projections", 0)))
         runs["t_end"].append(t_end)
         runs["s_per_simulated_s"].append(w)
         runs["loop"].append(res.stats["loop"])
