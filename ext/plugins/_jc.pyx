@@ -910,6 +910,11 @@ cdef class CompiledJCLoops(CompiledODE):
             np.asarray(self.ind)[:vv.shape[0]] = vv
         self.best_ratio = best_ratio
 
+    @property
+    def D_view(self):
+        """``D = Phi*_q B`` (ne x dof, a copy) at the state of the last correction."""
+        return np.asarray(self.pD[:self.ne * self.dof]).reshape(self.ne, self.dof).copy()
+
     def take_projections(self):
         """The corrections counted since the last call (then reset)."""
         k = self.projections

@@ -49,6 +49,7 @@ from mbcore.errors import AnalysisError, ModelError
 
 from .jc_common import JointCoordinates, spanning_tree
 from .jc_loops import cut_row_multipliers
+from .partitioning import pivot_quality, pivoted_partition
 
 
 def _A(phi):
@@ -487,6 +488,38 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
     def set_resume_state(self, state):
         super().set_resume_state(state)
         self._sync_partition()
+
+    def _project_loops(self, t, y, count=True):
+        """The correction of :class:`.jc_loops.LoopClosure` by the compiled one
+        (``CompiledJCLoops.c_post_step``) where it applies; at outputs (``count``
+        False) the test for a better partition on its ``D``.  Where it fails, the
+        Python correction (which raises the named error or asks for a new
+        partition)."""
+        c = self.compiled
+        if c is None or not c.post_step:
+            return super()._project_loops(t, y, count)
+        dof = self.dof
+        yy = np.zeros(2 * dof + 1)
+        yy[:2 * dof] = y[:2 * dof]
+        code = c.post_step_at(t, yy, False)
+        if code < 0:
+            return super()._project_loops(t, y, count)
+        if self.loop_mode == "partitioning":
+            self.ratio = float(c.ratio)
+            if not count:                        # hysteresis: a much better partition
+                D = c.D_view
+                u2, v2, _ = pivoted_partition(D, self._col_scale)
+                best = pivot_quality(D, u2, self._col_scale)
+                factor = self.settings["repartition_factor"]
+                if list(v2) != list(self.v) and best > factor * self.ratio:
+                    self._want = (f"a better partition exists (pivot ratio "
+                                  f"{self.ratio:.3g} -> {best:.3g})")
+        if code == 0:
+            return None
+        self.projections += int(count)
+        yn = np.array(y, dtype=float)
+        yn[:2 * dof] = yy[:2 * dof]
+        return yn
 
     def compiled_ready(self) -> bool:
         """The compiled right-hand side applies (with redundant cut rows it is built
