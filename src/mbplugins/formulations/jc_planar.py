@@ -405,6 +405,7 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         #: why the compiled right-hand side does not apply (None when it does)
         self.compiled_reason: str | None = None
         self.compiled = self._compiled_jc()
+        self._views()
 
     def _compiled_jc(self):
         """The whole right-hand side in C, else None with :attr:`compiled_reason`:
@@ -521,6 +522,13 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         yn[:2 * dof] = yy[:2 * dof]
         return yn
 
+    def _views(self) -> None:
+        """Views of the compiled evaluation's buffers, kept (they live as long as it):
+        q, qd and, with cut rows, their multipliers."""
+        c = self.compiled
+        self._cviews = None if c is None else (
+            c.q_view, c.qd_view, c.lam_view if len(self.extra) else None)
+
     def compiled_ready(self) -> bool:
         """The compiled right-hand side applies (with redundant cut rows it is built
         for the independent ones: :meth:`use_independent_rows`)."""
@@ -530,6 +538,7 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         kept = super().use_independent_rows(rows, q, t)
         if self.compiled is not None:         # the cut rows kept
             self.compiled = self._compiled_jc()
+        self._views()
         return kept
 
     @property
@@ -642,10 +651,10 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         if c is not None:                # one C call (else the Python path below,
             if c.eval(t, y, self._ywork) == 0:      # which raises the named error)
                 self._from_compiled = True
-                self.q_cur, self.qd_cur = c.q_view, c.qd_view
+                self.q_cur, self.qd_cur, lam_e = self._cviews
                 self.solver.lam[:] = 0.0
-                if len(self.extra):
-                    self.solver.lam[self.extra] = c.lam_view
+                if lam_e is not None:
+                    self.solver.lam[self.extra] = lam_e
                 self._ydot[:] = self._ywork[:2 * dof]
                 return self._ydot
         self._from_compiled = False
