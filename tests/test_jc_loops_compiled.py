@@ -389,3 +389,24 @@ def test_a_failing_correction_raises_the_named_error_on_the_python_driver():
     assert a.stats["loop"] == "compiled"
     assert a.stats["restarts"] == b.stats["restarts"]
     np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=1e-9 * np.abs(b["q"]).max())
+
+
+def test_a_singular_evaluation_raises_the_named_error_of_the_python_path():
+    """The triple parallelogram's kept cut rows lose rank where the cranks pass the
+    horizontal: the compiled evaluation reports it, the Python driver takes over from
+    the last step and raises the reference's singular-Jacobian error naming the rows,
+    as the Python driver alone does."""
+    from mbcore.errors import SingularJacobianError
+    m = triple_parallelogram()
+    st = {"formulation": "joint_coordinates", "t_end": 1.0, "output_step": 0.25,
+          "rtol": 1e-9, "atol": 1e-11, "integrator": "dopri5"}
+    errors = []
+    for loop in ("auto", "python"):
+        with pytest.raises(SingularJacobianError, match=r"equations involved: C") as e:
+            mbcore.run(m, analysis="dynamic", settings={**st, "loop": loop})
+        errors.append(str(e.value))
+    # the same error; the time of the failing evaluation within the same step (the
+    # Python driver redoes the step from its start with its own first trial step)
+    assert errors[0].split(":", 1)[1] == errors[1].split(":", 1)[1]
+    t = [float(x.split(":")[0].split("=")[1]) for x in errors]
+    assert abs(t[0] - t[1]) < 1e-3
