@@ -39,8 +39,8 @@ from mbcore import Model
 from conftest import EXAMPLES
 
 pytest.importorskip("mbplugins._ext._jc")
-from mbplugins._ext import _jc  # noqa: E402
-from mbplugins.formulations.joint_coordinates import JointCoordinates  # noqa: E402
+from mbplugins._ext import _jc
+from mbplugins.formulations.joint_coordinates import JointCoordinates
 
 #: one evaluation, compiled vs NumPy (relative to the largest entry; observed 1.5e-13)
 RHS_BOUND = 2e-11
@@ -132,8 +132,8 @@ def test_columns_of_the_acceleration_map_equal_the_recursion():
 
 
 def _spy_run(m, settings, ne=None, **kw):
-    from mbcore.integrate.fastloop import run_compiled as real
     import mbplugins.analyses.dynamic as dyn
+    from mbcore.integrate.fastloop import run_compiled as real
     calls = []
 
     def spy(kind, icls, form, *a, **k):

@@ -431,7 +431,7 @@ cdef double COND_LIMIT = 1e13
 cdef int _chol(Py_ssize_t n, double* A) noexcept nogil:
     """The Cholesky factor L of the symmetric positive definite A (n x n, row-major;
     its lower triangle is read) in place of that triangle, with ``1 / L_ii`` on the
-    diagonal (Golub & Van Loan (2013), Alg. 4.2.2, the inner products contiguous in
+    diagonal (Golub & Van Loan (2013), §4.2, the inner products contiguous in
     memory; a multiplication, not a division, on the serial path of the
     substitutions).  1 when a pivot is not positive (A is not positive definite to
     working precision), else 0.  Written out rather than a LAPACK call: for the few
@@ -500,7 +500,7 @@ cdef void _bwd(Py_ssize_t n, const double* L, double* b) noexcept nogil:
 cdef int _lu(Py_ssize_t n, double* A, int* piv) noexcept nogil:
     """LU factorisation with partial pivoting of the n x n row-major A in place (the
     largest entry of the column as pivot, the first on ties, as LAPACK ``dgetrf``;
-    Golub & Van Loan (2013), Alg. 3.4.1); ``piv[k]``: the row swapped with k.  1 on a
+    Golub & Van Loan (2013), §3.4); ``piv[k]``: the row swapped with k.  1 on a
     zero (or NaN) pivot, else 0."""
     cdef Py_ssize_t i, j, k, p
     cdef double big, a, f

@@ -448,11 +448,12 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
             return D.CompiledJC(*table, kernels.constant_forces, kernels.forces,
                                 kernels.functions)
         mode = self.loop_mode
-        correction = {} if mode == "baumgarte" else dict(
-            correction=mode, holonomic=self._hol,
-            weighted=bool(self.settings["mass_weighted"]),
-            tolerance=float(self.settings["projection_tolerance"]),
-            col_scale=self._col_scale, factor=float(self.settings["repartition_factor"]))
+        correction = {} if mode == "baumgarte" else {
+            "correction": mode, "holonomic": self._hol,
+            "weighted": bool(self.settings["mass_weighted"]),
+            "tolerance": float(self.settings["projection_tolerance"]),
+            "col_scale": self._col_scale,
+            "factor": float(self.settings["repartition_factor"])}
         c = D.CompiledJCLoops(*table, kernels.constraints, kernels.forces,
                               kernels.functions, kernels.n, kernels.m,
                               kernels.jacobian_data, kernels.constant_forces,
