@@ -657,7 +657,8 @@ def jc_planar_columns(const int[::1] kind, const idx_t[::1] parent,
 cdef class CompiledJCLoops(CompiledODE):
     """``CompiledJCLoops(kind, parent, child, sp, sc, u, angle, mass, evaluator,
     force_evaluator, functions, n, m, jdata, qgrav, cut, alpha, beta, indptr=None,
-    indices=None)``: the right-hand side of the joint-coordinate formulation of a
+    indices=None, correction="none", holonomic=None, weighted=True, tolerance=1e-12,
+    col_scale=None, factor=10.0)``: the right-hand side of the joint-coordinate formulation of a
     planar tree closed by cut rows (cut joints, drivers, other constraints; Nikravesh
     (1988), §13.4.2), ``y = [theta; thetadot; W]`` -> ``[thetadot; thetaddot; W']``
     in one C call, the twin of the composite path of
@@ -688,10 +689,10 @@ cdef class CompiledJCLoops(CompiledODE):
     number above 1e12), a failure status: the Python driver redoes the step and
     raises the named error or asks for the new partition.
 
-    A singular H, a Schur matrix whose 1-norm condition number exceeds the
-    reference's 2-norm limit 1e13 (an upper bound of it for a symmetric matrix, exact
-    from the inverse: every case the reference refuses is refused, and at most
-    ``ne`` times more), a failing element or a non-finite result is a
+    A singular H, a Schur matrix whose 2-norm condition number is not certainly
+    within the reference's limit 1e13 (:func:`_spd_cond_ok`: every case the
+    reference refuses is refused, and at most those with ``cond_1 > 1e13 >=
+    cond_2``), a failing element or a non-finite result is a
     status (the Python path then raises the named error or continues).  Refused at
     construction (ValueError naming the argument): the tree checks of
     :class:`CompiledJC`, evaluators of another system, cut rows out of range, a
