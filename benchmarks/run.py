@@ -961,6 +961,91 @@ def bench_joint_coordinates(repeat: int, quick: bool) -> dict:
             "joint_coordinates_spatial_chain_rhs": _bench_jc_spatial(repeat, quick)}
 
 
+def bench_jc_loops(repeat: int, quick: bool) -> dict:
+    """Planar joint coordinates closed by cut joints (``CompiledJCLoops``: forward
+    recursion, compiled forces and cut-row constraints, composite ``B^T M B``, the
+    cut rows' multipliers by their Schur complement; Nikravesh (1988), §13.4.2) on
+    Andrews' squeezer (7 bodies, 3 cut joints) and the four-bar.
+
+    * ``jc_loops_rhs``: one right-hand side as the compiled loop calls it (µs) vs its
+      NumPy reference (the formulation's ``rhs`` on a System with NumPy kernels) and
+      vs the Cartesian DI right-hand side (``CompiledRHS``), at the initial state.
+    * ``jc_loops_runs``: dynamic runs, dopri5 at rtol 1e-6, atol 1e-8, outputs every
+      t_end / 30 (all channels), Andrews' squeezer also with the correction after
+      every step in C (``loop_stabilization`` projection, partitioning): wall s per
+      simulated s (``stats wall_time / t_end``,
+      median of ``repeat`` runs) on the compiled loop, on the NumPy reference (NumPy
+      kernels, Python driver; fewer runs) and of Cartesian ``di`` (compiled loop), and
+      the largest difference of q at t_end from a ``di`` run at rtol 1e-10."""
+    from mbcore import Model
+    from mbcore.plugins import registry
+    from mbplugins.formulations.joint_coordinates import JointCoordinates
+    ex = ROOT / "examples"
+    cases = {"andrews_squeezer": 0.03, "fourbar_dap": 1.0}
+    rhs = {"model": [], "dof": [], "cut_rows": [], "compiled_us": [],
+           "compiled_python_call_us": [], "numpy_us": [], "cartesian_us": [],
+           "numpy_vs_compiled": [], "cartesian_vs_compiled": []}
+    for name in cases:
+        m = Model.from_file(ex / f"{name}.yaml")
+        sc, sn = m.compile(kernels="compiled"), m.compile(kernels="numpy")
+        A, B = JointCoordinates(sc, {}), JointCoordinates(sn, {})
+        q0 = np.array([[*b.position, b.angle] for b in m.bodies], dtype=float).ravel()
+        qd0 = np.zeros_like(q0)
+        y = np.concatenate([A.pack(q0, qd0), [0.0]])
+        k = 2000 if quick else 20000
+        tj = statistics.median(A.compiled.timeit(0.0, y, k) for _ in range(repeat))
+        tp = _time(lambda: A.rhs(0.0, y[:-1]), max(3, k // 10), repeat)
+        tn = _time(lambda: B.rhs(0.0, y[:-1]), max(3, k // 100), repeat)
+        di = registry().get("formulation", "di")(sc, {})
+        tc = statistics.median(di.compiled.timeit(0.0, np.concatenate([q0, qd0, [0.0]]),
+                                                  k) for _ in range(repeat))
+        rhs["model"].append(name)
+        rhs["dof"].append(A.dof)
+        rhs["cut_rows"].append(len(A.extra))
+        rhs["compiled_us"].append(tj * 1e6)
+        rhs["compiled_python_call_us"].append(tp * 1e6)
+        rhs["numpy_us"].append(tn * 1e6)
+        rhs["cartesian_us"].append(tc * 1e6)
+        rhs["numpy_vs_compiled"].append(tn / tj)
+        rhs["cartesian_vs_compiled"].append(tc / tj)
+    runs = {"model": [], "loop_stabilization": [], "t_end": [],
+            "settings": "dopri5, rtol 1e-6, atol 1e-8, output_step t_end / 30",
+            "s_per_simulated_s": [], "loop": [], "nfev": [], "projections": [],
+            "numpy_s_per_simulated_s": [], "numpy_vs_compiled": [],
+            "di_s_per_simulated_s": [], "q_error_vs_di": []}
+    modes = ("baumgarte", "projection", "partitioning")
+    runs_of = [(name, t_end, mode) for name, t_end in cases.items()
+               for mode in (modes if name == "andrews_squeezer" else modes[:1])]
+    for name, t_end, mode in runs_of:
+        st = {"t_end": t_end, "output_step": t_end / 30, "rtol": 1e-6, "atol": 1e-8,
+              "integrator": "dopri5"}
+
+        def go(form, kernels="compiled", **extra):
+            r = mbcore.run(str(ex / f"{name}.yaml"), analysis="dynamic", kernels=kernels,
+                           settings={**st, "formulation": form, **extra})
+            return r, float(r.stats["wall_time"]) / t_end
+        jc = {"formulation_options": {"loop_stabilization": mode}}
+        got = [go("joint_coordinates", **jc) for _ in range(repeat)]
+        res = got[-1][0]
+        ref, _ = go("di", rtol=1e-10, atol=1e-12)
+        nump = [go("joint_coordinates", kernels="numpy", **jc)[1]
+                for _ in range(1 if quick else max(1, repeat // 3))]
+        dis = [go("di")[1] for _ in range(repeat)]
+        w = statistics.median(g[1] for g in got)
+        runs["model"].append(name)
+        runs["loop_stabilization"].append(mode)
+        runs["projections"].append(int(res.stats.get("projections", 0)))
+        runs["t_end"].append(t_end)
+        runs["s_per_simulated_s"].append(w)
+        runs["loop"].append(res.stats["loop"])
+        runs["nfev"].append(int(res.stats["integrator_nfev"]))
+        runs["numpy_s_per_simulated_s"].append(statistics.median(nump))
+        runs["numpy_vs_compiled"].append(statistics.median(nump) / w)
+        runs["di_s_per_simulated_s"].append(statistics.median(dis))
+        runs["q_error_vs_di"].append(float(np.max(np.abs(res["q"][-1] - ref["q"][-1]))))
+    return {"jc_loops_rhs": rhs, "jc_loops_runs": runs}
+
+
 def _bench_jc_spatial(repeat: int, quick: bool) -> dict:
     """Spatial ball-jointed rod chains (benchmarks/models.py ``spatial_chain``): one
     right-hand side of ``joint_coordinates`` (compiled ext/plugins/_jcspatial.pyx recursion
@@ -1846,7 +1931,7 @@ def main(argv=None) -> int:
     p.add_argument("--markdown", metavar="PATH",
                    help="also write the tables as markdown (benchmarks/BASELINE.md)")
     p.add_argument("--only", nargs="*", choices=("kinematics", "spatial", "spatial_dynamics",
-                                                 "joint_coordinates",
+                                                 "joint_coordinates", "jc_loops",
                                                  "rhs", "dynamics",
                                                  "chain", "integrators", "multistep",
                                                  "overheads",
@@ -1865,6 +1950,7 @@ def main(argv=None) -> int:
     groups = {"kinematics": (bench_fourbar, bench_kinematics), "spatial": (bench_spatial,),
               "spatial_dynamics": (bench_spatial_dynamics,),
               "joint_coordinates": (bench_joint_coordinates,),
+              "jc_loops": (bench_jc_loops,),
               "rhs": (bench_rhs,),
               "dynamics": (bench_dynamics,), "chain": (bench_chain_eom_cost,),
               "integrators": (bench_integrators,), "multistep": (bench_multistep,),

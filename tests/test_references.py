@@ -33,7 +33,7 @@ FORBIDDEN = [
 KEY = re.compile(r"\[([A-Z][^\[\]`|]{0,60}? \d{4}[a-z]?)\](?!\()")
 #: a citation in running text: ``Nikravesh (1988)``, ``Hairer, Nørsett & Wanner (1993)``
 CITATION = re.compile(r"\b([A-Z][\w\-]+)(?:(?:, [A-Z][\w\-]+| García de Jalón)*,? (?:&|and) "
-                      r"[A-Z][\w\-]+)?(?: et al\.)? \((1[6-9]\d\d|20[0-2]\d)\)")
+                      r"(?:Van Loan|[A-Z][\w\-]+))?(?: et al\.)? \((1[6-9]\d\d|20[0-2]\d)\)")
 
 
 def _generated(f: Path) -> bool:

@@ -3,12 +3,15 @@
 
 :class:`CompiledJC` is the right-hand side of the joint-coordinate formulation of a
 planar tree (``y = [theta; thetadot; W]``: forward recursion, compiled forces,
-articulated-body solver; Nikravesh (1988), §13.4); ``jc_planar_kinematics`` /
-``jc_planar_aba`` expose the recursions to Python."""
-from libc.math cimport isfinite
-from libc.string cimport memcpy
+articulated-body solver; Nikravesh (1988), §13.4); :class:`CompiledJCLoops` that of a
+tree closed by cut rows (composite mass matrix ``B^T M B`` and the cut rows'
+multipliers by their Schur complement, §13.4.2); ``jc_planar_kinematics`` /
+``jc_planar_aba`` / ``jc_planar_columns`` expose the recursions to Python."""
+from libc.math cimport isfinite, fabs, sqrt, INFINITY
+from libc.string cimport memcpy, memset
 
 from mbcore._ext._dynamics cimport CompiledODE
+from mbcore._ext._planar cimport PlanarEvaluator
 from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
 from mbcore._ext._sparse cimport idx_t
@@ -413,3 +416,944 @@ cdef class CompiledJC(CompiledODE):
     def Q_view(self):
         """The applied forces (gravity + force elements) of the last evaluation."""
         return np.asarray(self.Q)
+
+
+# ----------------------------------------------------------------------------------
+# closed loops: the tree's composite mass matrix and the cut rows' multipliers
+# (NumPy reference: PlanarJointCoordinates._solve of
+# mbplugins.formulations.jc_planar, and cut_row_multipliers of .jc_loops)
+# ----------------------------------------------------------------------------------
+#: the Schur matrix ``D H^-1 D^T`` is singular for the NumPy reference when its
+#: 2-norm condition number exceeds this (cut_row_multipliers)
+cdef double COND_LIMIT = 1e13
+
+
+cdef int _chol(Py_ssize_t n, double* A) noexcept nogil:
+    """The Cholesky factor L of the symmetric positive definite A (n x n, row-major;
+    its lower triangle is read) in place of that triangle, with ``1 / L_ii`` on the
+    diagonal (Golub & Van Loan (2013), §4.2, the inner products contiguous in
+    memory; a multiplication, not a division, on the serial path of the
+    substitutions).  1 when a pivot is not positive (A is not positive definite to
+    working precision), else 0.  Written out rather than a LAPACK call: for the few
+    joint coordinates of a mechanism the call overhead of ``dpotrf`` / ``dpotrs`` is
+    most of the work."""
+    cdef Py_ssize_t i, j, k
+    cdef double d, acc
+    cdef double* Ai
+    cdef double* Aj
+    for j in range(n):
+        Aj = A + j * n
+        d = Aj[j]
+        for k in range(j):
+            d -= Aj[k] * Aj[k]
+        if not d > 0.0:                     # (NaN too)
+            return 1
+        d = 1.0 / sqrt(d)
+        Aj[j] = d
+        for i in range(j + 1, n):
+            Ai = A + i * n
+            acc = Ai[j]
+            for k in range(j):
+                acc -= Ai[k] * Aj[k]
+            Ai[j] = acc * d
+    return 0
+
+
+cdef void _chol_solve(Py_ssize_t n, const double* L, double* b) noexcept nogil:
+    """b <- A^-1 b with A = L L^T of :func:`_chol` (forward, then back substitution)."""
+    cdef Py_ssize_t i, k
+    cdef double acc
+    for i in range(n):
+        acc = b[i]
+        for k in range(i):
+            acc -= L[i * n + k] * b[k]
+        b[i] = acc * L[i * n + i]
+    for i in range(n - 1, -1, -1):
+        acc = b[i]
+        for k in range(i + 1, n):
+            acc -= L[k * n + i] * b[k]
+        b[i] = acc * L[i * n + i]
+
+
+cdef void _fwd(Py_ssize_t n, const double* L, double* b) noexcept nogil:
+    """b <- L^-1 b (L of :func:`_chol`)."""
+    cdef Py_ssize_t i, k
+    cdef double acc
+    for i in range(n):
+        acc = b[i]
+        for k in range(i):
+            acc -= L[i * n + k] * b[k]
+        b[i] = acc * L[i * n + i]
+
+
+cdef void _bwd(Py_ssize_t n, const double* L, double* b) noexcept nogil:
+    """b <- L^-T b (L of :func:`_chol`)."""
+    cdef Py_ssize_t i, k
+    cdef double acc
+    for i in range(n - 1, -1, -1):
+        acc = b[i]
+        for k in range(i + 1, n):
+            acc -= L[k * n + i] * b[k]
+        b[i] = acc * L[i * n + i]
+
+
+cdef int _lu(Py_ssize_t n, double* A, int* piv) noexcept nogil:
+    """LU factorisation with partial pivoting of the n x n row-major A in place (the
+    largest entry of the column as pivot, the first on ties, as LAPACK ``dgetrf``;
+    Golub & Van Loan (2013), §3.4); ``piv[k]``: the row swapped with k.  1 on a
+    zero (or NaN) pivot, else 0."""
+    cdef Py_ssize_t i, j, k, p
+    cdef double big, a, f
+    for k in range(n):
+        p = k
+        big = fabs(A[k * n + k])
+        for i in range(k + 1, n):
+            a = fabs(A[i * n + k])
+            if a > big:
+                big = a
+                p = i
+        piv[k] = <int> p
+        if not big > 0.0:
+            return 1
+        if p != k:
+            for j in range(n):
+                a = A[k * n + j]
+                A[k * n + j] = A[p * n + j]
+                A[p * n + j] = a
+        f = 1.0 / A[k * n + k]
+        for i in range(k + 1, n):
+            a = A[i * n + k] * f
+            A[i * n + k] = a
+            for j in range(k + 1, n):
+                A[i * n + j] -= a * A[k * n + j]
+    return 0
+
+
+cdef void _lu_solve(Py_ssize_t n, const double* A, const int* piv, double* b) noexcept nogil:
+    """b <- (LU)^-1 b with the factors of :func:`_lu`."""
+    cdef Py_ssize_t i, k
+    cdef double acc
+    for k in range(n):
+        if piv[k] != k:
+            acc = b[k]
+            b[k] = b[piv[k]]
+            b[piv[k]] = acc
+    for i in range(n):
+        acc = b[i]
+        for k in range(i):
+            acc -= A[i * n + k] * b[k]
+        b[i] = acc
+    for i in range(n - 1, -1, -1):
+        acc = b[i]
+        for k in range(i + 1, n):
+            acc -= A[i * n + k] * b[k]
+        b[i] = acc / A[i * n + i]
+
+
+cdef int _spd_cond_ok(Py_ssize_t n, const double* S, const double* L, double limit,
+                      double* work) noexcept nogil:
+    """1 when the symmetric positive definite S (L: its factor of :func:`_chol`) has a
+    2-norm condition number <= ``limit`` for certain: by ``tr(S)^n / det(S)`` (lam_max
+    <= tr S, lam_min >= det S / tr(S)^(n - 1)), else by the exact ``cond_1 = ||S||_1
+    ||S^-1||_1 >= cond_2`` (S^-1 column by column; ``work``: n doubles); else 0."""
+    cdef Py_ssize_t e, x
+    cdef double trace = 0.0, bound = 1.0, anorm = 0.0, inorm = 0.0, acc
+    for e in range(n):
+        trace += S[e * n + e]
+    for e in range(n):
+        bound *= trace * (L[e * n + e] * L[e * n + e])
+    if bound <= limit:
+        return 1
+    for x in range(n):
+        acc = 0.0
+        for e in range(n):
+            acc += fabs(S[e * n + x])
+        if not acc <= anorm:
+            anorm = acc
+    for x in range(n):
+        memset(work, 0, n * sizeof(double))
+        work[x] = 1.0
+        _chol_solve(n, L, work)
+        acc = 0.0
+        for e in range(n):
+            acc += fabs(work[e])
+        if not acc <= inorm:
+            inorm = acc
+    return 1 if anorm * inorm <= limit else 0
+
+
+cdef void _jc_bias_and_columns(Py_ssize_t dof, Py_ssize_t n, const idx_t* parent,
+                               const idx_t* child, const double* rows, double* a0,
+                               double* B) noexcept nogil:
+    """``qddot = B thetaddot + a0`` (Nikravesh (1988), Eq. 13.41) from the joint rows X,
+    S, c of ``_jc_row``: ``a0`` by the acceleration recursion with ``thetaddot = 0``
+    (``qdd_child = X qdd_parent + c``), column k of B (``B + k n``) by the recursion
+    without velocity terms for the unit ``thetaddot_k`` (``qdd_child = X qdd_parent +
+    S delta_jk``; only joint k and those after it in tree order reach the bodies of
+    its subtree)."""
+    cdef Py_ssize_t k, j, p, b
+    cdef const double* J
+    cdef double* Bk
+    cdef double s0, s1, s2, x, y, w
+    for k in range(dof):
+        p = parent[k]
+        b = child[k]
+        J = rows + 16 * k
+        if p >= 0:
+            x = a0[3 * p]; y = a0[3 * p + 1]; w = a0[3 * p + 2]
+        else:
+            x = 0.0; y = 0.0; w = 0.0
+        a0[3 * b] = x + J[0] * w + J[5]
+        a0[3 * b + 1] = y + J[1] * w + J[6]
+        a0[3 * b + 2] = w
+    memset(B, 0, dof * n * sizeof(double))
+    for k in range(dof):
+        Bk = B + k * n
+        for j in range(k, dof):
+            p = parent[j]
+            b = child[j]
+            J = rows + 16 * j
+            if j == k:
+                s0 = J[2]; s1 = J[3]; s2 = J[4]
+            else:
+                s0 = 0.0; s1 = 0.0; s2 = 0.0
+            if p >= 0:
+                x = Bk[3 * p]; y = Bk[3 * p + 1]; w = Bk[3 * p + 2]
+            else:
+                x = 0.0; y = 0.0; w = 0.0
+            Bk[3 * b] = x + J[0] * w + s0
+            Bk[3 * b + 1] = y + J[1] * w + s1
+            Bk[3 * b + 2] = w + s2
+
+
+def jc_planar_columns(const int[::1] kind, const idx_t[::1] parent,
+                      const idx_t[::1] child, const double[:, ::1] sp,
+                      const double[:, ::1] sc, const double[:, ::1] u,
+                      const double[::1] q, const double[::1] qd,
+                      const double[::1] theta, const double[::1] thetad,
+                      double[::1] a0, double[:, ::1] B):
+    """``a0`` (3 nb) and ``B`` stored by columns (dof, 3 nb) of ``qddot = B thetaddot +
+    a0`` at a Cartesian state of the tree (the joint table of
+    ``jc_planar_kinematics``)."""
+    cdef Py_ssize_t dof = kind.shape[0], nb = q.shape[0] // 3, b
+    if (qd.shape[0] != 3 * nb or a0.shape[0] != 3 * nb or B.shape[0] != dof
+            or B.shape[1] != 3 * nb or theta.shape[0] != dof or thetad.shape[0] != dof):
+        raise ValueError("jc_planar_columns: array sizes do not match")
+    _jc_check(kind, parent, child, sp, sc, u, nb, "jc_planar_columns", False)
+    if dof == 0:
+        return
+    cdef double[::1] cs = np.zeros(2 * nb)
+    cdef double[:, ::1] rows = np.zeros((dof, 16))
+    with nogil:
+        for b in range(nb):
+            cs[2 * b] = cos(q[3 * b + 2])
+            cs[2 * b + 1] = sin(q[3 * b + 2])
+        _jc_rows(dof, &kind[0], &parent[0], &child[0], &sp[0, 0], &sc[0, 0], &u[0, 0],
+                 &q[0], &qd[0], &cs[0], &theta[0], &thetad[0], &rows[0, 0])
+        _jc_bias_and_columns(dof, 3 * nb, &parent[0], &child[0], &rows[0, 0], &a0[0],
+                             &B[0, 0])
+
+
+cdef class CompiledJCLoops(CompiledODE):
+    """``CompiledJCLoops(kind, parent, child, sp, sc, u, angle, mass, evaluator,
+    force_evaluator, functions, n, m, jdata, qgrav, cut, alpha, beta, indptr=None,
+    indices=None, correction="none", holonomic=None, weighted=True, tolerance=1e-12,
+    col_scale=None, factor=10.0)``: the right-hand side of the joint-coordinate formulation of a
+    planar tree closed by cut rows (cut joints, drivers, other constraints; Nikravesh
+    (1988), §13.4.2), ``y = [theta; thetadot; W]`` -> ``[thetadot; thetaddot; W']``
+    in one C call, the twin of the composite path of
+    ``mbplugins.formulations.jc_planar.PlanarJointCoordinates``:
+
+    1. the forward recursion (Cartesian q, qd; Eqs. 13.36-13.37) and the applied forces
+       (gravity ``qgrav`` + the compiled force elements);
+    2. ``qddot = B thetaddot + a0`` (Eq. 13.41) by the acceleration recursion, B column
+       by column without velocity terms;
+    3. ``H = B^T M B`` (Cholesky, :func:`_chol`) and ``f = B^T (Q - M a0)``;
+    4. the cut rows ``cut`` of the System's compiled constraints (``evaluator``,
+       its Jacobian in ``jdata``: dense row-major m x n, or the CSR data of
+       ``indptr`` / ``indices``): ``D = Phi*_q B``, ``c = gamma* - Phi*_q a0 - 2 alpha
+       Phidot* - beta^2 Phi*`` and the multipliers ``(D H^-1 D^T) lam* = c - D H^-1
+       f`` (Cholesky: the Schur matrix is symmetric), then ``H thetaddot = f + D^T
+       lam*``;
+    5. ``W' = P_nc + lam* . (Phi*_q qd)`` (the tree joints do no work).
+
+    ``correction`` ('none', 'projection' or 'partitioning'; the loop_stabilization
+    of ``mbplugins.formulations.jc_loops``, whose ``LoopClosure._project`` /
+    ``_partition`` are its reference): ``c_post_step`` corrects the state after every
+    accepted step of the compiled loop (``post_step`` set; ``holonomic``: the
+    position-level cut rows, ``weighted``: the metric H, ``tolerance``: on |Phi*|
+    scaled by 1 + |q|; partitioning: ``col_scale`` of the pivot quality, ``factor``
+    the re-partition factor and the partition from :meth:`set_partition`).  Where
+    the reference would raise (no convergence, a singular matrix, a degraded
+    partition) or a least-squares step could differ from the solve (a condition
+    number above 1e12), a failure status: the Python driver redoes the step and
+    raises the named error or asks for the new partition.
+
+    A singular H, a Schur matrix whose 2-norm condition number is not certainly
+    within the reference's limit 1e13 (:func:`_spd_cond_ok`: every case the
+    reference refuses is refused, and at most those with ``cond_1 > 1e13 >=
+    cond_2``), a failing element or a non-finite result is a
+    status (the Python path then raises the named error or continues).  Refused at
+    construction (ValueError naming the argument): the tree checks of
+    :class:`CompiledJC`, evaluators of another system, cut rows out of range, a
+    pattern that does not fit ``jdata``, alpha / beta negative or not finite."""
+
+    cdef PlanarEvaluator ev
+    cdef ForceEvaluator fe
+    cdef Evaluator fn
+    cdef readonly Py_ssize_t dof, nb, nf, ne, m, nq
+    cdef readonly double alpha, beta, power
+    cdef int[::1] kind
+    cdef idx_t[::1] parent, child, cut, indptr, indices, sub_ptr, sub_body
+    cdef unsigned char[::1] anc
+    cdef double[:, ::1] sp, sc, u, rows
+    cdef double[::1] angle, mass, qgrav, fv, q, qd, Q, qdd, thdd, cs, jdata
+    cdef double[::1] a0, B, H, f, phi, nu, gam, W, Hif, S, S0, lam, Jqd, gwork
+    cdef double* fvp
+    cdef ErrInfo err
+    # the correction after every step (loop_stabilization projection / partitioning)
+    cdef readonly int mode
+    cdef readonly bint weighted
+    cdef readonly double tolerance, factor, ratio
+    cdef public double best_ratio
+    cdef readonly long projections
+    cdef idx_t[::1] hol, dep, ind, allrows
+    cdef double[::1] col_scale, th, nuv, pq, pqd, pcs, pa0, pB, pH, pD, pW, pS, pS0, pr
+    cdef double[::1] dnu, pzero, pLU
+    cdef double[:, ::1] prows
+    cdef int[::1] ppiv
+    cdef readonly Py_ssize_t nhol
+
+    #: the compiled loops run its correction after every step (``c_post_step``) when
+    #: ``post_step`` is set
+    handles_post_step = True
+
+    def __cinit__(self, kind, parent, child, sp, sc, u, angle, mass,
+                  PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
+                  Evaluator functions, Py_ssize_t n, Py_ssize_t m,
+                  double[::1] jdata not None, qgrav, cut, double alpha, double beta,
+                  indptr=None, indices=None, str correction="none", holonomic=None,
+                  bint weighted=True, double tolerance=1e-12, col_scale=None,
+                  double factor=10.0):
+        self.kind = np.array(kind, dtype=np.intc).reshape(-1)
+        self.parent = np.array(parent, dtype=np.intp).reshape(-1)
+        self.child = np.array(child, dtype=np.intp).reshape(-1)
+        self.sp = np.array(sp, dtype=np.float64).reshape(-1, 2)
+        self.sc = np.array(sc, dtype=np.float64).reshape(-1, 2)
+        self.u = np.array(u, dtype=np.float64).reshape(-1, 2)
+        self.angle = np.array(angle, dtype=np.float64).reshape(-1)
+        self.mass = np.array(mass, dtype=np.float64).reshape(-1)
+        self.qgrav = np.array(qgrav, dtype=np.float64).reshape(-1)
+        dof = self.kind.shape[0]
+        nb = self.mass.shape[0] // 3
+        if (dof == 0 or self.mass.shape[0] != 3 * nb or n != 3 * nb
+                or self.qgrav.shape[0] != n or self.angle.shape[0] != dof):
+            raise ValueError("CompiledJCLoops: array sizes do not match (dof joints, 3 nb "
+                             "= n masses and gravity forces)")
+        _jc_check(self.kind, self.parent, self.child, self.sp, self.sc, self.u, nb,
+                  "CompiledJCLoops", True)
+        if not np.all(np.asarray(self.mass) > 0.0):
+            raise ValueError("CompiledJCLoops: every body needs a positive mass and "
+                             "inertia")
+        if not (np.all(np.isfinite(self.sp)) and np.all(np.isfinite(self.sc))
+                and np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.angle))
+                and np.all(np.isfinite(self.mass)) and np.all(np.isfinite(self.qgrav))):
+            raise ValueError("CompiledJCLoops: sp, sc, u, angle, mass and qgrav must be "
+                             "finite")
+        _in_range("CompiledJCLoops: alpha", alpha, 0.0, 1e300)
+        _in_range("CompiledJCLoops: beta", beta, 0.0, 1e300)
+        _check_evaluators("CompiledJCLoops", evaluator, force_evaluator, functions, n, m,
+                          jdata.shape[0])
+        self.cut = np.array(cut, dtype=np.intp).reshape(-1)
+        _extent(self.cut, 0, m, "CompiledJCLoops: cut")
+        # the bodies of every joint's subtree (sub_ptr / sub_body) and anc[k, x]: joint
+        # x's child is in joint k's subtree (the zero pattern of B and H)
+        par = np.asarray(self.parent)
+        chi = np.asarray(self.child)
+        anc = np.zeros((dof, dof), dtype=np.uint8)
+        joint_of = np.empty(nb, dtype=np.intp)
+        joint_of[chi] = np.arange(dof)
+        for x in range(dof):
+            k = x
+            while True:
+                anc[k, x] = 1
+                if par[k] < 0:
+                    break
+                k = joint_of[par[k]]
+        self.anc = anc.ravel()
+        self.sub_ptr = np.concatenate([[0], np.cumsum(anc.sum(axis=1))]).astype(np.intp)
+        self.sub_body = np.concatenate([chi[np.flatnonzero(anc[k])] for k in range(dof)]
+                                       ).astype(np.intp)
+        if (indptr is None) != (indices is None):
+            raise ValueError("CompiledJCLoops: indptr and indices go together (CSR "
+                             "pattern) or are both None (dense)")
+        if indptr is None:                  # dense row-major: row r at r n ... r n + n
+            _need("CompiledJCLoops: jdata", jdata.shape[0], m * n)
+            self.indptr = np.arange(m + 1, dtype=np.intp) * n
+            self.indices = np.tile(np.arange(n, dtype=np.intp), max(m, 1))[:m * n].copy()
+        else:
+            self.indptr = np.array(indptr, dtype=np.intp).reshape(-1)
+            self.indices = np.array(indices, dtype=np.intp).reshape(-1)
+            _pointers("CompiledJCLoops: indptr", self.indptr, m, self.indices.shape[0])
+            _extent(self.indices, 0, n, "CompiledJCLoops: indices")
+            _need("CompiledJCLoops: jdata", jdata.shape[0], self.indices.shape[0])
+        if self.indices.shape[0] == 0:
+            self.indices = np.zeros(1, dtype=np.intp)
+        self.ev, self.fe, self.fn = evaluator, force_evaluator, functions
+        self.jdata = jdata
+        self.nf = 0 if functions is None else functions.size
+        self.fv = np.zeros(3 * max(self.nf, 1))
+        self.fvp = &self.fv[0] if self.nf else NULL
+        self.alpha, self.beta = alpha, beta
+        self.n = dof
+        self.dof = dof
+        self.nb = nb
+        self.nq = n
+        self.m = m
+        self.ne = ne = self.cut.shape[0]
+        self.cartesian = False
+        self.q = np.zeros(n)
+        self.qd = np.zeros(n)
+        self.Q = np.zeros(n)
+        self.qdd = np.zeros(n)
+        self.a0 = np.zeros(n)
+        self.thdd = np.zeros(dof)
+        self.f = np.zeros(dof)
+        self.Hif = np.zeros(dof)
+        self.cs = np.zeros(2 * nb)
+        self.rows = np.zeros((dof, 16))
+        self.B = np.zeros(dof * n)
+        self.H = np.zeros(dof * dof)
+        k = max(ne, 1)
+        self.phi = np.zeros(max(m, 1))
+        self.nu = np.zeros(max(m, 1))
+        self.gam = np.zeros(max(m, 1))
+        self.W = np.zeros(k * dof)
+        self.S = np.zeros(k * k)
+        self.lam = np.zeros(k)
+        self.Jqd = np.zeros(k)
+        self.gwork = np.zeros(k)
+        self.S0 = np.zeros(k * k)
+        self._set_correction(correction, holonomic, weighted, tolerance, col_scale, factor)
+        self.power = 0.0
+        self.nfev = 0
+        self.status = OK
+
+    def _set_correction(self, str correction, holonomic, bint weighted, double tolerance,
+                        col_scale, double factor):
+        cdef Py_ssize_t dof = self.dof, ne = self.ne, n = self.nq, k = max(ne, 1)
+        modes = {"none": 0, "projection": 1, "partitioning": 2}
+        if correction not in modes:
+            raise ValueError(f"CompiledJCLoops: correction must be one of "
+                             f"{', '.join(modes)}, not {correction!r}")
+        self.mode = modes[correction] if ne else 0
+        self.post_step = self.mode != 0
+        self.weighted = weighted
+        _positive("CompiledJCLoops: tolerance", tolerance)
+        _positive("CompiledJCLoops: factor", factor)
+        self.tolerance, self.factor = tolerance, factor
+        hol = np.ones(ne, dtype=bool) if holonomic is None else \
+            np.array(holonomic, dtype=bool).reshape(-1)
+        _size("CompiledJCLoops: holonomic", hol.shape[0], ne)
+        if self.mode == 2 and not bool(np.all(hol)):
+            raise ValueError("CompiledJCLoops: partitioning needs position-level cut rows")
+        self.hol = np.flatnonzero(hol).astype(np.intp) if ne else np.zeros(1, np.intp)
+        self.nhol = int(np.count_nonzero(hol))
+        self.allrows = np.arange(k, dtype=np.intp)
+        if self.hol.shape[0] == 0:
+            self.hol = np.zeros(1, np.intp)
+        cs = np.ones(dof) if col_scale is None else \
+            np.array(col_scale, dtype=np.float64).reshape(-1)
+        _size("CompiledJCLoops: col_scale", cs.shape[0], dof)
+        if not (bool(np.all(cs > 0.0)) and bool(np.all(np.isfinite(cs)))):
+            raise ValueError("CompiledJCLoops: col_scale must be positive and finite")
+        self.col_scale = cs
+        self.dep = np.arange(k, dtype=np.intp)
+        self.ind = np.zeros(max(dof - ne, 1), dtype=np.intp)
+        self.best_ratio = -1.0                # no partition yet
+        self.ratio = 0.0
+        self.projections = 0
+        self.th = np.zeros(dof)
+        self.nuv = np.zeros(dof)
+        self.dnu = np.zeros(dof)
+        self.pzero = np.zeros(dof)
+        self.pq = np.zeros(n)
+        self.pqd = np.zeros(n)
+        self.pa0 = np.zeros(n)
+        self.pcs = np.zeros(2 * self.nb)
+        self.prows = np.zeros((dof, 16))
+        self.pB = np.zeros(dof * n)
+        self.pH = np.zeros(dof * dof)
+        self.pD = np.zeros(k * dof)
+        self.pW = np.zeros(k * dof)
+        self.pS = np.zeros(k * k)
+        self.pS0 = np.zeros(k * k)
+        self.pLU = np.zeros(k * k)
+        self.pr = np.zeros(k)
+        self.ppiv = np.zeros(k, dtype=np.intc)
+
+    def set_partition(self, u not None, v not None, double best_ratio):
+        """The dependent (u: ne) and independent (v: dof - ne) joint coordinates of
+        the partitioning correction and the pivot quality of the fresh partition
+        (its re-partition threshold); each coordinate once."""
+        uu = np.array(u, dtype=np.intp).reshape(-1)
+        vv = np.array(v, dtype=np.intp).reshape(-1)
+        if self.mode != 2:
+            raise ValueError("CompiledJCLoops.set_partition: not a partitioning correction")
+        if uu.shape[0] != self.ne or vv.shape[0] != self.dof - self.ne or \
+                sorted(np.concatenate([uu, vv]).tolist()) != list(range(self.dof)):
+            raise ValueError(f"CompiledJCLoops.set_partition: u ({uu.shape[0]}) and v "
+                             f"({vv.shape[0]}) must split the {self.dof} joint "
+                             f"coordinates, {self.ne} dependent")
+        _in_range("CompiledJCLoops.set_partition: best_ratio", best_ratio, 0.0, 1e300)
+        np.asarray(self.dep)[:self.ne] = uu
+        if vv.shape[0]:
+            np.asarray(self.ind)[:vv.shape[0]] = vv
+        self.best_ratio = best_ratio
+
+    @property
+    def D_view(self):
+        """``D = Phi*_q B`` (ne x dof, a copy) at the state of the last correction."""
+        return np.asarray(self.pD[:self.ne * self.dof]).reshape(self.ne, self.dof).copy()
+
+    def take_projections(self):
+        """The corrections counted since the last call (then reset)."""
+        k = self.projections
+        self.projections = 0
+        return k
+
+    cdef int _closure(self, double t, bint metric) noexcept nogil:
+        """At theta = ``th``: q (``pq``), B (``pB``), Phi, nu (all rows), the Jacobian,
+        ``D = Phi*_q B`` (``pD``, ne x dof) and with ``metric`` the Cholesky factor of
+        ``H = B^T M B`` (``pH``) — ``LoopClosure._closure``.  A status (0 = OK)."""
+        cdef Py_ssize_t dof = self.dof, n = self.nq, ne = self.ne, e, r, x, i, k, j
+        cdef double* B = &self.pB[0]
+        cdef double* D = &self.pD[0]
+        cdef double* H = &self.pH[0]
+        cdef const double* J = &self.jdata[0]
+        cdef const double* mass = &self.mass[0]
+        cdef const idx_t* ip = &self.indptr[0]
+        cdef const idx_t* ix = &self.indices[0]
+        cdef double v, acc
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                return FUNCTION_FAILED
+        _jc_kinematics(dof, &self.kind[0], &self.parent[0], &self.child[0], &self.sp[0, 0],
+                       &self.sc[0, 0], &self.u[0, 0], &self.angle[0], &self.th[0],
+                       &self.pzero[0], &self.pq[0], &self.pqd[0], &self.pcs[0],
+                       &self.prows[0, 0])
+        _jc_bias_and_columns(dof, n, &self.parent[0], &self.child[0], &self.prows[0, 0],
+                             &self.pa0[0], B)
+        memcpy(self.ev.qx, &self.pq[0], n * sizeof(double))
+        memset(self.ev.qdx, 0, n * sizeof(double))
+        if (self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0
+                or self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0
+                or self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0):
+            return CONSTRAINT_FAILED
+        memset(D, 0, ne * dof * sizeof(double))
+        for e in range(ne):
+            r = self.cut[e]
+            for x in range(ip[r], ip[r + 1]):
+                v = J[x]
+                if v == 0.0:
+                    continue
+                i = ix[x]
+                for k in range(dof):
+                    D[e * dof + k] += v * B[k * n + i]
+        if metric:
+            for k in range(dof):
+                for j in range(k, dof):
+                    acc = 0.0
+                    for i in range(n):
+                        acc += B[k * n + i] * mass[i] * B[j * n + i]
+                    H[k * dof + j] = acc
+                    H[j * dof + k] = acc
+            if _chol(dof, H):
+                return SINGULAR
+        return 0
+
+    cdef int _min_norm(self, const idx_t* rows, Py_ssize_t nr, const double* r,
+                       double* out) noexcept nogil:
+        """``out = -W^-1 D^T (D W^-1 D^T)^-1 r`` for the rows ``rows`` of D (W = H of
+        :meth:`_closure`, or I unweighted) — ``LoopClosure._min_norm``, whose least
+        squares (rcond 1e-12) is the solve where cond_2 <= 1e12: refused (SINGULAR)
+        where that is not certain.  A status."""
+        cdef Py_ssize_t dof = self.dof, e, x, k
+        cdef double* W = &self.pW[0]
+        cdef double* S = &self.pS[0]
+        cdef double* S0 = &self.pS0[0]
+        cdef double* z = &self.pr[0]
+        cdef double acc
+        for e in range(nr):
+            memcpy(W + e * dof, &self.pD[rows[e] * dof], dof * sizeof(double))
+            if self.weighted:
+                _fwd(dof, &self.pH[0], W + e * dof)
+        for e in range(nr):
+            for x in range(e + 1):
+                acc = 0.0
+                for k in range(dof):
+                    acc += W[e * dof + k] * W[x * dof + k]
+                S[e * nr + x] = acc
+                S[x * nr + e] = acc
+            z[e] = r[e]
+        memcpy(S0, S, nr * nr * sizeof(double))
+        if _chol(nr, S) or not _spd_cond_ok(nr, S0, S, 1e12, &self.gwork[0]):
+            return SINGULAR
+        _chol_solve(nr, S, z)
+        for k in range(dof):
+            acc = 0.0
+            for e in range(nr):
+                acc -= W[e * dof + k] * z[e]
+            out[k] = acc
+        if self.weighted:
+            _bwd(dof, &self.pH[0], out)
+        return 0
+
+    cdef double _scale_tol(self) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double big = 0.0
+        for i in range(self.nq):
+            if fabs(self.pq[i]) > big:
+                big = fabs(self.pq[i])
+        return self.tolerance * (1.0 + big)
+
+    cdef int _project(self, double t, bint* changed) noexcept nogil:
+        """Gauss-Newton with minimum-norm steps, then one velocity step
+        (``LoopClosure._project``).  A status."""
+        cdef Py_ssize_t dof = self.dof, ne = self.ne, e, k, it, nh = self.nhol
+        cdef double tol = -1.0, err, acc
+        cdef int st
+        cdef double* rr = &self.pLU[0]           # scratch of ne entries
+        for it in range(13):
+            st = self._closure(t, self.weighted)
+            if st:
+                return st
+            if tol < 0.0:
+                tol = self._scale_tol()
+            err = 0.0
+            for e in range(nh):
+                acc = self.phi[self.cut[self.hol[e]]]
+                rr[e] = acc
+                if not fabs(acc) <= err:
+                    err = fabs(acc)
+            if err <= tol:
+                break
+            if it == 12 or not isfinite(err):
+                return NEWTON_FAILED
+            st = self._min_norm(&self.hol[0], nh, rr, &self.dnu[0])
+            if st:
+                return st
+            for k in range(dof):
+                self.th[k] += self.dnu[k]
+            changed[0] = True
+        err = 0.0
+        for e in range(ne):
+            acc = -self.nu[self.cut[e]]
+            for k in range(dof):
+                acc += self.pD[e * dof + k] * self.nuv[k]
+            rr[e] = acc
+            if fabs(acc) > err:
+                err = fabs(acc)
+        if changed[0] or err > tol:
+            st = self._min_norm(&self.allrows[0], ne, rr, &self.dnu[0])
+            if st:
+                return st
+            for k in range(dof):
+                self.nuv[k] += self.dnu[k]
+            changed[0] = True
+        return 0
+
+    cdef int _dependent_lu(self) noexcept nogil:
+        """LU of ``D[:, u]`` (``pLU``, ``ppiv``); 1 when singular."""
+        cdef Py_ssize_t dof = self.dof, ne = self.ne, i, j
+        for i in range(ne):
+            for j in range(ne):
+                self.pLU[i * ne + j] = self.pD[i * dof + self.dep[j]]
+        return _lu(ne, &self.pLU[0], &self.ppiv[0])
+
+    cdef int _partition(self, double t, bint* changed) noexcept nogil:
+        """Newton on the dependent joint coordinates with the independent ones fixed,
+        the pivot quality of ``D_u``, the dependent velocities
+        (``LoopClosure._partition`` between outputs).  A status: NEWTON_FAILED /
+        PARTITION_DEGRADED where the reference asks for a new partition."""
+        cdef Py_ssize_t dof = self.dof, ne = self.ne, kk = dof - ne, e, k, j, it
+        cdef double tol = -1.0, err, acc, big, dmin, d
+        cdef int st
+        cdef double* rr = &self.pr[0]
+        for it in range(13):
+            st = self._closure(t, False)
+            if st:
+                return st
+            if tol < 0.0:
+                tol = self._scale_tol()
+            err = 0.0
+            for e in range(ne):
+                acc = self.phi[self.cut[e]]
+                rr[e] = acc
+                if not fabs(acc) <= err:
+                    err = fabs(acc)
+            if err <= tol:
+                break
+            if it == 12 or not isfinite(err):
+                return NEWTON_FAILED
+            if self._dependent_lu():
+                return PARTITION_DEGRADED
+            _lu_solve(ne, &self.pLU[0], &self.ppiv[0], rr)
+            for e in range(ne):
+                self.th[self.dep[e]] -= rr[e]
+            changed[0] = True
+        if self._dependent_lu():
+            return PARTITION_DEGRADED
+        # pivot quality (partitioning.pivot_quality): the smallest column-scaled pivot
+        # of D_u over the largest column-scaled entry of D
+        big = 0.0
+        for e in range(ne):
+            for k in range(dof):
+                d = fabs(self.pD[e * dof + k]) / self.col_scale[k]
+                if d > big:
+                    big = d
+        dmin = INFINITY
+        for e in range(ne):
+            d = fabs(self.pLU[e * ne + e]) / self.col_scale[self.dep[e]]
+            if d < dmin:
+                dmin = d
+        self.ratio = dmin / big if big > 0.0 else 0.0
+        if not (self.ratio * self.factor >= self.best_ratio * 1e-2
+                and self.ratio >= 1e-12):
+            return PARTITION_DEGRADED
+        err = 0.0
+        for e in range(ne):
+            acc = -self.nu[self.cut[e]]
+            for k in range(dof):
+                acc += self.pD[e * dof + k] * self.nuv[k]
+            if fabs(acc) > err:
+                err = fabs(acc)
+        if changed[0] or not err <= tol:
+            for e in range(ne):
+                acc = self.nu[self.cut[e]]
+                for j in range(kk):
+                    acc -= self.pD[e * dof + self.ind[j]] * self.nuv[self.ind[j]]
+                rr[e] = acc
+            _lu_solve(ne, &self.pLU[0], &self.ppiv[0], rr)
+            for e in range(ne):
+                self.nuv[self.dep[e]] = rr[e]
+            changed[0] = True
+        return 0
+
+    cdef int c_post_step(self, double t, double* y, bint count) noexcept nogil:
+        """The correction after an accepted step (``correction``): 1 when y[0:2 dof]
+        changed, 0 when not, -status when it failed (y unchanged)."""
+        cdef Py_ssize_t dof = self.dof
+        cdef bint changed = False
+        cdef int st
+        if self.mode == 0:
+            return 0
+        if self.mode == 2 and self.best_ratio < 0.0:
+            return -PARTITION_DEGRADED          # no partition given
+        memcpy(&self.th[0], y, dof * sizeof(double))
+        memcpy(&self.nuv[0], y + dof, dof * sizeof(double))
+        st = self._project(t, &changed) if self.mode == 1 else self._partition(t, &changed)
+        if st:
+            return -st
+        if not changed:
+            return 0
+        memcpy(y, &self.th[0], dof * sizeof(double))
+        memcpy(y + dof, &self.nuv[0], dof * sizeof(double))
+        if count:
+            self.projections += 1
+        return 1
+
+    def post_step_at(self, double t, double[::1] y not None, bint count=True):
+        """:meth:`c_post_step` from Python (y corrected in place): 1 changed, 0 not,
+        -status failed."""
+        if y.shape[0] < 2 * self.dof:
+            raise ValueError(f"y needs {2 * self.dof} entries")
+        return self.c_post_step(t, &y[0], count)
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        """ydot[0:2 dof+1] = [thetadot; thetaddot; W'] at (t, y[0:2 dof])."""
+        cdef Py_ssize_t dof = self.dof, n = self.nq, ne = self.ne, i, k, e, r, x
+        cdef double P = 0.0, acc, dq, da, v
+        cdef double* q = &self.q[0]
+        cdef double* qd = &self.qd[0]
+        cdef double* a0 = &self.a0[0]
+        cdef double* B = &self.B[0]
+        cdef double* H = &self.H[0]
+        cdef double* f = &self.f[0]
+        cdef double* S = &self.S[0]
+        cdef double* lam = &self.lam[0]
+        cdef double* Si = &self.gwork[0]
+        cdef double* S0 = &self.S0[0]
+        cdef double* W = &self.W[0]
+        cdef double* g = &self.Hif[0]
+        cdef double* thdd = &self.thdd[0]
+        cdef double* Q = &self.Q[0]
+        cdef const double* mass = &self.mass[0]
+        cdef const idx_t* sp_ = &self.sub_ptr[0]
+        cdef const idx_t* sb = &self.sub_body[0]
+        cdef const unsigned char* anc = &self.anc[0]
+        cdef double* Bk
+        cdef double* Bl
+        cdef const double* J = &self.jdata[0]
+        cdef const idx_t* ip = &self.indptr[0]
+        cdef const idx_t* ix = &self.indices[0]
+        self.nfev += 1
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = FUNCTION_FAILED
+                return FUNCTION_FAILED
+        _jc_kinematics(dof, &self.kind[0], &self.parent[0], &self.child[0], &self.sp[0, 0],
+                       &self.sc[0, 0], &self.u[0, 0], &self.angle[0], y, y + dof, q, qd,
+                       &self.cs[0], &self.rows[0, 0])
+        memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
+        if self.fe is not None:
+            if self.fe.c_forces(q, qd, t, self.fvp, &self.Q[0], &P) >= 0:
+                self.status = FORCE_FAILED
+                return FORCE_FAILED
+        _jc_bias_and_columns(dof, n, &self.parent[0], &self.child[0], &self.rows[0, 0],
+                             a0, B)
+        # H = B^T M B (both triangles), f = B^T (Q - M a0): column k of B is zero
+        # outside the bodies of joint k's subtree (sub_ptr / sub_body), and H[k, x]
+        # (x after k) outside that of x, or wholly when x is not in k's subtree
+        for k in range(dof):
+            Bk = B + k * n
+            acc = 0.0
+            for x in range(sp_[k], sp_[k + 1]):
+                i = 3 * sb[x]
+                acc += ((Bk[i] * (Q[i] - mass[i] * a0[i])
+                         + Bk[i + 1] * (Q[i + 1] - mass[i + 1] * a0[i + 1]))
+                        + Bk[i + 2] * (Q[i + 2] - mass[i + 2] * a0[i + 2]))
+            f[k] = acc
+            for r in range(k, dof):
+                acc = 0.0
+                if anc[k * dof + r]:
+                    Bl = B + r * n
+                    for x in range(sp_[r], sp_[r + 1]):
+                        i = 3 * sb[x]
+                        acc += ((Bk[i] * mass[i] * Bl[i]
+                                 + Bk[i + 1] * mass[i + 1] * Bl[i + 1])
+                                + Bk[i + 2] * mass[i + 2] * Bl[i + 2])
+                H[k * dof + r] = acc
+                H[r * dof + k] = acc
+        if _chol(dof, H):
+            self.status = SINGULAR
+            return SINGULAR
+        if ne:
+            memcpy(self.ev.qx, q, n * sizeof(double))
+            memcpy(self.ev.qdx, qd, n * sizeof(double))
+            if self.beta != 0.0:
+                if self.ev.c_phi(t, self.fvp, &self.phi[0]) >= 0:
+                    self.status = CONSTRAINT_FAILED
+                    return CONSTRAINT_FAILED
+            if (self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0
+                    or self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0
+                    or self.ev.c_gamma(t, self.fvp, &self.gam[0]) >= 0):
+                self.status = CONSTRAINT_FAILED
+                return CONSTRAINT_FAILED
+            # D = Phi*_q B (ne x dof, row-major: row e of D in W + e dof), Phi*_q qd
+            # and c (in lam)
+            memset(W, 0, ne * dof * sizeof(double))
+            for e in range(ne):
+                r = self.cut[e]
+                dq = 0.0
+                da = 0.0
+                for x in range(ip[r], ip[r + 1]):
+                    i = ix[x]
+                    v = J[x]
+                    if v == 0.0:
+                        continue
+                    dq += v * qd[i]
+                    da += v * a0[i]
+                    for k in range(dof):
+                        W[e * dof + k] += v * B[k * n + i]
+                self.Jqd[e] = dq
+                acc = self.gam[r] - da - 2.0 * self.alpha * (dq - self.nu[r])
+                if self.beta != 0.0:
+                    acc -= self.beta * self.beta * self.phi[r]
+                lam[e] = acc
+            # with H = L L^T: W = L^-1 D^T (in place; row e of W: its column e), g =
+            # L^-1 f; S = D H^-1 D^T = W^T W, c - D H^-1 f = c - W^T g
+            for e in range(ne):
+                _fwd(dof, H, W + e * dof)
+            memcpy(g, f, dof * sizeof(double))
+            _fwd(dof, H, g)
+            for e in range(ne):
+                for x in range(e + 1):
+                    acc = 0.0
+                    for k in range(dof):
+                        acc += W[e * dof + k] * W[x * dof + k]
+                    S[e * ne + x] = acc
+                    S[x * ne + e] = acc
+                acc = lam[e]
+                for k in range(dof):
+                    acc -= W[e * dof + k] * g[k]
+                lam[e] = acc
+            memcpy(S0, S, ne * ne * sizeof(double))
+            if _chol(ne, S):
+                self.status = SINGULAR
+                return SINGULAR
+            # the reference's test cond_2(S) > 1e13 (cut_row_multipliers): refused here
+            # too, and where it is not certain that cond_2 <= 1e13
+            if not _spd_cond_ok(ne, S0, S, COND_LIMIT, Si):
+                self.status = SINGULAR
+                return SINGULAR
+            _chol_solve(ne, S, lam)
+            for e in range(ne):
+                if not isfinite(lam[e]):
+                    self.status = NOT_FINITE
+                    return NOT_FINITE
+                P += lam[e] * self.Jqd[e]
+            # thetaddot = H^-1 (f + D^T lam) = L^-T (g + W lam)
+            for k in range(dof):
+                acc = g[k]
+                for e in range(ne):
+                    acc += W[e * dof + k] * lam[e]
+                thdd[k] = acc
+            _bwd(dof, H, thdd)
+        else:
+            memcpy(thdd, f, dof * sizeof(double))
+            _chol_solve(dof, H, thdd)
+        for i in range(n):
+            acc = a0[i]
+            for k in range(dof):
+                acc += B[k * n + i] * thdd[k]
+            self.qdd[i] = acc
+        for i in range(dof):
+            ydot[i] = y[dof + i]
+            ydot[dof + i] = thdd[i]
+            if not isfinite(thdd[i]):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+        ydot[2 * dof] = P
+        self.power = P
+        self.status = OK
+        return OK
+
+    @property
+    def q_view(self):
+        """Cartesian q of the last evaluation (a view of the work buffer)."""
+        return np.asarray(self.q)
+
+    @property
+    def qd_view(self):
+        return np.asarray(self.qd)
+
+    @property
+    def qdd_view(self):
+        """Cartesian qdd of the last evaluation."""
+        return np.asarray(self.qdd)
+
+    @property
+    def Q_view(self):
+        """The applied forces (gravity + force elements) of the last evaluation."""
+        return np.asarray(self.Q)
+
+    @property
+    def lam_view(self):
+        """The multipliers of the cut rows (in the order of ``cut``) of the last
+        evaluation."""
+        return np.asarray(self.lam[:self.ne])
+
+    @property
+    def cut_rows(self):
+        return np.asarray(self.cut).copy()

@@ -32,6 +32,11 @@ kept at the projection tolerance after every step, shared by the planar
   output where a fresh partition is ``repartition_factor`` times better does the
   same (``partition`` / ``repartition`` events, ``stats.restarts``).
 
+Planar models on the compiled backend run the correction after every step in C
+(``mbplugins._ext._jc.CompiledJCLoops.c_post_step``, whose reference are
+:meth:`LoopClosure._project` / :meth:`LoopClosure._partition` here); the partition
+choice, the test for a better one at outputs and the errors stay here.
+
 ``theta ⊕ dnu`` is ``theta + dnu`` except for the Euler parameters e of ball
 joints and floating bases (spatial), whose nu is the relative angular velocity w
 in the parent's axes (``edot = 1/2 G(e)^T w = 1/2 [0; w] ⊗ e``): they are rotated

@@ -30,10 +30,14 @@ multipliers (composite solver), stabilised by Baumgarte terms or, with
 
 Speed: on the compiled backend a tree without cut rows uses the O(N) articulated-body
 recursion in C, and when every force element is compiled the whole right-hand side
-``[thetadot; thetaddot; P_nc]`` is one C call (``mbplugins._ext._jc.CompiledJC``,
-:attr:`PlanarJointCoordinates.compiled`) that the dynamic analysis' compiled integration
-loop steps (mbcore.integrate.fastloop); outputs stay on the Python path.  The NumPy functions
-of this module are the reference of the compiled recursions.
+``[thetadot; thetaddot; W']`` is one C call (:attr:`PlanarJointCoordinates.compiled`)
+that the dynamic analysis' compiled integration loop steps
+(mbcore.integrate.fastloop): ``mbplugins._ext._jc.CompiledJC`` for a tree,
+``CompiledJCLoops`` for a tree closed by cut rows whose constraints are compiled too
+(the composite path below in C: ``B``, ``B^T M B``, the cut rows' multipliers);
+outputs come from the same evaluation.  Where it does not apply,
+:attr:`PlanarJointCoordinates.compiled_reason` says why.  The NumPy functions of this
+module are the reference of the compiled ones.
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ from mbcore.errors import AnalysisError, ModelError
 
 from .jc_common import JointCoordinates, spanning_tree
 from .jc_loops import cut_row_multipliers
+from .partitioning import pivot_quality, pivoted_partition
 
 
 def _A(phi):
@@ -372,7 +377,12 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
                 self._ck = (D.jc_planar_kinematics, D.jc_planar_aba)
             except (ImportError, AttributeError):     # pragma: no cover - old build
                 self._ck = None
-        if self._ck is not None:
+        #: the joint table of the compiled kernels (tree order): recursive trees and
+        #: trees closed by cut rows on the compiled backend (no floating base)
+        self._table = self._ck is not None or (
+            system.backend == "compiled" and len(self.extra) > 0
+            and not self.tree.floating and self.dof > 0)
+        if self._table:
             js = self.tree.joints
             self._jk = np.array([0 if j.kind == "revolute" else 1 for j in js], np.intc)
             self._jp = np.array([-1 if j.parent is None else j.parent for j in js], np.intp)
@@ -382,33 +392,155 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
             self._ju = np.ascontiguousarray([j.u if j.u is not None else (0.0, 0.0)
                                              for j in js], dtype=float).reshape(-1, 2)
             self._jang = np.array([j.angle for j in js], dtype=float)
+        if self._ck is not None:
             n = system.n
             self._cq, self._cqd = np.zeros(n), np.zeros(n)
             self._cthdd, self._cqdd = np.zeros(self.dof), np.zeros(n)
             self._cwork = np.zeros((system.nb + self.dof, 16))
         #: the whole right-hand side in one C call (``mbplugins._ext._jc.CompiledJC``): the
         #: dynamic analysis' compiled loop steps it (mbcore.integrate.fastloop)
-        self.compiled = self._compiled_jc()
-        self._ywork = np.zeros(2 * self.dof + 1) if self.compiled is not None else None
+        self._ywork = np.zeros(2 * self.dof + 1)
         self._from_compiled = False
         self._loops_setup(self.dof, self.dof, dict(settings or {}))
+        #: why the compiled right-hand side does not apply (None when it does)
+        self.compiled_reason: str | None = None
+        self.compiled = self._compiled_jc()
+        self._views()
 
     def _compiled_jc(self):
-        """``CompiledJC`` for a tree without cut rows on the compiled recursions whose
-        System has only compiled force elements (the conditions of
-        ``mbcore.solve.formulation._compiled_rhs``), else None (the Python path)."""
+        """The whole right-hand side in C, else None with :attr:`compiled_reason`:
+        ``CompiledJC`` for a tree without cut rows on the compiled recursions,
+        ``CompiledJCLoops`` for a tree closed by cut rows (Baumgarte terms of this
+        formulation: alpha = beta = 0 with projection / partitioning), when the
+        System's force elements (and, with cut rows, its constraints) are all
+        compiled (the conditions of ``mbcore.solve.formulation._compiled_rhs``)."""
         s = self.system
-        kernels = s.compiled_kernels(constraints=False)
-        if (self._ck is None or len(self.extra) or not self.dof or kernels is None
-                or s.mass_diag is None):
+        loops = len(self.extra) > 0
+        reason = None
+        if s.backend != "compiled":
+            reason = "the System's kernels are NumPy"
+        elif not self.dof:
+            reason = "no joint coordinates"
+        elif self.tree.floating:
+            reason = ("a floating base (body "
+                      f"{s.body_names[self.tree.floating[0]]} is reached by no joint)")
+        elif not loops and self._ck is None:
+            reason = "the NumPy recursions were chosen (solver)"
+        elif s.mass_diag is None or not bool(np.all(self.mass > 0.0)):
+            reason = "a body without mass or inertia"
+        else:
+            reason = s.why_python(constraints=loops)
+        kernels = None if reason else s.compiled_kernels(constraints=loops)
+        if reason is None and kernels is None:       # pragma: no cover - defensive
+            reason = "the System's kernels are not all compiled"
+        if reason is not None:
+            self.compiled_reason = reason
             return None
         try:
-            from mbplugins._ext._jc import CompiledJC
+            from mbplugins._ext import _jc as D
         except ImportError:                       # pragma: no cover - an old build
+            self.compiled_reason = "the compiled extension is not built"
             return None
-        return CompiledJC(self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,
-                          self._jang, self.mass, kernels.constant_forces, kernels.forces,
-                          kernels.functions)
+        table = (self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju,
+                 self._jang, self.mass)
+        self.compiled_reason = None
+        if not loops:
+            return D.CompiledJC(*table, kernels.constant_forces, kernels.forces,
+                                kernels.functions)
+        mode = self.loop_mode
+        correction = {} if mode == "baumgarte" else {
+            "correction": mode, "holonomic": self._hol,
+            "weighted": bool(self.settings["mass_weighted"]),
+            "tolerance": float(self.settings["projection_tolerance"]),
+            "col_scale": self._col_scale,
+            "factor": float(self.settings["repartition_factor"])}
+        c = D.CompiledJCLoops(*table, kernels.constraints, kernels.forces,
+                              kernels.functions, kernels.n, kernels.m,
+                              kernels.jacobian_data, kernels.constant_forces,
+                              np.asarray(self.extra, dtype=np.intp), float(self.alpha),
+                              float(self.beta), **kernels.csr(), **correction)
+        if mode == "partitioning" and getattr(self, "u", None) is not None:
+            c.set_partition(self.u, self.v, float(self.best_ratio))
+        return c
+
+    # the correction after every step in C (CompiledJCLoops.c_post_step): the
+    # partition it uses, and its count of corrections in ``projections``
+    def _sync_partition(self) -> None:
+        c = self.compiled
+        if (c is not None and self.loop_mode == "partitioning" and len(self.extra)
+                and getattr(self, "u", None) is not None):
+            c.set_partition(self.u, self.v, float(self.best_ratio))
+
+    @property
+    def projections(self) -> int:
+        """Corrections after accepted steps (``stats.projections``): the Python
+        driver's and the compiled loop's; absent (AttributeError) where no
+        correction runs (Baumgarte terms, trees)."""
+        if "_projections" not in self.__dict__:
+            raise AttributeError("projections")
+        c = self.compiled
+        if c is not None and getattr(c, "post_step", False):
+            self._projections += int(c.take_projections())
+        return self._projections
+
+    @projections.setter
+    def projections(self, value: int) -> None:
+        self._projections = int(value)
+
+    def set_resume_state(self, state):
+        super().set_resume_state(state)
+        self._sync_partition()
+
+    def _project_loops(self, t, y, count=True):
+        """The correction of :class:`.jc_loops.LoopClosure` by the compiled one
+        (``CompiledJCLoops.c_post_step``) where it applies; at outputs (``count``
+        False) the test for a better partition on its ``D``.  Where it fails, the
+        Python correction (which raises the named error or asks for a new
+        partition)."""
+        c = self.compiled
+        if c is None or not c.post_step:
+            return super()._project_loops(t, y, count)
+        dof = self.dof
+        yy = np.zeros(2 * dof + 1)
+        yy[:2 * dof] = y[:2 * dof]
+        code = c.post_step_at(t, yy, False)
+        if code < 0:
+            return super()._project_loops(t, y, count)
+        if self.loop_mode == "partitioning":
+            self.ratio = float(c.ratio)
+            if not count:                        # hysteresis: a much better partition
+                D = c.D_view
+                u2, v2, _ = pivoted_partition(D, self._col_scale)
+                best = pivot_quality(D, u2, self._col_scale)
+                factor = self.settings["repartition_factor"]
+                if list(v2) != list(self.v) and best > factor * self.ratio:
+                    self._want = (f"a better partition exists (pivot ratio "
+                                  f"{self.ratio:.3g} -> {best:.3g})")
+        if code == 0:
+            return None
+        self.projections += int(count)
+        yn = np.array(y, dtype=float)
+        yn[:2 * dof] = yy[:2 * dof]
+        return yn
+
+    def _views(self) -> None:
+        """Views of the compiled evaluation's buffers, kept (they live as long as it):
+        q, qd and, with cut rows, their multipliers."""
+        c = self.compiled
+        self._cviews = None if c is None else (
+            c.q_view, c.qd_view, c.lam_view if len(self.extra) else None)
+
+    def compiled_ready(self) -> bool:
+        """The compiled right-hand side applies (with redundant cut rows it is built
+        for the independent ones: :meth:`use_independent_rows`)."""
+        return self.compiled is not None
+
+    def use_independent_rows(self, rows, q=None, t=None):
+        kept = super().use_independent_rows(rows, q, t)
+        if self.compiled is not None:         # the cut rows kept
+            self.compiled = self._compiled_jc()
+        self._views()
+        return kept
 
     @property
     def size(self) -> int:
@@ -438,15 +570,27 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
             raise AnalysisError(f"joint_coordinates: the initial state is not on the tree "
                                 f"(positions differ by {err:.3g})", t)
         self._loops_initialize(y, t)
+        self._sync_partition()
         return y, None
 
     def _closure(self, theta, t, metric):
         """(q, D, H) at theta (:meth:`LoopClosure._closure`): B from the acceleration
         recursion at zero velocities (``qddot = B thetaddot`` there)."""
         tree, dof = self.tree, self.dof
-        q = tree.positions(theta)
-        B = tree.accelerations(q, np.zeros_like(q), theta, np.zeros(dof),
-                               np.eye(dof)).T
+        if self._table and self.system.backend == "compiled":
+            # the compiled recursions (jc_planar_kinematics, jc_planar_columns)
+            from mbplugins._ext import _jc as D
+            n = self.system.n
+            th = np.ascontiguousarray(theta, dtype=float)
+            q, zero, Bc = np.zeros(n), np.zeros(n), np.zeros((dof, n))
+            tab = (self._jk, self._jp, self._jc, self._jsp, self._jsc, self._ju)
+            D.jc_planar_kinematics(*tab, self._jang, th, np.zeros(dof), q, zero)
+            D.jc_planar_columns(*tab, q, zero, th, np.zeros(dof), np.zeros(n), Bc)
+            B = Bc.T
+        else:
+            q = tree.positions(theta)
+            B = tree.accelerations(q, np.zeros_like(q), theta, np.zeros(dof),
+                                   np.eye(dof)).T
         D = self.system.jacobian_dense(q, t)[self.extra] @ B
         return q, D, (B.T @ (self.mass[:, None] * B) if metric else None)
 
@@ -473,10 +617,13 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
             thdd, qdd = articulated_body(tree, self.mass, q, qd, th, thd, Q)
             return q, qd, thdd, qdd, Q, np.zeros(0)
         if self._eye is None:
-            self._eye = np.vstack([np.zeros(dof), np.eye(dof)])
-        a = tree.accelerations(q, qd, th, thd, self._eye)
-        a0 = a[0]
-        B = (a[1:] - a0).T                          # (n, dof)
+            self._eye = np.eye(dof)
+        # B from the recursion without velocity terms (Eq. 13.41: qddot = B thetaddot
+        # + Bdot thetadot), a0 = Bdot thetadot from the one with thetaddot = 0: each
+        # exact, rather than a difference of the two (which loses the digits of B
+        # where the velocity terms are large)
+        B = tree.accelerations(q, np.zeros_like(qd), th, np.zeros(dof), self._eye).T
+        a0 = tree.accelerations(q, qd, th, thd, np.zeros((1, dof)))[0]
         Q = s.forces(q, qd, t).copy()
         H = B.T @ (self.mass[:, None] * B)
         f = B.T @ (Q - self.mass * a0)
@@ -505,8 +652,10 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         if c is not None:                # one C call (else the Python path below,
             if c.eval(t, y, self._ywork) == 0:      # which raises the named error)
                 self._from_compiled = True
-                self.q_cur, self.qd_cur = c.q_view, c.qd_view
+                self.q_cur, self.qd_cur, lam_e = self._cviews
                 self.solver.lam[:] = 0.0
+                if lam_e is not None:
+                    self.solver.lam[self.extra] = lam_e
                 self._ydot[:] = self._ywork[:2 * dof]
                 return self._ydot
         self._from_compiled = False
@@ -521,11 +670,31 @@ class PlanarJointCoordinates(JointCoordinates, planar=True):
         self._ydot[dof:] = thdd
         return self._ydot
 
+    def _compiled_state(self, t, y):
+        """(q, qd, thdd, qdd, Q, lam*) of the compiled right-hand side at (t, y)
+        (copies), or None where it does not apply or fails."""
+        c = self.compiled
+        if c is None:
+            return None
+        dof = self.dof
+        yy = np.zeros(2 * dof + 1)
+        yy[:2 * dof] = y[:2 * dof]
+        ok = c.eval(t, yy, self._ywork) == 0
+        c.nfev -= 1
+        if not ok:
+            return None
+        lam_e = c.lam_view.copy() if len(self.extra) else np.zeros(0)
+        return (c.q_view.copy(), c.qd_view.copy(), self._ywork[dof:2 * dof].copy(),
+                c.qdd_view.copy(), c.Q_view.copy(), lam_e)
+
     def outputs(self, t, y):
         """Cartesian q, qd, qdd; the multipliers of the cut rows from the solve and of
         the tree joints from ``Phi_tree^T lam = M qdd - Q - Phi*^T lam*`` (least
-        squares; exact for the motion)."""
-        q, qd, thdd, qdd, Q, lam_e = self._solve(t, y)
+        squares; exact for the motion).  On the compiled right-hand side, its
+        evaluation at (t, y) (an output, not counted in its evaluations); where it
+        fails, the Python path (which raises the named error)."""
+        got = self._compiled_state(t, y)
+        q, qd, thdd, qdd, Q, lam_e = got if got is not None else self._solve(t, y)
         s = self.system
         lam = np.zeros(s.m)
         lam[self.extra] = lam_e
