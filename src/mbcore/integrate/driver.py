@@ -279,14 +279,21 @@ def integrate(method: str | type, fun: Callable, t_span: Sequence[float], y0, *,
             status, message = TERMINAL_EVENT, f"terminal event '{recs[-1].name}' at " \
                                               f"t = {t_stop:.9g}"
             break
+        new_coordinates = False
         if on_commit is not None and not stop_requested and integ.status == "running":
             y_c = on_commit(t_new, y_new)
             if y_c is not None:
                 y_new = y_post = np.array(y_c, dtype=float)
+                new_coordinates = True
         if y_post is not None and integ.status == "running":
-            # one-step methods may keep their step size (``resume``); others restart
+            # a post-step correction: multistep methods keep their history
+            # (``correct``), one-step methods their step size (``resume``); new
+            # coordinates (``on_commit``) and methods with neither restart
+            correct = None if new_coordinates else getattr(integ, "correct", None)
             resume = getattr(integ, "resume", None)
-            if resume is not None:
+            if correct is not None:
+                correct(t_new, y_new)
+            elif resume is not None:
                 resume(t_new, y_new)
             else:
                 integ.restart(t_new, y_new)

@@ -1443,8 +1443,19 @@ class _Run:
                                             f"{exc.reason}", t_r) from None
                     restarts_here = restarts_here + 1 if t_r == t_cur else 1
                     if self.commit is not None and self._acc is not None:
-                        t_cur, y_cur = a.restart_at(self._acc[0], self._acc[1].copy(),
-                                                    exc.reason, event)
+                        try:
+                            t_cur, y_cur = a.restart_at(self._acc[0], self._acc[1].copy(),
+                                                        exc.reason, event)
+                        except RestartRequest as again:
+                            # the accepted step is itself where the formulation fails
+                            # (a multistep method evaluates f at the value it accepts)
+                            raise AnalysisError(
+                                f"formulation '{form.name}' cannot continue: "
+                                f"{exc.reason}; the last accepted step fails as well "
+                                f"({again.reason}): '{a.icls.name}' accepted a state "
+                                f"where the formulation's coordinates break down; a "
+                                f"Runge-Kutta integrator (dopri5, dop853) stops at the "
+                                f"failing stage instead", t_r) from None
                     else:
                         t_cur, y_cur = a.restart(last, exc.reason, event)
                     # (outputs already recorded after a restart point are not redone)

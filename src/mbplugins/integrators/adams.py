@@ -43,6 +43,7 @@ import numpy as np
 
 from mbcore.integrate.base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, Integrator, Option,
                                    calibrated_tolerances, int_range)
+from mbcore.integrate.errors import IntegratorOptionError
 from mbcore.integrate.common import DenseOutput, rms_norm, select_initial_step
 
 __all__ = ["AdamsPECE", "AdamsDenseOutput", "GAMMA", "GAMMA_STAR"]
@@ -329,6 +330,17 @@ class AdamsPECE(Integrator):
         self.t = t_new
         self.y = y_new
         return True, None
+
+    def correct(self, t: float, y) -> None:
+        """Continue from a slightly corrected value at the current point (a
+        projection onto the constraint manifold after a step): the Adams formulas
+        advance y from it with the kept differences of f, step size and order,
+        instead of a :meth:`restart` at order 1 after every projected step."""
+        y = np.array(y, dtype=np.float64)
+        if y.shape != (self.n,) or not np.all(np.isfinite(y)) or t != self.t:
+            raise IntegratorOptionError(self._label, "y", f"a correction needs {self.n} "
+                                        f"finite values at the current t")
+        self.y = y
 
     def _dense_output_impl(self):
         phi, psi = self._dense

@@ -58,6 +58,7 @@ import numpy as np
 from mbcore.integrate.base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, EPS, Integrator,
                                    Option, calibrated_tolerances, fraction, int_range,
                                    positive_or_none)
+from mbcore.integrate.errors import IntegratorOptionError
 from mbcore.integrate.common import (BackwardDifferenceDenseOutput, rms_norm,
                                      select_initial_step)
 
@@ -524,6 +525,20 @@ class BDF(Integrator):
         self._k = k + best
         self._rescale(factor)
         return True, None
+
+    def correct(self, t: float, y) -> None:
+        """Continue from a slightly corrected value at the current point (a
+        projection onto the constraint manifold after a step): the history's
+        polynomial is translated by the correction — its backward differences, the
+        step size and the order are kept, as the BDF formula's coefficients sum to
+        zero — instead of a :meth:`restart` at order 1 with a small step after
+        every projected step."""
+        y = np.array(y, dtype=np.float64)
+        if y.shape != (self.n,) or not np.all(np.isfinite(y)) or t != self.t:
+            raise IntegratorOptionError(self._label, "y", f"a correction needs {self.n} "
+                                        f"finite values at the current t")
+        self._D[0] = y
+        self.y = y
 
     def _dense_output_impl(self):
         h, Dk = self._dense
