@@ -27,7 +27,8 @@ error per group, wall time of ``mbcore.run`` (model compile included), steps, nf
 
 ``--integrators``: these integrators instead of dopri5 for the ODE formulations (the
 DAE forms keep bdf): the contract for every formulation × integrator pair.
-``--quick``: rtol 1e-6 only, 10 s cap.  ``--table`` prints the markdown table of
+``--quick``: rtol 1e-6 only, 10 s cap.  ``--summary`` prints one row per formulation
+× integrator pair (counts by status, the cells that are not ok).  ``--table`` prints the markdown table of
 docs/benchmarks.md instead of JSON; ``--from FILE`` renders the table (or JSON) of a
 saved run without running anything (``benchmarks/accuracy3d_baseline.json``: the run
 of docs/benchmarks.md).
@@ -240,10 +241,35 @@ def table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def summary(data: dict) -> str:
+    """Per formulation × integrator pair: the cells by status, the largest error of
+    the finished ones, and every cell that is neither ok nor refused (markdown)."""
+    pairs: dict = {}
+    for c in data["cells"]:
+        pairs.setdefault((c["formulation"], c["integrator"]), []).append(c)
+    lines = ["| formulation | integrator | ok | inaccurate | refused | failed | timeout "
+             "| largest error | not ok (problem rtol: error or status) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for (f, i), cells in pairs.items():
+        n = {k: sum(c["status"] == k for c in cells)
+             for k in ("ok", "inaccurate", "refused", "failed", "timeout")}
+        errs = [c["error"] for c in cells if c.get("error") is not None]
+        bad = [f"{c['problem']} {c['rtol']:.0e}: "
+               + (f"{c['error']:.3g}" if c["status"] == "inaccurate" else c["status"])
+               for c in cells if c["status"] not in ("ok", "refused")]
+        lines.append(f"| {f} | {i} | {n['ok']} | {n['inaccurate']} | {n['refused']} | "
+                     f"{n['failed']} | {n['timeout']} | "
+                     f"{max(errs):.3g} | {'; '.join(bad)} |" if errs else
+                     f"| {f} | {i} | {n['ok']} | {n['inaccurate']} | {n['refused']} | "
+                     f"{n['failed']} | {n['timeout']} | - | {'; '.join(bad)} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--summary", action="store_true")
     ap.add_argument("--formulations")
     ap.add_argument("--problems")
     ap.add_argument("--rtols")
@@ -265,7 +291,9 @@ def main(argv=None) -> int:
         cap = a.cap or (10.0 if a.quick else 60.0)
         data = run_all(probs, forms, rtols, cap,
                        integrators=a.integrators.split(",") if a.integrators else None)
-    if a.table:
+    if a.summary:
+        print(summary(data))
+    elif a.table:
         print(table(data))
     else:
         print(json.dumps(data, indent=1, default=float))
