@@ -112,7 +112,9 @@ def test_compiled_right_hand_side_equals_numpy_reference(name, mode):
 
 def test_columns_of_the_acceleration_map_equal_the_recursion():
     """``jc_planar_columns`` (a0 and B of qddot = B thetaddot + a0) against the NumPy
-    acceleration recursion, including a translational joint (the slider-crank)."""
+    acceleration recursion, including a translational joint (the slider-crank): the
+    same operations in C and NumPy, within 1e-13 of the largest entry (observed
+    <= 1.2e-16)."""
     for name in LOOPED:
         m = model(name)
         A, B = _pair(m)

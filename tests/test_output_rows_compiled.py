@@ -196,6 +196,8 @@ def test_a_run_failing_midway_writes_every_row_before_the_failure(examples, pm, 
                        settings={"t_end": 0.3, "output_step": 0.005, "output_rows": mode},
                        plugins=pm, output=files[mode])
     assert block_used == [True, False]
+    # the rows written before the failure: copied channels bit for bit, computed sums
+    # within 1e-12 of max(1, the channel's largest value) (observed <= 1.4e-16)
     with Result(files["block"]) as a, Result(files["reference"]) as b:
         assert np.array_equal(a.t, b.t) and 0.02 < a.t[-1] <= 0.1 + 1e-12
         assert a.status == b.status == "failed"
@@ -219,7 +221,9 @@ def test_python_only_type_falls_back_to_the_reference(examples, stub_pm, block_u
 
 
 def test_the_row_methods_agree_with_the_row_by_row_methods(examples):
-    """The System's block methods against its row methods at recorded states."""
+    """The System's block methods against its row methods at recorded states: the
+    same sums in another order, within 1e-12 of each quantity's largest value
+    (observed <= 2.7e-16)."""
     res = _run(examples / "spatial_slider_crank_dynamic.yaml", "reference")
     s = res.system
     Q, QD, QDD = (np.asarray(res[c]) for c in ("q", "qd", "qdd"))

@@ -125,13 +125,13 @@ def test_work_row_of_the_stiff_state(examples):
 def test_compiled_stiff_of_spatial_bodies_equals_numpy(examples, case):
     """Spatial bodies: the velocity rows M^-1 (Q + P^T lam) with the true gradient P of
     Phi (radial coefficients by Richardson differences of the compiled Phi) in C, equal
-    to the NumPy path ``Stiff.rhs`` (observed 3e-15 of the scale; bound 1e-12); the true
+    to the NumPy path ``Stiff.rhs`` (observed 8e-16 of the scale; bound 1e-12); the true
     rows and M^-1 P^T of the Newton hook equal ``_phi_rows`` / ``_lam_columns`` (the
-    same differences: observed 1e-15 of the scale; bound 1e-12); the Newton Jacobian
+    same differences: observed 8e-16 of the scale; bound 1e-12); the Newton Jacobian
     by compiled differences agrees with the NumPy differences (both forward differences
-    with steps 1e-7 (1 + |y|): ~1e-7 of the scale; bound 1e-5); and a run on the
-    compiled loop is the Python path's within the integration error (observed ~1e-10,
-    bound 1e-6)."""
+    with steps 1e-7 (1 + |y|): observed 4.5e-9 of the scale; bound 1e-5); and a run on
+    the compiled loop is the Python path's within the integration error (observed
+    3.2e-11 m, bound 1e-6 m)."""
     from mbplugins.formulations.stiff import _lam_columns, _phi_rows
     m = Model.from_file(examples / f"{case}.yaml")
     sysm = m.compile(kernels="compiled")
@@ -453,7 +453,7 @@ def _redundant(examples, name):
 def test_compiled_dae_forms_on_the_independent_rows(examples, formulation, name):
     """Redundant constraints: the DAE forms keep the independent rows (one multiplier
     each) and their compiled right-hand side follows them — equal to the NumPy path on
-    the same rows (observed 4e-15 of the scale; bound 1e-12) — and a run stays on the
+    the same rows (observed 2.2e-16 of the scale; bound 1e-12) — and a run stays on the
     compiled loop with the Python path's motion (observed ~1e-10; bound 1e-6)."""
     from mbcore.solve.linalg import rank_revealing
     m = _redundant(examples, name)
