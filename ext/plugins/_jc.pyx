@@ -297,31 +297,30 @@ def jc_planar_aba(const int[::1] kind, const idx_t[::1] parent, const idx_t[::1]
                 &qdd[0])
 
 
-cdef class CompiledJC(CompiledODE):
-    """``CompiledJC(kind, parent, child, sp, sc, u, angle, mass, qgrav,
-    force_evaluator=None, functions=None)``: the right-hand side of the
-    joint-coordinate formulation of a planar tree without cut rows
-    (``mbplugins.formulations.joint_coordinates``), ``y = [theta; thetadot; W]`` ->
-    ``[thetadot; thetaddot; P_nc]`` in one C call: the forward recursion (Cartesian q,
-    qd), the applied forces (gravity ``qgrav`` + the compiled force elements, with
-    the time functions they read), the articulated-body solver.  The tree joints do
-    no work, so ``W' = P_nc`` (the power of the non-conservative forces).  The joint
-    table is that of ``jc_planar_kinematics`` (tree order, every body reached once);
-    ``mass``: the diagonal mass matrix (3 per body)."""
+cdef class _PlanarTreeRHS(CompiledODE):
+    """What the compiled joint-coordinate right-hand sides of planar trees share
+    (:class:`CompiledJC`, :class:`CompiledJCLoops`): the joint table, masses and
+    gravity forces checked once (:meth:`_tree_init`), the stage ``time functions ->
+    forward recursion (Cartesian q, qd) -> applied forces`` (:meth:`_tree_stage`), the
+    end ``[thetadot; thetaddot; W']`` (:meth:`_tree_finish`) and the views of the
+    Cartesian buffers."""
 
     cdef ForceEvaluator fe
     cdef Evaluator fn
     cdef readonly Py_ssize_t dof, nb, nf
     cdef int[::1] kind
     cdef idx_t[::1] parent, child
-    cdef double[:, ::1] sp, sc, u, work
+    cdef double[:, ::1] sp, sc, u
     cdef double[::1] angle, mass, qgrav, fv, q, qd, Q, qdd, thdd, cs
     cdef double* fvp
     cdef ErrInfo err
     cdef readonly double power
 
-    def __cinit__(self, kind, parent, child, sp, sc, u, angle, mass, qgrav,
-                  ForceEvaluator force_evaluator=None, Evaluator functions=None):
+    def _tree_init(self, str who, kind, parent, child, sp, sc, u, angle, mass, qgrav,
+                   ForceEvaluator force_evaluator, Evaluator functions):
+        """The tree's arrays (copies), checked: sizes (dof joints, 3 nb masses and
+        gravity forces), tree order (``_jc_check``), positive and finite masses,
+        finite geometry; the Cartesian buffers.  ValueError naming ``who``."""
         self.kind = np.array(kind, dtype=np.intc).reshape(-1)
         self.parent = np.array(parent, dtype=np.intp).reshape(-1)
         self.child = np.array(child, dtype=np.intp).reshape(-1)
@@ -335,18 +334,16 @@ cdef class CompiledJC(CompiledODE):
         nb = self.mass.shape[0] // 3
         if dof == 0 or self.mass.shape[0] != 3 * nb or self.qgrav.shape[0] != 3 * nb \
                 or self.angle.shape[0] != dof:
-            raise ValueError("CompiledJC: array sizes do not match (dof joints, 3 nb "
+            raise ValueError(f"{who}: array sizes do not match (dof joints, 3 nb "
                              "masses and gravity forces)")
         _jc_check(self.kind, self.parent, self.child, self.sp, self.sc, self.u, nb,
-                  "CompiledJC", True)
+                  who, True)
         if not np.all(np.asarray(self.mass) > 0.0):
-            raise ValueError("CompiledJC: every body needs a positive mass and inertia")
-        _check_forces("CompiledJC", force_evaluator, 3 * nb,
-                      0 if functions is None else functions.size)
+            raise ValueError(f"{who}: every body needs a positive mass and inertia")
         if not (np.all(np.isfinite(self.sp)) and np.all(np.isfinite(self.sc))
                 and np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.angle))
                 and np.all(np.isfinite(self.mass)) and np.all(np.isfinite(self.qgrav))):
-            raise ValueError("CompiledJC: sp, sc, u, angle, mass and qgrav must be finite")
+            raise ValueError(f"{who}: sp, sc, u, angle, mass and qgrav must be finite")
         self.fe = force_evaluator
         self.fn = functions
         self.nf = 0 if functions is None else functions.size
@@ -362,15 +359,16 @@ cdef class CompiledJC(CompiledODE):
         self.qdd = np.zeros(3 * nb)
         self.thdd = np.zeros(dof)
         self.cs = np.zeros(2 * nb)
-        self.work = np.zeros((nb + dof, 16))
+        self.power = 0.0
         self.nfev = 0
         self.status = OK
 
-    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
-        """ydot[0:2 dof+1] = [thetadot; thetaddot; P_nc] at (t, y[0:2 dof])."""
-        cdef Py_ssize_t dof = self.dof, nb = self.nb, i
-        cdef double P = 0.0
-        cdef double* thdd = &self.thdd[0]
+    cdef int _tree_stage(self, double t, const double* y, double* rows,
+                         double* P) noexcept nogil:
+        """Counts the evaluation; time functions, the forward recursion (q, qd and the
+        joint rows into ``rows``, dof x 16), Q = gravity + forces (P += their
+        non-conservative power).  Returns a status code (and sets ``status``)."""
+        cdef Py_ssize_t dof = self.dof
         self.nfev += 1
         if self.nf:
             if self.fn.run(t, self.fvp, &self.err) != 0:
@@ -378,19 +376,23 @@ cdef class CompiledJC(CompiledODE):
                 return FUNCTION_FAILED
         _jc_kinematics(dof, &self.kind[0], &self.parent[0], &self.child[0], &self.sp[0, 0],
                        &self.sc[0, 0], &self.u[0, 0], &self.angle[0], y, y + dof,
-                       &self.q[0], &self.qd[0], &self.cs[0], &self.work[nb, 0])
-        memcpy(&self.Q[0], &self.qgrav[0], 3 * nb * sizeof(double))
+                       &self.q[0], &self.qd[0], &self.cs[0], rows)
+        memcpy(&self.Q[0], &self.qgrav[0], 3 * self.nb * sizeof(double))
         if self.fe is not None:
             if self.fe.c_forces(&self.q[0], &self.qd[0], t, self.fvp, &self.Q[0],
-                                &P) >= 0:
+                                P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
-        _jc_aba(dof, nb, &self.parent[0], &self.child[0], &self.mass[0], &self.Q[0],
-                &self.work[0, 0], thdd, &self.qdd[0])
+        return OK
+
+    cdef int _tree_finish(self, const double* y, double* ydot, double P) noexcept nogil:
+        """ydot = [thetadot; thetaddot (``thdd``); P]; NOT_FINITE on a non-finite
+        thetaddot."""
+        cdef Py_ssize_t dof = self.dof, i
         for i in range(dof):
             ydot[i] = y[dof + i]
-            ydot[dof + i] = thdd[i]
-            if not isfinite(thdd[i]):
+            ydot[dof + i] = self.thdd[i]
+            if not isfinite(self.thdd[i]):
                 self.status = NOT_FINITE
                 return NOT_FINITE
         ydot[2 * dof] = P
@@ -416,6 +418,40 @@ cdef class CompiledJC(CompiledODE):
     def Q_view(self):
         """The applied forces (gravity + force elements) of the last evaluation."""
         return np.asarray(self.Q)
+
+
+cdef class CompiledJC(_PlanarTreeRHS):
+    """``CompiledJC(kind, parent, child, sp, sc, u, angle, mass, qgrav,
+    force_evaluator=None, functions=None)``: the right-hand side of the
+    joint-coordinate formulation of a planar tree without cut rows
+    (``mbplugins.formulations.joint_coordinates``), ``y = [theta; thetadot; W]`` ->
+    ``[thetadot; thetaddot; P_nc]`` in one C call: the forward recursion (Cartesian q,
+    qd), the applied forces (gravity ``qgrav`` + the compiled force elements, with
+    the time functions they read), the articulated-body solver.  The tree joints do
+    no work, so ``W' = P_nc`` (the power of the non-conservative forces).  The joint
+    table is that of ``jc_planar_kinematics`` (tree order, every body reached once);
+    ``mass``: the diagonal mass matrix (3 per body)."""
+
+    cdef double[:, ::1] work
+
+    def __cinit__(self, kind, parent, child, sp, sc, u, angle, mass, qgrav,
+                  ForceEvaluator force_evaluator=None, Evaluator functions=None):
+        self._tree_init("CompiledJC", kind, parent, child, sp, sc, u, angle, mass, qgrav,
+                        force_evaluator, functions)
+        _check_forces("CompiledJC", force_evaluator, 3 * self.nb,
+                      0 if functions is None else functions.size)
+        self.work = np.zeros((self.nb + self.dof, 16))
+
+    cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
+        """ydot[0:2 dof+1] = [thetadot; thetaddot; P_nc] at (t, y[0:2 dof])."""
+        cdef Py_ssize_t nb = self.nb
+        cdef double P = 0.0
+        cdef int status = self._tree_stage(t, y, &self.work[nb, 0], &P)
+        if status:
+            return status
+        _jc_aba(self.dof, nb, &self.parent[0], &self.child[0], &self.mass[0], &self.Q[0],
+                &self.work[0, 0], &self.thdd[0], &self.qdd[0])
+        return self._tree_finish(y, ydot, P)
 
 
 # ----------------------------------------------------------------------------------
@@ -654,7 +690,7 @@ def jc_planar_columns(const int[::1] kind, const idx_t[::1] parent,
                              &B[0, 0])
 
 
-cdef class CompiledJCLoops(CompiledODE):
+cdef class CompiledJCLoops(_PlanarTreeRHS):
     """``CompiledJCLoops(kind, parent, child, sp, sc, u, angle, mass, evaluator,
     force_evaluator, functions, n, m, jdata, qgrav, cut, alpha, beta, indptr=None,
     indices=None, correction="none", holonomic=None, weighted=True, tolerance=1e-12,
@@ -699,18 +735,13 @@ cdef class CompiledJCLoops(CompiledODE):
     pattern that does not fit ``jdata``, alpha / beta negative or not finite."""
 
     cdef PlanarEvaluator ev
-    cdef ForceEvaluator fe
-    cdef Evaluator fn
-    cdef readonly Py_ssize_t dof, nb, nf, ne, m, nq
-    cdef readonly double alpha, beta, power
-    cdef int[::1] kind
-    cdef idx_t[::1] parent, child, cut, indptr, indices, sub_ptr, sub_body
+    cdef readonly Py_ssize_t ne, m, nq
+    cdef readonly double alpha, beta
+    cdef idx_t[::1] cut, indptr, indices, sub_ptr, sub_body
     cdef unsigned char[::1] anc
-    cdef double[:, ::1] sp, sc, u, rows
-    cdef double[::1] angle, mass, qgrav, fv, q, qd, Q, qdd, thdd, cs, jdata
+    cdef double[:, ::1] rows
+    cdef double[::1] jdata
     cdef double[::1] a0, B, H, f, phi, nu, gam, W, Hif, S, S0, lam, Jqd, gwork
-    cdef double* fvp
-    cdef ErrInfo err
     # the correction after every step (loop_stabilization projection / partitioning)
     cdef readonly int mode
     cdef readonly bint weighted
@@ -735,31 +766,12 @@ cdef class CompiledJCLoops(CompiledODE):
                   indptr=None, indices=None, str correction="none", holonomic=None,
                   bint weighted=True, double tolerance=1e-12, col_scale=None,
                   double factor=10.0):
-        self.kind = np.array(kind, dtype=np.intc).reshape(-1)
-        self.parent = np.array(parent, dtype=np.intp).reshape(-1)
-        self.child = np.array(child, dtype=np.intp).reshape(-1)
-        self.sp = np.array(sp, dtype=np.float64).reshape(-1, 2)
-        self.sc = np.array(sc, dtype=np.float64).reshape(-1, 2)
-        self.u = np.array(u, dtype=np.float64).reshape(-1, 2)
-        self.angle = np.array(angle, dtype=np.float64).reshape(-1)
-        self.mass = np.array(mass, dtype=np.float64).reshape(-1)
-        self.qgrav = np.array(qgrav, dtype=np.float64).reshape(-1)
-        dof = self.kind.shape[0]
-        nb = self.mass.shape[0] // 3
-        if (dof == 0 or self.mass.shape[0] != 3 * nb or n != 3 * nb
-                or self.qgrav.shape[0] != n or self.angle.shape[0] != dof):
+        self._tree_init("CompiledJCLoops", kind, parent, child, sp, sc, u, angle, mass,
+                        qgrav, force_evaluator, functions)
+        dof, nb = self.dof, self.nb
+        if n != 3 * nb:
             raise ValueError("CompiledJCLoops: array sizes do not match (dof joints, 3 nb "
                              "= n masses and gravity forces)")
-        _jc_check(self.kind, self.parent, self.child, self.sp, self.sc, self.u, nb,
-                  "CompiledJCLoops", True)
-        if not np.all(np.asarray(self.mass) > 0.0):
-            raise ValueError("CompiledJCLoops: every body needs a positive mass and "
-                             "inertia")
-        if not (np.all(np.isfinite(self.sp)) and np.all(np.isfinite(self.sc))
-                and np.all(np.isfinite(self.u)) and np.all(np.isfinite(self.angle))
-                and np.all(np.isfinite(self.mass)) and np.all(np.isfinite(self.qgrav))):
-            raise ValueError("CompiledJCLoops: sp, sc, u, angle, mass and qgrav must be "
-                             "finite")
         _in_range("CompiledJCLoops: alpha", alpha, 0.0, 1e300)
         _in_range("CompiledJCLoops: beta", beta, 0.0, 1e300)
         _check_evaluators("CompiledJCLoops", evaluator, force_evaluator, functions, n, m,
@@ -799,28 +811,15 @@ cdef class CompiledJCLoops(CompiledODE):
             _need("CompiledJCLoops: jdata", jdata.shape[0], self.indices.shape[0])
         if self.indices.shape[0] == 0:
             self.indices = np.zeros(1, dtype=np.intp)
-        self.ev, self.fe, self.fn = evaluator, force_evaluator, functions
+        self.ev = evaluator
         self.jdata = jdata
-        self.nf = 0 if functions is None else functions.size
-        self.fv = np.zeros(3 * max(self.nf, 1))
-        self.fvp = &self.fv[0] if self.nf else NULL
         self.alpha, self.beta = alpha, beta
-        self.n = dof
-        self.dof = dof
-        self.nb = nb
         self.nq = n
         self.m = m
         self.ne = ne = self.cut.shape[0]
-        self.cartesian = False
-        self.q = np.zeros(n)
-        self.qd = np.zeros(n)
-        self.Q = np.zeros(n)
-        self.qdd = np.zeros(n)
         self.a0 = np.zeros(n)
-        self.thdd = np.zeros(dof)
         self.f = np.zeros(dof)
         self.Hif = np.zeros(dof)
-        self.cs = np.zeros(2 * nb)
         self.rows = np.zeros((dof, 16))
         self.B = np.zeros(dof * n)
         self.H = np.zeros(dof * dof)
@@ -835,9 +834,6 @@ cdef class CompiledJCLoops(CompiledODE):
         self.gwork = np.zeros(k)
         self.S0 = np.zeros(k * k)
         self._set_correction(correction, holonomic, weighted, tolerance, col_scale, factor)
-        self.power = 0.0
-        self.nfev = 0
-        self.status = OK
 
     def _set_correction(self, str correction, holonomic, bint weighted, double tolerance,
                         col_scale, double factor):
@@ -1197,19 +1193,9 @@ cdef class CompiledJCLoops(CompiledODE):
         cdef const double* J = &self.jdata[0]
         cdef const idx_t* ip = &self.indptr[0]
         cdef const idx_t* ix = &self.indices[0]
-        self.nfev += 1
-        if self.nf:
-            if self.fn.run(t, self.fvp, &self.err) != 0:
-                self.status = FUNCTION_FAILED
-                return FUNCTION_FAILED
-        _jc_kinematics(dof, &self.kind[0], &self.parent[0], &self.child[0], &self.sp[0, 0],
-                       &self.sc[0, 0], &self.u[0, 0], &self.angle[0], y, y + dof, q, qd,
-                       &self.cs[0], &self.rows[0, 0])
-        memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
-        if self.fe is not None:
-            if self.fe.c_forces(q, qd, t, self.fvp, &self.Q[0], &P) >= 0:
-                self.status = FORCE_FAILED
-                return FORCE_FAILED
+        cdef int status = self._tree_stage(t, y, &self.rows[0, 0], &P)
+        if status:
+            return status
         _jc_bias_and_columns(dof, n, &self.parent[0], &self.child[0], &self.rows[0, 0],
                              a0, B)
         # H = B^T M B (both triangles), f = B^T (Q - M a0): column k of B is zero
@@ -1318,35 +1304,7 @@ cdef class CompiledJCLoops(CompiledODE):
             for k in range(dof):
                 acc += B[k * n + i] * thdd[k]
             self.qdd[i] = acc
-        for i in range(dof):
-            ydot[i] = y[dof + i]
-            ydot[dof + i] = thdd[i]
-            if not isfinite(thdd[i]):
-                self.status = NOT_FINITE
-                return NOT_FINITE
-        ydot[2 * dof] = P
-        self.power = P
-        self.status = OK
-        return OK
-
-    @property
-    def q_view(self):
-        """Cartesian q of the last evaluation (a view of the work buffer)."""
-        return np.asarray(self.q)
-
-    @property
-    def qd_view(self):
-        return np.asarray(self.qd)
-
-    @property
-    def qdd_view(self):
-        """Cartesian qdd of the last evaluation."""
-        return np.asarray(self.qdd)
-
-    @property
-    def Q_view(self):
-        """The applied forces (gravity + force elements) of the last evaluation."""
-        return np.asarray(self.Q)
+        return self._tree_finish(y, ydot, P)
 
     @property
     def lam_view(self):
