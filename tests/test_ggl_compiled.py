@@ -16,6 +16,8 @@ from mbcore import Model
 from mbcore.plugins import registry
 from mbcore.system import compiled_available
 
+from dae_checks import assert_jacobian_and_run_match_numpy  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
 STRICT = os.environ.get("MBCORE_STRICT_BITWISE") == "1"
@@ -128,23 +130,8 @@ def test_compiled_ggl_of_spatial_bodies_equals_numpy_rhs(examples, case):
         want = _reference(form, sysm, 0.1, y)
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * (1 + np.abs(want).max()))
     # the Newton Jacobian by differences of the compiled f (the lam columns too) against
-    # the NumPy path's (differences of rhs, exact lam columns): both forward
-    # differences with steps 1e-7 (1 + |y|), so agreeing to ~1e-7 of the scale
-    # (observed ~1e-8; bound 1e-5)
-    yy = y[:size]
-    Jc = form.jacobian(0.1, yy)
-    c, form.compiled = form.compiled, None
-    try:
-        Jn = form.jacobian(0.1, yy)
-    finally:
-        form.compiled = c
-    np.testing.assert_allclose(Jc, Jn, rtol=0, atol=1e-5 * (1 + np.abs(Jn).max()))
-    st = {"t_end": 0.05, "output_step": 0.025, "formulation": "ggl", "integrator": "bdf",
-          "rtol": 1e-8, "atol": 1e-10}
-    a = mbcore.run(m, settings=st)
-    b = mbcore.run(m, settings={**st, "kernels": "numpy"})
-    assert a.stats["loop"] == "compiled" and b.stats["loop"] == "python"
-    np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=1e-6)
+    # the NumPy path's (differences of rhs, exact lam columns), and a run
+    assert_jacobian_and_run_match_numpy(form, m, 0.1, y[:size])
 
 
 def test_compiled_ggl_not_for_sparse_spatial_models():

@@ -18,6 +18,8 @@ from mbcore import Model
 from mbcore.plugins import registry
 from mbcore.system import compiled_available
 
+from dae_checks import assert_jacobian_and_run_match_numpy  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -128,10 +130,7 @@ def test_compiled_stiff_of_spatial_bodies_equals_numpy(examples, case):
     to the NumPy path ``Stiff.rhs`` (observed 8e-16 of the scale; bound 1e-12); the true
     rows and M^-1 P^T of the Newton hook equal ``_phi_rows`` / ``_lam_columns`` (the
     same differences: observed 8e-16 of the scale; bound 1e-12); the Newton Jacobian
-    by compiled differences agrees with the NumPy differences (both forward differences
-    with steps 1e-7 (1 + |y|): observed 4.5e-9 of the scale; bound 1e-5); and a run on
-    the compiled loop is the Python path's within the integration error (observed
-    3.2e-11 m, bound 1e-6 m)."""
+    and a run against the NumPy path (``dae_checks``)."""
     from mbplugins.formulations.stiff import _lam_columns, _phi_rows
     m = Model.from_file(examples / f"{case}.yaml")
     sysm = m.compile(kernels="compiled")
@@ -154,20 +153,7 @@ def test_compiled_stiff_of_spatial_bodies_equals_numpy(examples, case):
         C = form.compiled.lam_columns(q, v, P)
         Cn = _lam_columns(sysm, q, v, 0.1, Pn)
         np.testing.assert_allclose(C, Cn, rtol=0, atol=1e-12 * (1 + np.abs(Cn).max()))
-    yy = y[:size]
-    Jc = form.jacobian(0.1, yy)
-    c, form.compiled = form.compiled, None
-    try:
-        Jn = form.jacobian(0.1, yy)
-    finally:
-        form.compiled = c
-    np.testing.assert_allclose(Jc, Jn, rtol=0, atol=1e-5 * (1 + np.abs(Jn).max()))
-    st = {"t_end": 0.05, "output_step": 0.025, "formulation": "stiff", "integrator": "bdf",
-          "rtol": 1e-8, "atol": 1e-10}
-    a = mbcore.run(m, settings=st)
-    b = mbcore.run(m, settings={**st, "kernels": "numpy"})
-    assert a.stats["loop"] == "compiled" and b.stats["loop"] == "python"
-    np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=1e-6)
+    assert_jacobian_and_run_match_numpy(form, m, 0.1, y[:size])
 
 
 def test_compiled_stiff_not_for_sparse_spatial_models():
