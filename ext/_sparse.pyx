@@ -24,6 +24,7 @@ Cost: O(nnz(J) + nnz(L) + flops(L)), i.e. O(N) for chains and trees of N bodies
 with a fill-reducing ordering.
 """
 from libc.math cimport fabs
+from libc.string cimport memset
 
 import numpy as np
 cimport numpy as cnp
@@ -67,6 +68,58 @@ def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double 
     for k in range(m):
         flops += <double> lnz[k] * <double> lnz[k]
     return np.asarray(parent)[:m].copy(), np.asarray(lnz)[:m].copy(), flops
+
+
+cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const int* ktb,
+                       const int* ktl, const double* cj, const double* jv,
+                       double* Bx) noexcept nogil:
+    """Bx[p] = sum over the runs ktp[p] <= t < ktp[p + 1] of cj[kta[t] + c] jv[ktb[t] + c],
+    c < ktl[t]: the entries of B = J M^-1 J^T (cj = J M^-1, jv = J) from the product
+    map as runs (``SparseSchur._runs``)."""
+    cdef Py_ssize_t p, t, c
+    cdef double acc
+    cdef const double* ca
+    cdef const double* cb
+    for p in range(nb):
+        acc = 0.0
+        for t in range(ktp[p], ktp[p + 1]):
+            ca = cj + kta[t]
+            cb = jv + ktb[t]
+            for c in range(ktl[t]):
+                acc += ca[c] * cb[c]
+        Bx[p] = acc
+
+
+cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
+                     const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
+                     const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Y,
+                     double shift, double tol) noexcept nogil:
+    """Up-looking numeric LDL^T of B + shift I (B: the permuted upper triangle by
+    columns, Bp/Bi/Bx) with the row patterns of L precomputed (rptr/rpat/rpos,
+    ``SparseSchur._symbolic``; Li its row indices): Lx, D.  Y: a zero work vector of
+    m entries, left zero.  Returns 0, or k + 1 when the k-th pivot is not above
+    ``tol`` (or is NaN)."""
+    cdef Py_ssize_t k, p, p2, t, i
+    cdef double yi, lki
+    for k in range(m):
+        for p in range(Bp[k], Bp[k + 1]):
+            Y[Bi[p]] += Bx[p]
+        D[k] = Y[k] + shift
+        Y[k] = 0.0
+        for t in range(rptr[k], rptr[k + 1]):
+            i = rpat[t]
+            yi = Y[i]
+            Y[i] = 0.0
+            p2 = rpos[t]
+            for p in range(Lp[i], p2):
+                Y[Li[p]] -= Lx[p] * yi
+            lki = yi / D[i]
+            D[k] -= lki * yi
+            Lx[p2] = lki
+        if not (D[k] > tol):               # also catches NaN
+            memset(Y, 0, m * sizeof(double))
+            return <int> (k + 1)
+    return 0
 
 
 cdef class SparseSchur:
@@ -270,29 +323,16 @@ cdef class SparseSchur:
     cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
                     const double[::1] Q, const double[::1] gamma, double[::1] qdd,
                     double[::1] lam) noexcept nogil:
-        cdef Py_ssize_t n = self.n, m = self.m, i, k, p, p2, t, top, ln, c
-        cdef double acc, bmax, yi, lki, tol
+        cdef Py_ssize_t n = self.n, m = self.m, i, k, p, c
+        cdef double acc, bmax, yi, tol
+        cdef int r
         # ---- 1. J's used entries, contiguous (jv) and scaled by M^-1 (cj = J M^-1);
         #        B values (permuted upper triangle) as sums of cj[a] jv[b]
         for p in range(self.jpos.shape[0]):
             self.jv[p] = jdata[self.jpos[p]]
             self.cj[p] = self.jv[p] * minv[self.jcol[p]]
-        cdef const idx_t* ktp = &self.ktp[0]
-        cdef const int* kta = &self.kta[0]
-        cdef const int* ktb = &self.ktb[0]
-        cdef const int* ktl = &self.ktl[0]
-        cdef const double* cjp = &self.cj[0]
-        cdef const double* jvp = &self.jv[0]
-        cdef const double* ca
-        cdef const double* cb
-        for p in range(self.Bi.shape[0]):
-            acc = 0.0
-            for t in range(ktp[p], ktp[p + 1]):
-                ca = cjp + kta[t]
-                cb = jvp + ktb[t]
-                for c in range(ktl[t]):
-                    acc += ca[c] * cb[c]
-            self.Bx[p] = acc
+        schur_values(self.Bi.shape[0], &self.ktp[0], &self.kta[0], &self.ktb[0],
+                     &self.ktl[0], &self.cj[0], &self.jv[0], &self.Bx[0])
         bmax = 0.0
         for k in range(m):
             if self.Bx[self.bdiag[k]] > bmax:
@@ -300,33 +340,12 @@ cdef class SparseSchur:
         tol = self.pivot_tol * bmax
         # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
         #        _symbolic in the order of the elimination-tree reach)
-        cdef const idx_t* rptr = &self.rptr[0]
-        cdef const idx_t* rpat = &self.rpat[0]
-        cdef const idx_t* rpos = &self.rpos[0]
-        cdef const idx_t* Lp = &self.Lp[0]
-        cdef const idx_t* Li = &self.Li[0]
-        cdef double* Lx = &self.Lx[0]
-        cdef double* Y = &self.Y[0]
-        cdef double* D = &self.D[0]
-        for k in range(m):
-            Y[k] = 0.0
-            for p in range(self.Bp[k], self.Bp[k + 1]):
-                Y[self.Bi[p]] += self.Bx[p]
-            D[k] = Y[k]
-            Y[k] = 0.0
-            for t in range(rptr[k], rptr[k + 1]):
-                i = rpat[t]
-                yi = Y[i]
-                Y[i] = 0.0
-                p2 = rpos[t]
-                for p in range(Lp[i], p2):
-                    Y[Li[p]] -= Lx[p] * yi
-                lki = yi / D[i]
-                D[k] -= lki * yi
-                Lx[p2] = lki
-            if not (D[k] > tol):           # also catches NaN
-                self.failed_row = self.rowid[self.perm[k]]
-                return <int> (k + 1)
+        r = ldl_numeric(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
+                        &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
+                        &self.Lx[0], &self.D[0], &self.Y[0], 0.0, tol)
+        if r:
+            self.failed_row = self.rowid[self.perm[r - 1]]
+            return r
         self.failed_row = -1
         # ---- 3. w = P (gamma - J M^-1 Q)
         for k in range(m):

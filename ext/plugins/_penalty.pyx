@@ -15,7 +15,7 @@ from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator
 from mbcore._ext._forces cimport ForceEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
-from mbcore._ext._sparse cimport SparseSchur, idx_t
+from mbcore._ext._sparse cimport SparseSchur, idx_t, ldl_numeric, schur_values
 
 import numpy as np
 
@@ -458,24 +458,10 @@ cdef class CompiledPenalty(CompiledODE):
         cdef const double* jv = &self.jv[0]
         cdef const double* cj = &self.cj[0]
         cdef double* Bx = &self.Bx[0]
-        cdef const idx_t* tp = self.s_ktp
-        cdef const int* ta = self.s_kta
-        cdef const int* tb = self.s_ktb
-        cdef const int* tl = self.s_ktl
-        cdef const double* ca
-        cdef const double* cb
-        cdef Py_ssize_t c
         if self.sparse:
-            # the solver's product map as runs (SparseSchur._runs: the same terms in
-            # the same order)
-            for p in range(self.s_nb):
-                acc = 0.0
-                for t in range(tp[p], tp[p + 1]):
-                    ca = cj + ta[t]
-                    cb = jv + tb[t]
-                    for c in range(tl[t]):
-                        acc += ca[c] * cb[c]
-                Bx[p] = acc
+            # the solver's product map as runs (SparseSchur._runs)
+            schur_values(self.s_nb, self.s_ktp, self.s_kta, self.s_ktb, self.s_ktl, cj,
+                         jv, Bx)
             return
         for i in range(m):
             for j in range(n):
@@ -525,39 +511,11 @@ cdef class CompiledPenalty(CompiledODE):
                         acc -= L[i * m + k] * L[j * m + k]
                     L[i * m + j] = acc / d
             return 0
-        # sparse: up-looking LDL^T (the algorithm of SparseSchur._solve) with the row
-        # patterns of L precomputed at construction (rpat: the columns i of row k in
-        # the order of the elimination-tree reach, rpos: where L[k, i] goes)
-        cdef const idx_t* Bp = self.s_Bp
-        cdef const idx_t* Bi = self.s_Bi
-        cdef const idx_t* Lp = self.s_Lp
-        cdef const idx_t* rptr = &self.rptr[0]
-        cdef const idx_t* rpat = &self.rpat[0]
-        cdef const idx_t* rpos = &self.rpos[0]
-        cdef const double* Bx = &self.Bx[0]
-        cdef const idx_t* Li = &self.Li[0]
-        cdef double* Lx = &self.Lx[0]
-        cdef double* D = &self.D[0]
-        cdef double* Y = &self.Y[0]
-        cdef Py_ssize_t t
-        for k in range(m):
-            for p in range(Bp[k], Bp[k + 1]):
-                Y[Bi[p]] += Bx[p]
-            D[k] = Y[k] + shift
-            Y[k] = 0.0
-            for t in range(rptr[k], rptr[k + 1]):
-                i = rpat[t]
-                yi = Y[i]
-                Y[i] = 0.0
-                p2 = rpos[t]
-                for p in range(Lp[i], p2):
-                    Y[Li[p]] -= Lx[p] * yi
-                lki = yi / D[i]
-                D[k] -= lki * yi
-                Lx[p2] = lki
-            if not (D[k] > 0.0):
-                return k + 1
-        return 0
+        # sparse: the up-looking LDL^T of SparseSchur (ldl_numeric) with its row
+        # patterns of L, on this object's numeric buffers
+        return ldl_numeric(m, self.s_Bp, self.s_Bi, &self.Bx[0], &self.rptr[0],
+                           &self.rpat[0], &self.rpos[0], self.s_Lp, &self.Li[0],
+                           &self.Lx[0], &self.D[0], &self.Y[0], shift, 0.0)
 
     cdef void c_solve(self, double* b) noexcept nogil:
         """b <- (B + shift I)^-1 b with the last (successful) factor."""

@@ -24,3 +24,13 @@ cdef class SparseSchur:
     cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
                     const double[::1] Q, const double[::1] gamma, double[::1] qdd,
                     double[::1] lam) noexcept nogil
+
+
+# the numeric kernels of B = J M^-1 J^T and its LDL^T, shared with CompiledPenalty
+cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const int* ktb,
+                       const int* ktl, const double* cj, const double* jv,
+                       double* Bx) noexcept nogil
+cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
+                     const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
+                     const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Y,
+                     double shift, double tol) noexcept nogil
