@@ -128,21 +128,8 @@ def test_energy_of_pendulum_and_chain_at_rtol_1e_9(n_links):
 def test_third_party_force_type_equals_builtin(backend):
     """A force type written in Python and registered through the plugin hooks gives
     the built-in TSDA's results (the same slow-path contract as user forces)."""
-    from mbcore import hookimpl
-    from mbcore.plugins import PluginManager
-    from mbplugins.planar.forces import TSDA
-
-    class PyTSDA(TSDA):
-        name = "py_tsda"
-        kernel = None
-
-    class Plugin:
-        @hookimpl
-        def mbcore_force_types(self):
-            return [PyTSDA]
-
-    pm = PluginManager()
-    pm.register(Plugin(), name="third")
+    from python_tier import python_tsda_plugins
+    pm = python_tsda_plugins()
     models = []
     for kind in ("tsda", "py_tsda"):
         m = Model.from_file(__import__("pathlib").Path(__file__).parents[1] / "examples" /

@@ -228,21 +228,8 @@ def test_redundant_cut_rows_compile_the_independent_ones():
 
 
 def test_what_cannot_be_compiled_keeps_the_python_path_with_its_reason():
-    from mbcore import hookimpl
-    from mbcore.plugins import PluginManager
-    from mbplugins.planar.forces import TSDA
-
-    class PyTSDA(TSDA):
-        name = "py_tsda"
-        kernel = None
-
-    class Plugin:
-        @hookimpl
-        def mbcore_force_types(self):
-            return [PyTSDA]
-
-    pm = PluginManager()
-    pm.register(Plugin(), name="third")
+    from python_tier import python_tsda_plugins
+    pm = python_tsda_plugins()
     m = model("fourbar_dap")
     m.add_force("py_tsda", "pull", body_i="ground", body_j=m.bodies[1].name,
                 point_i=(0.0, 1.0), point_j=(0.0, 0.0), stiffness=5.0, free_length=0.2)

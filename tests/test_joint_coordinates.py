@@ -351,22 +351,9 @@ def test_compiled_loop_runs_joint_coordinates():
     assert nb.stats["loop"] == "python"
     assert np.ptp(nb["energy"][:, 4]) < 1e-7 * np.abs(nb["energy"][:, :3]).max()
     # a Python-only force element: no CompiledJC, the Python driver, the same motion
-    from mbcore import hookimpl
-    from mbcore.plugins import PluginManager
+    from python_tier import python_tsda_plugins
     from mbplugins.formulations.joint_coordinates import JointCoordinates
-    from mbplugins.planar.forces import TSDA
-
-    class PyTSDA(TSDA):
-        name = "py_tsda"
-        kernel = None
-
-    class Plugin:
-        @hookimpl
-        def mbcore_force_types(self):
-            return [PyTSDA]
-
-    pm = PluginManager()
-    pm.register(Plugin(), name="third")
+    pm = python_tsda_plugins()
     mp = _forced_chain(5)
     assert mp.elements["forces"][0].name == "pull"
     mp.elements["forces"][0].raw["type"] = "py_tsda"
