@@ -20,7 +20,9 @@ velocity in rad/s) with its reference at every output time;
 the group's scale, and the cell's error is ``max_g e_g``: the global error in units
 of the requested tolerance applied to the quantity's own scale.  ``ok``: error
 ≤ 10 (the README's promise: within 10× the requested tolerance); ``inaccurate``:
-finished with a larger error; ``refused``: a ``ModelError`` before integrating (the
+finished with a larger error and no warning; ``warned``: finished with a larger error
+and the run said so (a warning event, e.g. di's constraint drift above ten times the
+tolerance); ``refused``: a ``ModelError`` before integrating (the
 formulation names why it does not apply); ``failed``: any other exception (class and
 message); ``timeout``: over the cap.  Per cell: status, error, the largest absolute
 error per group, wall time of ``mbcore.run`` (model compile included), steps, nfev.
@@ -101,9 +103,12 @@ def _cell(problem: str, formulation: str, integrator: str, rtol: float) -> dict:
     except Exception as exc:                   # noqa: BLE001
         out.update(status="failed", message=f"measure: {type(exc).__name__}: {exc}")
         return out
+    warned = [e.message for e in getattr(res, "events", []) if e.kind == "warning"]
     out.update(error=err if np.isfinite(err) else None,
                abs_error={g: (v if np.isfinite(v) else None) for g, v in absd.items()},
-               status="ok" if err <= BOUND else "inaccurate")
+               status="ok" if err <= BOUND else ("warned" if warned else "inaccurate"))
+    if warned:
+        out["warnings"] = warned
     if not np.isfinite(err):
         out.update(status="failed", message="non-finite output")
     return out
@@ -192,13 +197,13 @@ def run_all(problems, forms, rtols, cap, progress=True, integrators=None) -> dic
 
 
 # ------------------------------------------------------------------ table
-MARK = {"ok": "", "inaccurate": "✗ ", "refused": "refused", "failed": "failed",
+MARK = {"ok": "", "inaccurate": "✗ ", "warned": "⚠ ", "refused": "refused", "failed": "failed",
         "timeout": "timeout"}
 
 
 def _fmt(c: dict) -> str:
     s = c["status"]
-    if s in ("ok", "inaccurate"):
+    if s in ("ok", "inaccurate", "warned"):
         return f"{MARK[s]}{c['error']:.2g} · {c['wall']:.2f} s"
     if s == "timeout":
         return f"timeout (>{c.get('wall', 0):.0f} s)"
@@ -247,21 +252,20 @@ def summary(data: dict) -> str:
     pairs: dict = {}
     for c in data["cells"]:
         pairs.setdefault((c["formulation"], c["integrator"]), []).append(c)
-    lines = ["| formulation | integrator | ok | inaccurate | refused | failed | timeout "
-             "| largest error | not ok (problem rtol: error or status) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| formulation | integrator | ok | inaccurate | warned | refused | failed "
+             "| timeout | largest error | not ok (problem rtol: error or status) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for (f, i), cells in pairs.items():
         n = {k: sum(c["status"] == k for c in cells)
-             for k in ("ok", "inaccurate", "refused", "failed", "timeout")}
+             for k in ("ok", "inaccurate", "warned", "refused", "failed", "timeout")}
         errs = [c["error"] for c in cells if c.get("error") is not None]
         bad = [f"{c['problem']} {c['rtol']:.0e}: "
-               + (f"{c['error']:.3g}" if c["status"] == "inaccurate" else c["status"])
+               + (f"{c['error']:.3g}" if c["status"] == "inaccurate" else
+                  f"{c['error']:.3g} (warned)" if c["status"] == "warned" else c["status"])
                for c in cells if c["status"] not in ("ok", "refused")]
-        lines.append(f"| {f} | {i} | {n['ok']} | {n['inaccurate']} | {n['refused']} | "
-                     f"{n['failed']} | {n['timeout']} | "
-                     f"{max(errs):.3g} | {'; '.join(bad)} |" if errs else
-                     f"| {f} | {i} | {n['ok']} | {n['inaccurate']} | {n['refused']} | "
-                     f"{n['failed']} | {n['timeout']} | - | {'; '.join(bad)} |")
+        head = (f"| {f} | {i} | {n['ok']} | {n['inaccurate']} | {n['warned']} | "
+                f"{n['refused']} | {n['failed']} | {n['timeout']} | ")
+        lines.append(head + (f"{max(errs):.3g}" if errs else "-") + f" | {'; '.join(bad)} |")
     return "\n".join(lines)
 
 

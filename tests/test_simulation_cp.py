@@ -70,7 +70,9 @@ def test_one_call_across_the_dead_point_repartitions_at_a_step_end():
     st = _settings(t_end=1.0, output_step=0.5)
     ref = mbcore.run(free_slider_crank(), settings=st)
     rep = [(round(e.t, 9), e.message) for e in ref.events if e.kind == "repartition"]
-    assert len(rep) == 1 and 0.4 < rep[0][0] < 0.5 and "degraded" in rep[0][1]
+    # (the dependent coordinate's error gain grows toward the dead point at t ~ 0.45;
+    # CP switches once it has grown 1.5x and a partition 1.5x better exists)
+    assert len(rep) == 1 and 0.3 < rep[0][0] < 0.5 and "gain grew" in rep[0][1]
     sim, got = _simulate(st, ref.t)
     assert _partition_events(sim.events) == rep
     want = _reference(ref)

@@ -216,6 +216,27 @@ cdef class CompiledCP(CompiledODE):
         np.asarray(self.ipiv)[:] = piv.astype(np.intc)
         self.have_prev = bool(state["have_prev"])
 
+    def amplification(self):
+        """``max_ij |(Phi_u^-1 Phi_v)_ij| s_vj / s_ui`` at the last converged
+        configuration (its LU of Phi_u and its Phi_v; s: the column scales), the
+        re-partition measure of ``mbplugins.formulations.partitioning.amplification``
+        (its NumPy reference); -1 when no evaluation has converged since the
+        partition was set."""
+        cdef Py_ssize_t i, j, m = self.m, k = self.n
+        cdef double a = 0.0, d
+        if not self.have_prev:
+            return -1.0
+        for j in range(k):
+            for i in range(m):
+                self.rhs[i] = self.Jv[i * k + j]
+            self._lu_solve(&self.rhs[0])
+            for i in range(m):
+                d = fabs(self.rhs[i]) * (self.col_scale[self.v[j]]
+                                         / self.col_scale[self.u[i]])
+                if not d <= a:                 # NaN propagates
+                    a = d
+        return a if isfinite(a) else np.inf
+
     # ------------------------------------------------------------------ C level
     cdef int _lu(self, const double* J) noexcept nogil:
         """Ju (column-major) = J[:, u]; dgetrf.  Returns LAPACK's info."""

@@ -80,6 +80,11 @@ class Formulation:
     #: ``use_independent_rows`` gives the formulation a compiled object on the kept
     #: rows (ggl, stiff); else the compiled object serves only with every row
     compiled_follows_rows: ClassVar[bool] = False
+    #: the formulation keeps the constraint violations bounded (stabilisation,
+    #: projection, independent coordinates, penalty); False (DI): they drift with the
+    #: integration error, and the dynamic analysis warns where the recorded drift
+    #: exceeds ten times the tolerance
+    corrects_drift: ClassVar[bool] = True
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system

@@ -452,6 +452,41 @@ class DynamicAnalysis(Analysis):
         return y
 
 
+class DriftWatch:
+    """The honesty check of formulations that do not correct the constraint drift
+    (``corrects_drift = False``: di, di_omega; Nikravesh (1988), §13.1): where the
+    recorded position violation ``max |Phi|`` first exceeds ten times the requested
+    tolerance, ``10 (atol + rtol L)`` with ``L = max(1, max |q(0)|)``, one warning
+    event names the time and the remedies (the result's global error is then no
+    longer within the tolerance promise).  Watches the ``violation`` channel only
+    when it is recorded."""
+
+    def __init__(self, form, settings, system, event):
+        self.bound = None
+        self.event = event
+        if getattr(form, "corrects_drift", True) or not system.m:
+            return
+        rtol = float(np.max(settings["rtol"]))
+        atol = float(np.max(settings["atol"]))
+        scale = max(1.0, float(np.max(np.abs(system.initial_state(0.0).q), initial=0.0)))
+        self.bound = 10.0 * (atol + rtol * scale)
+        self.name = form.name
+
+    def check(self, t: np.ndarray, phi: np.ndarray) -> None:
+        """``phi``: the position violations recorded at the times ``t``."""
+        if self.bound is None:
+            return
+        over = np.flatnonzero(phi > self.bound)
+        if over.size:
+            k = over[0]
+            self.event(float(t[k]), "warning", (
+                f"constraint drift: |Phi| = {float(phi[k]):.3g} exceeds 10x the "
+                f"tolerance ({self.bound:.3g}); formulation '{self.name}' does not "
+                f"correct the drift, so the result is less accurate than requested "
+                f"from here on: use cs or projection, or a tighter rtol"))
+            self.bound = None                  # once per run
+
+
 class _RowBlock:
     """Output rows of the compiled loop collected in a block and handed to the
     reporters together (``record.rows``, Reporter rule 5).
@@ -668,6 +703,7 @@ class _RowBlock:
                 if self.want_pn:
                     col[:] = sysm.violation_rows(QD, self.JD[sl], self.PHI[sl],
                                                  self.NU[sl])
+                    self.run.drift.check(T, col[:, 0])
                 else:
                     col[:] = 0.0
             else:                                   # integrator: as _output_compiled
@@ -775,6 +811,7 @@ class _Run:
         self._py_stepped = False             # ... a step was taken in this segment
         self._src = None                     # where the current step's state lives
         self.t_out = np.zeros(0)             # outputs (compiled fixed-step loop)
+        self.drift = DriftWatch(self.form, self.s, self.sysm, self.event)
 
     # -- stage 1: output times and the initial state ---------------------------------
     def output_times(self) -> np.ndarray:
@@ -1019,6 +1056,7 @@ class _Run:
             v = data["violation"]
             v[0] = np.max(np.abs(phi)) if phi.size else 0.0
             v[1] = np.max(np.abs(vres)) if vres.size else 0.0
+            self.drift.check(np.array([t]), v[:1])
         if "integrator" in data:
             data["integrator"][:] = self.istat
         if "reactions_local" in data:

@@ -15,6 +15,7 @@ class DI(Formulation):
     ``y' = [qd; qdd(q, qd, t)]`` with qdd from ``[M, -Phi_q^T; Phi_q, 0]``.
     The constraint violations drift with the integration error (monitor them)."""
 
+    corrects_drift = False
     name = "di"
     description = "direct integration of the augmented index-1 equations (drift not controlled)"
 

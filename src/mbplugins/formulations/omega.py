@@ -33,6 +33,7 @@ from mbcore.elements.rotations import L as Lmat, skew
 
 
 class AngularVelocityDI(Formulation):
+    corrects_drift = False
     name = "di_omega"
     description = ("direct integration with angular velocities of spatial bodies (DI-3, "
                    "Formulation III): y = [q; rdot, omega'], p normalised every evaluation")

@@ -121,6 +121,34 @@ POLISH = 1e-2
 #: better than the current one is taken
 SWITCH_GAIN = 2.0
 
+#: CP looks for a new partition at a step end where the amplification of the
+#: current one (:func:`amplification`) has grown this many times since the partition
+#: started (or since the last look) ...
+AMP_LOOK = 1.5
+
+#: ... and takes a partition whose amplification is at least this many times smaller
+AMP_GAIN = 1.5
+
+
+def amplification(J: np.ndarray, u: np.ndarray, v: np.ndarray, col_scale: np.ndarray,
+                  lu=None) -> float:
+    """``max_ij |(Phi_u^-1 Phi_v)_ij| s_vj / s_ui`` (s: the column scales): how much an
+    error of the independent coordinates (and velocities) grows in the dependent ones,
+    ``du = -Phi_u^-1 Phi_v dv`` (Nikravesh (1988), §13.3.2).  The integrator controls
+    the error of v only, so CP keeps this gain small by re-partitioning where it grows
+    (a spinning body's Euler parameters pass through zero long before Phi_u's pivot
+    ratio shows it).  ``lu``: scipy's LU factors of ``J[:, u]`` if already computed;
+    inf when ``J[:, u]`` is singular."""
+    try:
+        if lu is None:
+            lu = sla.lu_factor(J[:, u], check_finite=False)
+        C = sla.lu_solve(lu, J[:, v], check_finite=False)
+    except (ValueError, np.linalg.LinAlgError):
+        return float("inf")
+    a = float(np.max(np.abs(C) * (col_scale[v][None, :] / col_scale[u][:, None]),
+                     initial=0.0))
+    return a if np.isfinite(a) else float("inf")
+
 
 class RepartitionRequest(RestartRequest):
     """Raised inside an evaluation when the partition can no longer be used."""
@@ -198,6 +226,8 @@ class CP(Formulation):
         self._newton = [0, []]         # Newton iterations: this step's most, per step
         self._last = None              # (t, y, q, qd, qdd) of the last evaluation
         self._taylor_on = self.settings["predictor"] == "taylor"
+        #: step_end looks for a new partition where the amplification exceeds this
+        self._amp_below = np.inf
         if system.m == 0:
             raise ModelError("settings.formulation", "cp partitions the coordinates by the "
                              "constraint Jacobian, and the model has no constraints: use "
@@ -296,6 +326,8 @@ class CP(Formulation):
             self._user_partition(q, t)
         self.partitions += 1
         self._check_below = self.best_ratio    # step_end looks again below this / factor
+        self._amp_below = AMP_LOOK * amplification(self._jacobian(q, t), self.u, self.v,
+                                                   self._col_scale)
         self._steps = 0                         # accepted steps (repartition_every)
         self._q = q.copy()
         self._qd = qd.copy()
@@ -489,6 +521,10 @@ class CP(Formulation):
                     return f"periodic re-partition (every {every} steps)", q, qd
                 return None
         if want is None:
+            got = self._amplification_look(t, y)
+            if got is not None:
+                return got
+        if want is None:
             c = self.compiled
             ratio = float(c.ratio) if self.compiled_ready() else getattr(self, "ratio", None)
             if ratio is None or ratio * self.factor >= self._check_below:
@@ -506,6 +542,37 @@ class CP(Formulation):
             self._check_below = ratio      # look again when it degrades another factor
             return None
         return (want or f"Phi_u degraded (pivot ratio {ratio:.3g} -> {best:.3g})"), q, qd
+
+    def current_amplification(self) -> float:
+        """:func:`amplification` at the last evaluation's converged configuration
+        (the compiled object's or the NumPy path's LU and Phi_v); -1 before one."""
+        if self.compiled_ready():
+            return float(self.compiled.amplification())
+        if self._prev is not None:
+            J0, lu0 = self._prev
+            return amplification(J0, self.u, self.v, self._col_scale, lu0)
+        return -1.0
+
+    def _amplification_look(self, t, y):
+        """The amplification trigger of :meth:`step_end`: where the gain of the
+        current partition (:func:`amplification`, at the step's last evaluation) has
+        grown :data:`AMP_LOOK` times, the state at the step's end is partitioned again
+        and the new partition taken when its gain is :data:`AMP_GAIN` times smaller.
+        ``(reason, q, qd)``, else None."""
+        a = self.current_amplification()
+        if not a > self._amp_below:
+            return None
+        q, qd = self._state_at(t, y)
+        J = self._jacobian(q, t)
+        a = amplification(J, self.u, self.v, self._col_scale)
+        u_new, v_new, _, _ = self._choose_from(J)
+        if list(v_new) != list(self.v):
+            a_new = amplification(J, u_new, v_new, self._col_scale)
+            if a_new * AMP_GAIN <= a:
+                return (f"the dependent coordinates' error gain grew (|Phi_u^-1 Phi_v| "
+                        f"{a:.3g} -> {a_new:.3g})"), q, qd
+        self._amp_below = AMP_LOOK * a          # look again when it grows that much more
+        return None
 
     def _keep_taylor(self, t, y):
         """The book's predictor data at an accepted step's end: (t, u, ud, udd), from
@@ -618,6 +685,7 @@ class CP(Formulation):
                 "mu_hist": hist, "mu0": self._mu0, "t_singular": float(self._t_singular),
                 "stop_pending": bool(self._stop_pending), "partitions": int(self.partitions),
                 "check_below": float(self._check_below),
+                "amp_below": float(self._amp_below),
                 "taylor": self._taylor, "newton": [self._newton[0], list(self._newton[1])]}
 
     def set_resume_state(self, state):
@@ -637,6 +705,7 @@ class CP(Formulation):
         self._stop_pending = bool(state["stop_pending"])
         self.partitions = int(state["partitions"])
         self._check_below = float(state.get("check_below", self.best_ratio))
+        self._amp_below = float(state.get("amp_below", self._amp_below))
         tay = state.get("taylor")
         self._taylor = None if tay is None else (float(tay[0]), *(np.array(a, dtype=float)
                                                                    for a in tay[1:]))
