@@ -39,7 +39,7 @@ def test_di_warns_once_where_the_drift_passes_ten_times_the_tolerance():
     bound = 10 * (1e-6 + 1e-6 * 1.5)            # L = max |q(0)| = 1.5 m
     k = int(np.flatnonzero(phi > bound)[0])
     assert w[0].t == pytest.approx(res.t[k])
-    assert "'di'" in w[0].message and "cs or projection" in w[0].message
+    assert "'di' does not correct the drift" in w[0].message and "projection" in w[0].message
 
 
 def test_no_warning_within_the_tolerance_or_with_a_correcting_formulation():
