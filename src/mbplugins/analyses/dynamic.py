@@ -455,17 +455,21 @@ class DynamicAnalysis(Analysis):
 class DriftWatch:
     """The honesty check of the constraint violations: where the recorded position
     violation ``max |Phi|`` first exceeds ten times the requested tolerance,
-    ``10 (atol + rtol L)`` with ``L = max(1, max |q(0)|)``, one warning event names
+    ``10 (atol + rtol L)`` with ``L = max(1, max |q(0)|)`` (plus the violation of the
+    first recorded row: a start off the constraints is the user's choice), one
+    warning event names
     the time and the remedies (the result's global error is then no longer within
     the tolerance promise).  Formulations with ``corrects_drift = False`` (di,
     di_omega; Nikravesh (1988), §13.1) drift with the integration error; Baumgarte's
     stabilisation (cs) damps the drift but can lag a fast motion.  Watches the
-    ``violation`` channel only when it is recorded."""
+    ``violation`` channel only when it is recorded, and only under an adaptive
+    integrator (a fixed step has no tolerance to keep)."""
 
-    def __init__(self, form, settings, system, event):
+    def __init__(self, form, settings, system, event, adaptive: bool = True):
         self.bound = None
         self.event = event
-        if not system.m:
+        self.first = True
+        if not system.m or not adaptive:       # a fixed step has no tolerance to keep
             return
         rtol = float(np.max(settings["rtol"]))
         atol = float(np.max(settings["atol"]))
@@ -477,8 +481,11 @@ class DriftWatch:
 
     def check(self, t: np.ndarray, phi: np.ndarray) -> None:
         """``phi``: the position violations recorded at the times ``t``."""
-        if self.bound is None:
+        if self.bound is None or not len(phi):
             return
+        if self.first:                          # a start off the constraints (e.g.
+            self.first = False                  # ``assemble: false``) is the user's
+            self.bound += float(phi[0])
         over = np.flatnonzero(phi > self.bound)
         if over.size:
             k = over[0]
@@ -814,7 +821,8 @@ class _Run:
         self._py_stepped = False             # ... a step was taken in this segment
         self._src = None                     # where the current step's state lives
         self.t_out = np.zeros(0)             # outputs (compiled fixed-step loop)
-        self.drift = DriftWatch(self.form, self.s, self.sysm, self.event)
+        self.drift = DriftWatch(self.form, self.s, self.sysm, self.event,
+                                adaptive=bool(getattr(analysis.icls, "adaptive", True)))
 
     # -- stage 1: output times and the initial state ---------------------------------
     def output_times(self) -> np.ndarray:
