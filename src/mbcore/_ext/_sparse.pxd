@@ -7,6 +7,7 @@ ctypedef cnp.intp_t idx_t
 cdef class SparseSchur:
     cdef public Py_ssize_t n, m, m_full
     cdef readonly Py_ssize_t need_jdata  # entries of jdata that jpos reads
+    cdef readonly bint jdirect           # jpos[p] == p: J's used entries are jdata[:nnz]
     cdef idx_t[::1] rp, jpos, jcol, rowid
     cdef idx_t[::1] perm
     cdef idx_t[::1] Bp, Bi, bdiag, tp
