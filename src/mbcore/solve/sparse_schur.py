@@ -104,14 +104,24 @@ class SchurTopology:
         up = Pa <= Pb
         key = Pb[up] * m + Pa[up]
         diag = np.arange(m, dtype=np.intp) * (m + 1)
-        ukeys, inv = np.unique(np.concatenate([key, diag]), return_inverse=True)
+        # one stable sort of the keys gives the distinct entries, every product's
+        # entry (inv) and the products grouped by entry in their original order (o)
+        allk = np.concatenate([key, diag])
+        srt = np.argsort(allk, kind="stable")
+        sk = allk[srt]
+        first = np.empty(len(sk), dtype=bool)
+        first[:1] = True
+        np.not_equal(sk[1:], sk[:-1], out=first[1:])
+        ukeys = sk[first]
+        inv = np.empty(len(allk), dtype=np.intp)
+        inv[srt] = np.cumsum(first) - 1
         inv = inv[:len(key)]
         self.Bi = (ukeys % max(m, 1)).astype(np.intp)
         bcol = ukeys // max(m, 1)
         self.Bp = np.zeros(m + 1, dtype=np.intp)
         np.cumsum(np.bincount(bcol, minlength=m), out=self.Bp[1:])
         self.bdiag = np.searchsorted(ukeys, diag).astype(np.intp)
-        o = np.argsort(inv, kind="stable")
+        o = srt[srt < len(key)]
         self.tp = np.zeros(len(ukeys) + 1, dtype=np.intp)
         np.cumsum(np.bincount(inv, minlength=len(ukeys)), out=self.tp[1:])
         # products as pairs of entry numbers of the used rows' CSR (int32: half the
