@@ -164,6 +164,22 @@ cdef class SparseSchur:
         self.D = np.zeros(max(m, 1))
         self.Y = np.zeros(max(m, 1))
         self.w = np.zeros(max(m, 1))
+        self.rq = np.zeros(max(m, 1))
+        # J by columns, each column's entries in row order (so J^T lam sums the
+        # same terms in the same order as row by row): entry numbers and rows
+        jc = np.asarray(jcol)
+        order = np.argsort(jc, kind="stable")
+        erow = np.repeat(np.arange(m, dtype=np.intp), np.diff(np.asarray(rp)[:m + 1]))
+        cptr = np.zeros(n + 1, dtype=np.intp)
+        cent = np.zeros(max(jc.shape[0], 1), dtype=np.intc)
+        crid = np.zeros(max(jc.shape[0], 1), dtype=np.intc)
+        if jc.shape[0]:
+            if jc.shape[0] >= 2 ** 31 or m_full >= 2 ** 31:     # pragma: no cover
+                raise ValueError("SparseSchur: too many non-zeros for 32-bit indices")
+            np.cumsum(np.bincount(jc, minlength=n), out=cptr[1:])
+            cent[:jc.shape[0]] = order
+            crid[:jc.shape[0]] = np.asarray(rowid)[erow[order]]
+        self.cptr, self.cent, self.crid = cptr, cent, crid
         self.pivot_tol = pivot_tol
         self.info = 0
         self.failed_row = -1
@@ -344,6 +360,10 @@ cdef class SparseSchur:
         cdef const double* Qp = &Q[0]
         cdef double* w = &self.w[0]
         cdef double* cj = &self.cj[0]
+        cdef double* rq = &self.rq[0]
+        cdef const idx_t* cptr = &self.cptr[0]
+        cdef const int* cent = &self.cent[0]
+        cdef const int* crid = &self.crid[0]
         cdef const double* jv
         cdef double* qx = &qdd[0]
         cdef double* lx = &lam[0]
@@ -352,13 +372,16 @@ cdef class SparseSchur:
         #        (permuted upper triangle) as sums of cj[a] jv[b]
         if self.jdirect:
             jv = &jdata[0]
-            for p in range(nj):
-                cj[p] = jv[p] * mv[jcol[p]]
         else:
             jv = &self.jv[0]
             for p in range(nj):
                 (<double*> jv)[p] = jdata[jpos[p]]
+        for i in range(m):                 # cj and, row by row, rq = J M^-1 Q
+            acc = 0.0
+            for p in range(rp[i], rp[i + 1]):
                 cj[p] = jv[p] * mv[jcol[p]]
+                acc += cj[p] * Qp[jcol[p]]
+            rq[i] = acc
         schur_values(self.Bi.shape[0], &self.ktp[0], &self.kta[0], &self.ktb[0],
                      &self.ktl[0], cj, jv, &self.Bx[0])
         bmax = 0.0
@@ -378,10 +401,7 @@ cdef class SparseSchur:
         # ---- 3. w = P (gamma - J M^-1 Q)
         for k in range(m):
             i = perm[k]
-            acc = 0.0
-            for p in range(rp[i], rp[i + 1]):
-                acc += cj[p] * Qp[jcol[p]]
-            w[k] = gamma[rowid[i]] - acc
+            w[k] = gamma[rowid[i]] - rq[i]
         # L z = w ; z /= D ; L^T x = z
         for k in range(m):
             yi = w[k]
@@ -400,12 +420,9 @@ cdef class SparseSchur:
                 lx[i] = 0.0
         for k in range(m):
             lx[rowid[perm[k]]] = w[k]
-        for c in range(n):
-            qx[c] = Qp[c]
-        for i in range(m):
-            yi = lx[rowid[i]]
-            for p in range(rp[i], rp[i + 1]):
-                qx[jcol[p]] += jv[p] * yi
-        for c in range(n):
-            qx[c] *= mv[c]
+        for c in range(n):                 # by columns: no chain of stores to qdd
+            acc = Qp[c]
+            for p in range(cptr[c], cptr[c + 1]):
+                acc += jv[cent[p]] * lx[crid[p]]
+            qx[c] = acc * mv[c]
         return 0
