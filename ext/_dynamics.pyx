@@ -52,6 +52,7 @@ include "_schur.pxi"
 include "_bounds.pxi"
 include "_eval_status.pxi"
 include "_spatial_mass.pxi"
+include "_subnormals.pxi"
 
 cdef class CompiledODE:
     """Base of the compiled right-hand sides the compiled loop (:func:`run_rk`) steps:
@@ -293,7 +294,15 @@ cdef class CompiledRHS(CompiledODE):
 
     # ------------------------------------------------------------------ C level
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
-        """ydot[0:2n+1] = [qd; qdd; W'] at (t, y[0:2n]).  Returns a status code."""
+        """ydot[0:2n+1] = [qd; qdd; W'] at (t, y[0:2n]).  Returns a status code.
+        Evaluated with subnormal numbers flushed to zero (``_subnormals.pxi``)."""
+        cdef unsigned int mode = mbcore_flush_subnormals()
+        cdef int status = self.c_eval_flushed(t, y, ydot)
+        mbcore_restore_fp_mode(mode)
+        return status
+
+    cdef int c_eval_flushed(self, double t, const double* y, double* ydot) noexcept nogil:
+        """:meth:`c_eval` in the caller's floating-point mode."""
         cdef Py_ssize_t n = self.n, m = self.m, i, j
         cdef const double* q = y
         cdef const double* qd = y + n

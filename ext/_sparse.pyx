@@ -144,6 +144,7 @@ cdef class SparseSchur:
                     parent, Lp, pivot_tol)
         cdef Py_ssize_t m = rowid.shape[0]
         self.need_jdata = _extent(jpos, 0, -1, "jpos")
+        self.jdirect = bool(np.array_equal(np.asarray(jpos), np.arange(jpos.shape[0])))
         self.n = n
         self.m = m
         self.m_full = m_full
@@ -163,6 +164,22 @@ cdef class SparseSchur:
         self.D = np.zeros(max(m, 1))
         self.Y = np.zeros(max(m, 1))
         self.w = np.zeros(max(m, 1))
+        self.rq = np.zeros(max(m, 1))
+        # J by columns, each column's entries in row order (so J^T lam sums the
+        # same terms in the same order as row by row): entry numbers and rows
+        jc = np.asarray(jcol)
+        order = np.argsort(jc, kind="stable")
+        erow = np.repeat(np.arange(m, dtype=np.intp), np.diff(np.asarray(rp)[:m + 1]))
+        cptr = np.zeros(n + 1, dtype=np.intp)
+        cent = np.zeros(max(jc.shape[0], 1), dtype=np.intc)
+        crid = np.zeros(max(jc.shape[0], 1), dtype=np.intc)
+        if jc.shape[0]:
+            if jc.shape[0] >= 2 ** 31 or m_full >= 2 ** 31:     # pragma: no cover
+                raise ValueError("SparseSchur: too many non-zeros for 32-bit indices")
+            np.cumsum(np.bincount(jc, minlength=n), out=cptr[1:])
+            cent[:jc.shape[0]] = order
+            crid[:jc.shape[0]] = np.asarray(rowid)[erow[order]]
+        self.cptr, self.cent, self.crid = cptr, cent, crid
         self.pivot_tol = pivot_tol
         self.info = 0
         self.failed_row = -1
@@ -323,20 +340,54 @@ cdef class SparseSchur:
     cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
                     const double[::1] Q, const double[::1] gamma, double[::1] qdd,
                     double[::1] lam) noexcept nogil:
-        cdef Py_ssize_t n = self.n, m = self.m, i, k, p, c
+        # raw pointers: the loops below store doubles, which (without strict
+        # aliasing) would otherwise reload every memoryview's data pointer
+        cdef Py_ssize_t n = self.n, m = self.m, nj = self.jpos.shape[0], i, k, p, c
         cdef double acc, bmax, yi, tol
         cdef int r
-        # ---- 1. J's used entries, contiguous (jv) and scaled by M^-1 (cj = J M^-1);
-        #        B values (permuted upper triangle) as sums of cj[a] jv[b]
-        for p in range(self.jpos.shape[0]):
-            self.jv[p] = jdata[self.jpos[p]]
-            self.cj[p] = self.jv[p] * minv[self.jcol[p]]
+        cdef const idx_t* jpos = &self.jpos[0]
+        cdef const idx_t* jcol = &self.jcol[0]
+        cdef const idx_t* rp = &self.rp[0]
+        cdef const idx_t* perm = &self.perm[0]
+        cdef const idx_t* rowid = &self.rowid[0]
+        cdef const idx_t* bdiag = &self.bdiag[0]
+        cdef const idx_t* Lp = &self.Lp[0]
+        cdef const idx_t* Li = &self.Li[0]
+        cdef const double* Lx = &self.Lx[0]
+        cdef const double* D = &self.D[0]
+        cdef const double* Bx = &self.Bx[0]
+        cdef const double* mv = &minv[0]
+        cdef const double* Qp = &Q[0]
+        cdef double* w = &self.w[0]
+        cdef double* cj = &self.cj[0]
+        cdef double* rq = &self.rq[0]
+        cdef const idx_t* cptr = &self.cptr[0]
+        cdef const int* cent = &self.cent[0]
+        cdef const int* crid = &self.crid[0]
+        cdef const double* jv
+        cdef double* qx = &qdd[0]
+        cdef double* lx = &lam[0]
+        # ---- 1. J's used entries (jv: jdata itself when they are its first nnz
+        #        entries in order, else a contiguous copy) and cj = J M^-1; B values
+        #        (permuted upper triangle) as sums of cj[a] jv[b]
+        if self.jdirect:
+            jv = &jdata[0]
+        else:
+            jv = &self.jv[0]
+            for p in range(nj):
+                (<double*> jv)[p] = jdata[jpos[p]]
+        for i in range(m):                 # cj and, row by row, rq = J M^-1 Q
+            acc = 0.0
+            for p in range(rp[i], rp[i + 1]):
+                cj[p] = jv[p] * mv[jcol[p]]
+                acc += cj[p] * Qp[jcol[p]]
+            rq[i] = acc
         schur_values(self.Bi.shape[0], &self.ktp[0], &self.kta[0], &self.ktb[0],
-                     &self.ktl[0], &self.cj[0], &self.jv[0], &self.Bx[0])
+                     &self.ktl[0], cj, jv, &self.Bx[0])
         bmax = 0.0
         for k in range(m):
-            if self.Bx[self.bdiag[k]] > bmax:
-                bmax = self.Bx[self.bdiag[k]]
+            if Bx[bdiag[k]] > bmax:
+                bmax = Bx[bdiag[k]]
         tol = self.pivot_tol * bmax
         # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
         #        _symbolic in the order of the elimination-tree reach)
@@ -344,40 +395,34 @@ cdef class SparseSchur:
                         &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
                         &self.Lx[0], &self.D[0], &self.Y[0], 0.0, tol)
         if r:
-            self.failed_row = self.rowid[self.perm[r - 1]]
+            self.failed_row = rowid[perm[r - 1]]
             return r
         self.failed_row = -1
         # ---- 3. w = P (gamma - J M^-1 Q)
         for k in range(m):
-            i = self.perm[k]
-            acc = 0.0
-            for p in range(self.rp[i], self.rp[i + 1]):
-                acc += self.cj[p] * Q[self.jcol[p]]
-            self.w[k] = gamma[self.rowid[i]] - acc
+            i = perm[k]
+            w[k] = gamma[rowid[i]] - rq[i]
         # L z = w ; z /= D ; L^T x = z
         for k in range(m):
-            yi = self.w[k]
-            for p in range(self.Lp[k], self.Lp[k + 1]):
-                self.w[self.Li[p]] -= self.Lx[p] * yi
+            yi = w[k]
+            for p in range(Lp[k], Lp[k + 1]):
+                w[Li[p]] -= Lx[p] * yi
         for k in range(m):
-            self.w[k] /= self.D[k]
+            w[k] /= D[k]
         for k in range(m - 1, -1, -1):
-            acc = self.w[k]
-            for p in range(self.Lp[k], self.Lp[k + 1]):
-                acc -= self.Lx[p] * self.w[self.Li[p]]
-            self.w[k] = acc
+            acc = w[k]
+            for p in range(Lp[k], Lp[k + 1]):
+                acc -= Lx[p] * w[Li[p]]
+            w[k] = acc
         # ---- lam (zero on unused rows), qdd = M^-1 (Q + J^T lam)
         if m != self.m_full:
             for i in range(self.m_full):
-                lam[i] = 0.0
+                lx[i] = 0.0
         for k in range(m):
-            lam[self.rowid[self.perm[k]]] = self.w[k]
-        for c in range(n):
-            qdd[c] = Q[c]
-        for i in range(m):
-            yi = lam[self.rowid[i]]
-            for p in range(self.rp[i], self.rp[i + 1]):
-                qdd[self.jcol[p]] += self.jv[p] * yi
-        for c in range(n):
-            qdd[c] *= minv[c]
+            lx[rowid[perm[k]]] = w[k]
+        for c in range(n):                 # by columns: no chain of stores to qdd
+            acc = Qp[c]
+            for p in range(cptr[c], cptr[c + 1]):
+                acc += jv[cent[p]] * lx[crid[p]]
+            qx[c] = acc * mv[c]
         return 0

@@ -286,3 +286,28 @@ def test_stop_conditions_on_the_compiled_loop(examples, integrator):
     assert 0.0 < ta < 3.0 and abs(ta - tb) < 1e-7
     assert len(a) == len(b)
     np.testing.assert_allclose(a["q"], b["q"], atol=1e-7)
+
+
+def test_subnormal_terms_are_flushed_inside_the_evaluation_only():
+    """The compiled right-hand side evaluates with subnormal numbers flushed to zero
+    (only values below the smallest normal number change) and restores the caller's
+    floating-point mode: subnormal arithmetic works again after the call."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from models import spatial_chain, spatial_chain_state
+    sysm = spatial_chain(4).compile(kernels="compiled")
+    ref = spatial_chain(4).compile(kernels="numpy")
+    form = registry().get("formulation", "di")(sysm, {})
+    fref = registry().get("formulation", "di")(ref, {})
+    q, qd = spatial_chain_state(sysm, seed=3)
+    qd[[4, 11, 19]] = [3e-310, -1e-315, 5e-320]         # subnormal rates
+    y = np.concatenate([q, qd, [0.0]])
+    out = np.zeros(2 * sysm.n + 1)
+    tiny = np.array([1e-300])
+    assert form.compiled.eval(0.2, y, out) == 0
+    assert (tiny * 1e-10)[0] != 0.0 and (tiny * 1e-10)[0] < 2.2250738585072014e-308
+    want = _python_path(fref, ref, 0.2, y)
+    # observed 2.3e-16 (relative to the largest entry + 1); bound 1e-12
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-12 * (np.max(np.abs(want)) + 1.0))
+    assert np.all(np.isfinite(out))

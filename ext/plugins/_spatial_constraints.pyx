@@ -762,6 +762,69 @@ cdef inline void _gamma_spatial(SGroup* G, const double* q, const double* qd, co
             out[r] = out[r] + f[2]
 
 
+# ---------------------------------------------------------------- spherical joint
+# The spherical joint's Jacobian and gamma without jets: the same expressions in the
+# same order as _s_rows (P_i - P_j of two body points), so the same numbers, with
+# no 36-entry jet arrays to clear, subtract and copy (Nikravesh (1988), §7.2.1:
+# Phi = r_i + A_i s'_i - r_j - A_j s'_j; Phi_pi' = -A s'~; gamma# = -(A_i w'_i~ w'_i~
+# s'_i - A_j w'_j~ w'_j~ s'_j)).
+
+cdef inline void _sph_jac(SGroup* G, const double* q, double* J) noexcept nogil:
+    cdef SBody B
+    cdef Py_ssize_t e, i, k, c
+    cdef const Py_ssize_t* jp
+    cdef const Py_ssize_t* jr
+    cdef const double* a
+    cdef const double* A = B.A
+    cdef double t[6]
+    cdef double u0, u1, u2, e0, e1, e2, e3
+    for e in range(G.ne):
+        jp = G.jpos + e * G.njac
+        for k in range(2):
+            _s_body(&B, q, NULL, G.boff[e * 2 + k], 0)
+            a = G.par + e * G.npar + 3 * k
+            e0 = B.p[0]; e1 = B.p[1]; e2 = B.p[2]; e3 = B.p[3]
+            for i in range(3):
+                # the jet of P_k: J_r = I, J_pi' = -A a'~; of the row: +- that
+                u0 = -(A[3 * i + 1] * a[2] - A[3 * i + 2] * a[1])
+                u1 = -(A[3 * i + 2] * a[0] - A[3 * i] * a[2])
+                u2 = -(A[3 * i] * a[1] - A[3 * i + 1] * a[0])
+                for c in range(3):
+                    t[c] = (1.0 if c == i else 0.0) if k == 0 else \
+                        0.0 - (1.0 if c == i else 0.0)
+                if k == 0:
+                    t[3] = u0 - 0.0; t[4] = u1 - 0.0; t[5] = u2 - 0.0
+                else:
+                    t[3] = 0.0 - u0; t[4] = 0.0 - u1; t[5] = 0.0 - u2
+                jr = jp + i * 14 + k * 7
+                J[jr[0]] = t[0]; J[jr[1]] = t[1]; J[jr[2]] = t[2]
+                J[jr[3]] = 2.0 * (t[3] * (-e1) + t[4] * (-e2) + t[5] * (-e3))
+                J[jr[4]] = 2.0 * (t[3] * e0 + t[4] * (-e3) + t[5] * e2)
+                J[jr[5]] = 2.0 * (t[3] * e3 + t[4] * e0 + t[5] * (-e1))
+                J[jr[6]] = 2.0 * (t[3] * (-e2) + t[4] * e1 + t[5] * e0)
+
+
+cdef inline void _sph_gamma(SGroup* G, const double* q, const double* qd,
+                            double* out) noexcept nogil:
+    cdef SBody B
+    cdef Py_ssize_t e, k, r
+    cdef const double* a
+    cdef double wa[3]
+    cdef double wwa[3]
+    cdef double h[6]
+    for e in range(G.ne):
+        for k in range(2):
+            _s_body(&B, q, qd, G.boff[e * 2 + k], SF_VEL)
+            a = G.par + e * G.npar + 3 * k
+            _cross(B.w, a, wa)
+            _cross(B.w, wa, wwa)
+            _mv3(B.A, wwa, h + 3 * k)
+        r = G.row[e]
+        out[r] = -(h[0] - h[3])
+        out[r + 1] = -(h[1] - h[4])
+        out[r + 2] = -(h[2] - h[5])
+
+
 # --------------------------------------------------------------------------------
 # the capsules: one trampoline per type and stage
 # --------------------------------------------------------------------------------
@@ -778,7 +841,7 @@ cdef mbcore_index _spherical_jac(const mbcore_constraint_group* A, const double*
         const double* fv, double* J) noexcept nogil:
     cdef SGroup G
     _group(K_S_SPHERICAL, A, &G)
-    _jac_spatial(&G, q, J)
+    _sph_jac(&G, q, J)
     return -1
 
 
@@ -794,7 +857,7 @@ cdef mbcore_index _spherical_gamma(const mbcore_constraint_group* A, const doubl
         const double* qd, double t, const double* fv, double* out) noexcept nogil:
     cdef SGroup G
     _group(K_S_SPHERICAL, A, &G)
-    _gamma_spatial(&G, q, qd, fv, out)
+    _sph_gamma(&G, q, qd, out)
     return -1
 
 

@@ -7,6 +7,7 @@ ctypedef cnp.intp_t idx_t
 cdef class SparseSchur:
     cdef public Py_ssize_t n, m, m_full
     cdef readonly Py_ssize_t need_jdata  # entries of jdata that jpos reads
+    cdef readonly bint jdirect           # jpos[p] == p: J's used entries are jdata[:nnz]
     cdef idx_t[::1] rp, jpos, jcol, rowid
     cdef idx_t[::1] perm
     cdef idx_t[::1] Bp, Bi, bdiag, tp
@@ -14,6 +15,9 @@ cdef class SparseSchur:
     cdef idx_t[::1] ktp                  # the products as runs of consecutive entries:
     cdef int[::1] kta, ktb, ktl          # B[p] = sum over runs ktp[p]..ktp[p + 1]
     cdef double[::1] Bx, jv, cj
+    cdef double[::1] rq                  # per used row: (J M^-1 Q)_i
+    cdef idx_t[::1] cptr                 # J by columns (rows ascending): entry cent[t],
+    cdef int[::1] cent, crid             # its multiplier's row crid[t] (for J^T lam)
     cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
     cdef idx_t[::1] rptr, rpat, rpos     # row patterns of L (precomputed)
     cdef double[::1] Lx, D, Y, w

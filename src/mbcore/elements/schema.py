@@ -63,6 +63,12 @@ def vector(value: Any, path: str, n: int = 2) -> tuple[float, ...]:
             raise ModelError(path, f"expected {n} numbers, got {describe(value)}") from None
     if len(value) != n:
         raise ModelError(path, f"expected {n} numbers, got {len(value)}")
+    try:                              # plain finite floats and ints: no per-entry path
+        out = tuple(float(v) for v in value if type(v) is float or type(v) is int)
+    except OverflowError:
+        out = ()
+    if len(out) == n and all(map(math.isfinite, out)):
+        return out
     return tuple(number(v, f"{path}[{k}]") for k, v in enumerate(value))
 
 

@@ -404,7 +404,11 @@ class Model:
                       dense_limit=dense_limit)
 
     # ----------------------------------------------------------- serialisation
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, copy_elements: bool = True) -> dict[str, Any]:
+        """The model as plain data.  ``copy_elements=False`` (serialising at once, e.g.
+        :meth:`to_text`): the elements' raw dictionaries, impacts and settings are
+        shared with the model instead of deep-copied."""
+        share = (lambda x: x) if not copy_elements else copy.deepcopy
         d: dict[str, Any] = {"name": self.name}
         if self.description:
             d["description"] = self.description
@@ -419,15 +423,15 @@ class Model:
         if any(self.gravity):
             d["gravity"] = list(self.gravity)
         if self.settings:
-            d["settings"] = copy.deepcopy(self.settings)
+            d["settings"] = share(self.settings)
         d["bodies"] = [b.to_dict() for b in self.bodies]
         if self.points:
             d["points"] = [p.to_dict() for p in self.points]
         for s in SECTIONS:
             if self.elements[s]:
-                d[s] = [copy.deepcopy(e.raw) for e in self.elements[s]]
+                d[s] = [share(e.raw) for e in self.elements[s]]
         if self.impacts:
-            d["impacts"] = copy.deepcopy(self.impacts)
+            d["impacts"] = share(self.impacts)
         return d
 
     def to_text(self) -> tuple[str, str]:
@@ -437,7 +441,8 @@ class Model:
         # indented JSON goes through the pure-Python encoder: large models (thousands
         # of elements) are written compact, ~10x faster
         big = len(self.bodies) + sum(len(v) for v in self.elements.values()) > 500
-        return json.dumps(self.to_dict(), indent=None if big else 2), "json"
+        return json.dumps(self.to_dict(copy_elements=False),
+                          indent=None if big else 2), "json"
 
     def save(self, path: str | os.PathLike) -> None:
         path = Path(path)

@@ -41,15 +41,15 @@ class RunSummary(Reporter):
     def start(self, info: RunInfo) -> None:
         self._layout = layout_of(info.channels)
         width = sum(w for _, w in self._layout)
-        self._names: list[tuple[str, str]] = []         # flat column -> (channel, label)
-        allowed = np.zeros(width, dtype=bool)
+        self._channels = list(info.channels)        # flat column -> (channel, label):
+        allowed = np.zeros(width, dtype=bool)       # _name, only for a non-finite value
         off = 0
         for c in info.channels:
-            labels = list(c.labels)
-            for k in range(c.width):
-                lab = labels[k] if k < len(labels) else str(k)
-                self._names.append((c.name, lab))
-                allowed[off + k] = lab in NAN_ALLOWED.get(c.name, ())
+            ok = NAN_ALLOWED.get(c.name, ())
+            if ok:                                  # (no loop over the wide channels)
+                labels = list(c.labels)
+                for k in range(c.width):
+                    allowed[off + k] = (labels[k] if k < len(labels) else str(k)) in ok
             off += c.width
         self._allowed = allowed if allowed.any() else None
         self.block_rows = max(1, min(4096, BLOCK_BYTES // (8 * max(width, 1))))
@@ -103,8 +103,17 @@ class RunSummary(Reporter):
         if ok.all():
             return
         i, j = (int(x[0]) for x in np.nonzero(~ok))
-        channel, label = self._names[j]
+        channel, label = self._name(j)
         self.first_non_finite = (float(t[i]), channel, label, float(rows[i, j]))
+
+    def _name(self, j: int) -> tuple[str, str]:
+        """(channel, label) of flat column j (a label's index when it has none)."""
+        for c in self._channels:
+            if j < c.width:
+                labels = list(c.labels)
+                return c.name, (labels[j] if j < len(labels) else str(j))
+            j -= c.width
+        raise IndexError(j)
 
     def error(self) -> Exception | None:
         """An AnalysisError naming the first non-finite value (channel, label, time),

@@ -145,16 +145,25 @@ def body_moves(system, q, q_est) -> dict:
     """Per body: (distance its origin moved, rotation in rad) between two states
     (planar: the change of phi; spatial: the angle of the relative rotation)."""
     moves = {}
+    kinds = system.body_kinds
+    sp = [k for k in range(len(system.body_names)) if not kinds[k].pad
+          and kinds[k].name == "spatial"]
+    if sp:                                           # spatial bodies in one batch
+        o = np.asarray(system.body_offsets, dtype=np.intp)[sp][:, None]
+        d = q[o + np.arange(3)] - q_est[o + np.arange(3)]
+        p, p0 = q[o + np.arange(3, 7)], q_est[o + np.arange(3, 7)]
+        c = np.abs(np.sum(p * p0, axis=1)) / np.maximum(
+            np.linalg.norm(p, axis=1) * np.linalg.norm(p0, axis=1), 1e-300)
+        dist = np.linalg.norm(d, axis=1)
+        ang = 2.0 * np.arccos(np.minimum(1.0, c))
+        spm = dict(zip(sp, zip(dist.tolist(), ang.tolist())))
     for k, b in enumerate(system.body_names):
         o = int(system.body_offsets[k])
-        if system.body_kinds[k].pad:                 # a particle: no rotation
-            nq = system.body_kinds[k].nq
+        if kinds[k].pad:                             # a particle: no rotation
+            nq = kinds[k].nq
             moves[b] = (float(np.linalg.norm(q[o:o + nq] - q_est[o:o + nq])), 0.0)
-        elif system.body_kinds[k].name == "spatial":
-            d = q[o:o + 3] - q_est[o:o + 3]
-            p, p0 = q[o + 3:o + 7], q_est[o + 3:o + 7]
-            c = abs(float(p @ p0)) / max(float(np.linalg.norm(p) * np.linalg.norm(p0)), 1e-300)
-            moves[b] = (float(np.linalg.norm(d)), 2.0 * float(np.arccos(min(1.0, c))))
+        elif kinds[k].name == "spatial":
+            moves[b] = spm[k]
         else:
             d = q[o:o + 3] - q_est[o:o + 3]
             moves[b] = (float(np.hypot(d[0], d[1])), float(d[2]))

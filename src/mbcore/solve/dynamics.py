@@ -106,12 +106,17 @@ class AccelerationSolver:
             if not mass > 0:
                 raise AnalysisError(f"body '{system.body_names[k]}' has zero mass: "
                                     f"the mass matrix is singular")
-        for j, k in enumerate(system.rigid_spatial):
-            ev = np.linalg.eigvalsh(system.body_inertia[j])
-            if not (ev[0] > 0 or (ev[0] >= -1e-12 * ev[2] and ev[1] > 0)):  # (a thin rod)
-                raise AnalysisError(f"body '{system.body_names[k]}': its inertia tensor is "
-                                    f"not positive definite (principal moments "
-                                    f"{', '.join(f'{x:.6g}' for x in ev)})")
+        rigid = list(system.rigid_spatial)
+        if not rigid:
+            return
+        evs = np.linalg.eigvalsh(np.asarray(system.body_inertia, dtype=float)
+                                 .reshape(len(rigid), 3, 3))       # all bodies at once
+        ok = (evs[:, 0] > 0) | ((evs[:, 0] >= -1e-12 * evs[:, 2]) & (evs[:, 1] > 0))
+        if not ok.all():                                           # (thin rods are ok)
+            j = int(np.nonzero(~ok)[0][0])
+            raise AnalysisError(f"body '{system.body_names[rigid[j]]}': its inertia tensor "
+                                f"is not positive definite (principal moments "
+                                f"{', '.join(f'{x:.6g}' for x in evs[j])})")
 
     def set_rows(self, rows) -> None:
         """Use only these constraint rows (the independent ones of a redundant set,

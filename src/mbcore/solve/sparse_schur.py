@@ -23,6 +23,8 @@ the constraint row of the failed pivot.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
@@ -58,6 +60,8 @@ class SchurTopology:
     ``"mmd"``, ``"rcm"``, ``"natural"`` or an explicit permutation of the rows."""
 
     def __init__(self, indptr, indices, n: int, rows=None, ordering="auto"):
+        #: the pattern arrays this topology was computed from (the cache's check)
+        self.source, self.source_indices = indptr, indices
         indptr = np.asarray(indptr, dtype=np.intp)
         indices = np.asarray(indices, dtype=np.intp)
         m_full = len(indptr) - 1
@@ -100,14 +104,24 @@ class SchurTopology:
         up = Pa <= Pb
         key = Pb[up] * m + Pa[up]
         diag = np.arange(m, dtype=np.intp) * (m + 1)
-        ukeys, inv = np.unique(np.concatenate([key, diag]), return_inverse=True)
+        # one stable sort of the keys gives the distinct entries, every product's
+        # entry (inv) and the products grouped by entry in their original order (o)
+        allk = np.concatenate([key, diag])
+        srt = np.argsort(allk, kind="stable")
+        sk = allk[srt]
+        first = np.empty(len(sk), dtype=bool)
+        first[:1] = True
+        np.not_equal(sk[1:], sk[:-1], out=first[1:])
+        ukeys = sk[first]
+        inv = np.empty(len(allk), dtype=np.intp)
+        inv[srt] = np.cumsum(first) - 1
         inv = inv[:len(key)]
         self.Bi = (ukeys % max(m, 1)).astype(np.intp)
         bcol = ukeys // max(m, 1)
         self.Bp = np.zeros(m + 1, dtype=np.intp)
         np.cumsum(np.bincount(bcol, minlength=m), out=self.Bp[1:])
         self.bdiag = np.searchsorted(ukeys, diag).astype(np.intp)
-        o = np.argsort(inv, kind="stable")
+        o = srt[srt < len(key)]
         self.tp = np.zeros(len(ukeys) + 1, dtype=np.intp)
         np.cumsum(np.bincount(inv, minlength=len(ukeys)), out=self.tp[1:])
         # products as pairs of entry numbers of the used rows' CSR (int32: half the
@@ -297,13 +311,36 @@ def make_solver(topo: SchurTopology, backend: str = "compiled",
     raise ValueError(f"backend={backend!r}: expected 'compiled' or 'numpy'")
 
 
+#: System -> {(rows, ordering): SchurTopology}: the symbolic analysis depends on the
+#: (fixed) CSR pattern only, so the assembly and the equations of motion of one
+#: System share it (the solvers keep their own numeric buffers)
+_TOPOLOGIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def topology_for(system, rows=None, ordering="auto") -> SchurTopology:
+    """The :class:`SchurTopology` of a System's CSR Jacobian pattern (optionally only
+    the ``rows``), computed once per System, rows and named ordering."""
+    indptr, indices = system.csr_pattern()
+    if not isinstance(ordering, str):
+        return SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering)
+    key = (None if rows is None else np.asarray(rows, dtype=np.intp).tobytes(), ordering)
+    try:
+        cache = _TOPOLOGIES.setdefault(system, {})
+    except TypeError:                        # not weak-referenceable: no cache
+        cache = {}
+    topo = cache.get(key)
+    if topo is None or topo.source is not indptr or topo.source_indices is not indices:
+        topo = SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering)
+        cache[key] = topo
+    return topo
+
+
 def for_system(system, rows=None, backend: str | None = None, ordering="auto"):
     """The sparse Schur solver of a System (its CSR Jacobian pattern; optionally only
-    the independent ``rows``), on the System's backend unless given."""
-    topo = SchurTopology(*system.csr_pattern(), system.n, rows=rows,
-                         ordering=ordering)
-    return make_solver(topo, backend or system.backend)
+    the independent ``rows``), on the System's backend unless given.  The symbolic
+    analysis is shared by all solvers of the System (:func:`topology_for`)."""
+    return make_solver(topology_for(system, rows, ordering), backend or system.backend)
 
 
 __all__ = ["SchurTopology", "SparseSchurSolver", "SparseSchurReference", "make_solver",
-           "for_system", "PIVOT_TOL", "ORDERINGS"]
+           "for_system", "topology_for", "PIVOT_TOL", "ORDERINGS"]

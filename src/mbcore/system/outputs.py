@@ -56,6 +56,7 @@ class OutputStages:
         """State from the bodies' initial estimates (not yet assembled)."""
         q = np.zeros(self.n)
         qd = np.zeros(self.n)
+        sp_off, sp_w = [], []                   # spatial bodies: pd in one batch
         for k, b in enumerate(self.model.bodies):
             o = int(self.body_offsets[k])
             if self.body_kinds[k].pad:          # a particle: position and velocity
@@ -63,14 +64,18 @@ class OutputStages:
                 q[o:o + nq] = b.position
                 qd[o:o + nq] = b.velocity
             elif self.body_kinds[k].name == "spatial":
-                from ..elements.rotations import G as Gmat
-                p = np.asarray(b.orientation, dtype=float)
-                q[o:o + 7] = (*b.position, *p)
+                q[o:o + 7] = (*b.position, *b.orientation)
                 qd[o:o + 3] = b.velocity
-                qd[o + 3:o + 7] = 0.5 * Gmat(p).T @ np.asarray(b.angular_velocity, float)
+                sp_off.append(o)
+                sp_w.append(b.angular_velocity)
             else:
                 q[o:o + 3] = (b.position[0], b.position[1], b.angle)
                 qd[o:o + 3] = (b.velocity[0], b.velocity[1], b.angular_velocity)
+        if sp_off:                              # pd = G(p)^T omega / 2 (Eq. 6.100)
+            from ..elements.rotations import G as Gmat
+            pi = np.asarray(sp_off, dtype=np.intp)[:, None] + np.arange(3, 7)
+            w = np.asarray(sp_w, dtype=float)
+            qd[pi] = 0.5 * np.einsum("bji,bj->bi", Gmat(q[pi]), w)
         q[self.n_body:] = self._initial_extra
         return State(t=t, q=q, qd=qd, qdd=np.zeros(self.n), lam=np.zeros(self.m))
 
