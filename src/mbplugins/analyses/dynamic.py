@@ -452,10 +452,18 @@ class DynamicAnalysis(Analysis):
         return y
 
 
+def model_length(system) -> float:
+    """A characteristic length of the model: the median distance of the bodies'
+    initial positions from the origin (at least 1e-3), the scale of its
+    position-level violations."""
+    lengths = [float(np.linalg.norm(b.position)) for b in system.model.bodies]
+    return max(float(np.median(lengths)), 1e-3) if lengths else 1.0
+
+
 class DriftWatch:
     """The honesty check of the constraint violations: where the recorded position
     violation ``max |Phi|`` first exceeds ten times the requested tolerance,
-    ``10 (atol + rtol L)`` with ``L = max(1, max |q(0)|)`` (plus the violation of the
+    ``10 (atol + rtol L)`` with L the model's length (:func:`model_length`; plus the violation of the
     first recorded row: a start off the constraints is the user's choice), one
     warning event names
     the time and the remedies (the result's global error is then no longer within
@@ -473,8 +481,7 @@ class DriftWatch:
             return
         rtol = float(np.max(settings["rtol"]))
         atol = float(np.max(settings["atol"]))
-        scale = max(1.0, float(np.max(np.abs(system.initial_state(0.0).q), initial=0.0)))
-        self.bound = 10.0 * (atol + rtol * scale)
+        self.bound = 10.0 * (atol + rtol * model_length(system))
         self.why = ("does not correct the drift" if not getattr(form, "corrects_drift", True)
                     else "did not hold the constraints to the tolerance")
         self.name = form.name
