@@ -1344,6 +1344,7 @@ class _Run:
         if st.get("rows") is not None:
             a.set_independent_rows(np.array(st["rows"], dtype=int))
             self._rows_changed()
+            from mbcore.solve.redundancy import RemovedRows
             a.removed_rows = RemovedRows(self.sysm, st["rows"], q, t, a.settings["rtol"],
                                          t_removed=self.t0)
         if st.get("partition") is not None and hasattr(form, "_user_partition"):
