@@ -135,7 +135,8 @@ def _store(folder: str, entry: str, value: list) -> None:
         blob = json.dumps(value)
     except (ValueError, RecursionError):   # e.g. an integer of more than 4300 digits
         return
-    tmp = f"{entry}.{os.getpid()}.tmp"
+    import threading
+    tmp = f"{entry}.{os.getpid()}-{threading.get_ident()}.tmp"
     try:
         os.makedirs(folder, exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as fh:
