@@ -1484,7 +1484,10 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
       wall clock, and CPU time of the main thread).  With the bytecode cache (a
       PYTHONPYCACHEPREFIX of the benchmark, warmed once: as installed packages
       run) and without it (PYTHONDONTWRITEBYTECODE=1: every module compiled from
-      source, as in a checkout that may not write __pycache__).
+      source, as in a checkout that may not write __pycache__).  The warming run
+      also fills the parsed-document cache of the model file (a MBCORE_CACHE_DIR of
+      the benchmark, mbcore.model.parse_cache); ``_no_model_cache``: bytecode cached,
+      MBCORE_MODEL_CACHE=0 (every process imports PyYAML and parses the file).
     * ``startup_first_dynamic_run``, ``startup_first_dynamic_run_spatial``: the same
       with a dynamic run (DI, dopri5, on the compiled loop): the planar
       ``examples/slider_crank_dynamic.yaml`` to t_end = 1 s (101 output times) and
@@ -1513,9 +1516,14 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
         if src else {}
     out = {}
     pyc = tempfile.mkdtemp(prefix="mbcore-pyc-")
-    variants = (("", {**extra, "PYTHONPYCACHEPREFIX": pyc}, ("PYTHONDONTWRITEBYTECODE",)),
+    extra = {**extra, "MBCORE_CACHE_DIR": tempfile.mkdtemp(prefix="mbcore-cache-")}
+    variants = (("", {**extra, "PYTHONPYCACHEPREFIX": pyc},
+                 ("PYTHONDONTWRITEBYTECODE", "MBCORE_MODEL_CACHE")),
                 ("_no_bytecode_cache", {**extra, "PYTHONDONTWRITEBYTECODE": "1"},
-                 ("PYTHONPYCACHEPREFIX",)))
+                 ("PYTHONPYCACHEPREFIX", "MBCORE_MODEL_CACHE")),
+                ("_no_model_cache", {**extra, "PYTHONPYCACHEPREFIX": pyc,
+                                     "MBCORE_MODEL_CACHE": "0"},
+                 ("PYTHONDONTWRITEBYTECODE",)))
     for name, path, settings, what in cases:
         args = [path, json.dumps(settings)]
         for suffix, env, drop in variants:

@@ -39,7 +39,7 @@ modules (``mbplugins._ext``: ``_penalty``, ``_dae``, ``_jc``, ``_cp``,
 from libc.math cimport fabs, isfinite, sqrt, INFINITY
 from libc.string cimport memcpy, memset
 
-from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+include "_lapack.pxi"   # dgetrf, dpotrf, ... of SciPy, bound on first use
 
 from mbcore._ext._planar cimport PlanarEvaluator
 from mbcore._ext._forces cimport ForceEvaluator, ForceJacobianEvaluator

@@ -5,7 +5,7 @@ its transpose: ``dgetrf`` factors A^T, and solves with A use ``trans='T'``.
 Reference path: ``scipy.linalg.lu_factor`` / ``lu_solve`` (mbcore.solve.linalg)."""
 from libc.math cimport fabs, sqrt
 from libc.string cimport memcpy
-from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs
+include "_lapack.pxi"   # dgetrf, dpotrf, ... of SciPy, bound on first use
 
 import numpy as np
 

@@ -41,7 +41,7 @@ from mbcore.plugin cimport (mbcore_constraint_kernel, mbcore_constraint_group,
                             MBCORE_CONSTRAINT_CAPSULE, MBCORE_SCATTER_BLOCKS,
                             MBCORE_SCATTER_DIRECT)
 
-from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
+include "_lapack.pxi"   # dgetrf, dpotrf, ... of SciPy, bound on first use
 
 import numpy as np
 

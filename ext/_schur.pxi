@@ -1,6 +1,6 @@
 # Shared by _linalg (SchurSolver) and _dynamics (CompiledRHS); included, not
-# imported.  Needs: from libc.math cimport fabs, sqrt; from
-# scipy.linalg.cython_lapack cimport dpotrf, dpotrs.
+# imported.  Needs: from libc.math cimport fabs, sqrt; include "_lapack.pxi"
+# (dpotrf, dpotrs).
 
 #: above this many constraint rows the Cholesky factor is computed by LAPACK
 cdef enum:

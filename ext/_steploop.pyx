@@ -51,8 +51,7 @@ accumulated by the multistep and implicit steppers): see :data:`COUNTERS`.
 from libc.math cimport fabs, sqrt, pow, isfinite, INFINITY, NAN
 from libc.string cimport memcpy
 
-from scipy.linalg.cython_blas cimport ddot, dgemv, dgemm
-from scipy.linalg.cython_lapack cimport dgetrf, dgetrs
+include "_lapack.pxi"   # dgetrf, dpotrf, ... of SciPy, bound on first use
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._sparse cimport idx_t

@@ -39,6 +39,40 @@ def test_a_dynamic_di_run_imports_neither_scipy_linalg_nor_sparse():
             "scipy.linalg": False, "scipy.sparse": False}, name
 
 
+def test_a_dynamic_di_run_imports_neither_scipy_nor_its_blas_lapack():
+    """The compiled kernels bind SciPy's BLAS/LAPACK routines on first use, and these
+    small runs call none: SciPy's package and its OpenBLAS are not loaded."""
+    mods = ("scipy", "scipy.linalg.cython_blas", "scipy.linalg.cython_lapack")
+    for name in ("slider_crank_dynamic.yaml", "spatial_slider_crank_dynamic.yaml"):
+        code = ("import mbcore\n"
+                f"m = mbcore.Model.from_file({str(EXAMPLES / name)!r})\n"
+                "r = mbcore.run(m, settings={'t_end': 0.05})\n"
+                "assert r.stats['loop'] == 'compiled'")
+        assert _modules_after(code, mods) == dict.fromkeys(mods, False), name
+
+
+def test_lapack_is_bound_on_first_use():
+    """A fresh process: importing the kernel modules loads no LAPACK; the first
+    factorization binds SciPy's dgetrf/dgetrs (without scipy.linalg's package) and
+    solves as scipy.linalg.lu_factor / lu_solve do, bit for bit."""
+    code = ("import sys\n"
+            "import numpy as np\n"
+            "from mbcore._ext._linalg import DenseLU\n"
+            "import mbcore._ext._steploop, mbcore._ext._dynamics\n"
+            "assert 'scipy.linalg.cython_lapack' not in sys.modules\n"
+            "rng = np.random.default_rng(7)\n"
+            "A = rng.standard_normal((6, 6)); b = rng.standard_normal(6)\n"
+            "lu = DenseLU(6)\n"
+            "assert lu.factor(A.ravel()) == 0\n"          # dgetrf of A^T (column-major)
+            "x = b.copy(); lu.solve(x)\n"                  # dgetrs 'T': A x = b
+            "assert 'scipy.linalg' not in sys.modules\n"
+            "import scipy.linalg as sla\n"
+            "ref = sla.lu_solve(sla.lu_factor(A.T), b, trans=1)\n"
+            "assert np.array_equal(x, ref), (x, ref)")
+    mods = ("scipy.linalg.cython_lapack", "scipy.linalg.cython_blas")
+    assert _modules_after(code, mods) == dict.fromkeys(mods, True)
+
+
 def test_the_dop853_tableau_is_scipys():
     """Loaded from scipy's file without its package: the same arrays."""
     import numpy as np

@@ -319,9 +319,13 @@ def test_entry_point_scan_equals_importlib_metadata():
            for dist in im.distributions() for ep in dist.entry_points if ep.group == "mbcore"]
     assert [(n, v, d.metadata["name"], d.version) for n, v, d in fast] == ref
     assert ("builtin", "mbplugins", "mbcore", mbcore.__version__) in ref
-    for dist in ("numpy", "pluggy", "h5py", "scipy", "PyYAML"):
+    names = ("numpy", "pluggy", "h5py", "scipy", "PyYAML")
+    for dist in names:
         assert distribution_version(dist) == im.version(dist)
     assert distribution_version("no-such-distribution-here") is None
+    from mbcore.plugins.manager import distribution_versions     # one pass for several
+    assert distribution_versions(names + ("no-such-distribution-here",)) == {
+        **{d: im.version(d) for d in names}, "no-such-distribution-here": None}
 
 
 @pytest.mark.core

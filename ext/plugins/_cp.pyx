@@ -25,7 +25,7 @@ shared kernel of ext/_spatial_mass.pxi); anything else keeps the Python path.
 from libc.math cimport fabs, isfinite, sqrt, INFINITY
 from libc.string cimport memcpy
 
-from scipy.linalg.cython_lapack cimport dgetrf, dgetrs, dpotrf, dpotrs
+include "_lapack.pxi"   # dgetrf, dpotrf, ... of SciPy, bound on first use
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator

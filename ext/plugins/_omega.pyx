@@ -25,7 +25,7 @@ compiled elements with independent rows; anything else keeps the Python path.
 from libc.math cimport fabs, isfinite, sqrt
 from libc.string cimport memcpy
 
-from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+include "_lapack.pxi"   # dgetrf, dpotrf, ... of SciPy, bound on first use
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator

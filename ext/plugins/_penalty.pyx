@@ -9,7 +9,7 @@ path of ``mbplugins.formulations.penalty``."""
 from libc.math cimport fabs, isfinite, sqrt, INFINITY
 from libc.string cimport memcpy
 
-from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+include "_lapack.pxi"   # dgetrf, dpotrf, ... of SciPy, bound on first use
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator

@@ -30,9 +30,9 @@ def versions() -> dict[str, str]:
         import numpy
 
         from .._version import __version__
+        deps = _versions_of(("scipy", "h5py", "pluggy"))
         _VERSIONS.update({"mbcore": __version__, "python": platform.python_version(),
-                          "numpy": numpy.__version__, "scipy": _version_of("scipy"),
-                          "h5py": _version_of("h5py"), "pluggy": _version_of("pluggy"),
+                          "numpy": numpy.__version__, **deps,
                           "platform": _linux_platform() or platform.platform()})
     return dict(_VERSIONS)
 
@@ -78,20 +78,28 @@ def _platform_soon() -> None:
     _PLATFORM.append(th)
 
 
-def _version_of(module: str) -> str:
-    """``module.__version__``; for a module not imported yet (or whose
-    ``__version__`` is computed by importlib.metadata, as pluggy's), the version of
-    its installed distribution, found on sys.path as importlib.metadata finds it."""
+def _versions_of(modules: tuple[str, ...]) -> dict[str, str]:
+    """``module.__version__`` of each module; for a module not imported yet (or
+    whose ``__version__`` is computed by importlib.metadata, as pluggy's), the
+    version of its installed distribution, found on sys.path as importlib.metadata
+    finds it (one pass over sys.path for all of them)."""
     import sys
-    mod = sys.modules.get(module)
-    if mod is not None and "__version__" in vars(mod):
-        return str(mod.__version__)
-    from ..plugins.manager import distribution_version
-    version = distribution_version(module)
-    if version:
-        return version
-    import importlib
-    return str(importlib.import_module(module).__version__)
+    out: dict[str, str] = {}
+    for module in modules:
+        mod = sys.modules.get(module)
+        if mod is not None and "__version__" in vars(mod):
+            out[module] = str(mod.__version__)
+    missing = [m for m in modules if m not in out]
+    if missing:
+        from ..plugins.manager import distribution_versions
+        found = distribution_versions(missing)
+        for module in missing:
+            version = found.get(module)
+            if not version:
+                import importlib
+                version = str(importlib.import_module(module).__version__)
+            out[module] = version
+    return {m: out[m] for m in modules}
 
 
 def as_model(model: Any, registry: Any = None) -> Model:

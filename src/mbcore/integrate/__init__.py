@@ -12,16 +12,54 @@ its tableau and gets the compiled loop.  See docs/integrators.md.
 """
 from __future__ import annotations
 
-from .base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, FIXED_STEP_OPTIONS,
-                   NEWTON_OPTIONS, IntegrationError,
-                   Integrator, IntegratorOptionError, NewtonFailure, NonFiniteError, Option,
-                   Statistics, StepBudgetError, StepSizeError, calibrated_tolerances)
-from .common import (BackwardDifferenceDenseOutput, ConstantDenseOutput, DenseOutput,
-                     HermiteDenseOutput, LinearDenseOutput, RKDenseOutput, num_jac, rms_norm,
-                     select_initial_step, step_from_frequency)
-from .driver import IntegrationResult, integrate, resolve_integrator
-from .events import Event, EventRecord
-from .rk import EmbeddedRK, FixedStepRK, RKTwin, compiled_twin, hermite_dense_coefficients
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, FIXED_STEP_OPTIONS,
+                       NEWTON_OPTIONS, IntegrationError,
+                       Integrator, IntegratorOptionError, NewtonFailure, NonFiniteError,
+                       Option, Statistics, StepBudgetError, StepSizeError,
+                       calibrated_tolerances)
+    from .common import (BackwardDifferenceDenseOutput, ConstantDenseOutput, DenseOutput,
+                         HermiteDenseOutput, LinearDenseOutput, RKDenseOutput, num_jac,
+                         rms_norm, select_initial_step, step_from_frequency)
+    from .driver import IntegrationResult, integrate, resolve_integrator
+    from .events import Event, EventRecord
+    from .rk import (EmbeddedRK, FixedStepRK, RKTwin, compiled_twin,
+                     hermite_dense_coefficients)
+
+#: name -> the submodule that defines it.  Imported on first access (PEP 562): the
+#: compiled loop of a run needs only base, common, rk and loop_result, and the
+#: driver and events modules cost ~2 ms of the first run of a process.
+_WHERE = {
+    **dict.fromkeys(("ADAPTIVE_OPTIONS", "CALIBRATION_OPTIONS", "FIXED_STEP_OPTIONS",
+                     "NEWTON_OPTIONS", "IntegrationError", "Integrator",
+                     "IntegratorOptionError", "NewtonFailure", "NonFiniteError", "Option",
+                     "Statistics", "StepBudgetError", "StepSizeError",
+                     "calibrated_tolerances"), "base"),
+    **dict.fromkeys(("BackwardDifferenceDenseOutput", "ConstantDenseOutput", "DenseOutput",
+                     "HermiteDenseOutput", "LinearDenseOutput", "RKDenseOutput", "num_jac",
+                     "rms_norm", "select_initial_step", "step_from_frequency"), "common"),
+    **dict.fromkeys(("IntegrationResult", "integrate", "resolve_integrator"), "driver"),
+    **dict.fromkeys(("Event", "EventRecord"), "events"),
+    **dict.fromkeys(("EmbeddedRK", "FixedStepRK", "RKTwin", "compiled_twin",
+                     "hermite_dense_coefficients"), "rk"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
 
 __all__ = [
     "Integrator", "Statistics", "Option", "FIXED_STEP_OPTIONS", "ADAPTIVE_OPTIONS",

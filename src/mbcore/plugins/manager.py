@@ -17,7 +17,7 @@ import contextlib
 import difflib
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import pluggy
 
@@ -503,24 +503,35 @@ def entry_points(group: str) -> list[tuple[str, str, Any]] | None:
 def distribution_version(name: str) -> str | None:
     """Version of the installed distribution ``name`` (the first on sys.path, as
     ``importlib.metadata.version``), or None if the scan above cannot find it."""
+    return distribution_versions([name])[name]
+
+
+def distribution_versions(names: Iterable[str]) -> dict[str, str | None]:
+    """:func:`distribution_version` of several distributions in one pass over
+    sys.path (each directory listed once)."""
     import os
     import sys
-    want = _normalize(name)
+    want = {_normalize(n): n for n in names}
+    out: dict[str, str | None] = dict.fromkeys(want.values())
     for root in sys.path:
+        if not want:
+            break
         if not isinstance(root, str):
-            return None
+            break
         try:
             children = os.listdir(root or ".")
         except OSError:
             continue
         for child in children:
             low = child.lower()
-            if low.endswith((".dist-info", ".egg-info")) and \
-                    _normalize(low.rpartition(".")[0].partition("-")[0]) == want:
+            if not low.endswith((".dist-info", ".egg-info")):
+                continue
+            key = _normalize(low.rpartition(".")[0].partition("-")[0])
+            if key in want:
                 path = os.path.join(root, child)
                 if os.path.isdir(path):
-                    return _Distribution(path).metadata["version"] or None
-    return None
+                    out[want.pop(key)] = _Distribution(path).metadata["version"] or None
+    return out
 
 
 def _load_entry_point(value: str) -> Any:

@@ -13,22 +13,24 @@ from __future__ import annotations
 import difflib
 import math
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
-from mbcore.analysis.checkpoint import Snapshot
 from mbcore.solve.assembly import assemble
 from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
 from mbcore.integrate.fastloop import compiled_loop_for, run_compiled
 from mbcore.solve.formulation import Formulation, RestartRequest
-from mbcore.solve.impacts import ContactSet
 from mbcore.analysis.interrupts import CRITICAL
-from mbcore.integrate.events import Event
 from mbcore.plugins.manager import registry
-from mbcore.solve.redundancy import RemovedRows
 from mbcore.results.reporting import Channel, Row
 from mbcore.elements.schema import Param
+
+from .progress import progress as _progress
+
+if TYPE_CHECKING:
+    from mbcore.solve.redundancy import RemovedRows
 
 
 class DynamicAnalysis(Analysis):
@@ -285,7 +287,7 @@ class DynamicAnalysis(Analysis):
             def g(t, y, j=j, value=value, sign=sign):
                 return sign * (y[j] - value)          # falls through 0 when met
             g.linear = (j, value, sign)               # for the compiled loop's check
-            out.append(Event(g, terminal=True, direction=-1, name=f"stop:{cond}"))
+            out.append(_event(g, terminal=True, direction=-1, name=f"stop:{cond}"))
         return out
 
     #: the rows removed as redundant (mbcore.solve.redundancy), checked at every output
@@ -301,6 +303,7 @@ class DynamicAnalysis(Analysis):
         ind = self.set_independent_rows(ind, q, t)
         dep = np.setdiff1d(np.arange(sysm.m), ind)
         names = [sysm.constraint_names[r] for r in dep]
+        from mbcore.solve.redundancy import RemovedRows
         self.removed_rows = RemovedRows(sysm, ind, q, t, self.settings["rtol"])
         event(t, "redundant", f"redundant constraint equations removed (consistent at "
               f"t = {t:.9g}; checked at every output): " + ", ".join(names))
@@ -319,6 +322,7 @@ class DynamicAnalysis(Analysis):
         if np.array_equal(np.sort(kept), np.sort(old.kept)):
             old.look_again_below(t, q)
             return False
+        from mbcore.solve.redundancy import RemovedRows
         new = RemovedRows(sysm, kept, q, t, self.settings["rtol"])
         new.worst = old.worst
         self.removed_rows = new
@@ -758,9 +762,11 @@ def _gap_event(contacts, k, n):
     return g
 
 
-def _progress(total, enabled):
-    from .kinematic import _progress as p
-    return p(total, enabled)
+def _event(fun, **options):
+    """An :class:`mbcore.integrate.events.Event` (imported on first use: a run
+    without contacts and stop conditions does not need the module)."""
+    from mbcore.integrate.events import Event
+    return Event(fun, **options)
 
 
 class _Run:
@@ -865,6 +871,7 @@ class _Run:
                     "partition": partition,
                     "rows": None if rows is None else [int(r) for r in rows],
                     "integrator": self.a.icls.name, "formulation": form.name}
+        from mbcore.analysis.checkpoint import Snapshot
         return Snapshot(float(t), np.array(y, dtype=float), self.last.get("q"),
                         self.last.get("qd"), state, self.resume_state())
 
@@ -1161,12 +1168,14 @@ class _Run:
         """Events (contacts, stop conditions) and the loop: compiled for explicit
         Runge-Kutta methods on a compiled right-hand side, else the Python driver."""
         a, sysm, form = self.a, self.sysm, self.form
-        self.contacts = (ContactSet(sysm, sysm.model.contacts)
-                         if sysm.model.contacts else None)
+        self.contacts = None
+        if sysm.model.contacts:
+            from mbcore.solve.impacts import ContactSet
+            self.contacts = ContactSet(sysm, sysm.model.contacts)
         events = []
         if self.contacts is not None:
             for k in range(len(self.contacts)):
-                events.append(Event(_gap_event(self.contacts, k, self.n), terminal=True,
+                events.append(_event(_gap_event(self.contacts, k, self.n), terminal=True,
                                     direction=-1, name=self.contacts.names[k]))
         self.stops = a._stop_events()
         self.events = events + self.stops
@@ -1391,6 +1400,7 @@ class _Run:
         if st.get("rows") is not None:
             a.set_independent_rows(np.array(st["rows"], dtype=int))
             self._rows_changed()
+            from mbcore.solve.redundancy import RemovedRows
             a.removed_rows = RemovedRows(self.sysm, st["rows"], q, t, a.settings["rtol"],
                                          t_removed=self.t0)
         if st.get("partition") is not None and hasattr(form, "_user_partition"):

@@ -21,6 +21,8 @@ from mbcore.results.reporting import Channel
 from mbcore.elements.schema import Param
 from mbcore.system.system import check_finite
 
+from .progress import progress as _progress
+
 
 class KinematicAnalysis(Analysis):
     #: dense Jacobians up to this many coordinates when ``jacobian: auto``: the
@@ -437,24 +439,6 @@ class _StepperLU:
 
     def solve(self, b, transposed=False):
         self.stepper.solve(b, transposed)
-
-
-def _progress(total: int, enabled: bool):
-    if enabled:
-        try:
-            from tqdm import tqdm
-            return tqdm(total=total, delay=1.0, unit="step", leave=False)
-        except ImportError:  # pragma: no cover
-            pass
-    return _NoBar()
-
-
-class _NoBar:
-    def update(self, n):
-        pass
-
-    def close(self):
-        pass
 
 
 class KinetostaticAnalysis(KinematicAnalysis):

@@ -92,16 +92,18 @@ class DOPRI5(EmbeddedRK):
 # ----------------------------------------------------------------------------------
 def _scipy_dop853_module():
     """scipy's transcription of the DOP853 tableau (a NumPy-only file), loaded without
-    importing ``scipy.integrate``: that package imports ``scipy.optimize`` and costs
-    ~0.1 s at the first run of a process, for arrays this module needs once."""
+    importing ``scipy.integrate`` (that package imports ``scipy.optimize`` and costs
+    ~0.1 s at the first run of a process, for arrays this module needs once) nor
+    SciPy's package ``__init__`` (~10 ms: the folder is found by ``find_spec``)."""
     import importlib.util
     import os
 
-    import scipy
-    path = os.path.join(os.path.dirname(scipy.__file__), "integrate", "_ivp",
+    scipy_spec = importlib.util.find_spec("scipy")
+    folders = list(getattr(scipy_spec, "submodule_search_locations", None) or [])
+    path = os.path.join(folders[0] if folders else "", "integrate", "_ivp",
                         "dop853_coefficients.py")
     spec = importlib.util.spec_from_file_location("_mbcore_dop853_coefficients", path)
-    if spec is None or spec.loader is None or not os.path.isfile(path):
+    if not folders or spec is None or spec.loader is None or not os.path.isfile(path):
         from scipy.integrate._ivp import dop853_coefficients   # another layout
         return dop853_coefficients
     mod = importlib.util.module_from_spec(spec)
