@@ -1484,10 +1484,7 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
       wall clock, and CPU time of the main thread).  With the bytecode cache (a
       PYTHONPYCACHEPREFIX of the benchmark, warmed once: as installed packages
       run) and without it (PYTHONDONTWRITEBYTECODE=1: every module compiled from
-      source, as in a checkout that may not write __pycache__).  The warming run
-      also fills the parsed-document cache of the model file (a MBCORE_CACHE_DIR of
-      the benchmark, mbcore.model.parse_cache); ``_no_model_cache``: bytecode cached,
-      MBCORE_MODEL_CACHE=0 (every process imports PyYAML and parses the file).
+      source, as in a checkout that may not write __pycache__).
     * ``startup_first_dynamic_run``, ``startup_first_dynamic_run_spatial``: the same
       with a dynamic run (DI, dopri5, on the compiled loop): the planar
       ``examples/slider_crank_dynamic.yaml`` to t_end = 1 s (101 output times) and
@@ -1509,26 +1506,21 @@ def bench_overheads_startup_rows(repeat: int, quick: bool, src: str | None = Non
              ("startup_first_dynamic_run", ex / "slider_crank_dynamic.yaml", {"t_end": 1.0},
               "dynamic run (DI, dopri5, t_end = 1 s)"),
              ("startup_first_dynamic_run_spatial", ex / "spatial_slider_crank_dynamic.yaml",
-              {"t_end": 0.2}, "dynamic run (DI, dopri5, t_end = 0.2 s)"))
+              {"t_end": 0.2}, "dynamic run (cs, dopri5, t_end = 0.2 s)"))
     extra = {"PYTHONPATH": os.pathsep.join([str(Path(src) / "src")]
                                            + ([os.environ["PYTHONPATH"]]
                                               if os.environ.get("PYTHONPATH") else []))} \
         if src else {}
     out = {}
     pyc = tempfile.mkdtemp(prefix="mbcore-pyc-")
-    extra = {**extra, "MBCORE_CACHE_DIR": tempfile.mkdtemp(prefix="mbcore-cache-")}
-    variants = (("", {**extra, "PYTHONPYCACHEPREFIX": pyc},
-                 ("PYTHONDONTWRITEBYTECODE", "MBCORE_MODEL_CACHE")),
+    variants = (("", {**extra, "PYTHONPYCACHEPREFIX": pyc}, ("PYTHONDONTWRITEBYTECODE",)),
                 ("_no_bytecode_cache", {**extra, "PYTHONDONTWRITEBYTECODE": "1"},
-                 ("PYTHONPYCACHEPREFIX", "MBCORE_MODEL_CACHE")),
-                ("_no_model_cache", {**extra, "PYTHONPYCACHEPREFIX": pyc,
-                                     "MBCORE_MODEL_CACHE": "0"},
-                 ("PYTHONDONTWRITEBYTECODE",)))
+                 ("PYTHONPYCACHEPREFIX",)))
     for name, path, settings, what in cases:
         args = [path, json.dumps(settings)]
         for suffix, env, drop in variants:
             if suffix == "":
-                _fresh_python(_STARTUP_CODE, args, env, drop)     # writes the cache
+                _fresh_python(_STARTUP_CODE, args, env, drop)     # warms the bytecode
             runs = [_fresh_python(_STARTUP_CODE, args, env, drop) for _ in range(n)]
             out[f"{name}{suffix}"] = {
                 "processes": n,

@@ -22,17 +22,6 @@ import pytest
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# The parsed-document cache of model files (mbcore.model.parse_cache) of this session
-# in a directory of its own (inherited by the processes the tests start), not the
-# user's ~/.cache.
-if not os.environ.get("MBCORE_CACHE_DIR"):
-    import atexit
-    import shutil
-    import tempfile
-    _cache = tempfile.mkdtemp(prefix="mbcore-test-cache-")
-    os.environ["MBCORE_CACHE_DIR"] = _cache
-    atexit.register(shutil.rmtree, _cache, True)
-
 STUB_PLUGINS = os.environ.get("MBCORE_TEST_STUB_PLUGINS") == "1"
 if STUB_PLUGINS:
     import sys

@@ -519,17 +519,8 @@ class Model:
         """Parse model-file text (``fmt`` ``yaml`` or ``json``).  ``path``: the file
         it came from (table files are resolved relative to its directory, else to
         the current one); ``allow_external_data``: read table files outside that
-        directory (default ``mbcore.elements.limits.limits.allow_external_data``).
-        The document of a YAML file (``path`` given) comes from the parsed-document
-        cache while the text and the parser are unchanged
-        (:mod:`mbcore.model.parse_cache`)."""
-        if fmt == "yaml" and path is not None:
-            from . import parse_cache
-            data = parse_cache.load(path, text, __file__,
-                                    lambda t: parse_text(t, fmt, path),
-                                    (MAX_YAML_NODES, MAX_NESTING, tuple(sorted(DATA_TAGS))))
-        else:
-            data = parse_text(text, fmt, path or "<text>")
+        directory (default ``mbcore.elements.limits.limits.allow_external_data``)."""
+        data = parse_text(text, fmt, path or "<text>")
         m = cls.from_dict(data, registry=registry, source_path=path,
                           allow_external_data=allow_external_data)
         m.source_text, m.source_format = text, fmt
