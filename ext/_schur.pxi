@@ -5,6 +5,9 @@
 #: above this many constraint rows the Cholesky factor is computed by LAPACK
 cdef enum:
     SCHUR_SMALL_M = 40
+    #: B's products skip the zero columns of each row of J M^-1 up to this many
+    #: coordinates (the dense path's models; above, every column is multiplied)
+    SCHUR_NZ_MAX = 512
 
 
 cdef int dense_schur(Py_ssize_t n, Py_ssize_t m, const double* J, const double* minv,
@@ -29,13 +32,30 @@ cdef int dense_schur(Py_ssize_t n, Py_ssize_t m, const double* J, const double* 
             C[i * n + j] = J[i * n + j] * minv[j]
             acc += C[i * n + j] * Q[j]
         lam[i] = gam[i] - acc
+    cdef int nz[SCHUR_NZ_MAX]
+    cdef Py_ssize_t cnt, t
     for i in range(m):
-        for k in range(i, m):
-            acc = 0.0
+        if n <= SCHUR_NZ_MAX:
+            # the columns where row i of C is not zero (a joint row touches its two
+            # bodies' columns only): the same sums without the exact-zero products
+            cnt = 0
             for j in range(n):
-                acc += C[i * n + j] * J[k * n + j]
-            B[i * m + k] = acc
-            B[k * m + i] = acc
+                if C[i * n + j] != 0.0:
+                    nz[cnt] = <int> j
+                    cnt += 1
+            for k in range(i, m):
+                acc = 0.0
+                for t in range(cnt):
+                    acc += C[i * n + nz[t]] * J[k * n + nz[t]]
+                B[i * m + k] = acc
+                B[k * m + i] = acc
+        else:
+            for k in range(i, m):
+                acc = 0.0
+                for j in range(n):
+                    acc += C[i * n + j] * J[k * n + j]
+                B[i * m + k] = acc
+                B[k * m + i] = acc
         if B[i * m + i] > bmax:
             bmax = B[i * m + i]
     if m > SCHUR_SMALL_M:
