@@ -370,18 +370,26 @@ cdef class SparseSchur:
         # ---- 1. J's used entries (jv: jdata itself when they are its first nnz
         #        entries in order, else a contiguous copy) and cj = J M^-1; B values
         #        (permuted upper triangle) as sums of cj[a] jv[b]
+        cdef const double* jd = &jdata[0]
+        cdef double* jw
         if self.jdirect:
-            jv = &jdata[0]
-        else:
-            jv = &self.jv[0]
-            for p in range(nj):
-                (<double*> jv)[p] = jdata[jpos[p]]
-        for i in range(m):                 # cj and, row by row, rq = J M^-1 Q
-            acc = 0.0
-            for p in range(rp[i], rp[i + 1]):
-                cj[p] = jv[p] * mv[jcol[p]]
-                acc += cj[p] * Qp[jcol[p]]
-            rq[i] = acc
+            jv = jd
+            for i in range(m):             # cj and, row by row, rq = J M^-1 Q
+                acc = 0.0
+                for p in range(rp[i], rp[i + 1]):
+                    cj[p] = jv[p] * mv[jcol[p]]
+                    acc += cj[p] * Qp[jcol[p]]
+                rq[i] = acc
+        else:                              # the same, gathering jv from jdata
+            jw = &self.jv[0]
+            jv = jw
+            for i in range(m):
+                acc = 0.0
+                for p in range(rp[i], rp[i + 1]):
+                    jw[p] = jd[jpos[p]]
+                    cj[p] = jw[p] * mv[jcol[p]]
+                    acc += cj[p] * Qp[jcol[p]]
+                rq[i] = acc
         schur_values(self.Bi.shape[0], &self.ktp[0], &self.kta[0], &self.ktb[0],
                      &self.ktl[0], cj, jv, &self.Bx[0])
         bmax = 0.0
