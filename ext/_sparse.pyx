@@ -90,6 +90,66 @@ cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const in
         Bx[p] = acc
 
 
+DEF MAXRUN = 16
+
+
+cdef inline void _dots(const Py_ssize_t L, Py_ssize_t t0, Py_ssize_t t1, const int* sge,
+                       const int* sga, const int* sgb, const double* cj, const double* jv,
+                       double* Bx) noexcept nogil:
+    """Bx[sge[t]] = sum_c<L cj[sga[t] + c] jv[sgb[t] + c] for t0 <= t < t1 (inlined
+    with a constant L: no data-dependent loop exits)."""
+    cdef Py_ssize_t t, c
+    cdef double acc
+    cdef const double* ca
+    cdef const double* cb
+    for t in range(t0, t1):
+        ca = cj + sga[t]
+        cb = jv + sgb[t]
+        acc = 0.0
+        for c in range(L):
+            acc += ca[c] * cb[c]
+        Bx[sge[t]] = acc
+
+
+cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
+                               const int* sgb, Py_ssize_t nmr, const int* mre,
+                               const idx_t* ktp, const int* kta, const int* ktb,
+                               const int* ktl, const double* cj, const double* jv,
+                               double* Bx) noexcept nogil:
+    """:func:`schur_values` with the entries made of one run grouped by its length L
+    (``SparseSchur._runs``: sgp[L]..sgp[L + 1]), each group with a fixed trip count,
+    the others (``mre``) as there: the same terms in the same order."""
+    cdef Py_ssize_t L, e, t, c
+    cdef double acc
+    cdef const double* ca
+    cdef const double* cb
+    for L in range(1, MAXRUN + 1):
+        if sgp[L + 1] == sgp[L]:
+            continue
+        if L == 1:
+            _dots(1, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 3:
+            _dots(3, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 6:
+            _dots(6, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 7:
+            _dots(7, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 12:
+            _dots(12, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 14:
+            _dots(14, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        else:
+            _dots(L, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+    for e in range(nmr):
+        acc = 0.0
+        for t in range(ktp[mre[e]], ktp[mre[e] + 1]):
+            ca = cj + kta[t]
+            cb = jv + ktb[t]
+            for c in range(ktl[t]):
+                acc += ca[c] * cb[c]
+        Bx[mre[e]] = acc
+
+
 cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
                      const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
                      const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Y,
@@ -211,6 +271,23 @@ cdef class SparseSchur:
         ktp[nb] = r
         self.ktp, self.kta, self.ktb, self.ktl = ktp, kta[:max(r, 1)], ktb[:max(r, 1)], \
             ktl[:max(r, 1)]
+        # the entries of one run of length L <= MAXRUN grouped by L (in entry order),
+        # the others apart
+        kp = np.asarray(ktp)
+        nr = np.diff(kp)
+        lens = np.asarray(self.ktl)[np.minimum(kp[:-1], max(r - 1, 0))] if nb else \
+            np.zeros(0, np.intc)
+        single = (nr == 1) & (lens <= MAXRUN)
+        ent = np.nonzero(single)[0]
+        order = ent[np.argsort(lens[ent], kind="stable")]
+        sgp = np.zeros(MAXRUN + 2, dtype=np.intp)
+        np.cumsum(np.bincount(lens[ent], minlength=MAXRUN + 1)[:MAXRUN + 1], out=sgp[1:])
+        first = kp[:-1][order]
+        self.sgp = sgp
+        self.sge = np.concatenate([order, [0]]).astype(np.intc)
+        self.sga = np.concatenate([np.asarray(self.kta)[first], [0]]).astype(np.intc)
+        self.sgb = np.concatenate([np.asarray(self.ktb)[first], [0]]).astype(np.intc)
+        self.mre = np.concatenate([np.nonzero(~single)[0], [0]]).astype(np.intc)
 
     @property
     def n_runs(self):
@@ -390,8 +467,10 @@ cdef class SparseSchur:
                     cj[p] = jw[p] * mv[jcol[p]]
                     acc += cj[p] * Qp[jcol[p]]
                 rq[i] = acc
-        schur_values(self.Bi.shape[0], &self.ktp[0], &self.kta[0], &self.ktb[0],
-                     &self.ktl[0], cj, jv, &self.Bx[0])
+        schur_values_grouped(&self.sgp[0], &self.sge[0], &self.sga[0], &self.sgb[0],
+                             self.mre.shape[0] - 1, &self.mre[0], &self.ktp[0],
+                             &self.kta[0], &self.ktb[0], &self.ktl[0], cj, jv,
+                             &self.Bx[0])
         bmax = 0.0
         for k in range(m):
             if Bx[bdiag[k]] > bmax:
