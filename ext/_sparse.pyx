@@ -417,12 +417,33 @@ cdef class SparseSchur:
     cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
                     const double[::1] Q, const double[::1] gamma, double[::1] qdd,
                     double[::1] lam) noexcept nogil:
+        """:meth:`solve` without checks: J's used entries are jdata's first nnz
+        (``jdirect``) or gathered into a contiguous copy first."""
+        cdef Py_ssize_t p, nj = self.jpos.shape[0]
+        cdef const idx_t* jpos = &self.jpos[0]
+        cdef const double* jd = &jdata[0]
+        cdef double* jw
+        cdef double power
+        if self.jdirect:
+            return self._solve_used(jd, &minv[0], &Q[0], &gamma[0], &qdd[0], &lam[0],
+                                    NULL, &power)
+        jw = &self.jv[0]
+        for p in range(nj):
+            jw[p] = jd[jpos[p]]
+        return self._solve_used(jw, &minv[0], &Q[0], &gamma[0], &qdd[0], &lam[0], NULL,
+                                &power)
+
+    cdef int _solve_used(self, const double* jv, const double* mv, const double* Qp,
+                         const double* gamma, double* qx, double* lx, const double* vel,
+                         double* power) noexcept nogil:
+        """The numeric phase on J's used entries ``jv`` (in the topology's order: row
+        by row, ``jpos``).  ``vel`` (optional, n entries): also ``power = (J^T lam) .
+        vel`` (= lam . (J vel)), accumulated while forming J^T lam."""
         # raw pointers: the loops below store doubles, which (without strict
         # aliasing) would otherwise reload every memoryview's data pointer
-        cdef Py_ssize_t n = self.n, m = self.m, nj = self.jpos.shape[0], i, k, p, c
-        cdef double acc, bmax, yi, tol
+        cdef Py_ssize_t n = self.n, m = self.m, i, k, p, c
+        cdef double acc, bmax, yi, tol, P = 0.0
         cdef int r
-        cdef const idx_t* jpos = &self.jpos[0]
         cdef const idx_t* jcol = &self.jcol[0]
         cdef const idx_t* rp = &self.rp[0]
         cdef const idx_t* perm = &self.perm[0]
@@ -433,40 +454,20 @@ cdef class SparseSchur:
         cdef const double* Lx = &self.Lx[0]
         cdef const double* D = &self.D[0]
         cdef const double* Bx = &self.Bx[0]
-        cdef const double* mv = &minv[0]
-        cdef const double* Qp = &Q[0]
         cdef double* w = &self.w[0]
         cdef double* cj = &self.cj[0]
         cdef double* rq = &self.rq[0]
         cdef const idx_t* cptr = &self.cptr[0]
         cdef const int* cent = &self.cent[0]
         cdef const int* crid = &self.crid[0]
-        cdef const double* jv
-        cdef double* qx = &qdd[0]
-        cdef double* lx = &lam[0]
-        # ---- 1. J's used entries (jv: jdata itself when they are its first nnz
-        #        entries in order, else a contiguous copy) and cj = J M^-1; B values
-        #        (permuted upper triangle) as sums of cj[a] jv[b]
-        cdef const double* jd = &jdata[0]
-        cdef double* jw
-        if self.jdirect:
-            jv = jd
-            for i in range(m):             # cj and, row by row, rq = J M^-1 Q
-                acc = 0.0
-                for p in range(rp[i], rp[i + 1]):
-                    cj[p] = jv[p] * mv[jcol[p]]
-                    acc += cj[p] * Qp[jcol[p]]
-                rq[i] = acc
-        else:                              # the same, gathering jv from jdata
-            jw = &self.jv[0]
-            jv = jw
-            for i in range(m):
-                acc = 0.0
-                for p in range(rp[i], rp[i + 1]):
-                    jw[p] = jd[jpos[p]]
-                    cj[p] = jw[p] * mv[jcol[p]]
-                    acc += cj[p] * Qp[jcol[p]]
-                rq[i] = acc
+        # ---- 1. cj = J M^-1 and, row by row, rq = J M^-1 Q; B values (permuted
+        #        upper triangle) as sums of cj[a] jv[b]
+        for i in range(m):
+            acc = 0.0
+            for p in range(rp[i], rp[i + 1]):
+                cj[p] = jv[p] * mv[jcol[p]]
+                acc += cj[p] * Qp[jcol[p]]
+            rq[i] = acc
         schur_values_grouped(&self.sgp[0], &self.sge[0], &self.sga[0], &self.sgb[0],
                              self.mre.shape[0] - 1, &self.mre[0], &self.ktp[0],
                              &self.kta[0], &self.ktb[0], &self.ktl[0], cj, jv,
@@ -507,9 +508,18 @@ cdef class SparseSchur:
                 lx[i] = 0.0
         for k in range(m):
             lx[rowid[perm[k]]] = w[k]
-        for c in range(n):                 # by columns: no chain of stores to qdd
-            acc = Qp[c]
-            for p in range(cptr[c], cptr[c + 1]):
-                acc += jv[cent[p]] * lx[crid[p]]
-            qx[c] = acc * mv[c]
+        if vel == NULL:
+            for c in range(n):             # by columns: no chain of stores to qdd
+                acc = 0.0
+                for p in range(cptr[c], cptr[c + 1]):
+                    acc += jv[cent[p]] * lx[crid[p]]
+                qx[c] = (Qp[c] + acc) * mv[c]
+        else:
+            for c in range(n):
+                acc = 0.0
+                for p in range(cptr[c], cptr[c + 1]):
+                    acc += jv[cent[p]] * lx[crid[p]]
+                qx[c] = (Qp[c] + acc) * mv[c]
+                P += acc * vel[c]
+        power[0] = P
         return 0

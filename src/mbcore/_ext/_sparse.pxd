@@ -31,6 +31,9 @@ cdef class SparseSchur:
     cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
                     const double[::1] Q, const double[::1] gamma, double[::1] qdd,
                     double[::1] lam) noexcept nogil
+    cdef int _solve_used(self, const double* jv, const double* mv, const double* Qp,
+                         const double* gamma, double* qx, double* lx, const double* vel,
+                         double* power) noexcept nogil
 
 
 # the numeric kernels of B = J M^-1 J^T and its LDL^T, shared with CompiledPenalty
