@@ -160,11 +160,11 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
     m entries, left zero.  Returns 0, or k + 1 when the k-th pivot is not above
     ``tol`` (or is NaN)."""
     cdef Py_ssize_t k, p, p2, t, i
-    cdef double yi, lki
+    cdef double yi, lki, dk
     for k in range(m):
         for p in range(Bp[k], Bp[k + 1]):
             Y[Bi[p]] += Bx[p]
-        D[k] = Y[k] + shift
+        dk = Y[k] + shift                  # D[k] in a register (no store/load chain)
         Y[k] = 0.0
         for t in range(rptr[k], rptr[k + 1]):
             i = rpat[t]
@@ -174,9 +174,10 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
             for p in range(Lp[i], p2):
                 Y[Li[p]] -= Lx[p] * yi
             lki = yi / D[i]
-            D[k] -= lki * yi
+            dk -= lki * yi
             Lx[p2] = lki
-        if not (D[k] > tol):               # also catches NaN
+        D[k] = dk
+        if not (dk > tol):                 # also catches NaN
             memset(Y, 0, m * sizeof(double))
             return <int> (k + 1)
     return 0
