@@ -57,8 +57,9 @@ def test_normalisation_rows_decouple_on_the_chain(backend):
     keep, note = SpatialMass(s).nonzero_entries()
     rows, _ = s.jacobian_pattern()
     # per body its normalisation row's 6 other entries, per joint row the fourth
-    # column of each of its bodies (the first joint: the ground and one body)
-    assert len(rows) - len(keep) == 6 * nb + 3 * (2 * nb - 1), note
+    # column of each of its bodies and the two translation columns Phi_r = [I, -I]
+    # leaves at zero (the first joint: the ground and one body)
+    assert len(rows) - len(keep) == 6 * nb + 3 * (2 * nb - 1) * 3, note
     indptr, indices = s.csr_pattern()
     full = SchurTopology(indptr, indices, s.n)
     cut = SchurTopology(indptr, indices, s.n, entries=keep)
@@ -97,7 +98,11 @@ def test_every_spatial_type_is_invariant_to_the_scale_of_p(tname):
     keep, note = sm.nonzero_entries()
     rows, _ = s.jacobian_pattern()
     model_pairs = int(np.sum(rows[sm.pos[:, 0]] < s.m_elements))
-    assert keep is not None and len(rows) - len(keep) == model_pairs + 6 * sm.nb, note
+    cls = next(g.ctype for g in s.groups if g.ctype.name == tname)
+    declared = 0 if cls.r_columns is None else \
+        model_pairs // cls.equations * sum(3 - len(c) for c in cls.r_columns)
+    assert keep is not None
+    assert len(rows) - len(keep) == model_pairs + 6 * sm.nb + declared, note
 
 
 def test_a_row_not_invariant_keeps_its_entries():
@@ -140,3 +145,20 @@ def test_acceleration_solver_uses_the_reduced_pattern(backend):
     d = spatial_chain(8).compile(kernels=backend, jacobian="dense")
     qdd_d, lam_d = AccelerationSolver(d).solve(q, qd, 0.1)
     assert rel(qdd, qdd_d) < 1e-11 and rel(lam, lam_d) < 1e-11
+
+
+def test_a_wrong_translation_declaration_is_caught(monkeypatch):
+    """A type declaring the wrong translation columns: the entries that are not zero
+    at the sample states stay (only true zeros are dropped)."""
+    from mbplugins.spatial.constraints import Spherical
+    s = spatial_chain(6).compile(kernels="numpy", jacobian="sparse")
+    pairs = 3 * (2 * 6 - 1)                  # (joint row, body) pairs
+    keep0, _ = SpatialMass(s).nonzero_entries()
+    monkeypatch.setattr(Spherical, "r_columns", None)
+    keep_none, _ = SpatialMass(s).nonzero_entries()
+    assert len(keep_none) == len(keep0) + 2 * pairs
+    # row k declared to touch column k + 1: of the two declared zeros only one is
+    monkeypatch.setattr(Spherical, "r_columns", ((1,), (2,), (0,)))
+    keep, _ = SpatialMass(s).nonzero_entries()
+    assert set(keep0) <= set(keep) <= set(keep_none)
+    assert len(keep) == len(keep_none) - pairs

@@ -158,7 +158,9 @@ class SpatialMass:
         constraint invariant to the scale of p (``Phi_p = 2 Phi_pi' L(p)`` and
         ``L(p) p = 0``, Nikravesh (1988), Eqs. 6.39, 7.45); the body's normalisation
         row ``2 p^T`` becomes ``2 p^T E = [0, 0, 0, 2 p^T p]``, zero off that column.
-        So every normalisation row couples to nothing in ``J M^-1 J^T``.  Which
+        So every normalisation row couples to nothing in ``J M^-1 J^T``.  Also left
+        out: the translation columns a constraint type declares untouched
+        (``r_columns``: a spherical joint's ``Phi_r = [I, -I]``).  Which
         entries vanish is checked on the System's own kernels at ``samples`` random
         states (random p of every body, t = 0): an entry is dropped only if it is
         below ``tol`` times its row's largest entry at all of them (a constraint type
@@ -177,6 +179,16 @@ class SpatialMass:
         norm[prow[own]] = True
         cand[norm[rows]] = True                      # normalisation rows ...
         cand[self.pos[own, 3]] = False               # ... but their own p column
+        for g in s.groups:                           # translation columns a type
+            rc = getattr(g.ctype, "r_columns", None)  # declares untouched
+            if rc is None or g.ncol != 7:
+                continue
+            nbk, jp = len(g.ctype.bodies), np.asarray(g.jpos, dtype=np.intp)
+            for i, cols in enumerate(rc):
+                for k in range(nbk):
+                    for c in sorted({0, 1, 2} - set(cols)):
+                        at = jp[:, (i * nbk + k) * 7 + c]
+                        cand[at[at < nnz]] = True
         if not cand.any():
             return None, "no vanishing entries"
         buf = s.jacobian_data
