@@ -183,6 +183,37 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
     return 0
 
 
+cdef int ldl_numeric_inv(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
+                         const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
+                         const idx_t* Lp, const idx_t* Li, double* Lx, double* D,
+                         double* Dinv, double* Y, double tol) noexcept nogil:
+    """:func:`ldl_numeric` (no shift) keeping ``Dinv = 1 / D``: L's entries by a
+    product with the pivot's reciprocal instead of a division (rounded once more)."""
+    cdef Py_ssize_t k, p, p2, t, i
+    cdef double yi, lki, dk
+    for k in range(m):
+        for p in range(Bp[k], Bp[k + 1]):
+            Y[Bi[p]] += Bx[p]
+        dk = Y[k]
+        Y[k] = 0.0
+        for t in range(rptr[k], rptr[k + 1]):
+            i = rpat[t]
+            yi = Y[i]
+            Y[i] = 0.0
+            p2 = rpos[t]
+            for p in range(Lp[i], p2):
+                Y[Li[p]] -= Lx[p] * yi
+            lki = yi * Dinv[i]
+            dk -= lki * yi
+            Lx[p2] = lki
+        D[k] = dk
+        if not (dk > tol):                 # also catches NaN
+            memset(Y, 0, m * sizeof(double))
+            return <int> (k + 1)
+        Dinv[k] = 1.0 / dk
+    return 0
+
+
 cdef class SparseSchur:
     """Compiled numeric phase of the sparse Schur-complement solver.  Built by
     :class:`mbcore.solve.sparse_schur.SparseSchurSolver` from a ``SchurTopology``; all
@@ -223,6 +254,7 @@ cdef class SparseSchur:
         self.flag = np.zeros(max(m, 1), dtype=np.intp)
         self.pattern = np.zeros(max(m, 1), dtype=np.intp)
         self.D = np.zeros(max(m, 1))
+        self.Dinv = np.zeros(max(m, 1))
         self.Y = np.zeros(max(m, 1))
         self.w = np.zeros(max(m, 1))
         self.rq = np.zeros(max(m, 1))
@@ -453,7 +485,7 @@ cdef class SparseSchur:
         cdef const idx_t* Lp = &self.Lp[0]
         cdef const idx_t* Li = &self.Li[0]
         cdef const double* Lx = &self.Lx[0]
-        cdef const double* D = &self.D[0]
+        cdef const double* Dinv = &self.Dinv[0]
         cdef const double* Bx = &self.Bx[0]
         cdef double* w = &self.w[0]
         cdef double* cj = &self.cj[0]
@@ -480,9 +512,9 @@ cdef class SparseSchur:
         tol = self.pivot_tol * bmax
         # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
         #        _symbolic in the order of the elimination-tree reach)
-        r = ldl_numeric(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
-                        &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
-                        &self.Lx[0], &self.D[0], &self.Y[0], 0.0, tol)
+        r = ldl_numeric_inv(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
+                            &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
+                            &self.Lx[0], &self.D[0], &self.Dinv[0], &self.Y[0], tol)
         if r:
             self.failed_row = rowid[perm[r - 1]]
             return r
@@ -497,7 +529,7 @@ cdef class SparseSchur:
             for p in range(Lp[k], Lp[k + 1]):
                 w[Li[p]] -= Lx[p] * yi
         for k in range(m):
-            w[k] /= D[k]
+            w[k] *= Dinv[k]
         for k in range(m - 1, -1, -1):
             acc = w[k]
             for p in range(Lp[k], Lp[k + 1]):

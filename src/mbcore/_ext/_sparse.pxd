@@ -23,7 +23,7 @@ cdef class SparseSchur:
     cdef int[::1] cent, crid             # its multiplier's row crid[t] (for J^T lam)
     cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
     cdef idx_t[::1] rptr, rpat, rpos     # row patterns of L (precomputed)
-    cdef double[::1] Lx, D, Y, w
+    cdef double[::1] Lx, D, Dinv, Y, w
     cdef public double pivot_tol
     cdef public int info
     cdef public Py_ssize_t failed_row
