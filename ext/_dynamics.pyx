@@ -217,6 +217,11 @@ cdef class CompiledRHS(CompiledODE):
     cdef double[:, :, ::1] sp_J, sp_V
     cdef double[:, ::1] sp_lam, sp_E
     cdef double[::1] sp_alpha, jhat
+    # sparse: J's used entries in the solver's order (spatial: J T's, built straight
+    # from the Jacobian data: direct entries dst <- src, pairs' used columns cpair)
+    # and the velocities in the solver's columns (the power lam . (Phi_q qd))
+    cdef idx_t[::1] ux_dst, ux_src, ux_pair
+    cdef double[::1] jused, vhat
     # the semi-analytic Jacobian (c_jac; enable_jacobian): force-Jacobian kernels,
     # their scatter map (block entry -> row-major n x n index, -1 dropped) and work
     cdef ForceJacobianEvaluator fj
@@ -291,6 +296,25 @@ cdef class CompiledRHS(CompiledODE):
              self.sp_lam, self.sp_alpha, self.sp_E, self.minv) = spatial_blocks(
                 spatial, n, jdata.shape[0], "CompiledRHS")
             self.jhat = np.zeros(jdata.shape[0])
+        if self.sparse and self.nsp:
+            self._used_map()
+        self.vhat = np.zeros(max(n, 1))
+
+    def _used_map(self):
+        """The map from the Jacobian data to the solver's used entries of J T
+        (``_spatial_jacobian_used``)."""
+        jpos = np.asarray(self.sp.jpos)
+        jlen = self.jdata.shape[0]
+        inv = np.full(jlen, -1, dtype=np.intp)
+        inv[jpos] = np.arange(len(jpos), dtype=np.intp)
+        pos = np.asarray(self.sp_pos).reshape(-1)
+        self.ux_pair = np.concatenate([inv[pos], [0]]).astype(np.intp)
+        isp = np.zeros(jlen, dtype=bool)
+        isp[pos] = True
+        direct = np.nonzero(~isp[jpos])[0]
+        self.ux_dst = np.concatenate([direct, [0]]).astype(np.intp)
+        self.ux_src = np.concatenate([jpos[direct], [0]]).astype(np.intp)
+        self.jused = np.zeros(max(len(jpos), 1))
 
     # ------------------------------------------------------------------ C level
     cdef int c_eval(self, double t, const double* y, double* ydot) noexcept nogil:
@@ -335,22 +359,49 @@ cdef class CompiledRHS(CompiledODE):
             if self.fe.c_forces(q, qd, t, self.fvp, Q, &P) >= 0:
                 self.status = FORCE_FAILED
                 return FORCE_FAILED
-        if self.nsp:
-            self.c_spatial(q, qd, Q)
-            J = &self.jhat[0]
         if self.sparse:
-            if self.sp._solve(self.jhat if self.nsp else self.jdata, self.minv, self.Q,
-                              self.gam, self.qdd, self.lam):
+            # J's used entries (spatial: of J T, built from the Jacobian data) and
+            # the power lam . (Phi_q qd) = (J T)^T lam . T^-1 qd while forming J^T lam
+            if self.nsp:
+                _spatial_forward(self.nsp, &self.sp_pidx[0, 0], &self.sp_J[0, 0, 0],
+                                 &self.sp_V[0, 0, 0], &self.sp_lam[0, 0],
+                                 &self.sp_alpha[0], &self.sp_E[0, 0], &self.minv[0], q,
+                                 qd, Q)
+                _spatial_jacobian_used(self.sp_pos.shape[0], &self.sp_pos[0, 0],
+                                       &self.sp_bod[0], &self.sp_E[0, 0], J,
+                                       self.ux_dst.shape[0] - 1, &self.ux_dst[0],
+                                       &self.ux_src[0], &self.ux_pair[0],
+                                       &self.jused[0])
+                _spatial_velocity(self.nsp, &self.sp_pidx[0, 0], &self.sp_E[0, 0], qd,
+                                  n, &self.vhat[0])
+                i = self.sp._solve_used(&self.jused[0], &self.minv[0], Q, gam, qdd, lam,
+                                        &self.vhat[0], &acc)
+            elif self.sp.jdirect:
+                i = self.sp._solve_used(J, &self.minv[0], Q, gam, qdd, lam, qd, &acc)
+            else:
+                i = self.sp._solve(self.jdata, self.minv, self.Q, self.gam, self.qdd,
+                                   self.lam)
+                acc = 0.0
+                for j in range(m):
+                    acc += lam[j] * self.c_jrow_dot(j, qd)
+            if i:
                 self.status = SINGULAR
                 return SINGULAR
-        elif self.c_schur(J, Q, gam, qdd, lam):
-            self.status = SINGULAR
-            return SINGULAR
-        if self.nsp:
-            self.c_spatial_back(qdd)
-        # W' = P_nc + lam . (Phi_q qd)
-        for i in range(m):
-            P += lam[i] * self.c_jrow_dot(i, qd)
+            P += acc
+            if self.nsp:
+                self.c_spatial_back(qdd)
+        else:
+            if self.nsp:
+                self.c_spatial(q, qd, Q)
+                J = &self.jhat[0]
+            if self.c_schur(J, Q, gam, qdd, lam):
+                self.status = SINGULAR
+                return SINGULAR
+            if self.nsp:
+                self.c_spatial_back(qdd)
+            # W' = P_nc + lam . (Phi_q qd)
+            for i in range(m):
+                P += lam[i] * self.c_jrow_dot(i, qd)
         for i in range(n):
             ydot[i] = qd[i]
             ydot[n + i] = qdd[i]

@@ -90,6 +90,66 @@ cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const in
         Bx[p] = acc
 
 
+DEF MAXRUN = 16
+
+
+cdef inline void _dots(const Py_ssize_t L, Py_ssize_t t0, Py_ssize_t t1, const int* sge,
+                       const int* sga, const int* sgb, const double* cj, const double* jv,
+                       double* Bx) noexcept nogil:
+    """Bx[sge[t]] = sum_c<L cj[sga[t] + c] jv[sgb[t] + c] for t0 <= t < t1 (inlined
+    with a constant L: no data-dependent loop exits)."""
+    cdef Py_ssize_t t, c
+    cdef double acc
+    cdef const double* ca
+    cdef const double* cb
+    for t in range(t0, t1):
+        ca = cj + sga[t]
+        cb = jv + sgb[t]
+        acc = 0.0
+        for c in range(L):
+            acc += ca[c] * cb[c]
+        Bx[sge[t]] = acc
+
+
+cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
+                               const int* sgb, Py_ssize_t nmr, const int* mre,
+                               const idx_t* ktp, const int* kta, const int* ktb,
+                               const int* ktl, const double* cj, const double* jv,
+                               double* Bx) noexcept nogil:
+    """:func:`schur_values` with the entries made of one run grouped by its length L
+    (``SparseSchur._runs``: sgp[L]..sgp[L + 1]), each group with a fixed trip count,
+    the others (``mre``) as there: the same terms in the same order."""
+    cdef Py_ssize_t L, e, t, c
+    cdef double acc
+    cdef const double* ca
+    cdef const double* cb
+    for L in range(1, MAXRUN + 1):
+        if sgp[L + 1] == sgp[L]:
+            continue
+        if L == 1:
+            _dots(1, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 3:
+            _dots(3, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 6:
+            _dots(6, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 7:
+            _dots(7, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 12:
+            _dots(12, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 14:
+            _dots(14, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        else:
+            _dots(L, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+    for e in range(nmr):
+        acc = 0.0
+        for t in range(ktp[mre[e]], ktp[mre[e] + 1]):
+            ca = cj + kta[t]
+            cb = jv + ktb[t]
+            for c in range(ktl[t]):
+                acc += ca[c] * cb[c]
+        Bx[mre[e]] = acc
+
+
 cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
                      const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
                      const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Y,
@@ -100,11 +160,11 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
     m entries, left zero.  Returns 0, or k + 1 when the k-th pivot is not above
     ``tol`` (or is NaN)."""
     cdef Py_ssize_t k, p, p2, t, i
-    cdef double yi, lki
+    cdef double yi, lki, dk
     for k in range(m):
         for p in range(Bp[k], Bp[k + 1]):
             Y[Bi[p]] += Bx[p]
-        D[k] = Y[k] + shift
+        dk = Y[k] + shift                  # D[k] in a register (no store/load chain)
         Y[k] = 0.0
         for t in range(rptr[k], rptr[k + 1]):
             i = rpat[t]
@@ -114,11 +174,43 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
             for p in range(Lp[i], p2):
                 Y[Li[p]] -= Lx[p] * yi
             lki = yi / D[i]
-            D[k] -= lki * yi
+            dk -= lki * yi
             Lx[p2] = lki
-        if not (D[k] > tol):               # also catches NaN
+        D[k] = dk
+        if not (dk > tol):                 # also catches NaN
             memset(Y, 0, m * sizeof(double))
             return <int> (k + 1)
+    return 0
+
+
+cdef int ldl_numeric_inv(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
+                         const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
+                         const idx_t* Lp, const idx_t* Li, double* Lx, double* D,
+                         double* Dinv, double* Y, double tol) noexcept nogil:
+    """:func:`ldl_numeric` (no shift) keeping ``Dinv = 1 / D``: L's entries by a
+    product with the pivot's reciprocal instead of a division (rounded once more)."""
+    cdef Py_ssize_t k, p, p2, t, i
+    cdef double yi, lki, dk
+    for k in range(m):
+        for p in range(Bp[k], Bp[k + 1]):
+            Y[Bi[p]] += Bx[p]
+        dk = Y[k]
+        Y[k] = 0.0
+        for t in range(rptr[k], rptr[k + 1]):
+            i = rpat[t]
+            yi = Y[i]
+            Y[i] = 0.0
+            p2 = rpos[t]
+            for p in range(Lp[i], p2):
+                Y[Li[p]] -= Lx[p] * yi
+            lki = yi * Dinv[i]
+            dk -= lki * yi
+            Lx[p2] = lki
+        D[k] = dk
+        if not (dk > tol):                 # also catches NaN
+            memset(Y, 0, m * sizeof(double))
+            return <int> (k + 1)
+        Dinv[k] = 1.0 / dk
     return 0
 
 
@@ -162,6 +254,7 @@ cdef class SparseSchur:
         self.flag = np.zeros(max(m, 1), dtype=np.intp)
         self.pattern = np.zeros(max(m, 1), dtype=np.intp)
         self.D = np.zeros(max(m, 1))
+        self.Dinv = np.zeros(max(m, 1))
         self.Y = np.zeros(max(m, 1))
         self.w = np.zeros(max(m, 1))
         self.rq = np.zeros(max(m, 1))
@@ -211,6 +304,23 @@ cdef class SparseSchur:
         ktp[nb] = r
         self.ktp, self.kta, self.ktb, self.ktl = ktp, kta[:max(r, 1)], ktb[:max(r, 1)], \
             ktl[:max(r, 1)]
+        # the entries of one run of length L <= MAXRUN grouped by L (in entry order),
+        # the others apart
+        kp = np.asarray(ktp)
+        nr = np.diff(kp)
+        lens = np.asarray(self.ktl)[np.minimum(kp[:-1], max(r - 1, 0))] if nb else \
+            np.zeros(0, np.intc)
+        single = (nr == 1) & (lens <= MAXRUN)
+        ent = np.nonzero(single)[0]
+        order = ent[np.argsort(lens[ent], kind="stable")]
+        sgp = np.zeros(MAXRUN + 2, dtype=np.intp)
+        np.cumsum(np.bincount(lens[ent], minlength=MAXRUN + 1)[:MAXRUN + 1], out=sgp[1:])
+        first = kp[:-1][order]
+        self.sgp = sgp
+        self.sge = np.concatenate([order, [0]]).astype(np.intc)
+        self.sga = np.concatenate([np.asarray(self.kta)[first], [0]]).astype(np.intc)
+        self.sgb = np.concatenate([np.asarray(self.ktb)[first], [0]]).astype(np.intc)
+        self.mre = np.concatenate([np.nonzero(~single)[0], [0]]).astype(np.intc)
 
     @property
     def n_runs(self):
@@ -340,12 +450,33 @@ cdef class SparseSchur:
     cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
                     const double[::1] Q, const double[::1] gamma, double[::1] qdd,
                     double[::1] lam) noexcept nogil:
+        """:meth:`solve` without checks: J's used entries are jdata's first nnz
+        (``jdirect``) or gathered into a contiguous copy first."""
+        cdef Py_ssize_t p, nj = self.jpos.shape[0]
+        cdef const idx_t* jpos = &self.jpos[0]
+        cdef const double* jd = &jdata[0]
+        cdef double* jw
+        cdef double power
+        if self.jdirect:
+            return self._solve_used(jd, &minv[0], &Q[0], &gamma[0], &qdd[0], &lam[0],
+                                    NULL, &power)
+        jw = &self.jv[0]
+        for p in range(nj):
+            jw[p] = jd[jpos[p]]
+        return self._solve_used(jw, &minv[0], &Q[0], &gamma[0], &qdd[0], &lam[0], NULL,
+                                &power)
+
+    cdef int _solve_used(self, const double* jv, const double* mv, const double* Qp,
+                         const double* gamma, double* qx, double* lx, const double* vel,
+                         double* power) noexcept nogil:
+        """The numeric phase on J's used entries ``jv`` (in the topology's order: row
+        by row, ``jpos``).  ``vel`` (optional, n entries): also ``power = (J^T lam) .
+        vel`` (= lam . (J vel)), accumulated while forming J^T lam."""
         # raw pointers: the loops below store doubles, which (without strict
         # aliasing) would otherwise reload every memoryview's data pointer
-        cdef Py_ssize_t n = self.n, m = self.m, nj = self.jpos.shape[0], i, k, p, c
-        cdef double acc, bmax, yi, tol
+        cdef Py_ssize_t n = self.n, m = self.m, i, k, p, c
+        cdef double acc, bmax, yi, tol, P = 0.0
         cdef int r
-        cdef const idx_t* jpos = &self.jpos[0]
         cdef const idx_t* jcol = &self.jcol[0]
         cdef const idx_t* rp = &self.rp[0]
         cdef const idx_t* perm = &self.perm[0]
@@ -354,36 +485,26 @@ cdef class SparseSchur:
         cdef const idx_t* Lp = &self.Lp[0]
         cdef const idx_t* Li = &self.Li[0]
         cdef const double* Lx = &self.Lx[0]
-        cdef const double* D = &self.D[0]
+        cdef const double* Dinv = &self.Dinv[0]
         cdef const double* Bx = &self.Bx[0]
-        cdef const double* mv = &minv[0]
-        cdef const double* Qp = &Q[0]
         cdef double* w = &self.w[0]
         cdef double* cj = &self.cj[0]
         cdef double* rq = &self.rq[0]
         cdef const idx_t* cptr = &self.cptr[0]
         cdef const int* cent = &self.cent[0]
         cdef const int* crid = &self.crid[0]
-        cdef const double* jv
-        cdef double* qx = &qdd[0]
-        cdef double* lx = &lam[0]
-        # ---- 1. J's used entries (jv: jdata itself when they are its first nnz
-        #        entries in order, else a contiguous copy) and cj = J M^-1; B values
-        #        (permuted upper triangle) as sums of cj[a] jv[b]
-        if self.jdirect:
-            jv = &jdata[0]
-        else:
-            jv = &self.jv[0]
-            for p in range(nj):
-                (<double*> jv)[p] = jdata[jpos[p]]
-        for i in range(m):                 # cj and, row by row, rq = J M^-1 Q
+        # ---- 1. cj = J M^-1 and, row by row, rq = J M^-1 Q; B values (permuted
+        #        upper triangle) as sums of cj[a] jv[b]
+        for i in range(m):
             acc = 0.0
             for p in range(rp[i], rp[i + 1]):
                 cj[p] = jv[p] * mv[jcol[p]]
                 acc += cj[p] * Qp[jcol[p]]
             rq[i] = acc
-        schur_values(self.Bi.shape[0], &self.ktp[0], &self.kta[0], &self.ktb[0],
-                     &self.ktl[0], cj, jv, &self.Bx[0])
+        schur_values_grouped(&self.sgp[0], &self.sge[0], &self.sga[0], &self.sgb[0],
+                             self.mre.shape[0] - 1, &self.mre[0], &self.ktp[0],
+                             &self.kta[0], &self.ktb[0], &self.ktl[0], cj, jv,
+                             &self.Bx[0])
         bmax = 0.0
         for k in range(m):
             if Bx[bdiag[k]] > bmax:
@@ -391,9 +512,9 @@ cdef class SparseSchur:
         tol = self.pivot_tol * bmax
         # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
         #        _symbolic in the order of the elimination-tree reach)
-        r = ldl_numeric(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
-                        &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
-                        &self.Lx[0], &self.D[0], &self.Y[0], 0.0, tol)
+        r = ldl_numeric_inv(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
+                            &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
+                            &self.Lx[0], &self.D[0], &self.Dinv[0], &self.Y[0], tol)
         if r:
             self.failed_row = rowid[perm[r - 1]]
             return r
@@ -408,7 +529,7 @@ cdef class SparseSchur:
             for p in range(Lp[k], Lp[k + 1]):
                 w[Li[p]] -= Lx[p] * yi
         for k in range(m):
-            w[k] /= D[k]
+            w[k] *= Dinv[k]
         for k in range(m - 1, -1, -1):
             acc = w[k]
             for p in range(Lp[k], Lp[k + 1]):
@@ -420,9 +541,18 @@ cdef class SparseSchur:
                 lx[i] = 0.0
         for k in range(m):
             lx[rowid[perm[k]]] = w[k]
-        for c in range(n):                 # by columns: no chain of stores to qdd
-            acc = Qp[c]
-            for p in range(cptr[c], cptr[c + 1]):
-                acc += jv[cent[p]] * lx[crid[p]]
-            qx[c] = acc * mv[c]
+        if vel == NULL:
+            for c in range(n):             # by columns: no chain of stores to qdd
+                acc = 0.0
+                for p in range(cptr[c], cptr[c + 1]):
+                    acc += jv[cent[p]] * lx[crid[p]]
+                qx[c] = (Qp[c] + acc) * mv[c]
+        else:
+            for c in range(n):
+                acc = 0.0
+                for p in range(cptr[c], cptr[c + 1]):
+                    acc += jv[cent[p]] * lx[crid[p]]
+                qx[c] = (Qp[c] + acc) * mv[c]
+                P += acc * vel[c]
+        power[0] = P
         return 0

@@ -131,3 +131,53 @@ cdef void _spatial_back(Py_ssize_t nsp, const idx_t* pidx, const double* sE,
             for l in range(4):
                 acc += E[4 * j + l] * x[l]
             qdd[pidx[4 * b + j]] = acc
+
+
+cdef void _spatial_jacobian_used(Py_ssize_t npos, const idx_t* pos, const idx_t* bod,
+                                 const double* sE, const double* jd, Py_ssize_t nd,
+                                 const idx_t* dst, const idx_t* src, const idx_t* cpair,
+                                 double* jv) noexcept nogil:
+    """The used entries of J T (a sparse Schur topology's order) straight from the
+    Jacobian data jd: ``jv[dst[k]] = jd[src[k]]`` outside the p columns, and for every
+    (row, body) pair c the transformed p columns l that are used (``cpair[4c + l]``
+    their place in jv, -1 not used) — the same products and sums as
+    :func:`_spatial_jacobian`."""
+    cdef Py_ssize_t c, j, l, k
+    cdef double x[4]
+    cdef double acc
+    cdef const double* E
+    for k in range(nd):
+        jv[dst[k]] = jd[src[k]]
+    for c in range(npos):
+        E = sE + 16 * bod[c]
+        for j in range(4):
+            x[j] = jd[pos[4 * c + j]]
+        for l in range(4):
+            k = cpair[4 * c + l]
+            if k >= 0:
+                acc = 0.0
+                for j in range(4):
+                    acc += x[j] * E[4 * j + l]
+                jv[k] = acc
+
+
+cdef void _spatial_velocity(Py_ssize_t nsp, const idx_t* pidx, const double* sE,
+                            const double* qd, Py_ssize_t n, double* vh) noexcept nogil:
+    """vh = T^-1 qd: qd outside the p columns, E^T pd / (p^T p) on them (E^T E =
+    (p^T p) I, module docstring of mbcore.system.mass)."""
+    cdef Py_ssize_t b, j, l
+    cdef double pd[4]
+    cdef double s, acc
+    cdef const double* E
+    memcpy(vh, qd, n * sizeof(double))
+    for b in range(nsp):
+        E = sE + 16 * b
+        s = 0.0
+        for j in range(4):
+            pd[j] = qd[pidx[4 * b + j]]
+            s += E[4 * j + 3] * E[4 * j + 3]
+        for l in range(4):
+            acc = 0.0
+            for j in range(4):
+                acc += E[4 * j + l] * pd[j]
+            vh[pidx[4 * b + l]] = acc / s

@@ -739,3 +739,14 @@ def test_the_third_party_example_in_the_docs_runs():
     assert res.stats.nfev == 201 and res.stats.nsteps == 100
     # Ralston's (2nd order) global error at h = 0.01 is the claim (1.4e-5), not rounding
     np.testing.assert_allclose(res.y, osc_exact(res.t), atol=3e-5)
+
+
+def test_rms_norm_long_and_short_vectors():
+    """rms_norm takes einsum's loop above OpenBLAS's threading length: the same
+    norm (observed <= 2e-16 relative, bound 1e-13)."""
+    from mbcore.integrate.common import rms_norm
+    rng = np.random.default_rng(4)
+    for n in (1, 7, 10_000, 10_001, 14_001):
+        x = rng.normal(size=n) * 3.0
+        want = float(np.sqrt(np.mean(x.astype(np.longdouble) ** 2)))
+        assert abs(rms_norm(x) - want) <= 1e-13 * want

@@ -14,13 +14,16 @@ cdef class SparseSchur:
     cdef int[::1] ta, tb
     cdef idx_t[::1] ktp                  # the products as runs of consecutive entries:
     cdef int[::1] kta, ktb, ktl          # B[p] = sum over runs ktp[p]..ktp[p + 1]
+    cdef idx_t[::1] sgp                  # entries of one run of length L (L < 17),
+    cdef int[::1] sge, sga, sgb          # grouped by L: entry, cj and jv offsets;
+    cdef int[::1] mre                    # the others (several runs, longer ones)
     cdef double[::1] Bx, jv, cj
     cdef double[::1] rq                  # per used row: (J M^-1 Q)_i
     cdef idx_t[::1] cptr                 # J by columns (rows ascending): entry cent[t],
     cdef int[::1] cent, crid             # its multiplier's row crid[t] (for J^T lam)
     cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
     cdef idx_t[::1] rptr, rpat, rpos     # row patterns of L (precomputed)
-    cdef double[::1] Lx, D, Y, w
+    cdef double[::1] Lx, D, Dinv, Y, w
     cdef public double pivot_tol
     cdef public int info
     cdef public Py_ssize_t failed_row
@@ -28,6 +31,9 @@ cdef class SparseSchur:
     cdef int _solve(self, const double[::1] jdata, const double[::1] minv,
                     const double[::1] Q, const double[::1] gamma, double[::1] qdd,
                     double[::1] lam) noexcept nogil
+    cdef int _solve_used(self, const double* jv, const double* mv, const double* Qp,
+                         const double* gamma, double* qx, double* lx, const double* vel,
+                         double* power) noexcept nogil
 
 
 # the numeric kernels of B = J M^-1 J^T and its LDL^T, shared with CompiledPenalty

@@ -126,6 +126,12 @@ class ConstraintType:
     #: (Nikravesh (1988), Prob. 4.24(b)): no position equation (``phi`` returns 0), the
     #: Jacobian row acts on velocities, ``nu`` and ``gamma`` as usual.
     holonomic: ClassVar[bool] = True
+    #: spatial types: per equation, the translation columns (0, 1, 2: x, y, z of a
+    #: body's r) its Jacobian row can touch, the same for every body of the element
+    #: (a spherical joint's ``Phi_r = [I, -I]``: ``((0,), (1,), (2,))``); None: any.
+    #: The equations of motion leave the others out of the sparse Schur pattern
+    #: (``SpatialMass.nonzero_entries``, which checks them at sample states).
+    r_columns: ClassVar[tuple[tuple[int, ...], ...] | None] = None
     #: the body kind this type works on (:mod:`mbcore.elements.bodykinds`): "planar" (the
     #: default: blocks ``(ne, nb, 3)``) or "spatial" (see :class:`SpatialConstraintType`)
     body_kind: ClassVar[str] = "planar"

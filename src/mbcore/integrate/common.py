@@ -17,8 +17,15 @@ __all__ = ["rms_norm", "select_initial_step", "num_jac", "step_from_frequency",
 EPS = float(np.finfo(float).eps)
 
 
+#: above this length OpenBLAS splits a dot product over its threads, whose start
+#: costs up to tens of ms when the other cores are busy: einsum's own loop instead
+_DOT_MAX = 10_000
+
+
 def rms_norm(x: np.ndarray) -> float:
     """Root-mean-square norm ``sqrt(mean(x**2))`` (Hairer, Nørsett & Wanner (1993), §II.4)."""
+    if x.size > _DOT_MAX:
+        return math.sqrt(float(np.einsum("i,i->", x, x)) / x.size)
     return math.sqrt(float(x.dot(x)) / x.size)
 
 

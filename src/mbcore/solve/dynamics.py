@@ -75,15 +75,33 @@ class AccelerationSolver:
         #: sparse Jacobians: sparse Schur complement (compiled or reference by backend)
         self._sparse = None
         self._sparse_rows = None
+        #: spatial bodies: the solver of the transformed Jacobian, without the entries
+        #: that vanish identically in transformed columns (SpatialMass.nonzero_entries:
+        #: the normalisation rows decouple); the general one (``_sparse``) serves the
+        #: untransformed Jacobian (assembly, penalty)
+        self._sparse_hat = None
+        self.sparse_entries_note = ""
         if not system.dense and not self.augmented:
             from .sparse_schur import for_system
             self._sparse = for_system(system)
+            self._sparse_hat = self._sparse
+            if self.spatial is not None:
+                keep, self.sparse_entries_note = self.spatial.nonzero_entries()
+                if keep is not None:
+                    self._sparse_hat = for_system(system, entries=keep)
 
     @property
     def sparse_kernel(self):
         """The compiled sparse Schur solver of a sparse Jacobian, or None (dense
         Jacobian, or the reference backend)."""
         return getattr(self._sparse, "kernel", None)
+
+    @property
+    def transformed_sparse_kernel(self):
+        """The compiled sparse Schur solver of the Jacobian the equations of motion
+        use (spatial bodies: in transformed columns, only the entries that can be
+        non-zero there), or None."""
+        return getattr(self._sparse_hat, "kernel", None)
 
     def mass_solve(self, q, qd, F, out=None):
         """``M^-1 F`` (planar) or, for spatial bodies, the regular Formulation I
@@ -190,8 +208,8 @@ class AccelerationSolver:
             self.lam[:] = sla.cho_solve(cho, gam - C @ Q, check_finite=False) if s.m else 0.0
             self.qdd[:] = self.minv * (Q + J.T @ self.lam)
             return self.qdd, self.lam
-        if self._sparse is not None:
-            if self._sparse.solve(jdata, self.minv, Q, gam, self.qdd, self.lam):
+        if self._sparse_hat is not None:
+            if self._sparse_hat.solve(jdata, self.minv, Q, gam, self.qdd, self.lam):
                 return self._least_squares(J, gam, Q, t)
             return self.qdd, self.lam
         # sparse with massless coordinates: augmented matrix with SuperLU
@@ -321,7 +339,7 @@ class AccelerationSolver:
         J = sp.csr_matrix(J)
         if J.shape[0] * J.shape[1] <= limit:
             return dependent_rows(J.toarray())
-        solver = self._sparse_rows if self.rows is not None else self._sparse
+        solver = self._sparse_rows if self.rows is not None else self._sparse_hat
         r0 = solver.failed_row if solver is not None else -1
         if r0 >= 0 and index is not None:
             hit = np.nonzero(np.asarray(index) == r0)[0]

@@ -199,7 +199,7 @@ def _compiled_rhs(system, solver, stabilisation):
     kernels = system.compiled_kernels()
     if stabilisation is None or kernels is None or solver.augmented:
         return None
-    sparse = solver.sparse_kernel                      # the compiled sparse Schur kernel
+    sparse = solver.transformed_sparse_kernel          # the compiled sparse Schur kernel
     if not system.dense and (sparse is None or not system.m):
         return None
     try:

@@ -57,9 +57,12 @@ class SchurTopology:
     all) of a CSR Jacobian pattern ``(indptr, indices)`` with ``n`` columns.  The
     Jacobian *data* stays in the System's buffer: every index here is a position in
     it.  ``ordering``: ``"auto"`` (least factorisation work among the candidates),
-    ``"mmd"``, ``"rcm"``, ``"natural"`` or an explicit permutation of the rows."""
+    ``"mmd"``, ``"rcm"``, ``"natural"`` or an explicit permutation of the rows.
+    ``entries`` (optional): the data positions to use (the
+    others are taken as zero: e.g. the transformed columns of spatial bodies, where
+    whole (row, column) pairs vanish identically, ``SpatialMass.nonzero_entries``)."""
 
-    def __init__(self, indptr, indices, n: int, rows=None, ordering="auto"):
+    def __init__(self, indptr, indices, n: int, rows=None, ordering="auto", entries=None):
         #: the pattern arrays this topology was computed from (the cache's check)
         self.source, self.source_indices = indptr, indices
         indptr = np.asarray(indptr, dtype=np.intp)
@@ -78,6 +81,14 @@ class SchurTopology:
         jpos = (np.repeat(indptr[rowid] - rp[:-1], counts) + np.arange(nz)).astype(np.intp)
         jcol = indices[jpos].astype(np.intp)
         erow = np.repeat(np.arange(m, dtype=np.intp), counts)
+        if entries is not None:              # only the given data positions
+            keep = np.zeros(max(int(indptr[-1]), 1), dtype=bool)
+            keep[np.asarray(entries, dtype=np.intp)] = True
+            sel = keep[jpos]
+            jpos, jcol, erow = jpos[sel], jcol[sel], erow[sel]
+            nz = len(jpos)
+            rp = np.zeros(m + 1, dtype=np.intp)
+            np.cumsum(np.bincount(erow, minlength=m), out=rp[1:])
         self.rp, self.jpos, self.jcol = rp, jpos, jcol
         # ---- all pairs of entries sharing a column: the products of B
         order = np.argsort(jcol, kind="stable")
@@ -317,29 +328,36 @@ def make_solver(topo: SchurTopology, backend: str = "compiled",
 _TOPOLOGIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def topology_for(system, rows=None, ordering="auto") -> SchurTopology:
+def topology_for(system, rows=None, ordering="auto", entries=None) -> SchurTopology:
     """The :class:`SchurTopology` of a System's CSR Jacobian pattern (optionally only
-    the ``rows``), computed once per System, rows and named ordering."""
+    the ``rows`` and the data positions ``entries``), computed once per System, rows,
+    entries and named ordering."""
     indptr, indices = system.csr_pattern()
     if not isinstance(ordering, str):
-        return SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering)
-    key = (None if rows is None else np.asarray(rows, dtype=np.intp).tobytes(), ordering)
+        return SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering,
+                             entries=entries)
+    key = (None if rows is None else np.asarray(rows, dtype=np.intp).tobytes(), ordering,
+           None if entries is None else np.asarray(entries, dtype=np.intp).tobytes())
     try:
         cache = _TOPOLOGIES.setdefault(system, {})
     except TypeError:                        # not weak-referenceable: no cache
         cache = {}
     topo = cache.get(key)
     if topo is None or topo.source is not indptr or topo.source_indices is not indices:
-        topo = SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering)
+        topo = SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering,
+                             entries=entries)
         cache[key] = topo
     return topo
 
 
-def for_system(system, rows=None, backend: str | None = None, ordering="auto"):
+def for_system(system, rows=None, backend: str | None = None, ordering="auto",
+               entries=None):
     """The sparse Schur solver of a System (its CSR Jacobian pattern; optionally only
-    the independent ``rows``), on the System's backend unless given.  The symbolic
-    analysis is shared by all solvers of the System (:func:`topology_for`)."""
-    return make_solver(topology_for(system, rows, ordering), backend or system.backend)
+    the independent ``rows`` and the data positions ``entries``), on the System's
+    backend unless given.  The symbolic analysis is shared by all solvers of the
+    System (:func:`topology_for`)."""
+    return make_solver(topology_for(system, rows, ordering, entries),
+                       backend or system.backend)
 
 
 __all__ = ["SchurTopology", "SparseSchurSolver", "SparseSchurReference", "make_solver",

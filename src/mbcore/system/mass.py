@@ -149,6 +149,79 @@ class SpatialMass:
         if len(self.pos):
             out[self.pos] = np.einsum("kj,kji->ki", jdata[self.pos], self.E[self.bod])
 
+    def nonzero_entries(self, samples: int = 2, seed: int = 0,
+                        tol: float = 1e-10) -> tuple[np.ndarray | None, str]:
+        """The data positions of the transformed (sparse) Jacobian ``J T`` that may be
+        non-zero, or None when none vanish identically; with the reason.
+
+        The fourth transformed column of a body is ``Phi_p p``, zero at every q for a
+        constraint invariant to the scale of p (``Phi_p = 2 Phi_pi' L(p)`` and
+        ``L(p) p = 0``, Nikravesh (1988), Eqs. 6.39, 7.45); the body's normalisation
+        row ``2 p^T`` becomes ``2 p^T E = [0, 0, 0, 2 p^T p]``, zero off that column.
+        So every normalisation row couples to nothing in ``J M^-1 J^T``.  Also left
+        out: the translation columns a constraint type declares untouched
+        (``r_columns``: a spherical joint's ``Phi_r = [I, -I]``).  Which
+        entries vanish is checked on the System's own kernels at ``samples`` random
+        states (random p of every body, t = 0): an entry is dropped only if it is
+        below ``tol`` times its row's largest entry at all of them (a constraint type
+        that is not invariant keeps its fourth columns)."""
+        s = self.system
+        if s.dense or not len(self.pos):
+            return None, "dense Jacobian or no spatial bodies"
+        rows, _ = s.jacobian_pattern()
+        rows = np.asarray(rows, dtype=np.intp)
+        nnz = len(rows)
+        prow = rows[self.pos[:, 0]]
+        own = prow >= s.m_elements                   # the normalisation rows' pairs
+        cand = np.zeros(nnz, dtype=bool)
+        cand[self.pos[~own, 3]] = True               # Phi_p p of the model's rows
+        norm = np.zeros(s.m, dtype=bool)
+        norm[prow[own]] = True
+        cand[norm[rows]] = True                      # normalisation rows ...
+        cand[self.pos[own, 3]] = False               # ... but their own p column
+        for g in s.groups:                           # translation columns a type
+            rc = getattr(g.ctype, "r_columns", None)  # declares untouched
+            if rc is None or g.ncol != 7:
+                continue
+            nbk, jp = len(g.ctype.bodies), np.asarray(g.jpos, dtype=np.intp)
+            for i, cols in enumerate(rc):
+                for k in range(nbk):
+                    for c in sorted({0, 1, 2} - set(cols)):
+                        at = jp[:, (i * nbk + k) * 7 + c]
+                        cand[at[at < nnz]] = True
+        if not cand.any():
+            return None, "no vanishing entries"
+        buf = s.jacobian_data
+        saved = buf.copy()
+        rng = np.random.default_rng(seed)
+        hat = np.zeros(len(buf))
+        E = np.zeros((self.nb, 4, 4))
+        try:
+            for _ in range(samples):
+                q = rng.normal(size=s.n)
+                p = rng.normal(size=(self.nb, 4))
+                p /= np.linalg.norm(p, axis=1, keepdims=True)
+                q[self.p_idx] = p
+                jd = np.array(s.evaluate_jacobian_data(q, 0.0), dtype=float)
+                E[:, :, :3] = np.einsum("bkj,bkl->bjl", Lmat(p), self.V)
+                E[:, :, 3] = p
+                hat[:] = jd[:len(hat)]
+                hat[self.pos] = np.einsum("kj,kji->ki", jd[self.pos], E[self.bod])
+                a = np.abs(hat[:nnz])
+                scale = np.zeros(s.m)
+                np.maximum.at(scale, rows, a)
+                if not np.all(np.isfinite(a)):
+                    return None, "the Jacobian is not finite at a sample state"
+                cand &= a <= tol * scale[rows]
+        except Exception as exc:                     # a kernel refused a sample state
+            return None, f"sample Jacobian failed: {exc}"
+        finally:
+            buf[:] = saved
+        if not cand.any():
+            return None, "no vanishing entries"
+        return np.nonzero(~cand)[0].astype(np.intp), f"{int(cand.sum())} of {nnz} " \
+            f"entries vanish in transformed columns"
+
     def transform_forces(self, Q: np.ndarray) -> np.ndarray:
         """Q^ = T^T Q (a work buffer)."""
         qh = self._qhat

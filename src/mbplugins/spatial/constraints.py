@@ -163,6 +163,8 @@ class Spherical(_SpatialBase):
     n_par = 6
     labels = ("x", "y", "z")
     local_labels = ("fx", "fy", "fz")
+    #: Phi_r = [I, -I]: row k touches coordinate k of each body's r
+    r_columns = ((0,), (1,), (2,))
 
     def pack(self, spec, ctx):
         si, sj = _joint_points(spec, ctx)
