@@ -152,13 +152,16 @@ cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
 
 cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
                      const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
-                     const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Y,
-                     double shift, double tol) noexcept nogil:
+                     const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Dinv,
+                     double* Y, double shift, double tol) noexcept nogil:
     """Up-looking numeric LDL^T of B + shift I (B: the permuted upper triangle by
     columns, Bp/Bi/Bx) with the row patterns of L precomputed (rptr/rpat/rpos,
     ``SparseSchur._symbolic``; Li its row indices): Lx, D.  Y: a zero work vector of
     m entries, left zero.  Returns 0, or k + 1 when the k-th pivot is not above
-    ``tol`` (or is NaN)."""
+    ``tol`` (or is NaN).
+    ``Dinv``: NULL, or a buffer that receives ``1 / D`` and is then used for L's
+    entries (a product with the pivot's reciprocal instead of a division, rounded
+    once more: the equations of motion's solver; the penalty form divides)."""
     cdef Py_ssize_t k, p, p2, t, i
     cdef double yi, lki, dk
     for k in range(m):
@@ -173,44 +176,15 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
             p2 = rpos[t]
             for p in range(Lp[i], p2):
                 Y[Li[p]] -= Lx[p] * yi
-            lki = yi / D[i]
+            lki = yi * Dinv[i] if Dinv != NULL else yi / D[i]
             dk -= lki * yi
             Lx[p2] = lki
         D[k] = dk
         if not (dk > tol):                 # also catches NaN
             memset(Y, 0, m * sizeof(double))
             return <int> (k + 1)
-    return 0
-
-
-cdef int ldl_numeric_inv(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
-                         const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
-                         const idx_t* Lp, const idx_t* Li, double* Lx, double* D,
-                         double* Dinv, double* Y, double tol) noexcept nogil:
-    """:func:`ldl_numeric` (no shift) keeping ``Dinv = 1 / D``: L's entries by a
-    product with the pivot's reciprocal instead of a division (rounded once more)."""
-    cdef Py_ssize_t k, p, p2, t, i
-    cdef double yi, lki, dk
-    for k in range(m):
-        for p in range(Bp[k], Bp[k + 1]):
-            Y[Bi[p]] += Bx[p]
-        dk = Y[k]
-        Y[k] = 0.0
-        for t in range(rptr[k], rptr[k + 1]):
-            i = rpat[t]
-            yi = Y[i]
-            Y[i] = 0.0
-            p2 = rpos[t]
-            for p in range(Lp[i], p2):
-                Y[Li[p]] -= Lx[p] * yi
-            lki = yi * Dinv[i]
-            dk -= lki * yi
-            Lx[p2] = lki
-        D[k] = dk
-        if not (dk > tol):                 # also catches NaN
-            memset(Y, 0, m * sizeof(double))
-            return <int> (k + 1)
-        Dinv[k] = 1.0 / dk
+        if Dinv != NULL:
+            Dinv[k] = 1.0 / dk
     return 0
 
 
@@ -512,9 +486,9 @@ cdef class SparseSchur:
         tol = self.pivot_tol * bmax
         # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
         #        _symbolic in the order of the elimination-tree reach)
-        r = ldl_numeric_inv(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
-                            &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
-                            &self.Lx[0], &self.D[0], &self.Dinv[0], &self.Y[0], tol)
+        r = ldl_numeric(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
+                        &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
+                        &self.Lx[0], &self.D[0], &self.Dinv[0], &self.Y[0], 0.0, tol)
         if r:
             self.failed_row = rowid[perm[r - 1]]
             return r

@@ -133,6 +133,17 @@ def test_columns_of_the_acceleration_map_equal_the_recursion():
         assert np.abs(a0).max() > 0
 
 
+def _three_runs(m, st, t_end):
+    """The compiled loop (checked to run CompiledJCLoops), the Python driver on the
+    same compiled kernels, and the NumPy kernels over the first third."""
+    a, calls = _spy_run(m, st)
+    assert a.stats["loop"] == "compiled" and calls == ["CompiledJCLoops"]
+    b = mbcore.run(m, analysis="dynamic", settings={**st, "loop": "python"})
+    c = mbcore.run(m, analysis="dynamic", settings={**st, "t_end": t_end / 3},
+                   kernels="numpy")
+    return a, b, c
+
+
 def _spy_run(m, settings, ne=None, **kw):
     import mbplugins.analyses.dynamic as dyn
     from mbcore.integrate.fastloop import run_compiled as real
@@ -158,11 +169,7 @@ def test_compiled_loop_runs_closed_loops(name):
     st = {"formulation": "joint_coordinates", "t_end": t_end, "output_step": t_end / 6,
           "rtol": 1e-8, "atol": 1e-10, "integrator": "dopri5",
           "record": "q, qd, qdd, lam, energy"}
-    a, calls = _spy_run(m, st)
-    assert a.stats["loop"] == "compiled" and calls == ["CompiledJCLoops"]
-    b = mbcore.run(m, analysis="dynamic", settings={**st, "loop": "python"})
-    c = mbcore.run(m, analysis="dynamic", settings={**st, "t_end": t_end / 3},
-                   kernels="numpy")
+    a, b, c = _three_runs(m, st, t_end)
     assert b.stats["loop"] == "python" and c.stats["loop"] == "python"
     for k in ("integrator_nsteps", "integrator_nrejected", "integrator_nfev"):
         assert a.stats[k] == b.stats[k], k
@@ -342,11 +349,7 @@ def test_compiled_loop_runs_the_correction(name, mode):
           "rtol": 1e-6, "atol": 1e-8, "integrator": "dopri5",
           "formulation_options": {"loop_stabilization": mode},
           "record": "q, qd, qdd, lam, violation"}
-    a, calls = _spy_run(m, st)
-    assert a.stats["loop"] == "compiled" and calls == ["CompiledJCLoops"]
-    b = mbcore.run(m, analysis="dynamic", settings={**st, "loop": "python"})
-    c = mbcore.run(m, analysis="dynamic", settings={**st, "t_end": t_end / 3},
-                   kernels="numpy")
+    a, b, c = _three_runs(m, st, t_end)
     assert b.stats["loop"] == "python"
     for k in ("integrator_nsteps", "integrator_nrejected", "integrator_nfev",
               "projections"):

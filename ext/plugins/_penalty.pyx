@@ -515,7 +515,7 @@ cdef class CompiledPenalty(CompiledODE):
         # patterns of L, on this object's numeric buffers
         return ldl_numeric(m, self.s_Bp, self.s_Bi, &self.Bx[0], &self.rptr[0],
                            &self.rpat[0], &self.rpos[0], self.s_Lp, &self.Li[0],
-                           &self.Lx[0], &self.D[0], &self.Y[0], shift, 0.0)
+                           &self.Lx[0], &self.D[0], NULL, &self.Y[0], shift, 0.0)
 
     cdef void c_solve(self, double* b) noexcept nogil:
         """b <- (B + shift I)^-1 b with the last (successful) factor."""

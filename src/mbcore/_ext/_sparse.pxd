@@ -42,5 +42,5 @@ cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const in
                        double* Bx) noexcept nogil
 cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
                      const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
-                     const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Y,
-                     double shift, double tol) noexcept nogil
+                     const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Dinv,
+                     double* Y, double shift, double tol) noexcept nogil

@@ -6,21 +6,21 @@ from typing import Any
 
 
 class NoBar:
-    """A progress bar that shows nothing."""
+    """A progress bar that shows nothing (the null object of :func:`progress`)."""
 
     def update(self, n: int) -> None:
-        pass
+        """Nothing to show."""
 
     def close(self) -> None:
-        pass
+        """Nothing to close."""
 
 
 def progress(total: int, enabled: bool) -> Any:
     """A bar of ``total`` steps (``update(n)``, ``close()``)."""
-    if enabled:
-        try:
-            from tqdm import tqdm
-            return tqdm(total=total, delay=1.0, unit="step", leave=False)
-        except ImportError:  # pragma: no cover
-            pass
-    return NoBar()
+    if not enabled:
+        return NoBar()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is an optional extra
+        return NoBar()
+    return tqdm(total=total, delay=1.0, unit="step", leave=False)
