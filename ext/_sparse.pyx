@@ -126,6 +126,8 @@ cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
     for L in range(1, MAXRUN + 1):
         if sgp[L + 1] == sgp[L]:
             continue
+        # the run lengths of spatial models' joint blocks as literals: each call is
+        # inlined with a constant trip count (unrolled); any other length generic
         if L == 1:
             _dots(1, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 3:
