@@ -820,9 +820,12 @@ def bench_spatial_dynamics(repeat: int, quick: bool) -> dict:
     out["spatial_chain_rhs"] = rhs
     out["spatial_chain_eom_python"] = bench_chain_eom(ns, repeat=max(3, repeat // 2),
                                                       spatial=True)
-    # whole runs (compile, assembly, integration, 10 output rows) of 1 s (quick: 0.2 s)
+    # whole runs (compile, assembly, integration, 10 output rows) of 1 s (quick: 0.2 s);
+    # the fixed cost of a run (the same run to t = 1e-4 s) and the marginal cost per
+    # simulated second (the 1 s run less that fixed cost)
     sim = {"n": [], "seconds_per_simulated_second": [], "nfev": [], "compile_seconds": [],
-           "us_per_evaluation_in_run": []}
+           "us_per_evaluation_in_run": [], "setup_seconds": [],
+           "marginal_seconds_per_simulated_second": []}
     t_end = 0.2 if quick else 1.0
     for n in ns[:3]:
         mdl = spatial_chain(n)
@@ -838,6 +841,12 @@ def bench_spatial_dynamics(repeat: int, quick: bool) -> dict:
         sim["compile_seconds"].append(tc)
         sim["us_per_evaluation_in_run"].append(
             float(res.stats["wall_time"]) / max(1, sim["nfev"][-1]) * 1e6)
+        mdl = spatial_chain(n)
+        t0 = time.perf_counter()
+        mbcore.run(mdl, settings={"t_end": 1e-4, "output_step": 1e-4})
+        setup = time.perf_counter() - t0
+        sim["setup_seconds"].append(setup)
+        sim["marginal_seconds_per_simulated_second"].append((wall - setup) / t_end)
     sim["exponent"] = fit_exponent(sim["n"], sim["seconds_per_simulated_second"])
     out["spatial_chain_simulation"] = sim
     return out

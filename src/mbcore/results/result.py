@@ -128,6 +128,8 @@ def validate_run_info(info: RunInfo) -> None:
         if ch.name in seen:
             raise ValueError(f"{where}: duplicate channel name {ch.name!r}")
         seen.add(ch.name)
+        if all(type(lab) is str for lab in ch.labels):
+            continue                     # (the common case, without enumerating)
         for j, lab in enumerate(ch.labels):
             if not isinstance(lab, str):
                 raise ValueError(f"{where} ({ch.name!r}).labels[{j}]: label must be a string, got {lab!r}")

@@ -73,7 +73,7 @@ class AccelerationSolver:
             from .._ext._linalg import SchurSolver
             self._compiled = SchurSolver(n, m)
         #: sparse Jacobians: sparse Schur complement (compiled or reference by backend)
-        self._sparse = None
+        self._sparse_full = None
         self._sparse_rows = None
         #: spatial bodies: the solver of the transformed Jacobian, without the entries
         #: that vanish identically in transformed columns (SpatialMass.nonzero_entries:
@@ -83,12 +83,23 @@ class AccelerationSolver:
         self.sparse_entries_note = ""
         if not system.dense and not self.augmented:
             from .sparse_schur import for_system
-            self._sparse = for_system(system)
-            self._sparse_hat = self._sparse
+            keep = None
             if self.spatial is not None:
                 keep, self.sparse_entries_note = self.spatial.nonzero_entries()
-                if keep is not None:
-                    self._sparse_hat = for_system(system, entries=keep)
+            # the full pattern's solver only when something asks for it (its
+            # symbolic analysis is a third of the set-up of a 1000-body chain)
+            self._sparse_hat = for_system(system, entries=keep) if keep is not None \
+                else self._sparse
+
+    @property
+    def _sparse(self):
+        """The sparse Schur solver of the untransformed Jacobian's whole pattern
+        (penalty, rows chosen by :meth:`set_rows`), built on first use; None for dense
+        Jacobians and the augmented form."""
+        if self._sparse_full is None and not self.system.dense and not self.augmented:
+            from .sparse_schur import for_system
+            self._sparse_full = for_system(self.system)
+        return self._sparse_full
 
     @property
     def sparse_kernel(self):

@@ -36,14 +36,12 @@ def reaction_maps(sm, model) -> None:
     perm[order_] = np.arange(len(order_))
     for g in groups:          # final positions in element order
         g.react_pos = perm[g.react_pos]
-    labels = [""] * off
+    labels = np.empty(off, dtype=object)
     for g in groups:
         comps = ("fx", "fy", "n") if g.nreact == 3 else ("fx", "fy", "fz", "nx", "ny", "nz")
-        for e, el in enumerate(g.names):
-            for b, key in enumerate(g.ctype.bodies):
-                for c, lab in enumerate(comps):
-                    labels[g.react_pos[e, b, c]] = f"{el}.{short_label(key)}.{lab}"
-    sm.reaction_labels = labels
+        tails = [f"{short_label(key)}.{lab}" for key in g.ctype.bodies for lab in comps]
+        labels[g.react_pos.ravel()] = [f"{el}.{tail}" for el in g.names for tail in tails]
+    sm.reaction_labels = labels.tolist()
     sm.local_reaction_labels = [f"{el.name}.{lab}"
                                   for el in model.constraint_elements()
                                   for lab in by_name[el.name][0].ctype.local_labels] \
