@@ -110,22 +110,60 @@ def test_compiled_loop_restarts_as_the_python_driver(name, method, opts):
         assert plain.stats.nsteps != ref.stats.nsteps
 
 
-def test_restart_call_back_is_required():
-    """``run_abm`` / ``run_bdf`` / ``run_theta`` refuse an ``on_commit`` without the
-    ``restart`` call-back that gives the restarted method's start state."""
+def _run_abm(form, y0, **kw):
+    """``run_abm`` from the start of AdamsPECE on ``form``'s right-hand side to t = 0.1,
+    outputs at 0.05 and 0.1."""
     from mbcore._ext import _steploop
     from mbplugins.integrators.adams import AdamsPECE
-    form, y0 = _di("spatial_heavy_top.yaml")
-    integ = AdamsPECE(lambda t, y: np.zeros_like(y), 0.0, y0, 1.0)
+    crhs = form.compiled
+    buf = np.zeros(y0.size)
+
+    def fun(t, y):
+        assert crhs.eval(t, y, buf) == 0
+        return buf
+
+    integ = AdamsPECE(fun, 0.0, y0, 0.1, rtol=1e-7, atol=1e-9)
     s0 = integ.loop_start()
+    outs = []
+    res = _steploop.run_abm(
+        crhs, 0.0, 0.1, y0, np.ascontiguousarray(s0["phi"]),
+        np.ascontiguousarray(s0["hs"], dtype=float), s0["h"], s0["h_last"], s0["k"],
+        s0["neq"], s0["phase1"], s0["kmax"], float(s0["rtol"]), float(s0["atol"]),
+        s0["max_step"], np.ascontiguousarray(AdamsPECE.GAMMA, dtype=float),
+        np.ascontiguousarray(AdamsPECE.GAMMA_STAR_ABS, dtype=float),
+        np.array([0.05, 0.1]), 0, lambda t, y: outs.append(t), np.zeros(5),
+        _steploop.new_counters(), **kw)
+    return res, outs
+
+
+def test_restart_call_back_is_required_and_a_failing_restart_is_handed_over():
+    """``run_abm`` (as ``run_bdf``, ``run_theta``) refuses an ``on_commit`` without the
+    ``restart`` call-back that gives the restarted method's start state; a restart
+    that cannot evaluate f at the new state (None) ends the loop with code 2 at the
+    step's end in the new coordinates, after the step's outputs (the caller's Python
+    driver continues from there and raises the named error)."""
+    form, y0 = _di("spatial_heavy_top.yaml")
     with pytest.raises(ValueError, match="on_commit needs restart"):
-        _steploop.run_abm(
-            form.compiled, 0.0, 1.0, y0, np.ascontiguousarray(s0["phi"]),
-            np.ascontiguousarray(s0["hs"], dtype=float), s0["h"], s0["h_last"], s0["k"],
-            s0["neq"], s0["phase1"], s0["kmax"], float(s0["rtol"]), float(s0["atol"]),
-            s0["max_step"], np.ascontiguousarray(AdamsPECE.GAMMA, dtype=float),
-            np.ascontiguousarray(AdamsPECE.GAMMA_STAR_ABS, dtype=float), np.array([1.0]),
-            0, None, np.zeros(5), _steploop.new_counters(), on_commit=lambda t, y: None)
+        _run_abm(form, y0, on_commit=lambda t, y: None)
+    at = []
+
+    def on_commit(t, y):
+        if t < 0.05:
+            return None
+        at.append(t)
+        y_new = np.array(y)
+        y_new[-1] = 7.0
+        return y_new
+
+    (code, t, y, i_out, h), outs = _run_abm(form, y0, on_commit=on_commit,
+                                            restart=lambda t, y: None)
+    assert code == 2 and len(at) == 1 and t == at[0] and y[-1] == 7.0
+    assert outs == [0.05] and i_out == 1
+    # the last step's end is not committed (as the Python driver: the run is over)
+    (code, t, y, i_out, h), outs = _run_abm(
+        form, y0, on_commit=lambda t, y: None if t < 0.1 else 1 / 0,
+        restart=lambda t, y: None)
+    assert code == 0 and t == 0.1 and outs == [0.05, 0.1]
 
 
 def _problem_run(problem, integrator, rtol, loop="auto"):
