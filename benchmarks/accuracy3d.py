@@ -4,6 +4,7 @@
                                     [--problems heavy_top,...] [--rtols 1e-6,1e-10]
                                     [--integrators bs23,dop853,...]
                                     [--cap SECONDS] [--from RESULTS.json]
+                                    [--merge BASE.json]
 
 For every problem of ``benchmarks/accuracy_problems.py`` × every built-in formulation
 × integrator (``dopri5``; ``bdf`` for ``ggl`` and ``stiff``, the DAE forms, which
@@ -33,7 +34,10 @@ DAE forms keep bdf): the contract for every formulation × integrator pair.
 × integrator pair (counts by status, the cells that are not ok).  ``--table`` prints the markdown table of
 docs/benchmarks.md instead of JSON; ``--from FILE`` renders the table (or JSON) of a
 saved run without running anything (``benchmarks/accuracy3d_baseline.json``: the run
-of docs/benchmarks.md).
+of docs/benchmarks.md).  ``--merge BASE.json``: the output is BASE with this run's
+cells (or those of ``--from``) in place of its cells of the same problem,
+formulation, integrator and rtol (new ones appended), the run's date, commit, cap and
+cell count listed under ``meta.merged`` — re-measuring a few cells of a saved table.
 """
 from __future__ import annotations
 
@@ -269,6 +273,23 @@ def summary(data: dict) -> str:
     return "\n".join(lines)
 
 
+def merge(base: dict, run: dict) -> dict:
+    """``base`` with the cells of ``run`` in place of its cells of the same problem,
+    formulation, integrator and rtol (new ones appended); ``meta.merged`` lists the
+    run's date, commit, cap and cell count."""
+    def key(c):
+        return c["problem"], c["formulation"], c["integrator"], float(c["rtol"])
+    new = {key(c): c for c in run["cells"]}
+    cells = [new.pop(key(c), c) for c in base["cells"]]
+    cells.extend(new.values())
+    m = run["meta"]
+    meta = dict(base["meta"])
+    meta["merged"] = list(meta.get("merged", [])) + [
+        {"date": m["date"], "commit": m["commit"], "cap_seconds": m["cap_seconds"],
+         "cells": len(run["cells"])}]
+    return {"meta": meta, "cells": cells}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -280,6 +301,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cap", type=float)
     ap.add_argument("--integrators")
     ap.add_argument("--from", dest="src")
+    ap.add_argument("--merge", metavar="BASE.json")
     a = ap.parse_args(argv)
     if a.src:
         with open(a.src) as fh:
@@ -295,6 +317,9 @@ def main(argv=None) -> int:
         cap = a.cap or (10.0 if a.quick else 60.0)
         data = run_all(probs, forms, rtols, cap,
                        integrators=a.integrators.split(",") if a.integrators else None)
+    if a.merge:
+        with open(a.merge) as fh:
+            data = merge(json.load(fh), data)
     if a.summary:
         print(summary(data))
     elif a.table:

@@ -326,6 +326,30 @@ cdef class AdamsStepper(Stepper):
             out[i] = self.y[i] + hi * a
         return 0
 
+    cdef int replace_end(self, object r) except -1:
+        """A change of coordinates at the step's end: the method restarts there as
+        the Python driver's ``AdamsPECE.restart`` (``_restart_impl``: phi_1 = f, the
+        other differences zero, order 1, start-up phase, the first step of
+        ``select_initial_step``), loaded from that object's ``loop_start()``."""
+        cdef Py_ssize_t N = self.N, K2 = self.K2, i
+        s0 = self.restart_from(r)
+        if s0 is None:
+            return LOOP_EVAL_FAILED
+        cdef double[:, ::1] phi = np.ascontiguousarray(s0["phi"], dtype=np.float64)
+        cdef double[::1] hs = np.ascontiguousarray(s0["hs"], dtype=np.float64)
+        _shape2("run_abm: restart phi", phi.shape[0], phi.shape[1], K2, N)
+        _need("run_abm: restart hs", hs.shape[0], K2)
+        memcpy(self.phi, &phi[0, 0], K2 * N * sizeof(double))
+        for i in range(K2):
+            self.hs[i] = hs[i]
+        self.h = float(s0["h"])
+        self.h_last = float(s0["h_last"])
+        self.k = int(s0["k"])
+        self.neq = int(s0["neq"])
+        self.phase1 = bool(s0["phase1"])
+        self.counters[C_LAST] = -1.0
+        return 0
+
     cdef void report(self, double[::1] stats, int code) noexcept:
         if code == LOOP_DONE or code == AT_OUTPUT:
             _stats(stats, fabs(self.t - self.t_old), self.kstep, self.nsteps, self.nrej,
@@ -346,7 +370,7 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             double[::1] counters not None, long nfev_start=0,
             const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
             const double[::1] stop_sign=None, double[::1] ystep=None, dict hist=None,
-            long max_steps=0):
+            long max_steps=0, object on_commit=None, object restart=None):
     """Integrate from (t0, y0) to t1 > t0 by ``AdamsPECE`` (:class:`AdamsStepper`)
     from its state after ``_restart_impl`` or any accepted step: ``phi0`` =
     φ_1..φ_{kmax+2} (rows), ``hs0`` the past steps (most recent first), ``h`` the next
@@ -358,6 +382,10 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     dict) the state above at that step's start, from which the step is redone
     (``t``, ``y``, ``phi``, ``hs`` copies, ``h``, ``h_last``, ``k``, ``neq``,
     ``phase1``, and ``counts``: steps, rejected steps, evaluations before it).
+    ``on_commit(t, y) -> y_new | None`` (with ``restart``): called at every step's end
+    before t1 after its outputs (:func:`_run`); a new state restarts the method
+    there from ``restart(t, y_new)`` — the Python integrator's ``loop_start()`` after
+    its ``restart(t, y_new)``, or None when f failed there (code 2 from (t, y_new)).
     Returns ``(code, t, y, i_out, h)`` (module docstring).  Refused (ValueError
     naming the argument): the checks of :func:`_check_common`, kmax < 1, k outside
     [1, kmax], phi0 not (kmax + 2, N), hs0, gamma, gstar_abs shorter than kmax + 2,
@@ -424,5 +452,7 @@ def run_abm(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     st.psid = st.buf(K2 + 1)
     st.G = st.buf(K2 + 1)
     st.y_trial = st.ynew
+    _commit_args("run_abm", on_commit, restart)
+    st.restart_cb = restart
     return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
-                ystep, hist, max_steps)
+                ystep, hist, max_steps, on_commit)

@@ -499,6 +499,31 @@ cdef class BDFStepper(Stepper):
             out[i] = Dd[i] + a
         return 0
 
+    cdef int replace_end(self, object r) except -1:
+        """A change of coordinates at the step's end: the method restarts there as
+        the Python driver's ``BDF.restart`` (``_restart_impl``: D_0 = y, D_1 = h y',
+        order 1, the first step of ``select_initial_step``, no Jacobian nor LU),
+        loaded from that object's ``loop_start()``."""
+        cdef Py_ssize_t N = self.N, ND = self.ND
+        s0 = self.restart_from(r)
+        if s0 is None:
+            return LOOP_EVAL_FAILED
+        cdef double[:, ::1] D = np.ascontiguousarray(s0["D"], dtype=np.float64)
+        _shape2("run_bdf: restart D", D.shape[0], D.shape[1], ND, N)
+        memcpy(self.D, &D[0, 0], ND * N * sizeof(double))
+        self.k = int(s0["k"])
+        self.h_abs = float(s0["h_abs"])
+        self.n_equal = int(s0["n_equal"])
+        self.jac_valid = False
+        self.jac_current = False
+        self.jac_age = 0
+        self.lu_valid = False
+        self.c_lu = 0.0
+        self.hlu = None
+        self.jkeep[0] = None
+        self.counters[C_LAST] = -1.0
+        return 0
+
     cdef void report(self, double[::1] stats, int code) noexcept:
         if code == LOOP_DONE or code == AT_OUTPUT:
             _stats(stats, fabs(self.t - self.t_old), self.kstep, self.nsteps, self.nrej,
@@ -525,7 +550,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             const double[::1] mass=None, object jac=None, const double[::1] h_power=None,
             object newton_system=None, double[::1] ystep=None, dict hist=None,
             const double[::1] J0=None, long jac_age0=0, double c_lu0=0.0,
-            long max_steps=0):
+            long max_steps=0, object on_commit=None, object restart=None):
     """Integrate from (t0, y0) to t1 > t0 by ``BDF`` (:class:`BDFStepper`) from its
     state after ``_restart_impl``: differences ``D0`` (max_order + 3 rows), order
     ``k``, ``h_abs``, ``n_equal``; no Jacobian nor LU yet.  ``bdf_gamma``,
@@ -557,6 +582,8 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     ``J0``, ``jac_age0``, ``c_lu0``: start from such a state (column-major ``J0``; the
     LU of ``c_lu0`` > 0 is refactored from it, uncounted; with ``newton_system`` by
     the hook's ``matrix``, which its ``update`` at the next step may renew).
+    ``on_commit``, ``restart``: a change of coordinates at step ends, the method
+    restarted there (as :func:`run_abm`'s; the Jacobian and LU are discarded).
     Returns ``(code, t, y, i_out, h_abs)`` (module docstring).  Refused (ValueError
     naming the argument): the checks of :func:`_check_common`, max_order outside
     [1, 5], k outside [1, max_order], D0 not (max_order + 3, N) or non-finite,
@@ -710,5 +737,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             st.factor_lu(c_lu0)
             st.lu_valid = True
             st.c_lu = c_lu0
+    _commit_args("run_bdf", on_commit, restart)
+    st.restart_cb = restart
     return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
-                ystep, hist, max_steps)
+                ystep, hist, max_steps, on_commit)

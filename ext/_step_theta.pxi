@@ -187,6 +187,28 @@ cdef class ThetaStepper(Stepper):
                 out[i] = self.y_old[i] + s * (self.y[i] - self.y_old[i])
         return 0
 
+    cdef int replace_end(self, object r) except -1:
+        """A change of coordinates at the step's end: the method restarts there as
+        the Python driver's ``ThetaMethod.restart`` (``_restart_impl``: a new grid
+        from t, f there, no Jacobian nor LU), loaded from that object's
+        ``loop_start()``."""
+        cdef Py_ssize_t N = self.N
+        s0 = self.restart_from(r)
+        if s0 is None:
+            return LOOP_EVAL_FAILED
+        cdef double[::1] f0 = np.ascontiguousarray(s0["f"], dtype=np.float64)
+        _size("run_theta: restart f", f0.shape[0], N)
+        memcpy(self.fn, &f0[0], N * sizeof(double))
+        self.t_start = float(s0["t_start"])
+        self.i_step = int(s0["i"])
+        self.h_step = float(s0["h"])
+        self.jac_valid = False
+        self.jac_current = False
+        self.lu_valid = False
+        self.c_lu = 0.0
+        self.counters[C_LAST] = -1.0
+        return 0
+
     cdef void report(self, double[::1] stats, int code) noexcept:
         if code == LOOP_DONE or code == AT_OUTPUT:
             _stats(stats, fabs(self.t - self.t_old), self.order, self.nsteps, self.nrej,
@@ -206,7 +228,8 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
               long nfev_start=0, const idx_t[::1] stop_idx=None,
               const double[::1] stop_val=None, const double[::1] stop_sign=None,
               double[::1] ystep=None, dict hist=None, const double[::1] J0=None,
-              double c_lu0=0.0, long max_steps=0):
+              double c_lu0=0.0, long max_steps=0, object on_commit=None,
+              object restart=None):
     """Integrate from (t0, y0) to t1 > t0 by ``ThetaMethod`` (:class:`ThetaStepper`;
     Jacobian ``f.c_jac``: forward differences as ``Integrator.jac``/``num_jac`` with
     the floor 1e-8, or the right-hand side's semi-analytic one, see
@@ -222,7 +245,9 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
     ``y``, ``f`` (the derivative there), ``t_start``, ``i``, ``h``, ``J``
     (column-major copy, None if to be re-evaluated), ``c_lu`` (0: no LU) and
     ``counts`` (steps, rejected steps, evaluations before it); ``J0``, ``c_lu0``: start
-    from such a Jacobian and its LU (refactored, uncounted).  Returns ``(code, t, y,
+    from such a Jacobian and its LU (refactored, uncounted).  ``on_commit``,
+    ``restart``: a change of coordinates at step ends, the method restarted there (as
+    :func:`run_abm`'s: a new grid from there).  Returns ``(code, t, y,
     i_out, h)`` (module docstring; code 3: the remaining interval is below the
     round-off limit).  Refused (ValueError naming the argument): the checks of
     :func:`_check_common`, f0 of the wrong size or non-finite, maxiter < 1, h_step
@@ -295,5 +320,7 @@ def run_theta(CompiledODE f not None, double t0, double t1, double[::1] y0 not N
             st.factor_lu(c_lu0)
             st.lu_valid = True
             st.c_lu = c_lu0
+    _commit_args("run_theta", on_commit, restart)
+    st.restart_cb = restart
     return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
-                ystep, hist, max_steps)
+                ystep, hist, max_steps, on_commit)

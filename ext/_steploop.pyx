@@ -14,7 +14,10 @@ asks a :class:`Stepper` for the method's part through six calls per step:
     save_end(ystep)      (an output is due) the step's end for a checkpoint
     dense(tt, out)       the method's dense output inside the step
     replace_end(y)       (an ``on_commit`` call-back returned a new state) a change of
-                         coordinates at the step's end, after its outputs
+                         coordinates at the step's end, after its outputs: the
+                         Runge-Kutta stepper continues from it as from a projection,
+                         the multistep and θ steppers restart there (order 1, a new
+                         first step: the Python integrator's ``restart``, called back)
     commit(final)        continue from the step's end
 
 The steppers are the methods of the Python integrators, step for step and bit for bit
@@ -201,6 +204,16 @@ cdef int _check_common(str who, CompiledODE f, double t0, double t1, double[::1]
     return 0
 
 
+cdef int _commit_args(str who, object on_commit, object restart) except -1:
+    """An ``on_commit`` call-back of a restarting stepper comes with its ``restart``."""
+    if on_commit is not None and not callable(on_commit):
+        raise ValueError(f"{who}: on_commit must be callable")
+    if on_commit is not None and not callable(restart):
+        raise ValueError(f"{who}: on_commit needs restart(t, y), the start state of the "
+                         f"method restarted at a new end state")
+    return 0
+
+
 # ----------------------------------------------------------------------------------
 # The stepper protocol
 # ----------------------------------------------------------------------------------
@@ -216,6 +229,7 @@ cdef class Stepper:
     cdef long nsteps, nrej
     cdef list keep
     cdef object y_arr
+    cdef object restart_cb          # restart(t, y) -> start state (replace_end)
     cdef double* y
     cdef double* y_trial
     cdef double* y_end
@@ -232,6 +246,7 @@ cdef class Stepper:
         self.nrej = 0
         self.nfev0 = f.nfev - nfev_start
         self.keep = []
+        self.restart_cb = None
         self.y_arr = np.array(y0, dtype=np.float64)
         cdef double[::1] yv = self.y_arr
         self.y = &yv[0]
@@ -274,10 +289,31 @@ cdef class Stepper:
 
     cdef int replace_end(self, object r) except -1:
         """Abstract: the step ends at the state ``r`` instead (the caller changed
-        coordinates there, e.g. a new coordinate partition); continue from it as from
-        a projected state.  Called only with an ``on_commit`` call-back, which only
-        :func:`run_rk` takes (``RKStepper.replace_end``)."""
+        coordinates there, e.g. a new coordinate partition); continue from it
+        (``RKStepper``: as from a projected state; the multistep and θ steppers: a
+        restart, :meth:`restart_from`).  Called only with an ``on_commit`` call-back;
+        returns 0 or a status (the restart's evaluation failed)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement replace_end")
+
+    cdef object restart_from(self, object r):
+        """The accepted step's end becomes the state ``r`` (the loop's (t, y), ``t`` the
+        step's end) and the method restarts there as the Python driver restarts its
+        integrator after a change of coordinates (``Integrator.restart``: history
+        discarded, order 1, the first step chosen again): returns the start state of
+        the ``restart(t, y)`` call-back (the Python integrator's ``loop_start()``
+        after its ``restart``), or None when it could not evaluate the right-hand
+        side there.  The steppers load it (``replace_end``); the order changes are
+        counted from the restart (``Integrator.restart`` forgets the last order)."""
+        cdef double[::1] v = np.ascontiguousarray(r, dtype=np.float64)
+        if v.shape[0] != self.N:
+            raise ValueError(f"on_commit returned {v.shape[0]} entries, the state has "
+                             f"{self.N}")
+        if self.restart_cb is None:
+            raise ValueError(f"{type(self).__name__}: on_commit needs the restart "
+                             f"call-back")
+        memcpy(self.y, &v[0], self.N * sizeof(double))
+        self.y_end = self.y
+        return self.restart_cb(self.t, np.array(self.y_arr))
 
     cdef int commit(self, bint final) except -1:
         return 0
@@ -295,9 +331,11 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
                 double[::1] ystep, dict hist, long max_steps, object on_commit=None):
     """The step loop (module docstring): from the stepper's (t, y) to ``t1``, with
     outputs at ``t_out[i_out:]``.  ``on_commit(t, y)`` (optional) is called at every
-    step's end after its outputs (``y``: one buffer of the loop, refilled at every
-    step: copy what you keep); a returned array replaces the end state
-    (``Stepper.replace_end``).  Returns ``(code, t, y, i_out, h)``."""
+    step's end before ``t1`` after its outputs, as the Python driver calls it (not
+    after the last step, nor when ``on_output`` stopped the loop; ``y``: one buffer
+    of the loop, refilled at every step: copy what you keep); a returned array
+    replaces the end state (``Stepper.replace_end``).  Returns ``(code, t, y, i_out,
+    h)``."""
     cdef Py_ssize_t N = s.N, nout = t_out.shape[0]
     cdef double[::1] cbuf
     commit_arr = None
@@ -349,11 +387,14 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
                 if on_output(tt, outa) is True:
                     s.commit(True)
                     return LOOP_STOPPED, s.t, s.y_arr, i_out, s.h_next()
-        if on_commit is not None:
+        if on_commit is not None and s.t_end < t1:
             memcpy(&cbuf[0], s.y_end, N * sizeof(double))
             r = on_commit(s.t_end, commit_arr)
             if r is not None:
-                s.replace_end(r)
+                code = s.replace_end(r)
+                if code:
+                    s.report(stats, code)
+                    return code, s.t, s.y_arr, i_out, s.h_next()
         code = s.commit(False)
         if code:
             s.report(stats, code)

@@ -93,16 +93,16 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     ``max_steps`` > 0: the step budget between outputs
     (:class:`~mbcore.integrate.base.StepBudgetError` when it runs out).
     ``on_commit(t, y) -> y_new | None``: a change of coordinates at every step's
-    end after its outputs (Runge-Kutta loops only; the Python driver's)."""
+    end before t1, after its outputs (the Python driver's): the Runge-Kutta loops
+    continue from a new state as from a projection, the multistep and θ loops
+    restart there as the driver restarts its integrator."""
     if kind in ("abm", "bdf", "theta"):  # ext/_steploop.pyx
-        if on_commit is not None:
-            raise ValueError("on_commit: the compiled multistep loops cannot continue "
-                             "from a new end state (use the Python driver)")
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
                              hist=hist, history=(start or {}).get("history"),
-                             max_steps=max_steps, rhs_state=(start or {}).get("rhs_state"))
+                             max_steps=max_steps, rhs_state=(start or {}).get("rhs_state"),
+                             on_commit=on_commit)
     from .._ext._steploop import run_rk
 
     crhs = form.compiled

@@ -82,7 +82,7 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
-                  history=None, max_steps: int = 0, rhs_state=None):
+                  history=None, max_steps: int = 0, rhs_state=None, on_commit=None):
     """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
     (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only).
     Checkpoints: ``ystep`` (size + 2 floats) receives the end state of each step
@@ -93,7 +93,12 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     zero (the caller continues the stored counts).  A history without ``t`` (an
     older checkpoint: the state after the step) is restored the same way, counted
     from the start-up.  ``rhs_state``: the right-hand side's own state at (t0, y0)
-    (``load_state``, after the integrator's start-up)."""
+    (``load_state``, after the integrator's start-up).
+    ``on_commit(t, y) -> y_new | None``: a change of coordinates at every step's end
+    before t1, after its outputs (the Python driver's): a new state restarts the
+    method there as the driver does (``integ.restart(t, y_new)``: order 1, the first
+    step chosen again), the loop continuing with the same outputs, statistics, step
+    budget and checkpoints; the restart's evaluations count as the driver's."""
     from .._ext import _steploop as ms
     from .loop_result import (LoopFallback, LoopResult, LoopStatus, budget_error,
                               step_too_small)
@@ -138,6 +143,15 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         hist["kind"] = kind
     y_start = np.array(y0, dtype=float)
     budget = int(max_steps or 0)
+    restart = None
+    if on_commit is not None:
+        def restart(t, y):          # the driver's integ.restart after new coordinates
+            try:
+                integ.restart(t, y)
+            except LoopFallback:
+                return None         # (the loop hands (t, y) to the Python driver)
+            return integ.loop_start()
+    commit = {"on_commit": on_commit, "restart": restart}
     if kind == "abm":
         code, t, y, i_out, h = ms.run_abm(
             crhs, float(t0), float(t1), y_start, np.ascontiguousarray(s0["phi"]),
@@ -146,7 +160,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             s0["max_step"], np.ascontiguousarray(icls.GAMMA, dtype=float),
             np.ascontiguousarray(icls.GAMMA_STAR_ABS, dtype=float),
             t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
-            hist=hist, max_steps=budget)
+            hist=hist, max_steps=budget, **commit)
     elif kind == "bdf":
         o = integ.opts
         code, t, y, i_out, h = ms.run_bdf(
@@ -164,7 +178,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             h_power=(None if s0["h_power"] is None
                      else np.ascontiguousarray(s0["h_power"], dtype=float)),
             newton_system=s0["newton_system"], ystep=ystep, hist=hist, **extra,
-            max_steps=budget)
+            max_steps=budget, **commit)
     elif kind == "theta":
         o = integ.opts
         code, t, y, i_out, h = ms.run_theta(
@@ -172,7 +186,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             s0["t_start"], s0["i"], s0["h"], float(icls.theta),
             int(icls.order), icls.END_DERIVATIVE == "evaluated", int(o["newton_maxiter"]),
             float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
-            counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra, max_steps=budget)
+            counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra, max_steps=budget,
+            **commit)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)

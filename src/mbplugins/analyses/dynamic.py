@@ -1189,8 +1189,6 @@ class _Run:
             self.loop = compiled_loop_for(a.icls, form, post_step=self.post, jac=self.jac,
                                           events=[e for e in self.events
                                                   if not hasattr(e.fun, "linear")])
-            if self.loop in ("abm", "bdf", "theta") and self.commit is not None:
-                self.loop = None             # (they cannot continue from a new state)
             if self.loop:
                 self.stop_specs = np.array(linear, dtype=float).reshape(-1, 3)
         a.stats["loop"] = "compiled" if self.loop else "python"
