@@ -1,5 +1,23 @@
 # Explicit Runge-Kutta stepper of the step loop (included by _steploop.pyx).
 
+cdef inline void _combine(const double* c, const double* K, Py_ssize_t s, Py_ssize_t N,
+                          double* out) noexcept nogil:
+    """``out[i] = sum_k c[k] K[k N + i]`` for k = 0 .. s-1, summed in that order from
+    0.0 for every i (the terms and order of the Python integrators' stage sums), one
+    pass over each stage: the passes over i vectorise."""
+    cdef Py_ssize_t i, k
+    cdef double ck
+    cdef const double* Kk
+    ck = c[0]
+    for i in range(N):
+        out[i] = 0.0 + ck * K[i]
+    for k in range(1, s):
+        ck = c[k]
+        Kk = K + k * N
+        for i in range(N):
+            out[i] = out[i] + ck * Kk[i]
+
+
 cdef double _rms(const double* v, const double* scale, Py_ssize_t N) noexcept nogil:
     cdef Py_ssize_t i
     cdef double acc = 0.0, r
@@ -50,6 +68,7 @@ cdef class RKStepper(Stepper):
         cdef double* B = self.B
         cdef double* E = self.E
         cdef double* E3 = self.E3
+        cdef double* acc = self.work
         cdef double t = self.t, t1 = self.t1, tnew, h, err, factor, a, sk, min_step
         cdef double e5, e3, r5, r3, rtol = self.rtol, atol = self.atol
         cdef bint rejected = False
@@ -88,18 +107,14 @@ cdef class RKStepper(Stepper):
             self.h = h
             self.tnew = tnew
             for st in range(1, s):
+                _combine(&A[st * ac], K, st, N, acc)
                 for i in range(N):
-                    a = 0.0
-                    for k in range(st):
-                        a += A[st * ac + k] * K[k * N + i]
-                    ytmp[i] = y[i] + h * a
+                    ytmp[i] = y[i] + h * acc[i]
                 if self.f.c_eval(t + self.C[st] * h, ytmp, &K[st * N]):
                     return LOOP_EVAL_FAILED
+            _combine(B, K, s, N, acc)
             for i in range(N):
-                a = 0.0
-                for k in range(s):
-                    a += B[k] * K[k * N + i]
-                ynew[i] = y[i] + h * a
+                ynew[i] = y[i] + h * acc[i]
             if self.f.c_eval(tnew, ynew, &K[s * N]):
                 return LOOP_EVAL_FAILED
             if not self.adaptive:
@@ -124,11 +139,9 @@ cdef class RKStepper(Stepper):
                 else:
                     err = fabs(h) * e5 / sqrt((e5 + 0.01 * e3) * N)
             else:
+                _combine(E, K, s + 1, N, acc)
                 for i in range(N):
-                    a = 0.0
-                    for k in range(s + 1):
-                        a += E[k] * K[k * N + i]
-                    self.work[i] = h * a
+                    acc[i] = h * acc[i]
                     self.scale[i] = atol + rtol * (fabs(y[i]) if fabs(y[i]) > fabs(ynew[i])
                                                    else fabs(ynew[i]))
                 err = _rms(self.work, self.scale, N)
