@@ -8,6 +8,7 @@ against their NumPy references; runs with the analytic matrices against runs wit
 former differences (``jacobian_fd``)."""
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def _central(form, t, y, h=1e-5):
 def _blocks(form, fname):
     n, m = form.n, form.m
     cuts = [0, n, 2 * n, 2 * n + m] + ([2 * n + 2 * m] if fname == "ggl" else [])
-    return list(zip(cuts[:-1], cuts[1:]))
+    return list(itertools.pairwise(cuts))
 
 
 def test_inertial_jacobians_are_the_derivatives_of_the_mass_solve():
@@ -78,7 +79,7 @@ def test_inertial_jacobians_are_the_derivatives_of_the_mass_solve():
         q = s.initial_state(0.0).q + 0.1 * rng.standard_normal(n)
         v, F = rng.standard_normal(n), 10.0 * rng.standard_normal(n)
 
-        def acc(qq, vv):
+        def acc(qq, vv, F=F):
             return sm.solve(qq, vv, F, np.zeros(n)).copy()
 
         a = acc(q, v)

@@ -10,10 +10,17 @@ state, algebraic components out of the error test).  Both the position and the
 velocity constraints hold to the Newton tolerance at every step without any
 projection; ``mu`` is zero for the exact solution.
 
-Planar models of compiled elements (dense or sparse Jacobian) evaluate ``f`` (and the
-work rate of the dynamic analysis) in one C call, ``mbplugins._ext._dae.CompiledGGL``; bdf
-then runs on the compiled loop (``_steploop.run_bdf`` with its DAE options, the
-Jacobian through :meth:`GGL.jacobian`).  :meth:`GGL.rhs` is its NumPy reference.
+Models of compiled elements (planar: dense or sparse Jacobian; spatial: dense)
+evaluate ``f`` (and the work rate of the dynamic analysis) in one C call,
+``mbplugins._ext._dae.CompiledGGL``; bdf then runs on the compiled loop
+(``_steploop.run_bdf`` with its DAE options, the Jacobian through
+:meth:`GGL.jacobian`).  :meth:`GGL.rhs` is its NumPy reference.
+
+The Newton matrix :meth:`GGL.jacobian` is analytic in its velocity rows: ``K``, ``C``
+of the forces (Nikravesh (1988), §9.2; spatial Euler-parameter form, Eqs.
+11.1-11.7) and, for spatial bodies, the derivatives of the inertial terms and of the
+mass solve (:mod:`.velocity_jacobian`); the constraint terms are differences of the
+constraint rows alone.  :func:`jacobian_fd` keeps the former differences of f.
 """
 from __future__ import annotations
 

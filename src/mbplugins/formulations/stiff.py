@@ -26,10 +26,18 @@ integration error, as the book describes.
 :func:`bdf_stiff_solve` is the fixed-step BDF-k driver of §4.6 built on
 :func:`reduced_newton_step` (a reference for the order of convergence).
 
-Planar models of compiled elements evaluate ``f`` and the work rate in one C call
-(``mbplugins._ext._dae.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
-compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
-arithmetic bit for bit); bdf then runs on the compiled loop (``_steploop.run_bdf``,
+The blocks of df/dy (:meth:`Stiff.jacobian`) are analytic in the velocity rows:
+planar ``K + d(Phi_q^T lam)/dq`` and ``C``; spatial bodies (the accelerations of the
+regular Euler-parameter form inside f) ``M^-1 (K + d(P^T lam)/dq - Dq)``,
+``M^-1 (C - Dv)`` and ``M^-1 P^T`` with P the true gradient of Phi
+(:func:`_spatial_blocks`, :mod:`.velocity_jacobian`); ``d(P^T lam)/dq`` by
+differences of the constraint rows alone.  :func:`jacobian_fd` keeps the former
+differences of f (tests, benchmark).
+
+Models of compiled elements (spatial: dense Jacobian) evaluate ``f`` and the work
+rate in one C call (``mbplugins._ext._dae.CompiledStiff``; NumPy reference
+:meth:`Stiff.rhs`) and, planar, take the compiled twin of :class:`ReducedNewton`
+(``_stiffnewton.ReducedNewtonC``, the same arithmetic bit for bit); bdf then runs on the compiled loop (``_steploop.run_bdf``,
 which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).
 """
 from __future__ import annotations
@@ -581,7 +589,7 @@ def jacobian_fd(self, t, y):
     n, N = self.n, self.size
     J = np.zeros((N, N))
     if not self.spatial:
-        M, Kq, Ks, Jq = _parts_fd(self.system, y[:n], y[n:2 * n], y[2 * n:N], t)
+        _, Kq, Ks, Jq = _parts_fd(self.system, y[:n], y[n:2 * n], y[2 * n:N], t)
         J[:n, n:2 * n] = np.eye(n)
         J[n:2 * n, :n] = Kq
         J[n:2 * n, n:2 * n] = Ks
