@@ -46,7 +46,10 @@ cdef class CompiledGGL(CompiledODE):
     the constraint rows the DAE keeps (the independent ones of a redundant set; lam
     and mu have one entry per kept row; default all).  ``size`` =
     2n + 2m + 1; ``cartesian`` is False (outputs come from the formulation).  Status
-    codes as :class:`CompiledRHS` (no SINGULAR)."""
+    codes as :class:`CompiledRHS` (no SINGULAR).  For the Newton matrices of both DAE
+    forms: :meth:`true_rows` (the exact derivative of Phi), :meth:`constraint_differences`
+    (the constraint-only terms by differences, one C call) and, spatial bodies,
+    :meth:`velocity_columns` (the analytic velocity rows' mass solve)."""
 
     cdef PlanarEvaluator ev
     cdef ForceEvaluator fe
