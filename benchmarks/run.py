@@ -1668,6 +1668,83 @@ def bench_force_jacobians(repeat: int, quick: bool) -> dict:
     return out
 
 
+def bench_spatial_dae_jacobians(repeat: int, quick: bool) -> dict:
+    """Newton matrices of ``ggl`` and ``stiff`` for spatial bodies: the analytic
+    velocity rows (``GGL.jacobian`` / ``Stiff.jacobian``) against the former forward
+    differences of the whole right-hand side (``jacobian_fd``, 2n evaluations of f),
+    on the heavy top (n = 7) and IFToMM A05 (the governor of
+    benchmarks/accuracy_problems.py, n = 28): µs per call at one state (median of
+    ``max(5, repeat)`` batches, the two interleaved), compiled and NumPy kernels; and
+    whole bdf runs (rtol 1e-6, atol 1e-8; heavy top 0.5 s, governor 1 s) with either
+    Jacobian, interleaved: wall time, Jacobian calls, steps and the time inside the
+    Jacobian per call (median of ``max(3, repeat)``)."""
+    from accuracy_problems import governor_model
+    from mbcore.plugins import registry
+    from mbplugins.formulations import ggl as gglmod, stiff as stiffmod
+    out = {}
+    models = {"heavy_top": (lambda: mbcore.Model.from_file(
+        ROOT / "examples" / "spatial_heavy_top.yaml"), 0.5),
+        "governor": (governor_model, 1.0)}
+    rng = np.random.default_rng(0)
+    timing = {"n": 0, "t": 0.0}
+
+    def timed(jac):
+        def f(self, t, y):
+            t0 = time.perf_counter()
+            r = jac(self, t, y)
+            timing["t"] += time.perf_counter() - t0
+            timing["n"] += 1
+            return r
+        return f
+
+    for name, (build, t_end) in models.items():
+        for fname in ("ggl", "stiff"):
+            cls = gglmod.GGL if fname == "ggl" else stiffmod.Stiff
+            fd = gglmod.jacobian_fd if fname == "ggl" else stiffmod.jacobian_fd
+            analytic = cls.jacobian
+            row = {}
+            for kern in ("compiled", "numpy"):
+                s = build().compile(kernels=kern)
+                form = registry().get("formulation", fname)(s, {})
+                st = s.initial_state(0.0)
+                y, _ = form.initialize(st.q, st.qd, 0.0)
+                y = y + 1e-3 * rng.standard_normal(y.size)
+                row["n"], row["m"] = s.n, form.m
+                number = 200 if kern == "compiled" else 5
+                ta, tb, _ = _ab_time(lambda: [analytic(form, 0.1, y) for _ in range(number)],
+                                     lambda: [fd(form, 0.1, y) for _ in range(number)],
+                                     max(5, repeat))
+                row[f"{kern}_analytic_us"] = 1e6 * ta / number
+                row[f"{kern}_differences_us"] = 1e6 * tb / number
+                row[f"{kern}_speedup"] = tb / ta
+            out[f"spatial_dae_jacobian_{name}_{fname}"] = row
+            # whole runs (compiled kernels), the two Jacobians interleaved
+            st = {"analysis": "dynamic", "formulation": fname, "integrator": "bdf",
+                  "rtol": 1e-6, "atol": 1e-8, "t_end": 0.1 if quick else t_end,
+                  "output_step": 0.01}
+            res = {"analytic": [], "differences": []}
+            try:
+                for _ in range(max(3, repeat)):
+                    for label, jac in (("analytic", analytic), ("differences", fd)):
+                        cls.jacobian = timed(jac)
+                        timing.update(n=0, t=0.0)
+                        r = mbcore.run(build(), settings=st)
+                        res[label].append((float(r.stats["wall_time"]),
+                                           timing["t"] / max(timing["n"], 1), timing["n"],
+                                           int(r.stats["integrator_nsteps"])))
+            finally:
+                cls.jacobian = analytic
+            run = {"simulated_s": st["t_end"]}
+            for label, rows in res.items():
+                run[f"{label}_wall_s"] = statistics.median(x[0] for x in rows)
+                run[f"{label}_jacobian_us"] = 1e6 * statistics.median(x[1] for x in rows)
+                run[f"{label}_jacobians"] = rows[-1][2]
+                run[f"{label}_steps"] = rows[-1][3]
+            run["wall_speedup"] = run["differences_wall_s"] / run["analytic_wall_s"]
+            out[f"spatial_dae_run_{name}_{fname}"] = run
+    return out
+
+
 def bench_dijac(repeat: int, quick: bool) -> dict:
     """The semi-analytic DI/CS Jacobian of the compiled
     right-hand side (``CompiledRHS.c_jac``) in the compiled bdf / θ loops, *before*
@@ -1945,7 +2022,8 @@ def main(argv=None) -> int:
                                                  "chain", "integrators", "multistep",
                                                  "overheads",
                                                  "formulations", "cp", "startup_rows",
-                                                 "penalty", "force_jacobians", "dijac",
+                                                 "penalty", "force_jacobians",
+                                                 "spatial_dae_jacobians", "dijac",
                                                  "modes", "sweep", "simulation", "memory",
                                                  "output_rows"),
                    help="run only these groups (memory: only when named, it takes minutes)")
@@ -1967,6 +2045,7 @@ def main(argv=None) -> int:
               "formulations": (bench_formulations,), "cp": (bench_cp,),
               "penalty": (bench_penalty,),
               "force_jacobians": (bench_force_jacobians,),
+              "spatial_dae_jacobians": (bench_spatial_dae_jacobians,),
               "dijac": (bench_dijac,),
               "modes": (bench_modes,),
               "sweep": (bench_sweep,),

@@ -46,7 +46,10 @@ cdef class CompiledGGL(CompiledODE):
     the constraint rows the DAE keeps (the independent ones of a redundant set; lam
     and mu have one entry per kept row; default all).  ``size`` =
     2n + 2m + 1; ``cartesian`` is False (outputs come from the formulation).  Status
-    codes as :class:`CompiledRHS` (no SINGULAR)."""
+    codes as :class:`CompiledRHS` (no SINGULAR).  For the Newton matrices of both DAE
+    forms: :meth:`true_rows` (the exact derivative of Phi), :meth:`constraint_differences`
+    (the constraint-only terms by differences, one C call) and, spatial bodies,
+    :meth:`velocity_columns` (the analytic velocity rows' mass solve)."""
 
     cdef PlanarEvaluator ev
     cdef ForceEvaluator fe
@@ -71,6 +74,10 @@ cdef class CompiledGGL(CompiledODE):
     cdef double[:, :, ::1] sp_J, sp_V
     cdef double[:, ::1] sp_lam, sp_E
     cdef double[::1] sp_alpha, minv
+    # spatial bodies: the radial coefficients a_b of the true gradient (nsp x m_full,
+    # row-major), the Richardson differences' work rows (4 x m), a_b . lam (nsp), a
+    # work vector (n) and the constraint differences' rows (m x n) and sums (2 x n)
+    cdef double[::1] rad, rwork, rlam, zbuf, pbuf, gbuf
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m,
@@ -125,6 +132,11 @@ cdef class CompiledGGL(CompiledODE):
         self.qgrav = qgrav
         self.yp = np.zeros(self.size)
         self.fb = np.zeros(self.size)
+        self.rad = np.zeros(max(self.nsp * self.m_full, 1))
+        self.rwork = np.zeros(4 * max(self.m_full, 1))
+        self.rlam = np.zeros(max(self.nsp, 1))
+        self.zbuf = np.zeros(self.n)
+        self.gbuf = np.zeros(3 * self.n)
         self.nfev = 0
         self.status = 0
 
@@ -222,6 +234,317 @@ cdef class CompiledGGL(CompiledODE):
         self.power = P
         return self._finish(ydot, 2 * n + 2 * m + 1)
 
+    cdef int _radial(self, double t, const double* q) noexcept nogil:
+        """``rad[b, :] = a_b``: the coefficients with which the true gradient of Phi
+        differs from the projected Jacobian on the p columns of spatial body b,
+        ``dPhi/dp_b = (Phi_q)_{p_b} + a_b p_b^T`` (the projected form, Nikravesh (1988),
+        §7.3.1, has no component along p), from the derivative of Phi along p_b:
+        central differences with h = 1e-3 and h/2 combined by Richardson
+        extrapolation (exact for rows quartic in p_b up to rounding).  Needs the
+        stages at (t, q) (``ev.qx`` = q, ``jdata`` = Phi_q); ``ev.qx`` is restored.
+        NumPy reference: ``mbplugins.formulations.dae_common.radial_coefficients``."""
+        cdef Py_ssize_t n = self.n, m = self.m_full, b, k, i, r
+        cdef const idx_t* idx
+        cdef double* qx = self.ev.qx
+        cdef double* up = &self.rwork[0]
+        cdef double* um = up + m
+        cdef double* d0 = up + 2 * m
+        cdef double* d1 = up + 3 * m
+        cdef double* dr
+        cdef double* arow
+        cdef const double* J = &self.jdata[0]
+        cdef double p[4]
+        cdef double pp, hh, D, jp
+        for b in range(self.nsp):
+            idx = &self.sp_pidx[b, 0]
+            pp = 0.0
+            for k in range(4):
+                p[k] = q[idx[k]]
+                pp = pp + p[k] * p[k]
+            for r in range(2):
+                hh = 1e-3 if r == 0 else 0.5e-3
+                dr = d0 if r == 0 else d1
+                for k in range(4):
+                    qx[idx[k]] = p[k] * (1.0 + hh)
+                if self.ev.c_phi(t, self.fvp, up) >= 0:
+                    return CONSTRAINT_FAILED
+                for k in range(4):
+                    qx[idx[k]] = p[k] * (1.0 - hh)
+                if self.ev.c_phi(t, self.fvp, um) >= 0:
+                    return CONSTRAINT_FAILED
+                for i in range(m):
+                    dr[i] = (up[i] - um[i]) / (2.0 * hh)
+            for k in range(4):
+                qx[idx[k]] = p[k]
+            arow = &self.rad[b * m]
+            for i in range(m):
+                D = (4.0 * d1[i] - d0[i]) / 3.0
+                jp = 0.0
+                for k in range(4):
+                    jp = jp + J[i * n + idx[k]] * p[k]
+                arow[i] = (D - jp) / pp
+        return OK
+
+    cdef int _rows_at(self, double t, const double[::1] q) except -1:
+        """The stages Phi_q and the radial coefficients at (t, q), for the Newton
+        hook's methods; raises on a failing element."""
+        cdef Py_ssize_t n = self.n
+        if q.shape[0] < n:
+            raise ValueError(f"q needs {n} entries")
+        if self.nf and self.fn.run(t, self.fvp, &self.err) != 0:
+            raise FloatingPointError("a time function failed")
+        memcpy(self.ev.qx, &q[0], n * sizeof(double))
+        if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0 or self._radial(t, &q[0]):
+            raise FloatingPointError("a constraint evaluation failed")
+        return 0
+
+    def true_rows(self, double t, const double[::1] q not None):
+        """The exact derivative of Phi at (t, q), (m, n): ``Phi_q`` with ``a_b p_b^T``
+        added on the p columns of every spatial body (the Newton rows of the stiff
+        form, the Phi rows of both forms' Newton matrices; NumPy reference
+        ``mbplugins.formulations.dae_common.true_rows``)."""
+        cdef Py_ssize_t n = self.n, m = self.m, mf = self.m_full, b, i, k
+        if self.sparse:
+            raise ValueError("true_rows: a dense Jacobian is needed")
+        self._rows_at(t, q)
+        P = np.array(self.jdata[:mf * n]).reshape(mf, n)[np.asarray(self.rows)]
+        cdef double[:, ::1] Pv = P
+        cdef const idx_t* idx
+        for b in range(self.nsp):
+            idx = &self.sp_pidx[b, 0]
+            for i in range(m):
+                for k in range(4):
+                    Pv[i, idx[k]] += self.rad[b * mf + self.rows[i]] * q[idx[k]]
+        return P
+
+    def constraint_differences(self, double t, const double[::1] q not None,
+                               const double[::1] v, const double[:, ::1] L not None,
+                               double[:, :, ::1] H not None, double[:, ::1] W,
+                               bint radial=False, double eps=1e-7):
+        """Forward differences in q of the constraint-only terms of the Newton
+        matrices, one Phi_q (and with ``v`` one nu) per column, steps ``eps (1 + |q_j|)``:
+        ``H[k] = d(P^T L[k])/dq`` (n x n) for the multipliers ``L`` (K x m) of the kept
+        rows, and with ``v`` ``W = d(Phi_q v - nu)/dq`` (m x n).  P = Phi_q, or with
+        ``radial`` the true gradient (:meth:`true_rows`: the radial terms
+        ``p_b (a_b . l)`` on the p columns, differenced too).  Dense Jacobians.  NumPy
+        reference: ``mbplugins.formulations.dae_common.constraint_fd``.  Leaves the
+        stages (``jdata``, the radial coefficients) at q; raises on a failing
+        element."""
+        cdef Py_ssize_t n = self.n, m = self.m, mf = self.m_full, K = L.shape[0]
+        cdef Py_ssize_t i, j, k, c, r, b, kk
+        cdef double d, qj, li
+        cdef bint with_v = v is not None
+        cdef const double* J = &self.jdata[0]
+        cdef double* qx = self.ev.qx
+        if self.sparse:
+            raise ValueError("constraint_differences: a dense Jacobian is needed")
+        if q.shape[0] < n or L.shape[1] != m or K > 2 or H.shape[0] < K \
+                or H.shape[1] != n or H.shape[2] != n or (with_v and (
+                    v.shape[0] < n or W is None or W.shape[0] != m or W.shape[1] != n)):
+            raise ValueError(f"constraint_differences: q, v need {n} entries, L the shape "
+                             f"(K <= 2, {m}), H (K, {n}, {n}) and W ({m}, {n})")
+        if radial and not self.nsp:
+            radial = False
+        if self.nf and self.fn.run(t, self.fvp, &self.err) != 0:
+            raise FloatingPointError("a time function failed")
+        if with_v:
+            memcpy(self.ev.qdx, &v[0], n * sizeof(double))
+        base = np.zeros((K + (1 if with_v else 0), max(n, m)))
+        cdef double[:, ::1] b0 = base
+        cdef double* g = &self.gbuf[0]
+        # columns 0..n: the reference values at q (jj = -1), then each perturbed q_j
+        for j in range(-1, n):
+            memcpy(qx, &q[0], n * sizeof(double))
+            d = 0.0
+            if j >= 0:
+                qj = q[j]
+                d = eps * (1.0 + fabs(qj))
+                qx[j] = qj + d
+            if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0 \
+                    or (with_v and self.ev.c_nu(t, self.fvp, &self.nu[0]) >= 0) \
+                    or (radial and self._radial(t, qx)):
+                memcpy(qx, &q[0], n * sizeof(double))
+                raise FloatingPointError("a constraint evaluation failed")
+            for k in range(K):
+                for c in range(n):
+                    g[c] = 0.0
+                for i in range(m):
+                    r = self.rows[i]
+                    li = L[k, i]
+                    if li != 0.0:
+                        for c in range(n):
+                            g[c] += J[r * n + c] * li
+                if radial:
+                    for b in range(self.nsp):
+                        li = 0.0
+                        for i in range(m):
+                            li = li + self.rad[b * mf + self.rows[i]] * L[k, i]
+                        for kk in range(4):
+                            c = self.sp_pidx[b, kk]
+                            g[c] += qx[c] * li
+                if j < 0:
+                    for c in range(n):
+                        b0[k, c] = g[c]
+                else:
+                    for c in range(n):
+                        H[k, c, j] = (g[c] - b0[k, c]) / d
+            if with_v:
+                for i in range(m):
+                    r = self.rows[i]
+                    li = 0.0
+                    for c in range(n):
+                        li = li + J[r * n + c] * v[c]
+                    li = li - self.nu[r]
+                    if j < 0:
+                        b0[K, i] = li
+                    else:
+                        W[i, j] = (li - b0[K, i]) / d
+        memcpy(qx, &q[0], n * sizeof(double))
+        if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0 \
+                or (radial and self._radial(t, qx)):
+            raise FloatingPointError("a constraint evaluation failed")
+        return 0
+
+    def velocity_columns(self, const double[::1] q not None, const double[::1] v not None,
+                         const double[::1] a not None, double[:, ::1] X not None):
+        """Spatial bodies, in place: ``X <- (M + alpha p p^T)^-1 (X - [Dq, Dv, 0])``,
+        X (n x k, k >= 2n) holding ``[dF/dq, dF/dv, P^T]``: the velocity rows of the
+        Newton matrix (da/dq, da/dv, da/dlam) of the accelerations ``a`` at (q, v), with
+        the derivatives of the inertial terms on the p rows and columns of every body
+        (``L_k = L(e_k)``, Nikravesh (1988), Eqs. 6.39, 11.22-11.32)::
+
+            Dq[:, k] = 4 L_k^T J' L(p) a - 4 L(p)^T J' L(a) e_k - 8 L(v)^T J' L(v) e_k
+                       + alpha (e_k (p.a + v.v) + p a_k)
+            Dv[:, k] = 8 L_k^T J' L(p) v + 8 L(v)^T J' L(p) e_k + 2 alpha p v_k
+
+        and the regular mass solve ``E D E^T`` per body (mbcore.system.mass).  NumPy
+        reference: ``mbplugins.formulations.velocity_jacobian.velocity_blocks``."""
+        cdef Py_ssize_t n = self.n, k = X.shape[1], b, i, j, l, c, r
+        cdef double p[4]
+        cdef double pd[4]
+        cdef double pa[4]
+        cdef double x[4]
+        cdef double Lp[12]
+        cdef double Ld[12]
+        cdef double La[12]
+        cdef double Lk[48]
+        cdef double JLp[12]
+        cdef double JLa[12]
+        cdef double JLd[12]
+        cdef double wa[3]
+        cdef double wd[3]
+        cdef double Dq[16]
+        cdef double Dv[16]
+        cdef double s2, al, dots, acc
+        cdef double* E
+        cdef const double* Jm
+        cdef const double* V
+        cdef const idx_t* idx
+        if q.shape[0] < n or v.shape[0] < n or a.shape[0] < n or X.shape[0] != n \
+                or k < 2 * n:
+            raise ValueError(f"velocity_columns: q, v, a need {n} entries and X the "
+                             f"shape ({n}, >= {2 * n})")
+        for i in range(4):
+            for j in range(4):
+                x[j] = 1.0 if i == j else 0.0
+            _Lmat(x, &Lk[12 * i])
+        for b in range(self.nsp):
+            idx = &self.sp_pidx[b, 0]
+            for j in range(4):
+                p[j] = q[idx[j]]
+                pd[j] = v[idx[j]]
+                pa[j] = a[idx[j]]
+            _Lmat(p, Lp)
+            _Lmat(pd, Ld)
+            _Lmat(pa, La)
+            Jm = &self.sp_J[b, 0, 0]
+            V = &self.sp_V[b, 0, 0]
+            al = self.sp_alpha[b]
+            for j in range(3):                  # J' L(p), J' L(a), J' L(v)
+                for l in range(4):
+                    JLp[4 * j + l] = (Jm[3 * j] * Lp[l] + Jm[3 * j + 1] * Lp[4 + l]
+                                      + Jm[3 * j + 2] * Lp[8 + l])
+                    JLa[4 * j + l] = (Jm[3 * j] * La[l] + Jm[3 * j + 1] * La[4 + l]
+                                      + Jm[3 * j + 2] * La[8 + l])
+                    JLd[4 * j + l] = (Jm[3 * j] * Ld[l] + Jm[3 * j + 1] * Ld[4 + l]
+                                      + Jm[3 * j + 2] * Ld[8 + l])
+            for j in range(3):
+                wa[j] = 0.0
+                wd[j] = 0.0
+                for l in range(4):
+                    wa[j] += JLp[4 * j + l] * pa[l]
+                    wd[j] += JLp[4 * j + l] * pd[l]
+            dots = 0.0
+            for j in range(4):
+                dots += p[j] * pa[j] + pd[j] * pd[j]
+            for i in range(4):
+                for c in range(4):
+                    acc = 0.0                   # L_c^T w (column c)
+                    for j in range(3):
+                        acc += Lk[12 * c + 4 * j + i] * wa[j]
+                    Dq[4 * i + c] = 4.0 * acc
+                    acc = 0.0
+                    for j in range(3):
+                        acc += Lk[12 * c + 4 * j + i] * wd[j]
+                    Dv[4 * i + c] = 8.0 * acc
+                    acc = 0.0
+                    for j in range(3):
+                        acc += Lp[4 * j + i] * JLa[4 * j + c]
+                    Dq[4 * i + c] -= 4.0 * acc
+                    acc = 0.0
+                    for j in range(3):
+                        acc += Ld[4 * j + i] * JLd[4 * j + c]
+                    Dq[4 * i + c] -= 8.0 * acc
+                    Dq[4 * i + c] += al * p[i] * pa[c]
+                    acc = 0.0
+                    for j in range(3):
+                        acc += Ld[4 * j + i] * JLp[4 * j + c]
+                    Dv[4 * i + c] += 8.0 * acc + 2.0 * al * p[i] * pd[c]
+                Dq[5 * i] += al * dots
+            for i in range(4):
+                for c in range(4):
+                    X[idx[i], idx[c]] -= Dq[4 * i + c]
+                    X[idx[i], n + idx[c]] -= Dv[4 * i + c]
+            # E = [L(p)^T V, p] and D of the regular mass solve
+            s2 = p[0] * p[0] + p[1] * p[1] + p[2] * p[2] + p[3] * p[3]
+            s2 = s2 * s2
+            E = &self.sp_E[b, 0]
+            for j in range(4):
+                for l in range(3):
+                    acc = 0.0
+                    for i in range(3):
+                        acc += Lp[4 * i + j] * V[3 * i + l]
+                    E[4 * j + l] = acc
+                E[4 * j + 3] = p[j]
+            for l in range(3):
+                self.minv[idx[l]] = 1.0 / (4.0 * s2 * self.sp_lam[b, l])
+            self.minv[idx[3]] = 1.0 / (al * s2)
+        cdef double* keep = &self.gbuf[0]       # 1: a row of 1/m (not a p row)
+        for r in range(n):
+            keep[r] = 1.0
+        for b in range(self.nsp):
+            for j in range(4):
+                keep[self.sp_pidx[b, j]] = 0.0
+        for r in range(n):                      # the translations
+            if keep[r] != 0.0:
+                for c in range(k):
+                    X[r, c] *= self.minv[r]
+        for b in range(self.nsp):               # E D E^T on the p rows
+            idx = &self.sp_pidx[b, 0]
+            E = &self.sp_E[b, 0]
+            for c in range(k):
+                for l in range(4):
+                    acc = 0.0
+                    for j in range(4):
+                        acc += E[4 * j + l] * X[idx[j], c]
+                    x[l] = acc * self.minv[idx[l]]
+                for j in range(4):
+                    acc = 0.0
+                    for l in range(4):
+                        acc += E[4 * j + l] * x[l]
+                    X[idx[j], c] = acc
+        return 0
+
     def eval(self, double t, const double[::1] y not None, double[::1] ydot not None):
         """ydot[:size] = f(t, y[:size - 1]); returns the status (0 = OK)."""
         if y.shape[0] < self.size - 1 or ydot.shape[0] < self.size:
@@ -290,10 +613,6 @@ cdef class CompiledStiff(CompiledGGL):
     Newton hook ``M^-1 P^T``.  The stages (time functions, Phi_q, Phi, forces) and
     ``eval`` / ``work_row`` / ``timeit`` are CompiledGGL's; ``size`` = 2n + m + 1."""
 
-    # spatial bodies: the radial coefficients a_b of the true gradient (nsp x m_full,
-    # row-major), the Richardson differences' work rows (4 x m) and a_b . lam (nsp)
-    cdef double[::1] rad, rwork, rlam, zbuf
-
     def __cinit__(self, *args, **kwargs):
         # CompiledGGL.__cinit__ (run first, same arguments) checked the sizes
         self.size = 2 * self.n + self.m + 1
@@ -301,92 +620,6 @@ cdef class CompiledStiff(CompiledGGL):
         self.fb = np.zeros(self.size)
         if self.nsp and self.sparse:
             raise ValueError("CompiledStiff: spatial bodies need a dense Jacobian")
-        self.rad = np.zeros(max(self.nsp * self.m_full, 1))
-        self.rwork = np.zeros(4 * max(self.m_full, 1))
-        self.rlam = np.zeros(max(self.nsp, 1))
-        self.zbuf = np.zeros(self.n)
-
-    cdef int _radial(self, double t, const double* q) noexcept nogil:
-        """``rad[b, :] = a_b``: the coefficients with which the true gradient of Phi
-        differs from the projected Jacobian on the p columns of spatial body b,
-        ``dPhi/dp_b = (Phi_q)_{p_b} + a_b p_b^T`` (the projected form, Nikravesh (1988),
-        §7.3.1, has no component along p), from the derivative of Phi along p_b:
-        central differences with h = 1e-3 and h/2 combined by Richardson
-        extrapolation (exact for rows quartic in p_b up to rounding).  Needs the
-        stages at (t, q) (``ev.qx`` = q, ``jdata`` = Phi_q); ``ev.qx`` is restored.
-        NumPy reference: ``mbplugins.formulations.stiff._radial``."""
-        cdef Py_ssize_t n = self.n, m = self.m_full, b, k, i, r
-        cdef const idx_t* idx
-        cdef double* qx = self.ev.qx
-        cdef double* up = &self.rwork[0]
-        cdef double* um = up + m
-        cdef double* d0 = up + 2 * m
-        cdef double* d1 = up + 3 * m
-        cdef double* dr
-        cdef double* arow
-        cdef const double* J = &self.jdata[0]
-        cdef double p[4]
-        cdef double pp, hh, D, jp
-        for b in range(self.nsp):
-            idx = &self.sp_pidx[b, 0]
-            pp = 0.0
-            for k in range(4):
-                p[k] = q[idx[k]]
-                pp = pp + p[k] * p[k]
-            for r in range(2):
-                hh = 1e-3 if r == 0 else 0.5e-3
-                dr = d0 if r == 0 else d1
-                for k in range(4):
-                    qx[idx[k]] = p[k] * (1.0 + hh)
-                if self.ev.c_phi(t, self.fvp, up) >= 0:
-                    return CONSTRAINT_FAILED
-                for k in range(4):
-                    qx[idx[k]] = p[k] * (1.0 - hh)
-                if self.ev.c_phi(t, self.fvp, um) >= 0:
-                    return CONSTRAINT_FAILED
-                for i in range(m):
-                    dr[i] = (up[i] - um[i]) / (2.0 * hh)
-            for k in range(4):
-                qx[idx[k]] = p[k]
-            arow = &self.rad[b * m]
-            for i in range(m):
-                D = (4.0 * d1[i] - d0[i]) / 3.0
-                jp = 0.0
-                for k in range(4):
-                    jp = jp + J[i * n + idx[k]] * p[k]
-                arow[i] = (D - jp) / pp
-        return OK
-
-    cdef int _rows_at(self, double t, const double[::1] q) except -1:
-        """The stages Phi_q and the radial coefficients at (t, q), for the Newton
-        hook's methods; raises on a failing element."""
-        cdef Py_ssize_t n = self.n
-        if q.shape[0] < n:
-            raise ValueError(f"q needs {n} entries")
-        if self.nf and self.fn.run(t, self.fvp, &self.err) != 0:
-            raise FloatingPointError("a time function failed")
-        memcpy(self.ev.qx, &q[0], n * sizeof(double))
-        if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0 or self._radial(t, &q[0]):
-            raise FloatingPointError("a constraint evaluation failed")
-        return 0
-
-    def true_rows(self, double t, const double[::1] q not None):
-        """The exact derivative of Phi at (t, q), (m, n): ``Phi_q`` with ``a_b p_b^T``
-        added on the p columns of every spatial body (the Newton rows of the stiff
-        form; NumPy reference ``mbplugins.formulations.stiff._phi_rows``)."""
-        cdef Py_ssize_t n = self.n, m = self.m, mf = self.m_full, b, i, k
-        if self.sparse:
-            raise ValueError("true_rows: a dense Jacobian is needed")
-        self._rows_at(t, q)
-        P = np.array(self.jdata[:mf * n]).reshape(mf, n)[np.asarray(self.rows)]
-        cdef double[:, ::1] Pv = P
-        cdef const idx_t* idx
-        for b in range(self.nsp):
-            idx = &self.sp_pidx[b, 0]
-            for i in range(m):
-                for k in range(4):
-                    Pv[i, idx[k]] += self.rad[b * mf + self.rows[i]] * q[idx[k]]
-        return P
 
     def lam_columns(self, const double[::1] q not None, const double[::1] v not None,
                     const double[:, ::1] P not None):

@@ -32,6 +32,15 @@ from ..elements.rotations import L as Lmat
 from ..errors import ModelError
 
 
+#: L(e_k) of the unit vectors (4, 3, 4): L(p) = sum_k p_k L(e_k) (Nikravesh (1988), Eq. 6.39)
+_LK = Lmat(np.eye(4))
+#: L(p) = (p @ _LFLAT).reshape(3, 4)
+_LFLAT = _LK.reshape(4, 12)
+#: (L_k^T w)_i = (w @ _LKT)[4 i + k]
+_LKT = np.ascontiguousarray(_LK.transpose(1, 2, 0).reshape(3, 16))
+_EYE4 = np.eye(4)
+
+
 def _axis(a) -> str:
     return "(" + ", ".join(f"{x:.3g}" for x in np.where(np.abs(a) < 1e-12, 0.0, a)) + ")"
 
@@ -267,6 +276,59 @@ class SpatialMass:
         cols = np.concatenate([np.arange(n), np.tile(self.p_idx, (1, 4)).ravel()])
         vals = np.concatenate([diag, blocks.ravel()])
         return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+
+    def solve_columns(self, q: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """``(M + alpha p p^T)^-1 X`` for a matrix X (n, k): the regular mass matrix
+        of :meth:`solve` applied to columns (no inertial terms), through the same
+        ``E D E^T`` per body (module docstring).  A new array."""
+        self.update(q)
+        Y = np.array(X, dtype=float)
+        if self.nb:
+            E = self.E
+            Y[self.p_idx] = E.transpose(0, 2, 1) @ Y[self.p_idx]
+            Y *= self.minv_hat[:, None]
+            Y[self.p_idx] = E @ Y[self.p_idx]
+        else:
+            Y *= self.minv_hat[:, None]
+        return Y
+
+    def inertial_jacobians(self, q: np.ndarray, qd: np.ndarray,
+                           qdd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per body (nb, 4, 4): the derivatives of the Euler-parameter rows of
+        :meth:`solve`'s equation ``(J* + alpha p p^T) pdd + b* + alpha p (pd^T pd) = F_p``
+        (the left-hand side at fixed pdd): ``Dq = d/dp`` and ``Dv = d/dpd``, with
+        ``J* = 4 L^T J' L``, ``b* = 8 L(pd)^T J' L(p) pd`` (Nikravesh (1988),
+        Eqs. 11.22, 11.26-11.32) and L(p) linear in p (Eq. 6.39): with the constant
+        ``L_k = L(e_k)`` and ``L(x) y = -L(y) x``
+
+            Dq[:, k] = 4 L_k^T J' L(p) pdd - 4 L(p)^T J' L(pdd) e_k
+                       + alpha (e_k (p . pdd) + p pdd_k)
+                       - 8 L(pd)^T J' L(pd) e_k + alpha e_k (pd . pd)
+            Dv[:, k] = 8 L_k^T J' L(p) pd + 8 L(pd)^T J' L(p) e_k + 2 alpha p pd_k
+
+        The translational rows ``m rdd = F_r`` have none.  So the accelerations
+        ``a = M^-1 (F - b* - ...)`` of :meth:`solve` have ``da/dq = M^-1 (dF/dq - Dq)``
+        and ``da/dqd = M^-1 (dF/dqd - Dv)`` (Dq, Dv on the p rows and columns)."""
+        nb = self.nb
+        idx = self.p_idx
+        X = np.empty((3, nb, 4))
+        X[0], X[1], X[2] = q[idx], qd[idx], qdd[idx]
+        p, pd, a = X
+        Lp, Lpd, La = (X @ _LFLAT).reshape(3, nb, 3, 4)             # L(p) = sum p_k L_k
+        Jp = self.inertia
+        JL = Jp @ Lp                                                 # J' L(p)
+        Lpd_T = Lpd.transpose(0, 2, 1)
+        w = np.empty((2, nb, 3))
+        w[0] = (JL @ a[:, :, None])[:, :, 0]                         # J' L(p) pdd
+        w[1] = (JL @ pd[:, :, None])[:, :, 0]                        # J' L(p) pd
+        R = (w @ _LKT).reshape(2, nb, 4, 4)                          # L_k^T w, column k
+        al = self.alpha[:, None, None]
+        pa = np.einsum("bi,bi->b", p, a) + np.einsum("bi,bi->b", pd, pd)
+        Dq = 4.0 * R[0] - 4.0 * (Lp.transpose(0, 2, 1) @ (Jp @ La)) \
+            - 8.0 * (Lpd_T @ (Jp @ Lpd)) + al * p[:, :, None] * a[:, None, :]
+        Dq += (al[:, :, 0] * pa[:, None])[:, :, None] * _EYE4
+        Dv = 8.0 * R[1] + 8.0 * (Lpd_T @ JL) + 2.0 * al * p[:, :, None] * pd[:, None, :]
+        return Dq, Dv
 
     def solve(self, q: np.ndarray, qd: np.ndarray, F: np.ndarray,
               out: np.ndarray) -> np.ndarray:

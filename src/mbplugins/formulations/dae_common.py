@@ -5,34 +5,101 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["constraint_fd", "dense", "why_not_compiled", "compiled_dae_rhs", "consistent_start"]
+__all__ = ["constraint_fd", "dense", "why_not_compiled", "compiled_dae_rhs", "consistent_start",
+           "radial_coefficients", "true_rows", "compiled_constraint_fd"]
 
 
-def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7):
+def constraint_fd(system, q, t, lams=(), v=None, eps: float = 1e-7, rows=None):
     """Forward differences in q of the constraint-only terms of the Newton matrices
     (no force evaluation; one Phi_q, and with ``v`` one nu, per column):
     ``[d(Phi_q^T l)/dq for l in lams]`` (n x n each) and, with ``v``,
-    ``d(Phi_q v - nu)/dq`` (m x n; else None).  The constraint kernels have no
-    Hessians: these stay differences."""
+    ``d(Phi_q v - nu)/dq`` (m x n; else None).  ``rows(q, t)``: other constraint
+    rows than Phi_q (the true gradient of the stiff form, :func:`true_rows`).  The
+    constraint kernels have no Hessians: these stay differences."""
     n, m = system.n, system.m
     outs = [np.zeros((n, n)) for _ in lams]
     W = np.zeros((m, n)) if v is not None else None
     if m == 0 or (not lams and v is None):
         return outs, W
-    P0 = system.jacobian_dense(q, t)
+    jac = system.jacobian if rows is None else rows
+    P0 = np.array(dense(system.jacobian_dense(q, t) if rows is None else rows(q, t)))
     b0 = [P0.T @ l for l in lams]
     w0 = P0 @ v - system.nu(q, t) if v is not None else None
     qp = np.array(q, dtype=float)
     for j in range(n):
         d = eps * (1.0 + abs(q[j]))
         qp[j] = q[j] + d
-        P = system.jacobian(qp, t)
+        P = jac(qp, t)
         for o, l, b in zip(outs, lams, b0):
             o[:, j] = (P.T @ l - b) / d
         if v is not None:
             W[:, j] = (P @ v - system.nu(qp, t) - w0) / d
         qp[j] = q[j]
     return outs, W
+
+
+def compiled_constraint_fd(form, q, t, lams=(), v=None, radial: bool = False,
+                           rows=None):
+    """:func:`constraint_fd` of ``form``'s System in one C call, on its compiled
+    right-hand side (``CompiledGGL.constraint_differences``, dense Jacobians; the
+    same steps, equal up to the rounding of the sums): with ``radial`` the true
+    gradient of the stiff form (``rows`` its NumPy reference, :func:`true_rows`).
+    The NumPy differences where a constraint evaluation fails there (they name the
+    failing element)."""
+    c, n, m = form.compiled, form.n, form.m
+    L = np.zeros((len(lams), m))
+    for k, lam in enumerate(lams):
+        L[k] = lam
+    H = np.zeros((len(lams), n, n))
+    W = np.zeros((m, n)) if v is not None else None
+    try:
+        c.constraint_differences(t, np.ascontiguousarray(q, dtype=float),
+                                 None if v is None else np.ascontiguousarray(v, dtype=float),
+                                 L, H, W, radial)
+    except FloatingPointError:
+        return constraint_fd(form.system, q, t, lams, v=v, rows=rows)
+    return list(H), W
+
+
+def radial_coefficients(system, q, t, Jq):
+    """Per spatial body b the coefficients ``a_b`` (m) with which the true gradient
+    of Phi differs from the projected Jacobian of the elements: ``dPhi/dp_b =
+    (Phi_q)_{p_b} + a_b p_b^T`` (the projected variant ``Phi_p = 2 Phi_pi' L``,
+    Nikravesh (1988), §7.3.1, has no component along p; the normalisation rows are exact, a = 0),
+    from the derivative along p: central differences with h and h/2 combined by
+    Richardson extrapolation (4 evaluations of Phi per body; exact for the
+    quartic-in-p rows of body vectors and points, rounding ~1e-13)."""
+    h = 1e-3
+    a = np.zeros((len(system.p_index), system.m))
+    qp = np.array(q, dtype=float)
+    for b, idx in enumerate(system.p_index):
+        p = np.array(q[idx], dtype=float)
+        d = []
+        for hh in (h, 0.5 * h):
+            qp[idx] = p * (1.0 + hh)
+            up = system.phi(qp, t).copy()
+            qp[idx] = p * (1.0 - hh)
+            d.append((up - system.phi(qp, t)) / (2.0 * hh))
+        qp[idx] = p
+        D = (4.0 * d[1] - d[0]) / 3.0
+        a[b] = (D - Jq[:, idx] @ p) / (p @ p)
+    return a
+
+
+def true_rows(system, q, t, Jq=None):
+    """The exact derivative of Phi(q) on ``|p_b| = 1``: Phi_q with ``a_b p_b^T`` added
+    on the p columns of every spatial body (:func:`radial_coefficients`); planar:
+    Phi_q.  The stiff form's Newton rows and reactions, and the Phi rows of the
+    GGL form's Newton matrix."""
+    if Jq is None:
+        Jq = system.jacobian_dense(q, t)
+    if system.mass_diag is not None:
+        return Jq
+    J = np.array(Jq, dtype=float)
+    for b, a in enumerate(radial_coefficients(system, q, t, J)):
+        idx = system.p_index[b]
+        J[:, idx] += np.outer(a, q[idx])
+    return J
 
 
 def consistent_start(system, q, qd, t):

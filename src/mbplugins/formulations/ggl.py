@@ -10,10 +10,17 @@ state, algebraic components out of the error test).  Both the position and the
 velocity constraints hold to the Newton tolerance at every step without any
 projection; ``mu`` is zero for the exact solution.
 
-Planar models of compiled elements (dense or sparse Jacobian) evaluate ``f`` (and the
-work rate of the dynamic analysis) in one C call, ``mbplugins._ext._dae.CompiledGGL``; bdf
-then runs on the compiled loop (``_steploop.run_bdf`` with its DAE options, the
-Jacobian through :meth:`GGL.jacobian`).  :meth:`GGL.rhs` is its NumPy reference.
+Models of compiled elements (planar: dense or sparse Jacobian; spatial: dense)
+evaluate ``f`` (and the work rate of the dynamic analysis) in one C call,
+``mbplugins._ext._dae.CompiledGGL``; bdf then runs on the compiled loop
+(``_steploop.run_bdf`` with its DAE options, the Jacobian through
+:meth:`GGL.jacobian`).  :meth:`GGL.rhs` is its NumPy reference.
+
+The Newton matrix :meth:`GGL.jacobian` is analytic in its velocity rows: ``K``, ``C``
+of the forces (Nikravesh (1988), §9.2; spatial Euler-parameter form, Eqs.
+11.1-11.7) and, for spatial bodies, the derivatives of the inertial terms and of the
+mass solve (:mod:`.velocity_jacobian`); the constraint terms are differences of the
+constraint rows alone.  :func:`jacobian_fd` keeps the former differences of f.
 """
 from __future__ import annotations
 
@@ -22,8 +29,9 @@ import numpy as np
 from mbcore.errors import ModelError
 from mbcore.solve.formulation import Formulation
 
-from .dae_common import (compiled_dae_rhs, compiled_f, consistent_start, constraint_fd,
-                         dense, rhs_columns, why_not_compiled)
+from .dae_common import (compiled_constraint_fd, compiled_dae_rhs, compiled_f, consistent_start,
+                         constraint_fd, dense, rhs_columns, true_rows, why_not_compiled)
+from .velocity_jacobian import velocity_blocks
 from .rows import RowSubset, full_multipliers
 
 
@@ -119,48 +127,49 @@ class GGL(Formulation):
         return f
 
     def jacobian(self, t, y):
-        """df/dy.  Planar bodies: exact ``Phi_q`` blocks and unit block,
-        ``J_vq = K + d(Phi_q^T lam)/dq``, ``J_vv = C`` (K, C from
+        """df/dy.  Exact ``Phi_q`` blocks and unit block, ``J_qq = d(Phi_q^T mu)/dq``
+        and the velocity-constraint rows ``d(Phi_q v - nu)/dq`` by forward differences
+        of those constraint quantities alone (:func:`.dae_common.constraint_fd`).
+        Planar bodies: ``J_vq = K + d(Phi_q^T lam)/dq``, ``J_vv = C`` (K, C from
         :meth:`mbcore.System.force_jacobians`: analytic per built-in force type,
-        Nikravesh (1988), §9.2), ``J_qq = d(Phi_q^T mu)/dq`` and the velocity-constraint
-        rows ``d(Phi_q v - nu)/dq`` by forward differences of those constraint
-        quantities alone (:func:`.dae_common.constraint_fd`).  Spatial bodies (M^-1 inside
-        f): forward differences in q and v (2n columns of f), exact lam and mu
-        columns."""
+        Nikravesh (1988), §9.2).  Spatial bodies (the accelerations a = M^-1 (Q +
+        Phi_q^T lam - b* - ...) inside f): ``J_vq = M^-1 (K + d(Phi_q^T lam)/dq - Dq)``,
+        ``J_vv = M^-1 (C - Dv)``, ``J_vlam = M^-1 Phi_q^T`` with the inertial terms'
+        derivatives Dq, Dv (:func:`.velocity_jacobian.velocity_blocks`; Nikravesh
+        (1988), Eqs. 11.1-11.7, 11.22-11.32) and the Phi rows the true gradient of
+        Phi (:func:`.dae_common.true_rows`)."""
         s, n, m = self.system, self.n, self.m
         N = 2 * n + 2 * m
         J = np.zeros((N, N))
-        if not self.spatial:
-            q, v = y[:n], y[n:2 * n]
-            lam, mu = y[2 * n:2 * n + m], y[2 * n + m:]
-            K, C = s.force_jacobians(q, v, t)
+        q, v = y[:n], y[n:2 * n]
+        lam, mu = y[2 * n:2 * n + m], y[2 * n + m:N]
+        K, C = s.force_jacobians(q, v, t)
+        c = self.compiled if self.spatial else None
+        if c is not None:                # the constraint differences in one C call
+            P = c.true_rows(t, np.ascontiguousarray(q, dtype=float))
+            (Hl, Hm), W = compiled_constraint_fd(self, q, t, (lam, mu), v=v)
+        else:
             (Hl, Hm), W = constraint_fd(s, q, t, (lam, mu), v=v)
-            Phq = s.jacobian_dense(q, t)
-            J[:n, :n] = Hm
-            J[:n, n:2 * n] = np.eye(n)
-            J[:n, 2 * n + m:] = Phq.T
+        Phq = np.array(s.jacobian_dense(q, t), dtype=float)
+        J[:n, :n] = Hm
+        J[:n, n:2 * n] = np.eye(n)
+        J[:n, 2 * n + m:] = Phq.T
+        J[2 * n + m:, :n] = W
+        J[2 * n + m:, n:2 * n] = Phq
+        if not self.spatial:
             J[n:2 * n, :n] = dense(K) + Hl
             J[n:2 * n, n:2 * n] = dense(C)
             J[n:2 * n, 2 * n:2 * n + m] = Phq.T
             J[2 * n:2 * n + m, :n] = Phq
-            J[2 * n + m:, :n] = W
-            J[2 * n + m:, n:2 * n] = Phq
             self.rhs(t, y)               # leave the buffers at y
             return J
-        if self.compiled is not None:
-            # the same differences of the compiled f (equal to rhs to 1e-15), the lam
-            # columns too (f is linear in lam: exact up to rounding); one C call each
-            rhs_columns(self, t, y, J, 2 * n + m, compiled_f(self))
-        else:
-            rhs_columns(self, t, y, J, 2 * n)
-            Phq = s.jacobian_dense(y[:n], t)
-            # d(M^-1 (Q + Phi_q^T lam))/d lam
-            z = self.solver.mass_solve(y[:n], y[n:2 * n], np.zeros(n)).copy()
-            J[n:2 * n, 2 * n:2 * n + m] = np.column_stack([
-                self.solver.mass_solve(y[:n], y[n:2 * n], c) - z for c in Phq]) if m else 0.0
-        Phq = s.jacobian_dense(y[:n], t)
-        J[:n, 2 * n + m:] = Phq.T
-        self.rhs(t, y)                   # leave the buffers at y
+        J[2 * n:2 * n + m, :n] = P if c is not None else true_rows(s, q, t, Phq)
+        # the accelerations at y (this leaves the buffers at y)
+        a = (compiled_f(self) if c is not None else self.rhs)(
+            t, np.ascontiguousarray(y[:N], dtype=float))[n:2 * n].copy()
+        (J[n:2 * n, :n], J[n:2 * n, n:2 * n],
+         J[n:2 * n, 2 * n:2 * n + m]) = velocity_blocks(self.solver.spatial, q, v, a,
+                                                        dense(K) + Hl, dense(C), Phq.T, c)
         return J
 
     def outputs(self, t, y):
@@ -171,15 +180,25 @@ class GGL(Formulation):
 
 
 def jacobian_fd(self, t, y):
-    """The former ``GGL.jacobian`` (planar): forward differences of the whole
-    right-hand side in q and v (2n columns), exact lam and mu columns; kept for tests
-    and the benchmark of the analytic force Jacobians."""
+    """The former ``GGL.jacobian``: forward differences of the whole right-hand side
+    in q and v (2n columns; spatial, on the compiled right-hand side: one C call per
+    column), exact lam and mu columns; kept for tests and the benchmark of the
+    analytic Newton matrices."""
     s, n, m = self.system, self.n, self.m
     N = 2 * n + 2 * m
     J = np.zeros((N, N))
-    rhs_columns(self, t, y, J, 2 * n)
     Phq = s.jacobian_dense(y[:n], t)
-    J[n:2 * n, 2 * n:2 * n + m] = Phq.T
-    J[:n, 2 * n + m:] = Phq.T
+    if self.spatial and self.compiled is not None:
+        # the lam columns by the same differences (f is linear in lam: exact up to
+        # rounding)
+        rhs_columns(self, t, np.ascontiguousarray(y[:N], dtype=float), J, 2 * n + m,
+                    compiled_f(self))
+    elif self.spatial:
+        rhs_columns(self, t, y, J, 2 * n)
+        J[n:2 * n, 2 * n:2 * n + m] = self.solver.spatial.solve_columns(y[:n], Phq.T)
+    else:
+        rhs_columns(self, t, y, J, 2 * n)
+        J[n:2 * n, 2 * n:2 * n + m] = Phq.T
+    J[:n, 2 * n + m:] = s.jacobian_dense(y[:n], t).T
     self.rhs(t, y)
     return J

@@ -26,10 +26,18 @@ integration error, as the book describes.
 :func:`bdf_stiff_solve` is the fixed-step BDF-k driver of §4.6 built on
 :func:`reduced_newton_step` (a reference for the order of convergence).
 
-Planar models of compiled elements evaluate ``f`` and the work rate in one C call
-(``mbplugins._ext._dae.CompiledStiff``; NumPy reference :meth:`Stiff.rhs`) and take the
-compiled twin of :class:`ReducedNewton` (``_stiffnewton.ReducedNewtonC``, the same
-arithmetic bit for bit); bdf then runs on the compiled loop (``_steploop.run_bdf``,
+The blocks of df/dy (:meth:`Stiff.jacobian`) are analytic in the velocity rows:
+planar ``K + d(Phi_q^T lam)/dq`` and ``C``; spatial bodies (the accelerations of the
+regular Euler-parameter form inside f) ``M^-1 (K + d(P^T lam)/dq - Dq)``,
+``M^-1 (C - Dv)`` and ``M^-1 P^T`` with P the true gradient of Phi
+(:func:`_spatial_blocks`, :mod:`.velocity_jacobian`); ``d(P^T lam)/dq`` by
+differences of the constraint rows alone.  :func:`jacobian_fd` keeps the former
+differences of f (tests, benchmark).
+
+Models of compiled elements (spatial: dense Jacobian) evaluate ``f`` and the work
+rate in one C call (``mbplugins._ext._dae.CompiledStiff``; NumPy reference
+:meth:`Stiff.rhs`) and, planar, take the compiled twin of :class:`ReducedNewton`
+(``_stiffnewton.ReducedNewtonC``, the same arithmetic bit for bit); bdf then runs on the compiled loop (``_steploop.run_bdf``,
 which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).
 """
 from __future__ import annotations
@@ -40,8 +48,10 @@ from mbcore.errors import AnalysisError, ModelError
 from mbcore.solve.formulation import Formulation
 from mbplugins.integrators.bdf import NewtonSystem
 
-from .dae_common import (compiled_dae_rhs, compiled_f, consistent_start, constraint_fd,
-                         dense, rhs_columns, why_not_compiled)
+from .dae_common import (compiled_constraint_fd, compiled_dae_rhs, compiled_f, consistent_start,
+                         constraint_fd, dense, radial_coefficients, rhs_columns, true_rows,
+                         why_not_compiled)
+from .velocity_jacobian import velocity_blocks
 from .rows import RowSubset, full_multipliers
 
 #: BDF_k in the form  y_{n+1} = sum_j a_j y_{n+1-j} + h b y'_{n+1}  (Nikravesh (1988), Table 12.3)
@@ -56,23 +66,43 @@ def _parts(system, q, s, lam, t, eps=1e-7):
     """M, g_q + (Phi_q^T lam)_q, g_s, Phi_q at (q, s, lam).
 
     Planar bodies: ``K = dQ/dq``, ``C = dQ/ds`` from
-    :meth:`mbcore.System.force_jacobians` (analytic per built-in force type, spec
-    Nikravesh (1988), §9.2 / Nikravesh (1988), §9.2 carried over to space), plus forward differences of ``Phi_q^T lam``
+    :meth:`mbcore.System.force_jacobians` (analytic per built-in force type,
+    Nikravesh (1988), §9.2), plus forward differences of ``Phi_q^T lam``
     alone (:func:`constraint_fd`).  Spatial bodies (M^-1 applied inside f, see
-    :func:`_accel`): forward differences of the whole velocity rows."""
+    :func:`_accel`): unit M and the derivatives of the accelerations
+    (:func:`_spatial_blocks`); Phi_q is the projected Jacobian either way (the
+    callers take :func:`_phi_rows`)."""
     n = system.n
     if system.mass_diag is not None:
         K, C = system.force_jacobians(q, s, t)
         (H,), _ = constraint_fd(system, q, t, (lam,), eps=eps)
         return (np.diag(system.mass_diag), dense(K) + H, dense(C),
                 system.jacobian_dense(q, t).copy())
-    M = np.eye(n)
+    Kq, Ks, _ = _spatial_blocks(system, q, s, lam, t, eps=eps)
+    return np.eye(n), Kq, Ks, system.jacobian_dense(q, t).copy()
 
-    def force(qq, ss):
-        return _accel(system, qq, ss, t, lam)
 
-    Kq, Ks = _force_differences(force, q, s, eps)
-    return M, Kq, Ks, system.jacobian_dense(q, t).copy()
+def _spatial_blocks(system, q, s, lam, t, P=None, rows=None, accel=None, eps=1e-7,
+                    form=None):
+    """Spatial bodies: ``(da/dq, da/ds, da/dlam)`` of the velocity rows ``a =
+    _accel(q, s, lam)`` (:func:`.velocity_jacobian.velocity_blocks`), with ``K, C``
+    from :meth:`mbcore.System.force_jacobians` and ``d(P^T lam)/dq`` of the true
+    gradient P by forward differences of ``rows(q, t)`` alone (default
+    :func:`_phi_rows`: one Phi_q and the radial coefficients per column).  P at q may
+    be given, and ``accel()``, the accelerations at the state (called last: the
+    right-hand side of the caller, which leaves its buffers there); ``form``: the
+    formulation whose compiled right-hand side differences the rows in C
+    (:func:`.dae_common.compiled_constraint_fd`)."""
+    rows = rows if rows is not None else (lambda qq, tt: _phi_rows(system, qq, tt))
+    P = rows(q, t) if P is None else P
+    if form is not None:                 # in one C call
+        (H,), _ = compiled_constraint_fd(form, q, t, (lam,), radial=True, rows=rows)
+    else:
+        (H,), _ = constraint_fd(system, q, t, (lam,), eps=eps, rows=rows)
+    K, C = system.force_jacobians(q, s, t)
+    a = _accel(system, q, s, t, lam) if accel is None else accel()
+    return velocity_blocks(_mass_solver(system).spatial, q, s, a, dense(K) + H, dense(C),
+                           np.asarray(P).T, None if form is None else form.compiled)
 
 
 def _force_differences(force, q, s, eps):
@@ -96,10 +126,13 @@ def _force_differences(force, q, s, eps):
 
 def _parts_fd(system, q, s, lam, t, eps=1e-7):
     """The blocks of :func:`_parts` by forward differences of the whole
-    ``Q + Phi_q^T lam`` (the former method; kept for tests and the
-    benchmark)."""
+    ``Q + Phi_q^T lam`` (planar) or of the accelerations :func:`_accel` (spatial):
+    the former method, kept for tests and the benchmark."""
     if system.mass_diag is None:
-        return _parts(system, q, s, lam, t, eps)
+        def force(qq, ss):
+            return _accel(system, qq, ss, t, lam)
+        Kq, Ks = _force_differences(force, q, s, eps)
+        return np.eye(system.n), Kq, Ks, system.jacobian_dense(q, t).copy()
     M = np.diag(system.mass_diag)
 
     def force(qq, ss):
@@ -135,47 +168,10 @@ def _accel(system, q, s, t, lam):
     return solver.mass_solve(q, s, F)
 
 
-def _radial(system, q, t, Jq):
-    """Per spatial body b the coefficients ``a_b`` (m) with which the true gradient
-    of Phi differs from the projected Jacobian of the elements: ``dPhi/dp_b =
-    (Phi_q)_{p_b} + a_b p_b^T`` (the projected variant ``Phi_p = 2 Phi_pi' L``,
-    Nikravesh (1988), §7.3.1, has no component along p; the normalisation rows are exact, a = 0),
-    from the derivative along p: central differences with h and h/2 combined by
-    Richardson extrapolation (4 evaluations of Phi per body; exact for the
-    quartic-in-p rows of body vectors and points, rounding ~1e-13)."""
-    h = 1e-3
-    a = np.zeros((len(system.p_index), system.m))
-    qp = np.array(q, dtype=float)
-    for b, idx in enumerate(system.p_index):
-        p = np.array(q[idx], dtype=float)
-        d = []
-        for hh in (h, 0.5 * h):
-            qp[idx] = p * (1.0 + hh)
-            up = system.phi(qp, t).copy()
-            qp[idx] = p * (1.0 - hh)
-            d.append((up - system.phi(qp, t)) / (2.0 * hh))
-        qp[idx] = p
-        D = (4.0 * d[1] - d[0]) / 3.0
-        a[b] = (D - Jq[:, idx] @ p) / (p @ p)
-    return a
-
-
-def _phi_rows(system, q, t, Jq=None):
-    """The exact derivative of Phi(q).  The stiff method uses it for spatial bodies
-    in its Newton rows *and* in the reactions ``Phi_q^T lam`` of its DAE: with the
-    projected Jacobian in either the index-3 iteration stalls (step-size underflow
-    within 0.1 s on the heavy top, the double pendulum, the slider-crank).  The
-    motion is the same (a reaction along p_b is taken up by the normalisation
-    multiplier); :func:`_lam_projected` maps the multipliers back.  Planar: Phi_q."""
-    if Jq is None:
-        Jq = system.jacobian_dense(q, t)
-    if system.mass_diag is not None:
-        return Jq
-    J = np.array(Jq, dtype=float)
-    for b, a in enumerate(_radial(system, q, t, J)):
-        idx = system.p_index[b]
-        J[:, idx] += np.outer(a, q[idx])
-    return J
+#: the true gradient of Phi (moved to :mod:`.dae_common`, shared with the GGL form's
+#: Newton rows); the names this module has always used
+_radial = radial_coefficients
+_phi_rows = true_rows
 
 
 def _norm_rows(system):
@@ -517,43 +513,36 @@ class Stiff(Formulation):
     def jacobian(self, t, y):
         """df/dy: exact q rows and lam columns, ``K + d(Phi_q^T lam)/dq`` and
         ``C`` (:func:`_parts`: analytic force Jacobians, differences of the
-        constraint term only; spatial: differences), exact Phi_q rows."""
+        constraint term only), exact Phi_q rows.  Spatial bodies: the derivatives of
+        the accelerations (:func:`_spatial_blocks`, on the compiled right-hand side's
+        true rows where it applies), the true Phi rows and ``M^-1 P^T``."""
         n = self.n
         N = self.size
-        if self.spatial and self.compiled is not None:
-            return self._compiled_jacobian(t, y)
-        M, Kq, Ks, Jq = _parts(self.system, y[:n], y[n:2 * n], y[2 * n:], t)
         J = np.zeros((N, N))
         J[:n, n:2 * n] = np.eye(n)
+        if self.spatial:
+            q, v, lam = y[:n], y[n:2 * n], y[2 * n:N]
+            c = self.compiled
+            rows = (lambda qq, tt: c.true_rows(tt, np.ascontiguousarray(qq, dtype=float))) \
+                if c is not None else (lambda qq, tt: _phi_rows(self.system, qq, tt))
+            P = rows(q, t)
+            f = compiled_f(self) if c is not None else self.rhs
+            yc = np.ascontiguousarray(y[:N], dtype=float)
+            # the accelerations at y, last: leaves the buffers at y
+            Kq, Ks, PT = _spatial_blocks(self.system, q, v, lam, t, P=P, rows=rows,
+                                         accel=lambda: f(t, yc)[n:2 * n].copy(),
+                                         form=self if c is not None else None)
+            J[n:2 * n, :n] = Kq
+            J[n:2 * n, n:2 * n] = Ks
+            J[n:2 * n, 2 * n:] = PT
+            J[2 * n:, :n] = P
+            return J
+        M, Kq, Ks, Jq = _parts(self.system, y[:n], y[n:2 * n], y[2 * n:], t)
         J[n:2 * n, :n] = Kq
         J[n:2 * n, n:2 * n] = Ks
-        if self.spatial:                 # the true Phi rows, and M^-1 times them
-            P = _phi_rows(self.system, y[:n], t, Jq)
-            J[n:2 * n, 2 * n:] = _lam_columns(self.system, y[:n], y[n:2 * n], t, P)
-            J[2 * n:, :n] = P
-        else:
-            J[n:2 * n, 2 * n:] = Jq.T
-            J[2 * n:, :n] = Jq
+        J[n:2 * n, 2 * n:] = Jq.T
+        J[2 * n:, :n] = Jq
         self.rhs(t, y)                   # leave the buffers at y
-        return J
-
-    def _compiled_jacobian(self, t, y):
-        """:meth:`jacobian` of spatial bodies on the compiled right-hand side: the q
-        and s columns by the same forward differences as :func:`_parts` (one C call
-        per column), the exact true Phi rows and lam columns
-        (``CompiledStiff.true_rows`` / ``lam_columns``)."""
-        n, N, c = self.n, self.size, self.compiled
-        y = np.ascontiguousarray(y[:N], dtype=float)
-        J = np.zeros((N, N))
-        f = compiled_f(self)
-        rhs_columns(self, t, y, J, 2 * n, f)
-        P = c.true_rows(t, y[:n])
-        J[:n, :n] = 0.0
-        J[:n, n:2 * n] = np.eye(n)
-        J[n:2 * n, 2 * n:] = c.lam_columns(y[:n], y[n:2 * n], P)
-        J[2 * n:, :n] = P
-        J[2 * n:, n:2 * n] = 0.0
-        f(t, y)                          # leave the buffers at y
         return J
 
     def consistent_positions(self, q, t, tol=1e-14, max_iter=5):
@@ -589,3 +578,38 @@ class Stiff(Formulation):
         lam = full_multipliers(lam, self.system)
         self.solver.lam[:] = lam
         return q, v, qdd, lam
+
+
+def jacobian_fd(self, t, y):
+    """The former ``Stiff.jacobian``: the q and s columns by forward differences
+    (planar: of ``Q + Phi_q^T lam``, :func:`_parts_fd`; spatial: of the whole
+    right-hand side, one C call per column on the compiled one), exact q rows, lam
+    columns and (true) Phi rows; kept for tests and the benchmark of the analytic
+    Newton matrices."""
+    n, N = self.n, self.size
+    J = np.zeros((N, N))
+    if not self.spatial:
+        _, Kq, Ks, Jq = _parts_fd(self.system, y[:n], y[n:2 * n], y[2 * n:N], t)
+        J[:n, n:2 * n] = np.eye(n)
+        J[n:2 * n, :n] = Kq
+        J[n:2 * n, n:2 * n] = Ks
+        J[n:2 * n, 2 * n:] = Jq.T
+        J[2 * n:, :n] = Jq
+        self.rhs(t, y)
+        return J
+    y = np.ascontiguousarray(y[:N], dtype=float)
+    c = self.compiled
+    f = compiled_f(self) if c is not None else self.rhs
+    rhs_columns(self, t, y, J, 2 * n, f)
+    if c is not None:
+        P = c.true_rows(t, y[:n])
+        J[n:2 * n, 2 * n:] = c.lam_columns(y[:n], y[n:2 * n], P)
+    else:
+        P = _phi_rows(self.system, y[:n], t)
+        J[n:2 * n, 2 * n:] = _lam_columns(self.system, y[:n], y[n:2 * n], t, P)
+    J[:n, :n] = 0.0
+    J[:n, n:2 * n] = np.eye(n)
+    J[2 * n:, :n] = P
+    J[2 * n:, n:2 * n] = 0.0
+    f(t, y)                              # leave the buffers at y
+    return J
