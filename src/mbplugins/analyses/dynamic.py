@@ -460,8 +460,11 @@ def model_length(system) -> float:
     """A characteristic length of the model: the median distance of the bodies'
     initial positions from the origin (at least 1e-3), the scale of its
     position-level violations."""
-    lengths = [float(np.linalg.norm(b.position)) for b in system.model.bodies]
-    return max(float(np.median(lengths)), 1e-3) if lengths else 1.0
+    bodies = system.model.bodies
+    if not bodies:
+        return 1.0
+    pos = np.array([b.position for b in bodies], dtype=float)
+    return max(float(np.median(np.sqrt(np.sum(pos * pos, axis=1)))), 1e-3)
 
 
 class DriftWatch:
