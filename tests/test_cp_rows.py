@@ -238,3 +238,14 @@ def test_compiled_cp_follows_rows_chosen_again():
     assert np.all(lam_ref[np.setdiff1d(np.arange(sc.m), new)] == 0.0)
     np.testing.assert_allclose(np.asarray(fc.compiled.lam_view), lam_ref[new], rtol=0,
                                atol=rel * (1 + np.abs(lam_ref).max()))
+
+
+@pytest.mark.parametrize("integ", ["dopri5", "bdf"])
+def test_cp_on_kept_rows_resumes_bit_identically(tmp_path, integ):
+    """A checkpoint of the compiled loop with cp on the independent rows (the rows,
+    the partition and CompiledCP's warm start stored) resumes as the uninterrupted
+    run, bit for bit."""
+    from test_resume_exact import _check_exact_resume, _settings
+    s = _settings(integ, analysis="dynamic", formulation="cp")
+    ck = _check_exact_resume(tmp_path, _fourbar_twin_pin, s)
+    assert ck.step["loop"] in ("rk", "bdf") and ck.state["rows"] is not None
