@@ -573,18 +573,23 @@ def bench_cp(repeat: int, quick: bool) -> dict:
     at the same rtol on Andrews' squeezer (to 0.03 s, rtol 1e-10) and the four-bar
     (fourbar_dap, 2 s, rtol 1e-8), dopri5, both on the compiled loop; and the
     compiled CP vs its NumPy path (the Python driver, ``kernels: numpy``) in the
-    same run.  Wall = ``stats['wall_time']`` (integration and outputs), median."""
+    same run; and the IFToMM A04 Bricard mechanism (2 s, rtol 1e-8: one redundant
+    row, CompiledCP on the independent rows).  Wall = ``stats['wall_time']``
+    (integration and outputs), median."""
+    from accuracy_problems import bricard_model
     ex = ROOT / "examples"
     cases = {"andrews": ("andrews_squeezer.yaml", 0.03, 1e-10),
-             "fourbar": ("fourbar_dap.yaml", 0.5 if quick else 2.0, 1e-8)}
+             "fourbar": ("fourbar_dap.yaml", 0.5 if quick else 2.0, 1e-8),
+             "bricard": (bricard_model, 0.5 if quick else 2.0, 1e-8)}
     out = {}
     for key, (fname, t_end, rtol) in cases.items():
-        model = mbcore.Model.from_file(ex / fname)
+        model = fname() if callable(fname) else mbcore.Model.from_file(ex / fname)
         row = {"t_end": t_end, "rtol": rtol}
         for label, form, kernels in (("di", "di", "compiled"), ("cp", "cp", "compiled"),
                                      ("cp_numpy", "cp", "numpy")):
-            st = {"t_end": t_end, "output_step": t_end / 10, "formulation": form,
-                  "rtol": rtol, "atol": rtol, "integrator": "dopri5", "kernels": kernels}
+            st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
+                  "formulation": form, "rtol": rtol, "atol": rtol, "integrator": "dopri5",
+                  "kernels": kernels}
             reps = 1 if kernels == "numpy" else max(3, repeat // 2)
             walls = []
             for _ in range(reps):

@@ -16,8 +16,14 @@ vd; W]`` (the independent coordinates and their rates, and the work channel):
 4. the accelerations and multipliers of DI by the dense Schur complement (diagonal
    mass matrix) and ``W' = P_nc + lam . (Phi_q qd)``.
 
+``rows``: the constraint rows the partition keeps (the independent ones of a
+redundant set, Nikravesh (1988), App. C; default all): Phi, Phi_q, nu and gamma are
+evaluated whole and only those rows used, so Phi_u is square and the multipliers are
+those of the kept rows (the removed ones carry none).
+
 NumPy reference: ``mbplugins.formulations.partitioning.CP.split`` / ``rhs`` (+ the
-dynamic analysis' work rate); tests keep them equal to 1e-12.  Models of compiled
+dynamic analysis' work rate; with ``rows``, on ``mbplugins.formulations.rows.RowSubset``
+and the acceleration solver's rows); tests keep them equal to 1e-12.  Models of compiled
 elements with a dense Jacobian: planar, or spatial (``spatial``: the System's
 ``mbcore.system.mass.SpatialMass``; the accelerations in its transformed columns, the
 shared kernel of ext/_spatial_mass.pxi); anything else keeps the Python path.
@@ -48,19 +54,26 @@ include "_spatial_mass.pxi"
 
 cdef class CompiledCP(CompiledODE):
     """``CompiledCP(evaluator, force_evaluator, functions, n, m, jdata, qgrav, minv,
-    col_scale, tol, factor)``; then :meth:`set_partition` before use.  ``jdata`` is
-    the System's Jacobian buffer (dense row-major m*n, then the ground slots).
+    col_scale, tol, factor, spatial=None, rows=None)``; then :meth:`set_partition`
+    before use.  ``jdata`` is the System's Jacobian buffer (dense row-major m*n, then
+    the ground slots).  ``rows``: the distinct constraint rows kept (default all);
+    the attribute ``m`` is their number, ``m_full`` the System's.
     Refused at construction (ValueError naming the argument): evaluators of
     another system, an evaluator writing more than m rows or more Jacobian entries
     than jdata holds, evaluators reading more time functions than ``functions``
-    has, not 0 < m < n, qgrav / minv / col_scale not n entries, minv not finite and >=
+    has, rows not distinct rows of the System, not 0 < (kept rows) < n, qgrav / minv / col_scale not n entries, minv not finite and >=
     0, col_scale not positive and finite, tol / factor not positive and finite."""
 
     cdef PlanarEvaluator ev
     cdef ForceEvaluator fe
     cdef Evaluator fn
-    cdef readonly Py_ssize_t nq, m, nf
+    cdef readonly Py_ssize_t nq, m, m_full, nf
     cdef idx_t[::1] u, v
+    # the kept constraint rows (rows[i] of the System's m_full) and whether they are
+    # a proper subset (then phi/nu/gam/J are gathered from the full evaluations)
+    cdef idx_t[::1] rows
+    cdef readonly bint subset
+    cdef double[::1] phif, nuf, gamf, jk, jhk
     cdef double[::1] fv, jdata, qgrav, minv, col_scale, phi, nu, gam, Q, C, B, lam
     cdef double[::1] Ju, rhs, qdd, Jv
     cdef public double[::1] q, qd
@@ -88,11 +101,21 @@ cdef class CompiledCP(CompiledODE):
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m,
                   double[::1] jdata not None, double[::1] qgrav not None,
                   double[::1] minv not None, double[::1] col_scale not None,
-                  double tol, double factor, spatial=None):
+                  double tol, double factor, spatial=None, rows=None):
+        cdef Py_ssize_t mf = m
+        if rows is None:
+            r = np.arange(max(mf, 0), dtype=np.intp)
+        else:
+            r = np.ascontiguousarray(rows, dtype=np.intp)
+            if r.ndim != 1 or (r.size and (r.min() < 0 or r.max() >= mf)) \
+                    or np.unique(r).size != r.size:
+                raise ValueError(f"CompiledCP: rows must be distinct constraint rows "
+                                 f"(0 <= row < m = {mf})")
+        m = r.shape[0]
         if not 0 < m < n:
             raise ValueError(f"CompiledCP: needs 0 < m < n, got m = {m}, n = {n}")
-        _need("CompiledCP: jdata", jdata.shape[0], m * n)
-        _check_evaluators("CompiledCP", evaluator, force_evaluator, functions, n, m,
+        _need("CompiledCP: jdata", jdata.shape[0], mf * n)
+        _check_evaluators("CompiledCP", evaluator, force_evaluator, functions, n, mf,
                           jdata.shape[0])
         _size("CompiledCP: qgrav", qgrav.shape[0], n)
         _size("CompiledCP: minv", minv.shape[0], n)
@@ -105,7 +128,14 @@ cdef class CompiledCP(CompiledODE):
         _positive("CompiledCP: tol", tol)
         _positive("CompiledCP: factor", factor)
         self.ev, self.fe, self.fn = evaluator, force_evaluator, functions
-        self.nq, self.m = n, m
+        self.nq, self.m, self.m_full = n, m, mf
+        self.rows = r
+        self.subset = m < mf
+        self.phif = np.zeros(mf) if self.subset else np.zeros(1)
+        self.nuf = np.zeros(mf) if self.subset else np.zeros(1)
+        self.gamf = np.zeros(mf) if self.subset else np.zeros(1)
+        self.jk = np.zeros(m * n) if self.subset else np.zeros(1)
+        self.jhk = np.zeros(1)
         self.n = n - m                      # y = [v (k); vd (k); W]
         self.cartesian = False
         self.nf = 0 if functions is None else functions.size
@@ -147,6 +177,8 @@ cdef class CompiledCP(CompiledODE):
              self.sp_lam, self.sp_alpha, self.sp_E, self.minv) = spatial_blocks(
                 spatial, n, jdata.shape[0], "CompiledCP")
             self.jhat = np.zeros(jdata.shape[0])
+            if self.subset:
+                self.jhk = np.zeros(m * n)
 
     def set_partition(self, idx_t[::1] u not None, idx_t[::1] v not None,
                       double best_ratio, const double[::1] q not None):
@@ -238,6 +270,16 @@ cdef class CompiledCP(CompiledODE):
         return a if isfinite(a) else np.inf
 
     # ------------------------------------------------------------------ C level
+    cdef double* _kept(self, double* full, double* kept, Py_ssize_t width) noexcept nogil:
+        """The kept rows of the row-major ``full`` (m_full x width): ``full`` itself
+        when every row is kept, else gathered into ``kept`` (m x width)."""
+        cdef Py_ssize_t i
+        if not self.subset:
+            return full
+        for i in range(self.m):
+            memcpy(kept + i * width, full + self.rows[i] * width, width * sizeof(double))
+        return kept
+
     cdef int _lu(self, const double* J) noexcept nogil:
         """Ju (column-major) = J[:, u]; dgetrf.  Returns LAPACK's info."""
         cdef Py_ssize_t i, j, n = self.nq, m = self.m
@@ -260,6 +302,9 @@ cdef class CompiledCP(CompiledODE):
         cdef double* J = &self.jdata[0]
         cdef double* Jh
         cdef double* phi = &self.phi[0]
+        cdef double* phif = &self.phif[0] if self.subset else phi
+        cdef double* gam = &self.gam[0]
+        cdef double* rhs = &self.rhs[0]
         cdef double scale = 0.0, pmax, big, dmin, d, acc, P = 0.0, prev = INFINITY
         self.nfev += 1
         if t >= self.t_singular:
@@ -291,9 +336,10 @@ cdef class CompiledCP(CompiledODE):
         it = 0
         while True:
             memcpy(self.ev.qx, q, n * sizeof(double))
-            if self.ev.c_phi(t, self.fvp, phi) >= 0:
+            if self.ev.c_phi(t, self.fvp, phif) >= 0:
                 self.status = CONSTRAINT_FAILED
                 return CONSTRAINT_FAILED
+            self._kept(phif, phi, 1)
             pmax = 0.0
             for i in range(m):
                 if not fabs(phi[i]) <= pmax:       # NaN propagates
@@ -307,9 +353,10 @@ cdef class CompiledCP(CompiledODE):
                 self.status = NEWTON_FAILED
                 return NEWTON_FAILED
             prev = pmax
-            if self.ev.c_jacobian(t, self.fvp, J) >= 0:
+            if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0:
                 self.status = CONSTRAINT_FAILED
                 return CONSTRAINT_FAILED
+            J = self._kept(&self.jdata[0], &self.jk[0], n)
             if self._lu(J) != 0:
                 self.status = NEWTON_FAILED
                 return NEWTON_FAILED
@@ -322,9 +369,10 @@ cdef class CompiledCP(CompiledODE):
             it += 1
         self.iterations = it
         # ---- the Jacobian at the converged point, its Phi_u and the pivot quality
-        if self.ev.c_jacobian(t, self.fvp, J) >= 0:
+        if self.ev.c_jacobian(t, self.fvp, &self.jdata[0]) >= 0:
             self.status = CONSTRAINT_FAILED
             return CONSTRAINT_FAILED
+        J = self._kept(&self.jdata[0], &self.jk[0], n)
         if self._lu(J) != 0:
             self.status = PARTITION_DEGRADED
             return PARTITION_DEGRADED
@@ -350,9 +398,10 @@ cdef class CompiledCP(CompiledODE):
         # ---- velocities: Phi_u ud = nu - Phi_v vd
         for i in range(k):
             qd[self.v[i]] = y[k + i]
-        if self.ev.c_nu(t, self.fvp, &self.rhs[0]) >= 0:
+        if self.ev.c_nu(t, self.fvp, &self.nuf[0] if self.subset else rhs) >= 0:
             self.status = CONSTRAINT_FAILED
             return CONSTRAINT_FAILED
+        self._kept(&self.nuf[0], rhs, 1)
         for i in range(m):
             acc = self.rhs[i]
             for j in range(k):
@@ -363,9 +412,10 @@ cdef class CompiledCP(CompiledODE):
             qd[self.u[i]] = self.rhs[i]
         # ---- accelerations (DI, dense Schur complement)
         memcpy(self.ev.qdx, qd, n * sizeof(double))
-        if self.ev.c_gamma(t, self.fvp, &self.gam[0]) >= 0:
+        if self.ev.c_gamma(t, self.fvp, &self.gamf[0] if self.subset else gam) >= 0:
             self.status = CONSTRAINT_FAILED
             return CONSTRAINT_FAILED
+        self._kept(&self.gamf[0], gam, 1)
         memcpy(&self.Q[0], &self.qgrav[0], n * sizeof(double))
         if self.fe is not None:
             if self.fe.c_forces(q, qd, t, self.fvp, &self.Q[0], &P) >= 0:
@@ -376,10 +426,12 @@ cdef class CompiledCP(CompiledODE):
             _spatial_forward(self.nsp, &self.sp_pidx[0, 0], &self.sp_J[0, 0, 0],
                              &self.sp_V[0, 0, 0], &self.sp_lam[0, 0], &self.sp_alpha[0],
                              &self.sp_E[0, 0], &self.minv[0], q, qd, &self.Q[0])
+            # (the transform of the whole Jacobian buffer: sp_pos are its positions)
             _spatial_jacobian(self.sp_pos.shape[0], &self.sp_pos[0, 0], &self.sp_bod[0],
-                              &self.sp_E[0, 0], J, &self.jhat[0], self.jhat.shape[0])
-            Jh = &self.jhat[0]
-        if dense_schur(n, m, Jh, &self.minv[0], &self.Q[0], &self.gam[0], &self.C[0],
+                              &self.sp_E[0, 0], &self.jdata[0], &self.jhat[0],
+                              self.jhat.shape[0])
+            Jh = self._kept(&self.jhat[0], &self.jhk[0], n)
+        if dense_schur(n, m, Jh, &self.minv[0], &self.Q[0], gam, &self.C[0],
                        &self.B[0], &self.qdd[0], &self.lam[0]):
             self.status = SINGULAR
             return SINGULAR
@@ -407,6 +459,11 @@ cdef class CompiledCP(CompiledODE):
         if y.shape[0] < 2 * self.n or ydot.shape[0] < 2 * self.n + 1:
             raise ValueError(f"y needs {2 * self.n} and ydot {2 * self.n + 1} entries")
         return self.c_eval(t, &y[0], &ydot[0])
+
+    @property
+    def kept_rows(self):
+        """The constraint rows used (a copy): all, or those given as ``rows``."""
+        return np.array(self.rows)
 
     @property
     def lam_view(self):

@@ -246,32 +246,41 @@ class CP(Formulation):
         self.compiled = self._compiled_cp()
         self._ready = False
 
-    def _compiled_cp(self):
+    def _compiled_cp(self, rows=None):
+        """``CompiledCP`` of the System where it applies (with ``rows``: on those
+        constraint rows only), else None."""
         s = self.system
         kernels = s.compiled_kernels()
         st = self.settings
+        m = s.m if rows is None else len(rows)
         if (kernels is None or st["predictor"] != "linear" or st["repartition_on_newton"]
                 or not s.dense or self.solver.augmented
                 or (s.mass_diag is not None and np.any(np.asarray(s.mass_diag) <= 0))
-                or not 0 < s.m < s.n):                            # no constraints: NumPy
+                or not 0 < m < s.n):                              # no constraints: NumPy
             return None
         try:
             from mbplugins._ext._cp import CompiledCP
         except ImportError:                  # pragma: no cover - an old build
             return None
+        kw = {} if rows is None else {"rows": np.ascontiguousarray(rows, dtype=np.intp)}
         return CompiledCP(*kernels.args, self.solver.minv,
                           np.ascontiguousarray(self._col_scale, dtype=float), self.tol,
-                          self.factor, spatial=self.solver.spatial)
+                          self.factor, spatial=self.solver.spatial, **kw)
+
+    #: use_independent_rows builds the compiled right-hand side on the kept rows
+    compiled_follows_rows = True
 
     def compiled_ready(self) -> bool:
-        return self.compiled is not None and self._ready and self.solver.rows is None
+        return self.compiled is not None and self._ready
 
     def use_independent_rows(self, rows, q=None, t=None) -> None:
         """Partition with these constraint rows only: the independent ones of a
         redundant set (the analysis finds them once, rank-revealing, and checks the
         others at every output; Nikravesh (1988), App. C).  An over-constrained loop
         that still moves (Bennett, Bricard: m >= n equations of rank < n) then has
-        n - rank independent coordinates.  The accelerations use the same rows."""
+        n - rank independent coordinates.  The accelerations use the same rows, and
+        so does the compiled right-hand side (``CompiledCP(rows=...)``; its NumPy
+        reference: :meth:`split` / :meth:`rhs` on the :class:`.rows.RowSubset`)."""
         rows = np.asarray(rows, dtype=np.intp)
         if len(rows) >= self.system.n:
             raise ModelError("settings.formulation",
@@ -282,6 +291,8 @@ class CP(Formulation):
         self.solver.set_rows(rows)
         self._rsys = RowSubset(self.system, rows)
         self.v = None                        # a new partition at initialize
+        self.compiled = self._compiled_cp(rows)
+        self._ready = False                  # set_partition at initialize
 
     @property
     def m_rows(self) -> int:
@@ -472,7 +483,12 @@ class CP(Formulation):
                 q, qd = np.array(c.q), np.array(c.qd)
                 qdd, lam = np.array(c.qdd_view), np.array(c.lam_view)
                 self.ratio = float(c.ratio)
-                self.solver.lam[:] = lam
+                if self.rows is None:
+                    self.solver.lam[:] = lam
+                else:                        # the removed rows carry no load
+                    self.solver.lam[:] = 0.0
+                    self.solver.lam[self.rows] = lam
+                    lam = np.array(self.solver.lam)
                 done = True
             self._q = np.array(c.q)          # Newton's warm start
             self._prev = None
