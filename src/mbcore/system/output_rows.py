@@ -24,6 +24,8 @@ as the reference does.
 A mixin of :class:`mbcore.system.System`."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ..errors import PluginError
@@ -166,9 +168,7 @@ class OutputRows:
         out = np.zeros((R, len(self.reaction_labels)))
         QX = None
         for g in self._element_groups:
-            blocks = JD[:, g.jac_blocks]                    # (R, ne, m, nb, ncol)
-            lam_g = LAM[:, g.lam_rows]                      # (R, ne, m)
-            gen = _sum_last(np.moveaxis(blocks * lam_g[:, :, :, None, None], 2, -1))
+            gen = _generalised(g, LAM, JD)
             if g.kind == "spatial":
                 from ..elements.rotations import G as Gmat
                 if QX is None:
@@ -179,11 +179,24 @@ class OutputRows:
             out[:, g.react_pos] = gen
         return out
 
+    @property
+    def local_reactions_use_jacobian(self) -> bool:
+        """Some group with joint-local reactions reads the generalised reactions
+        (``reaction_local_gen``): :meth:`reactions_local_rows` then wants ``JD``."""
+        return any(_takes_gen(g.ctype) for g in self._element_groups
+                   if g.ctype.local_labels)
+
     def reactions_local_rows(self, Q: np.ndarray, T: np.ndarray, FV: np.ndarray | None,
                              LAM: np.ndarray, stacked: bool | None = None,
-                             out: np.ndarray | None = None) -> np.ndarray:
+                             out: np.ndarray | None = None,
+                             JD: np.ndarray | None = None) -> np.ndarray:
         """Joint-local reactions of each row, (R, len(local_reaction_labels)) (as
-        :meth:`reactions_local`); ``stacked`` as in :meth:`force_energy_rows`."""
+        :meth:`reactions_local`); ``stacked`` as in :meth:`force_energy_rows`.
+        ``JD`` (R, slots): each row's :attr:`jacobian_values`; with it, the types
+        that declare ``reaction_local_gen`` get the rows' generalised reactions
+        ``g_b = (Phi)_{q_b}^T lam`` (Nikravesh (1988), Eq. 8.50) as ``gen`` instead
+        of evaluating their Jacobian again (the others, and every type without
+        ``JD``, are called as :meth:`reactions_local` calls them)."""
         R = Q.shape[0]
         if out is None:
             out = np.zeros((R, len(self.local_reaction_labels)))
@@ -204,16 +217,20 @@ class OutputRows:
                 QX = self.extended_rows(Q)
             f_rows = _function_rows(FV, g.fidx, R)
             qb, lam = QX[:, g.gather_all], LAM[:, g.lam_rows]
+            gen = _generalised(g, LAM, JD) if JD is not None and _takes_gen(ct) else None
             if together:
                 par = np.broadcast_to(g.par, (R,) + g.par.shape).reshape(R * ne, -1)
+                kw = {} if gen is None else {"gen": gen.reshape((R * ne,) + gen.shape[2:])}
                 loc = ct.reaction_local(par, qb.reshape((R * ne,) + qb.shape[2:]),
                                         float(T[0]),
                                         f_rows.reshape((R * ne,) + f_rows.shape[2:]),
-                                        lam.reshape(R * ne, -1))
+                                        lam.reshape(R * ne, -1), **kw)
                 out[:, cols] = _checked(ct, loc, (R * ne, nl)).reshape(R, ne * nl)
             else:
                 for i in range(R):
                     kw = {"qe": QX[i, g.xoff]} if g.nx else {}
+                    if gen is not None:
+                        kw["gen"] = gen[i]
                     out[i, cols] = _checked(ct, ct.reaction_local(
                         g.par, qb[i], float(T[i]), f_rows[i], lam[i], **kw),
                         (ne, nl)).ravel()
@@ -335,6 +352,37 @@ def _mt(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 def _stacked(etype) -> bool:
     return bool(getattr(etype, "rows_stacked", False))
+
+
+_GEN: dict[type, bool] = {}
+
+
+def _takes_gen(ctype) -> bool:
+    """The type declares ``reaction_local_gen`` and its ``reaction_local`` takes the
+    keyword ``gen`` (a subclass that overrides the method without it is called
+    without: its own reference); cached per class."""
+    cls = type(ctype)
+    ok = _GEN.get(cls)
+    if ok is None:
+        ok = False
+        if getattr(ctype, "reaction_local_gen", False):
+            try:
+                par = inspect.signature(ctype.reaction_local).parameters
+            except (TypeError, ValueError):
+                par = {}
+            ok = "gen" in par or any(v.kind is v.VAR_KEYWORD for v in par.values())
+        _GEN[cls] = ok
+    return ok
+
+
+def _generalised(g, LAM: np.ndarray, JD: np.ndarray) -> np.ndarray:
+    """(R, ne, nb, ncol): each row's ``g_b = (Phi_k)_{q_b}^T lam_k`` of a group's
+    elements on their bodies (Nikravesh (1988), Eq. 8.50) from the rows' Jacobian
+    values ``JD`` and multipliers ``LAM``, summed over the element's equations in
+    index order (:func:`_sum_last`)."""
+    blocks = JD[:, g.jac_blocks]                            # (R, ne, m, nb, ncol)
+    lam_g = LAM[:, g.lam_rows]                              # (R, ne, m)
+    return _sum_last(np.moveaxis(blocks * lam_g[:, :, :, None, None], 2, -1))
 
 
 def _checked(ct, loc, shape) -> np.ndarray:

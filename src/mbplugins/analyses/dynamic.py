@@ -539,7 +539,10 @@ class _RowBlock:
         width = run.row.flat.size
         names = set(run.row)
         self.dynamic = bool(names & self.DYNAMIC)
-        self.want_jd = bool(names & {"reactions", "violation"})
+        # Phi_q's values of each row: for the reactions, the violations and the
+        # joint-local reactions of the types that read the generalised reactions
+        self.want_jd = bool(names & {"reactions", "violation"}) or (
+            "reactions_local" in names and sysm.local_reactions_use_jacobian)
         self.want_pn = "violation" in names and m > 0
         self.want_fv = bool(names & self.TIMED) and sysm.function_count > 0
         forces_stacked, local_stacked = sysm.output_types_stacked()
@@ -658,7 +661,8 @@ class _RowBlock:
             self.EV[i] = sysm.force_energy_rows(Q, T, FV, stacked=False)[0]
         if self.row_local:
             sysm.reactions_local_rows(Q, T, FV, self.LAM[sl], stacked=False,
-                                      out=self.RL[sl])
+                                      out=self.RL[sl],
+                                      JD=None if self.JD is None else self.JD[sl])
 
     def flush(self) -> None:
         k = self.k
@@ -702,8 +706,9 @@ class _RowBlock:
             elif name == "reactions":
                 col[:] = sysm.reactions_rows(Q, LAM, self.JD[sl])
             elif name == "reactions_local":
-                col[:] = sysm.reactions_local_rows(Q, T, FV, LAM, stacked=True,
-                                                   out=self.RL[sl])
+                col[:] = sysm.reactions_local_rows(
+                    Q, T, FV, LAM, stacked=True, out=self.RL[sl],
+                    JD=None if self.JD is None else self.JD[sl])
             elif name == "forces":
                 col[:] = sysm.force_outputs_rows(Q, QD, T, FV, stacked=True,
                                                  out=self.FO[sl])
