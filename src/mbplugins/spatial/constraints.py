@@ -62,7 +62,7 @@ _I3 = np.eye(3)
 
 # vectorised helpers and jets: mbplugins.spatial.kinematics (shared with the
 # composite joints and the force elements)
-from .kinematics import (mv as _mv, mtv as _mtv, Kin as _Kin, body_vector as _body_vector, body_point as _body_point, sub as _sub, lin as _lin, shift as _shift, vdot as _vdot, vcross as _vcross, component as _component, atan2 as _atan2, relative_ep as _relative_ep, stack as _stack, v3 as _v3, unit as _unit, perp_pair as _perp_pair, map_point as _map_point, joint_points as _joint_points, map_dir as _map_dir, global_point as _global_point, q_from_A as _q_from_A, length_default as _length_default)
+from .kinematics import (mv as _mv, mtv as _mtv, cross as _cross, rotate as _rotate, Kin as _Kin, body_vector as _body_vector, body_point as _body_point, sub as _sub, lin as _lin, shift as _shift, vdot as _vdot, vcross as _vcross, component as _component, atan2 as _atan2, relative_ep as _relative_ep, stack as _stack, v3 as _v3, unit as _unit, perp_pair as _perp_pair, map_point as _map_point, joint_points as _joint_points, map_dir as _map_dir, global_point as _global_point, q_from_A as _q_from_A, length_default as _length_default)
 
 
 
@@ -127,12 +127,11 @@ class _SpatialBase(SpatialConstraintType):
         else:
             F = gen[:, 0, :3]
             n = _moment_body(qb[:, 0, 3:7], gen[:, 0, 3:7])
-        Fl = _mtv(_A(qb[:, 0, 3:7]), F)
-        nP = n - np.cross(s_i, Fl)
-        out = [_mtv(E, Fl)]
-        if moments:
-            out.append(_mtv(E, nP))
-        return np.concatenate(out, axis=1)
+        Fl = _rotate(qb[:, 0, 3:7], F, transpose=True)
+        if not moments:
+            return _mtv(E, Fl)
+        nP = n - _cross(s_i, Fl)
+        return _mtv(E[:, None], np.stack([Fl, nP], 1)).reshape(-1, 6)
 
 
 def _moment_body(p, ns):
@@ -249,12 +248,12 @@ class Universal(_SpatialBase):
         x = axis_i, z = axis_i × axis_j (normal to both cross bars), y = z × x;
         ``nx = ny = 0`` (the joint turns freely about both bars), ``nz`` is the
         moment the cross transmits."""
-        Ai, Aj = _A(qb[:, 0, 3:7]), _A(qb[:, 1, 3:7])
         e1 = par[:, 6:9]
-        aj = _mtv(Ai, _mv(Aj, par[:, 9:12]))           # a_j in body-i components
-        e3 = np.cross(e1, aj)
-        e3 /= np.maximum(np.linalg.norm(e3, axis=1, keepdims=True), 1e-300)
-        E = np.stack([e1, np.cross(e3, e1), e3], -1)
+        aj = _rotate(qb[:, 0, 3:7], _rotate(qb[:, 1, 3:7], par[:, 9:12]),
+                     transpose=True)                   # a_j in body-i components
+        e3 = _cross(e1, aj)
+        e3 /= np.maximum(np.sqrt(np.sum(e3 * e3, axis=1, keepdims=True)), 1e-300)
+        E = np.stack([e1, _cross(e3, e1), e3], -1)
         return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, gen=gen)
 
 
@@ -288,7 +287,7 @@ class _AxisJoint(_SpatialBase):
 
     def _frame(self, par):
         fi, gi = par[:, 9:12], par[:, 12:15]
-        return np.stack([fi, gi, np.cross(fi, gi)], -1)
+        return np.stack([fi, gi, _cross(fi, gi)], -1)
 
     def reaction_local(self, par, qb, t, f, lam, gen=None):
         """Force and moment (about the joint point ``P_i``) on body i in the joint
