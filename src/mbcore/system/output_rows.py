@@ -259,8 +259,15 @@ class OutputRows:
         out = np.zeros((R, 2))
         if not m:
             return out
-        if self.dense:
-            Jq = _mv(JD[:, :m * n].reshape(R, m, n), QD)
+        if self.dense:                  # the structural entries of each row, in order
+            pos, col = self._dense_rows_layout()                # (k, m) each
+            QDz = np.zeros((R, n + 1))
+            QDz[:, :n] = QD
+            V = np.take(JD, pos, axis=1)                        # (R, k, m)
+            V *= np.take(QDz, col, axis=1)
+            Jq = V[:, 0].copy()
+            for j in range(1, V.shape[1]):                      # the k entries of a row
+                Jq += V[:, j]
         else:
             ptr = self._indptr            # CSR rows: sums of their entries
             vals = JD[:, :ptr[-1]] * QD[:, self._csr_cols]
@@ -271,6 +278,27 @@ class OutputRows:
         out[:, 0] = np.max(np.abs(PHI), axis=1)
         out[:, 1] = np.max(np.abs(Jq - NU), axis=1)
         return out
+
+    def _dense_rows_layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """(k, m) data positions and columns of each row's structural entries of the
+        dense Jacobian (ascending columns; k the longest row, shorter rows padded
+        with column n, a zero rate): ``sum_k J[pos] qd[col]`` adds the products of
+        the full row's sum that are not exact zeros, in the same order (built once)."""
+        lay = getattr(self, "_dense_rows", None)
+        if lay is None:
+            m, n = self.m, self.n
+            rows, cols = self._csr_rows, self._csr_cols       # sorted by row, column
+            counts = np.bincount(rows, minlength=m)
+            k = max(int(counts.max(initial=0)), 1)
+            start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            slot = np.arange(len(rows)) - start[rows]
+            pos = np.zeros((m, k), dtype=np.intp)
+            col = np.full((m, k), n, dtype=np.intp)
+            pos[rows, slot] = rows * n + cols
+            col[rows, slot] = cols
+            lay = self._dense_rows = (np.ascontiguousarray(pos.T),
+                                      np.ascontiguousarray(col.T))
+        return lay
 
     # -- kinematics of points and bodies ---------------------------------------------
     def point_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
