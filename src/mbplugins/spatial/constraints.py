@@ -52,7 +52,6 @@ import numpy as np
 from mbcore.elements.base import SpatialConstraintType
 from mbcore.errors import ModelError
 from mbcore.elements.functions import parse_function
-from mbcore.elements.rotations import A as _A
 from mbcore.elements.schema import Param
 
 TWO_PI = 2.0 * math.pi
@@ -62,7 +61,7 @@ _I3 = np.eye(3)
 
 # vectorised helpers and jets: mbplugins.spatial.kinematics (shared with the
 # composite joints and the force elements)
-from .kinematics import (mv as _mv, mtv as _mtv, cross as _cross, rotate as _rotate, Kin as _Kin, body_vector as _body_vector, body_point as _body_point, sub as _sub, lin as _lin, shift as _shift, vdot as _vdot, vcross as _vcross, component as _component, atan2 as _atan2, relative_ep as _relative_ep, stack as _stack, v3 as _v3, unit as _unit, perp_pair as _perp_pair, map_point as _map_point, joint_points as _joint_points, map_dir as _map_dir, global_point as _global_point, q_from_A as _q_from_A, length_default as _length_default)
+from .kinematics import (mtv as _mtv, cross as _cross, rotate as _rotate, Kin as _Kin, body_vector as _body_vector, body_point as _body_point, sub as _sub, lin as _lin, shift as _shift, vdot as _vdot, vcross as _vcross, component as _component, atan2 as _atan2, relative_ep as _relative_ep, stack as _stack, v3 as _v3, unit as _unit, perp_pair as _perp_pair, map_point as _map_point, joint_points as _joint_points, map_dir as _map_dir, global_point as _global_point, q_from_A as _q_from_A, length_default as _length_default)
 
 
 
