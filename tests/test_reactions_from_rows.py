@@ -27,7 +27,7 @@ import pytest
 
 import mbcore
 from mbcore.system import compiled_available
-from mbcore.system.output_rows import _takes_gen
+from mbcore.system.output_rows import takes_gen
 from mbplugins.spatial import constraints as SC
 from test_spatial_compiled import ALL_TYPES, group_model, random_state
 
@@ -61,7 +61,7 @@ def test_the_types_that_read_the_jacobian_declare_it():
     declared = {c.name for c in ALL_TYPES if getattr(c, "reaction_local_gen", False)}
     assert declared == JACOBIAN_LOCAL
     for c in ALL_TYPES:
-        assert _takes_gen(c()) == (c.name in JACOBIAN_LOCAL), c.name
+        assert takes_gen(c()) == (c.name in JACOBIAN_LOCAL), c.name
         if c.name in JACOBIAN_LOCAL:
             assert c.local_labels, c.name
 
@@ -138,7 +138,7 @@ def test_run_channel_equals_reference_at_recorded_rows(name):
                      settings={"t_end": 0.3, "output_step": 0.01, "output_rows": "block",
                                "record": "q, lam, reactions_local"})
     s = res.system
-    assert any(_takes_gen(g.ctype) for g in s.groups if g.ctype.local_labels)
+    assert any(takes_gen(g.ctype) for g in s.groups if g.ctype.local_labels)
     Q, LAM, T = np.asarray(res["q"]), np.asarray(res["lam"]), np.asarray(res.t)
     got = np.asarray(res["reactions_local"])
     ref = np.stack([s.reactions_local(Q[i], float(T[i]), LAM[i]).copy()
@@ -167,7 +167,7 @@ class PlainRevolute(SC.Revolute):
 
 
 def test_types_without_gen_keep_their_method():
-    assert not _takes_gen(NoGenRevolute()) and not _takes_gen(PlainRevolute())
+    assert not takes_gen(NoGenRevolute()) and not takes_gen(PlainRevolute())
     sysm = group_model("revolute", seed=5).compile(kernels="numpy")
     g = next(g for g in sysm.groups if g.ctype.name == "revolute")
     rng = np.random.default_rng(3)

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import PluginError
 
-__all__ = ["OutputRows"]
+__all__ = ["OutputRows", "takes_gen"]
 
 
 class OutputRows:
@@ -192,7 +192,7 @@ class OutputRows:
     def local_reactions_use_jacobian(self) -> bool:
         """Some group with joint-local reactions reads the generalised reactions
         (``reaction_local_gen``): :meth:`reactions_local_rows` then wants ``JD``."""
-        return any(_takes_gen(g.ctype) for g in self._element_groups
+        return any(takes_gen(g.ctype) for g in self._element_groups
                    if g.ctype.local_labels)
 
     def reactions_local_rows(self, Q: np.ndarray, T: np.ndarray, FV: np.ndarray | None,
@@ -229,7 +229,7 @@ class OutputRows:
             f_rows = _function_rows(FV, g.fidx, R)
             qb, lam = QX[:, g.gather_all], LAM[:, g.lam_rows]
             gb = None
-            if _takes_gen(ct) and (gen is not None or JD is not None):
+            if takes_gen(ct) and (gen is not None or JD is not None):
                 gb = _generalised(g, LAM, JD) if gen is None else gen[k]
             if together:
                 par = np.broadcast_to(g.par, (R,) + g.par.shape).reshape(R * ne, -1)
@@ -390,7 +390,7 @@ def _stacked(etype) -> bool:
 _GEN: dict[type, bool] = {}
 
 
-def _takes_gen(ctype) -> bool:
+def takes_gen(ctype: object) -> bool:
     """The type declares ``reaction_local_gen`` and its ``reaction_local`` takes the
     keyword ``gen`` (a subclass that overrides the method without it is called
     without: its own reference); cached per class."""
