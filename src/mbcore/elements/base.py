@@ -177,6 +177,15 @@ class ConstraintType:
     #: False (the default): one call per output row.
     rows_stacked: ClassVar[bool] = False
 
+    #: True when :meth:`reaction_local` also accepts the keyword ``gen`` (ne, nb, nc):
+    #: each element's generalised reactions ``g_b = (Phi)_{q_b}^T lam`` on its bodies
+    #: (Nikravesh (1988), Eq. 8.50) in the System's coordinates of the body (planar
+    #: ``[x, y, phi]``, spatial ``[r, p]`` with the Euler-parameter columns of the
+    #: System's Jacobian), which the output rows already have from the Jacobian
+    #: evaluated at each row: the type then need not evaluate its Jacobian again.
+    #: Without ``gen`` the method is the reference and must give the same values.
+    reaction_local_gen: ClassVar[bool] = False
+
     def reaction_local(self, par, qb, t, f, lam):
         """Joint-local reaction components, (ne, len(local_labels)), from the
         multipliers ``lam`` (ne, m) in the convention of docs/conventions.md

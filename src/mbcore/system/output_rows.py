@@ -24,11 +24,13 @@ as the reference does.
 A mixin of :class:`mbcore.system.System`."""
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ..errors import PluginError
 
-__all__ = ["OutputRows"]
+__all__ = ["OutputRows", "takes_gen"]
 
 
 class OutputRows:
@@ -69,10 +71,9 @@ class OutputRows:
         """T of each row, (R,) (as :meth:`kinetic_energy`)."""
         if self.mass_diag is not None:
             return 0.5 * _sum_last(self.mass_diag * QD * QD)
-        from ..elements.rotations import L as Lmat
         R = Q.shape[0]
         rd = QD[:, self._r_idx].reshape(R, -1, 3)
-        w = 2.0 * _mv(Lmat(Q[:, self._p_idx]), QD[:, self._p_idx])       # (R, nb, 3)
+        w = 2.0 * _Lx(Q[:, self._p_idx], QD[:, self._p_idx])             # (R, nb, 3)
         Jw = _mv(self.body_inertia, w)
         return 0.5 * (_sum_last(self.body_mass * _sum_last(rd * rd))
                       + _sum_last(_sum_last(w * Jw)))
@@ -159,38 +160,61 @@ class OutputRows:
         return out
 
     # -- reactions -------------------------------------------------------------------
-    def reactions_rows(self, Q: np.ndarray, LAM: np.ndarray, JD: np.ndarray) -> np.ndarray:
+    def generalised_rows(self, LAM: np.ndarray, JD: np.ndarray) -> list[np.ndarray]:
+        """Each element group's ``g_b = (Phi_k)_{q_b}^T lam_k`` on its bodies for every
+        row, (R, ne, nb, ncol) in the System's coordinates (Nikravesh (1988), Eq.
+        8.50), in the order of the element groups: what :meth:`reactions_rows` and
+        :meth:`reactions_local_rows` share (``gen``) when both are recorded."""
+        return [_generalised(g, LAM, JD) for g in self._element_groups]
+
+    def reactions_rows(self, Q: np.ndarray, LAM: np.ndarray, JD: np.ndarray,
+                       gen: list | None = None) -> np.ndarray:
         """Generalised reactions of each row, (R, len(reaction_labels)) (as
-        :meth:`reactions`); ``JD`` (R, slots) each row's :attr:`jacobian_values`."""
+        :meth:`reactions`); ``JD`` (R, slots) each row's :attr:`jacobian_values`;
+        ``gen``: :meth:`generalised_rows` of the same rows, if at hand.  Spatial
+        bodies: the global moment ``n = G(p) n* / 2`` (Eq. 11.4)."""
         R = Q.shape[0]
         out = np.zeros((R, len(self.reaction_labels)))
         QX = None
-        for g in self._element_groups:
-            blocks = JD[:, g.jac_blocks]                    # (R, ne, m, nb, ncol)
-            lam_g = LAM[:, g.lam_rows]                      # (R, ne, m)
-            gen = _sum_last(np.moveaxis(blocks * lam_g[:, :, :, None, None], 2, -1))
+        for k, g in enumerate(self._element_groups):
+            gb = _generalised(g, LAM, JD) if gen is None else gen[k]
             if g.kind == "spatial":
-                from ..elements.rotations import G as Gmat
                 if QX is None:
                     QX = self.extended_rows(Q)
-                p = QX[:, g.gather_all][..., 3:7]
-                n = 0.5 * _mv(Gmat(p), gen[..., 3:7])
-                gen = np.concatenate([gen[..., :3], n], axis=-1)
-            out[:, g.react_pos] = gen
+                out[:, g.react_pos[..., :3]] = gb[..., :3]
+                out[:, g.react_pos[..., 3:]] = 0.5 * _Gx(QX[:, g.gather_all][..., 3:7],
+                                                         gb[..., 3:7])
+            else:
+                out[:, g.react_pos] = gb
         return out
+
+    @property
+    def local_reactions_use_jacobian(self) -> bool:
+        """Some group with joint-local reactions reads the generalised reactions
+        (``reaction_local_gen``): :meth:`reactions_local_rows` then wants ``JD``."""
+        return any(takes_gen(g.ctype) for g in self._element_groups
+                   if g.ctype.local_labels)
 
     def reactions_local_rows(self, Q: np.ndarray, T: np.ndarray, FV: np.ndarray | None,
                              LAM: np.ndarray, stacked: bool | None = None,
-                             out: np.ndarray | None = None) -> np.ndarray:
+                             out: np.ndarray | None = None,
+                             JD: np.ndarray | None = None,
+                             gen: list | None = None) -> np.ndarray:
         """Joint-local reactions of each row, (R, len(local_reaction_labels)) (as
-        :meth:`reactions_local`); ``stacked`` as in :meth:`force_energy_rows`."""
+        :meth:`reactions_local`); ``stacked`` as in :meth:`force_energy_rows`.
+        ``JD`` (R, slots): each row's :attr:`jacobian_values`; with it, the types
+        that declare ``reaction_local_gen`` get the rows' generalised reactions
+        ``g_b = (Phi)_{q_b}^T lam`` (Nikravesh (1988), Eq. 8.50) as ``gen`` instead
+        of evaluating their Jacobian again (the others, and every type without
+        ``JD``, are called as :meth:`reactions_local` calls them); ``gen``:
+        :meth:`generalised_rows` of the same rows, if at hand."""
         R = Q.shape[0]
         if out is None:
             out = np.zeros((R, len(self.local_reaction_labels)))
         QX = None
         inv = np.argsort(self._local_perm)      # raw (group-order) index -> column
         off = 0
-        for g in self._element_groups:
+        for k, g in enumerate(self._element_groups):
             ct = g.ctype
             if not ct.local_labels:
                 continue
@@ -204,16 +228,22 @@ class OutputRows:
                 QX = self.extended_rows(Q)
             f_rows = _function_rows(FV, g.fidx, R)
             qb, lam = QX[:, g.gather_all], LAM[:, g.lam_rows]
+            gb = None
+            if takes_gen(ct) and (gen is not None or JD is not None):
+                gb = _generalised(g, LAM, JD) if gen is None else gen[k]
             if together:
                 par = np.broadcast_to(g.par, (R,) + g.par.shape).reshape(R * ne, -1)
+                kw = {} if gb is None else {"gen": gb.reshape((R * ne,) + gb.shape[2:])}
                 loc = ct.reaction_local(par, qb.reshape((R * ne,) + qb.shape[2:]),
                                         float(T[0]),
                                         f_rows.reshape((R * ne,) + f_rows.shape[2:]),
-                                        lam.reshape(R * ne, -1))
+                                        lam.reshape(R * ne, -1), **kw)
                 out[:, cols] = _checked(ct, loc, (R * ne, nl)).reshape(R, ne * nl)
             else:
                 for i in range(R):
                     kw = {"qe": QX[i, g.xoff]} if g.nx else {}
+                    if gb is not None:
+                        kw["gen"] = gb[i]
                     out[i, cols] = _checked(ct, ct.reaction_local(
                         g.par, qb[i], float(T[i]), f_rows[i], lam[i], **kw),
                         (ne, nl)).ravel()
@@ -229,8 +259,15 @@ class OutputRows:
         out = np.zeros((R, 2))
         if not m:
             return out
-        if self.dense:
-            Jq = _mv(JD[:, :m * n].reshape(R, m, n), QD)
+        if self.dense:                  # the structural entries of each row, in order
+            pos, col = self._dense_rows_layout()                # (k, m) each
+            QDz = np.zeros((R, n + 1))
+            QDz[:, :n] = QD
+            V = np.take(JD, pos, axis=1)                        # (R, k, m)
+            V *= np.take(QDz, col, axis=1)
+            Jq = V[:, 0].copy()
+            for j in range(1, V.shape[1]):                      # the k entries of a row
+                Jq += V[:, j]
         else:
             ptr = self._indptr            # CSR rows: sums of their entries
             vals = JD[:, :ptr[-1]] * QD[:, self._csr_cols]
@@ -241,6 +278,27 @@ class OutputRows:
         out[:, 0] = np.max(np.abs(PHI), axis=1)
         out[:, 1] = np.max(np.abs(Jq - NU), axis=1)
         return out
+
+    def _dense_rows_layout(self) -> tuple[np.ndarray, np.ndarray]:
+        """(k, m) data positions and columns of each row's structural entries of the
+        dense Jacobian (ascending columns; k the longest row, shorter rows padded
+        with column n, a zero rate): ``sum_k J[pos] qd[col]`` adds the products of
+        the full row's sum that are not exact zeros, in the same order (built once)."""
+        lay = getattr(self, "_dense_rows", None)
+        if lay is None:
+            m, n = self.m, self.n
+            rows, cols = self._csr_rows, self._csr_cols       # sorted by row, column
+            counts = np.bincount(rows, minlength=m)
+            k = max(int(counts.max(initial=0)), 1)
+            start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            slot = np.arange(len(rows)) - start[rows]
+            pos = np.zeros((m, k), dtype=np.intp)
+            col = np.full((m, k), n, dtype=np.intp)
+            pos[rows, slot] = rows * n + cols
+            col[rows, slot] = cols
+            lay = self._dense_rows = (np.ascontiguousarray(pos.T),
+                                      np.ascontiguousarray(col.T))
+        return lay
 
     # -- kinematics of points and bodies ---------------------------------------------
     def point_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
@@ -272,7 +330,9 @@ class OutputRows:
         return out.reshape(R, -1)
 
     def _point_rows_spatial(self, Q, QD, QDD) -> np.ndarray:
-        from ..elements.rotations import G as Gmat, L as Lmat
+        """r + A s', its rate A-dot s' = 2 G(pd) L(p)^T s' and acceleration
+        A-ddot s' = 2 G(pd) L(pd)^T s' + 2 G(p) L(pdd)^T s' (Nikravesh (1988), Eqs.
+        6.42, 6.62-6.63, 6.102)."""
         R, n = Q.shape[0], self.n
         ext = np.zeros((3, R, n + 10))
         ext[0, :, n + 3:n + 10] = (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
@@ -281,28 +341,23 @@ class OutputRows:
         ri = o[:, None] + np.arange(3)
         pi = o[:, None] + 3 + np.arange(4)
         p, pd, pdd = ext[0][:, pi], ext[1][:, pi], ext[2][:, pi]
-        Gp, Lp, Gd, Ld = Gmat(p), Lmat(p), Gmat(pd), Lmat(pd)
         s = self._pt_loc
-        A = _mt(Gp, Lp)
-        Ad = 2.0 * _mt(Gd, Lp)
-        Add = 2.0 * _mt(Gd, Ld) + 2.0 * _mt(Gp, Lmat(pdd))
         out = np.empty((R, len(o), 9))
-        out[..., 0:3] = ext[0][:, ri] + _mv(A, s)
-        out[..., 3:6] = ext[1][:, ri] + _mv(Ad, s)
-        out[..., 6:9] = ext[2][:, ri] + _mv(Add, s)
+        out[..., 0:3] = ext[0][:, ri] + _GLt(p, p, s)
+        out[..., 3:6] = ext[1][:, ri] + 2.0 * _GLt(pd, p, s)
+        out[..., 6:9] = ext[2][:, ri] + 2.0 * (_GLt(pd, pd, s) + _GLt(p, pdd, s))
         return out.reshape(R, -1)
 
     def angular_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
         """(R, nb_spatial * 6): :meth:`angular_kinematics` of each row, flattened."""
-        from ..elements.rotations import G as Gmat
         idx = self._ang_p
         R = Q.shape[0]
         if not len(idx):
             return np.zeros((R, 0))
-        Gp = Gmat(Q[:, idx])
+        p = Q[:, idx]
         out = np.empty((R, len(idx), 6))
-        out[..., 0:3] = 2.0 * _mv(Gp, QD[:, idx])
-        out[..., 3:6] = 2.0 * _mv(Gp, QDD[:, idx])
+        out[..., 0:3] = 2.0 * _Gx(p, QD[:, idx])
+        out[..., 3:6] = 2.0 * _Gx(p, QDD[:, idx])
         return out.reshape(R, -1)
 
 
@@ -328,13 +383,88 @@ def _mv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
     return _sum_last(A * x[..., None, :])
 
 
-def _mt(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """``A @ B^T`` over the last two axes (broadcast), by :func:`_sum_last`."""
-    return _sum_last(A[..., :, None, :] * B[..., None, :, :])
-
-
 def _stacked(etype) -> bool:
     return bool(getattr(etype, "rows_stacked", False))
+
+
+_GEN: dict[type, bool] = {}
+
+
+def takes_gen(ctype: object) -> bool:
+    """The type declares ``reaction_local_gen`` and its ``reaction_local`` takes the
+    keyword ``gen`` (a subclass that overrides the method without it is called
+    without: its own reference); cached per class."""
+    cls = type(ctype)
+    ok = _GEN.get(cls)
+    if ok is None:
+        ok = False
+        if getattr(ctype, "reaction_local_gen", False):
+            try:
+                par = inspect.signature(ctype.reaction_local).parameters
+            except (TypeError, ValueError):
+                par = {}
+            ok = "gen" in par or any(v.kind is v.VAR_KEYWORD for v in par.values())
+        _GEN[cls] = ok
+    return ok
+
+
+def _generalised(g, LAM: np.ndarray, JD: np.ndarray) -> np.ndarray:
+    """(R, ne, nb, ncol): each row's ``g_b = (Phi_k)_{q_b}^T lam_k`` of a group's
+    elements on their bodies (Nikravesh (1988), Eq. 8.50) from the rows' Jacobian
+    values ``JD`` and multipliers ``LAM``, summed over the element's equations in
+    index order (as :func:`_sum_last`: a row's value does not depend on the others)."""
+    jb, lr = g.jac_blocks, g.lam_rows                       # (ne, m, nb, ncol), (ne, m)
+    acc = JD[:, jb[:, 0]] * LAM[:, lr[:, 0], None, None]
+    for j in range(1, jb.shape[1]):                         # the element's m equations
+        acc += JD[:, jb[:, j]] * LAM[:, lr[:, j], None, None]
+    return acc
+
+
+def _Gx(p: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``G(p) x`` (..., 3) for p, x (..., 4) (Nikravesh (1988), Eq. 6.38), the four
+    products of each component added in index order (bit for bit ``_mv(G(p), x)``
+    without forming G)."""
+    e0, e1, e2, e3 = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
+    x0, x1, x2, x3 = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
+    out = np.empty(np.broadcast_shapes(p.shape, x.shape)[:-1] + (3,))
+    out[..., 0] = -e1 * x0 + e0 * x1 - e3 * x2 + e2 * x3
+    out[..., 1] = -e2 * x0 + e3 * x1 + e0 * x2 - e1 * x3
+    out[..., 2] = -e3 * x0 - e2 * x1 + e1 * x2 + e0 * x3
+    return out
+
+
+def _Lx(p: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``L(p) x`` (..., 3) (Nikravesh (1988), Eq. 6.39), as :func:`_Gx`."""
+    e0, e1, e2, e3 = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
+    x0, x1, x2, x3 = x[..., 0], x[..., 1], x[..., 2], x[..., 3]
+    out = np.empty(np.broadcast_shapes(p.shape, x.shape)[:-1] + (3,))
+    out[..., 0] = -e1 * x0 + e0 * x1 + e3 * x2 - e2 * x3
+    out[..., 1] = -e2 * x0 - e3 * x1 + e0 * x2 + e1 * x3
+    out[..., 2] = -e3 * x0 + e2 * x1 - e1 * x2 + e0 * x3
+    return out
+
+
+def _GLt(a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``G(a) L(b)^T s`` (..., 3) without forming the matrices: with
+    ``G(a) L(b)^T = a_v b_v^T + b_v a_v^T + (a0 b0 - a_v.b_v) I + b0 ã_v + a0 b̃_v``
+    (from Nikravesh (1988), Eqs. 6.38-6.39; ``A = G(p) L(p)^T``, Eq. 6.42)."""
+    a0, b0 = a[..., 0:1], b[..., 0:1]
+    av, bv = a[..., 1:4], b[..., 1:4]
+    out = av * _sum_last(bv * s)[..., None]
+    out += bv * _sum_last(av * s)[..., None]
+    out += (a0 * b0 - _sum_last(av * bv)[..., None]) * s
+    out += b0 * _cross(av, s)
+    out += a0 * _cross(bv, s)
+    return out
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a × b for stacks of 3-vectors, component by component."""
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return out
 
 
 def _checked(ct, loc, shape) -> np.ndarray:

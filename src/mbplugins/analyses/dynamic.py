@@ -542,8 +542,13 @@ class _RowBlock:
         width = run.row.flat.size
         names = set(run.row)
         self.dynamic = bool(names & self.DYNAMIC)
-        self.want_jd = bool(names & {"reactions", "violation"})
+        # Phi_q's values of each row: for the reactions, the violations and the
+        # joint-local reactions of the types that read the generalised reactions
+        self.want_jd = bool(names & {"reactions", "violation"}) or (
+            "reactions_local" in names and sysm.local_reactions_use_jacobian)
         self.want_pn = "violation" in names and m > 0
+        self.share_gen = ({"reactions", "reactions_local"} <= names
+                          and sysm.local_reactions_use_jacobian)
         self.want_fv = bool(names & self.TIMED) and sysm.function_count > 0
         forces_stacked, local_stacked = sysm.output_types_stacked()
         # per-type quantities of the types evaluated at the output, one row at a time
@@ -661,7 +666,8 @@ class _RowBlock:
             self.EV[i] = sysm.force_energy_rows(Q, T, FV, stacked=False)[0]
         if self.row_local:
             sysm.reactions_local_rows(Q, T, FV, self.LAM[sl], stacked=False,
-                                      out=self.RL[sl])
+                                      out=self.RL[sl],
+                                      JD=None if self.JD is None else self.JD[sl])
 
     def flush(self) -> None:
         k = self.k
@@ -692,6 +698,9 @@ class _RowBlock:
         Q, QD = Y[:, :n], Y[:, n:2 * n]
         QDD, LAM = self.QDD[sl], self.LAM[sl]
         FV = None if self.FV is None else self.FV[sl]
+        JD = None if self.JD is None else self.JD[sl]
+        # the generalised reactions once for both reaction channels
+        gen = sysm.generalised_rows(LAM, JD) if self.share_gen else None
         for name, off, w in self.cols:
             col = rows[:, off:off + w]
             if name == "q":
@@ -703,10 +712,10 @@ class _RowBlock:
             elif name == "lam":
                 col[:] = LAM
             elif name == "reactions":
-                col[:] = sysm.reactions_rows(Q, LAM, self.JD[sl])
+                col[:] = sysm.reactions_rows(Q, LAM, JD, gen=gen)
             elif name == "reactions_local":
                 col[:] = sysm.reactions_local_rows(Q, T, FV, LAM, stacked=True,
-                                                   out=self.RL[sl])
+                                                   out=self.RL[sl], JD=JD, gen=gen)
             elif name == "forces":
                 col[:] = sysm.force_outputs_rows(Q, QD, T, FV, stacked=True,
                                                  out=self.FO[sl])
@@ -725,7 +734,7 @@ class _RowBlock:
                 col[:, 3], col[:, 4] = W, Tk + V - W
             elif name == "violation":
                 if self.want_pn:
-                    col[:] = sysm.violation_rows(QD, self.JD[sl], self.PHI[sl],
+                    col[:] = sysm.violation_rows(QD, JD, self.PHI[sl],
                                                  self.NU[sl])
                     self.run.drift.check(T, col[:, 0])
                 else:

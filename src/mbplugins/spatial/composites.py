@@ -166,6 +166,9 @@ class RevoluteCylindrical(_SpatialBase):
     n_par = 18
     labels = ("n", "df", "dg")
     local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+    #: reaction_local also takes the generalised reactions the output rows have
+    #: (``gen``) instead of evaluating the Jacobian again
+    reaction_local_gen = True
 
     def pack(self, spec, ctx):
         si, sj = _joint_points(spec, ctx)
@@ -180,7 +183,7 @@ class RevoluteCylindrical(_SpatialBase):
         return [_vdot(ui, uj), _vdot(_body_vector(K, 1, par[:, 12:15]), d),
                 _vdot(_body_vector(K, 1, par[:, 15:18]), d)]
 
-    def reaction_local(self, par, qb, t, f, lam):
+    def reaction_local(self, par, qb, t, f, lam, gen=None):
         """Force and moment (about ``P_i``) on body i in the frame x = axis_i,
         z = the cylinder axis u_j (current, made ⊥ x), y = z × x: ``fz = 0`` (free
         sliding), ``nx = nz = 0`` (free rotation about both axes); ``ny`` is the
@@ -190,7 +193,7 @@ class RevoluteCylindrical(_SpatialBase):
         uj = _mtv(Ai, _mv(Aj, par[:, 9:12]))          # u_j in body-i components
         e2 = _unit_rows(np.cross(uj, e1))
         E = np.stack([e1, e2, np.cross(e1, e2)], -1)
-        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E)
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, gen=gen)
 
 
 # =====================================================================================
@@ -223,6 +226,9 @@ class PointOnLine(_SpatialBase):
     n_par = 12
     labels = ("df", "dg")
     local_labels = ("fx", "fy")
+    #: reaction_local also takes the generalised reactions the output rows have
+    #: (``gen``) instead of evaluating the Jacobian again
+    reaction_local_gen = True
 
     def pack(self, spec, ctx):
         si, sj = _joint_points(spec, ctx)
@@ -234,13 +240,14 @@ class PointOnLine(_SpatialBase):
         return [_vdot(_body_vector(K, 0, par[:, 6:9]), d),
                 _vdot(_body_vector(K, 0, par[:, 9:12]), d)]
 
-    def reaction_local(self, par, qb, t, f, lam):
+    def reaction_local(self, par, qb, t, f, lam, gen=None):
         """The force on body i (body j gets the opposite one at its point), in
         body-i axes across the line: x = f_i, y = g_i (``-lam``); none acts along
         the line."""
         fi, gi = par[:, 6:9], par[:, 9:12]
         E = np.stack([fi, gi, np.cross(fi, gi)], -1)
-        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, moments=False)[:, :2]
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, moments=False,
+                                    gen=gen)[:, :2]
 
 
 class PointOnPlane(_SpatialBase):
@@ -400,6 +407,9 @@ class OrientationLock(_SpatialBase):
     n_par = 4
     labels = ("ex", "ey", "ez")
     local_labels = ("nx", "ny", "nz")
+    #: reaction_local also takes the generalised reactions the output rows have
+    #: (``gen``) instead of evaluating the Jacobian again
+    reaction_local_gen = True
 
     def pack(self, spec, ctx):
         _, Ai = ctx.pose(spec["body_i"])
@@ -410,11 +420,12 @@ class OrientationLock(_SpatialBase):
         q0 = par[:, 0:4] / np.linalg.norm(par[:, 0:4], axis=1, keepdims=True)
         return [_relative_ep(K, q0)]
 
-    def reaction_local(self, par, qb, t, f, lam):
+    def reaction_local(self, par, qb, t, f, lam, gen=None):
         """The moment on body i in body-i axes (no force)."""
         ne = par.shape[0]
         E = np.broadcast_to(_I3, (ne, 3, 3))
-        return self._joint_reaction(par, qb, t, f, lam, np.zeros((ne, 3)), E)[:, 3:]
+        return self._joint_reaction(par, qb, t, f, lam, np.zeros((ne, 3)), E,
+                                    gen=gen)[:, 3:]
 
 
 #: the spatial constraint types of this module (for the plugin hook)

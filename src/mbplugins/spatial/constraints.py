@@ -52,7 +52,6 @@ import numpy as np
 from mbcore.elements.base import SpatialConstraintType
 from mbcore.errors import ModelError
 from mbcore.elements.functions import parse_function
-from mbcore.elements.rotations import A as _A
 from mbcore.elements.schema import Param
 
 TWO_PI = 2.0 * math.pi
@@ -62,7 +61,7 @@ _I3 = np.eye(3)
 
 # vectorised helpers and jets: mbplugins.spatial.kinematics (shared with the
 # composite joints and the force elements)
-from .kinematics import (mv as _mv, mtv as _mtv, Kin as _Kin, body_vector as _body_vector, body_point as _body_point, sub as _sub, lin as _lin, shift as _shift, vdot as _vdot, vcross as _vcross, component as _component, atan2 as _atan2, relative_ep as _relative_ep, stack as _stack, v3 as _v3, unit as _unit, perp_pair as _perp_pair, map_point as _map_point, joint_points as _joint_points, map_dir as _map_dir, global_point as _global_point, q_from_A as _q_from_A, length_default as _length_default)
+from .kinematics import (mtv as _mtv, cross as _cross, rotate as _rotate, Kin as _Kin, body_vector as _body_vector, body_point as _body_point, sub as _sub, lin as _lin, shift as _shift, vdot as _vdot, vcross as _vcross, component as _component, atan2 as _atan2, relative_ep as _relative_ep, stack as _stack, v3 as _v3, unit as _unit, perp_pair as _perp_pair, map_point as _map_point, joint_points as _joint_points, map_dir as _map_dir, global_point as _global_point, q_from_A as _q_from_A, length_default as _length_default)
 
 
 
@@ -108,20 +107,44 @@ class _SpatialBase(SpatialConstraintType):
         return g if dr is None else g + dr[2]
 
     # -- reactions -------------------------------------------------------------------
-    def _joint_reaction(self, par, qb, t, f, lam, s_i, E, moments=True):
+    def _joint_reaction(self, par, qb, t, f, lam, s_i, E, moments=True, gen=None):
         """Reaction on body i (``+Phi_qᵀ lam``, docs/conventions.md): the force and the
         moment about the joint point ``P_i`` (body-i coordinates ``s_i`` (ne, 3)),
         in the joint frame whose axes are the columns of ``E`` (ne, 3, 3), given in
-        body-i components (Nikravesh (1988), §8.4.3, §11.3)."""
-        J = self.jacobian_v(par, qb, t, f)
-        F = np.einsum("em,emc->ec", lam, J[:, :, 0, :3])       # global force on i
-        n = np.einsum("em,emc->ec", lam, J[:, :, 0, 3:])       # body-i moment about r_i
-        Fl = _mtv(_A(qb[:, 0, 3:7]), F)
-        nP = n - np.cross(s_i, Fl)
-        out = [_mtv(E, Fl)]
-        if moments:
-            out.append(_mtv(E, nP))
-        return np.concatenate(out, axis=1)
+        body-i components (Nikravesh (1988), §8.4.3, §11.3).
+
+        ``gen`` (ne, nb, 7): the generalised reactions ``Phi_qᵀ lam`` in the
+        System's ``[r, p]`` columns (:attr:`reaction_local_gen`) instead of this
+        type's ω′ Jacobian.  With ``Phi_p = 2 Phi_pi' L(p)`` and ``L Lᵀ = pᵀp I``
+        (Nikravesh (1988), Eqs. 6.39, 7.45), the body-fixed moment is
+        ``n' = Phi_pi'ᵀ lam = L(p) n* / (2 pᵀp)`` with ``n* = Phi_pᵀ lam``: exact
+        also where p has drifted off the unit sphere."""
+        if gen is None:
+            J = self.jacobian_v(par, qb, t, f)
+            F = np.einsum("em,emc->ec", lam, J[:, :, 0, :3])   # global force on i
+            n = np.einsum("em,emc->ec", lam, J[:, :, 0, 3:])   # body-i moment about r_i
+        else:
+            F = gen[:, 0, :3]
+            n = _moment_body(qb[:, 0, 3:7], gen[:, 0, 3:7])
+        Fl = _rotate(qb[:, 0, 3:7], F, transpose=True)
+        if not moments:
+            return _mtv(E, Fl)
+        nP = n - _cross(s_i, Fl)
+        return _mtv(E[:, None], np.stack([Fl, nP], 1)).reshape(-1, 6)
+
+
+def _moment_body(p, ns):
+    """``L(p) n* / (2 pᵀp)`` (ne, 3): the body-fixed moment of the Euler-parameter
+    generalised force ``n*`` (ne, 4) (Nikravesh (1988), Eq. 6.39 for L; the inverse
+    of ``n* = 2 L(p)ᵀ n'`` for any scale of p)."""
+    e0, e1, e2, e3 = p[:, 0], p[:, 1], p[:, 2], p[:, 3]
+    m0, m1, m2, m3 = ns[:, 0], ns[:, 1], ns[:, 2], ns[:, 3]
+    out = np.empty((p.shape[0], 3))
+    out[:, 0] = -e1 * m0 + e0 * m1 + e3 * m2 - e2 * m3
+    out[:, 1] = -e2 * m0 - e3 * m1 + e0 * m2 + e1 * m3
+    out[:, 2] = -e3 * m0 + e2 * m1 - e1 * m2 + e0 * m3
+    out *= (0.5 / (e0 * e0 + e1 * e1 + e2 * e2 + e3 * e3))[:, None]
+    return out
 
 
 _BODY_I = Param("body", "first body (i)")
@@ -163,6 +186,9 @@ class Spherical(_SpatialBase):
     n_par = 6
     labels = ("x", "y", "z")
     local_labels = ("fx", "fy", "fz")
+    #: reaction_local also takes the generalised reactions the output rows have
+    #: (``gen``) instead of evaluating the Jacobian again
+    reaction_local_gen = True
     #: Phi_r = [I, -I]: row k touches coordinate k of each body's r
     r_columns = ((0,), (1,), (2,))
 
@@ -173,11 +199,12 @@ class Spherical(_SpatialBase):
     def _rows(self, par, K, f):
         return [_sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))]
 
-    def reaction_local(self, par, qb, t, f, lam):
+    def reaction_local(self, par, qb, t, f, lam, gen=None):
         """The joint force on body i in body-i axes (the reaction on body j is
         opposite; a ball joint transmits no moment about its centre)."""
         E = np.broadcast_to(_I3, (par.shape[0], 3, 3))
-        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, moments=False)
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, moments=False,
+                                    gen=gen)
 
 
 # =====================================================================================
@@ -202,6 +229,9 @@ class Universal(_SpatialBase):
     n_par = 12
     labels = ("x", "y", "z", "n")
     local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+    #: reaction_local also takes the generalised reactions the output rows have
+    #: (``gen``) instead of evaluating the Jacobian again
+    reaction_local_gen = True
 
     def pack(self, spec, ctx):
         si, sj = _joint_points(spec, ctx)
@@ -212,18 +242,18 @@ class Universal(_SpatialBase):
         s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
         return [s, _vdot(_body_vector(K, 0, par[:, 6:9]), _body_vector(K, 1, par[:, 9:12]))]
 
-    def reaction_local(self, par, qb, t, f, lam):
+    def reaction_local(self, par, qb, t, f, lam, gen=None):
         """Force and moment (about the joint point) on body i in the cross frame:
         x = axis_i, z = axis_i × axis_j (normal to both cross bars), y = z × x;
         ``nx = ny = 0`` (the joint turns freely about both bars), ``nz`` is the
         moment the cross transmits."""
-        Ai, Aj = _A(qb[:, 0, 3:7]), _A(qb[:, 1, 3:7])
         e1 = par[:, 6:9]
-        aj = _mtv(Ai, _mv(Aj, par[:, 9:12]))           # a_j in body-i components
-        e3 = np.cross(e1, aj)
-        e3 /= np.maximum(np.linalg.norm(e3, axis=1, keepdims=True), 1e-300)
-        E = np.stack([e1, np.cross(e3, e1), e3], -1)
-        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E)
+        aj = _rotate(qb[:, 0, 3:7], _rotate(qb[:, 1, 3:7], par[:, 9:12]),
+                     transpose=True)                   # a_j in body-i components
+        e3 = _cross(e1, aj)
+        e3 /= np.maximum(np.sqrt(np.sum(e3 * e3, axis=1, keepdims=True)), 1e-300)
+        E = np.stack([e1, _cross(e3, e1), e3], -1)
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, gen=gen)
 
 
 # =====================================================================================
@@ -233,6 +263,10 @@ class _AxisJoint(_SpatialBase):
     """Common packing of the axis joints: par = ``[s'_i, s'_j, u'_j, f'_i, g'_i, ...]``
     with ``(f_i, g_i, u_i)`` a right-handed orthonormal triad on body i (u_i =
     axis_i) and ``u_j`` the axis on body j."""
+
+    #: reaction_local also takes the generalised reactions the output rows have
+    #: (``gen``) instead of evaluating the Jacobian again
+    reaction_local_gen = True
 
     def _pack_axis(self, spec, ctx):
         si, sj = _joint_points(spec, ctx)
@@ -252,12 +286,13 @@ class _AxisJoint(_SpatialBase):
 
     def _frame(self, par):
         fi, gi = par[:, 9:12], par[:, 12:15]
-        return np.stack([fi, gi, np.cross(fi, gi)], -1)
+        return np.stack([fi, gi, _cross(fi, gi)], -1)
 
-    def reaction_local(self, par, qb, t, f, lam):
+    def reaction_local(self, par, qb, t, f, lam, gen=None):
         """Force and moment (about the joint point ``P_i``) on body i in the joint
         frame ``x = f_i, y = g_i, z = axis_i`` (body-i axes ⊥ / along the axis)."""
-        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], self._frame(par))
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], self._frame(par),
+                                    gen=gen)
 
 
 _AXIS_PARAMS = {
@@ -822,6 +857,9 @@ class Fixed(_SpatialBase):
     n_par = 10
     labels = ("x", "y", "z", "ex", "ey", "ez")
     local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")
+    #: reaction_local also takes the generalised reactions the output rows have
+    #: (``gen``) instead of evaluating the Jacobian again
+    reaction_local_gen = True
 
     def pack(self, spec, ctx):
         bi, bj = spec["body_i"], spec["body_j"]
@@ -837,10 +875,10 @@ class Fixed(_SpatialBase):
         q0 = par[:, 6:10] / np.linalg.norm(par[:, 6:10], axis=1, keepdims=True)
         return [s, _relative_ep(K, q0)]
 
-    def reaction_local(self, par, qb, t, f, lam):
+    def reaction_local(self, par, qb, t, f, lam, gen=None):
         """Force and moment (about the weld point) on body i in body-i axes."""
         E = np.broadcast_to(_I3, (par.shape[0], 3, 3))
-        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E)
+        return self._joint_reaction(par, qb, t, f, lam, par[:, 0:3], E, gen=gen)
 
 
 # =====================================================================================

@@ -127,12 +127,14 @@ class _CoordinateLaw(SpatialForceType):
     docstring).  Subclasses give ``_coords(par, K)`` -> list of jets and
     ``_laws(par, s, sd, f)`` -> (spring, damper, actuator) forces, each (ne, k)."""
 
-    def _kin(self, par, qb, qdb=None):
-        K = SK.Kin(qb, None if qdb is None else velocity_blocks(qb, qdb), jac=True)
+    def _kin(self, par, qb, qdb=None, jac=True):
+        """The coordinates' jets (``jac``: with their Jacobians, which the outputs,
+        the energy and the power do not need)."""
+        K = SK.Kin(qb, None if qdb is None else velocity_blocks(qb, qdb), jac=jac)
         return K, self._coords(par, K)
 
-    def _parts(self, par, qb, qdb, f):
-        K, jets = self._kin(par, qb, qdb)
+    def _parts(self, par, qb, qdb, f, jac=True):
+        K, jets = self._kin(par, qb, qdb, jac)
         s = np.stack([j.v for j in jets], -1)
         sd = np.stack([j.d for j in jets], -1)
         fs, fd, fa = self._laws(par, s, sd, f)
@@ -145,12 +147,12 @@ class _CoordinateLaw(SpatialForceType):
         return _to_q(qb, gv)
 
     def energy(self, par, qb, t, f):
-        K, jets = self._kin(par, qb)
+        K, jets = self._kin(par, qb, jac=False)
         s = np.stack([j.v for j in jets], -1)
         return 0.5 * np.sum(self._stiffness(par) * (s - self._free(par)) ** 2, -1)
 
     def power_nc(self, par, qb, qdb, t, f):
-        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f, jac=False)
         return -np.sum((fd + fa) * sd, -1)
 
     def force_jacobian(self, par, qb, qdb, t, f):
@@ -190,7 +192,7 @@ class _CoordinateLaw(SpatialForceType):
                 par[:, self.C_COL:self.C_COL + 1] * sd, f[:, 0, 0:1])
 
     def outputs(self, par, qb, qdb, t, f):
-        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f, jac=False)
         return np.concatenate([s, sd, fs, fd, fa, fs + fd + fa], -1)
 
 
@@ -526,7 +528,8 @@ class Bushing(_CoordinateLaw):
         w = SK.relative_ep(K, par[:, 6:10])
         for k in range(3):
             wk = SK.component(w, np.full(ne, k))
-            out.append(SK.Jet(-2.0 * wk.v, -2.0 * wk.J, None if wk.d is None else -2.0 * wk.d))
+            out.append(SK.Jet(-2.0 * wk.v, None if wk.J is None else -2.0 * wk.J,
+                              None if wk.d is None else -2.0 * wk.d))
         return out
 
     def _slopes(self, par):
@@ -628,7 +631,7 @@ class Bushing(_CoordinateLaw):
         return k * s, c * sd, np.zeros_like(s)
 
     def outputs(self, par, qb, qdb, t, f):
-        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f)
+        K, jets, s, sd, fs, fd, fa = self._parts(par, qb, qdb, f, jac=False)
         return np.concatenate([s, fs + fd], -1)
 
 
