@@ -784,7 +784,13 @@ cdef class CompiledRHS(CompiledODE):
         with nogil:
             status = self.c_eval(t, &y[0], &self.out_ydot[0])
             self.nfev -= 1
-            if status == 0 and m and (phi_rows is not None or nu_rows is not None):
+            if status == 0 and m and self.stabilise:
+                # Baumgarte's terms: c_eval evaluated Phi and nu at this state
+                if phi_rows is not None:
+                    memcpy(&phi_rows[i, 0], &self.phi[0], m * sizeof(double))
+                if nu_rows is not None:
+                    memcpy(&nu_rows[i, 0], &self.nu[0], m * sizeof(double))
+            elif status == 0 and m and (phi_rows is not None or nu_rows is not None):
                 # (c_eval loaded q into the evaluator's extended buffer)
                 if (phi_rows is not None and self.ev.c_phi(t, self.fvp, &phi_rows[i, 0]) >= 0) \
                         or (nu_rows is not None
