@@ -113,6 +113,25 @@ def test_hdf5_round_trip_exact(tmp_path, block_rows):
         assert {"numpy", "h5py", "hdf5", "python"} <= set(res.versions)
 
 
+@pytest.mark.parametrize("planned", [5, 3000, 10_000])
+def test_memory_expected_rows_is_a_hint_not_a_limit(planned):
+    """``RunInfo.expected_rows`` below, at and above the rows recorded: every row kept."""
+    info = make_info(expected_rows=planned)
+    t, data = random_rows(3000, seed=2)
+    rep = feed(MemoryReporter(initial_rows=16), info, t, data)
+    check_same(rep.result(), info, t, data)
+
+
+def test_dynamic_analysis_plans_its_output_grid(examples):
+    import mbcore
+    res = mbcore.run(examples / "slider_crank.yaml", analysis="dynamic",
+                     settings={"t_end": 0.3, "output_step": 0.01})
+    from mbcore.plugins.manager import registry
+    system = mbcore.Model.from_file(examples / "slider_crank.yaml").compile()
+    job = registry().get("analysis", "dynamic")(system, {"t_end": 0.3, "output_step": 0.01})
+    assert len(res) <= job.expected_rows() <= len(res) + 3
+
+
 def test_memory_round_trip_exact_and_same_api_as_hdf5(tmp_path):
     info = make_info()
     t, data = random_rows(3000, seed=1)            # > initial_rows: capacity doubles

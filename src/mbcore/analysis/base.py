@@ -101,6 +101,11 @@ class Analysis:
     def run(self, record: Callable, event: Callable, progress: bool = False) -> None:
         raise NotImplementedError  # pragma: no cover - abstract
 
+    def expected_rows(self) -> int:
+        """How many rows the run plans to record (0: not known beforehand): a hint
+        for reporters that allocate (``RunInfo.expected_rows``), never a limit."""
+        return 0
+
 
 def element_channels(system, *, local: bool = True, forces: bool = True,
                      points: bool = True) -> list[Channel]:

@@ -315,7 +315,8 @@ def run_info(model, aname: str, job, system) -> RunInfo:
                              "constraints": system.constraint_names,
                              "points": system.point_names,
                              "source": model.source_path or "",
-                             "units": model.units})
+                             "units": model.units},
+                   expected_rows=int(job.expected_rows()))
 
 
 def _interrupted_reason(error: BaseException, summary: Any) -> str:

@@ -42,6 +42,9 @@ class RunInfo:
     settings: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)   # software versions
     metadata: dict[str, Any] = field(default_factory=dict)   # free-form (bodies, units, ...)
+    #: the rows the analysis plans to record (0: not known): a hint to allocate
+    #: storage once, never a limit (events and resumed runs may record others)
+    expected_rows: int = 0
 
     def channel(self, name: str) -> Channel:
         for c in self.channels:
@@ -80,7 +83,9 @@ class Reporter:
 
     Rules for implementers:
 
-    1. ``start(info)`` is called once before any row; allocate storage there.
+    1. ``start(info)`` is called once before any row; allocate storage there
+       (``info.expected_rows``: the rows the analysis plans, 0 when unknown; a hint,
+       never a limit — the memory reporter allocates them at once).
     2. ``record(t, data)`` is called once per output time with ``data[name]`` a 1-D
        float array of ``info.channel(name).width`` values for every channel.  The
        arrays are work buffers of the analysis: copy them, never keep references.

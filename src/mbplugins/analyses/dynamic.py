@@ -213,6 +213,12 @@ class DynamicAnalysis(Analysis):
             raise ModelError(path, "no channel named")
         return set(names)
 
+    def expected_rows(self) -> int:
+        """The output grid from t_start to t_end (:meth:`_Run.output_times`) and one
+        row to spare (an event's)."""
+        s = self.settings
+        return int(math.floor((s["t_end"] - s["t_start"]) / s["output_step"] + 1e-9)) + 3
+
     def channels(self):
         want = self._recorded()
         return [c for c in self._all_channels() if c.name in want]
@@ -597,6 +603,12 @@ class _RowBlock:
                                       or self.want_fv or self.row_forces or self.row_energy
                                       or self.row_local) else None
 
+        # the common case without Python frames in between: the compiled evaluation
+        # at the row's state and no per-type quantities row by row (as _evaluate)
+        row = self.compiled_row if not (self.row_forces or self.row_energy
+                                        or self.row_local) else None
+        args = (self.QDD, self.LAM, self.JD, self.PHI, self.NU, self.FV2)
+
         def on_output(t, y):
             i = self.k
             Y[i] = y
@@ -604,7 +616,8 @@ class _RowBlock:
             S[i] = cstat
             if evaluate is not None:
                 try:
-                    evaluate(i)
+                    if row is None or row(t, y, i, *args) != 0:
+                        evaluate(i)          # (else every quantity of the row is in place)
                 except BaseException:
                     flush()                  # the rows before this one, in order
                     raise

@@ -50,9 +50,12 @@ class MemoryReporter(Reporter):
         self._info = info
         self._created = utc_now()
         self._finished = ""
-        # wide rows (large models): start with at most ~8 MiB, then double
+        # the rows the analysis plans (up to ~1 GiB at once, so a long run does not
+        # copy its rows at every doubling), else at most ~8 MiB, then double
         width = max(1, sum(c.width for c in info.channels))
-        self._cap = max(1, min(self._cap, (8 << 20) // (8 * width)))
+        planned = int(getattr(info, "expected_rows", 0) or 0)
+        self._cap = max(1, min(planned, (1 << 30) // (8 * width)) if planned > 0
+                        else min(self._cap, (8 << 20) // (8 * width)))
         self._t = np.empty(self._cap)
         self._layout = layout_of(info.channels)
         self._slots = [[c.name, None, c.width] for c in info.channels]
