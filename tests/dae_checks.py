@@ -8,6 +8,20 @@ import numpy as np
 import mbcore
 
 
+def central_jacobian(form, t, y, h: float = 1e-5) -> np.ndarray:
+    """df/dy by central differences of the formulation's NumPy ``rhs`` (steps
+    ``h (1 + |y_j|)``)."""
+    N = y.size
+    J = np.zeros((N, N))
+    for j in range(N):
+        d = h * (1.0 + abs(y[j]))
+        yp, ym = y.copy(), y.copy()
+        yp[j] += d
+        ym[j] -= d
+        J[:, j] = (form.rhs(t, yp).copy() - form.rhs(t, ym).copy()) / (2.0 * d)
+    return J
+
+
 def assert_jacobian_and_run_match_numpy(form, model, t, y) -> None:
     """``form.jacobian`` with and without its compiled right-hand side at (t, y):
     both forward differences with steps 1e-7 (1 + |y|) (the constraint rows and the

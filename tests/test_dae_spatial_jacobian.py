@@ -23,6 +23,7 @@ from mbcore.system.mass import SpatialMass
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from accuracy_problems import governor_model  # noqa: E402
+from dae_checks import central_jacobian  # noqa: E402
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 BACKENDS = ("numpy", pytest.param("compiled", marks=pytest.mark.skipif(
@@ -45,17 +46,6 @@ def _state(form, s, rng, t0=0.0):
     return y
 
 
-def _central(form, t, y, h=1e-5):
-    """df/dy by central differences of the formulation's NumPy rhs (steps h (1 + |y_j|))."""
-    N = form.size
-    J = np.zeros((N, N))
-    for j in range(N):
-        d = h * (1.0 + abs(y[j]))
-        yp, ym = y.copy(), y.copy()
-        yp[j] += d
-        ym[j] -= d
-        J[:, j] = (form.rhs(t, yp).copy() - form.rhs(t, ym).copy()) / (2.0 * d)
-    return J
 
 
 def _blocks(form, fname):
@@ -126,7 +116,7 @@ def test_newton_matrix_blocks_match_central_differences(model, fname, kernels):
         y = _state(form, s, rng)
         J = form.jacobian(t, y)
         f_after = form.rhs(t, y).copy()
-        Jc = _central(form, t, y)
+        Jc = central_jacobian(form, t, y)
         for a, b in _blocks(form, fname):
             for c, d in _blocks(form, fname):
                 blk, ref = J[a:b, c:d], Jc[a:b, c:d]
@@ -161,7 +151,7 @@ def test_newton_matrix_on_the_independent_rows(fname, kernels):
     assert (form.compiled is not None) == (kernels == "compiled") and form.m < s.m
     y = _state(form, s, np.random.default_rng(2))
     J = form.jacobian(0.1, y)
-    Jc = _central(form, 0.1, y)
+    Jc = central_jacobian(form, 0.1, y)
     for a, b in _blocks(form, fname):
         for c, d in _blocks(form, fname):
             ref = Jc[a:b, c:d]

@@ -21,6 +21,7 @@ from mbcore.system.system import issparse
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import models  # noqa: E402
+from dae_checks import central_jacobian  # noqa: E402
 
 RNG = np.random.default_rng(14)
 BACKENDS = ("numpy", "compiled")
@@ -397,16 +398,6 @@ def test_spatial_particles_and_repeated_bodies():
 
 
 # -------------------------------------------------------- ggl and stiff matrices
-def _rhs_differences(form, t, y, h=1e-6):
-    N = y.size
-    J = np.zeros((N, N))
-    for j in range(N):
-        d = h * (1.0 + abs(y[j]))
-        yp, ym = y.copy(), y.copy()
-        yp[j] += d
-        ym[j] -= d
-        J[:, j] = (form.rhs(t, yp).copy() - form.rhs(t, ym).copy()) / (2 * d)
-    return J
 
 
 def _loaded_pendulum(k=1.0e6, c=2.0e3):
@@ -442,7 +433,7 @@ def test_dae_jacobians_match_differences_of_their_rhs(fname, kernels, model):
         y[idx] /= np.linalg.norm(y[idx])      # |p| = 1 (stiff._phi_rows)
     t = 0.05
     J = form.jacobian(t, y)
-    Jf = _rhs_differences(form, t, y)
+    Jf = central_jacobian(form, t, y, h=1e-6)
     n, N = s.n, y.size
     cuts = [0, n, 2 * n, N] if fname == "stiff" else [0, n, 2 * n, 2 * n + s.m, N]
     for a, b in zip(cuts[:-1], cuts[1:], strict=True):
