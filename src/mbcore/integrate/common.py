@@ -41,8 +41,9 @@ def select_initial_step(fun, t0: float, y0: np.ndarray, f0: np.ndarray, directio
     if interval == 0:
         return 0.0
     scale = atol + np.abs(y0) * rtol
-    d0 = rms_norm(y0 / scale)
-    d1 = rms_norm(f0 / scale)
+    with np.errstate(over="ignore"):    # a norm out of range is inf: refused below
+        d0 = rms_norm(y0 / scale)
+        d1 = rms_norm(f0 / scale)
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
     h0 = min(h0, interval, max_step)
     if not h0 > 0.0:          # |f(t0, y0)| so large that the trial step underflows
