@@ -11,7 +11,7 @@ import pytest
 import mbcore
 from mbcore.plugins import registry
 
-from test_cp_rows import MODELS, PROBLEMS, _fourbar_twin_pin, _solve_bound
+from test_cp_rows import MODELS, PROBLEMS, _fourbar_twin_pin
 
 FORMS = ("di", "cs", "projection")
 #: the loop a run of each formulation takes with every row or the kept rows alike:
@@ -20,14 +20,35 @@ FORMS = ("di", "cs", "projection")
 LOOP = {"di": "compiled", "cs": "compiled", "projection": "python"}
 
 
-def _pair(name, form):
+def _solve_bound(sn, fn, rows, q, t) -> float:
+    """The relative bound of the comparisons: 1e-12, or where the acceleration solve
+    on the kept rows is worse conditioned, the normwise bound of a backward-stable
+    solve, ``m eps cond(B)`` with ``B = J M^-1 J^T`` of the kept rows (Higham (2002),
+    §7.1; spatial bodies: in the transformed columns of mbcore.system.mass, of the
+    solver's last evaluation).  The C and NumPy paths round differently, and the
+    solve amplifies that: Bricard's thin rods give cond(B) ~ 1e5."""
+    s = fn.solver
+    if s.spatial is not None:
+        J = s._jhat_view
+        J = J.toarray() if hasattr(J, "toarray") else np.asarray(J)
+    else:
+        J = sn.jacobian_dense(q, t)
+    J = J[rows]
+    B = (J * s.minv) @ J.T
+    return max(1e-12, len(rows) * np.finfo(float).eps * np.linalg.cond(B))
+
+
+def _pair(name, form, jacobian="dense"):
     """One formulation on the compiled and on the NumPy kernels of one model, both
-    on the independent rows (rank-revealing at the assembled start)."""
+    on the independent rows (rank-revealing at the assembled start); ``jacobian``:
+    the System's dense or sparse Jacobian (sparse: the compiled sparse Schur kernel
+    of the kept rows)."""
     from mbcore.solve.assembly import assemble
     from mbcore.solve.linalg import rank_revealing
     m = MODELS[name]()
-    sc = m.compile(kernels="compiled")
-    sn = m.compile(kernels="numpy")
+    sc = m.compile(kernels="compiled", jacobian=jacobian)
+    sn = m.compile(kernels="numpy", jacobian=jacobian)
+    assert sc.dense == (jacobian == "dense")
     st0 = sc.initial_state(0.0)
     rep = assemble(sc, st0.q, st0.qd, 0.0)
     q0, qd0 = rep.q, rep.qd
@@ -42,14 +63,16 @@ def _pair(name, form):
     c = fc.compiled
     assert c is not None and fc.compiled_ready() and type(fc).compiled_follows_rows
     assert c.subset and c.m == sc.m and c.m_kept == len(ind)
+    assert c.sparse == (jacobian == "sparse")
     np.testing.assert_array_equal(c.kept_rows, ind)
     return sc, sn, fc, fn, np.concatenate([q0, qd0]), ind
 
 
+@pytest.mark.parametrize("jacobian", ["dense", "sparse"])
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_compiled_rhs_on_kept_rows_equals_numpy_reference(name, form):
-    sc, sn, fc, fn, y0, rows = _pair(name, form)
+def test_compiled_rhs_on_kept_rows_equals_numpy_reference(name, form, jacobian):
+    sc, sn, fc, fn, y0, rows = _pair(name, form, jacobian)
     n = sc.n
     removed = np.setdiff1d(np.arange(sc.m), rows)
     rng = np.random.default_rng(11)
@@ -75,7 +98,8 @@ def test_compiled_rhs_on_kept_rows_equals_numpy_reference(name, form):
         # conditioned (Bricard, cond(B) ~ 1e5: m eps cond(B) >= 7.2e-10).  Observed
         # (relative to the scale, rhs / lam): four-bar <= 1.7e-15 / 1.4e-15 (bound
         # 1e-12), Cardan <= 2.0e-15 / 2.1e-15 (bound >= 2.8e-11), Bricard <= 1.2e-12
-        # / 1.2e-12 (bound >= 7.2e-10): >= 600x margin each
+        # / 1.2e-12 (bound >= 7.2e-10): >= 600x margin each; the sparse Jacobians
+        # (the sparse Schur kernel): <= 1.3e-15, <= 8.7e-16, <= 1.3e-12
         rel = _solve_bound(sn, fn, rows, q, t)
         scale = 1.0 + np.abs(ref).max()
         np.testing.assert_allclose(out[:-1], ref, rtol=0, atol=rel * scale)
@@ -109,7 +133,7 @@ def test_compiled_rhs_refuses_bad_rows():
 def test_no_semi_analytic_jacobian_on_kept_rows():
     """The semi-analytic Newton Jacobian (mbcore.solve.dijac) is for every row: on a
     subset the compiled loops keep forward differences of the evaluation."""
-    sc, sn, fc, fn, y0, rows = _pair("fourbar_twin_pin", "di")
+    fc = _pair("fourbar_twin_pin", "di")[2]
     assert not fc.compiled.analytic_jac
 
 
@@ -156,3 +180,14 @@ def test_bricard_on_the_compiled_loop_equals_the_python_driver(form):
     # <= 3.7e-13 apart)
     assert a["q"].shape == b["q"].shape
     np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=20 * (atol + 10 * rtol))
+
+
+@pytest.mark.parametrize("form", ["di", "cs"])
+def test_kept_rows_resume_bit_identically(tmp_path, form):
+    """A checkpoint of the compiled loop on the independent rows (the rows stored,
+    CompiledRHS rebuilt on them at the resume) continues as the uninterrupted run,
+    bit for bit."""
+    from test_resume_exact import _check_exact_resume, _settings
+    s = _settings("dopri5", analysis="dynamic", formulation=form)
+    ck = _check_exact_resume(tmp_path, _fourbar_twin_pin, s)
+    assert ck.step["loop"] == "rk" and ck.state["rows"] is not None

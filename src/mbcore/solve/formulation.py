@@ -78,7 +78,8 @@ class Formulation:
     #: the state is y = [q; qd] (False: a subset, e.g. independent coordinates)
     full_state: ClassVar[bool] = True
     #: ``use_independent_rows`` gives the formulation a compiled object on the kept
-    #: rows (ggl, stiff); else the compiled object serves only with every row
+    #: rows (ggl, stiff, cp, di, cs, projection); else the compiled object serves
+    #: only with every row
     compiled_follows_rows: ClassVar[bool] = False
     #: the formulation keeps the constraint violations bounded (stabilisation,
     #: projection, independent coordinates, penalty); False (DI): they drift with the
