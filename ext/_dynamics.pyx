@@ -19,9 +19,12 @@ LAPACK ``dpotrf`` above.  The NumPy reference of the same function is the
 Python path of ``mbcore.solve.formulation.Formulation.rhs`` (+ the work rate computed
 by the dynamic analysis); tests keep them equal to 1e-12.
 
-It applies to dense systems whose elements all have compiled kernels, without
-massless coordinates or removed (redundant) rows; anything else keeps the
-Python path.  A non-zero status (singular B, a time function or force element
+It applies to systems whose elements all have compiled kernels (dense Jacobian, or
+sparse with the compiled sparse Schur kernel), without massless coordinates;
+anything else keeps the Python path.  ``rows`` (the independent constraint rows of
+a redundant set, Nikravesh (1988), App. C): Phi_q, gamma (and the Baumgarte terms)
+are evaluated whole and only the kept rows enter the Schur solve; the removed rows'
+multipliers are zero (NumPy reference: ``AccelerationSolver`` with ``set_rows``).  A non-zero status (singular B, a time function or force element
 that cannot be evaluated, a non-finite result) makes the caller repeat the
 evaluation on the Python path, which raises the named error (or applies the
 least-squares multipliers).
@@ -195,7 +198,12 @@ cdef class CompiledRHS(CompiledODE):
     minv, alpha=0, beta=0)``.  ``functions`` is the compiled time-function
     evaluator (or None when the system has none), ``jdata`` the System's Jacobian
     buffer (dense row-major, m*n entries then the ground slots), ``qgrav`` the
-    gravity forces, ``minv`` the inverse of the diagonal mass matrix."""
+    gravity forces, ``minv`` the inverse of the diagonal mass matrix.  ``rows``: the
+    constraint rows the solve keeps (distinct rows of the System's m; default all):
+    the multipliers of the others are zero (``lam_view`` has all m); sparse: the
+    ``sparse_solver`` must be built on the same rows (``m`` = their number, ``m_full``
+    the System's).  The semi-analytic Jacobian (:meth:`enable_jacobian`) is refused
+    on a subset of rows."""
 
     cdef PlanarEvaluator ev
     cdef ForceEvaluator fe
@@ -233,12 +241,27 @@ cdef class CompiledRHS(CompiledODE):
     cdef double[::1] jw_J0, jw_lam0, jw_qdd0, jw_g0, jw_r0, jw_raw0, jw_jqd0, jw_b0
     cdef double[::1] jw_K, jw_Cf, jw_Kb, jw_Cb, jw_R, jw_w, jw_qp
     cdef double[::1] out_ydot           # output_row's scratch derivative
+    # the kept constraint rows (a proper subset: ``subset``; dense: J's and gamma's
+    # rows gathered into jk / gk, the Schur solve's multipliers in lk)
+    cdef idx_t[::1] rows
+    cdef readonly Py_ssize_t m_kept
+    cdef readonly bint subset
+    cdef double[::1] jk, gk, lk
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata not None,
                   double[::1] qgrav not None, double[::1] minv not None, double alpha=0.0,
                   double beta=0.0, SparseSchur sparse_solver=None,
-                  idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None):
+                  idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None,
+                  rows=None):
+        if rows is None:
+            r = np.arange(max(m, 0), dtype=np.intp)
+        else:
+            r = np.ascontiguousarray(rows, dtype=np.intp)
+            if r.ndim != 1 or (r.size and (r.min() < 0 or r.max() >= m)) \
+                    or np.unique(r).size != r.size:
+                raise ValueError(f"CompiledRHS: rows must be distinct constraint rows "
+                                 f"(0 <= row < m = {m})")
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledRHS: the evaluators belong to another system")
         nfun = 0 if functions is None else functions.size
@@ -253,7 +276,8 @@ cdef class CompiledRHS(CompiledODE):
         if self.sparse:
             if indptr is None or indices is None or indptr.shape[0] != m + 1 \
                     or sparse_solver.n != n or sparse_solver.m_full != m \
-                    or sparse_solver.m != m or jdata.shape[0] < indices.shape[0]:
+                    or sparse_solver.m != r.shape[0] \
+                    or jdata.shape[0] < indices.shape[0]:
                 raise ValueError("CompiledRHS: sparse solver / CSR pattern do not match")
             self.sp = sparse_solver
             self.indptr = indptr
@@ -299,6 +323,24 @@ cdef class CompiledRHS(CompiledODE):
         if self.sparse and self.nsp:
             self._used_map()
         self.vhat = np.zeros(max(n, 1))
+        self.rows = r if r.shape[0] else np.zeros(1, dtype=np.intp)
+        self.m_kept = r.shape[0]
+        self.subset = self.m_kept < m
+        if self.subset and self.sparse:
+            used = np.asarray(sparse_solver.rowid)
+            if not np.array_equal(np.sort(used), np.sort(r)):
+                raise ValueError("CompiledRHS: the sparse solver uses other rows than "
+                                 "rows")
+        dense_sub = self.subset and not self.sparse
+        self.jk = np.zeros(max(self.m_kept * n, 1) if dense_sub else 1)
+        self.gk = np.zeros(max(self.m_kept, 1) if dense_sub else 1)
+        self.lk = np.zeros(max(self.m_kept, 1) if dense_sub else 1)
+
+    @property
+    def kept_rows(self):
+        """The constraint rows the solve uses (a copy): all, or those given as
+        ``rows``."""
+        return np.array(self.rows)[:self.m_kept]
 
     def _used_map(self):
         """The map from the Jacobian data to the solver's used entries of J T
@@ -394,6 +436,8 @@ cdef class CompiledRHS(CompiledODE):
             if self.nsp:
                 self.c_spatial(q, qd, Q)
                 J = &self.jhat[0]
+            if self.subset:
+                return self.c_eval_rows(J, Q, qd, P, ydot)
             if self.c_schur(J, Q, gam, qdd, lam):
                 self.status = SINGULAR
                 return SINGULAR
@@ -402,6 +446,44 @@ cdef class CompiledRHS(CompiledODE):
             # W' = P_nc + lam . (Phi_q qd)
             for i in range(m):
                 P += lam[i] * self.c_jrow_dot(i, qd)
+        for i in range(n):
+            ydot[i] = qd[i]
+            ydot[n + i] = qdd[i]
+            if not isfinite(qdd[i]):
+                self.status = NOT_FINITE
+                return NOT_FINITE
+        ydot[2 * n] = P
+        self.power = P
+        self.status = OK
+        return OK
+
+    cdef int c_eval_rows(self, const double* J, const double* Q, const double* qd,
+                         double P, double* ydot) noexcept nogil:
+        """The dense solve of :meth:`c_eval_flushed` on the kept rows: J's (spatial:
+        the transformed J's) and gamma's kept rows gathered, the Schur complement of
+        those rows, lam scattered to every row (zero on the removed ones, which carry
+        no load; Nikravesh (1988), App. C) and ``W' = P_nc + lam . (Phi_q qd)`` over
+        the kept rows."""
+        cdef Py_ssize_t n = self.n, mk = self.m_kept, i, r
+        cdef double* jk = &self.jk[0]
+        cdef double* gk = &self.gk[0]
+        cdef double* lk = &self.lk[0]
+        cdef double* lam = &self.lam[0]
+        cdef double* qdd = &self.qdd[0]
+        for i in range(mk):
+            r = self.rows[i]
+            memcpy(jk + i * n, J + r * n, n * sizeof(double))
+            gk[i] = self.gam[r]
+        if dense_schur(n, mk, jk, &self.minv[0], Q, gk, &self.C[0], &self.B[0], qdd, lk):
+            self.status = SINGULAR
+            return SINGULAR
+        if self.nsp:
+            self.c_spatial_back(qdd)
+        memset(lam, 0, self.m * sizeof(double))
+        for i in range(mk):
+            r = self.rows[i]
+            lam[r] = lk[i]
+            P += lk[i] * self.c_jrow_dot(r, qd)
         for i in range(n):
             ydot[i] = qd[i]
             ydot[n + i] = qdd[i]
@@ -424,9 +506,10 @@ cdef class CompiledRHS(CompiledODE):
         keeps no reusable factor for many right-hand sides and the spatial bodies'
         transformed mass blocks (Formulation I) depend on q, so those keep forward
         differences (as do Systems with Python force types, which have no
-        CompiledRHS).  Returns True when enabled."""
+        CompiledRHS), and so does a subset of the constraint rows (``rows``).  Returns
+        True when enabled."""
         cdef Py_ssize_t n = self.n, m = self.m, size
-        if self.sparse or self.nsp:
+        if self.sparse or self.nsp or self.subset:
             return False
         if (force_jacobians is None) != (self.fe is None):
             raise ValueError("CompiledRHS.enable_jacobian: the force Jacobians belong to "

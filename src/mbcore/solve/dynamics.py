@@ -114,6 +114,13 @@ class AccelerationSolver:
         non-zero there), or None."""
         return getattr(self._sparse_hat, "kernel", None)
 
+    @property
+    def rows_sparse_kernel(self):
+        """The compiled sparse Schur solver on the rows chosen by :meth:`set_rows`
+        (the one :meth:`solve` uses there), or None (dense Jacobian, no rows chosen,
+        or the reference backend)."""
+        return getattr(self._sparse_rows, "kernel", None)
+
     def mass_solve(self, q, qd, F, out=None):
         """``M^-1 F`` (planar) or, for spatial bodies, the regular Formulation I
         equivalent ``(M + alpha p p^T)^-1 (F - b* - alpha p pd^T pd)`` (mbcore.system.mass):

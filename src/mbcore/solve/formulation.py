@@ -78,7 +78,8 @@ class Formulation:
     #: the state is y = [q; qd] (False: a subset, e.g. independent coordinates)
     full_state: ClassVar[bool] = True
     #: ``use_independent_rows`` gives the formulation a compiled object on the kept
-    #: rows (ggl, stiff); else the compiled object serves only with every row
+    #: rows (ggl, stiff, cp, di, cs, projection); else the compiled object serves
+    #: only with every row
     compiled_follows_rows: ClassVar[bool] = False
     #: the formulation keeps the constraint violations bounded (stabilisation,
     #: projection, independent coordinates, penalty); False (DI): they drift with the
@@ -143,12 +144,32 @@ class Formulation:
         return None
 
     def compiled_ready(self) -> bool:
-        """The compiled right-hand side applies now (no rows removed since)."""
-        return self.compiled is not None and self.solver.rows is None
+        """The compiled right-hand side applies now (no rows removed since, or it was
+        built on the kept rows: :meth:`compiled_on_rows`)."""
+        return self.compiled is not None and (self.solver.rows is None
+                                              or self.solver.rows is self._compiled_rows)
+
+    #: the constraint rows the compiled right-hand side was built on (None: all)
+    _compiled_rows = None
+
+    def compiled_on_rows(self, rows) -> None:
+        """Solve with only these constraint rows (the independent ones of a redundant
+        set, Nikravesh (1988), App. C; the removed rows carry no load): the
+        acceleration solver's rows (``set_rows``) and the compiled right-hand side
+        rebuilt on them (``CompiledRHS(rows=...)``; its NumPy reference: the
+        solver on the same rows), or None where it does not apply (then the Python
+        path)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        self.solver.set_rows(rows)
+        stab = self.compiled_stabilisation()
+        self.compiled = _compiled_rhs(self.system, self.solver, stab, rows=rows)
+        self._compiled_rows = self.solver.rows if self.compiled is not None else None
+        self._ywork = np.zeros(2 * self.n + 1) if self.compiled is not None else None
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         self.nfev += 1
-        if self.compiled is not None and self.solver.rows is None:
+        if self.compiled is not None and (self.solver.rows is None
+                                          or self.solver.rows is self._compiled_rows):
             if self.compiled.eval(t, y, self._ywork) == 0:
                 self.q_cur, self.qd_cur = self.split(y)
                 self._ydot[:] = self._ywork[:2 * self.n]
@@ -193,13 +214,17 @@ class Formulation:
         return []
 
 
-def _compiled_rhs(system, solver, stabilisation):
+def _compiled_rhs(system, solver, stabilisation, rows=None):
     """The compiled right-hand side (``_dynamics.CompiledRHS``) of a System made only
-    of compiled elements with a dense Jacobian and a positive mass matrix, else None."""
+    of compiled elements with a dense Jacobian and a positive mass matrix, else None.
+    ``rows``: on those constraint rows only (the solver's, ``set_rows``)."""
     kernels = system.compiled_kernels()
     if stabilisation is None or kernels is None or solver.augmented:
         return None
-    sparse = solver.transformed_sparse_kernel          # the compiled sparse Schur kernel
+    if rows is not None and not 0 < len(rows) <= system.m:
+        return None
+    # the compiled sparse Schur kernel (on the kept rows: the solver's of those rows)
+    sparse = solver.transformed_sparse_kernel if rows is None else solver.rows_sparse_kernel
     if not system.dense and (sparse is None or not system.m):
         return None
     try:
@@ -212,6 +237,8 @@ def _compiled_rhs(system, solver, stabilisation):
         kw["spatial"] = solver.spatial
     if not system.dense:
         kw.update(sparse_solver=sparse, **kernels.csr())
+    if rows is not None:
+        kw["rows"] = np.ascontiguousarray(rows, dtype=np.intp)
     crhs = CompiledRHS(*kernels.args, solver.minv, alpha, beta, **kw)
     _enable_jacobian(system, crhs)
     return crhs

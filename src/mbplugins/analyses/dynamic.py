@@ -933,7 +933,7 @@ class _Run:
     def _rows_changed(self) -> None:
         """The formulation now uses a subset of the constraint rows: its compiled
         right-hand side serves only where it follows them (``compiled_follows_rows``:
-        ggl, stiff), else the Python path."""
+        ggl, stiff, cp, di, cs, projection), else the Python path."""
         self.crhs = self.form.compiled if self.form.compiled_follows_rows else None
 
     # -- stage 2: one evaluation ---------------------------------------------------

@@ -19,6 +19,15 @@ class DI(Formulation):
     name = "di"
     description = "direct integration of the augmented index-1 equations (drift not controlled)"
 
+    #: use_independent_rows builds the compiled right-hand side on the kept rows
+    compiled_follows_rows = True
+
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
+        """Solve with the independent constraint rows of a redundant set only
+        (Nikravesh (1988), App. C): the acceleration solver and the compiled
+        right-hand side on those rows (:meth:`Formulation.compiled_on_rows`)."""
+        self.compiled_on_rows(rows)
+
 
 class CS(Formulation):
     """Baumgarte constraint stabilisation: gamma is replaced by
@@ -41,6 +50,15 @@ class CS(Formulation):
             if self.settings[k] < 0:
                 raise ModelError(f"settings.{k}", "must be >= 0")
         self.alpha, self.beta = self.settings["alpha"], self.settings["beta"]
+
+    #: use_independent_rows builds the compiled right-hand side on the kept rows
+    compiled_follows_rows = True
+
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
+        """Solve with the independent constraint rows of a redundant set only
+        (Nikravesh (1988), App. C): the acceleration solver and the compiled
+        right-hand side on those rows (:meth:`Formulation.compiled_on_rows`)."""
+        self.compiled_on_rows(rows)
 
     def compiled_stabilisation(self):
         cls = type(self)

@@ -35,6 +35,15 @@ class Projection(Formulation):
                      if self.settings["mass_weighted"] else np.ones(system.n))
         self.projections = 0
 
+    #: use_independent_rows builds the compiled right-hand side on the kept rows
+    compiled_follows_rows = True
+
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
+        """Solve with the independent constraint rows of a redundant set only
+        (Nikravesh (1988), App. C): the acceleration solver and the compiled
+        right-hand side on those rows (:meth:`Formulation.compiled_on_rows`)."""
+        self.compiled_on_rows(rows)
+
     def project(self, t, y, count=True):
         """The projected state (a new array), or None when nothing changed.
         Applied after every step, and to output states (``count=False``)."""
