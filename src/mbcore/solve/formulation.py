@@ -214,6 +214,20 @@ class Formulation:
         return []
 
 
+class FollowsKeptRows:
+    """Mixin of full-state formulations whose compiled right-hand side is the
+    :class:`CompiledRHS` of :func:`_compiled_rhs`: with redundant constraints they
+    solve with the independent rows only (Nikravesh (1988), App. C), the
+    acceleration solver and the compiled right-hand side rebuilt on them
+    (:meth:`Formulation.compiled_on_rows`)."""
+
+    #: use_independent_rows builds the compiled right-hand side on the kept rows
+    compiled_follows_rows: ClassVar[bool] = True
+
+    def use_independent_rows(self, rows, q=None, t=None) -> None:
+        self.compiled_on_rows(rows)
+
+
 def _compiled_rhs(system, solver, stabilisation, rows=None):
     """The compiled right-hand side (``_dynamics.CompiledRHS``) of a System made only
     of compiled elements with a dense Jacobian and a positive mass matrix, else None.

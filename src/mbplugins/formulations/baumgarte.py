@@ -6,11 +6,11 @@ import math
 
 
 from mbcore.errors import ModelError
-from mbcore.solve.formulation import Formulation
+from mbcore.solve.formulation import FollowsKeptRows, Formulation
 from mbcore.elements.schema import Param
 
 
-class DI(Formulation):
+class DI(FollowsKeptRows, Formulation):
     """Direct integration of the augmented index-1 system: ``y = [q; qd]``,
     ``y' = [qd; qdd(q, qd, t)]`` with qdd from ``[M, -Phi_q^T; Phi_q, 0]``.
     The constraint violations drift with the integration error (monitor them)."""
@@ -19,17 +19,8 @@ class DI(Formulation):
     name = "di"
     description = "direct integration of the augmented index-1 equations (drift not controlled)"
 
-    #: use_independent_rows builds the compiled right-hand side on the kept rows
-    compiled_follows_rows = True
 
-    def use_independent_rows(self, rows, q=None, t=None) -> None:
-        """Solve with the independent constraint rows of a redundant set only
-        (Nikravesh (1988), App. C): the acceleration solver and the compiled
-        right-hand side on those rows (:meth:`Formulation.compiled_on_rows`)."""
-        self.compiled_on_rows(rows)
-
-
-class CS(Formulation):
+class CS(FollowsKeptRows, Formulation):
     """Baumgarte constraint stabilisation: gamma is replaced by
     ``gamma - 2 alpha Phidot - beta^2 Phi`` with ``Phidot = Phi_q qd - nu``, so the
     violations obey ``Phi'' + 2 alpha Phi' + beta^2 Phi = 0`` (poles
@@ -50,15 +41,6 @@ class CS(Formulation):
             if self.settings[k] < 0:
                 raise ModelError(f"settings.{k}", "must be >= 0")
         self.alpha, self.beta = self.settings["alpha"], self.settings["beta"]
-
-    #: use_independent_rows builds the compiled right-hand side on the kept rows
-    compiled_follows_rows = True
-
-    def use_independent_rows(self, rows, q=None, t=None) -> None:
-        """Solve with the independent constraint rows of a redundant set only
-        (Nikravesh (1988), App. C): the acceleration solver and the compiled
-        right-hand side on those rows (:meth:`Formulation.compiled_on_rows`)."""
-        self.compiled_on_rows(rows)
 
     def compiled_stabilisation(self):
         cls = type(self)

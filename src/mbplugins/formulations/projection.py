@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from mbcore.errors import AnalysisError
-from mbcore.solve.formulation import Formulation
+from mbcore.solve.formulation import FollowsKeptRows, Formulation
 from mbcore.elements.schema import Param
 
 
-class Projection(Formulation):
+class Projection(FollowsKeptRows, Formulation):
     name = "projection"
     description = ("direct integration with position and velocity projection onto the "
                    "constraints after every step (mass-weighted Gauss-Newton)")
@@ -34,15 +34,6 @@ class Projection(Formulation):
         self.winv = (np.where(md > 0, 1.0 / np.where(md > 0, md, 1.0), 1.0)
                      if self.settings["mass_weighted"] else np.ones(system.n))
         self.projections = 0
-
-    #: use_independent_rows builds the compiled right-hand side on the kept rows
-    compiled_follows_rows = True
-
-    def use_independent_rows(self, rows, q=None, t=None) -> None:
-        """Solve with the independent constraint rows of a redundant set only
-        (Nikravesh (1988), App. C): the acceleration solver and the compiled
-        right-hand side on those rows (:meth:`Formulation.compiled_on_rows`)."""
-        self.compiled_on_rows(rows)
 
     def project(self, t, y, count=True):
         """The projected state (a new array), or None when nothing changed.
