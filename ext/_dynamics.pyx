@@ -57,6 +57,20 @@ include "_eval_status.pxi"
 include "_spatial_mass.pxi"
 include "_subnormals.pxi"
 
+cdef inline double _pj_maxabs(const double* v, Py_ssize_t k) noexcept nogil:
+    """max |v_i|, infinite when an entry is NaN (the tolerance test then fails, as
+    NumPy's max propagates the NaN)."""
+    cdef double a = 0.0, d
+    cdef Py_ssize_t i
+    for i in range(k):
+        d = fabs(v[i])
+        if d > a:
+            a = d
+        elif d != d:
+            return INFINITY
+    return a
+
+
 cdef class CompiledODE:
     """Base of the compiled right-hand sides the compiled loop (:func:`run_rk`) steps:
     ``ydot = f(t, y)`` with ``y = [x (n); xdot (n); W]`` — a state of 2n numbers and
@@ -247,6 +261,13 @@ cdef class CompiledRHS(CompiledODE):
     cdef readonly Py_ssize_t m_kept
     cdef readonly bint subset
     cdef double[::1] jk, gk, lk
+    # the post-step projection (enable_projection): weights W^-1, the tolerance
+    # factor, work (positions, velocities, Phi, the residual, multipliers,
+    # corrections, a zero force)
+    cdef readonly bint projects
+    cdef readonly long projections
+    cdef double proj_tol
+    cdef double[::1] pj_winv, pj_q, pj_qd, pj_phi, pj_r, pj_x, pj_dq, pj_zero
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
                   Evaluator functions, Py_ssize_t n, Py_ssize_t m, double[::1] jdata not None,
@@ -335,6 +356,145 @@ cdef class CompiledRHS(CompiledODE):
         self.jk = np.zeros(max(self.m_kept * n, 1) if dense_sub else 1)
         self.gk = np.zeros(max(self.m_kept, 1) if dense_sub else 1)
         self.lk = np.zeros(max(self.m_kept, 1) if dense_sub else 1)
+        self.projects = False
+        self.projections = 0
+
+    @property
+    def handles_post_step(self):
+        """The compiled loops run the post-step projection in C (``c_post_step``):
+        True once :meth:`enable_projection` succeeded."""
+        return self.projects
+
+    def enable_projection(self, double[::1] winv not None, double tolerance):
+        """Project after every accepted step (``post_step``; TAM 674 (2003), lecture
+        of 7 April): positions onto ``Phi(q, t) = 0`` by up to 10 Gauss-Newton
+        steps ``dq = -W^-1 Phi_q^T (Phi_q W^-1 Phi_q^T)^-1 Phi``, then velocities
+        onto ``Phi_q qd = nu`` in one linear step, with the weights ``winv`` (W^-1,
+        positive) and the tolerance ``tolerance (1 + max|q|)`` on |Phi| and on the
+        velocity residual.  Spatial bodies: in the System's Euler-parameter columns
+        (the Jacobian data, not the transformed one).  The linear solves are the
+        dense Schur solve with minv = W^-1, Q = 0 (Nikravesh (1988), Prob. 10.9).
+        NumPy reference: ``mbplugins.formulations.projection.Projection.project``
+        (least squares).  Dense Jacobians on every row only: returns False (not
+        enabled) for a sparse solve, a subset of the rows or no constraints."""
+        cdef Py_ssize_t n = self.n
+        if self.sparse or self.subset or self.m == 0:
+            return False
+        w = np.ascontiguousarray(winv, dtype=float)
+        if w.shape[0] != n or not np.all(np.isfinite(w)) or not np.all(w > 0):
+            raise ValueError(f"CompiledRHS.enable_projection: winv needs {n} positive "
+                             f"finite weights")
+        if not tolerance > 0:
+            raise ValueError("CompiledRHS.enable_projection: the tolerance must be "
+                             "positive")
+        self.pj_winv = w.copy()
+        self.proj_tol = tolerance
+        self.pj_q = np.zeros(n)
+        self.pj_qd = np.zeros(n)
+        self.pj_dq = np.zeros(n)
+        self.pj_zero = np.zeros(n)
+        self.pj_phi = np.zeros(self.m)
+        self.pj_r = np.zeros(self.m)
+        self.pj_x = np.zeros(self.m)
+        self.projects = True
+        self.post_step = True
+        return True
+
+    def take_projections(self):
+        """The projections counted since the last call (reset to zero)."""
+        k = self.projections
+        self.projections = 0
+        return k
+
+    def post_step_at(self, double t, double[::1] y not None, bint count=True):
+        """:meth:`c_post_step` from Python (y projected in place): 1 changed, 0 not,
+        -status on failure (y unchanged)."""
+        if y.shape[0] < 2 * self.n:
+            raise ValueError(f"y needs {2 * self.n} entries")
+        return self.c_post_step(t, &y[0], count)
+
+    cdef int c_post_step(self, double t, double* y, bint count) noexcept nogil:
+        """The projection of :meth:`enable_projection` on y[0:2n] in place: 0 nothing
+        changed (or projection off), 1 projected, -status when an evaluation or solve
+        failed or the positions did not converge in 10 iterations (y unchanged;
+        the Python path then repeats the step and names the error)."""
+        if not self.projects:
+            return 0
+        cdef Py_ssize_t n = self.n, m = self.m, i, it
+        cdef double* q = &self.pj_q[0]
+        cdef double* qd = &self.pj_qd[0]
+        cdef double* phi = &self.pj_phi[0]
+        cdef double* r = &self.pj_r[0]
+        cdef double* x = &self.pj_x[0]
+        cdef double* dq = &self.pj_dq[0]
+        cdef double* J = &self.jdata[0]
+        cdef double* winv = &self.pj_winv[0]
+        cdef double tol, acc
+        cdef bint changed = False
+        memcpy(q, y, n * sizeof(double))
+        memcpy(qd, y + n, n * sizeof(double))
+        tol = 0.0
+        for i in range(n):
+            if fabs(q[i]) > tol:
+                tol = fabs(q[i])
+        tol = self.proj_tol * (1.0 + tol)
+        if self.nf:
+            if self.fn.run(t, self.fvp, &self.err) != 0:
+                self.status = FUNCTION_FAILED
+                return -FUNCTION_FAILED
+        memcpy(self.ev.qx, q, n * sizeof(double))
+        memcpy(self.ev.qdx, qd, n * sizeof(double))
+        if self.ev.c_phi(t, self.fvp, phi) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return -CONSTRAINT_FAILED
+        for it in range(10):
+            if _pj_maxabs(phi, m) <= tol:
+                break
+            if self.ev.c_jacobian(t, self.fvp, J) >= 0:
+                self.status = CONSTRAINT_FAILED
+                return -CONSTRAINT_FAILED
+            if dense_schur(n, m, J, winv, &self.pj_zero[0], phi, &self.C[0], &self.B[0],
+                           dq, x):
+                self.status = SINGULAR
+                return -SINGULAR
+            for i in range(n):
+                q[i] -= dq[i]
+            changed = True
+            memcpy(self.ev.qx, q, n * sizeof(double))
+            if self.ev.c_phi(t, self.fvp, phi) >= 0:
+                self.status = CONSTRAINT_FAILED
+                return -CONSTRAINT_FAILED
+        if not (_pj_maxabs(phi, m) <= tol):
+            self.status = NEWTON_FAILED
+            return -NEWTON_FAILED
+        # velocities: r = Phi_q qd - nu at the final q
+        if self.ev.c_jacobian(t, self.fvp, J) >= 0 or self.ev.c_nu(t, self.fvp, r) >= 0:
+            self.status = CONSTRAINT_FAILED
+            return -CONSTRAINT_FAILED
+        for i in range(m):
+            acc = 0.0
+            for it in range(n):
+                acc += J[i * n + it] * qd[it]
+            r[i] = acc - r[i]
+        if changed or not (_pj_maxabs(r, m) <= tol):
+            if dense_schur(n, m, J, winv, &self.pj_zero[0], r, &self.C[0], &self.B[0],
+                           dq, x):
+                self.status = SINGULAR
+                return -SINGULAR
+            for i in range(n):
+                qd[i] -= dq[i]
+            changed = True
+        if not changed:
+            return 0
+        for i in range(n):
+            if not (isfinite(q[i]) and isfinite(qd[i])):
+                self.status = NOT_FINITE
+                return -NOT_FINITE
+        memcpy(y, q, n * sizeof(double))
+        memcpy(y + n, qd, n * sizeof(double))
+        if count:
+            self.projections += 1
+        return 1
 
     @property
     def kept_rows(self):

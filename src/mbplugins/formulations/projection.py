@@ -33,7 +33,39 @@ class Projection(FollowsKeptRows, Formulation):
         md = system.mass_diag if system.mass_diag is not None else system.mass_weights
         self.winv = (np.where(md > 0, 1.0 / np.where(md > 0, md, 1.0), 1.0)
                      if self.settings["mass_weighted"] else np.ones(system.n))
-        self.projections = 0
+        #: projections of the Python path; the compiled right-hand side counts its own
+        self._projections = 0
+        self._enable_compiled_projection()
+
+    @property
+    def projections(self) -> int:
+        """Projections after accepted steps, on either path."""
+        c = self.compiled
+        return self._projections + (int(c.projections) if getattr(c, "projects", False)
+                                    else 0)
+
+    def _enable_compiled_projection(self) -> None:
+        """Give the compiled right-hand side the same projection in C after every
+        accepted step (``CompiledRHS.enable_projection``: dense Schur solves instead
+        of least squares) when it applies: a dense Jacobian, every constraint row
+        used, all of them holonomic.  Else the Python driver calls :meth:`project`."""
+        c, s = self.compiled, self.system
+        if (c is None or not hasattr(c, "enable_projection") or s.m == 0
+                or not bool(np.all(s.holonomic)) or self.solver.rows is not None):
+            return
+        c.enable_projection(np.ascontiguousarray(self.winv, dtype=float),
+                            float(self.settings["projection_tolerance"]))
+
+    def compiled_on_rows(self, rows) -> None:
+        """The kept rows (Formulation.compiled_on_rows); the projections counted by
+        the replaced compiled right-hand side are kept.  The compiled projection is
+        not enabled on a subset of the rows (the Python path projects with all of
+        them, in least squares)."""
+        c = self.compiled
+        if getattr(c, "projects", False):
+            self._projections += int(c.take_projections())
+        super().compiled_on_rows(rows)
+        self._enable_compiled_projection()
 
     def project(self, t, y, count=True):
         """The projected state (a new array), or None when nothing changed.
@@ -66,7 +98,7 @@ class Projection(FollowsKeptRows, Formulation):
             changed = True
         if not changed:
             return None
-        self.projections += int(count)
+        self._projections += int(count)
         out = y.copy()
         out[:n], out[n:2 * n] = q, qd
         return out
