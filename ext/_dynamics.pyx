@@ -34,7 +34,8 @@ steps (``c_eval``; ``c_jac``, the
 Newton Jacobian of the bdf / θ loops: forward differences by default, the
 semi-analytic DI/CS Jacobian for ``CompiledRHS`` of dense planar systems of compiled
 force elements — NumPy reference ``mbcore.solve.dijac``; ``c_post_step``, a
-projection after every accepted step when ``post_step`` is set).  The compiled
+projection after every accepted step when ``post_step`` is set: ``CompiledRHS``
+of the projection formulation, :meth:`CompiledRHS.enable_projection`).  The compiled
 twins of the plugin formulations derive from it in the plugins' own extension
 modules (``mbplugins._ext``: ``_penalty``, ``_dae``, ``_jc``, ``_cp``,
 ``_jcspatial``).

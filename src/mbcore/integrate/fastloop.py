@@ -14,10 +14,11 @@ ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the a
 Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
 ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`).  Events
 (impacts), post-step projection and the other DAE forms keep the Python driver
-(:func:`mbcore.integrate.integrate`), except the projections of the penalty
-formulation, which run in C after every accepted step of ``run_rk``
-(``CompiledPenalty.c_project``, the formulation's ``project``; the compiled object
-declares it by ``handles_post_step``), and stop conditions, checked in C.
+(:func:`mbcore.integrate.integrate`), except the projections of the penalty and
+projection formulations, which run in C after every accepted step of ``run_rk``
+(``CompiledPenalty.c_project``; ``CompiledRHS.c_post_step`` once
+``enable_projection`` is set; each the formulation's ``project``; the compiled
+object declares it by ``handles_post_step``), and stop conditions, checked in C.
 
 The method data (tableau, error weights, dense-output coefficients, controller
 constants) and the effective tolerances and first step are read from the Python
@@ -44,7 +45,8 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
     itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
-    it projects at all; the multistep loops take none).  A Jacobian call-back ``jac``
+    it projects at all, and ``CompiledRHS`` with ``enable_projection``; the multistep
+    loops take none).  A Jacobian call-back ``jac``
     (the DAE forms) and a DAE right-hand side (``dae``: ``CompiledGGL``) are accepted
     by 'bdf' only."""
     if form.compiled is None or not form.compiled_ready() or events:

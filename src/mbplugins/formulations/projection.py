@@ -6,6 +6,12 @@ DI between steps; after every accepted step the positions are projected onto
 ``Phi_q qd = nu`` in one linear step, with ``W = M`` (mass-weighted: unit-consistent,
 never increases the kinetic energy in the velocity step) or ``W = I`` (the source's
 choice).  The violations are at tolerance after every step.
+
+For a dense System of compiled elements whose rows are all holonomic the compiled
+right-hand side does the same projection in C after every step of the compiled
+Runge-Kutta loop (``CompiledRHS.enable_projection``: Cholesky of
+``Phi_q W^-1 Phi_q^T`` instead of least squares; :meth:`project` is its NumPy
+reference and still projects the output states).
 """
 from __future__ import annotations
 
