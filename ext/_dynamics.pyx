@@ -55,6 +55,7 @@ import numpy as np
 include "_schur.pxi"
 include "_bounds.pxi"
 include "_eval_status.pxi"
+include "_projected.pxi"
 include "_spatial_mass.pxi"
 include "_subnormals.pxi"
 
@@ -487,12 +488,9 @@ cdef class CompiledRHS(CompiledODE):
             changed = True
         if not changed:
             return 0
-        for i in range(n):
-            if not (isfinite(q[i]) and isfinite(qd[i])):
-                self.status = NOT_FINITE
-                return -NOT_FINITE
-        memcpy(y, q, n * sizeof(double))
-        memcpy(y + n, qd, n * sizeof(double))
+        if store_projected(n, q, qd, y) < 0:
+            self.status = NOT_FINITE
+            return -NOT_FINITE
         if count:
             self.projections += 1
         return 1
@@ -607,6 +605,13 @@ cdef class CompiledRHS(CompiledODE):
             # W' = P_nc + lam . (Phi_q qd)
             for i in range(m):
                 P += lam[i] * self.c_jrow_dot(i, qd)
+        return self.c_finish(qd, qdd, P, ydot)
+
+    cdef inline int c_finish(self, const double* qd, const double* qdd, double P,
+                             double* ydot) noexcept nogil:
+        """The end of an evaluation: ``ydot = [qd; qdd; P]`` (P: the work rate), OK, or
+        NOT_FINITE at the first acceleration that is not finite."""
+        cdef Py_ssize_t n = self.n, i
         for i in range(n):
             ydot[i] = qd[i]
             ydot[n + i] = qdd[i]
@@ -645,16 +650,7 @@ cdef class CompiledRHS(CompiledODE):
             r = self.rows[i]
             lam[r] = lk[i]
             P += lk[i] * self.c_jrow_dot(r, qd)
-        for i in range(n):
-            ydot[i] = qd[i]
-            ydot[n + i] = qdd[i]
-            if not isfinite(qdd[i]):
-                self.status = NOT_FINITE
-                return NOT_FINITE
-        ydot[2 * n] = P
-        self.power = P
-        self.status = OK
-        return OK
+        return self.c_finish(qd, qdd, P, ydot)
 
     def enable_jacobian(self, ForceJacobianEvaluator force_jacobians, idx_t[::1] pos,
                         list body_offsets=None):

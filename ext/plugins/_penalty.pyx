@@ -21,6 +21,7 @@ import numpy as np
 
 include "_schur.pxi"
 include "_eval_status.pxi"
+include "_projected.pxi"
 include "_spatial_mass.pxi"
 
 
@@ -887,12 +888,9 @@ cdef class CompiledPenalty(CompiledODE):
             changed = True
         if not changed:
             return 0
-        for i in range(n):
-            if not (isfinite(q[i]) and isfinite(qd[i])):
-                self.status = NOT_FINITE
-                return -NOT_FINITE
-        memcpy(y, q, n * sizeof(double))
-        memcpy(y + n, qd, n * sizeof(double))
+        if store_projected(n, q, qd, y) < 0:
+            self.status = NOT_FINITE
+            return -NOT_FINITE
         if count:
             self.projections += 1
         return 1
