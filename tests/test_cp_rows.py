@@ -147,7 +147,8 @@ def test_outputs_on_kept_rows_carry_the_full_multipliers(name):
     assert np.all(lamc[np.setdiff1d(np.arange(sc.m), rows)] == 0.0)
     lscale = 1.0 + np.abs(lamn).max()
     # as above (the four-bar: observed <= 1e-15 of the scale, bound 1e-12; Bricard:
-    # observed ~1e-13, bound m eps cond(B))
+    # observed ~1e-13, bound m eps cond(B)); the coordinates: the same Newton on the
+    # same rows (observed identical; bound 1e-12)
     rel = _solve_bound(sn, fn, rows, qn, 0.0)
     np.testing.assert_allclose(lamc, lamn, rtol=0, atol=rel * lscale)
     np.testing.assert_allclose(qddc, qddn, rtol=0, atol=rel * (1 + np.abs(qddn).max()))
