@@ -415,6 +415,20 @@ cdef class CompiledRHS(CompiledODE):
             raise ValueError(f"y needs {2 * self.n} entries")
         return self.c_post_step(t, &y[0], count)
 
+    cdef int c_pj_step(self, const double* J, const double* b, double* z) noexcept nogil:
+        """One minimum-norm correction of the projection: ``z -= W^-1 J^T (J W^-1
+        J^T)^-1 b`` (the dense Schur kernel with M^-1 = W^-1 and Q = 0); SINGULAR
+        (status set, z unchanged) when ``J W^-1 J^T`` is singular, else 0."""
+        cdef Py_ssize_t i
+        cdef double* dq = &self.pj_dq[0]
+        if dense_schur(self.n, self.m, J, &self.pj_winv[0], &self.pj_zero[0], b,
+                       &self.C[0], &self.B[0], dq, &self.pj_x[0]):
+            self.status = SINGULAR
+            return SINGULAR
+        for i in range(self.n):
+            z[i] -= dq[i]
+        return 0
+
     cdef int c_post_step(self, double t, double* y, bint count) noexcept nogil:
         """The projection of :meth:`enable_projection` on y[0:2n] in place: 0 nothing
         changed (or projection off), 1 projected, -status when an evaluation or solve
@@ -427,10 +441,7 @@ cdef class CompiledRHS(CompiledODE):
         cdef double* qd = &self.pj_qd[0]
         cdef double* phi = &self.pj_phi[0]
         cdef double* r = &self.pj_r[0]
-        cdef double* x = &self.pj_x[0]
-        cdef double* dq = &self.pj_dq[0]
         cdef double* J = &self.jdata[0]
-        cdef double* winv = &self.pj_winv[0]
         cdef double tol, acc
         cdef bint changed = False
         memcpy(q, y, n * sizeof(double))
@@ -455,12 +466,8 @@ cdef class CompiledRHS(CompiledODE):
             if self.ev.c_jacobian(t, self.fvp, J) >= 0:
                 self.status = CONSTRAINT_FAILED
                 return -CONSTRAINT_FAILED
-            if dense_schur(n, m, J, winv, &self.pj_zero[0], phi, &self.C[0], &self.B[0],
-                           dq, x):
-                self.status = SINGULAR
+            if self.c_pj_step(J, phi, q):
                 return -SINGULAR
-            for i in range(n):
-                q[i] -= dq[i]
             changed = True
             memcpy(self.ev.qx, q, n * sizeof(double))
             if self.ev.c_phi(t, self.fvp, phi) >= 0:
@@ -479,12 +486,8 @@ cdef class CompiledRHS(CompiledODE):
                 acc += J[i * n + it] * qd[it]
             r[i] = acc - r[i]
         if changed or not (_pj_maxabs(r, m) <= tol):
-            if dense_schur(n, m, J, winv, &self.pj_zero[0], r, &self.C[0], &self.B[0],
-                           dq, x):
-                self.status = SINGULAR
+            if self.c_pj_step(J, r, qd):
                 return -SINGULAR
-            for i in range(n):
-                qd[i] -= dq[i]
             changed = True
         if not changed:
             return 0
