@@ -77,7 +77,10 @@ def integrators_for(formulation: str, integrators=None) -> list[str]:
     return ["bdf"] if formulation in DAE else list(integrators or ["dopri5"])
 
 
-def _cell(problem: str, formulation: str, integrator: str, rtol: float) -> dict:
+def _cell(problem: str, formulation: str, integrator: str, rtol: float,
+          options: dict | None = None) -> dict:
+    """One cell: the run's error in units of the tolerance, status and cost
+    (``options``: the formulation's settings, ``formulation_options``)."""
     p = PROBLEMS[problem]
     atol = rtol / 100.0
     out = {"problem": problem, "formulation": formulation, "integrator": integrator,
@@ -85,6 +88,8 @@ def _cell(problem: str, formulation: str, integrator: str, rtol: float) -> dict:
     settings = {"t_end": p.t_end, "output_step": p.output_step,
                 "formulation": formulation, "integrator": integrator,
                 "rtol": rtol, "atol": atol}
+    if options:
+        settings["formulation_options"] = dict(options)
     t0 = time.perf_counter()
     try:
         res = mbcore.run(p.build(), analysis="dynamic", settings=settings)
@@ -100,6 +105,8 @@ def _cell(problem: str, formulation: str, integrator: str, rtol: float) -> dict:
     st = res.stats
     out.update(wall=wall, steps=st.get("integrator_nsteps"), nfev=st.get("integrator_nfev"),
                loop=st.get("loop"))
+    if st.get("drift_projections"):
+        out["drift_projections"] = st["drift_projections"]
     try:
         t = np.asarray(res.t)
         ref = p.reference(t)

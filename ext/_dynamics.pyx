@@ -269,6 +269,7 @@ cdef class CompiledRHS(CompiledODE):
     cdef readonly bint projects
     cdef readonly long projections
     cdef double proj_tol
+    cdef bint pj_absolute
     cdef double[::1] pj_winv, pj_q, pj_qd, pj_phi, pj_r, pj_x, pj_dq, pj_zero
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
@@ -367,13 +368,17 @@ cdef class CompiledRHS(CompiledODE):
         True once :meth:`enable_projection` succeeded."""
         return self.projects
 
-    def enable_projection(self, double[::1] winv not None, double tolerance):
+    def enable_projection(self, double[::1] winv not None, double tolerance,
+                          bint absolute=False):
         """Project after every accepted step (``post_step``; TAM 674 (2003), lecture
         of 7 April): positions onto ``Phi(q, t) = 0`` by up to 10 Gauss-Newton
         steps ``dq = -W^-1 Phi_q^T (Phi_q W^-1 Phi_q^T)^-1 Phi``, then velocities
         onto ``Phi_q qd = nu`` in one linear step, with the weights ``winv`` (W^-1,
         positive) and the tolerance ``tolerance (1 + max|q|)`` on |Phi| and on the
-        velocity residual.  Spatial bodies: in the System's Euler-parameter columns
+        velocity residual (``absolute``: ``tolerance`` itself, and the velocities
+        are projected only with the positions: a step whose position violations
+        are within it is left alone, a gate on the drift of the direct
+        integration).  Spatial bodies: in the System's Euler-parameter columns
         (the Jacobian data, not the transformed one).  The linear solves are the
         dense Schur solve with minv = W^-1, Q = 0 (Nikravesh (1988), Prob. 10.9).
         NumPy reference: ``mbplugins.formulations.projection.Projection.project``
@@ -391,6 +396,7 @@ cdef class CompiledRHS(CompiledODE):
                              "positive")
         self.pj_winv = w.copy()
         self.proj_tol = tolerance
+        self.pj_absolute = absolute
         self.pj_q = np.zeros(n)
         self.pj_qd = np.zeros(n)
         self.pj_dq = np.zeros(n)
@@ -447,10 +453,13 @@ cdef class CompiledRHS(CompiledODE):
         memcpy(q, y, n * sizeof(double))
         memcpy(qd, y + n, n * sizeof(double))
         tol = 0.0
-        for i in range(n):
-            if fabs(q[i]) > tol:
-                tol = fabs(q[i])
-        tol = self.proj_tol * (1.0 + tol)
+        if self.pj_absolute:
+            tol = self.proj_tol
+        else:
+            for i in range(n):
+                if fabs(q[i]) > tol:
+                    tol = fabs(q[i])
+            tol = self.proj_tol * (1.0 + tol)
         if self.nf:
             if self.fn.run(t, self.fvp, &self.err) != 0:
                 self.status = FUNCTION_FAILED
@@ -476,6 +485,8 @@ cdef class CompiledRHS(CompiledODE):
         if not (_pj_maxabs(phi, m) <= tol):
             self.status = NEWTON_FAILED
             return -NEWTON_FAILED
+        if self.pj_absolute and not changed:
+            return 0                      # the gate: velocities move with the positions
         # velocities: r = Phi_q qd - nu at the final q
         if self.ev.c_jacobian(t, self.fvp, J) >= 0 or self.ev.c_nu(t, self.fvp, r) >= 0:
             self.status = CONSTRAINT_FAILED

@@ -739,5 +739,6 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
             st.c_lu = c_lu0
     _commit_args("run_bdf", on_commit, restart)
     st.restart_cb = restart
+    st.gate = bool(f.post_step) and restart is not None   # (Stepper.gate)
     return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
                 ystep, hist, max_steps, on_commit)

@@ -230,6 +230,7 @@ cdef class Stepper:
     cdef list keep
     cdef object y_arr
     cdef object restart_cb          # restart(t, y) -> start state (replace_end)
+    cdef bint gate                  # f's post-step gate at step ends, then a restart
     cdef double* y
     cdef double* y_trial
     cdef double* y_end
@@ -247,6 +248,7 @@ cdef class Stepper:
         self.nfev0 = f.nfev - nfev_start
         self.keep = []
         self.restart_cb = None
+        self.gate = False
         self.y_arr = np.array(y0, dtype=np.float64)
         cdef double[::1] yv = self.y_arr
         self.y = &yv[0]
@@ -339,7 +341,7 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
     cdef Py_ssize_t N = s.N, nout = t_out.shape[0]
     cdef double[::1] cbuf
     commit_arr = None
-    if on_commit is not None:
+    if on_commit is not None or s.gate:
         commit_arr = np.empty(N)
         cbuf = commit_arr
     cdef long since = 0
@@ -387,6 +389,19 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
                 if on_output(tt, outa) is True:
                     s.commit(True)
                     return LOOP_STOPPED, s.t, s.y_arr, i_out, s.h_next()
+        if s.gate and s.t_end < t1:
+            # the right-hand side's post-step gate (a restarting method: a
+            # projected end state restarts it, as a new state of on_commit does)
+            memcpy(&cbuf[0], s.y_end, N * sizeof(double))
+            code = s.f.c_post_step(s.t_end, &cbuf[0], True)
+            if code < 0:
+                s.report(stats, LOOP_EVAL_FAILED)
+                return LOOP_EVAL_FAILED, s.t, s.y_arr, i_out, s.h_next()
+            if code == 1:
+                code = s.replace_end(commit_arr)
+                if code:
+                    s.report(stats, code)
+                    return code, s.t, s.y_arr, i_out, s.h_next()
         if on_commit is not None and s.t_end < t1:
             memcpy(&cbuf[0], s.y_end, N * sizeof(double))
             r = on_commit(s.t_end, commit_arr)

@@ -286,7 +286,8 @@ def test_lazy_plugins_register_by_name_and_import_on_first_use():
         assert not any(m.startswith("mbplugins.formulations") for m in mods()), mods()
         assert reg.get("formulation", "di").name == "di"
         assert [m for m in mods() if m.startswith("mbplugins.formulations")] == [
-            "mbplugins.formulations", "mbplugins.formulations.baumgarte"], mods()
+            "mbplugins.formulations", "mbplugins.formulations.baumgarte",
+            "mbplugins.formulations.drift", "mbplugins.formulations.projector"], mods()
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             main(["plugins"])

@@ -56,7 +56,7 @@ RUN_REJECTS = [
     ({"output_step": 1e-12}, "settings.output_step", "exceed the limit"),   # 1e13 rows
     ({"formulation": "ggl"}, "settings.integrator", "needs an integrator with a mass"),
     ({"formulation_options": {"omega": 3}}, "settings.formulation_options.omega",
-     "unknown key of formulation 'di' (no keys are allowed here)"),
+     "unknown key of formulation 'di' (allowed: drift)"),
     ({"record": "q, lamb"}, "settings.record", "did you mean 'lam'"),
     # null: the default (kinematic) analysis, which says whose keys it knows
     ({"analysis": None}, "settings.formulation",

@@ -19,6 +19,9 @@ projection formulations, which run in C after every accepted step of ``run_rk``
 (``CompiledPenalty.c_project``; ``CompiledRHS.c_post_step`` once
 ``enable_projection`` is set; each the formulation's ``project``; the compiled
 object declares it by ``handles_post_step``), and stop conditions, checked in C.
+The drift gate of di and cs (``enable_projection`` with an absolute tolerance: a
+projection only where the violation passes it) runs in C after every accepted step
+of every compiled loop; the multistep and θ loops restart from a projected state.
 
 The method data (tableau, error weights, dense-output coefficients, controller
 constants) and the effective tolerances and first step are read from the Python

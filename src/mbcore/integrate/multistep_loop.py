@@ -144,7 +144,9 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     y_start = np.array(y0, dtype=float)
     budget = int(max_steps or 0)
     restart = None
-    if on_commit is not None:
+    # (a post-step gate of the right-hand side, e.g. di's drift projection, restarts
+    # the method where it projected: the same call-back)
+    if on_commit is not None or getattr(crhs, "post_step", False):
         def restart(t, y):          # the driver's integ.restart after new coordinates
             try:
                 integ.restart(t, y)

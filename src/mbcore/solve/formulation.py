@@ -68,6 +68,12 @@ class Formulation:
         ``set_resume_state(state)`` (CP); its compiled object keeps its own by
         ``c_save``/``saved_state``/``warm_state``/``load_state`` (``CompiledCP``).
         Checkpoints store it with the integrator's step (mbcore.analysis.checkpoint).
+    11. ``step_end(t, y)`` (optional) is called at every accepted step's end, after
+        its outputs: None, or ``(reason, q, qd)`` from that exact state — new
+        coordinates (cp: a new partition; the analysis initialises the formulation
+        there and records the reason) or, with ``reason`` None, the same coordinates
+        moved (di's drift projection).  ``step_end_in_compiled_loop`` True: the
+        compiled loops do it themselves (no call-back there).
     """
 
     name: ClassVar[str] = ""
@@ -83,8 +89,9 @@ class Formulation:
     compiled_follows_rows: ClassVar[bool] = False
     #: the formulation keeps the constraint violations bounded (stabilisation,
     #: projection, independent coordinates, penalty); False (DI): they drift with the
-    #: integration error, and the dynamic analysis warns where the recorded drift
-    #: exceeds ten times the tolerance
+    #: integration error (DI projects where it passes the tolerance unless ``drift:
+    #: warn``), and the dynamic analysis warns where the recorded drift exceeds ten
+    #: times the tolerance
     corrects_drift: ClassVar[bool] = True
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):

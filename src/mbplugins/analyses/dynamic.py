@@ -19,6 +19,7 @@ import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
 from mbcore.solve.assembly import assemble
+from mbcore.solve.drift import drift_bound
 from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
 from mbcore.integrate.fastloop import compiled_loop_for, run_compiled
 from mbcore.solve.formulation import Formulation, RestartRequest
@@ -462,27 +463,17 @@ class DynamicAnalysis(Analysis):
         return y
 
 
-def model_length(system) -> float:
-    """A characteristic length of the model: the median distance of the bodies'
-    initial positions from the origin (at least 1e-3), the scale of its
-    position-level violations."""
-    bodies = system.model.bodies
-    if not bodies:
-        return 1.0
-    pos = np.array([b.position for b in bodies], dtype=float)
-    return max(float(np.median(np.sqrt(np.sum(pos * pos, axis=1)))), 1e-3)
-
-
 class DriftWatch:
     """The honesty check of the constraint violations: where the recorded position
     violation ``max |Phi|`` first exceeds ten times the requested tolerance,
-    ``10 (atol + rtol L)`` with L the model's length (:func:`model_length`; plus the violation of the
-    first recorded row: a start off the constraints is the user's choice), one
-    warning event names
-    the time and the remedies (the result's global error is then no longer within
-    the tolerance promise).  Formulations with ``corrects_drift = False`` (di,
-    di_omega; Nikravesh (1988), §13.1) drift with the integration error; Baumgarte's
-    stabilisation (cs) damps the drift but can lag a fast motion.  Watches the
+    ``10 (atol + rtol L)`` (:func:`mbcore.solve.drift.drift_bound`; plus the
+    violation of the first recorded row: a start off the constraints is the user's
+    choice), one warning event names the time and the remedies (the result's global
+    error is then no longer within the tolerance promise).  Formulations with
+    ``corrects_drift = False`` (di, di_omega; Nikravesh (1988), §13.1) drift with the
+    integration error; Baumgarte's stabilisation (cs) damps the drift but can lag a
+    fast motion; di and cs project where it passes the bound itself unless
+    ``drift: warn`` (:mod:`mbplugins.formulations.drift`).  Watches the
     ``violation`` channel only when it is recorded, and only under an adaptive
     integrator (a fixed step has no tolerance to keep)."""
 
@@ -492,9 +483,7 @@ class DriftWatch:
         self.first = True
         if not system.m or not adaptive:       # a fixed step has no tolerance to keep
             return
-        rtol = float(np.max(settings["rtol"]))
-        atol = float(np.max(settings["atol"]))
-        self.bound = 10.0 * (atol + rtol * model_length(system))
+        self.bound = 10.0 * drift_bound(system, settings["rtol"], settings["atol"])
         self.why = ("does not correct the drift" if not getattr(form, "corrects_drift", True)
                     else "did not hold the constraints to the tolerance")
         self.name = form.name
@@ -1160,14 +1149,19 @@ class _Run:
         the formulation may change its coordinates here (``step_end``: cp takes a
         new partition where the current one has degraded, or where the test at an
         output found a much better one) — an exact state, not an interpolated
-        output.  Returns the state in the new coordinates, or None."""
+        output; di and cs project onto the constraints here where the drift passes
+        the tolerance (a reason of None: the same coordinates).  Returns the state
+        in the new coordinates, or None."""
         form = self.form
         got = form.step_end(t, y[:form.size])
         if got is None:
             self._accepted(t, y)
             return None
         reason, q, qd = got
-        y_new = self.a.commit_partition(t, q, qd, float(y[-1]), reason, self.event)
+        if reason is None:               # the same coordinates projected (di's drift)
+            y_new = np.concatenate([form.pack(q, qd), y[form.size:]])
+        else:
+            y_new = self.a.commit_partition(t, q, qd, float(y[-1]), reason, self.event)
         self._accepted(t, y_new)
         return y_new
 
@@ -1216,6 +1210,8 @@ class _Run:
                                                   if not hasattr(e.fun, "linear")])
             if self.loop:
                 self.stop_specs = np.array(linear, dtype=float).reshape(-1, 3)
+            if self.loop and getattr(form, "step_end_in_compiled_loop", False):
+                self.commit = None       # the loop applies the step-end gate in C
         a.stats["loop"] = "compiled" if self.loop else "python"
 
     def python_segment(self, t_a, y_a, outs, state=None):
@@ -1598,3 +1594,10 @@ class _Run:
             st["redundant_check"] = a.removed_rows.worst
         if hasattr(form, "projections"):
             st["projections"] = form.projections
+        if getattr(form, "drift_gate", None) is not None:
+            k = st["drift_projections"] = form.drift_projections
+            if k:
+                event(float(last.get("t", t_cur)), "info", (
+                    f"constraint drift: the state was projected onto the constraints "
+                    f"after {k} step(s) whose position violation passed "
+                    f"{form.drift_gate:.3g} (formulation '{form.name}', drift: project)"))

@@ -9,18 +9,28 @@ from mbcore.errors import ModelError
 from mbcore.solve.formulation import FollowsKeptRows, Formulation
 from mbcore.elements.schema import Param
 
+from .drift import DRIFT, DriftProjection
 
-class DI(FollowsKeptRows, Formulation):
+
+class DI(DriftProjection, FollowsKeptRows, Formulation):
     """Direct integration of the augmented index-1 system: ``y = [q; qd]``,
     ``y' = [qd; qdd(q, qd, t)]`` with qdd from ``[M, -Phi_q^T; Phi_q, 0]``.
-    The constraint violations drift with the integration error (monitor them)."""
+    The constraint violations drift with the integration error; ``drift:
+    project`` (the default) projects the state where they pass the run's
+    tolerance (:mod:`mbplugins.formulations.drift`)."""
 
     corrects_drift = False
     name = "di"
-    description = "direct integration of the augmented index-1 equations (drift not controlled)"
+    description = ("direct integration of the augmented index-1 equations (the state "
+                   "projected where the drift passes the tolerance)")
+    settings_schema = {"drift": DRIFT}
+
+    def __init__(self, system, settings=None):
+        super().__init__(system, settings)
+        self._drift_setup()
 
 
-class CS(FollowsKeptRows, Formulation):
+class CS(DriftProjection, FollowsKeptRows, Formulation):
     """Baumgarte constraint stabilisation: gamma is replaced by
     ``gamma - 2 alpha Phidot - beta^2 Phi`` with ``Phidot = Phi_q qd - nu``, so the
     violations obey ``Phi'' + 2 alpha Phi' + beta^2 Phi = 0`` (poles
@@ -33,10 +43,12 @@ class CS(FollowsKeptRows, Formulation):
     settings_schema = {
         "alpha": Param("number", "damping of the violation dynamics (1/s)", default=5.0),
         "beta": Param("number", "stiffness of the violation dynamics (1/s)", default=5.0),
+        "drift": DRIFT,
     }
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
+        self._drift_setup()
         for k in ("alpha", "beta"):
             if self.settings[k] < 0:
                 raise ModelError(f"settings.{k}", "must be >= 0")

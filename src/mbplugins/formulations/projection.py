@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.errors import AnalysisError
 from mbcore.solve.formulation import FollowsKeptRows, Formulation
 from mbcore.elements.schema import Param
+
+from .projector import project_state
 
 
 class Projection(FollowsKeptRows, Formulation):
@@ -82,27 +83,7 @@ class Projection(FollowsKeptRows, Formulation):
         q = y[:n].copy()
         qd = y[n:2 * n].copy()
         tol = self.settings["projection_tolerance"] * (1.0 + float(np.max(np.abs(q), initial=0.0)))
-        hol = s.holonomic              # positions: position-level rows only
-        phi = s.phi(q, t)[hol]
-        changed = False
-        for _ in range(10):
-            if not phi.size or np.max(np.abs(phi)) <= tol:
-                break
-            J = s.jacobian_dense(q, t)[hol]
-            JW = J * self.winv
-            q -= JW.T @ np.linalg.lstsq(JW @ J.T, phi, rcond=1e-12)[0]
-            changed = True
-            phi = s.phi(q, t)[hol]
-        if phi.size and np.max(np.abs(phi)) > tol:
-            raise AnalysisError(f"coordinate projection did not converge (|Phi| = "
-                                f"{np.max(np.abs(phi)):.3g})", t)
-        J = s.jacobian_dense(q, t)
-        r = J @ qd - s.nu(q, t)
-        if changed or np.max(np.abs(r)) > tol:
-            JW = J * self.winv
-            qd -= JW.T @ np.linalg.lstsq(JW @ J.T, r, rcond=1e-12)[0]
-            changed = True
-        if not changed:
+        if not project_state(s, q, qd, t, self.winv, tol):
             return None
         self._projections += int(count)
         out = y.copy()
