@@ -270,6 +270,7 @@ cdef class CompiledRHS(CompiledODE):
     cdef readonly long projections
     cdef double proj_tol
     cdef bint pj_absolute
+    cdef double[::1] mv_phi       # max_violation's Phi
     cdef double[::1] pj_winv, pj_q, pj_qd, pj_phi, pj_r, pj_x, pj_dq, pj_zero
 
     def __cinit__(self, PlanarEvaluator evaluator not None, ForceEvaluator force_evaluator,
@@ -322,6 +323,7 @@ cdef class CompiledRHS(CompiledODE):
         self.jdata = jdata
         self.gam = np.zeros(max(m, 1))
         self.phi = np.zeros(max(m, 1))
+        self.mv_phi = np.zeros(max(m, 1))
         self.nu = np.zeros(max(m, 1))
         self.Q = np.zeros(max(n, 1))
         self.qgrav = qgrav
@@ -407,6 +409,23 @@ cdef class CompiledRHS(CompiledODE):
         self.projects = True
         self.post_step = True
         return True
+
+    def max_violation(self, double t, double[::1] y not None):
+        """``max |Phi(q, t)|`` at ``q = y[0:n]``, evaluated in C (the drift gate's test
+        where the gate itself is not in C, e.g. a sparse Jacobian; NumPy reference:
+        ``System.phi``); infinite when an evaluation fails (the caller's Python path
+        then names the error)."""
+        cdef Py_ssize_t n = self.n
+        if y.shape[0] < n:
+            raise ValueError(f"y needs {n} entries")
+        if self.m == 0:
+            return 0.0
+        memcpy(self.ev.qx, &y[0], n * sizeof(double))
+        if self.nf and self.fn.run(t, self.fvp, &self.err) != 0:
+            return INFINITY
+        if self.ev.c_phi(t, self.fvp, &self.mv_phi[0]) >= 0:
+            return INFINITY
+        return _pj_maxabs(&self.mv_phi[0], self.m)
 
     def take_projections(self):
         """The projections counted since the last call (reset to zero)."""

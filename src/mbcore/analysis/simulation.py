@@ -202,9 +202,13 @@ class Simulation:
             # (or continues)
             with contextlib.suppress(LoopFallback):
                 self.loop = "compiled"
+                # (a formulation whose step-end work the compiled loop does in C,
+                # di's drift gate, needs no call-back there)
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
                                   max_steps=a.settings["max_steps"],
-                                  on_commit=self._commit_hook())
+                                  on_commit=None if getattr(
+                                      form, "step_end_in_compiled_loop", False)
+                                  else self._commit_hook())
         if (jac is None and getattr(run.crhs, "analytic_jac", False)
                 and getattr(a.icls, "implicit", False)):
             jac = run.rhs_jacobian

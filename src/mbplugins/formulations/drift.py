@@ -46,6 +46,7 @@ class DriftProjection:
         self._base = None            # atol + rtol L (set_tolerances)
         self._gate = None            # the bound of this run (initialize)
         self._python_projections = 0
+        self._c_test = False         # step_end's test by CompiledRHS.max_violation
 
     @property
     def drift_gate(self) -> float | None:
@@ -90,9 +91,14 @@ class DriftProjection:
         self._enable_gate()
 
     def _enable_gate(self) -> None:
+        """The gate in C where the compiled right-hand side takes it; else the test
+        of :meth:`step_end` in C where it can evaluate Phi (every row holonomic)."""
         c, s = self.compiled, self.system
+        every = bool(np.all(s.holonomic))
+        self._c_test = (c is not None and hasattr(c, "max_violation") and every
+                        and s.m > 0)
         if (self._gate is None or c is None or not hasattr(c, "enable_projection")
-                or not bool(np.all(s.holonomic)) or self.solver.rows is not None):
+                or not every or self.solver.rows is not None):
             return
         c.enable_projection(np.ascontiguousarray(self._winv), float(self._gate), True)
 
@@ -105,9 +111,13 @@ class DriftProjection:
             return None
         s, n = self.system, self.n
         q = y[:n]
-        phi = s.phi(q, t)[s.holonomic]
-        if not phi.size or float(np.max(np.abs(phi))) <= gate:
-            return None
+        if self._c_test:                     # the test in C (CompiledRHS.max_violation)
+            if self.compiled.max_violation(t, y) <= gate:
+                return None
+        else:
+            phi = s.phi(q, t)[s.holonomic]
+            if not phi.size or float(np.max(np.abs(phi))) <= gate:
+                return None
         q, qd = np.array(q, dtype=float), np.array(y[n:2 * n], dtype=float)
         project_state(s, q, qd, t, self._winv, gate)
         self._python_projections += 1
