@@ -608,6 +608,40 @@ class _RowBlock:
         row = self.compiled_row if not (self.row_forces or self.row_energy
                                         or self.row_local) else None
         args = (self.QDD, self.LAM, self.JD, self.PHI, self.NU, self.FV2)
+        # the copies of (t, y, statistics) and that evaluation in one compiled call
+        # into the arrays bound once (CompiledRHS.output_row_at; its reference: the
+        # copies below and output_row)
+        at = None
+        if run.s.get("output_rows", "block") == "block" and (
+                row is not None or evaluate is None):
+            at = getattr(self.crhs, "output_row_at", None)
+        if at is not None:
+            bound = ((Y, T, S, cstat) + args if row is not None else (Y, T, S, cstat))
+
+            def bind():
+                self.crhs.bind_output_rows(self, *bound)
+            bind()
+            rowfail = None if evaluate is None else self._evaluate_python
+
+            def on_output(t, y):
+                i = self.k
+                try:
+                    status = at(self, t, y, i)
+                    if status < 0:           # another block bound its rows since
+                        bind()
+                        status = at(self, t, y, i)
+                    if status != 0:
+                        rowfail(i)           # the row on the Python path
+                except BaseException:
+                    flush()                  # the rows before this one, in order
+                    raise
+                self.k = i = i + 1
+                if i == cap or clock() - self.since >= seconds or (
+                        due is not None and due(t)):
+                    flush()                  # (a checkpoint due: its row ends the block)
+                return None
+            self.on_output = on_output
+            return
 
         def on_output(t, y):
             i = self.k
