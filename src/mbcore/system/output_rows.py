@@ -33,6 +33,11 @@ from ..errors import PluginError
 __all__ = ["OutputRows", "takes_gen"]
 
 
+#: rows per pass of the computations whose temporaries are wide (a few Jacobian
+#: entries per constraint row): a pass's temporaries stay in the processor's cache
+_CHUNK = 256
+
+
 class OutputRows:
     """Block (rows x quantities) output methods of :class:`mbcore.system.System`."""
 
@@ -258,6 +263,12 @@ class OutputRows:
         R, m, n = QD.shape[0], self.m, self.n
         out = np.zeros((R, 2))
         if not m:
+            return out
+        if R > _CHUNK:           # the gathered products of a few rows at a time stay in
+            for lo in range(0, R, _CHUNK):             # the cache (each row on its own)
+                hi = lo + _CHUNK
+                out[lo:hi] = self.violation_rows(QD[lo:hi], JD[lo:hi], PHI[lo:hi],
+                                                 NU[lo:hi])
             return out
         if self.dense:                  # the structural entries of each row, in order
             pos, col = self._dense_rows_layout()                # (k, m) each

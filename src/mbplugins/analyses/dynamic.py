@@ -535,7 +535,7 @@ class _RowBlock:
     fails is not recorded: the rows before it are, then the error propagates."""
 
     #: largest block (bytes of rows) and longest wait before the reporters get rows
-    BYTES, SECONDS = 4 << 20, 0.25
+    BYTES, SECONDS = 16 << 20, 0.25
     #: channels that need qdd, lam (the evaluation at the row's state)
     DYNAMIC = frozenset(("qdd", "lam", "reactions", "reactions_local", "points", "angular"))
     #: channels that read the time functions of the row
