@@ -35,7 +35,7 @@ __all__ = ["OutputRows", "takes_gen"]
 
 #: rows per pass of the computations whose temporaries are wide (a few Jacobian
 #: entries per constraint row): a pass's temporaries stay in the processor's cache
-_CHUNK = 256
+_CHUNK = 512
 
 
 class OutputRows:
@@ -312,6 +312,15 @@ class OutputRows:
         return lay
 
     # -- kinematics of points and bodies ---------------------------------------------
+    def _rows_kernel(self, name: str):
+        """The compiled block kernel ``name`` of :mod:`mbcore._ext._kinematics` (the
+        per-row kernels' arithmetic, row after row) on the compiled backend, else
+        None (the NumPy methods here, its reference)."""
+        if self.backend != "compiled" or not self.n:
+            return None
+        from .._ext import _kinematics
+        return getattr(_kinematics, name)
+
     def point_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
         """(R, np * 6) planar / (R, np * 9) spatial: :meth:`point_kinematics` of
         each row, flattened as the ``points`` channel."""
@@ -322,7 +331,12 @@ class OutputRows:
             return np.stack([self.point_kinematics(Q[i], QD[i], QDD[i]).ravel()
                              for i in range(R)])
         if self.spatial:
-            return self._point_rows_spatial(Q, QD, QDD)
+            kernel = self._rows_kernel("point_kinematics_spatial_rows")
+            if kernel is None:
+                return self._point_rows_spatial(Q, QD, QDD)
+            out = np.empty((R, 9 * len(self._pt_off)))
+            kernel(Q, QD, QDD, self._pt_off, self._pt_loc, out)
+            return out
         o, loc = self._pt_off, self._pt_loc
         ext = np.zeros((3, R, self.n + 3))
         ext[0, :, :self.n], ext[1, :, :self.n], ext[2, :, :self.n] = Q, QD, QDD
@@ -365,6 +379,11 @@ class OutputRows:
         R = Q.shape[0]
         if not len(idx):
             return np.zeros((R, 0))
+        kernel = self._rows_kernel("angular_kinematics_rows")
+        if kernel is not None:
+            out = np.empty((R, 6 * len(idx)))
+            kernel(Q, QD, QDD, idx, out)
+            return out
         p = Q[:, idx]
         out = np.empty((R, len(idx), 6))
         out[..., 0:3] = 2.0 * _Gx(p, QD[:, idx])
