@@ -170,7 +170,22 @@ class OutputRows:
         row, (R, ne, nb, ncol) in the System's coordinates (Nikravesh (1988), Eq.
         8.50), in the order of the element groups: what :meth:`reactions_rows` and
         :meth:`reactions_local_rows` share (``gen``) when both are recorded."""
-        return [_generalised(g, LAM, JD) for g in self._element_groups]
+        return [self._generalised_group(g, LAM, JD) for g in self._element_groups]
+
+    def _generalised_group(self, g, LAM: np.ndarray, JD: np.ndarray) -> np.ndarray:
+        """:func:`_generalised` of one group: by the compiled block kernel on the
+        compiled backend (the same sums in the same order), else by NumPy."""
+        kernel = self._block_kernel("_output_rows", "generalised_rows")
+        if kernel is None:
+            return _generalised(g, LAM, JD)
+        jb, lr = g.jac_blocks, g.lam_rows
+        if not (jb.dtype == np.intp and jb.flags.c_contiguous):
+            jb = np.ascontiguousarray(jb, dtype=np.intp)
+        if not (lr.dtype == np.intp and lr.flags.c_contiguous):
+            lr = np.ascontiguousarray(lr, dtype=np.intp)
+        out = np.empty((LAM.shape[0], jb.shape[0]) + jb.shape[2:])
+        kernel(np.ascontiguousarray(JD), LAM, jb, lr, out)
+        return out
 
     def reactions_rows(self, Q: np.ndarray, LAM: np.ndarray, JD: np.ndarray,
                        gen: list | None = None) -> np.ndarray:
@@ -182,7 +197,7 @@ class OutputRows:
         out = np.zeros((R, len(self.reaction_labels)))
         QX = None
         for k, g in enumerate(self._element_groups):
-            gb = _generalised(g, LAM, JD) if gen is None else gen[k]
+            gb = self._generalised_group(g, LAM, JD) if gen is None else gen[k]
             if g.kind == "spatial":
                 if QX is None:
                     QX = self.extended_rows(Q)
@@ -235,7 +250,7 @@ class OutputRows:
             qb, lam = QX[:, g.gather_all], LAM[:, g.lam_rows]
             gb = None
             if takes_gen(ct) and (gen is not None or JD is not None):
-                gb = _generalised(g, LAM, JD) if gen is None else gen[k]
+                gb = self._generalised_group(g, LAM, JD) if gen is None else gen[k]
             if together:
                 par = np.broadcast_to(g.par, (R,) + g.par.shape).reshape(R * ne, -1)
                 kw = {} if gb is None else {"gen": gb.reshape((R * ne,) + gb.shape[2:])}
@@ -264,14 +279,21 @@ class OutputRows:
         out = np.zeros((R, 2))
         if not m:
             return out
-        if R > _CHUNK:           # the gathered products of a few rows at a time stay in
-            for lo in range(0, R, _CHUNK):             # the cache (each row on its own)
+        if R > _CHUNK and not (self.dense and self._block_kernel(
+                "_output_rows", "violation_rows_dense")):
+            # the gathered products of a few rows at a time stay in
+            for lo in range(0, R, _CHUNK):  # the cache (each row on its own)
                 hi = lo + _CHUNK
                 out[lo:hi] = self.violation_rows(QD[lo:hi], JD[lo:hi], PHI[lo:hi],
                                                  NU[lo:hi])
             return out
         if self.dense:                  # the structural entries of each row, in order
             pos, col = self._dense_rows_layout()                # (k, m) each
+            kernel = self._block_kernel("_output_rows", "violation_rows_dense")
+            if kernel is not None:
+                kernel(QD, np.ascontiguousarray(JD), np.ascontiguousarray(PHI),
+                       np.ascontiguousarray(NU), pos, col, out)
+                return out
             QDz = np.zeros((R, n + 1))
             QDz[:, :n] = QD
             V = np.take(JD, pos, axis=1)                        # (R, k, m)
@@ -316,10 +338,15 @@ class OutputRows:
         """The compiled block kernel ``name`` of :mod:`mbcore._ext._kinematics` (the
         per-row kernels' arithmetic, row after row) on the compiled backend, else
         None (the NumPy methods here, its reference)."""
+        return self._block_kernel("_kinematics", name)
+
+    def _block_kernel(self, module: str, name: str):
+        """The compiled block kernel ``name`` of ``mbcore._ext.<module>`` on the
+        compiled backend (with coordinates), else None (the NumPy methods here)."""
         if self.backend != "compiled" or not self.n:
             return None
-        from .._ext import _kinematics
-        return getattr(_kinematics, name)
+        import importlib
+        return getattr(importlib.import_module(f"mbcore._ext.{module}"), name)
 
     def point_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
         """(R, np * 6) planar / (R, np * 9) spatial: :meth:`point_kinematics` of
