@@ -527,6 +527,9 @@ class _RowBlock:
     right-hand side, Phi and nu (violation channel), the time functions, and the
     per-type quantities of element types that do not declare ``rows_stacked``
     (they may keep state, so they are called at the output, one row at a time).
+    Where the compiled right-hand side binds the block's arrays
+    (``CompiledRHS.bind_output_rows``), the copies and that evaluation are one
+    compiled call per row (``output_row_at``) without per-row argument checks.
     :meth:`flush` (block full, ``SECONDS`` of wall time since the last hand-over,
     the end of a segment, a hand-over to the Python driver, an error) computes
     every channel for the whole block at once (:mod:`mbcore.system.output_rows`),
@@ -535,6 +538,8 @@ class _RowBlock:
     fails is not recorded: the rows before it are, then the error propagates."""
 
     #: largest block (bytes of rows) and longest wait before the reporters get rows
+    #: (the per-block Python calls of the channels, ~1 ms for a spatial model, are
+    #: then spread over a few thousand rows)
     BYTES, SECONDS = 16 << 20, 0.25
     #: channels that need qdd, lam (the evaluation at the row's state)
     DYNAMIC = frozenset(("qdd", "lam", "reactions", "reactions_local", "points", "angular"))
