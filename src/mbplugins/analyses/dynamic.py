@@ -537,10 +537,10 @@ class _RowBlock:
     updates the run's last output state and statistics.  A row whose evaluation
     fails is not recorded: the rows before it are, then the error propagates."""
 
-    #: largest block (bytes of rows) and longest wait before the reporters get rows
-    #: (the per-block Python calls of the channels, ~1 ms for a spatial model, are
-    #: then spread over a few thousand rows)
-    BYTES, SECONDS = 16 << 20, 0.25
+    #: largest block (rows, bytes of rows) and longest wait before the reporters get
+    #: rows (the per-block Python calls of the channels, ~1 ms for a spatial model,
+    #: are then spread over up to two thousand rows)
+    ROWS, BYTES, SECONDS = 2048, 16 << 20, 0.25
     #: channels that need qdd, lam (the evaluation at the row's state)
     DYNAMIC = frozenset(("qdd", "lam", "reactions", "reactions_local", "points", "angular"))
     #: channels that read the time functions of the row
@@ -570,7 +570,7 @@ class _RowBlock:
         per_row = (max(width, size) + n + m + (sysm.jacobian_values.size if self.want_jd
                                               else 0) + 2 * m + 3 * sysm.function_count
                    + nf + nl + 1)
-        self.cap = cap = int(max(1, min(4096, self.BYTES // (8 * per_row))))
+        self.cap = cap = int(max(1, min(self.ROWS, self.BYTES // (8 * per_row))))
         self.Y = Y = np.empty((cap, size))
         self.T = T = np.empty(cap)
         self.S = S = np.empty((cap, 5))
