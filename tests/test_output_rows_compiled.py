@@ -448,3 +448,29 @@ def test_jacobian_row_kernels_equal_their_numpy_reference(examples, name):
     with pytest.raises(ValueError, match="lr"):
         K.generalised_rows(JD, LAM, jb, lr + LAM.shape[1],
                            np.empty((len(T), jb.shape[0]) + jb.shape[2:]))
+
+
+def test_a_build_without_the_block_kernels_takes_the_numpy_methods(examples, monkeypatch,
+                                                                   block_used):
+    """A build that lacks a compiled block kernel (an older extension build) computes
+    those channels with the NumPy methods, names the kernel in ``MISSING_KERNELS``,
+    and records what the row-by-row reference records (the usual bounds)."""
+    import mbcore.system.output_rows as O
+    monkeypatch.setattr(O, "_KERNELS", {})
+    monkeypatch.setattr(O, "MISSING_KERNELS", {})
+    import importlib
+    real = importlib.import_module
+
+    def no_kernels(name, *args, **kwargs):
+        if name in ("mbcore._ext._output_rows", "mbcore._ext._kinematics"):
+            raise ImportError(f"no module named {name!r} (test)")
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(importlib, "import_module", no_kernels)
+    new = _run(examples / "spatial_slider_crank_dynamic.yaml", "block")
+    old = _run(examples / "spatial_slider_crank_dynamic.yaml", "reference")
+    assert block_used == [True, False]
+    assert set(O.MISSING_KERNELS) == {"_output_rows.generalised_rows",
+                                      "_output_rows.violation_rows_dense",
+                                      "_kinematics.point_kinematics_spatial_rows",
+                                      "_kinematics.angular_kinematics_rows"}
+    _assert_rows_equal(new, old)

@@ -30,8 +30,13 @@ import numpy as np
 
 from ..errors import PluginError
 
-__all__ = ["OutputRows", "takes_gen"]
+__all__ = ["OutputRows", "takes_gen", "MISSING_KERNELS"]
 
+
+_KERNELS: dict = {}
+#: the compiled block kernels this build lacks (rebuild the extensions), with the
+#: reason; their rows are computed by the NumPy methods
+MISSING_KERNELS: dict[str, str] = {}
 
 #: rows per pass of the computations whose temporaries are wide (a few Jacobian
 #: entries per constraint row): a pass's temporaries stay in the processor's cache
@@ -342,11 +347,20 @@ class OutputRows:
 
     def _block_kernel(self, module: str, name: str):
         """The compiled block kernel ``name`` of ``mbcore._ext.<module>`` on the
-        compiled backend (with coordinates), else None (the NumPy methods here)."""
+        compiled backend (with coordinates), else None (the NumPy methods here; also
+        when an older build lacks the kernel: :data:`MISSING_KERNELS` names it)."""
         if self.backend != "compiled" or not self.n:
             return None
-        import importlib
-        return getattr(importlib.import_module(f"mbcore._ext.{module}"), name)
+        key = f"{module}.{name}"
+        if key not in _KERNELS:
+            import importlib
+            try:
+                _KERNELS[key] = getattr(importlib.import_module(f"mbcore._ext.{module}"),
+                                        name)
+            except (ImportError, AttributeError) as exc:
+                _KERNELS[key] = None
+                MISSING_KERNELS[key] = f"{type(exc).__name__}: {exc}"
+        return _KERNELS[key]
 
     def point_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
         """(R, np * 6) planar / (R, np * 9) spatial: :meth:`point_kinematics` of
