@@ -286,8 +286,9 @@ class OutputRows:
             return out
         if R > _CHUNK and not (self.dense and self._block_kernel(
                 "_output_rows", "violation_rows_dense")):
-            # the gathered products of a few rows at a time stay in
-            for lo in range(0, R, _CHUNK):  # the cache (each row on its own)
+            # NumPy: the gathered products of a few hundred rows at a time stay in
+            # the cache (each row's values do not depend on the others)
+            for lo in range(0, R, _CHUNK):
                 hi = lo + _CHUNK
                 out[lo:hi] = self.violation_rows(QD[lo:hi], JD[lo:hi], PHI[lo:hi],
                                                  NU[lo:hi])
