@@ -37,6 +37,7 @@ def ext(name: str, package: str = "mbcore") -> Extension:
 
 extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
               ext("_kinematics"), ext("_dynamics"), ext("_sparse"), ext("_steploop"),
+              ext("_output_rows"),
               ext("_jcspatial", "mbplugins"), ext("_cp", "mbplugins"),
               ext("_stiffnewton", "mbplugins"), ext("_penalty", "mbplugins"),
               ext("_dae", "mbplugins"), ext("_jc", "mbplugins"), ext("_omega", "mbplugins"),

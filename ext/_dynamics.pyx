@@ -257,6 +257,12 @@ cdef class CompiledRHS(CompiledODE):
     cdef double[::1] jw_J0, jw_lam0, jw_qdd0, jw_g0, jw_r0, jw_raw0, jw_jqd0, jw_b0
     cdef double[::1] jw_K, jw_Cf, jw_Kb, jw_Cb, jw_R, jw_w, jw_qp
     cdef double[::1] out_ydot           # output_row's scratch derivative
+    # the rows bound by bind_output_rows (output_row_at)
+    cdef double[:, ::1] ob_Y, ob_S, ob_qdd, ob_lam, ob_jac, ob_phi, ob_nu, ob_fv
+    cdef double[::1] ob_T, ob_stat
+    cdef Py_ssize_t ob_cap
+    cdef object ob_owner
+    cdef bint ob_eval, ob_has_jac, ob_has_phi, ob_has_nu, ob_has_fv
     # the kept constraint rows (a proper subset: ``subset``; dense: J's and gamma's
     # rows gathered into jk / gk, the Schur solve's multipliers in lk)
     cdef idx_t[::1] rows
@@ -1080,6 +1086,104 @@ cdef class CompiledRHS(CompiledODE):
         if fv_rows is not None and self.nf:
             memcpy(&fv_rows[i, 0], self.fvp, 3 * self.nf * sizeof(double))
         return 0
+
+    def bind_output_rows(self, object owner, double[:, ::1] Y not None,
+                         double[::1] T not None,
+                         double[:, ::1] S not None, double[::1] stats not None,
+                         double[:, ::1] qdd_rows=None, double[:, ::1] lam_rows=None,
+                         double[:, ::1] jac_rows=None, double[:, ::1] phi_rows=None,
+                         double[:, ::1] nu_rows=None, double[:, ::1] fv_rows=None):
+        """Bind the arrays of ``owner``'s block of output rows once, for
+        :meth:`output_row_at`:
+        ``Y`` (rows, len(y)), ``T`` (rows,), ``S`` (rows, len(stats)) receive each
+        row's state, time and a copy of the loop statistics ``stats``; with
+        ``qdd_rows`` and ``lam_rows`` also the evaluation of :meth:`output_row` into
+        the same rows of the other arrays (``None``: skipped; ``qdd_rows`` None: no
+        evaluation).  The shapes are checked here, not at every row; a later
+        binding (another owner) replaces this one."""
+        cdef Py_ssize_t cap = Y.shape[0], m = self.m
+        _need("Y (columns)", Y.shape[1], 2 * self.n)
+        _need("S (columns)", S.shape[1], stats.shape[0])
+        cap = min(cap, T.shape[0], S.shape[0])
+        self.ob_eval = qdd_rows is not None
+        if self.ob_eval:
+            if lam_rows is None:
+                raise ValueError("lam_rows is needed with qdd_rows")
+            _need("qdd_rows (columns)", qdd_rows.shape[1], self.n)
+            _need("lam_rows (columns)", lam_rows.shape[1], m)
+            cap = min(cap, qdd_rows.shape[0], lam_rows.shape[0])
+            for what, arr, w in (("jac_rows", jac_rows, self.jdata.shape[0]),
+                                 ("phi_rows", phi_rows, m), ("nu_rows", nu_rows, m),
+                                 ("fv_rows", fv_rows, 3 * self.nf)):
+                if arr is not None:
+                    _need(f"{what} (columns)", arr.shape[1], w)
+                    cap = min(cap, arr.shape[0])
+            self.ob_qdd, self.ob_lam = qdd_rows, lam_rows
+        self.ob_has_jac = self.ob_eval and jac_rows is not None
+        self.ob_has_phi = self.ob_eval and phi_rows is not None
+        self.ob_has_nu = self.ob_eval and nu_rows is not None
+        self.ob_has_fv = self.ob_eval and fv_rows is not None
+        if self.ob_has_jac:
+            self.ob_jac = jac_rows
+        if self.ob_has_phi:
+            self.ob_phi = phi_rows
+        if self.ob_has_nu:
+            self.ob_nu = nu_rows
+        if self.ob_has_fv:
+            self.ob_fv = fv_rows
+        self.ob_Y, self.ob_T, self.ob_S, self.ob_stat = Y, T, S, stats
+        self.ob_cap = cap
+        self.ob_owner = owner
+
+    def output_row_at(self, object owner, double t, const double[::1] y not None,
+                      Py_ssize_t i):
+        """Row ``i`` of the arrays bound by :meth:`bind_output_rows`: (t, y) and the
+        loop statistics copied, then (with ``qdd_rows``) what :meth:`output_row`
+        evaluates at the row's state (Nikravesh (1988), Eqs. 9.49-9.55) into the same
+        row.  NumPy reference: the copies ``Y[i] = y``, ``T[i] = t``, ``S[i] = stats``
+        and :meth:`output_row`.  Returns the status of the evaluation (0 = OK; else
+        the caller repeats the row's evaluation on the Python path; -1: the rows
+        bound are not ``owner``'s, nothing is written: bind them again)."""
+        cdef Py_ssize_t n = self.n, m = self.m, nj, N
+        if owner is not self.ob_owner or self.ob_cap == 0:
+            return -1
+        if i < 0 or i >= self.ob_cap:
+            raise ValueError(f"row {i} is outside the bound rows")
+        N = self.ob_Y.shape[1]
+        if y.shape[0] != N:
+            raise ValueError(f"y has {y.shape[0]} entries, the rows {N}")
+        cdef int status = 0
+        with nogil:
+            memcpy(&self.ob_Y[i, 0], &y[0], N * sizeof(double))
+            self.ob_T[i] = t
+            memcpy(&self.ob_S[i, 0], &self.ob_stat[0], self.ob_stat.shape[0] * sizeof(double))
+            if self.ob_eval:
+                status = self.c_eval(t, &y[0], &self.out_ydot[0])
+                self.nfev -= 1
+                if status == 0 and m and self.stabilise:
+                    # Baumgarte's terms: c_eval evaluated Phi and nu at this state
+                    if self.ob_has_phi:
+                        memcpy(&self.ob_phi[i, 0], &self.phi[0], m * sizeof(double))
+                    if self.ob_has_nu:
+                        memcpy(&self.ob_nu[i, 0], &self.nu[0], m * sizeof(double))
+                elif status == 0 and m and (self.ob_has_phi or self.ob_has_nu):
+                    # (c_eval loaded q into the evaluator's extended buffer)
+                    if (self.ob_has_phi
+                            and self.ev.c_phi(t, self.fvp, &self.ob_phi[i, 0]) >= 0) \
+                            or (self.ob_has_nu
+                                and self.ev.c_nu(t, self.fvp, &self.ob_nu[i, 0]) >= 0):
+                        status = CONSTRAINT_FAILED
+                        self.status = status
+                if status == 0:
+                    memcpy(&self.ob_qdd[i, 0], &self.qdd[0], n * sizeof(double))
+                    if m:
+                        memcpy(&self.ob_lam[i, 0], &self.lam[0], m * sizeof(double))
+                    nj = self.jdata.shape[0]
+                    if self.ob_has_jac and nj:
+                        memcpy(&self.ob_jac[i, 0], &self.jdata[0], nj * sizeof(double))
+                    if self.ob_has_fv and self.nf:
+                        memcpy(&self.ob_fv[i, 0], self.fvp, 3 * self.nf * sizeof(double))
+        return status
 
     @property
     def lam_view(self):

@@ -78,6 +78,56 @@ cdef inline void _Gadd(const double* x, const double* u, double c,
     out[2] += c * (-x[3] * u[0] - x[2] * u[1] + x[1] * u[2] + x[0] * u[3])
 
 
+cdef inline void _point_spatial(const double* q, const double* qd, const double* qdd,
+                                Py_ssize_t n, Py_ssize_t o, const double* s,
+                                double* row) noexcept nogil:
+    """One point's row of :func:`point_kinematics_spatial` (body offset ``o`` in q,
+    local coordinates ``s``; ``o >= n``: the ground)."""
+    cdef Py_ssize_t j
+    cdef double u[4]
+    cdef double ud[4]
+    cdef double p[4]
+    cdef double pd[4]
+    cdef double pdd[4]
+    for j in range(9):
+        row[j] = 0.0
+    if o >= n:                         # a point of the ground
+        for j in range(3):
+            row[j] = s[j]
+        return
+    for j in range(4):
+        p[j] = q[o + 3 + j]
+        pd[j] = qd[o + 3 + j]
+        pdd[j] = qdd[o + 3 + j]
+    for j in range(3):
+        row[j] = q[o + j]
+        row[3 + j] = qd[o + j]
+        row[6 + j] = qdd[o + j]
+    _Lt(p, s, u)
+    _Lt(pd, s, ud)
+    _Gadd(p, u, 1.0, row)
+    _Gadd(pd, u, 2.0, row + 3)
+    _Gadd(pdd, u, 2.0, row + 6)
+    _Gadd(pd, ud, 2.0, row + 6)
+
+
+cdef inline void _angular(const double* q, const double* qd, const double* qdd,
+                          const Py_ssize_t* pidx, double* row) noexcept nogil:
+    """One body's row of :func:`angular_kinematics` (``pidx``: its 4 indices of p)."""
+    cdef Py_ssize_t j
+    cdef double p[4]
+    cdef double pd[4]
+    cdef double pdd[4]
+    for j in range(4):
+        p[j] = q[pidx[j]]
+        pd[j] = qd[pidx[j]]
+        pdd[j] = qdd[pidx[j]]
+    for j in range(6):
+        row[j] = 0.0
+    _Gadd(p, pd, 2.0, row)
+    _Gadd(p, pdd, 2.0, row + 3)
+
+
 def point_kinematics_spatial(const double[::1] q not None, const double[::1] qd not None,
                              const double[::1] qdd not None,
                              const Py_ssize_t[::1] off not None,
@@ -87,41 +137,14 @@ def point_kinematics_spatial(const double[::1] q not None, const double[::1] qd 
     ``Adot = 2 G(pd) L^T``, ``Addot = 2 G(pdd) L^T + 2 G(pd) L(pd)^T`` (Nikravesh (1988), Eqs. 
     6.62-6.63, 6.102).  Offsets >= len(q) denote the ground (r = 0, p = (1, 0, 0,
     0)).  Reference: ``System._point_kinematics_spatial`` on the NumPy path."""
-    cdef Py_ssize_t k, j, o, n = q.shape[0]
-    cdef double u[4]
-    cdef double ud[4]
-    cdef double p[4]
-    cdef double pd[4]
-    cdef double pdd[4]
-    cdef double* row
+    cdef Py_ssize_t k, n = q.shape[0]
     _check_points(q, qd, qdd, off, loc, out, 3, 7)
     for k in range(off.shape[0]):
         if off[k] < n and off[k] + 7 > n:
             raise ValueError("point_kinematics_spatial: body offset out of range")
     with nogil:
         for k in range(off.shape[0]):
-            o = off[k]
-            row = &out[k, 0]
-            for j in range(9):
-                row[j] = 0.0
-            if o >= n:                         # a point of the ground
-                for j in range(3):
-                    row[j] = loc[k, j]
-                continue
-            for j in range(4):
-                p[j] = q[o + 3 + j]
-                pd[j] = qd[o + 3 + j]
-                pdd[j] = qdd[o + 3 + j]
-            for j in range(3):
-                row[j] = q[o + j]
-                row[3 + j] = qd[o + j]
-                row[6 + j] = qdd[o + j]
-            _Lt(p, &loc[k, 0], u)
-            _Lt(pd, &loc[k, 0], ud)
-            _Gadd(p, u, 1.0, row)
-            _Gadd(pd, u, 2.0, row + 3)
-            _Gadd(pdd, u, 2.0, row + 6)
-            _Gadd(pd, ud, 2.0, row + 6)
+            _point_spatial(&q[0], &qd[0], &qdd[0], n, off[k], &loc[k, 0], &out[k, 0])
 
 
 def angular_kinematics(const double[::1] q not None, const double[::1] qd not None,
@@ -132,9 +155,6 @@ def angular_kinematics(const double[::1] q not None, const double[::1] qd not No
     (Nikravesh (1988), Eqs. 6.96, 6.107).  ``pidx`` (nb, 4): the indices of each body's p in q.
     Reference: ``System.angular_kinematics`` on the NumPy path."""
     cdef Py_ssize_t k, j, n = q.shape[0]
-    cdef double p[4]
-    cdef double pd[4]
-    cdef double pdd[4]
     if out.shape[0] != pidx.shape[0] or out.shape[1] != 6 or pidx.shape[1] != 4 \
             or qd.shape[0] != n or qdd.shape[0] != n:
         raise ValueError("angular_kinematics: out (nb, 6), pidx (nb, 4), qd and qdd (as "
@@ -146,11 +166,75 @@ def angular_kinematics(const double[::1] q not None, const double[::1] qd not No
                                  f"is outside [0, {n})")
     with nogil:
         for k in range(pidx.shape[0]):
-            for j in range(4):
-                p[j] = q[pidx[k, j]]
-                pd[j] = qd[pidx[k, j]]
-                pdd[j] = qdd[pidx[k, j]]
-            for j in range(6):
-                out[k, j] = 0.0
-            _Gadd(p, pd, 2.0, &out[k, 0])
-            _Gadd(p, pdd, 2.0, &out[k, 3])
+            _angular(&q[0], &qd[0], &qdd[0], &pidx[k, 0], &out[k, 0])
+
+
+# --- blocks of rows (the dynamic analysis' output rows) --------------------------------
+cdef int _check_rows(const double[:, :] Q, const double[:, :] QD, const double[:, :] QDD,
+                     double[:, ::1] out, Py_ssize_t width) except -1:
+    """Rows of states (R, >= n), each row's entries adjacent, and ``out`` (R, width)."""
+    cdef Py_ssize_t R = Q.shape[0]
+    if QD.shape[0] != R or QDD.shape[0] != R or out.shape[0] != R:
+        raise ValueError(f"Q, QD, QDD and out must have the same rows (got {R}, "
+                         f"{QD.shape[0]}, {QDD.shape[0]}, {out.shape[0]})")
+    if QD.shape[1] != Q.shape[1] or QDD.shape[1] != Q.shape[1]:
+        raise ValueError(f"QD and QDD must have {Q.shape[1]} columns like Q (got "
+                         f"{QD.shape[1]}, {QDD.shape[1]})")
+    if out.shape[1] != width:
+        raise ValueError(f"out must have {width} columns, got {out.shape[1]}")
+    if Q.shape[1] == 0:
+        raise ValueError("Q has no coordinates")
+    if Q.shape[1] > 1 and (Q.strides[1] != sizeof(double) or QD.strides[1] != sizeof(double)
+                           or QDD.strides[1] != sizeof(double)):
+        raise ValueError("Q, QD and QDD: the entries of a row must be adjacent")
+    return 0
+
+
+def point_kinematics_spatial_rows(const double[:, :] Q not None,
+                                  const double[:, :] QD not None,
+                                  const double[:, :] QDD not None,
+                                  const Py_ssize_t[::1] off not None,
+                                  const double[:, ::1] loc not None,
+                                  double[:, ::1] out not None):
+    """:func:`point_kinematics_spatial` of each row of ``Q``, ``QD``, ``QDD`` (R, n):
+    ``out`` (R, 9 k), row i the flattened (k, 9) of state i (the same arithmetic).
+    Reference: ``System.point_kinematics_rows`` on the NumPy path."""
+    cdef Py_ssize_t R = Q.shape[0], n = Q.shape[1], k, i, npt = off.shape[0]
+    _check_rows(Q, QD, QDD, out, 9 * npt)
+    if loc.shape[0] != npt or loc.shape[1] < 3:
+        raise ValueError(f"loc must have shape ({npt}, 3), got ({loc.shape[0]}, "
+                         f"{loc.shape[1]})")
+    for k in range(npt):
+        if off[k] < 0 or (off[k] < n and off[k] + 7 > n):
+            raise ValueError("point_kinematics_spatial_rows: body offset out of range")
+    if R == 0 or npt == 0:
+        return
+    with nogil:
+        for i in range(R):
+            for k in range(npt):
+                _point_spatial(&Q[i, 0], &QD[i, 0], &QDD[i, 0], n, off[k], &loc[k, 0],
+                               &out[i, 9 * k])
+
+
+def angular_kinematics_rows(const double[:, :] Q not None, const double[:, :] QD not None,
+                            const double[:, :] QDD not None,
+                            const Py_ssize_t[:, ::1] pidx not None,
+                            double[:, ::1] out not None):
+    """:func:`angular_kinematics` of each row of ``Q``, ``QD``, ``QDD`` (R, n):
+    ``out`` (R, 6 nb), row i the flattened (nb, 6) of state i (the same arithmetic).
+    Reference: ``System.angular_kinematics_rows`` on the NumPy path."""
+    cdef Py_ssize_t R = Q.shape[0], n = Q.shape[1], k, i, j, nb = pidx.shape[0]
+    _check_rows(Q, QD, QDD, out, 6 * nb)
+    if pidx.shape[1] != 4:
+        raise ValueError("angular_kinematics_rows: pidx must be (nb, 4)")
+    for k in range(nb):
+        for j in range(4):
+            if pidx[k, j] < 0 or pidx[k, j] >= n:
+                raise ValueError(f"angular_kinematics_rows: pidx[{k}, {j}] = "
+                                 f"{pidx[k, j]} is outside [0, {n})")
+    if R == 0 or nb == 0:
+        return
+    with nogil:
+        for i in range(R):
+            for k in range(nb):
+                _angular(&Q[i, 0], &QD[i, 0], &QDD[i, 0], &pidx[k, 0], &out[i, 6 * k])

@@ -30,7 +30,17 @@ import numpy as np
 
 from ..errors import PluginError
 
-__all__ = ["OutputRows", "takes_gen"]
+__all__ = ["OutputRows", "takes_gen", "MISSING_KERNELS"]
+
+
+_KERNELS: dict = {}
+#: the compiled block kernels this build lacks (rebuild the extensions), with the
+#: reason; their rows are computed by the NumPy methods
+MISSING_KERNELS: dict[str, str] = {}
+
+#: rows per pass of the computations whose temporaries are wide (a few Jacobian
+#: entries per constraint row): a pass's temporaries stay in the processor's cache
+_CHUNK = 512
 
 
 class OutputRows:
@@ -165,7 +175,22 @@ class OutputRows:
         row, (R, ne, nb, ncol) in the System's coordinates (Nikravesh (1988), Eq.
         8.50), in the order of the element groups: what :meth:`reactions_rows` and
         :meth:`reactions_local_rows` share (``gen``) when both are recorded."""
-        return [_generalised(g, LAM, JD) for g in self._element_groups]
+        return [self._generalised_group(g, LAM, JD) for g in self._element_groups]
+
+    def _generalised_group(self, g, LAM: np.ndarray, JD: np.ndarray) -> np.ndarray:
+        """:func:`_generalised` of one group: by the compiled block kernel on the
+        compiled backend (the same sums in the same order), else by NumPy."""
+        kernel = self._block_kernel("_output_rows", "generalised_rows")
+        if kernel is None:
+            return _generalised(g, LAM, JD)
+        jb, lr = g.jac_blocks, g.lam_rows
+        if not (jb.dtype == np.intp and jb.flags.c_contiguous):
+            jb = np.ascontiguousarray(jb, dtype=np.intp)
+        if not (lr.dtype == np.intp and lr.flags.c_contiguous):
+            lr = np.ascontiguousarray(lr, dtype=np.intp)
+        out = np.empty((LAM.shape[0], jb.shape[0]) + jb.shape[2:])
+        kernel(np.ascontiguousarray(JD), LAM, jb, lr, out)
+        return out
 
     def reactions_rows(self, Q: np.ndarray, LAM: np.ndarray, JD: np.ndarray,
                        gen: list | None = None) -> np.ndarray:
@@ -177,7 +202,7 @@ class OutputRows:
         out = np.zeros((R, len(self.reaction_labels)))
         QX = None
         for k, g in enumerate(self._element_groups):
-            gb = _generalised(g, LAM, JD) if gen is None else gen[k]
+            gb = self._generalised_group(g, LAM, JD) if gen is None else gen[k]
             if g.kind == "spatial":
                 if QX is None:
                     QX = self.extended_rows(Q)
@@ -230,7 +255,7 @@ class OutputRows:
             qb, lam = QX[:, g.gather_all], LAM[:, g.lam_rows]
             gb = None
             if takes_gen(ct) and (gen is not None or JD is not None):
-                gb = _generalised(g, LAM, JD) if gen is None else gen[k]
+                gb = self._generalised_group(g, LAM, JD) if gen is None else gen[k]
             if together:
                 par = np.broadcast_to(g.par, (R,) + g.par.shape).reshape(R * ne, -1)
                 kw = {} if gb is None else {"gen": gb.reshape((R * ne,) + gb.shape[2:])}
@@ -259,8 +284,22 @@ class OutputRows:
         out = np.zeros((R, 2))
         if not m:
             return out
+        if R > _CHUNK and not (self.dense and self._block_kernel(
+                "_output_rows", "violation_rows_dense")):
+            # NumPy: the gathered products of a few hundred rows at a time stay in
+            # the cache (each row's values do not depend on the others)
+            for lo in range(0, R, _CHUNK):
+                hi = lo + _CHUNK
+                out[lo:hi] = self.violation_rows(QD[lo:hi], JD[lo:hi], PHI[lo:hi],
+                                                 NU[lo:hi])
+            return out
         if self.dense:                  # the structural entries of each row, in order
             pos, col = self._dense_rows_layout()                # (k, m) each
+            kernel = self._block_kernel("_output_rows", "violation_rows_dense")
+            if kernel is not None:
+                kernel(QD, np.ascontiguousarray(JD), np.ascontiguousarray(PHI),
+                       np.ascontiguousarray(NU), pos, col, out)
+                return out
             QDz = np.zeros((R, n + 1))
             QDz[:, :n] = QD
             V = np.take(JD, pos, axis=1)                        # (R, k, m)
@@ -301,6 +340,29 @@ class OutputRows:
         return lay
 
     # -- kinematics of points and bodies ---------------------------------------------
+    def _rows_kernel(self, name: str):
+        """The compiled block kernel ``name`` of :mod:`mbcore._ext._kinematics` (the
+        per-row kernels' arithmetic, row after row) on the compiled backend, else
+        None (the NumPy methods here, its reference)."""
+        return self._block_kernel("_kinematics", name)
+
+    def _block_kernel(self, module: str, name: str):
+        """The compiled block kernel ``name`` of ``mbcore._ext.<module>`` on the
+        compiled backend (with coordinates), else None (the NumPy methods here; also
+        when an older build lacks the kernel: :data:`MISSING_KERNELS` names it)."""
+        if self.backend != "compiled" or not self.n:
+            return None
+        key = f"{module}.{name}"
+        if key not in _KERNELS:
+            import importlib
+            try:
+                _KERNELS[key] = getattr(importlib.import_module(f"mbcore._ext.{module}"),
+                                        name)
+            except (ImportError, AttributeError) as exc:
+                _KERNELS[key] = None
+                MISSING_KERNELS[key] = f"{type(exc).__name__}: {exc}"
+        return _KERNELS[key]
+
     def point_kinematics_rows(self, Q, QD, QDD) -> np.ndarray:
         """(R, np * 6) planar / (R, np * 9) spatial: :meth:`point_kinematics` of
         each row, flattened as the ``points`` channel."""
@@ -311,7 +373,12 @@ class OutputRows:
             return np.stack([self.point_kinematics(Q[i], QD[i], QDD[i]).ravel()
                              for i in range(R)])
         if self.spatial:
-            return self._point_rows_spatial(Q, QD, QDD)
+            kernel = self._rows_kernel("point_kinematics_spatial_rows")
+            if kernel is None:
+                return self._point_rows_spatial(Q, QD, QDD)
+            out = np.empty((R, 9 * len(self._pt_off)))
+            kernel(Q, QD, QDD, self._pt_off, self._pt_loc, out)
+            return out
         o, loc = self._pt_off, self._pt_loc
         ext = np.zeros((3, R, self.n + 3))
         ext[0, :, :self.n], ext[1, :, :self.n], ext[2, :, :self.n] = Q, QD, QDD
@@ -354,6 +421,11 @@ class OutputRows:
         R = Q.shape[0]
         if not len(idx):
             return np.zeros((R, 0))
+        kernel = self._rows_kernel("angular_kinematics_rows")
+        if kernel is not None:
+            out = np.empty((R, 6 * len(idx)))
+            kernel(Q, QD, QDD, idx, out)
+            return out
         p = Q[:, idx]
         out = np.empty((R, len(idx), 6))
         out[..., 0:3] = 2.0 * _Gx(p, QD[:, idx])

@@ -516,6 +516,9 @@ class _RowBlock:
     right-hand side, Phi and nu (violation channel), the time functions, and the
     per-type quantities of element types that do not declare ``rows_stacked``
     (they may keep state, so they are called at the output, one row at a time).
+    Where the compiled right-hand side binds the block's arrays
+    (``CompiledRHS.bind_output_rows``), the copies and that evaluation are one
+    compiled call per row (``output_row_at``) without per-row argument checks.
     :meth:`flush` (block full, ``SECONDS`` of wall time since the last hand-over,
     the end of a segment, a hand-over to the Python driver, an error) computes
     every channel for the whole block at once (:mod:`mbcore.system.output_rows`),
@@ -523,8 +526,10 @@ class _RowBlock:
     updates the run's last output state and statistics.  A row whose evaluation
     fails is not recorded: the rows before it are, then the error propagates."""
 
-    #: largest block (bytes of rows) and longest wait before the reporters get rows
-    BYTES, SECONDS = 4 << 20, 0.25
+    #: largest block (rows, bytes of rows) and longest wait before the reporters get
+    #: rows (the per-block Python calls of the channels, ~1 ms for a spatial model,
+    #: are then spread over up to two thousand rows)
+    ROWS, BYTES, SECONDS = 2048, 16 << 20, 0.25
     #: channels that need qdd, lam (the evaluation at the row's state)
     DYNAMIC = frozenset(("qdd", "lam", "reactions", "reactions_local", "points", "angular"))
     #: channels that read the time functions of the row
@@ -554,7 +559,7 @@ class _RowBlock:
         per_row = (max(width, size) + n + m + (sysm.jacobian_values.size if self.want_jd
                                               else 0) + 2 * m + 3 * sysm.function_count
                    + nf + nl + 1)
-        self.cap = cap = int(max(1, min(4096, self.BYTES // (8 * per_row))))
+        self.cap = cap = int(max(1, min(self.ROWS, self.BYTES // (8 * per_row))))
         self.Y = Y = np.empty((cap, size))
         self.T = T = np.empty(cap)
         self.S = S = np.empty((cap, 5))
@@ -597,6 +602,40 @@ class _RowBlock:
         row = self.compiled_row if not (self.row_forces or self.row_energy
                                         or self.row_local) else None
         args = (self.QDD, self.LAM, self.JD, self.PHI, self.NU, self.FV2)
+        # the copies of (t, y, statistics) and that evaluation in one compiled call
+        # into the arrays bound once (CompiledRHS.output_row_at; its reference: the
+        # copies below and output_row)
+        at = None
+        if run.s.get("output_rows", "block") == "block" and (
+                row is not None or evaluate is None):
+            at = getattr(self.crhs, "output_row_at", None)
+        if at is not None:
+            bound = ((Y, T, S, cstat) + args if row is not None else (Y, T, S, cstat))
+
+            def bind():
+                self.crhs.bind_output_rows(self, *bound)
+            bind()
+            rowfail = None if evaluate is None else self._evaluate_python
+
+            def on_output(t, y):
+                i = self.k
+                try:
+                    status = at(self, t, y, i)
+                    if status < 0:           # another block bound its rows since
+                        bind()
+                        status = at(self, t, y, i)
+                    if status != 0:
+                        rowfail(i)           # the row on the Python path
+                except BaseException:
+                    flush()                  # the rows before this one, in order
+                    raise
+                self.k = i = i + 1
+                if i == cap or clock() - self.since >= seconds or (
+                        due is not None and due(t)):
+                    flush()                  # (a checkpoint due: its row ends the block)
+                return None
+            self.on_output = on_output
+            return
 
         def on_output(t, y):
             i = self.k
