@@ -70,6 +70,189 @@ def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double 
     return np.asarray(parent)[:m].copy(), np.asarray(lnz)[:m].copy(), flops
 
 
+def schur_pattern(Py_ssize_t m, Py_ssize_t n, const idx_t[::1] rp, const idx_t[::1] jcol):
+    """The pattern of ``B = J J^T`` (J: m rows as CSR over the column indices ``jcol``
+    at ``rp``; n columns): ``(indptr, indices)`` of its symmetric CSR, each row's
+    columns ascending (rows with an entry carry their diagonal).  Row r's columns are
+    the rows sharing a column with it.  O(products) with a marker array: the
+    compiled twin of the sparse product in ``SchurTopology`` (the same pattern)."""
+    _pointers("rp", np.asarray(rp)[:m + 1], m, jcol.shape[0])
+    _extent(np.asarray(jcol)[:rp[m]], 0, n, "jcol")
+    cdef Py_ssize_t nz = rp[m], r, p, t, c, r2, k
+    cdef idx_t[::1] cptr = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] crow = np.zeros(max(nz, 1), dtype=np.intp)
+    cdef idx_t[::1] fill = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] flag = np.full(max(m, 1), -1, dtype=np.intp)
+    cdef idx_t[::1] indptr = np.zeros(m + 1, dtype=np.intp)
+    # J by columns (rows ascending)
+    for p in range(nz):
+        cptr[jcol[p] + 1] += 1
+    for c in range(n):
+        cptr[c + 1] += cptr[c]
+        fill[c] = cptr[c]
+    for r in range(m):
+        for p in range(rp[r], rp[r + 1]):
+            c = jcol[p]
+            crow[fill[c]] = r
+            fill[c] += 1
+    # counts, then the rows' columns
+    for r in range(m):
+        k = 0
+        for p in range(rp[r], rp[r + 1]):
+            c = jcol[p]
+            for t in range(cptr[c], cptr[c + 1]):
+                r2 = crow[t]
+                if flag[r2] != r:
+                    flag[r2] = r
+                    k += 1
+        indptr[r + 1] = indptr[r] + k
+    cdef idx_t[::1] indices = np.zeros(max(indptr[m], 1), dtype=np.intp)
+    flag[:] = -1
+    for r in range(m):
+        k = indptr[r]
+        for p in range(rp[r], rp[r + 1]):
+            c = jcol[p]
+            for t in range(cptr[c], cptr[c + 1]):
+                r2 = crow[t]
+                if flag[r2] != r:
+                    flag[r2] = r
+                    indices[k] = r2
+                    k += 1
+        for p in range(indptr[r] + 1, k):          # ascending (insertion sort)
+            r2 = indices[p]
+            t = p - 1
+            while t >= indptr[r] and indices[t] > r2:
+                indices[t + 1] = indices[t]
+                t -= 1
+            indices[t + 1] = r2
+    return np.asarray(indptr), np.asarray(indices)[:indptr[m]].copy()
+
+
+def schur_upper(Py_ssize_t m, const idx_t[::1] indptr, const idx_t[::1] indices,
+                const idx_t[::1] perm):
+    """The permuted upper triangle by columns of a symmetric pattern (CSR ``indptr``,
+    ``indices``, m rows): column k (= row ``perm[k]``) holds the permuted rows
+    ``i = pinv[r] <= k`` of that row's columns, ascending, and always its diagonal.
+    Returns ``(Bp, Bi, bdiag)`` (bdiag: the diagonal's position in Bi).  The compiled
+    twin of ``SchurTopology._upper`` and of its key sort."""
+    _pointers("indptr", np.asarray(indptr)[:m + 1], m, indices.shape[0])
+    _extent(np.asarray(indices)[:indptr[m]], 0, m, "indices")
+    _extent(perm, 0, m, "perm")
+    if perm.shape[0] != m or (m and bool(np.any(np.bincount(np.asarray(perm),
+                                                               minlength=m) != 1))):
+        raise ValueError("perm is not a permutation of the rows")
+    cdef Py_ssize_t k, p, i, j, r, cnt
+    cdef idx_t tmp
+    cdef idx_t[::1] pinv = np.empty(max(m, 1), dtype=np.intp)
+    for k in range(m):
+        pinv[perm[k]] = k
+    cdef idx_t[::1] Bp = np.zeros(m + 1, dtype=np.intp)
+    for k in range(m):
+        r = perm[k]
+        cnt = 1                                    # the diagonal
+        for p in range(indptr[r], indptr[r + 1]):
+            if pinv[indices[p]] < k:
+                cnt += 1
+        Bp[k + 1] = Bp[k] + cnt
+    cdef idx_t[::1] Bi = np.zeros(max(Bp[m], 1), dtype=np.intp)
+    cdef idx_t[::1] bdiag = np.zeros(max(m, 1), dtype=np.intp)
+    for k in range(m):
+        r = perm[k]
+        j = Bp[k]
+        for p in range(indptr[r], indptr[r + 1]):
+            i = pinv[indices[p]]
+            if i < k:
+                Bi[j] = i
+                j += 1
+        Bi[j] = k
+        # insertion sort of the column (a few entries)
+        for p in range(Bp[k] + 1, Bp[k + 1]):
+            tmp = Bi[p]
+            i = p - 1
+            while i >= Bp[k] and Bi[i] > tmp:
+                Bi[i + 1] = Bi[i]
+                i -= 1
+            Bi[i + 1] = tmp
+        bdiag[k] = Bp[k + 1] - 1
+    return np.asarray(Bp), np.asarray(Bi)[:Bp[m]].copy(), np.asarray(bdiag)[:m].copy()
+
+
+def schur_products(Py_ssize_t m, Py_ssize_t n, const idx_t[::1] rp,
+                   const idx_t[::1] jcol, const idx_t[::1] perm, const idx_t[::1] Bp,
+                   const idx_t[::1] Bi):
+    """The product map of ``B = J M^-1 J^T`` on its permuted upper pattern (Bp, Bi
+    from :func:`schur_upper`): for entry p of Bi the pairs of J's entry numbers
+    ``(ta[t], tb[t])``, ``tp[p] <= t < tp[p + 1]``, whose products sum to it, in the
+    order of the pairs enumerated column of J by column of J (entries of a column in
+    row order, every a then every b) — the order of ``SchurTopology``'s stable key
+    sort.  Returns ``(tp, ta, tb)`` (ta, tb int32)."""
+    _pointers("rp", np.asarray(rp)[:m + 1], m, jcol.shape[0])
+    _extent(np.asarray(jcol)[:rp[m]], 0, n, "jcol")
+    _extent(perm, 0, m, "perm")
+    _pointers("Bp", np.asarray(Bp)[:m + 1], m, Bi.shape[0])
+    _extent(np.asarray(Bi)[:Bp[m]], 0, m, "Bi")
+    if perm.shape[0] != m:
+        raise ValueError("perm is not a permutation of the rows")
+    cdef Py_ssize_t nz = rp[m], nb = Bp[m], r, p, t, u, c, a, b, pa, pb, e, lo, hi, mid
+    if nz >= 2 ** 31:                                      # pragma: no cover
+        raise ValueError("the Jacobian has too many non-zeros for 32-bit indices")
+    cdef idx_t[::1] pinv = np.empty(max(m, 1), dtype=np.intp)
+    for r in range(m):
+        pinv[perm[r]] = r
+    cdef idx_t[::1] erow = np.zeros(max(nz, 1), dtype=np.intp)
+    for r in range(m):
+        for p in range(rp[r], rp[r + 1]):
+            erow[p] = r
+    # J's entries by columns, in entry order (a counting sort: stable)
+    cdef idx_t[::1] cptr = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] fill = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] cent = np.zeros(max(nz, 1), dtype=np.intp)
+    for p in range(nz):
+        cptr[jcol[p] + 1] += 1
+    for c in range(n):
+        cptr[c + 1] += cptr[c]
+        fill[c] = cptr[c]
+    for p in range(nz):
+        c = jcol[p]
+        cent[fill[c]] = p
+        fill[c] += 1
+    cdef idx_t[::1] tp = np.zeros(nb + 1, dtype=np.intp)
+    cdef int[::1] ta = np.zeros(1, dtype=np.int32)
+    cdef int[::1] tb = np.zeros(1, dtype=np.int32)
+    for u in range(2):                                     # count, then fill
+        for c in range(n):
+            for a in range(cptr[c], cptr[c + 1]):
+                pa = pinv[erow[cent[a]]]
+                for b in range(cptr[c], cptr[c + 1]):
+                    pb = pinv[erow[cent[b]]]
+                    if pa > pb:
+                        continue
+                    lo = Bp[pb]
+                    hi = Bp[pb + 1] - 1
+                    while lo < hi:                         # Bi[lo] == pa
+                        mid = (lo + hi) // 2
+                        if Bi[mid] < pa:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    if lo >= Bp[pb + 1] or Bi[lo] != pa:
+                        raise ValueError("schur_products: (Bp, Bi) lacks an entry of "
+                                         "the pattern")
+                    if u == 0:
+                        tp[lo + 1] += 1
+                    else:
+                        ta[fill[lo]] = <int> cent[a]
+                        tb[fill[lo]] = <int> cent[b]
+                        fill[lo] += 1
+        if u == 0:
+            for e in range(nb):
+                tp[e + 1] += tp[e]
+            fill = np.array(tp[:nb], dtype=np.intp) if nb else np.zeros(1, np.intp)
+            ta = np.zeros(max(tp[nb], 1), dtype=np.int32)
+            tb = np.zeros(max(tp[nb], 1), dtype=np.int32)
+    return np.asarray(tp), np.asarray(ta)[:tp[nb]].copy(), np.asarray(tb)[:tp[nb]].copy()
+
+
 cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const int* ktb,
                        const int* ktl, const double* cj, const double* jv,
                        double* Bx) noexcept nogil:
