@@ -274,6 +274,7 @@ cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const in
 
 
 DEF MAXRUN = 16
+DEF DUO = 3
 
 
 cdef inline void _dots(const Py_ssize_t L, Py_ssize_t t0, Py_ssize_t t1, const int* sge,
@@ -294,14 +295,39 @@ cdef inline void _dots(const Py_ssize_t L, Py_ssize_t t0, Py_ssize_t t1, const i
         Bx[sge[t]] = acc
 
 
+cdef inline void _dots2(const Py_ssize_t L, Py_ssize_t nd, const int* dde,
+                        const int* dda, const int* ddb, const double* cj,
+                        const double* jv, double* Bx) noexcept nogil:
+    """Bx[dde[t]] = the two runs of length L (cj + dda[2t], jv + ddb[2t]; then cj +
+    dda[2t + 1], jv + ddb[2t + 1]) summed in that order, for t < nd."""
+    cdef Py_ssize_t t, c
+    cdef double acc
+    cdef const double* ca
+    cdef const double* cb
+    for t in range(nd):
+        ca = cj + dda[2 * t]
+        cb = jv + ddb[2 * t]
+        acc = 0.0
+        for c in range(L):
+            acc += ca[c] * cb[c]
+        ca = cj + dda[2 * t + 1]
+        cb = jv + ddb[2 * t + 1]
+        for c in range(L):
+            acc += ca[c] * cb[c]
+        Bx[dde[t]] = acc
+
+
 cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
-                               const int* sgb, Py_ssize_t nmr, const int* mre,
-                               const idx_t* ktp, const int* kta, const int* ktb,
-                               const int* ktl, const double* cj, const double* jv,
-                               double* Bx) noexcept nogil:
+                               const int* sgb, Py_ssize_t nd, const int* dde,
+                               const int* dda, const int* ddb, Py_ssize_t nmr,
+                               const int* mre, const idx_t* ktp, const int* kta,
+                               const int* ktb, const int* ktl, const double* cj,
+                               const double* jv, double* Bx) noexcept nogil:
     """:func:`schur_values` with the entries made of one run grouped by its length L
     (``SparseSchur._runs``: sgp[L]..sgp[L + 1]), each group with a fixed trip count,
-    the others (``mre``) as there: the same terms in the same order."""
+    the entries made of two runs of length DUO (``dde``: the spatial joints' rows of
+    one joint, coupled through the rotations of both bodies) with a fixed trip count
+    too, the others (``mre``) as there: the same terms in the same order."""
     cdef Py_ssize_t L, e, t, c
     cdef double acc
     cdef const double* ca
@@ -315,16 +341,21 @@ cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
             _dots(1, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 3:
             _dots(3, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 4:
+            _dots(4, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 6:
             _dots(6, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 7:
             _dots(7, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 8:
+            _dots(8, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 12:
             _dots(12, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 14:
             _dots(14, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         else:
             _dots(L, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+    _dots2(DUO, nd, dde, dda, ddb, cj, jv, Bx)
     for e in range(nmr):
         acc = 0.0
         for t in range(ktp[mre[e]], ktp[mre[e] + 1]):
@@ -479,7 +510,20 @@ cdef class SparseSchur:
         self.sge = np.concatenate([order, [0]]).astype(np.intc)
         self.sga = np.concatenate([np.asarray(self.kta)[first], [0]]).astype(np.intc)
         self.sgb = np.concatenate([np.asarray(self.ktb)[first], [0]]).astype(np.intc)
-        self.mre = np.concatenate([np.nonzero(~single)[0], [0]]).astype(np.intc)
+        # the entries of exactly two runs, both of length DUO
+        if nb:
+            two = nr == 2
+            second = np.minimum(kp[:-1] + 1, max(r - 1, 0))
+            kl = np.asarray(self.ktl)
+            two &= (lens == DUO) & (kl[second] == DUO)
+        else:
+            two = np.zeros(0, dtype=bool)
+        duo = np.nonzero(two)[0]
+        runs2 = np.stack([kp[:-1][duo], kp[:-1][duo] + 1], axis=1).reshape(-1)
+        self.dde = np.concatenate([duo, [0]]).astype(np.intc)
+        self.dda = np.concatenate([np.asarray(self.kta)[runs2], [0, 0]]).astype(np.intc)
+        self.ddb = np.concatenate([np.asarray(self.ktb)[runs2], [0, 0]]).astype(np.intc)
+        self.mre = np.concatenate([np.nonzero(~single & ~two)[0], [0]]).astype(np.intc)
 
     @property
     def n_runs(self):
@@ -585,6 +629,11 @@ cdef class SparseSchur:
         """D of the last factorisation (permuted order), a copy."""
         return np.asarray(self.D)[:self.m].copy()
 
+    def b_values(self):
+        """B's values of the last solve (the permuted upper triangle, in the order of
+        the topology's Bi), a copy."""
+        return np.asarray(self.Bx)[:self.Bi.shape[0]].copy()
+
     def solve(self, const double[::1] jdata not None, const double[::1] minv not None,
               const double[::1] Q not None, const double[::1] gamma not None,
               double[::1] qdd not None, double[::1] lam not None):
@@ -634,7 +683,7 @@ cdef class SparseSchur:
         # raw pointers: the loops below store doubles, which (without strict
         # aliasing) would otherwise reload every memoryview's data pointer
         cdef Py_ssize_t n = self.n, m = self.m, i, k, p, c
-        cdef double acc, bmax, yi, tol, P = 0.0
+        cdef double acc, bmax, yi, tol, x, P = 0.0
         cdef int r
         cdef const idx_t* jcol = &self.jcol[0]
         cdef const idx_t* rp = &self.rp[0]
@@ -657,11 +706,14 @@ cdef class SparseSchur:
         for i in range(m):
             acc = 0.0
             for p in range(rp[i], rp[i + 1]):
-                cj[p] = jv[p] * mv[jcol[p]]
-                acc += cj[p] * Qp[jcol[p]]
+                c = jcol[p]
+                x = jv[p] * mv[c]
+                cj[p] = x
+                acc += x * Qp[c]
             rq[i] = acc
         schur_values_grouped(&self.sgp[0], &self.sge[0], &self.sga[0], &self.sgb[0],
-                             self.mre.shape[0] - 1, &self.mre[0], &self.ktp[0],
+                             self.dde.shape[0] - 1, &self.dde[0], &self.dda[0],
+                             &self.ddb[0], self.mre.shape[0] - 1, &self.mre[0], &self.ktp[0],
                              &self.kta[0], &self.ktb[0], &self.ktl[0], cj, jv,
                              &self.Bx[0])
         bmax = 0.0

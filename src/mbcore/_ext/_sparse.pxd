@@ -16,6 +16,8 @@ cdef class SparseSchur:
     cdef int[::1] kta, ktb, ktl          # B[p] = sum over runs ktp[p]..ktp[p + 1]
     cdef idx_t[::1] sgp                  # entries of one run of length L (L < 17),
     cdef int[::1] sge, sga, sgb          # grouped by L: entry, cj and jv offsets;
+    cdef int[::1] dde, dda, ddb          # entries of two runs of length 3: entry,
+                                         # cj and jv offsets of both runs;
     cdef int[::1] mre                    # the others (several runs, longer ones)
     cdef double[::1] Bx, jv, cj
     cdef double[::1] rq                  # per used row: (J M^-1 Q)_i
