@@ -404,6 +404,48 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
     return 0
 
 
+cdef int ldl_numeric_forward(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi,
+                             const double* Bx, const idx_t* rptr, const idx_t* rpat,
+                             const idx_t* rpos, const idx_t* rsi, const idx_t* rsq,
+                             const idx_t* Lp, const idx_t* Li, double* Lx, double* D,
+                             double* Dinv, double* Y, double* w, double* u,
+                             double tol) noexcept nogil:
+    """:func:`ldl_numeric` (no shift, with ``Dinv``) and, row by row as L's rows are
+    formed, the forward solve ``L z = w`` (w <- z) with ``u = z / D`` (times
+    ``Dinv``): ``z_k = w_k - sum_i L_ki z_i`` over the row's columns i ascending
+    (``rsi``, their places in Lx ``rsq``; ``SparseSchur._symbolic``) — the same
+    terms in the same order as the column-oriented solve, which updates w_k column
+    by column in ascending order.  Returns 0 or k + 1 as :func:`ldl_numeric`."""
+    cdef Py_ssize_t k, p, p2, t, i
+    cdef double yi, lki, dk, acc
+    for k in range(m):
+        for p in range(Bp[k], Bp[k + 1]):
+            Y[Bi[p]] += Bx[p]
+        dk = Y[k]
+        Y[k] = 0.0
+        for t in range(rptr[k], rptr[k + 1]):
+            i = rpat[t]
+            yi = Y[i]
+            Y[i] = 0.0
+            p2 = rpos[t]
+            for p in range(Lp[i], p2):
+                Y[Li[p]] -= Lx[p] * yi
+            lki = yi * Dinv[i]
+            dk -= lki * yi
+            Lx[p2] = lki
+        D[k] = dk
+        if not (dk > tol):                 # also catches NaN
+            memset(Y, 0, m * sizeof(double))
+            return <int> (k + 1)
+        Dinv[k] = 1.0 / dk
+        acc = w[k]
+        for t in range(rptr[k], rptr[k + 1]):
+            acc -= Lx[rsq[t]] * w[rsi[t]]
+        w[k] = acc
+        u[k] = acc * Dinv[k]
+    return 0
+
+
 cdef class SparseSchur:
     """Compiled numeric phase of the sparse Schur-complement solver.  Built by
     :class:`mbcore.solve.sparse_schur.SparseSchurSolver` from a ``SchurTopology``; all
@@ -447,6 +489,7 @@ cdef class SparseSchur:
         self.Dinv = np.zeros(max(m, 1))
         self.Y = np.zeros(max(m, 1))
         self.w = np.zeros(max(m, 1))
+        self.u = np.zeros(max(m, 1))
         self.rq = np.zeros(max(m, 1))
         # J by columns, each column's entries in row order (so J^T lam sums the
         # same terms in the same order as row by row): entry numbers and rows
@@ -569,6 +612,13 @@ cdef class SparseSchur:
                 lnz[i] += 1
                 t += 1
             self.rptr[k + 1] = t
+        # every row's entries by ascending column (the forward solve's order)
+        rp_ = np.asarray(self.rptr)
+        rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(rp_))
+        cols = np.asarray(self.rpat)[:rp_[m]]
+        srt = np.lexsort((cols, rows))
+        self.rsi = np.concatenate([cols[srt], [0]]).astype(np.intp)
+        self.rsq = np.concatenate([np.asarray(self.rpos)[:rp_[m]][srt], [0]]).astype(np.intp)
 
     @staticmethod
     def _check(Py_ssize_t n, Py_ssize_t m_full, rp, jpos, jcol, rowid, perm, Bp, Bi, bdiag,
@@ -721,26 +771,22 @@ cdef class SparseSchur:
             if Bx[bdiag[k]] > bmax:
                 bmax = Bx[bdiag[k]]
         tol = self.pivot_tol * bmax
-        # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
-        #        _symbolic in the order of the elimination-tree reach)
-        r = ldl_numeric(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
-                        &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
-                        &self.Lx[0], &self.D[0], &self.Dinv[0], &self.Y[0], 0.0, tol)
+        # ---- 2. w = P (gamma - J M^-1 Q); numeric LDL^T (up-looking; the row
+        #        patterns of L precomputed by _symbolic in the order of the
+        #        elimination-tree reach) with L z = w row by row, u = z / D
+        for k in range(m):
+            i = perm[k]
+            w[k] = gamma[rowid[i]] - rq[i]
+        r = ldl_numeric_forward(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
+                                &self.rpat[0], &self.rpos[0], &self.rsi[0], &self.rsq[0],
+                                &self.Lp[0], &self.Li[0], &self.Lx[0], &self.D[0],
+                                &self.Dinv[0], &self.Y[0], &self.w[0], &self.u[0], tol)
         if r:
             self.failed_row = rowid[perm[r - 1]]
             return r
         self.failed_row = -1
-        # ---- 3. w = P (gamma - J M^-1 Q)
-        for k in range(m):
-            i = perm[k]
-            w[k] = gamma[rowid[i]] - rq[i]
-        # L z = w ; z /= D ; L^T x = z
-        for k in range(m):
-            yi = w[k]
-            for p in range(Lp[k], Lp[k + 1]):
-                w[Li[p]] -= Lx[p] * yi
-        for k in range(m):
-            w[k] *= Dinv[k]
+        # ---- 3. L^T x = u
+        w = &self.u[0]
         for k in range(m - 1, -1, -1):
             acc = w[k]
             for p in range(Lp[k], Lp[k + 1]):

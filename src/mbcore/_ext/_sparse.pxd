@@ -25,7 +25,8 @@ cdef class SparseSchur:
     cdef int[::1] cent, crid             # its multiplier's row crid[t] (for J^T lam)
     cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
     cdef idx_t[::1] rptr, rpat, rpos     # row patterns of L (precomputed)
-    cdef double[::1] Lx, D, Dinv, Y, w
+    cdef idx_t[::1] rsi, rsq             # each row's columns ascending, Lx places
+    cdef double[::1] Lx, D, Dinv, Y, w, u
     cdef public double pivot_tol
     cdef public int info
     cdef public Py_ssize_t failed_row
