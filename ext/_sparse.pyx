@@ -70,6 +70,189 @@ def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double 
     return np.asarray(parent)[:m].copy(), np.asarray(lnz)[:m].copy(), flops
 
 
+def schur_pattern(Py_ssize_t m, Py_ssize_t n, const idx_t[::1] rp, const idx_t[::1] jcol):
+    """The pattern of ``B = J J^T`` (J: m rows as CSR over the column indices ``jcol``
+    at ``rp``; n columns): ``(indptr, indices)`` of its symmetric CSR, each row's
+    columns ascending (rows with an entry carry their diagonal).  Row r's columns are
+    the rows sharing a column with it.  O(products) with a marker array: the
+    compiled twin of the sparse product in ``SchurTopology`` (the same pattern)."""
+    _pointers("rp", np.asarray(rp)[:m + 1], m, jcol.shape[0])
+    _extent(np.asarray(jcol)[:rp[m]], 0, n, "jcol")
+    cdef Py_ssize_t nz = rp[m], r, p, t, c, r2, k
+    cdef idx_t[::1] cptr = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] crow = np.zeros(max(nz, 1), dtype=np.intp)
+    cdef idx_t[::1] fill = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] flag = np.full(max(m, 1), -1, dtype=np.intp)
+    cdef idx_t[::1] indptr = np.zeros(m + 1, dtype=np.intp)
+    # J by columns (rows ascending)
+    for p in range(nz):
+        cptr[jcol[p] + 1] += 1
+    for c in range(n):
+        cptr[c + 1] += cptr[c]
+        fill[c] = cptr[c]
+    for r in range(m):
+        for p in range(rp[r], rp[r + 1]):
+            c = jcol[p]
+            crow[fill[c]] = r
+            fill[c] += 1
+    # counts, then the rows' columns
+    for r in range(m):
+        k = 0
+        for p in range(rp[r], rp[r + 1]):
+            c = jcol[p]
+            for t in range(cptr[c], cptr[c + 1]):
+                r2 = crow[t]
+                if flag[r2] != r:
+                    flag[r2] = r
+                    k += 1
+        indptr[r + 1] = indptr[r] + k
+    cdef idx_t[::1] indices = np.zeros(max(indptr[m], 1), dtype=np.intp)
+    flag[:] = -1
+    for r in range(m):
+        k = indptr[r]
+        for p in range(rp[r], rp[r + 1]):
+            c = jcol[p]
+            for t in range(cptr[c], cptr[c + 1]):
+                r2 = crow[t]
+                if flag[r2] != r:
+                    flag[r2] = r
+                    indices[k] = r2
+                    k += 1
+        for p in range(indptr[r] + 1, k):          # ascending (insertion sort)
+            r2 = indices[p]
+            t = p - 1
+            while t >= indptr[r] and indices[t] > r2:
+                indices[t + 1] = indices[t]
+                t -= 1
+            indices[t + 1] = r2
+    return np.asarray(indptr), np.asarray(indices)[:indptr[m]].copy()
+
+
+def schur_upper(Py_ssize_t m, const idx_t[::1] indptr, const idx_t[::1] indices,
+                const idx_t[::1] perm):
+    """The permuted upper triangle by columns of a symmetric pattern (CSR ``indptr``,
+    ``indices``, m rows): column k (= row ``perm[k]``) holds the permuted rows
+    ``i = pinv[r] <= k`` of that row's columns, ascending, and always its diagonal.
+    Returns ``(Bp, Bi, bdiag)`` (bdiag: the diagonal's position in Bi).  The compiled
+    twin of ``SchurTopology._upper`` and of its key sort."""
+    _pointers("indptr", np.asarray(indptr)[:m + 1], m, indices.shape[0])
+    _extent(np.asarray(indices)[:indptr[m]], 0, m, "indices")
+    _extent(perm, 0, m, "perm")
+    if perm.shape[0] != m or (m and bool(np.any(np.bincount(np.asarray(perm),
+                                                               minlength=m) != 1))):
+        raise ValueError("perm is not a permutation of the rows")
+    cdef Py_ssize_t k, p, i, j, r, cnt
+    cdef idx_t tmp
+    cdef idx_t[::1] pinv = np.empty(max(m, 1), dtype=np.intp)
+    for k in range(m):
+        pinv[perm[k]] = k
+    cdef idx_t[::1] Bp = np.zeros(m + 1, dtype=np.intp)
+    for k in range(m):
+        r = perm[k]
+        cnt = 1                                    # the diagonal
+        for p in range(indptr[r], indptr[r + 1]):
+            if pinv[indices[p]] < k:
+                cnt += 1
+        Bp[k + 1] = Bp[k] + cnt
+    cdef idx_t[::1] Bi = np.zeros(max(Bp[m], 1), dtype=np.intp)
+    cdef idx_t[::1] bdiag = np.zeros(max(m, 1), dtype=np.intp)
+    for k in range(m):
+        r = perm[k]
+        j = Bp[k]
+        for p in range(indptr[r], indptr[r + 1]):
+            i = pinv[indices[p]]
+            if i < k:
+                Bi[j] = i
+                j += 1
+        Bi[j] = k
+        # insertion sort of the column (a few entries)
+        for p in range(Bp[k] + 1, Bp[k + 1]):
+            tmp = Bi[p]
+            i = p - 1
+            while i >= Bp[k] and Bi[i] > tmp:
+                Bi[i + 1] = Bi[i]
+                i -= 1
+            Bi[i + 1] = tmp
+        bdiag[k] = Bp[k + 1] - 1
+    return np.asarray(Bp), np.asarray(Bi)[:Bp[m]].copy(), np.asarray(bdiag)[:m].copy()
+
+
+def schur_products(Py_ssize_t m, Py_ssize_t n, const idx_t[::1] rp,
+                   const idx_t[::1] jcol, const idx_t[::1] perm, const idx_t[::1] Bp,
+                   const idx_t[::1] Bi):
+    """The product map of ``B = J M^-1 J^T`` on its permuted upper pattern (Bp, Bi
+    from :func:`schur_upper`): for entry p of Bi the pairs of J's entry numbers
+    ``(ta[t], tb[t])``, ``tp[p] <= t < tp[p + 1]``, whose products sum to it, in the
+    order of the pairs enumerated column of J by column of J (entries of a column in
+    row order, every a then every b) — the order of ``SchurTopology``'s stable key
+    sort.  Returns ``(tp, ta, tb)`` (ta, tb int32)."""
+    _pointers("rp", np.asarray(rp)[:m + 1], m, jcol.shape[0])
+    _extent(np.asarray(jcol)[:rp[m]], 0, n, "jcol")
+    _extent(perm, 0, m, "perm")
+    _pointers("Bp", np.asarray(Bp)[:m + 1], m, Bi.shape[0])
+    _extent(np.asarray(Bi)[:Bp[m]], 0, m, "Bi")
+    if perm.shape[0] != m:
+        raise ValueError("perm is not a permutation of the rows")
+    cdef Py_ssize_t nz = rp[m], nb = Bp[m], r, p, t, u, c, a, b, pa, pb, e, lo, hi, mid
+    if nz >= 2 ** 31:                                      # pragma: no cover
+        raise ValueError("the Jacobian has too many non-zeros for 32-bit indices")
+    cdef idx_t[::1] pinv = np.empty(max(m, 1), dtype=np.intp)
+    for r in range(m):
+        pinv[perm[r]] = r
+    cdef idx_t[::1] erow = np.zeros(max(nz, 1), dtype=np.intp)
+    for r in range(m):
+        for p in range(rp[r], rp[r + 1]):
+            erow[p] = r
+    # J's entries by columns, in entry order (a counting sort: stable)
+    cdef idx_t[::1] cptr = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] fill = np.zeros(n + 1, dtype=np.intp)
+    cdef idx_t[::1] cent = np.zeros(max(nz, 1), dtype=np.intp)
+    for p in range(nz):
+        cptr[jcol[p] + 1] += 1
+    for c in range(n):
+        cptr[c + 1] += cptr[c]
+        fill[c] = cptr[c]
+    for p in range(nz):
+        c = jcol[p]
+        cent[fill[c]] = p
+        fill[c] += 1
+    cdef idx_t[::1] tp = np.zeros(nb + 1, dtype=np.intp)
+    cdef int[::1] ta = np.zeros(1, dtype=np.int32)
+    cdef int[::1] tb = np.zeros(1, dtype=np.int32)
+    for u in range(2):                                     # count, then fill
+        for c in range(n):
+            for a in range(cptr[c], cptr[c + 1]):
+                pa = pinv[erow[cent[a]]]
+                for b in range(cptr[c], cptr[c + 1]):
+                    pb = pinv[erow[cent[b]]]
+                    if pa > pb:
+                        continue
+                    lo = Bp[pb]
+                    hi = Bp[pb + 1] - 1
+                    while lo < hi:                         # Bi[lo] == pa
+                        mid = (lo + hi) // 2
+                        if Bi[mid] < pa:
+                            lo = mid + 1
+                        else:
+                            hi = mid
+                    if lo >= Bp[pb + 1] or Bi[lo] != pa:
+                        raise ValueError("schur_products: (Bp, Bi) lacks an entry of "
+                                         "the pattern")
+                    if u == 0:
+                        tp[lo + 1] += 1
+                    else:
+                        ta[fill[lo]] = <int> cent[a]
+                        tb[fill[lo]] = <int> cent[b]
+                        fill[lo] += 1
+        if u == 0:
+            for e in range(nb):
+                tp[e + 1] += tp[e]
+            fill = np.array(tp[:nb], dtype=np.intp) if nb else np.zeros(1, np.intp)
+            ta = np.zeros(max(tp[nb], 1), dtype=np.int32)
+            tb = np.zeros(max(tp[nb], 1), dtype=np.int32)
+    return np.asarray(tp), np.asarray(ta)[:tp[nb]].copy(), np.asarray(tb)[:tp[nb]].copy()
+
+
 cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const int* ktb,
                        const int* ktl, const double* cj, const double* jv,
                        double* Bx) noexcept nogil:
@@ -91,6 +274,7 @@ cdef void schur_values(Py_ssize_t nb, const idx_t* ktp, const int* kta, const in
 
 
 DEF MAXRUN = 16
+DEF DUO = 3
 
 
 cdef inline void _dots(const Py_ssize_t L, Py_ssize_t t0, Py_ssize_t t1, const int* sge,
@@ -111,14 +295,39 @@ cdef inline void _dots(const Py_ssize_t L, Py_ssize_t t0, Py_ssize_t t1, const i
         Bx[sge[t]] = acc
 
 
+cdef inline void _dots2(const Py_ssize_t L, Py_ssize_t nd, const int* dde,
+                        const int* dda, const int* ddb, const double* cj,
+                        const double* jv, double* Bx) noexcept nogil:
+    """Bx[dde[t]] = the two runs of length L (cj + dda[2t], jv + ddb[2t]; then cj +
+    dda[2t + 1], jv + ddb[2t + 1]) summed in that order, for t < nd."""
+    cdef Py_ssize_t t, c
+    cdef double acc
+    cdef const double* ca
+    cdef const double* cb
+    for t in range(nd):
+        ca = cj + dda[2 * t]
+        cb = jv + ddb[2 * t]
+        acc = 0.0
+        for c in range(L):
+            acc += ca[c] * cb[c]
+        ca = cj + dda[2 * t + 1]
+        cb = jv + ddb[2 * t + 1]
+        for c in range(L):
+            acc += ca[c] * cb[c]
+        Bx[dde[t]] = acc
+
+
 cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
-                               const int* sgb, Py_ssize_t nmr, const int* mre,
-                               const idx_t* ktp, const int* kta, const int* ktb,
-                               const int* ktl, const double* cj, const double* jv,
-                               double* Bx) noexcept nogil:
+                               const int* sgb, Py_ssize_t nd, const int* dde,
+                               const int* dda, const int* ddb, Py_ssize_t nmr,
+                               const int* mre, const idx_t* ktp, const int* kta,
+                               const int* ktb, const int* ktl, const double* cj,
+                               const double* jv, double* Bx) noexcept nogil:
     """:func:`schur_values` with the entries made of one run grouped by its length L
     (``SparseSchur._runs``: sgp[L]..sgp[L + 1]), each group with a fixed trip count,
-    the others (``mre``) as there: the same terms in the same order."""
+    the entries made of two runs of length DUO (``dde``: the spatial joints' rows of
+    one joint, coupled through the rotations of both bodies) with a fixed trip count
+    too, the others (``mre``) as there: the same terms in the same order."""
     cdef Py_ssize_t L, e, t, c
     cdef double acc
     cdef const double* ca
@@ -132,16 +341,21 @@ cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
             _dots(1, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 3:
             _dots(3, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 4:
+            _dots(4, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 6:
             _dots(6, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 7:
             _dots(7, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+        elif L == 8:
+            _dots(8, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 12:
             _dots(12, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         elif L == 14:
             _dots(14, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
         else:
             _dots(L, sgp[L], sgp[L + 1], sge, sga, sgb, cj, jv, Bx)
+    _dots2(DUO, nd, dde, dda, ddb, cj, jv, Bx)
     for e in range(nmr):
         acc = 0.0
         for t in range(ktp[mre[e]], ktp[mre[e] + 1]):
@@ -190,6 +404,48 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
     return 0
 
 
+cdef int ldl_numeric_forward(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi,
+                             const double* Bx, const idx_t* rptr, const idx_t* rpat,
+                             const idx_t* rpos, const idx_t* rsi, const idx_t* rsq,
+                             const idx_t* Lp, const idx_t* Li, double* Lx, double* D,
+                             double* Dinv, double* Y, double* w, double* u,
+                             double tol) noexcept nogil:
+    """:func:`ldl_numeric` (no shift, with ``Dinv``) and, row by row as L's rows are
+    formed, the forward solve ``L z = w`` (w <- z) with ``u = z / D`` (times
+    ``Dinv``): ``z_k = w_k - sum_i L_ki z_i`` over the row's columns i ascending
+    (``rsi``, their places in Lx ``rsq``; ``SparseSchur._symbolic``) — the same
+    terms in the same order as the column-oriented solve, which updates w_k column
+    by column in ascending order.  Returns 0 or k + 1 as :func:`ldl_numeric`."""
+    cdef Py_ssize_t k, p, p2, t, i
+    cdef double yi, lki, dk, acc
+    for k in range(m):
+        for p in range(Bp[k], Bp[k + 1]):
+            Y[Bi[p]] += Bx[p]
+        dk = Y[k]
+        Y[k] = 0.0
+        for t in range(rptr[k], rptr[k + 1]):
+            i = rpat[t]
+            yi = Y[i]
+            Y[i] = 0.0
+            p2 = rpos[t]
+            for p in range(Lp[i], p2):
+                Y[Li[p]] -= Lx[p] * yi
+            lki = yi * Dinv[i]
+            dk -= lki * yi
+            Lx[p2] = lki
+        D[k] = dk
+        if not (dk > tol):                 # also catches NaN
+            memset(Y, 0, m * sizeof(double))
+            return <int> (k + 1)
+        Dinv[k] = 1.0 / dk
+        acc = w[k]
+        for t in range(rptr[k], rptr[k + 1]):
+            acc -= Lx[rsq[t]] * w[rsi[t]]
+        w[k] = acc
+        u[k] = acc * Dinv[k]
+    return 0
+
+
 cdef class SparseSchur:
     """Compiled numeric phase of the sparse Schur-complement solver.  Built by
     :class:`mbcore.solve.sparse_schur.SparseSchurSolver` from a ``SchurTopology``; all
@@ -233,6 +489,7 @@ cdef class SparseSchur:
         self.Dinv = np.zeros(max(m, 1))
         self.Y = np.zeros(max(m, 1))
         self.w = np.zeros(max(m, 1))
+        self.u = np.zeros(max(m, 1))
         self.rq = np.zeros(max(m, 1))
         # J by columns, each column's entries in row order (so J^T lam sums the
         # same terms in the same order as row by row): entry numbers and rows
@@ -296,7 +553,20 @@ cdef class SparseSchur:
         self.sge = np.concatenate([order, [0]]).astype(np.intc)
         self.sga = np.concatenate([np.asarray(self.kta)[first], [0]]).astype(np.intc)
         self.sgb = np.concatenate([np.asarray(self.ktb)[first], [0]]).astype(np.intc)
-        self.mre = np.concatenate([np.nonzero(~single)[0], [0]]).astype(np.intc)
+        # the entries of exactly two runs, both of length DUO
+        if nb:
+            two = nr == 2
+            second = np.minimum(kp[:-1] + 1, max(r - 1, 0))
+            kl = np.asarray(self.ktl)
+            two &= (lens == DUO) & (kl[second] == DUO)
+        else:
+            two = np.zeros(0, dtype=bool)
+        duo = np.nonzero(two)[0]
+        runs2 = np.stack([kp[:-1][duo], kp[:-1][duo] + 1], axis=1).reshape(-1)
+        self.dde = np.concatenate([duo, [0]]).astype(np.intc)
+        self.dda = np.concatenate([np.asarray(self.kta)[runs2], [0, 0]]).astype(np.intc)
+        self.ddb = np.concatenate([np.asarray(self.ktb)[runs2], [0, 0]]).astype(np.intc)
+        self.mre = np.concatenate([np.nonzero(~single & ~two)[0], [0]]).astype(np.intc)
 
     @property
     def n_runs(self):
@@ -342,6 +612,13 @@ cdef class SparseSchur:
                 lnz[i] += 1
                 t += 1
             self.rptr[k + 1] = t
+        # every row's entries by ascending column (the forward solve's order)
+        rp_ = np.asarray(self.rptr)
+        rows = np.repeat(np.arange(m, dtype=np.intp), np.diff(rp_))
+        cols = np.asarray(self.rpat)[:rp_[m]]
+        srt = np.lexsort((cols, rows))
+        self.rsi = np.concatenate([cols[srt], [0]]).astype(np.intp)
+        self.rsq = np.concatenate([np.asarray(self.rpos)[:rp_[m]][srt], [0]]).astype(np.intp)
 
     @staticmethod
     def _check(Py_ssize_t n, Py_ssize_t m_full, rp, jpos, jcol, rowid, perm, Bp, Bi, bdiag,
@@ -402,6 +679,11 @@ cdef class SparseSchur:
         """D of the last factorisation (permuted order), a copy."""
         return np.asarray(self.D)[:self.m].copy()
 
+    def b_values(self):
+        """B's values of the last solve (the permuted upper triangle, in the order of
+        the topology's Bi), a copy."""
+        return np.asarray(self.Bx)[:self.Bi.shape[0]].copy()
+
     def solve(self, const double[::1] jdata not None, const double[::1] minv not None,
               const double[::1] Q not None, const double[::1] gamma not None,
               double[::1] qdd not None, double[::1] lam not None):
@@ -451,7 +733,7 @@ cdef class SparseSchur:
         # raw pointers: the loops below store doubles, which (without strict
         # aliasing) would otherwise reload every memoryview's data pointer
         cdef Py_ssize_t n = self.n, m = self.m, i, k, p, c
-        cdef double acc, bmax, yi, tol, P = 0.0
+        cdef double acc, bmax, yi, tol, x, P = 0.0
         cdef int r
         cdef const idx_t* jcol = &self.jcol[0]
         cdef const idx_t* rp = &self.rp[0]
@@ -474,11 +756,14 @@ cdef class SparseSchur:
         for i in range(m):
             acc = 0.0
             for p in range(rp[i], rp[i + 1]):
-                cj[p] = jv[p] * mv[jcol[p]]
-                acc += cj[p] * Qp[jcol[p]]
+                c = jcol[p]
+                x = jv[p] * mv[c]
+                cj[p] = x
+                acc += x * Qp[c]
             rq[i] = acc
         schur_values_grouped(&self.sgp[0], &self.sge[0], &self.sga[0], &self.sgb[0],
-                             self.mre.shape[0] - 1, &self.mre[0], &self.ktp[0],
+                             self.dde.shape[0] - 1, &self.dde[0], &self.dda[0],
+                             &self.ddb[0], self.mre.shape[0] - 1, &self.mre[0], &self.ktp[0],
                              &self.kta[0], &self.ktb[0], &self.ktl[0], cj, jv,
                              &self.Bx[0])
         bmax = 0.0
@@ -486,26 +771,22 @@ cdef class SparseSchur:
             if Bx[bdiag[k]] > bmax:
                 bmax = Bx[bdiag[k]]
         tol = self.pivot_tol * bmax
-        # ---- 2. numeric LDL^T (up-looking; the row patterns of L precomputed by
-        #        _symbolic in the order of the elimination-tree reach)
-        r = ldl_numeric(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
-                        &self.rpat[0], &self.rpos[0], &self.Lp[0], &self.Li[0],
-                        &self.Lx[0], &self.D[0], &self.Dinv[0], &self.Y[0], 0.0, tol)
+        # ---- 2. w = P (gamma - J M^-1 Q); numeric LDL^T (up-looking; the row
+        #        patterns of L precomputed by _symbolic in the order of the
+        #        elimination-tree reach) with L z = w row by row, u = z / D
+        for k in range(m):
+            i = perm[k]
+            w[k] = gamma[rowid[i]] - rq[i]
+        r = ldl_numeric_forward(m, &self.Bp[0], &self.Bi[0], &self.Bx[0], &self.rptr[0],
+                                &self.rpat[0], &self.rpos[0], &self.rsi[0], &self.rsq[0],
+                                &self.Lp[0], &self.Li[0], &self.Lx[0], &self.D[0],
+                                &self.Dinv[0], &self.Y[0], &self.w[0], &self.u[0], tol)
         if r:
             self.failed_row = rowid[perm[r - 1]]
             return r
         self.failed_row = -1
-        # ---- 3. w = P (gamma - J M^-1 Q)
-        for k in range(m):
-            i = perm[k]
-            w[k] = gamma[rowid[i]] - rq[i]
-        # L z = w ; z /= D ; L^T x = z
-        for k in range(m):
-            yi = w[k]
-            for p in range(Lp[k], Lp[k + 1]):
-                w[Li[p]] -= Lx[p] * yi
-        for k in range(m):
-            w[k] *= Dinv[k]
+        # ---- 3. L^T x = u
+        w = &self.u[0]
         for k in range(m - 1, -1, -1):
             acc = w[k]
             for p in range(Lp[k], Lp[k + 1]):

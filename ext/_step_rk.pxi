@@ -1,30 +1,80 @@
 # Explicit Runge-Kutta stepper of the step loop (included by _steploop.pyx).
 
 cdef inline void _combine(const double* c, const double* K, Py_ssize_t s, Py_ssize_t N,
-                          double* out) noexcept nogil:
-    """``out[i] = sum_k c[k] K[k N + i]`` for k = 0 .. s-1, summed in that order from
-    0.0 for every i (the terms and order of the Python integrators' stage sums), one
-    pass over each stage: the passes over i vectorise."""
+                          double* out, Py_ssize_t cnt) noexcept nogil:
+    """``out[i] = sum_k c[k] K[k N + i]`` for k = 0 .. s-1 and i < cnt (stage k's
+    values at ``K + k N``), summed in that order from 0.0 for every i (the terms and
+    order of the Python integrators' stage sums), one pass over each stage: the
+    passes over i vectorise."""
     cdef Py_ssize_t i, k
     cdef double ck
     cdef const double* Kk
     ck = c[0]
-    for i in range(N):
+    for i in range(cnt):
         out[i] = 0.0 + ck * K[i]
     for k in range(1, s):
         ck = c[k]
         Kk = K + k * N
-        for i in range(N):
+        for i in range(cnt):
             out[i] = out[i] + ck * Kk[i]
 
 
-cdef double _rms(const double* v, const double* scale, Py_ssize_t N) noexcept nogil:
+DEF RK_CHUNK = 512
+
+
+cdef inline void _stage_state(const double* c, const double* K, Py_ssize_t s,
+                              Py_ssize_t N, const double* y, double h, double* acc,
+                              double* out) noexcept nogil:
+    """``acc = sum_k c[k] K[k N + .]`` as :func:`_combine` and ``out = y + h acc``,
+    over blocks of RK_CHUNK entries (each block's partial sums stay in L1 instead of
+    s passes over the whole state): the same terms in the same order per entry."""
+    cdef Py_ssize_t i0, i1
     cdef Py_ssize_t i
-    cdef double acc = 0.0, r
-    for i in range(N):
-        r = v[i] / scale[i]
-        acc += r * r
-    return sqrt(acc / N) if N else 0.0
+    for i0 in range(0, N, RK_CHUNK):
+        i1 = i0 + RK_CHUNK if i0 + RK_CHUNK < N else N
+        _combine(c, K + i0, s, N, acc + i0, i1 - i0)
+        for i in range(i0, i1):
+            out[i] = y[i] + h * acc[i]
+
+
+cdef inline void _stage_state_part(const double* c, const double* E, const double* K,
+                                   Py_ssize_t s, Py_ssize_t N, const double* y, double h,
+                                   double* acc, double* out,
+                                   double* part) noexcept nogil:
+    """:func:`_stage_state` for the last state (weights ``c``) and, from the same
+    blocks of K, ``part = sum_k<s E[k] K[k N + .]``: the error sum without its last
+    term (the evaluation at ``out``), in :func:`_combine`'s order."""
+    cdef Py_ssize_t i0, i1
+    cdef Py_ssize_t i
+    for i0 in range(0, N, RK_CHUNK):
+        i1 = i0 + RK_CHUNK if i0 + RK_CHUNK < N else N
+        _combine(c, K + i0, s, N, acc + i0, i1 - i0)
+        for i in range(i0, i1):
+            out[i] = y[i] + h * acc[i]
+        _combine(E, K + i0, s, N, part + i0, i1 - i0)
+
+
+cdef inline double _error_rms_last(double e_last, const double* K_last, Py_ssize_t N,
+                                   const double* y, const double* ynew, double h,
+                                   double atol, double rtol, double* acc,
+                                   double* scale) noexcept nogil:
+    """The embedded error estimate's RMS norm with the error sum's terms but the last in
+    ``scale`` (:func:`_stage_state_part`): ``acc = h (scale + e_last K_last)`` — the
+    last step of :func:`_combine` —, ``scale = atol + rtol max(|y|, |ynew|)`` and
+    ``sqrt(mean((acc / scale)^2))`` by blocks of RK_CHUNK entries (the sum of squares
+    in entry order)."""
+    cdef Py_ssize_t i0, i1, i
+    cdef double tot = 0.0, r
+    for i0 in range(0, N, RK_CHUNK):
+        i1 = i0 + RK_CHUNK if i0 + RK_CHUNK < N else N
+        for i in range(i0, i1):
+            acc[i] = h * (scale[i] + e_last * K_last[i])
+            scale[i] = atol + rtol * (fabs(y[i]) if fabs(y[i]) > fabs(ynew[i])
+                                      else fabs(ynew[i]))
+        for i in range(i0, i1):
+            r = acc[i] / scale[i]
+            tot += r * r
+    return sqrt(tot / N) if N else 0.0
 
 
 cdef class RKStepper(Stepper):
@@ -107,14 +157,14 @@ cdef class RKStepper(Stepper):
             self.h = h
             self.tnew = tnew
             for st in range(1, s):
-                _combine(&A[st * ac], K, st, N, acc)
-                for i in range(N):
-                    ytmp[i] = y[i] + h * acc[i]
+                _stage_state(&A[st * ac], K, st, N, y, h, acc, ytmp)
                 if self.f.c_eval(t + self.C[st] * h, ytmp, &K[st * N]):
                     return LOOP_EVAL_FAILED
-            _combine(B, K, s, N, acc)
-            for i in range(N):
-                ynew[i] = y[i] + h * acc[i]
+            if self.adaptive and not self.hairer:
+                # the error sum's first s terms from the same blocks (in scale)
+                _stage_state_part(B, E, K, s, N, y, h, acc, ynew, self.scale)
+            else:
+                _stage_state(B, K, s, N, y, h, acc, ynew)
             if self.f.c_eval(tnew, ynew, &K[s * N]):
                 return LOOP_EVAL_FAILED
             if not self.adaptive:
@@ -139,12 +189,8 @@ cdef class RKStepper(Stepper):
                 else:
                     err = fabs(h) * e5 / sqrt((e5 + 0.01 * e3) * N)
             else:
-                _combine(E, K, s + 1, N, acc)
-                for i in range(N):
-                    acc[i] = h * acc[i]
-                    self.scale[i] = atol + rtol * (fabs(y[i]) if fabs(y[i]) > fabs(ynew[i])
-                                                   else fabs(ynew[i]))
-                err = _rms(self.work, self.scale, N)
+                err = _error_rms_last(E[s], &K[s * N], N, y, ynew, h, atol, rtol, acc,
+                                      self.scale)
             if err <= 1.0:
                 if err == 0.0:
                     factor = self.max_factor

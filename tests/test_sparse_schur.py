@@ -150,6 +150,118 @@ def test_topology_is_shared_per_system(backend):
     assert not np.array_equal(qa, qb)
 
 
+TOPOLOGY_ARRAYS = ("perm", "pinv", "Bp", "Bi", "bdiag", "tp", "ta", "tb", "parent", "Lp",
+                   "rp", "jpos", "jcol", "rowid")
+
+
+def _same_topology(indptr, indices, n, **kw):
+    a = SchurTopology(indptr, indices, n, symbolic="numpy", **kw)
+    b = SchurTopology(indptr, indices, n, symbolic="compiled", **kw)
+    assert a.symbolic == "numpy" and b.symbolic == "compiled"
+    for name in TOPOLOGY_ARRAYS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+    assert (a.ordering, a.candidates, a.nnz_L, a.flops) == \
+        (b.ordering, b.candidates, b.nnz_L, b.flops)
+    assert (a.pattern != b.pattern).nnz == 0
+    return b
+
+
+@needs_compiled
+@pytest.mark.parametrize("ordering", ["auto", "mmd", "rcm", "natural", "given"])
+def test_compiled_symbolic_analysis_equals_reference(ordering):
+    """The compiled symbolic phase (B's pattern, permuted upper triangle, product map)
+    gives exactly the reference's integer arrays: every product in the same entry and
+    the same order, so the numeric phase sums the same terms in the same order —
+    planar chains, trees, a closed loop, a spatial chain with and without the
+    transformed columns' vanishing entries, and a subset of the rows."""
+    from models import spatial_chain
+    from mbcore.system.mass import SpatialMass
+    rng = np.random.default_rng(3)
+    for model in (chain(30), tree(4), loop_model(), spatial_chain(6)):
+        s = model.compile(kernels="compiled", jacobian="sparse")
+        indptr, indices = s.csr_pattern()
+        order = rng.permutation(s.m) if ordering == "given" else ordering
+        _same_topology(indptr, indices, s.n, ordering=order)
+        rows = np.sort(rng.choice(s.m, s.m - 2, replace=False))
+        sub = rng.permutation(len(rows)) if ordering == "given" else ordering
+        _same_topology(indptr, indices, s.n, rows=rows, ordering=sub)
+        if s.nb and len(list(s.rigid_spatial)):
+            keep, _ = SpatialMass(s).nonzero_entries()
+            _same_topology(indptr, indices, s.n, ordering=order, entries=keep)
+
+
+@needs_compiled
+def test_compiled_symbolic_analysis_on_random_patterns():
+    """Random CSR patterns (rows with unsorted columns, empty rows, a subset of the
+    entries): the compiled and reference symbolic phases agree exactly."""
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        m, n = int(rng.integers(1, 30)), int(rng.integers(1, 50))
+        A = sp.random(m, n, density=rng.uniform(0.02, 0.3), random_state=trial,
+                      format="csr")
+        indices = A.indices.copy()
+        if trial % 4 == 0:
+            for r in range(m):
+                rng.shuffle(indices[A.indptr[r]:A.indptr[r + 1]])
+        entries = None
+        if trial % 3 == 0 and A.nnz:
+            entries = np.sort(rng.choice(A.nnz, A.nnz // 2, replace=False))
+        for ordering in ("auto", "mmd", "rcm", "natural"):
+            _same_topology(A.indptr, indices, n, ordering=ordering, entries=entries)
+
+
+@needs_compiled
+def test_compiled_symbolic_kernels_reject_bad_input():
+    from mbcore._ext._sparse import schur_pattern, schur_products, schur_upper
+    rp = np.array([0, 2, 3], dtype=np.intp)
+    jcol = np.array([0, 2, 1], dtype=np.intp)
+    with pytest.raises(ValueError, match="jcol"):
+        schur_pattern(2, 2, rp, jcol)
+    ip, ind = schur_pattern(2, 3, rp, jcol)
+    with pytest.raises(ValueError, match="permutation"):
+        schur_upper(2, ip, ind, np.array([0, 0], dtype=np.intp))
+    Bp, Bi, _ = schur_upper(2, ip, ind, np.array([0, 1], dtype=np.intp))
+    # a pattern that does not hold every product's entry is refused
+    rp2 = np.array([0, 1, 2], dtype=np.intp)
+    jcol2 = np.array([0, 0], dtype=np.intp)
+    with pytest.raises(ValueError, match="lacks an entry"):
+        schur_products(2, 3, rp2, jcol2, np.array([0, 1], dtype=np.intp), Bp, Bi)
+    with pytest.raises(ValueError, match="symbolic"):
+        SchurTopology(ip, ind, 3, symbolic="fortran")
+
+
+@needs_compiled
+def test_compiled_b_values_sum_the_product_map_in_order():
+    """The compiled kernel's B values (entries grouped by their runs' lengths, the
+    spatial joints' two-run entries apart) are the product map's sums taken term by
+    term in the map's order (here in Python floats): a spatial chain in transformed
+    columns (entries of one, two and eight-term runs) and a planar chain.  Bound:
+    1e-14 relative to the sum of |terms| (a contracted multiply-add, -march=native
+    builds, changes a term by <= 1 ulp; observed 0)."""
+    from models import spatial_chain
+    from mbcore.system.mass import SpatialMass
+    for model, spatial in ((spatial_chain(6), True), (chain(8), False)):
+        s = model.compile(kernels="compiled", jacobian="sparse")
+        keep = SpatialMass(s).nonzero_entries()[0] if spatial else None
+        topo = SchurTopology(*s.csr_pattern(), s.n, entries=keep)
+        solver = make_solver(topo, "compiled")
+        rng = np.random.default_rng(5)
+        jdata = rng.standard_normal(len(s._jdata))
+        minv = rng.uniform(0.5, 2.0, s.n)
+        qdd, lam = np.zeros(s.n), np.zeros(s.m)
+        solver.solve(jdata, minv, np.zeros(s.n), np.zeros(s.m), qdd, lam)
+        got = solver.kernel.b_values()
+        jv = [float(x) for x in jdata[topo.jpos]]
+        cj = [jv[p] * float(minv[topo.jcol[p]]) for p in range(len(jv))]
+        for p in range(len(topo.Bi)):
+            acc, size = 0.0, 0.0
+            for t in range(topo.tp[p], topo.tp[p + 1]):
+                acc += cj[topo.ta[t]] * jv[topo.tb[t]]
+                size += abs(cj[topo.ta[t]] * jv[topo.tb[t]])
+            assert abs(got[p] - acc) <= 1e-14 * size, (p, got[p], acc)
+
+
 def test_topology_rejects_bad_ordering():
     s = chain(5).compile(kernels="numpy", jacobian="sparse")
     with pytest.raises(ValueError, match="permutation"):

@@ -775,20 +775,27 @@ cdef inline void _sph_jac(SGroup* G, const double* q, double* J) noexcept nogil:
     cdef const Py_ssize_t* jp
     cdef const Py_ssize_t* jr
     cdef const double* a
-    cdef const double* A = B.A
     cdef double t[6]
+    # A(p) and the point in locals: the stores into J (through the index map) would
+    # otherwise reload them after every store
+    cdef double Al[9]
+    cdef double al[3]
+    cdef Py_ssize_t j0, j1, j2, j3, j4, j5, j6
     cdef double u0, u1, u2, e0, e1, e2, e3
     for e in range(G.ne):
         jp = G.jpos + e * G.njac
         for k in range(2):
             _s_body(&B, q, NULL, G.boff[e * 2 + k], 0)
             a = G.par + e * G.npar + 3 * k
+            for c in range(9):
+                Al[c] = B.A[c]
+            al[0] = a[0]; al[1] = a[1]; al[2] = a[2]
             e0 = B.p[0]; e1 = B.p[1]; e2 = B.p[2]; e3 = B.p[3]
             for i in range(3):
                 # the jet of P_k: J_r = I, J_pi' = -A a'~; of the row: +- that
-                u0 = -(A[3 * i + 1] * a[2] - A[3 * i + 2] * a[1])
-                u1 = -(A[3 * i + 2] * a[0] - A[3 * i] * a[2])
-                u2 = -(A[3 * i] * a[1] - A[3 * i + 1] * a[0])
+                u0 = -(Al[3 * i + 1] * al[2] - Al[3 * i + 2] * al[1])
+                u1 = -(Al[3 * i + 2] * al[0] - Al[3 * i] * al[2])
+                u2 = -(Al[3 * i] * al[1] - Al[3 * i + 1] * al[0])
                 for c in range(3):
                     t[c] = (1.0 if c == i else 0.0) if k == 0 else \
                         0.0 - (1.0 if c == i else 0.0)
@@ -797,11 +804,13 @@ cdef inline void _sph_jac(SGroup* G, const double* q, double* J) noexcept nogil:
                 else:
                     t[3] = 0.0 - u0; t[4] = 0.0 - u1; t[5] = 0.0 - u2
                 jr = jp + i * 14 + k * 7
-                J[jr[0]] = t[0]; J[jr[1]] = t[1]; J[jr[2]] = t[2]
-                J[jr[3]] = 2.0 * (t[3] * (-e1) + t[4] * (-e2) + t[5] * (-e3))
-                J[jr[4]] = 2.0 * (t[3] * e0 + t[4] * (-e3) + t[5] * e2)
-                J[jr[5]] = 2.0 * (t[3] * e3 + t[4] * e0 + t[5] * (-e1))
-                J[jr[6]] = 2.0 * (t[3] * (-e2) + t[4] * e1 + t[5] * e0)
+                j0 = jr[0]; j1 = jr[1]; j2 = jr[2]; j3 = jr[3]
+                j4 = jr[4]; j5 = jr[5]; j6 = jr[6]
+                J[j0] = t[0]; J[j1] = t[1]; J[j2] = t[2]
+                J[j3] = 2.0 * (t[3] * (-e1) + t[4] * (-e2) + t[5] * (-e3))
+                J[j4] = 2.0 * (t[3] * e0 + t[4] * (-e3) + t[5] * e2)
+                J[j5] = 2.0 * (t[3] * e3 + t[4] * e0 + t[5] * (-e1))
+                J[j6] = 2.0 * (t[3] * (-e2) + t[4] * e1 + t[5] * e0)
 
 
 cdef inline void _sph_gamma(SGroup* G, const double* q, const double* qd,

@@ -16,6 +16,8 @@ cdef class SparseSchur:
     cdef int[::1] kta, ktb, ktl          # B[p] = sum over runs ktp[p]..ktp[p + 1]
     cdef idx_t[::1] sgp                  # entries of one run of length L (L < 17),
     cdef int[::1] sge, sga, sgb          # grouped by L: entry, cj and jv offsets;
+    cdef int[::1] dde, dda, ddb          # entries of two runs of length 3: entry,
+                                         # cj and jv offsets of both runs;
     cdef int[::1] mre                    # the others (several runs, longer ones)
     cdef double[::1] Bx, jv, cj
     cdef double[::1] rq                  # per used row: (J M^-1 Q)_i
@@ -23,7 +25,8 @@ cdef class SparseSchur:
     cdef int[::1] cent, crid             # its multiplier's row crid[t] (for J^T lam)
     cdef idx_t[::1] parent, Lp, Lnz, Li, flag, pattern
     cdef idx_t[::1] rptr, rpat, rpos     # row patterns of L (precomputed)
-    cdef double[::1] Lx, D, Dinv, Y, w
+    cdef idx_t[::1] rsi, rsq             # each row's columns ascending, Lx places
+    cdef double[::1] Lx, D, Dinv, Y, w, u
     cdef public double pivot_tol
     cdef public int info
     cdef public Py_ssize_t failed_row

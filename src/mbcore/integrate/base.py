@@ -486,7 +486,10 @@ class Integrator:
             if f.shape != shape:
                 raise IntegrationError(
                     f"the right-hand side returned shape {f.shape}, expected {shape}", t)
-            if not isfinite(f.dot(f)) and not np.all(np.isfinite(f)):
+            # the sum is finite unless a component is not finite (or it overflows:
+            # then the full test); a reduction without BLAS, whose threaded dot
+            # leaves worker threads spinning after the call
+            if not isfinite(f.sum()) and not np.all(np.isfinite(f)):
                 bad = np.flatnonzero(~np.isfinite(f))
                 raise NonFiniteError(
                     f"the right-hand side is not finite (component(s) "

@@ -111,6 +111,9 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+_STR_TYPE = frozenset((str,))
+
+
 def validate_run_info(info: RunInfo) -> None:
     """Check what a reporter needs of ``info``: unique channel names that contain
     neither ``/`` nor ``:`` and are not ``t``; string labels."""
@@ -128,8 +131,8 @@ def validate_run_info(info: RunInfo) -> None:
         if ch.name in seen:
             raise ValueError(f"{where}: duplicate channel name {ch.name!r}")
         seen.add(ch.name)
-        if all(type(lab) is str for lab in ch.labels):
-            continue                     # (the common case, without enumerating)
+        if set(map(type, ch.labels)) <= _STR_TYPE:
+            continue                     # (the common case, without a Python loop)
         for j, lab in enumerate(ch.labels):
             if not isinstance(lab, str):
                 raise ValueError(f"{where} ({ch.name!r}).labels[{j}]: label must be a string, got {lab!r}")

@@ -52,6 +52,23 @@ def _etree_counts(m, Bp, Bi, cap=-1.0):
     return None, lnz, float(np.sum(lnz.astype(float) ** 2))
 
 
+def _symbolic_kernels(symbolic: str):
+    """The compiled symbolic kernels (schur_pattern, schur_upper, schur_products) for
+    ``symbolic`` = "compiled"/"auto" when built, None for "numpy" (or "auto" without
+    the extension)."""
+    if symbolic not in ("auto", "compiled", "numpy"):
+        raise ValueError(f"symbolic={symbolic!r}: expected 'auto', 'compiled' or 'numpy'")
+    if symbolic == "numpy":
+        return None
+    try:
+        from .._ext._sparse import schur_pattern, schur_products, schur_upper
+    except ImportError:                      # pragma: no cover - numpy-only installs
+        if symbolic == "compiled":
+            raise
+        return None
+    return schur_pattern, schur_upper, schur_products
+
+
 class SchurTopology:
     """Symbolic analysis of ``B = J_r M^-1 J_r^T`` for the rows ``rows`` (default:
     all) of a CSR Jacobian pattern ``(indptr, indices)`` with ``n`` columns.  The
@@ -60,9 +77,14 @@ class SchurTopology:
     ``"mmd"``, ``"rcm"``, ``"natural"`` or an explicit permutation of the rows.
     ``entries`` (optional): the data positions to use (the
     others are taken as zero: e.g. the transformed columns of spatial bodies, where
-    whole (row, column) pairs vanish identically, ``SpatialMass.nonzero_entries``)."""
+    whole (row, column) pairs vanish identically, ``SpatialMass.nonzero_entries``).
+    ``symbolic``: ``"compiled"`` (``mbcore._ext._sparse``: schur_pattern, schur_upper,
+    schur_products, linear in the number of products), ``"numpy"`` (the reference:
+    sparse products and stable sorts of keys) or ``"auto"`` (compiled when built);
+    both give the same arrays."""
 
-    def __init__(self, indptr, indices, n: int, rows=None, ordering="auto", entries=None):
+    def __init__(self, indptr, indices, n: int, rows=None, ordering="auto", entries=None,
+                 symbolic: str = "auto"):
         #: the pattern arrays this topology was computed from (the cache's check)
         self.source, self.source_indices = indptr, indices
         indptr = np.asarray(indptr, dtype=np.intp)
@@ -90,6 +112,11 @@ class SchurTopology:
             rp = np.zeros(m + 1, dtype=np.intp)
             np.cumsum(np.bincount(erow, minlength=m), out=rp[1:])
         self.rp, self.jpos, self.jcol = rp, jpos, jcol
+        kern = _symbolic_kernels(symbolic)
+        self.symbolic = "numpy" if kern is None else "compiled"
+        if kern is not None:
+            self._compiled_symbolic(kern, ordering)
+            return
         # ---- all pairs of entries sharing a column: the products of B
         order = np.argsort(jcol, kind="stable")
         csorted = jcol[order]
@@ -141,7 +168,27 @@ class SchurTopology:
             raise ValueError("the Jacobian has too many non-zeros for 32-bit indices")
         self.ta = ea[up][o].astype(np.int32)
         self.tb = eb[up][o].astype(np.int32)
-        # ---- symbolic factorisation
+        self._factor_counts()
+
+    def _compiled_symbolic(self, kern, ordering):
+        """The same arrays from the compiled kernels: B's symmetric pattern, the
+        ordering, the permuted upper triangle and the product map."""
+        schur_pattern, schur_upper, schur_products = kern
+        m, n = self.m, self.n
+        ip, ind = schur_pattern(m, n, self.rp, self.jcol)
+        self.pattern = sp.csr_matrix((np.ones(len(ind)), ind, ip), shape=(m, m))
+        self.perm, self.ordering, self.candidates = self._choose(ordering)
+        pinv = np.empty(m, dtype=np.intp)
+        pinv[self.perm] = np.arange(m, dtype=np.intp)
+        self.pinv = pinv
+        self.Bp, self.Bi, self.bdiag = schur_upper(m, ip, ind, self.perm)
+        self.tp, self.ta, self.tb = schur_products(m, n, self.rp, self.jcol, self.perm,
+                                                   self.Bp, self.Bi)
+        self._factor_counts()
+
+    def _factor_counts(self):
+        """Elimination tree, column pointers of L and the numeric work."""
+        m = self.m
         parent, lnz, flops = _etree_counts(m, self.Bp, self.Bi)
         self.parent = parent
         self.Lp = np.zeros(m + 1, dtype=np.intp)
@@ -153,6 +200,11 @@ class SchurTopology:
     def _upper(self, perm):
         """Permuted upper pattern (Bp, Bi) for a candidate ordering."""
         m = self.m
+        kern = _symbolic_kernels(self.symbolic)
+        if kern is not None:
+            P = self.pattern
+            return kern[1](m, P.indptr.astype(np.intp), P.indices.astype(np.intp),
+                           np.asarray(perm, dtype=np.intp))[:2]
         pinv = np.empty(m, dtype=np.intp)
         pinv[perm] = np.arange(m, dtype=np.intp)
         P = self.pattern.tocoo()
@@ -331,11 +383,14 @@ _TOPOLOGIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def topology_for(system, rows=None, ordering="auto", entries=None) -> SchurTopology:
     """The :class:`SchurTopology` of a System's CSR Jacobian pattern (optionally only
     the ``rows`` and the data positions ``entries``), computed once per System, rows,
-    entries and named ordering."""
+    entries and named ordering (its symbolic phase compiled unless the System's
+    backend is "numpy")."""
     indptr, indices = system.csr_pattern()
+    # the symbolic phase on the System's backend (the reference's for "numpy")
+    symbolic = "numpy" if getattr(system, "backend", None) == "numpy" else "auto"
     if not isinstance(ordering, str):
         return SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering,
-                             entries=entries)
+                             entries=entries, symbolic=symbolic)
     key = (None if rows is None else np.asarray(rows, dtype=np.intp).tobytes(), ordering,
            None if entries is None else np.asarray(entries, dtype=np.intp).tobytes())
     try:
@@ -345,7 +400,7 @@ def topology_for(system, rows=None, ordering="auto", entries=None) -> SchurTopol
     topo = cache.get(key)
     if topo is None or topo.source is not indptr or topo.source_indices is not indices:
         topo = SchurTopology(indptr, indices, system.n, rows=rows, ordering=ordering,
-                             entries=entries)
+                             entries=entries, symbolic=symbolic)
         cache[key] = topo
     return topo
 
