@@ -201,3 +201,24 @@ def test_the_c_test_of_the_gate_equals_the_numpy_phi(jacobian):
         y = np.concatenate([q, st.qd, [0.0]])
         want = np.abs(ref.phi(q, 0.3 * k)).max()
         assert form.compiled.max_violation(0.3 * k, y) == pytest.approx(want, rel=1e-12)
+
+
+def test_a_sparse_model_tests_four_times_per_output_interval():
+    """Sparse: the gate is tested at the first step end in each quarter of an output
+    interval (a grid from t = 0); a dense model tests after every step."""
+    sysm = Model.compile(heavy_top_model(), jacobian="sparse")
+    form = registry().get("formulation", "di")(sysm, {})
+    form.set_tolerances(RTOL, ATOL)
+    form.set_output_step(0.4)                        # grid 0.1 s
+    st = sysm.initial_state(0.0)
+    form.initialize(st.q, st.qd, 0.0)                # tested in cell 0
+    y = np.concatenate([st.q + 1e-4, st.qd, [0.0]])  # 4e-4 past the bound
+    assert form.step_end(0.05, y) is None            # cell 0: not tested again
+    assert form.step_end(0.1, y)[0] is None          # cell 1: projected
+    assert form.step_end(0.15, y) is None
+    assert form.step_end(0.2, y) is not None
+    assert form.drift_projections == 2
+    dense = Model.compile(heavy_top_model(), jacobian="dense")
+    fd, _ = _form(dense)
+    fd.set_output_step(0.4)
+    assert fd.step_end(0.05, y) is not None and fd.step_end(0.06, y) is not None

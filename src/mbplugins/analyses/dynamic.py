@@ -178,6 +178,8 @@ class DynamicAnalysis(Analysis):
             if k in opts and factor != 1.0:
                 opts[k] = opts[k] * factor
         self.formulation.set_tolerances(opts.get("rtol"), opts.get("atol"))
+        if hasattr(self.formulation, "set_output_step"):     # (di, cs: the drift test)
+            self.formulation.set_output_step(float(s["output_step"]))
         if getattr(fcls, "needs_mass", False):
             dae = self._dae_options()
             if any(k not in names for k in dae):

@@ -18,9 +18,13 @@ with an absolute tolerance: a dense Jacobian, every row used and holonomic) the
 compiled loops apply it in C after each accepted step (the multistep and θ methods
 then restart from the projected state, as after a new coordinate partition);
 elsewhere (sparse Jacobians, kept rows, the Python driver) the analysis calls
-:meth:`DriftProjection.step_end` at every step's end.
+:meth:`DriftProjection.step_end` at every step's end, which tests in C where it can
+(``CompiledRHS.max_violation``); a sparse model tests four times per output
+interval (:meth:`DriftProjection.set_output_step`).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -47,6 +51,8 @@ class DriftProjection:
         self._gate = None            # the bound of this run (initialize)
         self._python_projections = 0
         self._c_test = False         # step_end's test by CompiledRHS.max_violation
+        self._tau = None             # sparse: the test's time grid (set_output_step)
+        self._cell = None            # ... the cell of the last test
 
     @property
     def drift_gate(self) -> float | None:
@@ -74,8 +80,18 @@ class DriftProjection:
         else:
             self._base = drift_bound(self.system, rtol, atol)
 
+    def set_output_step(self, output_step: float) -> None:
+        """A sparse model tests the gate at the first step end in each quarter of an
+        output interval (a grid of times from t = 0, so a resumed run tests where
+        the uninterrupted one did): its Phi costs a fair part of an evaluation, and
+        the drift grows smoothly.  Dense models test after every step."""
+        self._tau = (output_step / 4.0 if not self.system.dense and output_step > 0
+                     else None)
+
     def initialize(self, q, qd, t):
         y, info = super().initialize(q, qd, t)
+        if self._tau is not None:
+            self._cell = math.floor(t / self._tau)    # tested there (resume)
         if self._base is not None and self._gate is None:
             phi = self.system.phi(np.asarray(q, dtype=float), t)[self.system.holonomic]
             phi0 = float(np.max(np.abs(phi))) if phi.size else 0.0
@@ -109,6 +125,11 @@ class DriftProjection:
         gate = self._gate
         if gate is None:
             return None
+        if self._tau is not None:
+            cell = math.floor(t / self._tau)
+            if cell == self._cell:
+                return None
+            self._cell = cell
         s, n = self.system, self.n
         q = y[:n]
         if self._c_test:                     # the test in C (CompiledRHS.max_violation)
