@@ -366,6 +366,32 @@ cdef void schur_values_grouped(const idx_t* sgp, const int* sge, const int* sga,
         Bx[mre[e]] = acc
 
 
+cdef inline double _ldl_row(Py_ssize_t k, const idx_t* Bp, const idx_t* Bi,
+                            const double* Bx, const idx_t* rptr, const idx_t* rpat,
+                            const idx_t* rpos, const idx_t* Lp, const idx_t* Li,
+                            double* Lx, const double* D, const double* Dinv, double* Y,
+                            double shift) noexcept nogil:
+    """Row k of the up-looking LDL^T (:func:`ldl_numeric`): L's entries of the row
+    into Lx, Y left zero; returns the pivot ``D[k]`` (not stored)."""
+    cdef Py_ssize_t p, p2, t, i
+    cdef double yi, lki, dk
+    for p in range(Bp[k], Bp[k + 1]):
+        Y[Bi[p]] += Bx[p]
+    dk = Y[k] + shift                  # D[k] in a register (no store/load chain)
+    Y[k] = 0.0
+    for t in range(rptr[k], rptr[k + 1]):
+        i = rpat[t]
+        yi = Y[i]
+        Y[i] = 0.0
+        p2 = rpos[t]
+        for p in range(Lp[i], p2):
+            Y[Li[p]] -= Lx[p] * yi
+        lki = yi * Dinv[i] if Dinv != NULL else yi / D[i]
+        dk -= lki * yi
+        Lx[p2] = lki
+    return dk
+
+
 cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const double* Bx,
                      const idx_t* rptr, const idx_t* rpat, const idx_t* rpos,
                      const idx_t* Lp, const idx_t* Li, double* Lx, double* D, double* Dinv,
@@ -378,23 +404,10 @@ cdef int ldl_numeric(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi, const doubl
     ``Dinv``: NULL, or a buffer that receives ``1 / D`` and is then used for L's
     entries (a product with the pivot's reciprocal instead of a division, rounded
     once more: the equations of motion's solver; the penalty form divides)."""
-    cdef Py_ssize_t k, p, p2, t, i
-    cdef double yi, lki, dk
+    cdef Py_ssize_t k
+    cdef double dk
     for k in range(m):
-        for p in range(Bp[k], Bp[k + 1]):
-            Y[Bi[p]] += Bx[p]
-        dk = Y[k] + shift                  # D[k] in a register (no store/load chain)
-        Y[k] = 0.0
-        for t in range(rptr[k], rptr[k + 1]):
-            i = rpat[t]
-            yi = Y[i]
-            Y[i] = 0.0
-            p2 = rpos[t]
-            for p in range(Lp[i], p2):
-                Y[Li[p]] -= Lx[p] * yi
-            lki = yi * Dinv[i] if Dinv != NULL else yi / D[i]
-            dk -= lki * yi
-            Lx[p2] = lki
+        dk = _ldl_row(k, Bp, Bi, Bx, rptr, rpat, rpos, Lp, Li, Lx, D, Dinv, Y, shift)
         D[k] = dk
         if not (dk > tol):                 # also catches NaN
             memset(Y, 0, m * sizeof(double))
@@ -416,23 +429,10 @@ cdef int ldl_numeric_forward(Py_ssize_t m, const idx_t* Bp, const idx_t* Bi,
     (``rsi``, their places in Lx ``rsq``; ``SparseSchur._symbolic``) — the same
     terms in the same order as the column-oriented solve, which updates w_k column
     by column in ascending order.  Returns 0 or k + 1 as :func:`ldl_numeric`."""
-    cdef Py_ssize_t k, p, p2, t, i
-    cdef double yi, lki, dk, acc
+    cdef Py_ssize_t k, t
+    cdef double dk, acc
     for k in range(m):
-        for p in range(Bp[k], Bp[k + 1]):
-            Y[Bi[p]] += Bx[p]
-        dk = Y[k]
-        Y[k] = 0.0
-        for t in range(rptr[k], rptr[k + 1]):
-            i = rpat[t]
-            yi = Y[i]
-            Y[i] = 0.0
-            p2 = rpos[t]
-            for p in range(Lp[i], p2):
-                Y[Li[p]] -= Lx[p] * yi
-            lki = yi * Dinv[i]
-            dk -= lki * yi
-            Lx[p2] = lki
+        dk = _ldl_row(k, Bp, Bi, Bx, rptr, rpat, rpos, Lp, Li, Lx, D, Dinv, Y, 0.0)
         D[k] = dk
         if not (dk > tol):                 # also catches NaN
             memset(Y, 0, m * sizeof(double))
