@@ -70,6 +70,32 @@ def etree_counts(Py_ssize_t m, const idx_t[::1] Bp, const idx_t[::1] Bi, double 
     return np.asarray(parent)[:m].copy(), np.asarray(lnz)[:m].copy(), flops
 
 
+cdef void _insertion_sort(idx_t* a, Py_ssize_t k) noexcept nogil:
+    """Sort ``a[0:k]`` ascending in place (a few entries: insertion sort)."""
+    cdef Py_ssize_t p, t
+    cdef idx_t v
+    for p in range(1, k):
+        v = a[p]
+        t = p - 1
+        while t >= 0 and a[t] > v:
+            a[t + 1] = a[t]
+            t -= 1
+        a[t + 1] = v
+
+
+cdef void _column_starts(Py_ssize_t n, Py_ssize_t nz, const idx_t* jcol, idx_t* cptr,
+                         idx_t* fill) noexcept nogil:
+    """The start of each column's entries in a counting sort of ``nz`` entries by
+    their columns ``jcol`` (``cptr``: n + 1 zeros in, the prefix sums out) and the
+    fill pointers (``fill[c] = cptr[c]``)."""
+    cdef Py_ssize_t p, c
+    for p in range(nz):
+        cptr[jcol[p] + 1] += 1
+    for c in range(n):
+        cptr[c + 1] += cptr[c]
+        fill[c] = cptr[c]
+
+
 def schur_pattern(Py_ssize_t m, Py_ssize_t n, const idx_t[::1] rp, const idx_t[::1] jcol):
     """The pattern of ``B = J J^T`` (J: m rows as CSR over the column indices ``jcol``
     at ``rp``; n columns): ``(indptr, indices)`` of its symmetric CSR, each row's
@@ -85,46 +111,34 @@ def schur_pattern(Py_ssize_t m, Py_ssize_t n, const idx_t[::1] rp, const idx_t[:
     cdef idx_t[::1] flag = np.full(max(m, 1), -1, dtype=np.intp)
     cdef idx_t[::1] indptr = np.zeros(m + 1, dtype=np.intp)
     # J by columns (rows ascending)
-    for p in range(nz):
-        cptr[jcol[p] + 1] += 1
-    for c in range(n):
-        cptr[c + 1] += cptr[c]
-        fill[c] = cptr[c]
+    _column_starts(n, nz, &jcol[0] if jcol.shape[0] else NULL, &cptr[0], &fill[0])
     for r in range(m):
         for p in range(rp[r], rp[r + 1]):
             c = jcol[p]
             crow[fill[c]] = r
             fill[c] += 1
     # counts, then the rows' columns
-    for r in range(m):
-        k = 0
-        for p in range(rp[r], rp[r + 1]):
-            c = jcol[p]
-            for t in range(cptr[c], cptr[c + 1]):
-                r2 = crow[t]
-                if flag[r2] != r:
-                    flag[r2] = r
-                    k += 1
-        indptr[r + 1] = indptr[r] + k
-    cdef idx_t[::1] indices = np.zeros(max(indptr[m], 1), dtype=np.intp)
-    flag[:] = -1
-    for r in range(m):
-        k = indptr[r]
-        for p in range(rp[r], rp[r + 1]):
-            c = jcol[p]
-            for t in range(cptr[c], cptr[c + 1]):
-                r2 = crow[t]
-                if flag[r2] != r:
-                    flag[r2] = r
-                    indices[k] = r2
-                    k += 1
-        for p in range(indptr[r] + 1, k):          # ascending (insertion sort)
-            r2 = indices[p]
-            t = p - 1
-            while t >= indptr[r] and indices[t] > r2:
-                indices[t + 1] = indices[t]
-                t -= 1
-            indices[t + 1] = r2
+    cdef idx_t[::1] indices = np.zeros(1, dtype=np.intp)
+    cdef int u
+    for u in range(2):
+        if u:
+            indices = np.zeros(max(indptr[m], 1), dtype=np.intp)
+            flag[:] = -1
+        for r in range(m):
+            k = indptr[r] if u else 0
+            for p in range(rp[r], rp[r + 1]):
+                c = jcol[p]
+                for t in range(cptr[c], cptr[c + 1]):
+                    r2 = crow[t]
+                    if flag[r2] != r:
+                        flag[r2] = r
+                        if u:
+                            indices[k] = r2
+                        k += 1
+            if not u:
+                indptr[r + 1] = indptr[r] + k
+                continue
+            _insertion_sort(&indices[indptr[r]], k - indptr[r])   # ascending
     return np.asarray(indptr), np.asarray(indices)[:indptr[m]].copy()
 
 
@@ -165,14 +179,7 @@ def schur_upper(Py_ssize_t m, const idx_t[::1] indptr, const idx_t[::1] indices,
                 Bi[j] = i
                 j += 1
         Bi[j] = k
-        # insertion sort of the column (a few entries)
-        for p in range(Bp[k] + 1, Bp[k + 1]):
-            tmp = Bi[p]
-            i = p - 1
-            while i >= Bp[k] and Bi[i] > tmp:
-                Bi[i + 1] = Bi[i]
-                i -= 1
-            Bi[i + 1] = tmp
+        _insertion_sort(&Bi[Bp[k]], Bp[k + 1] - Bp[k])   # the column (a few entries)
         bdiag[k] = Bp[k + 1] - 1
     return np.asarray(Bp), np.asarray(Bi)[:Bp[m]].copy(), np.asarray(bdiag)[:m].copy()
 
@@ -207,11 +214,7 @@ def schur_products(Py_ssize_t m, Py_ssize_t n, const idx_t[::1] rp,
     cdef idx_t[::1] cptr = np.zeros(n + 1, dtype=np.intp)
     cdef idx_t[::1] fill = np.zeros(n + 1, dtype=np.intp)
     cdef idx_t[::1] cent = np.zeros(max(nz, 1), dtype=np.intp)
-    for p in range(nz):
-        cptr[jcol[p] + 1] += 1
-    for c in range(n):
-        cptr[c + 1] += cptr[c]
-        fill[c] = cptr[c]
+    _column_starts(n, nz, &jcol[0] if jcol.shape[0] else NULL, &cptr[0], &fill[0])
     for p in range(nz):
         c = jcol[p]
         cent[fill[c]] = p

@@ -325,16 +325,9 @@ def test_point_and_angular_row_kernels_equal_the_row_kernels_and_numpy():
     a point of the ground and rows with adjacent entries inside wider rows), and
     their NumPy reference (``output_rows: the System's methods on the numpy backend``)
     within 1e-12 of the largest value (observed <= 3e-16)."""
-    m = mbcore.Model()
-    m.set_dimensions(3)
+    from spatial_points import three_bodies_with_points
     rng = np.random.default_rng(5)
-    for k in range(3):
-        m.add_body(f"b{k}", inertia=[1, 2, 3], position=list(rng.normal(size=3)),
-                   orientation={"axis": list(rng.normal(size=3)), "angle": 0.5 + k,
-                                "unit": "rad"})
-        m.add_point(f"P{k}", f"b{k}", list(rng.normal(size=3)))
-    m.add_point("G", "ground", [0.3, -0.2, 0.5])
-    sc, sn = m.compile(kernels="compiled"), m.compile(kernels="numpy")
+    sc, sn = three_bodies_with_points(rng, 0.5)
     R, n = 7, sc.n
     Y = rng.normal(size=(R, 3 * n + 1))             # (rows of a wider block)
     for k in range(3):

@@ -371,17 +371,9 @@ def test_point_and_angular_kinematics_compiled_equal_numpy():
     """The compiled point and angular kinematics of spatial bodies equal their NumPy
     references (System._point_kinematics_spatial, angular_kinematics) to 1e-12 on
     random states, including a point of the ground."""
-    import mbcore
-    m = mbcore.Model()
-    m.set_dimensions(3)
+    from spatial_points import three_bodies_with_points
     rng = np.random.default_rng(11)
-    for k in range(3):
-        m.add_body(f"b{k}", inertia=[1, 2, 3], position=list(rng.normal(size=3)),
-                   orientation={"axis": list(rng.normal(size=3)), "angle": 1.0 + k,
-                                "unit": "rad"})
-        m.add_point(f"P{k}", f"b{k}", list(rng.normal(size=3)))
-    m.add_point("G", "ground", [0.3, -0.2, 0.5])
-    sc, sn = m.compile(kernels="compiled"), m.compile(kernels="numpy")
+    sc, sn = three_bodies_with_points(rng, 1.0)
     for _ in range(5):
         q, qd, qdd = rng.normal(size=(3, sc.n))
         for k in range(3):
