@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..elements.base import PackContext
+from ..elements.base import PackContext, holonomic_rows
 from ..errors import ModelError, PluginError
 from .backend import (BACKENDS, DENSE_LIMIT, compiled_available, constraint_evaluator,
                       default_backend, force_evaluator)
@@ -186,7 +186,7 @@ class SystemModel:
             by_type[el.type].append((el.name, el.path, ct, par, fidx, bodies, row))
             labels = ct.equation_labels()
             self.constraint_names += [f"{el.name}.{lab}" for lab in labels]
-            holo_rows.extend([bool(cls.holonomic)] * ct.equations)
+            holo_rows.extend(holonomic_rows(ct))
             self.element_rows[el.name] = slice(row, row + ct.equations)
             self.element_types[el.name] = el.type
             self.element_sections[el.name] = el.section
