@@ -14,7 +14,7 @@ import pytest
 import mbcore
 from mbcore import Model, PluginError, hookimpl
 from mbcore.elements import ConstraintType
-from mbcore.elements.base import all_rows_holonomic, holonomic_rows
+from mbcore.plugins.contract import all_rows_holonomic, holonomic_rows
 from mbcore.elements.schema import Param
 from mbcore.plugins import PluginManager
 

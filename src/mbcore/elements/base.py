@@ -127,7 +127,7 @@ class ConstraintType:
     #: Jacobian row acts on velocities, ``nu`` and ``gamma`` as usual.  A tuple of
     #: ``equations`` booleans mixes them in one element (a rolling wheel: its contact
     #: height a position equation, its no-slip rows velocity equations; ``phi``
-    #: returns 0 in the velocity rows): :func:`holonomic_rows`.
+    #: returns 0 in the velocity rows; mbcore.plugins.contract.holonomic_rows).
     holonomic: ClassVar[bool | tuple[bool, ...]] = True
     #: spatial types: per equation, the translation columns (0, 1, 2: x, y, z of a
     #: body's r) its Jacobian row can touch, the same for every body of the element
@@ -343,27 +343,3 @@ def velocity_blocks(qb: np.ndarray, qdb: np.ndarray) -> np.ndarray:
     vb[..., 3:] = 2.0 * np.einsum("ebkl,ebl->ebk", Lmat(qb[..., 3:7]), qdb[..., 3:7])
     return vb
 
-
-def holonomic_rows(ctype: Any) -> tuple[bool, ...]:
-    """Per equation of constraint type ``ctype`` (class or instance): True for a
-    position-level (holonomic) row.  ``holonomic`` is one boolean for every row, or a
-    tuple of ``equations`` booleans; anything else is a
-    :class:`~mbcore.errors.PluginError` naming the type."""
-    h = getattr(ctype, "holonomic", True)
-    m = int(ctype.equations)
-    if isinstance(h, (bool, np.bool_)):
-        return (bool(h),) * m
-    rows = tuple(h) if isinstance(h, (tuple, list)) else None
-    if rows is None or len(rows) != m or not all(isinstance(x, (bool, np.bool_))
-                                                 for x in rows):
-        from ..errors import PluginError
-        raise PluginError(f"constraint type '{getattr(ctype, 'name', ctype)}': holonomic "
-                          f"must be a boolean or a tuple of {m} booleans (one per "
-                          f"equation), not {h!r}")
-    return tuple(bool(x) for x in rows)
-
-
-def all_rows_holonomic(ctype: Any) -> bool:
-    """Every equation of ``ctype`` is position-level (:func:`holonomic_rows`): the
-    ``holonomic`` flag of its compiled kernel."""
-    return all(holonomic_rows(ctype))

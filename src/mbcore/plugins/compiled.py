@@ -197,7 +197,7 @@ def load_constraint_kernel(ctype: Any) -> ConstraintKernel:
     ``gamma`` set; artificial coordinates ``extra`` as many as the kernel's
     ``n_extra``, which only the direct layout of ABI version 2 has); raises
     :class:`PluginError`."""
-    from ..elements.base import all_rows_holonomic
+    from .contract import all_rows_holonomic
     declared = (getattr(ctype, "body_kind", "planar"), ctype.equations, len(ctype.bodies),
                 ctype.n_par, ctype.n_fun, all_rows_holonomic(ctype),
                 tuple(getattr(ctype, "extra", ())))
@@ -206,7 +206,7 @@ def load_constraint_kernel(ctype: Any) -> ConstraintKernel:
 
 def _load_constraint_kernel(ctype: Any) -> ConstraintKernel:
     from .._ext import _planar
-    from ..elements.base import all_rows_holonomic
+    from .contract import all_rows_holonomic
     declared = {"body_kind": ("body kind", getattr(ctype, "body_kind", "planar")),
                 "n_equations": ("equations", ctype.equations),
                 "n_bodies": ("n_bodies", len(ctype.bodies)),

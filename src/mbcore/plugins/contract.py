@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..errors import PluginError
 
 __all__ = ["CONTRACT_VERSION", "parse", "compatible", "refusal", "format_version",
@@ -85,3 +87,27 @@ def declared_contract(obj: Any, where: str) -> tuple[int, int] | None:
     """The ``mbcore_contract`` a plugin module/object declares, or None."""
     value = getattr(obj, "mbcore_contract", None)
     return None if value is None else parse(value, where)
+
+
+def holonomic_rows(ctype: Any) -> tuple[bool, ...]:
+    """Per equation of constraint type ``ctype`` (class or instance): True for a
+    position-level (holonomic) row.  ``holonomic`` is one boolean for every row, or a
+    tuple of ``equations`` booleans; anything else is a
+    :class:`~mbcore.errors.PluginError` naming the type."""
+    h = getattr(ctype, "holonomic", True)
+    m = int(ctype.equations)
+    if isinstance(h, (bool, np.bool_)):
+        return (bool(h),) * m
+    rows = tuple(h) if isinstance(h, (tuple, list)) else None
+    if rows is None or len(rows) != m or not all(isinstance(x, (bool, np.bool_))
+                                                 for x in rows):
+        raise PluginError(f"constraint type '{getattr(ctype, 'name', ctype)}': holonomic "
+                          f"must be a boolean or a tuple of {m} booleans (one per "
+                          f"equation), not {h!r}")
+    return tuple(bool(x) for x in rows)
+
+
+def all_rows_holonomic(ctype: Any) -> bool:
+    """Every equation of ``ctype`` is position-level (:func:`holonomic_rows`): the
+    ``holonomic`` flag of its compiled kernel."""
+    return all(holonomic_rows(ctype))

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..elements.base import PackContext, holonomic_rows
+from ..elements.base import PackContext
+from ..plugins.contract import holonomic_rows
 from ..errors import ModelError, PluginError
 from .backend import (BACKENDS, DENSE_LIMIT, compiled_available, constraint_evaluator,
                       default_backend, force_evaluator)
