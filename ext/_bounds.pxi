@@ -146,3 +146,17 @@ cdef int _check_evaluators(str who, object ev, object fe, object functions, Py_s
         raise ValueError(f"{who}: evaluator reads {ev.need_fv} time functions, functions "
                          f"has {nfun}")
     return _check_forces(who, fe, n, nfun)
+
+
+cdef object _kept_rows(object rows, Py_ssize_t m, str who):
+    """The constraint rows a compiled object solves with (``rows``; None: all m) as
+    an intp array, after checking they are distinct rows 0 <= row < m; ValueError
+    naming ``who`` otherwise."""
+    if rows is None:
+        return np.arange(max(m, 0), dtype=np.intp)
+    r = np.ascontiguousarray(rows, dtype=np.intp)
+    if r.ndim != 1 or (r.size and (r.min() < 0 or r.max() >= m)) \
+            or np.unique(r).size != r.size:
+        raise ValueError(f"{who}: rows must be distinct constraint rows "
+                         f"(0 <= row < m = {m})")
+    return r

@@ -285,14 +285,7 @@ cdef class CompiledRHS(CompiledODE):
                   double beta=0.0, SparseSchur sparse_solver=None,
                   idx_t[::1] indptr=None, idx_t[::1] indices=None, spatial=None,
                   rows=None):
-        if rows is None:
-            r = np.arange(max(m, 0), dtype=np.intp)
-        else:
-            r = np.ascontiguousarray(rows, dtype=np.intp)
-            if r.ndim != 1 or (r.size and (r.min() < 0 or r.max() >= m)) \
-                    or np.unique(r).size != r.size:
-                raise ValueError(f"CompiledRHS: rows must be distinct constraint rows "
-                                 f"(0 <= row < m = {m})")
+        r = _kept_rows(rows, m, "CompiledRHS")
         if evaluator.n != n or (force_evaluator is not None and force_evaluator.n != n):
             raise ValueError("CompiledRHS: the evaluators belong to another system")
         nfun = 0 if functions is None else functions.size

@@ -103,14 +103,7 @@ cdef class CompiledCP(CompiledODE):
                   double[::1] minv not None, double[::1] col_scale not None,
                   double tol, double factor, spatial=None, rows=None):
         cdef Py_ssize_t mf = m
-        if rows is None:
-            r = np.arange(max(mf, 0), dtype=np.intp)
-        else:
-            r = np.ascontiguousarray(rows, dtype=np.intp)
-            if r.ndim != 1 or (r.size and (r.min() < 0 or r.max() >= mf)) \
-                    or np.unique(r).size != r.size:
-                raise ValueError(f"CompiledCP: rows must be distinct constraint rows "
-                                 f"(0 <= row < m = {mf})")
+        r = _kept_rows(rows, mf, "CompiledCP")
         m = r.shape[0]
         if not 0 < m < n:
             raise ValueError(f"CompiledCP: needs 0 < m < n, got m = {m}, n = {n}")
