@@ -154,7 +154,9 @@ TOPOLOGY_ARRAYS = ("perm", "pinv", "Bp", "Bi", "bdiag", "tp", "ta", "tb", "paren
                    "rp", "jpos", "jcol", "rowid")
 
 
-def _same_topology(indptr, indices, n, **kw):
+def _assert_same_topology(indptr, indices, n, **kw):
+    """The compiled symbolic phase equals the NumPy reference exactly; returns the
+    compiled topology."""
     a = SchurTopology(indptr, indices, n, symbolic="numpy", **kw)
     b = SchurTopology(indptr, indices, n, symbolic="compiled", **kw)
     assert a.symbolic == "numpy" and b.symbolic == "compiled"
@@ -182,13 +184,15 @@ def test_compiled_symbolic_analysis_equals_reference(ordering):
         s = model.compile(kernels="compiled", jacobian="sparse")
         indptr, indices = s.csr_pattern()
         order = rng.permutation(s.m) if ordering == "given" else ordering
-        _same_topology(indptr, indices, s.n, ordering=order)
+        assert _assert_same_topology(indptr, indices, s.n, ordering=order).nnz_L > 0
         rows = np.sort(rng.choice(s.m, s.m - 2, replace=False))
         sub = rng.permutation(len(rows)) if ordering == "given" else ordering
-        _same_topology(indptr, indices, s.n, rows=rows, ordering=sub)
+        b = _assert_same_topology(indptr, indices, s.n, rows=rows, ordering=sub)
+        assert b.m == len(rows)
         if s.nb and len(list(s.rigid_spatial)):
             keep, _ = SpatialMass(s).nonzero_entries()
-            _same_topology(indptr, indices, s.n, ordering=order, entries=keep)
+            b = _assert_same_topology(indptr, indices, s.n, ordering=order, entries=keep)
+            assert b.symbolic == "compiled"
 
 
 @needs_compiled
@@ -208,7 +212,9 @@ def test_compiled_symbolic_analysis_on_random_patterns():
         if trial % 3 == 0 and A.nnz:
             entries = np.sort(rng.choice(A.nnz, A.nnz // 2, replace=False))
         for ordering in ("auto", "mmd", "rcm", "natural"):
-            _same_topology(A.indptr, indices, n, ordering=ordering, entries=entries)
+            b = _assert_same_topology(A.indptr, indices, n, ordering=ordering,
+                                      entries=entries)
+            assert b.symbolic == "compiled" and b.m == m
 
 
 @needs_compiled
