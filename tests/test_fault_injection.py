@@ -464,3 +464,15 @@ def test_signals_during_a_run(tmp_path, examples, sig, name):
         # with the signals held (mbcore.analysis.interrupts)
         assert f["checkpoint/t"][-1] == r.t[-1]
     _check_rows_are_the_runs(tmp_path, model, out)
+
+
+def test_an_hdf5_write_error_is_worded_as_python_words_it():
+    """HDF5 names the system error in its own words, which differ between its write
+    paths ('file too large' / 'File too large'): the reason is worded once."""
+    from mbplugins.reporters.hdf5 import hdf5_reason
+    import os
+    exc = OSError("Can't write data (file write failed: time = Mon, filename = 'x.h5', "
+                  "file descriptor = 5, errno = 27, error message = 'file too large', "
+                  "buf = 0x1, total write size = 8)")
+    assert hdf5_reason(exc) == f"[Errno 27] {os.strerror(27)}" == "[Errno 27] File too large"
+    assert hdf5_reason(ValueError("bad\nmore")) == "ValueError: bad"

@@ -79,12 +79,14 @@ _BROKEN: list[tuple] = []
 
 def hdf5_reason(exc: BaseException) -> str:
     """A short reason for an HDF5 write error: ``[Errno 27] File too large`` from
-    the library's long message when it names the system error, else its first
-    line."""
+    the library's long message when it names the system error (worded as Python's
+    own OSError words it: the library's wording differs between its write paths),
+    else its first line."""
+    import os
     import re
     m = re.search(r"errno = (\d+), error message = '([^']*)'", str(exc))
     if m:
-        return f"[Errno {m.group(1)}] {m.group(2)}"
+        return f"[Errno {m.group(1)}] {os.strerror(int(m.group(1))) or m.group(2)}"
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
