@@ -42,7 +42,8 @@ extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
               ext("_stiffnewton", "mbplugins"), ext("_penalty", "mbplugins"),
               ext("_dae", "mbplugins"), ext("_jc", "mbplugins"), ext("_omega", "mbplugins"),
               ext("_planar_forces", "mbplugins"), ext("_planar_constraints", "mbplugins"),
-              ext("_spatial_constraints", "mbplugins"), ext("_spatial_forces", "mbplugins")]
+              ext("_spatial_constraints", "mbplugins"), ext("_spatial_forces", "mbplugins"),
+              ext("_rolling", "mbplugins")]
 
 setup(
     ext_modules=cythonize(

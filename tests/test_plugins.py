@@ -236,12 +236,15 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
     from mbplugins.planar.nonlinear import NonlinearTSDA
     from mbplugins.reporters.hdf5 import HDF5Reporter
     from mbplugins.reporters.memory import MemoryReporter
+    from mbplugins.rolling.planar import PLANAR_ROLLING_TYPES
+    from mbplugins.rolling.spatial import ROLLING_TYPES
     from mbplugins.spatial.composites import COMPOSITE_TYPES
     from mbplugins.spatial.constraints import CONSTRAINT_TYPES as SPATIAL_CONSTRAINTS
     from mbplugins.spatial.forces import FORCE_TYPES as SPATIAL_FORCES
     eager = {
         "mbcore_constraint_types": [*CONSTRAINT_TYPES, *SPATIAL_CONSTRAINTS,
-                                    *COMPOSITE_TYPES],
+                                    *COMPOSITE_TYPES, *PLANAR_ROLLING_TYPES,
+                                    *ROLLING_TYPES],
         "mbcore_force_types": [*FORCE_TYPES, NonlinearTSDA, *SPATIAL_FORCES],
         "mbcore_formulations": list(FORMULATIONS),
         "mbcore_integrators": list(INTEGRATORS),

@@ -63,6 +63,8 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("point_on_plane", "mbplugins.spatial.composites:PointOnPlane", "spatial"),
         ("relative_rotation_ep", "mbplugins.spatial.composites:RelativeRotationEP", "spatial"),
         ("orientation_lock", "mbplugins.spatial.composites:OrientationLock", "spatial"),
+        ("rolling_disc", "mbplugins.rolling.planar:PlanarRollingDisc"),
+        ("rolling_disc", "mbplugins.rolling.spatial:RollingDisc", "spatial"),
     ],
     "mbcore_force_types": [
         ("tsda", "mbplugins.planar.forces:TSDA"),

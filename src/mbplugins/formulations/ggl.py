@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mbcore.solve.nonholonomic import refuse_velocity_rows
 from mbcore.errors import ModelError
 from mbcore.solve.formulation import Formulation
 
@@ -44,9 +45,8 @@ class GGL(Formulation):
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
-        if not system.all_holonomic:
-            raise ModelError("settings.formulation", "the GGL form needs position-level "
-                                                     "constraints")
+        refuse_velocity_rows(system, "settings.formulation", "the GGL form",
+                             "use di, cs, projection, penalty or joint_coordinates")
         #: spatial bodies: unit mass on v and M^-1 inside f (AccelerationSolver.mass_solve)
         self.spatial = system.mass_diag is None
         if self.solver.spatial is not None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg as sla
 
+from mbcore.solve.nonholonomic import refuse_velocity_rows
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.solve.formulation import Formulation, RestartRequest
 from mbcore.elements.schema import Param
@@ -198,10 +199,8 @@ class CP(Formulation):
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
-        if not system.all_holonomic:
-            raise ModelError("settings.formulation", "coordinate partitioning needs "
-                             "position-level constraints; use di, cs or projection with "
-                             "velocity-level (nonholonomic) constraints")
+        refuse_velocity_rows(system, "settings.formulation", "coordinate partitioning",
+                             "use di, cs, projection, penalty or joint_coordinates")
         self.tol = self.settings["newton_tolerance"]
         self.factor = self.settings["repartition_factor"]
         #: the tolerances given to the integrator are the requested ones times this:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mbcore.solve.nonholonomic import refuse_velocity_rows
 from mbcore.errors import AnalysisError, ModelError
 from mbcore.solve.formulation import Formulation
 from mbplugins.integrators.bdf import NewtonSystem
@@ -388,9 +389,9 @@ class Stiff(Formulation):
 
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
-        if not system.all_holonomic:
-            raise ModelError("settings.formulation", "the stiff (index-3) formulation needs "
-                                                     "position-level constraints")
+        refuse_velocity_rows(system, "settings.formulation", "the stiff (index-3) "
+                             "formulation", "use di, cs, projection, penalty or "
+                             "joint_coordinates")
         #: spatial bodies: unit mass on s, M^-1 inside f (_accel)
         self.spatial = system.mass_diag is None
         if self.solver.spatial is not None:
