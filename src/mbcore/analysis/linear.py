@@ -105,20 +105,32 @@ class Modes:
 def modal_analysis(A: np.ndarray, T: np.ndarray | None = None,
                    zero_tolerance: float = ZERO_TOLERANCE,
                    independent: Sequence[str] = (),
-                   coordinates: Sequence[str] = ()) -> Modes:
-    """The :class:`Modes` of ``x' = A x`` with ``x = [xi; xi']`` (A of size 2k);
-    ``T`` (n, k) maps shapes to all coordinates (``delta q = T delta xi``)."""
+                   coordinates: Sequence[str] = (), positions: int | None = None,
+                   rigid: int = 0) -> Modes:
+    """The :class:`Modes` of ``x' = A x`` with ``x = [xi; xi']`` (A of size 2k), or
+    with ``positions`` given, ``x = [xi; u]`` of ``positions`` coordinates and the
+    remaining independent speeds (a nonholonomic system: fewer speeds than
+    coordinates); ``T`` (n, k) maps shapes to all coordinates (``delta q = T delta
+    xi``).  Shapes are the position parts of the eigenvectors.  ``rigid``: at least
+    this many eigenvalues, the smallest in modulus, are rigid (declared cyclic
+    coordinates, whose Jordan blocks differences split by more than the tolerance)."""
     import scipy.linalg as sla
     A = np.asarray(A, dtype=float)
-    k = A.shape[0] // 2
-    if A.shape != (2 * k, 2 * k):
+    k = A.shape[0] // 2 if positions is None else int(positions)
+    if positions is None and A.shape != (2 * k, 2 * k):
         raise ValueError(f"A must be square of even size, got shape {A.shape}")
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or not 0 <= k <= A.shape[0]:
+        raise ValueError(f"A must be square with at least {k} rows, got shape {A.shape}")
     T = np.eye(k) if T is None else np.asarray(T, dtype=float)
-    w, V = sla.eig(A) if k else (np.zeros(0, complex), np.zeros((0, 0), complex))
+    w, V = sla.eig(A) if A.size else (np.zeros(0, complex), np.zeros((0, 0), complex))
     scale = float(np.abs(w).max()) if w.size else 0.0
     zero = np.abs(w) <= zero_tolerance * scale
+    if rigid:
+        zero[np.argsort(np.abs(w))[:rigid]] = True
     lam, kinds, shapes = [], [], []
-    rigid = V[:k, zero]
+    # a speed that nothing restores (a bicycle's forward speed) has no position part:
+    # with independent speeds, the rigid directions are counted on the whole vector
+    rigid = V[:k, zero] if positions is None else V[:, zero]
     if rigid.size:           # one rigid mode per independent direction of the shapes
         U, s, _ = np.linalg.svd(rigid.real if np.allclose(rigid.imag, 0)
                                 else np.hstack([rigid.real, rigid.imag]),
@@ -127,7 +139,7 @@ def modal_analysis(A: np.ndarray, T: np.ndarray | None = None,
         for j in range(r):
             lam.append(0j)
             kinds.append("rigid")
-            shapes.append(U[:, j].astype(complex))
+            shapes.append(U[:k, j].astype(complex))
     for j in np.nonzero(~zero)[0]:
         if w[j].imag < 0:            # the conjugate of a listed pair
             continue
@@ -180,18 +192,23 @@ class LinearModel:
     Cd: np.ndarray
     t: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    #: position states (``x = [xi; u]``; about a steady motion); None: half of A
+    positions: int | None = None
+    #: eigenvalues that are rigid whatever their size (declared cyclic coordinates)
+    rigid: int = 0
 
     @property
     def k(self) -> int:
         """Number of independent coordinates (degrees of freedom)."""
-        return self.A.shape[0] // 2
+        return self.A.shape[0] // 2 if self.positions is None else int(self.positions)
 
     def modes(self, zero_tolerance: float | None = None) -> Modes:
         """Eigen-analysis of A (:func:`modal_analysis`); ``zero_tolerance`` defaults
         to the analysis setting (``info["zero_tolerance"]``) or 1e-6."""
         tol = self.info.get("zero_tolerance", ZERO_TOLERANCE) if zero_tolerance is None \
             else zero_tolerance
-        return modal_analysis(self.A, self.T, float(tol), self.independent, self.coordinates)
+        return modal_analysis(self.A, self.T, float(tol), self.independent, self.coordinates,
+                              self.positions, self.rigid)
 
     def response(self, omega: float | Sequence[float]) -> np.ndarray:
         """Frequency response ``C (i omega I - A)^-1 B + D``: (len(omega), outputs,
@@ -225,6 +242,8 @@ class LinearModel:
                     damping=m.damping, kind=list(m.kind), shapes=m.shapes,
                     shapes_q=m.shapes_q)
         attrs = {"t": float(self.t), "k": self.k, "n_modes": len(m), "n_rigid": m.n_rigid,
+                 **({} if self.positions is None else {"positions": int(self.positions)}),
+                 "rigid": int(self.rigid),
                  **{key: v for key, v in self.info.items()
                     if isinstance(v, (str, int, float, bool))}}
         return data, attrs
@@ -234,8 +253,12 @@ class LinearModel:
         """The model stored in a ``/modes`` group (``Result.group("modes")``)."""
         kw = {a: np.asarray(data[a], dtype=float) for a in cls._ARRAYS}
         kw.update({n: [str(x) for x in data[n]] for n in cls._NAMES})
-        info = {k: v for k, v in attrs.items() if k not in ("t", "k", "n_modes", "n_rigid")}
-        return cls(t=float(attrs.get("t", 0.0)), info=info, **kw)
+        info = {k: v for k, v in attrs.items()
+                if k not in ("t", "k", "n_modes", "n_rigid", "positions", "rigid")}
+        pos = attrs.get("positions")
+        return cls(t=float(attrs.get("t", 0.0)), info=info,
+                   positions=None if pos is None else int(pos),
+                   rigid=int(attrs.get("rigid", 0)), **kw)
 
     @classmethod
     def from_result(cls, result) -> "LinearModel":

@@ -168,11 +168,14 @@ class AccelerationSolver:
             from .sparse_schur import for_system
             self._sparse_rows = for_system(s, rows=self.rows)
 
-    def solve(self, q, qd, t, gamma_extra=None):
+    def solve(self, q, qd, t, gamma_extra=None, force_extra=None):
         """(qdd, lam) — work buffers, valid until the next call.  ``gamma_extra``
-        is added to gamma (Baumgarte stabilisation, CS formulation)."""
+        is added to gamma (Baumgarte stabilisation, CS formulation), ``force_extra``
+        (n) to the generalised forces (inputs of a linearisation)."""
         s = self.system
         Q = s.forces(q, qd, t)
+        if force_extra is not None:
+            Q = Q + force_extra
         J = s.jacobian(q, t)
         gam = s.gamma(q, qd, t)
         if gamma_extra is not None:

@@ -1,5 +1,9 @@
-"""Linearisation and eigen-analysis about a static equilibrium (
-docs/analyses.md "Linearisation and modes").
+"""Linearisation and eigen-analysis about a static equilibrium or a steady motion
+(docs/analyses.md "Linearisation and modes").
+
+``about: motion`` linearises about the model's assembled initial state with its
+velocities, a steady motion (:mod:`.linearize_motion`: nonholonomic rows allowed,
+cyclic coordinates removed); the rest of this docstring is the equilibrium case.
 
 The analysis ``modes``: (1) the equilibrium, by the ``static`` analysis (any of its
 methods) or, with ``equilibrium: given``, the model's assembled initial state,
@@ -19,7 +23,10 @@ from mbcore.analysis.base import Analysis
 from mbcore.errors import AnalysisError, ConvergenceError, ModelError
 from mbcore.elements.schema import Param
 
+from mbcore.solve.assembly import assemble
+
 from .linearize import Chart, linearize
+from .linearize_motion import MotionChart, linearize_motion
 from .static import StaticAnalysis
 
 #: the settings passed on to the static analysis
@@ -28,10 +35,19 @@ _STATIC_KEYS = ("t_start", "method", "assemble", "tolerance", "max_iterations")
 
 class ModesAnalysis(Analysis):
     name = "modes"
-    description = ("linearisation about a static equilibrium: state space A, B, C, D, "
-                   "natural frequencies, damping ratios and mode shapes")
+    description = ("linearisation about a static equilibrium or a steady motion: state "
+                   "space A, B, C, D, natural frequencies, damping ratios and mode shapes")
     settings_schema = {
         **{key: StaticAnalysis.settings_schema[key] for key in _STATIC_KEYS},
+        "about": Param("choice", "'equilibrium': a static equilibrium (below); 'motion': "
+                       "the assembled initial state with its velocities, a steady motion "
+                       "(nonholonomic constraints allowed)", default="equilibrium",
+                       choices=("equilibrium", "motion")),
+        "cyclic": Param("strings", "about a motion: position increments that advance "
+                        "along it and are removed from the state (e.g. frame.x, "
+                        "frame.rz, wheel.ry)", default=()),
+        "independent_speeds": Param("strings", "about a motion: the independent speeds "
+                                    "(default: automatic)", required=False),
         "equilibrium": Param("choice", "'static': solve the static equilibrium first; "
                              "'given': the (assembled) initial state is the equilibrium",
                              default="static", choices=("static", "given")),
@@ -57,9 +73,15 @@ class ModesAnalysis(Analysis):
     def __init__(self, system, settings=None):
         super().__init__(system, settings)
         st = self.settings
-        if not system.all_holonomic:
-            raise ModelError("constraints", "linearisation needs position-level "
-                                            "(holonomic) constraints")
+        self.motion = st["about"] == "motion"
+        if not self.motion:
+            if st["cyclic"] or st.get("independent_speeds"):
+                raise ModelError("settings.about", "cyclic coordinates and independent "
+                                                   "speeds need about: motion")
+            from mbcore.solve.nonholonomic import refuse_velocity_rows
+            refuse_velocity_rows(system, "settings.about", "linearisation about an "
+                                 "equilibrium", "use about: motion (a steady motion with "
+                                 "its velocities)")
         static = {key: st[key] for key in _STATIC_KEYS}
         if st["equilibrium"] == "given":
             static["method"] = "given"
@@ -71,6 +93,8 @@ class ModesAnalysis(Analysis):
         return self.static.channels()
 
     def run(self, record, event, progress=False):
+        if self.motion:
+            return self._run_motion(record, event)
         s, st = self.system, self.settings
         t = st["t_start"]
         try:
@@ -121,3 +145,56 @@ class ModesAnalysis(Analysis):
             raise AnalysisError(f"the {what} is not an equilibrium: the force residual "
                                 f"Phi_q^T lam + Q is {fr:.3g} (scale {scale:.3g}); use "
                                 f"equilibrium: static", t)
+
+    def _run_motion(self, record, event) -> None:
+        """About the assembled initial state with its velocities (a steady motion)."""
+        s, st = self.system, self.settings
+        t = st["t_start"]
+        init = s.initial_state(t)
+        q, qd = init.q, init.qd
+        if s.m and st["assemble"]:
+            rep = assemble(s, q, qd, t)
+            q, qd = rep.q, rep.qd
+            event(t, "assembly", rep.summary())
+        chart = MotionChart(s, q, qd, t, st["independent"] or (),
+                            st.get("independent_speeds") or (), st["cyclic"])
+        info = {"about": "motion", "coordinates": "partition",
+                "linearization": "numeric", "zero_tolerance": st["zero_tolerance"]}
+        lm, qdd, lam = linearize_motion(s, q, qd, t, chart, st["inputs"], st["outputs"],
+                                        info)
+        modes = lm.modes()
+        self.linear_model, self.modes = lm, modes
+        self._record_reference(record, lm.q, qd, qdd, lam, t)
+        group = getattr(record, "group", None)
+        if group is not None:
+            data, attrs = lm.to_group(modes)
+            group("modes", data, attrs)
+        event(t, "modes", f"about a steady motion: {len(modes)} modes ({modes.n_rigid} "
+                          f"rigid); eigenvalues with the largest real part: "
+                          + ", ".join(f"{z:.6g}" for z in sorted(
+                              modes.eigenvalue, key=lambda z: -z.real)[:3]))
+        if np.any(modes.unstable):
+            event(t, "warning", f"the motion is unstable: {int(np.sum(modes.unstable))} "
+                                f"mode(s) grow")
+        self.stats = {"about": "motion", "dof": chart.kp, "speeds": chart.ku,
+                      "n_modes": len(modes), "n_rigid": modes.n_rigid,
+                      "unstable": int(np.sum(modes.unstable)),
+                      "independent": ",".join(lm.independent),
+                      "independent_speeds": ",".join(chart.u_names)}
+
+    def _record_reference(self, record, q, qd, qdd, lam, t) -> None:
+        """The reference state's row, in the channels of the static analysis."""
+        s = self.system
+        phi = s.phi(q, t)[s.holonomic] if s.m else np.zeros(0)
+        data = {"q": q, "lam": lam, "reactions": s.reactions(q, t, lam),
+                "energy": np.array([s.potential_energy(q, t)]),
+                "solver": np.array([0.0, 0.0, float(np.max(np.abs(phi), initial=0.0))])}
+        if s.local_reaction_labels:
+            data["reactions_local"] = s.reactions_local(q, t, lam)
+        if s.force_labels:
+            data["forces"] = s.force_outputs(q, qd, t)
+        if s.point_names:
+            data["points"] = s.point_kinematics(q, qd, qdd).ravel()
+        if s.angular_labels:
+            data["angular"] = s.angular_kinematics(q, qd, qdd).ravel()
+        record(t, data)
