@@ -1,7 +1,15 @@
 """Wall time of the MPRS benchmark bicycle (examples/whipple_bicycle.py): a 10 s
 nonlinear run at 5 m/s with a lean-rate perturbation of 0.05 rad/s, rtol 1e-8,
 for cs and di with dopri5 and dop853; the median of 3 runs of ``stats.wall_time``
-(mbcore.run's integration, outputs included) and the seconds per simulated second.
+(the analysis: assembly, integration and output rows; not the model's compile) and
+the seconds per simulated second.
+
+cs takes 5-7x the steps of di here: its step is set by the error test of the work
+integral (the state behind ``energy/work_nc``, integrated even when ``energy`` is
+not recorded), whose rate at the Runge-Kutta stages, off the constraint manifold by
+O(h^2) for the spinning wheels' Euler parameters, carries the power of the
+Baumgarte terms, O(h^4) (di: round-off); with that state near 0 only ``atol``
+bounds its error, so the steps scale as atol^(-1/5) without rejections.
 
     PYTHONPATH=src python benchmarks/bicycle.py [--atol 1e-10] [--output-step 0.01]
                                                 [--record q,qd] [--repeat 3]
