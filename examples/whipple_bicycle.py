@@ -109,7 +109,7 @@ def bicycle(speed: float = 5.0, lean: float = 0.0, lean_rate: float = 0.0,
     the front contact point: the analyses' assembly then corrects the positions and
     velocities (see ``res.stats["assembly"]``)."""
     m = mbcore.Model("whipple_bicycle",
-                     description="MPRS (2007) benchmark bicycle, Table 1 parameters, "
+                     description="benchmark bicycle of Meijaard et al. (2007), Table 1 parameters, "
                                  f"{speed:g} m/s",
                      units={"length": "m", "angle": "rad", "time": "s", "mass": "kg"})
     m.set_dimensions(3)
@@ -156,6 +156,48 @@ def bicycle(speed: float = 5.0, lean: float = 0.0, lean_rate: float = 0.0,
                     axis=[0.0, 1.0, 0.0])
     m.settings.update(SETTINGS)
     return m
+
+
+def mprs_eigenvalues(v: float) -> np.ndarray:
+    """The eigenvalues of MPRS' linearised equations at forward speed v: their
+    ``M q'' + v C1 q' + (g K0 + v^2 K2) q = 0`` in lean and steer, with M, C1, K0,
+    K2 from the Table 1 parameters by their Appendix A (the reference the
+    multibody model's linearisation is compared with)."""
+    sl, cl = math.sin(lam), math.cos(lam)
+    mT = mR + mB + mH + mF
+    xT = (xB * mB + xH * mH + w * mF) / mT
+    zT = (-rR * mR + zB * mB + zH * mH - rF * mF) / mT
+    ITxx = (IRxx + IBxx + IHxx + IFxx + mR * rR ** 2
+            + mB * zB ** 2 + mH * zH ** 2 + mF * rF ** 2)
+    ITxz = (IBxz + IHxz - mB * xB * zB - mH * xH * zH
+            + mF * w * rF)
+    ITzz = (IRxx + IBzz + IHzz + IFxx + mB * xB ** 2
+            + mH * xH ** 2 + mF * w ** 2)
+    mA = mH + mF
+    xA = (xH * mH + w * mF) / mA
+    zA = (zH * mH - rF * mF) / mA
+    IAxx = IHxx + IFxx + mH * (zH - zA) ** 2 + mF * (rF + zA) ** 2
+    IAxz = (IHxz - mH * (xH - xA) * (zH - zA)
+            + mF * (w - xA) * (rF + zA))
+    IAzz = IHzz + IFxx + mH * (xH - xA) ** 2 + mF * (w - xA) ** 2
+    uA = (xA - w - c) * cl - zA * sl
+    IAll = mA * uA ** 2 + IAxx * sl ** 2 + 2 * IAxz * sl * cl + IAzz * cl ** 2
+    IAlx = -mA * uA * zA + IAxx * sl + IAxz * cl
+    IAlz = mA * uA * xA + IAxz * sl + IAzz * cl
+    mu = c / w * cl
+    SR, SF = IRyy / rR, IFyy / rF
+    ST = SR + SF
+    SA = mA * uA + mu * mT * xT
+    M = np.array([[ITxx, IAlx + mu * ITxz],
+                  [IAlx + mu * ITxz, IAll + 2 * mu * IAlz + mu ** 2 * ITzz]])
+    K0 = np.array([[mT * zT, -SA], [-SA, -SA * sl]])
+    K2 = np.array([[0.0, (ST - mT * zT) / w * cl], [0.0, (SA + SF * sl) / w * cl]])
+    C1 = np.array([[0.0, mu * ST + SF * cl + ITxz / w * cl - mu * mT * zT],
+                   [-(mu * ST + SF * cl), IAlz / w * cl + mu * (SA + ITzz / w * cl)]])
+    Mi = np.linalg.inv(M)
+    A = np.block([[np.zeros((2, 2)), np.eye(2)],
+                  [-Mi @ (g * K0 + v * v * K2), -Mi @ (v * C1)]])
+    return np.linalg.eigvals(A)
 
 
 def lean_angle(res, body: str = "rear") -> tuple[np.ndarray, np.ndarray]:

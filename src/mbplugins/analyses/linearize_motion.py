@@ -338,10 +338,12 @@ def linearize_motion(system, q0: np.ndarray, qd0: np.ndarray, t: float, chart: M
 
 
 def _check_cyclic(A: np.ndarray, c: MotionChart) -> int:
-    """Each declared cyclic coordinate is a direction of the zero-eigenvalue
-    invariant subspace of A (its change alone, with the speeds it drags along,
-    is again a steady motion): its unit vector lies in the position rows of that
-    subspace (an ordered real Schur basis).  Returns their number."""
+    """The declared cyclic coordinates move along the zero-eigenvalue invariant
+    subspace of A (an ordered real Schur basis): each has a component in its
+    position rows, and they are no more than its position rank.  (A cyclic
+    coordinate's change, with the changes of the other independent increments that
+    the symmetry drags along — a yaw of the rear frame turns the fork too — is
+    again a steady motion.)  Returns their number."""
     import scipy.linalg as sla
     if not c.cyclic:
         return 0
@@ -349,22 +351,24 @@ def _check_cyclic(A: np.ndarray, c: MotionChart) -> int:
     tol = CYCLIC_TOLERANCE * scale
     _, Z, sdim = sla.schur(A, output="real", sort=lambda re, im: math.hypot(re, im) <= tol)
     Zp = Z[:c.kp, :sdim]
+    sv = np.linalg.svd(Zp, compute_uv=False) if sdim else np.zeros(0)
+    rank = int(np.sum(sv > 1e-6 * max(float(sv.max(initial=0.0)), 1e-300))) if sdim else 0
     names = [c.xi_names[j] for j in c.cyclic]
-    if sdim < len(c.cyclic):
-        raise ModelError("settings.cyclic", f"{', '.join(names)} are not all cyclic: A has "
-                                            f"{sdim} zero eigenvalue(s) (|lambda| <= "
-                                            f"{CYCLIC_TOLERANCE:g} of the largest), "
-                                            f"{len(names)} declared")
     for j, name in zip(c.cyclic, names):
         e = np.zeros(c.kp)
         e[j] = 1.0
-        res = e - Zp @ np.linalg.lstsq(Zp, e, rcond=None)[0]
-        if float(np.linalg.norm(res)) > 1e-6:
-            raise ModelError("settings.cyclic", f"'{name}' is not cyclic: changing it "
-                                                f"does not lead to another steady motion "
-                                                f"(it is not among the zero-eigenvalue "
-                                                f"directions of A; residual "
-                                                f"{float(np.linalg.norm(res)):.3g})")
+        res = float(np.linalg.norm(e - Zp @ np.linalg.lstsq(Zp, e, rcond=None)[0])) \
+            if sdim else 1.0
+        if res > 1.0 - 1e-6:
+            raise ModelError("settings.cyclic", f"'{name}' is not cyclic: it has no part "
+                                                f"in the zero-eigenvalue motions of A "
+                                                f"(changing it does not lead to another "
+                                                f"steady motion)")
+    if len(names) > rank:
+        raise ModelError("settings.cyclic", f"{', '.join(names)} are not all cyclic: the "
+                                            f"zero-eigenvalue motions of A move {rank} "
+                                            f"independent position direction(s), "
+                                            f"{len(names)} declared")
     return len(c.cyclic)
 
 
