@@ -3,8 +3,10 @@ of 5, 17 and 26 February).
 
 A contact is a body point with a radius (a disc; a sphere in spatial models)
 against a line (a plane in spatial models) fixed on a surface body (ground or any
-body), a line optionally limited to a segment.  Its gap
-``c(q) = n^T (r_P - r_L) - rho`` is an event function of the dynamic analysis; at
+body), a line optionally limited to a segment, or against another disc (sphere) of
+radius ``rho_S`` centred at a point of the surface body (ball to ball).  Its gap
+``c(q) = n^T (r_P - r_L) - rho`` (ball to ball: ``|r_P - r_S| - rho - rho_S``, n
+along the line of centres) is an event function of the dynamic analysis; at
 ``c = 0`` with approaching normal velocity the velocities jump by the impact map
 
     [ M      -Phi_q^T  -C^T ] [qd+ ]   [ M qd-      ]
@@ -32,7 +34,7 @@ from ..elements import schema as S
 from ..errors import ModelError
 
 KEYS = ("name", "body", "point", "radius", "surface", "surface_point", "normal", "extent",
-        "restitution")
+        "restitution", "surface_radius")
 
 
 @dataclass
@@ -49,6 +51,9 @@ class Contact:
     normal: tuple[float, ...]
     extent: tuple[float, float] | None
     restitution: float
+    #: ball to ball: the radius of the disc (sphere) centred at surface_point; None:
+    #: the surface is the line (plane) through surface_point with ``normal``
+    surface_radius: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {"name": self.name, "body": self.body, "point": list(self.point),
@@ -57,6 +62,9 @@ class Contact:
              "restitution": self.restitution}
         if self.extent is not None:
             d["extent"] = list(self.extent)
+        if self.surface_radius is not None:
+            d["surface_radius"] = self.surface_radius
+            del d["normal"]
         return d
 
 
@@ -84,11 +92,23 @@ def parse_contact(data: Any, path: str, ctx: S.ValidationContext, dims: int = 2)
             raise ModelError(f"{path}.extent", f"expected [min, max] with min < max, "
                                                f"got {list(extent)}")
     e = S.number(data["restitution"], f"{path}.restitution", min=0.0, max=1.0)
+    rs = None
+    if data.get("surface_radius") is not None:
+        rs = S.number(data["surface_radius"], f"{path}.surface_radius", min=0.0)
+        for key in ("normal", "extent"):
+            if data.get(key) is not None:
+                raise ModelError(f"{path}.{key}", "a ball-to-ball contact (surface_radius) "
+                                                  "has no line: its normal is the line of "
+                                                  "centres")
+    radius = S.number(data.get("radius", 0.0), f"{path}.radius", min=0.0)
+    if rs is not None and radius + rs <= 0.0:
+        raise ModelError(f"{path}.surface_radius", "two points cannot collide: give the "
+                                                   "balls a radius")
     return Contact(S.string(data.get("name", f"contact{path}"), f"{path}.name"), body,
                    S.vector(data.get("point", zero), f"{path}.point", dims),
-                   S.number(data.get("radius", 0.0), f"{path}.radius", min=0.0), surface,
+                   radius, surface,
                    S.vector(data.get("surface_point", zero), f"{path}.surface_point", dims),
-                   tuple(x / nn for x in normal), extent, e)
+                   tuple(x / nn for x in normal), extent, e, rs)
 
 
 def _rot(phi, v):
@@ -135,8 +155,8 @@ class ContactSet:
         c = self.contacts[k]
         rB, AB = self._pose(self._ob[k], q)
         rS, AS = self._pose(self._os[k], q)
-        nrm = AS @ np.asarray(c.normal)
         d = rB + AB @ np.asarray(c.point) - rS - AS @ np.asarray(c.surface_point)
+        nrm = AS @ np.asarray(c.normal) if c.surface_radius is None else _unit(d)
         return c, AB, AS, nrm, d
 
     def _row3(self, k, q):
@@ -144,10 +164,14 @@ class ContactSet:
         from ..elements.rotations import L as Lmat
         c, AB, AS, nrm, d = self._gap3(k, q)
         row = np.zeros(self._n)
+        # the surface's omega' columns: of n^T d with n fixed on it (a plane), or of
+        # |d| (ball to ball: d/dt |d| = n^T d', the surface point moving with it)
+        ws = -np.cross(np.asarray(c.surface_point), AS.T @ nrm)
+        if c.surface_radius is None:
+            ws = ws + np.cross(np.asarray(c.normal), AS.T @ d)
         for where, sign, wrow in (
                 (self._ob[k], 1.0, np.cross(np.asarray(c.point), AB.T @ nrm)),
-                (self._os[k], -1.0, np.cross(np.asarray(c.normal), AS.T @ d)
-                 - np.cross(np.asarray(c.surface_point), AS.T @ nrm))):
+                (self._os[k], -1.0, ws)):
             if where is None:
                 continue
             o, rigid = where
@@ -165,18 +189,20 @@ class ContactSet:
         ob, os_ = self._ob[k], self._os[k]
         SP = _rot(qx[ob + 2], c.point)
         SL = _rot(qx[os_ + 2], c.surface_point)
-        nrm = _rot(qx[os_ + 2], c.normal)
         rP = qx[ob:ob + 2] + SP
         rL = qx[os_:os_ + 2] + SL
+        nrm = _rot(qx[os_ + 2], c.normal) if c.surface_radius is None else _unit(rP - rL)
         return c, ob, os_, SP, SL, nrm, rP, rL
 
     def gap(self, k: int, q: np.ndarray) -> float:
         """Signed gap; +inf outside the contact's extent (no contact possible)."""
         if self.spatial:
             c, AB, AS, nrm, d = self._gap3(k, q)
-            return float(nrm @ d) - c.radius
+            return float(nrm @ d) - c.radius - (c.surface_radius or 0.0)
         c, ob, os_, SP, SL, nrm, rP, rL = self._geometry(k, q)
         d = rP - rL
+        if c.surface_radius is not None:
+            return float(np.linalg.norm(d)) - c.radius - c.surface_radius
         if c.extent is not None:
             tang = np.array([nrm[1], -nrm[0]])
             s = float(tang @ d)
@@ -193,9 +219,68 @@ class ContactSet:
         row[ob:ob + 2] += nrm
         row[ob + 2] += nrm @ np.array([-SP[1], SP[0]])
         row[os_:os_ + 2] -= nrm
-        Rn = np.array([-nrm[1], nrm[0]])
-        row[os_ + 2] += Rn @ (rP - rL) - nrm @ np.array([-SL[1], SL[0]])
+        if c.surface_radius is None:          # the line's normal turns with the surface
+            Rn = np.array([-nrm[1], nrm[0]])
+            row[os_ + 2] += Rn @ (rP - rL)
+        row[os_ + 2] -= nrm @ np.array([-SL[1], SL[0]])
         return row[:self._n]
+
+    def approaching(self, q: np.ndarray, qd: np.ndarray, touching: bool = False
+                    ) -> list[tuple[int, float]]:
+        """(contact, normal velocity) of the contacts at gap 0 (within 1e-8 of the
+        coordinate scale) that approach faster than 1e-12 of the velocity scale
+        (``touching``: or stay in contact, normal velocity within that; slower
+        approaches are the round-off of earlier impact maps, not impacts)."""
+        tol = 1e-8 * (1.0 + float(np.max(np.abs(q), initial=0.0)))
+        vtol = 1e-12 * (1.0 + float(np.max(np.abs(qd), initial=0.0)))
+        out = []
+        for k in range(len(self.contacts)):
+            if abs(self.gap(k, q)) > tol:
+                continue
+            vn = float(self.jacobian_row(k, q) @ qd)
+            if vn < (vtol if touching else -vtol):
+                out.append((k, vn))
+        return out
+
+    def resolve(self, q: np.ndarray, qd: np.ndarray, t: float, mode: str = "simultaneous",
+                max_impacts: int = 10000) -> tuple[np.ndarray, list[tuple[int, float, float,
+                                                                             float]]]:
+        """Velocities after the impacts at q, and per impact (contact, normal velocity
+        before, after, impulse).
+
+        ``simultaneous``: one impact map of every contact at gap 0 that approaches or
+        touches (a touching contact keeps ``v_n+ = -e 0 = 0`` unless its impulse
+        would pull: released).  ``sequential``: the approaching contact with the
+        largest approach speed alone, then again at the new velocities, until no
+        contact at gap 0 approaches (Newton's cradle with e = 1: the velocity passes
+        down the chain)."""
+        qd = np.array(qd, dtype=float)
+        log = []
+        if mode == "simultaneous":
+            act = self.approaching(q, qd, touching=True)
+            vtol = 1e-12 * (1.0 + float(np.max(np.abs(qd), initial=0.0)))
+            if not any(vn < -vtol for _, vn in act):
+                return qd, log
+            qd_new, imp = self.impact(q, qd, t, [k for k, _ in act])
+            vn0 = dict(act)
+            for k, lam in imp.items():
+                log.append((k, vn0[k], float(self.jacobian_row(k, q) @ qd_new), lam))
+            return qd_new, log
+        if mode != "sequential":
+            raise ModelError("settings.impact_resolution", f"expected 'simultaneous' or "
+                                                           f"'sequential', got {mode!r}")
+        for _ in range(max_impacts):
+            act = self.approaching(q, qd)
+            if not act:
+                return qd, log
+            k, vn = min(act, key=lambda kv: kv[1])
+            qd_new, imp = self.impact(q, qd, t, [k])
+            log.append((k, vn, float(self.jacobian_row(k, q) @ qd_new), imp.get(k, 0.0)))
+            qd = qd_new
+        from ..errors import AnalysisError
+        raise AnalysisError(f"sequential impacts: still approaching contacts after "
+                            f"{max_impacts} pairwise impacts "
+                            f"({', '.join(self.names[k] for k, _ in act[:4])})", t)
 
     def impact(self, q: np.ndarray, qd: np.ndarray, t: float, active: list[int],
                rows=None) -> tuple[np.ndarray, dict[int, float]]:
@@ -232,6 +317,11 @@ class ContactSet:
                 return x[:n], dict(zip(active, lam_n))
             active.pop(int(np.argmin(lam_n)))      # separating contact: release it
         return qd.copy(), {}
+
+
+def _unit(d: np.ndarray) -> np.ndarray:
+    n = float(np.linalg.norm(d))
+    return d / n if n > 0.0 else np.eye(len(d))[0]
 
 
 def validate_contacts(data: Any, ctx: S.ValidationContext, dims: int = 2) -> list[Contact]:
