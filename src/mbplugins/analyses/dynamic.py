@@ -165,9 +165,6 @@ class DynamicAnalysis(Analysis):
         fopts, _ = self._formulation_options(s, fcls)
         self.formulation = fcls(system, fopts)
         self.formulation.solver.rank_deficiency = s["rank_deficiency"]
-        if system.model.contacts and not fcls.full_state:
-            raise ModelError("settings.formulation", f"impacts need a formulation on all "
-                             f"coordinates (di, cs); '{fcls.name}' integrates a subset")
         self.icls = reg.get("integrator", s["integrator"])
         opts = {}
         names = getattr(self.icls, "options", {})
@@ -429,19 +426,31 @@ class DynamicAnalysis(Analysis):
 
     def _impact(self, contacts, t, y, event):
         """Impact map at a located contact event; the kinetic energy lost is added
-        to the work of the non-conservative forces (the balance stays constant)."""
-        sysm, n = self.system, self.system.n
-        if self.formulation.size != 2 * n:
-            raise AnalysisError(f"impacts need a formulation on all coordinates (di, cs); "
-                                f"'{self.formulation.name}' integrates a subset", t)
-        q, qd = y[:n], y[n:2 * n]
+        to the work of the non-conservative forces (the balance stays constant).
+        The map acts on the Cartesian velocities (keeping every joint); a
+        formulation on other coordinates (cp, joint coordinates, the DAE forms) then
+        takes the new state through ``initialize`` (its velocity transformation
+        carries the Cartesian impact equations into its coordinates)."""
+        sysm, n, form = self.system, self.system.n, self.formulation
+        size = form.size
+        full = getattr(form, "full_state", True) and size == 2 * n
+        if full:
+            q, qd = y[:n], y[n:2 * n]
+        else:
+            q, qd = (np.array(a, dtype=float)
+                     for a in _split(form, np.asarray(y[:size], dtype=float), t))
         T0 = sysm.kinetic_energy(qd, q)
         qd_new, log = contacts.resolve(q, qd, t, self.settings["impact_resolution"])
         if not log:           # e.g. a spurious sign change at the edge of an extent
             return y
-        y = y.copy()
-        y[n:2 * n] = qd_new
-        y[2 * n] += sysm.kinetic_energy(qd_new, q) - T0
+        if full:
+            y = y.copy()
+            y[n:2 * n] = qd_new
+        else:
+            yf, _ = form.initialize(q, qd_new, t)
+            y = np.concatenate([np.asarray(yf, dtype=float), [y[size]]])
+            self.restarts += 1
+        y[size] += sysm.kinetic_energy(qd_new, q) - T0
         impulses = {}
         for k, v0, v1, lam_n in log:
             impulses[k] = lam_n
@@ -450,7 +459,7 @@ class DynamicAnalysis(Analysis):
         # resting contact: the rebound is too small to leave the surface for a
         # resolvable time (e = 0, or the end of a Zeno sequence of ever smaller
         # bounces) while the motion presses into the surface
-        qq, qqd, qdd, _ = self.formulation.outputs(t, y[:2 * n])
+        qq, qqd, qdd, _ = self.formulation.outputs(t, y[:size])
         t_span = self.settings["t_end"] - self.settings["t_start"]
         h = 1e-7 * t_span
         # the rounding of the gap's second difference: an estimate below 10x it is
@@ -815,9 +824,34 @@ class _RowBlock:
         run.bar.update(k)
 
 
-def _gap_event(contacts, k, n):
+def _split(form, y, t):
+    """``(q, qd)`` of a formulation's state (a partitioning formulation's ``split``
+    takes the time too)."""
+    return _splitter(form)(y, t)
+
+
+def _splitter(form):
+    import inspect
+    if "t" in inspect.signature(form.split).parameters:
+        return form.split
+    return lambda y, t: form.split(y)
+
+
+def _gap_event(contacts, k, n, form=None):
+    """The gap of contact k as an event function of the state: y[:n] are the
+    coordinates of a formulation on all of them, else the formulation's ``split``
+    gives them (cp, joint coordinates)."""
+    if form is None:
+        def g(t, y):
+            v = contacts.gap(k, y[:n])
+            return 1.0 if not np.isfinite(v) else v
+        return g
+    size = form.size
+    split = _splitter(form)
+
     def g(t, y):
-        v = contacts.gap(k, y[:n])
+        q = split(np.asarray(y[:size], dtype=float), t)[0]
+        v = contacts.gap(k, np.asarray(q, dtype=float))
         return 1.0 if not np.isfinite(v) else v
     return g
 
@@ -1240,8 +1274,11 @@ class _Run:
         events = []
         if self.contacts is not None:
             for k in range(len(self.contacts)):
-                events.append(_event(_gap_event(self.contacts, k, self.n), terminal=True,
-                                    direction=-1, name=self.contacts.names[k]))
+                full = getattr(form, "full_state", True) and form.size == 2 * self.n
+                events.append(_event(_gap_event(self.contacts, k, self.n,
+                                                None if full else form),
+                                     terminal=True, direction=-1,
+                                     name=self.contacts.names[k]))
         self.stops = a._stop_events()
         self.events = events + self.stops
         self.jac = self.dae_jacobian if hasattr(form, "jacobian") else None
