@@ -39,19 +39,13 @@ import mbcore  # noqa: E402
 import whipple_bicycle as WB  # noqa: E402
 
 T_END = 10.0
-CYCLIC = ["rear.x", "rear.y", "rear.rz", "rear_wheel.ry", "front_wheel.ry"]
+CYCLIC = WB.CYCLIC
 WEAVE_SPEED = 4.29238253634111
 CAPSIZE_SPEED = 6.02426201538837
 
 
 def eigenvalues(v: float) -> np.ndarray:
-    lm = mbcore.linearize(WB.bicycle(v), settings={"about": "motion", "cyclic": CYCLIC})
-    md = lm.modes()
-    out = []
-    for z, kd in zip(md.eigenvalue, md.kind):
-        if kd != "rigid":
-            out += [z] if z.imag == 0 else [z, z.conjugate()]
-    return np.array(out)
+    return WB.linear_eigenvalues(v)[0]
 
 
 def modes(repeat: int) -> dict:

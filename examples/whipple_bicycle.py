@@ -200,6 +200,24 @@ def mprs_eigenvalues(v: float) -> np.ndarray:
     return np.linalg.eigvals(A)
 
 
+#: the cyclic coordinates of the running bicycle: position on the ground, heading,
+#: the wheels' rotation angles
+CYCLIC = ["rear.x", "rear.y", "rear.rz", "rear_wheel.ry", "front_wheel.ry"]
+
+
+def linear_eigenvalues(v: float) -> tuple[np.ndarray, "mbcore.LinearModel"]:
+    """The non-rigid eigenvalues of the model linearised about upright straight
+    running at v (``modes`` about the steady motion, the cyclic coordinates
+    declared), each of a complex pair listed, and the linear model."""
+    lm = mbcore.linearize(bicycle(v), settings={"about": "motion", "cyclic": CYCLIC})
+    md = lm.modes()
+    out = []
+    for z, kd in zip(md.eigenvalue, md.kind):
+        if kd != "rigid":
+            out += [z] if z.imag == 0 else [z, z.conjugate()]
+    return np.array(out), lm
+
+
 def lean_angle(res, body: str = "rear") -> tuple[np.ndarray, np.ndarray]:
     """(t, lean): the lean of a body, ``asin`` of the z component of its body y axis
     (positive: leaning to the right, as MPRS' phi)."""

@@ -220,24 +220,14 @@ def test_table_1_constants_give_table_2():
 
 
 # ------------------------------------------------------------------ linearisation
-#: the cyclic coordinates of the running bicycle: position on the ground, heading,
-#: the wheels' rotation angles
-CYCLIC = ["rear.x", "rear.y", "rear.rz", "rear_wheel.ry", "front_wheel.ry"]
+CYCLIC = WB.CYCLIC
 #: MPRS Table 2: the weave and capsize speeds
 WEAVE_SPEED = 4.29238253634111
 CAPSIZE_SPEED = 6.02426201538837
 
 
 def _linear_eigenvalues(v):
-    """The non-rigid eigenvalues of the nonlinear model linearised about upright
-    straight running at v (``modes`` about the motion)."""
-    lm = mbcore.linearize(WB.bicycle(v), settings={"about": "motion", "cyclic": CYCLIC})
-    md = lm.modes()
-    out = []
-    for z, kd in zip(md.eigenvalue, md.kind):
-        if kd != "rigid":
-            out += [z] if z.imag == 0 else [z, z.conjugate()]
-    return np.array(out), lm
+    return WB.linear_eigenvalues(v)
 
 
 @pytest.mark.parametrize("v", [0.0, 2.5, 5.0, 7.5, 10.0])

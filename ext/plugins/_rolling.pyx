@@ -20,6 +20,8 @@ from mbcore.plugin cimport (mbcore_constraint_kernel, mbcore_constraint_group,
                             MBCORE_BODY_PLANAR, MBCORE_CONSTRAINT_CAPSULE,
                             MBCORE_SCATTER_DIRECT)
 
+include "_euler_rotation.pxi"
+
 #: the wheel's axis normal to the plane below this nu (== mbplugins.rolling.spatial.NU_MIN)
 cdef double NU_MIN = 1e-8
 
@@ -65,22 +67,12 @@ ctypedef struct Disc:
 cdef inline bint _disc(const double* q, Py_ssize_t o, const double* par, Disc* D) noexcept nogil:
     """Load the geometry; False where the axis is normal to the plane."""
     cdef double e0 = q[o + 3], e1 = q[o + 4], e2 = q[o + 5], e3 = q[o + 6]
-    cdef double* A = D.A
     cdef double x[3]
     cdef int i
     D.p[0] = e0; D.p[1] = e1; D.p[2] = e2; D.p[3] = e3
-    # A(p), Nikravesh (1988), Eq. 6.18 (as mbcore.elements.rotations.A)
-    A[0] = 2.0 * (e0 * e0 + e1 * e1 - 0.5)
-    A[1] = 2.0 * (e1 * e2 - e0 * e3)
-    A[2] = 2.0 * (e1 * e3 + e0 * e2)
-    A[3] = 2.0 * (e1 * e2 + e0 * e3)
-    A[4] = 2.0 * (e0 * e0 + e2 * e2 - 0.5)
-    A[5] = 2.0 * (e2 * e3 - e0 * e1)
-    A[6] = 2.0 * (e1 * e3 - e0 * e2)
-    A[7] = 2.0 * (e2 * e3 + e0 * e1)
-    A[8] = 2.0 * (e0 * e0 + e3 * e3 - 0.5)
-    _mv(A, par, D.s)
-    _mv(A, par + 3, D.a)
+    _ep_A(e0, e1, e2, e3, D.A)
+    _mv(D.A, par, D.s)
+    _mv(D.A, par + 3, D.a)
     D.R = par[6]
     D.rho = par[7]
     D.k[0] = par[8]; D.k[1] = par[9]; D.k[2] = par[10]
@@ -208,17 +200,23 @@ cdef mbcore_index _disc_gamma(const mbcore_constraint_group* G, const double* q,
 
 # ================================================================ planar disc
 # par = [s'(2), R, t(2), h]; n = R_90 t
+cdef inline void _pdisc_centre(const double* q, Py_ssize_t o, const double* par,
+                               double* sx, double* sy) noexcept nogil:
+    """A s' (the centre relative to the body origin)."""
+    cdef double co = cos(q[o + 2]), si = sin(q[o + 2])
+    sx[0] = co * par[0] - si * par[1]
+    sy[0] = si * par[0] + co * par[1]
+
+
 cdef mbcore_index _pdisc_phi(const mbcore_constraint_group* G, const double* q, double t,
                              const double* fv, double* out) noexcept nogil:
     cdef Py_ssize_t e, o, r
     cdef const double* par
-    cdef double co, si, sx, sy, nx, ny
+    cdef double sx, sy, nx, ny
     for e in range(G.ne):
         par = G.par + e * G.npar
         o = G.boff[e]
-        co = cos(q[o + 2]); si = sin(q[o + 2])
-        sx = co * par[0] - si * par[1]
-        sy = si * par[0] + co * par[1]
+        _pdisc_centre(q, o, par, &sx, &sy)
         nx = -par[4]; ny = par[3]
         r = G.row[e]
         out[r] = nx * (q[o] + sx) + ny * (q[o + 1] + sy) - par[2] - par[5]
@@ -252,13 +250,11 @@ cdef mbcore_index _pdisc_gamma(const mbcore_constraint_group* G, const double* q
                                double* out) noexcept nogil:
     cdef Py_ssize_t e, o, r
     cdef const double* par
-    cdef double co, si, sx, sy, w2
+    cdef double sx, sy, w2
     for e in range(G.ne):
         par = G.par + e * G.npar
         o = G.boff[e]
-        co = cos(q[o + 2]); si = sin(q[o + 2])
-        sx = co * par[0] - si * par[1]
-        sy = si * par[0] + co * par[1]
+        _pdisc_centre(q, o, par, &sx, &sy)
         w2 = qd[o + 2] * qd[o + 2]
         r = G.row[e]
         out[r] = w2 * (-par[4] * sx + par[3] * sy)

@@ -35,6 +35,8 @@ path.
 from libc.math cimport sin, cos, fabs, atan2, sqrt, rint
 from libc.string cimport memcpy, memset
 from cpython.pycapsule cimport PyCapsule_New
+
+include "_euler_rotation.pxi"
 from mbcore.plugin cimport (mbcore_constraint_kernel, mbcore_constraint_group,
                             mbcore_index, MBCORE_ABI_VERSION, MBCORE_BODY_SPATIAL,
                             MBCORE_CONSTRAINT_CAPSULE, MBCORE_SCATTER_DIRECT)
@@ -134,15 +136,7 @@ cdef inline void _s_body(SBody* B, const double* q, const double* qd, Py_ssize_t
     cdef double p0, p1, p2, p3
     B.r[0] = q[o]; B.r[1] = q[o + 1]; B.r[2] = q[o + 2]
     B.p[0] = e0; B.p[1] = e1; B.p[2] = e2; B.p[3] = e3
-    B.A[0] = 2.0 * (e0 * e0 + e1 * e1 - 0.5)
-    B.A[1] = 2.0 * (e1 * e2 - e0 * e3)
-    B.A[2] = 2.0 * (e1 * e3 + e0 * e2)
-    B.A[3] = 2.0 * (e1 * e2 + e0 * e3)
-    B.A[4] = 2.0 * (e0 * e0 + e2 * e2 - 0.5)
-    B.A[5] = 2.0 * (e2 * e3 - e0 * e1)
-    B.A[6] = 2.0 * (e1 * e3 - e0 * e2)
-    B.A[7] = 2.0 * (e2 * e3 + e0 * e1)
-    B.A[8] = 2.0 * (e0 * e0 + e3 * e3 - 0.5)
+    _ep_A(e0, e1, e2, e3, B.A)
     if flags & SF_VEL:
         B.rd[0] = qd[o]; B.rd[1] = qd[o + 1]; B.rd[2] = qd[o + 2]
         p0 = qd[o + 3]; p1 = qd[o + 4]; p2 = qd[o + 5]; p3 = qd[o + 6]

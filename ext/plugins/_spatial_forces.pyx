@@ -22,6 +22,8 @@ from cpython.pycapsule cimport PyCapsule_New
 from mbcore.plugin cimport (mbcore_force_kernel, mbcore_force_group, mbcore_index,
                             MBCORE_ABI_VERSION, MBCORE_BODY_SPATIAL, MBCORE_FORCE_CAPSULE)
 
+include "_euler_rotation.pxi"
+
 cdef enum:
     S_TSDA = 10
     S_FORCE = 11
@@ -59,12 +61,7 @@ cdef inline void _group(int kind, const mbcore_force_group* A, FGroup* G) noexce
 cdef inline void _sA(const double* p, double* A) noexcept nogil:
     """A(p), explicit form Nikravesh (1988), Eq. 6.18 (row-major)."""
     cdef double e0 = p[0], e1 = p[1], e2 = p[2], e3 = p[3]
-    A[0] = 2.0 * (e0 * e0 + e1 * e1 - 0.5); A[1] = 2.0 * (e1 * e2 - e0 * e3)
-    A[2] = 2.0 * (e1 * e3 + e0 * e2)
-    A[3] = 2.0 * (e1 * e2 + e0 * e3); A[4] = 2.0 * (e0 * e0 + e2 * e2 - 0.5)
-    A[5] = 2.0 * (e2 * e3 - e0 * e1)
-    A[6] = 2.0 * (e1 * e3 - e0 * e2); A[7] = 2.0 * (e2 * e3 + e0 * e1)
-    A[8] = 2.0 * (e0 * e0 + e3 * e3 - 0.5)
+    _ep_A(e0, e1, e2, e3, A)
 
 
 cdef inline void _sLw(const double* p, const double* pd, double* w) noexcept nogil:
