@@ -59,7 +59,7 @@ def mixed_model(seed=0, damping=5.0, friction=0.3):
                 normal=[0.2, -0.1, 1.0], damping_model="linear", friction_model="linear",
                 exponent=1.0, **common)
     m.add_force("contact", "ss", body="a", surface="b", shape="sphere_sphere",
-                radius=0.1, surface_radius=0.08, point=[0.1, 0.0, 0.0],
+                radius=0.15, surface_radius=0.1, point=[0.1, 0.0, 0.0],
                 surface_point=[0.0, 0.05, 0.0], damping_model="compression", **common)
     m.add_force("contact", "ss_ground", body="b", shape="sphere_sphere", radius=0.1,
                 surface_radius=0.05, point=[0.0, 0.0, 0.05], exponent=1.2, **common)
@@ -95,18 +95,19 @@ def along(s, q, dq, h):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_elastic_force_is_minus_grad_energy(seed):
     """c = 0, mu = 0: Q . dq = -dV along random tangent directions (Euler parameters
-    renormalised), at states where most contacts penetrate.  Central differences
+    renormalised), at states where every shape penetrates (ground and body surfaces).  Central differences
     with h = 1e-6: truncation h^2 |V'''| / 6 and rounding eps |V| / h; observed
-    relative errors <= 2.6e-9, tolerance 1e-6 relative."""
+    relative errors <= 4.2e-9, tolerance 1e-6 relative."""
     s = mixed_model(seed, damping=0.0, friction=0.0).compile(kernels="numpy")
     rng = np.random.default_rng(100 + seed)
     names = ("sp_hc", "sp_lin_on_b", "ss", "ss_ground", "cap", "cap_on_a")
-    for _ in range(100):                  # a state where most contacts penetrate
+    shapes = (("sp_hc", "sp_lin_on_b"), ("ss",), ("ss_ground",), ("cap", "cap_on_a"))
+    for _ in range(200):                  # a state where every shape penetrates
         q, _ = random_state(s, rng)
         deep = [n for n in names if _output(s, n, "delta", q) > 0]
-        if len(deep) >= 4:
+        if len(deep) >= 4 and all(set(sh) & set(deep) for sh in shapes):
             break
-    assert len(deep) >= 4, deep
+    assert len(deep) >= 4 and all(set(sh) & set(deep) for sh in shapes), deep
     Q = s.forces(q, np.zeros(s.n), 0.0).copy() - s._q_gravity
     for _ in range(4):
         _, dq = random_state(s, rng)
@@ -123,8 +124,9 @@ def test_elastic_force_is_minus_grad_energy(seed):
 def test_compiled_kernel_equals_the_numpy_reference(seed):
     """System.forces and the non-conservative power of the compiled kernel equal
     the NumPy path to 1e-12 (relative to the largest force) on random states
-    (observed <= 6.5e-16 relative: the same operations in the same order up to
-    the summation order of three-term dot products)."""
+    (observed <= 6.5e-16 relative for the forces, 5.7e-16 for the power: the
+    same operations in the same order up to the summation order of three-term
+    dot products).  The states cover contact and separation of every element."""
     sn = mixed_model(seed).compile(kernels="numpy")
     sc = mixed_model(seed).compile(kernels="compiled")
     rng = np.random.default_rng(seed)
