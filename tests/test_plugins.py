@@ -229,6 +229,7 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
     from mbplugins.analyses.kinematic import KinematicAnalysis, KinetostaticAnalysis
     from mbplugins.analyses.modes import ModesAnalysis
     from mbplugins.analyses.static import StaticAnalysis
+    from mbplugins.contact.spatial import FORCE_TYPES as CONTACT_FORCES
     from mbplugins.formulations import FORMULATIONS
     from mbplugins.integrators import INTEGRATORS
     from mbplugins.planar.constraints import CONSTRAINT_TYPES
@@ -245,7 +246,8 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
         "mbcore_constraint_types": [*CONSTRAINT_TYPES, *SPATIAL_CONSTRAINTS,
                                     *COMPOSITE_TYPES, *PLANAR_ROLLING_TYPES,
                                     *ROLLING_TYPES],
-        "mbcore_force_types": [*FORCE_TYPES, NonlinearTSDA, *SPATIAL_FORCES],
+        "mbcore_force_types": [*FORCE_TYPES, NonlinearTSDA, *SPATIAL_FORCES,
+                               *CONTACT_FORCES],
         "mbcore_formulations": list(FORMULATIONS),
         "mbcore_integrators": list(INTEGRATORS),
         "mbcore_analyses": [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis,

@@ -83,6 +83,7 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("torque", "mbplugins.spatial.forces:SpatialTorque", "spatial"),
         ("drag", "mbplugins.spatial.forces:SpatialDrag", "spatial"),
         ("user_force", "mbplugins.spatial.forces:SpatialUserForce", "spatial"),
+        ("contact", "mbplugins.contact.spatial:SpatialContact", "spatial"),
     ],
     "mbcore_integrators": [
         ("euler", "mbplugins.integrators.explicit:Euler"),
