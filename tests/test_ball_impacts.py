@@ -49,11 +49,14 @@ def test_a_row_of_touching_balls(n, dims):
     """e = 1, equal masses.  Sequential: [0, ..., 0, v0]; simultaneous: the struck
     ball at (2 - n) / n v0 and the n - 1 others at 2 / n v0 (one impact map with the
     touching contacts kept closed).  Momentum and kinetic energy are conserved by
-    both (observed 1e-15)."""
+    both (observed 6e-15; bound 1e-12)."""
     seq = mbcore.run(_row(n, "sequential", dims))
     sim = mbcore.run(_row(n, "simultaneous", dims))
     vs = np.array([seq[f"qd/b{i}.x"][-1] for i in range(n)])
     vm = np.array([sim[f"qd/b{i}.x"][-1] for i in range(n)])
+    # observed: velocities 2.3e-15 off the closed forms, momentum 5.8e-15, energy
+    # 2.0e-15 (a few roundings of the impact map's least-squares solve); bound 1e-12,
+    # 170x the largest
     np.testing.assert_allclose(vs, [0.0] * (n - 1) + [1.0], atol=1e-12)
     k = n - 1
     np.testing.assert_allclose(vm, [(1 - k) / (1 + k)] + [2 / (1 + k)] * k, atol=1e-12)

@@ -274,6 +274,8 @@ def test_capsule_at_rest_shares_its_weight_by_the_lever_rule():
     res = dynamic(m, 1.0, 0.01, rtol=1e-9, atol=1e-12)
     fa, fb = res["forces/floor.normal_force_a"][-1], res["forces/floor.normal_force_b"][-1]
     assert fa + fb == pytest.approx(mass * G, rel=1e-6)
+    # the total is the sum of the two end forces: observed equal bit for bit; bound
+    # 1e-12, 1e4x the rounding of one addition
     assert res["forces/floor.normal_force"][-1] == pytest.approx(fa + fb, rel=1e-12)
     assert fa == pytest.approx(mass * G / 4.0, rel=1e-6)
     assert fb == pytest.approx(3.0 * mass * G / 4.0, rel=1e-6)
