@@ -65,12 +65,11 @@ from mbcore.elements.rotations import G as Gmat
 from mbcore.errors import ElementEvaluationError, ModelError
 from mbcore.elements.schema import Param
 
+from ..planar.contact import DAMPING_MODELS, FRICTION_MODELS, law_params
 from ..spatial import kinematics as SK
 from ..spatial.forces import SpatialForceType
 
 SHAPES = ("sphere_plane", "sphere_sphere", "capsule_plane")
-DAMPING_MODELS = ("hunt_crossley", "compression", "linear")
-FRICTION_MODELS = ("tanh", "linear")
 
 #: sphere centres closer than this have no contact normal (sphere_sphere)
 MIN_DISTANCE = 1e-12
@@ -121,20 +120,7 @@ class SpatialContact(SpatialForceType):
         "normal": Param("axis3", "plane normal towards the free side (surface "
                                  "coordinates; plane shapes only; default [0, 0, 1])",
                         required=False),
-        "stiffness": Param("number", "k (> 0)"),
-        "exponent": Param("number", "e (>= 1): elastic force k delta^e (1.5: Hertz)",
-                          default=1.5),
-        "damping": Param("number", "c (>= 0), see damping_model", default=0.0),
-        "damping_model": Param("choice", "hunt_crossley (c delta^e delta_dot), "
-                                         "compression (c delta_dot while approaching) or "
-                                         "linear (c delta_dot)",
-                               default="hunt_crossley", choices=DAMPING_MODELS),
-        "friction": Param("number", "Coulomb coefficient mu (>= 0)", default=0.0),
-        "slip_velocity": Param("number", "regularisation velocity v_eps (> 0)",
-                               default=1e-3),
-        "friction_model": Param("choice", "tanh (mu f_n tanh(|v_t| / v_eps)) or linear "
-                                          "(ramp saturating at |v_t| = v_eps)",
-                                default="tanh", choices=FRICTION_MODELS),
+        **law_params(1.5),
     }
     n_par = 22
     n_fun = 0

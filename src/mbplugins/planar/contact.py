@@ -73,6 +73,27 @@ def _cross_cols2(a, db):
 FRICTION_MODELS = ("tanh", "linear")
 
 
+def law_params(exponent: float) -> dict:
+    """The parameters of the contact law (stiffness, damping, friction), shared by
+    the planar and the spatial contact types; ``exponent``: the default of e."""
+    return {
+        "stiffness": Param("number", "k (> 0)"),
+        "exponent": Param("number", "e (>= 1): elastic force k delta^e (1.5: Hertz)",
+                          default=exponent),
+        "damping": Param("number", "c (>= 0), see damping_model", default=0.0),
+        "damping_model": Param("choice", "hunt_crossley (c delta^e delta_dot), "
+                                         "compression (c delta_dot while approaching) or "
+                                         "linear (c delta_dot)",
+                               default="hunt_crossley", choices=DAMPING_MODELS),
+        "friction": Param("number", "Coulomb coefficient mu (>= 0)", default=0.0),
+        "slip_velocity": Param("number", "regularisation velocity v_eps (> 0)",
+                               default=1e-3),
+        "friction_model": Param("choice", "tanh (mu f_n tanh(|v_t| / v_eps)) or linear "
+                                          "(ramp saturating at |v_t| = v_eps)",
+                                default="tanh", choices=FRICTION_MODELS),
+    }
+
+
 class Contact(ForceType):
     """Unilateral penalty contact of a body point (a disc of ``radius``) with a
     line fixed on another body or the ground, with Coulomb friction (F9)."""
@@ -93,19 +114,7 @@ class Contact(ForceType):
                             default=(0.0, 0.0), on="line_body"),
         "normal": Param("vec2", "line normal towards the free side (line_body "
                                 "coordinates; normalised)", default=(0.0, 1.0)),
-        "stiffness": Param("number", "k (> 0)"),
-        "exponent": Param("number", "e (>= 1): elastic force k delta^e", default=1.0),
-        "damping": Param("number", "c (>= 0), see damping_model", default=0.0),
-        "damping_model": Param("choice", "hunt_crossley (c delta^e delta_dot), "
-                                         "compression (c delta_dot while approaching) or "
-                                         "linear (c delta_dot)",
-                               default="hunt_crossley", choices=DAMPING_MODELS),
-        "friction": Param("number", "Coulomb coefficient mu (>= 0)", default=0.0),
-        "slip_velocity": Param("number", "regularisation velocity v_eps (> 0)",
-                               default=1e-3),
-        "friction_model": Param("choice", "tanh (mu f_n tanh(v_t / v_eps)) or linear "
-                                          "(ramp saturating at |v_t| = v_eps)",
-                                default="tanh", choices=FRICTION_MODELS),
+        **law_params(1.0),
     }
     n_par = 14
     n_fun = 0
