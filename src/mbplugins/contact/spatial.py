@@ -65,7 +65,7 @@ from mbcore.elements.rotations import G as Gmat
 from mbcore.errors import ElementEvaluationError, ModelError
 from mbcore.elements.schema import Param
 
-from ..planar.contact import DAMPING_MODELS, FRICTION_MODELS, law_params
+from ..planar.contact import DAMPING_MODELS, FRICTION_MODELS, check_law, law_params
 from ..spatial import kinematics as SK
 from ..spatial.forces import SpatialForceType
 
@@ -128,16 +128,7 @@ class SpatialContact(SpatialForceType):
               "normal_force_a", "normal_force_b")
 
     def check(self, spec, path):
-        if not spec["stiffness"] > 0:
-            raise ModelError(f"{path}.stiffness", f"must be > 0, got {spec['stiffness']:g}")
-        if not spec["exponent"] >= 1:
-            raise ModelError(f"{path}.exponent", f"must be >= 1, got {spec['exponent']:g}")
-        if not spec["slip_velocity"] > 0:
-            raise ModelError(f"{path}.slip_velocity",
-                             f"must be > 0, got {spec['slip_velocity']:g}")
-        for key in ("radius", "damping", "friction", "surface_radius"):
-            if spec.get(key) is not None and spec[key] < 0:
-                raise ModelError(f"{path}.{key}", f"must be >= 0, got {spec[key]:g}")
+        check_law(spec, path, ("radius", "damping", "friction", "surface_radius"))
         shape = spec["shape"]
         if shape == "sphere_sphere":
             if spec.get("normal") is not None:

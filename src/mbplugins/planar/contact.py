@@ -73,6 +73,21 @@ def _cross_cols2(a, db):
 FRICTION_MODELS = ("tanh", "linear")
 
 
+def check_law(spec, path: str, nonnegative=("radius", "damping", "friction")) -> None:
+    """The contact law's values: k > 0, e >= 1, v_eps > 0, the ``nonnegative`` keys
+    (those given) >= 0; a ModelError names the key path."""
+    if not spec["stiffness"] > 0:
+        raise ModelError(f"{path}.stiffness", f"must be > 0, got {spec['stiffness']:g}")
+    if not spec["exponent"] >= 1:
+        raise ModelError(f"{path}.exponent", f"must be >= 1, got {spec['exponent']:g}")
+    if not spec["slip_velocity"] > 0:
+        raise ModelError(f"{path}.slip_velocity",
+                         f"must be > 0, got {spec['slip_velocity']:g}")
+    for key in nonnegative:
+        if spec.get(key) is not None and spec[key] < 0:
+            raise ModelError(f"{path}.{key}", f"must be >= 0, got {spec[key]:g}")
+
+
 def law_params(exponent: float) -> dict:
     """The parameters of the contact law (stiffness, damping, friction), shared by
     the planar and the spatial contact types; ``exponent``: the default of e."""
@@ -124,16 +139,7 @@ class Contact(ForceType):
     labels = ("delta", "delta_rate", "normal_force", "slip_velocity", "friction_force")
 
     def check(self, spec, path):
-        if not spec["stiffness"] > 0:
-            raise ModelError(f"{path}.stiffness", f"must be > 0, got {spec['stiffness']:g}")
-        if not spec["exponent"] >= 1:
-            raise ModelError(f"{path}.exponent", f"must be >= 1, got {spec['exponent']:g}")
-        if not spec["slip_velocity"] > 0:
-            raise ModelError(f"{path}.slip_velocity",
-                             f"must be > 0, got {spec['slip_velocity']:g}")
-        for key in ("radius", "damping", "friction"):
-            if spec[key] < 0:
-                raise ModelError(f"{path}.{key}", f"must be >= 0, got {spec[key]:g}")
+        check_law(spec, path)
         unit_vector(spec["normal"], f"{path}.normal")
 
     def pack(self, spec, ctx):
