@@ -45,9 +45,15 @@ extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
               ext("_spatial_constraints", "mbplugins"), ext("_spatial_forces", "mbplugins"),
               ext("_rolling", "mbplugins"), ext("_contact", "mbplugins")]
 
+#: both stages use every core: the Cython translation (cythonize's nthreads) and the
+#: C compilation (build_ext's parallel jobs); MBCORE_BUILD_JOBS overrides
+jobs = int(os.environ.get("MBCORE_BUILD_JOBS", 0)) or os.cpu_count() or 1
+
 setup(
+    options={"build_ext": {"parallel": jobs}},
     ext_modules=cythonize(
         extensions,
+        nthreads=jobs if jobs > 1 else 0,
         # the .pxd interfaces live in src/mbcore/_ext; ext/plugins includes ext/*.pxi
         include_path=["src", "ext"],
         compiler_directives={

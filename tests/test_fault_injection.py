@@ -100,9 +100,9 @@ CASES = [
     FaultCase("SIGINT (Ctrl-C) during `mbcore run`", "exit 130",
               "`interrupted`, reason `interrupted after t = ... (SIGINT / Ctrl-C)`; every "
               "row; a checkpoint", f"{_HERE}::test_signals_during_a_run"),
-    FaultCase("SIGKILL during `mbcore run` (20 random moments; 60 with `-m slow`)",
+    FaultCase("SIGKILL during `mbcore run` (10 random moments; 60 with `-m slow`)",
               "(none: the process is gone)", "`running`; readable; every flushed row equal "
-              "to an uninterrupted run's", "test_swmr.py::test_kill9_twenty_times"),
+              "to an uninterrupted run's", "test_swmr.py::test_kill9_ten_times"),
 ]
 
 

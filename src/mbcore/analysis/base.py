@@ -53,9 +53,17 @@ class Analysis:
     #: settings every analysis accepts: ``reporters`` (extra reporters by type name,
     #: :func:`mbcore.results.reporting.reporters_from_settings`) is read by :func:`mbcore.run`
     common_keys: ClassVar[tuple[str, ...]] = ("analysis", "output", "kernels", "reporters")
+    #: the analysis follows a model's switching constraint sets
+    #: (:mod:`mbcore.solve.switching`); others refuse such a model
+    handles_switching: ClassVar[bool] = False
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system
+        model = getattr(system, "model", None)
+        if getattr(model, "switching", None) and not self.handles_switching:
+            raise ModelError("switching", f"the {self.name} analysis does not follow "
+                                          f"switching constraint sets: use the kinematic, "
+                                          f"kinetostatic or dynamic analysis")
         self.settings = self.validate_settings(dict(settings or {}))
         registry = getattr(system, "registry", None)
         if registry is not None:

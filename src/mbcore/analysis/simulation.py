@@ -157,6 +157,9 @@ class Simulation:
         if self.model.contacts:
             raise ModelError("impacts", "a Simulation does not handle impacts (contacts) "
                                         "yet: use mbcore.run")
+        if self.model.switching:
+            raise ModelError("switching", "a Simulation does not follow switching "
+                                          "constraint sets yet: use mbcore.run")
         if job.settings.get("stop_when"):
             raise ModelError("settings.stop_when", "a Simulation stops where its caller "
                                                    "stops: remove stop_when")

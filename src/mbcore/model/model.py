@@ -26,7 +26,8 @@ _log = logging.getLogger(__name__)
 from ..elements.schema import NamedPoint, ValidationContext
 
 TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", "gravity",
-            "dimensions", "bodies", "points", "joints", "drivers", "forces", "impacts")
+            "dimensions", "bodies", "points", "joints", "drivers", "forces", "impacts",
+            "switching")
 BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
              "angular_velocity", "description", "kind")
 PARTICLE_KEYS = ("name", "mass", "position", "velocity", "description", "kind")
@@ -145,6 +146,10 @@ class Model:
         self.dimensions: int = 2
         self.impacts: list[dict[str, Any]] = []     # rigid contacts (mbcore.solve.impacts)
         self.contacts: list = []                    # validated impacts
+        #: switching constraint sets (mbcore.solve.switching): the raw section and
+        #: its validated form (None: the model has no switching)
+        self.switching_data: dict[str, Any] | None = None
+        self.switching = None
         self.source_text: str | None = None
         self.source_format: str = "json"
         self.source_path: str | None = None
@@ -335,6 +340,11 @@ class Model:
             self.contacts = validate_contacts(self.impacts, ctx, self.dimensions)
         else:          # what validate_contacts returns, without importing mbcore.solve.impacts
             self.contacts = []
+        self.switching = None
+        if self.switching_data:
+            from ..solve.switching import validate_switching
+            self.switching = validate_switching(
+                self.switching_data, [e.name for e in self.constraint_elements()]) or None
 
     def _validate_element(self, el: Element, registry, ctx: ValidationContext) -> None:
         path = el.path
@@ -432,6 +442,8 @@ class Model:
                 d[s] = [share(e.raw) for e in self.elements[s]]
         if self.impacts:
             d["impacts"] = share(self.impacts)
+        if self.switching_data:
+            d["switching"] = share(self.switching_data)
         return d
 
     def to_text(self) -> tuple[str, str]:
@@ -503,6 +515,8 @@ class Model:
         if data.get("impacts"):
             m.impacts = [dict(S.mapping(x, f"impacts[{k}]"))
                          for k, x in enumerate(S.sequence(data["impacts"], "impacts"))]
+        if data.get("switching"):
+            m.switching_data = dict(S.mapping(data["switching"], "switching"))
         m.source_path = source_path
         m.allow_external_data = allow_external_data
         if validate:

@@ -50,11 +50,14 @@ class AssemblyReport:
 
 def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
              hold: tuple[str, ...] | list[str] = (), mass_weighted: bool = True,
-             tol: float = 1e-12, max_iterations: int = 50) -> AssemblyReport:
+             tol: float = 1e-12, max_iterations: int = 50,
+             rows: np.ndarray | None = None) -> AssemblyReport:
     """Nearest consistent (q, qd) to the estimates (see module docstring).
 
     ``hold``: coordinate names (``crank.phi``) kept at their estimates (position and
     velocity) — the book's "driving" conditions for assembly (Nikravesh (1988), §10.3.2).
+    ``rows``: only these constraint rows (the engaged ones of a switching
+    constraint set, :mod:`mbcore.solve.switching`); default all.
     Raises :class:`AssemblyError` naming the largest residual equations when no
     consistent configuration is found near the estimates.
     """
@@ -73,15 +76,19 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
     free = np.ones(n, bool)
     free[held] = False
     scale = 1.0 + float(np.max(np.abs(q))) if n else 1.0
-    names = system.constraint_names
-    hnames = [nm for nm, h in zip(names, system.holonomic) if h]
-    if not system.dense and system.all_holonomic and system.m:
+    use = np.ones(system.m, bool)
+    if rows is not None:
+        use[:] = False
+        use[np.asarray(rows, dtype=np.intp)] = True
+    names = [nm for nm, u in zip(system.constraint_names, use) if u]
+    hol = np.asarray(system.holonomic, bool) & use   # velocity rows: no part in positions
+    hnames = [nm for nm, h in zip(system.constraint_names, hol) if h]
+    if not system.dense and system.all_holonomic and system.m and rows is None:
         rep = _assemble_sparse(system, q, qd, t, held, w, tol * scale, max_iterations)
         if rep is not None:
             rep.moves = _moves(system, rep.q, q_est)
             return rep
     it = 0
-    hol = system.holonomic               # velocity-level rows take no part in positions
     phi = system.phi(q, t)[hol].copy()
     for it in range(1, max_iterations + 1):
         check_finite("Phi", phi, hnames, t)     # e.g. a point at 1e308: names the joint
@@ -103,15 +110,15 @@ def assemble(system, q: np.ndarray, qd: np.ndarray, t: float = 0.0, *,
             f"residuals: {', '.join(f'{hnames[r]} ({phi[r]:.3g})' for r in worst)}. The "
             f"constraints may conflict, or the estimates are too far off", t,
             [hnames[r] for r in worst])
-    J = system.jacobian_dense(q, t)
+    J = system.jacobian_dense(q, t)[use]
     rank, dep = rank_and_dependent_rows(J)
-    nu = system.nu(q, t)
+    nu = system.nu(q, t)[use]
     r = nu - J @ qd
     dv = _least_squares(J[:, free], w[free], r, names, t)
     qd[free] += w[free] * dv
-    vres = float(np.max(np.abs(J @ qd - nu))) if system.m else 0.0
+    vres = float(np.max(np.abs(J @ qd - nu))) if J.shape[0] else 0.0
     return AssemblyReport(q, qd, it, phin, vres, int(rank), n - int(rank),
-                          [names[r] for r in dep] if rank < system.m else [],
+                          [names[r] for r in dep] if rank < J.shape[0] else [],
                           _moves(system, q, q_est))
 
 

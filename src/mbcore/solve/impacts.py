@@ -133,6 +133,7 @@ class ContactSet:
             self._ob = [self._where(c.body) for c in self.contacts]
             self._os = [self._where(c.surface) for c in self.contacts]
             return
+        self._mass = None
         self._ob = [system.body_offset(c.body) for c in self.contacts]
         self._os = [system.body_offset(c.surface) for c in self.contacts]
 
@@ -287,12 +288,8 @@ class ContactSet:
         """Velocities after the impact of the ``active`` contacts (all at gap 0),
         and their normal impulses.  Contacts with a negative impulse are released."""
         s = self.system
-        if s.mass_diag is not None:
-            M = np.diag(s.mass_diag)
-        elif self._mass is not None:
-            M = self._mass.matrix_regular(q)
-        else:                                # particles only
-            M = np.diag(np.repeat(s.body_mass, 3))
+        from ..system.mass import impact_mass
+        M = impact_mass(s, q, self._mass)
         J = s.jacobian_dense(q, t)
         if rows is not None:
             J = J[rows]

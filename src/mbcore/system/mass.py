@@ -341,3 +341,16 @@ class SpatialMass:
         out *= self.minv_hat
         self.back(out)
         return out
+
+
+def impact_mass(system, q, spatial=None) -> np.ndarray:
+    """The mass matrix of impact equations at q: diagonal for planar bodies and
+    particles, the regular Formulation I matrix ``M + alpha p p^T`` of rigid spatial
+    bodies (exact in an impact map whose rows include the Euler-parameter norms,
+    where ``p^T pdot = 0`` before and after).  ``spatial``:
+    the System's :class:`SpatialMass`, if the caller keeps one."""
+    if system.mass_diag is not None:
+        return np.diag(system.mass_diag)
+    if getattr(system, "rigid_spatial", None):
+        return (spatial or SpatialMass(system)).matrix_regular(q)
+    return np.diag(np.repeat(system.body_mass, 3))

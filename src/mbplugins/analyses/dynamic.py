@@ -189,11 +189,24 @@ class DynamicAnalysis(Analysis):
                                  f"it needs an integrator with a mass matrix (bdf), not "
                                  f"'{s['integrator']}'")
             opts.update(dae)
-        if system.model.contacts and "max_step" in names and s.get("max_step") is None:
+        if system.model.switching:
+            if self.formulation.name not in SWITCHING_FORMULATIONS:
+                raise ModelError("settings.formulation", f"switching constraint sets: "
+                                 f"formulation '{self.formulation.name}' does not follow a "
+                                 f"changing constraint set; use "
+                                 f"{' or '.join(SWITCHING_FORMULATIONS)}")
+            if system.model.contacts:
+                raise ModelError("impacts", "impacts and switching constraint sets in one "
+                                            "model are not supported yet")
+        if ((system.model.contacts or system.model.switching) and "max_step" in names
+                and s.get("max_step") is None):
             # events are checked at step ends: a contact segment (extent) could be
             # entered and left inside one long step of a smooth flight
             opts["max_step"] = s["output_step"]
         self.integrator_options = opts
+
+    #: the analysis follows switching constraint sets (mbcore.solve.switching)
+    handles_switching = True
 
     #: every channel of the dynamic analysis (``settings.record`` picks a subset)
     CHANNELS = ("q", "qd", "qdd", "lam", "reactions", "reactions_local", "forces", "points",
@@ -424,6 +437,45 @@ class DynamicAnalysis(Analysis):
             event(t, "repartition", f"{reason}; independent coordinates "
                                     f"{', '.join(names[j] for j in old)} -> {', '.join(new)}")
 
+    def _switch(self, switches, k, t, y, event):
+        """Switch ``k``'s guard was crossed at (t, y): its band moves; when the
+        crossing is in the switch's direction its elements engage and release, the
+        state is made consistent with the new constraint set (positions in the mass
+        metric, velocities by the plastic impact map: :func:`mbcore.solve.switching.
+        engage_state`), the formulation takes the new rows and restarts there.  The
+        kinetic energy lost is added to the work of the non-conservative forces."""
+        from mbcore.solve.linalg import rank_revealing
+        from mbcore.solve.switching import engage_state
+        sysm, n, form = self.system, self.system.n, self.formulation
+        size = form.size
+        q, qd = np.array(y[:n], dtype=float), np.array(y[n:2 * n], dtype=float)
+        d = switches.crossing(k, q, t)
+        if not switches.fires(k, d):
+            return y
+        before = set(switches.rows().tolist())
+        msg = switches.apply(k, q, t)
+        rows = switches.rows()
+        J = sysm.jacobian_dense(q, t)[rows]
+        rank = rank_revealing(J)[0] if len(rows) else 0
+        if rank < len(rows):
+            names = [sysm.constraint_names[r] for r in rows]
+            raise AnalysisError(f"{msg}: the engaged constraint equations are dependent "
+                                f"(rank {rank} of {len(rows)}): {', '.join(names)}", t)
+        T0 = sysm.kinetic_energy(qd, q)
+        q1, qd1, move, lam = engage_state(sysm, q, qd, t, rows)
+        T1 = sysm.kinetic_energy(qd1, q1)
+        new = [i for i, r in enumerate(rows) if int(r) not in before]
+        imp = float(np.max(np.abs(lam[new]))) if new else 0.0
+        self.set_independent_rows(rows, q1, t)
+        yf, _ = form.initialize(q1, qd1, t)
+        y = np.concatenate([np.asarray(yf, dtype=float), [float(y[size]) + T1 - T0]])
+        self.restarts += 1
+        event(t, "switch", f"{msg}; positions moved by {move:.3g}, velocities jumped by "
+                           f"{float(np.max(np.abs(qd1 - qd), initial=0.0)):.3g} (engagement "
+                           f"impulse {imp:.6g}), kinetic energy {T0:.10g} -> {T1:.10g}")
+        self.stats["switches"] = self.stats.get("switches", 0) + 1
+        return y
+
     def _impact(self, contacts, t, y, event):
         """Impact map at a located contact event; the kinetic energy lost is added
         to the work of the non-conservative forces (the balance stays constant).
@@ -477,6 +529,11 @@ class DynamicAnalysis(Analysis):
                     f"modelled by rigid impacts; use a compliant contact force element or a "
                     f"constraint", t)
         return y
+
+
+#: the formulations that follow a switching constraint set (their solver takes the
+#: engaged rows; mbcore.solve.switching)
+SWITCHING_FORMULATIONS = ("di", "cs")
 
 
 class DriftWatch:
@@ -930,6 +987,10 @@ class _Run:
         self.t_out = np.zeros(0)             # outputs (compiled fixed-step loop)
         self.drift = DriftWatch(self.form, self.s, self.sysm, self.event,
                                 adaptive=bool(getattr(analysis.icls, "adaptive", True)))
+        self.switches = None                 # switching constraint sets
+        if self.sysm.model.switching:
+            from mbcore.solve.switching import SwitchSet
+            self.switches = SwitchSet(self.sysm, self.sysm.model.switching)
 
     # -- stage 1: output times and the initial state ---------------------------------
     def output_times(self) -> np.ndarray:
@@ -951,6 +1012,7 @@ class _Run:
         v = None if v is None else np.array(v)
         istat = self.istat.copy()
         seg_t0, compiled, restarts = self.seg_t0, self.seg_compiled, self.a.restarts
+        switching = None if self.switches is None else self.switches.state()
 
         def state() -> dict:
             partition = None
@@ -964,6 +1026,7 @@ class _Run:
                     "grid0": float(seg_t0), "steps": int(steps), "compiled": bool(compiled),
                     "partition": partition,
                     "rows": None if rows is None else [int(r) for r in rows],
+                    "switching": switching,
                     "integrator": self.a.icls.name, "formulation": form.name}
         from mbcore.analysis.checkpoint import Snapshot
         return Snapshot(float(t), np.array(y, dtype=float), self.last.get("q"),
@@ -981,18 +1044,29 @@ class _Run:
         sysm, s, a, t0 = self.sysm, self.s, self.a, self.t0
         st = sysm.initial_state(t0)
         q, qd = st.q, st.qd
+        rows = None if self.switches is None else self.switches.rows()
         if s["assemble"] and sysm.m:
             hold = [c.strip() for c in (s.get("hold") or "").split(",") if c.strip()]
             for c in hold:
                 if c not in sysm.coordinate_names:
                     raise ModelError("settings.hold", f"unknown coordinate '{c}'")
-            rep = assemble(sysm, q, qd, t0, hold=hold)
+            rep = assemble(sysm, q, qd, t0, hold=hold, rows=rows)
             q, qd = rep.q, rep.qd
             self.event(t0, "assembly", rep.summary())
             a.stats["assembly"] = rep.summary()
+            if rep.redundant and rows is not None:
+                raise ModelError("switching.released", f"the constraint equations engaged "
+                                 f"at the start are redundant ({', '.join(rep.redundant)}): "
+                                 f"switching constraint sets need independent equations")
             if rep.redundant:
                 a._use_independent_rows(q, t0, self.event)
                 self._rows_changed()
+        if rows is not None:                 # switching: the engaged rows from the start
+            a.set_independent_rows(rows, q, t0)
+            self._rows_changed()
+            self.switches.start(q, t0)
+            self.event(t0, "switch", "engaged at the start: all constraint elements but "
+                       + (", ".join(self.switches.released()) or "none"))
         for w in self.form.warnings(a.integrator_options.get("step")):
             self.event(t0, "warning", w)
         yf, _ = self.form.initialize(q, qd, t0)
@@ -1172,6 +1246,9 @@ class _Run:
         if "violation" in data:
             vres = J.dot(qqd) - sysm.nu(qq, t)
             phi = sysm.phi(qq, t)
+            if self.switches is not None:    # the engaged equations only
+                rows = self.switches.rows()
+                vres, phi = vres[rows], phi[rows]
             v = data["violation"]
             v[0] = np.max(np.abs(phi)) if phi.size else 0.0
             v[1] = np.max(np.abs(vres)) if vres.size else 0.0
@@ -1218,7 +1295,7 @@ class _Run:
         form = self.form
         if (self.s.get("output_rows", "block") == "reference" or self.loop is None
                 or self.projects or not form.full_state or form.size != 2 * self.n
-                or self.a.removed_rows is not None
+                or self.a.removed_rows is not None or self.switches is not None
                 or type(form).wants_repartition is not Formulation.wants_repartition
                 or form.compiled_stabilisation() is None):
             return None
@@ -1279,6 +1356,13 @@ class _Run:
                                                 None if full else form),
                                      terminal=True, direction=-1,
                                      name=self.contacts.names[k]))
+        if self.switches is not None:
+            sw, n = self.switches, self.n
+            for k in range(len(sw)):
+                def g(t, y, k=k):
+                    return sw.gap(k, y[:n], t)
+                events.append(_event(g, terminal=True, direction=-1,
+                                     name=f"switch:{sw.names[k]}"))
         self.stops = a._stop_events()
         self.events = events + self.stops
         self.jac = self.dae_jacobian if hasattr(form, "jacobian") else None
@@ -1499,7 +1583,11 @@ class _Run:
         a, form, t = self.a, self.form, float(ck["t"])
         q, qd = np.array(ck["q"], dtype=float), np.array(ck["qd"], dtype=float)
         st = ck["state"]
-        if st.get("rows") is not None:
+        if self.switches is not None and st.get("switching") is not None:
+            self.switches.set_state(st["switching"])
+            a.set_independent_rows(self.switches.rows(), q, t)
+            self._rows_changed()
+        elif st.get("rows") is not None:
             a.set_independent_rows(np.array(st["rows"], dtype=int))
             self._rows_changed()
             from mbcore.solve.redundancy import RemovedRows
@@ -1647,6 +1735,16 @@ class _Run:
                     event(float(rec.t), "stop", f"stop condition '{rec.name[5:]}' met")
                     a.stats["stopped_by"] = rec.name[5:]
                     break
+                if res.status == 1 and res.events[-1].name.startswith("switch:"):
+                    rec = res.events[-1]
+                    t_cur, y_cur = float(rec.t), np.array(rec.y, dtype=float)
+                    y_cur = a._switch(self.switches, self.switches.names.index(
+                        rec.name[7:]), t_cur, y_cur, event)
+                    self._rows_changed()
+                    outs = t_out[t_out > t_cur]
+                    if t_cur >= self.t1 or outs.size == 0:
+                        break
+                    continue
                 if res.status != 1 or self.contacts is None:
                     break
                 # a contact closed: apply the impact map and restart (TAM 674 (2003), lectures of 5 and 17 February)

@@ -13,7 +13,8 @@ import os
 import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
-from mbcore.errors import AssemblyError, LockupError, ModelError, SingularJacobianError
+from mbcore.errors import (AnalysisError, AssemblyError, LockupError, ModelError,
+                           SingularJacobianError)
 from mbcore.solve.assembly import assemble
 from mbcore.solve.linalg import dense_lu, dependent_rows, numerical_rank, rank_revealing
 from mbcore.solve.redundancy import RemovedRows
@@ -30,6 +31,7 @@ class KinematicAnalysis(Analysis):
     #: (measured, docs/linear-solvers.md)
     dense_limit = 140
     name = "kinematic"
+    handles_switching = True
     description = "positions, velocities and accelerations of a kinematically driven system"
     settings_schema = {
         "t_start": Param("number", "first output time", default=0.0),
@@ -85,6 +87,14 @@ class KinematicAnalysis(Analysis):
         sysm = self.system
         n, m = sysm.n, sysm.m
         s = self.settings
+        self.switches = None
+        if sysm.model.switching:             # switching constraint sets
+            if s["coordinates"] == "joint":
+                raise ModelError("settings.coordinates", "switching constraint sets are "
+                                 "followed in Cartesian coordinates only (coordinates: "
+                                 "cartesian)")
+            from mbcore.solve.switching import SwitchSet
+            self.switches = SwitchSet(sysm, sysm.model.switching)
         if s["coordinates"] == "joint":
             return self._run_joint(record, event, progress)
         self.removed_rows = None             # mbcore.solve.redundancy: checked at every time
@@ -107,6 +117,8 @@ class KinematicAnalysis(Analysis):
                         if sysm.element_sections[name] == "joints"
                         for r in range(sl.start, sl.stop)]
             kin_rows += list(range(sysm.m_elements, sysm.m))   # Euler-parameter norms
+            if self.switches is not None:                      # the engaged ones
+                kin_rows = sorted(set(kin_rows) & set(self.rows.tolist()))
             J0 = sysm.jacobian_dense(q, times[0])
             rk = numerical_rank(J0[kin_rows]) if kin_rows else 0
             self.stats["dof_mechanism"] = n - rk
@@ -157,17 +169,20 @@ class KinematicAnalysis(Analysis):
                 it, phin, ratio = self._newton(q, t, lu, tol, maxit, assembly=k == 0)
                 if k == 0:
                     event(t, "assembly", self._assembly_report(state.q, q))
-                    if self.rows is not None:
+                    if self.switches is not None:
+                        self.switches.start(q, t)
+                    elif self.rows is not None:
                         self._check_redundant_consistent(q, t, event)
                 iters_total += it
-                # velocities and accelerations with the Jacobian at the converged q
-                J = self._jac(q, t)
-                ratio = self._factor(lu, J, q, t)
-                qd = self._sel(sysm.nu(q, t)).copy()
-                self._solve(lu, J, qd)
-                qdd = self._sel(sysm.gamma(q, qd, t)).copy()
-                self._solve(lu, J, qdd)
+                qd, qdd, ratio, J = self._rates(q, t, lu)
                 check_finite("acceleration", qdd, sysm.coordinate_names, t)
+                if self.switches is not None and k > 0:
+                    moved = self._switch_between(prev, (q, qd, qdd), t, lu, event)
+                    if moved is not None:       # a switch: solved again on the new set
+                        q, qd, qdd, it2, phin, ratio, J = moved
+                        iters_total += it2
+                if self.switches is not None:
+                    prev = (t, q.copy(), qd.copy(), qdd.copy())
                 if self.removed_rows is not None:      # they must hold here too
                     self.removed_rows.check(t, q, qd, qdd)
                 data = {"q": q, "qd": qd, "qdd": qdd,
@@ -250,6 +265,90 @@ class KinematicAnalysis(Analysis):
     def _extra_joint(self, t, q, qd, qdd, aux, data):
         """Hook for subclasses (joint coordinates): channels from the converged state."""
 
+    # -- switching constraint sets (mbcore.solve.switching) --------------------------
+    def _state_at(self, q_guess, t, lu):
+        """(q, qd, qdd, Newton iterations, |Phi|, pivot ratio, J) at t with the
+        current rows, Newton from ``q_guess``."""
+        s = self.settings
+        q = np.array(q_guess, dtype=float)
+        it, phin, _ = self._newton(q, t, lu, s["tolerance"], int(s["max_iterations"]))
+        qd, qdd, ratio, J = self._rates(q, t, lu)
+        return q, qd, qdd, it, phin, ratio, J
+
+    def _rates(self, q, t, lu):
+        """(qd, qdd, pivot ratio, J): velocities and accelerations with the
+        Jacobian factored at the converged q (Nikravesh (1988), Eqs. 3.14, 3.16)."""
+        sysm = self.system
+        J = self._jac(q, t)
+        ratio = self._factor(lu, J, q, t)
+        qd = self._sel(sysm.nu(q, t)).copy()
+        self._solve(lu, J, qd)
+        qdd = self._sel(sysm.gamma(q, qd, t)).copy()
+        self._solve(lu, J, qdd)
+        return qd, qdd, ratio, J
+
+    def _switch_between(self, prev, cur, t, lu, event):
+        """The switches whose guards were crossed between the previous output
+        ``prev`` = (t_a, q, qd, qdd) and the solution ``cur`` at t: each crossing
+        located (Brent's method on the guard along the solutions of the current
+        constraint set), the switch applied there, the positions re-assembled on the
+        new set (Newton from the state at the switch), and the solution at t solved
+        again on it."""
+        from scipy.optimize import brentq
+        sw, sysm = self.switches, self.system
+        t_a, q_a, qd_a, qdd_a = prev
+        q, qd, qdd = cur
+        iters, out = 0, None
+
+        def guess(x):
+            h = x - t_a
+            return q_a + h * qd_a + 0.5 * h * h * qdd_a
+
+        for _ in range(100 * max(len(sw), 1)):
+            late = [k for k in range(len(sw)) if sw.gap(k, q, t) < 0.0]
+            if not late:
+                break
+            cache = {}
+
+            def g(x, k):
+                if x not in cache:
+                    cache[x] = self._state_at(guess(x), x, lu)[0]
+                return sw.gap(k, cache[x], x)
+            roots = []
+            for k in late:
+                ga = sw.gap(k, q_a, t_a)
+                x = t if ga <= 0.0 else brentq(g, t_a, t, args=(k,), xtol=1e-14 * (
+                    1.0 + abs(t)), rtol=4 * np.finfo(float).eps)
+                roots.append((x, k))
+            x, k = min(roots)
+            qx, qdx, qddx = self._state_at(guess(x), x, lu)[:3]
+            d = sw.crossing(k, qx, x)
+            if sw.fires(k, d):
+                msg = sw.apply(k, qx, x)
+                self.rows = sw.rows()
+                if len(self.rows) != sysm.n:
+                    raise ModelError(sw.spec.switches[k].path, f"after switch "
+                                     f"'{sw.names[k]}' at t = {x:.9g}: {len(self.rows)} "
+                                     f"engaged constraint equations for {sysm.n} "
+                                     f"coordinates; a kinematic analysis needs as many "
+                                     f"as coordinates")
+                q0 = qx.copy()
+                qx, qdx, qddx, it, _, _, _ = self._state_at(qx, x, lu)
+                iters += it
+                move = float(np.max(np.abs(qx - q0), initial=0.0))
+                event(x, "switch", f"{msg}; positions re-assembled (moved by "
+                                   f"{move:.3g})")
+            t_a, q_a, qd_a, qdd_a = x, qx, qdx, qddx
+            out = self._state_at(guess(t), t, lu)
+            q, qd, qdd = out[:3]
+            iters += out[3]
+        else:
+            raise AnalysisError("switching: the guards keep crossing within one output "
+                                "interval (a switch that undoes itself?)", t)
+        if out is None:
+            return None
+        return (*out[:3], out[3] + iters - out[3], *out[4:])
+
     def _factor(self, lu, J, q, t) -> float:
         self.stats["lu_factorizations"] = self.stats.get("lu_factorizations", 0) + 1
         if lu is None:      # large systems: sparse LU
@@ -301,6 +400,14 @@ class KinematicAnalysis(Analysis):
         initial configuration).  After removing them the system must be square."""
         sysm = self.system
         n, m = sysm.n, sysm.m
+        if self.switches is not None:
+            rows = self.switches.rows()
+            if len(rows) != n:
+                raise ModelError("switching.released", f"kinematic analysis needs as many "
+                                 f"engaged constraint equations as coordinates: n = {n} "
+                                 f"coordinates, {len(rows)} engaged equations at the start "
+                                 f"(released: {', '.join(self.switches.released())})")
+            return rows
         if not sysm.all_holonomic:
             bad = [nm for nm, h in zip(sysm.constraint_names, sysm.holonomic) if not h]
             raise ModelError("settings.analysis", f"velocity-level (nonholonomic) constraints "

@@ -112,7 +112,7 @@ class DriftProjection:
         c, s = self.compiled, self.system
         every = bool(np.all(s.holonomic))
         self._c_test = (c is not None and hasattr(c, "max_violation") and every
-                        and s.m > 0)
+                        and s.m > 0 and self.solver.rows is None)
         if (self._gate is None or c is None or not hasattr(c, "enable_projection")
                 or not every or self.solver.rows is not None):
             return
@@ -135,11 +135,13 @@ class DriftProjection:
         if self._c_test:                     # the test in C (CompiledRHS.max_violation)
             if self.compiled.max_violation(t, y) <= gate:
                 return None
-        else:
-            phi = s.phi(q, t)[s.holonomic]
+        else:                                # the rows used (switching: the engaged)
+            rows = self.solver.rows
+            hol = np.asarray(s.holonomic, bool)
+            phi = s.phi(q, t)[hol if rows is None else rows[hol[rows]]]
             if not phi.size or float(np.max(np.abs(phi))) <= gate:
                 return None
         q, qd = np.array(q, dtype=float), np.array(y[n:2 * n], dtype=float)
-        project_state(s, q, qd, t, self._winv, gate)
+        project_state(s, q, qd, t, self._winv, gate, rows=self.solver.rows)
         self._python_projections += 1
         return None, q, qd

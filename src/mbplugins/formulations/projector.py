@@ -36,15 +36,21 @@ def _correction(J, winv: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def project_state(system, q: np.ndarray, qd: np.ndarray, t: float, winv: np.ndarray,
-                  tol: float, tol_velocity: float | None = None) -> bool:
+                  tol: float, tol_velocity: float | None = None,
+                  rows: np.ndarray | None = None) -> bool:
     """Project ``q`` and ``qd`` in place; True when either changed.  Positions move
     where ``max |Phi| > tol`` (position-level rows); velocities where the positions
     moved or ``max |Phi_q qd - nu| > tol_velocity`` (default ``tol``).  A projection
     that does not bring the violations within ``tol`` in :data:`ITERATIONS` steps
-    raises :class:`~mbcore.errors.AnalysisError` at ``t``."""
+    raises :class:`~mbcore.errors.AnalysisError` at ``t``.  ``rows``: only these
+    constraint rows (the engaged ones of a switching set); default all."""
     s = system
     tol_v = tol if tol_velocity is None else tol_velocity
-    hol = s.holonomic
+    use = np.ones(s.m, bool)
+    if rows is not None:
+        use[:] = False
+        use[np.asarray(rows, dtype=np.intp)] = True
+    hol = np.asarray(s.holonomic, bool) & use
     phi = s.phi(q, t)[hol]
     changed = False
     for _ in range(ITERATIONS):
@@ -56,8 +62,8 @@ def project_state(system, q: np.ndarray, qd: np.ndarray, t: float, winv: np.ndar
     if phi.size and np.max(np.abs(phi)) > tol:
         raise AnalysisError(f"coordinate projection did not converge (|Phi| = "
                             f"{np.max(np.abs(phi)):.3g})", t)
-    J = _jacobian(s, q, t, None)
-    r = J @ qd - s.nu(q, t)
+    J = _jacobian(s, q, t, None if rows is None else use)
+    r = J @ qd - s.nu(q, t)[use]
     if changed or (r.size and np.max(np.abs(r)) > tol_v):
         qd -= _correction(J, winv, r)
         changed = True
