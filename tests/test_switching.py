@@ -275,3 +275,58 @@ def test_resume_keeps_the_engaged_set(tmp_path):
     assert "lock_b released, slot_b engaged" in _switches(res)[-2].message
     assert np.max(np.abs(np.array(t_res) - t_full)) < 1e-7
     assert np.max(np.abs(res.series("q")[-1] - full.series("q")[-1])) < 1e-6
+
+
+def test_guard_bands_periodic_and_directions():
+    """The guard's band bookkeeping: a periodic measure crossing c + k P upwards and
+    downwards, with the direction filter; a crossing against the direction moves
+    the band but does not switch."""
+    from mbcore.solve.switching import SwitchSet
+    m = mbcore.Model.from_file(GENEVA)
+    s = m.compile()
+    sw = SwitchSet(s, m.switching)
+    q = np.zeros(s.n)
+    c, P = -np.pi / 3, 2 * np.pi
+
+    def at(phi):
+        q[2] = phi
+        return q
+
+    sw.start(at(np.pi), 0.0)                   # band [c + 2 pi k, ...): k = 0 for 'enters'
+    assert sw.band[0] == 0
+    assert sw.gap(0, at(np.pi), 0.0) == pytest.approx(min(np.pi - c, c + P - np.pi))
+    assert sw.crossed(0, at(5.0), 0.0) == 0    # inside (c + P = 5.236)
+    assert sw.crossed(0, at(5.3), 0.0) == 1 and sw.band[0] == 1
+    assert sw.fires(0, 1) and not sw.fires(0, -1)    # direction: rising
+    assert sw.crossed(0, at(5.2), 0.0) == -1 and sw.band[0] == 0   # back: falling
+    assert sw.crossed(0, at(c - 0.01), 0.0) == -1 and sw.band[0] == -1
+    # a non-periodic guard on time
+    d = _knee()
+    d["switching"] = {"switches": [{"name": "brake_off", "release": ["knee_lock"],
+                                    "when": {"measure": {"t": 1.0}, "crosses": 0.3,
+                                             "direction": "falling"}}]}
+    mk = mbcore.Model.from_dict(d)
+    sk = SwitchSet(mk.compile(), mk.switching)
+    qq = np.zeros(6)
+    sk.start(qq, 0.0)
+    assert sk.gap(0, qq, 0.1) == pytest.approx(0.2)
+    assert sk.crossed(0, qq, 0.31) == 1 and not sk.fires(0, 1)
+
+
+def test_release_on_time_in_a_dynamic_run():
+    """A brake on the knee (the lock engaged from the start) released at t = 0.3 by
+    a guard on time: the switch is at 0.3 to the event tolerance, the knee stays
+    straight before it (the leg swings as one body) and bends after it; a release
+    changes no velocity."""
+    d = _knee(t_end=0.6)
+    d["switching"] = {"switches": [{"name": "brake_off", "release": ["knee_lock"],
+                                    "when": {"measure": {"t": 1.0}, "crosses": 0.3}}]}
+    r = mbcore.run(mbcore.Model.from_dict(d))
+    sw = _switches(r)
+    assert len(sw) == 1 and "knee_lock released" in sw[0].message
+    assert sw[0].t == pytest.approx(0.3, abs=1e-12)
+    assert "velocities jumped by 0 (" in sw[0].message
+    q, t = r.series("q"), r["t"]
+    knee = q[:, 5] - q[:, 2]
+    assert np.max(np.abs(knee[t <= 0.3])) < 1e-9
+    assert np.max(np.abs(knee[t > 0.35])) > 1e-3

@@ -462,9 +462,12 @@ class DynamicAnalysis(Analysis):
             raise AnalysisError(f"{msg}: the engaged constraint equations are dependent "
                                 f"(rank {rank} of {len(rows)}): {', '.join(names)}", t)
         T0 = sysm.kinetic_energy(qd, q)
-        q1, qd1, move, lam = engage_state(sysm, q, qd, t, rows)
-        T1 = sysm.kinetic_energy(qd1, q1)
         new = [i for i, r in enumerate(rows) if int(r) not in before]
+        if new:                          # an engagement: re-assembly and impact map
+            q1, qd1, move, lam = engage_state(sysm, q, qd, t, rows)
+        else:                            # releases only: the state holds as it is
+            q1, qd1, move, lam = q, qd, 0.0, np.zeros(0)
+        T1 = sysm.kinetic_energy(qd1, q1)
         imp = float(np.max(np.abs(lam[new]))) if new else 0.0
         self.set_independent_rows(rows, q1, t)
         yf, _ = form.initialize(q1, qd1, t)
