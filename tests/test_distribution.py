@@ -1,6 +1,6 @@
-"""Distribution (issue 15, deliverable 7): ``python -m build`` makes an sdist with
-the Cython sources and nothing built, and a wheel that installs into a fresh virtual
-environment and passes the quick tests.
+"""Distribution: ``python -m build`` makes an sdist with the Cython sources and
+nothing built, and a wheel that installs into a fresh virtual environment and
+passes the quick tests.
 
 The sdist check is fast (no compilation).  The wheel round trip compiles the
 extensions once (the wheel is built from the sdist) and installs the runtime
@@ -55,14 +55,14 @@ def _build(args, outdir, isolation=True):
 def _check_sdist(path: Path) -> None:
     with tarfile.open(path) as tf:
         names = [n.split("/", 1)[1] for n in tf.getnames() if "/" in n]
-    pyx = sorted(p.name for p in (ROOT / "ext").glob("*.pyx"))
-    pxi = sorted(p.name for p in (ROOT / "ext").glob("*.pxi"))
-    pxd = sorted(p.name for p in (ROOT / "src" / "mbcore" / "_ext").glob("*.pxd"))
-    assert pyx and pxd
-    for f in pyx + pxi:
-        assert f"ext/{f}" in names, f
-    for f in pxd:
-        assert f"src/mbcore/_ext/{f}" in names, f
+    # every Cython source and header the build reads (the kernels of mbcore and of
+    # the built-in plugins, and the plugin tier's C contract)
+    sources = [p.relative_to(ROOT).as_posix() for pattern in (
+        "ext/*.pyx", "ext/*.pxi", "ext/plugins/*.pyx", "ext/plugins/*.pxi",
+        "src/mbcore/_ext/*.pxd", "src/mbcore/include/*.h") for p in ROOT.glob(pattern)]
+    assert any(f.startswith("ext/plugins/") for f in sources)
+    for f in sources:
+        assert f in names, f
     built = [n for n in names if n.endswith((".so", ".pyd", ".o", ".dll", ".dylib"))
              or (n.startswith("ext/") and n.endswith((".c", ".cpp")))]
     assert not built, built
