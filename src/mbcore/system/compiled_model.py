@@ -223,12 +223,12 @@ class SystemModel:
             cls = registry.get("force", el.type, bk)
             kind = getattr(cls, "body_kind", "planar")
             self._check_kind(cls, el, kind)
-            same = [g for g in self.force_groups if g.ftype.name == el.type]
-            ft = cls() if not same else same[0].ftype  # one instance per type and System
+            same = next((g for g in self.force_groups if g.ftype.name == el.type), None)
+            ft = cls() if same is None else same.ftype  # one instance per type and System
             # a body-list type: every element is a group of its own (its bodies and
             # parameters vary in number, ForceType.body_list)
             blist = getattr(cls, "body_list", None)
-            fg = None if blist or not same else same[0]
+            fg = None if blist else same
             par, fidx = pack_element(ft, el, model, functions, "force")
             names = [el.values[b] for b in cls.bodies if b != blist]
             if blist:
