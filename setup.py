@@ -43,7 +43,8 @@ extensions = [ext("_planar"), ext("_forces"), ext("_functions"), ext("_linalg"),
               ext("_dae", "mbplugins"), ext("_jc", "mbplugins"), ext("_omega", "mbplugins"),
               ext("_planar_forces", "mbplugins"), ext("_planar_constraints", "mbplugins"),
               ext("_spatial_constraints", "mbplugins"), ext("_spatial_forces", "mbplugins"),
-              ext("_rolling", "mbplugins"), ext("_contact", "mbplugins")]
+              ext("_rolling", "mbplugins"), ext("_contact", "mbplugins"),
+              ext("_sphere_group", "mbplugins")]
 
 #: both stages use every core: the Cython translation (cythonize's nthreads) and the
 #: C compilation (build_ext's parallel jobs); MBCORE_BUILD_JOBS overrides

@@ -36,6 +36,13 @@ cdef Py_ssize_t _fill_group(FGroup* G, dict g, list keep, Py_ssize_t n) except -
     par = np.ascontiguousarray(g["par"], dtype=np.float64)
     fidx = np.ascontiguousarray(g["fidx"], dtype=np.intp)
     ne = boff.shape[0]
+    if g.get("body_list") and ne == 1:
+        # one element on a variable body list (ForceType.body_list): the kernel
+        # declares its fixed bodies and parameter head, the element has more
+        if boff.size < nb or par.size < npar:
+            raise ValueError(f"force kernel {g['kernel']!r}: a body-list element needs "
+                             f"at least {nb} bodies and {npar} parameters")
+        nb, npar = boff.size, par.size
     if boff.size != ne * nb or par.size != ne * npar or fidx.size != ne * nfun:
         raise ValueError(f"force kernel {g['kernel']!r}: packed arrays have wrong sizes")
     _extent(boff, 0, n + 4, "boff")          # bodies, or a ground block (n, n + 3)

@@ -230,6 +230,7 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
     from mbplugins.analyses.modes import ModesAnalysis
     from mbplugins.analyses.static import StaticAnalysis
     from mbplugins.contact.spatial import FORCE_TYPES as CONTACT_FORCES
+    from mbplugins.contact.spheres import FORCE_TYPES as SPHERE_FORCES
     from mbplugins.formulations import FORMULATIONS
     from mbplugins.integrators import INTEGRATORS
     from mbplugins.planar.constraints import CONSTRAINT_TYPES
@@ -247,7 +248,7 @@ def test_lazy_catalogue_names_exactly_the_module_classes():
                                     *COMPOSITE_TYPES, *PLANAR_ROLLING_TYPES,
                                     *ROLLING_TYPES],
         "mbcore_force_types": [*FORCE_TYPES, NonlinearTSDA, *SPATIAL_FORCES,
-                               *CONTACT_FORCES],
+                               *CONTACT_FORCES, *SPHERE_FORCES],
         "mbcore_formulations": list(FORMULATIONS),
         "mbcore_integrators": list(INTEGRATORS),
         "mbcore_analyses": [KinematicAnalysis, KinetostaticAnalysis, StaticAnalysis,

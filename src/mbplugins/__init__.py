@@ -84,6 +84,7 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("drag", "mbplugins.spatial.forces:SpatialDrag", "spatial"),
         ("user_force", "mbplugins.spatial.forces:SpatialUserForce", "spatial"),
         ("contact", "mbplugins.contact.spatial:SpatialContact", "spatial"),
+        ("sphere_group", "mbplugins.contact.spheres:SphereGroup", "spatial"),
     ],
     "mbcore_integrators": [
         ("euler", "mbplugins.integrators.explicit:Euler"),

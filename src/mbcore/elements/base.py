@@ -219,12 +219,24 @@ class ForceType:
        a method: the System computes it as ``sum_b g_b . qd_b``.
     5. ``outputs(par, qb, qdb, t, f)`` -> (ne, len(labels)): element quantities
        reported with the results (e.g. a spring's length and force).
+    6. Optional, a variable body list (:attr:`body_list`): one element acts on its
+       fixed bodies and on every body of a list (e.g. many colliding spheres).
     """
 
     name: ClassVar[str] = ""
     #: plugin contract version this type was built for (mbcore.plugins.contract)
     contract: ClassVar[tuple[int, int]] = CONTRACT_VERSION
     bodies: ClassVar[tuple[str, ...]] = ("body",)
+    #: A force element on a variable list of bodies: the key of a parameter of
+    #: kind ``bodies`` (a list of body names), the last key of :attr:`bodies`.
+    #: Each element of such a type is a group of its own: its body blocks are the
+    #: fixed bodies followed by the listed ones (``qb`` (1, nb, nc), nb = fixed +
+    #: list length) and ``pack`` may return more than ``n_par`` floats (``n_par``
+    #: is then the fixed head; per-body data follow), so ``par`` is (1, npar).  A
+    #: compiled kernel declares the fixed counts (``n_bodies`` = len(bodies) - 1,
+    #: ``n_par``) and reads the element's own from ``G->nb``, ``G->npar``.  None
+    #: (the default): every body key names one body.
+    body_list: ClassVar[str | None] = None
     params: ClassVar[Mapping[str, Param]] = {}
     n_par: ClassVar[int] = 0
     n_fun: ClassVar[int] = 0

@@ -149,7 +149,10 @@ class Param:
     a named point), ``axis3`` (a direction: 3 numbers of non-zero length, returned
     as a unit vector), ``number``, ``count`` (a whole number >= 0), ``choice``,
     ``function``,
-    ``string``, ``strings`` (a list of names), ``bool`` (true/false; also yes/no),
+    ``string``, ``strings`` (a list of names), ``bodies`` (a non-empty list of
+    distinct body names, the ground excluded: the body list of a
+    :attr:`mbcore.elements.ForceType.body_list` type), ``numbers`` (a list of
+    numbers), ``bool`` (true/false; also yes/no),
     ``mapping`` (key: value, keys
     validated by whoever uses it).  ``default`` of ``None`` with ``required=False`` means the type
     computes a default itself (e.g. from the initial configuration).
@@ -197,6 +200,27 @@ class Param:
             if ctx is not None:
                 ctx.check_body(name, path)
             return name
+        if k == "bodies":
+            items = sequence(value, path)
+            if not items:
+                raise ModelError(path, "expected a list of at least one body, got an "
+                                       "empty list")
+            seen: dict[str, int] = {}
+            for i, x in enumerate(items):
+                name = string(x, join(path, i))
+                if ctx is not None:
+                    if name == ctx.ground:
+                        raise ModelError(join(path, i), f"the ground '{name}' cannot be "
+                                                        f"in a body list")
+                    ctx.check_body(name, join(path, i))
+                if name in seen:
+                    raise ModelError(join(path, i), f"body '{name}' is listed twice "
+                                                    f"(also at [{seen[name]}])")
+                seen[name] = i
+            return tuple(seen)
+        if k == "numbers":
+            return tuple(number(x, join(path, i), positive=self.positive)
+                         for i, x in enumerate(sequence(value, path)))
         if k == "choice":
             if value not in self.choices:
                 raise ModelError(path, f"expected one of {', '.join(map(repr, self.choices))}, "

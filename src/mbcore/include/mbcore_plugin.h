@@ -58,6 +58,14 @@
  *           (``ne`` = 1 and the pointers advanced to element e: the per-element
  *           power of the compiled DAE Jacobians), so elements must be
  *           independent of each other.
+ *   body list  A type with a variable body list (``ForceType.body_list``, e.g.
+ *           spatial:sphere_group) has one element per group, G->nb = its fixed
+ *           bodies (the kernel's ``n_bodies``) + the listed bodies, and G->npar >=
+ *           the kernel's ``n_par`` (the element's own parameters after the head):
+ *           such a kernel reads both from G.  Its Python type opts in; every
+ *           other kernel sees G->nb == n_bodies and G->npar == n_par.  (A
+ *           semantic addition within ABI version 2: an mbcore without body lists
+ *           refuses such a type, its declared sizes differing from the kernel's.)
  */
 #ifndef MBCORE_PLUGIN_H
 #define MBCORE_PLUGIN_H

@@ -168,11 +168,17 @@ def _cached(family: str, etype: Any, declared: tuple, load) -> Any:
     return hit
 
 
+def fixed_bodies(ftype: Any) -> int:
+    """The bodies every element of force type ``ftype`` has: its body keys, less
+    the body list of a :attr:`~mbcore.elements.ForceType.body_list` type."""
+    return len(ftype.bodies) - (1 if getattr(ftype, "body_list", None) else 0)
+
+
 def load_force_kernel(ftype: Any) -> ForceKernel:
     """Load and check the ``c_kernel`` of force type ``ftype`` (class or instance)
     against its Python declaration; raises :class:`PluginError` (see the module
     docstring)."""
-    declared = (getattr(ftype, "body_kind", "planar"), len(ftype.bodies), ftype.n_par,
+    declared = (getattr(ftype, "body_kind", "planar"), fixed_bodies(ftype), ftype.n_par,
                 ftype.n_fun)
     return _cached("force", ftype, declared, lambda: _load_force_kernel(ftype))
 
@@ -180,7 +186,7 @@ def load_force_kernel(ftype: Any) -> ForceKernel:
 def _load_force_kernel(ftype: Any) -> ForceKernel:
     from .._ext import _forces
     declared = {"body_kind": ("body kind", getattr(ftype, "body_kind", "planar")),
-                "n_bodies": ("n_bodies", len(ftype.bodies)),
+                "n_bodies": ("n_bodies", fixed_bodies(ftype)),
                 "n_par": ("n_par", ftype.n_par), "n_fun": ("n_fun", ftype.n_fun)}
     capsule, source, info = _checked(ftype, "force", FORCE_CAPSULE, _forces.kernel_info,
                                      declared, ("force",), "mbcore_force_kernel")

@@ -143,13 +143,16 @@ class SystemModel:
     def _check_kind(self, cls, el, kind: str) -> None:
         """An element's bodies must be of the kind its type works on."""
         for key in cls.bodies:
-            name = el.values.get(key)
-            if name is None or name == self.model.ground:
-                continue
-            bk = self.body_kinds[self.body_index[name]]
-            if bk.elements != kind:
-                raise ModelError(f"{el.path}.{key}", f"{cls.name} works on {kind} bodies; "
-                                                     f"'{name}' is a {bk.name} body")
+            value = el.values.get(key)
+            listed = key == getattr(cls, "body_list", None)
+            for i, name in enumerate(value if listed else (value,)):
+                if name is None or name == self.model.ground:
+                    continue
+                bk = self.body_kinds[self.body_index[name]]
+                if bk.elements != kind:
+                    kp = f"{el.path}.{key}[{i}]" if listed else f"{el.path}.{key}"
+                    raise ModelError(kp, f"{cls.name} works on {kind} bodies; "
+                                         f"'{name}' is a {bk.name} body")
 
     def _pack_constraints(self, model, registry, functions: list):
         """Elements -> groups: every constraint element packed by type, rows in model
@@ -220,10 +223,21 @@ class SystemModel:
             cls = registry.get("force", el.type, bk)
             kind = getattr(cls, "body_kind", "planar")
             self._check_kind(cls, el, kind)
-            fg = next((g for g in self.force_groups if g.ftype.name == el.type), None)
-            ft = cls() if fg is None else fg.ftype     # one instance per type and System
+            same = next((g for g in self.force_groups if g.ftype.name == el.type), None)
+            ft = cls() if same is None else same.ftype  # one instance per type and System
+            # a body-list type: every element is a group of its own (its bodies and
+            # parameters vary in number, ForceType.body_list)
+            blist = getattr(cls, "body_list", None)
+            fg = None if blist else same
             par, fidx = pack_element(ft, el, model, functions, "force")
-            boff = [self._body_offset(el.values[b], kind) for b in cls.bodies]
+            names = [el.values[b] for b in cls.bodies if b != blist]
+            if blist:
+                for i, name in enumerate(el.values[blist]):
+                    if name in names:
+                        raise ModelError(f"{el.path}.{blist}[{i}]", f"body '{name}' is "
+                                         f"also a fixed body of the element")
+                names += list(el.values[blist])
+            boff = [self._body_offset(b, kind) for b in names]
             if fg is None:
                 fg = ForceGroup(ft, [], [], [], [], [])
                 self.force_groups.append(fg)
@@ -236,10 +250,10 @@ class SystemModel:
             self.element_sections[el.name] = el.section
         from ..elements.bodykinds import KINDS
         for fg in self.force_groups:
-            nbk, ne = len(fg.ftype.bodies), len(fg.names)
+            nbk, ne = len(fg.boff[0]), len(fg.names)
             ncol = KINDS[getattr(fg.ftype, "body_kind", "planar")].nq
             fg.boff = np.array(fg.boff, dtype=np.intp).reshape(ne, nbk)
-            fg.par = np.array(fg.par, dtype=float).reshape(ne, fg.ftype.n_par)
+            fg.par = np.array(fg.par, dtype=float).reshape(ne, -1)
             fg.fidx = np.array(fg.fidx, dtype=np.intp).reshape(ne, fg.ftype.n_fun)
             fg.gather = fg.boff[:, :, None] + np.arange(ncol)
             fg.gather_flat = fg.gather.reshape(-1)

@@ -96,7 +96,9 @@ def pack_element(obj, el, model, functions: list, kind: str):
     (appended to ``functions``); checks the counts the type declares."""
     par, funs = obj.pack(el.values, PackContext(model, el.path))
     par = np.asarray(par, dtype=float).ravel()
-    if par.size != obj.n_par or len(funs) != obj.n_fun:
+    # a body-list force type (ForceType.body_list): n_par is the fixed head
+    head = getattr(obj, "body_list", None) and par.size >= obj.n_par
+    if (par.size != obj.n_par and not head) or len(funs) != obj.n_fun:
         raise PluginError(f"{kind} type '{el.type}': pack() returned {par.size} parameters "
                           f"and {len(funs)} functions, declared n_par={obj.n_par}, "
                           f"n_fun={obj.n_fun}")
@@ -119,7 +121,8 @@ def kernel_group(fg: ForceGroup) -> dict:
     """What the compiled force evaluators pack of a compiled group (its kernel's
     capsule; ``par`` the group's own array, shared with the NumPy path)."""
     return dict(kernel=fg.ckernel.name, capsule=fg.ckernel.capsule, boff=fg.boff,
-                par=fg.par, fidx=fg.fidx)
+                par=fg.par, fidx=fg.fidx, body_list=bool(getattr(fg.ftype, "body_list",
+                                                                 None)))
 
 
 def short_label(key: str) -> str:
