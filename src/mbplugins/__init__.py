@@ -98,6 +98,12 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("bdf", "mbplugins.integrators.bdf:BDF"),
         ("implicit_euler", "mbplugins.integrators.implicit:ImplicitEuler"),
         ("trapezoid", "mbplugins.integrators.implicit:Trapezoid"),
+        ("rk3", "mbplugins.integrators.classical:RK3"),
+        ("rk2", "mbplugins.integrators.classical:RK2Family"),
+        ("ab", "mbplugins.integrators.classical:AdamsBashforth"),
+        ("abm4", "mbplugins.integrators.classical:ABM4"),
+        ("taylor2", "mbplugins.integrators.classical:Taylor2"),
+        ("verlet", "mbplugins.integrators.classical:Verlet"),
     ],
     "mbcore_formulations": [
         ("di", "mbplugins.formulations.baumgarte:DI"),

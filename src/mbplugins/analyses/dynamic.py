@@ -78,6 +78,10 @@ class DynamicAnalysis(Analysis):
                           default=True),
         "hold": Param("string", "comma-separated coordinates kept at their estimates "
                                 "during assembly (e.g. 'crank.phi')", required=False),
+        "integrator_options": Param("mapping", "further options of the integrator by "
+                                    "the names of its options table (e.g. rk2: {a: 0.5}, "
+                                    "ab: {order: 3}); step, rtol, atol and max_step are "
+                                    "settings of their own", required=False),
         "formulation_options": Param("mapping", "further settings of the formulation, "
                                      "by the names of its settings table (e.g. penalty: "
                                      "{omega: 20, projection: false})", required=False),
@@ -109,6 +113,37 @@ class DynamicAnalysis(Analysis):
                                               f"({s['t_start']:g})")
         cls._record_names(s.get("record"), f"{path}.record")
 
+    #: integrator options that are settings of their own (not in integrator_options)
+    OWN_INTEGRATOR_KEYS = ("step", "rtol", "atol", "max_step")
+
+    @classmethod
+    def _integrator_options(cls, s, icls, path="settings") -> dict:
+        """``settings.integrator_options`` checked against the options table of the
+        integrator class ``icls`` (ModelError naming
+        ``settings.integrator_options.<key>``), converted by the options' checks."""
+        given = s.get("integrator_options") or {}
+        where = f"{path}.integrator_options"
+        spec = getattr(icls, "options", {})
+        out = {}
+        for k, v in given.items():
+            if k in cls.OWN_INTEGRATOR_KEYS:
+                raise ModelError(f"{where}.{k}", f"give it as {path}.{k}")
+            if k not in spec or k in ("mass", "h_power", "newton_system"):
+                valid = sorted(o for o in spec if o not in cls.OWN_INTEGRATOR_KEYS
+                               and o not in ("mass", "h_power", "newton_system"))
+                close = difflib.get_close_matches(k, valid, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise ModelError(f"{where}.{k}", f"not an option of integrator "
+                                 f"'{s['integrator']}'{hint} (its options: "
+                                 f"{', '.join(valid) if valid else 'none'})")
+            check = spec[k].check
+            try:
+                out[k] = check(v, 0) if check is not None and v is not None else v
+            except ValueError as exc:
+                raise ModelError(f"{where}.{k}", f"integrator '{s['integrator']}': "
+                                 f"{exc}") from None
+        return out
+
     @classmethod
     def check_plugins(cls, s, reg, path):
         """The integrator and the formulation are installed, the formulation takes
@@ -122,6 +157,7 @@ class DynamicAnalysis(Analysis):
         if hasattr(fcls, "validate_settings"):        # a mbcore.solve.formulation.Formulation
             fcls.validate_settings(opts, where=where)
         icls = reg.get("integrator", s["integrator"])
+        cls._integrator_options(s, icls, path)
         if getattr(fcls, "needs_mass", False) and "mass" not in getattr(icls, "options", {}):
             raise ModelError(f"{path}.integrator", f"formulation '{fcls.name}' is a DAE: it "
                              f"needs an integrator with a mass matrix (bdf), not "
@@ -173,6 +209,7 @@ class DynamicAnalysis(Analysis):
         for k in ("rtol", "atol", "max_step"):
             if k in names and s.get(k) is not None:
                 opts[k] = s[k]
+        opts.update(self._integrator_options(s, self.icls))
         # the formulation's margin: it asks the integrator for ``tolerance_factor``
         # times the tolerances (cp, stiff)
         factor = getattr(self.formulation, "tolerance_factor", 1.0)
