@@ -17,7 +17,7 @@ import pytest
 import mbcore
 from mbcore import Model
 from mbcore.errors import ModelError
-from mbcore.integrate import IntegratorOptionError, integrate
+from mbcore.integrate import IntegratorOptionError, integrate, richardson
 from mbcore.plugins import registry
 from mbplugins.integrators.classical import (AB_COEFFICIENTS, ABM4, AM4_COEFFICIENTS, RK3,
                                              AdamsBashforth, RK2Family, Taylor2, Verlet,
@@ -328,3 +328,34 @@ def test_integrator_options_setting_errors_name_the_key(examples, options, path,
 def test_classes_are_registered():
     for cls in (RK3, RK2Family, AdamsBashforth, ABM4, Taylor2, Verlet):
         assert registry().get("integrator", cls.name) is cls
+
+
+# ----------------------------------------------------------------------------------
+# global error estimate by step halving
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, opts, problem, rel", [
+    ("rk3", {}, "riccati", 0.05),            # observed 0.013
+    ("rk3", {}, "osc", 0.05),                # 0.020
+    ("ab", {"order": 2}, "riccati", 0.05),   # 0.020 (the integrator's own 'order')
+    ("ab", {"order": 3}, "osc", 0.1),        # 0.039
+    ("abm4", {}, "riccati", 0.15),           # 0.058
+    ("verlet", {}, "osc", 0.05),             # 0.000
+    ("euler", {}, "osc", 0.1)])              # 0.026
+def test_richardson_estimate_matches_the_true_error(name, opts, problem, rel):
+    """``richardson`` (h = 0.02 and 0.01 over [0, 2]): the estimated global error
+    ``(y_h/2 − y_h)/(2^p − 1)`` agrees with the true error ``y − y_h/2`` to ``rel``
+    of its largest value, and the extrapolated value is at least 10× more accurate."""
+    f, exact, y0 = PROBLEMS[problem]
+    est = richardson(name, f, (0, 2), y0, 0.02, t_out=np.linspace(0, 2, 11), **opts)
+    assert est.order == opts.get("order", registry().get("integrator", name).order)
+    true = np.array([exact(t) for t in est.t]) - est.fine.y
+    assert np.abs(est.error - true).max() < rel * np.abs(true).max()
+    better = np.array([exact(t) for t in est.t]) - est.extrapolated
+    assert np.abs(better).max() < 0.1 * np.abs(true).max()
+
+
+def test_richardson_needs_a_fixed_step_method():
+    with pytest.raises(IntegratorOptionError, match="fixed-step"):
+        richardson("dopri5", osc, (0, 1), [1.0, 0.0], 0.1, rtol=1e-6)
+    with pytest.raises(IntegratorOptionError, match="option 'p'"):
+        richardson("rk4", osc, (0, 1), [1.0, 0.0], 0.1, p=0)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
                          rms_norm, select_initial_step, step_from_frequency)
     from .driver import IntegrationResult, integrate, resolve_integrator
     from .events import Event, EventRecord
+    from .richardson import RichardsonEstimate, richardson
     from .rk import (EmbeddedRK, FixedStepRK, RKTwin, compiled_twin,
                      hermite_dense_coefficients)
 
@@ -43,6 +44,7 @@ _WHERE = {
                      "rms_norm", "select_initial_step", "step_from_frequency"), "common"),
     **dict.fromkeys(("IntegrationResult", "integrate", "resolve_integrator"), "driver"),
     **dict.fromkeys(("Event", "EventRecord"), "events"),
+    **dict.fromkeys(("richardson", "RichardsonEstimate"), "richardson"),
     **dict.fromkeys(("EmbeddedRK", "FixedStepRK", "RKTwin", "compiled_twin",
                      "hermite_dense_coefficients"), "rk"),
 }
@@ -71,5 +73,6 @@ __all__ = [
     "RKDenseOutput", "BackwardDifferenceDenseOutput",
     "rms_norm", "select_initial_step", "num_jac", "step_from_frequency",
     "Event", "EventRecord", "IntegrationResult", "integrate", "resolve_integrator",
+    "richardson", "RichardsonEstimate",
     "FixedStepRK", "EmbeddedRK", "RKTwin", "compiled_twin", "hermite_dense_coefficients",
 ]
