@@ -93,10 +93,10 @@ class _BuiltinIntegrators:
 
 
 class Ralston(FixedStepRK):
-    """A third-party method: Ralston's RK2 (a = 3/4 in spec §2.2)."""
+    """A third-party method: Ralston's RK2 (Nikravesh (1988), Eqs. 12.13-12.14 with a = 3/4)."""
 
     name = "ralston"
-    description = "Ralston RK2, order 2 (spec §2.2 with a = 3/4)"
+    description = "Ralston RK2, order 2 (Nikravesh (1988), §12.2.1 with a = 3/4)"
     order = 2
     A = np.array([[0.0, 0.0], [2 / 3, 0.0]])
     B = np.array([1 / 4, 3 / 4])

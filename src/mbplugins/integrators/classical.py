@@ -2,8 +2,8 @@
 
 * ``rk3`` — Kutta's third-order Runge–Kutta method, a tableau on
   :class:`~mbcore.integrate.rk.FixedStepRK` (so it also runs on the compiled loop);
-* ``rk2`` — the two-parameter second-order Runge–Kutta family (Nikravesh (1988),
-  Eqs. 12.13–12.14) with the node ``a`` of its second stage as option;
+* ``rk2`` — the second-order Runge–Kutta family of Nikravesh (1988), Eqs. 12.13–12.14,
+  with the weight ``a`` of its second stage as option;
 * ``ab`` — Adams–Bashforth of fixed order 1–4 (Nikravesh (1988), §12.3, Prob. 12.2),
   ``abm4`` — the AB3 predictor / AM4 corrector pair in PECE mode (Nikravesh (1988),
   §12.3.3–12.3.4), both started by RK4 steps;
@@ -70,40 +70,41 @@ class RK3(FixedStepRK):
 
 
 def rk2_tableau(a: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(A, B, C) of the second-order family with second node ``a``:
-    ``k2 = f(t + a h, y + a h k1)``, ``y_n+1 = y_n + h[(1 − 1/(2a)) k1 + k2/(2a)]``
-    (a = 1/2 midpoint, a = 1 Heun, a = 2/3 Ralston)."""
-    b2 = 1.0 / (2.0 * a)
-    return (np.array([[0.0, 0.0], [a, 0.0]]), np.array([1.0 - b2, b2]),
-            np.array([0.0, a]))
+    """(A, B, C) of the second-order family with weight ``a`` on the second stage
+    (Nikravesh (1988), Eqs. 12.13–12.14): ``k2 = f(t + h/(2a), y + h/(2a) k1)``,
+    ``y_n+1 = y_n + h[(1 − a) k1 + a k2]`` (a = 1/2 Heun, the modified trapezoidal
+    method, Eq. 12.15; a = 1 the midpoint, modified Euler–Cauchy method, Eq. 12.16;
+    a = 3/4 Ralston's)."""
+    c2 = 1.0 / (2.0 * a)
+    return (np.array([[0.0, 0.0], [c2, 0.0]]), np.array([1.0 - a, a]),
+            np.array([0.0, c2]))
 
 
 def _rk2_parameter(value: Any, n: int = 0) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"must be a number in (0, 1], got {value!r}")
+        raise ValueError(f"must be a non-zero number, got {value!r}")
     try:
         a = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"must be a number in (0, 1], got {value!r}") from None
-    if not (0.0 < a <= 1.0):
-        raise ValueError(f"must lie in (0, 1] (the node of the second stage: 1/2 "
-                         f"midpoint, 1 Heun, 2/3 Ralston), got {value!r}")
+        raise ValueError(f"must be a non-zero number, got {value!r}") from None
+    if a == 0.0 or not np.isfinite(a):
+        raise ValueError(f"must be a finite non-zero number (the weight of the second "
+                         f"stage: 1/2 Heun, 1 midpoint, 3/4 Ralston), got {value!r}")
     return a
 
 
 class RK2Family(FixedStepRK):
-    """The second-order RK family with the node ``a`` of its second stage as option;
+    """The second-order RK family with the weight ``a`` of its second stage as option;
     the tableau is the instance's, so it keeps the Python driver."""
 
     name = "rk2"
-    description = ("second-order Runge–Kutta family with parameter a (a = 1/2 midpoint, "
-                   "1 Heun, 2/3 Ralston), fixed step (Nikravesh (1988), Eqs. 12.13–12.14)")
+    description = ("second-order Runge–Kutta family with parameter a (a = 1/2 Heun, "
+                   "1 midpoint, 3/4 Ralston), fixed step (Nikravesh (1988), Eqs. 12.13–12.14)")
     order = 2
-    A, B, C = rk2_tableau(2.0 / 3.0)
+    A, B, C = rk2_tableau(0.75)
     options = {**FIXED_STEP_OPTIONS,
-               "a": Option(2.0 / 3.0, "node of the second stage, 0 < a <= 1 (1/2: "
-                           "midpoint, 1: Heun, 2/3: Ralston, the default)",
-                           _rk2_parameter)}
+               "a": Option(0.75, "weight of the second stage, non-zero (1/2: Heun, 1: "
+                           "midpoint, 3/4: Ralston, the default)", _rk2_parameter)}
     state_fields = FixedStepRK.state_fields
 
     @classmethod
