@@ -47,7 +47,7 @@ from .base import ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, FIXED_STEP_OPTIONS, Int
 from .common import DenseOutput, HermiteDenseOutput, RKDenseOutput, rms_norm, \
     select_initial_step
 
-__all__ = ["FixedStepRK", "EmbeddedRK", "RKTwin", "compiled_twin",
+__all__ = ["FixedStepRK", "start_fixed_grid", "EmbeddedRK", "RKTwin", "compiled_twin",
            "hermite_dense_coefficients", "HairerDenseOutput", "SAFETY", "MIN_FACTOR",
            "MAX_FACTOR"]
 
@@ -114,6 +114,18 @@ def _check_tableau(cls: type, embedded: bool) -> None:
 # ----------------------------------------------------------------------------------
 # fixed step
 # ----------------------------------------------------------------------------------
+def start_fixed_grid(integ) -> None:
+    """(Re)start the step grid ``t0 + i·h`` of a fixed-step method at its current
+    (t, y) (the book's RUNGK4 semantics): the step from ``opts["step"]``, no previous
+    step, ``f`` at the start (kept for the first stage of the next step)."""
+    integ._h = integ.opts["step"]
+    integ._t_start = integ.t
+    integ._i = 0
+    integ._y_old = None
+    integ._f_old = None
+    integ._f = integ.fun(integ.t, integ.y).copy() if integ.status == "running" else None
+
+
 class FixedStepRK(Integrator):
     """Explicit Runge–Kutta method with a fixed step, given by its Butcher
     tableau ``A`` (s×s, strictly lower), ``B`` (s) and ``C`` (s) — plain arrays the
@@ -148,12 +160,7 @@ class FixedStepRK(Integrator):
     def _restart_impl(self) -> None:
         s = self.B.size
         self._K = np.empty((s, self.n))
-        self._h = self.opts["step"]
-        self._t_start = self.t
-        self._i = 0
-        self._y_old = None
-        self._f_old = None
-        self._f = self.fun(self.t, self.y).copy() if self.status == "running" else None
+        start_fixed_grid(self)
 
     def _step_impl(self):
         t = self.t

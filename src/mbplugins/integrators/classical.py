@@ -28,7 +28,7 @@ import numpy as np
 from mbcore.integrate.base import FIXED_STEP_OPTIONS, Integrator, Option, int_range
 from mbcore.integrate.common import HermiteDenseOutput
 from mbcore.integrate.errors import IntegratorOptionError
-from mbcore.integrate.rk import FixedStepRK
+from mbcore.integrate.rk import FixedStepRK, start_fixed_grid
 
 __all__ = ["RK3", "RK2Family", "AdamsBashforth", "ABM4", "Taylor2", "Verlet",
            "AB_COEFFICIENTS", "AM4_COEFFICIENTS", "rk2_tableau"]
@@ -127,12 +127,7 @@ class _FixedGrid(Integrator):
     options = FIXED_STEP_OPTIONS
 
     def _restart_impl(self) -> None:
-        self._h = self.opts["step"]
-        self._t_start = self.t
-        self._i = 0
-        self._y_old = None
-        self._f_old = None
-        self._f = self.fun(self.t, self.y).copy() if self.status == "running" else None
+        start_fixed_grid(self)
 
     def _next_time(self) -> tuple[float, bool]:
         """(t_new, full): the end of the next step and whether it has the full size."""
