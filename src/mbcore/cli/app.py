@@ -70,6 +70,8 @@ def _main(argv: list[str] | None = None) -> int:
     _add_modes_parser(sub, parents=[X.verbosity_parent()])
     from .sweep import add_parser as _add_sweep_parser
     _add_sweep_parser(sub, parents=[X.verbosity_parent()])
+    from .error import add_parser as _add_error_parser
+    _add_error_parser(sub, parents=[X.verbosity_parent()])
 
     try:
         args = p.parse_args(argv)
@@ -109,6 +111,9 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "sweep":
             from .sweep import cmd_sweep
             return cmd_sweep(args)
+        if args.cmd == "error":
+            from .error import cmd_error
+            return cmd_error(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED
