@@ -104,6 +104,7 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("abm4", "mbplugins.integrators.classical:ABM4"),
         ("taylor2", "mbplugins.integrators.classical:Taylor2"),
         ("verlet", "mbplugins.integrators.classical:Verlet"),
+        ("am", "mbplugins.integrators.adams_moulton:AdamsMoulton"),
     ],
     "mbcore_formulations": [
         ("di", "mbplugins.formulations.baumgarte:DI"),

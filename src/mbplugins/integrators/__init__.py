@@ -10,6 +10,7 @@
 * :mod:`.classical` — the remaining classical fixed-step methods: ``rk3``, ``rk2``
   (family with parameter ``a``), ``ab`` (Adams–Bashforth, order 1–4), ``abm4``,
   ``taylor2``, ``verlet`` (Störmer–Verlet)
+* :mod:`.adams_moulton` — Adams–Moulton of fixed order 1–4, implicit: ``am``
 
 Each class subclasses :class:`mbcore.integrate.Integrator`; see
 docs/integrators.md.  The names below (and :data:`INTEGRATORS`) import their
@@ -24,13 +25,16 @@ _WHERE = {"Euler": "explicit", "Heun": "explicit", "Midpoint": "explicit", "RK4"
           "ImplicitEuler": "implicit", "Trapezoid": "implicit", "RK3": "classical",
           "RK2Family": "classical", "AdamsBashforth": "classical", "ABM4": "classical",
           "Taylor2": "classical", "Verlet": "classical"}
+_WHERE["AdamsMoulton"] = "adams_moulton"
 _ORDER = ["Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853", "AdamsPECE", "BDF",
           "ImplicitEuler", "Trapezoid", "RK3", "RK2Family", "AdamsBashforth", "ABM4",
           "Taylor2", "Verlet"]
+_ORDER.append("AdamsMoulton")
 
 __all__ = ["INTEGRATORS", "Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853",
            "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid", "RK3", "RK2Family",
            "AdamsBashforth", "ABM4", "Taylor2", "Verlet"]
+__all__.append("AdamsMoulton")
 
 
 def __getattr__(name):

@@ -1,0 +1,137 @@
+"""Adams–Moulton of fixed order 1–4 as a standalone implicit method (``am``).
+
+    y_n+1 = y_n + h Σ_{j=0..k−1} β_j f_n+1−j          (Nikravesh (1988), §12.3.2,
+                                                      Table 12.2)
+
+with β = (1) (AM1, backward Euler), (1, 1)/2 (AM2, the trapezoidal rule),
+(5, 8, −1)/12 (AM3), (9, 19, −5, 1)/24 (AM4): the integral over ``[t_n, t_n+1]`` of
+the polynomial interpolating ``f`` at ``t_n+1, t_n, …, t_n−k+2``
+(:func:`adams_moulton_weights` derives them in exact rational arithmetic).  The
+implicit equation ``y = base + hβ_0 f(t_n+1, y)`` is solved by the modified Newton
+iteration of the θ-methods (:mod:`.implicit`: matrix ``I − hβ_0 J`` factorised once
+and reused, the Jacobian re-evaluated only after a failed iteration;
+Hairer & Wanner (1996), §IV.8), from the Adams–Bashforth predictor of order k − 1.
+
+Absolute stability: AM1 and AM2 are A-stable; AM3 and AM4 have bounded regions
+(real intervals (−6, 0) and (−3, 0)), much larger than those of AB3 and AB4
+((−6/11, 0), (−3/10, 0)) (Hairer & Wanner (1996), §V.1).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from mbcore.integrate.base import FIXED_STEP_OPTIONS, NEWTON_OPTIONS, NewtonFailure, \
+    Option, int_range
+from .classical import AB_COEFFICIENTS, _FixedGrid
+from .implicit import ThetaMethod
+
+__all__ = ["AdamsMoulton", "AM_COEFFICIENTS", "adams_moulton_weights"]
+
+
+def adams_moulton_weights(k: int) -> list[Fraction]:
+    """β_0..β_k−1 of AM_k, exact: ``β_j = ∫_0^1 L_j(s) ds`` with ``L_j`` the Lagrange
+    basis polynomial of the nodes ``s_i = 1 − i`` (i = 0..k−1; s = (t − t_n)/h)."""
+    nodes = [Fraction(1 - i) for i in range(k)]
+    weights = []
+    for j, sj in enumerate(nodes):
+        coeffs = [Fraction(1)]                  # ∏_{i≠j} (s − s_i)/(s_j − s_i), ascending
+        for i, si in enumerate(nodes):
+            if i == j:
+                continue
+            d = sj - si
+            coeffs = [(c_lo - si * c) / d for c, c_lo in
+                      zip(coeffs + [Fraction(0)], [Fraction(0)] + coeffs)]
+        weights.append(sum(c / (p + 1) for p, c in enumerate(coeffs)))
+    return weights
+
+
+#: Adams–Moulton weights β_j of ``y_n+1 = y_n + h Σ_j β_j f_n+1−j`` (Nikravesh (1988),
+#: §12.3.2, Table 12.2), orders 1–4
+AM_COEFFICIENTS: dict[int, np.ndarray] = {
+    1: np.array([1.0]),
+    2: np.array([1.0, 1.0]) / 2.0,
+    3: np.array([5.0, 8.0, -1.0]) / 12.0,
+    4: np.array([9.0, 19.0, -5.0, 1.0]) / 24.0,
+}
+
+
+class AdamsMoulton(_FixedGrid):
+    """Adams–Moulton of fixed order k = 1–4, constant step, Newton.  The first k − 2
+    steps (and a shortened last step, and the first after ``restart()``) are
+    classical RK4 steps (order 4 ≥ k); then per step: the AB_{k−1} predictor, Newton
+    iterations (one evaluation each) and ``f`` at the new point (one evaluation, kept
+    for the history, as the trapezoidal rule does)."""
+
+    name = "am"
+    description = ("Adams–Moulton of fixed order 1–4, implicit, fixed step, Newton, "
+                   "started by RK4 (Nikravesh (1988), §12.3.2, Table 12.2)")
+    order = 4
+    implicit = True
+    options = {**FIXED_STEP_OPTIONS,
+               "order": Option(4, "order k of the Adams–Moulton formula (1–4; 1 is "
+                               "backward Euler, 2 the trapezoidal rule)", int_range(1, 4)),
+               **NEWTON_OPTIONS}
+    #: step grid, derivative at t, past derivatives (newest first), Newton Jacobian, LU
+    state_fields = ("_h", "_t_start", "_i", "_f", "_hist", "_J", "_jac_current", "_lu",
+                    "_c_lu")
+
+    _solve = ThetaMethod._solve                 # modified Newton for y = base + c f(t, y)
+
+    def _restart_impl(self) -> None:
+        super()._restart_impl()
+        k = self.order = self.opts["order"]
+        self._beta = AM_COEFFICIENTS[k]
+        self._pred = AB_COEFFICIENTS[max(k - 1, 1)]
+        self._hist = () if self._f is None else (self._f,)
+        self._J = None
+        self._jac_current = False
+        self._lu = None
+        self._c_lu = None
+        self._I = np.eye(self.n)
+
+    def _step_impl(self):
+        t, y = self.t, self.y
+        t_new, full = self._next_time()
+        h = t_new - t
+        k = self._beta.size
+        if full and len(self._hist) >= k - 1:
+            y_new = self._implicit_step(t_new, y, h)
+        else:                                   # starter (or shortened last step)
+            y_new = self._rk4(t, y, self._f, h)
+        f_new = self.fun(t_new, y_new).copy()
+        self._accept(t_new, y_new, f_new)
+        self._hist = ((f_new,) + self._hist)[:max(k - 1, 1)] if full else (f_new,)
+        return True, None
+
+    def _implicit_step(self, t_new: float, y: np.ndarray, h: float) -> np.ndarray:
+        beta, hist = self._beta, self._hist
+        base = y.copy()
+        for b, fj in zip(beta[1:], hist):
+            base += (h * b) * fj
+        y_pred = y.copy()
+        for b, fj in zip(self._pred, hist):
+            y_pred += (h * b) * fj
+        c = h * beta[0]
+        for attempt in (0, 1):
+            if self._J is None:
+                self._J = self.jac(t_new, y_pred, None, None)
+                self._jac_current = True
+                self._lu = None
+            if self._lu is None or abs(c - self._c_lu) > 1e-6 * abs(self._c_lu):
+                self._lu = self.lu_factor(self._I - c * self._J)
+                self._c_lu = c
+            ok, y_new, iters = self._solve(t_new, y, base, y_pred, c)
+            self._newton_iterations(iters)
+            if ok:
+                self._jac_current = self._jac_constant is not None
+                return y_new
+            self._reject_newton()
+            if attempt == 1 or self._jac_current:
+                break
+            self._J = None                      # stale: re-evaluate and retry once
+        raise NewtonFailure(
+            f"{self.name}: the Newton iteration did not converge in "
+            f"{self.opts['newton_maxiter']} iterations with step {abs(h):.3e} "
+            f"(fresh Jacobian); reduce 'step' or loosen 'newton_rtol'", t_new)
