@@ -55,7 +55,9 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
         return False
     scalar = not (np.ndim(start.get("rtol", 0.0)) or np.ndim(start.get("atol", 0.0)))
     if kind == "bdf":   # mass, h_power, a Jacobian call-back, a hook: run_bdf's own
-        return integ.constant_jacobian is None and scalar
+        # (orders above the compiled loop's limit: bdf's max_order 6 runs in Python)
+        return (integ.constant_jacobian is None and scalar and start["max_order"]
+                <= getattr(type(integ), "COMPILED_MAX_ORDER", start["max_order"]))
     if kind == "theta":
         o = integ.opts
         return (integ.constant_jacobian is None and not integ.has_jacobian

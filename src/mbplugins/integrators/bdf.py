@@ -1,4 +1,5 @@
-"""Variable-order (1–5), variable-step BDF (Gear's method) with Newton iteration.
+"""Variable-order (1–5, or 1–6 on request), variable-step BDF (Gear's method) with
+Newton iteration.
 
 References: Nikravesh (1988), §12.4 (Eqs. 12.22–12.24, Table 12.3); TAM 674 (2003),
 lecture of 12 March.  Design after the quasi-constant-step codes: Gear (1971), DIFSUB;
@@ -64,14 +65,22 @@ from mbcore.integrate.common import (BackwardDifferenceDenseOutput, rms_norm,
 
 __all__ = ["BDF", "BDF_GAMMA", "BDF_ERROR_CONST", "NewtonSystem", "rescale_matrix"]
 
-MAX_ORDER = 5
+#: highest order allowed (``max_order: 6`` on request); BDF6 is zero-stable but only
+#: A(α)-stable with α ≈ 17.8° (BDF7 is not zero-stable): Hairer & Wanner (1996), §V.2
+MAX_ORDER = 6
+#: highest order by default (BDF1–5: A(α) with α ≥ 51.8°)
+DEFAULT_MAX_ORDER = 5
+#: highest order the compiled loop (``run_bdf``) implements: a run with max_order 6
+#: keeps the Python driver
+COMPILED_MAX_ORDER = 5
 MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
 KEEP_BELOW = 1.2
 
 #: γ_k = Σ_{i≤k} 1/i (γ_0 = 0); the leading coefficient b_{-1} of BDF_k is 1/γ_k
 BDF_GAMMA = np.concatenate(([0.0], np.cumsum(1.0 / np.arange(1, MAX_ORDER + 1))))
-#: error constants used: 1/(k+1), k = 0..MAX_ORDER+1
+#: error constants used: 1/(k+1), k = 0..MAX_ORDER+1 (the estimate of order k+1 at
+#: the order selection needs one beyond MAX_ORDER)
 BDF_ERROR_CONST = 1.0 / np.arange(1, MAX_ORDER + 3)
 
 
@@ -171,8 +180,8 @@ class BDF(Integrator):
     """Variable-order, variable-step BDF with modified Newton iteration."""
 
     name = "bdf"
-    description = ("Gear/BDF, variable step and order 1–5, Newton with Jacobian and LU "
-                   "reuse (Nikravesh (1988), §12.4)")
+    description = ("Gear/BDF, variable step and order 1–5 (6 with max_order 6), Newton "
+                   "with Jacobian and LU reuse (Nikravesh (1988), §12.4)")
     order = 1
     adaptive = True
     implicit = True
@@ -204,6 +213,7 @@ class BDF(Integrator):
     MIN_FACTOR = MIN_FACTOR
     MAX_FACTOR = MAX_FACTOR
     KEEP_BELOW = KEEP_BELOW
+    COMPILED_MAX_ORDER = COMPILED_MAX_ORDER
 
     @classmethod
     def compiled_loop_kind(cls):
@@ -221,8 +231,9 @@ class BDF(Integrator):
         return "bdf" if same else None
     options = {
         **ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS,
-        "max_order": Option(MAX_ORDER, "highest BDF order (1–5; 1–2 are A-stable)",
-                            int_range(1, MAX_ORDER)),
+        "max_order": Option(DEFAULT_MAX_ORDER, "highest BDF order (1–6; 1–2 are "
+                            "A-stable, 6 only A(17.8°)-stable: non-stiff or mildly stiff "
+                            "problems at tight tolerances)", int_range(1, MAX_ORDER)),
         "newton_maxiter": Option(4, "Newton iterations per attempt", int_range(1, 50)),
         "newton_tol": Option(None, "Newton convergence tolerance in the weighted norm; "
                              "default max(10 eps/rtol, min(0.03, sqrt(rtol))), "
@@ -310,7 +321,9 @@ class BDF(Integrator):
         self._hook = o.get("newton_system")
         # |h|^p weights of higher-index DAE components in every norm (RADAU5)
         self._hpow = o.get("h_power")
-        self._D = np.zeros((MAX_ORDER + 3, n))
+        # differences ∇^0..∇^(k+2) for k ≤ max_order; 8 rows up to order 5 (what the
+        # compiled loop expects), 9 with max_order 6
+        self._D = np.zeros((max(self._max_order, DEFAULT_MAX_ORDER) + 3, n))
         self._k = 1
         self.order = 1
         self._n_equal = 0
