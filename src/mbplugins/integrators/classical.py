@@ -9,9 +9,10 @@
   §12.3.3–12.3.4), both started by RK4 steps;
 * ``taylor2`` — the second-order Taylor method (Nikravesh (1988), Eqs. 12.11–12.12),
   ``y''`` by a finite-difference directional derivative of ``f``;
-* ``verlet`` — Störmer–Verlet / leapfrog (velocity form, kick–drift–kick) for
-  ``y = [q; q̇; extra]`` (TAM 674 (2003), lecture of 10 March;
-  Hairer, Lubich & Wanner (2006), §I.1.4).
+* ``verlet`` — Störmer–Verlet / leapfrog for ``y = [q; q̇; extra]``, in its velocity
+  form, kick–drift–kick (the default), or its position form, drift–kick–drift (the
+  course's "Euler2"; option ``form``) (TAM 674 (2003), lecture of 10 March;
+  Hairer, Lubich & Wanner (2006), §I.1.4, §VI.3).
 
 Every method here uses the step grid of the book's RUNGK4 (``t0 + i·h``, the last
 step shortened onto ``t_bound``), evaluates ``f`` at each step end (the next step's
@@ -31,7 +32,7 @@ from mbcore.integrate.errors import IntegratorOptionError
 from mbcore.integrate.rk import FixedStepRK, start_fixed_grid
 
 __all__ = ["RK3", "RK2Family", "AdamsBashforth", "ABM4", "Taylor2", "Verlet",
-           "AB_COEFFICIENTS", "AM4_COEFFICIENTS", "rk2_tableau"]
+           "AB_COEFFICIENTS", "AM4_COEFFICIENTS", "rk2_tableau", "VERLET_FORMS"]
 
 EPS = float(np.finfo(float).eps)
 SQRT_EPS = math.sqrt(EPS)
@@ -287,29 +288,56 @@ def _positions(value: Any, n: int = 0) -> int | None:
     return int_range(1, 10 ** 9)(value, n)
 
 
+#: the two forms of Störmer–Verlet: kick–drift–kick (velocity Verlet) and
+#: drift–kick–drift (position Verlet, "Euler2")
+VERLET_FORMS = ("kdk", "dkd")
+
+
+def _verlet_form(value: Any, n: int = 0) -> str:
+    if value not in VERLET_FORMS:
+        raise ValueError(f"must be 'kdk' (kick–drift–kick, velocity Verlet) or 'dkd' "
+                         f"(drift–kick–drift, position Verlet, Euler2), got {value!r}")
+    return value
+
+
 class Verlet(_FixedGrid):
-    """Störmer–Verlet (velocity Verlet, kick–drift–kick) for ``y = [q; v; w]``,
+    """Störmer–Verlet for ``y = [q; v; w]``,
     ``q' = v``, ``v' = a(t, q, v)``, ``w' = g(t, q, v)`` (``m`` = ``positions``
-    coordinates each, ``w`` the rest, e.g. the work integral of the dynamic analysis):
+    coordinates each, ``w`` the rest, e.g. the work integral of the dynamic analysis).
+    ``form='kdk'`` (velocity Verlet, kick–drift–kick; the default):
 
         v_½ = v_n + (h/2) a_n,   q_n+1 = q_n + h v_½,
         ṽ = v_½ + (h/2) a_n                      (explicit velocity guess)
         [·, a_n+1, g_n+1] = f(t_n+1, q_n+1, ṽ)   (the one evaluation of the step)
         v_n+1 = v_½ + (h/2) a_n+1,   w_n+1 = w_n + (h/2)(g_n + g_n+1).
 
-    For ``a = a(t, q)`` the guess is not used and this is the symplectic
+    ``form='dkd'`` (position Verlet, drift–kick–drift: the course's "Euler2", TAM 674
+    (2003), lecture of 10 March; Hairer, Lubich & Wanner (2006), §VI.3):
+
+        q_½ = q_n + (h/2) v_n,   ṽ = v_n + (h/2) a_prev     (a_prev: the last
+                                                            evaluated acceleration)
+        [·, a_½, g_½] = f(t_n + h/2, q_½, ṽ)      (the one evaluation of the step)
+        v_n+1 = v_n + h a_½,   q_n+1 = q_½ + (h/2) v_n+1,   w_n+1 = w_n + h g_½,
+
+    whose dense output is the constant-acceleration path of the step (the cubic
+    Hermite interpolant with slopes ``[v, a_½, g_½]`` at both ends reproduces it).
+
+    For ``a = a(t, q)`` the guess is not used and both are the symplectic
     Störmer–Verlet method (constant mass matrix and conservative forces: bounded
-    energy error); otherwise it stays second order but is not symplectic."""
+    energy error); otherwise they stay second order but are not symplectic."""
 
     name = "verlet"
-    description = ("Störmer–Verlet / leapfrog (velocity Verlet, kick–drift–kick) for "
-                   "y = [q; qd], order 2, one evaluation per step (TAM 674 (2003), "
+    description = ("Störmer–Verlet / leapfrog (kick–drift–kick or drift–kick–drift) "
+                   "for y = [q; qd], order 2, one evaluation per step (TAM 674 (2003), "
                    "lecture of 10 March; Hairer, Lubich & Wanner (2006), §I.1.4)")
     order = 2
     options = {**FIXED_STEP_OPTIONS,
                "positions": Option(None, "number m of position coordinates q: y = [q (m); "
                                    "qd (m); other components]; default n // 2",
-                                   _positions)}
+                                   _positions),
+               "form": Option("kdk", "'kdk': kick–drift–kick (velocity Verlet, f at the "
+                              "step ends); 'dkd': drift–kick–drift (position Verlet, "
+                              "Euler2, f at the step midpoints)", _verlet_form)}
     state_fields = ("_h", "_t_start", "_i", "_f")
 
     def _restart_impl(self) -> None:
@@ -331,6 +359,8 @@ class Verlet(_FixedGrid):
                     f"y[{m + bad}] = {v[bad]:.6g}")
 
     def _step_impl(self):
+        if self.opts["form"] == "dkd":
+            return self._step_dkd()
         t, y, f = self.t, self.y, self._f
         m = self._m
         t_new, _ = self._next_time()
@@ -348,4 +378,27 @@ class Verlet(_FixedGrid):
         y_new[2 * m:] = w + half * (f[2 * m:] + f_new[2 * m:])
         f_new[:m] = y_new[m:2 * m]                             # q' = qd at the end
         self._accept(t_new, y_new, f_new)
+        return True, None
+
+    def _step_dkd(self):
+        """Drift–kick–drift; ``self._f`` holds the slopes ``[v, a, g]`` at t with
+        the last evaluated acceleration (f(t0) at the start, then the midpoint's)."""
+        t, y, f = self.t, self.y, self._f
+        m = self._m
+        t_new, _ = self._next_time()
+        h = t_new - t
+        half = 0.5 * h
+        q, v, w = y[:m], y[m:2 * m], y[2 * m:]
+        q_half = q + half * v                                  # drift
+        z = np.concatenate((q_half, v + half * f[m:2 * m], w))  # velocity guess
+        f_mid = self.fun(t + half, z).copy()
+        y_new = np.empty_like(y)
+        y_new[m:2 * m] = v + h * f_mid[m:2 * m]                # kick
+        y_new[:m] = q_half + half * y_new[m:2 * m]             # drift
+        y_new[2 * m:] = w + h * f_mid[2 * m:]
+        f_old = f_mid.copy()
+        f_old[:m] = v
+        f_mid[:m] = y_new[m:2 * m]
+        self._accept(t_new, y_new, f_mid)
+        self._f_old = f_old           # slopes of the constant-acceleration path at t_n
         return True, None
