@@ -111,6 +111,21 @@ def test_measured_order_by_step_halving(case, problem):
     assert np.all(np.abs(s - p) < 0.2), (name, opts, problem, s)
 
 
+#: fixed-step methods whose order tests/test_integrators_accuracy.py measures
+#: (test_order_by_step_halving_on_the_pendulum)
+ORDER_TESTED_ELSEWHERE = {"euler", "heun", "midpoint", "rk4", "implicit_euler", "trapezoid"}
+
+
+def test_every_fixed_step_method_has_a_measured_order_test():
+    """Each fixed-step integrator in the registry has an order case here or in
+    tests/test_integrators_accuracy.py (benchmarks/integrator_orders.py measures the
+    same set for docs/integrators.md, "Measured orders")."""
+    reg = registry()
+    fixed = {n for n in reg.names("integrator") if not reg.get("integrator", n).adaptive}
+    missing = fixed - {c[0] for c in CASES} - ORDER_TESTED_ELSEWHERE
+    assert not missing, missing
+
+
 def test_rk2_family_members_are_midpoint_heun_and_ralston():
     """Nikravesh (1988), Eqs. 12.15-12.16: a = 1/2 (Heun) and a = 1 (midpoint) take
     exactly the steps of the built-in heun and midpoint; a = 3/4 is Ralston's tableau
