@@ -10,6 +10,8 @@ The existing Markdown pages are read with myst-parser.  Two local extensions
 build starts: the model-file reference from the plugin registry
 (``mbcore_reference``) and the gallery, which runs every example of
 ``examples/`` (``mbcore_gallery``; a failing example or a warning fails the build).
+A third draws the integrators' stability regions (``mbcore_stability``, PNGs in
+``docs/_generated/stability``, shown by docs/integrators.md).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "mbcore_reference",
     "mbcore_gallery",
+    "mbcore_stability",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
