@@ -344,7 +344,10 @@ def platform_reference():
     ("rk2", {"step": 5e-4, "integrator_options": {"a": 1.0}}, 1e-5),    # 3.1e-6
     ("ab", {"step": 5e-4, "integrator_options": {"order": 3}}, 5e-7),   # 1.2e-7
     ("abm4", {"step": 5e-4}, 1e-9),                                       # 1.5e-10
-    ("taylor2", {"step": 5e-4}, 1e-5)])                                   # 3.6e-6
+    ("taylor2", {"step": 5e-4}, 1e-5),                                    # 3.6e-6
+    ("am", {"step": 5e-4}, 1e-8),                                         # 5.4e-11
+    ("am", {"step": 5e-4, "integrator_options": {"order": 3}}, 2e-6),     # 1.4e-8
+    ("verlet", {"step": 5e-4, "integrator_options": {"form": "dkd"}}, 1e-3)])  # 9.2e-6
 def test_platform_against_dop853(examples, platform_reference, name, extra, tol):
     """The horizontal platform (Nikravesh (1988), §10.3.2; spring-damper, cs
     formulation, y = [q; qd; W]) over 1 s."""
