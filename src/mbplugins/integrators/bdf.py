@@ -321,9 +321,9 @@ class BDF(Integrator):
         self._hook = o.get("newton_system")
         # |h|^p weights of higher-index DAE components in every norm (RADAU5)
         self._hpow = o.get("h_power")
-        # differences ∇^0..∇^(k+2) for k ≤ max_order; 8 rows up to order 5 (what the
-        # compiled loop expects), 9 with max_order 6
-        self._D = np.zeros((max(self._max_order, DEFAULT_MAX_ORDER) + 3, n))
+        # differences ∇^0..∇^(k+2) for k ≤ max_order: max_order + 3 rows (what the
+        # compiled loop expects; a fixed 8 rows made it refuse max_order < 5)
+        self._D = np.zeros((self._max_order + 3, n))
         self._k = 1
         self.order = 1
         self._n_equal = 0
