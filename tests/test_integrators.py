@@ -396,7 +396,9 @@ def test_fixed_step_statistics(cls):
         # n = 2 perturbed values), one LU
         assert st.njev == 1 and st.nlu == 1 and st.nfev_jac == 3
         assert st.nlu_solves == st.nnewton_iter
-        extra = 100 if cls is Trapezoid else 0      # f at each step end
+        # f at each step end (trapezoid; the generalized-α methods' first-order form,
+        # for the dense output)
+        extra = 100 if cls is Trapezoid or cls.name in ("genalpha", "hht") else 0
         if cls.name == "am":    # f at each step end, and two RK4 starter steps' stages
             extra = 100 + 2 * 3
         assert st.nfev == 1 + st.nnewton_iter + st.nfev_jac + extra
@@ -654,7 +656,11 @@ def test_falling_ball_hits_the_ground_at_the_analytic_time(cls):
     # first-order methods to their accuracy; taylor2 to its difference quotient for
     # y'' (rounding error ≈ √eps relative: 8.6e-12 in t measured)
     err = {"euler": 1e-2, "implicit_euler": 1e-2, "trapezoid": 1e-9, "abm": 1e-8,
-           "bdf": 1e-8, "taylor2": 1e-10}.get(cls.name, 1e-12)
+           "bdf": 1e-8, "taylor2": 1e-10,
+               # genalpha/hht (first-order form): the algorithmic derivative starts at
+               # f(t0), not at f(t0 + (α_f - α_m) h): an O(h^2) error (observed 1.7e-6
+               # in t at h = 0.01)
+               "genalpha": 5e-4, "hht": 5e-4}.get(cls.name, 1e-12)
     assert ev.t == pytest.approx(T_GROUND, abs=err) and ev.terminal
     assert ev.direction == -1 and ev.name == "ground" and ev.index == 0
     assert res.t_final == ev.t and res.y_final[0] == pytest.approx(0.0, abs=err * 20)

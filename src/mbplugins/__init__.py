@@ -105,6 +105,9 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("taylor2", "mbplugins.integrators.classical:Taylor2"),
         ("verlet", "mbplugins.integrators.classical:Verlet"),
         ("am", "mbplugins.integrators.adams_moulton:AdamsMoulton"),
+        ("genalpha", "mbplugins.integrators.genalpha:GeneralizedAlpha"),
+        ("hht", "mbplugins.integrators.genalpha:HHT"),
+        ("genalpha_var", "mbplugins.integrators.genalpha:VariableGeneralizedAlpha"),
     ],
     "mbcore_formulations": [
         ("di", "mbplugins.formulations.baumgarte:DI"),

@@ -162,6 +162,13 @@ class DynamicAnalysis(Analysis):
             raise ModelError(f"{path}.integrator", f"formulation '{fcls.name}' is a DAE: it "
                              f"needs an integrator with a mass matrix (bdf), not "
                              f"'{s['integrator']}'")
+        dae_forms = getattr(icls, "DAE_FORMULATIONS", None)
+        if getattr(fcls, "needs_mass", False) and dae_forms is not None \
+                and fcls.name not in dae_forms:
+            which = (f"the DAE of formulation {' or '.join(dae_forms)} only" if dae_forms
+                     else "no DAE formulation (use di, cs, projection or penalty)")
+            raise ModelError(f"{path}.integrator", f"integrator '{icls.name}' integrates "
+                             f"{which}, not '{fcls.name}'; use bdf with '{fcls.name}'")
         rmin = getattr(icls, "DAE_RTOL_MIN", None)
         if (getattr(fcls, "needs_mass", False) and rmin is not None
                 and s.get("rtol") is not None and s["rtol"] < rmin):
@@ -220,12 +227,12 @@ class DynamicAnalysis(Analysis):
         if hasattr(self.formulation, "set_output_step"):     # (di, cs: the drift test)
             self.formulation.set_output_step(float(s["output_step"]))
         if getattr(fcls, "needs_mass", False):
-            dae = self._dae_options()
-            if any(k not in names for k in dae):
-                raise ModelError("settings.integrator", f"formulation '{fcls.name}' is a DAE: "
-                                 f"it needs an integrator with a mass matrix (bdf), not "
-                                 f"'{s['integrator']}'")
-            opts.update(dae)
+            opts.update(self._dae_options())
+        elif ("positions" in names and "positions" not in opts
+              and self.formulation.full_state):
+            # y = [q, qd, work]: a second-order integrator (verlet, genalpha) is told
+            # where the velocities are
+            opts["positions"] = system.n
         if system.model.switching:
             if self.formulation.name not in SWITCHING_FORMULATIONS:
                 raise ModelError("settings.formulation", f"switching constraint sets: "
@@ -398,8 +405,16 @@ class DynamicAnalysis(Analysis):
         formulation's state + the work of the non-conservative forces (a
         differential component)."""
         form = self.formulation
-        return form.integrator_options(1) if hasattr(form, "integrator_options") else \
+        dae = form.integrator_options(1) if hasattr(form, "integrator_options") else \
             {"mass": np.concatenate([form.state_mass, [1.0]])}
+        names = getattr(self.icls, "options", {})
+        if "mass" not in names:
+            raise ModelError("settings.integrator", f"formulation '{form.name}' is a DAE: "
+                             f"it needs an integrator with a mass matrix (bdf), not "
+                             f"'{self.icls.name}'")
+        # the options this integrator takes (bdf: the Newton hook and error weights;
+        # the generalized-α methods: the layout of the index-3 state)
+        return {k: v for k, v in dae.items() if k in names}
 
     def set_independent_rows(self, rows, q=None, t=None) -> np.ndarray:
         """The formulation uses only independent constraint rows (the others are

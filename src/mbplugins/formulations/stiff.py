@@ -445,13 +445,17 @@ class Stiff(Formulation):
         return 2 * self.n + self.m
 
     def integrator_options(self, extra: int = 0) -> dict:
-        """bdf options of this DAE for the state plus ``extra`` trailing differential
-        components (mass 1) appended by the analysis: the mass diagonal, the error
-        weights and the reduced Newton system."""
+        """Integrator options of this DAE for the state plus ``extra`` trailing
+        differential components (mass 1) appended by the analysis: the mass diagonal,
+        bdf's error weights and reduced Newton system, and the layout ``[q, s, lam]``
+        for the generalized-α methods (``positions``, ``multipliers``); the analysis
+        passes the ones the integrator takes."""
         return {"mass": np.concatenate([self.state_mass, np.ones(extra)]),
                 "h_power": np.concatenate([self.state_h_power,
                                            np.full(extra, float(self.H_POWER[3]))]),
-                "newton_system": self._newton_system()}
+                "newton_system": self._newton_system(),
+                # the layout for the generalized-α methods' second-order form
+                "positions": self.n, "multipliers": self.m}
 
     def _newton_system(self):
         """The reduced Newton hook: ``_stiffnewton.ReducedNewtonC`` (the same

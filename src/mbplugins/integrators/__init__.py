@@ -11,6 +11,8 @@
   (family with parameter ``a``), ``ab`` (Adams–Bashforth, order 1–4), ``abm4``,
   ``taylor2``, ``verlet`` (Störmer–Verlet)
 * :mod:`.adams_moulton` — Adams–Moulton of fixed order 1–4, implicit: ``am``
+* :mod:`.genalpha` — generalized-α for second-order and index-3 equations:
+  ``genalpha``, ``hht`` (fixed step), ``genalpha_var`` (variable step)
 
 Each class subclasses :class:`mbcore.integrate.Integrator`; see
 docs/integrators.md.  The names below (and :data:`INTEGRATORS`) import their
@@ -24,17 +26,18 @@ _WHERE = {"Euler": "explicit", "Heun": "explicit", "Midpoint": "explicit", "RK4"
           "BS23": "erk", "DOPRI5": "erk", "DOP853": "erk", "AdamsPECE": "adams", "BDF": "bdf",
           "ImplicitEuler": "implicit", "Trapezoid": "implicit", "RK3": "classical",
           "RK2Family": "classical", "AdamsBashforth": "classical", "ABM4": "classical",
-          "Taylor2": "classical", "Verlet": "classical"}
-_WHERE["AdamsMoulton"] = "adams_moulton"
+          "Taylor2": "classical", "Verlet": "classical", "AdamsMoulton": "adams_moulton",
+          "GeneralizedAlpha": "genalpha", "HHT": "genalpha",
+          "VariableGeneralizedAlpha": "genalpha"}
 _ORDER = ["Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853", "AdamsPECE", "BDF",
           "ImplicitEuler", "Trapezoid", "RK3", "RK2Family", "AdamsBashforth", "ABM4",
-          "Taylor2", "Verlet"]
-_ORDER.append("AdamsMoulton")
+          "Taylor2", "Verlet", "AdamsMoulton", "GeneralizedAlpha", "HHT",
+          "VariableGeneralizedAlpha"]
 
 __all__ = ["INTEGRATORS", "Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853",
            "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid", "RK3", "RK2Family",
-           "AdamsBashforth", "ABM4", "Taylor2", "Verlet"]
-__all__.append("AdamsMoulton")
+           "AdamsBashforth", "ABM4", "Taylor2", "Verlet", "AdamsMoulton", "GeneralizedAlpha",
+           "HHT", "VariableGeneralizedAlpha"]
 
 
 def __getattr__(name):

@@ -1,0 +1,559 @@
+"""Generalized-α methods: ``genalpha`` (Chung–Hulbert), ``hht`` (Hilber–Hughes–Taylor)
+with a fixed step, and ``genalpha_var`` with a variable step.
+
+**Second-order form** (option ``positions`` = p, optional ``multipliers`` = k; the
+state ``y = [q (p), v (p), lam (k), e (rest)]`` of ``mass·y' = f(t, y)`` with
+``f = [v, f_v, Phi, f_e]``, the mass diagonal ``[1, M_v, 0, 1]``): the index-3
+equations of motion ``M_v q'' = f_v(t, q, q', lam)``, ``0 = Phi(t, q)`` are
+integrated as in Arnold & Brüls (2007) (Chung & Hulbert (1993) for the ODE case
+k = 0)::
+
+    q_n+1 = q_n + h v_n + h^2 (1/2 - β) a_n + h^2 β a_n+1
+    v_n+1 = v_n + h (1 - γ) a_n + h γ a_n+1
+    (1 - α_m) a_n+1 + α_m a_n = (1 - α_f) q''_n+1 + α_f q''_n
+    M_v q''_n+1 = f_v(t_n+1, q_n+1, v_n+1, lam_n+1),    Phi(t_n+1, q_n+1) = 0
+
+with ``a`` the algorithmic accelerations and ``q''`` the true ones: the equations of
+motion and the constraints hold exactly at every step end (positions on the
+constraint manifold to the Newton tolerance).  Newton's unknowns are ``q''_n+1`` and
+``lam_n+1``; with ``β' = β(1 - α_f)/(1 - α_m)``, ``γ' = γ(1 - α_f)/(1 - α_m)`` the
+iteration matrix, the constraint rows divided by ``β' h^2`` (the scaling of
+Arnold & Brüls (2007), §3 and Bottasso, Bauchau & Cardona (2007), which keeps its
+condition number O(1) as h -> 0 where the unscaled one grows like h^-4), is::
+
+    [ M_v - β' h^2 ∂f_v/∂q - γ' h ∂f_v/∂v    -∂f_v/∂lam ]
+    [ ∂Phi/∂q                                  0          ]
+
+from the problem's analytic Jacobian ``jac`` (the multibody formulations pass
+theirs).  The trailing components ``e`` (e.g. the work integral of the dynamic
+analysis) are quadratures, ``e' = f_e(t, q, v, lam)``, integrated by the
+trapezoidal rule.
+
+Parameters from the spectral radius at infinity ``rho_inf`` = ρ ∈ [0, 1]
+(Chung & Hulbert (1993), Eqs. 25-27)::
+
+    genalpha: α_m = (2ρ - 1)/(ρ + 1), α_f = ρ/(ρ + 1)
+    hht:      α_m = 0,  α_f = (1 - ρ)/(1 + ρ),  ρ ∈ [1/2, 1]   (Hilber, Hughes &
+              Taylor (1977) with α = -α_f; the force average moved to the
+              accelerations as in Arnold & Brüls (2007): identical on linear problems)
+    γ = 1/2 + α_f - α_m,   β = (γ + 1/2)^2 / 4
+
+second order, unconditionally stable on linear problems, ρ = 1: the trapezoidal
+(average-acceleration Newmark) rule, no damping; ρ = 0: asymptotic annihilation.
+
+**First-order form** (no ``positions``: any ODE ``y' = f(t, y)``): the
+generalized-α method of Jansen, Whiting & Hulbert (2000), Eqs. 18-19, 25-26,
+``y_n+1 = y_n + h ẏ_n + h γ (ẏ_n+1 - ẏ_n)``, ``ẏ_n+α_m = f(t_n+α_f, y_n+α_f)`` with
+``α_m = (3 - ρ)/(2(1 + ρ))``, ``α_f = 1/(1 + ρ)``, ``γ = 1/2 + α_m - α_f`` (hht: α_m = 1).
+
+**Variable step** (``genalpha_var``): the local error of the positions is estimated by
+the Milne device from the explicit Taylor predictor ``q_n + h v_n + h^2/2 q''_n``
+(error constant 1/6) and the corrector's constant ``1/6 - β + (γ - 1/2)/2``
+(first-order form: the predictor ``y_n + h f_n + h^2/2 ẏ'`` with ``ẏ'`` the
+difference of the last two derivatives, constants ``1/6 + r/4`` and ``δ^2/2 - 1/12``,
+δ = α_f - α_m); the step follows ``h (0.9 / err)^(1/3)``, the state ``(q, v, a, q'')``
+is carried unchanged through a step change (Géradin & Cardona (2001), §7.5).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mbcore.integrate.base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, EPS,
+                                   FIXED_STEP_OPTIONS, NEWTON_OPTIONS, calibrated_tolerances,
+                                   Integrator, NewtonFailure, Option, fraction,
+                                   int_range)
+from mbcore.integrate.common import HermiteDenseOutput, rms_norm, select_initial_step
+from mbcore.integrate.errors import IntegratorOptionError
+
+__all__ = ["GeneralizedAlpha", "HHT", "VariableGeneralizedAlpha", "alpha_parameters"]
+
+
+def _rho(value: Any, n: int = 0) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number in [0, 1], got {value!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"expected a number in [0, 1], got {v:g}")
+    return v
+
+
+def _count_or_none(value: Any, n: int = 0) -> int | None:
+    if value is None:
+        return None
+    return int_range(0, 10 ** 9)(value, n)
+
+
+def _mass(value: Any, n: int = 0):
+    if value is None:
+        return None
+    v = np.asarray(value, dtype=float).reshape(-1)
+    if (n and v.size != n) or not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise ValueError(f"expected {n} finite numbers >= 0, got {v.size} values")
+    return v
+
+
+def alpha_parameters(rho: float, kind: str = "genalpha", order: int = 2
+                     ) -> tuple[float, float, float, float]:
+    """(α_m, α_f, γ, β) of the generalized-α family for the spectral radius at
+    infinity ``rho``: ``order`` 2 the second-order form (Chung & Hulbert (1993),
+    Eqs. 25-27; ``kind`` 'hht': α_m = 0, Hilber, Hughes & Taylor (1977)), 1 the
+    first-order form (Jansen, Whiting & Hulbert (2000), Eqs. 25-26; β unused, 0)."""
+    if order == 1:
+        a_f = 1.0 / (1.0 + rho)
+        a_m = 1.0 if kind == "hht" else 0.5 * (3.0 - rho) / (1.0 + rho)
+        return a_m, a_f, 0.5 + a_m - a_f, 0.0
+    if kind == "hht":
+        a_m, a_f = 0.0, (1.0 - rho) / (1.0 + rho)
+    else:
+        a_m, a_f = (2.0 * rho - 1.0) / (rho + 1.0), rho / (rho + 1.0)
+    g = 0.5 + a_f - a_m
+    return a_m, a_f, g, 0.25 * (g + 0.5) ** 2
+
+
+_COMMON = {
+    "rho_inf": Option(0.8, "spectral radius at infinity ρ ∈ [0, 1] (1: no numerical "
+                      "damping, the trapezoidal rule; 0: the highest frequencies "
+                      "annihilated in one step)", _rho),
+    "positions": Option(None, "p: y = [q (p); v (p); lam (multipliers); rest] with "
+                        "q' = v: the second-order form (Arnold & Brüls (2007)); "
+                        "default: the first-order form for any y' = f(t, y)",
+                        _count_or_none),
+    "multipliers": Option(0, "k: the Lagrange multipliers after q and v (index-3 "
+                          "constraint rows of f, zero mass)", _count_or_none),
+    "mass": Option(None, "diagonal of the mass matrix of mass·y' = f (second-order "
+                   "form: 1 on q, M_v on v, 0 on lam, 1 on the rest)", _mass),
+    "jac_max_age": Option(None, "steps a Jacobian is kept (modified Newton); default: "
+                          "until the Newton iteration fails or needs more than 4 "
+                          "iterations; 1: a fresh Jacobian every step",
+                          lambda v, n=0: None if v is None else int_range(1, 10 ** 9)(v, n)),
+}
+
+
+class GeneralizedAlpha(Integrator):
+    """Generalized-α, fixed step (module docstring)."""
+
+    name = "genalpha"
+    description = ("generalized-α (Chung & Hulbert (1993); index-3 constraints as in "
+                   "Arnold & Brüls (2007)), order 2, fixed step, numerical damping "
+                   "set by rho_inf")
+    order = 2
+    implicit = True
+    KIND = "genalpha"
+    #: the DAE formulations whose state has the layout of the second-order form
+    DAE_FORMULATIONS = ("stiff",)
+    options = {**FIXED_STEP_OPTIONS, **NEWTON_OPTIONS, **_COMMON}
+    #: the method's state between steps (exact resume, Integrator rule 11)
+    state_fields = ("_h", "_t_start", "_i", "_acc", "_a", "_f", "_fprev", "_hprev",
+                    "_J", "_lu", "_c_lu", "_jac_age", "_jac_current")
+
+    # -- set-up -----------------------------------------------------------------------
+    def _restart_impl(self) -> None:
+        o = self.opts
+        p = o["positions"]
+        self._second = p is not None
+        k = o["multipliers"] or 0
+        if not self._second and k:
+            raise IntegratorOptionError(self._label, "multipliers",
+                                        "multipliers need the second-order form: give "
+                                        "'positions'")
+        if self._second and (p < 1 or 2 * p + k > self.n):
+            raise IntegratorOptionError(self._label, "positions", f"y = [q (p); v (p); "
+                                        f"lam ({k}); ...] needs 1 <= p and 2p + {k} <= "
+                                        f"n = {self.n}, got p = {p}")
+        mass = o["mass"]
+        if mass is not None and mass.size != self.n:
+            raise IntegratorOptionError(self._label, "mass", f"expected {self.n} values, "
+                                        f"got {mass.size}")
+        if not self._second and mass is not None and np.any(mass != 1.0):
+            raise IntegratorOptionError(self._label, "mass", "a mass matrix needs the "
+                                        "second-order form: give 'positions'")
+        if self._second:
+            self._p, self._k = p, k
+            mv = np.ones(p) if mass is None else mass[p:2 * p]
+            if np.any(mv <= 0):
+                bad = int(np.flatnonzero(mv <= 0)[0])
+                raise IntegratorOptionError(self._label, "mass", f"velocity row {bad} has "
+                                            f"mass {mv[bad]:g}: the second-order form "
+                                            f"needs M_v > 0")
+            if mass is not None and (np.any(mass[:p] != 1.0) or np.any(mass[2 * p:2 * p + k])
+                                     or np.any(mass[2 * p + k:] != 1.0)):
+                raise IntegratorOptionError(self._label, "mass", "expected 1 on q, 0 on the "
+                                            "multipliers and 1 on the trailing components")
+            self._mv = mv
+        self._params = alpha_parameters(o["rho_inf"], self.KIND, 2 if self._second else 1)
+        if self.KIND == "hht" and o["rho_inf"] < 0.5:
+            raise IntegratorOptionError(self._label, "rho_inf", f"HHT needs rho_inf in "
+                                        f"[0.5, 1], got {o['rho_inf']:g}; use genalpha for "
+                                        f"stronger damping")
+        self._start_grid()
+        self._J = None
+        self._Pq = None
+        self._lu = None
+        self._c_lu = None
+        self._jac_age = 0
+        self._jac_current = False
+        self._fprev = None
+        self._hprev = None
+        self._y_old = self._d_old = None
+        if self.status != "running":
+            self._f = self._acc = self._a = None
+            return
+        f = self.fun(self.t, self.y).copy()
+        self._f = f
+        if self._second:
+            p = self._p
+            self._acc = f[p:2 * p] / self._mv        # the true accelerations q''
+            self._check_kinematic_rows(f)
+        else:
+            self._acc = f.copy()                     # the first-order form: ẏ
+        self._a = self._acc.copy()                   # algorithmic = true at a start
+
+    def _start_grid(self) -> None:
+        self._h = self.opts["step"]
+        self._t_start = self.t
+        self._i = 0
+
+    def _check_kinematic_rows(self, f) -> None:
+        p = self._p
+        v = self.y[p:2 * p]
+        if not np.allclose(f[:p], v, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(v).max())):
+            bad = int(np.argmax(np.abs(f[:p] - v)))
+            raise IntegratorOptionError(
+                self._label, "fun", f"the second-order form needs q' = v (positions = "
+                f"{p}), but f[{bad}] = {f[bad]:.6g} differs from y[{p + bad}] = "
+                f"{v[bad]:.6g}")
+
+    def _next_step(self) -> tuple[float, float]:
+        """(t_new, h) of the next step on the fixed grid."""
+        self._i += 1
+        t_new = self._t_start + self._i * self.direction * self._h
+        if self.direction * (t_new - self.t_bound) > -1e-9 * self._h:
+            t_new = self.t_bound
+        h = t_new - self.t
+        if abs(h) < self._min_step(self.t):
+            self._step_too_small(h, "remaining interval")
+        return t_new, h
+
+    # -- Newton -----------------------------------------------------------------------
+    def _newton_scale(self, y):
+        o = self.opts
+        return o["newton_atol"] + o["newton_rtol"] * np.abs(y)
+
+    def _matrix(self, J, h):
+        """The (scaled) iteration matrix of the unknowns (q'', lam) or ẏ."""
+        a_m, a_f, g, b = self._params
+        if not self._second:
+            S = (-(a_f * g * h)) * J
+            S[np.diag_indices_from(S)] += a_m
+            return S
+        p, k = self._p, self._k
+        r = (1.0 - a_f) / (1.0 - a_m)
+        bb, gg = b * r * h * h, g * r * h
+        S = np.zeros((p + k, p + k))
+        S[:p, :p] = -(bb * J[p:2 * p, :p] + gg * J[p:2 * p, p:2 * p])
+        S[np.arange(p), np.arange(p)] += self._mv
+        if k:
+            S[:p, p:] = -J[p:2 * p, 2 * p:2 * p + k]
+            S[p:, :p] = J[2 * p:2 * p + k, :p]
+        return S
+
+    def _solve(self, t, h, y_pred, scale):
+        """Newton iterations from the predictor; returns (ok, y, acc, f, iters): acc the
+        true accelerations q''_n+1 (first-order form: the algorithmic ẏ_n+1), f the
+        right-hand side at the last iterate (before its correction, which is below the
+        tolerance); the trailing components of y are not yet advanced."""
+        a_m, a_f, g, b = self._params
+        o = self.opts
+        y = y_pred.copy()
+        if self._second:
+            p, k = self._p, self._k
+            r = (1.0 - a_f) / (1.0 - a_m)
+            bb, gg = b * r * h * h, g * r * h
+            acc = self._acc.copy()                  # predictor: q''_n+1 = q''_n
+            x = np.empty(p + k)
+        else:
+            z = self._acc.copy()                    # predictor: ẏ_n+1 = ẏ_n
+            yn = self.y
+        norm_old = None
+        f = None
+        for it in range(1, o["newton_maxiter"] + 1):
+            if self._second:
+                f = self.fun(t, y)
+                x[:p] = f[p:2 * p] - self._mv * acc
+                if k:
+                    x[p:] = f[2 * p:2 * p + k] * (-1.0 / bb)
+                d = self.lu_solve(self._lu, x)
+                dacc = d[:p]
+                acc += dacc
+                y[:p] += bb * dacc
+                y[p:2 * p] += gg * dacc
+                if k:
+                    y[2 * p:2 * p + k] += d[p:]
+                # index 3 (k > 0): the positions only; the round-off of Phi, divided
+                # by β'h², reaches the velocities amplified by 1/h
+                norm = rms_norm(bb * dacc / scale[:p]) if k else \
+                    rms_norm(np.concatenate((bb * dacc / scale[:p], gg * dacc / scale[p:2 * p])))
+            else:
+                ya = yn + a_f * (y - yn)
+                f = self.fun(t - (1.0 - a_f) * h, ya)
+                res = f - ((1.0 - a_m) * self._acc + a_m * z)
+                dz = self.lu_solve(self._lu, res)
+                z += dz
+                y += (g * h) * dz
+                norm = rms_norm((g * h) * dz / scale)
+            if not norm < math.inf:
+                return False, y, None, None, it
+            rate = None if norm_old is None or norm_old == 0.0 else norm / norm_old
+            if rate is not None and rate >= 1.0:
+                return False, y, None, None, it
+            if norm <= 1.0 or (rate is not None and rate / (1.0 - rate) * norm <= 1.0):
+                return True, y, (acc if self._second else z), f.copy(), it
+            norm_old = norm
+        return False, y, None, None, o["newton_maxiter"]
+
+    def _predict(self, h):
+        """The predictor of the step: positions and velocities with q''_n+1 = q''_n
+        (second-order form) or ẏ_n+1 = ẏ_n."""
+        a_m, a_f, g, b = self._params
+        y = self.y.copy()
+        if self._second:
+            p = self._p
+            a_new = ((1.0 - a_f) * self._acc + a_f * self._acc - a_m * self._a) / (1.0 - a_m)
+            y[:p] += h * y[p:2 * p] + (h * h) * ((0.5 - b) * self._a + b * a_new)
+            y[p:2 * p] += h * ((1.0 - g) * self._a + g * a_new)
+        else:
+            y += h * self._acc
+        return y
+
+    def _attempt(self, t_new, h):
+        """One step of size h: (ok, y_new, acc_new, f); refreshes the iteration
+        matrix when it is stale or fails."""
+        y_pred = self._predict(h)
+        scale = self._scale(y_pred)
+        for attempt in (0, 1):
+            max_age = self.opts["jac_max_age"]
+            if self._J is None or (max_age is not None and self._jac_age >= max_age):
+                self._J = self.jac(t_new, y_pred, None, None)
+                if self._second and self._k:      # Phi_q (the error estimate)
+                    p = self._p
+                    self._Pq = self._J[2 * p:2 * p + self._k, :p].copy()
+                self._jac_current = True
+                self._jac_age = 0
+                self._lu = None
+            if self._lu is None or abs(h - self._c_lu) > 1e-12 * abs(h):
+                self._lu = self.lu_factor(self._matrix(self._J, h))
+                self._c_lu = h
+            ok, y, acc, f, iters = self._solve(t_new, h, y_pred, scale)
+            self._newton_iterations(iters)
+            if ok:
+                self._jac_age += 1
+                self._jac_current = False
+                if iters > 4 and self._jac_age > 1 and self._jac_constant is None:
+                    self._J = None                  # slow with an old Jacobian: refresh
+                return True, y, acc, f
+            if self._jac_current or self._jac_constant is not None:
+                return False, y, None, None
+            self._reject_newton()
+            self._J = None                          # stale: re-evaluate and retry once
+        return False, y, None, None  # pragma: no cover - the loop returns
+
+    def _scale(self, y):
+        return self._newton_scale(y)
+
+    def _finish(self, t_new, h, y, acc, f) -> None:
+        """Accept the step: algorithmic accelerations, quadratures (trapezoidal rule
+        with the rates of the last Newton iterate), dense output data."""
+        a_m, a_f, g, b = self._params
+        y_old = self.y
+        if self._second:
+            p, k = self._p, self._k
+            e0 = 2 * p + k
+            if e0 < self.n:
+                y[e0:] = y_old[e0:] + (0.5 * h) * (self._f[e0:] + f[e0:])
+            d_old = np.empty(self.n)
+            d_new = np.empty(self.n)
+            d_old[:p], d_new[:p] = y_old[p:2 * p], y[p:2 * p]
+            d_old[p:2 * p], d_new[p:2 * p] = self._acc, acc
+            if k:
+                d_old[2 * p:e0] = d_new[2 * p:e0] = (y[2 * p:e0] - y_old[2 * p:e0]) / h
+            d_old[e0:], d_new[e0:] = self._f[e0:], f[e0:]
+            self._y_old, self._d_old, self._d_new = y_old, d_old, d_new
+            self._a = ((1.0 - a_f) * acc + a_f * self._acc - a_m * self._a) / (1.0 - a_m)
+            self._acc = acc
+        else:
+            f = self.fun(t_new, y).copy()           # the true ẏ_n+1 (dense output, error)
+            self._y_old, self._d_old, self._d_new = y_old, self._f, f
+            self._acc = self._a = acc               # the algorithmic ẏ_n+1
+        self._fprev, self._hprev = self._f, h
+        self._f = f
+        self.t, self.y = t_new, y
+
+    # -- step ---------------------------------------------------------------------------
+    def _step_impl(self):
+        t_new, h = self._next_step()
+        ok, y, acc, f = self._attempt(t_new, h)
+        if not ok:
+            raise NewtonFailure(
+                f"{self.name}: the Newton iteration did not converge in "
+                f"{self.opts['newton_maxiter']} iterations with step {abs(h):.3e} (fresh "
+                f"Jacobian); reduce 'step' or loosen 'newton_rtol'", t_new)
+        self._finish(t_new, h, y, acc, f)
+        return True, None
+
+    def _dense_output_impl(self):
+        return HermiteDenseOutput(self.t_old, self.t, self._y_old, self._d_old,
+                                  self.y, self._d_new)
+
+
+class HHT(GeneralizedAlpha):
+    """HHT-α, fixed step: generalized-α with α_m = 0 (module docstring)."""
+
+    name = "hht"
+    description = ("HHT-α (Hilber, Hughes & Taylor (1977)) in the generalized-α form of "
+                   "Arnold & Brüls (2007), order 2, fixed step, rho_inf in [0.5, 1]")
+    KIND = "hht"
+
+
+class VariableGeneralizedAlpha(GeneralizedAlpha):
+    """Generalized-α with a variable step (module docstring): ``rtol``/``atol``
+    control the local error of the positions (second-order form) or of y."""
+
+    name = "genalpha_var"
+    description = ("generalized-α (Chung & Hulbert (1993); Arnold & Brüls (2007)), "
+                   "order 2, variable step by the Milne device on the positions")
+    adaptive = True
+    DAE_FORMULATIONS = ()
+    options = {**ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS,
+               "newton_maxiter": NEWTON_OPTIONS["newton_maxiter"],
+               "newton_fraction": Option(0.01, "Newton stops when the correction is "
+                                         "below this fraction of the error tolerance",
+                                         fraction),
+               **_COMMON}
+    state_fields = ("_h_abs", "_acc", "_a", "_f", "_fprev", "_hprev", "_J", "_Pq", "_lu",
+                    "_c_lu", "_jac_age", "_jac_current")
+
+    #: calibration (docs/integrators.md, "Tolerance calibration"): with the local
+    #: error per step controlled, the global error of an order-2 method grows like
+    #: 5 tol^(2/3) (measured on the oscillator and the pendulum, tol = 1e-3 to 1e-9);
+    #: the controller works with (tol/5)^(3/2), which keeps it near tol
+    CALIBRATION = (5.0 ** -1.5, 1.5)
+
+    def _restart_impl(self) -> None:
+        if self.opts["multipliers"]:
+            raise IntegratorOptionError(
+                self._label, "multipliers", "the variable step is not available for the "
+                "index-3 form: the velocities of an index-3 method carry the Newton "
+                "tolerance divided by h, which the positions' error estimate then sees "
+                "(the step collapses at tight tolerances); use genalpha or hht (fixed "
+                "step) with this DAE, or genalpha_var with formulation di or cs")
+        super()._restart_impl()
+
+    def _start_grid(self) -> None:
+        o = self.opts
+        self._rtol, self._atol = calibrated_tolerances(o["rtol"], o["atol"],
+                                                       *self.CALIBRATION, o["calibrate"])
+        if self.status != "running":
+            self._h_abs = 0.0
+            return
+        if o["first_step"] is not None:
+            self._h_abs = o["first_step"]
+        else:
+            f0 = self.fun(self.t, self.y).copy()
+            self._h_abs = select_initial_step(self.fun, self.t, self.y, f0, self.direction,
+                                              2, self._rtol, self._atol, self.t_bound,
+                                              o["max_step"])
+
+    def _tol(self, y_a, y_b):
+        return self._atol + self._rtol * np.maximum(np.abs(y_a), np.abs(y_b))
+
+    def _scale(self, y):
+        # a fraction of the error tolerance, not below round-off
+        ay = np.abs(y)
+        return np.maximum((self._atol + self._rtol * ay) * self.opts["newton_fraction"],
+                          100.0 * EPS * ay + 1e-300)
+
+    def _error(self, h, y_new, acc):
+        """The local error estimate, scaled (Milne device, module docstring)."""
+        a_m, a_f, g, b = self._params
+        y = self.y
+        if self._second:
+            p = self._p
+            qp = y[:p] + h * y[p:2 * p] + (0.5 * h * h) * self._acc
+            cc = 1.0 / 6.0 - b + 0.5 * (g - 0.5)
+            d = y_new[:p] - qp
+            k = self._k
+            if k:
+                # the tangent part: y_new is on Phi = 0, the predictor is off it by
+                # h Phi_q v_n (the velocities of an index-3 method violate the velocity
+                # constraint, by more the smaller h is), which is not an error of the
+                # step; rows of Phi_q from the iteration matrix's Jacobian
+                P = self._Pq
+                try:
+                    d = d - P.T @ np.linalg.solve(P @ P.T, P @ d)
+                except np.linalg.LinAlgError:
+                    pass
+            est = (cc / (1.0 / 6.0 - cc)) * d
+            tol = self._tol(y[:p], y_new[:p])
+            tol = tol if np.ndim(tol) == 0 else tol[:p]
+            return rms_norm(est / tol)
+        if self._fprev is None:              # the first step: ẏ' by a difference
+            eps = 1e-7 * max(1.0, abs(self.t))
+            f1 = self.fun(self.t + eps * self.direction,
+                          y + (eps * self.direction) * self._f)
+            ddy = (f1 - self._f) / (eps * self.direction)
+            ratio = 0.0
+        else:
+            ddy = (self._f - self._fprev) / self._hprev
+            ratio = abs(self._hprev / h)
+        yp = y + h * self._f + (0.5 * h * h) * ddy
+        delta = a_f - a_m
+        cp = 1.0 / 6.0 + ratio / 4.0
+        cc = 0.5 * delta * delta - 1.0 / 12.0
+        est = (cc / (cp - cc)) * (y_new - yp)
+        return rms_norm(est / self._tol(y, y_new))
+
+    def _rescale(self, a0, h) -> None:
+        """The algorithmic accelerations for a step of size h after one of size
+        ``_hprev``: ``a_n - q''_n`` is proportional to the step ((α_m - α_f) h times
+        the third derivative), so it is scaled by the ratio of the steps (without it
+        the estimate and the solution carry an O(h Δh) term at every change of step
+        and the controller alternates between rejected and accepted steps)."""
+        r = 1.0 if self._hprev is None else abs(h / self._hprev)
+        if self._second:
+            self._a = self._acc + r * (a0 - self._acc)
+        else:
+            self._a = self._acc = self._f + r * (a0 - self._f)
+
+    def _step_impl(self):
+        o = self.opts
+        t = self.t
+        h_abs = min(self._h_abs, o["max_step"])
+        rejected = False
+        a0 = self._a
+        while True:
+            t_new, _ = self._trial_end(t, h_abs, self._min_step(t))
+            h = t_new - t
+            self._rescale(a0, h)
+            ok, y, acc, f = self._attempt(t_new, h)
+            if not ok:
+                self._reject_newton()
+                h_abs *= 0.25
+                rejected = True
+                self._J = None
+                continue
+            err = self._error(h, y, acc)
+            if err <= 1.0:
+                break
+            self._reject_error_test()
+            h_abs = abs(h) * max(0.2, 0.9 * err ** (-1.0 / 3.0))
+            rejected = True
+        factor = 5.0 if err == 0.0 else min(5.0, max(0.2, 0.9 * err ** (-1.0 / 3.0)))
+        if rejected:
+            factor = min(1.0, factor)
+        self._finish(t_new, h, y, acc, f)
+        self._h_abs = abs(h) * factor
+        return True, None
