@@ -82,6 +82,7 @@ CASES = [("rk3", {}, 3),
          ("ab", {"order": 4}, 4),
          ("abm4", {}, 4), ("taylor2", {}, 2), ("verlet", {}, 2),
          ("verlet", {"form": "dkd"}, 2),
+         ("genalpha", {}, 2), ("genalpha", {"rho_inf": 0.0}, 2), ("hht", {}, 2),
          ("am", {"order": 1}, 1), ("am", {"order": 2}, 2), ("am", {"order": 3}, 3),
          ("am", {"order": 4}, 4)]
 

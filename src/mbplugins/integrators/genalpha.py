@@ -33,9 +33,10 @@ Parameters from the spectral radius at infinity ``rho_inf`` = ρ ∈ [0, 1]
 (Chung & Hulbert (1993), Eqs. 25-27)::
 
     genalpha: α_m = (2ρ - 1)/(ρ + 1), α_f = ρ/(ρ + 1)
-    hht:      α_m = 0,  α_f = (1 - ρ)/(1 + ρ),  ρ ∈ [1/2, 1]   (Hilber, Hughes &
-              Taylor (1977) with α = -α_f; the force average moved to the
-              accelerations as in Arnold & Brüls (2007): identical on linear problems)
+    hht:      α_m = 0,  α_f = (1 - ρ)/(1 + ρ),  ρ ∈ [1/2, 1]
+              (Hilber, Hughes & Taylor (1977) with α = -α_f; the force average moved
+              to the accelerations as in Arnold & Brüls (2007): identical on linear
+              problems)
     γ = 1/2 + α_f - α_m,   β = (γ + 1/2)^2 / 4
 
 second order, unconditionally stable on linear problems, ρ = 1: the trapezoidal
@@ -114,6 +115,18 @@ def alpha_parameters(rho: float, kind: str = "genalpha", order: int = 2
     return a_m, a_f, g, 0.25 * (g + 0.5) ** 2
 
 
+#: Newton tolerances of the fixed-step methods (the second-order form stops on the
+#: residuals: :meth:`GeneralizedAlpha._solve_second`)
+NEWTON = {"newton_rtol": Option(1e-10, "Newton stops when the residual of the equations "
+                                "of motion is below this fraction of |M_v q''| + |f_v| "
+                                "(second-order form; first-order form: the relative "
+                                "tolerance of the corrections)",
+                                NEWTON_OPTIONS["newton_rtol"].check),
+          "newton_atol": Option(1e-13, "... and |Phi| below this times max(1, |q|) "
+                                "(first-order form: the absolute tolerance of the "
+                                "corrections)", NEWTON_OPTIONS["newton_atol"].check),
+          "newton_maxiter": NEWTON_OPTIONS["newton_maxiter"]}
+
 _COMMON = {
     "rho_inf": Option(0.8, "spectral radius at infinity ρ ∈ [0, 1] (1: no numerical "
                       "damping, the trapezoidal rule; 0: the highest frequencies "
@@ -145,7 +158,7 @@ class GeneralizedAlpha(Integrator):
     KIND = "genalpha"
     #: the DAE formulations whose state has the layout of the second-order form
     DAE_FORMULATIONS = ("stiff",)
-    options = {**FIXED_STEP_OPTIONS, **NEWTON_OPTIONS, **_COMMON}
+    options = {**FIXED_STEP_OPTIONS, **NEWTON, **_COMMON}
     #: the method's state between steps (exact resume, Integrator rule 11)
     state_fields = ("_h", "_t_start", "_i", "_acc", "_a", "_f", "_fprev", "_hprev",
                     "_J", "_lu", "_c_lu", "_jac_age", "_jac_current")
@@ -264,56 +277,84 @@ class GeneralizedAlpha(Integrator):
     def _solve(self, t, h, y_pred, scale):
         """Newton iterations from the predictor; returns (ok, y, acc, f, iters): acc the
         true accelerations q''_n+1 (first-order form: the algorithmic ẏ_n+1), f the
-        right-hand side at the last iterate (before its correction, which is below the
-        tolerance); the trailing components of y are not yet advanced."""
-        a_m, a_f, g, b = self._params
-        o = self.opts
-        y = y_pred.copy()
+        right-hand side at the returned iterate; the trailing components of y are not
+        yet advanced."""
         if self._second:
-            p, k = self._p, self._k
-            r = (1.0 - a_f) / (1.0 - a_m)
-            bb, gg = b * r * h * h, g * r * h
-            acc = self._acc.copy()                  # predictor: q''_n+1 = q''_n
-            x = np.empty(p + k)
-        else:
-            z = self._acc.copy()                    # predictor: ẏ_n+1 = ẏ_n
-            yn = self.y
+            return self._solve_second(t, h, y_pred)
+        a_m, a_f, g, b = self._params
+        y = y_pred.copy()
+        z = self._acc.copy()                        # predictor: ẏ_n+1 = ẏ_n
+        yn = self.y
         norm_old = None
-        f = None
-        for it in range(1, o["newton_maxiter"] + 1):
-            if self._second:
-                f = self.fun(t, y)
-                x[:p] = f[p:2 * p] - self._mv * acc
-                if k:
-                    x[p:] = f[2 * p:2 * p + k] * (-1.0 / bb)
-                d = self.lu_solve(self._lu, x)
-                dacc = d[:p]
-                acc += dacc
-                y[:p] += bb * dacc
-                y[p:2 * p] += gg * dacc
-                if k:
-                    y[2 * p:2 * p + k] += d[p:]
-                # index 3 (k > 0): the positions only; the round-off of Phi, divided
-                # by β'h², reaches the velocities amplified by 1/h
-                norm = rms_norm(bb * dacc / scale[:p]) if k else \
-                    rms_norm(np.concatenate((bb * dacc / scale[:p], gg * dacc / scale[p:2 * p])))
-            else:
-                ya = yn + a_f * (y - yn)
-                f = self.fun(t - (1.0 - a_f) * h, ya)
-                res = f - ((1.0 - a_m) * self._acc + a_m * z)
-                dz = self.lu_solve(self._lu, res)
-                z += dz
-                y += (g * h) * dz
-                norm = rms_norm((g * h) * dz / scale)
+        for it in range(1, self.opts["newton_maxiter"] + 1):
+            ya = yn + a_f * (y - yn)
+            f = self.fun(t - (1.0 - a_f) * h, ya)
+            res = f - ((1.0 - a_m) * self._acc + a_m * z)
+            dz = self.lu_solve(self._lu, res)
+            z += dz
+            y += (g * h) * dz
+            norm = rms_norm((g * h) * dz / scale)
             if not norm < math.inf:
                 return False, y, None, None, it
             rate = None if norm_old is None or norm_old == 0.0 else norm / norm_old
             if rate is not None and rate >= 1.0:
                 return False, y, None, None, it
             if norm <= 1.0 or (rate is not None and rate / (1.0 - rate) * norm <= 1.0):
-                return True, y, (acc if self._second else z), f.copy(), it
+                return True, y, z, f.copy(), it
             norm_old = norm
-        return False, y, None, None, o["newton_maxiter"]
+        return False, y, None, None, self.opts["newton_maxiter"]
+
+    def _residual_tolerances(self) -> tuple[float, float]:
+        """(relative residual of the equations of motion, Phi tolerance relative to
+        max(1, |q|)) at which Newton stops."""
+        o = self.opts
+        return o["newton_rtol"], o["newton_atol"]
+
+    def _solve_second(self, t, h, y_pred):
+        """Newton on (q''_n+1, lam_n+1), stopped on the residuals, not on the
+        corrections: the equations of motion to ``newton_rtol`` relative to
+        ``|M_v q''| + |f_v|`` and the constraints to ``newton_atol max(1, |q|)``.  (A
+        test on the position corrections, ``β' h^2`` times those of q'', weakens like
+        h^2 and lets an error of q'' pass into v and lam; the velocities' corrections
+        carry the round-off of Phi divided by β' h.)"""
+        a_m, a_f, g, b = self._params
+        p, k = self._p, self._k
+        r = (1.0 - a_f) / (1.0 - a_m)
+        bb, gg = b * r * h * h, g * r * h
+        y = y_pred.copy()
+        acc = self._acc.copy()                      # predictor: q''_n+1 = q''_n
+        x = np.empty(p + k)
+        mv = self._mv
+        rtol, phitol = self._residual_tolerances()
+        phitol *= max(1.0, float(np.abs(y[:p]).max()))
+        worst_old = None
+        for it in range(self.opts["newton_maxiter"] + 1):
+            f = self.fun(t, y)
+            fv = f[p:2 * p]
+            np.subtract(fv, mv * acc, out=x[:p])
+            rn = np.abs(x[:p]).max() / (np.abs(mv * acc).max() + np.abs(fv).max() + 1e-300)
+            worst = rn / rtol
+            if k:
+                phi = f[2 * p:2 * p + k]
+                worst = max(worst, np.abs(phi).max() / phitol)
+            if not worst < math.inf:
+                return False, y, None, None, it
+            if worst <= 1.0:
+                return True, y, acc, f.copy(), it
+            if it == self.opts["newton_maxiter"] or (worst_old is not None and it > 2
+                                                     and worst >= worst_old):
+                return False, y, None, None, it
+            worst_old = worst
+            if k:
+                np.multiply(phi, -1.0 / bb, out=x[p:])
+            d = self.lu_solve(self._lu, x)
+            dacc = d[:p]
+            acc += dacc
+            y[:p] += bb * dacc
+            y[p:2 * p] += gg * dacc
+            if k:
+                y[2 * p:2 * p + k] += d[p:]
+        return False, y, None, None, self.opts["newton_maxiter"]  # pragma: no cover
 
     def _predict(self, h):
         """The predictor of the step: positions and velocities with q''_n+1 = q''_n
@@ -466,6 +507,10 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
             self._h_abs = select_initial_step(self.fun, self.t, self.y, f0, self.direction,
                                               2, self._rtol, self._atol, self.t_bound,
                                               o["max_step"])
+
+    def _residual_tolerances(self) -> tuple[float, float]:
+        r = float(np.max(self._rtol)) * self.opts["newton_fraction"]
+        return max(r, 1e-12), 1e-13
 
     def _tol(self, y_a, y_b):
         return self._atol + self._rtol * np.maximum(np.abs(y_a), np.abs(y_b))
