@@ -31,7 +31,9 @@ The steppers are the methods of the Python integrators, step for step and bit fo
 * :class:`BDFStepper` — variable-step, variable-order BDF with modified Newton
   iteration and its DAE options (``mbplugins.integrators.bdf.BDF``), :func:`run_bdf`;
 * :class:`ThetaStepper` — the fixed-step θ-methods implicit Euler and trapezoid
-  (``mbplugins.integrators.implicit.ThetaMethod``), :func:`run_theta`.
+  (``mbplugins.integrators.implicit.ThetaMethod``), :func:`run_theta`;
+* :class:`GenAlphaStepper` — the second-order form of generalized-α and HHT, fixed
+  step (``mbplugins.integrators.genalpha.GeneralizedAlpha``), :func:`run_genalpha`.
 
 A new method is a new ``Stepper`` subclass; the loop, its outputs and its checkpoints
 are not repeated.  Each ``run_*`` function checks its arguments (ValueError naming
@@ -422,3 +424,4 @@ include "_step_rk.pxi"
 include "_step_adams.pxi"
 include "_step_bdf.pxi"
 include "_step_theta.pxi"
+include "_step_genalpha.pxi"

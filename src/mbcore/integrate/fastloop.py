@@ -44,7 +44,7 @@ __all__ = ["compiled_loop_for", "run_compiled"]
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
-    """'fixed', 'embedded', 'abm', 'bdf' or 'theta' when the compiled loop can run this
+    """'fixed', 'embedded', 'abm', 'bdf', 'theta' or 'genalpha' when the compiled loop can run this
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
     itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
@@ -60,7 +60,7 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     kind = kind() if callable(kind) else None
     if (jac is not None or getattr(form.compiled, "dae", False)) and kind != "bdf":
         return None
-    if kind in ("abm", "bdf", "theta"):  # multistep and implicit one-step methods
+    if kind in ("abm", "bdf", "theta", "genalpha"):  # multistep and implicit one-step
         from .multistep_loop import available, kinds   # (mbcore.integrate.multistep_loop):
         return (kind if post_step is None and available() and kind in kinds()
                 else None)                             # no post-step projection
@@ -101,7 +101,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     end before t1, after its outputs (the Python driver's): the Runge-Kutta loops
     continue from a new state as from a projection, the multistep and θ loops
     restart there as the driver restarts its integrator."""
-    if kind in ("abm", "bdf", "theta"):  # ext/_steploop.pyx
+    if kind in ("abm", "bdf", "theta", "genalpha"):  # ext/_steploop.pyx
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,

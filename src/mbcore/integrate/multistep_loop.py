@@ -6,7 +6,8 @@
 (:class:`mbplugins.integrators.implicit.ThetaMethod`) by ``run_theta``.
 
 :mod:`mbcore.integrate.fastloop` dispatches here when the integrator class declares
-``compiled_loop_kind() == "abm"``, ``"bdf"`` or ``"theta"``.  As for the explicit Runge–Kutta
+``compiled_loop_kind() == "abm"``, ``"bdf"``, ``"theta"`` or ``"genalpha"`` (the
+second-order form of generalized-α, ``run_genalpha``).  As for the explicit Runge–Kutta
 loop, the Python integrator object is built first (its ``_restart_impl`` evaluates
 f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
@@ -46,7 +47,8 @@ def kinds() -> tuple:
     """The loop kinds the built extension implements (``run_theta`` came later: an
     older build keeps the θ-methods on the Python driver)."""
     from .._ext import _steploop
-    return ("abm", "bdf") + (("theta",) if hasattr(_steploop, "run_theta") else ())
+    return ("abm", "bdf") + (("theta",) if hasattr(_steploop, "run_theta") else ()) \
+        + (("genalpha",) if hasattr(_steploop, "run_genalpha") else ())
 
 
 def _ode_form(kind: str, integ, start: dict) -> bool:
@@ -62,6 +64,11 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
         o = integ.opts
         return (integ.constant_jacobian is None and not integ.has_jacobian
                 and not np.ndim(o["newton_rtol"]) and not np.ndim(o["newton_atol"])
+                and integ.status == "running")
+    if kind == "genalpha":  # the second-order form, unit mass, no multipliers
+        o = integ.opts
+        return (integ.constant_jacobian is None and not integ.has_jacobian
+                and bool(start.get("compiled")) and not np.ndim(o["newton_rtol"] or 0.0)
                 and integ.status == "running")
     return scalar
 
@@ -192,6 +199,16 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
             counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra, max_steps=budget,
             **commit)
+    elif kind == "genalpha":
+        o = integ.opts
+        a_m, a_f, g, b = s0["params"]
+        code, t, y, i_out, h = ms.run_genalpha(
+            crhs, float(t0), float(t1), y_start, int(s0["positions"]),
+            np.array(s0["acc"], dtype=float), np.array(s0["a"], dtype=float),
+            np.array(s0["f"], dtype=float), s0["t_start"], s0["i"], s0["h"], a_m, a_f, g, b,
+            int(o["newton_maxiter"]), float(s0["newton_rtol"]), int(o["jac_max_age"] or 0),
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
+            hist=hist, **extra, max_steps=budget, **commit)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)
@@ -203,7 +220,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if code is LoopStatus.BUDGET:
         raise budget_error(budget, t, t0, t_out, i_out, h)
     if code is LoopStatus.STEP_TOO_SMALL:
-        raise step_too_small(h, t, remaining=kind == "theta")
+        raise step_too_small(h, t, remaining=kind in ("theta", "genalpha"))
     # EVALUATION_FAILED (or, for 'theta', Newton failed with a fresh Jacobian), or
     # STOP_CONDITION (met in the next step): the Python driver
     # takes over from the last accepted step (its multistep history starts again at

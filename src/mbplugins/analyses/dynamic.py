@@ -1479,7 +1479,7 @@ class _Run:
     def _step_start(self):
         """Start time of the compiled loop's current step with outputs (None: none
         yet)."""
-        if self._src in ("abm", "bdf", "theta"):
+        if self._src in ("abm", "bdf", "theta", "genalpha"):
             return self.mshist.get("t")
         t = float(self.ystep[self.form.size + 3])
         return None if t != t else t
@@ -1576,7 +1576,7 @@ class _Run:
                     "y": state["integrator"]["y"],
                     "counts": base + np.asarray(state["counts"], dtype=float),
                     "driver": state}
-        if self._src in ("abm", "bdf", "theta"):
+        if self._src in ("abm", "bdf", "theta", "genalpha"):
             h = self.mshist
             if "t" not in h:
                 return segment
@@ -1606,7 +1606,7 @@ class _Run:
         step's start and redoes it (mbcore.analysis.checkpoint.resume has cut the file's rows
         after that start: they are recorded again)."""
         loop = rec["loop"]
-        if loop not in ("segment", "python", "rk", "abm", "bdf", "theta"):
+        if loop not in ("segment", "python", "rk", "abm", "bdf", "theta", "genalpha"):
             raise AnalysisError(f"checkpoint: unknown loop '{loop}'", t_row)
         self.base[:] = rec["counts"]
         self.istat[2:] = self.base

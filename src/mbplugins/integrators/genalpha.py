@@ -117,11 +117,13 @@ def alpha_parameters(rho: float, kind: str = "genalpha", order: int = 2
 
 #: Newton tolerances of the fixed-step methods (the second-order form stops on the
 #: residuals: :meth:`GeneralizedAlpha._solve_second`)
-NEWTON = {"newton_rtol": Option(1e-10, "Newton stops when the residual of the equations "
+NEWTON = {"newton_rtol": Option(None, "Newton stops when the residual of the equations "
                                 "of motion is below this fraction of |M_v q''| + |f_v| "
-                                "(second-order form; first-order form: the relative "
-                                "tolerance of the corrections)",
-                                NEWTON_OPTIONS["newton_rtol"].check),
+                                "(second-order form; default 1e-8, with multipliers "
+                                "1e-10; first-order form: the relative tolerance of the "
+                                "corrections, default 1e-10)",
+                                lambda v, n=0: None if v is None
+                                else NEWTON_OPTIONS["newton_rtol"].check(v, n)),
           "newton_atol": Option(1e-13, "... and |Phi| below this times max(1, |q|) "
                                 "(first-order form: the absolute tolerance of the "
                                 "corrections)", NEWTON_OPTIONS["newton_atol"].check),
@@ -162,6 +164,47 @@ class GeneralizedAlpha(Integrator):
     #: the method's state between steps (exact resume, Integrator rule 11)
     state_fields = ("_h", "_t_start", "_i", "_acc", "_a", "_f", "_fprev", "_hprev",
                     "_J", "_lu", "_c_lu", "_jac_age", "_jac_current")
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'genalpha': :mod:`mbcore.integrate.multistep_loop` runs the second-order
+        form with unit mass and no multipliers (the dynamic analysis' di and cs) in
+        compiled code (``mbcore._ext._steploop.run_genalpha``: the same predictor,
+        Newton iteration, Jacobian policy and quadratures) unless a subclass changes
+        the step."""
+        same = all(getattr(cls, m) is getattr(GeneralizedAlpha, m) for m in (
+            "_step_impl", "_restart_impl", "_attempt", "_solve", "_solve_second",
+            "_predict", "_finish", "_matrix", "jac", "lu_factor", "lu_solve",
+            "_dense_output_impl"))
+        return "genalpha" if same else None
+
+    def loop_start(self) -> dict:
+        """Where ``run_genalpha`` starts: the layout, the accelerations ``acc`` (true)
+        and ``a`` (algorithmic), ``f`` at the last iterate, the grid and the
+        parameters; ``compiled`` False when the compiled loop does not apply (the
+        first-order form, multipliers, a mass matrix)."""
+        second = self._second
+        unit = second and self._k == 0 and bool(np.all(self._mv == 1.0))
+        return {"compiled": bool(unit), "positions": self._p if second else 0,
+                "acc": self._acc, "a": self._a, "f": self._f, "t_start": float(self._t_start),
+                "i": int(self._i), "h": float(self._h), "params": self._params,
+                "jac_age": int(self._jac_age), "newton_rtol": self._newton_rtol()}
+
+    def restore_loop_history(self, h) -> dict:
+        """``run_genalpha``'s checkpoint history (``acc``, ``a``, ``f``, ``t_start``,
+        ``i``, ``h``; the loop's Jacobian ``J``, ``c_lu`` and ``jac_age`` returned as
+        ``J0``, ``c_lu0``, ``jac_age0``)."""
+        self._acc = np.array(h["acc"], dtype=float)
+        self._a = np.array(h["a"], dtype=float)
+        self._f = np.array(h["f"], dtype=float)
+        self._t_start = float(h["t_start"])
+        self._i = int(h["i"])
+        self._h = float(h["h"])
+        self._jac_age = int(h.get("jac_age", 0))
+        if h.get("J") is None:
+            return {"jac_age0": 0}
+        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
+                "c_lu0": float(h["c_lu"]), "jac_age0": int(h.get("jac_age", 0))}
 
     # -- set-up -----------------------------------------------------------------------
     def _restart_impl(self) -> None:
@@ -253,8 +296,7 @@ class GeneralizedAlpha(Integrator):
 
     # -- Newton -----------------------------------------------------------------------
     def _newton_scale(self, y):
-        o = self.opts
-        return o["newton_atol"] + o["newton_rtol"] * np.abs(y)
+        return self.opts["newton_atol"] + self._newton_rtol() * np.abs(y)
 
     def _matrix(self, J, h):
         """The (scaled) iteration matrix of the unknowns (q'', lam) or ẏ."""
@@ -308,7 +350,16 @@ class GeneralizedAlpha(Integrator):
         """(relative residual of the equations of motion, Phi tolerance relative to
         max(1, |q|)) at which Newton stops."""
         o = self.opts
-        return o["newton_rtol"], o["newton_atol"]
+        return self._newton_rtol(), o["newton_atol"]
+
+    def _newton_rtol(self) -> float:
+        """``newton_rtol`` or its default: 1e-8 (the round-off of stiff forces reaches
+        1e-9 of the accelerations: the stiff chain), 1e-10 with multipliers (their
+        error follows the residual; the slider-crank's keeps order 2 to h = 2.5e-4)."""
+        r = self.opts["newton_rtol"]
+        if r is not None:
+            return r
+        return 1e-10 if (not self._second or self._k) else 1e-8
 
     def _solve_second(self, t, h, y_pred):
         """Newton on (q''_n+1, lam_n+1), stopped on the residuals, not on the

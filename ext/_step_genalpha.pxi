@@ -1,0 +1,391 @@
+# Generalized-α stepper of the step loop (included by _steploop.pyx): the second-order
+# form of ``mbplugins.integrators.genalpha.GeneralizedAlpha`` (Chung & Hulbert (1993);
+# Arnold & Brüls (2007)) for y = [q (p); qd (p); extras] with q' = qd and unit mass,
+# fixed step, modified Newton on q''_n+1 stopped on the residual, f.c_jac, LU.
+
+cdef class GenAlphaStepper(Stepper):
+    """``GeneralizedAlpha`` (:func:`run_genalpha`): the grid ``t_start + i h_step``,
+    the true and algorithmic accelerations ``acc``, ``a``, the right-hand side ``fn``
+    at the last Newton iterate (its trailing rates: the quadratures), the Jacobian
+    (N x N, column-major) and the LU of the p x p iteration matrix."""
+    cdef Py_ssize_t p
+    cdef double t_start, h_step, h, tnew, t_old, c_lu, a_m, a_f, g, b, rtol
+    cdef long i_step, i_top, nsteps_top, nrej_top, max_age, jac_age, age_top
+    cdef int maxiter
+    cdef bint jac_valid, jac_current, lu_valid, ck, jv_top, lu_top, J_kept
+    cdef object J_arr, Jsnap_arr, acc_arr, a_arr, fn_arr
+    cdef double clu_top, nfev_top
+    cdef double* J
+    cdef double* Jsnap
+    cdef double* LU
+    cdef int* ipiv
+    cdef double* acc
+    cdef double* a
+    cdef double* fn
+    cdef double* acc_new
+    cdef double* acc_old
+    cdef double* fn_old
+    cdef double* y_old
+    cdef double* ynew
+    cdef double* fb
+    cdef double* x
+    cdef double* fd_floor
+    cdef double* jwork
+    cdef double[::1] counters
+    # checkpoints: acc, a and fn at the step's start
+    cdef double* acc_top
+    cdef double* a_top
+    cdef double* fn_top
+
+    cdef void factor_lu(self, double h) noexcept:
+        """S = I - β' h^2 J_vq - γ' h J_vv (p x p, column-major), factored by dgetrf."""
+        cdef Py_ssize_t N = self.N, p = self.p, i, j
+        cdef int pp = <int>p, info = 0
+        cdef double r = (1.0 - self.a_f) / (1.0 - self.a_m)
+        cdef double bb = self.b * r * h * h, gg = self.g * r * h
+        for j in range(p):
+            for i in range(p):
+                self.LU[j * p + i] = -(bb * self.J[j * N + p + i]
+                                       + gg * self.J[(p + j) * N + p + i])
+            self.LU[j * p + j] += 1.0
+        dgetrf(&pp, &pp, self.LU, &pp, self.ipiv, &info)
+
+    cdef int attempt(self, double next_out) except -1:
+        """GeneralizedAlpha._step_impl up to the solution of the step
+        (``_predict``, ``_attempt``, ``_solve_second``)."""
+        cdef Py_ssize_t N = self.N, p = self.p, i
+        cdef int info = 0, one = 1, pp = <int>p, it, tries, iters
+        cdef double t = self.t, tnew, h, r, bb, gg, an, rn, sa, sf, worst, worst_old = 0.0
+        cdef double a_m = self.a_m, a_f = self.a_f, g = self.g, b = self.b
+        cdef char trans = b'N'
+        cdef bint ok, have_old
+        cdef double* y = self.y
+        cdef double* ynew = self.ynew
+        cdef double* fb = self.fb
+        cdef double* x = self.x
+        cdef double* accn = self.acc_new
+        if self.ck:
+            self.i_top, self.jv_top, self.J_kept, self.lu_top, self.clu_top = \
+                self.i_step, self.jac_valid, False, self.lu_valid, self.c_lu
+            self.age_top = self.jac_age
+            self.nsteps_top, self.nrej_top, self.nfev_top = self.nsteps, self.nrej, self.nfev()
+            memcpy(self.acc_top, self.acc, p * sizeof(double))
+            memcpy(self.a_top, self.a, p * sizeof(double))
+            memcpy(self.fn_top, self.fn, N * sizeof(double))
+            self.f.c_save()
+        self.i_step += 1
+        tnew = self.t_start + (<double>self.i_step) * self.h_step
+        if tnew - self.t1 > -1e-9 * self.h_step:
+            tnew = self.t1
+        h = tnew - t
+        self.h = h
+        self.tnew = tnew
+        if fabs(h) < 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300):
+            return LOOP_STEP_TOO_SMALL
+        r = (1.0 - a_f) / (1.0 - a_m)
+        bb = b * r * h * h
+        gg = g * r * h
+        # the predictor: q''_n+1 = q''_n (GeneralizedAlpha._predict)
+        memcpy(ynew, y, N * sizeof(double))
+        for i in range(p):
+            an = ((1.0 - a_f) * self.acc[i] + a_f * self.acc[i] - a_m * self.a[i]) / (1.0 - a_m)
+            ynew[i] += h * y[p + i] + (h * h) * ((0.5 - b) * self.a[i] + b * an)
+            ynew[p + i] += h * ((1.0 - g) * self.a[i] + g * an)
+        ok = False
+        for tries in range(2):
+            if not self.jac_valid or (self.max_age > 0 and self.jac_age >= self.max_age):
+                if self.ck and self.jv_top and not self.J_kept:
+                    memcpy(self.Jsnap, self.J, N * N * sizeof(double))
+                    self.J_kept = True
+                if _jacobian(self.f, tnew, ynew, self.fd_floor, self.J, self.jwork, N,
+                             self.counters, &self.nfev0):
+                    return LOOP_EVAL_FAILED
+                self.jac_valid = True
+                self.jac_current = True
+                self.jac_age = 0
+                self.lu_valid = False
+            if not self.lu_valid or fabs(h - self.c_lu) > 1e-12 * fabs(h):
+                self.factor_lu(h)
+                self.counters[C_LU] += 1.0
+                self.lu_valid = True
+                self.c_lu = h
+            # ---- Newton on q''_n+1, stopped on the residual (_solve_second) ----------
+            if tries == 1:                  # the retry starts from the predictor again
+                memcpy(ynew, y, N * sizeof(double))
+                for i in range(p):
+                    an = ((1.0 - a_f) * self.acc[i] + a_f * self.acc[i]
+                          - a_m * self.a[i]) / (1.0 - a_m)
+                    ynew[i] += h * y[p + i] + (h * h) * ((0.5 - b) * self.a[i] + b * an)
+                    ynew[p + i] += h * ((1.0 - g) * self.a[i] + g * an)
+            memcpy(accn, self.acc, p * sizeof(double))
+            have_old = False
+            iters = 0
+            for it in range(self.maxiter + 1):
+                if self.f.c_eval(tnew, ynew, fb):
+                    return LOOP_EVAL_FAILED
+                sa = 0.0
+                sf = 0.0
+                rn = 0.0
+                for i in range(p):
+                    x[i] = fb[p + i] - accn[i]
+                    if fabs(x[i]) > rn:
+                        rn = fabs(x[i])
+                    if fabs(accn[i]) > sa:
+                        sa = fabs(accn[i])
+                    if fabs(fb[p + i]) > sf:
+                        sf = fabs(fb[p + i])
+                worst = (rn / (sa + sf + 1e-300)) / self.rtol
+                iters = it
+                if not worst < INFINITY:
+                    break
+                if worst <= 1.0:
+                    ok = True
+                    break
+                if it == self.maxiter or (have_old and it > 2 and worst >= worst_old):
+                    break
+                worst_old = worst
+                have_old = True
+                dgetrs(&trans, &pp, &one, self.LU, &pp, self.ipiv, x, &pp, &info)
+                self.counters[C_SOLVE] += 1.0
+                for i in range(p):
+                    accn[i] += x[i]
+                    ynew[i] += bb * x[i]
+                    ynew[p + i] += gg * x[i]
+            self.counters[C_NITER] += iters
+            if ok:
+                self.jac_age += 1
+                if iters > 4 and self.jac_age > 1:
+                    self.jac_valid = False          # slow with an old Jacobian: refresh
+                self.jac_current = False
+                break
+            if self.jac_current:
+                # NewtonFailure: the Python driver redoes this step and raises it
+                return LOOP_EVAL_FAILED
+            self.nrej += 1
+            self.counters[C_NEWTON] += 1.0
+            self.jac_valid = False                  # stale: re-evaluate, retry once
+        if not ok:
+            return LOOP_EVAL_FAILED
+        # the quadratures of the trailing components (trapezoidal rule)
+        for i in range(2 * p, N):
+            ynew[i] = y[i] + (0.5 * h) * (self.fn[i] + fb[i])
+        self.t_end = tnew
+        return 0
+
+    cdef int save_start(self, dict hist) except -1:
+        cdef Py_ssize_t N = self.N, p = self.p
+        hist.update(t=self.t, y=np.array(self.y_arr),
+                    acc=np.array(<double[:p]> self.acc_top),
+                    a=np.array(<double[:p]> self.a_top),
+                    f=np.array(<double[:N]> self.fn_top),
+                    t_start=self.t_start, i=self.i_top, h=self.h_step, jac_age=self.age_top,
+                    J=(np.array(self.Jsnap_arr) if self.J_kept else np.array(self.J_arr))
+                    if self.jv_top else None, c_lu=self.clu_top if self.lu_top else 0.0,
+                    counts=np.array([self.nsteps_top, self.nrej_top, self.nfev_top],
+                                    dtype=float))
+        return 0
+
+    cdef int accept(self, bint due) except -1:
+        """GeneralizedAlpha._finish: the algorithmic accelerations, the step taken."""
+        cdef Py_ssize_t N = self.N, p = self.p, i
+        cdef double a_m = self.a_m, a_f = self.a_f
+        for i in range(p):
+            self.acc_old[i] = self.acc[i]
+            self.a[i] = ((1.0 - a_f) * self.acc_new[i] + a_f * self.acc[i]
+                         - a_m * self.a[i]) / (1.0 - a_m)
+            self.acc[i] = self.acc_new[i]
+        for i in range(N):
+            self.y_old[i] = self.y[i]
+            self.fn_old[i] = self.fn[i]
+            self.fn[i] = self.fb[i]
+            self.y[i] = self.ynew[i]
+        self.t_old = self.t
+        self.t = self.tnew
+        self.nsteps += 1
+        _accepted(self.counters, fabs(self.t - self.t_old), 2)
+        return 0
+
+    cdef void save_end(self, double[::1] ystep) noexcept:
+        cdef Py_ssize_t N = self.N, i
+        if ystep.shape[0] >= N + 2:
+            for i in range(N):
+                ystep[i] = self.y[i]
+            ystep[N] = self.t
+            ystep[N + 1] = self.h_step
+
+    cdef int dense(self, double tt, double* out) except -1:
+        """Cubic Hermite with the slopes (qd, q'', trailing rates) at both ends."""
+        cdef Py_ssize_t N = self.N, p = self.p, i
+        cdef double hd = self.t - self.t_old, s, s2, s3, h00, h10, h01, h11, d0, d1
+        s = (tt - self.t_old) / hd
+        s2 = s * s
+        s3 = s2 * s
+        h00 = 2 * s3 - 3 * s2 + 1
+        h10 = s3 - 2 * s2 + s
+        h01 = -2 * s3 + 3 * s2
+        h11 = s3 - s2
+        for i in range(N):
+            if i < p:
+                d0 = self.y_old[p + i]
+                d1 = self.y[p + i]
+            elif i < 2 * p:
+                d0 = self.acc_old[i - p]
+                d1 = self.acc[i - p]
+            else:
+                d0 = self.fn_old[i]
+                d1 = self.fn[i]
+            out[i] = h00 * self.y_old[i] + h10 * (hd * d0) + h01 * self.y[i] + h11 * (hd * d1)
+        return 0
+
+    cdef int load_start(self, object s0) except -1:
+        """The Python integrator's ``loop_start()`` (a restart)."""
+        cdef Py_ssize_t N = self.N, p = self.p
+        cdef double[::1] acc = np.ascontiguousarray(s0["acc"], dtype=np.float64)
+        cdef double[::1] a = np.ascontiguousarray(s0["a"], dtype=np.float64)
+        cdef double[::1] f0 = np.ascontiguousarray(s0["f"], dtype=np.float64)
+        _size("run_genalpha: restart acc", acc.shape[0], p)
+        _size("run_genalpha: restart a", a.shape[0], p)
+        _size("run_genalpha: restart f", f0.shape[0], N)
+        memcpy(self.acc, &acc[0], p * sizeof(double))
+        memcpy(self.a, &a[0], p * sizeof(double))
+        memcpy(self.fn, &f0[0], N * sizeof(double))
+        self.t_start = float(s0["t_start"])
+        self.i_step = int(s0["i"])
+        self.h_step = float(s0["h"])
+        return 0
+
+    cdef int replace_end(self, object r) except -1:
+        """A change of coordinates at the step's end: the method restarts there as
+        the Python driver's ``GeneralizedAlpha.restart`` (a new grid from t, the
+        accelerations from f there, no Jacobian nor LU)."""
+        s0 = self.restart_from(r)
+        if s0 is None:
+            return LOOP_EVAL_FAILED
+        self.load_start(s0)
+        self.jac_valid = False
+        self.jac_current = False
+        self.lu_valid = False
+        self.jac_age = 0
+        self.c_lu = 0.0
+        self.counters[C_LAST] = -1.0
+        return 0
+
+    cdef void report(self, double[::1] stats, int code) noexcept:
+        if code == LOOP_DONE or code == AT_OUTPUT:
+            _stats(stats, fabs(self.t - self.t_old), 2, self.nsteps, self.nrej, self.nfev())
+        else:
+            _stats(stats, fabs(self.h), 2, self.nsteps, self.nrej, self.nfev())
+
+    cdef double h_next(self) noexcept:
+        return self.h
+
+
+def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 not None,
+                 Py_ssize_t positions, double[::1] acc0 not None, double[::1] a0 not None,
+                 double[::1] f0 not None, double t_start, long i_step, double h_step,
+                 double a_m, double a_f, double gamma, double beta, int maxiter,
+                 double newton_rtol, long max_age, double[::1] t_out not None,
+                 Py_ssize_t i_out, object on_output, double[::1] stats not None,
+                 double[::1] counters not None, long nfev_start=0,
+                 const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
+                 const double[::1] stop_sign=None, double[::1] ystep=None,
+                 dict hist=None, const double[::1] J0=None, double c_lu0=0.0,
+                 long jac_age0=0, long max_steps=0, object on_commit=None,
+                 object restart=None):
+    """Integrate from (t0, y0) to t1 > t0 by the second-order form of
+    ``GeneralizedAlpha`` (:class:`GenAlphaStepper`; unit mass, no multipliers; the
+    Jacobian ``f.c_jac`` as :func:`run_theta`'s) from its state after
+    ``_restart_impl`` or an accepted step: the true and algorithmic accelerations
+    ``acc0``, ``a0`` (``positions`` values each), ``f0`` the right-hand side there, the
+    grid ``t_start + i h_step`` with ``i_step`` steps taken, the parameters (α_m, α_f,
+    γ, β), Newton's ``maxiter`` and residual tolerance ``newton_rtol``, ``max_age`` (0:
+    the Jacobian kept until Newton fails or needs more than 4 iterations).  A Newton
+    failure with a fresh Jacobian returns code 2 (the Python driver redoes the step and
+    raises ``NewtonFailure``).  Checkpoints as :func:`run_theta`'s, ``hist`` with the
+    accelerations (``acc``, ``a``), ``f`` and ``jac_age``; ``J0``, ``c_lu0``,
+    ``jac_age0``: resume from them.  Returns ``(code, t, y, i_out, h)``.  Refused
+    (ValueError naming the argument): the checks of :func:`_check_common`, positions
+    outside [1, N/2], acc0 / a0 / f0 of the wrong size or non-finite, maxiter < 1,
+    h_step not positive and finite, α_m, α_f outside [-1, 1) and [0, 1), γ, β not
+    positive, newton_rtol not positive, a grid point more than two steps from t0, J0
+    of the wrong size."""
+    cdef Py_ssize_t N = y0.shape[0], i
+    _check_common("run_genalpha", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
+                  stop_val, stop_sign, ystep, max_steps)
+    _index("run_genalpha: positions", positions, 1, N // 2)
+    _size("run_genalpha: acc0", acc0.shape[0], positions)
+    _size("run_genalpha: a0", a0.shape[0], positions)
+    _size("run_genalpha: f0", f0.shape[0], N)
+    _all_finite("run_genalpha: acc0", acc0)
+    _all_finite("run_genalpha: a0", a0)
+    _all_finite("run_genalpha: f0", f0)
+    _index("run_genalpha: maxiter", maxiter, 1, 1 << 30)
+    _positive("run_genalpha: h_step", h_step)
+    _in_range("run_genalpha: a_m", a_m, -1.0, 0.999999)
+    _in_range("run_genalpha: a_f", a_f, 0.0, 0.999999)
+    _positive("run_genalpha: gamma", gamma)
+    _positive("run_genalpha: beta", beta)
+    _positive("run_genalpha: newton_rtol", newton_rtol)
+    if not fabs(t_start + (<double>i_step) * h_step - t0) <= 2.0 * h_step + 1e-9 * fabs(t0):
+        raise ValueError(f"run_genalpha: the grid point t_start + i_step h_step = {t_start} "
+                         f"+ {i_step} * {h_step} is not within two steps of t0 = {t0}")
+    if J0 is not None:
+        _size("run_genalpha: J0", J0.shape[0], N * N)
+    cdef Py_ssize_t p = positions
+    cdef GenAlphaStepper st = GenAlphaStepper.__new__(GenAlphaStepper)
+    st.setup(f, t0, y0, t1, nfev_start)
+    st.p = p
+    st.t_start = t_start
+    st.i_step = i_step
+    st.i_top = i_step
+    st.h_step = h_step
+    st.a_m, st.a_f, st.g, st.b = a_m, a_f, gamma, beta
+    st.maxiter = maxiter
+    st.rtol = newton_rtol
+    st.max_age = max_age
+    st.jac_age = jac_age0
+    st.h = 0.0
+    st.tnew = t0
+    st.t_old = t0
+    st.counters = counters
+    st.J_arr = np.zeros(N * N)                    # column-major
+    cdef double[::1] Jv = st.J_arr
+    st.J = &Jv[0]
+    st.LU = st.buf(p * p)
+    ipiv = np.zeros(p, dtype=np.intc)
+    st.keep.append(ipiv)
+    cdef int[::1] ipivv = ipiv
+    st.ipiv = &ipivv[0]
+    st.acc = st.buf(0, acc0)
+    st.a = st.buf(0, a0)
+    st.fn = st.buf(0, f0)
+    st.acc_new = st.buf(p)
+    st.acc_old = st.buf(p)
+    st.fn_old = st.buf(N)
+    st.y_old = st.buf(N)
+    st.ynew = st.buf(N)
+    st.fb = st.buf(N)
+    st.x = st.buf(p)
+    st.fd_floor = st.buf(0, np.full(N, 1e-8))
+    st.jwork = st.buf(3 * N)
+    st.acc_top = st.buf(p)
+    st.a_top = st.buf(p)
+    st.fn_top = st.buf(N)
+    st.y_trial = st.ynew
+    st.ck = hist is not None
+    st.Jsnap_arr = np.zeros(N * N if st.ck else 1)
+    cdef double[::1] jsv = st.Jsnap_arr
+    st.Jsnap = &jsv[0]
+    if J0 is not None:                  # resume: the Jacobian (and LU) of a checkpoint
+        for i in range(N * N):
+            st.J[i] = J0[i]
+        st.jac_valid = True
+        if c_lu0 != 0.0:
+            st.factor_lu(c_lu0)
+            st.lu_valid = True
+            st.c_lu = c_lu0
+    _commit_args("run_genalpha", on_commit, restart)
+    st.restart_cb = restart
+    st.gate = bool(f.post_step) and restart is not None
+    return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
+                ystep, hist, max_steps, on_commit)
