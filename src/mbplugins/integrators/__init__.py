@@ -7,6 +7,7 @@
 * :mod:`.bdf` — variable-step, variable-order BDF with Newton: ``bdf``
 * :mod:`.implicit` — fixed-step implicit one-step methods: ``implicit_euler``,
   ``trapezoid``
+* :mod:`.radau` — Radau IIA of order 5, variable step, stiff ODEs and DAEs: ``radau``
 * :mod:`.classical` — the remaining classical fixed-step methods: ``rk3``, ``rk2``
   (family with parameter ``a``), ``ab`` (Adams–Bashforth, order 1–4), ``abm4``,
   ``taylor2``, ``verlet`` (Störmer–Verlet)
@@ -21,15 +22,15 @@ import importlib
 
 _WHERE = {"Euler": "explicit", "Heun": "explicit", "Midpoint": "explicit", "RK4": "explicit",
           "BS23": "erk", "DOPRI5": "erk", "DOP853": "erk", "AdamsPECE": "adams", "BDF": "bdf",
-          "ImplicitEuler": "implicit", "Trapezoid": "implicit", "RK3": "classical",
+          "ImplicitEuler": "implicit", "Trapezoid": "implicit", "Radau5": "radau", "RK3": "classical",
           "RK2Family": "classical", "AdamsBashforth": "classical", "ABM4": "classical",
           "Taylor2": "classical", "Verlet": "classical"}
 _ORDER = ["Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853", "AdamsPECE", "BDF",
-          "ImplicitEuler", "Trapezoid", "RK3", "RK2Family", "AdamsBashforth", "ABM4",
+          "ImplicitEuler", "Trapezoid", "Radau5", "RK3", "RK2Family", "AdamsBashforth", "ABM4",
           "Taylor2", "Verlet"]
 
 __all__ = ["INTEGRATORS", "Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853",
-           "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid", "RK3", "RK2Family",
+           "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid", "Radau5", "RK3", "RK2Family",
            "AdamsBashforth", "ABM4", "Taylor2", "Verlet"]
 
 
