@@ -89,7 +89,9 @@ def measured_order(cls, tols, **kw):
                     atol=1e-14).y[:, -1]
     n, e = [], []
     for tol in tols:
-        r = integrate(cls, pendulum_ode, (0, 10), [1.0, 0.0], rtol=tol, atol=tol, **kw)
+        # a step budget: a broken method fails here instead of running away
+        r = integrate(cls, pendulum_ode, (0, 10), [1.0, 0.0], rtol=tol, atol=tol,
+                      max_steps=20000, **kw)
         n.append(r.stats.nsteps)
         e.append(np.abs(r.y[-1] - ref).max())
     return -np.polyfit(np.log(n), np.log(e), 1)[0], n, e
@@ -133,7 +135,7 @@ def test_radau_global_error_falls_with_order_5():
 def test_radau_robertson_to_1e5_against_a_tight_reference(rober_reference, use_jac):
     t_out, ref = rober_reference
     r = integrate(Radau5, rober, (0, 1e5), [1.0, 0.0, 0.0], rtol=1e-6, atol=1e-10,
-                  t_out=t_out, jac=rober_jac if use_jac else None)
+                  t_out=t_out, jac=rober_jac if use_jac else None, max_steps=5000)
     rel = np.abs(r.y - ref) / np.abs(ref)
     assert rel.max() < 1.5e-5                   # observed 1.44e-7 (both Jacobians)
     # a stiff code's step count: 186 steps; the Jacobian is kept across steps
@@ -240,3 +242,23 @@ def test_bad_options_name_the_option(cls):
         integrate(cls, osc, (0, 1), [1.0, 0.0], newton_system=object())
     with pytest.raises(IntegratorOptionError, match="option 'newton_maxiter'"):
         integrate(cls, osc, (0, 1), [1.0, 0.0], newton_maxiter=1)
+
+
+@pytest.mark.parametrize("cls", [Radau5], ids=lambda c: c.name)
+def test_exact_resume_from_a_state_continues_bit_identically(cls):
+    """state_fields (Integrator rule 11): a fresh integrator given the state after 20
+    steps of Robertson takes exactly the remaining steps of the uninterrupted run."""
+    a = cls(rober, 0.0, [1.0, 0.0, 0.0], 1e3, rtol=1e-6, atol=1e-10)
+    for _ in range(20):
+        a.step()
+    state = a.get_state()
+    ts = []
+    while a.status == "running":
+        a.step()
+        ts.append((a.t, a.y.copy()))
+    b = cls(rober, 0.0, [1.0, 0.0, 0.0], 1e3, rtol=1e-6, atol=1e-10)
+    b.set_state(state)
+    for t, y in ts:
+        b.step()
+        assert b.t == t and np.array_equal(b.y, y)
+    assert b.status == "finished"
