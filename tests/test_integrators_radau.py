@@ -17,6 +17,8 @@ from conftest import EXAMPLES
 from mbcore.integrate import IntegratorOptionError, integrate
 from mbplugins.integrators.radau import (RADAU_A, RADAU_B, RADAU_C, RADAU_GAMMA, RADAU_MU,
                                          RADAU_T, RADAU_TI, Radau5)
+from mbplugins.integrators.sdirk import (SDIRK_A, SDIRK_B, SDIRK_B_HAT, SDIRK_C, SDIRK_GAMMA,
+                                         SDIRK4)
 
 G = 9.81
 
@@ -226,7 +228,7 @@ def osc(t, y):
     return np.array([y[1], -y[0]])
 
 
-@pytest.mark.parametrize("cls", [Radau5], ids=lambda c: c.name)
+@pytest.mark.parametrize("cls", [Radau5, SDIRK4], ids=lambda c: c.name)
 def test_bad_options_name_the_option(cls):
     with pytest.raises(IntegratorOptionError, match=rf"'{cls.name}': option 'rtol': must be "
                                                     r"finite and >= 0"):
@@ -235,16 +237,21 @@ def test_bad_options_name_the_option(cls):
         integrate(cls, osc, (0, 1), [1.0, 0.0], mass=[1.0, 1.0, 0.0])
     with pytest.raises(IntegratorOptionError, match="option 'mass'"):
         integrate(cls, osc, (0, 1), [1.0, 0.0], mass=[1.0, -1.0])
-    with pytest.raises(IntegratorOptionError, match="option 'h_power': expected 2 integers"):
-        integrate(cls, osc, (0, 1), [1.0, 0.0], h_power=[0, 0.5])
-    with pytest.raises(IntegratorOptionError, match="option 'newton_system': expected a "
-                                                    "NewtonSystem"):
-        integrate(cls, osc, (0, 1), [1.0, 0.0], newton_system=object())
     with pytest.raises(IntegratorOptionError, match="option 'newton_maxiter'"):
         integrate(cls, osc, (0, 1), [1.0, 0.0], newton_maxiter=1)
+    if cls is Radau5:
+        with pytest.raises(IntegratorOptionError, match="option 'h_power': expected 2 "
+                                                        "integers"):
+            integrate(cls, osc, (0, 1), [1.0, 0.0], h_power=[0, 0.5])
+        with pytest.raises(IntegratorOptionError, match="option 'newton_system': expected "
+                                                        "a NewtonSystem"):
+            integrate(cls, osc, (0, 1), [1.0, 0.0], newton_system=object())
+    else:   # sdirk: index-1 DAEs only, no h_power (so the 'stiff' form refuses it)
+        with pytest.raises(IntegratorOptionError, match="option 'h_power': unknown option"):
+            integrate(cls, osc, (0, 1), [1.0, 0.0], h_power=[0, 0])
 
 
-@pytest.mark.parametrize("cls", [Radau5], ids=lambda c: c.name)
+@pytest.mark.parametrize("cls", [Radau5, SDIRK4], ids=lambda c: c.name)
 def test_exact_resume_from_a_state_continues_bit_identically(cls):
     """state_fields (Integrator rule 11): a fresh integrator given the state after 20
     steps of Robertson takes exactly the remaining steps of the uninterrupted run."""
@@ -262,3 +269,69 @@ def test_exact_resume_from_a_state_continues_bit_identically(cls):
         b.step()
         assert b.t == t and np.array_equal(b.y, y)
     assert b.status == "finished"
+
+
+# ---------------------------------------------------------------------------------
+# sdirk
+# ---------------------------------------------------------------------------------
+def test_sdirk_tableau_has_order_4_and_an_order_3_embedded_formula():
+    """Hairer & Wanner (1996), Table 6.5: the eight order conditions up to order 4 for
+    b, those up to order 3 for b̂ (and b̂ is not of order 4), c = row sums, a constant
+    diagonal γ = 1/4, stiffly accurate (b = last row: L-stable)."""
+    A, c = SDIRK_A, SDIRK_C
+
+    def conditions(b):
+        return np.array([b.sum() - 1, b @ c - 1 / 2, b @ c ** 2 - 1 / 3, b @ A @ c - 1 / 6,
+                         b @ c ** 3 - 1 / 4, b @ (c * (A @ c)) - 1 / 8,
+                         b @ A @ c ** 2 - 1 / 12, b @ A @ A @ c - 1 / 24])
+
+    assert np.abs(conditions(SDIRK_B)).max() < 1e-13          # observed 1.0e-15
+    assert np.abs(conditions(SDIRK_B_HAT)[:4]).max() < 1e-13  # observed 1.0e-15
+    assert np.abs(conditions(SDIRK_B_HAT)[4:]).max() > 1e-3   # observed 2.1e-2
+    assert np.abs(A.sum(axis=1) - c).max() < 1e-13            # observed 8.9e-16
+    assert np.all(np.diag(A) == SDIRK_GAMMA) and np.all(np.triu(A, 1) == 0)
+    np.testing.assert_array_equal(SDIRK_B, A[4])
+    # stability function at infinity: 1 - b^T A^-1 1 = 0 (L-stability; observed 1e-15)
+    assert abs(1 - SDIRK_B @ np.linalg.solve(A, np.ones(5))) < 1e-12
+
+
+def test_sdirk_global_error_falls_with_order_4():
+    """Slope 4.16 measured over rtol = atol = 1e-3 ... 1e-10 (4.0 from 1e-5 on);
+    errors from 2.0e-3 to 6.8e-11."""
+    p, n, e = measured_order(SDIRK4, 10.0 ** -np.arange(3, 10.5, 0.5))
+    assert abs(p - 4) < 0.3, (p, n, e)
+
+
+@pytest.fixture(scope="module")
+def rober_end():
+    return solve_ivp(rober, (0, 1e5), [1.0, 0.0, 0.0], method="Radau", jac=rober_jac,
+                     rtol=1e-12, atol=1e-16, t_eval=[1e5]).y[:, -1]
+
+
+def test_sdirk_robertson_and_its_index1_dae_form(rober_end):
+    """At t = 1e5 (a step end), rtol 1e-6, atol 1e-10, against scipy's Radau at 1e-12:
+    ODE 6.1e-7 relative in 122 steps, DAE (mass diag(1, 1, 0)) 1.3e-5 in 181 steps;
+    the conservation law of the DAE at every step end (observed 2.2e-16)."""
+    r = integrate(SDIRK4, rober, (0, 1e5), [1.0, 0.0, 0.0], rtol=1e-6, atol=1e-10,
+                  max_steps=5000)
+    assert (np.abs(r.y[-1] - rober_end) / rober_end).max() < 6e-5
+    assert r.stats.nsteps < 400
+    d = integrate(SDIRK4, rober_dae, (0, 1e5), [1.0, 0.0, 0.0], rtol=1e-6, atol=1e-10,
+                  mass=[1.0, 1.0, 0.0], jac=rober_dae_jac, max_steps=5000)
+    assert (np.abs(d.y[-1] - rober_end) / rober_end).max() < 1.5e-3
+    assert np.abs(d.y.sum(axis=1) - 1.0).max() < 1e-13
+
+
+def test_sdirk_takes_far_fewer_steps_than_an_explicit_method_on_robertson():
+    """On [0, 10]: sdirk 50 steps, dopri5 7194 (its stability limit)."""
+    kw = dict(rtol=1e-6, atol=1e-10)
+    ex = integrate("dopri5", rober, (0, 10), [1.0, 0.0, 0.0], **kw)
+    im = integrate(SDIRK4, rober, (0, 10), [1.0, 0.0, 0.0], **kw)
+    assert 50 * im.stats.nsteps < ex.stats.nsteps, (im.stats.nsteps, ex.stats.nsteps)
+
+
+def test_the_stiff_formulation_refuses_sdirk():
+    """sdirk has no h_power/newton_system (index-3 'stiff' form): a named refusal."""
+    with pytest.raises(mbcore.MbcoreError, match="settings.integrator"):
+        mbcore.run(mbcore.Model.from_file(EXAMPLES / "slider_crank_dynamic.yaml"),
+                   settings={"formulation": "stiff", "integrator": "sdirk", "t_end": 0.1})
