@@ -544,8 +544,8 @@ class Integrator:
 
     def lu_solve(self, lu, b: np.ndarray) -> np.ndarray:
         """Solve with factors from :meth:`lu_factor` (dgetrs, or zgetrs for complex
-        factors and a complex ``b``; counted in ``nlu_solves``).  Calls LAPACK directly: scipy.linalg.lu_solve adds ~20 µs
-        of Python per call."""
+        factors and a complex ``b``; counted in ``nlu_solves``).  Calls LAPACK
+        directly: scipy.linalg.lu_solve adds ~20 µs of Python per call."""
         self.stats.nlu_solves += 1
         if lu[0].dtype.kind == "c":      # complex factors (zgetrf): a complex solution
             return _lapack().zgetrs(lu[0], lu[1], b)[0]

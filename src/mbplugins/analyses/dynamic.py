@@ -160,7 +160,7 @@ class DynamicAnalysis(Analysis):
         cls._integrator_options(s, icls, path)
         if getattr(fcls, "needs_mass", False) and "mass" not in getattr(icls, "options", {}):
             raise ModelError(f"{path}.integrator", f"formulation '{fcls.name}' is a DAE: it "
-                             f"needs an integrator with a mass matrix (bdf), not "
+                             f"needs an integrator with a mass matrix (bdf or radau), not "
                              f"'{s['integrator']}'")
         rmin = getattr(icls, "DAE_RTOL_MIN", None)
         if (getattr(fcls, "needs_mass", False) and rmin is not None
@@ -223,7 +223,7 @@ class DynamicAnalysis(Analysis):
             dae = self._dae_options()
             if any(k not in names for k in dae):
                 raise ModelError("settings.integrator", f"formulation '{fcls.name}' is a DAE: "
-                                 f"it needs an integrator with a mass matrix (bdf), not "
+                                 f"it needs an integrator with a mass matrix (bdf or radau), not "
                                  f"'{s['integrator']}'")
             opts.update(dae)
         if system.model.switching:

@@ -16,11 +16,12 @@ h (and the LU) kept when the factor lies in [1, 1.2).
 
 Newton (as ``radau``): the first stage starts from ``γ h y'_0``, the others from the
 previous stage's increment (starting from ``K_i = K_(i−1)`` instead: on the index-1
-Robertson DAE 22436 Newton failures in 6841 steps instead of 184 in 181); at least two iterations per stage (unless a correction
-is exactly zero), converged when ``θ/(1−θ)‖ΔZ‖ < max(10 eps/rtol, min(0.03,
-sqrt(rtol)))``, divergence when θ ≥ 1 or the predicted final correction is too
-large.  The Jacobian is kept across steps and re-evaluated when Newton fails with
-a stale one; a failure with a fresh one halves h.
+Robertson DAE 22436 Newton failures in 6841 steps instead of 184 in 181); at least
+two iterations per stage (unless a correction is exactly zero), converged when
+``θ/(1−θ)‖ΔZ‖ < max(10 eps/rtol, min(0.03, sqrt(rtol)))``, divergence when θ ≥ 1
+or the predicted final correction is too large.  The Jacobian is kept across steps
+and re-evaluated when Newton fails with a stale one; a failure with a fresh one
+halves h.
 
 ``mass``: a constant diagonal mass matrix (``M y' = f``, zeros: algebraic equations
 of an index-1 DAE, left out of the error test and the Newton norm).  No ``h_power``
