@@ -109,14 +109,14 @@ def test_radau_tableau_is_the_order_5_collocation_method():
     c = RADAU_C
     for k in (1, 2, 3):           # observed <= 2.8e-17
         assert np.abs(RADAU_A @ c ** (k - 1) - c ** k / k).max() < 1e-14
-    for k in range(1, 6):         # observed <= 1.1e-16
+    for k in range(1, 6):         # observed <= 5.6e-17
         assert abs(RADAU_B @ c ** (k - 1) - 1.0 / k) < 1e-14
-    assert abs(RADAU_B @ c ** 5 - 1.0 / 6) > 1e-4         # not order 6 (observed 3.7e-3)
+    assert abs(RADAU_B @ c ** 5 - 1.0 / 6) > 1e-4         # not order 6 (observed 1.7e-3)
     np.testing.assert_array_equal(RADAU_B, RADAU_A[2])
     L = RADAU_TI @ np.linalg.inv(RADAU_A) @ RADAU_T
     a, b = RADAU_MU.real, -RADAU_MU.imag
     block = np.array([[RADAU_GAMMA, 0, 0], [0, a, b], [0, -b, a]])
-    assert np.abs(L - block).max() < 1e-12               # observed 3.6e-15
+    assert np.abs(L - block).max() < 1e-12               # observed 3.1e-15
     # the published eigenvalues of A^-1 (Hairer & Wanner (1996), §IV.8)
     assert RADAU_GAMMA == pytest.approx(3 + 3 ** (2 / 3) - 3 ** (1 / 3), rel=1e-14)
     assert a == pytest.approx(3 + 0.5 * (3 ** (1 / 3) - 3 ** (2 / 3)), rel=1e-14)
@@ -216,10 +216,10 @@ def test_multibody_dae_formulations_run_with_radau(slider_crank_reference, form,
     assert st.stats["integrator"] == "radau" and st.stats["formulation"] == form
     np.testing.assert_allclose(st["q"], ref["q"], rtol=0, atol=bound_q)
     assert np.max(st["violation/position"]) < (1e-11 if form == "stiff" else 1e-8)
-    # velocities (observed 2.0e-6 stiff, 1.4e-8 ggl; scale 1 + max|qd| = 4.3)
+    # velocities (observed 2.0e-6 stiff, 1.4e-8 ggl; scale 1 + max|qd| = 8.6)
     scale = 1 + np.abs(ref["qd"]).max()
     np.testing.assert_allclose(st["qd"], ref["qd"], rtol=0,
-                               atol=(5e-4 if form == "stiff" else 5e-6) * scale)
+                               atol=(5e-5 if form == "stiff" else 5e-7) * scale)
 
 
 # ---------------------------------------------------------------------------------
@@ -286,13 +286,13 @@ def test_sdirk_tableau_has_order_4_and_an_order_3_embedded_formula():
                          b @ c ** 3 - 1 / 4, b @ (c * (A @ c)) - 1 / 8,
                          b @ A @ c ** 2 - 1 / 12, b @ A @ A @ c - 1 / 24])
 
-    assert np.abs(conditions(SDIRK_B)).max() < 1e-13          # observed 1.0e-15
-    assert np.abs(conditions(SDIRK_B_HAT)[:4]).max() < 1e-13  # observed 1.0e-15
+    assert np.abs(conditions(SDIRK_B)).max() < 1e-13          # observed 8.9e-16
+    assert np.abs(conditions(SDIRK_B_HAT)[:4]).max() < 1e-13  # observed 8.9e-16
     assert np.abs(conditions(SDIRK_B_HAT)[4:]).max() > 1e-3   # observed 2.1e-2
     assert np.abs(A.sum(axis=1) - c).max() < 1e-13            # observed 8.9e-16
     assert np.all(np.diag(A) == SDIRK_GAMMA) and np.all(np.triu(A, 1) == 0)
     np.testing.assert_array_equal(SDIRK_B, A[4])
-    # stability function at infinity: 1 - b^T A^-1 1 = 0 (L-stability; observed 1e-15)
+    # stability function at infinity: 1 - b^T A^-1 1 = 0 (L-stability; observed 0.0)
     assert abs(1 - SDIRK_B @ np.linalg.solve(A, np.ones(5))) < 1e-12
 
 
