@@ -98,6 +98,8 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("bdf", "mbplugins.integrators.bdf:BDF"),
         ("implicit_euler", "mbplugins.integrators.implicit:ImplicitEuler"),
         ("trapezoid", "mbplugins.integrators.implicit:Trapezoid"),
+        ("radau", "mbplugins.integrators.radau:Radau5"),
+        ("sdirk", "mbplugins.integrators.sdirk:SDIRK4"),
         ("rk3", "mbplugins.integrators.classical:RK3"),
         ("rk2", "mbplugins.integrators.classical:RK2Family"),
         ("ab", "mbplugins.integrators.classical:AdamsBashforth"),

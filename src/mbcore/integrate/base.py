@@ -535,16 +535,20 @@ class Integrator:
     def lu_factor(self, M: np.ndarray):
         """LU factors (LAPACK dgetrf, partial pivoting) of a Newton matrix, counted
         in ``nlu``; ``M`` is overwritten.  An exactly singular matrix gives factors
-        whose solves return non-finite values: treat that as a Newton failure."""
+        whose solves return non-finite values: treat that as a Newton failure.  A
+        complex ``M`` (the complex system of Radau IIA) is factorised by zgetrf."""
         self.stats.nlu += 1
-        lu, piv, info = _lapack().dgetrf(M, overwrite_a=True)
+        getrf = _lapack().zgetrf if M.dtype.kind == "c" else _lapack().dgetrf
+        lu, piv, info = getrf(M, overwrite_a=True)
         return lu, piv
 
     def lu_solve(self, lu, b: np.ndarray) -> np.ndarray:
-        """Solve with factors from :meth:`lu_factor` (dgetrs; counted in
-        ``nlu_solves``).  Calls LAPACK directly: scipy.linalg.lu_solve adds ~20 µs
-        of Python per call."""
+        """Solve with factors from :meth:`lu_factor` (dgetrs, or zgetrs for complex
+        factors and a complex ``b``; counted in ``nlu_solves``).  Calls LAPACK
+        directly: scipy.linalg.lu_solve adds ~20 µs of Python per call."""
         self.stats.nlu_solves += 1
+        if lu[0].dtype.kind == "c":      # complex factors (zgetrf): a complex solution
+            return _lapack().zgetrs(lu[0], lu[1], b)[0]
         return _lapack().dgetrs(lu[0], lu[1], b)[0]
 
     # -- reporting helpers (rule 6, 9) ----------------------------------------------

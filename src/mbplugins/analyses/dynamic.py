@@ -160,7 +160,7 @@ class DynamicAnalysis(Analysis):
         cls._integrator_options(s, icls, path)
         if getattr(fcls, "needs_mass", False) and "mass" not in getattr(icls, "options", {}):
             raise ModelError(f"{path}.integrator", f"formulation '{fcls.name}' is a DAE: it "
-                             f"needs an integrator with a mass matrix (bdf), not "
+                             f"needs an integrator with a mass matrix (bdf or radau), not "
                              f"'{s['integrator']}'")
         dae_forms = getattr(icls, "DAE_FORMULATIONS", None)
         if getattr(fcls, "needs_mass", False) and dae_forms is not None \
@@ -410,7 +410,7 @@ class DynamicAnalysis(Analysis):
         names = getattr(self.icls, "options", {})
         if "mass" not in names:
             raise ModelError("settings.integrator", f"formulation '{form.name}' is a DAE: "
-                             f"it needs an integrator with a mass matrix (bdf), not "
+                             f"it needs an integrator with a mass matrix (bdf or radau), not "
                              f"'{self.icls.name}'")
         # the options this integrator takes (bdf: the Newton hook and error weights;
         # the generalized-α methods: the layout of the index-3 state)

@@ -7,6 +7,8 @@
 * :mod:`.bdf` — variable-step, variable-order BDF with Newton: ``bdf``
 * :mod:`.implicit` — fixed-step implicit one-step methods: ``implicit_euler``,
   ``trapezoid``
+* :mod:`.radau` — Radau IIA of order 5, variable step, stiff ODEs and DAEs: ``radau``
+* :mod:`.sdirk` — L-stable SDIRK of order 4 (embedded 3), variable step: ``sdirk``
 * :mod:`.classical` — the remaining classical fixed-step methods: ``rk3``, ``rk2``
   (family with parameter ``a``), ``ab`` (Adams–Bashforth, order 1–4), ``abm4``,
   ``taylor2``, ``verlet`` (Störmer–Verlet)
@@ -24,20 +26,21 @@ import importlib
 
 _WHERE = {"Euler": "explicit", "Heun": "explicit", "Midpoint": "explicit", "RK4": "explicit",
           "BS23": "erk", "DOPRI5": "erk", "DOP853": "erk", "AdamsPECE": "adams", "BDF": "bdf",
-          "ImplicitEuler": "implicit", "Trapezoid": "implicit", "RK3": "classical",
+          "ImplicitEuler": "implicit", "Trapezoid": "implicit", "Radau5": "radau",
+          "SDIRK4": "sdirk", "RK3": "classical",
           "RK2Family": "classical", "AdamsBashforth": "classical", "ABM4": "classical",
           "Taylor2": "classical", "Verlet": "classical", "AdamsMoulton": "adams_moulton",
           "GeneralizedAlpha": "genalpha", "HHT": "genalpha",
           "VariableGeneralizedAlpha": "genalpha"}
 _ORDER = ["Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853", "AdamsPECE", "BDF",
-          "ImplicitEuler", "Trapezoid", "RK3", "RK2Family", "AdamsBashforth", "ABM4",
-          "Taylor2", "Verlet", "AdamsMoulton", "GeneralizedAlpha", "HHT",
-          "VariableGeneralizedAlpha"]
+          "ImplicitEuler", "Trapezoid", "Radau5", "SDIRK4", "RK3", "RK2Family",
+          "AdamsBashforth", "ABM4", "Taylor2", "Verlet", "AdamsMoulton", "GeneralizedAlpha",
+          "HHT", "VariableGeneralizedAlpha"]
 
 __all__ = ["INTEGRATORS", "Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853",
-           "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid", "RK3", "RK2Family",
-           "AdamsBashforth", "ABM4", "Taylor2", "Verlet", "AdamsMoulton", "GeneralizedAlpha",
-           "HHT", "VariableGeneralizedAlpha"]
+           "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid", "Radau5", "SDIRK4", "RK3",
+           "RK2Family", "AdamsBashforth", "ABM4", "Taylor2", "Verlet", "AdamsMoulton",
+           "GeneralizedAlpha", "HHT", "VariableGeneralizedAlpha"]
 
 
 def __getattr__(name):
