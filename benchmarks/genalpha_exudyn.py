@@ -89,9 +89,9 @@ def exudyn_run(n, h, t_end, k=1e6, m=1.0, spacing=1.0, g=9.81, rho=0.8):
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--n", type=int, default=10)
-    ap.add_argument("--t-end", type=float, default=2.0)
+    ap.add_argument("--t-end", type=float, default=5.0)
     ap.add_argument("--steps", type=float, nargs="*", default=[2e-3, 1e-3, 5e-4, 2.5e-4])
     a = ap.parse_args(argv)
     import warnings
@@ -107,35 +107,40 @@ def main(argv=None) -> dict:
     short = a.t_end / 10                            # for the cost per step
     for h in a.steps:
         row = {"h": h}
-        for loop in ("auto", "python"):
-            times, err, res = [], None, None
-            for _ in range(a.repeat if loop == "auto" else max(1, a.repeat // 2)):
-                y, wall, res = mbcore_run(model, h, a.t_end, loop=loop)
-                times.append(wall)
-                err = float(np.abs(y - ref).max())
-            row[f"mbcore_{loop}"] = {"wall_s": statistics.median(times), "error": err,
-                                     "loop": res.stats.get("loop"),
-                                     "nsteps": res.stats.get("integrator_nsteps"),
-                                     "nfev": res.stats.get("integrator_nfev")}
-        times = [mbcore_run(model, h, short)[1] for _ in range(a.repeat)]
-        row["mbcore_auto"]["us_per_step"] = 1e6 * (
-            row["mbcore_auto"]["wall_s"] - statistics.median(times)) / ((a.t_end - short) / h)
-        if exu_version is not None:
-            times = []
-            for _ in range(a.repeat):
+        steps = (a.t_end - short) / h
+        mb, mb_short, ex, ex_short, ratios = [], [], [], [], []
+        err_mb = err_ex = None
+        res = None
+        # interleaved (mbcore, Exudyn, mbcore short, Exudyn short) so that the load of
+        # this shared machine hits both alike; ratios per round, then medians
+        for _ in range(a.repeat):
+            y, wall, res = mbcore_run(model, h, a.t_end)
+            mb.append(wall)
+            err_mb = float(np.abs(y - ref).max())
+            mb_short.append(mbcore_run(model, h, short)[1])
+            if exu_version is not None:
                 y, wall = exudyn_run(a.n, h, a.t_end)
-                times.append(wall)
-            row["exudyn"] = {"wall_s": statistics.median(times),
-                             "error": float(np.abs(y - ref).max())}
-            times = [exudyn_run(a.n, h, short)[1] for _ in range(a.repeat)]
-            row["exudyn"]["us_per_step"] = 1e6 * (
-                row["exudyn"]["wall_s"] - statistics.median(times)) / ((a.t_end - short) / h)
-            row["exudyn_over_mbcore_per_step"] = (row["exudyn"]["us_per_step"]
-                                                  / row["mbcore_auto"]["us_per_step"])
-            row["exudyn_over_mbcore_compiled"] = (row["exudyn"]["wall_s"]
-                                                  / row["mbcore_auto"]["wall_s"])
-        row["python_over_compiled"] = (row["mbcore_python"]["wall_s"]
-                                       / row["mbcore_auto"]["wall_s"])
+                ex.append(wall)
+                err_ex = float(np.abs(y - ref).max())
+                ex_short.append(exudyn_run(a.n, h, short)[1])
+                ratios.append((ex[-1] - ex_short[-1]) / (mb[-1] - mb_short[-1]))
+        row["mbcore_compiled"] = {"wall_s": statistics.median(mb), "error": err_mb,
+                                  "loop": res.stats.get("loop"),
+                                  "nsteps": res.stats.get("integrator_nsteps"),
+                                  "nfev": res.stats.get("integrator_nfev"),
+                                  "us_per_step": 1e6 * (statistics.median(mb)
+                                                        - statistics.median(mb_short)) / steps}
+        py = [mbcore_run(model, h, a.t_end, loop="python")[1]
+              for _ in range(max(1, a.repeat // 3))]
+        row["mbcore_python_wall_s"] = statistics.median(py)
+        row["python_over_compiled"] = statistics.median(py) / statistics.median(mb)
+        if exu_version is not None:
+            row["exudyn"] = {"wall_s": statistics.median(ex), "error": err_ex,
+                             "us_per_step": 1e6 * (statistics.median(ex)
+                                                   - statistics.median(ex_short)) / steps}
+            row["exudyn_over_mbcore_total"] = statistics.median(
+                [e / m for e, m in zip(ex, mb)])
+            row["exudyn_over_mbcore_per_step"] = statistics.median(ratios)
         rows.append(row)
     out = {"benchmark": "genalpha_stiff_chain", "n": a.n, "t_end": a.t_end,
            "rho_inf": 0.8, "exudyn": exu_version, "repeat": a.repeat, "rows": rows}

@@ -132,6 +132,7 @@ def new_counters():
 
 
 include "_bounds.pxi"
+include "_subnormals.pxi"
 include "_loop_status.pxi"
 
 
