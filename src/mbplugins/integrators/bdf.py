@@ -63,7 +63,8 @@ from mbcore.integrate.errors import IntegratorOptionError
 from mbcore.integrate.common import (BackwardDifferenceDenseOutput, rms_norm,
                                      select_initial_step)
 
-__all__ = ["BDF", "BDF_GAMMA", "BDF_ERROR_CONST", "NewtonSystem", "rescale_matrix"]
+__all__ = ["BDF", "BDF_GAMMA", "BDF_ERROR_CONST", "NewtonSystem", "rescale_matrix",
+           "mass_vector", "power_vector", "newton_system_hook"]
 
 #: highest order allowed (``max_order: 6`` on request); BDF6 is zero-stable but only
 #: A(α)-stable with α ≈ 17.8° (BDF7 is not zero-stable): Hairer & Wanner (1996), §V.2
@@ -153,6 +154,11 @@ def _newton_system(value, n: int = 0):
         raise ValueError(f"expected a NewtonSystem (methods matrix, rhs, solution, update), "
                          f"{type(value).__name__} lacks {', '.join(missing)}")
     return value
+
+
+#: the option checks of the DAE options, shared by the methods that take them (radau,
+#: sdirk, the generalized-α methods)
+mass_vector, power_vector, newton_system_hook = _mass_vector, _power_vector, _newton_system
 
 
 def _factor(err: float, order: int) -> float:

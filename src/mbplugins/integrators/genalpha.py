@@ -69,6 +69,8 @@ from mbcore.integrate.base import (ADAPTIVE_OPTIONS, CALIBRATION_OPTIONS, EPS,
 from mbcore.integrate.common import HermiteDenseOutput, rms_norm, select_initial_step
 from mbcore.integrate.errors import IntegratorOptionError
 
+from .bdf import mass_vector as _mass
+
 __all__ = ["GeneralizedAlpha", "HHT", "VariableGeneralizedAlpha", "alpha_parameters"]
 
 
@@ -86,15 +88,6 @@ def _count_or_none(value: Any, n: int = 0) -> int | None:
     if value is None:
         return None
     return int_range(0, 10 ** 9)(value, n)
-
-
-def _mass(value: Any, n: int = 0):
-    if value is None:
-        return None
-    v = np.asarray(value, dtype=float).reshape(-1)
-    if (n and v.size != n) or not np.all(np.isfinite(v)) or np.any(v < 0):
-        raise ValueError(f"expected {n} finite numbers >= 0, got {v.size} values")
-    return v
 
 
 def alpha_parameters(rho: float, kind: str = "genalpha", order: int = 2

@@ -63,7 +63,9 @@ import numpy as np
 from mbcore.integrate.base import ADAPTIVE_OPTIONS, EPS, Integrator, Option, int_range
 from mbcore.integrate.common import RKDenseOutput, rms_norm, select_initial_step
 
-from .bdf import _mass_vector, _newton_system, _power_vector
+from .bdf import mass_vector as _mass_vector
+from .bdf import newton_system_hook as _newton_system
+from .bdf import power_vector as _power_vector
 
 __all__ = ["Radau5", "RADAU_A", "RADAU_B", "RADAU_C", "RADAU_E"]
 

@@ -41,7 +41,7 @@ import numpy as np
 from mbcore.integrate.base import ADAPTIVE_OPTIONS, EPS, Integrator, Option, int_range
 from mbcore.integrate.common import HermiteDenseOutput, rms_norm, select_initial_step
 
-from .bdf import _mass_vector
+from .bdf import mass_vector as _mass_vector
 
 __all__ = ["SDIRK4", "SDIRK_A", "SDIRK_B", "SDIRK_B_HAT", "SDIRK_C", "SDIRK_GAMMA"]
 
