@@ -383,3 +383,16 @@ def test_bruls_cardona_heavy_top_at_equal_cost():
     assert np.linalg.norm(q[:3] - quad["com"][-1]) < 0.12      # observed 1.16e-3 m
     # |p| = 1 to round-off: bound 1000 steps x 4 eps = 8.9e-13 (observed 1.6e-15)
     assert np.abs(np.linalg.norm(res["q"][:, 3:7], axis=1) - 1).max() < 1000 * 4 * EPS
+
+
+def test_exact_resume_inside_a_step_on_di_omega(tmp_path):
+    """A checkpoint of a di_omega + rkmk4 run, resumed inside a step, continues with
+    exactly the steps of the uninterrupted run (the layout is passed again by the
+    analysis; the state fields are those of the fixed-step grid): every recorded
+    channel bit for bit."""
+    from test_resume_exact import _check_exact_resume
+    ck = _check_exact_resume(
+        tmp_path, lambda: model("spatial_heavy_top"),
+        {"formulation": "di_omega", "integrator": "rkmk4", "step": 0.0074,
+         "output_step": 0.002, "t_end": 0.24})
+    assert ck.step["loop"] == "python"
