@@ -78,30 +78,61 @@ def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _product_table() -> np.ndarray:
+    """``T[i, j, k]`` with ``(p ⊗ q)_i = Σ_jk T[i, j, k] p_j q_k`` (Hamilton's table)."""
+    T = np.zeros((4, 4, 4))
+    rows = ((0, 0, 0, 1), (0, 1, 1, -1), (0, 2, 2, -1), (0, 3, 3, -1),   # scalar part
+            (1, 0, 1, 1), (1, 1, 0, 1), (1, 2, 3, 1), (1, 3, 2, -1),
+            (2, 0, 2, 1), (2, 2, 0, 1), (2, 3, 1, 1), (2, 1, 3, -1),
+            (3, 0, 3, 1), (3, 3, 0, 1), (3, 1, 2, 1), (3, 2, 1, -1))
+    for i, j, k, sign in rows:
+        T[i, j, k] = sign
+    return T
+
+
+#: Hamilton's product table, and the same with the first / second factor conjugated
+_T = _product_table()
+_CONJ = np.array([1.0, -1.0, -1.0, -1.0])
+_T_CONJ_FIRST = _T * _CONJ[None, :, None]
+_T_CONJ_SECOND = _T * _CONJ[None, None, :]
+
+
 def quat_mul(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Hamilton product ``p ⊗ q = [p0 q0 − p·q; p0 q + q0 p + p × q]``."""
-    p0, p1, p2, p3 = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
-    q0, q1, q2, q3 = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    out = np.empty(np.broadcast_shapes(p.shape, q.shape))
-    out[..., 0] = p0 * q0 - p1 * q1 - p2 * q2 - p3 * q3
-    out[..., 1] = p0 * q1 + q0 * p1 + p2 * q3 - p3 * q2
-    out[..., 2] = p0 * q2 + q0 * p2 + p3 * q1 - p1 * q3
-    out[..., 3] = p0 * q3 + q0 * p3 + p1 * q2 - p2 * q1
-    return out
+    """Hamilton product ``p ⊗ q = [p0 q0 − p·q; p0 q + q0 p + p × q]`` (one einsum
+    with the product table: ~6x fewer NumPy calls than the written-out form)."""
+    return np.einsum("ijk,...j,...k->...i", _T, p, q)
+
+
+def _conj_mul(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``conj(p) ⊗ q``."""
+    return np.einsum("ijk,...j,...k->...i", _T_CONJ_FIRST, p, q)
+
+
+def _mul_conj(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``p ⊗ conj(q)``."""
+    return np.einsum("ijk,...j,...k->...i", _T_CONJ_SECOND, p, q)
 
 
 def quat_conj(p: np.ndarray) -> np.ndarray:
     """``[p0; −p]`` (the inverse of a unit quaternion)."""
-    return np.concatenate([p[..., :1], -p[..., 1:]], -1)
+    return p * _CONJ
 
 
 def quat_exp(theta: np.ndarray) -> np.ndarray:
     """The unit quaternion of the rotation vector θ:
-    ``[cos(|θ|/2), sin(|θ|/2) θ/|θ|]`` (``sin(a)/a`` by ``np.sinc``: no
-    cancellation for small |θ|).  (..., 3) -> (..., 4)."""
+    ``[cos(|θ|/2), sin(|θ|/2) θ/|θ|]`` (``sin(a)/a = 1 − a²/6 + a⁴/120`` below
+    a = 1e-3: truncation < 1e-22, no cancellation).  (..., 3) -> (..., 4)."""
     theta = np.asarray(theta, dtype=float)
-    a = 0.5 * np.linalg.norm(theta, axis=-1, keepdims=True)
-    return np.concatenate([np.cos(a), (0.5 * np.sinc(a / np.pi)) * theta], -1)
+    n2 = np.einsum("...i,...i->...", theta, theta)
+    a = 0.5 * np.sqrt(n2)
+    small = a < 1e-3
+    safe = np.where(small, 1.0, a)
+    half_sinc = np.where(small, 0.5 - n2 / 48.0 * (1.0 - n2 / 80.0),
+                         0.5 * np.sin(safe) / safe)
+    out = np.empty(theta.shape[:-1] + (4,))
+    out[..., 0] = np.cos(a)
+    out[..., 1:] = half_sinc[..., None] * theta
+    return out
 
 
 def quat_log(p: np.ndarray) -> np.ndarray:
@@ -249,8 +280,8 @@ class RKMK4(_FixedGrid):
     def _omega(self, p: np.ndarray, pd: np.ndarray) -> np.ndarray:
         """Angular velocities (k, 3) from the quaternions p and their derivative pd."""
         if self._body:
-            return 2.0 * quat_mul(quat_conj(p), pd)[:, 1:]
-        return 2.0 * quat_mul(pd, quat_conj(p))[:, 1:]
+            return 2.0 * _conj_mul(p, pd)[:, 1:]
+        return 2.0 * _mul_conj(pd, p)[:, 1:]
 
     def _algebra(self, y: np.ndarray, f: np.ndarray, h: float) -> tuple[np.ndarray,
                                                                         np.ndarray]:
