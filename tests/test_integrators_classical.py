@@ -113,8 +113,9 @@ def test_measured_order_by_step_halving(case, problem):
 
 
 #: fixed-step methods whose order tests/test_integrators_accuracy.py measures
-#: (test_order_by_step_halving_on_the_pendulum)
-ORDER_TESTED_ELSEWHERE = {"euler", "heun", "midpoint", "rk4", "implicit_euler", "trapezoid"}
+#: (test_order_by_step_halving_on_the_pendulum); rkmk4: tests/test_liegroup.py
+ORDER_TESTED_ELSEWHERE = {"euler", "heun", "midpoint", "rk4", "implicit_euler", "trapezoid",
+                          "rkmk4"}
 
 
 def test_every_fixed_step_method_has_a_measured_order_test():

@@ -27,7 +27,7 @@ T_END = 0.24
 FIXED_STEP = {"rk4": 0.0074, "euler": 0.0031, "heun": 0.0051, "midpoint": 0.0051,
               "implicit_euler": 0.0066, "trapezoid": 0.0066, "rk3": 0.0061, "rk2": 0.0051,
               "ab": 0.0051, "abm4": 0.0061, "taylor2": 0.0051, "verlet": 0.0041,
-              "am": 0.0061, "genalpha": 0.0061, "hht": 0.0061}
+              "am": 0.0061, "genalpha": 0.0061, "hht": 0.0061, "rkmk4": 0.0074}
 
 
 def _integrators():

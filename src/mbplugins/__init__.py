@@ -110,6 +110,7 @@ CATALOGUE: dict[str, list[tuple[str, ...]]] = {
         ("genalpha", "mbplugins.integrators.genalpha:GeneralizedAlpha"),
         ("hht", "mbplugins.integrators.genalpha:HHT"),
         ("genalpha_var", "mbplugins.integrators.genalpha:VariableGeneralizedAlpha"),
+        ("rkmk4", "mbplugins.integrators.liegroup:RKMK4"),
     ],
     "mbcore_formulations": [
         ("di", "mbplugins.formulations.baumgarte:DI"),

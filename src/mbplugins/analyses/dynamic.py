@@ -233,6 +233,13 @@ class DynamicAnalysis(Analysis):
             # y = [q, qd, work]: a second-order integrator (verlet, genalpha) is told
             # where the velocities are
             opts["positions"] = system.n
+        if ("lie_group" in names and "lie_group" not in opts
+                and callable(getattr(self.formulation, "lie_group", None))):
+            # a Lie-group integrator (rkmk4) is told which components of y are unit
+            # quaternions by the formulations that have them (di_omega)
+            layout = self.formulation.lie_group()
+            if layout is not None:
+                opts["lie_group"] = layout
         if system.model.switching:
             if self.formulation.name not in SWITCHING_FORMULATIONS:
                 raise ModelError("settings.formulation", f"switching constraint sets: "

@@ -148,6 +148,13 @@ class AngularVelocityDI(Formulation):
     def initialize(self, q, qd, t):
         return self.pack(q, qd), None
 
+    def lie_group(self):
+        """The unit quaternions of y for a Lie-group integrator (option ``lie_group``
+        of ``rkmk4``, docs/integrators.md): the Euler parameters of every spatial body,
+        with ``pdot = 1/2 L(p)^T omega'`` (Nikravesh (1988), Eq. 6.109): body frame."""
+        from mbplugins.integrators.liegroup import QuaternionLayout
+        return QuaternionLayout(self.p_idx, frame="body")
+
     # ------------------------------------------------------------ equations
     def accelerations(self, t, y):
         """(q, qdot, vdot, lam) at y (q normalised)."""

@@ -15,6 +15,8 @@
 * :mod:`.adams_moulton` — Adams–Moulton of fixed order 1–4, implicit: ``am``
 * :mod:`.genalpha` — generalized-α for second-order and index-3 equations:
   ``genalpha``, ``hht`` (fixed step), ``genalpha_var`` (variable step)
+* :mod:`.liegroup` — RK4 in the Lie algebra (Runge–Kutta–Munthe-Kaas), unit
+  quaternions by the exponential map: ``rkmk4``
 
 Each class subclasses :class:`mbcore.integrate.Integrator`; see
 docs/integrators.md.  The names below (and :data:`INTEGRATORS`) import their
@@ -31,16 +33,16 @@ _WHERE = {"Euler": "explicit", "Heun": "explicit", "Midpoint": "explicit", "RK4"
           "RK2Family": "classical", "AdamsBashforth": "classical", "ABM4": "classical",
           "Taylor2": "classical", "Verlet": "classical", "AdamsMoulton": "adams_moulton",
           "GeneralizedAlpha": "genalpha", "HHT": "genalpha",
-          "VariableGeneralizedAlpha": "genalpha"}
+          "VariableGeneralizedAlpha": "genalpha", "RKMK4": "liegroup"}
 _ORDER = ["Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853", "AdamsPECE", "BDF",
           "ImplicitEuler", "Trapezoid", "Radau5", "SDIRK4", "RK3", "RK2Family",
           "AdamsBashforth", "ABM4", "Taylor2", "Verlet", "AdamsMoulton", "GeneralizedAlpha",
-          "HHT", "VariableGeneralizedAlpha"]
+          "HHT", "VariableGeneralizedAlpha", "RKMK4"]
 
 __all__ = ["INTEGRATORS", "Euler", "Heun", "Midpoint", "RK4", "BS23", "DOPRI5", "DOP853",
            "AdamsPECE", "BDF", "ImplicitEuler", "Trapezoid", "Radau5", "SDIRK4", "RK3",
            "RK2Family", "AdamsBashforth", "ABM4", "Taylor2", "Verlet", "AdamsMoulton",
-           "GeneralizedAlpha", "HHT", "VariableGeneralizedAlpha"]
+           "GeneralizedAlpha", "HHT", "VariableGeneralizedAlpha", "RKMK4"]
 
 
 def __getattr__(name):
