@@ -117,7 +117,7 @@ def test_formulation_integrator_matrix(formulation, integrator, which, examples,
 @pytest.mark.parametrize("integrator", [i for i in INTEGRATORS if i != "bdf"])
 def test_dae_formulations_need_bdf(formulation, integrator, examples):
     with pytest.raises(mbcore.ModelError, match=rf"settings\.integrator: formulation "
-                                                rf"'{formulation}' is a DAE: it needs .*\(bdf\)"
+                                                rf"'{formulation}' is a DAE: it needs .*\(bdf or radau\)"
                                                 rf", not '{integrator}'"):
         mbcore.run(_model(examples, "fourbar"), settings={"formulation": formulation,
                                                           "integrator": integrator})

@@ -50,7 +50,8 @@ def _decay(name, rho, second, omega=1e4, h=1.0, steps=400):
     res = integrate(name, osc, (0.0, steps * h), [1.0, 0.0], step=h, rho_inf=rho,
                     t_out=np.arange(steps + 1) * h, **kw)
     amp = np.hypot(res.y[:, 0], res.y[:, 1] / omega)
-    return (amp[-1] / amp[-101]) ** 0.01, amp
+    with np.errstate(invalid="ignore", divide="ignore"):   # rho = 0: 0 / 0
+        return (amp[-1] / amp[-101]) ** 0.01, amp
 
 
 @pytest.mark.parametrize("second", [True, False], ids=["second-order", "first-order"])
@@ -219,10 +220,10 @@ def test_slider_crank_converges_to_the_reference_with_order_two(slider_crank, fo
 def test_variable_step_follows_the_tolerance(pendulum_reference):
     """genalpha_var (calibrated): the global error at t = 2 stays within 20x rtol and
     falls with it (observed 1.5-6x rtol for rtol 1e-3 to 1e-7, second-order and
-    first-order forms)."""
+    first-order forms; 1e-7 takes 15 s on the Python driver, so 1e-3 to 1e-5 here)."""
     for kw in ({"positions": 1}, {}):
         prev = np.inf
-        for rtol in (1e-3, 1e-5, 1e-7):
+        for rtol in (1e-3, 1e-4, 1e-5):
             res = integrate("genalpha_var", _pendulum, (0.0, 2.0), [1.0, 0.0], rtol=rtol,
                             atol=rtol, t_out=[2.0], **kw)
             err = np.abs(res.y[-1] - pendulum_reference).max()
