@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-__all__ = ["rms_norm", "select_initial_step", "num_jac", "step_from_frequency",
-           "DenseOutput", "ConstantDenseOutput", "LinearDenseOutput",
+__all__ = ["rms_norm", "hermite_basis", "select_initial_step", "num_jac",
+           "step_from_frequency", "DenseOutput", "ConstantDenseOutput", "LinearDenseOutput",
            "HermiteDenseOutput", "RKDenseOutput", "BackwardDifferenceDenseOutput"]
 
 EPS = float(np.finfo(float).eps)
@@ -160,15 +160,17 @@ class HermiteDenseOutput(DenseOutput):
         self.y_old, self.f_old, self.y, self.f = y_old, f_old, y, f
 
     def _call_impl(self, s):
-        s = s[:, None]
-        s2 = s * s
-        s3 = s2 * s
-        h00 = 2 * s3 - 3 * s2 + 1
-        h10 = s3 - 2 * s2 + s
-        h01 = -2 * s3 + 3 * s2
-        h11 = s3 - s2
+        h00, h10, h01, h11 = hermite_basis(s[:, None])
         h = self.h
         return h00 * self.y_old + h10 * (h * self.f_old) + h01 * self.y + h11 * (h * self.f)
+
+
+def hermite_basis(s):
+    """The cubic Hermite basis ``(h00, h10, h01, h11)`` at the step fraction(s) ``s``:
+    ``y(s) = h00 y0 + h10 h f0 + h01 y1 + h11 h f1``."""
+    s2 = s * s
+    s3 = s2 * s
+    return 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s, -2 * s3 + 3 * s2, s3 - s2
 
 
 class RKDenseOutput(DenseOutput):

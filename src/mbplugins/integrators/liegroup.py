@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from mbcore.integrate.base import FIXED_STEP_OPTIONS, Option
-from mbcore.integrate.common import DenseOutput
+from mbcore.integrate.common import DenseOutput, hermite_basis
 from mbcore.integrate.errors import IntegratorOptionError
 
 from .classical import _FixedGrid
@@ -354,13 +354,7 @@ class LieHermiteDenseOutput(DenseOutput):
             self.du1 = h * dexpinv(self.u, w1, "body" if self.body else "space")
 
     def _call_impl(self, s):
-        s = s[:, None]
-        s2 = s * s
-        s3 = s2 * s
-        h00 = 2 * s3 - 3 * s2 + 1
-        h10 = s3 - 2 * s2 + s
-        h01 = -2 * s3 + 3 * s2
-        h11 = s3 - s2
+        h00, h10, h01, h11 = hermite_basis(s[:, None])
         h = self.h
         out = h00 * self.y_old + h10 * (h * self.f_old) + h01 * self.y + h11 * (h * self.f)
         if len(self.q):
