@@ -27,16 +27,18 @@ def test_parameters_of_the_family():
     assert alpha_parameters(1.0) == (0.5, 0.5, 0.5, 0.25)
     assert alpha_parameters(0.0) == (-1.0, 0.0, 1.5, 1.0)
     a_m, a_f, g, b = alpha_parameters(0.5, "hht")
-    assert (a_m, g, b) == pytest.approx((0.0, 5 / 6, 4 / 9), abs=1e-15)
-    assert a_f == pytest.approx(1 / 3, abs=1e-15)
+    # one or two roundings of numbers below 1 (observed 1.1e-16; bound 1e-13, 900x)
+    assert (a_m, g, b) == pytest.approx((0.0, 5 / 6, 4 / 9), abs=1e-13)
+    assert a_f == pytest.approx(1 / 3, abs=1e-13)
     assert alpha_parameters(1.0, order=1) == (0.5, 0.5, 0.5, 0.0)
     # second-order accuracy needs gamma = 1/2 + alpha_f - alpha_m in every member
     for rho in (0.0, 0.3, 0.8, 1.0):
         for kind in ("genalpha", "hht"):
             for order in (1, 2):
                 a_m, a_f, g, _ = alpha_parameters(rho, kind, order)
+                # (observed 1.1e-16; bound 1e-13, 900x)
                 assert g == pytest.approx(0.5 + (a_f - a_m) * (1 if order == 2 else -1),
-                                          abs=1e-15)
+                                          abs=1e-13)
 
 
 def _decay(name, rho, second, omega=1e4, h=1.0, steps=400):

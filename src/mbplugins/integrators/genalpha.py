@@ -240,7 +240,6 @@ class GeneralizedAlpha(Integrator):
                                         f"stronger damping")
         self._start_grid()
         self._J = None
-        self._Pq = None
         self._lu = None
         self._c_lu = None
         self._jac_age = 0
@@ -423,9 +422,6 @@ class GeneralizedAlpha(Integrator):
             max_age = self.opts["jac_max_age"]
             if self._J is None or (max_age is not None and self._jac_age >= max_age):
                 self._J = self.jac(t_new, y_pred, None, None)
-                if self._second and self._k:      # Phi_q (the error estimate)
-                    p = self._p
-                    self._Pq = self._J[2 * p:2 * p + self._k, :p].copy()
                 self._jac_current = True
                 self._jac_age = 0
                 self._lu = None
@@ -518,7 +514,7 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
                                          "below this fraction of the error tolerance",
                                          fraction),
                **_COMMON}
-    state_fields = ("_h_abs", "_acc", "_a", "_f", "_fprev", "_hprev", "_J", "_Pq", "_lu",
+    state_fields = ("_h_abs", "_acc", "_a", "_f", "_fprev", "_hprev", "_J", "_lu",
                     "_c_lu", "_jac_age", "_jac_current")
 
     #: calibration (docs/integrators.md, "Tolerance calibration"): with the local
@@ -573,19 +569,8 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
             p = self._p
             qp = y[:p] + h * y[p:2 * p] + (0.5 * h * h) * self._acc
             cc = 1.0 / 6.0 - b + 0.5 * (g - 0.5)
-            d = y_new[:p] - qp
-            k = self._k
-            if k:
-                # the tangent part: y_new is on Phi = 0, the predictor is off it by
-                # h Phi_q v_n (the velocities of an index-3 method violate the velocity
-                # constraint, by more the smaller h is), which is not an error of the
-                # step; rows of Phi_q from the iteration matrix's Jacobian
-                P = self._Pq
-                try:
-                    d = d - P.T @ np.linalg.solve(P @ P.T, P @ d)
-                except np.linalg.LinAlgError:
-                    pass
-            est = (cc / (1.0 / 6.0 - cc)) * d
+            # (no multipliers here: the variable step refuses the index-3 form)
+            est = (cc / (1.0 / 6.0 - cc)) * (y_new[:p] - qp)
             tol = self._tol(y[:p], y_new[:p])
             tol = tol if np.ndim(tol) == 0 else tol[:p]
             return rms_norm(est / tol)
