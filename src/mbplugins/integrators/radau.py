@@ -60,12 +60,13 @@ import math
 
 import numpy as np
 
-from mbcore.integrate.base import ADAPTIVE_OPTIONS, EPS, Integrator, Option, int_range
-from mbcore.integrate.common import RKDenseOutput, rms_norm, select_initial_step
+from mbcore.integrate.base import Option, int_range
+from mbcore.integrate.common import RKDenseOutput, rms_norm
 
-from .bdf import mass_vector as _mass_vector
+from .bdf import mass_vector
 from .bdf import newton_system_hook as _newton_system
 from .bdf import power_vector as _power_vector
+from .implicit_rk import IMPLICIT_RK_OPTIONS, ImplicitRK
 
 __all__ = ["Radau5", "RADAU_A", "RADAU_B", "RADAU_C", "RADAU_E"]
 
@@ -109,16 +110,13 @@ MAX_FACTOR = 10.0
 KEEP_BELOW = 1.2
 
 
-class Radau5(Integrator):
+class Radau5(ImplicitRK):
     """Radau IIA, order 5, variable step (RADAU5's algorithm)."""
 
     name = "radau"
     description = ("Radau IIA, 3 stages, order 5, L-stable, variable step; stiff ODEs and "
                    "DAEs M y' = f (Hairer & Wanner (1996), §IV.8, RADAU5)")
     order = 5
-    adaptive = True
-    implicit = True
-    variable_order = False
     A = RADAU_A
     B = RADAU_B
     C = RADAU_C
@@ -128,13 +126,13 @@ class Radau5(Integrator):
                     "_lu_real", "_lu_complex", "_lu_h", "_Z", "_h_last", "_y_prev",
                     "_rejected_first")
     options = {
-        **ADAPTIVE_OPTIONS,
+        **IMPLICIT_RK_OPTIONS,
         "newton_maxiter": Option(7, "simplified Newton iterations per attempt (RADAU5's "
                                  "NIT)", int_range(2, 50)),
         "mass": Option(None, "diagonal of a constant mass matrix for M y' = f(t, y) "
                        "(semi-explicit DAE: zeros mark algebraic equations, which are "
                        "excluded from the error test unless h_power is given)",
-                       _mass_vector),
+                       mass_vector),
         "h_power": Option(None, "per component p in 0..3: its error is weighted by |h|^p "
                           "in the error test and the Newton norm (RADAU5's index-2/3 "
                           "variables: p = index - 1) and no component is left out of them",
@@ -147,16 +145,7 @@ class Radau5(Integrator):
     # ---------------------------------------------------------------------------
     def _restart_impl(self) -> None:
         o = self.opts
-        n = self.n
-        self._rtol, self._atol = o["rtol"], o["atol"]
-        self._max_step = o["max_step"]
-        self._maxiter = o["newton_maxiter"]
-        rtol_min = float(np.min(self._rtol))
-        self._newton_tol = max(10 * EPS / rtol_min, min(0.03, rtol_min ** 0.5))
-        mass = o.get("mass")
-        self._m = np.ones(n) if mass is None else np.asarray(mass, dtype=float)
-        self._unit_mass = mass is None
-        self._diff = self._m != 0
+        self._setup_implicit_rk()
         self._hpow = o.get("h_power")
         # components in the error test and the Newton norm: all with h_power, else the
         # differential ones (as bdf)
@@ -179,21 +168,7 @@ class Radau5(Integrator):
         if self.status != "running":
             return
         self._f = self.fun(self.t, self.y).copy()
-        if o["first_step"] is not None:
-            h_abs = o["first_step"]
-        else:
-            fun = self.fun
-            if not self._unit_mass:
-                # y' = f / m for the differential components; algebraic ones flat
-                d, m = self._diff, np.where(self._diff, self._m, 1.0)
-
-                def fun(t, y):
-                    return np.where(d, self.fun(t, y) / m, 0.0)
-            f0 = self._f if self._unit_mass else \
-                np.where(self._diff, self._f / np.where(self._diff, self._m, 1.0), 0.0)
-            h_abs = select_initial_step(fun, self.t, self.y, f0, self.direction, 3,
-                                        self._rtol, self._atol, self.t_bound, self._max_step)
-        self._h_abs = h_abs
+        self._h_abs = self._first_step(self._f)
         self._J = self.jac(self.t, self.y, self._f, self._atol + self._rtol * np.abs(self.y))
         self._jac_current = True
 

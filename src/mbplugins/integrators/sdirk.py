@@ -38,10 +38,10 @@ import math
 
 import numpy as np
 
-from mbcore.integrate.base import ADAPTIVE_OPTIONS, EPS, Integrator, Option, int_range
-from mbcore.integrate.common import HermiteDenseOutput, rms_norm, select_initial_step
+from mbcore.integrate.base import Option, int_range
+from mbcore.integrate.common import HermiteDenseOutput, rms_norm
 
-from .bdf import mass_vector as _mass_vector
+from .implicit_rk import IMPLICIT_RK_OPTIONS, ImplicitRK
 
 __all__ = ["SDIRK4", "SDIRK_A", "SDIRK_B", "SDIRK_B_HAT", "SDIRK_C", "SDIRK_GAMMA"]
 
@@ -62,16 +62,13 @@ MAX_FACTOR = 5.0
 KEEP_BELOW = 1.2
 
 
-class SDIRK4(Integrator):
+class SDIRK4(ImplicitRK):
     """5-stage SDIRK, order 4 (embedded 3), L-stable, variable step."""
 
     name = "sdirk"
     description = ("SDIRK, 5 stages, order 4 with embedded order 3, gamma = 1/4, L-stable, "
                    "variable step (Hairer & Wanner (1996), §IV.6, Table 6.5)")
     order = 4
-    adaptive = True
-    implicit = True
-    variable_order = False
     #: the DAE formulations it integrates: index 2 (GGL); the index-3 'stiff' form
     #: needs the h-weighted error control (h_power) it does not have
     DAE_FORMULATIONS = ("ggl",)
@@ -82,27 +79,14 @@ class SDIRK4(Integrator):
     state_fields = ("_h_abs", "_J", "_jac_current", "_lu", "_lu_h", "_yp", "_y_prev",
                     "_yp_prev")
     options = {
-        **ADAPTIVE_OPTIONS,
+        **IMPLICIT_RK_OPTIONS,
         "newton_maxiter": Option(7, "simplified Newton iterations per stage",
                                  int_range(2, 50)),
-        "mass": Option(None, "diagonal of a constant mass matrix for M y' = f(t, y) "
-                       "(index-1 DAE: zeros mark algebraic equations, which are excluded "
-                       "from the error test)", _mass_vector),
     }
 
     def _restart_impl(self) -> None:
-        o = self.opts
-        n = self.n
-        self._rtol, self._atol = o["rtol"], o["atol"]
-        self._max_step = o["max_step"]
-        self._maxiter = o["newton_maxiter"]
-        rtol_min = float(np.min(self._rtol))
-        self._newton_tol = max(10 * EPS / rtol_min, min(0.03, rtol_min ** 0.5))
-        mass = o.get("mass")
-        self._m = np.ones(n) if mass is None else np.asarray(mass, dtype=float)
-        self._diff = self._m != 0
+        self._setup_implicit_rk()
         self._mask = slice(None) if self._diff.all() else self._diff
-        self._minv = np.where(self._diff, 1.0 / np.where(self._diff, self._m, 1.0), 0.0)
         self._J = None
         self._jac_current = False
         self._lu = None
@@ -115,16 +99,7 @@ class SDIRK4(Integrator):
             return
         f0 = self.fun(self.t, self.y)
         self._yp = f0 * self._minv              # y' (0 for algebraic components)
-        if o["first_step"] is not None:
-            h_abs = o["first_step"]
-        else:
-            minv = self._minv
-
-            def fun(t, y):
-                return self.fun(t, y) * minv
-            h_abs = select_initial_step(fun, self.t, self.y, self._yp, self.direction, 3,
-                                        self._rtol, self._atol, self.t_bound, self._max_step)
-        self._h_abs = h_abs
+        self._h_abs = self._first_step(f0)
 
     def _norm(self, x, scale):
         k = self._mask
