@@ -75,9 +75,36 @@ def vector(value: Any, path: str, n: int = 2) -> tuple[float, ...]:
 def string(value: Any, path: str, *, empty: bool = False) -> str:
     """A string (non-empty unless ``empty``); no other type is converted."""
     if not isinstance(value, str) or not (value or empty):
+        hint = ""
+        if isinstance(value, bool) or value is None:
+            hint = ("; YAML reads unquoted yes/no/on/off/true/false as booleans and "
+                    "null/~ as nothing: put the text in quotes")
         raise ModelError(path, f"expected a {'' if empty else 'non-empty '}string, got "
-                               f"{describe(value)}")
+                               f"{describe(value)}{hint}")
     return value
+
+
+def format_vector(v: Any) -> str:
+    """``[0, 0.5, 1e-09]``: numbers for a message (no NumPy reprs)."""
+    return "[" + ", ".join(f"{float(x):g}" for x in np.ravel(np.asarray(v, dtype=float))) + "]"
+
+
+def names(value: Any, path: str) -> tuple[str, ...]:
+    """Names given as one comma-separated string (``q, qd``) or as a list of strings
+    (``[q, qd]``), each stripped; at least one."""
+    if isinstance(value, str):
+        items = [x.strip() for x in value.split(",")]
+        if not any(items):
+            raise ModelError(path, "expected at least one name, got an empty string")
+        if not all(items):
+            raise ModelError(path, f"an empty name between commas in {value!r}")
+        return tuple(items)
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ModelError(path, "expected at least one name, got an empty list")
+        return tuple(string(x, join(path, i)).strip() for i, x in enumerate(value))
+    raise ModelError(path, f"expected names as a comma-separated string or a list of "
+                           f"strings, got {describe(value)}")
 
 
 def mapping(value: Any, path: str) -> Mapping[str, Any]:
@@ -149,7 +176,8 @@ class Param:
     a named point), ``axis3`` (a direction: 3 numbers of non-zero length, returned
     as a unit vector), ``number``, ``count`` (a whole number >= 0), ``choice``,
     ``function``,
-    ``string``, ``strings`` (a list of names), ``bodies`` (a non-empty list of
+    ``string``, ``strings`` (a list of names), ``names`` (names given as a
+    comma-separated string or as a list, returned as a tuple), ``bodies`` (a non-empty list of
     distinct body names, the ground excluded: the body list of a
     :attr:`mbcore.elements.ForceType.body_list` type), ``numbers`` (a list of
     numbers), ``bool`` (true/false; also yes/no),
@@ -188,12 +216,13 @@ class Param:
                 return ctx.point(value, path)   # a named point: (body, local coords)
             return vector(value, path, 3)
         if k == "axis3":
-            v = np.asarray(vector(value, path, 3), dtype=float)
+            v = given = np.asarray(vector(value, path, 3), dtype=float)
             if np.abs(v).max() > 0.0:         # no overflow in the norm of [1e308, 1e308, 0]
                 v = v / np.abs(v).max()
             nrm = float(np.linalg.norm(v))
             if not nrm > 1e-12 * max(1.0, float(np.max(np.abs(v)))) or nrm == 0.0:
-                raise ModelError(path, f"a direction must have non-zero length, got {list(v)}")
+                raise ModelError(path, f"a direction must have non-zero length, got "
+                                       f"{format_vector(given)}")
             return tuple(float(x) for x in v / nrm)
         if k == "body":
             name = string(value, path)
@@ -230,6 +259,8 @@ class Param:
             return ctx.function(value, path) if ctx is not None else value
         if k == "string":
             return string(value, path)
+        if k == "names":                # 'a, b' or [a, b]: a tuple of names
+            return names(value, path)
         if k == "strings":              # a list of names (one name: a list of one)
             if isinstance(value, str):
                 return (value,)

@@ -642,8 +642,26 @@ def _check_yaml_nodes(root) -> None:
             raise _yaml_error(node, f"nested more than {MAX_NESTING} levels deep")
         open_.add(key)
         stack.append((node, depth, True))
+        if isinstance(node, yaml.MappingNode):
+            _check_duplicate_keys(node)
         if isinstance(node, yaml.CollectionNode):
             stack.extend((c, depth + 1, False) for c in _yaml_children(node))
+
+
+def _check_duplicate_keys(node) -> None:
+    """A key given twice in one mapping is an error (YAML forbids it; PyYAML keeps the
+    last silently: ``mass: 1`` then ``mass: 100`` would give 100).  Keys brought in by
+    a merge (``<<: *base``) may be overridden, as YAML's merge key allows."""
+    import yaml
+    seen: dict[str, Any] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        if key.value in seen:
+            first = seen[key.value]
+            raise _yaml_error(key, f"duplicate key '{key.value}' (first given at line "
+                                   f"{first.line + 1}): each key may appear once")
+        seen[key.value] = key.start_mark
 
 
 def _yaml_children(node) -> list:
@@ -674,6 +692,22 @@ def _json_depth(text: str) -> int:
     return best
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _json_object(pairs: list) -> dict:
+    """A JSON object; a key given twice is an error (json keeps the last silently)."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
 def parse_text(text: str, fmt: str, where: str) -> Any:
     """Parse model-file text as data only (a safe YAML loader / json.loads); tags,
     recursive aliases, alias bombs and deep nesting are refused (docs/model-format.md)."""
@@ -682,7 +716,10 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
             raise ModelError("", f"{where}: invalid JSON: nested more than {MAX_NESTING} "
                                  f"levels deep")
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_json_object)
+        except _DuplicateKey as exc:
+            raise ModelError("", f"{where}: invalid JSON: duplicate key '{exc.key}' in "
+                                 f"one object: each key may appear once") from None
         except json.JSONDecodeError as exc:
             raise ModelError("", f"{where}: invalid JSON at line {exc.lineno}, "
                                  f"column {exc.colno}: {exc.msg}") from None
@@ -783,6 +820,22 @@ def _make_spatial_body(b: Any, path: str) -> Body:
 ROD_MOMENT = 1e-12
 
 
+def _triangle_inequality(ev: np.ndarray, path: str) -> None:
+    """The principal moments of any mass distribution satisfy I_a <= I_b + I_c (each
+    is a sum of two second moments Σ m y², Σ m z², ... ≥ 0; equality for a lamina);
+    larger moments are a data error (units, axes), refused by name."""
+    ev = np.sort(ev)
+    if ev[0] < 0.0:
+        return                                   # (the definiteness check names it)
+    if ev[2] > (ev[0] + ev[1]) * (1.0 + 1e-9):
+        shown = ", ".join(f"{x:.6g}" for x in ev)
+        raise ModelError(path, f"the principal moments of inertia ({shown}) violate the "
+                               f"triangle inequality: the largest, {ev[2]:.6g}, exceeds the "
+                               f"sum of the other two, {ev[0] + ev[1]:.6g}; no body has such "
+                               f"moments (a flat plate is the limit, with equality): check "
+                               f"their units and axes")
+
+
 def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
     """J' from 3 principal moments or a symmetric positive semi-definite 3x3 tensor
     (body axes, about the centroid; Nikravesh (1988), Eqs. 8.22-8.24): positive
@@ -794,7 +847,8 @@ def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
         rows = [S.vector(r, f"{path}[{k}]", 3) for k, r in enumerate(value)]
         J = np.array(rows, dtype=float)
         if not np.allclose(J, J.T, rtol=1e-9, atol=1e-12 * max(1.0, np.abs(J).max())):
-            raise ModelError(path, f"the inertia tensor must be symmetric, got {J.tolist()}")
+            raise ModelError(path, f"the inertia tensor must be symmetric, got "
+                                   f"{[S.format_vector(r) for r in J]}")
         J = 0.5 * J + 0.5 * J.T               # (no overflow at 1e308)
     else:
         J = np.diag(S.vector(value, path, 3))
@@ -802,8 +856,10 @@ def inertia_tensor(value: Any, path: str) -> tuple[tuple[float, ...], ...]:
     try:                                     # scaled: no overflow inside LAPACK (1e308)
         ev = np.linalg.eigvalsh(J / scale) * scale if scale > 0.0 else np.zeros(3)
     except np.linalg.LinAlgError:
-        raise ModelError(path, f"the eigenvalues of the inertia tensor {J.tolist()} "
+        raise ModelError(path, f"the eigenvalues of the inertia tensor "
+                               f"{[S.format_vector(r) for r in J]} "
                                f"cannot be computed") from None
+    _triangle_inequality(ev, path)
     if not ev.min() > 0.0:
         big = float(ev.max())
         zero = np.abs(ev) <= ROD_MOMENT * big

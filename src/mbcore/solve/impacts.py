@@ -90,7 +90,7 @@ def parse_contact(data: Any, path: str, ctx: S.ValidationContext, dims: int = 2)
         extent = S.vector(data["extent"], f"{path}.extent")
         if extent[1] <= extent[0]:
             raise ModelError(f"{path}.extent", f"expected [min, max] with min < max, "
-                                               f"got {list(extent)}")
+                                               f"got {S.format_vector(extent)}")
     e = S.number(data["restitution"], f"{path}.restitution", min=0.0, max=1.0)
     rs = None
     if data.get("surface_radius") is not None:

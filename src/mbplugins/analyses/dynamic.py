@@ -26,7 +26,7 @@ from mbcore.solve.formulation import Formulation, RestartRequest
 from mbcore.analysis.interrupts import CRITICAL
 from mbcore.plugins.manager import registry
 from mbcore.results.reporting import Channel, Row
-from mbcore.elements.schema import Param
+from mbcore.elements.schema import Param, names as _names
 
 from .progress import progress as _progress
 
@@ -76,8 +76,9 @@ class DynamicAnalysis(Analysis):
         "beta": Param("number", "Baumgarte beta (cs)", required=False),
         "assemble": Param("bool", "correct the initial state to the nearest consistent one",
                           default=True),
-        "hold": Param("string", "comma-separated coordinates kept at their estimates "
-                                "during assembly (e.g. 'crank.phi')", required=False),
+        "hold": Param("names", "coordinates kept at their estimates during assembly, "
+                                "comma-separated or a list (e.g. 'crank.phi')",
+                      required=False),
         "integrator_options": Param("mapping", "further options of the integrator by "
                                     "the names of its options table (e.g. rk2: {a: 0.5}, "
                                     "ab: {order: 3}); step, rtol, atol and max_step are "
@@ -85,7 +86,7 @@ class DynamicAnalysis(Analysis):
         "formulation_options": Param("mapping", "further settings of the formulation, "
                                      "by the names of its settings table (e.g. penalty: "
                                      "{omega: 20, projection: false})", required=False),
-        "record": Param("string", "comma-separated channels to record (default: all): "
+        "record": Param("names", "channels to record, comma-separated or a list (default: all): "
                         "q, qd, qdd, lam, reactions, reactions_local, forces, points, "
                         "angular (spatial bodies), energy, violation, integrator; fewer channels make each output "
                         "row cheaper", required=False),
@@ -271,7 +272,7 @@ class DynamicAnalysis(Analysis):
         """The channels ``settings.record`` names (all when not given)."""
         if not spec:
             return set(cls.CHANNELS)
-        names = [c.strip() for c in spec.split(",") if c.strip()]
+        names = _names(spec, path)
         for c in names:
             if c not in cls.CHANNELS:
                 close = difflib.get_close_matches(c, cls.CHANNELS, n=1)
@@ -1108,7 +1109,7 @@ class _Run:
         q, qd = st.q, st.qd
         rows = None if self.switches is None else self.switches.rows()
         if s["assemble"] and sysm.m:
-            hold = [c.strip() for c in (s.get("hold") or "").split(",") if c.strip()]
+            hold = list(_names(s["hold"], "settings.hold")) if s.get("hold") else []
             for c in hold:
                 if c not in sysm.coordinate_names:
                     raise ModelError("settings.hold", f"unknown coordinate '{c}'")

@@ -11,6 +11,7 @@ import numpy as np
 
 from mbcore.elements.base import PackContext
 from mbcore.errors import ModelError
+from mbcore.elements.schema import format_vector
 from mbcore.elements.rotations import A, skew
 
 #: the 3 x 3 identity
@@ -284,7 +285,7 @@ def unit(v, path: str, what: str = "direction") -> np.ndarray:
     v = np.asarray(v, dtype=float)
     n = float(np.linalg.norm(v))
     if not n > 1e-12:
-        raise ModelError(path, f"expected a non-zero {what}, got {v.tolist()}")
+        raise ModelError(path, f"expected a non-zero {what}, got {format_vector(v)}")
     return v / n
 
 
