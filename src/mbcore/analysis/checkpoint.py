@@ -44,6 +44,8 @@ __all__ = ["Checkpoint", "CheckpointError", "Checkpointer", "Snapshot", "read_ch
 
 #: default wall time between checkpoints (``$MBCORE_CHECKPOINT_SECONDS`` overrides)
 DEFAULT_SECONDS = 10.0
+#: the first interval of the default schedule (it doubles up to the interval)
+FIRST_SECONDS = 1.0
 
 
 class CheckpointError(MbcoreError, ValueError):
@@ -80,12 +82,18 @@ class Checkpointer:
     ``offer`` (after every recorded row) keeps the state of that row; a checkpoint
     is written when ``seconds`` of wall time or ``every`` of simulated time have
     passed since the last one (``None``: never by that criterion), and by
-    :meth:`write` (end of run, interrupt)."""
+    :meth:`write` (end of run, interrupt).  With the default ``seconds`` (``None``:
+    ``$MBCORE_CHECKPOINT_SECONDS`` or 10 s) the first interval grows from
+    :data:`FIRST_SECONDS` by doubling (checkpoints after about 1, 2, 4, 8, 16 s of
+    wall time, then every 10 s), so that a run killed in its first seconds resumes
+    from near where it stopped rather than from its start."""
 
     def __init__(self, reporter: Any, seconds: float | None = None,
                  every: float | None = None):
         self.reporter = reporter
         self.seconds = default_seconds() if seconds is None else float(seconds)
+        self._ramp = seconds is None
+        self._start_wall = time.monotonic()
         self.every = every
         self._pending: tuple | None = None
         self._written: tuple | None = None
@@ -105,7 +113,11 @@ class Checkpointer:
         """Whether a row at ``t`` offered now would be written: a run that hands
         rows over in blocks ends its block at such a row, so that the checkpoint
         holds that row's state."""
-        return (time.monotonic() - self._last_wall >= self.seconds
+        now = time.monotonic()
+        gap = self.seconds
+        if self._ramp:      # the wall time run so far, at least FIRST_SECONDS
+            gap = min(gap, max(FIRST_SECONDS, self._last_wall - self._start_wall))
+        return (now - self._last_wall >= gap
                 or (self.every is not None
                     and t - self._last_t >= self.every * (1.0 - 1e-9)))
 

@@ -1,6 +1,6 @@
 """Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``,
 ``mbcore check|validate MODEL``, ``mbcore export RESULT.h5``, ``mbcore modes MODEL``,
-``mbcore sweep MODEL`` (see ``mbcore CMD --help``)."""
+``mbcore sweep MODEL``, ``mbcore types [TYPE]`` (see ``mbcore CMD --help``)."""
 from __future__ import annotations
 
 import argparse
@@ -45,7 +45,12 @@ def _main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run", help="run the analysis of a model file, write HDF5",
                        **X.subparser_kw("run"))
     r.add_argument("model", nargs="?", help="model file (.yaml, .yml or .json)")
-    r.add_argument("-o", "--output", help="HDF5 result file (default: MODEL.h5)")
+    r.add_argument("-o", "--output", help="HDF5 result file (default: MODEL.h5); a "
+                                          "finished result there is replaced, an "
+                                          "unfinished (resumable) run or another file "
+                                          "only with --overwrite")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace the output file whatever it holds")
     X.add_run_options(r)
     r.add_argument("--resume", metavar="FILE",
                    help="continue the run of result FILE from its last checkpoint "
@@ -72,6 +77,8 @@ def _main(argv: list[str] | None = None) -> int:
     _add_sweep_parser(sub, parents=[X.verbosity_parent()])
     from .error import add_parser as _add_error_parser
     _add_error_parser(sub, parents=[X.verbosity_parent()])
+    from .types import add_parser as _add_types_parser
+    _add_types_parser(sub, parents=[X.verbosity_parent()])
 
     try:
         args = p.parse_args(argv)
@@ -114,6 +121,9 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "error":
             from .error import cmd_error
             return cmd_error(args)
+        if args.cmd == "types":
+            from .types import cmd_types
+            return cmd_types(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED
@@ -155,6 +165,7 @@ def _run(args) -> int:
         overrides["t_end"] = args.t_end
     if args.step is not None:
         overrides["output_step"] = args.step
+    _guard_output(out, bool(getattr(args, "overwrite", False)))
     failed = None
     existed = out.exists()
     mtime = out.stat().st_mtime_ns if existed else None
@@ -185,6 +196,41 @@ def _run(args) -> int:
             print(f"mbcore: results computed so far are in {out}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _guard_output(out: Path, overwrite: bool) -> None:
+    """Refuse to replace a file that a run would lose: an unfinished run that can be
+    resumed (status ``running`` after a kill, or ``interrupted``, with a checkpoint),
+    or a file that is not an mbcore result; ``--overwrite`` replaces either.  A
+    finished or failed result is replaced (as a rerun expects)."""
+    if overwrite or not out.exists():
+        return
+    from ..errors import ModelError
+    try:
+        import h5py
+        try:
+            f = h5py.File(out, "r", locking=False)
+        except OSError:                 # a running (or killed) SWMR writer's file
+            f = h5py.File(out, "r", libver="latest", swmr=True, locking=False)
+        with f:
+            attrs = f.attrs
+            schema = attrs.get("schema", b"")
+            status = attrs.get("status", b"")
+            ck = f.get("checkpoint")
+            n_ck = 0 if ck is None or "t" not in ck else int(ck["t"].shape[0])
+            t_ck = float(ck["t"][n_ck - 1]) if n_ck else None
+    except (OSError, KeyError, ValueError):
+        raise ModelError("--output", f"{out} exists and is not an HDF5 result file; give "
+                                     f"--overwrite to replace it") from None
+    text = lambda v: v.decode() if isinstance(v, bytes) else str(v)  # noqa: E731
+    if text(schema) != "mbcore-result":
+        raise ModelError("--output", f"{out} exists and is not an mbcore result file; "
+                                     f"give --overwrite to replace it")
+    if text(status) in ("running", "interrupted") and n_ck:
+        raise ModelError("--output", f"{out} holds an unfinished run (status "
+                                     f"'{text(status)}', checkpoint at t = {t_ck:g}): "
+                                     f"continue it with 'mbcore run --resume {out}', or "
+                                     f"give --overwrite to replace it")
 
 
 def _resume(args) -> int:

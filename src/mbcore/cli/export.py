@@ -229,13 +229,6 @@ def cmd_export(args) -> int:
     return 0
 
 
-EPILOG_MAIN = """commands (mbcore COMMAND --help for each):
-  run       run the analysis of a model file, stream results to HDF5
-  info      summarise a result file
-  export    write a result file's series as CSV
-  validate  validate a model file (exit 0 valid, 2 invalid)
-  check     validate a model file and describe the compiled system
-  plugins   list installed types and their plugins
-  sweep     run a model over a grid of parameter values (processes or Dask)
+EPILOG_MAIN = """mbcore COMMAND --help describes each command, with examples.
 options -q/--quiet and -v/--verbose go before or after COMMAND.
 exit status: 0 ok; 1 a run (or command) failed; 2 bad input or usage"""

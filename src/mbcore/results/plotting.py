@@ -696,8 +696,8 @@ def animate(result, output, *, fps: float = 20, every: int = 1, t0: float | None
         fig.suptitle(title if title is not None else (res.model_name or ""))
         frames = range(len(tt))
         if progress:
-            from tqdm import tqdm
-            frames = tqdm(frames, desc=output.name, unit="frame", leave=False)
+            from ..progress import progress_bar
+            frames = progress_bar(frames, desc=output.name, unit="frame", leave=False)
         with writer.saving(fig, str(output), dpi):
             for i in frames:
                 scene.update(i)

@@ -76,6 +76,26 @@ def _collect(pool, futures) -> Iterator[dict[str, Any]]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+#: seconds to wait for a Dask scheduler before the sweep stops with an error
+#: (``$MBCORE_DASK_CONNECT_TIMEOUT`` overrides; Dask's own default is 30 s)
+CONNECT_TIMEOUT = 5.0
+
+
+def _connect(client_cls, scheduler: str | None):
+    """A client of the scheduler at ``scheduler``, or a :class:`ModelError` naming the
+    address when none answers within :data:`CONNECT_TIMEOUT` seconds."""
+    import os
+    from ..errors import ModelError
+    timeout = float(os.environ.get("MBCORE_DASK_CONNECT_TIMEOUT") or CONNECT_TIMEOUT)
+    try:
+        return client_cls(scheduler, timeout=timeout)
+    except (OSError, TimeoutError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelError("scheduler", f"no Dask scheduler answered at {scheduler!r} within "
+                                      f"{timeout:g} s ({reason}); start one "
+                                      f"('dask scheduler') or check the address") from None
+
+
 def run_dask(tasks: Sequence[Mapping[str, Any]], client=None,
              scheduler: str | None = None) -> Iterator[dict[str, Any]]:
     """The cases on a ``dask.distributed`` cluster: ``client`` (a
@@ -90,7 +110,7 @@ def run_dask(tasks: Sequence[Mapping[str, Any]], client=None,
                                       "(pip install 'mbcore[sweep]')") from None
     own = client is None
     if own:
-        client = Client(scheduler)
+        client = _connect(Client, scheduler)
     futures = {}
     try:
         import uuid

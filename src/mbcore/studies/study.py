@@ -307,9 +307,10 @@ def _execute(study: Study, tasks, workers, client, scheduler, progress, attrs, p
     else:
         n = default_workers() if workers is None else workers
         results = run_serial(tasks) if n == 0 else run_processes(tasks, n)
-    from tqdm import tqdm
-    bar = tqdm(total=len(study), initial=len(study) - len(tasks), unit="case",
-               desc="sweep", disable=not progress, leave=True)
+    from ..progress import progress_bar
+    bar = progress_bar(enabled=progress, total=len(study),
+                       initial=len(study) - len(tasks), unit="case", desc="sweep",
+                       leave=True)
     last_write = time.monotonic()
     n_failed = len(study.failed)
     try:
