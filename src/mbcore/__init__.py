@@ -42,6 +42,9 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
     if name in ("Simulation", "SimulationState", "SimulationError"):
         from .analysis import simulation
         return getattr(simulation, name)
+    if name == "accelerations":
+        from .solve.dynamics import accelerations
+        return accelerations
     if name in ("linearize", "LinearModel", "Modes"):
         from .analysis import linear
         return getattr(linear, name)
@@ -49,7 +52,7 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
 
 
 __all__ = ["Model", "Body", "Point", "State", "System", "Result", "run", "resume", "load", "hookimpl", "get_include",
-           "linearize", "LinearModel", "Modes", "sweep", "Study", "Simulation",
+           "linearize", "LinearModel", "Modes", "accelerations", "sweep", "Study", "Simulation",
            "SimulationState", "SimulationError",
            "AssemblyError",
            "MbcoreError", "ModelError", "PluginError", "AnalysisError", "ConvergenceError",

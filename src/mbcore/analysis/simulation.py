@@ -167,6 +167,7 @@ class Simulation:
         self._run = run = job.stepper(self._no_record, self._event)
         self.settings = dict(job.settings)
         self._lock = threading.Lock()
+        self._acc_solver = None          # accelerations(): built on first use
         self._inputs_setup()
         y0 = run.initial_state()
         form = run.form
@@ -816,6 +817,28 @@ class Simulation:
             self._dirty = True
             self._row_t = math.nan
             self._snap_t = math.nan
+
+    def accelerations(self, q: Iterable[float] | None = None,
+                      qd: Iterable[float] | None = None, t: float | None = None):
+        """The accelerations and Lagrange multipliers at the current state, or at a
+        given ``q``/``qd``/``t`` (each defaults to the current one), with the inputs
+        and parameters set now: a :class:`mbcore.State` (copies; ``qdd`` and ``lam``
+        by the coordinate and constraint names of :attr:`system`).  Evaluates only:
+        the simulation's state and integrator are not changed.  Every formulation
+        gives the same accelerations at a consistent state, so this is the
+        reference for checks and for controllers (Nikravesh (1988), Eqs. 9.49-9.55)."""
+        from ..solve.dynamics import AccelerationSolver, accelerations
+        from ..errors import AnalysisError
+        if self._acc_solver is None:
+            self._acc_solver = AccelerationSolver(self.system)
+        with self._lock:
+            q = np.array(self._q() if q is None else q, dtype=float)
+            qd = np.array(self._qd() if qd is None else qd, dtype=float)
+            t = self.t if t is None else t
+            try:
+                return accelerations(self.system, q, qd, t, solver=self._acc_solver)
+            except AnalysisError as exc:
+                raise SimulationError(f"t = {float(t):.9g}: {exc}") from None
 
     def copy(self) -> "Simulation":
         """An independent simulation (its own compiled System) at the same state,

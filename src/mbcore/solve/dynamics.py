@@ -375,3 +375,32 @@ class AccelerationSolver:
         sub = J[near]
         cols = np.unique(sub.indices)
         return near[dependent_rows(sub[:, cols].toarray())]
+
+
+def accelerations(system, q, qd, t: float = 0.0, *, solver: "AccelerationSolver | None" = None):
+    """The accelerations and Lagrange multipliers of ``system`` at ``(t, q, qd)``: a
+    :class:`mbcore.State` (copies) with ``qdd`` and ``lam`` from the equations of
+    motion ``M qdd - Phi_q^T lam = Q``, ``Phi_q qdd = gamma`` (Nikravesh (1988),
+    Eqs. 9.49-9.55; sign convention: docs/conventions.md).  The state need not be
+    consistent (the equations are solved as they stand).  ``solver``: an
+    :class:`AccelerationSolver` of this system to reuse (repeated calls)."""
+    from ..system.state import State
+    n = system.n
+    vals = []
+    for name, v in (("q", q), ("qd", qd)):
+        a = np.asarray(v, dtype=float)
+        if a.shape != (n,):
+            raise AnalysisError(f"accelerations: {name} needs {n} values "
+                                f"({', '.join(system.coordinate_names)}), got shape "
+                                f"{a.shape}")
+        bad = np.nonzero(~np.isfinite(a))[0]
+        if bad.size:
+            raise AnalysisError(f"accelerations: {name}[{system.coordinate_names[bad[0]]}] "
+                                f"is {a[bad[0]]}")
+        vals.append(a)
+    t = float(t)
+    if not np.isfinite(t):
+        raise AnalysisError(f"accelerations: t is {t}")
+    solver = AccelerationSolver(system) if solver is None else solver
+    qdd, lam = solver.solve(vals[0], vals[1], t)
+    return State(t, vals[0].copy(), vals[1].copy(), np.array(qdd), np.array(lam))
