@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from mbcore.elements import orientation_spec as OS
 from mbcore.elements import rotations as R
 from mbcore.errors import ModelError
 
@@ -567,7 +568,7 @@ P_REF = R.normalize([0.8, -0.2, 0.5, 0.25])
         "123-deg", "123-rad", "matrix", "matrix-rounded", "points"])
 def test_orientation_forms(spec):
     notes: list[str] = []
-    p = R.orientation_from_spec(spec, "bodies[0].orientation", notes=notes)
+    p = OS.orientation_from_spec(spec, "bodies[0].orientation", notes=notes)
     assert isinstance(p, np.ndarray) and p.shape == (4,)
     assert np.linalg.norm(p) == pytest.approx(1.0, abs=1e-13)     # observed 2.2e-16
     # the matrix rounded to 7 decimals moves p by ~1e-8 (observed 1.4e-8)
@@ -585,29 +586,29 @@ def test_orientation_simple_values():
                  {"matrix": [[0, -1, 0], [1, 0, 0], [0, 0, 1]]},
                  {"points": {"origin": [5, 5, 5], "x_axis_point": [5, 7, 5],
                              "xy_plane_point": [3, 8, 5]}}):
-        np.testing.assert_allclose(R.orientation_from_spec(spec, "o"), qz, atol=1e-15)
-    np.testing.assert_allclose(R.orientation_from_spec([1, 0, 0, 0], "o"), [1, 0, 0, 0])
+        np.testing.assert_allclose(OS.orientation_from_spec(spec, "o"), qz, atol=1e-15)
+    np.testing.assert_allclose(OS.orientation_from_spec([1, 0, 0, 0], "o"), [1, 0, 0, 0])
     # integers accepted, a half turn given as a matrix
     half_x = {"matrix": [[1, 0, 0], [0, -1, 0], [0, 0, -1]]}
-    np.testing.assert_allclose(R.orientation_from_spec(half_x, "o"), [0, 1, 0, 0], atol=1e-15)
+    np.testing.assert_allclose(OS.orientation_from_spec(half_x, "o"), [0, 1, 0, 0], atol=1e-15)
 
 
 def test_orientation_near_unit_normalised_with_note():
     notes: list[str] = []
-    p = R.orientation_from_spec([0.9999998, 0, 0, 0], "bodies[2].orientation", notes=notes)
+    p = OS.orientation_from_spec([0.9999998, 0, 0, 0], "bodies[2].orientation", notes=notes)
     np.testing.assert_allclose(p, [1, 0, 0, 0], atol=0)
     assert notes == ["bodies[2].orientation: Euler parameters normalised (norm was 0.9999998)"]
     notes = []
-    p = R.orientation_from_spec({"euler_parameters": [0.6, 0.8000004, 0, 0]}, "b.orientation",
+    p = OS.orientation_from_spec({"euler_parameters": [0.6, 0.8000004, 0, 0]}, "b.orientation",
                                 notes=notes)
     assert np.linalg.norm(p) == pytest.approx(1.0, abs=1e-15)
     assert len(notes) == 1
     assert notes[0].startswith("b.orientation.euler_parameters: Euler parameters normalised")
     # exact unit length (to 1e-12): no note; notes=None is accepted
     notes = []
-    R.orientation_from_spec(list(P_REF), "b", notes=notes)
+    OS.orientation_from_spec(list(P_REF), "b", notes=notes)
     assert notes == []
-    R.orientation_from_spec([0.9999998, 0, 0, 0], "b", notes=None)
+    OS.orientation_from_spec([0.9999998, 0, 0, 0], "b", notes=None)
 
 
 @pytest.mark.parametrize("spec, match", [
@@ -666,24 +667,24 @@ def test_orientation_near_unit_normalised_with_note():
 ])
 def test_orientation_errors(spec, match):
     with pytest.raises(ModelError, match=match) as exc:
-        R.orientation_from_spec(spec, "o")
+        OS.orientation_from_spec(spec, "o")
     assert exc.value.path.startswith("o")
 
 
 def test_orientation_error_path_is_the_key_path():
     with pytest.raises(ModelError) as exc:
-        R.orientation_from_spec({"euler_313": [1, 2, 3]}, "bodies[4].orientation")
+        OS.orientation_from_spec({"euler_313": [1, 2, 3]}, "bodies[4].orientation")
     assert exc.value.path == "bodies[4].orientation.unit"
     with pytest.raises(ModelError) as exc:
-        R.orientation_from_spec({"matrix": [[1, 0, 0], [0, 1, 0], [0, 0, -1]]},
+        OS.orientation_from_spec({"matrix": [[1, 0, 0], [0, 1, 0], [0, 0, -1]]},
                                 "bodies[1].orientation")
     assert exc.value.path == "bodies[1].orientation.matrix"
 
 
 def test_orientation_to_spec_round_trip():
-    d = R.orientation_to_spec(np.array(P_REF))
+    d = OS.orientation_to_spec(np.array(P_REF))
     assert list(d) == ["euler_parameters"]
     assert all(type(x) is float for x in d["euler_parameters"])
-    np.testing.assert_allclose(R.orientation_from_spec(d, "o"), P_REF, atol=0)
+    np.testing.assert_allclose(OS.orientation_from_spec(d, "o"), P_REF, atol=0)
     with pytest.raises(ValueError):
-        R.orientation_to_spec([1.0, 0.0, 0.0])
+        OS.orientation_to_spec([1.0, 0.0, 0.0])

@@ -7,16 +7,13 @@ matrices etc.
 """
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:       # numpy.typing costs ~0.5 ms of the first spatial run
     from numpy.typing import ArrayLike
 
-from . import schema as S
-from ..errors import ModelError
 
 
 def skew(a: np.ndarray) -> np.ndarray:
@@ -420,137 +417,3 @@ def A_from_points(r: ArrayLike, rA: ArrayLike, rB: ArrayLike) -> np.ndarray:
     uz = c / nc[..., None]
     uy = np.cross(uz, ux)
     return np.stack([ux, uy, uz], -1)
-
-
-# ---------------------------------------------------------------------------------
-# Orientation in model files (Nikravesh (1988), §6.1.4, App. A, App. B)
-# ---------------------------------------------------------------------------------
-# form key -> the other keys allowed with it
-_FORMS: dict[str, tuple[str, ...]] = {
-    "euler_parameters": (),
-    "axis": ("angle", "unit"),
-    "euler_313": ("unit",),
-    "bryant_123": ("unit",),
-    "matrix": (),
-    "points": (),
-}
-_ALL_KEYS = tuple(_FORMS) + ("angle", "unit")
-_UNIT_TOL = 1e-6          # |‖p‖ − 1| accepted (then normalised) / |AᵀA − I| accepted
-_NOTE_TOL = 1e-12         # normalisation worth a note
-
-
-def _unit_factor(spec: Any, path: str) -> float:
-    """Radians per unit of the required ``unit`` key ("deg" or "rad")."""
-    upath = f"{path}.unit"
-    if "unit" not in spec:
-        raise ModelError(upath, "required: deg or rad")
-    u = spec["unit"]
-    if u == "deg":
-        return math.pi / 180.0
-    if u == "rad":
-        return 1.0
-    raise ModelError(upath, f"expected deg or rad, got {S.describe(u)}")
-
-
-def _euler_parameters(value: Any, path: str, notes: list[str] | None) -> np.ndarray:
-    p = np.array(S.vector(value, path, 4), dtype=float)
-    nrm = float(np.linalg.norm(p))
-    if not abs(nrm - 1.0) <= _UNIT_TOL:
-        raise ModelError(path, f"Euler parameters are far from unit length (norm {nrm:.6g}): "
-                               f"accepted within {_UNIT_TOL:g} of 1, then normalised")
-    if abs(nrm - 1.0) > _NOTE_TOL and notes is not None:
-        notes.append(f"{path}: Euler parameters normalised (norm was {nrm:.12g})")
-    return p / nrm
-
-
-def _matrix(value: Any, path: str) -> np.ndarray:
-    rows = S.sequence(value, path)
-    if len(rows) != 3:
-        raise ModelError(path, f"expected 3 rows of 3 numbers, got {len(rows)} rows")
-    M = np.array([S.vector(r, f"{path}[{k}]", 3) for k, r in enumerate(rows)], dtype=float)
-    err = float(np.abs(M.T @ M - np.eye(3)).max())
-    det = float(np.linalg.det(M))
-    if det < 0.0:
-        also = f"; also not orthonormal (max |AᵀA − I| = {err:.3g})" if err > _UNIT_TOL else ""
-        raise ModelError(path, f"a reflection (det = {det:.6g}), not a rotation: the columns "
-                               f"must form a right-handed frame{also}")
-    if err > _UNIT_TOL or abs(det - 1.0) > _UNIT_TOL:
-        raise ModelError(path, f"not orthonormal with det +1 (max |AᵀA − I| = {err:.3g}, "
-                               f"det = {det:.9g}; tolerance {_UNIT_TOL:g})")
-    return p_from_A(M)
-
-
-def _points(value: Any, path: str) -> np.ndarray:
-    keys = ("origin", "x_axis_point", "xy_plane_point")
-    S.mapping(value, path)
-    S.check_keys(value, keys, path, required=keys)
-    r, rA, rB = (np.array(S.vector(value[k], f"{path}.{k}", 3)) for k in keys)
-    try:
-        return p_from_A(A_from_points(r, rA, rB))
-    except PointsError as exc:
-        raise ModelError(f"{path}.{exc.which}", str(exc)) from None
-
-
-def orientation_from_spec(value: Any, path: str, notes: list[str] | None = None) -> np.ndarray:
-    """Unit Euler parameters (shape (4,), e0 ≥ 0 except as given) from a model-file
-    ``orientation`` entry (Nikravesh (1988), §6.1.4, App. A-B).  Forms: 4 numbers or ``{euler_parameters:
-    [...]}`` (normalised if within 1e-6 of unit length, with a note); ``{axis, angle,
-    unit}``; ``{euler_313: [ψ, θ, σ], unit}``; ``{bryant_123: [φ1, φ2, φ3], unit}``;
-    ``{matrix: 3×3}`` (columns = body axes, orthonormal to 1e-6, det +1); ``{points:
-    {origin, x_axis_point, xy_plane_point}}``.  ``unit`` is "deg" or "rad" and required
-    for angle forms.  Errors are :class:`ModelError` naming the key path."""
-    if not isinstance(value, Mapping):
-        if isinstance(value, (list, tuple, np.ndarray)):
-            return _euler_parameters(value, path, notes)
-        raise ModelError(path, f"expected 4 Euler parameters or a mapping with one of "
-                               f"{', '.join(_FORMS)}, got {S.describe(value)}")
-    S.mapping(value, path)
-    S.check_keys(value, _ALL_KEYS, path)
-    forms = [k for k in value if k in _FORMS]
-    if not forms:
-        raise ModelError(path, f"expected one of the keys {', '.join(_FORMS)}")
-    if len(forms) > 1:
-        raise ModelError(f"{path}.{forms[1]}", f"give only one orientation form, got both "
-                                               f"'{forms[0]}' and '{forms[1]}'")
-    form = forms[0]
-    for k in value:
-        if k != form and k not in _FORMS[form]:
-            allowed = ", ".join(_FORMS[form]) or "nothing else"
-            raise ModelError(f"{path}.{k}", f"not used with '{form}' (allowed with it: "
-                                            f"{allowed})")
-    fpath = f"{path}.{form}"
-    if form == "euler_parameters":
-        p = _euler_parameters(value[form], fpath, notes)
-    elif form == "axis":
-        axis = np.array(S.vector(value["axis"], fpath, 3))
-        if "angle" not in value:
-            raise ModelError(f"{path}.angle", "required with 'axis' (and unit: deg or rad)")
-        angle = S.number(value["angle"], f"{path}.angle")
-        f = _unit_factor(value, path)
-        big = float(np.abs(axis).max())
-        if big > 0.0:                 # [1e308, 1e308, 0]: a norm that overflows
-            axis = axis / big
-        n = float(np.linalg.norm(axis))
-        if not n > 1e-12 * max(1.0, float(np.abs(axis).max())):
-            raise ModelError(fpath, f"the rotation axis must have non-zero length, got "
-                                    f"{axis.tolist()}")
-        p = axis_angle_to_p(axis / n, angle * f)
-    elif form == "euler_313":
-        ang = np.array(S.vector(value[form], fpath, 3))
-        p = euler313_to_p(ang * _unit_factor(value, path))
-    elif form == "bryant_123":
-        ang = np.array(S.vector(value[form], fpath, 3))
-        p = bryant123_to_p(ang * _unit_factor(value, path))
-    elif form == "matrix":
-        p = _matrix(value[form], fpath)
-    else:
-        p = _points(value[form], fpath)
-    return normalize(np.asarray(p, dtype=float))
-
-
-def orientation_to_spec(p: ArrayLike) -> dict[str, list[float]]:
-    """The model-file form ``{"euler_parameters": [e0, e1, e2, e3]}`` (plain floats)."""
-    p = _f(p)
-    if p.shape != (4,):
-        raise ValueError(f"expected 4 Euler parameters, got shape {p.shape}")
-    return {"euler_parameters": [float(x) for x in p]}

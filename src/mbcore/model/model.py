@@ -791,6 +791,7 @@ def _make_spatial_body(b: Any, path: str) -> Body:
     """A spatial body from its model-file entry (Nikravesh (1988), §7.3; orientation
     forms of §6.1.4 and App. A-B)."""
     from ..elements import rotations as R
+    from ..elements.orientation_spec import orientation_from_spec
     S.mapping(b, path)
     S.check_keys(b, SPATIAL_BODY_KEYS, path, required=("name",))
     name = S.string(b["name"], f"{path}.name")
@@ -801,7 +802,7 @@ def _make_spatial_body(b: Any, path: str) -> Body:
     if b.get("orientation") is None:
         p = np.array([1.0, 0.0, 0.0, 0.0])
     else:
-        p = R.orientation_from_spec(b["orientation"], f"{path}.orientation", notes=notes)
+        p = orientation_from_spec(b["orientation"], f"{path}.orientation", notes=notes)
     vel = S.vector(b.get("velocity", (0.0, 0.0, 0.0)), f"{path}.velocity", 3)
     if "angular_velocity" in b and "angular_velocity_body" in b:
         raise ModelError(f"{path}.angular_velocity_body", "give angular_velocity (global "

@@ -725,9 +725,12 @@ class ResultBase:
                     unit: str = "rad") -> np.ndarray:
         """Orientation of a spatial body as angles, (n_rows, 3), derived from its Euler
         parameters in channel ``q`` (Nikravesh (1988), App. A-B): ``bryant_123``
-        (phi1, phi2, phi3; Nikravesh (1988), App. A.2), ``euler_313`` (psi, theta, sigma; App. A.1)
+        (phi1, phi2, phi3; Nikravesh (1988), App. A.2), ``euler_313`` (psi, theta, sigma; App. A.1),
+        any of the twelve angle sequences by name (``"3-2-1"``, ``"zyx"``, ``"131"``:
+        :mod:`mbcore.elements.angle_sequences`)
         or ``axis_angle`` (the rotation angle in [0, pi] and the unit axis: 4 columns).
         ``unit`` is ``rad`` or ``deg``.  Angles are unwrapped along the rows."""
+        from ..elements import angle_sequences as AS
         from ..elements import rotations as R
         if unit not in ("rad", "deg"):
             raise ValueError(f"unit must be 'rad' or 'deg', got {unit!r}")
@@ -749,8 +752,13 @@ class ResultBase:
                 ang[:, 0] = np.degrees(ang[:, 0])
             return ang
         else:
-            raise ValueError(f"unknown convention {convention!r} (bryant_123, euler_313, "
-                             f"axis_angle)")
+            try:
+                AS.parse_sequence(convention)
+            except ValueError:
+                raise ValueError(f"unknown convention {convention!r} (bryant_123, "
+                                 f"euler_313, axis_angle, or an angle sequence such as "
+                                 f"'3-2-1': {', '.join(AS.SEQUENCES)})") from None
+            ang = np.unwrap(AS.p_to_angles(p, convention), axis=0)
         return np.degrees(ang) if unit == "deg" else ang
 
     # --- life cycle ----------------------------------------------------------------
