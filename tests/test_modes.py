@@ -170,7 +170,7 @@ def test_spatial_pendulum_two_frequencies_and_a_rigid_spin(coords):
     """A spatial body on a spherical joint (Euler parameters, normalisation
     constraint): swings about x and y with sqrt(m g d / (J + m d^2)), free spin
     about the vertical (a rigid-body mode)."""
-    m, d, J = 3.0, 0.8, (0.2, 0.35, 0.1)
+    m, d, J = 3.0, 0.8, (0.2, 0.35, 0.16)
     M = Model()
     M.set_dimensions(3)
     M.set_gravity(0, 0, -G)

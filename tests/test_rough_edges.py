@@ -6,6 +6,7 @@ scheduler, inertias no body can have, and the documented size limits."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -261,3 +262,25 @@ def test_documented_size_limits_are_the_code_defaults():
     assert "10⁶ points" in sentence and d.max_table_points == 10 ** 6
     assert "10⁷ output rows" in sentence and d.max_output_rows == 10 ** 7
     assert "512 MiB" in sentence and d.max_file_bytes == 512 * 2 ** 20
+
+
+# ------------------------------------------------------------------ modes
+def test_free_direction_is_a_rigid_mode_and_rounding_is_not_growth(tmp_path, capsys):
+    """A cart on a free rail with a pendulum: one rigid-body mode (frequency 0) and
+    the pendulum's ω² = m g l (M + m) / ((M + m)(J + m l²) − m² l²); the rounding
+    left in the real part of its eigenvalue (≈ 1e-16) is neither growth nor damping."""
+    M, m, J, l, g = 1.0, 0.5, 0.01, 1.0, 9.81
+    model = Model.from_dict({
+        "name": "cart pendulum", "gravity": [0, -g],
+        "bodies": [{"name": "cart", "mass": M, "inertia": 0.1, "position": [0, 0]},
+                   {"name": "bob", "mass": m, "inertia": J, "position": [0, -l]}],
+        "joints": [{"name": "rail", "type": "translational", "body_i": "cart",
+                    "body_j": "ground", "axis": [1, 0]},
+                   {"name": "pin", "type": "revolute", "body_i": "cart", "body_j": "bob",
+                    "point_i": [0, 0], "point_j": [0, l]}]})
+    modes = mbcore.linearize(model).modes()
+    assert modes.kind == ["rigid", "oscillatory"] and not modes.unstable.any()
+    w2 = m * g * l * (M + m) / ((M + m) * (J + m * l ** 2) - m ** 2 * l ** 2)
+    assert modes.omega[1] == pytest.approx(math.sqrt(w2), rel=1e-9)
+    table = modes.table()
+    assert "e-1" not in table.splitlines()[2].split("j")[0]   # no 1e-17 noise printed

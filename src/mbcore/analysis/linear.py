@@ -25,6 +25,9 @@ __all__ = ["LinearModel", "Modes", "linearize", "modal_analysis"]
 
 #: eigenvalues with ``abs(lambda)`` below this fraction of the largest are rigid-body modes
 ZERO_TOLERANCE = 1e-6
+#: real parts (and damping ratios) below this fraction of the largest ``abs(lambda)`` are
+#: the rounding of the eigen-solve (a few eps times ||A||), not growth or damping
+ROUNDING_TOLERANCE = 1e-9
 
 
 @dataclass
@@ -64,8 +67,12 @@ class Modes:
 
     @property
     def unstable(self) -> np.ndarray:
-        """Modes that grow (Re lambda > 0 beyond the zero tolerance)."""
-        return (self.eigenvalue.real > 0) & (np.array(self.kind) != "rigid")
+        """Modes that grow: Re lambda > 0 beyond the rounding of the eigen-solve
+        (:data:`ROUNDING_TOLERANCE` of the largest ``abs(lambda)``); rigid-body modes
+        are not counted."""
+        scale = float(np.abs(self.eigenvalues).max()) if self.eigenvalues.size else 0.0
+        return ((self.eigenvalue.real > ROUNDING_TOLERANCE * scale)
+                & (np.array(self.kind) != "rigid"))
 
     @property
     def n_rigid(self) -> int:
@@ -77,12 +84,16 @@ class Modes:
     def table(self) -> str:
         """One line per mode: kind, frequencies, damping ratio, eigenvalue and the
         largest components of its shape (what ``mbcore modes`` prints)."""
+        scale = float(np.abs(self.eigenvalues).max()) if self.eigenvalues.size else 0.0
         lines = [f"{'mode':>4}  {'kind':<11}  {'f [Hz]':>14}  {'omega [rad/s]':>14}  "
                  f"{'damping':>10}  {'eigenvalue':<30}  shape (largest components)"]
         for j in range(len(self)):
             lam = self.eigenvalue[j]
-            ev = f"{lam.real + 0.0:.9g}" + (f" +- {abs(lam.imag):.9g}j" if lam.imag else "")
-            zeta = "-" if np.isnan(self.damping[j]) else f"{self.damping[j] + 0.0:.6g}"
+            re = lam.real if abs(lam.real) > ROUNDING_TOLERANCE * scale else 0.0
+            ev = f"{re + 0.0:.9g}" + (f" +- {abs(lam.imag):.9g}j" if lam.imag else "")
+            z = self.damping[j]
+            zeta = ("-" if np.isnan(z) else
+                    f"{(z if abs(z) > ROUNDING_TOLERANCE else 0.0) + 0.0:.6g}")
             lines.append(f"{j + 1:>4}  {self.kind[j]:<11}  {self.frequency[j]:>14.9g}  "
                          f"{self.omega[j]:>14.9g}  {zeta:>10}  {ev:<30}  "
                          f"{self._shape_text(j)}")
