@@ -252,3 +252,50 @@ def test_quiet_prints_nothing_on_success(runs, tmp_path, capsys):
     out = tmp_path / "q.png"
     assert main(["plot", str(runs["fourbar"]), "q", "-o", str(out), "-q"]) == 0
     assert out.is_file() and capsys.readouterr().out == ""
+
+
+# ------------------------------------------------------------------ readable panels
+def _fig_of(res, series, **kw):
+    fig = plotting.plot(res, series, **kw)
+    fig.canvas.draw()                   # lay out (constrained) before measuring
+    return fig
+
+
+def test_single_series_panel_names_it_and_wide_legends_fit(runs):
+    import matplotlib.pyplot as plt
+    with Result(runs["spatial"]) as res:
+        fig = _fig_of(res, ["qd/crank.p1", "q"])
+        one, many = fig.axes[:2]
+        assert one.get_ylabel() == "qd/crank.p1" and one.get_legend() is None
+        assert many.get_ylabel() == "q"
+        leg = many.get_legend()
+        n = len(res.labels("q"))
+        assert [t.get_text() for t in leg.get_texts()] == res.labels("q")
+        r = fig.canvas.get_renderer()
+        cols = {round(tx.get_window_extent(r).x0) for tx in leg.get_texts()}
+        assert len(cols) == -(-n // plotting.LEGEND_ROWS) >= 2    # 21 entries, 2 columns
+        lb, ab = leg.get_window_extent(r), many.get_window_extent(r)
+        fb = fig.bbox
+        assert lb.x0 >= ab.x1                                # beside the axes
+        assert lb.x1 <= fb.x1 + 1 and lb.y0 >= fb.y0 - 1     # inside the figure
+        styles = [ln.get_linestyle() for ln in many.get_lines()]
+        assert styles[:10] == ["-"] * 10 and styles[10:20] == ["--"] * 10
+        plt.close(fig)
+
+
+def test_columns_filter(runs, tmp_path, capsys):
+    import matplotlib.pyplot as plt
+    with Result(runs["slider_dyn"]) as res:
+        fig = _fig_of(res, ["q", "qd"], columns="*.phi")
+        gids = [ln.get_gid() for ax in fig.axes for ln in ax.get_lines()]
+        phis = [c for c in res.labels("q") if c.endswith(".phi")]
+        assert gids == [f"series:q/{c}" for c in phis] + [f"series:qd/{c}" for c in phis]
+        plt.close(fig)
+        with pytest.raises(plotting.PlotError, match=r"no column of q matches"):
+            plotting.plot(res, "q", columns=["nothing.*"])
+    out = tmp_path / "c.png"
+    assert main(["plot", str(runs["slider_dyn"]), "reactions", "-c", "A.*,B.i.*",
+                 "-o", str(out), "-q"]) == 0 and out.is_file()
+    assert main(["plot", str(runs["slider_dyn"]), "q", "-c", "zz*", "-o", str(out)]) \
+        == EXIT_BAD_INPUT
+    assert "matches --columns zz*" in capsys.readouterr().err

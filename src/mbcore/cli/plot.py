@@ -11,6 +11,7 @@ examples:
   mbcore plot kap.h5 q/crank.phi q/follower.phi -o angles.png
   mbcore plot run.h5 energy --t0 0 --t1 2 -o energy.pdf
   mbcore plot run.h5 reactions/A.i.fx qd -o forces.svg
+  mbcore plot run.h5 q qd --columns '*.phi' -o angles.png   # a column filter
 
 Series are named as the result names its columns (see `mbcore info RESULT`): a whole
 channel (q, energy...), channel/label (q/crank.phi) or a bare label (crank.phi)."""
@@ -44,6 +45,9 @@ def add_parsers(sub, parents=()) -> None:
     p.add_argument("-o", "--output", required=True, help="image file (.png, .pdf or .svg)")
     p.add_argument("--t0", type=float, help="start of the time window")
     p.add_argument("--t1", type=float, help="end of the time window")
+    p.add_argument("-c", "--columns", action="append",
+                   help="keep only the columns matching these shell patterns, "
+                        "comma-separated (e.g. 'A.*' or '*.phi,*.x'); repeatable")
     p.add_argument("--title", help="figure title (default: the model name)")
     p.add_argument("--dpi", type=int, default=100, help="resolution of PNG output (100)")
 
@@ -102,7 +106,7 @@ def _plot(args) -> int:
     _check_ext(args.output, PLOT_FORMATS, "plot")       # before opening anything
     with _open(args.result) as res:
         plot(res, args.series, args.output, t0=args.t0, t1=args.t1, title=args.title,
-             dpi=args.dpi)
+             dpi=args.dpi, columns=args.columns)
     _done(args, args.output)
     return 0
 

@@ -316,9 +316,15 @@ def geometry(source) -> Geometry:
 
 
 # ------------------------------------------------------------------------- plot
+#: legend entries per column of a legend beside a panel (more: further columns)
+LEGEND_ROWS = 12
+#: line styles of the 1st, 2nd, ... ten lines of a panel (matplotlib's ten colours)
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
 def plot(result, series: str | Sequence[str], output=None, *, t0: float | None = None,
-         t1: float | None = None, title: str | None = None, figsize=(7.0, 4.5),
-         dpi: int = 100):
+         t1: float | None = None, title: str | None = None, figsize=None,
+         dpi: int = 100, columns: str | Sequence[str] | None = None):
     """Plot result series against time; returns the matplotlib ``Figure``.
 
     ``series`` are names as the result resolves them (:meth:`ResultBase.locate`):
@@ -326,8 +332,12 @@ def plot(result, series: str | Sequence[str], output=None, *, t0: float | None =
     channel (``"energy"``: all its columns).  Unknown names raise
     :class:`~mbcore.results.result.ResultKeyError` listing close matches.  Series of one
     channel share an axes; each channel gets its own, stacked with a shared time
-    axis.  ``t0``/``t1`` restrict the time window.  With ``output`` (``.png``,
-    ``.pdf``, ``.svg``) the figure is written there."""
+    axis.  ``columns``: shell patterns (``"A.*"``, ``"*.phi"``) that keep only the
+    matching columns of the named channels.  A panel with one series names it on
+    its y axis; a panel with several has a legend beside it (in several columns
+    when long; the figure widens to hold it).  Axis labels carry the series' unit
+    where the result records one.  ``t0``/``t1`` restrict the time window.  With
+    ``output`` (``.png``, ``.pdf``, ``.svg``) the figure is written there."""
     if isinstance(series, str):
         series = [series]
     series = list(series)
@@ -346,31 +356,73 @@ def plot(result, series: str | Sequence[str], output=None, *, t0: float | None =
             if ch == "t":
                 raise PlotError("'t' is the time axis; name a series to plot against it")
             groups.setdefault(ch, []).append(col)
+        panels = _panels(res, groups, columns)
+        wide = max(len(idx) for _, idx in panels)
+        ncol = 0 if wide == 1 else -(-wide // LEGEND_ROWS)
+        if figsize is None:
+            label_w = max((len(res.channel(ch).labels[k]) for ch, idx in panels
+                           for k in idx if len(idx) > 1), default=0)
+            figsize = (7.0 + ncol * (0.35 + 0.075 * label_w),
+                       max(3.0, 1.6 + 2.0 * len(panels)))
         fig = _new_figure(figsize, dpi, to_file=output is not None)
-        axes = fig.subplots(len(groups), 1, sharex=True, squeeze=False)[:, 0]
+        fig.set_layout_engine("constrained")
+        axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
         tu = _time_unit(res)
-        for ax, (ch, cols) in zip(axes, groups.items()):
+        for ax, (ch, idx) in zip(axes, panels):
             info = res.channel(ch)
             data = res.series(ch)
-            idx = list(range(info.width)) if any(c is None for c in cols) else \
-                list(dict.fromkeys(cols))
-            for k in idx:
+            for n, k in enumerate(idx):     # past 10 lines the colours repeat: dashes
                 lab = info.labels[k] if k < len(info.labels) else str(k)
-                ax.plot(t[mask], data[mask, k], label=lab, gid=f"series:{ch}/{lab}")
-            ylab = ch + (f" [{info.unit}]" if info.unit else "")
-            ax.set_ylabel(ylab)
+                ax.plot(t[mask], data[mask, k], label=lab, gid=f"series:{ch}/{lab}",
+                        linestyle=LINE_STYLES[(n // 10) % len(LINE_STYLES)])
+            ax.set_ylabel(_axis_label(res, ch, idx))
             ax.grid(True, alpha=0.3)
-            if (len(idx) > 1 or len(groups) == 1) and len(idx) <= 12:
-                ax.legend(loc="best", fontsize="small")     # wide channels: no legend
+            if len(idx) > 1:
+                ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small",
+                          ncol=-(-len(idx) // LEGEND_ROWS), borderaxespad=0.0,
+                          frameon=False)
         axes[-1].set_xlabel(f"t [{tu}]" if tu else "t")
         fig.suptitle(title if title is not None else (res.model_name or ""))
-        fig.tight_layout()
         if output is not None:
             fig.savefig(output)
         return fig
     finally:
         if opened:
             res.close()
+
+
+def _panels(res, groups: dict, columns) -> list[tuple[str, list[int]]]:
+    """(channel, column indices) per panel; ``columns`` (shell patterns) filters."""
+    import fnmatch
+    pats = [columns] if isinstance(columns, str) else list(columns or [])
+    pats = [p.strip() for c in pats for p in c.split(",") if p.strip()]
+    panels = []
+    for ch, cols in groups.items():
+        info = res.channel(ch)
+        idx = list(range(info.width)) if any(c is None for c in cols) else \
+            list(dict.fromkeys(cols))
+        if pats:
+            idx = [k for k in idx if any(fnmatch.fnmatchcase(info.labels[k], p)
+                                         for p in pats)]
+        if idx:
+            panels.append((ch, idx))
+    if not panels:
+        names = sorted({lab for ch in groups for lab in res.channel(ch).labels})
+        raise PlotError(f"no column of {', '.join(groups)} matches --columns "
+                        f"{', '.join(pats)} (columns: {', '.join(names[:20])}"
+                        f"{', ...' if len(names) > 20 else ''})")
+    return panels
+
+
+def _axis_label(res, ch: str, idx: list[int]) -> str:
+    """``channel/label [unit]`` for one series, ``channel [unit]`` for several (the
+    unit shown when the columns share one)."""
+    info = res.channel(ch)
+    units = getattr(info, "units", None) or [info.unit] * info.width
+    shared = {units[k] for k in idx if k < len(units)}
+    unit = shared.pop() if len(shared) == 1 else ""
+    name = f"{ch}/{info.labels[idx[0]]}" if len(idx) == 1 else ch
+    return name + (f" [{unit}]" if unit else "")
 
 
 def _time_unit(res) -> str:
