@@ -299,3 +299,63 @@ def test_columns_filter(runs, tmp_path, capsys):
     assert main(["plot", str(runs["slider_dyn"]), "q", "-c", "zz*", "-o", str(out)]) \
         == EXIT_BAD_INPUT
     assert "matches --columns zz*" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ animation playback
+def test_playback_is_real_time_by_default():
+    t = np.arange(0.0, 3.0 + 1e-9, 0.01)            # 301 rows, dt = 0.01 s
+    pb = plotting.playback(t)
+    assert (pb.every, pb.fps, pb.frames) == (2, 50.0, 151)
+    assert pb.speed == pytest.approx(1.0, rel=1e-12)
+    pb = plotting.playback(np.arange(0.0, 1.0 + 1e-9, 0.05))
+    assert (pb.every, pb.fps) == (1, 20.0) and pb.speed == pytest.approx(1.0, rel=1e-12)
+    pb = plotting.playback(t, fps=10)                  # given: kept, speed stated
+    assert (pb.every, pb.fps, pb.frames) == (1, 10.0, 301)
+    assert pb.speed == pytest.approx(0.1)
+    pb = plotting.playback(t, every=5, t0=1.0, t1=2.0)
+    assert pb.every == 5 and pb.fps == pytest.approx(20.0) and pb.frames == 21
+
+
+def test_gif_plays_at_the_stated_rate(runs, tmp_path, capsys):
+    out = tmp_path / "rt.gif"
+    assert main(["animate", str(runs["slider_dyn"]), "-o", str(out), "--dpi", "40"]) == 0
+    msg = capsys.readouterr().out
+    assert "7 frames at 20 frames/s: real time" in msg        # output step 0.05 s
+    with Image.open(out) as img:
+        assert img.n_frames == 7 and img.info["duration"] == 50
+
+
+def test_blitted_frames_equal_full_redraws(runs):
+    """Each frame drawn on the cached background equals the same scene drawn in full
+    (the same artists rasterised by the same Agg renderer)."""
+    with Result(runs["fourbar"]) as res:
+        geo = plotting.geometry(res)
+        tt, q, energy = plotting._scene_data(res)
+        fig = plotting._new_figure((5.0, 4.0), 60, to_file=True)
+        scene = plotting._Scene(fig, geo, res.labels("q"), q, tt, energy, ("time",))
+        blitted = list(plotting._blit_frames(fig, scene, [0, 3, 7]))
+        for a in fig.axes[0].get_children():        # back to one full draw per frame
+            a.set_animated(False)
+        for k, i in enumerate((0, 3, 7)):
+            scene.update(i)
+            fig.canvas.draw()
+            full = np.asarray(fig.canvas.buffer_rgba())[..., :3]
+            assert np.array_equal(blitted[k], full), i
+
+
+def test_labels_at_bodies_and_overlay_above_the_axes(runs):
+    import matplotlib.pyplot as plt
+    with Result(runs["fourbar"]) as res:
+        fig = plotting.snapshot(res, 0.2)
+        fig.canvas.draw()
+        art = {a.get_gid(): a for ax in fig.axes for a in ax.get_children() if a.get_gid()}
+        geo = plotting.geometry(res)
+        tt, q, _ = plotting._scene_data(res)
+        i = int(np.argmin(np.abs(tt - 0.2)))
+        pos = geo.positions(res.labels("q"), q[i:i + 1])
+        for name in geo.bodies:
+            np.testing.assert_allclose(art[f"label:{name}"].xybox, pos[name][0].mean(axis=0))
+        ax = fig.axes[0]
+        r = fig.canvas.get_renderer()
+        assert art["overlay"].get_window_extent(r).y0 >= ax.get_window_extent(r).y1 - 1
+        plt.close(fig)

@@ -18,7 +18,7 @@ channel (q, energy...), channel/label (q/crank.phi) or a bare label (crank.phi).
 
 ANIMATE_EXAMPLES = """\
 examples:
-  mbcore animate kap.h5 -o kap.gif
+  mbcore animate kap.h5 -o kap.gif                        # real time
   mbcore animate run.h5 -o run.mp4 --fps 30 --every 2     # MP4 needs ffmpeg
   mbcore animate run.h5 -o frame.png --at 0.5             # one still frame
 
@@ -58,8 +58,12 @@ def add_parsers(sub, parents=()) -> None:
     a.add_argument("result", help="HDF5 result file")
     a.add_argument("-o", "--output", required=True,
                    help="animation file (.gif or .mp4), or an image (.png/.pdf/.svg) with --at")
-    a.add_argument("--fps", type=float, default=20.0, help="frames per second (20)")
-    a.add_argument("--every", type=int, default=1, help="use every n-th output row (1)")
+    a.add_argument("--fps", type=float, default=None,
+                   help="frames per second (default: real-time playback, at most 50 "
+                        "frames per second; the rate is shown beside the time)")
+    a.add_argument("--every", type=int, default=None,
+                   help="use every n-th output row (default: 1, or more to play in real "
+                        "time at most 50 frames per second)")
     a.add_argument("--t0", type=float, help="start of the time window")
     a.add_argument("--t1", type=float, help="end of the time window")
     a.add_argument("--at", type=float, help="write one still frame at this time instead")
@@ -121,9 +125,14 @@ def _animate(args) -> int:
                      dpi=args.dpi)
     else:
         _check_ext(args.output, ANIMATION_FORMATS, "animation")
+        from ..results.plotting import playback
         with _open(args.result) as res:
             animate(res, args.output, fps=args.fps, every=args.every, t0=args.t0,
                     t1=args.t1, overlays=overlays, title=args.title, dpi=args.dpi,
-                    progress=not getattr(args, "quiet", False) and sys.stderr.isatty())
+                    progress=not getattr(args, "quiet", False))
+            pb = playback(res.t, args.fps, args.every, args.t0, args.t1)
+        rate = "real time" if abs(pb.speed - 1.0) < 1e-6 else f"{pb.speed:.3g}x real time"
+        _done(args, f"{args.output} ({pb.frames} frames at {pb.fps:.3g} frames/s: {rate})")
+        return 0
     _done(args, Path(args.output))
     return 0

@@ -622,8 +622,10 @@ def _check_yaml_nodes(root) -> None:
     while stack:
         node, depth, done = stack.pop()
         key = id(node)
-        if done:
+        if done:                # (after its children: a bad tag inside is named first)
             open_.discard(key)
+            if isinstance(node, yaml.MappingNode):
+                _check_duplicate_keys(node)
             children = _yaml_children(node)
             size[key] = 1 + sum(size[id(c)] for c in children)
             if size[key] > MAX_YAML_NODES:
@@ -642,8 +644,6 @@ def _check_yaml_nodes(root) -> None:
             raise _yaml_error(node, f"nested more than {MAX_NESTING} levels deep")
         open_.add(key)
         stack.append((node, depth, True))
-        if isinstance(node, yaml.MappingNode):
-            _check_duplicate_keys(node)
         if isinstance(node, yaml.CollectionNode):
             stack.extend((c, depth + 1, False) for c in _yaml_children(node))
 

@@ -23,14 +23,14 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from ..errors import MbcoreError
 
 __all__ = ["PlotError", "Geometry", "BodyShape", "geometry", "plot", "snapshot", "animate",
-           "PLOT_FORMATS", "ANIMATION_FORMATS"]
+           "PLOT_FORMATS", "ANIMATION_FORMATS", "playback", "Playback", "MAX_FPS"]
 
 #: file extensions :func:`plot` and :func:`snapshot` write
 PLOT_FORMATS = (".png", ".pdf", ".svg")
@@ -515,6 +515,7 @@ class _Scene:
             ax.set_xlabel("x" + unit)
             ax.set_ylabel("y" + unit)
             ax.grid(True, alpha=0.25)
+            ax.set_axisbelow(True)      # the grid under the bodies' fills (as blitted)
         self._draw_anchors()
         for k, name in enumerate(self.geo.bodies):
             color = self.BODY_COLORS[k % len(self.BODY_COLORS)]
@@ -569,14 +570,30 @@ class _Scene:
         if "energy" in self.overlays and self.energy is not None:
             txt.append("energy")
         self.text = None
-        if txt:
-            self.text = ax.text2D(0.02, 0.97, "", transform=ax.transAxes, va="top",
+        if txt:                 # above the axes: it never hides the mechanism
+            self.text = ax.text2D(0.0, 1.0, "", transform=ax.transAxes, va="bottom",
                                   family="monospace", fontsize=9) if self.spatial else \
-                ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top",
-                        family="monospace", fontsize=9,
-                        bbox=dict(fc="white", ec="0.7", alpha=0.8))
+                ax.text(0.0, 1.01, "", transform=ax.transAxes, va="bottom",
+                        family="monospace", fontsize=9)
             self.text.set_gid("overlay")
             self.artists["overlay"] = self.text
+        self.speed = ""         # e.g. "real time", "0.5x real time" (animate sets it)
+        # body names at their points' centroids (or frame origins); planar: the name
+        # rendered once as a small image (moving text would be laid out and rasterised
+        # again in every frame, the most expensive part of a frame)
+        self.names: dict[str, Any] = {}
+        for name in self.geo.bodies:
+            if self.spatial:
+                lab = ax.text(0.0, 0.0, 0.0, name, fontsize=8, color="0.15", ha="center",
+                              va="center", gid=f"label:{name}")
+            else:
+                from matplotlib.offsetbox import AnnotationBbox, OffsetImage
+                img = OffsetImage(_text_image(name, 8, self.fig.dpi), zoom=72.0 / self.fig.dpi)
+                lab = AnnotationBbox(img, (0.0, 0.0), frameon=False, pad=0.0, zorder=4)
+                lab.set_gid(f"label:{name}")
+                ax.add_artist(lab)
+            self.names[name] = lab
+            self.artists[f"label:{name}"] = lab
 
     def _draw_anchors(self) -> None:
         ax = self.ax
@@ -656,10 +673,19 @@ class _Scene:
                 ln.set_data_3d([a[i, 0], b[i, 0]], [a[i, 1], b[i, 1]], [a[i, 2], b[i, 2]])
             else:
                 ln.set_data([a[i, 0], b[i, 0]], [a[i, 1], b[i, 1]])
+        for name, lab in self.names.items():
+            p = self.pos[name][i]
+            c = p.mean(axis=0) if p.shape[0] else self.origin[name][i]
+            if self.spatial:
+                lab.set_position((c[0], c[1]))
+                lab.set_3d_properties(c[2], None)
+            else:
+                lab.xy = lab.xybox = (c[0], c[1])
         if self.text is not None:
             lines = []
             if "time" in self.overlays:
-                lines.append(f"t = {self.t[i]:.4g} {self.geo.time_unit}")
+                lines.append(f"t = {self.t[i]:.4g} {self.geo.time_unit}"
+                             + (f"   ({self.speed})" if self.speed else ""))
             if "energy" in self.overlays and self.energy is not None:
                 labs, e = self.energy
                 short = {"kinetic": "T", "potential": "V", "total": "E"}
@@ -668,6 +694,24 @@ class _Scene:
                 lines.append("  ".join(parts))
             self.text.set_text("\n".join(lines))
         return list(a for a in self.artists.values() if a is not None)
+
+
+def _text_image(text: str, fontsize: float, dpi: float) -> np.ndarray:
+    """RGBA image of ``text`` on a light translucent box, rendered once (Agg)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    f = Figure(figsize=(0.2 + 0.1 * len(text), 0.4), dpi=dpi)
+    f.patch.set_alpha(0.0)
+    canvas = FigureCanvasAgg(f)
+    tx = f.text(0.5, 0.5, text, fontsize=fontsize, color="0.15", ha="center", va="center",
+                bbox=dict(fc="white", ec="none", alpha=0.6, pad=0.5))
+    canvas.draw()
+    box = tx.get_bbox_patch().get_window_extent(canvas.get_renderer())
+    a = np.asarray(canvas.buffer_rgba())
+    h = a.shape[0]
+    y0, y1 = max(0, int(h - box.y1)), min(h, int(math.ceil(h - box.y0)))
+    x0, x1 = max(0, int(box.x0)), min(a.shape[1], int(math.ceil(box.x1)))
+    return np.array(a[y0:y1, x0:x1])
 
 
 def _scene_data(res, t0=None, t1=None, every: int = 1):
@@ -715,46 +759,163 @@ def snapshot(result, t: float | None = None, output=None, *, overlays=("time", "
             res.close()
 
 
-def animate(result, output, *, fps: float = 20, every: int = 1, t0: float | None = None,
-            t1: float | None = None, overlays: Iterable[str] = ("time", "energy"),
+#: the highest frame rate of an animation at real-time speed (GIF viewers draw frames
+#: shorter than 20 ms slower than asked); a faster run skips rows to stay at it
+MAX_FPS = 50.0
+
+
+class Playback(NamedTuple):
+    """How an animation plays (:func:`playback`)."""
+
+    every: int          #: one frame per ``every``-th output row
+    fps: float          #: frames per second
+    speed: float        #: simulated seconds per second of playback (1: real time)
+    frames: int         #: frames in the time window
+
+
+def playback(t: np.ndarray, fps: float | None = None, every: int | None = None,
+             t0: float | None = None, t1: float | None = None) -> Playback:
+    """How the output times ``t`` (in ``t0 .. t1``) play: by default in real time —
+    one frame per ``every``-th row with ``fps = 1 / (every dt)`` and ``every`` the
+    smallest keeping ``fps <= MAX_FPS``; a given ``fps`` or ``every`` is kept."""
+    t = np.asarray(t, dtype=float)
+    t = t[_window(t, t0, t1)] if t.size else t
+    dt = float(np.median(np.diff(t))) if t.size > 1 else 0.0
+    if every is None:
+        every = 1 if fps is not None or not dt > 0 else max(1, math.ceil(1.0 / (dt * MAX_FPS)
+                                                                       - 1e-9))
+    every = int(every)
+    if fps is None:         # (9 digits: 1 / (0.01000000000000001 * 2) is 50 fps)
+        fps = float(f"{min(MAX_FPS, 1.0 / (dt * every)):.9g}") if dt > 0 else 10.0
+    speed = fps * dt * every if dt > 0 else 0.0
+    return Playback(every, float(fps), speed, len(t[::every]))
+
+
+def _speed_text(speed: float) -> str:
+    if not speed > 0:
+        return ""
+    if abs(speed - 1.0) < 1e-6:
+        return "real time"
+    return f"{speed:.3g}x real time"
+
+
+def animate(result, output, *, fps: float | None = None, every: int | None = None,
+            t0: float | None = None, t1: float | None = None,
+            overlays: Iterable[str] = ("time", "energy"),
             figsize=(6.0, 5.0), dpi: int = 80, title: str | None = None,
             progress: bool = False) -> Path:
     """Write an animation of the mechanism, one frame per ``every``-th output row in
     ``t0 .. t1``, to ``output``: ``.gif`` (Pillow, always available with
-    matplotlib) or ``.mp4`` (needs ffmpeg on the PATH).  ``overlays`` are
-    ``"time"`` and ``"energy"`` (the ``energy`` channel, when the analysis records
-    one); ``progress``: a tqdm bar of the frames on stderr.  Returns the path
-    written."""
+    matplotlib) or ``.mp4`` (needs ffmpeg on the PATH).  By default it plays in real
+    time (:func:`playback`: ``fps`` and ``every`` from the output step, at most
+    :data:`MAX_FPS` frames per second); the rate is written beside the time.
+    ``overlays`` are ``"time"`` and ``"energy"`` (the ``energy`` channel, when the
+    analysis records one); ``progress``: a bar of the frames on a terminal's stderr.
+    Frames are drawn by blitting the moving artists onto the static background (axes,
+    grid, ground), so a frame costs a few milliseconds.  Returns the path written."""
     output = _check_ext(output, ANIMATION_FORMATS, "animation")
-    if not fps or fps <= 0:
+    if fps is not None and not fps > 0:
         raise PlotError(f"fps must be positive, got {fps}")
-    if int(every) < 1:
+    if every is not None and int(every) < 1:
         raise PlotError(f"every must be a positive integer, got {every}")
     _mpl()
-    from matplotlib import animation as manim
-    if output.suffix.lower() == ".mp4":
+    mp4 = output.suffix.lower() == ".mp4"
+    if mp4:
+        from matplotlib import animation as manim
         if not manim.writers.is_available("ffmpeg"):
             raise PlotError(f"{output}: writing MP4 needs ffmpeg, which was not found on the "
                             f"PATH; install ffmpeg or write a .gif instead")
-        writer = manim.FFMpegWriter(fps=fps)
-    else:
-        writer = manim.PillowWriter(fps=fps)
     res, opened = _as_result(result)
     try:
         geo = geometry(res)
+        every, fps, speed, _ = playback(res.t, fps, every, t0, t1)
         tt, q, energy = _scene_data(res, t0, t1, every)
         fig = _new_figure(figsize, dpi, to_file=True)
         scene = _Scene(fig, geo, res.labels("q"), q, tt, energy, tuple(overlays))
+        scene.speed = _speed_text(speed)
         fig.suptitle(title if title is not None else (res.model_name or ""))
         frames = range(len(tt))
         if progress:
             from ..progress import progress_bar
             frames = progress_bar(frames, desc=output.name, unit="frame", leave=False)
-        with writer.saving(fig, str(output), dpi):
-            for i in frames:
-                scene.update(i)
-                writer.grab_frame()
+        images = _blit_frames(fig, scene, frames)
+        if mp4:
+            _write_mp4(output, images, fps)
+        else:
+            _write_gif(output, images, fps)
         return output
     finally:
         if opened:
             res.close()
+
+
+def _blit_frames(fig, scene: "_Scene", frames) -> Iterator[np.ndarray]:
+    """RGB frames (H, W, 3): the static parts drawn once, each frame the moving
+    artists drawn on a copy of that background."""
+    canvas = fig.canvas
+    moving = set(scene.update(0))
+    # the static artists stacked above a moving one (ground pivots over the bodies)
+    # are drawn again with them, in matplotlib's order (zorder, then insertion)
+    z = min(a.get_zorder() for a in moving) if moving else 0.0
+    children = scene.ax.get_children()
+    redraw = [a for a in children if a in moving or (
+        a.get_zorder() >= z and a.get_visible() and a.axes is scene.ax
+        and not isinstance(a, _axis_types()))]
+    redraw.sort(key=lambda a: a.get_zorder())          # (stable: insertion order kept)
+    redraw += [a for a in moving if a not in set(redraw)]
+    for a in redraw:
+        a.set_animated(True)
+    canvas.draw()
+    background = canvas.copy_from_bbox(fig.bbox)
+    for i in frames:
+        canvas.restore_region(background)
+        scene.update(i)
+        for a in redraw:
+            fig.draw_artist(a)
+        yield np.array(np.asarray(canvas.buffer_rgba())[..., :3])
+
+
+def _axis_types() -> tuple:
+    """Artists that belong to the axes frame (never redrawn per frame)."""
+    from matplotlib.axis import Axis
+    from matplotlib.spines import Spine
+    from matplotlib.patches import Rectangle
+    return (Axis, Spine, Rectangle)
+
+
+def _write_gif(output: Path, images: Iterator[np.ndarray], fps: float) -> None:
+    """An animated GIF (Pillow) with one palette for all frames (the first frame's
+    adaptive palette: the mechanism's colours do not change), looping."""
+    from PIL import Image
+    frames, palette = [], None
+    for rgb in images:
+        im = Image.fromarray(rgb)
+        if palette is None:
+            palette = im.quantize(colors=255, method=Image.Quantize.MEDIANCUT)
+        frames.append(im.quantize(palette=palette, dither=Image.Dither.NONE))
+    if not frames:
+        raise PlotError("no frames to write")
+    frames[0].save(output, save_all=True, append_images=frames[1:], loop=0,
+                   duration=max(20, int(round(1000.0 / fps))), optimize=False)
+
+
+def _write_mp4(output: Path, images: Iterator[np.ndarray], fps: float) -> None:
+    """An H.264 MP4 through ffmpeg (raw RGB frames on its standard input)."""
+    import subprocess
+    from matplotlib import rcParams
+    proc = None
+    try:
+        for rgb in images:
+            if proc is None:
+                h, w = rgb.shape[:2]
+                cmd = [rcParams["animation.ffmpeg_path"], "-y", "-loglevel", "error",
+                       "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}",
+                       "-r", f"{fps:.6g}", "-i", "-", "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2",
+                       "-pix_fmt", "yuv420p", "-vcodec", "libx264", str(output)]
+                proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc.stdin.write(np.ascontiguousarray(rgb).tobytes())
+    finally:
+        if proc is not None:
+            _, err = proc.communicate()
+            if proc.returncode:
+                raise PlotError(f"{output}: ffmpeg failed: {err.decode(errors='replace')[-500:]}")
