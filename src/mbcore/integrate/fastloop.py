@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Statistics
-from .rk import compiled_twin
+from .rk import compiled_twin, instance_twin
 from .loop_result import (LoopFallback, LoopResult, LoopStatus,  # noqa: F401
                           budget_error, step_too_small)
 
@@ -133,6 +133,11 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         f0 = np.array(start["f0"], dtype=float)
         st.nfev = 0
     twin = compiled_twin(icls, kind)       # the class's tableau and controller
+    if kind == "fixed":                    # a tableau of the run (e.g. rk2's option a)
+        own = instance_twin(integ, twin)
+        if own is None:                    # not an explicit tableau: the Python driver
+            return python_fallback(t0, y0, t_out)
+        twin = own
     if kind == "embedded":
         assert icls.compiled_loop_kind() == "embedded"
         h_abs, rtol, atol = s0["h_abs"], float(s0["rtol"]), float(s0["atol"])

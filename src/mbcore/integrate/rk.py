@@ -48,6 +48,7 @@ from .common import DenseOutput, HermiteDenseOutput, RKDenseOutput, rms_norm, \
     select_initial_step
 
 __all__ = ["FixedStepRK", "start_fixed_grid", "EmbeddedRK", "RKTwin", "compiled_twin",
+           "instance_twin",
            "hermite_dense_coefficients", "HairerDenseOutput", "SAFETY", "MIN_FACTOR",
            "MAX_FACTOR"]
 
@@ -424,3 +425,31 @@ def compiled_twin(icls: Any, kind: str) -> RKTwin:
     P = hermite_dense_coefficients(B) if P is None else P
     return RKTwin(kind, A, B, C, np.ascontiguousarray(icls.E, dtype=float),
                   np.ascontiguousarray(P, dtype=float), controller, int(icls.order))
+
+
+def instance_twin(integ: Any, twin: RKTwin) -> RKTwin | None:
+    """The 'fixed' twin of a constructed integrator: ``twin`` (its class's) when the
+    object steps with the class's tableau, else the object's own ``A``, ``B``, ``C``
+    (a tableau chosen per run by an option, e.g. ``rk2``'s weight ``a``; Nikravesh
+    (1988), Eqs. 12.13–12.14), or None when those are not an explicit tableau (B a
+    non-empty vector, A at least s×s and strictly lower triangular, C of s entries,
+    all finite): the caller keeps the Python driver."""
+    try:
+        B = np.ascontiguousarray(integ.B, dtype=float)
+        A = np.asarray(integ.A, dtype=float)
+        C = np.ascontiguousarray(integ.C, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    s = B.size
+    if (B.ndim != 1 or s == 0 or A.ndim != 2 or A.shape[0] < s or A.shape[1] < s
+            or C.shape != (s,)):
+        return None
+    A = np.ascontiguousarray(A[:s, :s])
+    if (np.array_equal(A, twin.A) and np.array_equal(B, twin.B)
+            and np.array_equal(C, twin.C)):
+        return twin
+    if (np.any(np.triu(A) != 0.0) or not np.all(np.isfinite(A))
+            or not np.all(np.isfinite(B)) or not np.all(np.isfinite(C))):
+        return None
+    return RKTwin(twin.kind, A, B, C, np.zeros(s + 1), np.zeros((s + 1, 1)),
+                  twin.controller, int(getattr(integ, "order", twin.order)))

@@ -95,8 +95,10 @@ def _rk2_parameter(value: Any, n: int = 0) -> float:
 
 
 class RK2Family(FixedStepRK):
-    """The second-order RK family with the weight ``a`` of its second stage as option;
-    the tableau is the instance's, so it keeps the Python driver."""
+    """The second-order RK family with the weight ``a`` of its second stage as option.
+    The tableau is the instance's (set by ``_restart_impl`` from ``a``); the compiled
+    'fixed' loop reads it from the constructed integrator
+    (:func:`mbcore.integrate.rk.instance_twin`), so ``rk2`` runs there like ``rk3``."""
 
     name = "rk2"
     description = ("second-order Runge–Kutta family with parameter a (a = 1/2 Heun, "
@@ -107,11 +109,6 @@ class RK2Family(FixedStepRK):
                "a": Option(0.75, "weight of the second stage, non-zero (1/2: Heun, 1: "
                            "midpoint, 3/4: Ralston, the default)", _rk2_parameter)}
     state_fields = FixedStepRK.state_fields
-
-    @classmethod
-    def compiled_loop_kind(cls):
-        """None: the compiled loop reads the class's tableau, this one is per run."""
-        return None
 
     def _restart_impl(self) -> None:
         self.A, self.B, self.C = rk2_tableau(self.opts["a"])
