@@ -1,6 +1,9 @@
 """The fixed-grid textbook methods on the compiled step loop.
 
-``rk2`` (a per-run tableau) runs on the Runge–Kutta loop's 'fixed' stepper.  It takes the Python driver's steps with the same formulas in the same order, so
+``rk2`` (a per-run tableau) runs on the Runge–Kutta loop's 'fixed' stepper, ``ab``
+(orders 1–4), ``abm4``, ``taylor2`` and ``verlet`` (kick–drift–kick and
+drift–kick–drift) on ``mbcore._ext._steploop.run_fixedgrid`` (ext/_step_fixed.pxi).
+Each takes the Python driver's steps with the same formulas in the same order, so
 the trajectories are identical (bitwise: one process, the same arithmetic), outputs
 between step ends included (the same cubic Hermite dense output), and so are the
 evaluation counts.
@@ -15,6 +18,13 @@ from mbcore import Model
 from mbcore.system import compiled_available
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
+
+#: (integrator, options) of the run_fixedgrid loop
+GRID_METHODS = [("ab", {"order": 1}), ("ab", {"order": 2}), ("ab", {"order": 3}),
+                ("ab", {"order": 4}), ("abm4", {}), ("taylor2", {}), ("verlet", {}),
+                ("verlet", {"form": "dkd"})]
+IDS = [f"{n}-{'-'.join(map(str, o.values()))}" if o else n for n, o in GRID_METHODS]
+
 
 def _pair(model, **settings):
     """The same run on the compiled loop (``loop: auto``) and the Python driver."""
@@ -64,7 +74,6 @@ def test_a_per_run_tableau_of_a_third_party_class(examples):
     """instance_twin: the class's twin when the object keeps its class's tableau,
     the object's own when it differs, None (Python driver) when it is not an
     explicit tableau."""
-    from mbcore.integrate.fastloop import run_compiled   # noqa: F401 (the loop used)
     from mbcore.integrate.rk import compiled_twin, instance_twin
     from mbplugins.integrators.classical import RK2Family, RK3, rk2_tableau
 
@@ -82,3 +91,246 @@ def test_a_per_run_tableau_of_a_third_party_class(examples):
     assert instance_twin(rk2, compiled_twin(RK2Family, "fixed")) is None
     rk2.A, rk2.C = A, np.zeros(3)                        # C of the wrong size
     assert instance_twin(rk2, compiled_twin(RK2Family, "fixed")) is None
+
+
+# ----------------------------------------------------------------------------------
+# ab, abm4, taylor2, verlet on run_fixedgrid
+# ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["slider_crank_dynamic.yaml",
+                                   "spatial_slider_crank_dynamic.yaml"])
+@pytest.mark.parametrize("name, opts", GRID_METHODS, ids=IDS)
+def test_compiled_fixed_grid_loop_equals_the_python_driver(examples, model, name, opts):
+    """h = 7e-4 over 0.3 s: outputs every 0.0125 s fall between step ends (dense
+    output) and the last step is shortened onto t_end (the Adams history restarts,
+    RK4 starter); q, qd, qdd, energy and the evaluation counts are identical."""
+    m = Model.from_file(examples / model)
+    a, b = _pair(m, formulation="di", integrator=name, step=7e-4, t_end=0.3,
+                 output_step=0.0125, integrator_options=opts)
+    _assert_identical(a, b)
+    assert a.stats["integrator_nsteps"] == 429
+
+
+@pytest.mark.parametrize("name, opts", GRID_METHODS[3:], ids=IDS[3:])
+def test_fixed_grid_loop_cs_and_outputs_on_step_ends(examples, name, opts):
+    """cs (Baumgarte terms) on the four-bar, outputs on step ends (h = 2^-10,
+    outputs every 2^-6: the end states themselves)."""
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    a, b = _pair(m, formulation="cs", integrator=name, step=2.0 ** -10, t_end=0.5,
+                 output_step=2.0 ** -6, integrator_options=opts)
+    _assert_identical(a, b)
+
+
+@pytest.mark.parametrize("name, opts", [("ab", {"order": 3}), ("taylor2", {}),
+                                        ("verlet", {"form": "dkd"})])
+def test_stop_conditions_on_the_fixed_grid_loop(examples, name, opts):
+    """The step where the condition is met is handed to the Python driver, which
+    restarts the method at the step's start (a new grid; Adams with an RK4 step,
+    drift–kick–drift with f there instead of the midpoint's acceleration) and
+    locates the crossing: the stop time agrees with the Python run's to that
+    step's local error (observed differences: ab3 7.1e-9 s, taylor2 0, dkd 3.2e-11
+    s; bounds 1e-6, 1e-9, 1e-8 s), the outputs before it are the compiled steps'
+    (observed identical; bound 1e-9)."""
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    name0 = m.bodies[0].name
+    a, b = _pair(m, integrator=name, step=1e-3, t_end=3.0, output_step=0.05,
+                 stop_when=f"{name0}.phi < 0.5", integrator_options=opts)
+    ta = [e for e in a.events if e[1] == "stop"][0][0]
+    tb = [e for e in b.events if e[1] == "stop"][0][0]
+    bound = {"ab": 1e-6, "taylor2": 1e-9, "verlet": 1e-8}[name]
+    assert 0.0 < ta < 3.0 and abs(ta - tb) < bound
+    assert len(a) == len(b)
+    np.testing.assert_allclose(np.asarray(a["q"]), np.asarray(b["q"]), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("name, opts", [("ab", {}), ("abm4", {}), ("taylor2", {}),
+                                        ("verlet", {})])
+def test_a_failing_evaluation_hands_over_to_the_python_driver(examples, monkeypatch,
+                                                             name, opts):
+    """sqrt(0.3 - t) fails after t = 0.3: the compiled loop stops at the last accepted
+    step (code 2) and the Python driver raises the named error in the next step,
+    as the Python loop does."""
+    from mbcore._ext import _steploop as ms
+    from mbcore.elements.functions import FunctionDomainError
+    codes = []
+
+    def wrapped(*args, _f=ms.run_fixedgrid, **kw):
+        res = _f(*args, **kw)
+        codes.append((res[0], res[1]))
+        return res
+    monkeypatch.setattr(ms, "run_fixedgrid", wrapped)
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
+    st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": name,
+          "step": 1.3e-3, "integrator_options": opts}
+    with pytest.raises(FunctionDomainError, match="sqrt") as exc:
+        mbcore.run(m, settings=st)
+    code, t_handover = codes[-1]
+    assert code == 2 and 0.3 - 1.3e-3 < t_handover < 0.3 < exc.value.t < 0.3 + 1.3e-3
+    with pytest.raises(FunctionDomainError, match="sqrt") as ref:
+        mbcore.run(m, settings={**st, "loop": "python"})
+    assert abs(ref.value.t - exc.value.t) < 1e-12
+
+
+def test_the_step_budget_on_the_fixed_grid_loop(examples):
+    """max_steps between outputs: the same StepBudgetError on both loops."""
+    from mbcore.integrate.base import StepBudgetError
+    m = Model.from_file(examples / "slider_crank_dynamic.yaml")
+    st = {"formulation": "di", "integrator": "abm4", "step": 1e-4, "t_end": 0.2,
+          "output_step": 0.05, "max_steps": 100}
+    errs = []
+    for loop in ("auto", "python"):
+        with pytest.raises(StepBudgetError) as e:
+            mbcore.run(m, settings={**st, "loop": loop})
+        errs.append(e.value)
+    assert "100" in str(errs[0]) and "100" in str(errs[1])
+
+
+def test_checkpointed_runs_keep_the_python_driver(examples, tmp_path):
+    """run_fixedgrid keeps no checkpoint state: a run with checkpoints takes the
+    Python driver (its step state is what a checkpoint stores) and equals the
+    Python loop's run."""
+    from mbcore.analysis.runner import run
+    from mbcore.results.result import Result
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    st = {"analysis": "dynamic", "integrator": "ab", "step": 0.0051, "t_end": 0.24,
+          "output_step": 0.002}
+    out = tmp_path / "ck.h5"
+    run(m, settings=st, output=out, checkpoint_every=0.05, checkpoint_seconds=1e9)
+    ref = mbcore.run(m, settings={**st, "loop": "python"})
+    from mbcore.analysis.checkpoint import read_checkpoint
+    assert read_checkpoint(out).step["loop"] == "python"
+    with Result(out) as r:
+        np.testing.assert_array_equal(np.asarray(r["q"]), np.asarray(ref["q"]))
+
+
+def _rezero_work(every, log):
+    """A change of coordinates at the first step end past every multiple of
+    ``every``: the work integral W (the state's last entry) counted from there."""
+    nxt = [every]
+
+    def on_commit(t, y):
+        if t < nxt[0]:
+            return None
+        while nxt[0] <= t:
+            nxt[0] += every
+        log.append(t)
+        y_new = np.array(y)
+        y_new[-1] = 0.0
+        return y_new
+    return on_commit
+
+
+@pytest.mark.parametrize("name, opts", GRID_METHODS[2:], ids=IDS[2:])
+def test_a_change_of_coordinates_restarts_the_method_as_the_python_driver(examples,
+                                                                          name, opts):
+    """``on_commit`` returning a new state (as cp's new partitions do) restarts the
+    method there in both loops (``Integrator.restart``: a new grid, Adams from RK4
+    steps again): the same commits, steps and evaluations, identical outputs."""
+    from mbcore.integrate import integrate
+    from mbcore.integrate.fastloop import compiled_loop_for, run_compiled
+    from mbcore.plugins import registry
+    m = Model.from_file(examples / "spatial_slider_crank_dynamic.yaml")
+    sysm = m.compile(kernels="compiled")
+    form = registry().get("formulation", "di")(sysm, {})
+    st0 = sysm.initial_state(0.0)
+    y0 = np.concatenate([st0.q, st0.qd, [0.0]])
+    icls = registry().get("integrator", name)
+    kind = compiled_loop_for(icls, form)
+    assert kind == "fixedgrid"
+    crhs = form.compiled
+    buf = np.zeros(y0.size)
+
+    def fun(t, y):
+        assert crhs.eval(t, y, buf) == 0
+        return buf
+
+    t_out = np.linspace(0.0, 0.3, 31)
+    opts = {"step": 7e-4, **opts}
+    log_ref, log, outs = [], [], []
+    ref = integrate(icls, fun, (0.0, 0.3), y0, t_out=t_out,
+                    on_commit=_rezero_work(0.05, log_ref), **opts)
+
+    def fallback(t, y, o):
+        raise AssertionError(f"handed to the Python driver at t = {t}")
+
+    res = run_compiled(kind, icls, form, 0.0, 0.3, y0, t_out, dict(opts),
+                       lambda t, y: outs.append(np.array(y)), np.zeros(5), fallback,
+                       on_commit=_rezero_work(0.05, log))
+    assert res.status == 0 and len(log) == 5 and log == log_ref
+    np.testing.assert_array_equal(np.array(outs), ref.y)
+    np.testing.assert_array_equal(res.y_final, ref.y_final)
+    for k in ("nsteps", "nfev", "norder_changes"):
+        assert getattr(res.stats, k) == getattr(ref.stats, k), k
+    plain = integrate(icls, fun, (0.0, 0.3), y0, t_out=t_out, **opts)
+    assert np.abs(plain.y[:, :-1] - ref.y[:, :-1]).max() > 0.0   # the restarts count
+
+
+def test_what_keeps_the_fixed_grid_methods_on_python(examples):
+    """Subclasses that change the step, the starter, the difference step or the
+    dense output, and Adams–Moulton (no compiled twin here), keep the Python driver."""
+    from mbcore.integrate.fastloop import compiled_loop_for
+    from mbcore.plugins import registry
+    from mbplugins.integrators.adams_moulton import AdamsMoulton
+    from mbplugins.integrators.classical import (ABM4, AdamsBashforth, RK2Family, Taylor2,
+                                                 Verlet)
+    for cls in (AdamsBashforth, ABM4, Taylor2, Verlet):
+        assert cls.compiled_loop_kind() == "fixedgrid"
+    assert RK2Family.compiled_loop_kind() == "fixed"
+    assert AdamsMoulton.compiled_loop_kind() is None
+
+    class MyStarter(AdamsBashforth):
+        def _rk4(self, t, y, f, h):
+            return super()._rk4(t, y, f, h)
+
+    class MyDelta(Taylor2):
+        @staticmethod
+        def difference_step(t, y, f):
+            return 1e-6
+
+    class MyDKD(Verlet):
+        def _step_dkd(self):
+            return super()._step_dkd()
+
+    class Plain(ABM4):                       # the same method under another name
+        name = "abm4_plain"
+
+    for cls in (MyStarter, MyDelta, MyDKD):
+        assert cls.compiled_loop_kind() is None, cls
+    assert Plain.compiled_loop_kind() == "fixedgrid"
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    form = registry().get("formulation", "di")(m.compile(kernels="compiled"), {})
+    assert compiled_loop_for(Verlet, form) == "fixedgrid"
+    assert compiled_loop_for(Verlet, form, post_step=lambda t, y: None) is None
+    assert compiled_loop_for(MyDelta, form) is None
+
+
+def test_run_fixedgrid_refuses_bad_arguments(examples):
+    """The kernel boundary: unknown method, weights of the wrong size, positions
+    out of range, a start history of the wrong shape (ValueError naming them)."""
+    from mbcore._ext import _steploop as ms
+    m = Model.from_file(examples / "slider_crank_dynamic.yaml")
+    form = __import__("mbcore.plugins", fromlist=["registry"]).registry().get(
+        "formulation", "di")(m.compile(kernels="compiled"), {})
+    sysm_state = m.compile(kernels="compiled").initial_state(0.0)
+    y0, _ = form.initialize(sysm_state.q, sysm_state.qd, 0.0)
+    y0 = np.append(y0, 0.0)
+    crhs = form.compiled
+    N = y0.size
+    f0 = np.zeros(N)
+    crhs.eval(0.0, y0, f0)
+    s0 = {"hist": f0[None, :], "t_start": 0.0, "i": 0, "h": 1e-3}
+    base = dict(order=1, beta=np.ones(1), corr=np.zeros(1), positions=0,
+                t_out=np.array([0.01]), i_out=0, on_output=lambda t, y: None,
+                stats=np.zeros(5), counters=ms.new_counters())
+
+    def call(method="ab", start=s0, **kw):
+        return ms.run_fixedgrid(crhs, 0.0, 0.01, y0, method, start, **{**base, **kw})
+    assert call()[0] == 0
+    for kw, msg in ((dict(method="rk9"), "method"), (dict(beta=np.ones(5)), "beta"),
+                    (dict(method="abm4", beta=np.ones(3)), "corr"),
+                    (dict(method="kdk", positions=N), "positions"),
+                    (dict(start={**s0, "hist": np.zeros((2, N))}), "hist"),
+                    (dict(start={**s0, "h": -1.0}), "h_step"),
+                    (dict(start={**s0, "i": 50}), "grid point")):
+        with pytest.raises(ValueError, match=msg):
+            call(**kw)

@@ -17,7 +17,14 @@
 Every method here uses the step grid of the book's RUNGK4 (``t0 + i·h``, the last
 step shortened onto ``t_bound``), evaluates ``f`` at each step end (the next step's
 first stage, so nothing is evaluated twice) and gives cubic Hermite dense output
-through ``(y, f)`` at both ends of a step.  All but ``rk3`` run on the Python driver.
+through ``(y, f)`` at both ends of a step.  All run on the compiled loop of the
+dynamic analysis when its right-hand side is compiled (DI, CS on built-in elements),
+taking the Python driver's steps bit for bit: ``rk3`` and ``rk2`` on the Runge–Kutta
+loop (``run_rk``; rk2's tableau read from the constructed integrator,
+:func:`mbcore.integrate.rk.instance_twin`), ``ab``, ``abm4``, ``taylor2`` and
+``verlet`` on ``mbcore._ext._steploop.run_fixedgrid`` (``compiled_loop_kind() ==
+"fixedgrid"``, :mod:`mbcore.integrate.multistep_loop`; runs with checkpoints keep the
+Python driver).
 """
 from __future__ import annotations
 
@@ -118,11 +125,50 @@ class RK2Family(FixedStepRK):
 # ----------------------------------------------------------------------------------
 # a fixed step grid (RUNGK4 semantics) for the methods that are not a tableau
 # ----------------------------------------------------------------------------------
+#: what a fixed-grid class must keep of its method's class to keep its compiled twin
+_GRID_METHODS = ("_restart_impl", "_step_impl", "_next_time", "_accept", "_rk4",
+                 "_dense_output_impl", "loop_start")
+
+
 class _FixedGrid(Integrator):
     """Step grid ``t0 + i·h`` (last step shortened onto ``t_bound``), ``f`` at each
-    step end kept for the next step, cubic Hermite dense output."""
+    step end kept for the next step, cubic Hermite dense output.
+
+    The compiled twin (``compiled_loop_kind() == "fixedgrid"``,
+    :mod:`mbcore.integrate.multistep_loop`, ``mbcore._ext._steploop.run_fixedgrid``):
+    the methods below that name a ``LOOP_METHOD`` and the class's own step (a subclass
+    that changes the step, the grid, the starter or the dense output keeps the Python
+    driver)."""
 
     options = FIXED_STEP_OPTIONS
+    #: the compiled loop's method ('ab', 'abm4', 'taylor2', 'verlet'), None: none
+    LOOP_METHOD: str | None = None
+    #: extra methods a subclass must keep for the compiled twin
+    LOOP_KEEPS: tuple[str, ...] = ()
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'fixedgrid' when the class steps as the built-in method it derives from
+        (its ``LOOP_METHOD``; :mod:`mbcore.integrate.fastloop` then runs it in
+        compiled code, the same steps, evaluations and dense output), else None."""
+        owner = next((c for c in cls.__mro__ if "LOOP_METHOD" in vars(c)
+                      and vars(c)["LOOP_METHOD"] is not None), None)
+        if owner is None:
+            return None
+        same = all(getattr(cls, n) is getattr(owner, n)
+                   for n in _GRID_METHODS + owner.LOOP_KEEPS)
+        return "fixedgrid" if same else None
+
+    def loop_start(self) -> dict:
+        """Where ``run_fixedgrid`` starts: the method, ``hist`` (the derivative at t
+        and the past ones, newest first), the grid ``t_start`` + ``i`` steps of ``h``,
+        the weights and, for Verlet, the number of positions."""
+        hist = getattr(self, "_hist", None) or (() if self._f is None else (self._f,))
+        return {"method": self.LOOP_METHOD,
+                "hist": np.array(hist, dtype=float).reshape(len(hist), self.n),
+                "t_start": float(self._t_start), "i": int(self._i), "h": float(self._h),
+                "order": int(self.order), "beta": np.zeros(1), "corr": np.zeros(1),
+                "positions": 0}
 
     def _restart_impl(self) -> None:
         start_fixed_grid(self)
@@ -180,6 +226,10 @@ class AdamsBashforth(_FixedGrid):
                                int_range(1, 4))}
     #: step grid, derivative at t and the past derivatives (newest first)
     state_fields = ("_h", "_t_start", "_i", "_f", "_hist")
+    LOOP_METHOD = "ab"
+
+    def loop_start(self) -> dict:
+        return {**super().loop_start(), "beta": np.array(self._beta, dtype=float)}
 
     def _restart_impl(self) -> None:
         super()._restart_impl()
@@ -217,6 +267,11 @@ class ABM4(_FixedGrid):
     state_fields = ("_h", "_t_start", "_i", "_f", "_hist")
     AB = AB_COEFFICIENTS[3]
     AM = AM4_COEFFICIENTS
+    LOOP_METHOD = "abm4"
+
+    def loop_start(self) -> dict:
+        return {**super().loop_start(), "beta": np.array(self.AB, dtype=float),
+                "corr": np.array(self.AM, dtype=float)}
 
     def _restart_impl(self) -> None:
         super()._restart_impl()
@@ -253,6 +308,8 @@ class Taylor2(_FixedGrid):
                    "of f along (1, f) (Nikravesh (1988), Eqs. 12.11–12.12)")
     order = 2
     state_fields = ("_h", "_t_start", "_i", "_f")
+    LOOP_METHOD = "taylor2"
+    LOOP_KEEPS = ("difference_step",)
 
     @staticmethod
     def difference_step(t: float, y: np.ndarray, f: np.ndarray) -> float:
@@ -336,6 +393,12 @@ class Verlet(_FixedGrid):
                               "step ends); 'dkd': drift–kick–drift (position Verlet, "
                               "Euler2, f at the step midpoints)", _verlet_form)}
     state_fields = ("_h", "_t_start", "_i", "_f")
+    LOOP_METHOD = "verlet"
+    LOOP_KEEPS = ("_step_dkd",)
+
+    def loop_start(self) -> dict:
+        return {**super().loop_start(), "method": self.opts["form"],
+                "positions": int(self._m)}
 
     def _restart_impl(self) -> None:
         m = self.opts["positions"]
