@@ -451,7 +451,7 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
     ``bench_integrators``: the loops, not the rows, are measured here),
     abm and bdf at rtol 1e-6 and 1e-8 (atol = rtol/100), implicit_euler and
     trapezoid with fixed steps 1e-3 and 2.5e-4, the fixed-grid textbook methods rk2,
-    ab, abm4, taylor2 and verlet with step 1e-3: wall time per simulated
+    ab, abm4, taylor2, verlet and am with step 1e-3: wall time per simulated
     second (``stats['wall_time']``: integration and output rows; median of repeats)
     of the compiled loop, of the Python driver on the same compiled right-hand side
     (``loop: python``) and of the NumPy path (``kernels: numpy``, the Python driver),
@@ -492,8 +492,8 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
             _three_loops(model, st, row, t_end, repeat, quick)
             out[f"multistep_fourbar_{integ}_step{step:g}"] = row
     # the fixed-grid textbook methods: rk2 on run_rk (its per-run tableau), ab, abm4,
-    # taylor2 and verlet on run_fixedgrid; fixed step 1e-3
-    for integ in ("rk2", "ab", "abm4", "taylor2", "verlet"):
+    # taylor2, verlet and am on run_fixedgrid; fixed step 1e-3
+    for integ in ("rk2", "ab", "abm4", "taylor2", "verlet", "am"):
         st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
               "integrator": integ, "formulation": "di", "step": 1e-3}
         mbcore.run(model, settings={**st, "t_end": 0.1})          # warm-up

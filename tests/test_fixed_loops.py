@@ -1,8 +1,9 @@
 """The fixed-grid textbook methods on the compiled step loop.
 
 ``rk2`` (a per-run tableau) runs on the Runge–Kutta loop's 'fixed' stepper, ``ab``
-(orders 1–4), ``abm4``, ``taylor2`` and ``verlet`` (kick–drift–kick and
-drift–kick–drift) on ``mbcore._ext._steploop.run_fixedgrid`` (ext/_step_fixed.pxi).
+(orders 1–4), ``abm4``, ``taylor2``, ``verlet`` (kick–drift–kick and
+drift–kick–drift) and ``am`` (Adams–Moulton 1–4, the θ-methods' modified Newton
+iteration) on ``mbcore._ext._steploop.run_fixedgrid`` (ext/_step_fixed.pxi).
 Each takes the Python driver's steps with the same formulas in the same order, so
 the trajectories are identical (bitwise: one process, the same arithmetic), outputs
 between step ends included (the same cubic Hermite dense output), and so are the
@@ -220,7 +221,9 @@ def _rezero_work(every, log):
     return on_commit
 
 
-@pytest.mark.parametrize("name, opts", GRID_METHODS[2:], ids=IDS[2:])
+@pytest.mark.parametrize("name, opts", GRID_METHODS[2:] + [("am", {"order": 2}),
+                                                           ("am", {"order": 4})],
+                         ids=IDS[2:] + ["am-2", "am-4"])
 def test_a_change_of_coordinates_restarts_the_method_as_the_python_driver(examples,
                                                                           name, opts):
     """``on_commit`` returning a new state (as cp's new partitions do) restarts the
@@ -266,8 +269,8 @@ def test_a_change_of_coordinates_restarts_the_method_as_the_python_driver(exampl
 
 
 def test_what_keeps_the_fixed_grid_methods_on_python(examples):
-    """Subclasses that change the step, the starter, the difference step or the
-    dense output, and Adams–Moulton (no compiled twin here), keep the Python driver."""
+    """Subclasses that change the step, the starter, the difference step, the
+    Newton iteration or the dense output keep the Python driver."""
     from mbcore.integrate.fastloop import compiled_loop_for
     from mbcore.plugins import registry
     from mbplugins.integrators.adams_moulton import AdamsMoulton
@@ -276,7 +279,12 @@ def test_what_keeps_the_fixed_grid_methods_on_python(examples):
     for cls in (AdamsBashforth, ABM4, Taylor2, Verlet):
         assert cls.compiled_loop_kind() == "fixedgrid"
     assert RK2Family.compiled_loop_kind() == "fixed"
-    assert AdamsMoulton.compiled_loop_kind() is None
+    assert AdamsMoulton.compiled_loop_kind() == "fixedgrid"
+
+    class MyNewton(AdamsMoulton):
+        def _solve(self, *args):
+            return super()._solve(*args)
+    assert MyNewton.compiled_loop_kind() is None
 
     class MyStarter(AdamsBashforth):
         def _rk4(self, t, y, f, h):
@@ -326,11 +334,87 @@ def test_run_fixedgrid_refuses_bad_arguments(examples):
     def call(method="ab", start=s0, **kw):
         return ms.run_fixedgrid(crhs, 0.0, 0.01, y0, method, start, **{**base, **kw})
     assert call()[0] == 0
+    assert call(method="am", beta=np.ones(2) / 2, corr=np.ones(1))[0] == 0
     for kw, msg in ((dict(method="rk9"), "method"), (dict(beta=np.ones(5)), "beta"),
                     (dict(method="abm4", beta=np.ones(3)), "corr"),
                     (dict(method="kdk", positions=N), "positions"),
                     (dict(start={**s0, "hist": np.zeros((2, N))}), "hist"),
                     (dict(start={**s0, "h": -1.0}), "h_step"),
-                    (dict(start={**s0, "i": 50}), "grid point")):
+                    (dict(start={**s0, "i": 50}), "grid point"),
+                    (dict(method="am", beta=np.ones(3), corr=np.ones(1)), "pred"),
+                    (dict(method="am", maxiter=0), "maxiter")):
         with pytest.raises(ValueError, match=msg):
             call(**kw)
+
+
+# ----------------------------------------------------------------------------------
+# am: Adams–Moulton 1–4 with the modified Newton iteration of the θ-methods
+# ----------------------------------------------------------------------------------
+@pytest.fixture(params=["analytic", "fd"])
+def jacobian(request, monkeypatch):
+    """The Newton Jacobian of both loops: the semi-analytic DI one of the compiled
+    right-hand side (planar, compiled forces) or forward differences."""
+    if request.param == "fd":
+        import mbcore.solve.formulation as F
+        monkeypatch.setattr(F, "_enable_jacobian", lambda system, crhs: False)
+    return request.param
+
+
+AM_COUNTS = ("integrator_nfev", "integrator_nsteps", "integrator_njev", "integrator_nlu",
+             "integrator_nnewton_iter", "integrator_nnewton_failures",
+             "integrator_nrejected")
+
+
+@pytest.mark.parametrize("model", ["slider_crank_dynamic.yaml",
+                                   "spatial_slider_crank_dynamic.yaml"])
+@pytest.mark.parametrize("order", [1, 2, 3, 4])
+@pytest.mark.parametrize("step", [7e-4, 5e-3])
+def test_compiled_adams_moulton_equals_the_python_driver(examples, model, order, step,
+                                                         jacobian):
+    """The same steps (RK4 starter, AB predictor, Newton iterations, Jacobians, LU
+    factorisations) and evaluations, identical outputs between step ends and on the
+    shortened last step."""
+    m = Model.from_file(examples / model)
+    a, b = _pair(m, formulation="di", integrator="am", step=step, t_end=0.3,
+                 output_step=0.0125, integrator_options={"order": order})
+    _assert_identical(a, b)
+    for k in AM_COUNTS:
+        assert a.stats[k] == b.stats[k], k
+    assert a.stats["integrator_njev"] >= 1 and a.stats["integrator_nnewton_iter"] > 0
+
+
+def test_adams_moulton_refreshes_a_stale_jacobian_as_the_python_driver(examples):
+    """AM1 with h = 5e-3 on the slider-crank: a Newton failure with the stale Jacobian
+    re-evaluates it and retries the step (observed: one failure), in both loops."""
+    m = Model.from_file(examples / "slider_crank_dynamic.yaml")
+    a, b = _pair(m, formulation="di", integrator="am", step=5e-3, t_end=0.3,
+                 output_step=0.0125, integrator_options={"order": 1})
+    _assert_identical(a, b)
+    assert a.stats["integrator_nnewton_failures"] == b.stats["integrator_nnewton_failures"] > 0
+    assert a.stats["integrator_njev"] == a.stats["integrator_nnewton_failures"] + 1
+
+
+def test_adams_moulton_newton_failure_hands_over_to_the_python_driver(examples,
+                                                                     monkeypatch):
+    """A step far too large (0.05 s on the four-bar): the Newton iteration fails with a
+    fresh Jacobian, the compiled loop stops at the last accepted step (code 2) and
+    the Python driver raises the NewtonFailure the Python loop raises."""
+    from mbcore._ext import _steploop as ms
+    from mbcore.integrate.base import NewtonFailure
+    codes = []
+
+    def wrapped(*args, _f=ms.run_fixedgrid, **kw):
+        res = _f(*args, **kw)
+        codes.append((res[0], res[1]))
+        return res
+    monkeypatch.setattr(ms, "run_fixedgrid", wrapped)
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": "am",
+          "step": 0.05, "integrator_options": {"order": 2}}
+    with pytest.raises(NewtonFailure, match="Newton iteration did not converge") as exc:
+        mbcore.run(m, settings=st)
+    code, t_handover = codes[-1]
+    assert code == 2 and abs(exc.value.t - t_handover - 0.05) < 1e-12
+    with pytest.raises(NewtonFailure) as ref:
+        mbcore.run(m, settings={**st, "loop": "python"})
+    assert ref.value.t == exc.value.t and str(ref.value) == str(exc.value)

@@ -13,7 +13,7 @@ Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (it
 ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
 Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
 ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
-fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2`` and ``verlet``
+fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
 (``run_fixedgrid``, loop kind ``fixedgrid``).  A fixed-step RK object whose tableau
 is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with
 that tableau (:func:`mbcore.integrate.rk.instance_twin`).  Events

@@ -25,9 +25,12 @@ tolerances only.
 :mod:`mbplugins.integrators.classical` — Adams–Bashforth 1–4 and the AB3/AM4 PECE pair
 (RK4 starter; Nikravesh (1988), §12.3), the second-order Taylor method (Eqs.
 12.11–12.12) and Störmer–Verlet, kick–drift–kick and drift–kick–drift (Hairer,
-Lubich & Wanner (2006), §I.1.4, §VI.3) — stepped by ``run_fixedgrid`` from the
-object's ``loop_start()`` (grid, past derivatives, weights) with the same formulas:
-the same steps, evaluations and cubic Hermite dense output.  It keeps no checkpoint
+Lubich & Wanner (2006), §I.1.4, §VI.3) — and Adams–Moulton 1–4
+(:class:`mbplugins.integrators.adams_moulton.AdamsMoulton`, §12.3.2, on the θ-methods'
+modified Newton iteration: no given Jacobian, scalar Newton tolerances), stepped by
+``run_fixedgrid`` from the object's ``loop_start()`` (grid, past derivatives,
+weights) with the same formulas: the same steps, Newton iterations, Jacobians,
+evaluations and cubic Hermite dense output.  It keeps no checkpoint
 state of its own: a run with checkpoints (``hist``/``ystep``/``history``) is handed
 to the Python driver from its start.
 """
@@ -81,8 +84,13 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
         return (integ.constant_jacobian is None and not integ.has_jacobian
                 and bool(start.get("compiled")) and not np.ndim(o["newton_rtol"] or 0.0)
                 and integ.status == "running")
-    if kind == "fixedgrid":  # explicit, no Jacobian; a live start state
-        return integ.status == "running" and integ.loop_start()["hist"].shape[0] >= 1
+    if kind == "fixedgrid":  # a live start state; 'am': as the θ-methods
+        if start.get("method") == "am":
+            o = integ.opts
+            if (integ.constant_jacobian is not None or integ.has_jacobian
+                    or np.ndim(o["newton_rtol"]) or np.ndim(o["newton_atol"])):
+                return False
+        return integ.status == "running" and start["hist"].shape[0] >= 1
     return scalar
 
 
@@ -234,7 +242,9 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             crhs, float(t0), float(t1), y_start, str(s0["method"]), s0, int(s0["order"]),
             np.ascontiguousarray(s0["beta"], dtype=float),
             np.ascontiguousarray(s0["corr"], dtype=float), int(s0["positions"]), t_out, i0,
-            on_output, stats, counters, st.nfev, *stop_args, max_steps=budget, **commit)
+            on_output, stats, counters, st.nfev, *stop_args, max_steps=budget, **commit,
+            **({"maxiter": int(s0["maxiter"]), "newton_rtol": float(s0["newton_rtol"]),
+                "newton_atol": float(s0["newton_atol"])} if s0["method"] == "am" else {}))
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)

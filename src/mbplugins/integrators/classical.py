@@ -22,9 +22,10 @@ dynamic analysis when its right-hand side is compiled (DI, CS on built-in elemen
 taking the Python driver's steps bit for bit: ``rk3`` and ``rk2`` on the Runge–Kutta
 loop (``run_rk``; rk2's tableau read from the constructed integrator,
 :func:`mbcore.integrate.rk.instance_twin`), ``ab``, ``abm4``, ``taylor2`` and
-``verlet`` on ``mbcore._ext._steploop.run_fixedgrid`` (``compiled_loop_kind() ==
-"fixedgrid"``, :mod:`mbcore.integrate.multistep_loop`; runs with checkpoints keep the
-Python driver).
+``verlet`` (and ``am`` of :mod:`.adams_moulton`) on
+``mbcore._ext._steploop.run_fixedgrid`` (``compiled_loop_kind() == "fixedgrid"``,
+:mod:`mbcore.integrate.multistep_loop`; runs with checkpoints keep the Python
+driver).
 """
 from __future__ import annotations
 
