@@ -75,6 +75,7 @@ def test_a_per_run_tableau_of_a_third_party_class(examples):
     """instance_twin: the class's twin when the object keeps its class's tableau,
     the object's own when it differs, None (Python driver) when it is not an
     explicit tableau."""
+    from mbcore.integrate.loop_result import LoopFallback
     from mbcore.integrate.rk import compiled_twin, instance_twin
     from mbplugins.integrators.classical import RK2Family, RK3, rk2_tableau
 
@@ -84,14 +85,35 @@ def test_a_per_run_tableau_of_a_third_party_class(examples):
     rk3 = RK3(fun, 0.0, np.ones(2), 1.0, step=0.1)
     twin = compiled_twin(RK3, "fixed")
     assert instance_twin(rk3, twin) is twin
+    rk3.B = np.array([0.25, 0.5, 0.25])                 # the object's own tableau
+    own = instance_twin(rk3, twin)
+    assert own is not twin and np.array_equal(own.B, rk3.B) and own.order == 3
     rk2 = RK2Family(fun, 0.0, np.ones(2), 1.0, step=0.1, a=0.5)
-    own = instance_twin(rk2, compiled_twin(RK2Family, "fixed"))
+    with pytest.raises(LoopFallback):                   # no tableau of the class
+        compiled_twin(RK2Family, "fixed")
+    own = instance_twin(rk2)
     A, B, C = rk2_tableau(0.5)
     assert np.array_equal(own.A, A) and np.array_equal(own.B, B) and own.order == 2
     rk2.A = np.array([[0.0, 1.0], [1.0, 0.0]])          # implicit: refused
-    assert instance_twin(rk2, compiled_twin(RK2Family, "fixed")) is None
+    assert instance_twin(rk2) is None
     rk2.A, rk2.C = A, np.zeros(3)                        # C of the wrong size
-    assert instance_twin(rk2, compiled_twin(RK2Family, "fixed")) is None
+    assert instance_twin(rk2) is None
+
+
+def test_rk2_in_a_simulation_keeps_the_python_driver(examples):
+    """``mbcore.Simulation``'s step-by-step compiled loop reads the class's tableau
+    only: rk2 (TABLEAU_PER_RUN) runs there on the Python driver, with its own ``a``."""
+    m = Model.from_file(examples / "slider_crank_dynamic.yaml")
+    out = []
+    for loop, a in (("auto", 0.5), ("python", 0.5), ("auto", 0.75)):
+        sim = mbcore.Simulation(m, settings={
+            "formulation": "di", "integrator": "rk2", "step": 1e-3, "t_end": 0.3,
+            "output_step": 0.0125, "integrator_options": {"a": a}, "loop": loop})
+        sim.advance_to(0.2)
+        assert sim.loop == "python"
+        out.append(np.array(sim.outputs(sim.columns[1:5])))
+    np.testing.assert_array_equal(out[0], out[1])
+    assert np.abs(out[0] - out[2]).max() > 1e-9          # a = 0.5 is not the class's
 
 
 # ----------------------------------------------------------------------------------

@@ -138,12 +138,13 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if start and start.get("f0") is not None:     # an exact resume: the stored step
         f0 = np.array(start["f0"], dtype=float)
         st.nfev = 0
-    twin = compiled_twin(icls, kind)       # the class's tableau and controller
-    if kind == "fixed":                    # a tableau of the run (e.g. rk2's option a)
-        own = instance_twin(integ, twin)
-        if own is None:                    # not an explicit tableau: the Python driver
+    if kind == "fixed":                    # the run's tableau (e.g. rk2's option a)
+        twin = instance_twin(integ, None if getattr(icls, "TABLEAU_PER_RUN", False)
+                             else compiled_twin(icls, kind))
+        if twin is None:                   # not an explicit tableau: the Python driver
             return python_fallback(t0, y0, t_out)
-        twin = own
+    else:
+        twin = compiled_twin(icls, kind)   # the class's tableau and controller
     if kind == "embedded":
         assert icls.compiled_loop_kind() == "embedded"
         h_abs, rtol, atol = s0["h_abs"], float(s0["rtol"]), float(s0["atol"])

@@ -106,13 +106,16 @@ class RK2Family(FixedStepRK):
     """The second-order RK family with the weight ``a`` of its second stage as option.
     The tableau is the instance's (set by ``_restart_impl`` from ``a``); the compiled
     'fixed' loop reads it from the constructed integrator
-    (:func:`mbcore.integrate.rk.instance_twin`), so ``rk2`` runs there like ``rk3``."""
+    (:func:`mbcore.integrate.rk.instance_twin`), so ``rk2`` runs there like ``rk3``
+    (``TABLEAU_PER_RUN``: a compiled loop that reads only the class, ``mbcore.Simulation``'s
+    step-by-step one, keeps the Python driver)."""
 
     name = "rk2"
     description = ("second-order Runge–Kutta family with parameter a (a = 1/2 Heun, "
                    "1 midpoint, 3/4 Ralston), fixed step (Nikravesh (1988), Eqs. 12.13–12.14)")
     order = 2
     A, B, C = rk2_tableau(0.75)
+    TABLEAU_PER_RUN = True
     options = {**FIXED_STEP_OPTIONS,
                "a": Option(0.75, "weight of the second stage, non-zero (1/2: Heun, 1: "
                            "midpoint, 3/4: Ralston, the default)", _rk2_parameter)}
