@@ -14,7 +14,8 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
   (an invented end-to-end case), one evaluation and whole kinematic analyses.
 * ``multistep_fourbar_*`` (``--only multistep``): abm, bdf, implicit_euler and
-  trapezoid on the compiled loop, and the GGL and stiff DAE forms with bdf
+  trapezoid on the compiled loop, the fixed-grid textbook methods rk2, ab, abm4,
+  taylor2, verlet and am (``_step0.001``), and the GGL and stiff DAE forms with bdf
   (``_ggl_``, ``_stiff_``) against the Python driver and the NumPy path,
   four-bar, 10 s; ``multistep_stiff_chain10_stiff_*``: the stiff spring chain of
   ``force_jacobians`` with the stiff form.
