@@ -14,7 +14,8 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``spatial_slider_crank_*`` (``--only spatial``): the spatial slider-crank
   (an invented end-to-end case), one evaluation and whole kinematic analyses.
 * ``multistep_fourbar_*`` (``--only multistep``): abm, bdf, implicit_euler and
-  trapezoid on the compiled loop, and the GGL and stiff DAE forms with bdf
+  trapezoid on the compiled loop, the fixed-grid textbook methods rk2, ab, abm4,
+  taylor2, verlet and am (``_step0.001``), and the GGL and stiff DAE forms with bdf
   (``_ggl_``, ``_stiff_``) against the Python driver and the NumPy path,
   four-bar, 10 s; ``multistep_stiff_chain10_stiff_*``: the stiff spring chain of
   ``force_jacobians`` with the stiff form.
@@ -450,7 +451,8 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
     (ext/_steploop.pyx).  The four-bar (fourbar_dap, DI, 10 s, 10 output rows as in
     ``bench_integrators``: the loops, not the rows, are measured here),
     abm and bdf at rtol 1e-6 and 1e-8 (atol = rtol/100), implicit_euler and
-    trapezoid with fixed steps 1e-3 and 2.5e-4: wall time per simulated
+    trapezoid with fixed steps 1e-3 and 2.5e-4, the fixed-grid textbook methods rk2,
+    ab, abm4, taylor2, verlet and am with step 1e-3: wall time per simulated
     second (``stats['wall_time']``: integration and output rows; median of repeats)
     of the compiled loop, of the Python driver on the same compiled right-hand side
     (``loop: python``) and of the NumPy path (``kernels: numpy``, the Python driver),
@@ -490,6 +492,15 @@ def bench_multistep(repeat: int, quick: bool) -> dict:
             row = {"simulated_s": t_end, "integrator": integ, "step": step}
             _three_loops(model, st, row, t_end, repeat, quick)
             out[f"multistep_fourbar_{integ}_step{step:g}"] = row
+    # the fixed-grid textbook methods: rk2 on run_rk (its per-run tableau), ab, abm4,
+    # taylor2, verlet and am on run_fixedgrid; fixed step 1e-3
+    for integ in ("rk2", "ab", "abm4", "taylor2", "verlet", "am"):
+        st = {"analysis": "dynamic", "t_end": t_end, "output_step": t_end / 10,
+              "integrator": integ, "formulation": "di", "step": 1e-3}
+        mbcore.run(model, settings={**st, "t_end": 0.1})          # warm-up
+        row = {"simulated_s": t_end, "integrator": integ, "step": 1e-3}
+        _three_loops(model, st, row, t_end, repeat, quick)
+        out[f"multistep_fourbar_{integ}_step0.001"] = row
     # the DAE forms on the compiled bdf loop: GGL (index 2) and stiff (index 3, its
     # reduced Newton hook called back from C); their Jacobian comes from the
     # formulation (a Python call-back), the stiff form's Newton system from its hook

@@ -33,7 +33,10 @@ The steppers are the methods of the Python integrators, step for step and bit fo
 * :class:`ThetaStepper` — the fixed-step θ-methods implicit Euler and trapezoid
   (``mbplugins.integrators.implicit.ThetaMethod``), :func:`run_theta`;
 * :class:`GenAlphaStepper` — the second-order form of generalized-α and HHT, fixed
-  step (``mbplugins.integrators.genalpha.GeneralizedAlpha``), :func:`run_genalpha`.
+  step (``mbplugins.integrators.genalpha.GeneralizedAlpha``), :func:`run_genalpha`;
+* :class:`FixedGridStepper` — the fixed-grid textbook methods Adams–Bashforth 1–4,
+  the AB3/AM4 PECE pair, second-order Taylor and Störmer–Verlet
+  (``mbplugins.integrators.classical``), :func:`run_fixedgrid`.
 
 A new method is a new ``Stepper`` subclass; the loop, its outputs and its checkpoints
 are not repeated.  Each ``run_*`` function checks its arguments (ValueError naming
@@ -426,3 +429,4 @@ include "_step_adams.pxi"
 include "_step_bdf.pxi"
 include "_step_theta.pxi"
 include "_step_genalpha.pxi"
+include "_step_fixed.pxi"

@@ -12,7 +12,11 @@ the whole step loop runs in C (``mbcore._ext._steploop.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
 ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
 Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
-``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`).  Events
+``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
+fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
+(``run_fixedgrid``, loop kind ``fixedgrid``).  A fixed-step RK object whose tableau
+is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with
+that tableau (:func:`mbcore.integrate.rk.instance_twin`).  Events
 (impacts), post-step projection and the other DAE forms keep the Python driver
 (:func:`mbcore.integrate.integrate`), except the projections of the penalty and
 projection formulations, which run in C after every accepted step of ``run_rk``
@@ -36,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Statistics
-from .rk import compiled_twin
+from .rk import compiled_twin, instance_twin
 from .loop_result import (LoopFallback, LoopResult, LoopStatus,  # noqa: F401
                           budget_error, step_too_small)
 
@@ -44,7 +48,8 @@ __all__ = ["compiled_loop_for", "run_compiled"]
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
-    """'fixed', 'embedded', 'abm', 'bdf', 'theta' or 'genalpha' when the compiled loop can run this
+    """'fixed', 'embedded', 'abm', 'bdf', 'theta', 'genalpha' or 'fixedgrid' when the
+    compiled loop can run this
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
     itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
@@ -60,7 +65,8 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     kind = kind() if callable(kind) else None
     if (jac is not None or getattr(form.compiled, "dae", False)) and kind != "bdf":
         return None
-    if kind in ("abm", "bdf", "theta", "genalpha"):  # multistep and implicit one-step
+    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # multistep, implicit
+        # one-step and the fixed-grid textbook methods
         from .multistep_loop import available, kinds   # (mbcore.integrate.multistep_loop):
         return (kind if post_step is None and available() and kind in kinds()
                 else None)                             # no post-step projection
@@ -101,7 +107,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     end before t1, after its outputs (the Python driver's): the Runge-Kutta loops
     continue from a new state as from a projection, the multistep and θ loops
     restart there as the driver restarts its integrator."""
-    if kind in ("abm", "bdf", "theta", "genalpha"):  # ext/_steploop.pyx
+    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # ext/_steploop.pyx
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
@@ -132,7 +138,13 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if start and start.get("f0") is not None:     # an exact resume: the stored step
         f0 = np.array(start["f0"], dtype=float)
         st.nfev = 0
-    twin = compiled_twin(icls, kind)       # the class's tableau and controller
+    if kind == "fixed":                    # the run's tableau (e.g. rk2's option a)
+        twin = instance_twin(integ, None if getattr(icls, "TABLEAU_PER_RUN", False)
+                             else compiled_twin(icls, kind))
+        if twin is None:                   # not an explicit tableau: the Python driver
+            return python_fallback(t0, y0, t_out)
+    else:
+        twin = compiled_twin(icls, kind)   # the class's tableau and controller
     if kind == "embedded":
         assert icls.compiled_loop_kind() == "embedded"
         h_abs, rtol, atol = s0["h_abs"], float(s0["rtol"]), float(s0["atol"])

@@ -20,6 +20,19 @@ Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
 per-component tolerances keep the Python driver.
 The θ-methods likewise run without a given Jacobian and with scalar Newton
 tolerances only.
+
+``"fixedgrid"``: the fixed-grid textbook methods of
+:mod:`mbplugins.integrators.classical` — Adams–Bashforth 1–4 and the AB3/AM4 PECE pair
+(RK4 starter; Nikravesh (1988), §12.3), the second-order Taylor method (Eqs.
+12.11–12.12) and Störmer–Verlet, kick–drift–kick and drift–kick–drift (Hairer,
+Lubich & Wanner (2006), §I.1.4, §VI.3) — and Adams–Moulton 1–4
+(:class:`mbplugins.integrators.adams_moulton.AdamsMoulton`, §12.3.2, on the θ-methods'
+modified Newton iteration: no given Jacobian, scalar Newton tolerances), stepped by
+``run_fixedgrid`` from the object's ``loop_start()`` (grid, past derivatives,
+weights) with the same formulas: the same steps, Newton iterations, Jacobians,
+evaluations and cubic Hermite dense output.  It keeps no checkpoint
+state of its own: a run with checkpoints (``hist``/``ystep``/``history``) is handed
+to the Python driver from its start.
 """
 from __future__ import annotations
 
@@ -48,7 +61,8 @@ def kinds() -> tuple:
     older build keeps the θ-methods on the Python driver)."""
     from .._ext import _steploop
     return ("abm", "bdf") + (("theta",) if hasattr(_steploop, "run_theta") else ()) \
-        + (("genalpha",) if hasattr(_steploop, "run_genalpha") else ())
+        + (("genalpha",) if hasattr(_steploop, "run_genalpha") else ()) \
+        + (("fixedgrid",) if hasattr(_steploop, "run_fixedgrid") else ())
 
 
 def _ode_form(kind: str, integ, start: dict) -> bool:
@@ -70,6 +84,13 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
         return (integ.constant_jacobian is None and not integ.has_jacobian
                 and bool(start.get("compiled")) and not np.ndim(o["newton_rtol"] or 0.0)
                 and integ.status == "running")
+    if kind == "fixedgrid":  # a live start state; 'am': as the θ-methods
+        if start.get("method") == "am":
+            o = integ.opts
+            if (integ.constant_jacobian is not None or integ.has_jacobian
+                    or np.ndim(o["newton_rtol"]) or np.ndim(o["newton_atol"])):
+                return False
+        return integ.status == "running" and start["hist"].shape[0] >= 1
     return scalar
 
 
@@ -92,8 +113,10 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
                   history=None, max_steps: int = 0, rhs_state=None, on_commit=None):
-    """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf' or 'theta'
-    (same arguments and result; ``jac``: a Jacobian call-back, 'bdf' only).
+    """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf', 'theta',
+    'genalpha' or 'fixedgrid' (same arguments and result; ``jac``: a Jacobian
+    call-back, 'bdf' only; 'fixedgrid' hands runs with checkpoints to the Python
+    driver).
     Checkpoints: ``ystep`` (size + 2 floats) receives the end state of each step
     with outputs and ``hist`` (a dict) the loop's state at that step's start (its
     ``t``, ``y``, history and ``counts``); ``history`` (such a dict, from a
@@ -121,6 +144,11 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return buf
 
     if jac is not None and kind != "bdf":
+        return python_fallback(t0, y0, t_out)
+    if kind == "fixedgrid" and (hist is not None or ystep is not None
+                                or history is not None):
+        # no checkpoint state of its own (run_fixedgrid): the Python driver, whose
+        # step state a checkpoint stores, takes runs with checkpoints
         return python_fallback(t0, y0, t_out)
     try:
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
@@ -209,6 +237,14 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             int(o["newton_maxiter"]), float(s0["newton_rtol"]), int(o["jac_max_age"] or 0),
             t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
             hist=hist, **extra, max_steps=budget, **commit)
+    elif kind == "fixedgrid":
+        code, t, y, i_out, h = ms.run_fixedgrid(
+            crhs, float(t0), float(t1), y_start, str(s0["method"]), s0, int(s0["order"]),
+            np.ascontiguousarray(s0["beta"], dtype=float),
+            np.ascontiguousarray(s0["corr"], dtype=float), int(s0["positions"]), t_out, i0,
+            on_output, stats, counters, st.nfev, *stop_args, max_steps=budget, **commit,
+            **({"maxiter": int(s0["maxiter"]), "newton_rtol": float(s0["newton_rtol"]),
+                "newton_atol": float(s0["newton_atol"])} if s0["method"] == "am" else {}))
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)
@@ -220,7 +256,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if code is LoopStatus.BUDGET:
         raise budget_error(budget, t, t0, t_out, i_out, h)
     if code is LoopStatus.STEP_TOO_SMALL:
-        raise step_too_small(h, t, remaining=kind in ("theta", "genalpha"))
+        raise step_too_small(h, t, remaining=kind in ("theta", "genalpha", "fixedgrid"))
     # EVALUATION_FAILED (or, for 'theta', Newton failed with a fresh Jacobian), or
     # STOP_CONDITION (met in the next step): the Python driver
     # takes over from the last accepted step (its multistep history starts again at

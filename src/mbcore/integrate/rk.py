@@ -48,6 +48,7 @@ from .common import DenseOutput, HermiteDenseOutput, RKDenseOutput, rms_norm, \
     select_initial_step
 
 __all__ = ["FixedStepRK", "start_fixed_grid", "EmbeddedRK", "RKTwin", "compiled_twin",
+           "instance_twin",
            "hermite_dense_coefficients", "HairerDenseOutput", "SAFETY", "MIN_FACTOR",
            "MAX_FACTOR"]
 
@@ -140,6 +141,10 @@ class FixedStepRK(Integrator):
     A: ClassVar[np.ndarray] = np.zeros((1, 1))
     B: ClassVar[np.ndarray] = np.ones(1)
     C: ClassVar[np.ndarray] = np.zeros(1)
+    #: True: the tableau is the run's (set by ``_restart_impl`` from an option, e.g.
+    #: ``rk2``'s ``a``): the compiled loop reads it from the constructed integrator
+    #: (:func:`instance_twin`); :func:`compiled_twin` of the class refuses
+    TABLEAU_PER_RUN: ClassVar[bool] = False
     options = FIXED_STEP_OPTIONS
     #: step, grid origin and index, derivative at t (exact resume, rule 11)
     state_fields = ("_h", "_t_start", "_i", "_f")
@@ -401,7 +406,13 @@ class RKTwin:
 
 def compiled_twin(icls: Any, kind: str) -> RKTwin:
     """The compiled twin of an explicit RK class of loop kind ``kind`` ('fixed' or
-    'embedded'), read from its class attributes (module docstring)."""
+    'embedded'), read from its class attributes (module docstring).  A class whose
+    tableau is the run's (``TABLEAU_PER_RUN``) has none: ``LoopFallback`` (the caller
+    keeps the Python driver, or reads the constructed integrator's by
+    :func:`instance_twin`)."""
+    if isinstance(icls, type) and getattr(icls, "TABLEAU_PER_RUN", False):
+        from .loop_result import LoopFallback
+        raise LoopFallback(float("nan"))
     B = np.ascontiguousarray(icls.B, dtype=float)
     s = B.size
     A = np.ascontiguousarray(np.asarray(icls.A, dtype=float)[:s, :s])
@@ -424,3 +435,33 @@ def compiled_twin(icls: Any, kind: str) -> RKTwin:
     P = hermite_dense_coefficients(B) if P is None else P
     return RKTwin(kind, A, B, C, np.ascontiguousarray(icls.E, dtype=float),
                   np.ascontiguousarray(P, dtype=float), controller, int(icls.order))
+
+
+def instance_twin(integ: Any, twin: RKTwin | None = None) -> RKTwin | None:
+    """The 'fixed' twin of a constructed integrator: ``twin`` (its class's) when the
+    object steps with the class's tableau, else the object's own ``A``, ``B``, ``C``
+    (a tableau chosen per run by an option, e.g. ``rk2``'s weight ``a``; Nikravesh
+    (1988), Eqs. 12.13–12.14; ``twin`` None: the class has none, ``TABLEAU_PER_RUN``),
+    or None when those are not an explicit tableau (B a non-empty vector, A at least
+    s×s and strictly lower triangular, C of s entries, all finite): the caller keeps
+    the Python driver."""
+    try:
+        B = np.ascontiguousarray(integ.B, dtype=float)
+        A = np.asarray(integ.A, dtype=float)
+        C = np.ascontiguousarray(integ.C, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    s = B.size
+    if (B.ndim != 1 or s == 0 or A.ndim != 2 or A.shape[0] < s or A.shape[1] < s
+            or C.shape != (s,)):
+        return None
+    A = np.ascontiguousarray(A[:s, :s])
+    if (twin is not None and np.array_equal(A, twin.A) and np.array_equal(B, twin.B)
+            and np.array_equal(C, twin.C)):
+        return twin
+    if (np.any(np.triu(A) != 0.0) or not np.all(np.isfinite(A))
+            or not np.all(np.isfinite(B)) or not np.all(np.isfinite(C))):
+        return None
+    order = getattr(integ, "order", None if twin is None else twin.order)
+    return RKTwin("fixed", A, B, C, np.zeros(s + 1), np.zeros((s + 1, 1)),
+                  (1.0, 1.0, 1.0), int(order))

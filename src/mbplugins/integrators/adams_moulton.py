@@ -12,6 +12,11 @@ iteration of the θ-methods (:mod:`.implicit`: matrix ``I − hβ_0 J`` factoris
 and reused, the Jacobian re-evaluated only after a failed iteration;
 Hairer & Wanner (1996), §IV.8), from the Adams–Bashforth predictor of order k − 1.
 
+On the compiled loop of the dynamic analysis (DI, CS on built-in elements; no given
+Jacobian, scalar Newton tolerances) it runs as ``mbcore._ext._steploop.run_fixedgrid``'s
+method 'am' (``compiled_loop_kind() == "fixedgrid"``): the same steps, Newton
+iterations, Jacobians, LU factorisations and evaluations as the Python driver.
+
 Absolute stability: AM1 and AM2 are A-stable; AM3 and AM4 have bounded regions
 (real intervals (−6, 0) and (−3, 0)), much larger than those of AB3 and AB4
 ((−6/11, 0), (−3/10, 0)) (Hairer & Wanner (1996), §V.1).
@@ -78,6 +83,19 @@ class AdamsMoulton(_FixedGrid):
                     "_c_lu")
 
     _solve = ThetaMethod._solve                 # modified Newton for y = base + c f(t, y)
+    #: the compiled twin: run_fixedgrid's method 'am' (``_FixedGrid.compiled_loop_kind``)
+    LOOP_METHOD = "am"
+    LOOP_KEEPS = ("_implicit_step", "_solve", "jac", "lu_factor", "lu_solve")
+
+    def loop_start(self) -> dict:
+        """``_FixedGrid.loop_start`` with the AM weights (``beta``), the predictor's
+        (``corr``), ``f`` at the start and the Newton options."""
+        o = self.opts
+        return {**super().loop_start(), "f": self._f,
+                "beta": np.array(self._beta, dtype=float),
+                "corr": np.array(self._pred, dtype=float),
+                "maxiter": int(o["newton_maxiter"]), "newton_rtol": o["newton_rtol"],
+                "newton_atol": o["newton_atol"]}
 
     def _restart_impl(self) -> None:
         super()._restart_impl()

@@ -17,7 +17,15 @@
 Every method here uses the step grid of the book's RUNGK4 (``t0 + i·h``, the last
 step shortened onto ``t_bound``), evaluates ``f`` at each step end (the next step's
 first stage, so nothing is evaluated twice) and gives cubic Hermite dense output
-through ``(y, f)`` at both ends of a step.  All but ``rk3`` run on the Python driver.
+through ``(y, f)`` at both ends of a step.  All run on the compiled loop of the
+dynamic analysis when its right-hand side is compiled (DI, CS on built-in elements),
+taking the Python driver's steps bit for bit: ``rk3`` and ``rk2`` on the Runge–Kutta
+loop (``run_rk``; rk2's tableau read from the constructed integrator,
+:func:`mbcore.integrate.rk.instance_twin`), ``ab``, ``abm4``, ``taylor2`` and
+``verlet`` (and ``am`` of :mod:`.adams_moulton`) on
+``mbcore._ext._steploop.run_fixedgrid`` (``compiled_loop_kind() == "fixedgrid"``,
+:mod:`mbcore.integrate.multistep_loop`; runs with checkpoints keep the Python
+driver).
 """
 from __future__ import annotations
 
@@ -95,23 +103,23 @@ def _rk2_parameter(value: Any, n: int = 0) -> float:
 
 
 class RK2Family(FixedStepRK):
-    """The second-order RK family with the weight ``a`` of its second stage as option;
-    the tableau is the instance's, so it keeps the Python driver."""
+    """The second-order RK family with the weight ``a`` of its second stage as option.
+    The tableau is the instance's (set by ``_restart_impl`` from ``a``); the compiled
+    'fixed' loop reads it from the constructed integrator
+    (:func:`mbcore.integrate.rk.instance_twin`), so ``rk2`` runs there like ``rk3``
+    (``TABLEAU_PER_RUN``: a compiled loop that reads only the class, ``mbcore.Simulation``'s
+    step-by-step one, keeps the Python driver)."""
 
     name = "rk2"
     description = ("second-order Runge–Kutta family with parameter a (a = 1/2 Heun, "
                    "1 midpoint, 3/4 Ralston), fixed step (Nikravesh (1988), Eqs. 12.13–12.14)")
     order = 2
     A, B, C = rk2_tableau(0.75)
+    TABLEAU_PER_RUN = True
     options = {**FIXED_STEP_OPTIONS,
                "a": Option(0.75, "weight of the second stage, non-zero (1/2: Heun, 1: "
                            "midpoint, 3/4: Ralston, the default)", _rk2_parameter)}
     state_fields = FixedStepRK.state_fields
-
-    @classmethod
-    def compiled_loop_kind(cls):
-        """None: the compiled loop reads the class's tableau, this one is per run."""
-        return None
 
     def _restart_impl(self) -> None:
         self.A, self.B, self.C = rk2_tableau(self.opts["a"])
@@ -121,11 +129,50 @@ class RK2Family(FixedStepRK):
 # ----------------------------------------------------------------------------------
 # a fixed step grid (RUNGK4 semantics) for the methods that are not a tableau
 # ----------------------------------------------------------------------------------
+#: what a fixed-grid class must keep of its method's class to keep its compiled twin
+_GRID_METHODS = ("_restart_impl", "_step_impl", "_next_time", "_accept", "_rk4",
+                 "_dense_output_impl", "loop_start")
+
+
 class _FixedGrid(Integrator):
     """Step grid ``t0 + i·h`` (last step shortened onto ``t_bound``), ``f`` at each
-    step end kept for the next step, cubic Hermite dense output."""
+    step end kept for the next step, cubic Hermite dense output.
+
+    The compiled twin (``compiled_loop_kind() == "fixedgrid"``,
+    :mod:`mbcore.integrate.multistep_loop`, ``mbcore._ext._steploop.run_fixedgrid``):
+    the methods below that name a ``LOOP_METHOD`` and the class's own step (a subclass
+    that changes the step, the grid, the starter or the dense output keeps the Python
+    driver)."""
 
     options = FIXED_STEP_OPTIONS
+    #: the compiled loop's method ('ab', 'abm4', 'taylor2', 'verlet'), None: none
+    LOOP_METHOD: str | None = None
+    #: extra methods a subclass must keep for the compiled twin
+    LOOP_KEEPS: tuple[str, ...] = ()
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'fixedgrid' when the class steps as the built-in method it derives from
+        (its ``LOOP_METHOD``; :mod:`mbcore.integrate.fastloop` then runs it in
+        compiled code, the same steps, evaluations and dense output), else None."""
+        owner = next((c for c in cls.__mro__ if "LOOP_METHOD" in vars(c)
+                      and vars(c)["LOOP_METHOD"] is not None), None)
+        if owner is None:
+            return None
+        same = all(getattr(cls, n) is getattr(owner, n)
+                   for n in _GRID_METHODS + owner.LOOP_KEEPS)
+        return "fixedgrid" if same else None
+
+    def loop_start(self) -> dict:
+        """Where ``run_fixedgrid`` starts: the method, ``hist`` (the derivative at t
+        and the past ones, newest first), the grid ``t_start`` + ``i`` steps of ``h``,
+        the weights and, for Verlet, the number of positions."""
+        hist = getattr(self, "_hist", None) or (() if self._f is None else (self._f,))
+        return {"method": self.LOOP_METHOD,
+                "hist": np.array(hist, dtype=float).reshape(len(hist), self.n),
+                "t_start": float(self._t_start), "i": int(self._i), "h": float(self._h),
+                "order": int(self.order), "beta": np.zeros(1), "corr": np.zeros(1),
+                "positions": 0}
 
     def _restart_impl(self) -> None:
         start_fixed_grid(self)
@@ -183,6 +230,10 @@ class AdamsBashforth(_FixedGrid):
                                int_range(1, 4))}
     #: step grid, derivative at t and the past derivatives (newest first)
     state_fields = ("_h", "_t_start", "_i", "_f", "_hist")
+    LOOP_METHOD = "ab"
+
+    def loop_start(self) -> dict:
+        return {**super().loop_start(), "beta": np.array(self._beta, dtype=float)}
 
     def _restart_impl(self) -> None:
         super()._restart_impl()
@@ -220,6 +271,11 @@ class ABM4(_FixedGrid):
     state_fields = ("_h", "_t_start", "_i", "_f", "_hist")
     AB = AB_COEFFICIENTS[3]
     AM = AM4_COEFFICIENTS
+    LOOP_METHOD = "abm4"
+
+    def loop_start(self) -> dict:
+        return {**super().loop_start(), "beta": np.array(self.AB, dtype=float),
+                "corr": np.array(self.AM, dtype=float)}
 
     def _restart_impl(self) -> None:
         super()._restart_impl()
@@ -256,6 +312,8 @@ class Taylor2(_FixedGrid):
                    "of f along (1, f) (Nikravesh (1988), Eqs. 12.11–12.12)")
     order = 2
     state_fields = ("_h", "_t_start", "_i", "_f")
+    LOOP_METHOD = "taylor2"
+    LOOP_KEEPS = ("difference_step",)
 
     @staticmethod
     def difference_step(t: float, y: np.ndarray, f: np.ndarray) -> float:
@@ -339,6 +397,12 @@ class Verlet(_FixedGrid):
                               "step ends); 'dkd': drift–kick–drift (position Verlet, "
                               "Euler2, f at the step midpoints)", _verlet_form)}
     state_fields = ("_h", "_t_start", "_i", "_f")
+    LOOP_METHOD = "verlet"
+    LOOP_KEEPS = ("_step_dkd",)
+
+    def loop_start(self) -> dict:
+        return {**super().loop_start(), "method": self.opts["form"],
+                "positions": int(self._m)}
 
     def _restart_impl(self) -> None:
         m = self.opts["positions"]
