@@ -33,7 +33,9 @@ The steppers are the methods of the Python integrators, step for step and bit fo
 * :class:`ThetaStepper` — the fixed-step θ-methods implicit Euler and trapezoid
   (``mbplugins.integrators.implicit.ThetaMethod``), :func:`run_theta`;
 * :class:`GenAlphaStepper` — the second-order form of generalized-α and HHT, fixed
-  step (``mbplugins.integrators.genalpha.GeneralizedAlpha``), :func:`run_genalpha`.
+  step (``mbplugins.integrators.genalpha.GeneralizedAlpha``), :func:`run_genalpha`;
+  :class:`GenAlphaVarStepper` its variable step (Milne-device error of the positions,
+  ``VariableGeneralizedAlpha``), :func:`run_genalpha_var`.
 
 A new method is a new ``Stepper`` subclass; the loop, its outputs and its checkpoints
 are not repeated.  Each ``run_*`` function checks its arguments (ValueError naming

@@ -11,8 +11,9 @@ attributes: :func:`mbcore.integrate.rk.compiled_twin`),
 the whole step loop runs in C (``mbcore._ext._steploop.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
 ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
-Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
-``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`).  Events
+Jacobian call-back), the implicit θ-methods ``implicit_euler`` and ``trapezoid`` and
+the generalized-α methods ``genalpha``, ``hht`` and ``genalpha_var`` (loop kind
+'genalpha') in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`).  Events
 (impacts), post-step projection and the other DAE forms keep the Python driver
 (:func:`mbcore.integrate.integrate`), except the projections of the penalty and
 projection formulations, which run in C after every accepted step of ``run_rk``
