@@ -3,6 +3,12 @@
 # Arnold & Brüls (2007)) for y = [q (p); qd (p); extras] with q' = qd and unit mass,
 # fixed step, modified Newton on q''_n+1 stopped on the residual, f.c_jac, LU.
 
+#: solve_step: Newton failed with a fresh Jacobian (the fixed step hands the step to the
+#: Python driver, which raises NewtonFailure; the variable step shrinks it)
+cdef enum:
+    GA_NEWTON_FAILED = 100
+
+
 cdef class GenAlphaStepper(Stepper):
     """``GeneralizedAlpha`` (:func:`run_genalpha`): the grid ``t_start + i h_step``,
     the true and algorithmic accelerations ``acc``, ``a``, the right-hand side ``fn``
@@ -62,28 +68,25 @@ cdef class GenAlphaStepper(Stepper):
         finally:
             mbcore_restore_fp_mode(mode)
 
+    cdef void save_top(self) noexcept:
+        """The state at the step's start for a checkpoint (``save_start``): the
+        Jacobian's flags, the counts, the accelerations and f."""
+        cdef Py_ssize_t N = self.N, p = self.p
+        self.i_top, self.jv_top, self.J_kept, self.lu_top, self.clu_top = \
+            self.i_step, self.jac_valid, False, self.lu_valid, self.c_lu
+        self.age_top = self.jac_age
+        self.nsteps_top, self.nrej_top, self.nfev_top = self.nsteps, self.nrej, self.nfev()
+        memcpy(self.acc_top, self.acc, p * sizeof(double))
+        memcpy(self.a_top, self.a, p * sizeof(double))
+        memcpy(self.fn_top, self.fn, N * sizeof(double))
+
     cdef int attempt_flushed(self) except -1:
-        """GeneralizedAlpha._step_impl up to the solution of the step
-        (``_predict``, ``_attempt``, ``_solve_second``)."""
-        cdef Py_ssize_t N = self.N, p = self.p, i
-        cdef int info = 0, one = 1, pp = <int>p, it, tries, iters
-        cdef double t = self.t, tnew, h, r, bb, gg, an, rn, sa, sf, worst, worst_old = 0.0
-        cdef double a_m = self.a_m, a_f = self.a_f, g = self.g, b = self.b
-        cdef char trans = b'N'
-        cdef bint ok, have_old
-        cdef double* y = self.y
-        cdef double* ynew = self.ynew
-        cdef double* fb = self.fb
-        cdef double* x = self.x
-        cdef double* accn = self.acc_new
+        """GeneralizedAlpha._step_impl up to the solution of the step (``_next_step``,
+        then :meth:`solve_step`)."""
+        cdef double t = self.t, tnew, h
+        cdef int code
         if self.ck:
-            self.i_top, self.jv_top, self.J_kept, self.lu_top, self.clu_top = \
-                self.i_step, self.jac_valid, False, self.lu_valid, self.c_lu
-            self.age_top = self.jac_age
-            self.nsteps_top, self.nrej_top, self.nfev_top = self.nsteps, self.nrej, self.nfev()
-            memcpy(self.acc_top, self.acc, p * sizeof(double))
-            memcpy(self.a_top, self.a, p * sizeof(double))
-            memcpy(self.fn_top, self.fn, N * sizeof(double))
+            self.save_top()
             self.f.c_save()
         self.i_step += 1
         tnew = self.t_start + (<double>self.i_step) * self.h_step
@@ -94,6 +97,31 @@ cdef class GenAlphaStepper(Stepper):
         self.tnew = tnew
         if fabs(h) < 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300):
             return LOOP_STEP_TOO_SMALL
+        code = self.solve_step(tnew, h)
+        if code == GA_NEWTON_FAILED:
+            # NewtonFailure: the Python driver redoes this step and raises it
+            return LOOP_EVAL_FAILED
+        if code:
+            return code
+        self.t_end = tnew
+        return 0
+
+    cdef int solve_step(self, double tnew, double h) except -1:
+        """One step of size h from (t, y) into ``ynew``, ``acc_new``, ``fb``
+        (GeneralizedAlpha ``_predict``, ``_attempt``, ``_solve_second`` and the
+        quadratures of ``_finish``): 0, LOOP_EVAL_FAILED (an evaluation failed) or
+        GA_NEWTON_FAILED (Newton failed with a fresh Jacobian)."""
+        cdef Py_ssize_t N = self.N, p = self.p, i
+        cdef int info = 0, one = 1, pp = <int>p, it, tries, iters
+        cdef double r, bb, gg, an, rn, sa, sf, worst, worst_old = 0.0
+        cdef double a_m = self.a_m, a_f = self.a_f, g = self.g, b = self.b
+        cdef char trans = b'N'
+        cdef bint ok, have_old
+        cdef double* y = self.y
+        cdef double* ynew = self.ynew
+        cdef double* fb = self.fb
+        cdef double* x = self.x
+        cdef double* accn = self.acc_new
         r = (1.0 - a_f) / (1.0 - a_m)
         bb = b * r * h * h
         gg = g * r * h
@@ -105,6 +133,13 @@ cdef class GenAlphaStepper(Stepper):
             ynew[p + i] += h * ((1.0 - g) * self.a[i] + g * an)
         ok = False
         for tries in range(2):
+            if tries == 1:      # the retry starts from the predictor again (and its
+                memcpy(ynew, y, N * sizeof(double))     # Jacobian is evaluated there)
+                for i in range(p):
+                    an = ((1.0 - a_f) * self.acc[i] + a_f * self.acc[i]
+                          - a_m * self.a[i]) / (1.0 - a_m)
+                    ynew[i] += h * y[p + i] + (h * h) * ((0.5 - b) * self.a[i] + b * an)
+                    ynew[p + i] += h * ((1.0 - g) * self.a[i] + g * an)
             if not self.jac_valid or (self.max_age > 0 and self.jac_age >= self.max_age):
                 if self.ck and self.jv_top and not self.J_kept:
                     memcpy(self.Jsnap, self.J, N * N * sizeof(double))
@@ -122,13 +157,6 @@ cdef class GenAlphaStepper(Stepper):
                 self.lu_valid = True
                 self.c_lu = h
             # ---- Newton on q''_n+1, stopped on the residual (_solve_second) ----------
-            if tries == 1:                  # the retry starts from the predictor again
-                memcpy(ynew, y, N * sizeof(double))
-                for i in range(p):
-                    an = ((1.0 - a_f) * self.acc[i] + a_f * self.acc[i]
-                          - a_m * self.a[i]) / (1.0 - a_m)
-                    ynew[i] += h * y[p + i] + (h * h) * ((0.5 - b) * self.a[i] + b * an)
-                    ynew[p + i] += h * ((1.0 - g) * self.a[i] + g * an)
             memcpy(accn, self.acc, p * sizeof(double))
             have_old = False
             iters = 0
@@ -171,17 +199,15 @@ cdef class GenAlphaStepper(Stepper):
                 self.jac_current = False
                 break
             if self.jac_current:
-                # NewtonFailure: the Python driver redoes this step and raises it
-                return LOOP_EVAL_FAILED
+                return GA_NEWTON_FAILED
             self.nrej += 1
             self.counters[C_NEWTON] += 1.0
             self.jac_valid = False                  # stale: re-evaluate, retry once
         if not ok:
-            return LOOP_EVAL_FAILED
+            return GA_NEWTON_FAILED
         # the quadratures of the trailing components (trapezoidal rule)
         for i in range(2 * p, N):
             ynew[i] = y[i] + (0.5 * h) * (self.fn[i] + fb[i])
-        self.t_end = tnew
         return 0
 
     cdef int save_start(self, dict hist) except -1:
@@ -294,65 +320,168 @@ cdef class GenAlphaStepper(Stepper):
         return self.h
 
 
-def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 not None,
-                 Py_ssize_t positions, double[::1] acc0 not None, double[::1] a0 not None,
-                 double[::1] f0 not None, double t_start, long i_step, double h_step,
-                 double a_m, double a_f, double gamma, double beta, int maxiter,
-                 double newton_rtol, long max_age, double[::1] t_out not None,
-                 Py_ssize_t i_out, object on_output, double[::1] stats not None,
-                 double[::1] counters not None, long nfev_start=0,
-                 const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
-                 const double[::1] stop_sign=None, double[::1] ystep=None,
-                 dict hist=None, const double[::1] J0=None, double c_lu0=0.0,
-                 long jac_age0=0, long max_steps=0, object on_commit=None,
-                 object restart=None):
-    """Integrate from (t0, y0) to t1 > t0 by the second-order form of
-    ``GeneralizedAlpha`` (:class:`GenAlphaStepper`; unit mass, no multipliers; the
-    Jacobian ``f.c_jac`` as :func:`run_theta`'s) from its state after
-    ``_restart_impl`` or an accepted step: the true and algorithmic accelerations
-    ``acc0``, ``a0`` (``positions`` values each), ``f0`` the right-hand side there, the
-    grid ``t_start + i h_step`` with ``i_step`` steps taken, the parameters (α_m, α_f,
-    γ, β), Newton's ``maxiter`` and residual tolerance ``newton_rtol``, ``max_age`` (0:
-    the Jacobian kept until Newton fails or needs more than 4 iterations).  A Newton
-    failure with a fresh Jacobian returns code 2 (the Python driver redoes the step and
-    raises ``NewtonFailure``).  Checkpoints as :func:`run_theta`'s, ``hist`` with the
-    accelerations (``acc``, ``a``), ``f`` and ``jac_age``; ``J0``, ``c_lu0``,
-    ``jac_age0``: resume from them.  Returns ``(code, t, y, i_out, h)``.  Refused
-    (ValueError naming the argument): the checks of :func:`_check_common`, positions
-    outside [1, N/2], acc0 / a0 / f0 of the wrong size or non-finite, maxiter < 1,
-    h_step not positive and finite, α_m, α_f outside [-1, 1) and [0, 1), γ, β not
-    positive, newton_rtol not positive, a grid point more than two steps from t0, J0
-    of the wrong size."""
+cdef class GenAlphaVarStepper(GenAlphaStepper):
+    """``VariableGeneralizedAlpha`` (:func:`run_genalpha_var`): the step of
+    :class:`GenAlphaStepper` (``solve_step``: predictor, Jacobian policy, Newton,
+    quadratures; ``accept``, ``dense``) under the variable step's controller: the
+    Milne-device error of the positions against the calibrated tolerances
+    ``e_atol + e_rtol |q|``, the next step ``h_abs``, the last accepted step
+    ``hprev`` (``has_hprev`` False after a start or restart) by which ``a - q''`` is
+    rescaled, ``a0`` the algorithmic accelerations at the step's start."""
+    cdef double h_abs, h_abs_new, hprev, max_step, e_rtol, e_atol
+    cdef double h_abs_top, hprev_top
+    cdef bint has_hprev, hprev_top_set
+    cdef double* a0
+    cdef double* est
+
+    cdef double error(self, double h) noexcept:
+        """VariableGeneralizedAlpha._error (second-order form): the rms norm of
+        ``cc/(1/6 - cc) (q_n+1 - (q_n + h v_n + h^2/2 q''_n))`` over the tolerances."""
+        cdef Py_ssize_t p = self.p, i
+        cdef int n = <int>p
+        cdef double cc = 1.0 / 6.0 - self.b + 0.5 * (self.g - 0.5)
+        cdef double ratio = cc / (1.0 / 6.0 - cc)
+        cdef double qp, ya, yb
+        cdef double* y = self.y
+        cdef double* ynew = self.ynew
+        for i in range(p):
+            qp = y[i] + h * y[p + i] + (0.5 * h * h) * self.acc[i]
+            ya = fabs(y[i])
+            yb = fabs(ynew[i])
+            self.est[i] = (ratio * (ynew[i] - qp)) / (self.e_atol + self.e_rtol
+                                                      * (ya if ya >= yb else yb))
+        return sqrt(ddot(&n, self.est, &ONE, self.est, &ONE) / p)
+
+    cdef int attempt_flushed(self) except -1:
+        """VariableGeneralizedAlpha._step_impl up to ``_finish``: trial steps from
+        ``min(h_abs, max_step)`` (``_trial_end``), ``a`` rescaled from ``a0`` by the
+        step ratio (``_rescale``), :meth:`solve_step`; a Newton failure quarters the
+        step (a fresh Jacobian next), an error above 1 shrinks it by
+        ``max(0.2, 0.9 err^(-1/3))``; the next step (``h_abs_new``) grows by at most
+        5, not at all after a rejection."""
+        cdef Py_ssize_t p = self.p, i
+        cdef double t = self.t, tnew, h = 0.0, h_abs, r, min_step, err = 0.0, fac, factor
+        cdef bint rejected = False
+        cdef int code
+        if self.ck:
+            self.save_top()
+            self.h_abs_top = self.h_abs
+            self.hprev_top = self.hprev
+            self.hprev_top_set = self.has_hprev
+            self.f.c_save()
+        memcpy(self.a0, self.a, p * sizeof(double))
+        h_abs = self.h_abs
+        if self.max_step < h_abs:
+            h_abs = self.max_step
+        min_step = 10.0 * EPS * (fabs(t) if fabs(t) > 1e-300 else 1e-300)
+        while True:
+            if h_abs < min_step:
+                self.h = h_abs
+                return LOOP_STEP_TOO_SMALL
+            tnew = t + h_abs
+            if tnew - self.t1 > 0 or fabs(self.t1 - tnew) < min_step:
+                tnew = self.t1
+            h = tnew - t
+            self.h = h
+            self.tnew = tnew
+            r = fabs(h / self.hprev) if self.has_hprev else 1.0
+            for i in range(p):
+                self.a[i] = self.acc[i] + r * (self.a0[i] - self.acc[i])
+            code = self.solve_step(tnew, h)
+            if code == GA_NEWTON_FAILED:
+                self.nrej += 1
+                self.counters[C_NEWTON] += 1.0
+                h_abs *= 0.25
+                rejected = True
+                self.jac_valid = False
+                continue
+            if code:
+                return code
+            err = self.error(h)
+            if err <= 1.0:
+                break
+            self.nrej += 1
+            self.counters[C_ERR] += 1.0
+            fac = 0.9 * pow(err, -1.0 / 3.0)
+            h_abs = fabs(h) * (fac if fac > 0.2 else 0.2)
+            rejected = True
+        if err == 0.0:
+            factor = 5.0
+        else:
+            fac = 0.9 * pow(err, -1.0 / 3.0)
+            fac = fac if fac > 0.2 else 0.2
+            factor = fac if fac < 5.0 else 5.0
+        if rejected:
+            factor = factor if factor < 1.0 else 1.0
+        self.h_abs_new = fabs(h) * factor
+        self.t_end = tnew
+        return 0
+
+    cdef int accept(self, bint due) except -1:
+        """VariableGeneralizedAlpha: ``_finish`` (GenAlphaStepper.accept), then the
+        last step ``hprev`` and the next one ``h_abs``."""
+        GenAlphaStepper.accept(self, due)
+        self.hprev = self.h
+        self.has_hprev = True
+        self.h_abs = self.h_abs_new
+        return 0
+
+    cdef int save_start(self, dict hist) except -1:
+        cdef Py_ssize_t N = self.N, p = self.p
+        hist.update(t=self.t, y=np.array(self.y_arr),
+                    acc=np.array(<double[:p]> self.acc_top),
+                    a=np.array(<double[:p]> self.a_top),
+                    f=np.array(<double[:N]> self.fn_top),
+                    h_abs=self.h_abs_top,
+                    hprev=self.hprev_top if self.hprev_top_set else None,
+                    jac_age=self.age_top,
+                    J=(np.array(self.Jsnap_arr) if self.J_kept else np.array(self.J_arr))
+                    if self.jv_top else None, c_lu=self.clu_top if self.lu_top else 0.0,
+                    counts=np.array([self.nsteps_top, self.nrej_top, self.nfev_top],
+                                    dtype=float))
+        return 0
+
+    cdef void save_end(self, double[::1] ystep) noexcept:
+        cdef Py_ssize_t N = self.N, i
+        if ystep.shape[0] >= N + 2:
+            for i in range(N):
+                ystep[i] = self.y[i]
+            ystep[N] = self.t
+            ystep[N + 1] = self.h_abs
+
+    cdef int load_start(self, object s0) except -1:
+        """The Python integrator's ``loop_start()`` (a restart: ``hprev`` None)."""
+        cdef Py_ssize_t N = self.N, p = self.p
+        cdef double[::1] acc = np.ascontiguousarray(s0["acc"], dtype=np.float64)
+        cdef double[::1] a = np.ascontiguousarray(s0["a"], dtype=np.float64)
+        cdef double[::1] f0 = np.ascontiguousarray(s0["f"], dtype=np.float64)
+        _size("run_genalpha_var: restart acc", acc.shape[0], p)
+        _size("run_genalpha_var: restart a", a.shape[0], p)
+        _size("run_genalpha_var: restart f", f0.shape[0], N)
+        memcpy(self.acc, &acc[0], p * sizeof(double))
+        memcpy(self.a, &a[0], p * sizeof(double))
+        memcpy(self.fn, &f0[0], N * sizeof(double))
+        self.h_abs = float(s0["h_abs"])
+        self.has_hprev = s0.get("hprev") is not None
+        self.hprev = float(s0["hprev"]) if self.has_hprev else 0.0
+        return 0
+
+    cdef double h_next(self) noexcept:
+        return self.h
+
+
+cdef int _genalpha_setup(GenAlphaStepper st, CompiledODE f, double t0, double[::1] y0,
+                         double t1, long nfev_start, Py_ssize_t p, double[::1] acc0,
+                         double[::1] a0, double[::1] f0, double a_m, double a_f,
+                         double gamma, double beta, int maxiter, double newton_rtol,
+                         long max_age, long jac_age0, double[::1] counters, bint ck,
+                         const double[::1] J0, double c_lu0) except -1:
+    """The state and buffers :func:`run_genalpha` and :func:`run_genalpha_var` share
+    (arguments checked by the caller): the accelerations, f, the parameters, Newton's
+    settings, the Jacobian and LU (``J0`` and ``c_lu0``: those of a checkpoint)."""
     cdef Py_ssize_t N = y0.shape[0], i
-    _check_common("run_genalpha", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
-                  stop_val, stop_sign, ystep, max_steps)
-    _index("run_genalpha: positions", positions, 1, N // 2)
-    _size("run_genalpha: acc0", acc0.shape[0], positions)
-    _size("run_genalpha: a0", a0.shape[0], positions)
-    _size("run_genalpha: f0", f0.shape[0], N)
-    _all_finite("run_genalpha: acc0", acc0)
-    _all_finite("run_genalpha: a0", a0)
-    _all_finite("run_genalpha: f0", f0)
-    _index("run_genalpha: maxiter", maxiter, 1, 1 << 30)
-    _positive("run_genalpha: h_step", h_step)
-    _in_range("run_genalpha: a_m", a_m, -1.0, 0.999999)
-    _in_range("run_genalpha: a_f", a_f, 0.0, 0.999999)
-    _positive("run_genalpha: gamma", gamma)
-    _positive("run_genalpha: beta", beta)
-    _positive("run_genalpha: newton_rtol", newton_rtol)
-    if not fabs(t_start + (<double>i_step) * h_step - t0) <= 2.0 * h_step + 1e-9 * fabs(t0):
-        raise ValueError(f"run_genalpha: the grid point t_start + i_step h_step = {t_start} "
-                         f"+ {i_step} * {h_step} is not within two steps of t0 = {t0}")
-    if J0 is not None:
-        _size("run_genalpha: J0", J0.shape[0], N * N)
-    cdef Py_ssize_t p = positions
-    cdef GenAlphaStepper st = GenAlphaStepper.__new__(GenAlphaStepper)
     st.setup(f, t0, y0, t1, nfev_start)
     st.p = p
-    st.t_start = t_start
-    st.i_step = i_step
-    st.i_top = i_step
-    st.h_step = h_step
     st.a_m, st.a_f, st.g, st.b = a_m, a_f, gamma, beta
     st.maxiter = maxiter
     st.rtol = newton_rtol
@@ -386,7 +515,7 @@ def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 no
     st.a_top = st.buf(p)
     st.fn_top = st.buf(N)
     st.y_trial = st.ynew
-    st.ck = hist is not None
+    st.ck = ck
     st.Jsnap_arr = np.zeros(N * N if st.ck else 1)
     cdef double[::1] jsv = st.Jsnap_arr
     st.Jsnap = &jsv[0]
@@ -398,7 +527,137 @@ def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 no
             st.factor_lu(c_lu0)
             st.lu_valid = True
             st.c_lu = c_lu0
+    return 0
+
+
+cdef int _genalpha_check(str who, Py_ssize_t N, Py_ssize_t positions, double[::1] acc0,
+                         double[::1] a0, double[::1] f0, int maxiter, double a_m,
+                         double a_f, double gamma, double beta, double newton_rtol,
+                         const double[::1] J0) except -1:
+    """The arguments :func:`run_genalpha` and :func:`run_genalpha_var` share."""
+    _index(f"{who}: positions", positions, 1, N // 2)
+    _size(f"{who}: acc0", acc0.shape[0], positions)
+    _size(f"{who}: a0", a0.shape[0], positions)
+    _size(f"{who}: f0", f0.shape[0], N)
+    _all_finite(f"{who}: acc0", acc0)
+    _all_finite(f"{who}: a0", a0)
+    _all_finite(f"{who}: f0", f0)
+    _index(f"{who}: maxiter", maxiter, 1, 1 << 30)
+    _in_range(f"{who}: a_m", a_m, -1.0, 0.999999)
+    _in_range(f"{who}: a_f", a_f, 0.0, 0.999999)
+    _positive(f"{who}: gamma", gamma)
+    _positive(f"{who}: beta", beta)
+    _positive(f"{who}: newton_rtol", newton_rtol)
+    if J0 is not None:
+        _size(f"{who}: J0", J0.shape[0], N * N)
+    return 0
+
+
+def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 not None,
+                 Py_ssize_t positions, double[::1] acc0 not None, double[::1] a0 not None,
+                 double[::1] f0 not None, double t_start, long i_step, double h_step,
+                 double a_m, double a_f, double gamma, double beta, int maxiter,
+                 double newton_rtol, long max_age, double[::1] t_out not None,
+                 Py_ssize_t i_out, object on_output, double[::1] stats not None,
+                 double[::1] counters not None, long nfev_start=0,
+                 const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
+                 const double[::1] stop_sign=None, double[::1] ystep=None,
+                 dict hist=None, const double[::1] J0=None, double c_lu0=0.0,
+                 long jac_age0=0, long max_steps=0, object on_commit=None,
+                 object restart=None):
+    """Integrate from (t0, y0) to t1 > t0 by the second-order form of
+    ``GeneralizedAlpha`` (:class:`GenAlphaStepper`; unit mass, no multipliers; the
+    Jacobian ``f.c_jac`` as :func:`run_theta`'s) from its state after
+    ``_restart_impl`` or an accepted step: the true and algorithmic accelerations
+    ``acc0``, ``a0`` (``positions`` values each), ``f0`` the right-hand side there, the
+    grid ``t_start + i h_step`` with ``i_step`` steps taken, the parameters (α_m, α_f,
+    γ, β), Newton's ``maxiter`` and residual tolerance ``newton_rtol``, ``max_age`` (0:
+    the Jacobian kept until Newton fails or needs more than 4 iterations).  A Newton
+    failure with a fresh Jacobian returns code 2 (the Python driver redoes the step and
+    raises ``NewtonFailure``).  Checkpoints as :func:`run_theta`'s, ``hist`` with the
+    accelerations (``acc``, ``a``), ``f`` and ``jac_age``; ``J0``, ``c_lu0``,
+    ``jac_age0``: resume from them.  Returns ``(code, t, y, i_out, h)``.  Refused
+    (ValueError naming the argument): the checks of :func:`_check_common`, positions
+    outside [1, N/2], acc0 / a0 / f0 of the wrong size or non-finite, maxiter < 1,
+    h_step not positive and finite, α_m, α_f outside [-1, 1) and [0, 1), γ, β not
+    positive, newton_rtol not positive, a grid point more than two steps from t0, J0
+    of the wrong size."""
+    cdef Py_ssize_t N = y0.shape[0]
+    _check_common("run_genalpha", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
+                  stop_val, stop_sign, ystep, max_steps)
+    _genalpha_check("run_genalpha", N, positions, acc0, a0, f0, maxiter, a_m, a_f, gamma,
+                    beta, newton_rtol, J0)
+    _positive("run_genalpha: h_step", h_step)
+    if not fabs(t_start + (<double>i_step) * h_step - t0) <= 2.0 * h_step + 1e-9 * fabs(t0):
+        raise ValueError(f"run_genalpha: the grid point t_start + i_step h_step = {t_start} "
+                         f"+ {i_step} * {h_step} is not within two steps of t0 = {t0}")
+    cdef GenAlphaStepper st = GenAlphaStepper.__new__(GenAlphaStepper)
+    st.t_start = t_start
+    st.i_step = i_step
+    st.i_top = i_step
+    st.h_step = h_step
+    _genalpha_setup(st, f, t0, y0, t1, nfev_start, positions, acc0, a0, f0, a_m, a_f,
+                    gamma, beta, maxiter, newton_rtol, max_age, jac_age0, counters,
+                    hist is not None, J0, c_lu0)
     _commit_args("run_genalpha", on_commit, restart)
+    st.restart_cb = restart
+    st.gate = bool(f.post_step) and restart is not None
+    return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
+                ystep, hist, max_steps, on_commit)
+
+
+def run_genalpha_var(CompiledODE f not None, double t0, double t1,
+                     double[::1] y0 not None, Py_ssize_t positions,
+                     double[::1] acc0 not None, double[::1] a0 not None,
+                     double[::1] f0 not None, double h_abs, object hprev, double a_m,
+                     double a_f, double gamma, double beta, int maxiter,
+                     double newton_rtol, double rtol, double atol, double max_step,
+                     long max_age, double[::1] t_out not None, Py_ssize_t i_out,
+                     object on_output, double[::1] stats not None,
+                     double[::1] counters not None, long nfev_start=0,
+                     const idx_t[::1] stop_idx=None, const double[::1] stop_val=None,
+                     const double[::1] stop_sign=None, double[::1] ystep=None,
+                     dict hist=None, const double[::1] J0=None, double c_lu0=0.0,
+                     long jac_age0=0, long max_steps=0, object on_commit=None,
+                     object restart=None):
+    """Integrate from (t0, y0) to t1 > t0 by the second-order form of
+    ``VariableGeneralizedAlpha`` (:class:`GenAlphaVarStepper`; unit mass, no
+    multipliers) from its state after ``_restart_impl`` or an accepted step: the
+    accelerations ``acc0``, ``a0``, ``f0`` as :func:`run_genalpha`'s, the next step
+    ``h_abs`` (at most ``max_step``), the last accepted step ``hprev`` (None: none
+    since the start or a restart), the calibrated tolerances ``rtol``, ``atol`` of
+    the error estimate (scalars), Newton's residual tolerance ``newton_rtol``; the
+    parameters, ``maxiter``, ``max_age``, checkpoints (``hist`` with ``h_abs`` and
+    ``hprev`` instead of the grid), resume and call-backs as :func:`run_genalpha`'s.
+    A step that falls below the round-off limit returns code 3; Newton failures
+    shrink the step.  Returns ``(code, t, y, i_out, h)``.  Refused (ValueError naming
+    the argument): the checks of :func:`run_genalpha` (without the grid), h_abs or
+    max_step not positive, hprev not positive, rtol and atol not finite, negative
+    or both 0."""
+    cdef Py_ssize_t N = y0.shape[0]
+    _check_common("run_genalpha_var", f, t0, t1, y0, t_out, i_out, stats, counters,
+                  stop_idx, stop_val, stop_sign, ystep, max_steps)
+    _genalpha_check("run_genalpha_var", N, positions, acc0, a0, f0, maxiter, a_m, a_f,
+                    gamma, beta, newton_rtol, J0)
+    _positive("run_genalpha_var: h_abs", h_abs)
+    _positive("run_genalpha_var: max_step", max_step, True)
+    if hprev is not None:
+        _positive("run_genalpha_var: hprev", float(hprev))
+    _tolerances("run_genalpha_var", rtol, atol)
+    cdef GenAlphaVarStepper st = GenAlphaVarStepper.__new__(GenAlphaVarStepper)
+    _genalpha_setup(st, f, t0, y0, t1, nfev_start, positions, acc0, a0, f0, a_m, a_f,
+                    gamma, beta, maxiter, newton_rtol, max_age, jac_age0, counters,
+                    hist is not None, J0, c_lu0)
+    st.h_abs = h_abs
+    st.h_abs_new = h_abs
+    st.has_hprev = hprev is not None
+    st.hprev = float(hprev) if st.has_hprev else 0.0
+    st.max_step = max_step
+    st.e_rtol = rtol
+    st.e_atol = atol
+    st.a0 = st.buf(positions)
+    st.est = st.buf(positions)
+    _commit_args("run_genalpha_var", on_commit, restart)
     st.restart_cb = restart
     st.gate = bool(f.post_step) and restart is not None
     return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,

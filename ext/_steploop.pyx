@@ -34,6 +34,8 @@ The steppers are the methods of the Python integrators, step for step and bit fo
   (``mbplugins.integrators.implicit.ThetaMethod``), :func:`run_theta`;
 * :class:`GenAlphaStepper` — the second-order form of generalized-α and HHT, fixed
   step (``mbplugins.integrators.genalpha.GeneralizedAlpha``), :func:`run_genalpha`;
+  :class:`GenAlphaVarStepper` its variable step (Milne-device error of the positions,
+  ``VariableGeneralizedAlpha``), :func:`run_genalpha_var`.
 * :class:`FixedGridStepper` — the fixed-grid textbook methods Adams–Bashforth 1–4,
   the AB3/AM4 PECE pair, second-order Taylor and Störmer–Verlet
   (``mbplugins.integrators.classical``), :func:`run_fixedgrid`.

@@ -296,3 +296,168 @@ def test_compiled_loop_takes_the_python_drivers_steps_bit_for_bit(slider_crank, 
     for ch in ("q", "qd", "qdd"):
         assert np.array_equal(np.asarray(runs[0][ch]), np.asarray(runs[1][ch])), ch
     assert runs[0].stats["integrator_nfev"] == runs[1].stats["integrator_nfev"]
+
+
+# -- genalpha_var on the compiled loop ----------------------------------------------------
+def _var_runs(model, **settings):
+    """The same genalpha_var run on the compiled loop (``loop: auto``) and on the
+    Python driver."""
+    base = {"integrator": "genalpha_var", **settings}
+    return [mbcore.run(model, settings={**base, "loop": loop}) for loop in ("auto", "python")]
+
+
+def _assert_bitwise(runs):
+    """q, qd, qdd (outputs between step ends: the dense output), the integrator channel
+    (step size, order, steps, rejections, evaluations before every output) and every
+    integrator counter identical: the same formulas in one process."""
+    a, b = runs
+    assert [r.stats["loop"] for r in runs] == ["compiled", "python"]
+    assert np.array_equal(np.asarray(a.t), np.asarray(b.t))
+    for ch in ("q", "qd", "qdd", "integrator"):
+        assert np.array_equal(np.asarray(a[ch]), np.asarray(b[ch])), ch
+    counters = {k: v for k, v in b.stats.items() if k.startswith("integrator_n")}
+    assert {k: a.stats[k] for k in counters} == counters
+
+
+@pytest.mark.parametrize("form, rtol", [("di", 1e-6), ("di", 1e-3), ("cs", 1e-5)])
+def test_variable_step_compiled_loop_takes_the_python_drivers_steps(slider_crank, form,
+                                                                   rtol):
+    """genalpha_var with di/cs runs on the compiled loop (ext/_step_genalpha.pxi,
+    ``run_genalpha_var``): the same accepted and rejected steps, step sizes, Newton
+    iterations, Jacobians, LU factorisations and evaluations as the Python driver,
+    bit for bit; the outputs (every 2.5 ms, between the step ends) come from the
+    dense output; a first step of 0.1 s is rejected by the error test."""
+    m, _, _ = slider_crank
+    runs = _var_runs(m, formulation=form, rtol=rtol, atol=rtol, t_end=0.5,
+                     output_step=0.0025, integrator_options={"first_step": 0.1})
+    _assert_bitwise(runs)
+    st = runs[0].stats
+    assert st["integrator_nerror_test_failures"] > 0 and st["integrator_nlu"] > 0
+    if rtol == 1e-3:        # steps of ~10 ms: several outputs inside one step
+        steps = np.asarray(runs[0]["integrator"])[:, 2]
+        assert np.any(steps[1:] == steps[:-1])
+
+
+@pytest.mark.parametrize("name, form", [("fourbar_dap.yaml", "di"),
+                                        ("spatial_slider_crank_dynamic.yaml", "cs"),
+                                        ("spatial_double_pendulum.yaml", "di")])
+def test_variable_step_compiled_loop_planar_and_spatial_models(name, form):
+    """The four-bar and two spatial models (Euler parameters; the spatial slider-crank
+    with forward-difference Jacobians) at rtol 1e-3, where the controller rejects
+    steps (1-3 observed): bitwise the Python driver's run.  (Until t = 0.4: the
+    spatial slider-crank's drift gate projects at t = 0.45, and the runs restarted
+    from the C and the Python projection differ by 1e-11.)"""
+    m = mbcore.Model.from_file(EXAMPLES / name)
+    runs = _var_runs(m, analysis="dynamic", formulation=form, rtol=1e-3, atol=1e-3,
+                     t_end=0.4, output_step=0.01)
+    _assert_bitwise(runs)
+    assert runs[0].stats["integrator_nerror_test_failures"] > 0
+
+
+def test_variable_step_compiled_loop_newton_failures_and_max_step(slider_crank):
+    """Two Newton iterations allowed: the iteration fails (78 times observed), the
+    step is quartered and the Jacobian refreshed, on both loops alike; max_step
+    bounds every step."""
+    m, _, _ = slider_crank
+    runs = _var_runs(m, formulation="di", rtol=1e-4, atol=1e-4, t_end=0.5,
+                     output_step=0.01, max_step=0.004,
+                     integrator_options={"newton_maxiter": 2, "jac_max_age": 50})
+    _assert_bitwise(runs)
+    assert runs[0].stats["integrator_nnewton_failures"] > 0
+    # the step taken is (t + h) - t: observed 0.004 + 3.6e-18; bound 1e-12 relative
+    assert np.asarray(runs[0]["integrator"])[1:, 0].max() <= 0.004 * (1 + 1e-12)
+
+
+def test_variable_step_compiled_loop_step_budget(slider_crank):
+    """``max_steps`` between outputs: both loops raise the budget error at the same
+    time."""
+    from mbcore.integrate.errors import StepBudgetError
+    m, _, _ = slider_crank
+    errs = []
+    for loop in ("auto", "python"):
+        with pytest.raises(StepBudgetError) as e:
+            mbcore.run(m, settings={"formulation": "di", "integrator": "genalpha_var",
+                                    "rtol": 1e-7, "atol": 1e-7, "t_end": 0.5,
+                                    "output_step": 0.25, "max_steps": 20, "loop": loop})
+        errs.append(e.value)
+    assert errs[0].t == errs[1].t
+
+
+def test_variable_step_subclass_that_changes_the_step_keeps_the_python_driver():
+    from mbplugins.integrators.genalpha import VariableGeneralizedAlpha
+
+    class Other(VariableGeneralizedAlpha):
+        def _error(self, h, y_new, acc):
+            return 0.5 * super()._error(h, y_new, acc)
+
+    assert VariableGeneralizedAlpha.compiled_loop_kind() == "genalpha"
+    assert Other.compiled_loop_kind() is None
+
+
+def test_variable_step_compiled_loop_restarts_after_a_drift_projection(slider_crank):
+    """di's drift gate projects once in 2 s at rtol 1e-6 on both loops, and each
+    restarts genalpha_var there (``replace_end``: ``hprev`` forgotten, a new first
+    step).  The projection itself is computed in C on the compiled loop and in NumPy
+    on the Python driver (the formulation's two paths), whose last bits differ:
+    identical until the projection (bitwise, drift: warn, 2 s, 6620 steps), close
+    after it (observed 2.2e-14 on q; bound 1e-11, 450x)."""
+    m, _, _ = slider_crank
+    base = {"formulation": "di", "rtol": 1e-6, "atol": 1e-6, "t_end": 2.0,
+            "output_step": 0.01}
+    a, b = _var_runs(m, **base)
+    assert a.stats["drift_projections"] == b.stats["drift_projections"] == 1
+    assert a.stats["integrator_nsteps"] == b.stats["integrator_nsteps"]
+    q, q_py = np.asarray(a["q"]), np.asarray(b["q"])
+    differ = np.flatnonzero(np.any(q != q_py, axis=1))
+    assert differ.size == 0 or a.t[differ[0]] > 1.0     # (projected at t = 1.58)
+    assert np.abs(q - q_py).max() < 1e-11
+    _assert_bitwise(_var_runs(m, **base, formulation_options={"drift": "warn"}))
+
+
+def test_compiled_fixed_step_retry_evaluates_the_jacobian_at_the_predictor(slider_crank):
+    """genalpha with two Newton iterations: a stale Jacobian fails (15 times observed)
+    and the step is retried with a fresh one evaluated at the predictor, as
+    ``GeneralizedAlpha._attempt`` does; both loops bitwise alike."""
+    m, _, _ = slider_crank
+    runs = [mbcore.run(m, settings={"formulation": "di", "integrator": "genalpha",
+                                    "step": 2e-3, "t_end": 0.5, "output_step": 0.01,
+                                    "integrator_options": {"newton_maxiter": 2},
+                                    "loop": loop}) for loop in ("auto", "python")]
+    _assert_bitwise(runs)
+    assert runs[0].stats["integrator_nnewton_failures"] > 0
+
+
+def test_variable_step_compiled_loop_stop_condition_and_failing_evaluation(monkeypatch):
+    """stop_when is checked in C at every step end; the step where it is met is redone
+    by the Python driver, which locates the crossing (it restarts the method there:
+    stop times within 1e-9 of the Python loop's, observed 1.4e-12, 700x).  A torque sqrt(0.3 - t) that cannot be evaluated
+    after t = 0.3: ``run_genalpha_var`` returns code 2 at the last accepted step
+    before 0.3 and the Python driver raises the named error from there."""
+    from mbcore._ext import _steploop as ms
+    from mbcore.elements.functions import FunctionDomainError
+    codes = []
+
+    def wrapped(*args, _f=ms.run_genalpha_var, **kw):
+        res = _f(*args, **kw)
+        codes.append((res[0], res[1]))
+        return res
+    monkeypatch.setattr(ms, "run_genalpha_var", wrapped)
+    m = mbcore.Model.from_file(EXAMPLES / "fourbar_dap.yaml")
+    name = m.bodies[0].name
+    st = {"analysis": "dynamic", "formulation": "di", "t_end": 3.0, "output_step": 0.05,
+          "rtol": 1e-6, "atol": 1e-8, "integrator": "genalpha_var",
+          "stop_when": f"{name}.phi < 0.5"}
+    a = mbcore.run(m, settings=st)
+    b = mbcore.run(m, settings={**st, "loop": "python"})
+    assert a.stats["loop"] == "compiled" and codes and codes[-1][0] == 4
+    ta = [e for e in a.events if e[1] == "stop"][0][0]
+    tb = [e for e in b.events if e[1] == "stop"][0][0]
+    assert 0.0 < ta < 3.0 and abs(ta - tb) < 1e-9
+    m = mbcore.Model.from_file(EXAMPLES / "fourbar_dap.yaml")
+    m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
+    st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "rtol": 1e-6,
+          "atol": 1e-8, "integrator": "genalpha_var"}
+    with pytest.raises(FunctionDomainError, match="sqrt") as exc:
+        mbcore.run(m, settings=st)
+    code, t_handover = codes[-1]
+    assert code == 2 and 0.25 < t_handover < 0.3 < exc.value.t < 0.31

@@ -116,11 +116,14 @@ def test_python_driver_resumes_inside_a_step_bit_identically(tmp_path, examples,
 @pytest.mark.parametrize("formulation, integ", [
     ("di", "dopri5"), ("cp", "dopri5"), ("cp", "bdf"), ("penalty", "dopri5"),
     ("penalty", "bdf"), ("projection", "dopri5"), ("projection", "abm"),
-    ("joint_coordinates", "dop853"), ("ggl", "bdf"), ("stiff", "bdf")])
+    ("joint_coordinates", "dop853"), ("ggl", "bdf"), ("stiff", "bdf"),
+    ("cs", "genalpha_var"), ("di", "genalpha_var")])
 def test_formulations_resume_inside_a_step_bit_identically(tmp_path, examples,
                                                           formulation, integ):
-    _check_exact_resume(tmp_path, lambda: _model(examples),
-                        _settings(integ, formulation=formulation))
+    ck = _check_exact_resume(tmp_path, lambda: _model(examples),
+                             _settings(integ, formulation=formulation))
+    if integ == "genalpha_var":   # its compiled loop (run_genalpha_var): h_abs, hprev
+        assert ck.step["loop"] == "genalpha" and ck.step["history"]["hprev"] > 0
 
 
 @pytest.mark.parametrize("model, extra", [

@@ -11,8 +11,9 @@ attributes: :func:`mbcore.integrate.rk.compiled_twin`),
 the whole step loop runs in C (``mbcore._ext._steploop.run_rk``) and returns to
 Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (its
 ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
-Jacobian call-back) and the implicit θ-methods ``implicit_euler`` and ``trapezoid`` in
-``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
+Jacobian call-back), the implicit θ-methods ``implicit_euler`` and ``trapezoid``, the
+generalized-α methods ``genalpha``, ``hht`` and ``genalpha_var`` (loop kind
+'genalpha') in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
 fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
 (``run_fixedgrid``, loop kind ``fixedgrid``).  A fixed-step RK object whose tableau
 is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with

@@ -7,7 +7,9 @@
 
 :mod:`mbcore.integrate.fastloop` dispatches here when the integrator class declares
 ``compiled_loop_kind() == "abm"``, ``"bdf"``, ``"theta"`` or ``"genalpha"`` (the
-second-order form of generalized-α, ``run_genalpha``).  As for the explicit Runge–Kutta
+second-order form of generalized-α: ``run_genalpha`` for ``genalpha``/``hht``,
+``run_genalpha_var`` for the variable step ``genalpha_var``, whose ``loop_start()``
+says ``variable``).  As for the explicit Runge–Kutta
 loop, the Python integrator object is built first (its ``_restart_impl`` evaluates
 f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
@@ -81,8 +83,13 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
                 and integ.status == "running")
     if kind == "genalpha":  # the second-order form, unit mass, no multipliers
         o = integ.opts
+        if start.get("variable"):   # genalpha_var: scalar tolerances, a newer build
+            from .._ext import _steploop
+            if not (scalar and hasattr(_steploop, "run_genalpha_var")):
+                return False
         return (integ.constant_jacobian is None and not integ.has_jacobian
-                and bool(start.get("compiled")) and not np.ndim(o["newton_rtol"] or 0.0)
+                and bool(start.get("compiled"))
+                and not np.ndim(o.get("newton_rtol") or 0.0)
                 and integ.status == "running")
     if kind == "fixedgrid":  # a live start state; 'am': as the θ-methods
         if start.get("method") == "am":
@@ -227,6 +234,17 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             float(o["newton_rtol"]), float(o["newton_atol"]), t_out, i0, on_output, stats,
             counters, st.nfev, *stop_args, ystep=ystep, hist=hist, **extra, max_steps=budget,
             **commit)
+    elif kind == "genalpha" and s0.get("variable"):
+        o = integ.opts
+        a_m, a_f, g, b = s0["params"]
+        code, t, y, i_out, h = ms.run_genalpha_var(
+            crhs, float(t0), float(t1), y_start, int(s0["positions"]),
+            np.array(s0["acc"], dtype=float), np.array(s0["a"], dtype=float),
+            np.array(s0["f"], dtype=float), s0["h_abs"], s0["hprev"], a_m, a_f, g, b,
+            int(o["newton_maxiter"]), float(s0["newton_rtol"]), float(s0["rtol"]),
+            float(s0["atol"]), s0["max_step"], int(o["jac_max_age"] or 0),
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
+            hist=hist, **extra, max_steps=budget, **commit)
     elif kind == "genalpha":
         o = integ.opts
         a_m, a_f, g, b = s0["params"]
@@ -256,7 +274,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if code is LoopStatus.BUDGET:
         raise budget_error(budget, t, t0, t_out, i_out, h)
     if code is LoopStatus.STEP_TOO_SMALL:
-        raise step_too_small(h, t, remaining=kind in ("theta", "genalpha", "fixedgrid"))
+        raise step_too_small(h, t, remaining=kind in ("theta", "fixedgrid") or (
+            kind == "genalpha" and not s0.get("variable")))
     # EVALUATION_FAILED (or, for 'theta', Newton failed with a fresh Jacobian), or
     # STOP_CONDITION (met in the next step): the Python driver
     # takes over from the last accepted step (its multistep history starts again at

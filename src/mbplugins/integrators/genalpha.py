@@ -54,6 +54,13 @@ the Milne device from the explicit Taylor predictor ``q_n + h v_n + h^2/2 q''_n`
 difference of the last two derivatives, constants ``1/6 + r/4`` and ``δ^2/2 - 1/12``,
 δ = α_f - α_m); the step follows ``h (0.9 / err)^(1/3)``, the state ``(q, v, a, q'')``
 is carried unchanged through a step change (Géradin & Cardona (2001), §7.5).
+
+**Compiled loops** (the dynamic analysis with ``di``/``cs``: the second-order form with
+unit mass and no multipliers): ``genalpha``/``hht`` run in
+``mbcore._ext._steploop.run_genalpha``, ``genalpha_var`` in ``run_genalpha_var``
+(ext/_step_genalpha.pxi), both the formulas of this module step for step
+(:meth:`GeneralizedAlpha.compiled_loop_kind`, ``loop_start``,
+``restore_loop_history``; docs/integrators.md).
 """
 from __future__ import annotations
 
@@ -193,6 +200,11 @@ class GeneralizedAlpha(Integrator):
         self._t_start = float(h["t_start"])
         self._i = int(h["i"])
         self._h = float(h["h"])
+        return self._restore_loop_jacobian(h)
+
+    def _restore_loop_jacobian(self, h) -> dict:
+        """The Newton Jacobian's part of a checkpoint history: ``jac_age`` restored,
+        the loop's ``J0``, ``c_lu0``, ``jac_age0`` returned."""
         self._jac_age = int(h.get("jac_age", 0))
         if h.get("J") is None:
             return {"jac_age0": 0}
@@ -516,6 +528,47 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
                **_COMMON}
     state_fields = ("_h_abs", "_acc", "_a", "_f", "_fprev", "_hprev", "_J", "_lu",
                     "_c_lu", "_jac_age", "_jac_current")
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'genalpha' (the loop family of :class:`GeneralizedAlpha`; ``loop_start``
+        says ``variable``): :mod:`mbcore.integrate.multistep_loop` runs the
+        second-order form with unit mass (the dynamic analysis' di and cs) in compiled
+        code (``mbcore._ext._steploop.run_genalpha_var``: the same trial steps,
+        rescaling, Newton iteration, Jacobian policy, error estimate and controller)
+        unless a subclass changes the step."""
+        same = all(getattr(cls, m) is getattr(VariableGeneralizedAlpha, m) for m in (
+            "_step_impl", "_restart_impl", "_start_grid", "_attempt", "_solve",
+            "_solve_second", "_predict", "_finish", "_matrix", "_error", "_tol",
+            "_rescale", "_residual_tolerances", "jac", "lu_factor", "lu_solve",
+            "_dense_output_impl", "_trial_end", "_min_step"))
+        return "genalpha" if same else None
+
+    def loop_start(self) -> dict:
+        """Where ``run_genalpha_var`` starts: the layout, the accelerations ``acc``
+        and ``a``, ``f``, the next step ``h_abs``, the last accepted step ``hprev``
+        (None after a start), the calibrated ``rtol``/``atol``, Newton's residual
+        tolerance and ``max_step``; ``compiled`` False when the compiled loop does not
+        apply (the first-order form, a mass matrix)."""
+        second = self._second
+        unit = second and self._k == 0 and bool(np.all(self._mv == 1.0))
+        return {"compiled": bool(unit), "variable": True,
+                "positions": self._p if second else 0, "acc": self._acc, "a": self._a,
+                "f": self._f, "h_abs": float(self._h_abs),
+                "hprev": None if self._hprev is None else float(self._hprev),
+                "params": self._params, "jac_age": int(self._jac_age),
+                "newton_rtol": self._residual_tolerances()[0], "rtol": self._rtol,
+                "atol": self._atol, "max_step": float(self.opts["max_step"])}
+
+    def restore_loop_history(self, h) -> dict:
+        """``run_genalpha_var``'s checkpoint history (``acc``, ``a``, ``f``,
+        ``h_abs``, ``hprev``; the Jacobian as :meth:`GeneralizedAlpha.restore_loop_history`)."""
+        self._acc = np.array(h["acc"], dtype=float)
+        self._a = np.array(h["a"], dtype=float)
+        self._f = np.array(h["f"], dtype=float)
+        self._h_abs = float(h["h_abs"])
+        self._hprev = None if h.get("hprev") is None else float(h["hprev"])
+        return self._restore_loop_jacobian(h)
 
     #: calibration (docs/integrators.md, "Tolerance calibration"): with the local
     #: error per step controlled, the global error of an order-2 method grows like
