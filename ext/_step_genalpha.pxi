@@ -9,6 +9,30 @@ cdef enum:
     GA_NEWTON_FAILED = 100
 
 
+#: GeneralizedAlpha's NEWTON_STALL_ACCEPT
+cdef double GA_STALL_ACCEPT = 100.0
+
+
+cdef void _difference_floor(const double* y, Py_ssize_t p, Py_ssize_t N,
+                            double* floor) noexcept:
+    """``mbcore.integrate.common.difference_floor`` with the blocks positions,
+    velocities, the rest: ``max(1e-8, 1e-3 max_block |y_i|)``."""
+    cdef Py_ssize_t blk, a, b, i
+    cdef double big, fl
+    for blk in range(3):
+        a = 0 if blk == 0 else (p if blk == 1 else 2 * p)
+        b = p if blk == 0 else (2 * p if blk == 1 else N)
+        big = 0.0
+        for i in range(a, b):
+            if fabs(y[i]) > big:
+                big = fabs(y[i])
+        fl = 1e-3 * big
+        if fl < 1e-8:
+            fl = 1e-8
+        for i in range(a, b):
+            floor[i] = fl
+
+
 cdef class GenAlphaStepper(Stepper):
     """``GeneralizedAlpha`` (:func:`run_genalpha`): the grid ``t_start + i h_step``,
     the true and algorithmic accelerations ``acc``, ``a``, the right-hand side ``fn``
@@ -116,7 +140,7 @@ cdef class GenAlphaStepper(Stepper):
         cdef double r, bb, gg, an, rn, sa, sf, worst, worst_old = 0.0
         cdef double a_m = self.a_m, a_f = self.a_f, g = self.g, b = self.b
         cdef char trans = b'N'
-        cdef bint ok, have_old
+        cdef bint ok, have_old, stalled
         cdef double* y = self.y
         cdef double* ynew = self.ynew
         cdef double* fb = self.fb
@@ -144,6 +168,7 @@ cdef class GenAlphaStepper(Stepper):
                 if self.ck and self.jv_top and not self.J_kept:
                     memcpy(self.Jsnap, self.J, N * N * sizeof(double))
                     self.J_kept = True
+                _difference_floor(ynew, p, N, self.fd_floor)
                 if _jacobian(self.f, tnew, ynew, self.fd_floor, self.J, self.jwork, N,
                              self.counters, &self.nfev0):
                     return LOOP_EVAL_FAILED
@@ -181,7 +206,11 @@ cdef class GenAlphaStepper(Stepper):
                 if worst <= 1.0:
                     ok = True
                     break
-                if it == self.maxiter or (have_old and it > 2 and worst >= worst_old):
+                stalled = have_old and it > 2 and worst >= worst_old
+                if stalled and worst <= GA_STALL_ACCEPT:
+                    ok = True           # at the round-off of f (_solve_second)
+                    break
+                if it == self.maxiter or stalled:
                     break
                 worst_old = worst
                 have_old = True

@@ -61,6 +61,25 @@ def select_initial_step(fun, t0: float, y0: np.ndarray, f0: np.ndarray, directio
     return min(100 * h0, h1, interval, max_step)
 
 
+#: difference floor of a component relative to the largest of its block (below)
+DIFFERENCE_FLOOR = 1e-3
+
+
+def difference_floor(y: np.ndarray, blocks) -> np.ndarray:
+    """Per-component floor of the forward-difference increments of :func:`num_jac`
+    for integrators without tolerances to take it from: ``max(1e-8, 1e-3 max_block
+    |y_i|)`` over the component's block (``blocks``: (start, stop) pairs covering y,
+    e.g. positions, velocities, the rest).  A coordinate that is exactly 0 (a slider
+    at its origin) is then perturbed like its neighbours, not by sqrt(eps) 1e-8
+    (1.5e-16: the difference would be pure round-off, and Newton's matrix wrong in
+    that column)."""
+    floor = np.empty(y.size)
+    for a, b in blocks:
+        big = float(np.abs(y[a:b]).max()) if b > a else 0.0
+        floor[a:b] = max(1e-8, DIFFERENCE_FLOOR * big)
+    return floor
+
+
 def num_jac(fun, t: float, y: np.ndarray, f: np.ndarray,
             scale: np.ndarray | None = None) -> np.ndarray:
     """Forward-difference Jacobian, one column per evaluation (the column
