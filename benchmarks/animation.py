@@ -23,12 +23,18 @@ from mbcore.results import plotting
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _full_redraw_frames(res, n: int) -> float:
-    """Seconds to render n frames by full redraws (no file written)."""
+def _scene(res):
+    """The figure and scene animate() draws (6 x 5 in at 80 dpi, both overlays)."""
     geo = plotting.geometry(res)
     tt, q, energy = plotting._scene_data(res)
     fig = plotting._new_figure((6.0, 5.0), 80, to_file=True)
-    scene = plotting._Scene(fig, geo, res.labels("q"), q, tt, energy, ("time", "energy"))
+    return fig, plotting._Scene(fig, geo, res.labels("q"), q, tt, energy,
+                                ("time", "energy"))
+
+
+def _full_redraw_frames(res, n: int) -> float:
+    """Seconds to render n frames by full redraws (no file written)."""
+    fig, scene = _scene(res)
     t0 = time.perf_counter()
     for i in range(n):
         scene.update(i)
@@ -38,10 +44,8 @@ def _full_redraw_frames(res, n: int) -> float:
 
 
 def _blit_frames(res, n: int) -> float:
-    geo = plotting.geometry(res)
-    tt, q, energy = plotting._scene_data(res)
-    fig = plotting._new_figure((6.0, 5.0), 80, to_file=True)
-    scene = plotting._Scene(fig, geo, res.labels("q"), q, tt, energy, ("time", "energy"))
+    """Seconds to render n frames by blitting (no file written)."""
+    fig, scene = _scene(res)
     t0 = time.perf_counter()
     for _ in plotting._blit_frames(fig, scene, range(n)):
         pass
