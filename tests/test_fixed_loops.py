@@ -7,7 +7,8 @@ iteration) on ``mbcore._ext._steploop.run_fixedgrid`` (ext/_step_fixed.pxi).
 Each takes the Python driver's steps with the same formulas in the same order, so
 the trajectories are identical (bitwise: one process, the same arithmetic), outputs
 between step ends included (the same cubic Hermite dense output), and so are the
-evaluation counts.
+evaluation counts.  Runs with checkpoints stay on run_fixedgrid, and a resume from a
+checkpoint inside a step writes the uninterrupted run's file bit for bit.
 """
 from __future__ import annotations
 
@@ -231,6 +232,19 @@ def test_checkpointed_run_stays_compiled_and_resumes_bit_identically(tmp_path, e
     rows = {"ab": opts.get("order", 4), "abm4": 3, "am": max(opts.get("order", 4) - 1, 1)}
     assert np.asarray(h["hist"]).shape[0] == rows.get(name, 1)     # past derivatives
     assert (h.get("J") is not None) == (name == "am")
+
+
+@pytest.mark.parametrize("name, opts", [("ab", {}), ("am", {"order": 3}),
+                                        ("verlet", {"form": "dkd"})])
+def test_checkpointed_fixed_grid_run_with_a_stateful_formulation(tmp_path, examples,
+                                                                 name, opts):
+    """cp (the Newton warm start of its compiled right-hand side, kept at every step's
+    start by ``c_save``): the resume redoes the step from the kept state, bit for
+    bit."""
+    from test_resume_exact import _check_exact_resume, _model, _settings
+    ck = _check_exact_resume(tmp_path, lambda: _model(examples),
+                             _settings(name, formulation="cp", integrator_options=opts))
+    assert ck.step["loop"] == "fixedgrid"
 
 
 def test_checkpointed_fixed_grid_run_equals_the_python_driver(examples, tmp_path):
