@@ -43,6 +43,11 @@ cdef class FixedGridStepper(Stepper):
     cdef double* z
     cdef double* K          # 3 x N: RK4 starter stages 2-4, abm4's f(p) in row 0
     cdef double[::1] counters
+    # checkpoints: y, H and the grid change only when the step is accepted; the step
+    # index and the evaluations are kept at the step's start
+    cdef bint ck
+    cdef long i_top
+    cdef double nfev_top
 
     cdef int rk4(self, double t, double h) noexcept:
         """``_FixedGrid._rk4``: one classical RK4 step from (t, y) with f = H[0]
@@ -83,6 +88,9 @@ cdef class FixedGridStepper(Stepper):
         cdef double* ynew = self.ynew
         cdef double* z = self.z
         cdef double* fb = self.fnew
+        if self.ck:
+            self.i_top, self.nfev_top = self.i_step, self.nfev()
+            self.f.c_save()             # the right-hand side's own state (warm start)
         self.i_step += 1                                # _FixedGrid._next_time
         tnew = self.t_start + (<double>self.i_step) * self.h_step
         self.full = True
@@ -176,6 +184,26 @@ cdef class FixedGridStepper(Stepper):
                 ynew[i] = y[i] + h * fb[i]
         self.t_end = tnew
         return 0
+
+    cdef int save_start(self, dict hist) except -1:
+        """The state at the step's start (checkpoints; the step is redone from it):
+        ``t``, ``y``, ``f`` (the derivative there, H's row 0), ``hist`` (the ``nh``
+        past derivatives, newest first), the grid ``t_start``, ``i``, ``h`` and
+        ``counts`` (steps, rejected steps, evaluations before it)."""
+        cdef Py_ssize_t N = self.N, nhN = self.nh * self.N
+        hist.update(t=self.t, y=np.array(self.y_arr), f=np.array(<double[:N]> self.H),
+                    hist=np.array(<double[:nhN]> self.H).reshape(self.nh, N),
+                    t_start=self.t_start, i=self.i_top, h=self.h_step,
+                    counts=np.array([self.nsteps, self.nrej, self.nfev_top], dtype=float))
+        return 0
+
+    cdef void save_end(self, double[::1] ystep) noexcept:
+        cdef Py_ssize_t N = self.N, i
+        if ystep.shape[0] >= N + 2:
+            for i in range(N):
+                ystep[i] = self.y[i]
+            ystep[N] = self.t
+            ystep[N + 1] = self.h_step
 
     cdef int accept(self, bint due) except -1:
         """f at the step's end (Adams, Taylor), ``_FixedGrid._accept`` and the
@@ -323,6 +351,11 @@ cdef class AMStepper(ThetaStepper):
         cdef double* ynew = self.ynew
         cdef double* dy = self.dy
         cdef double* fb = self.fb
+        if self.ck:                     # the step's start (ThetaStepper.attempt's)
+            self.i_top, self.jv_top, self.J_kept, self.lu_top, self.clu_top = \
+                self.i_step, self.jac_valid, False, self.lu_valid, self.c_lu
+            self.nsteps_top, self.nrej_top, self.nfev_top = self.nsteps, self.nrej, self.nfev()
+            self.f.c_save()
         self.i_step += 1                                # _FixedGrid._next_time
         tnew = self.t_start + (<double>self.i_step) * self.h_step
         self.full = True
@@ -356,6 +389,9 @@ cdef class AMStepper(ThetaStepper):
         ok = False
         for tries in range(2):
             if not self.jac_valid:
+                if self.ck and self.jv_top and not self.J_kept:
+                    memcpy(self.Jsnap, self.J, N * N * sizeof(double))
+                    self.J_kept = True
                 if _jacobian(self.f, tnew, self.ypred, self.fd_floor, self.J, self.jwork, N,
                              self.counters, &self.nfev0):
                     return LOOP_EVAL_FAILED
@@ -433,10 +469,13 @@ cdef class AMStepper(ThetaStepper):
         return 0
 
     cdef int save_start(self, dict hist) except -1:
-        raise ValueError("run_fixedgrid: the Adams-Moulton loop keeps no checkpoint state")
-
-    cdef void save_end(self, double[::1] ystep) noexcept:
-        return
+        """ThetaStepper.save_start's state at the step's start (``t``, ``y``, ``f``,
+        the grid, the Jacobian ``J`` kept before a re-evaluation inside the step,
+        ``c_lu``, ``counts``) and ``hist``, the past derivatives (newest first)."""
+        cdef Py_ssize_t N = self.N, nhN = self.nh * self.N
+        ThetaStepper.save_start(self, hist)
+        hist["hist"] = np.array(<double[:nhN]> self.H).reshape(self.nh, N)
+        return 0
 
     cdef int replace_end(self, object r) except -1:
         """A change of coordinates: the restart of ThetaStepper.replace_end (a new
@@ -452,9 +491,12 @@ cdef class AMStepper(ThetaStepper):
 cdef AMStepper _am_stepper(CompiledODE f, double t0, double[::1] y0, double t1,
                            long nfev_start, object start, int order, double[::1] beta,
                            double[::1] pred, int maxiter, double newton_rtol,
-                           double newton_atol, double[::1] counters):
+                           double newton_atol, double[::1] counters, bint ck,
+                           const double[::1] J0, double c_lu0):
     """An AMStepper with the buffers of run_theta's ThetaStepper and the start state
-    of the Python object's ``loop_start()`` (``f``, ``hist``, grid)."""
+    of the Python object's ``loop_start()`` (``f``, ``hist``, grid); ``ck``: keep the
+    state at each step's start (checkpoints); ``J0``, ``c_lu0``: a checkpoint's
+    Jacobian and its LU (run_theta's)."""
     cdef Py_ssize_t N = y0.shape[0], i, j
     _index("run_fixedgrid: beta.size", beta.shape[0], 1, 4)
     _size("run_fixedgrid: pred", pred.shape[0], beta.shape[0] - 1 if beta.shape[0] > 1 else 1)
@@ -516,11 +558,22 @@ cdef AMStepper _am_stepper(CompiledODE f, double t0, double[::1] y0, double t1,
     st.K = st.buf(3 * N)
     st.z = st.buf(N)
     st.y_trial = st.ynew
-    st.ck = False
-    st.Jsnap_arr = np.zeros(1)
+    st.ck = ck
+    st.i_top = st.i_step
+    st.Jsnap_arr = np.zeros(N * N if ck else 1)
     cdef double[::1] jsv = st.Jsnap_arr
     st.Jsnap = &jsv[0]
     st.full = True
+    if J0 is not None:                  # resume: the Jacobian (and LU) of a checkpoint
+        _size("run_fixedgrid: J0", J0.shape[0], N * N)
+        _all_finite("run_fixedgrid: J0", J0)
+        for i in range(N * N):
+            st.J[i] = J0[i]
+        st.jac_valid = True
+        if c_lu0 != 0.0:
+            st.factor_lu(c_lu0)
+            st.lu_valid = True
+            st.c_lu = c_lu0
     return st
 
 
@@ -532,7 +585,9 @@ def run_fixedgrid(CompiledODE f not None, double t0, double t1, double[::1] y0 n
                   long nfev_start=0, const idx_t[::1] stop_idx=None,
                   const double[::1] stop_val=None, const double[::1] stop_sign=None,
                   long max_steps=0, object on_commit=None, object restart=None,
-                  int maxiter=7, double newton_rtol=1e-3, double newton_atol=1e-6):
+                  int maxiter=7, double newton_rtol=1e-3, double newton_atol=1e-6,
+                  double[::1] ystep=None, dict hist=None, const double[::1] J0=None,
+                  double c_lu0=0.0):
     """Integrate from (t0, y0) to t1 > t0 by a fixed-grid method of
     ``mbplugins.integrators.classical`` (:class:`FixedGridStepper`), from the Python
     object's state after its start-up: ``start`` its ``loop_start()`` (``hist``: the
@@ -546,17 +601,25 @@ def run_fixedgrid(CompiledODE f not None, double t0, double t1, double[::1] y0 n
     predictor ``corr`` (max(k - 1, 1) weights), Newton: ``maxiter``, ``newton_rtol``,
     ``newton_atol``; a Newton failure with a fresh Jacobian returns code 2, the Python
     driver redoes the step and raises ``NewtonFailure``).  ``order`` is the method's
-    order (statistics).  ``on_commit``,
+    order (statistics).  Checkpoints (as :func:`run_theta`'s): before the outputs of
+    a step ``ystep`` (N + 2 floats) receives its end state, time and ``h``, ``hist``
+    (a dict) the state at that step's start, from which the step is redone: ``t``,
+    ``y``, ``f`` (the derivative there), ``hist`` (the past derivatives, newest
+    first: the ``hist`` of a ``start``), ``t_start``, ``i``, ``h``, ``counts`` (steps,
+    rejected steps, evaluations before it) and, for 'am', ``J`` (column-major, None
+    if to be re-evaluated) and ``c_lu`` (0: no LU); ``J0``, ``c_lu0`` ('am' only):
+    start from such a Jacobian and its LU (refactored, uncounted).  ``on_commit``,
     ``restart``: a change of coordinates at step ends, the method restarted there (as
     :func:`run_theta`'s: a new grid from there).  Returns ``(code, t, y, i_out, h)``
     (module docstring; code 3: the remaining interval is below the round-off limit).
     Refused (ValueError naming the argument): the checks of :func:`_check_common`,
     an unknown method, beta / corr of the wrong size, positions outside [1, N/2] for
     Verlet, a start history of the wrong shape or non-finite, h not positive and
-    finite, a grid point ``t_start + i h`` more than two steps from t0."""
+    finite, a grid point ``t_start + i h`` more than two steps from t0, ystep shorter
+    than N + 2, J0 with a method other than 'am' or of the wrong size."""
     cdef Py_ssize_t N = y0.shape[0]
     _check_common("run_fixedgrid", f, t0, t1, y0, t_out, i_out, stats, counters,
-                  stop_idx, stop_val, stop_sign, None, max_steps)
+                  stop_idx, stop_val, stop_sign, ystep, max_steps)
     if method not in FIXEDGRID_METHODS:
         raise ValueError(f"run_fixedgrid: method = {method!r} must be one of "
                          f"{sorted(FIXEDGRID_METHODS)}")
@@ -565,7 +628,7 @@ def run_fixedgrid(CompiledODE f not None, double t0, double t1, double[::1] y0 n
     cdef AMStepper am
     if code == FG_AM:
         am = _am_stepper(f, t0, y0, t1, nfev_start, start, order, beta, corr, maxiter,
-                         newton_rtol, newton_atol, counters)
+                         newton_rtol, newton_atol, counters, hist is not None, J0, c_lu0)
         if not fabs(am.t_start + (<double>am.i_step) * am.h_step - t0) \
                 <= 2.0 * am.h_step + 1e-9 * fabs(t0):
             raise ValueError(f"run_fixedgrid: the grid point t_start + i h = "
@@ -575,7 +638,9 @@ def run_fixedgrid(CompiledODE f not None, double t0, double t1, double[::1] y0 n
         am.restart_cb = restart
         am.gate = bool(f.post_step) and restart is not None
         return _run(am, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
-                    None, None, max_steps, on_commit)
+                    ystep, hist, max_steps, on_commit)
+    if J0 is not None:
+        raise ValueError(f"run_fixedgrid: J0 is for method 'am', not {method!r}")
     if code == FG_AB:
         _index("run_fixedgrid: beta.size", beta.shape[0], 1, 4)
         k = <int>beta.shape[0]
@@ -613,8 +678,10 @@ def run_fixedgrid(CompiledODE f not None, double t0, double t1, double[::1] y0 n
     st.t_old = t0
     st.full = True
     st.y_trial = st.ynew
+    st.ck = hist is not None
+    st.i_top = st.i_step
     _commit_args("run_fixedgrid", on_commit, restart)
     st.restart_cb = restart
     st.gate = bool(f.post_step) and restart is not None   # (Stepper.gate)
     return _run(st, t1, t_out, i_out, on_output, stats, stop_idx, stop_val, stop_sign,
-                None, None, max_steps, on_commit)
+                ystep, hist, max_steps, on_commit)

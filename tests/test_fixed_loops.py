@@ -7,7 +7,8 @@ iteration) on ``mbcore._ext._steploop.run_fixedgrid`` (ext/_step_fixed.pxi).
 Each takes the Python driver's steps with the same formulas in the same order, so
 the trajectories are identical (bitwise: one process, the same arithmetic), outputs
 between step ends included (the same cubic Hermite dense output), and so are the
-evaluation counts.
+evaluation counts.  Runs with checkpoints stay on run_fixedgrid, and a resume from a
+checkpoint inside a step writes the uninterrupted run's file bit for bit.
 """
 from __future__ import annotations
 
@@ -208,22 +209,63 @@ def test_the_step_budget_on_the_fixed_grid_loop(examples):
     assert "100" in str(errs[0]) and "100" in str(errs[1])
 
 
-def test_checkpointed_runs_keep_the_python_driver(examples, tmp_path):
-    """run_fixedgrid keeps no checkpoint state: a run with checkpoints takes the
-    Python driver (its step state is what a checkpoint stores) and equals the
-    Python loop's run."""
+#: every method of run_fixedgrid, am included
+ALL_GRID = GRID_METHODS + [("am", {"order": k}) for k in (1, 2, 3, 4)]
+ALL_IDS = IDS + [f"am-{k}" for k in (1, 2, 3, 4)]
+
+
+@pytest.mark.parametrize("name, opts", ALL_GRID, ids=ALL_IDS)
+def test_checkpointed_run_stays_compiled_and_resumes_bit_identically(tmp_path, examples,
+                                                                      name, opts):
+    """A run written with checkpoints stays on run_fixedgrid (its checkpoints hold the
+    loop's state at the start of the step with outputs: t, y, f, the past
+    derivatives, the grid, am's Jacobian and LU), and a resume from a checkpoint
+    inside a step that spans several outputs (the file made to look killed there)
+    writes the uninterrupted run's file bit for bit (every channel, the statistics
+    included)."""
+    from test_resume_exact import _check_exact_resume, _model, _settings
+    st = _settings(name, integrator_options=opts)
+    ck = _check_exact_resume(tmp_path, lambda: _model(examples), st)
+    assert ck.step["loop"] == "fixedgrid"
+    h = ck.step["history"]
+    assert h["kind"] == "fixedgrid" and h["h"] == st["step"] and h["t"] == ck.step["t"]
+    rows = {"ab": opts.get("order", 4), "abm4": 3, "am": max(opts.get("order", 4) - 1, 1)}
+    assert np.asarray(h["hist"]).shape[0] == rows.get(name, 1)     # past derivatives
+    assert (h.get("J") is not None) == (name == "am")
+
+
+@pytest.mark.parametrize("name, opts", [("ab", {}), ("am", {"order": 3}),
+                                        ("verlet", {"form": "dkd"})])
+def test_checkpointed_fixed_grid_run_with_a_stateful_formulation(tmp_path, examples,
+                                                                 name, opts):
+    """cp (the Newton warm start of its compiled right-hand side, kept at every step's
+    start by ``c_save``): the resume redoes the step from the kept state, bit for
+    bit."""
+    from test_resume_exact import _check_exact_resume, _model, _settings
+    ck = _check_exact_resume(tmp_path, lambda: _model(examples),
+                             _settings(name, formulation="cp", integrator_options=opts))
+    assert ck.step["loop"] == "fixedgrid"
+
+
+def test_checkpointed_fixed_grid_run_equals_the_python_driver(examples, tmp_path):
+    """The compiled loop writing checkpoints takes the Python driver's steps: the file
+    equals the Python loop's run (states bitwise)."""
+    from mbcore.analysis.checkpoint import read_checkpoint
     from mbcore.analysis.runner import run
     from mbcore.results.result import Result
     m = Model.from_file(examples / "fourbar_dap.yaml")
-    st = {"analysis": "dynamic", "integrator": "ab", "step": 0.0051, "t_end": 0.24,
-          "output_step": 0.002}
-    out = tmp_path / "ck.h5"
-    run(m, settings=st, output=out, checkpoint_every=0.05, checkpoint_seconds=1e9)
-    ref = mbcore.run(m, settings={**st, "loop": "python"})
-    from mbcore.analysis.checkpoint import read_checkpoint
-    assert read_checkpoint(out).step["loop"] == "python"
-    with Result(out) as r:
-        np.testing.assert_array_equal(np.asarray(r["q"]), np.asarray(ref["q"]))
+    for name, opts in (("ab", {}), ("verlet", {"form": "dkd"}), ("am", {"order": 3})):
+        st = {"analysis": "dynamic", "integrator": name, "step": 0.0051, "t_end": 0.24,
+              "output_step": 0.002, "integrator_options": opts}
+        out = tmp_path / f"ck-{name}.h5"
+        run(m, settings=st, output=out, checkpoint_every=0.05, checkpoint_seconds=1e9)
+        ref = mbcore.run(m, settings={**st, "loop": "python"})
+        assert read_checkpoint(out).step["loop"] == "fixedgrid"
+        with Result(out) as r:
+            for ch in ("q", "qd", "qdd"):
+                np.testing.assert_array_equal(np.asarray(r[ch]), np.asarray(ref[ch]),
+                                              err_msg=f"{name} {ch}")
+            assert r.stats["integrator_nfev"] == ref.stats["integrator_nfev"]
 
 
 def _rezero_work(every, log):
@@ -336,7 +378,9 @@ def test_what_keeps_the_fixed_grid_methods_on_python(examples):
 
 def test_run_fixedgrid_refuses_bad_arguments(examples):
     """The kernel boundary: unknown method, weights of the wrong size, positions
-    out of range, a start history of the wrong shape (ValueError naming them)."""
+    out of range, a start history of the wrong shape, a checkpoint Jacobian for a
+    method without one or of the wrong size, a short ``ystep`` (ValueError naming
+    them)."""
     from mbcore._ext import _steploop as ms
     m = Model.from_file(examples / "slider_crank_dynamic.yaml")
     form = __import__("mbcore.plugins", fromlist=["registry"]).registry().get(
@@ -364,7 +408,11 @@ def test_run_fixedgrid_refuses_bad_arguments(examples):
                     (dict(start={**s0, "h": -1.0}), "h_step"),
                     (dict(start={**s0, "i": 50}), "grid point"),
                     (dict(method="am", beta=np.ones(3), corr=np.ones(1)), "pred"),
-                    (dict(method="am", maxiter=0), "maxiter")):
+                    (dict(method="am", maxiter=0), "maxiter"),
+                    (dict(J0=np.zeros(N * N)), "J0"),
+                    (dict(method="am", beta=np.ones(2) / 2, corr=np.ones(1),
+                          J0=np.zeros(N)), "J0"),
+                    (dict(ystep=np.zeros(N + 1)), "ystep")):
         with pytest.raises(ValueError, match=msg):
             call(**kw)
 

@@ -32,9 +32,11 @@ Lubich & Wanner (2006), §I.1.4, §VI.3) — and Adams–Moulton 1–4
 modified Newton iteration: no given Jacobian, scalar Newton tolerances), stepped by
 ``run_fixedgrid`` from the object's ``loop_start()`` (grid, past derivatives,
 weights) with the same formulas: the same steps, Newton iterations, Jacobians,
-evaluations and cubic Hermite dense output.  It keeps no checkpoint
-state of its own: a run with checkpoints (``hist``/``ystep``/``history``) is handed
-to the Python driver from its start.
+evaluations and cubic Hermite dense output.  Checkpoints as for the θ-methods: the
+state at the start of each step with outputs (t, y, f, the past derivatives, the grid
+``t_start``, ``i``, ``h`` and, for Adams–Moulton, the Jacobian and the LU's ``hβ_0``)
+goes into ``hist``; a resume restores it into the object
+(``_FixedGrid.restore_loop_history``) and the loop redoes that step bit for bit.
 """
 from __future__ import annotations
 
@@ -122,8 +124,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   history=None, max_steps: int = 0, rhs_state=None, on_commit=None):
     """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf', 'theta',
     'genalpha' or 'fixedgrid' (same arguments and result; ``jac``: a Jacobian
-    call-back, 'bdf' only; 'fixedgrid' hands runs with checkpoints to the Python
-    driver).
+    call-back, 'bdf' only).
     Checkpoints: ``ystep`` (size + 2 floats) receives the end state of each step
     with outputs and ``hist`` (a dict) the loop's state at that step's start (its
     ``t``, ``y``, history and ``counts``); ``history`` (such a dict, from a
@@ -151,11 +152,6 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return buf
 
     if jac is not None and kind != "bdf":
-        return python_fallback(t0, y0, t_out)
-    if kind == "fixedgrid" and (hist is not None or ystep is not None
-                                or history is not None):
-        # no checkpoint state of its own (run_fixedgrid): the Python driver, whose
-        # step state a checkpoint stores, takes runs with checkpoints
         return python_fallback(t0, y0, t_out)
     try:
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
@@ -260,7 +256,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             crhs, float(t0), float(t1), y_start, str(s0["method"]), s0, int(s0["order"]),
             np.ascontiguousarray(s0["beta"], dtype=float),
             np.ascontiguousarray(s0["corr"], dtype=float), int(s0["positions"]), t_out, i0,
-            on_output, stats, counters, st.nfev, *stop_args, max_steps=budget, **commit,
+            on_output, stats, counters, st.nfev, *stop_args, ystep=ystep, hist=hist,
+            **extra, max_steps=budget, **commit,
             **({"maxiter": int(s0["maxiter"]), "newton_rtol": float(s0["newton_rtol"]),
                 "newton_atol": float(s0["newton_atol"])} if s0["method"] == "am" else {}))
     else:

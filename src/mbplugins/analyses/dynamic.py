@@ -1487,7 +1487,7 @@ class _Run:
     def _step_start(self):
         """Start time of the compiled loop's current step with outputs (None: none
         yet)."""
-        if self._src in ("abm", "bdf", "theta", "genalpha"):
+        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):
             return self.mshist.get("t")
         t = float(self.ystep[self.form.size + 3])
         return None if t != t else t
@@ -1566,7 +1566,8 @@ class _Run:
     def resume_state(self) -> dict | None:
         """The state from which a resume redoes the step whose outputs are being
         recorded (mbcore.analysis.checkpoint: ``state.step``): ``loop`` ('segment': the start
-        of the segment, no step with outputs yet; 'rk', 'abm', 'bdf', 'theta': the
+        of the segment, no step with outputs yet; 'rk', 'abm', 'bdf', 'theta',
+        'genalpha', 'fixedgrid': the
         compiled loop's state at the step's start; 'python': the Python driver's),
         ``t``, ``y``, ``counts`` (steps, rejected steps, evaluations before it) and
         the loop's own state.  None: not available (a Python-driver integrator
@@ -1584,7 +1585,7 @@ class _Run:
                     "y": state["integrator"]["y"],
                     "counts": base + np.asarray(state["counts"], dtype=float),
                     "driver": state}
-        if self._src in ("abm", "bdf", "theta", "genalpha"):
+        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):
             h = self.mshist
             if "t" not in h:
                 return segment
@@ -1614,7 +1615,8 @@ class _Run:
         step's start and redoes it (mbcore.analysis.checkpoint.resume has cut the file's rows
         after that start: they are recorded again)."""
         loop = rec["loop"]
-        if loop not in ("segment", "python", "rk", "abm", "bdf", "theta", "genalpha"):
+        if loop not in ("segment", "python", "rk", "abm", "bdf", "theta", "genalpha",
+                        "fixedgrid"):
             raise AnalysisError(f"checkpoint: unknown loop '{loop}'", t_row)
         self.base[:] = rec["counts"]
         self.istat[2:] = self.base

@@ -23,7 +23,9 @@ Absolute stability: AM1 and AM2 are A-stable; AM3 and AM4 have bounded regions
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -96,6 +98,16 @@ class AdamsMoulton(_FixedGrid):
                 "corr": np.array(self._pred, dtype=float),
                 "maxiter": int(o["newton_maxiter"]), "newton_rtol": o["newton_rtol"],
                 "newton_atol": o["newton_atol"]}
+
+    def restore_loop_history(self, h: Mapping[str, Any]) -> dict[str, Any]:
+        """``_FixedGrid.restore_loop_history``; the loop's Jacobian ``J`` and ``c_lu``
+        (``hβ_0`` of its LU, 0: none) returned as ``J0``, ``c_lu0``
+        (``ThetaMethod.restore_loop_history``)."""
+        super().restore_loop_history(h)
+        if h.get("J") is None:
+            return {}
+        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
+                "c_lu0": float(h["c_lu"])}
 
     def _restart_impl(self) -> None:
         super()._restart_impl()

@@ -30,6 +30,7 @@ driver).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -173,6 +174,26 @@ class _FixedGrid(Integrator):
                 "t_start": float(self._t_start), "i": int(self._i), "h": float(self._h),
                 "order": int(self.order), "beta": np.zeros(1), "corr": np.zeros(1),
                 "positions": 0}
+
+    def restore_loop_history(self, h: Mapping[str, Any]) -> dict[str, Any]:
+        """``run_fixedgrid``'s checkpoint history (the state at a step's start:
+        ``hist``, the derivative there and the past ones, newest first; the grid
+        ``t_start``, ``i``, ``h``) put into this object, whose :meth:`loop_start` then
+        hands it to the loop.  ValueError when ``hist`` does not fit the method."""
+        hist = np.array(h["hist"], dtype=float)
+        if hist.ndim != 2 or hist.shape[1] != self.n or hist.shape[0] < 1:
+            raise ValueError(f"checkpoint history: hist {hist.shape}, the integrator "
+                             f"needs (rows, {self.n})")
+        self._f = hist[0].copy()
+        if hasattr(self, "_hist"):
+            self._hist = tuple(row.copy() for row in hist)
+        elif hist.shape[0] != 1:
+            raise ValueError(f"checkpoint history: {hist.shape[0]} past derivatives, "
+                             f"{self.name} keeps one")
+        self._t_start = float(h["t_start"])
+        self._i = int(h["i"])
+        self._h = float(h["h"])
+        return {}
 
     def _restart_impl(self) -> None:
         start_fixed_grid(self)
