@@ -13,26 +13,6 @@ cdef enum:
 cdef double GA_STALL_ACCEPT = 100.0
 
 
-cdef void _difference_floor(const double* y, Py_ssize_t p, Py_ssize_t N,
-                            double* floor) noexcept:
-    """``mbcore.integrate.common.difference_floor`` with the blocks positions,
-    velocities, the rest: ``max(1e-8, 1e-3 max_block |y_i|)``."""
-    cdef Py_ssize_t blk, a, b, i
-    cdef double big, fl
-    for blk in range(3):
-        a = 0 if blk == 0 else (p if blk == 1 else 2 * p)
-        b = p if blk == 0 else (2 * p if blk == 1 else N)
-        big = 0.0
-        for i in range(a, b):
-            if fabs(y[i]) > big:
-                big = fabs(y[i])
-        fl = 1e-3 * big
-        if fl < 1e-8:
-            fl = 1e-8
-        for i in range(a, b):
-            floor[i] = fl
-
-
 cdef class GenAlphaStepper(Stepper):
     """``GeneralizedAlpha`` (:func:`run_genalpha`): the grid ``t_start + i h_step``,
     the true and algorithmic accelerations ``acc``, ``a``, the right-hand side ``fn``

@@ -81,6 +81,7 @@ cdef class ThetaStepper(Stepper):
                 if self.ck and self.jv_top and not self.J_kept:
                     memcpy(self.Jsnap, self.J, N * N * sizeof(double))
                     self.J_kept = True
+                _difference_floor(self.ypred, 0, N, self.fd_floor)
                 if _jacobian(self.f, tnew, self.ypred, self.fd_floor, self.J, self.jwork, N,
                              self.counters, &self.nfev0):
                     return LOOP_EVAL_FAILED

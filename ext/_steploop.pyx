@@ -426,6 +426,27 @@ cdef tuple _run(Stepper s, double t1, double[::1] t_out, Py_ssize_t i_out,
     return LOOP_DONE, s.t, s.y_arr, i_out, s.h_next()
 
 
+cdef void _difference_floor(const double* y, Py_ssize_t p, Py_ssize_t N,
+                            double* floor) noexcept:
+    """``mbcore.integrate.common.difference_floor`` with the blocks positions
+    (``p`` of them), velocities, the rest: ``max(1e-8, 1e-3 max_block |y_i|)``;
+    ``p = 0``: one block, all of y (the first-order methods)."""
+    cdef Py_ssize_t blk, a, b, i
+    cdef double big, fl
+    for blk in range(3):
+        a = 0 if blk == 0 else (p if blk == 1 else 2 * p)
+        b = p if blk == 0 else (2 * p if blk == 1 else N)
+        big = 0.0
+        for i in range(a, b):
+            if fabs(y[i]) > big:
+                big = fabs(y[i])
+        fl = 1e-3 * big
+        if fl < 1e-8:
+            fl = 1e-8
+        for i in range(a, b):
+            floor[i] = fl
+
+
 include "_step_rk.pxi"
 include "_step_adams.pxi"
 include "_step_bdf.pxi"

@@ -27,7 +27,7 @@ def mixed_tree(reverse=False, damping=0.2):
     m.set_gravity(0.0, 0.0, -9.81)
     m.add_body("arm", mass=2.0, inertia=[0.01, 0.17, 0.17], position=(0.5, 0, 0),
                angular_velocity=(0, 0.8, 0))
-    m.add_body("link", mass=1.0, inertia=[0.004, 0.08, 0.09], position=(1.5, 0, 0),
+    m.add_body("link", mass=1.0, inertia=[0.02, 0.08, 0.09], position=(1.5, 0, 0),
                angular_velocity=(0.3, 0.8, -0.6))
     m.add_body("sleeve", mass=0.5, inertia=[0.002, 0.01, 0.012], position=(2.3, 0, 0),
                angular_velocity=(2.0, 0.8, -0.6))

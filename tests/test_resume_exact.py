@@ -101,7 +101,7 @@ def _check_exact_resume(tmp_path, model, settings, pick=_inside_a_long_step):
 def test_compiled_loop_resumes_inside_a_step_bit_identically(tmp_path, examples, integ):
     ck = _check_exact_resume(tmp_path, lambda: _model(examples), _settings(integ))
     if registry().get("integrator", integ).compiled_loop_kind() is None:
-        assert ck.step["loop"] == "python"      # no compiled twin (rk2, ab, abm4, ...)
+        assert ck.step["loop"] == "python"      # no compiled twin
     else:
         assert ck.step["loop"] in ("rk", "abm", "bdf", "theta", "genalpha", "fixedgrid")
 

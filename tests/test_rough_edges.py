@@ -133,7 +133,7 @@ def test_top_level_help_names_every_command(capsys):
 
 # ------------------------------------------------------------------ progress bars
 def test_no_bar_on_a_stderr_that_is_not_a_terminal(monkeypatch):
-    from mbcore import progress as P
+    from mbcore.results import progress as P
     monkeypatch.delenv("MBCORE_PROGRESS", raising=False)
     monkeypatch.setattr(P.sys.stderr, "isatty", lambda: False, raising=False)
     assert not P.bars_wanted(True)

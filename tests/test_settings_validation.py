@@ -173,7 +173,9 @@ def test_run_says_what_it_wants(model):
 # ------------------------------------------------------------------ the model's own keys
 @pytest.mark.parametrize("where, value, message", [
     (("name",), [1], "name: expected a non-empty string, got a list of 1"),
-    (("name",), True, "name: expected a non-empty string, got a boolean (True)"),
+    (("name",), True, "name: expected a non-empty string, got a boolean (True); YAML "
+                      "reads unquoted yes/no/on/off/true/false as booleans and null/~ as "
+                      "nothing: put the text in quotes"),
     (("description",), {"a": 1}, "description: expected a string, got a mapping"),
     (("units", "length"), [1], "units.length: expected a string, got a list of 1"),
     (("bodies", 0, "description"), 3,

@@ -121,7 +121,7 @@ def test_orientation_angles_derived_from_euler_parameters(run_kin):
     with pytest.raises(KeyError, match="ground.p0"):
         res.orientation("ground")
     with pytest.raises(ValueError, match="convention"):
-        res.orientation("crank", "zyx")
+        res.orientation("crank", "zyy")                 # no angle sequence
 
 
 def test_mechanism_dof_counts_the_normalisation_rows(run_kin):

@@ -203,8 +203,8 @@ def _guard_output(out: Path, overwrite: bool) -> None:
     resumed (status ``running`` after a kill, or ``interrupted``, with a checkpoint),
     or a file that is not an mbcore result; ``--overwrite`` replaces either.  A
     finished or failed result is replaced (as a rerun expects)."""
-    if overwrite or not out.exists():
-        return
+    if overwrite or not out.exists() or out.is_dir():
+        return                          # (a directory: the run names it)
     from ..errors import ModelError
     try:
         import h5py

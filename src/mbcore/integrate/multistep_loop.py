@@ -26,8 +26,8 @@ tolerances only.
 ``"fixedgrid"``: the fixed-grid textbook methods of
 :mod:`mbplugins.integrators.classical` — Adams–Bashforth 1–4 and the AB3/AM4 PECE pair
 (RK4 starter; Nikravesh (1988), §12.3), the second-order Taylor method (Eqs.
-12.11–12.12) and Störmer–Verlet, kick–drift–kick and drift–kick–drift (Hairer,
-Lubich & Wanner (2006), §I.1.4, §VI.3) — and Adams–Moulton 1–4
+12.11–12.12) and Störmer–Verlet, kick–drift–kick and drift–kick–drift
+(Hairer, Lubich & Wanner (2006), §I.1.4, §VI.3) — and Adams–Moulton 1–4
 (:class:`mbplugins.integrators.adams_moulton.AdamsMoulton`, §12.3.2, on the θ-methods'
 modified Newton iteration: no given Jacobian, scalar Newton tolerances), stepped by
 ``run_fixedgrid`` from the object's ``loop_start()`` (grid, past derivatives,

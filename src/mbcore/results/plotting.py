@@ -836,7 +836,7 @@ def animate(result, output, *, fps: float | None = None, every: int | None = Non
         fig.suptitle(title if title is not None else (res.model_name or ""))
         frames = range(len(tt))
         if progress:
-            from ..progress import progress_bar
+            from .progress import progress_bar
             frames = progress_bar(frames, desc=output.name, unit="frame", leave=False)
         images = _blit_frames(fig, scene, frames)
         if mp4:

@@ -704,7 +704,7 @@ class ResultBase:
             n = len(t)
             bar = None
             if progress and n > chunk_rows:
-                from ..progress import progress_bar
+                from .progress import progress_bar
                 bar = progress_bar(total=n, unit="row", delay=0.5, leave=False)
             for i0 in range(0, n, chunk_rows):
                 i1 = min(n, i0 + chunk_rows)

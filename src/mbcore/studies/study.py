@@ -307,7 +307,7 @@ def _execute(study: Study, tasks, workers, client, scheduler, progress, attrs, p
     else:
         n = default_workers() if workers is None else workers
         results = run_serial(tasks) if n == 0 else run_processes(tasks, n)
-    from ..progress import progress_bar
+    from ..results.progress import progress_bar
     bar = progress_bar(enabled=progress, total=len(study),
                        initial=len(study) - len(tasks), unit="case", desc="sweep",
                        leave=True)

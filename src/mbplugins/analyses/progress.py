@@ -1,11 +1,11 @@
 """The progress bar of the time-stepping analyses: tqdm's (shown after 1 s) when
-enabled, installed and stderr is a terminal (:mod:`mbcore.progress`), else a bar
+enabled, installed and stderr is a terminal (:mod:`mbcore.results.progress`), else a bar
 that does nothing."""
 from __future__ import annotations
 
 from typing import Any
 
-from mbcore.progress import NoBar, progress_bar
+from mbcore.results.progress import NoBar, progress_bar
 
 __all__ = ["NoBar", "progress"]
 

@@ -31,6 +31,8 @@ import numpy as np
 
 from mbcore.integrate.base import FIXED_STEP_OPTIONS, NEWTON_OPTIONS, NewtonFailure, \
     Option, int_range
+from mbcore.integrate.common import difference_floor
+
 from .classical import AB_COEFFICIENTS, _FixedGrid
 from .implicit import ThetaMethod
 
@@ -146,7 +148,8 @@ class AdamsMoulton(_FixedGrid):
         c = h * beta[0]
         for attempt in (0, 1):
             if self._J is None:
-                self._J = self.jac(t_new, y_pred, None, None)
+                self._J = self.jac(t_new, y_pred, None,
+                                   difference_floor(y_pred, ((0, y_pred.size),)))
                 self._jac_current = True
                 self._lu = None
             if self._lu is None or abs(c - self._c_lu) > 1e-6 * abs(self._c_lu):

@@ -23,7 +23,8 @@ import numpy as np
 
 from mbcore.integrate.base import (FIXED_STEP_OPTIONS, NEWTON_OPTIONS, Integrator,
                                    NewtonFailure)
-from mbcore.integrate.common import HermiteDenseOutput, LinearDenseOutput, rms_norm
+from mbcore.integrate.common import (HermiteDenseOutput, LinearDenseOutput, difference_floor,
+                                    rms_norm)
 
 __all__ = ["ThetaMethod", "ImplicitEuler", "Trapezoid"]
 
@@ -122,7 +123,8 @@ class ThetaMethod(Integrator):
         y_pred = y_n + h * f_n
         for attempt in (0, 1):
             if self._J is None:
-                self._J = self.jac(t_new, y_pred, None, None)
+                self._J = self.jac(t_new, y_pred, None,
+                                   difference_floor(y_pred, ((0, y_pred.size),)))
                 self._jac_current = True
                 self._lu = None
             if self._lu is None or abs(c - self._c_lu) > 1e-6 * abs(self._c_lu):
