@@ -1181,12 +1181,15 @@ class _Run:
     def dae_jacobian(self, t, y):
         """df/dy of y = [state, W] for the DAE formulations (ggl, stiff): theirs,
         and the work row by differences (in C by ``CompiledGGL.work_row``, the same
-        formula, when the compiled GGL right-hand side applies)."""
+        formula, when the compiled GGL right-hand side applies); zeros for an
+        integrator that does not read it (``DAE_JACOBIAN_WORK_ROW = False``)."""
         form = self.form
         size = form.size
         Jf = form.jacobian(t, y[:size])
         out = np.zeros((size + 1, size + 1))
         out[:size, :size] = Jf
+        if not getattr(self, "_work_row", True):
+            return out
         work_row = getattr(self.crhs, "work_row", None)      # CompiledGGL: in one C call
         if work_row is not None and work_row(t, y, out[size]) == 0:
             return out
@@ -1429,6 +1432,8 @@ class _Run:
         self.stops = a._stop_events()
         self.events = events + self.stops
         self.jac = self.dae_jacobian if hasattr(form, "jacobian") else None
+        #: the integrator reads the work row of the DAE Jacobian (generalized-α does not)
+        self._work_row = bool(getattr(a.icls, "DAE_JACOBIAN_WORK_ROW", True))
         self.post = self.post_step if self.projects else None
         self.loop, self.stop_specs = None, None
         if a.settings["loop"] == "auto":

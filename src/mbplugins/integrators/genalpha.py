@@ -165,6 +165,10 @@ class GeneralizedAlpha(Integrator):
     KIND = "genalpha"
     #: the DAE formulations whose state has the layout of the second-order form
     DAE_FORMULATIONS = ("stiff",)
+    #: the iteration matrix reads the rows of the equations of motion and of the
+    #: constraints only; the trailing components (the work integral W) are
+    #: quadratures, so the dynamic analysis does not compute their Jacobian row
+    DAE_JACOBIAN_WORK_ROW = False
     options = {**FIXED_STEP_OPTIONS, **NEWTON, **_COMMON}
     #: the method's state between steps (exact resume, Integrator rule 11)
     state_fields = ("_h", "_t_start", "_i", "_acc", "_a", "_f", "_fprev", "_hprev",
