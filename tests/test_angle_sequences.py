@@ -63,7 +63,10 @@ def test_A_is_the_product_of_body_axis_rotations(seq):
     for a in _angles(seq, 5):
         ref = _elementary(i, a[0]) @ _elementary(j, a[1]) @ _elementary(k, a[2])
         # entries of size ≤ 1 from a few products (observed ≤ 4e-16): every bound
-        # of 1e-13 in this file has ≥ 100× margin over what was observed (≤ 9e-16)
+        # of 1e-13 in this file has ≥ 100× margin over what was observed (≤ 1.0e-15;
+        # singular sets 3.3e-16, against the book's 3-1-3/1-2-3 ≤ 2.2e-16, the
+        # Result comparisons ≤ 1e-33: angles near 0)
+        # observed 0 (same products): bound 1e-13 on entries ≤ 1 (~450 eps)
         np.testing.assert_allclose(AS.angles_to_A(a, seq), ref, rtol=0, atol=1e-13)
 
 
@@ -73,10 +76,13 @@ def test_round_trips(seq):
     A = AS.angles_to_A(a, seq)
     # atan2 of entries exact to a few eps: observed ≤ 9e-16 (rad); bound 1e-12 has
     # > 1000× margin, away from the singular set (θ2 ≥ 0.05 rad from it)
+    # observed ≤ 4.4e-16 rad over 12 x 200 sets: bound 1e-12, > 2000x margin
     np.testing.assert_allclose(AS.A_to_angles(A, seq), a, rtol=0, atol=1e-12)
     p = AS.angles_to_p(a, seq)
     assert np.all(p[:, 0] >= 0.0)
-    np.testing.assert_allclose(R.A(p), A, rtol=0, atol=1e-13)         # observed 9e-16
+    # observed ≤ 1.0e-15 over 12 x 200 sets: bound 1e-13, 100x margin
+    np.testing.assert_allclose(R.A(p), A, rtol=0, atol=1e-13)
+    # observed ≤ 3.7e-15 rad (via A(p), near-singular sets amplify): bound 1e-12, 270x
     np.testing.assert_allclose(AS.p_to_angles(p, seq), a, rtol=0, atol=1e-12)
 
 
