@@ -37,8 +37,8 @@ __all__ = ["viewer_bundle", "Scene", "build_scene", "scene_commands", "to_html",
 #: the largest number of animation keyframes per body (the output rows are strided)
 MAX_FRAMES = 2000
 #: body colours, in the order of the model's bodies
-PALETTE = ("#f28e2b", "#59a14f", "#e15759", "#4e79a7", "#edc948", "#b07aa1",
-           "#76b7b2", "#ff9da7", "#9c755f", "#bab0ac")
+PALETTE = ("#f28e2b", "#59a14f", "#edc948", "#b07aa1", "#e15759", "#76b7b2",
+           "#ff9da7", "#9c755f", "#bab0ac", "#4e79a7")
 JOINT_COLOR = "#333333"
 CONTACT_COLOR = "#ff7f0e"
 
@@ -223,7 +223,7 @@ def _rows(t: np.ndarray, start: float | None, end: float | None, max_frames: int
     stride = 1
     if fps is not None and idx.size > 1:
         span = float(t[idx[-1]] - t[idx[0]])
-        stride = max(1, int(math.floor(idx.size / max(span * fps, 1.0))))
+        stride = max(1, int(math.floor((idx.size - 1) / max(span * fps, 1.0))))
     stride = max(stride, math.ceil(idx.size / max_frames))
     out = idx[::stride]
     if out[-1] != idx[-1]:
