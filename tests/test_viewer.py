@@ -8,6 +8,7 @@ import copy
 import importlib.util
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -317,9 +318,12 @@ def _screenshot(exe: str, page: Path, png: Path) -> np.ndarray:
 
 
 @needs_bundle
-@pytest.mark.skipif(_chromium() is None, reason="no chromium executable")
 def test_a_headless_browser_draws_the_scene(spatial, tmp_path):
     exe = _chromium()
+    if exe is None:
+        # .ci/run sets MBCORE_TEST_BROWSER=1 when it installed chromium: then no skip
+        assert not os.environ.get("MBCORE_TEST_BROWSER"), "chromium was installed but is not found"
+        pytest.skip("no chromium executable")
     page, empty = tmp_path / "scene.html", tmp_path / "empty.html"
     with Result(spatial) as r:
         scene = VW.build_scene(r)
@@ -337,6 +341,6 @@ def test_a_headless_browser_draws_the_scene(spatial, tmp_path):
         return int(np.count_nonzero((img[..., 0] > 120) & (img[..., 1] < 60)
                                     & (img[..., 2] < 60)))
 
-    # observed: 4639 red pixels with the scene, 51 (meshcat's x axis) without
-    assert red(a) > 1500 and red(b) < 500
-    assert np.count_nonzero(np.abs(a - b).sum(axis=-1) > 60) > 3000   # observed 10199
+    # observed: 2133 red pixels with the scene, 37 (meshcat's x axis) without
+    assert red(a) > 600 and red(b) < 200
+    assert np.count_nonzero(np.abs(a - b).sum(axis=-1) > 60) > 1500   # observed 4784

@@ -15,14 +15,17 @@ Open the controls (top right), Animations: play, pause and the time slider; play
 is in real time (--speed to change it)."""
 
 
+VIEW_HELP = "write an interactive 3D page (HTML) of a result"
+VIEW_DESCRIPTION = ("Write a self-contained HTML page that shows the bodies of a result in "
+                    "3D, with a time slider and real-time playback (the meshcat viewer: "
+                    "pip install 'mbcore[view]').")
+
+
 def add_parser(sub, parents=()) -> None:
     """Add the ``view`` subcommand to ``sub``."""
-    p = sub.add_parser("view", parents=list(parents),
-                       help="write an interactive 3D page (HTML) of a result",
-                       description="Write a self-contained HTML page that shows the bodies "
-                                   "of a result in 3D, with a time slider and real-time "
-                                   "playback (the meshcat viewer: pip install 'mbcore[view]').",
-                       epilog=VIEW_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("view", parents=list(parents), help=VIEW_HELP,
+                       description=VIEW_DESCRIPTION, epilog=VIEW_EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("result", help="HDF5 result file")
     p.add_argument("-o", "--output", required=True, help="HTML file to write")
     p.add_argument("--start", type=float, help="first time shown (default: the first row)")

@@ -1,7 +1,7 @@
 """3D scene of a result: an interactive, self-contained HTML page (docs/viewer.md).
 
-The page inlines the three.js viewer of meshcat (Deits et al. (2021), the PyPI
-package ``meshcat``, extra ``mbcore[view]``; its ``meshcat/viewer/dist/main.min.js``
+The page inlines the three.js viewer of meshcat (the PyPI package ``meshcat``,
+extra ``mbcore[view]``; its ``meshcat/viewer/dist/main.min.js``
 is read as a file, meshcat's Python package is not imported) and feeds it viewer
 commands as JSON (``set_object`` with three.js object JSON, ``set_transform``,
 ``set_property``, ``set_animation``): one object per body (the model's ``shape``, or
@@ -273,7 +273,14 @@ def _default_shapes(body, dim: int, joint_pts: list) -> list[V.Shape]:
         return []                                # drawn as a marker sphere
     if dim == 3:
         edges, R = V.inertia_box(body.mass, body.inertia)
-        return [V.Shape("box", edges, R=R)]
+        shapes = [V.Shape("box", edges, R=R)]
+        for p in dict.fromkeys(joint_pts):       # a stem to each joint point outside it
+            p = np.asarray(p, dtype=float)
+            d = float(np.linalg.norm(p))
+            if np.any(np.abs(R.T @ p) > 0.5005 * np.asarray(edges)):
+                shapes.append(V.Shape("cylinder", (0.04 * d, d), offset=tuple(p / 2.0),
+                                      axis=tuple(p / d)))
+        return shapes
     pts = np.unique(np.round(np.array(joint_pts, dtype=float), 12), axis=0) \
         if joint_pts else np.zeros((0, 3))
     if len(pts) >= 2:                            # a link between its farthest joint points
@@ -456,7 +463,7 @@ def _camera_and_grid(scene: Scene) -> list[dict[str, Any]]:
     L = scene.size
     c = scene.center
     w = np.array([0.25, -0.6, 1.0]) if scene.planar else np.array([1.0, -1.4, 0.8])
-    w = 0.8 * L * w / np.linalg.norm(w)
+    w = 1.1 * L * w / np.linalg.norm(w)
     M = np.eye(4)
     M[:3, 3] = c
     s = 4.0 * L / 20.0
