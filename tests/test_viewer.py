@@ -24,6 +24,7 @@ from mbcore.model import visual as V
 from mbcore.model.model import Model
 from mbcore.results.result import Result
 
+from mbcore.results import gltf as G
 from mbcore.results import viewer as VW
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -295,6 +296,55 @@ def test_cli_view(spatial, tmp_path, capsys):
     assert len(_clips(cmds)["/mbcore/bodies/crank"][".position"]["keys"]) == 7     # 0.3 s at 20 per second
     assert main(["view", str(spatial), "-o", str(out), "--start", "9"]) == 1
     assert "no output rows" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ glTF
+@pytest.mark.parametrize("shape", [V.Shape("box", (0.1, 0.2, 0.3)), V.Shape("sphere", (0.2,)),
+                                   V.Shape("cylinder", (0.1, 0.4))])
+def test_gltf_triangles_face_outwards(shape):
+    tri = G.triangles(shape, {})
+    n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    big = np.linalg.norm(n, axis=1) > 0.0
+    assert np.all(np.einsum("ij,ij->i", n[big], tri[big].mean(axis=1)) > 0.0)
+    ext = np.abs(tri.reshape(-1, 3)).max(axis=0)
+    want = {"box": (0.05, 0.1, 0.15), "sphere": (0.2,) * 3, "cylinder": (0.1, 0.2, 0.1)}
+    assert ext == pytest.approx(want[shape.kind], rel=1e-12)
+
+
+def test_gltf_file_holds_the_scene_and_its_animation(spatial, tmp_path):
+    with Result(spatial) as r:
+        scene = VW.build_scene(r)
+    out = tmp_path / "s.glb"
+    G.to_glb(scene, out)
+    gltf, arrays = G.read_glb(out)
+    assert gltf["asset"]["version"] == "2.0"
+    names = [n["name"] for n in gltf["nodes"]]
+    assert {"crank", "coupler", "slider", "coupler/shape0"} <= set(names)
+    n_shapes = sum(len(b.shapes) for b in scene.bodies) + len(scene.markers)
+    assert len(gltf["meshes"]) == n_shapes
+    [anim] = gltf["animations"]
+    assert len(anim["channels"]) == 2 * len(scene.bodies)
+    for ch in anim["channels"]:
+        body = {b.name: b for b in scene.bodies}[names[ch["target"]["node"]]]
+        smp = anim["samplers"][ch["sampler"]]
+        # the keyframes are the scene's poses and times, as float32 (glTF's type)
+        assert np.array_equal(arrays[smp["input"]][:, 0],
+                              (scene.t - scene.t[0]).astype(np.float32))
+        want = body.position if ch["target"]["path"] == "translation" else body.quaternion
+        assert np.array_equal(arrays[smp["output"]], want.astype(np.float32))
+    # the coupler's box: its vertices span the given edges
+    k = gltf["nodes"][names.index("coupler/shape0")]["mesh"]
+    pos = arrays[gltf["meshes"][k]["primitives"][0]["attributes"]["POSITION"]]
+    assert np.ptp(pos, axis=0) == pytest.approx([0.4, 0.03, 0.03], rel=1e-6)   # float32
+
+
+def test_cli_view_gltf_only(spatial, tmp_path, capsys):
+    out = tmp_path / "v.glb"
+    assert main(["view", str(spatial), "--gltf", str(out), "--max-frames", "5"]) == 0
+    gltf, arrays = G.read_glb(out)
+    assert arrays[gltf["animations"][0]["samplers"][0]["input"]].shape == (5, 1)
+    assert main(["view", str(spatial)]) == 2
+    assert "-o FILE.html and/or --gltf" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------ a real browser

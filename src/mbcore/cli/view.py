@@ -8,6 +8,7 @@ VIEW_EXAMPLES = """\
 examples:
   mbcore view run.h5 -o scene.html                 # open scene.html in a browser
   mbcore view run.h5 -o scene.html --start 1 --end 2 --fps 50 --triads
+  mbcore view run.h5 --gltf scene.glb              # binary glTF with the animation
 
 Bodies are drawn with the model's shape key (box, cylinder, sphere, mesh), else as
 the box (spatial) or disc/link (planar) of their inertia; joints as small spheres.
@@ -27,7 +28,9 @@ def add_parser(sub, parents=()) -> None:
                        description=VIEW_DESCRIPTION, epilog=VIEW_EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("result", help="HDF5 result file")
-    p.add_argument("-o", "--output", required=True, help="HTML file to write")
+    p.add_argument("-o", "--output", help="HTML file to write")
+    p.add_argument("--gltf", metavar="FILE.glb",
+                   help="also (or only) write the scene as binary glTF with its animation")
     p.add_argument("--start", type=float, help="first time shown (default: the first row)")
     p.add_argument("--end", type=float, help="last time shown (default: the last row)")
     p.add_argument("--fps", type=float,
@@ -46,11 +49,25 @@ def add_parser(sub, parents=()) -> None:
 
 
 def cmd_view(args) -> int:
-    """Write the page; prints the file name (not with --quiet)."""
-    from ..results.viewer import MAX_FRAMES, to_html
-    scene = to_html(args.result, args.output, start=args.start, end=args.end, fps=args.fps,
-                    max_frames=args.max_frames or MAX_FRAMES, triads=args.triads,
-                    play=args.play, speed=args.speed, mesh_dir=args.mesh_dir)
+    """Write the page and/or the glTF file; prints the file names (not with --quiet)."""
+    import sys
+    from ..results.result import Result
+    from ..results.viewer import MAX_FRAMES, build_scene, to_html
+    if not (args.output or args.gltf):
+        print("mbcore view: error: give -o FILE.html and/or --gltf FILE.glb", file=sys.stderr)
+        return 2
+    kw = dict(start=args.start, end=args.end, fps=args.fps,
+              max_frames=args.max_frames or MAX_FRAMES, mesh_dir=args.mesh_dir)
+    with Result(args.result) as res:
+        if args.output:
+            scene = to_html(res, args.output, triads=args.triads, play=args.play,
+                            speed=args.speed, **kw)
+        else:
+            scene = build_scene(res, **kw)
+    written = [f for f in (args.output, args.gltf) if f]
+    if args.gltf:
+        from ..results.gltf import to_glb
+        to_glb(scene, args.gltf)
     if not getattr(args, "quiet", False):
-        print(f"wrote {args.output} ({len(scene.bodies)} bodies, {len(scene.t)} frames)")
+        print(f"wrote {', '.join(written)} ({len(scene.bodies)} bodies, {len(scene.t)} frames)")
     return 0

@@ -91,6 +91,12 @@ def _y_to(axis: Sequence[float]) -> np.ndarray:
     return np.eye(3) + K + K @ K / (1.0 + c)
 
 
+def shape_matrix(s: V.Shape) -> np.ndarray:
+    """The 4x4 placement of a shape in its body's frame (offset, orientation; a
+    cylinder also turned from the y axis of three.js and glTF to its axis)."""
+    return _placement(s.offset, s.R @ _y_to(s.axis) if s.kind == "cylinder" else s.R)
+
+
 def _geometry(uid: str, shape: V.Shape, mesh_data: tuple | None) -> dict[str, Any]:
     if shape.kind == "box":
         a, b, c = shape.size
@@ -405,16 +411,13 @@ def scene_commands(scene: Scene, *, triads: bool = False, play: bool = True,
     for b in scene.bodies:
         for i, s in enumerate(b.shapes):
             uid = f"{b.path}/shape{i}"
+            mesh = None
             if s.kind == "mesh":
                 verts, faces = scene.mesh_data[s.mesh]
-                geom = _geometry(uid + "/geometry", s, (verts * np.asarray(s.size), faces))
-                M = _placement(s.offset, s.R)
-            else:
-                geom = _geometry(uid + "/geometry", s, None)
-                R = s.R @ _y_to(s.axis) if s.kind == "cylinder" else s.R
-                M = _placement(s.offset, R)
+                mesh = (verts * np.asarray(s.size), faces)
+            geom = _geometry(uid + "/geometry", s, mesh)
             cmds.append({"type": "set_object", "path": uid,
-                         "object": _mesh_object(uid, geom, s.color, M)})
+                         "object": _mesh_object(uid, geom, s.color, shape_matrix(s))})
         if triads:
             uid = f"{b.path}/triad"
             cmds.append({"type": "set_object", "path": uid,
