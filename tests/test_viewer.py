@@ -298,6 +298,27 @@ def test_cli_view(spatial, tmp_path, capsys):
     assert "no output rows" in capsys.readouterr().err
 
 
+def test_contact_geometry_draws_a_body_without_shape(tmp_path):
+    data = yaml.safe_load((EXAMPLES / "spheres_on_plane.yaml").read_text())
+    data["settings"]["t_end"] = 0.01
+    data["bodies"][1]["shape"] = {"box": [0.05, 0.05, 0.05]}          # ball2
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "s.h5"
+    assert main(["-q", "run", str(tmp_path / "s.yaml"), "-o", str(out)]) == 0
+    with Result(out) as r:
+        scene = VW.build_scene(r)
+    shapes = {b.name: [(s.kind, s.size, s.offset) for s in b.shapes] for b in scene.bodies}
+    assert shapes["ball1"] == [("sphere", (0.05,), (0.0, 0.0, 0.0))]
+    assert shapes["ball3"] == [("sphere", (0.05,), (0.0, 0.0, 0.0))]     # two contacts, one sphere
+    cap = shapes["capsule"]
+    assert [k for k, _, _ in cap] == ["sphere", "sphere", "cylinder"]
+    assert cap[2][1] == pytest.approx((0.03, 0.4)) and cap[2][2] == pytest.approx((0.05, 0, 0))
+    # a body with a shape keeps it; its contact sphere is a translucent marker
+    assert shapes["ball2"] == [("box", (0.05, 0.05, 0.05), (0.0, 0.0, 0.0))]
+    assert [(m[0], m[2], m[3]) for m in scene.markers] == [
+        ("/mbcore/bodies/ball2", 0.05, VW.CONTACT_COLOR)]
+
+
 # ------------------------------------------------------------ glTF
 @pytest.mark.parametrize("shape", [V.Shape("box", (0.1, 0.2, 0.3)), V.Shape("sphere", (0.2,)),
                                    V.Shape("cylinder", (0.1, 0.4))])

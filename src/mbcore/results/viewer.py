@@ -266,12 +266,27 @@ def _attachments(model, dim: int) -> tuple[dict[str, list], list]:
         r = vals.get("radius")
         if not isinstance(r, (int, float)) or r <= 0:
             continue
+        ends = []
         for key in ("point", "point_b"):
             pt = vals.get(key, (0.0,) * dim if key == "point" else None)
             if isinstance(pt, (list, tuple)) and len(pt) in (2, 3):
-                p = tuple(float(x) for x in pt) + (0.0,) * (3 - len(pt))
-                contacts.append((vals["body"], p, float(r)))
+                ends.append(tuple(float(x) for x in pt) + (0.0,) * (3 - len(pt)))
+        contacts.append((vals["body"], ends, float(r)))
     return points, contacts
+
+
+def _contact_shapes(contacts: list) -> list[V.Shape]:
+    """A body drawn by its contact geometry: a sphere per contact point, and the
+    cylinder between the two ends of a capsule."""
+    shapes = [V.Shape("sphere", (r,), offset=p)
+              for p, r in dict.fromkeys((p, r) for ends, r in contacts for p in ends)]
+    for ends, r in contacts:
+        if len(ends) == 2 and ends[0] != ends[1]:
+            a, b = np.asarray(ends[0]), np.asarray(ends[1])
+            d = float(np.linalg.norm(b - a))
+            shapes.append(V.Shape("cylinder", (r, d), offset=tuple((a + b) / 2.0),
+                                  axis=tuple((b - a) / d)))
+    return shapes
 
 
 def _default_shapes(body, dim: int, joint_pts: list) -> list[V.Shape]:
@@ -365,8 +380,13 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
             quat[:, 3] = np.cos(0.5 * v[:, 2])
         where = f"bodies[{k}].shape"
         given = getattr(body, "shape", None)
-        shapes = (V.parse_shapes(given, where, dim) if given is not None
-                  else _default_shapes(body, dim, joint_pts.get(body.name, [])))
+        own = [(ends, r) for name, ends, r in contacts if name == body.name]
+        if given is not None:
+            shapes = V.parse_shapes(given, where, dim)
+        elif own:                   # no shape, but contact spheres: drawn as those
+            shapes = _contact_shapes(own)
+        else:
+            shapes = _default_shapes(body, dim, joint_pts.get(body.name, []))
         _read_meshes(shapes, dirs, where, mesh_data)
         color = PALETTE[k % len(PALETTE)]
         for s in shapes:
@@ -395,9 +415,9 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
         if body.kind in ("particle", "particle3"):
             markers.append((b.path, (0.0, 0.0, 0.0), 2.0 * rj, PALETTE[
                 model.bodies.index(body) % len(PALETTE)], 1.0))
-    for body, p, r in contacts:
-        if body in track:
-            markers.append((track[body], p, r, CONTACT_COLOR, 0.6))
+    for body, ends, r in contacts:            # beside a shape: translucent markers
+        if body in track and getattr(model.body(body), "shape", None) is not None:
+            markers.extend((track[body], p, r, CONTACT_COLOR, 0.6) for p in ends)
     title = f"{result.model_name} ({result.analysis})" if result.analysis else result.model_name
     return Scene(t, rows, bodies, markers, center, size, dim == 2, title, mesh_data)
 
