@@ -156,7 +156,6 @@ class BodyTrack:
     shapes: list[V.Shape]
     position: np.ndarray
     quaternion: np.ndarray
-    default: bool = False
 
 
 @dataclass
@@ -392,8 +391,7 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
         for s in shapes:
             if s.color is None:
                 s.color = color
-        bodies.append(BodyTrack(body.name, f"/mbcore/bodies/{body.name}", shapes, pos, quat,
-                                default=given is None))
+        bodies.append(BodyTrack(body.name, f"/mbcore/bodies/{body.name}", shapes, pos, quat))
     # the scene's extent: the body origins over time and the shapes' reach
     allpos = np.concatenate([b.position for b in bodies]) if bodies else np.zeros((1, 3))
     reach = max([_shape_extent(b.shapes, mesh_data) for b in bodies] + [0.0])
