@@ -45,6 +45,9 @@ def __getattr__(name):  # lazy: keep `import mbcore` light
     if name == "accelerations":
         from .solve.dynamics import accelerations
         return accelerations
+    if name == "view":
+        from .results.viewer import view
+        return view
     if name in ("linearize", "LinearModel", "Modes"):
         from .analysis import linear
         return getattr(linear, name)

@@ -1,6 +1,7 @@
 """Command line: ``mbcore run MODEL``, ``mbcore info RESULT.h5``, ``mbcore plugins``,
 ``mbcore check|validate MODEL``, ``mbcore export RESULT.h5``, ``mbcore modes MODEL``,
-``mbcore sweep MODEL``, ``mbcore types [TYPE]`` (see ``mbcore CMD --help``)."""
+``mbcore sweep MODEL``, ``mbcore types [TYPE]``, ``mbcore view RESULT.h5``
+(see ``mbcore CMD --help``)."""
 from __future__ import annotations
 
 import argparse
@@ -79,6 +80,8 @@ def _main(argv: list[str] | None = None) -> int:
     _add_error_parser(sub, parents=[X.verbosity_parent()])
     from .types import add_parser as _add_types_parser
     _add_types_parser(sub, parents=[X.verbosity_parent()])
+    from .view import add_parser as _add_view_parser
+    _add_view_parser(sub, parents=[X.verbosity_parent()])
 
     try:
         args = p.parse_args(argv)
@@ -124,6 +127,9 @@ def _main(argv: list[str] | None = None) -> int:
         if args.cmd == "types":
             from .types import cmd_types
             return cmd_types(args)
+        if args.cmd == "view":
+            from .view import cmd_view
+            return cmd_view(args)
     except MbcoreError as exc:
         print(f"mbcore: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT if _bad_input(exc) else EXIT_FAILED

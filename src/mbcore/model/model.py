@@ -29,10 +29,11 @@ TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", 
             "dimensions", "bodies", "points", "joints", "drivers", "forces", "impacts",
             "switching")
 BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
-             "angular_velocity", "description", "kind")
+             "angular_velocity", "description", "kind", "shape")
 PARTICLE_KEYS = ("name", "mass", "position", "velocity", "description", "kind")
 SPATIAL_BODY_KEYS = ("name", "mass", "inertia", "position", "orientation", "velocity",
-                     "angular_velocity", "angular_velocity_body", "description", "kind")
+                     "angular_velocity", "angular_velocity_body", "description", "kind",
+                     "shape")
 POINT_KEYS = ("name", "body", "at")
 CONSTRAINT_SECTIONS = ("joints", "drivers")
 SECTIONS = CONSTRAINT_SECTIONS + ("forces",)
@@ -62,6 +63,7 @@ class Body:
     kind: str = "planar"
     orientation: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
     notes: tuple[str, ...] = ()
+    shape: Any = None          # visual shape as given (mbcore.model.visual)
 
     def to_dict(self) -> dict[str, Any]:
         if self.kind in ("particle", "particle3"):
@@ -82,6 +84,8 @@ class Body:
                 d["angular_velocity"] = list(self.angular_velocity)
             if self.description:
                 d["description"] = self.description
+            if self.shape is not None:
+                d["shape"] = self.shape
             return d
         d = {"name": self.name, "mass": self.mass, "inertia": self.inertia,
              "position": list(self.position), "angle": self.angle}
@@ -90,6 +94,8 @@ class Body:
             d["angular_velocity"] = self.angular_velocity
         if self.description:
             d["description"] = self.description
+        if self.shape is not None:
+            d["shape"] = self.shape
         return d
 
 
@@ -763,7 +769,17 @@ def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
     angle = S.number(b.get("angle", 0.0), f"{path}.angle")
     vel = S.vector(b.get("velocity", (0.0, 0.0)), f"{path}.velocity")
     om = S.number(b.get("angular_velocity", 0.0), f"{path}.angular_velocity")
-    return Body(name, mass, inertia, pos, angle, vel, om, _description(b, path))
+    return Body(name, mass, inertia, pos, angle, vel, om, _description(b, path),
+                shape=_shape(b, path, 2))
+
+
+def _shape(b: Mapping[str, Any], path: str, dimensions: int) -> Any:
+    """The body's visual ``shape`` as given, checked by mbcore.model.visual."""
+    if b.get("shape") is None:
+        return None
+    from .visual import parse_shapes
+    parse_shapes(b["shape"], f"{path}.shape", dimensions)
+    return b["shape"]
 
 
 def _description(b: Mapping[str, Any], path: str) -> str:
@@ -814,7 +830,8 @@ def _make_spatial_body(b: Any, path: str) -> Body:
         om = S.vector(b.get("angular_velocity", (0.0, 0.0, 0.0)),
                       f"{path}.angular_velocity", 3)
     return Body(name, mass, J, pos, 0.0, vel, om, _description(b, path),
-                kind="spatial", orientation=tuple(float(x) for x in p), notes=tuple(notes))
+                kind="spatial", orientation=tuple(float(x) for x in p), notes=tuple(notes),
+                shape=_shape(b, path, 3))
 
 
 #: principal moments within this fraction of the largest are zero (a thin rod)

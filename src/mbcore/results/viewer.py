@@ -1,0 +1,575 @@
+"""3D scene of a result: an interactive, self-contained HTML page (docs/viewer.md).
+
+The page inlines the three.js viewer of meshcat (the PyPI package ``meshcat``,
+extra ``mbcore[view]``; its ``meshcat/viewer/dist/main.min.js``
+is read as a file, meshcat's Python package is not imported) and feeds it viewer
+commands as JSON (``set_object`` with three.js object JSON, ``set_transform``,
+``set_property``, ``set_animation``): one object per body (the model's ``shape``, or
+the default from its inertia, :mod:`mbcore.model.visual`), the joint points as
+small spheres, contact spheres, optional frame triads, and one animation clip per
+body with position and quaternion tracks keyed at the result's output rows (at most
+``max_frames``, by striding), played in real time; meshcat's animation panel gives
+play, pause and the time slider.
+
+Poses: spatial bodies r and the Euler parameters p (Nikravesh (1988), §6.1.4; the
+three.js quaternion is (p1, p2, p3, p0)); planar bodies x, y, phi in the plane z = 0
+(quaternion (0, 0, sin(phi/2), cos(phi/2))).
+"""
+from __future__ import annotations
+
+import html
+import importlib.util
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import MbcoreError
+from ..model import visual as V
+
+__all__ = ["viewer_bundle", "Scene", "build_scene", "scene_commands", "to_html", "view",
+           "ViewerError", "MAX_FRAMES"]
+
+#: the largest number of animation keyframes per body (the output rows are strided)
+MAX_FRAMES = 2000
+#: body colours, in the order of the model's bodies
+PALETTE = ("#f28e2b", "#59a14f", "#edc948", "#b07aa1", "#e15759", "#76b7b2",
+           "#ff9da7", "#9c755f", "#bab0ac", "#4e79a7")
+JOINT_COLOR = "#333333"
+CONTACT_COLOR = "#ff7f0e"
+
+
+class ViewerError(MbcoreError, ValueError):
+    """The scene cannot be made: no meshcat bundle, a result without poses, a mesh
+    file that cannot be read."""
+
+
+def viewer_bundle() -> Path:
+    """The path of meshcat's prebuilt viewer script ``meshcat/viewer/dist/main.min.js``
+    (found without importing meshcat: its server dependencies are not needed)."""
+    spec = importlib.util.find_spec("meshcat")
+    if spec is None or not spec.submodule_search_locations:
+        raise ViewerError("the 3D viewer needs the meshcat package: pip install "
+                          "'mbcore[view]' (or pip install meshcat)")
+    for base in spec.submodule_search_locations:
+        path = Path(base) / "viewer" / "dist" / "main.min.js"
+        if path.is_file():
+            return path
+    raise ViewerError("the meshcat package has no viewer/dist/main.min.js")
+
+
+# ------------------------------------------------------------ three.js JSON encoders
+def _color(hex_color: str) -> int:
+    return int(hex_color[1:], 16)
+
+
+def _col_major(M: np.ndarray) -> list[float]:
+    return [float(x) for x in np.asarray(M, dtype=float).flatten(order="F")]
+
+
+def _placement(offset: Sequence[float], R: np.ndarray) -> np.ndarray:
+    M = np.eye(4)
+    M[:3, :3] = R
+    M[:3, 3] = offset
+    return M
+
+
+def _y_to(axis: Sequence[float]) -> np.ndarray:
+    """The rotation taking the y axis (three.js cylinders) to the unit vector ``axis``
+    (Rodrigues' formula)."""
+    a = np.asarray(axis, dtype=float)
+    y = np.array([0.0, 1.0, 0.0])
+    c = float(y @ a)
+    if c < -1.0 + 1e-12:
+        return np.diag([1.0, -1.0, -1.0])
+    v = np.cross(y, a)
+    K = np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+    return np.eye(3) + K + K @ K / (1.0 + c)
+
+
+def shape_matrix(s: V.Shape) -> np.ndarray:
+    """The 4x4 placement of a shape in its body's frame (offset, orientation; a
+    cylinder also turned from the y axis of three.js and glTF to its axis)."""
+    return _placement(s.offset, s.R @ _y_to(s.axis) if s.kind == "cylinder" else s.R)
+
+
+def _geometry(uid: str, shape: V.Shape, mesh_data: tuple | None) -> dict[str, Any]:
+    if shape.kind == "box":
+        a, b, c = shape.size
+        return {"uuid": uid, "type": "BoxGeometry", "width": a, "height": b, "depth": c}
+    if shape.kind == "sphere":
+        return {"uuid": uid, "type": "SphereGeometry", "radius": shape.size[0],
+                "widthSegments": 24, "heightSegments": 16}
+    if shape.kind == "cylinder":
+        r, h = shape.size
+        return {"uuid": uid, "type": "CylinderGeometry", "radiusTop": r, "radiusBottom": r,
+                "height": h, "radialSegments": 32}
+    verts, faces = mesh_data
+    return {"uuid": uid, "type": "BufferGeometry", "data": {
+        "attributes": {"position": {"itemSize": 3, "type": "Float32Array", "normalized": False,
+                                    "array": [float(x) for x in verts.ravel()]}},
+        "index": {"itemSize": 1, "type": "Uint32Array",
+                  "array": [int(i) for i in faces.ravel()]}}}
+
+
+def _mesh_object(uid: str, geometry: dict, color: str, matrix: np.ndarray, *,
+                 opacity: float = 1.0) -> dict[str, Any]:
+    material = {"uuid": uid + "/material", "type": "MeshPhongMaterial",
+                "color": _color(color), "side": 2, "transparent": opacity < 1.0,
+                "opacity": opacity, "shininess": 30}
+    return {"metadata": {"version": 4.5, "type": "Object"},
+            "geometries": [geometry], "materials": [material],
+            "object": {"uuid": uid, "type": "Mesh", "geometry": geometry["uuid"],
+                       "material": material["uuid"], "matrix": _col_major(matrix)}}
+
+
+def _triad(uid: str, scale: float) -> dict[str, Any]:
+    pos = np.array([[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 1]],
+                   dtype=float) * scale
+    col = np.array([[1, 0, 0], [1, 0.6, 0], [0, 0.8, 0], [0.6, 1, 0], [0, 0, 1], [0, 0.6, 1]],
+                   dtype=float)
+    geometry = {"uuid": uid + "/geometry", "type": "BufferGeometry", "data": {"attributes": {
+        "position": {"itemSize": 3, "type": "Float32Array", "normalized": False,
+                     "array": [float(x) for x in pos.ravel()]},
+        "color": {"itemSize": 3, "type": "Float32Array", "normalized": False,
+                  "array": [float(x) for x in col.ravel()]}}}}
+    material = {"uuid": uid + "/material", "type": "LineBasicMaterial", "vertexColors": True,
+                "linewidth": 2}
+    return {"metadata": {"version": 4.5, "type": "Object"},
+            "geometries": [geometry], "materials": [material],
+            "object": {"uuid": uid, "type": "LineSegments", "geometry": geometry["uuid"],
+                       "material": material["uuid"], "matrix": _col_major(np.eye(4))}}
+
+
+# ------------------------------------------------------------------- the scene
+@dataclass
+class BodyTrack:
+    """One drawn body: its scene path, shapes, and its poses at the keyframes
+    (``position`` (n, 3), ``quaternion`` (n, 4) as three.js orders it: x, y, z, w)."""
+
+    name: str
+    path: str
+    shapes: list[V.Shape]
+    position: np.ndarray
+    quaternion: np.ndarray
+
+
+@dataclass
+class Scene:
+    """A result's scene: the keyframe times (``t`` of the kept output rows), the
+    bodies with their poses, joint and contact markers ((parent path, point, radius,
+    colour, opacity)), the scene size and centre (for the camera), and the planar flag."""
+
+    t: np.ndarray
+    rows: np.ndarray
+    bodies: list[BodyTrack]
+    markers: list[tuple[str, tuple[float, float, float], float, str, float]]
+    center: np.ndarray
+    size: float
+    planar: bool
+    title: str = ""
+    mesh_data: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def _load_model(result):
+    from ..model.model import Model
+    return Model.from_text(result.model_text, result.model_format or "yaml")
+
+
+def _mesh_dirs(result, mesh_dir) -> list[Path]:
+    dirs = []
+    if mesh_dir is not None:
+        dirs.append(Path(mesh_dir))
+    src = (result.metadata or {}).get("source")
+    if src:
+        dirs.append(Path(src).parent)
+    path = getattr(result, "path", None)
+    if path is not None:
+        dirs.append(Path(path).parent)
+    dirs.append(Path.cwd())
+    return dirs
+
+
+def _read_meshes(shapes: list[V.Shape], dirs: list[Path], where: str,
+                 cache: dict) -> None:
+    for s in shapes:
+        if s.kind != "mesh" or s.mesh in cache:
+            continue
+        for d in ([Path()] if Path(s.mesh).is_absolute() else dirs):
+            f = d / s.mesh
+            if f.is_file():
+                try:
+                    cache[s.mesh] = V.read_mesh(f)
+                except (OSError, ValueError) as exc:
+                    raise ViewerError(f"{where}: mesh {f}: {exc}") from None
+                break
+        else:
+            raise ViewerError(f"{where}: mesh file {s.mesh!r} not found (looked in "
+                              f"{', '.join(str(d) for d in dirs)})")
+
+
+def _rows(t: np.ndarray, start: float | None, end: float | None, max_frames: int,
+          fps: float | None) -> np.ndarray:
+    """The kept output rows: those in [start, end], thinned to at most ``fps`` per
+    second of simulated time and at most ``max_frames`` by striding (the last row
+    always kept)."""
+    keep = np.ones(len(t), dtype=bool)
+    if start is not None:
+        keep &= t >= start
+    if end is not None:
+        keep &= t <= end
+    idx = np.flatnonzero(keep)
+    if idx.size == 0:
+        raise ViewerError(f"no output rows between t = {start} and t = {end}")
+    stride = 1
+    if fps is not None and idx.size > 1:
+        span = float(t[idx[-1]] - t[idx[0]])
+        stride = max(1, int(math.floor((idx.size - 1) / max(span * fps, 1.0))))
+    stride = max(stride, math.ceil(idx.size / max_frames))
+    out = idx[::stride]
+    if out[-1] != idx[-1]:
+        out = np.append(out[:-1] if out.size >= max_frames else out, idx[-1])
+    return out
+
+
+def _columns(result, names: list[str]) -> np.ndarray:
+    labels = result.labels("q")
+    where = {k: i for i, k in enumerate(labels)}
+    missing = [n for n in names if n not in where]
+    if missing:
+        raise ViewerError(f"the result has no coordinates {', '.join(missing)} (channel q)")
+    return np.array([where[n] for n in names])
+
+
+def _attachments(model, dim: int) -> tuple[dict[str, list], list]:
+    """Joint points per body ({body: [(point, kind)]}) from the constraint elements'
+    ``body_i``/``point_i`` and ``body_j``/``point_j`` parameters, and the contact
+    spheres [(body, point, radius)] of ``contact`` force elements."""
+    points: dict[str, list] = {}
+    for el in model.constraint_elements():
+        vals = el.values or el.raw
+        for end in ("i", "j"):
+            body, pt = vals.get(f"body_{end}"), vals.get(f"point_{end}")
+            if isinstance(body, str) and isinstance(pt, (list, tuple)) and len(pt) in (2, 3):
+                p = tuple(float(x) for x in pt) + (0.0,) * (3 - len(pt))
+                points.setdefault(body, []).append(p)
+    contacts = []
+    for el in model.force_elements():
+        vals = el.values or el.raw
+        if el.type != "contact" or not isinstance(vals.get("body"), str):
+            continue
+        r = vals.get("radius")
+        if not isinstance(r, (int, float)) or r <= 0:
+            continue
+        ends = []
+        for key in ("point", "point_b"):
+            pt = vals.get(key, (0.0,) * dim if key == "point" else None)
+            if isinstance(pt, (list, tuple)) and len(pt) in (2, 3):
+                ends.append(tuple(float(x) for x in pt) + (0.0,) * (3 - len(pt)))
+        contacts.append((vals["body"], ends, float(r)))
+    return points, contacts
+
+
+def _contact_shapes(contacts: list) -> list[V.Shape]:
+    """A body drawn by its contact geometry: a sphere per contact point, and the
+    cylinder between the two ends of a capsule."""
+    shapes = [V.Shape("sphere", (r,), offset=p)
+              for p, r in dict.fromkeys((p, r) for ends, r in contacts for p in ends)]
+    for ends, r in contacts:
+        if len(ends) == 2 and ends[0] != ends[1]:
+            a, b = np.asarray(ends[0]), np.asarray(ends[1])
+            d = float(np.linalg.norm(b - a))
+            shapes.append(V.Shape("cylinder", (r, d), offset=tuple((a + b) / 2.0),
+                                  axis=tuple((b - a) / d)))
+    return shapes
+
+
+def _default_shapes(body, dim: int, joint_pts: list) -> list[V.Shape]:
+    if body.kind in ("particle", "particle3"):
+        return []                                # drawn as a marker sphere
+    if dim == 3:
+        edges, R = V.inertia_box(body.mass, body.inertia)
+        shapes = [V.Shape("box", edges, R=R)]
+        for p in dict.fromkeys(joint_pts):       # a stem to each joint point outside it
+            p = np.asarray(p, dtype=float)
+            d = float(np.linalg.norm(p))
+            if np.any(np.abs(R.T @ p) > 0.5005 * np.asarray(edges)):
+                shapes.append(V.Shape("cylinder", (0.04 * d, d), offset=tuple(p / 2.0),
+                                      axis=tuple(p / d)))
+        return shapes
+    pts = np.unique(np.round(np.array(joint_pts, dtype=float), 12), axis=0) \
+        if joint_pts else np.zeros((0, 3))
+    if len(pts) >= 2:                            # a link between its farthest joint points
+        d = np.linalg.norm(pts[:, None, :] - pts[None, :, :], axis=-1)
+        a, b = np.unravel_index(np.argmax(d), d.shape)
+        pa, pb = pts[a], pts[b]
+        length = float(d[a, b])
+        u = (pb - pa) / length
+        R = np.array([[u[0], -u[1], 0.0], [u[1], u[0], 0.0], [0.0, 0.0, 1.0]])
+        w = 0.12 * length
+        return [V.Shape("box", (length + w, w, w / 2.0),
+                        offset=tuple(float(x) for x in (pa + pb) / 2.0), R=R)]
+    r = V.disc_radius(body.mass, float(body.inertia))
+    return [V.Shape("cylinder", (r, r / 4.0), axis=(0.0, 0.0, 1.0))]
+
+
+def _shape_extent(shapes: list[V.Shape], mesh_data: dict) -> float:
+    ext = 0.0
+    for s in shapes:
+        if s.kind == "box":
+            e = 0.5 * float(np.linalg.norm(s.size))
+        elif s.kind == "sphere":
+            e = s.size[0]
+        elif s.kind == "cylinder":
+            e = math.hypot(s.size[0], s.size[1] / 2.0)
+        else:
+            v = mesh_data[s.mesh][0] * np.asarray(s.size)
+            e = float(np.max(np.linalg.norm(v, axis=1))) if len(v) else 0.0
+        ext = max(ext, e + float(np.linalg.norm(s.offset)))
+    return ext
+
+
+def build_scene(result, *, start: float | None = None, end: float | None = None,
+                max_frames: int = MAX_FRAMES, fps: float | None = None,
+                mesh_dir: str | os.PathLike | None = None) -> Scene:
+    """The scene of ``result`` (a :class:`~mbcore.results.result.Result` or any result
+    with channel ``q`` and the model): bodies, their poses at the kept output rows
+    (``start``/``end`` in time; ``fps`` thins to that many keyframes per second of
+    simulated time; at most ``max_frames``), joint and contact markers."""
+    if max_frames < 2:
+        raise ViewerError(f"max_frames must be at least 2, got {max_frames}")
+    if "q" not in result.channels:
+        raise ViewerError("the result has no positions (channel q): nothing to draw")
+    model = _load_model(result)
+    dim = model.dimensions
+    t_all = np.asarray(result.t, dtype=float)
+    rows = _rows(t_all, start, end, max_frames, fps)
+    q = np.asarray(result.series("q"))[rows]
+    t = t_all[rows]
+    joint_pts, contacts = _attachments(model, dim)
+    dirs = _mesh_dirs(result, mesh_dir)
+    mesh_data: dict = {}
+    bodies: list[BodyTrack] = []
+    markers: list = []
+    n = len(rows)
+    for k, body in enumerate(model.bodies):
+        spatial = body.kind == "spatial"
+        particle = body.kind in ("particle", "particle3")
+        if spatial:
+            cols = _columns(result, [f"{body.name}.{c}" for c in
+                                     ("x", "y", "z", "p0", "p1", "p2", "p3")])
+            v = q[:, cols]
+            pos, quat = v[:, :3], v[:, [4, 5, 6, 3]]
+        elif particle:
+            names = ("x", "y", "z") if dim == 3 else ("x", "y")
+            v = q[:, _columns(result, [f"{body.name}.{c}" for c in names])]
+            pos = np.zeros((n, 3))
+            pos[:, :v.shape[1]] = v
+            quat = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
+        else:
+            v = q[:, _columns(result, [f"{body.name}.{c}" for c in ("x", "y", "phi")])]
+            pos = np.zeros((n, 3))
+            pos[:, :2] = v[:, :2]
+            quat = np.zeros((n, 4))
+            quat[:, 2] = np.sin(0.5 * v[:, 2])
+            quat[:, 3] = np.cos(0.5 * v[:, 2])
+        where = f"bodies[{k}].shape"
+        given = getattr(body, "shape", None)
+        own = [(ends, r) for name, ends, r in contacts if name == body.name]
+        if given is not None:
+            shapes = V.parse_shapes(given, where, dim)
+        elif own:                   # no shape, but contact spheres: drawn as those
+            shapes = _contact_shapes(own)
+        else:
+            shapes = _default_shapes(body, dim, joint_pts.get(body.name, []))
+        _read_meshes(shapes, dirs, where, mesh_data)
+        color = PALETTE[k % len(PALETTE)]
+        for s in shapes:
+            if s.color is None:
+                s.color = color
+        bodies.append(BodyTrack(body.name, f"/mbcore/bodies/{body.name}", shapes, pos, quat))
+    # the scene's extent: the body origins over time and the shapes' reach
+    allpos = np.concatenate([b.position for b in bodies]) if bodies else np.zeros((1, 3))
+    reach = max([_shape_extent(b.shapes, mesh_data) for b in bodies] + [0.0])
+    for body, pts in joint_pts.items():
+        if body == model.ground:
+            allpos = np.concatenate([allpos, np.array(pts)])
+    lo, hi = allpos.min(axis=0) - reach, allpos.max(axis=0) + reach
+    size = float(max(np.max(hi - lo), 1e-9))
+    center = 0.5 * (lo + hi)
+    rj = 0.025 * size
+    track = {b.name: b.path for b in bodies}
+    for body, pts in joint_pts.items():
+        parent = track.get(body, "/mbcore/ground" if body == model.ground else None)
+        if parent is None:
+            continue
+        for p in dict.fromkeys(pts):
+            markers.append((parent, p, rj, JOINT_COLOR, 1.0))
+    for b, body in zip(bodies, model.bodies):
+        if body.kind in ("particle", "particle3"):
+            markers.append((b.path, (0.0, 0.0, 0.0), 2.0 * rj, PALETTE[
+                model.bodies.index(body) % len(PALETTE)], 1.0))
+    for body, ends, r in contacts:            # beside a shape: translucent markers
+        if body in track and getattr(model.body(body), "shape", None) is not None:
+            markers.extend((track[body], p, r, CONTACT_COLOR, 0.6) for p in ends)
+    title = f"{result.model_name} ({result.analysis})" if result.analysis else result.model_name
+    return Scene(t, rows, bodies, markers, center, size, dim == 2, title, mesh_data)
+
+
+def scene_commands(scene: Scene, *, triads: bool = False, play: bool = True,
+                   repetitions: int = 1) -> list[dict[str, Any]]:
+    """The meshcat viewer commands (JSON-ready dictionaries) that draw ``scene``: the
+    objects, their poses at the first keyframe, the camera and grid fitted to the
+    scene, and the animation (keyframe times in seconds, ``fps`` 1: real time)."""
+    cmds: list[dict[str, Any]] = []
+    for b in scene.bodies:
+        for i, s in enumerate(b.shapes):
+            uid = f"{b.path}/shape{i}"
+            mesh = None
+            if s.kind == "mesh":
+                verts, faces = scene.mesh_data[s.mesh]
+                mesh = (verts * np.asarray(s.size), faces)
+            geom = _geometry(uid + "/geometry", s, mesh)
+            cmds.append({"type": "set_object", "path": uid,
+                         "object": _mesh_object(uid, geom, s.color, shape_matrix(s))})
+        if triads:
+            uid = f"{b.path}/triad"
+            cmds.append({"type": "set_object", "path": uid,
+                         "object": _triad(uid, 0.15 * scene.size)})
+    for k, (parent, p, r, color, opacity) in enumerate(scene.markers):
+        uid = f"{parent}/marker{k}"
+        geom = {"uuid": uid + "/geometry", "type": "SphereGeometry", "radius": r,
+                "widthSegments": 16, "heightSegments": 12}
+        cmds.append({"type": "set_object", "path": uid,
+                     "object": _mesh_object(uid, geom, color, _placement(p, np.eye(3)),
+                                            opacity=opacity)})
+    for b in scene.bodies:
+        M = np.eye(4)
+        M[:3, :3] = _quat_matrix(b.quaternion[0])
+        M[:3, 3] = b.position[0]
+        cmds.append({"type": "set_transform", "path": b.path, "matrix": _col_major(M)})
+    cmds.extend(_camera_and_grid(scene))
+    if len(scene.t) > 1:
+        t0 = float(scene.t[0])
+        times = [float(x) - t0 for x in scene.t]
+        anims = []
+        for b in scene.bodies:
+            anims.append({"path": b.path, "clip": {"fps": 1.0, "name": "default", "tracks": [
+                {"name": ".position", "type": "vector3",
+                 "keys": [{"time": tk, "value": [float(x) for x in v]}
+                          for tk, v in zip(times, b.position)]},
+                {"name": ".quaternion", "type": "quaternion",
+                 "keys": [{"time": tk, "value": [float(x) for x in v]}
+                          for tk, v in zip(times, b.quaternion)]}]}})
+        cmds.append({"type": "set_animation", "animations": anims,
+                     "options": {"play": bool(play), "repetitions": int(repetitions)},
+                     "path": ""})
+    return cmds
+
+
+def _quat_matrix(q: np.ndarray) -> np.ndarray:
+    from ..elements.rotations import A
+    x, y, z, w = q
+    return A(np.array([w, x, y, z]) / float(np.linalg.norm(q)))
+
+
+def _camera_and_grid(scene: Scene) -> list[dict[str, Any]]:
+    """Camera looking at the scene's centre from a distance fitted to its size (an
+    oblique view; planar: from +z, tilted), near/far planes scaled to it, and
+    meshcat's grid (20 x 20 units) scaled to about four scene sizes."""
+    L = scene.size
+    c = scene.center
+    w = np.array([0.25, -0.6, 1.0]) if scene.planar else np.array([1.0, -1.4, 0.8])
+    w = 1.1 * L * w / np.linalg.norm(w)
+    M = np.eye(4)
+    M[:3, 3] = c
+    s = 4.0 * L / 20.0
+    G = np.diag([s, s, s, 1.0])
+    if scene.planar:
+        G[2, 3] = -0.3 * L / 4.0
+    cam = "/Cameras/default/rotated/<object>"
+    return [
+        {"type": "set_transform", "path": "/Cameras/default", "matrix": _col_major(M)},
+        # the camera's frame is y-up: world (x, y, z) is (x, z, -y) there
+        {"type": "set_property", "path": cam, "property": "position",
+         "value": [float(w[0]), float(w[2]), float(-w[1])]},
+        {"type": "set_property", "path": cam, "property": "near", "value": 1e-3 * L},
+        {"type": "set_property", "path": cam, "property": "far", "value": 1e3 * L},
+        {"type": "set_transform", "path": "/Grid", "matrix": _col_major(G)},
+    ]
+
+
+_PAGE = """<!DOCTYPE html>
+<html>
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ margin: 0; }}
+#meshcat-pane {{ width: 100vw; height: 100vh; overflow: hidden; }}
+#mbcore-caption {{ position: absolute; left: 8px; bottom: 8px; color: #fff;
+  font: 13px sans-serif; text-shadow: 0 0 3px #000; pointer-events: none; }}
+</style>
+</head>
+<body>
+<div id="meshcat-pane"></div>
+<div id="mbcore-caption">{caption}</div>
+<script>
+{bundle}
+</script>
+<script type="application/json" id="mbcore-scene">{data}</script>
+<script>
+var viewer = new MeshCat.Viewer(document.getElementById("meshcat-pane"));
+var commands = JSON.parse(document.getElementById("mbcore-scene").textContent);
+for (var i = 0; i < commands.length; i++) {{ viewer.handle_command(commands[i]); }}
+viewer.animator.mixer.timeScale = {speed};
+</script>
+</body>
+</html>
+"""
+
+
+def scene_html(commands: list[dict[str, Any]], *, title: str = "mbcore",
+               caption: str = "", speed: float = 1.0) -> str:
+    """A self-contained HTML page: the meshcat viewer bundle inlined, then the
+    ``commands`` (JSON) handed to ``viewer.handle_command``; ``speed`` the playback
+    speed (1: real time)."""
+    bundle = viewer_bundle().read_text(encoding="utf-8")
+    data = json.dumps(commands, separators=(",", ":"), allow_nan=False)
+    data = data.replace("</", "<\\/")
+    return _PAGE.format(title=html.escape(title), caption=html.escape(caption),
+                        bundle=bundle, data=data, speed=float(speed))
+
+
+def to_html(result, path: str | os.PathLike, *, start: float | None = None,
+            end: float | None = None, fps: float | None = None,
+            max_frames: int = MAX_FRAMES, triads: bool = False, play: bool = True,
+            speed: float = 1.0, mesh_dir: str | os.PathLike | None = None) -> Scene:
+    """Write the interactive 3D page of ``result`` (a result object or an HDF5 file
+    name) to ``path``; returns the :class:`Scene` drawn.  See :func:`build_scene` for
+    ``start``, ``end``, ``fps``, ``max_frames``; ``triads`` draws each body's frame,
+    ``play`` starts the animation on load, ``speed`` scales playback (1: real time)."""
+    if isinstance(result, (str, os.PathLike)):
+        from .result import Result
+        with Result(result) as res:
+            return to_html(res, path, start=start, end=end, fps=fps, max_frames=max_frames,
+                           triads=triads, play=play, speed=speed, mesh_dir=mesh_dir)
+    if not speed > 0:
+        raise ViewerError(f"speed must be positive, got {speed}")
+    scene = build_scene(result, start=start, end=end, max_frames=max_frames, fps=fps,
+                        mesh_dir=mesh_dir)
+    cmds = scene_commands(scene, triads=triads, play=play)
+    t0, t1 = float(scene.t[0]), float(scene.t[-1])
+    caption = (f"{scene.title}: t = {t0:g} to {t1:g}, {len(scene.t)} frames "
+               f"(open controls, Animations: play, time)")
+    Path(path).write_text(scene_html(cmds, title=scene.title, caption=caption, speed=speed),
+                          encoding="utf-8")
+    return scene
+
+
+#: ``mbcore.view(result, "scene.html")``
+view = to_html
