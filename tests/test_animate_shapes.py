@@ -51,14 +51,10 @@ bodies:
   - {name: cam}
   - {name: follower, position: [0, 60]}
 joints:
-  - {name: A, type: revolute, body_i: cam, body_j: ground, point_i: [0, 0], point_j: [0, 0]}
+  - {name: A, type: revolute, body_i: ground, body_j: cam, point_i: [0, 0]}
   - {name: T, type: translational, body_i: ground, body_j: follower, axis: [0, 1]}
-  - name: roll
-    type: cam_roller
-    body_i: cam
-    body_j: follower
-    radius: 8
-    curve: {polar_series: {polynomial: [40], cosine: [10, 0, 3], sine: [0, 4]}, center: [0, 0]}
+  - {name: roll, type: cam_roller, body_i: cam, body_j: follower, radius: 8,
+     curve: {polar_series: {polynomial: [40], cosine: [10, 0, 3], sine: [0, 4]}}}
 drivers:
   - {name: d, type: absolute_driver, body: cam, coordinate: phi, function: "2*pi*t"}
 """
