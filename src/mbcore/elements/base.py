@@ -72,14 +72,17 @@ class Sketch(NamedTuple):
     (a straight line) or ``"slot"`` (a groove along its polyline).  A
     ``"segment"`` or ``"slot"`` with ``follow = (body, point)`` is a straight
     line through its two points whose drawn extent is the travel of that point of
-    another body along it, as seen in the result (a slider's guide, a pin's slot);
-    ``style`` is a drawing hint (``"cam"``, ``"pitch"``, ``"guide"``, ``"slot"``)."""
+    another body along it, as seen in the result (a slider's guide, a pin's slot),
+    the point being at the signed distance ``offset`` from the line (positive on
+    the left of its direction; 0: on it) while it follows it; ``style`` is a
+    drawing hint (``"cam"``, ``"pitch"``, ``"guide"``, ``"slot"``)."""
 
     body: str
     kind: str
     points: np.ndarray
     style: str = ""
     follow: tuple[str, tuple[float, float]] | None = None
+    offset: float = 0.0
 
 
 def _kernel_choice(cls: type) -> None:

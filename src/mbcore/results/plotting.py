@@ -209,11 +209,16 @@ class Geometry:
         """:attr:`sketches` with the extent of every straight line that follows a
         point (a guide, a slot, a rack's pitch line) fitted to the rows of ``q``: the
         travel of that point along the line while it is on it (within
-        :data:`FOLLOW_TOL` of the model's span; isolated rows, where the point only
-        crosses the line, are left out when longer runs exist), padded by
-        :data:`SKETCH_PAD` of the span at both ends.  A point that does not move
-        along its line gets a segment of :data:`SKETCH_MIN` of the span about it.
-        The sketch's points become the segment's two ends (body coordinates).
+        :data:`FOLLOW_TOL` of the model's span of its ``offset`` from the line, in
+        runs of two or more rows: a single
+        row is a point crossing the line of a released joint; a result of one or
+        two rows counts every row), padded by :data:`SKETCH_PAD` of the span at both
+        ends.  A point that does not move along its line gets a segment of
+        :data:`SKETCH_MIN` of the span about it.  A line whose point is never on it
+        takes the travel seen on the other lines of its body through the same point
+        (the unused slots of a wheel), else a segment of :data:`SKETCH_MIN` of the
+        span about that point.  The sketch's points become the segment's two ends
+        (body coordinates).
 
         A wheel: on a body with two or more straight slots, all through its frame
         origin, each slot is drawn on both sides of the origin (a model states one
@@ -222,21 +227,32 @@ class Geometry:
         q = np.atleast_2d(np.asarray(q, dtype=float))
         col = {lab: k for k, lab in enumerate(labels)}
         span = self.span(labels, q) if any(sk.follow for _, sk in self.sketches) else 1.0
-        out = []
-        for name, sk in self.sketches:
+        lines: dict[int, tuple] = {}            # sketch index: (p0, u, travel or None)
+        for k, (name, sk) in enumerate(self.sketches):
             if sk.follow is None or len(sk.points) < 2:
-                out.append((name, sk))
                 continue
             p0 = np.asarray(sk.points[0], dtype=float)
             u = np.asarray(sk.points[-1], dtype=float) - p0
             u = u / np.hypot(*u)
             rel = self._local(sk.body, self._point(*sk.follow, q, col), q, col) - p0
-            t = rel @ u
-            on = np.abs(rel @ np.array([-u[1], u[0]])) <= FOLLOW_TOL * span
-            runs = on & (np.r_[False, on[:-1]] | np.r_[on[1:], False])
-            on = runs if runs.any() else on
-            t = t[on] if on.any() else t
-            lo, hi = float(t.min()), float(t.max())
+            on = np.abs(rel @ np.array([-u[1], u[0]]) - sk.offset) <= FOLLOW_TOL * span
+            if len(on) > 2:
+                on &= np.r_[False, on[:-1]] | np.r_[on[1:], False]
+            t = rel[on] @ u
+            lines[k] = (p0, u, (float(t.min()), float(t.max())) if len(t) else None)
+        out = []
+        for k, (name, sk) in enumerate(self.sketches):
+            if k not in lines:
+                out.append((name, sk))
+                continue
+            p0, u, travel = lines[k]
+            if travel is None:
+                seen = [tr for j, (p, _, tr) in lines.items() if tr is not None
+                        and self.sketches[j][1].body == sk.body
+                        and np.max(np.abs(p - p0)) <= FOLLOW_TOL * span]
+                travel = (min(a for a, _ in seen), max(b for _, b in seen)) if seen \
+                    else (0.0, 0.0)
+            lo, hi = travel
             if hi - lo < 1e-9 * span:
                 lo, hi = lo - 0.5 * SKETCH_MIN * span, hi + 0.5 * SKETCH_MIN * span
             lo, hi = lo - SKETCH_PAD * span, hi + SKETCH_PAD * span

@@ -197,13 +197,15 @@ class RackPinion(ConstraintType):
 
     def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
         """The pinion's pitch circle and the rack's pitch line (through ``point_j``
-        along ``axis``, drawn over the travel of the pinion's centre)."""
+        along ``axis``, drawn over the travel of the pinion's centre, which is
+        ``radius`` from it on the pinion's ``side``)."""
         u = np.asarray(unit_vector(spec["axis"], f"{ctx.path}.axis"))
         p = np.asarray(spec["point_j"], dtype=float)
         return [Sketch(spec["body_i"], "circle",
                        circle_points(spec["point_i"], float(spec["radius"])), "pitch"),
                 Sketch(spec["body_j"], "segment", np.array([p, p + u]), "pitch",
-                       follow=(spec["body_i"], tuple(map(float, spec["point_i"]))))]
+                       follow=(spec["body_i"], tuple(map(float, spec["point_i"]))),
+                       offset=float(spec["radius"]) * (1.0 if spec["side"] == "left" else -1.0))]
 
     @staticmethod
     def _geom(par, qb):
