@@ -198,8 +198,8 @@ class Geometry:
     def span(self, labels: Sequence[str], q: np.ndarray) -> float:
         """The largest extent of the bodies' points and anchors over the rows of q."""
         pts = [p.reshape(-1, p.shape[-1]) for p in self.positions(labels, q).values()]
-        pts += [np.asarray([a for _, a in self.anchors], dtype=float).reshape(len(self.anchors),
-                                                                              -1)]
+        if self.anchors:
+            pts.append(np.asarray([a for _, a in self.anchors], dtype=float))
         pts = np.concatenate([p for p in pts if p.size] or [np.zeros((1, 2))])
         pts = pts[np.all(np.isfinite(pts), axis=1)]
         return max(float(np.max(np.ptp(pts, axis=0))) if len(pts) else 0.0, 1e-300)
