@@ -10,8 +10,11 @@ The mechanism is drawn from the model the result carries (``result.model_text``,
 stored in every HDF5 result file and kept by memory results): the model is rebuilt
 from that text (data only, through :meth:`mbcore.model.Model.from_text`) and
 :func:`geometry` collects, for each body, its joints' attachment points and its
-named points in body coordinates.  A planar body is the outline through those
-points (a polygon, a bar, or a dot for a body with a single point), ground
+named points in body coordinates, and the elements' own pictures (their optional
+``sketch`` method: cam curves, pitch circles, guides and slots, see
+:class:`mbcore.elements.base.Sketch`).  A planar body is the outline through its
+points (a polygon, a bar, or a dot for a body with a single point), or the largest
+closed sketch of its own that holds them (a cam, a gear, a slotted wheel); ground
 attachments are hatched anchors; a spatial model is a 3-D stick figure.
 
 matplotlib is imported only when a function here is called; files are written with
@@ -990,7 +993,8 @@ def snapshot(result, t: float | None = None, output=None, *, overlays=("time", "
     Artists carry ids (``Artist.get_gid()``): ``body:<name>`` (the outline),
     ``joints:<name>`` (the body's points, in the order of :func:`geometry`),
     ``ground``, ``link:<name>`` (forces), ``jlink:<name>`` (joints whose points
-    move apart), ``axis:<body>.x|y|z`` and ``overlay``."""
+    move apart), ``sketch:<element>.<k>`` (the element's k-th sketch),
+    ``axis:<body>.x|y|z`` and ``overlay``."""
     if output is not None:
         output = _check_ext(output, PLOT_FORMATS, "image")
     _mpl()
