@@ -21,7 +21,7 @@ Constraint equations follow Nikravesh (1988), §3.2.2, Eqs. 3.12-3.17: ``Phi(q, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -60,6 +60,29 @@ class PackContext:
         from .rotations import A
         q = self.initial(name)
         return q[:3].copy(), A(q[3:7])
+
+
+class Sketch(NamedTuple):
+    """A picture of an element, drawn with the mechanism by
+    :mod:`mbcore.results.plotting` (returned by :meth:`ConstraintType.sketch`).
+
+    ``points`` (n, 2) are in the coordinates of ``body`` (the ground's: global) and
+    move with it.  ``kind``: ``"curve"`` (an open or closed polyline, e.g. a cam
+    outline), ``"circle"`` (a closed polyline, e.g. a pitch circle), ``"segment"``
+    (a straight line) or ``"slot"`` (a groove along its polyline).  A
+    ``"segment"`` or ``"slot"`` with ``follow = (body, point)`` is a straight
+    line through its two points whose drawn extent is the travel of that point of
+    another body along it, as seen in the result (a slider's guide, a pin's slot),
+    the point being at the signed distance ``offset`` from the line (positive on
+    the left of its direction; 0: on it) while it follows it; ``style`` is a
+    drawing hint (``"cam"``, ``"pitch"``, ``"guide"``, ``"slot"``)."""
+
+    body: str
+    kind: str
+    points: np.ndarray
+    style: str = ""
+    follow: tuple[str, tuple[float, float]] | None = None
+    offset: float = 0.0
 
 
 def _kernel_choice(cls: type) -> None:
@@ -149,6 +172,15 @@ class ConstraintType:
     def initial_extra(self, spec: dict[str, Any], ctx: PackContext) -> Sequence[float]:
         """Initial estimates of the artificial coordinates (default 0)."""
         return [0.0] * len(self.extra)
+
+    # -- drawing (optional) --------------------------------------------------------
+    def sketch(self, spec: dict[str, Any], ctx: PackContext) -> list[Sketch]:
+        """Optional: what the element looks like, as :class:`Sketch` es in body
+        coordinates (a cam's outline, pitch circles, a slot), from the same
+        validated ``spec`` and context as :meth:`pack`.  Animations and snapshots
+        draw them moving with their bodies.  Default: nothing (the element shows
+        only through its attachment points)."""
+        return []
 
     # -- evaluation (reference / slow path) -------------------------------------
     def phi(self, par, qb, t, f):  # pragma: no cover - abstract

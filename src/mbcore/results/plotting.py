@@ -10,8 +10,11 @@ The mechanism is drawn from the model the result carries (``result.model_text``,
 stored in every HDF5 result file and kept by memory results): the model is rebuilt
 from that text (data only, through :meth:`mbcore.model.Model.from_text`) and
 :func:`geometry` collects, for each body, its joints' attachment points and its
-named points in body coordinates.  A planar body is the outline through those
-points (a polygon, a bar, or a dot for a body with a single point), ground
+named points in body coordinates, and the elements' own pictures (their optional
+``sketch`` method: cam curves, pitch circles, guides and slots, see
+:class:`mbcore.elements.base.Sketch`).  A planar body is the outline through its
+points (a polygon, a bar, or a dot for a body with a single point), or the largest
+closed sketch of its own that holds them (a cam, a gear, a slotted wheel); ground
 attachments are hatched anchors; a spatial model is a 3-D stick figure.
 
 matplotlib is imported only when a function here is called; files are written with
@@ -27,9 +30,10 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from ..elements.base import Sketch
 from ..errors import MbcoreError
 
-__all__ = ["PlotError", "Geometry", "BodyShape", "geometry", "plot", "snapshot", "animate",
+__all__ = ["PlotError", "Geometry", "BodyShape", "Sketch", "geometry", "plot", "snapshot", "animate",
            "PLOT_FORMATS", "ANIMATION_FORMATS", "playback", "Playback", "MAX_FPS"]
 
 #: file extensions :func:`plot` and :func:`snapshot` write
@@ -137,6 +141,9 @@ class Geometry:
     #: (they show links such as distance or spherical-spherical constraints, and the
     #: travel of a slider along its guide): ``(name, body_i, s_i, body_j, s_j)``
     joint_links: list[tuple[str, str, tuple, str, tuple]] = field(default_factory=list)
+    #: the elements' pictures (:meth:`mbcore.elements.base.ConstraintType.sketch`):
+    #: ``(element name, Sketch)``, points in the coordinates of the sketch's body
+    sketches: list[tuple[str, Sketch]] = field(default_factory=list)
 
     def positions(self, labels: Sequence[str], q: np.ndarray) -> dict[str, np.ndarray]:
         """Global coordinates of every body's points for the coordinates ``q``
@@ -167,6 +174,167 @@ class Geometry:
         if body == self.ground or body not in self.bodies:
             return np.broadcast_to(np.asarray(s, dtype=float), (q.shape[0], len(s)))
         return _transform(self.bodies[body], np.asarray([s], dtype=float), q, col)[:, 0]
+
+    def body_points(self, body: str, s: np.ndarray, labels: Sequence[str],
+                    q: np.ndarray) -> np.ndarray:
+        """Global positions (N, n, d) of the points ``s`` (n, d) fixed in ``body``
+        (the ground's: unchanged) for the coordinates ``q`` (N, len(labels))."""
+        q = np.atleast_2d(np.asarray(q, dtype=float))
+        s = np.asarray(s, dtype=float)
+        if body == self.ground or body not in self.bodies:
+            return np.broadcast_to(s, (q.shape[0],) + s.shape)
+        return _transform(self.bodies[body], s, q, {lab: k for k, lab in enumerate(labels)})
+
+    def _local(self, body: str, g: np.ndarray, q: np.ndarray, col: dict) -> np.ndarray:
+        """Body coordinates (N, 2) of the global planar points ``g`` (N, 2)."""
+        b = self.bodies.get(body)
+        if body == self.ground or b is None:
+            return g
+        r = _transform(BodyShape(body, b.kind), np.zeros((1, 2)), q, col)[:, 0]
+        d = g - r
+        if b.kind != "planar":
+            return d
+        phi = q[:, col[f"{body}.phi"]]
+        c, sn = np.cos(phi), np.sin(phi)
+        return np.stack([c * d[:, 0] + sn * d[:, 1], -sn * d[:, 0] + c * d[:, 1]], -1)
+
+    def span(self, labels: Sequence[str], q: np.ndarray) -> float:
+        """The largest extent of the bodies' points and anchors over the rows of q."""
+        pts = [p.reshape(-1, p.shape[-1]) for p in self.positions(labels, q).values()]
+        if self.anchors:
+            pts.append(np.asarray([a for _, a in self.anchors], dtype=float))
+        pts = np.concatenate([p for p in pts if p.size] or [np.zeros((1, 2))])
+        pts = pts[np.all(np.isfinite(pts), axis=1)]
+        return max(float(np.max(np.ptp(pts, axis=0))) if len(pts) else 0.0, 1e-300)
+
+    def fitted_sketches(self, labels: Sequence[str], q: np.ndarray
+                        ) -> list[tuple[str, Sketch]]:
+        """:attr:`sketches` with the extent of every straight line that follows a
+        point (a guide, a slot, a rack's pitch line) fitted to the rows of ``q``: the
+        travel of that point along the line while it is on it (within
+        :data:`FOLLOW_TOL` of the model's span of its ``offset`` from the line, in
+        runs of two or more rows: a single
+        row is a point crossing the line of a released joint; a result of one or
+        two rows counts every row), padded by :data:`SKETCH_PAD` of the span at both
+        ends.  A point that does not move along its line gets a segment of
+        :data:`SKETCH_MIN` of the span about it.  A line whose point is never on it
+        takes the travel seen on the other lines of its body through the same point
+        (the unused slots of a wheel), else a segment of :data:`SKETCH_MIN` of the
+        span about that point.  The sketch's points become the segment's two ends
+        (body coordinates).
+
+        A wheel: on a body with two or more straight slots, all through its frame
+        origin, each slot is drawn on both sides of the origin (a model states one
+        line for the two opposite slots of a wheel, e.g. a Geneva wheel's; the
+        mirrored slot is a further sketch of the same element)."""
+        q = np.atleast_2d(np.asarray(q, dtype=float))
+        col = {lab: k for k, lab in enumerate(labels)}
+        span = self.span(labels, q) if any(sk.follow for _, sk in self.sketches) else 1.0
+        lines: dict[int, tuple] = {}            # sketch index: (p0, u, travel or None)
+        for k, (name, sk) in enumerate(self.sketches):
+            if sk.follow is None or len(sk.points) < 2:
+                continue
+            p0 = np.asarray(sk.points[0], dtype=float)
+            u = np.asarray(sk.points[-1], dtype=float) - p0
+            u = u / np.hypot(*u)
+            rel = self._local(sk.body, self._point(*sk.follow, q, col), q, col) - p0
+            on = np.abs(rel @ np.array([-u[1], u[0]]) - sk.offset) <= FOLLOW_TOL * span
+            if len(on) > 2:
+                on &= np.r_[False, on[:-1]] | np.r_[on[1:], False]
+            t = rel[on] @ u
+            lines[k] = (p0, u, (float(t.min()), float(t.max())) if len(t) else None)
+        out = []
+        for k, (name, sk) in enumerate(self.sketches):
+            if k not in lines:
+                out.append((name, sk))
+                continue
+            p0, u, travel = lines[k]
+            if travel is None:
+                seen = [tr for j, (p, _, tr) in lines.items() if tr is not None
+                        and self.sketches[j][1].body == sk.body
+                        and np.max(np.abs(p - p0)) <= FOLLOW_TOL * span]
+                travel = (min(a for a, _ in seen), max(b for _, b in seen)) if seen \
+                    else (0.0, 0.0)
+            lo, hi = travel
+            if hi - lo < 1e-9 * span:
+                lo, hi = lo - 0.5 * SKETCH_MIN * span, hi + 0.5 * SKETCH_MIN * span
+            lo, hi = lo - SKETCH_PAD * span, hi + SKETCH_PAD * span
+            out.append((name, sk._replace(points=p0 + np.outer([lo, hi], u))))
+        wheel: dict[str, list[int]] = {}
+        for k, (_, sk) in enumerate(out):
+            if sk.kind == "slot" and sk.follow is not None and sk.body in self.bodies:
+                a, b = sk.points[0], sk.points[-1]
+                d = (b - a) / np.hypot(*(b - a))
+                through = abs(a[0] * d[1] - a[1] * d[0]) <= FOLLOW_TOL * span
+                wheel.setdefault(sk.body, []).append(k if through else -1)
+        for body, ks in wheel.items():
+            if len(ks) >= 2 and min(ks) >= 0:
+                out += [(out[k][0], out[k][1]._replace(points=-out[k][1].points)) for k in ks]
+        return out
+
+    def outlines(self, sketches: Sequence[tuple[str, Sketch]]) -> dict[str, np.ndarray]:
+        """Bodies drawn as a shape of their own sketches rather than as the outline
+        through their points, ``{body: (n, 2) closed outline in body coordinates}``:
+        the largest closed curve or circle sketched on the body (a cam, a pitch
+        circle, a wheel) that holds all the body's points.  A body carrying straight
+        slots (``sketches`` as fitted by :meth:`fitted_sketches`) has a wheel among
+        its candidates: the disc about its frame origin through the slots' outer
+        ends (a Geneva wheel)."""
+        cand: dict[str, list[np.ndarray]] = {}
+        reach: dict[str, float] = {}
+        for _, sk in sketches:
+            b = self.bodies.get(sk.body)
+            if b is None or b.kind != "planar":
+                continue
+            p = np.asarray(sk.points, dtype=float)
+            if sk.kind == "slot" and sk.follow is not None:
+                reach[sk.body] = max(reach.get(sk.body, 0.0),
+                                     float(np.max(np.hypot(p[:, 0], p[:, 1]))))
+            elif sk.kind in ("curve", "circle") and len(p) > 3 and \
+                    np.allclose(p[0], p[-1], rtol=0.0, atol=1e-9 * np.ptp(p, axis=0).max()):
+                cand.setdefault(sk.body, []).append(p)
+        for body, r in reach.items():
+            a = np.linspace(0.0, 2.0 * math.pi, 97)
+            cand.setdefault(body, []).append(r * np.stack([np.cos(a), np.sin(a)], -1))
+        out = {}
+        for body, polys in cand.items():
+            pts = self.bodies[body].local()
+            best = max(((abs(_area(p)), k) for k, p in enumerate(polys)
+                        if _holds(p, pts)), default=None)
+            if best is not None:
+                out[body] = polys[best[1]]
+        return out
+
+
+#: a point is on a sketched line when within this fraction of the model's span of it
+FOLLOW_TOL = 1e-5
+#: a fitted guide or slot reaches this fraction of the model's span beyond its travel
+SKETCH_PAD = 0.03
+#: the length (fraction of the span) of a guide or slot whose point does not travel
+SKETCH_MIN = 0.2
+
+
+def _area(p: np.ndarray) -> float:
+    """Signed area of the closed polygon p (n, 2) (shoelace formula)."""
+    x, y = p[:, 0], p[:, 1]
+    return 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+
+
+def _holds(poly: np.ndarray, pts: np.ndarray) -> bool:
+    """All points ``pts`` (m, 2) inside the closed polygon ``poly`` (n, 2) or on its
+    boundary (within 1e-9 of its size): even-odd ray casting, vectorised."""
+    if not len(pts):
+        return True
+    a, b = poly[:-1][None], poly[1:][None]
+    p = pts[:, None]
+    d = b - a
+    tt = np.clip(np.sum((p - a) * d, -1) / np.maximum(np.sum(d * d, -1), 1e-300), 0.0, 1.0)
+    near = np.min(np.hypot(*(a + tt[..., None] * d - p).transpose(2, 0, 1)), axis=1)
+    cross = ((a[..., 1] > p[..., 1]) != (b[..., 1] > p[..., 1]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xs = a[..., 0] + (p[..., 1] - a[..., 1]) * d[..., 0] / d[..., 1]
+    inside = np.sum(cross & (p[..., 0] < xs), axis=1) % 2 == 1
+    return bool(np.all(inside | (near <= 1e-9 * np.ptp(poly, axis=0).max())))
 
 
 def _transform(b: BodyShape, s: np.ndarray, q: np.ndarray, col: dict) -> np.ndarray:
@@ -270,11 +438,14 @@ def geometry(source) -> Geometry:
     anchors: list = []
     links: list = []
     jlinks: list = []
+    sketches: list = []
     for el in m.elements["joints"]:
         try:
             cls = reg.get("constraint", el.type, bk)
         except Exception:  # pragma: no cover - validated model
             continue
+        if getattr(cls, "body_kind", "planar") == "planar" and m.dimensions == 2:
+            sketches += _sketches(cls, el, m)
         pts = [(k, p) for k, p in cls.params.items()
                if p.kind in ("vec2", "vec3") and p.on]
         where: dict[str, tuple] = {}
@@ -312,7 +483,37 @@ def geometry(source) -> Geometry:
                           v["body_j"], tuple(v["point_j"])))
     return Geometry(m.dimensions, m.ground, bodies, anchors, links,
                     length_unit=m.units.get("length", ""), time_unit=m.units.get("time", "s"),
-                    joint_links=jlinks)
+                    joint_links=jlinks, sketches=sketches)
+
+
+def _sketches(cls: type, el, m) -> list[tuple[str, Sketch]]:
+    """The element's sketches (``cls().sketch``), checked: each on a body of the
+    model, its points an (n, 2) array of finite floats; a failing or malformed
+    sketch is a :class:`PlotError` naming the element."""
+    from ..elements.base import PackContext
+    try:
+        out = cls().sketch(el.values, PackContext(m, el.path)) or []
+    except MbcoreError:
+        raise
+    except Exception as exc:
+        raise PlotError(f"{el.path} ({el.name}, {el.type}): its sketch failed: "
+                        f"{type(exc).__name__}: {exc}") from exc
+    res = []
+    for sk in out:
+        pts = np.asarray(sk.points, dtype=float)
+        ok = isinstance(sk, Sketch) and sk.kind in SKETCH_KINDS and pts.ndim == 2 \
+            and pts.shape[1] == 2 and len(pts) >= 2 and bool(np.all(np.isfinite(pts))) \
+            and (sk.body == m.ground or any(b.name == sk.body for b in m.bodies))
+        if not ok:
+            raise PlotError(f"{el.path} ({el.name}, {el.type}): sketch() must return "
+                            f"Sketch(body, kind, points (n >= 2, 2) finite, ...) with kind in "
+                            f"{SKETCH_KINDS} and a body of the model, got {sk!r}")
+        res.append((el.name, sk._replace(points=pts)))
+    return res
+
+
+#: the kinds of :class:`Sketch` drawn
+SKETCH_KINDS = ("curve", "circle", "segment", "slot")
 
 
 # ------------------------------------------------------------------------- plot
@@ -442,7 +643,18 @@ class _Scene:
     BODY_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
                    "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 
-    def __init__(self, fig, geo: Geometry, labels, q, t, energy, overlays):
+    #: how each sketch style is drawn (Line2D properties; "color" None: the body's)
+    SKETCH_STYLES = {
+        "cam": dict(ls="-", lw=1.8, zorder=2.1),
+        "pitch": dict(ls="-.", lw=1.1, zorder=2.1),
+        "roller": dict(ls="-", lw=1.5, zorder=2.1),
+        "face": dict(ls="-", lw=2.0, zorder=2.1),
+        "guide": dict(ls="-", lw=1.2, color="0.35", zorder=0.5),
+        "slot": dict(ls="-", lw=5.0, color="0.97", zorder=2.5, solid_capstyle="round"),
+    }
+    KIND_STYLE = {"curve": "cam", "circle": "pitch", "segment": "guide", "slot": "slot"}
+
+    def __init__(self, fig, geo: Geometry, labels, q, t, energy, overlays, fit_q=None):
         self.geo = geo
         self.labels = list(labels)
         self.t = t
@@ -467,6 +679,21 @@ class _Scene:
                        if float(np.max(np.abs(a - b), initial=0.0)) > tol]
         self.spatial = geo.dimensions == 3 or any(
             b.kind in ("spatial", "particle3") for b in geo.bodies.values())
+        # the elements' sketches (planar): lines and slots fitted to the travel seen
+        # in fit_q (all rows of the result), in global coordinates (N, n, 2) per frame
+        self.sketches: list[tuple[str, Sketch, np.ndarray]] = []
+        self.shapes: dict[str, np.ndarray] = {}
+        if not self.spatial and geo.sketches:
+            fitted = geo.fitted_sketches(self.labels, self._q if fit_q is None else fit_q)
+            count: dict[str, int] = {}
+            for name, sk in fitted:
+                k = count[name] = count.get(name, -1) + 1
+                self.sketches.append((f"sketch:{name}.{k}", sk,
+                                      geo.body_points(sk.body, sk.points, self.labels, q)))
+            self.shapes = {b: geo.body_points(b, p, self.labels, q)
+                           for b, p in geo.outlines(fitted).items()}
+            grooved = {name for name, sk in fitted if sk.kind == "slot"}
+            self.jlinks = [x for x in self.jlinks if x[0] not in grooved]   # the slot shows it
         self.fig = fig
         if self.spatial:
             self.ax = fig.add_subplot(111, projection="3d")
@@ -482,6 +709,8 @@ class _Scene:
         chunks += [np.asarray([a for _, a in self.geo.anchors], dtype=float).reshape(-1, d)]
         for _, a, b in self.links + self.jlinks:
             chunks += [a.reshape(-1, d), b.reshape(-1, d)]
+        chunks += [p.reshape(-1, d) for _, _, p in self.sketches]
+        chunks += [p.reshape(-1, d) for p in self.shapes.values()]
         pts = np.concatenate([c for c in chunks if c.size] or [np.zeros((1, d))])
         return pts[np.all(np.isfinite(pts), axis=1)]
 
@@ -527,7 +756,7 @@ class _Scene:
                 line, = ax.plot([], [], "-", lw=2.5, color=color, solid_capstyle="round",
                                 gid=f"body:{name}", zorder=2)
                 fill = None
-                if self.pos[name].shape[1] >= 3:
+                if self.pos[name].shape[1] >= 3 or name in self.shapes:
                     from matplotlib.patches import Polygon
                     fill = Polygon(np.zeros((3, 2)), closed=True, fc=color, alpha=0.25,
                                    ec="none", gid=f"fill:{name}", zorder=1)
@@ -551,6 +780,7 @@ class _Scene:
                         ln, = ax.plot([], [], [], "-", lw=1.5, color=colr,
                                       gid=f"axis:{name}.{c}")
                         self.artists[f"axis:{name}.{c}"] = ln
+        self._draw_sketches()
         for name, _, _ in self.links:
             if self.spatial:
                 ln, = ax.plot([], [], [], "--", lw=1, color="0.3", gid=f"link:{name}")
@@ -594,6 +824,25 @@ class _Scene:
                 ax.add_artist(lab)
             self.names[name] = lab
             self.artists[f"label:{name}"] = lab
+
+    def _draw_sketches(self) -> None:
+        """One line per sketch (:attr:`SKETCH_STYLES` by its style hint, else by its
+        kind), in its body's colour unless the style names one; slots are grooves
+        edged in the body's colour."""
+        from matplotlib import patheffects
+        colors = {n: self.BODY_COLORS[k % len(self.BODY_COLORS)]
+                  for k, n in enumerate(self.geo.bodies)}
+        for gid, sk, _ in self.sketches:
+            style = sk.style if sk.style in self.SKETCH_STYLES else self.KIND_STYLE[sk.kind]
+            kw = dict(self.SKETCH_STYLES[style])
+            body_color = colors.get(sk.body, "0.35")
+            kw.setdefault("color", body_color)
+            ln, = self.ax.plot([], [], gid=gid, **kw)
+            if style == "slot":
+                ln.set_path_effects([patheffects.Stroke(linewidth=kw["lw"] + 2.5,
+                                                        foreground=body_color),
+                                     patheffects.Normal()])
+            self.artists[gid] = ln
 
     def _draw_anchors(self) -> None:
         ax = self.ax
@@ -643,6 +892,11 @@ class _Scene:
                     o = np.vstack([p, p])
                 line.set_data_3d(o[:, 0], o[:, 1], o[:, 2])
                 joints.set_data_3d(p[:, 0], p[:, 1], p[:, 2])
+            elif name in self.shapes:       # a cam, a wheel, a gear: its own outline
+                o = self.shapes[name][i]
+                line.set_data(o[:, 0], o[:, 1])
+                self.artists[f"fill:{name}"].set_xy(o)
+                joints.set_data(p[:, 0] if n else [], p[:, 1] if n else [])
             else:
                 o = self._outline(p, closed=True)
                 if bar:                 # a single point off the origin: a bar
@@ -660,6 +914,8 @@ class _Scene:
                     joints.set_data(p[:, 0], p[:, 1])
                 else:
                     joints.set_data([], [])
+        for gid, _, p in self.sketches:
+            self.artists[gid].set_data(p[i, :, 0], p[i, :, 1])
         for name, ends in self.triads.items():
             o = self.origin[name][i]
             for k, c in enumerate("xyz"):
@@ -737,7 +993,8 @@ def snapshot(result, t: float | None = None, output=None, *, overlays=("time", "
     Artists carry ids (``Artist.get_gid()``): ``body:<name>`` (the outline),
     ``joints:<name>`` (the body's points, in the order of :func:`geometry`),
     ``ground``, ``link:<name>`` (forces), ``jlink:<name>`` (joints whose points
-    move apart), ``axis:<body>.x|y|z`` and ``overlay``."""
+    move apart), ``sketch:<element>.<k>`` (the element's k-th sketch),
+    ``axis:<body>.x|y|z`` and ``overlay``."""
     if output is not None:
         output = _check_ext(output, PLOT_FORMATS, "image")
     _mpl()
@@ -748,7 +1005,8 @@ def snapshot(result, t: float | None = None, output=None, *, overlays=("time", "
         i = 0 if t is None else int(np.argmin(np.abs(tt - float(t))))
         fig = _new_figure(figsize, dpi, to_file=output is not None)
         scene = _Scene(fig, geo, res.labels("q"), q[i:i + 1], tt[i:i + 1],
-                       None if energy is None else (energy[0], energy[1][i:i + 1]), overlays)
+                       None if energy is None else (energy[0], energy[1][i:i + 1]), overlays,
+                       fit_q=q)
         scene.update(0)
         fig.suptitle(title if title is not None else (res.model_name or ""))
         if output is not None:
@@ -831,7 +1089,8 @@ def animate(result, output, *, fps: float | None = None, every: int | None = Non
         every, fps, speed, _ = playback(res.t, fps, every, t0, t1)
         tt, q, energy = _scene_data(res, t0, t1, every)
         fig = _new_figure(figsize, dpi, to_file=True)
-        scene = _Scene(fig, geo, res.labels("q"), q, tt, energy, tuple(overlays))
+        scene = _Scene(fig, geo, res.labels("q"), q, tt, energy, tuple(overlays),
+                       fit_q=np.asarray(res.series("q")))
         scene.speed = _speed_text(speed)
         fig.suptitle(title if title is not None else (res.model_name or ""))
         frames = range(len(tt))

@@ -30,12 +30,13 @@ import math
 
 import numpy as np
 
-from mbcore.elements.base import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, Sketch, perp, rot
 from mbcore.errors import ModelError
 from mbcore.elements.schema import Param
 
 from ._common import dot, rot1, unit_vector
-from .curves import CURVE_SIZE, CurveParam, evaluate, nearest_theta, support_theta
+from .curves import (CURVE_SIZE, CurveParam, circle_points, curve_points, evaluate,
+                     nearest_theta, support_theta)
 
 GEOM = 4                     # geometry floats before the curve block
 N_PAR = GEOM + CURVE_SIZE
@@ -79,6 +80,10 @@ class _CurvePair(ConstraintType):
     def nu(self, par, qb, t, f, *, qe=None):
         """Scleronomic: ``nu = 0``."""
         return np.zeros((par.shape[0], 2))
+
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The cam outline: the curve of body i over its parameter range."""
+        return [Sketch(spec["body_i"], "curve", curve_points(spec["curve"]), "cam")]
 
     @staticmethod
     def _to_local(q, p):
@@ -207,6 +212,11 @@ class CamRoller(_CurvePair):
         sq = spec.get("point_j") or (0.0, 0.0)
         return [sq[0], sq[1], float(spec["radius"]), 0.0, *spec["curve"].block], []
 
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The cam outline and the roller (a circle of radius rho about ``point_j``)."""
+        roller = circle_points(spec.get("point_j") or (0.0, 0.0), float(spec["radius"]))
+        return [*super().sketch(spec, ctx), Sketch(spec["body_j"], "circle", roller, "roller")]
+
     def _initial_theta(self, spec, ctx):
         qi, qj = ctx.initial(spec["body_i"]), ctx.initial(spec["body_j"])
         Q = qj[:2] + rot1(qj[2], spec.get("point_j") or (0.0, 0.0))
@@ -305,6 +315,17 @@ class CamFlat(_CurvePair):
         n = unit_vector(spec["normal"], f"{ctx.path}.normal")
         return [sq[0], sq[1], n[0], n[1], *spec["curve"].block], []
 
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The cam outline and the follower's face: a segment through ``point_j``
+        normal to ``normal``, as long as the cam is wide (its outline's diameter
+        about the curve's centre), centred on ``point_j``."""
+        cam = curve_points(spec["curve"])
+        half = float(np.max(np.hypot(*(cam - np.asarray(spec["curve"].center)).T)))
+        n = np.asarray(unit_vector(spec["normal"], f"{ctx.path}.normal"))
+        q = np.asarray(spec.get("point_j") or (0.0, 0.0), dtype=float)
+        face = np.array([q - half * perp(n), q + half * perp(n)])
+        return [*super().sketch(spec, ctx), Sketch(spec["body_j"], "segment", face, "face")]
+
     def _initial_theta(self, spec, ctx):
         qi, qj = ctx.initial(spec["body_i"]), ctx.initial(spec["body_j"])
         curve = spec["curve"]
@@ -401,6 +422,10 @@ class Slot(_CurvePair):
     def pack(self, spec, ctx):
         si = spec.get("point_i") or (0.0, 0.0)
         return [si[0], si[1], 0.0, 0.0, *spec["curve"].block], []
+
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The slot: a groove along the curve of body j over its parameter range."""
+        return [Sketch(spec["body_j"], "slot", curve_points(spec["curve"]), "slot")]
 
     def _initial_theta(self, spec, ctx):
         qi, qj = ctx.initial(spec["body_i"]), ctx.initial(spec["body_j"])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements.base import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, Sketch, perp, rot
 from mbcore.errors import ModelError
 from mbcore.elements.functions import parse_function
 from mbcore.elements.schema import Param
@@ -350,6 +350,22 @@ class Translational(ConstraintType):
             angle = ctx.initial(spec["body_i"])[2] - ctx.initial(spec["body_j"])[2]
         si, sj = spec["point_i"], spec["point_j"]
         return [ax[0], ax[1], si[0], si[1], sj[0], sj[1], float(angle)], []
+
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The guide: the sliding axis through ``point_i`` on body i, drawn over the
+        travel of ``point_j`` along it.  When body j is the ground the guide is
+        drawn fixed on the ground (the same line in the initial configuration, the
+        relative angle being constant) and body i's point travels along it."""
+        u = np.asarray(spec["axis"], float) / np.hypot(*spec["axis"])
+        bi, bj = spec["body_i"], spec["body_j"]
+        si, sj = (np.asarray(spec[k], float) for k in ("point_i", "point_j"))
+        if bj == ctx.model.ground and bi != ctx.model.ground:
+            qi = ctx.initial(bi)
+            p = qi[:2] + rot(np.array(qi[2]), si)
+            return [Sketch(bj, "segment", np.array([p, p + rot(np.array(qi[2]), u)]),
+                           "guide", follow=(bi, tuple(si)))]
+        return [Sketch(bi, "segment", np.array([si, si + u]), "guide",
+                       follow=(bj, tuple(sj)))]
 
     _geom = staticmethod(axis_geometry)
 

@@ -483,3 +483,25 @@ def support_theta(curve: Curve, u: np.ndarray) -> float:
         _, c1, c2, _ = (v[0] for v in curve([th]))
         return float(c1 @ u), float(c2 @ u)
     return _refine(curve, float(cand[k]), fun, lo, hi)
+
+
+# =====================================================================================
+# drawing (the element types' ``sketch``)
+# =====================================================================================
+#: points of a curve or circle drawn by the animations (mbcore.results.plotting)
+SKETCH_POINTS = 181
+
+
+def curve_points(curve: Curve, n: int = SKETCH_POINTS) -> np.ndarray:
+    """``n`` points ``c'(theta)`` (n, 2) of the curve over :meth:`Curve.domain`, in
+    its body's coordinates (a periodic curve: one closed turn)."""
+    lo, hi = curve.domain()
+    c, *_ = curve(np.linspace(lo, hi, int(n)))
+    return c
+
+
+def circle_points(center, radius: float, n: int = 97) -> np.ndarray:
+    """``n`` points (n, 2) of the closed circle about ``center`` (first = last)."""
+    a = np.linspace(0.0, TWO_PI, int(n))
+    return np.asarray(center, dtype=float) + float(radius) * np.stack(
+        [np.cos(a), np.sin(a)], axis=-1)

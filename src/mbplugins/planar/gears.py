@@ -11,11 +11,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbcore.elements.base import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, Sketch, perp, rot
 from mbcore.errors import ModelError
 from mbcore.elements.schema import Param
 
 from ._common import dot, rot1, unit_vector
+from .curves import circle_points
+
+
+def _gear_centre(ctx: PackContext, gear: str, carrier: str) -> np.ndarray:
+    """Body coordinates (of ``gear``, possibly the ground) of the gear's centre: the
+    point of its revolute joint to the carrier, else of its first revolute joint,
+    else the body's origin (Nikravesh (1988), §4.2.3: the centres are held by other
+    joints)."""
+    from .constraints import Revolute
+    found = None
+    for el in ctx.model.elements["joints"]:
+        ends = (el.values.get("body_i"), el.values.get("body_j"))
+        if el.type != "revolute" or gear not in ends:
+            continue
+        par, _ = Revolute().pack(el.values, PackContext(ctx.model, el.path))
+        point = np.asarray(par[0:2] if ends[0] == gear else par[2:4], dtype=float)
+        if carrier in ends:
+            return point
+        if found is None:
+            found = point
+    return found if found is not None else np.zeros(2)
 
 
 class Gear(ConstraintType):
@@ -76,6 +97,14 @@ class Gear(ConstraintType):
         pj = ctx.initial(spec["body_j"])[2]
         pk = ctx.initial(spec["carrier"])[2]
         return [ci, cj, -(ci * pi + cj * pj - (ci + cj) * pk)], []
+
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The pitch circles of both gears, about their centres (see
+        :func:`_gear_centre`)."""
+        return [Sketch(spec[b], "circle",
+                       circle_points(_gear_centre(ctx, spec[b], spec["carrier"]),
+                                     float(spec[r])), "pitch")
+                for b, r in (("body_i", "radius_i"), ("body_j", "radius_j"))]
 
     def phi(self, par, qb, t, f):
         return (par[:, 0] * qb[:, 0, 2] + par[:, 1] * qb[:, 1, 2]
@@ -165,6 +194,18 @@ class RackPinion(ConstraintType):
         e = qi[:2] + rot1(qi[2], sc) - qj[:2] - rot1(qj[2], sp)
         c0 = float(u @ e + rho * (qi[2] - qj[2]))
         return [sc[0], sc[1], sp[0], sp[1], ux, uy, rho, c0], []
+
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The pinion's pitch circle and the rack's pitch line (through ``point_j``
+        along ``axis``, drawn over the travel of the pinion's centre, which is
+        ``radius`` from it on the pinion's ``side``)."""
+        u = np.asarray(unit_vector(spec["axis"], f"{ctx.path}.axis"))
+        p = np.asarray(spec["point_j"], dtype=float)
+        return [Sketch(spec["body_i"], "circle",
+                       circle_points(spec["point_i"], float(spec["radius"])), "pitch"),
+                Sketch(spec["body_j"], "segment", np.array([p, p + u]), "pitch",
+                       follow=(spec["body_i"], tuple(map(float, spec["point_i"]))),
+                       offset=float(spec["radius"]) * (1.0 if spec["side"] == "left" else -1.0))]
 
     @staticmethod
     def _geom(par, qb):

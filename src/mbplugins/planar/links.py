@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from mbcore.elements.base import ConstraintType, PackContext, perp, rot
+from mbcore.elements.base import ConstraintType, PackContext, Sketch, perp, rot
 from mbcore.errors import ModelError
 from mbcore.elements.functions import parse_function
 from mbcore.elements.schema import Param
@@ -228,6 +228,17 @@ class RevoluteTranslational(ConstraintType):
         ux, uy = unit_vector(spec["axis"], f"{ctx.path}.axis")
         si, sj = spec["point_i"], spec["point_j"]
         return [ux, uy, si[0], si[1], sj[0], sj[1]], []
+
+    def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
+        """The slot: a groove along the line through ``point_i`` of body i, drawn
+        over the travel of the pin (``point_j`` of body j) along it; on the ground,
+        a guide line."""
+        u = np.asarray(unit_vector(spec["axis"], f"{ctx.path}.axis"))
+        si = np.asarray(spec["point_i"], dtype=float)
+        kind = "segment" if spec["body_i"] == ctx.model.ground else "slot"
+        return [Sketch(spec["body_i"], kind, np.array([si, si + u]),
+                       "guide" if kind == "segment" else "slot",
+                       follow=(spec["body_j"], tuple(map(float, spec["point_j"]))))]
 
     _geom = staticmethod(axis_geometry)
 
