@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
+from mbcore.analysis.joint_channels import JointChannel, joint_channel
 from mbcore.errors import (AnalysisError, AssemblyError, LockupError, ModelError,
                            SingularJacobianError)
 from mbcore.solve.assembly import assemble
@@ -72,6 +73,7 @@ class KinematicAnalysis(Analysis):
         if sysm.angular_labels:
             ch.append(Channel("angular", list(sysm.angular_labels), "angular velocity and "
                               "acceleration of each spatial body, global axes"))
+        ch += joint_channel(sysm)
         ch.append(Channel("solver", ["newton_iterations", "phi_norm", "pivot_ratio"],
                           "Newton iterations, final |Phi|_inf and LU pivot ratio per time"))
         return ch
@@ -107,6 +109,7 @@ class KinematicAnalysis(Analysis):
         iters_total = 0
         points = bool(sysm.point_names)
         angular = bool(sysm.angular_labels)
+        joints = JointChannel(sysm) if joint_channel(sysm) else None
         bar = _progress(len(times), progress)
         stepper, fast_lu, recorded = None, 0, 0
         self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
@@ -157,6 +160,8 @@ class KinematicAnalysis(Analysis):
                             data["points"] = sysm.point_kinematics(q, qd, qdd).reshape(-1)
                         if angular:
                             data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
+                        if joints is not None:
+                            data["joints"] = joints.rows(q[None], qd[None], np.array([t]))[0]
                         self._extra(t, q, qd, qdd, _StepperLU(stepper), None, data)
                         record(t, data)
                         recorded += 1
@@ -191,6 +196,8 @@ class KinematicAnalysis(Analysis):
                     data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
                 if angular:
                     data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
+                if joints is not None:
+                    data["joints"] = joints.rows(q[None], qd[None], np.array([t]))[0]
                 self._extra(t, q, qd, qdd, lu, J, data)
                 record(t, data)
                 recorded += 1
@@ -234,6 +241,7 @@ class KinematicAnalysis(Analysis):
         if jk.redundant:
             self.stats["redundant_equations"] = ", ".join(jk.redundant)
         points, angular = bool(sysm.point_names), bool(sysm.angular_labels)
+        joints = JointChannel(sysm) if joint_channel(sysm) else None
         bar = _progress(len(times), progress)
         qd = qdd = np.zeros(sysm.n)
         try:
@@ -252,6 +260,8 @@ class KinematicAnalysis(Analysis):
                     data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
                 if angular:
                     data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
+                if joints is not None:
+                    data["joints"] = joints.rows(q[None], qd[None], np.array([t]))[0]
                 self._extra_joint(t, q, qd, qdd, aux, data)
                 record(t, data)
                 self.stats["steps"] += 1

@@ -147,6 +147,82 @@ def _moment_body(p, ns):
     return out
 
 
+# =====================================================================================
+# relative joint coordinates (the ``joints`` result channel, docs/results.md)
+# =====================================================================================
+def _dot3(a, b):
+    """a·b for stacks of 3-vectors, component by component (each row's value the
+    same whatever the number of rows)."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
+class _Relative:
+    """Poses and velocities of an element's bodies for its relative coordinates:
+    unit Euler parameters ``p``, body angular velocities ``ω' = 2 L(p) ṗ``
+    (Nikravesh (1988), Eq. 6.107) and the global body vectors ``A a'`` and points
+    ``r + A s'`` with their rates ``A (ω̃' a')``, ``ṙ + A (ω̃' s')``
+    (Nikravesh (1988), Eqs. 6.62-6.63)."""
+
+    def __init__(self, qb, qdb):
+        p = qb[..., 3:7]
+        self.p = p / np.sqrt(_dot3(p[..., 1:], p[..., 1:]) + p[..., 0] * p[..., 0])[..., None]
+        e0, e1, e2, e3 = (self.p[..., k] for k in range(4))
+        d0, d1, d2, d3 = (qdb[..., 3 + k] for k in range(4))
+        w = np.empty(qb.shape[:-1] + (3,))
+        w[..., 0] = 2.0 * (-e1 * d0 + e0 * d1 + e3 * d2 - e2 * d3)
+        w[..., 1] = 2.0 * (-e2 * d0 - e3 * d1 + e0 * d2 + e1 * d3)
+        w[..., 2] = 2.0 * (-e3 * d0 + e2 * d1 - e1 * d2 + e0 * d3)
+        self.w, self.r, self.rd = w, qb[..., :3], qdb[..., :3]
+
+    def vector(self, k, a):
+        """``(A_k a', its rate)`` of body k's vector with local components a'."""
+        p = self.p[:, k]
+        return _rotate(p, a), _rotate(p, _cross(self.w[:, k], a))
+
+    def point(self, k, s):
+        v, vd = self.vector(k, s)
+        return v + self.r[:, k], vd + self.rd[:, k]
+
+    def gap(self, par):
+        """``d = P_j - P_i`` of the joint points ``par[:, 0:3]``, ``par[:, 3:6]``, and
+        its rate."""
+        (Pi, Pid), (Pj, Pjd) = self.point(0, par[:, 0:3]), self.point(1, par[:, 3:6])
+        return Pj - Pi, Pjd - Pid
+
+    def along(self, a_i, par):
+        """The displacement ``a_iᵀ d`` along the body-i direction a'_i and its rate."""
+        (a, ad), (d, dd) = self.vector(0, a_i), self.gap(par)
+        return _dot3(a, d), _dot3(ad, d) + _dot3(a, dd)
+
+    def angle(self, kf, f, g, kt, t):
+        """``theta = atan2(g·t, f·t)`` (principal value) of the body-kt vector t' in
+        the frame (f', g') of body kf, and its rate ``(x ẏ - y ẋ)/(x² + y²)``."""
+        (F, Fd), (G, Gd), (T, Td) = self.vector(kf, f), self.vector(kf, g), self.vector(kt, t)
+        x, y = _dot3(F, T), _dot3(G, T)
+        xd, yd = _dot3(Fd, T) + _dot3(F, Td), _dot3(Gd, T) + _dot3(G, Td)
+        return np.arctan2(y, x), (x * yd - y * xd) / (x * x + y * y)
+
+
+def _mapped(qb0, a, frm, to):
+    """Body-``to`` components of the body-``frm`` vector a' (ne, 3) in the initial
+    configuration ``qb0``: ``A_toᵀ A_frm a'``."""
+    return _rotate(qb0[:, to, 3:7], _rotate(qb0[:, frm, 3:7], a), transpose=True)
+
+
+def _normal_part(a, u):
+    """The unit part of a (ne, 3) normal to the unit u (ne, 3)."""
+    v = a - _dot3(a, u)[:, None] * u
+    return v / np.maximum(np.sqrt(_dot3(v, v)), 1e-300)[:, None]
+
+
+def _axis_angle(R, par, qb0):
+    """The rotation angle of body j about the axis u_i = f_i × g_i relative to the
+    initial configuration (``f_j`` = f_i mapped into body j there) and its rate."""
+    fi, gi = par[:, 9:12], par[:, 12:15]
+    fj = _normal_part(_mapped(qb0, fi, 0, 1), par[:, 6:9])
+    return R.angle(0, fi, gi, 1, fj)
+
+
 _BODY_I = Param("body", "first body (i)")
 _BODY_J = Param("body", "second body (j)")
 
@@ -199,6 +275,22 @@ class Spherical(_SpatialBase):
     def _rows(self, par, K, f):
         return [_sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))]
 
+    relative_labels = ("p0", "p1", "p2", "p3", "wx", "wy", "wz")
+
+    def relative(self, par, qb, qdb, qb0):
+        """The relative Euler parameters ``p_ij = conj(p_i) ⊗ p_j`` with ``A(p_ij) =
+        A_iᵀ A_j`` (Nikravesh (1988), §6.5; continuous along a run as p_i, p_j are)
+        and the relative angular velocity of body j in body-i axes, ``A_iᵀ A_j ω'_j -
+        ω'_i``."""
+        R = _Relative(qb, qdb)
+        pi, pj = R.p[:, 0], R.p[:, 1]
+        out = np.empty((par.shape[0], 7))
+        out[:, 0] = pi[:, 0] * pj[:, 0] + _dot3(pi[:, 1:], pj[:, 1:])
+        out[:, 1:4] = pi[:, 0:1] * pj[:, 1:] - pj[:, 0:1] * pi[:, 1:] - _cross(pi[:, 1:],
+                                                                               pj[:, 1:])
+        out[:, 4:7] = _rotate(pi, _rotate(pj, R.w[:, 1]), transpose=True) - R.w[:, 0]
+        return out
+
     def reaction_local(self, par, qb, t, f, lam, gen=None):
         """The joint force on body i in body-i axes (the reaction on body j is
         opposite; a ball joint transmits no moment about its centre)."""
@@ -241,6 +333,24 @@ class Universal(_SpatialBase):
     def _rows(self, par, K, f):
         s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
         return [s, _vdot(_body_vector(K, 0, par[:, 6:9]), _body_vector(K, 1, par[:, 9:12]))]
+
+    relative_labels = ("angle_i", "angle_j", "angle_i_rate", "angle_j_rate")
+    relative_angles = (0, 1)
+
+    def relative(self, par, qb, qdb, qb0):
+        """The two cross-bar angles relative to the initial configuration: ``angle_i``
+        the rotation of the cross (and body j) about axis_i relative to body i,
+        ``angle_j`` that of body j about axis_j relative to the cross, each
+        right-handed, so that ``A_iᵀA_j = Rot(a_i, angle_i) Rot(b, angle_j)
+        (A_iᵀA_j)_0`` with b = axis_j in body-i axes initially (Nikravesh (1988),
+        §7.2 universal joint); and their rates."""
+        R = _Relative(qb, qdb)
+        ai, aj = par[:, 6:9], par[:, 9:12]
+        b = _normal_part(_mapped(qb0, aj, 1, 0), ai)
+        v = _normal_part(_mapped(qb0, ai, 0, 1), aj)
+        t1, t1d = R.angle(0, b, _cross(ai, b), 1, aj)
+        t2, t2d = R.angle(1, v, _cross(aj, v), 0, ai)
+        return np.stack([t1, -t2, t1d, -t2d], -1)
 
     def reaction_local(self, par, qb, t, f, lam, gen=None):
         """Force and moment (about the joint point) on body i in the cross frame:
@@ -328,6 +438,16 @@ class Revolute(_AxisJoint):
         s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
         return [s, *self._parallel_rows(par, K)]
 
+    relative_labels = ("angle", "angle_rate")
+    relative_angles = (0,)
+
+    def relative(self, par, qb, qdb, qb0):
+        """The rotation angle of body j about axis_i relative to body i, right-handed,
+        zero in the initial configuration, and its rate (Nikravesh (1988), §7.2
+        revolute joint; the rotation driver's atan2 angle)."""
+        th, thd = _axis_angle(_Relative(qb, qdb), par, qb0)
+        return np.stack([th, thd], -1)
+
 
 class Cylindrical(_AxisJoint):
     """Cylindrical joint: n1(f_i, u_j), n1(g_i, u_j) (axes parallel) and
@@ -354,6 +474,18 @@ class Cylindrical(_AxisJoint):
         return [*self._parallel_rows(par, K),
                 _vdot(_body_vector(K, 0, par[:, 9:12]), d),
                 _vdot(_body_vector(K, 0, par[:, 12:15]), d)]
+
+    relative_labels = ("angle", "disp", "angle_rate", "disp_rate")
+    relative_angles = (0,)
+
+    def relative(self, par, qb, qdb, qb0):
+        """The revolute's angle (zero in the initial configuration) and the
+        displacement ``u_iᵀ(P_j - P_i)`` of the joint points along axis_i (zero where
+        they coincide), with their rates (Nikravesh (1988), §7.2 cylindrical joint)."""
+        R = _Relative(qb, qdb)
+        th, thd = _axis_angle(R, par, qb0)
+        s, sd = R.along(_cross(par[:, 9:12], par[:, 12:15]), par)
+        return np.stack([th, s, thd, sd], -1)
 
 
 class Translational(_AxisJoint):
@@ -389,6 +521,15 @@ class Translational(_AxisJoint):
                 _vdot(_body_vector(K, 0, par[:, 12:15]), d),
                 _vdot(fi, _body_vector(K, 1, par[:, 15:18]))]
 
+    relative_labels = ("disp", "disp_rate")
+
+    def relative(self, par, qb, qdb, qb0):
+        """The displacement ``u_iᵀ(P_j - P_i)`` of the joint points along axis_i (zero
+        where they coincide) and its rate (Nikravesh (1988), §7.2 translational
+        joint)."""
+        s, sd = _Relative(qb, qdb).along(_cross(par[:, 9:12], par[:, 12:15]), par)
+        return np.stack([s, sd], -1)
+
 
 class Planar(_AxisJoint):
     """Planar joint: body j slides and turns in a plane of body i — the plane normals
@@ -417,6 +558,20 @@ class Planar(_AxisJoint):
     def _rows(self, par, K, f):
         d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
         return [*self._parallel_rows(par, K), _vdot(_body_vector(K, 0, par[:, 15:18]), d)]
+
+    relative_labels = ("disp_f", "disp_g", "angle", "disp_f_rate", "disp_g_rate",
+                       "angle_rate")
+    relative_angles = (2,)
+
+    def relative(self, par, qb, qdb, qb0):
+        """The in-plane displacements ``f_iᵀ(P_j - P_i)``, ``g_iᵀ(P_j - P_i)`` along the
+        joint frame's axes f_i, g_i (⊥ the normal axis_i) and the rotation angle
+        about the normal as the revolute's, with their rates."""
+        R = _Relative(qb, qdb)
+        sf, sfd = R.along(par[:, 9:12], par)
+        sg, sgd = R.along(par[:, 12:15], par)
+        th, thd = _axis_angle(R, par, qb0)
+        return np.stack([sf, sg, th, sfd, sgd, thd], -1)
 
 
 # =====================================================================================
