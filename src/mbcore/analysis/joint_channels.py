@@ -16,13 +16,14 @@ rows).
 from __future__ import annotations
 
 import math
-from typing import Any
+import time
+from typing import Any, Callable
 
 import numpy as np
 
 from ..results.reporting import Channel
 
-__all__ = ["JointChannel", "joint_channel"]
+__all__ = ["JointChannel", "joint_channel", "BlockRecorder"]
 
 TWO_PI = 2.0 * math.pi
 
@@ -52,12 +53,13 @@ class JointChannel:
         groups = _groups(system)
         order = self._columns(system, groups)
         q0 = system.extended_rows(system.initial_state().q[None, :])[0]
-        self.plan = []                       # (group, qb0, columns, width per element)
+        self.plan = []                       # (group, reference, columns, width per element)
         wrap = []
         for g in groups:
             k = len(g.ctype.relative_labels)
             cols = np.concatenate([order[name] for name in g.names]).astype(np.intp)
-            self.plan.append((g, q0[g.gather_all], cols, k))
+            ref = np.asarray(g.ctype.relative_reference(g.par, q0[g.gather_all]), dtype=float)
+            self.plan.append((g, ref.reshape(g.ne, -1), cols, k))
             for e, name in enumerate(g.names):
                 wrap += [order[name][c] for c in g.ctype.relative_angles]
         self.width = sum(len(v) for v in order.values())
@@ -97,13 +99,13 @@ class JointChannel:
         QDX[:, :sysm.n] = QD
         if sysm.padded:                      # particles' padded blocks
             QDX[:, sysm._pad_dst] = QDX[:, sysm._pad_src]
-        for g, qb0, cols, k in self.plan:
+        for g, ref, cols, k in self.plan:
             ne = g.ne
-            shp = (R * ne,) + qb0.shape[1:]
+            shp = (R * ne,) + g.gather_all.shape[1:]
             par = np.broadcast_to(g.par, (R,) + g.par.shape).reshape(R * ne, -1)
             val = np.asarray(g.ctype.relative(
                 par, QX[:, g.gather_all].reshape(shp), QDX[:, g.gather_all].reshape(shp),
-                np.broadcast_to(qb0, (R,) + qb0.shape).reshape(shp)), dtype=float)
+                np.broadcast_to(ref, (R,) + ref.shape).reshape(R * ne, -1)), dtype=float)
             if val.shape != (R * ne, k):
                 raise ValueError(f"{type(g.ctype).__name__}.relative returned shape "
                                  f"{val.shape}, expected {(R * ne, k)}")
@@ -129,3 +131,38 @@ class JointChannel:
         turns += k0
         out[:, self.wrap] = raw + TWO_PI * turns
         self._last = (raw[-1].copy(), turns[-1].copy())
+
+
+class BlockRecorder:
+    """``record(t, data)`` of an analysis that produces its rows one at a time (the
+    kinematic analyses), with the ``joints`` channel evaluated for blocks of rows:
+    each row's channels are copied, and every ``ROWS`` rows, ``SECONDS`` of wall
+    time or at :meth:`flush` (the end of the run, also after an error) the
+    block's ``joints`` columns are computed in one :meth:`JointChannel.rows` call
+    and the rows handed to ``record`` in order.  The values are those of a
+    row-by-row evaluation, bit for bit (the channel is row-wise)."""
+
+    ROWS, SECONDS = 256, 0.25
+
+    def __init__(self, record: Callable, channel: JointChannel):
+        self.record, self.channel = record, channel
+        self.rows: list[tuple[float, dict]] = []
+        self.since = time.monotonic()
+
+    def __call__(self, t: float, data: dict) -> None:
+        self.rows.append((float(t), {k: np.array(v, dtype=float, copy=True)
+                                     for k, v in data.items()}))
+        if len(self.rows) >= self.ROWS or time.monotonic() - self.since >= self.SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        rows, self.rows = self.rows, []
+        self.since = time.monotonic()
+        if not rows:
+            return
+        T = np.array([t for t, _ in rows])
+        J = self.channel.rows(np.stack([d["q"] for _, d in rows]),
+                              np.stack([d["qd"] for _, d in rows]), T)
+        for i, (t, d) in enumerate(rows):
+            d["joints"] = J[i]
+            self.record(t, d)

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
-from mbcore.analysis.joint_channels import JointChannel, joint_channel
+from mbcore.analysis.joint_channels import BlockRecorder, JointChannel, joint_channel
 from mbcore.errors import (AnalysisError, AssemblyError, LockupError, ModelError,
                            SingularJacobianError)
 from mbcore.solve.assembly import assemble
@@ -109,7 +109,8 @@ class KinematicAnalysis(Analysis):
         iters_total = 0
         points = bool(sysm.point_names)
         angular = bool(sysm.angular_labels)
-        joints = JointChannel(sysm) if joint_channel(sysm) else None
+        if joint_channel(sysm):             # the joints channel, in blocks of rows
+            record = BlockRecorder(record, JointChannel(sysm))
         bar = _progress(len(times), progress)
         stepper, fast_lu, recorded = None, 0, 0
         self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
@@ -160,8 +161,6 @@ class KinematicAnalysis(Analysis):
                             data["points"] = sysm.point_kinematics(q, qd, qdd).reshape(-1)
                         if angular:
                             data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
-                        if joints is not None:
-                            data["joints"] = joints.rows(q[None], qd[None], np.array([t]))[0]
                         self._extra(t, q, qd, qdd, _StepperLU(stepper), None, data)
                         record(t, data)
                         recorded += 1
@@ -196,14 +195,14 @@ class KinematicAnalysis(Analysis):
                     data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
                 if angular:
                     data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
-                if joints is not None:
-                    data["joints"] = joints.rows(q[None], qd[None], np.array([t]))[0]
                 self._extra(t, q, qd, qdd, lu, J, data)
                 record(t, data)
                 recorded += 1
                 prev_t = t
                 bar.update(1)
         finally:
+            if isinstance(record, BlockRecorder):
+                record.flush()
             bar.close()
             self.stats["newton_iterations"] = iters_total
             self.stats["steps"] = recorded
@@ -241,7 +240,8 @@ class KinematicAnalysis(Analysis):
         if jk.redundant:
             self.stats["redundant_equations"] = ", ".join(jk.redundant)
         points, angular = bool(sysm.point_names), bool(sysm.angular_labels)
-        joints = JointChannel(sysm) if joint_channel(sysm) else None
+        if joint_channel(sysm):             # the joints channel, in blocks of rows
+            record = BlockRecorder(record, JointChannel(sysm))
         bar = _progress(len(times), progress)
         qd = qdd = np.zeros(sysm.n)
         try:
@@ -260,13 +260,13 @@ class KinematicAnalysis(Analysis):
                     data["points"] = sysm.point_kinematics(q, qd, qdd).ravel()
                 if angular:
                     data["angular"] = sysm.angular_kinematics(q, qd, qdd).ravel()
-                if joints is not None:
-                    data["joints"] = joints.rows(q[None], qd[None], np.array([t]))[0]
                 self._extra_joint(t, q, qd, qdd, aux, data)
                 record(t, data)
                 self.stats["steps"] += 1
                 bar.update(1)
         finally:
+            if isinstance(record, BlockRecorder):
+                record.flush()
             bar.close()
             if guard is not None:
                 self.stats["redundant_check"] = guard.worst

@@ -304,7 +304,7 @@ class Revolute(ConstraintType):
 
     relative_labels = ("angle", "angle_rate")
 
-    def relative(self, par, qb, qdb, qb0):
+    def relative(self, par, qb, qdb, ref):
         """The relative angle ``phi_j - phi_i`` (continuous, as the body angles are;
         Nikravesh (1988), §4.2.1 revolute joint) and its rate ``omega_j - omega_i``."""
         return np.stack([qb[:, 1, 2] - qb[:, 0, 2], qdb[:, 1, 2] - qdb[:, 0, 2]], -1)
@@ -394,7 +394,7 @@ class Translational(ConstraintType):
 
     relative_labels = ("disp", "disp_rate")
 
-    def relative(self, par, qb, qdb, qb0):
+    def relative(self, par, qb, qdb, ref):
         """The displacement ``u^T (r_j^P - r_i^P)`` of the points along the sliding axis
         ``u = A_i u'`` (zero where they coincide; Nikravesh (1988), §4.2.1
         translational joint) and its rate ``omega_i n^T d + u^T d-dot`` (``n = R u``,
