@@ -11,7 +11,9 @@ continuously from the first row the run records on: between two successive rows
 the channel takes the branch nearest the previous one, as an exact count of whole
 turns, so that each row's value is ``principal + 2 pi k`` whatever the blocks the
 rows came in (correct while an angle changes by less than pi between two output
-rows).
+rows).  The dynamic analysis' compiled loop evaluates it for its output blocks; the
+kinematic analyses, which produce one row at a time, hand their rows to the
+reporters through :class:`BlockRecorder`, which evaluates it for blocks of rows.
 """
 from __future__ import annotations
 
