@@ -340,3 +340,23 @@ def test_axis_joints_on_a_prescribed_motion(tname):
     for k, lab in enumerate(ct.relative_labels):
         # the same motion by other formulas: observed 6.7e-16 (angles), 2.2e-16
         np.testing.assert_allclose(got[:, k], want[lab], rtol=0, atol=1e-13, err_msg=lab)
+
+
+def test_resume_continues_the_whole_turns(tmp_path):
+    """A run resumed from its checkpoint continues the unwrapping (the count of
+    whole turns is part of the checkpoint state): the bicycle's wheels, past two
+    turns at the checkpoint, record the same bits as one uninterrupted run."""
+    from mbcore.analysis.checkpoint import read_checkpoint
+    from mbcore.analysis.runner import resume, run
+    from mbcore.results.result import Result
+    m = model("whipple_bicycle")
+    st = {"t_end": 1.2, "output_step": 0.02, "record": "q, qd, joints"}
+    run(m, settings=st, output=tmp_path / "ref.h5")
+    run(m, settings=dict(st, t_end=0.8), output=tmp_path / "part.h5")
+    assert read_checkpoint(tmp_path / "part.h5").state["joints"]["turns"]
+    resume(tmp_path / "part.h5", t_end=1.2)
+    with Result(tmp_path / "ref.h5") as a, Result(tmp_path / "part.h5") as b:
+        assert np.array_equal(a.t, b.t)
+        assert np.array_equal(a["q"], b["q"])
+        assert a["rear_hub.angle"][-1] > 6 * np.pi             # three turns and more
+        assert np.array_equal(a["joints"], b["joints"])

@@ -11,7 +11,8 @@ continuously from the first row the run records on: between two successive rows
 the channel takes the branch nearest the previous one, as an exact count of whole
 turns, so that each row's value is ``principal + 2 pi k`` whatever the blocks the
 rows came in (correct while an angle changes by less than pi between two output
-rows).  The dynamic analysis' compiled loop evaluates it for its output blocks; the
+rows).  A checkpoint of the dynamic analysis keeps the state (:meth:`state`): a
+resumed run continues the count.  The dynamic analysis' compiled loop evaluates it for its output blocks; the
 kinematic analyses, which produce one row at a time, hand their rows to the
 reporters through :class:`BlockRecorder`, which evaluates it for blocks of rows.
 """
@@ -115,6 +116,21 @@ class JointChannel:
         if self.wrap.size and R:
             self._unwrap(out, T)
         return out
+
+    def state(self) -> dict | None:
+        """The unwrapping state after the last row (for a checkpoint: a resumed
+        run continues the whole turns), JSON-ready; None before any row."""
+        if self._last is None:
+            return None
+        return {"raw": [float(x) for x in self._last[0]],
+                "turns": [float(x) for x in self._last[1]]}
+
+    def set_state(self, st: dict | None) -> None:
+        """Continue from :meth:`state` of an earlier run of the same model."""
+        if st is None or len(st["raw"]) != self.wrap.size:
+            return
+        self._last = (np.array(st["raw"], dtype=float), np.array(st["turns"], dtype=float))
+        self._before = None
 
     def _unwrap(self, out: np.ndarray, T: np.ndarray | None) -> None:
         t0 = None if T is None else float(T[0])

@@ -1082,6 +1082,7 @@ class _Run:
         istat = self.istat.copy()
         seg_t0, compiled, restarts = self.seg_t0, self.seg_compiled, self.a.restarts
         switching = None if self.switches is None else self.switches.state()
+        joints = None if self.joints is None else self.joints.state()
 
         def state() -> dict:
             partition = None
@@ -1095,7 +1096,7 @@ class _Run:
                     "grid0": float(seg_t0), "steps": int(steps), "compiled": bool(compiled),
                     "partition": partition,
                     "rows": None if rows is None else [int(r) for r in rows],
-                    "switching": switching,
+                    "switching": switching, "joints": joints,
                     "integrator": self.a.icls.name, "formulation": form.name}
         from mbcore.analysis.checkpoint import Snapshot
         return Snapshot(float(t), np.array(y, dtype=float), self.last.get("q"),
@@ -1661,6 +1662,8 @@ class _Run:
         a, form, t = self.a, self.form, float(ck["t"])
         q, qd = np.array(ck["q"], dtype=float), np.array(ck["qd"], dtype=float)
         st = ck["state"]
+        if self.joints is not None:          # the joints channel's whole turns
+            self.joints.set_state(st.get("joints"))
         if self.switches is not None and st.get("switching") is not None:
             self.switches.set_state(st["switching"])
             a.set_independent_rows(self.switches.rows(), q, t)
