@@ -231,6 +231,32 @@ class ConstraintType:
         ``qe``."""
         return np.zeros((par.shape[0], 0))
 
+    # -- relative joint coordinates (the ``joints`` result channel, docs/results.md) --
+    #: suffixes of the element's relative coordinates and their rates, e.g.
+    #: ``("angle", "angle_rate")`` (labels ``joint.angle``, ``joint.angle_rate``);
+    #: empty (the default): the type reports none
+    relative_labels: ClassVar[tuple[str, ...]] = ()
+    #: the columns of :meth:`relative` that are angles in (-pi, pi] (atan2
+    #: values): the channel unwraps them continuously over the run
+    relative_angles: ClassVar[tuple[int, ...]] = ()
+
+    def relative_reference(self, par, qb0) -> np.ndarray:
+        """What :meth:`relative` needs from the model's initial configuration (the
+        bodies' given positions and orientations, before assembly), (ne, r):
+        e.g. a revolute's reference direction on body j, the zero of its angle.
+        ``qb0`` (ne, nb, nc) the bodies' coordinates there.  Evaluated once per
+        run.  Default: nothing (r = 0)."""
+        return np.zeros((par.shape[0], 0))
+
+    def relative(self, par, qb, qdb, ref) -> np.ndarray:
+        """The relative coordinates of each element and their rates, (ne,
+        len(relative_labels)), vectorised over the group like :meth:`phi`: ``qb``,
+        ``qdb`` the bodies' coordinates and velocities, ``ref`` the rows of
+        :meth:`relative_reference`.  Each row must depend on that row of the
+        arguments only (the channel evaluates many output rows in one call,
+        stacked as elements).  Default: none."""
+        return np.zeros((par.shape[0], len(self.relative_labels)))
+
 
 class ForceType:
     """Base class of force element types (Nikravesh (1988), §9.2).

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
+from mbcore.analysis.joint_channels import JointChannel, joint_channel
 from mbcore.solve.assembly import assemble
 from mbcore.solve.drift import drift_bound
 from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
@@ -88,7 +89,8 @@ class DynamicAnalysis(Analysis):
                                      "{omega: 20, projection: false})", required=False),
         "record": Param("names", "channels to record, comma-separated or a list (default: all): "
                         "q, qd, qdd, lam, reactions, reactions_local, forces, points, "
-                        "angular (spatial bodies), energy, violation, integrator; fewer channels make each output "
+                        "angular (spatial bodies), joints (relative joint coordinates), energy, "
+                        "violation, integrator; fewer channels make each output "
                         "row cheaper", required=False),
         "output_rows": Param("choice", "how the compiled loop's output rows are computed: "
                              "'block' evaluates the channels for many rows at once "
@@ -262,7 +264,7 @@ class DynamicAnalysis(Analysis):
 
     #: every channel of the dynamic analysis (``settings.record`` picks a subset)
     CHANNELS = ("q", "qd", "qdd", "lam", "reactions", "reactions_local", "forces", "points",
-                "angular", "energy", "violation", "integrator")
+                "angular", "joints", "energy", "violation", "integrator")
 
     def _recorded(self) -> set[str]:
         return self._record_names(self.settings.get("record"))
@@ -303,6 +305,7 @@ class DynamicAnalysis(Analysis):
               Channel("reactions", list(s.reaction_labels),
                       "generalised reaction of each element on each of its bodies")]
         ch += element_channels(s)
+        ch += joint_channel(s)
         ch.append(Channel("energy", ["kinetic", "potential", "total", "work_nc", "balance"],
                           "T, V, T + V, work of non-conservative and constraint forces "
                           "since t_start, and T + V - work_nc (constant for exact solutions)"))
@@ -900,6 +903,8 @@ class _RowBlock:
                 col[:] = sysm.point_kinematics_rows(Q, QD, QDD)
             elif name == "angular":
                 col[:] = sysm.angular_kinematics_rows(Q, QD, QDD)
+            elif name == "joints":
+                col[:] = self.run.joints.rows(Q, QD, T)
             elif name == "energy":                  # as output(), row by row
                 Tk = sysm.kinetic_energy_rows(Q, QD)
                 V = sysm.gravity_potential_rows(Q) + sysm.force_energy_rows(
@@ -1018,6 +1023,7 @@ class _Run:
             else None
         self._acc = None                     # the last accepted step (t, y)
         self.row = Row(analysis.channels())
+        self.joints = JointChannel(self.sysm) if "joints" in self.row else None
         # a hint to formulations whose multipliers cost extra at outputs (joint
         # coordinates: the tree joints' least squares): only when a channel uses them
         self.form.multipliers_wanted = bool(
@@ -1076,6 +1082,7 @@ class _Run:
         istat = self.istat.copy()
         seg_t0, compiled, restarts = self.seg_t0, self.seg_compiled, self.a.restarts
         switching = None if self.switches is None else self.switches.state()
+        joints = None if self.joints is None else self.joints.state()
 
         def state() -> dict:
             partition = None
@@ -1089,7 +1096,7 @@ class _Run:
                     "grid0": float(seg_t0), "steps": int(steps), "compiled": bool(compiled),
                     "partition": partition,
                     "rows": None if rows is None else [int(r) for r in rows],
-                    "switching": switching,
+                    "switching": switching, "joints": joints,
                     "integrator": self.a.icls.name, "formulation": form.name}
         from mbcore.analysis.checkpoint import Snapshot
         return Snapshot(float(t), np.array(y, dtype=float), self.last.get("q"),
@@ -1329,6 +1336,8 @@ class _Run:
             data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
         if "angular" in data:
             data["angular"][:] = sysm.angular_kinematics(qq, qqd, qdd).ravel()
+        if "joints" in data:
+            data["joints"][:] = self.joints.rows(qq[None], qqd[None], np.array([t]))[0]
         with CRITICAL:                       # the row and its checkpoint state: atomic
             self.record(t, data)
             if self.ck is not None:
@@ -1653,6 +1662,8 @@ class _Run:
         a, form, t = self.a, self.form, float(ck["t"])
         q, qd = np.array(ck["q"], dtype=float), np.array(ck["qd"], dtype=float)
         st = ck["state"]
+        if self.joints is not None:          # the joints channel's whole turns
+            self.joints.set_state(st.get("joints"))
         if self.switches is not None and st.get("switching") is not None:
             self.switches.set_state(st["switching"])
             a.set_independent_rows(self.switches.rows(), q, t)

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from mbcore.analysis.base import Analysis, element_channels
+from mbcore.analysis.joint_channels import BlockRecorder, JointChannel, joint_channel
 from mbcore.errors import (AnalysisError, AssemblyError, LockupError, ModelError,
                            SingularJacobianError)
 from mbcore.solve.assembly import assemble
@@ -72,6 +73,7 @@ class KinematicAnalysis(Analysis):
         if sysm.angular_labels:
             ch.append(Channel("angular", list(sysm.angular_labels), "angular velocity and "
                               "acceleration of each spatial body, global axes"))
+        ch += joint_channel(sysm)
         ch.append(Channel("solver", ["newton_iterations", "phi_norm", "pivot_ratio"],
                           "Newton iterations, final |Phi|_inf and LU pivot ratio per time"))
         return ch
@@ -107,6 +109,8 @@ class KinematicAnalysis(Analysis):
         iters_total = 0
         points = bool(sysm.point_names)
         angular = bool(sysm.angular_labels)
+        if joint_channel(sysm):             # the joints channel, in blocks of rows
+            record = BlockRecorder(record, JointChannel(sysm))
         bar = _progress(len(times), progress)
         stepper, fast_lu, recorded = None, 0, 0
         self.stats = {"steps": 0, "newton_iterations": 0, "lu_factorizations": 0,
@@ -197,6 +201,8 @@ class KinematicAnalysis(Analysis):
                 prev_t = t
                 bar.update(1)
         finally:
+            if isinstance(record, BlockRecorder):
+                record.flush()
             bar.close()
             self.stats["newton_iterations"] = iters_total
             self.stats["steps"] = recorded
@@ -234,6 +240,8 @@ class KinematicAnalysis(Analysis):
         if jk.redundant:
             self.stats["redundant_equations"] = ", ".join(jk.redundant)
         points, angular = bool(sysm.point_names), bool(sysm.angular_labels)
+        if joint_channel(sysm):             # the joints channel, in blocks of rows
+            record = BlockRecorder(record, JointChannel(sysm))
         bar = _progress(len(times), progress)
         qd = qdd = np.zeros(sysm.n)
         try:
@@ -257,6 +265,8 @@ class KinematicAnalysis(Analysis):
                 self.stats["steps"] += 1
                 bar.update(1)
         finally:
+            if isinstance(record, BlockRecorder):
+                record.flush()
             bar.close()
             if guard is not None:
                 self.stats["redundant_check"] = guard.worst

@@ -302,6 +302,13 @@ class Revolute(ConstraintType):
         on body j ``-lam``, in global components)."""
         return rot(-qb[:, 0, 2], lam)
 
+    relative_labels = ("angle", "angle_rate")
+
+    def relative(self, par, qb, qdb, ref):
+        """The relative angle ``phi_j - phi_i`` (continuous, as the body angles are;
+        Nikravesh (1988), §4.2.1 revolute joint) and its rate ``omega_j - omega_i``."""
+        return np.stack([qb[:, 1, 2] - qb[:, 0, 2], qdb[:, 1, 2] - qdb[:, 0, 2]], -1)
+
 
 class Translational(ConstraintType):
     """Translational (prismatic) joint, the book's form (Nikravesh (1988), Eqs. 4.10-4.12).
@@ -400,6 +407,20 @@ class Translational(ConstraintType):
         ``+lam2`` (= the moment about ``P_j``).  Body j receives the opposite force
         and couple (Nikravesh (1988), Eqs. 9.46-9.48)."""
         return np.stack([-lam[:, 0], lam[:, 1]], -1)
+
+    relative_labels = ("disp", "disp_rate")
+
+    def relative(self, par, qb, qdb, ref):
+        """The displacement ``u^T (r_j^P - r_i^P)`` of the points along the sliding axis
+        ``u = A_i u'`` (zero where they coincide; Nikravesh (1988), §4.2.1
+        translational joint) and its rate ``omega_i n^T d + u^T d-dot`` (``n = R u``,
+        ``d-dot = rdot_j + omega_j R S_j - rdot_i - omega_i R S_i``, Eq. 4.3)."""
+        u, n, Si, Sj = self._geom(par, qb)
+        d = qb[:, 1, :2] + Sj - qb[:, 0, :2] - Si
+        wi, wj = qdb[:, 0, 2:3], qdb[:, 1, 2:3]
+        dd = qdb[:, 1, :2] + wj * perp(Sj) - qdb[:, 0, :2] - wi * perp(Si)
+        return np.stack([np.sum(u * d, -1),
+                         wi[:, 0] * np.sum(n * d, -1) + np.sum(u * dd, -1)], -1)
 
 
 # The types of the other planar modules, and ``CONSTRAINT_TYPES`` (every built-in

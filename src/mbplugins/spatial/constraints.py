@@ -147,6 +147,120 @@ def _moment_body(p, ns):
     return out
 
 
+# =====================================================================================
+# relative joint coordinates (the ``joints`` result channel, docs/results.md)
+# =====================================================================================
+def _dot3(a, b):
+    """a·b over the last axis of 3-vectors, component by component (each row's
+    value the same whatever the number of rows)."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
+def _mv3(A, V, transpose=False):
+    """``A v`` (``Aᵀ v``) of (ne, 3, 3) matrices and (ne, m, 3) vectors, component
+    by component (each row's value the same whatever the number of rows)."""
+    out = np.empty(V.shape)
+    for i in range(3):
+        a = A[:, :, i] if transpose else A[:, i, :]
+        out[..., i] = (a[:, None, 0] * V[..., 0] + a[:, None, 1] * V[..., 1]
+                       + a[:, None, 2] * V[..., 2])
+    return out
+
+
+class _Relative:
+    """Poses and velocities of an element's bodies for its relative coordinates,
+    with few array operations per group (the ``joints`` channel evaluates a group
+    per output row on the row-by-row paths): the rotation matrices of the unit
+    Euler parameters, ``A = (2e0² - 1) I + 2 e eᵀ + 2 e0 ẽ`` (Nikravesh (1988),
+    Eq. 6.19), and the body angular velocities ``ω' = 2 L(p) ṗ = 2 (e0 ė - ė0 e
+    - e × ė)`` (Nikravesh (1988), Eq. 6.107)."""
+
+    def __init__(self, qb, qdb):
+        p = qb[..., 3:7]
+        p = p / np.sqrt(p[..., 0] * p[..., 0] + _dot3(p[..., 1:], p[..., 1:]))[..., None]
+        e0, e = p[..., 0], p[..., 1:]
+        A = 2.0 * e[..., :, None] * e[..., None, :]
+        c = 2.0 * e0[..., None] * e
+        dg = 2.0 * e0 * e0 - 1.0
+        A[..., 0, 0] += dg
+        A[..., 1, 1] += dg
+        A[..., 2, 2] += dg
+        A[..., 0, 1] -= c[..., 2]
+        A[..., 0, 2] += c[..., 1]
+        A[..., 1, 0] += c[..., 2]
+        A[..., 1, 2] -= c[..., 0]
+        A[..., 2, 0] -= c[..., 1]
+        A[..., 2, 1] += c[..., 0]
+        ed = qdb[..., 4:7]
+        self.w = 2.0 * (e0[..., None] * ed - qdb[..., 3:4] * e - _cross(e, ed))
+        self.p, self.A, self.r, self.rd = p, A, qb[..., :3], qdb[..., :3]
+
+    def vectors(self, k, V):
+        """``(A_k v', A_k (ω̃'_k v'))`` (ne, m, 3) of m body-k vectors with local
+        components V (ne, m, 3) (Nikravesh (1988), Eqs. 6.62-6.63)."""
+        A = self.A[:, k]
+        W = _cross(np.broadcast_to(self.w[:, k, None, :], V.shape), V)
+        return _mv3(A, V), _mv3(A, W)
+
+    def points(self, k, G, Gd):
+        """A point ``r_k + A_k s'`` and its rate from the rotated offset (ne, 3)."""
+        return G + self.r[:, k], Gd + self.rd[:, k]
+
+
+def _angle(F, Fd, G, Gd, T, Td):
+    """``theta = atan2(G·T, F·T)`` (principal value) of the vector T in the frame
+    (F, G), and its rate ``(x ẏ - y ẋ)/(x² + y²)``."""
+    x, y = _dot3(F, T), _dot3(G, T)
+    xd, yd = _dot3(Fd, T) + _dot3(F, Td), _dot3(Gd, T) + _dot3(G, Td)
+    return np.arctan2(y, x), (x * yd - y * xd) / (x * x + y * y)
+
+
+def _along(U, Ud, Pi, Pid, Pj, Pjd):
+    """``Uᵀ(P_j - P_i)`` and its rate."""
+    d, dd = Pj - Pi, Pjd - Pid
+    return _dot3(U, d), _dot3(Ud, d) + _dot3(U, dd)
+
+
+def _mapped(qb0, a, frm, to):
+    """Body-``to`` components of the body-``frm`` vector a' (ne, 3) in the initial
+    configuration ``qb0``: ``A_toᵀ A_frm a'``."""
+    return _rotate(qb0[:, to, 3:7], _rotate(qb0[:, frm, 3:7], a), transpose=True)
+
+
+def _normal_part(a, u):
+    """The unit part of a (ne, 3) normal to the unit u (ne, 3)."""
+    v = a - _dot3(a, u)[:, None] * u
+    return v / np.maximum(np.sqrt(_dot3(v, v)), 1e-300)[:, None]
+
+
+def _axis_reference(par, qb0):
+    """``f_j``: the joint frame's f_i carried into body j in the initial
+    configuration (normal to the body-j axis ``par[:, 6:9]``), the zero of the
+    angle about the axis."""
+    return _normal_part(_mapped(qb0, par[:, 9:12], 0, 1), par[:, 6:9])
+
+
+def _axis_relative(par, qb, qdb, ref, disp):
+    """The angle of body j about the axis u_i = f_i × g_i relative to body i (zero
+    where f_j = ref lies along f_i) and, with ``disp``, the displacements of the
+    joint points along f_i, g_i and u_i, with their rates: (angle, rate, [(s, sd)
+    along f_i, g_i, u_i])."""
+    R = _Relative(qb, qdb)
+    n = par.shape[0]
+    V0 = np.empty((n, 4 if disp else 2, 3))
+    V0[:, 0], V0[:, 1] = par[:, 9:12], par[:, 12:15]
+    V1 = ref[:, None, :] if not disp else np.stack([ref, par[:, 3:6]], 1)
+    if disp:
+        V0[:, 2], V0[:, 3] = par[:, 0:3], _cross(par[:, 9:12], par[:, 12:15])
+    G0, G0d = R.vectors(0, V0)
+    G1, G1d = R.vectors(1, V1)
+    th, thd = _angle(G0[:, 0], G0d[:, 0], G0[:, 1], G0d[:, 1], G1[:, 0], G1d[:, 0])
+    if not disp:
+        return th, thd, None
+    (Pi, Pid), (Pj, Pjd) = R.points(0, G0[:, 2], G0d[:, 2]), R.points(1, G1[:, 1], G1d[:, 1])
+    return th, thd, [_along(G0[:, k], G0d[:, k], Pi, Pid, Pj, Pjd) for k in (0, 1, 3)]
+
+
 _BODY_I = Param("body", "first body (i)")
 _BODY_J = Param("body", "second body (j)")
 
@@ -199,6 +313,23 @@ class Spherical(_SpatialBase):
     def _rows(self, par, K, f):
         return [_sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))]
 
+    relative_labels = ("p0", "p1", "p2", "p3", "wx", "wy", "wz")
+
+    def relative(self, par, qb, qdb, ref):
+        """The relative Euler parameters ``p_ij = conj(p_i) ⊗ p_j`` with ``A(p_ij) =
+        A_iᵀ A_j`` (Nikravesh (1988), §6.5; continuous along a run as p_i, p_j are)
+        and the relative angular velocity of body j in body-i axes, ``A_iᵀ A_j ω'_j -
+        ω'_i``."""
+        R = _Relative(qb, qdb)
+        pi, pj = R.p[:, 0], R.p[:, 1]
+        out = np.empty((par.shape[0], 7))
+        out[:, 0] = pi[:, 0] * pj[:, 0] + _dot3(pi[:, 1:], pj[:, 1:])
+        out[:, 1:4] = pi[:, 0:1] * pj[:, 1:] - pj[:, 0:1] * pi[:, 1:] - _cross(pi[:, 1:],
+                                                                               pj[:, 1:])
+        wj = _mv3(R.A[:, 1], R.w[:, 1, None, :])
+        out[:, 4:7] = _mv3(R.A[:, 0], wj, transpose=True)[:, 0] - R.w[:, 0]
+        return out
+
     def reaction_local(self, par, qb, t, f, lam, gen=None):
         """The joint force on body i in body-i axes (the reaction on body j is
         opposite; a ball joint transmits no moment about its centre)."""
@@ -241,6 +372,31 @@ class Universal(_SpatialBase):
     def _rows(self, par, K, f):
         s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
         return [s, _vdot(_body_vector(K, 0, par[:, 6:9]), _body_vector(K, 1, par[:, 9:12]))]
+
+    relative_labels = ("angle_i", "angle_j", "angle_i_rate", "angle_j_rate")
+    relative_angles = (0, 1)
+
+    def relative_reference(self, par, qb0):
+        """``b'`` = axis_j in body-i components and ``v'`` = axis_i in body-j
+        components in the initial configuration (normal to axis_i, axis_j)."""
+        ai, aj = par[:, 6:9], par[:, 9:12]
+        return np.concatenate([_normal_part(_mapped(qb0, aj, 1, 0), ai),
+                               _normal_part(_mapped(qb0, ai, 0, 1), aj)], -1)
+
+    def relative(self, par, qb, qdb, ref):
+        """The two cross-bar angles relative to the initial configuration: ``angle_i``
+        the rotation of the cross (and body j) about axis_i relative to body i,
+        ``angle_j`` that of body j about axis_j relative to the cross, each
+        right-handed, so that ``A_iᵀA_j = Rot(a_i, angle_i) Rot(b, angle_j)
+        (A_iᵀA_j)_0`` with b = axis_j in body-i axes initially (Nikravesh (1988),
+        §7.2 universal joint); and their rates."""
+        R = _Relative(qb, qdb)
+        ai, aj, b, v = par[:, 6:9], par[:, 9:12], ref[:, 0:3], ref[:, 3:6]
+        G0, G0d = R.vectors(0, np.stack([b, _cross(ai, b), ai], 1))
+        G1, G1d = R.vectors(1, np.stack([v, _cross(aj, v), aj], 1))
+        t1, t1d = _angle(G0[:, 0], G0d[:, 0], G0[:, 1], G0d[:, 1], G1[:, 2], G1d[:, 2])
+        t2, t2d = _angle(G1[:, 0], G1d[:, 0], G1[:, 1], G1d[:, 1], G0[:, 2], G0d[:, 2])
+        return np.stack([t1, -t2, t1d, -t2d], -1)
 
     def reaction_local(self, par, qb, t, f, lam, gen=None):
         """Force and moment (about the joint point) on body i in the cross frame:
@@ -328,6 +484,20 @@ class Revolute(_AxisJoint):
         s = _sub(_body_point(K, 0, par[:, 0:3]), _body_point(K, 1, par[:, 3:6]))
         return [s, *self._parallel_rows(par, K)]
 
+    relative_labels = ("angle", "angle_rate")
+    relative_angles = (0,)
+
+    def relative_reference(self, par, qb0):
+        """``f'_j``: f_i carried into body j in the initial configuration."""
+        return _axis_reference(par, qb0)
+
+    def relative(self, par, qb, qdb, ref):
+        """The rotation angle of body j about axis_i relative to body i, right-handed,
+        zero in the initial configuration, and its rate (Nikravesh (1988), §7.2
+        revolute joint; the rotation driver's atan2 angle)."""
+        th, thd, _ = _axis_relative(par, qb, qdb, ref, False)
+        return np.stack([th, thd], -1)
+
 
 class Cylindrical(_AxisJoint):
     """Cylindrical joint: n1(f_i, u_j), n1(g_i, u_j) (axes parallel) and
@@ -354,6 +524,20 @@ class Cylindrical(_AxisJoint):
         return [*self._parallel_rows(par, K),
                 _vdot(_body_vector(K, 0, par[:, 9:12]), d),
                 _vdot(_body_vector(K, 0, par[:, 12:15]), d)]
+
+    relative_labels = ("angle", "disp", "angle_rate", "disp_rate")
+    relative_angles = (0,)
+
+    def relative_reference(self, par, qb0):
+        """``f'_j``: f_i carried into body j in the initial configuration."""
+        return _axis_reference(par, qb0)
+
+    def relative(self, par, qb, qdb, ref):
+        """The revolute's angle (zero in the initial configuration) and the
+        displacement ``u_iᵀ(P_j - P_i)`` of the joint points along axis_i (zero where
+        they coincide), with their rates (Nikravesh (1988), §7.2 cylindrical joint)."""
+        th, thd, d = _axis_relative(par, qb, qdb, ref, True)
+        return np.stack([th, d[2][0], thd, d[2][1]], -1)
 
 
 class Translational(_AxisJoint):
@@ -389,6 +573,19 @@ class Translational(_AxisJoint):
                 _vdot(_body_vector(K, 0, par[:, 12:15]), d),
                 _vdot(fi, _body_vector(K, 1, par[:, 15:18]))]
 
+    relative_labels = ("disp", "disp_rate")
+
+    def relative(self, par, qb, qdb, ref):
+        """The displacement ``u_iᵀ(P_j - P_i)`` of the joint points along axis_i (zero
+        where they coincide) and its rate (Nikravesh (1988), §7.2 translational
+        joint)."""
+        R = _Relative(qb, qdb)
+        G0, G0d = R.vectors(0, np.stack([par[:, 0:3], _cross(par[:, 9:12], par[:, 12:15])], 1))
+        G1, G1d = R.vectors(1, par[:, None, 3:6])
+        (Pi, Pid), (Pj, Pjd) = R.points(0, G0[:, 0], G0d[:, 0]), R.points(1, G1[:, 0], G1d[:, 0])
+        s, sd = _along(G0[:, 1], G0d[:, 1], Pi, Pid, Pj, Pjd)
+        return np.stack([s, sd], -1)
+
 
 class Planar(_AxisJoint):
     """Planar joint: body j slides and turns in a plane of body i — the plane normals
@@ -417,6 +614,21 @@ class Planar(_AxisJoint):
     def _rows(self, par, K, f):
         d = _sub(_body_point(K, 1, par[:, 3:6]), _body_point(K, 0, par[:, 0:3]))
         return [*self._parallel_rows(par, K), _vdot(_body_vector(K, 0, par[:, 15:18]), d)]
+
+    relative_labels = ("disp_f", "disp_g", "angle", "disp_f_rate", "disp_g_rate",
+                       "angle_rate")
+    relative_angles = (2,)
+
+    def relative_reference(self, par, qb0):
+        """``f'_j``: f_i carried into body j in the initial configuration."""
+        return _axis_reference(par, qb0)
+
+    def relative(self, par, qb, qdb, ref):
+        """The in-plane displacements ``f_iᵀ(P_j - P_i)``, ``g_iᵀ(P_j - P_i)`` along the
+        joint frame's axes f_i, g_i (⊥ the normal axis_i) and the rotation angle
+        about the normal as the revolute's, with their rates."""
+        th, thd, d = _axis_relative(par, qb, qdb, ref, True)
+        return np.stack([d[0][0], d[1][0], th, d[0][1], d[1][1], thd], -1)
 
 
 # =====================================================================================
