@@ -44,7 +44,7 @@ def test_defaults_are_si_and_missing_keys_take_them():
     assert [u.unit(d) for d in ("length", "angle", "time", "mass", "force")] == \
         ["m", "rad", "s", "kg", "N"]
     assert unit_system({"length": "mm"}).unit("force") == "mN"      # kg mm / s^2
-    assert unit_system({"length": "mm"}).unit("force*length") == "mm*mN"
+    assert unit_system({"length": "mm"}).unit("force*length") == "mN*mm"
 
 
 def test_the_lbf_example_is_consistent_and_its_force_is_lbf():
@@ -164,3 +164,113 @@ def test_python_api_takes_quantities_in_the_models_units():
     m.set_gravity(0, "-1 m/s^2")
     assert m.gravity == (0.0, -1000.0)
     assert isinstance(m.unit_system, UnitSystem)
+
+
+# ---------------------------------------------------------------- (c) output units
+@pytest.fixture(scope="module")
+def mm_run(tmp_path_factory):
+    """A dynamic run of the slider in mm (a named point, a spring), to an HDF5 file."""
+    from mbcore.analysis.runner import run
+    data = slider(units="{length: mm, angle: rad, time: s, mass: kg}").to_dict()
+    data["points"] = [{"name": "P", "body": "block", "at": [0, 0]}]
+    path = tmp_path_factory.mktemp("units") / "mm.h5"
+    run(Model.from_dict(data), output=path)
+    return path
+
+
+#: every column's unit of the mm slider (mN = kg mm / s^2)
+MM_UNITS = {
+    "q": ["mm", "mm", "rad"], "qd": ["mm/s", "mm/s", "rad/s"],
+    "qdd": ["mm/s^2", "mm/s^2", "rad/s^2"],
+    "reactions": ["mN", "mN", "mN*mm", "mN", "mN", "mN*mm"],
+    "reactions_local": ["mN", "mN*mm"],
+    "forces": ["mm", "mm/s", "mN", "mN", "mN", "mN"],
+    "points": ["mm", "mm", "mm/s", "mm/s", "mm/s^2", "mm/s^2"],
+    "energy": ["mN*mm"] * 5, "violation": ["", ""],
+    "integrator": ["s", "", "", "", ""],
+}
+
+
+def test_every_channel_carries_its_units_in_the_file_and_the_result(mm_run):
+    import h5py
+    from mbcore.results.result import Result
+    with Result(mm_run) as res:
+        assert res.units("lam") == [""] * res.width("lam")     # depends on the scaling
+        for ch, units in MM_UNITS.items():
+            assert res.units(ch) == units, ch
+            assert res.channel(ch).column_units() == units
+            shared = units[0] if len(set(units)) == 1 else ""
+            assert res.unit(ch) == shared
+        assert res.unit("q/block.phi") == "rad" and res.unit("block.x") == "mm"
+        assert res.unit("t") == "s"
+        assert res.metadata["units"] == {"length": "mm", "angle": "rad", "time": "s",
+                                         "mass": "kg", "force": "mN"}
+    with h5py.File(mm_run, "r") as f:
+        q = f["series/q"]
+        assert q.attrs["unit"] == ""
+        assert [u.decode() if isinstance(u, bytes) else u for u in q.attrs["units"]] == \
+            ["mm", "mm", "rad"]
+        assert f["series/energy"].attrs["unit"] == "mN*mm"
+        assert "units" not in f["series/energy"].attrs      # one unit for every column
+        assert f["t"].attrs["unit"] == "s"
+
+
+def test_csv_header_carries_the_units(mm_run):
+    import io
+    from mbcore.results.result import Result
+    with Result(mm_run) as res:
+        buf = io.StringIO()
+        res.to_csv(buf, "q,energy")
+    assert buf.getvalue().splitlines()[0].split(",") == [
+        "t [s]", "q/block.x [mm]", "q/block.y [mm]", "q/block.phi [rad]",
+        "energy/kinetic [mN*mm]", "energy/potential [mN*mm]", "energy/total [mN*mm]",
+        "energy/work_nc [mN*mm]", "energy/balance [mN*mm]"]
+
+
+def test_plot_axis_labels_carry_the_unit(mm_run):
+    import matplotlib
+    matplotlib.use("Agg")
+    from mbcore.results.plotting import plot
+    fig = plot(mm_run, ["q/block.x", "energy"])
+    labels = [ax.get_ylabel() for ax in fig.axes]
+    assert labels == ["q/block.x [mm]", "energy [mN*mm]"]
+    assert fig.axes[-1].get_xlabel() == "t [s]"
+    mixed = plot(mm_run, ["q"])                       # mm and rad: no shared unit
+    assert mixed.axes[0].get_ylabel() == "q"
+
+
+def test_mbcore_info_shows_the_units(mm_run, capsys):
+    from mbcore.cli.app import main
+    assert main(["info", str(mm_run)]) == 0
+    out = capsys.readouterr().out
+    assert "block.x [mm], block.y [mm], block.phi [rad]" in out
+    assert "block.x [mm/s^2], block.y [mm/s^2], block.phi [rad/s^2]" in out
+    assert "[mN*mm]  T, V" in out                       # energy: one unit for all
+
+
+def test_spatial_channels_units():
+    from mbcore.analysis.runner import run
+    res = run(EXAMPLES / "spatial_double_pendulum.yaml",
+              settings={"t_end": 0.02, "output_step": 0.01})
+    assert res.units("q")[:7] == ["m", "m", "m", "", "", "", ""]       # Euler parameters
+    assert res.units("qd")[:7] == ["m/s"] * 3 + ["1/s"] * 4
+    assert res.units("angular")[:6] == ["rad/s"] * 3 + ["rad/s^2"] * 3
+    assert res.units("reactions")[:6] == ["N"] * 3 + ["N*m"] * 3
+
+
+def test_a_file_without_units_still_opens(mm_run, tmp_path):
+    import shutil
+    import h5py
+    from mbcore.results.result import Result
+    old = tmp_path / "old.h5"
+    shutil.copy(mm_run, old)
+    with h5py.File(old, "r+") as f:                 # as written before units existed
+        for name in f["series"]:
+            f["series"][name].attrs["unit"] = ""
+            if "units" in f["series"][name].attrs:
+                del f["series"][name].attrs["units"]
+        del f["t"].attrs["unit"]
+    with Result(old) as res:
+        assert res.unit("q") == "" and res.units("q") == ["", "", ""]
+        assert res.headers("q") == ["t [s]", "q/block.x", "q/block.y", "q/block.phi"]
+        assert "block.x, block.y, block.phi" in res.summary()

@@ -48,7 +48,11 @@ _TOKEN = re.compile(r"\s*([*/])?\s*([A-Za-z_][A-Za-z_0-9]*|1)\s*(?:\^\s*(-?\d+))
 def registry():
     """The one :class:`pint.UnitRegistry` of the process (built on first use)."""
     import pint
-    return pint.UnitRegistry()
+    ureg = pint.UnitRegistry()
+    formatter = getattr(ureg, "formatter", None)
+    if formatter is not None and hasattr(formatter, "default_sort_func"):
+        formatter.default_sort_func = None    # units in the order given: N*m, not m*N
+    return ureg
 
 
 def parse_dimension(expr: str) -> dict[str, int]:
@@ -253,3 +257,67 @@ def unit_system(spec: Mapping[str, Any] | None) -> UnitSystem:
 def looks_like_quantity(value: Any) -> bool:
     """A string that starts like a number (``"10 mm"``, ``"-2.5e3 N"``)."""
     return isinstance(value, str) and bool(re.match(r"\s*[-+]?(\d|\.\d)", value))
+
+
+# ------------------------------------------------------------------ output columns
+#: the dimension of a column of a built-in channel by the last part of its label
+#: (``crank.phi`` -> ``phi``); the coordinates' rates by their channel
+_COORDINATE = {"x": "length", "y": "length", "z": "length", "phi": "angle",
+               "p0": "1", "p1": "1", "p2": "1", "p3": "1"}
+_RATE = {"q": "", "qd": "/time", "qdd": "/time^2"}
+_POINT = {"": "length", "d": "length/time", "dd": "length/time^2"}
+_FORCE, _TORQUE = "force", "force*length"
+#: reaction and force-element outputs by label (``fx_i``: the part before ``_``)
+_ELEMENT = {"fx": _FORCE, "fy": _FORCE, "fz": _FORCE, "fn": _FORCE, "n": _TORQUE,
+            "nx": _TORQUE, "ny": _TORQUE, "nz": _TORQUE, "force": _FORCE,
+            "normal": _FORCE, "tension": _FORCE, "torque": _TORQUE,
+            "spring_force": _FORCE, "damper_force": _FORCE, "actuator_force": _FORCE,
+            "normal_force": _FORCE, "friction_force": _FORCE, "spring_torque": _TORQUE,
+            "damper_torque": _TORQUE, "actuator_torque": _TORQUE,
+            "length": "length", "length_rate": "length/time", "delta": "length",
+            "delta_rate": "length/time", "slip_velocity": "length/time",
+            "angle": "angle", "angle_rate": "angle/time", "penetration": "length",
+            "max_penetration": "length", "speed": "length/time", "slip_speed": "length/time",
+            "tangential": _FORCE, "longitudinal": _FORCE, "lateral": _FORCE,
+            "dx": "length", "dy": "length", "dz": "length", "rx": "angle", "ry": "angle",
+            "rz": "angle", "tx": _TORQUE, "ty": _TORQUE, "tz": _TORQUE}
+#: whole channels of one dimension
+_CHANNEL = {"energy": "force*length", "solver": "1", "violation": "1", "lam": "1"}
+
+
+def column_dimension(channel: str, label: str) -> str | None:
+    """The dimension of column ``label`` of built-in channel ``channel`` (None: not
+    known, e.g. a plugin's channel or a driver's effort, whose unit depends on the
+    driven coordinate)."""
+    tail = label.rsplit(".", 1)[-1]
+    if channel in _CHANNEL:
+        return _CHANNEL[channel]
+    if channel in _RATE:
+        dim = _COORDINATE.get(tail)
+        if dim is None:
+            return None
+        return ("1" if dim == "1" else dim) + _RATE[channel] if _RATE[channel] else dim
+    if channel == "points":
+        base, dots = tail.rstrip("d"), tail[len(tail.rstrip("d")):]
+        return _POINT.get(dots) if base in ("x", "y", "z") else None
+    if channel == "angular":
+        return {"w": "angle/time", "wd": "angle/time^2"}.get(
+            tail[0] + tail[2:]) if len(tail) >= 2 and tail[1] in "xyz" else None
+    if channel == "integrator":
+        return "time" if tail == "step_size" else "1"
+    if channel in ("reactions", "reactions_local", "forces"):
+        if tail in _ELEMENT:
+            return _ELEMENT[tail]
+        return _ELEMENT.get(tail.split("_")[0]) if tail.split("_")[0] in (
+            "fx", "fy", "fz", "nx", "ny", "nz", "n") else None
+    return None
+
+
+def column_units(channel: str, labels: list[str], units: UnitSystem) -> list[str]:
+    """The unit of each column of a built-in channel in the model's unit system
+    (``""``: a pure number or not known)."""
+    out = []
+    for lab in labels:
+        dim = column_dimension(channel, lab)
+        out.append(units.unit(dim) if dim else "")
+    return out
