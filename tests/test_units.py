@@ -93,6 +93,7 @@ def test_body_quantities_convert_to_the_models_units():
     assert b.position == (1000.0, 0.0)                 # a mm model gets "1 m" as 1000
     assert b.angle == math.radians(30.0)
     assert b.angular_velocity == 2.0 * math.pi          # 60 rpm = 2 pi rad/s
+    assert slider(omega='"0.5 rev/s"').bodies[0].angular_velocity == math.pi
     plain = slider(units="{length: mm}", x="1000")
     assert plain.bodies[0].position == (1000.0, 0.0)   # plain numbers are not converted
 
@@ -139,6 +140,8 @@ def test_settings_times_take_units():
     (dict(omega='"10 m/s"'), r"^bodies\[0\]\.angular_velocity: '10 m/s' is of dimension "
                              r"length/time; expected angle/time$"),
     (dict(l0='"3 furlongz"'), r"^forces\[0\]\.free_length: unknown unit 'furlongz'"),
+    (dict(omega='"10 Hz"'), r"^bodies\[0\]\.angular_velocity: '10 Hz' is of dimension "
+                            r"1/time; expected angle/time$"),     # the radian is counted
     (dict(mass='"2 kg m"'), r"^bodies\[0\]\.mass: '2 kg m' is of dimension "),
 ])
 def test_dimension_mismatch_and_unknown_units_name_the_key(kw, match):

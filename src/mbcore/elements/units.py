@@ -52,6 +52,8 @@ def registry():
     formatter = getattr(ureg, "formatter", None)
     if formatter is not None and hasattr(formatter, "default_sort_func"):
         formatter.default_sort_func = None    # units in the order given: N*m, not m*N
+    if "rev" not in ureg:                     # pint names a turn "turn", "revolution"
+        ureg.define("@alias turn = rev")
     return ureg
 
 
