@@ -45,7 +45,7 @@ _TOKEN = re.compile(r"\s*([*/])?\s*([A-Za-z_][A-Za-z_0-9]*|1)\s*(?:\^\s*(-?\d+))
 
 
 @lru_cache(maxsize=1)
-def registry():
+def registry() -> Any:
     """The one :class:`pint.UnitRegistry` of the process (built on first use)."""
     import pint
     ureg = pint.UnitRegistry()
@@ -194,7 +194,7 @@ class UnitSystem:
     def __repr__(self) -> str:
         return f"UnitSystem({self.spec!r})"
 
-    def quantity(self, dimension: str):
+    def quantity(self, dimension: str) -> Any:
         """The model's unit of ``dimension`` (a pint quantity of magnitude 1 or a
         product of such)."""
         out = registry().Quantity(1.0)
