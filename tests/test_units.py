@@ -287,3 +287,23 @@ def test_simulation_parameter_changes_take_units_in_the_models_system():
     assert sim.get_parameter("spring.free_length") == 20.0
     sim.set_parameter("spring.stiffness", "3 N/m")          # 3 N/m = 3 mN/mm
     assert sim.get_parameter("spring.stiffness") == 3.0
+
+
+def test_si_output_units_need_no_pint_and_read_as_pints():
+    """SI under its symbols formats units without importing pint (~0.5 s of CPU);
+    the text is what pint's compact format gives."""
+    import subprocess
+    import sys
+    u = UnitSystem({"length": "m", "force": "N"})
+    assert u.si
+    dims = ("force*length", "force/length", "force*length*time/angle", "mass*length^2",
+            "length/time^2", "angle/time", "1/time", "force/length/time", "1", "mass/length^3")
+    assert [u.unit(d) for d in dims] == [u._pint_text(d) for d in dims] == [
+        "N*m", "N/m", "N*m*s/rad", "kg*m^2", "m/s^2", "rad/s", "1/s", "N/m/s", "", "kg/m^3"]
+    code = ("import sys; from mbcore.analysis.runner import run; "
+            f"r = run({str(EXAMPLES / 'crank_rocker.yaml')!r}, settings={{'t_end': 0.01}}); "
+            "assert r.units('q')[2] == 'rad'; print('pint' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**__import__("os").environ,
+                                          "PYTHONPATH": str(EXAMPLES.parent / "src")})
+    assert out.stdout.split() == ["False"]

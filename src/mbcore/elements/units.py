@@ -28,6 +28,8 @@ from ..errors import ModelError
 BASE = ("length", "angle", "time", "mass", "force")
 #: the unit of a key a model does not give
 DEFAULTS = {"length": "m", "angle": "rad", "time": "s", "mass": "kg"}
+#: the SI symbols of the base names (force: the newton, kg·m/s²)
+SI = {**DEFAULTS, "force": "N"}
 #: the physical dimension (pint's) of each base name; the angle is counted apart
 _PINT_DIMENSION = {"length": {"[length]": 1}, "angle": {}, "time": {"[time]": 1},
                    "mass": {"[mass]": 1},
@@ -151,7 +153,28 @@ class UnitSystem:
                     f" (allowed: {', '.join(BASE)})"
                 raise ModelError(f"{path}.{k}", f"unknown key of the units{hint}")
         self.spec = {k: str(v) for k, v in spec.items() if v not in (None, "")}
-        self.units: dict[str, Any] = {}
+        #: SI under its symbols: output units without pint (its import costs ~0.5 s
+        #: of CPU); pint builds the units on the first conversion
+        self.si = all(SI.get(k) == v.strip() for k, v in self.spec.items())
+        self._units: dict[str, Any] | None = None
+        self._path = path
+        self._texts: dict[str, str] = {}
+        if not self.si:
+            self._build()
+
+    @property
+    def units(self) -> dict[str, Any]:
+        """The pint quantity of each base name (``force`` given or derived)."""
+        if self._units is None:
+            self._build()
+        return self._units            # type: ignore[return-value]
+
+    def _build(self) -> None:
+        """The block checked with pint: each unit of its key's dimension, force and
+        mass consistent; the derived force named where it is one of
+        :data:`FORCE_NAMES`."""
+        path = self._path
+        units: dict[str, Any] = {}
         ureg = registry()
         for name in ("length", "angle", "time", "mass", "force"):
             text = self.spec.get(name, DEFAULTS.get(name))
@@ -164,10 +187,10 @@ class UnitSystem:
                                  f"{_article(describe_signature(_quantity_signature(q)))}; "
                                  f"expected "
                                  f"{describe_signature(want)}")
-            self.units[name] = q
-        derived = self.units["mass"] * self.units["length"] / self.units["time"] ** 2
-        if "force" in self.units:
-            ratio = float((self.units["force"] / derived).to(ureg.dimensionless).magnitude)
+            units[name] = q
+        derived = units["mass"] * units["length"] / units["time"] ** 2
+        if "force" in units:
+            ratio = float((units["force"] / derived).to(ureg.dimensionless).magnitude)
             if not math.isclose(ratio, 1.0, rel_tol=1e-6):
                 raise ModelError(f"{path}.force",
                                  f"force {self.spec['force']!r} and mass "
@@ -177,13 +200,14 @@ class UnitSystem:
                                  f"unit / (1 time unit)^2 is {ratio:.6g} force units, "
                                  f"not 1 (give one of mass and force, or a consistent pair)")
         else:                       # a named unit where the derived one is one
-            self.units["force"] = derived
+            units["force"] = derived
             for name in FORCE_NAMES:
                 named = ureg.Quantity(1.0, name)
                 if math.isclose(float((derived / named).to(ureg.dimensionless).magnitude),
                                 1.0, rel_tol=1e-12):
-                    self.units["force"] = named
+                    units["force"] = named
                     break
+        self._units = units
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, UnitSystem) and self.spec == other.spec
@@ -206,12 +230,33 @@ class UnitSystem:
         """The model's unit of ``dimension`` as text for output (``"N/m"``,
         ``"mm"``, ``"rad/s"``; ``""`` for a pure number): pint's compact format of
         the product of the ``units:`` block's units (``^`` for powers)."""
+        text = self._texts.get(dimension)
+        if text is None:
+            text = self._texts[dimension] = self._si_text(dimension) if self.si else \
+                self._pint_text(dimension)
+        return text
+
+    def _pint_text(self, dimension: str) -> str:
         q = self.quantity(dimension)
         if q.unitless:
             return ""
         text = format(q.units, "~C").replace("**", "^")
         mag = float(q.magnitude)
         return text if mag == 1.0 else f"{mag:g} {text}"
+
+    @staticmethod
+    def _si_text(dimension: str) -> str:
+        """What :meth:`_pint_text` gives for SI, without pint: the symbols in the
+        order of the expression, numerator then denominator."""
+        exps = parse_dimension(dimension)
+        num = [SI[k] + (f"^{p}" if p != 1 else "") for k, p in exps.items() if p > 0]
+        den = [SI[k] + (f"^{-p}" if p != -1 else "") for k, p in exps.items() if p < 0]
+        if not num and not den:
+            return ""
+        text = "*".join(num) if num else "1"
+        if den:
+            text += "/" + "/".join(den)
+        return text
 
     def convert(self, text: str, dimension: str, path: str) -> float:
         """A quantity with a unit (``"30 deg"``) in the model's unit of ``dimension``;
