@@ -307,3 +307,18 @@ def test_si_output_units_need_no_pint_and_read_as_pints():
                          check=True, env={**__import__("os").environ,
                                           "PYTHONPATH": str(EXAMPLES.parent / "src")})
     assert out.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize("text, match", [
+    ("10^99^99 m", r"a power is a unit's small whole exponent"),     # pint would compute it
+    ("2 m^999", r"a power is a unit's small whole exponent"),
+    ("3 m; import os", r"cannot read '3 m; import os' as a number with a unit \(at '; "),
+    ("1" * 101 + " m", r"at most 100 characters, got 103"),
+    ("1e400 m", r"expected a finite number, got '1e400 m'"),
+    ("10 degC", r"cannot read '10 degC' as a number with a unit \(OffsetUnit"),
+])
+def test_quantity_text_is_bounded_and_checked_before_pint_reads_it(text, match):
+    with pytest.raises(ModelError, match=r"^p: .*" + match):
+        unit_system({}).convert(text, "length", "p")
+    assert unit_system({}).convert("2 (kg*m)/s^2", "force", "p") == 2.0
+    assert unit_system({}).convert("3 s**-1", "1/time", "p") == 3.0

@@ -92,8 +92,9 @@ def _signature(exps: Mapping[str, int]) -> tuple[tuple[tuple[str, int], ...], in
 
 def _quantity_signature(q) -> tuple[tuple[tuple[str, int], ...], int]:
     """(physical dimension, power of the radian) of a pint quantity or unit."""
-    root = registry().get_root_units(q.units if hasattr(q, "units") else q)[1]
-    angle = dict(root._units).get("radian", 0)
+    ureg = registry()
+    root = ureg.get_root_units(q.units if hasattr(q, "units") else q)[1]
+    angle = dict(ureg.Quantity(1.0, root).unit_items()).get("radian", 0)
     dims = tuple(sorted((d, int(p)) for d, p in q.dimensionality.items() if p))
     return dims, int(angle)
 
@@ -122,9 +123,47 @@ def _suggest(name: str) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+#: the longest quantity or unit text read (a model file's strings are bounded)
+MAX_CHARS = 100
+_LEX = re.compile(r"\s*(?:(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|(?P<name>[A-Za-z_]\w*)"
+                  r"|(?P<pow>\*\*|\^)|(?P<op>[-+*/()]))")
+
+
+def _check_text(text: str, path: str) -> None:
+    """Refuse what pint would read but a unit never needs, before pint reads it:
+    long text, characters other than numbers, names, ``* / ( ) ^ ** + -``, and
+    powers other than a small integer of a name or a parenthesis (``m^2``, not
+    ``10^99^99``: pint evaluates the numbers it reads)."""
+    if len(text) > MAX_CHARS:
+        raise ModelError(path, f"a number with a unit has at most {MAX_CHARS} "
+                               f"characters, got {len(text)}")
+    pos, prev = 0, ""
+    toks: list[tuple[str, str]] = []
+    while pos < len(text.rstrip()):
+        m = _LEX.match(text, pos)
+        if m is None:
+            raise ModelError(path, f"cannot read {text!r} as a number with a unit (at "
+                                   f"{text[pos:].strip()[:10]!r})")
+        toks.append((m.lastgroup or "", m.group(m.lastgroup or 0)))
+        pos = m.end()
+    for k, (kind, tok) in enumerate(toks):
+        if kind != "pow":
+            continue
+        nxt = toks[k + 1:k + 3]
+        if nxt and nxt[0][1] == "-":
+            nxt = nxt[1:]
+        ok_base = k > 0 and (toks[k - 1][0] == "name" or toks[k - 1][1] == ")")
+        ok_exp = bool(nxt) and nxt[0][0] == "num" and nxt[0][1].isdigit() and \
+            len(nxt[0][1]) <= 2
+        if not (ok_base and ok_exp):
+            raise ModelError(path, f"cannot read {text!r} as a number with a unit (a "
+                                   f"power is a unit's small whole exponent: m^2, s**-1)")
+
+
 def _parse(text: str, path: str):
     """A pint quantity from ``text``; unknown units and bad syntax as ModelError."""
     import pint
+    _check_text(text, path)
     try:
         return registry().Quantity(text)
     except pint.UndefinedUnitError as exc:
