@@ -322,3 +322,15 @@ def test_quantity_text_is_bounded_and_checked_before_pint_reads_it(text, match):
         unit_system({}).convert(text, "length", "p")
     assert unit_system({}).convert("2 (kg*m)/s^2", "force", "p") == 2.0
     assert unit_system({}).convert("3 s**-1", "1/time", "p") == 3.0
+
+
+def test_kinematic_channels_units_in_a_mm_model():
+    from mbcore.analysis.runner import run
+    m = Model.from_file(EXAMPLES / "crank_rocker.yaml")
+    data = m.to_dict()
+    data["units"] = {"length": "mm", "angle": "rad", "time": "s"}
+    res = run(Model.from_dict(data), settings={"t_end": 0.01})
+    assert res.units("q")[:3] == ["mm", "mm", "rad"]
+    assert res.units("points")[:6] == ["mm", "mm", "mm/s", "mm/s", "mm/s^2", "mm/s^2"]
+    assert res.units("solver") == ["", "", ""]
+    assert res.unit("t") == "s"
