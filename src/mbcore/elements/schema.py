@@ -300,11 +300,13 @@ def quantities(value: Any, path: str, dimension: str,
     with a number; a vector's entries one by one) converted to ``units`` (default
     SI) as numbers of ``dimension``; other values unchanged (other strings: a named
     point, or refused by the parameter's kind)."""
-    if isinstance(value, str):
+    t = type(value)
+    if t is str:
         if not looks_like_quantity(value):
             return value
         return (units or unit_system(None)).convert(value, dimension, path)
-    if isinstance(value, (list, tuple)) and any(map(looks_like_quantity, value)):
+    if (t is list or t is tuple) and str in map(type, value) and \
+            any(map(looks_like_quantity, value)):
         u = units or unit_system(None)
         return [u.convert(v, dimension, join(path, k)) if looks_like_quantity(v) else v
                 for k, v in enumerate(value)]

@@ -769,11 +769,20 @@ def _body_quantities(b: Mapping[str, Any], path: str, units: UnitSystem | None) 
     out = None
     for key, dim in BODY_DIMENSIONS.items():
         v = b.get(key)
-        if isinstance(v, (list, tuple)) and v and all(isinstance(r, (list, tuple)) for r in v):
-            new: Any = [S.quantities(r, f"{path}.{key}[{k}]", dim, units)
-                        for k, r in enumerate(v)]           # a 3x3 inertia tensor
-        else:
+        t = type(v)
+        if t is list or t is tuple:
+            kinds = set(map(type, v))
+            if kinds & {list, tuple}:                         # a 3x3 inertia tensor
+                new: Any = [S.quantities(r, f"{path}.{key}[{k}]", dim, units)
+                            for k, r in enumerate(v)]
+            elif str in kinds:
+                new = S.quantities(v, f"{path}.{key}", dim, units)
+            else:
+                continue
+        elif t is str:
             new = S.quantities(v, f"{path}.{key}", dim, units)
+        else:
+            continue
         if new is not v and new != v:
             out = dict(b) if out is None else out
             out[key] = new
