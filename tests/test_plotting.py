@@ -266,7 +266,7 @@ def test_single_series_panel_names_it_and_wide_legends_fit(runs):
     with Result(runs["spatial"]) as res:
         fig = _fig_of(res, ["qd/crank.p1", "q"])
         one, many = fig.axes[:2]
-        assert one.get_ylabel() == "qd/crank.p1" and one.get_legend() is None
+        assert one.get_ylabel() == "qd/crank.p1 [1/s]" and one.get_legend() is None
         assert many.get_ylabel() == "q"
         leg = many.get_legend()
         n = len(res.labels("q"))

@@ -64,18 +64,22 @@ class Analysis:
             raise ModelError("switching", f"the {self.name} analysis does not follow "
                                           f"switching constraint sets: use the kinematic, "
                                           f"kinetostatic or dynamic analysis")
-        self.settings = self.validate_settings(dict(settings or {}))
+        self.settings = self.validate_settings(dict(settings or {}),
+                                               units=getattr(model, "unit_system", None))
         registry = getattr(system, "registry", None)
         if registry is not None:
             self.check_plugins(self.settings, registry, "settings")
         self.stats: dict[str, Any] = {}
 
     @classmethod
-    def validate_settings(cls, settings: Mapping[str, Any], path: str = "settings") -> dict:
+    def validate_settings(cls, settings: Mapping[str, Any], path: str = "settings",
+                          units: Any = None) -> dict:
         """The settings of this analysis validated (the type of every key, then the
         cross-field checks and the output grid's size); errors name the key path
         (``settings.t_end``) and the close matches of a misspelt key.  Returns the
-        analysis' own settings with their defaults (not the common keys)."""
+        analysis' own settings with their defaults (not the common keys).  ``units``:
+        the model's :class:`~mbcore.elements.units.UnitSystem`, to which settings
+        given with a unit (``t_end: "20 ms"``) convert (default SI)."""
         S.check_keys(S.mapping(settings, path), (*cls.common_keys, *cls.settings_schema),
                      path, of=f"the {cls.name} analysis")
         for key, p in COMMON_SETTINGS.items():
@@ -84,7 +88,9 @@ class Analysis:
         out: dict[str, Any] = {}
         for key, p in cls.settings_schema.items():
             if key in settings and settings[key] is not None:
-                out[key] = p.validate(settings[key], f"{path}.{key}", None)
+                value = S.quantities(settings[key], f"{path}.{key}", p.unit, units) \
+                    if p.unit else settings[key]
+                out[key] = p.validate(value, f"{path}.{key}", None)
             elif p.is_required():
                 raise ModelError(f"{path}.{key}", f"required by the {cls.name} analysis")
             else:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import interrupts
 from ..errors import MbcoreError, ModelError
+from ..elements.units import BASE, column_units
 from ..results.reporting import Reporter, RunInfo, fan_out, reporters_from_settings
 from ..results.run_summary import RunSummary
 
@@ -302,10 +303,16 @@ _resume_file = resume       # run()'s parameter ``resume`` shadows the function 
 
 
 def run_info(model, aname: str, job, system) -> RunInfo:
-    """The :class:`RunInfo` reporters start with: channels, model text, settings,
-    versions and the System's names (also :class:`mbcore.Simulation`'s records)."""
+    """The :class:`RunInfo` reporters start with: channels (each column's unit
+    in the model's unit system, :func:`mbcore.elements.units.column_units`),
+    model text, settings, versions, the System's names and the model's units
+    (also :class:`mbcore.Simulation`'s records)."""
     text, fmt = model.to_text()
-    return RunInfo(analysis=aname, channels=job.channels(), model_text=text,
+    channels, us = job.channels(), model.unit_system
+    for c in channels:                  # each column's unit in the model's units
+        if c.units is None and not c.unit:
+            c.set_units(column_units(c.name, c.labels, us))
+    return RunInfo(analysis=aname, channels=channels, model_text=text,
                    model_format=fmt, model_name=model.name,
                    settings={"analysis": aname, **job.settings,
                              "kernels": system.backend},
@@ -315,7 +322,7 @@ def run_info(model, aname: str, job, system) -> RunInfo:
                              "constraints": system.constraint_names,
                              "points": system.point_names,
                              "source": model.source_path or "",
-                             "units": model.units},
+                             "units": {k: us.unit(k) for k in BASE}},
                    expected_rows=int(job.expected_rows()))
 
 

@@ -91,7 +91,7 @@ def find_parameter(system, model, name: str) -> ParameterSlot:
 
 def _context(model) -> ValidationContext:
     ctx = ValidationContext([b.name for b in model.bodies], {}, model.parameters,
-                            model.ground)
+                            model.ground, units=model.unit_system)
     ctx.points = {p.name: (p.body, p.at) for p in model.points}
     return ctx
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import ModelError
+from .units import UnitSystem, looks_like_quantity, unit_system
 
 _MISSING = object()
 
@@ -25,6 +26,10 @@ def _is_number(x: Any) -> bool:
 def number(value: Any, path: str, *, finite: bool = True, min: float | None = None,
            max: float | None = None, positive: bool = False) -> float:
     if not _is_number(value):
+        if looks_like_quantity(value):
+            raise ModelError(path, f"expected a plain number, got {describe(value)}: this "
+                                   f"key declares no dimension, so a number with a unit "
+                                   f"cannot be converted (docs/model-format.md, Units)")
         raise ModelError(path, f"expected a number, got {describe(value)}")
     try:
         v = float(value)
@@ -184,6 +189,13 @@ class Param:
     ``mapping`` (key: value, keys
     validated by whoever uses it).  ``default`` of ``None`` with ``required=False`` means the type
     computes a default itself (e.g. from the initial configuration).
+
+    ``unit`` (kinds ``number``, ``numbers``, ``vec2``, ``vec3``): the parameter's
+    dimension, a product/quotient of ``length``, ``angle``, ``time``, ``mass``,
+    ``force`` (``"force/length"``; ``"1"``: a pure number).  A value (or vector
+    entry) given as a string with a unit (``"2 kN/m"``) is converted to the model's
+    unit system (:mod:`mbcore.elements.units`); without ``unit`` such a string is
+    refused.
     """
 
     kind: str
@@ -193,6 +205,7 @@ class Param:
     choices: Sequence[str] = field(default_factory=tuple)
     positive: bool = False
     on: str = ""          # for ``vec2`` points: the body parameter the point lies on
+    unit: str = ""        # dimension ("length", "force/length"): strings with units
 
     def is_required(self) -> bool:
         if self.required is not None:
@@ -202,6 +215,8 @@ class Param:
     def validate(self, value: Any, path: str, ctx: "ValidationContext") -> Any:
         if value is None and not self.is_required():
             return None
+        if self.unit:
+            value = quantities(value, path, self.unit, getattr(ctx, "units", None))
         k = self.kind
         if k == "number":
             return number(value, path, positive=self.positive)
@@ -279,13 +294,35 @@ class Param:
         return None if self.default is _MISSING else self.default
 
 
+def quantities(value: Any, path: str, dimension: str,
+               units: UnitSystem | None = None) -> Any:
+    """``value`` with its strings with units (``"10 mm"``: a string that starts
+    with a number; a vector's entries one by one) converted to ``units`` (default
+    SI) as numbers of ``dimension``; other values unchanged (other strings: a named
+    point, or refused by the parameter's kind)."""
+    t = type(value)
+    if t is str:
+        if not looks_like_quantity(value):
+            return value
+        return (units or unit_system(None)).convert(value, dimension, path)
+    if (t is list or t is tuple) and str in map(type, value) and \
+            any(map(looks_like_quantity, value)):
+        u = units or unit_system(None)
+        return [u.convert(v, dimension, join(path, k)) if looks_like_quantity(v) else v
+                for k, v in enumerate(value)]
+    return value
+
+
 class ValidationContext:
     """What parameter validation may look up: body names, named points, functions."""
 
     def __init__(self, bodies: Iterable[str], points: Mapping[str, tuple[str, tuple]],
                  parameters: Mapping[str, float], ground: str = "ground",
-                 data_dir: str | None = None, allow_external_data: bool | None = None):
+                 data_dir: str | None = None, allow_external_data: bool | None = None,
+                 units: UnitSystem | None = None):
         self.bodies = set(bodies)
+        #: the model's unit system (strings with units convert to it; None: SI)
+        self.units = units
         self.points = dict(points)
         self.parameters = dict(parameters)
         self.ground = ground

@@ -24,6 +24,7 @@ from ..errors import ModelError, UnknownTypeError
 
 _log = logging.getLogger(__name__)
 from ..elements.schema import NamedPoint, ValidationContext
+from ..elements.units import UnitSystem, unit_system
 
 TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", "gravity",
             "dimensions", "bodies", "points", "joints", "drivers", "forces", "impacts",
@@ -190,7 +191,7 @@ class Model:
             raise ModelError(f"{path}.angle", "a spatial body has no planar angle: give its "
                                               "orientation (e.g. {'axis': [0, 0, 1], "
                                               "'angle': 30, 'unit': 'deg'})")
-        b = _make_body(spec, path, self.dimensions)
+        b = _make_body(spec, path, self.dimensions, self.unit_system)
         self._claim_body_name(b.name, path)
         self.bodies.append(b)
         self._touch()
@@ -207,7 +208,7 @@ class Model:
         for key, v in (("position", position), ("velocity", velocity)):
             if v is not None:
                 spec[key] = _to_data(v)
-        b = _make_body(spec, path, self.dimensions)
+        b = _make_body(spec, path, self.dimensions, self.unit_system)
         self._claim_body_name(b.name, path)
         self.bodies.append(b)
         self._touch()
@@ -216,7 +217,8 @@ class Model:
     def add_point(self, name: str, body: str, at) -> Point:
         path = f"points[{len(self.points)}]"
         p = Point(S.string(name, f"{path}.name"), S.string(body, f"{path}.body"),
-                  S.vector(at, f"{path}.at", self.dimensions))
+                  S.vector(S.quantities(_to_data(at), f"{path}.at", "length",
+                                        self.unit_system), f"{path}.at", self.dimensions))
         self.points.append(p)
         self._touch()
         return p
@@ -245,6 +247,7 @@ class Model:
         """Uniform gravity acceleration (e.g. ``(0, -9.81)``; three components in a
         spatial model), acting on every body."""
         g = (gx, gy) if gz is None else (gx, gy, gz)
+        g = S.quantities(g, "gravity", "length/time^2", self.unit_system)
         self.gravity = S.vector(g, "gravity", self.dimensions)
         self._touch()
 
@@ -262,6 +265,12 @@ class Model:
         if len(self.gravity) != self.dimensions:
             self.gravity = (0.0,) * self.dimensions
         self._touch()
+
+    @property
+    def unit_system(self) -> UnitSystem:
+        """The units of the model's plain numbers (its ``units:`` block validated;
+        :mod:`mbcore.elements.units`)."""
+        return unit_system(self.units)
 
     @property
     def body_kind(self) -> str:
@@ -327,7 +336,8 @@ class Model:
         ctx = ValidationContext([b.name for b in self.bodies], {}, self.parameters, self.ground,
                                 data_dir=os.path.dirname(os.path.abspath(self.source_path))
                                 if self.source_path else None,
-                                allow_external_data=self.allow_external_data)
+                                allow_external_data=self.allow_external_data,
+                                units=self.unit_system)
         for k, p in enumerate(self.points):
             ctx.check_body(p.body, f"points[{k}].body")
             if p.name in pts:
@@ -495,6 +505,7 @@ class Model:
         if "units" in data:
             m.units = {k: S.string(v, f"units.{k}", empty=True)
                        for k, v in S.mapping(data["units"], "units").items()}
+        units = m.unit_system          # validated: errors name units.<key>
         if "dimensions" in data:
             dim = data["dimensions"]
             if dim not in (2, 3) or isinstance(dim, bool):
@@ -503,21 +514,23 @@ class Model:
             m.dimensions = int(dim)
             m.gravity = (0.0,) * m.dimensions
         for k, b in enumerate(S.sequence(data.get("bodies", []), "bodies")):
-            m.bodies.append(_make_body(b, f"bodies[{k}]", m.dimensions))
+            m.bodies.append(_make_body(b, f"bodies[{k}]", m.dimensions, units))
         for k, p in enumerate(S.sequence(data.get("points", []) or [], "points")):
             path = f"points[{k}]"
             S.mapping(p, path)
             S.check_keys(p, POINT_KEYS, path, required=POINT_KEYS)
             m.points.append(Point(S.string(p["name"], f"{path}.name"),
                                   S.string(p["body"], f"{path}.body"),
-                                  S.vector(p["at"], f"{path}.at", m.dimensions)))
+                                  S.vector(S.quantities(p["at"], f"{path}.at", "length",
+                                                        units), f"{path}.at", m.dimensions)))
         for s in SECTIONS:
             for k, e in enumerate(S.sequence(data.get(s, []) or [], s)):
                 e = dict(S.mapping(e, f"{s}[{k}]"))
                 e.setdefault("name", f"{e.get('type', s[:-1])}{k + 1}")
                 m.elements[s].append(Element(s, str(e.get("type")), str(e["name"]), e, index=k))
         if "gravity" in data:
-            m.gravity = S.vector(data["gravity"], "gravity", m.dimensions)
+            m.gravity = S.vector(S.quantities(data["gravity"], "gravity", "length/time^2",
+                                              units), "gravity", m.dimensions)
         if data.get("impacts"):
             m.impacts = [dict(S.mapping(x, f"impacts[{k}]"))
                          for k, x in enumerate(S.sequence(data["impacts"], "impacts"))]
@@ -751,8 +764,41 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
         raise ModelError("", f"{where}: invalid YAML: {exc}") from None
 
 
-def _make_body(b: Any, path: str, dimensions: int = 2) -> Body:
+#: the dimension of each body key that takes a quantity with a unit ("10 mm")
+BODY_DIMENSIONS = {"mass": "mass", "inertia": "mass*length^2", "position": "length",
+                   "angle": "angle", "velocity": "length/time",
+                   "angular_velocity": "angle/time", "angular_velocity_body": "angle/time"}
+
+
+def _body_quantities(b: Mapping[str, Any], path: str, units: UnitSystem | None) -> Any:
+    """A body entry with its strings with units converted to the model's units."""
+    out = None
+    for key, dim in BODY_DIMENSIONS.items():
+        v = b.get(key)
+        t = type(v)
+        if t is list or t is tuple:
+            kinds = set(map(type, v))
+            if kinds & {list, tuple}:                         # a 3x3 inertia tensor
+                new: Any = [S.quantities(r, f"{path}.{key}[{k}]", dim, units)
+                            for k, r in enumerate(v)]
+            elif str in kinds:
+                new = S.quantities(v, f"{path}.{key}", dim, units)
+            else:
+                continue
+        elif t is str:
+            new = S.quantities(v, f"{path}.{key}", dim, units)
+        else:
+            continue
+        if new is not v and new != v:
+            out = dict(b) if out is None else out
+            out[key] = new
+    return b if out is None else out
+
+
+def _make_body(b: Any, path: str, dimensions: int = 2,
+               units: UnitSystem | None = None) -> Body:
     S.mapping(b, path)
+    b = _body_quantities(b, path, units)
     kind = b.get("kind", "rigid")
     if kind not in ("rigid", "particle"):
         raise ModelError(f"{path}.kind", f"expected 'rigid' (the default) or 'particle' "

@@ -18,16 +18,32 @@ from ..plugins.contract import CONTRACT_VERSION
 
 @dataclass
 class Channel:
-    """One recorded series: ``labels[k]`` names column k (e.g. ``crank.phi``)."""
+    """One recorded series: ``labels[k]`` names column k (e.g. ``crank.phi``).
+
+    ``unit``: the unit all columns share (``""``: none shared, or pure numbers);
+    ``units``: the unit of each column (None: ``unit`` for every column)."""
 
     name: str
     labels: list[str]
     description: str = ""
     unit: str = ""
+    units: list[str] | None = None
 
     @property
     def width(self) -> int:
         return len(self.labels)
+
+    def column_units(self) -> list[str]:
+        """The unit of each column (``""``: a pure number or not known)."""
+        if self.units is not None and len(self.units) == self.width:
+            return list(self.units)
+        return [self.unit] * self.width
+
+    def set_units(self, units: Sequence[str]) -> None:
+        """Per-column units; ``unit`` becomes the one they share (else ``""``)."""
+        self.units = [str(u) for u in units]
+        shared = set(self.units)
+        self.unit = shared.pop() if len(shared) == 1 else ""
 
 
 @dataclass

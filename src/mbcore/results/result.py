@@ -422,7 +422,8 @@ class ResultBase:
             c = self._chan_by_name[name]
         except (KeyError, TypeError):
             raise self._unknown(name, what="channel", candidates=self.channels) from None
-        return Channel(c.name, list(c.labels), c.description, c.unit)
+        return Channel(c.name, list(c.labels), c.description, c.unit,
+                       None if c.units is None else list(c.units))
 
     def labels(self, name: str) -> list[str]:
         """Column labels of channel ``name``."""
@@ -430,6 +431,30 @@ class ResultBase:
 
     def width(self, name: str) -> int:
         return self.channel(name).width
+
+    def unit(self, key: str) -> str:
+        """The unit of a channel (the one its columns share; ``""``: none shared or
+        pure numbers) or of one column (any key of :meth:`locate`: ``"q/crank.phi"``
+        -> ``"rad"``; ``"t"``: the model's time unit), in the model's unit system.
+        A file written before units were recorded gives ``""``."""
+        ch, col = self.locate(key)
+        if ch == "t" and ch not in self._chan_by_name:
+            return str((self.metadata.get("units") or {}).get("time", ""))
+        c = self._chan_by_name[ch]
+        return c.unit if col is None else c.column_units()[col]
+
+    def units(self, name: str) -> list[str]:
+        """The unit of each column of channel ``name`` (docs/results.md, "Units")."""
+        return self.channel(name).column_units()
+
+    def headers(self, channels: str | Sequence[str] | None = None) -> list[str]:
+        """The CSV header of :meth:`to_csv`: ``t [s]``, then :meth:`columns` each
+        with its unit in brackets where it has one (``q/crank.phi [rad]``)."""
+        out = [_with_unit("t", self.unit("t"))]
+        for ch in self.select_channels(channels):
+            units = self._chan_by_name[ch].column_units()
+            out += [_with_unit(name, units[k]) for k, name in enumerate(self.columns([ch]))]
+        return out
 
     def series(self, name: str) -> np.ndarray:
         """Channel ``name`` as a read-only array of shape (N, width); a column key
@@ -691,7 +716,8 @@ class ResultBase:
                t0: float | None = None, t1: float | None = None,
                progress: bool = False, chunk_rows: int = 10000) -> int:
         """Write rows (``t0 <= t <= t1``) as CSV to ``file`` (a path or a text
-        stream): header ``t,<channel>/<label>,...`` (:meth:`columns`), numbers with
+        stream): header ``t [s],<channel>/<label> [unit],...`` (:meth:`headers`:
+        :meth:`columns` with their units), numbers with
         ``repr`` precision (round-trip exact).  Returns the number of rows written.
         ``progress`` shows a tqdm bar (on stderr) for large results."""
         import csv
@@ -700,7 +726,7 @@ class ResultBase:
         fh = open(file, "w", newline="", encoding="utf-8") if own else file
         try:
             w = csv.writer(fh, lineterminator="\n")
-            w.writerow(["t", *names])
+            w.writerow(self.headers(channels))
             n = len(t)
             bar = None
             if progress and n > chunk_rows:
@@ -803,7 +829,10 @@ class ResultBase:
                 desc = f"  {c.description}" if c.description else ""
                 lines.append(f"  {c.name:<{wname}}  width {c.width:<4}{extra}{desc}".rstrip())
                 if c.labels:
-                    lines.append(f"  {'':<{wname}}  {_short_list(c.labels)}")
+                    units = c.column_units() if len(set(c.column_units())) > 1 else []
+                    shown = [_with_unit(lab, units[k] if units else "")
+                             for k, lab in enumerate(c.labels)]
+                    lines.append(f"  {'':<{wname}}  {_short_list(shown)}")
         else:
             lines.append("channels:  (none)")
         if self._events:
@@ -842,7 +871,8 @@ class MemoryResult(ResultBase):
                  created: str = "", finished: str = "",
                  groups: Mapping[str, tuple[Mapping, Mapping]] | None = None):
         self._groups = {name: ResultGroup(name, d, a) for name, (d, a) in (groups or {}).items()}
-        self._channels = [Channel(c.name, list(c.labels), c.description, c.unit)
+        self._channels = [Channel(c.name, list(c.labels), c.description, c.unit,
+                                  None if c.units is None else list(c.units))
                           for c in info.channels]
         self._t = _readonly(np.asarray(t, dtype=np.float64))
         n = self._t.shape[0]
@@ -889,6 +919,10 @@ def _attr_json(attrs, name: str, default: Any) -> Any:
         return json.loads(_attr_str(attrs, name))
     except ValueError:
         return default
+
+
+def _with_unit(name: str, unit: str) -> str:
+    return f"{name} [{unit}]" if unit else name
 
 
 def _str_list(values) -> list[str]:
@@ -1013,8 +1047,10 @@ class Result(ResultBase):
         for name in names:
             ds = series[name]
             lab = _str_list(labels[name][()]) if labels is not None and name in labels else []
+            units = _str_list(ds.attrs["units"]) if "units" in ds.attrs else None
             chans.append(Channel(name, lab, _attr_str(ds.attrs, "description"),
-                                 _attr_str(ds.attrs, "unit")))
+                                 _attr_str(ds.attrs, "unit"),
+                                 units if units and len(units) == len(lab) else None))
             lengths.append(ds.shape[0])
         self._channels = chans
         t = f["t"]

@@ -41,24 +41,25 @@ class DynamicAnalysis(Analysis):
     checkpoints = True
     description = "forward dynamics: formulation (di, cs, ...) + integrator, streamed output"
     settings_schema = {
-        "t_start": Param("number", "initial time", default=0.0),
-        "t_end": Param("number", "final time", default=1.0),
-        "output_step": Param("number", "output interval", default=0.01, positive=True),
+        "t_start": Param("number", "initial time", default=0.0, unit="time"),
+        "t_end": Param("number", "final time", default=1.0, unit="time"),
+        "output_step": Param("number", "output interval", default=0.01, positive=True,
+                             unit="time"),
         "integrator": Param("string", "integrator plugin name", default="dopri5"),
         "step": Param("number", "step of fixed-step integrators (default: output_step)",
-                      required=False, positive=True),
+                      required=False, positive=True, unit="time"),
         "rtol": Param("number", "relative tolerance (adaptive integrators)", default=1e-8,
                       positive=True),
         "atol": Param("number", "absolute tolerance (adaptive integrators)", default=1e-10,
                       positive=True),
         "max_step": Param("number", "largest step (adaptive integrators)", required=False,
-                          positive=True),
+                          positive=True, unit="time"),
         "max_steps": Param("count", "step budget: most integrator steps between two "
                            "outputs (as CVODE's mxstep); a run needing more stops with a "
                            "StepBudgetError naming the time; 0: no budget",
                            default=100_000),
         "formulation": Param("string", "formulation plugin name", default="cs"),
-        "alpha": Param("number", "Baumgarte alpha (cs)", required=False),
+        "alpha": Param("number", "Baumgarte alpha (cs)", required=False, unit="1/time"),
         "independent": Param("string", "initial independent coordinates (cp)",
                              required=False),
         "repartition_factor": Param("number", "re-partition threshold (cp)", required=False,
@@ -74,7 +75,7 @@ class DynamicAnalysis(Analysis):
         "rank_deficiency": Param("choice", "a rank-deficient Jacobian during the run: stop "
                                  "(error) or pass with minimum-norm multipliers",
                                  default="error", choices=("error", "least_squares")),
-        "beta": Param("number", "Baumgarte beta (cs)", required=False),
+        "beta": Param("number", "Baumgarte beta (cs)", required=False, unit="1/time"),
         "assemble": Param("bool", "correct the initial state to the nearest consistent one",
                           default=True),
         "hold": Param("names", "coordinates kept at their estimates during assembly, "

@@ -35,9 +35,10 @@ class KinematicAnalysis(Analysis):
     handles_switching = True
     description = "positions, velocities and accelerations of a kinematically driven system"
     settings_schema = {
-        "t_start": Param("number", "first output time", default=0.0),
-        "t_end": Param("number", "last output time", default=1.0),
-        "output_step": Param("number", "output interval", default=0.01, positive=True),
+        "t_start": Param("number", "first output time", default=0.0, unit="time"),
+        "t_end": Param("number", "last output time", default=1.0, unit="time"),
+        "output_step": Param("number", "output interval", default=0.01, positive=True,
+                             unit="time"),
         "tolerance": Param("number", "Newton tolerance on |Phi| (scaled by 1 + |q|)",
                            default=1e-10, positive=True),
         "max_iterations": Param("number", "Newton iterations per time", default=25,

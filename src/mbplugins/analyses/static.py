@@ -38,7 +38,8 @@ class StaticAnalysis(Analysis):
     name = "static"
     description = "static equilibrium: Newton-Raphson, partitioned Newton or energy minimisation"
     settings_schema = {
-        "t_start": Param("number", "time at which loads are evaluated", default=0.0),
+        "t_start": Param("number", "time at which loads are evaluated", default=0.0,
+                         unit="time"),
         "method": Param("choice", "solution method", default="newton",
                         choices=("newton", "modified_newton", "partitioned", "energy",
                                  "joint_coordinates", "given")),

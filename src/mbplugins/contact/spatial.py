@@ -108,15 +108,16 @@ class SpatialContact(SpatialForceType):
         "shape": Param("choice", "sphere_plane, sphere_sphere or capsule_plane",
                        default="sphere_plane", choices=SHAPES),
         "point": Param("vec3", "sphere centre / first capsule end (body coordinates)",
-                       default=(0.0, 0.0, 0.0), on="body"),
+                       default=(0.0, 0.0, 0.0), on="body", unit="length"),
         "point_b": Param("vec3", "second capsule end (capsule_plane only)",
-                         required=False, on="body"),
-        "radius": Param("number", "sphere / capsule radius R (>= 0)", default=0.0),
+                         required=False, on="body", unit="length"),
+        "radius": Param("number", "sphere / capsule radius R (>= 0)", default=0.0,
+                        unit="length"),
         "surface_point": Param("vec3", "a point of the plane / the centre of the "
                                        "surface sphere (surface coordinates)",
-                               default=(0.0, 0.0, 0.0), on="surface"),
+                               default=(0.0, 0.0, 0.0), on="surface", unit="length"),
         "surface_radius": Param("number", "radius of the surface sphere (sphere_sphere "
-                                          "only, >= 0)", required=False),
+                                          "only, >= 0)", required=False, unit="length"),
         "normal": Param("axis3", "plane normal towards the free side (surface "
                                  "coordinates; plane shapes only; default [0, 0, 1])",
                         required=False),

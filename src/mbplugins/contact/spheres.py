@@ -90,14 +90,15 @@ class SphereGroup(SpatialForceType):
         "spheres": Param("bodies", "the sphere bodies (each sphere centred at its body "
                                    "origin)"),
         "radius": Param("number", "radius of every sphere (> 0), unless radii is given",
-                        required=False),
-        "radii": Param("numbers", "one radius per sphere (> 0)", required=False),
+                        required=False, unit="length"),
+        "radii": Param("numbers", "one radius per sphere (> 0)", required=False, unit="length"),
         "surface": Param("body", "body carrying the planes", default="ground"),
         "planes": Param("mapping", "name: {point: [x, y, z], normal: [nx, ny, nz]} "
                                    "(surface coordinates, normal towards the free side)",
                         default={}),
         "cell_size": Param("number", "grid cell size h (>= the largest diameter; "
-                                     "default: the largest diameter)", required=False),
+                                     "default: the largest diameter)", required=False,
+                           unit="length"),
         **law_params(1.5),
     }
     n_par = HEAD

@@ -118,7 +118,7 @@ class CamPoint(_CurvePair):
         "body_j": Param("body", "the follower"),
         "curve": CurveParam("the cam outline, body i coordinates"),
         "point_j": Param("vec2", "follower point, body j coordinates", default=(0.0, 0.0),
-                         on="body_j"),
+                         on="body_j", unit="length"),
         "theta": Param("number", "initial estimate of the contact's curve parameter "
                                  "(default: the curve point nearest the follower point)",
                        required=False),
@@ -200,9 +200,9 @@ class CamRoller(_CurvePair):
         "body_i": Param("body", "the cam (carries the curve)"),
         "body_j": Param("body", "the follower"),
         "curve": CurveParam("the cam outline, body i coordinates"),
-        "radius": Param("number", "roller radius rho > 0", positive=True),
+        "radius": Param("number", "roller radius rho > 0", positive=True, unit="length"),
         "point_j": Param("vec2", "roller centre, body j coordinates", default=(0.0, 0.0),
-                         on="body_j"),
+                         on="body_j", unit="length"),
         "theta": Param("number", "initial estimate of the contact's curve parameter "
                                  "(default: the curve point nearest the roller centre)",
                        required=False),
@@ -302,7 +302,7 @@ class CamFlat(_CurvePair):
         "body_j": Param("body", "the follower"),
         "curve": CurveParam("the cam outline, body i coordinates"),
         "point_j": Param("vec2", "a point of the face, body j coordinates",
-                         default=(0.0, 0.0), on="body_j"),
+                         default=(0.0, 0.0), on="body_j", unit="length"),
         "normal": Param("vec2", "normal of the face, body j coordinates (normalised; "
                                 "either sense)"),
         "theta": Param("number", "initial estimate of the contact's curve parameter "
@@ -413,7 +413,7 @@ class Slot(_CurvePair):
         "body_j": Param("body", "the body carrying the slot (curve)"),
         "curve": CurveParam("the slot's centre line, body j coordinates"),
         "point_i": Param("vec2", "pin centre, body i coordinates", default=(0.0, 0.0),
-                         on="body_i"),
+                         on="body_i", unit="length"),
         "theta": Param("number", "initial estimate of the pin's curve parameter "
                                  "(default: the curve point nearest the pin)",
                        required=False),

@@ -39,8 +39,10 @@ class Fixed(ConstraintType):
     bodies = ("body",)
     params = {
         "body": Param("body", "the body to fix"),
-        "position": Param("vec2", "x, y held (default: initial position)", required=False),
-        "angle": Param("number", "phi held (default: initial angle)", required=False),
+        "position": Param("vec2", "x, y held (default: initial position)", required=False,
+                          unit="length"),
+        "angle": Param("number", "phi held (default: initial angle)", required=False,
+                       unit="angle"),
     }
     n_par = 3
     kernel = "fixed"
@@ -150,7 +152,7 @@ class Absolute(_AbsoluteBase):
         "body": Param("body", "the constrained body"),
         "coordinate": Param("choice", "x, y or phi", choices=("x", "y", "phi")),
         "point": Param("vec2", "body-fixed point for x / y (default: origin)",
-                       required=False, on="body"),
+                       required=False, on="body", unit="length"),
         "value": Param("number", "the constant (default: the initial value)", required=False),
     }
 
@@ -176,7 +178,7 @@ class AbsoluteDriver(_AbsoluteBase):
         "body": Param("body", "the driven body"),
         "coordinate": Param("choice", "x, y or phi", choices=("x", "y", "phi")),
         "point": Param("vec2", "body-fixed point for x / y (default: origin)",
-                       required=False, on="body"),
+                       required=False, on="body", unit="length"),
         "function": Param("function", "c(t): number, polynomial, harmonic, table or expression"),
     }
 
@@ -255,9 +257,11 @@ class Revolute(ConstraintType):
     params = {
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
-        "point_i": Param("vec2", "joint centre in body i coordinates", on="body_i"),
+        "point_i": Param("vec2", "joint centre in body i coordinates", on="body_i",
+                         unit="length"),
         "point_j": Param("vec2", "joint centre in body j coordinates (default: from the "
-                                 "initial configuration)", required=False, on="body_j"),
+                                 "initial configuration)", required=False, on="body_j",
+                         unit="length"),
     }
     n_par = 4
     kernel = "revolute"
@@ -329,13 +333,13 @@ class Translational(ConstraintType):
         "body_i": Param("body", "body carrying the sliding axis"),
         "body_j": Param("body", "sliding body"),
         "point_i": Param("vec2", "a point of the axis, body i coordinates",
-                         default=(0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec2", "a point of the axis, body j coordinates",
-                         default=(0.0, 0.0), on="body_j"),
+                         default=(0.0, 0.0), on="body_j", unit="length"),
         "axis": Param("vec2", "axis direction in body i coordinates (normalised)",
                       default=(1.0, 0.0)),
         "angle": Param("number", "phi_i - phi_j held (default: from the initial angles)",
-                       required=False),
+                       required=False, unit="angle"),
     }
     n_par = 7
     kernel = "translational"

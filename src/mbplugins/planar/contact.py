@@ -102,7 +102,7 @@ def law_params(exponent: float) -> dict:
                                default="hunt_crossley", choices=DAMPING_MODELS),
         "friction": Param("number", "Coulomb coefficient mu (>= 0)", default=0.0),
         "slip_velocity": Param("number", "regularisation velocity v_eps (> 0)",
-                               default=1e-3),
+                               default=1e-3, unit="length/time"),
         "friction_model": Param("choice", "tanh (mu f_n tanh(|v_t| / v_eps)) or linear "
                                           "(ramp saturating at |v_t| = v_eps)",
                                 default="tanh", choices=FRICTION_MODELS),
@@ -122,11 +122,11 @@ class Contact(ForceType):
     params = {
         "body": Param("body", "body carrying the contact point (the disc)"),
         "point": Param("vec2", "the point / disc centre (body coordinates)",
-                       default=(0.0, 0.0), on="body"),
-        "radius": Param("number", "disc radius (>= 0; 0: a point)", default=0.0),
+                       default=(0.0, 0.0), on="body", unit="length"),
+        "radius": Param("number", "disc radius (>= 0; 0: a point)", default=0.0, unit="length"),
         "line_body": Param("body", "body carrying the line", default="ground"),
         "line_point": Param("vec2", "a point of the line (line_body coordinates)",
-                            default=(0.0, 0.0), on="line_body"),
+                            default=(0.0, 0.0), on="line_body", unit="length"),
         "normal": Param("vec2", "line normal towards the free side (line_body "
                                 "coordinates; normalised)", default=(0.0, 1.0)),
         **law_params(1.0),

@@ -37,7 +37,7 @@ class PointDriver(ConstraintType):
         "body": Param("body", "the driven body"),
         "direction": Param("vec2", "global direction u (normalised; non-zero)"),
         "point": Param("vec2", "the driven point, body coordinates (default: origin)",
-                       default=(0.0, 0.0), on="body"),
+                       default=(0.0, 0.0), on="body", unit="length"),
         "function": Param("function", "s(t) = u . r^P: number, polynomial, harmonic, "
                                       "table or expression"),
     }

@@ -60,12 +60,13 @@ class TSDA(ForceType):
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
         "point_i": Param("vec2", "attachment on body i (body coordinates)",
-                         default=(0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec2", "attachment on body j (body coordinates)",
-                         default=(0.0, 0.0), on="body_j"),
-        "stiffness": Param("number", "k", default=0.0),
-        "damping": Param("number", "c", default=0.0),
-        "free_length": Param("number", "L0 (default: the initial length)", required=False),
+                         default=(0.0, 0.0), on="body_j", unit="length"),
+        "stiffness": Param("number", "k", default=0.0, unit="force/length"),
+        "damping": Param("number", "c", default=0.0, unit="force*time/length"),
+        "free_length": Param("number", "L0 (default: the initial length)", required=False,
+                             unit="length"),
         "actuator": Param("function", "f_a(t), positive = tension", default=0.0),
     }
     n_par = 7
@@ -198,10 +199,10 @@ class RSDA(ForceType):
     params = {
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
-        "stiffness": Param("number", "k", default=0.0),
-        "damping": Param("number", "c", default=0.0),
+        "stiffness": Param("number", "k", default=0.0, unit="force*length/angle"),
+        "damping": Param("number", "c", default=0.0, unit="force*length*time/angle"),
         "free_angle": Param("number", "theta0 (default: the initial phi_j - phi_i)",
-                            required=False),
+                            required=False, unit="angle"),
         "actuator": Param("function", "n_a(t)", default=0.0),
     }
     n_par = 3
@@ -275,7 +276,7 @@ class PointForce(ForceType):
     params = {
         "body": Param("body", "the loaded body"),
         "point": Param("vec2", "point of application (body coordinates)",
-                       default=(0.0, 0.0), on="body"),
+                       default=(0.0, 0.0), on="body", unit="length"),
         "fx": Param("function", "x component f_x(t)", default=0.0),
         "fy": Param("function", "y component f_y(t)", default=0.0),
         "frame": Param("choice", "axes of the components", default="global",
@@ -383,12 +384,15 @@ class Drag(ForceType):
     params = {
         "body": Param("body", "the body"),
         "point": Param("vec2", "point where the drag acts (body coordinates)",
-                       default=(0.0, 0.0), on="body"),
+                       default=(0.0, 0.0), on="body", unit="length"),
         "drag_coefficient": Param("number", "c_d (>= 0)", default=0.0),
-        "density": Param("number", "fluid density rho (>= 0)", default=1.225),
-        "area": Param("number", "reference area A (>= 0)", default=0.0),
-        "linear": Param("number", "linear drag coefficient c (>= 0): adds -c v", default=0.0),
-        "wind": Param("vec2", "velocity of the fluid (global)", default=(0.0, 0.0)),
+        "density": Param("number", "fluid density rho (>= 0)", default=1.225,
+                         unit="mass/length^3"),
+        "area": Param("number", "reference area A (>= 0)", default=0.0, unit="length^2"),
+        "linear": Param("number", "linear drag coefficient c (>= 0): adds -c v", default=0.0,
+                        unit="force*time/length"),
+        "wind": Param("vec2", "velocity of the fluid (global)", default=(0.0, 0.0),
+                      unit="length/time"),
     }
     n_par = 6
     n_fun = 0

@@ -70,8 +70,8 @@ class Gear(ConstraintType):
     params = {
         "body_i": Param("body", "first gear"),
         "body_j": Param("body", "second gear (the ring gear for kind: internal)"),
-        "radius_i": Param("number", "pitch radius of gear i", positive=True),
-        "radius_j": Param("number", "pitch radius of gear j", positive=True),
+        "radius_i": Param("number", "pitch radius of gear i", positive=True, unit="length"),
+        "radius_j": Param("number", "pitch radius of gear j", positive=True, unit="length"),
         "kind": Param("choice", "external (default) or internal", default="external",
                       choices=("external", "internal")),
         "carrier": Param("body", "body carrying both gear centres (default: the ground, "
@@ -164,11 +164,11 @@ class RackPinion(ConstraintType):
     params = {
         "body_i": Param("body", "the pinion"),
         "body_j": Param("body", "the rack"),
-        "radius": Param("number", "pitch radius of the pinion", positive=True),
+        "radius": Param("number", "pitch radius of the pinion", positive=True, unit="length"),
         "point_i": Param("vec2", "pinion centre, body i coordinates", default=(0.0, 0.0),
-                         on="body_i"),
+                         on="body_i", unit="length"),
         "point_j": Param("vec2", "a point of the rack's pitch line, body j coordinates",
-                         default=(0.0, 0.0), on="body_j"),
+                         default=(0.0, 0.0), on="body_j", unit="length"),
         "axis": Param("vec2", "direction of the rack in body j coordinates (normalised)",
                       default=(1.0, 0.0)),
         "side": Param("choice", "side of the rack the pinion is on, looking along axis: "

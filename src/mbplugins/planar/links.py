@@ -125,11 +125,12 @@ class Distance(_DistanceBase):
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
         "point_i": Param("vec2", "link end on body i, body i coordinates",
-                         default=(0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec2", "link end on body j, body j coordinates",
-                         default=(0.0, 0.0), on="body_j"),
+                         default=(0.0, 0.0), on="body_j", unit="length"),
         "length": Param("number", "link length L > 0 (default: the distance in the "
-                                  "initial configuration)", required=False, positive=True),
+                                  "initial configuration)", required=False, positive=True,
+                        unit="length"),
     }
     labels = ("d",)
 
@@ -162,9 +163,9 @@ class DistanceDriver(_DistanceBase):
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
         "point_i": Param("vec2", "end point on body i, body i coordinates",
-                         default=(0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec2", "end point on body j, body j coordinates",
-                         default=(0.0, 0.0), on="body_j"),
+                         default=(0.0, 0.0), on="body_j", unit="length"),
         "function": Param("function", "L(t) > 0: number, polynomial, harmonic, table or "
                                       "expression"),
     }
@@ -208,9 +209,9 @@ class RevoluteTranslational(ConstraintType):
         "body_i": Param("body", "body carrying the slot (line)"),
         "body_j": Param("body", "body carrying the pin"),
         "point_i": Param("vec2", "a point of the slot centre line, body i coordinates",
-                         default=(0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec2", "pin centre, body j coordinates", default=(0.0, 0.0),
-                         on="body_j"),
+                         on="body_j", unit="length"),
         "axis": Param("vec2", "slot direction in body i coordinates (normalised)",
                       default=(1.0, 0.0)),
     }
@@ -311,9 +312,9 @@ class Translational002(ConstraintType):
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
         "r_ij": Param("vec2", "from the origin of body i to the line, perpendicular to "
-                              "it (body i coordinates, non-zero)", on="body_i"),
+                              "it (body i coordinates, non-zero)", on="body_i", unit="length"),
         "r_ji": Param("vec2", "from the origin of body j to the line, perpendicular to "
-                              "it (body j coordinates, non-zero)", on="body_j"),
+                              "it (body j coordinates, non-zero)", on="body_j", unit="length"),
     }
     n_par = 4
     kernel = "translational_002"

@@ -37,7 +37,7 @@ class BodySpeedDriver(ConstraintType):
         "body": Param("body", "the body"),
         "direction": Param("vec2", "direction u' in body axes (normalised)"),
         "point": Param("vec2", "body point P (default: origin)", default=(0.0, 0.0),
-                       on="body"),
+                       on="body", unit="length"),
         "function": Param("function", "v(t), default 0 (no motion along u)", default=0.0),
     }
     n_par = 4

@@ -344,6 +344,7 @@ class HDF5Reporter(Reporter):
         self._t_ds = f.create_dataset("t", shape=(0,), maxshape=(None,), dtype="f8",
                                       chunks=(_chunk_rows(1),), **comp)
         self._t_ds.attrs["description"] = "output time"
+        self._t_ds.attrs["unit"] = str((info.metadata.get("units") or {}).get("time", ""))
         if self.block_rows is None:        # ~8 MiB per block: few, large writes
             width = max(1, sum(c.width for c in info.channels))
             self.block_rows = int(min(65536, max(256, BLOCK_BYTES // (8 * width))))
@@ -366,6 +367,8 @@ class HDF5Reporter(Reporter):
                 chunks=(_chunk_rows(w), max(w, 1)), **comp)
             ds.attrs["description"] = str(c.description)
             ds.attrs["unit"] = str(c.unit)
+            if len(set(c.column_units())) > 1:          # columns of different units
+                ds.attrs.create("units", c.column_units(), dtype=sdt)
             labels.create_dataset(c.name, data=np.array(list(c.labels), dtype=object), dtype=sdt)
             buf = self._flat[:, off:off + w]
             off += w

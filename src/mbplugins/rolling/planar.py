@@ -52,11 +52,11 @@ class PlanarRollingDisc(ConstraintType):
     bodies = ("body",)
     params = {
         "body": Param("body", "the disc"),
-        "radius": Param("number", "R: disc radius", positive=True),
+        "radius": Param("number", "R: disc radius", positive=True, unit="length"),
         "center": Param("vec2", "the disc's centre, body coordinates (default: the "
-                                "body origin)", default=(0.0, 0.0), on="body"),
+                                "body origin)", default=(0.0, 0.0), on="body", unit="length"),
         "line_point": Param("vec2", "a point of the line, global coordinates",
-                            default=(0.0, 0.0)),
+                            default=(0.0, 0.0), unit="length"),
         "line_direction": Param("vec2", "the line's direction, global; the disc is on "
                                         "its left", default=(1.0, 0.0)),
     }

@@ -124,14 +124,16 @@ class RollingDisc(SpatialConstraintType):
     params = {
         "body": Param("body", "the wheel"),
         "radius": Param("number", "R: wheel radius (centre to the tread's centre "
-                                  "circle)", positive=True),
+                                  "circle)", positive=True, unit="length"),
         "axis": Param("axis3", "the wheel's spin axis, body coordinates"),
         "tube_radius": Param("number", "rho: radius of the tread's cross-section "
-                                       "(torus); 0 for a thin disc", default=0.0),
+                                       "(torus); 0 for a thin disc", default=0.0,
+                             unit="length"),
         "center": Param("vec3", "the wheel's centre, body coordinates (default: the "
-                                "body origin)", default=(0.0, 0.0, 0.0), on="body"),
+                                "body origin)", default=(0.0, 0.0, 0.0), on="body",
+                        unit="length"),
         "plane_point": Param("vec3", "a point of the plane, global coordinates",
-                             default=(0.0, 0.0, 0.0)),
+                             default=(0.0, 0.0, 0.0), unit="length"),
         "plane_normal": Param("axis3", "the plane's normal, global (the side the wheel "
                                        "is on)", default=(0.0, 0.0, 1.0)),
     }

@@ -78,7 +78,7 @@ class Screw(_AxisJoint):
     params = {**_AXIS_PARAMS,
               "pitch": Param("number", "axial travel of body j along axis_i per radian of "
                                        "relative rotation (lead per turn / 2 pi; > 0: "
-                                       "right-handed, < 0: left-handed)")}
+                                       "right-handed, < 0: left-handed)", unit="length/angle")}
     n_par = 25
     labels = ("f", "g", "df", "dg", "screw")
     local_labels = ("fx", "fy", "fz", "nx", "ny", "nz")

@@ -266,12 +266,12 @@ _BODY_J = Param("body", "second body (j)")
 
 
 def _point_i(doc="joint point, body i coordinates"):
-    return Param("vec3", doc, on="body_i")
+    return Param("vec3", doc, on="body_i", unit="length")
 
 
 def _point_j(doc="the same point in body j coordinates (default: from the initial "
                  "configuration)"):
-    return Param("vec3", doc, required=False, on="body_j")
+    return Param("vec3", doc, required=False, on="body_j", unit="length")
 
 
 def _axis_j(doc="the axis in body j components (default: axis_i in the initial "
@@ -666,9 +666,9 @@ class _DistanceBase(_SpatialBase):
 _DIST_PARAMS = {
     "body_i": _BODY_I, "body_j": _BODY_J,
     "point_i": Param("vec3", "end point on body i, body i coordinates",
-                     default=(0.0, 0.0, 0.0), on="body_i"),
+                     default=(0.0, 0.0, 0.0), on="body_i", unit="length"),
     "point_j": Param("vec3", "end point on body j, body j coordinates",
-                     default=(0.0, 0.0, 0.0), on="body_j"),
+                     default=(0.0, 0.0, 0.0), on="body_j", unit="length"),
 }
 
 
@@ -685,7 +685,7 @@ class Distance(_DistanceBase):
     params = {**_DIST_PARAMS,
               "length": Param("number", "link length l > 0 (default: the distance in "
                                         "the initial configuration)",
-                              required=False, positive=True)}
+                              required=False, positive=True, unit="length")}
 
     def pack(self, spec, ctx):
         si, sj = _v3(spec.get("point_i")), _v3(spec.get("point_j"))
@@ -742,12 +742,13 @@ class SphericalRevolute(_SpatialBase):
         "body_i": Param("body", "body with the ball joint"),
         "body_j": Param("body", "body with the revolute joint"),
         "point_i": Param("vec3", "ball centre, body i coordinates",
-                         default=(0.0, 0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec3", "point of the revolute axis where the link is attached, "
-                                 "body j coordinates", default=(0.0, 0.0, 0.0), on="body_j"),
+                                 "body j coordinates", default=(0.0, 0.0, 0.0), on="body_j",
+                         unit="length"),
         "axis_j": Param("axis3", "revolute axis, body j components"),
         "length": Param("number", "link length l > 0 (default: the initial distance)",
-                        required=False, positive=True),
+                        required=False, positive=True, unit="length"),
     }
     n_par = 10
     labels = ("d", "n")
@@ -793,13 +794,13 @@ class RevoluteRevolute(_SpatialBase):
     params = {
         "body_i": _BODY_I, "body_j": _BODY_J,
         "point_i": Param("vec3", "link end on the axis of body i, body i coordinates",
-                         default=(0.0, 0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec3", "link end on the axis of body j, body j coordinates",
-                         default=(0.0, 0.0, 0.0), on="body_j"),
+                         default=(0.0, 0.0, 0.0), on="body_j", unit="length"),
         "axis_i": Param("axis3", "revolute axis on body i, body i components"),
         "axis_j": Param("axis3", "revolute axis on body j, body j components"),
         "length": Param("number", "link length l > 0 (default: the initial distance)",
-                        required=False, positive=True),
+                        required=False, positive=True, unit="length"),
     }
     n_par = 15
     labels = ("d", "ni", "nj", "angle")
@@ -853,7 +854,7 @@ class PointCoordinate(_SpatialBase):
         "body": Param("body", "the body"),
         "coordinate": Param("choice", "x, y or z (global)", choices=("x", "y", "z")),
         "point": Param("vec3", "body point, body coordinates (default: origin)",
-                       default=(0.0, 0.0, 0.0), on="body"),
+                       default=(0.0, 0.0, 0.0), on="body", unit="length"),
         "function": Param("function", "C(t): number, polynomial, harmonic, table or "
                                       "expression (default: the initial value)",
                           required=False),
@@ -1063,7 +1064,7 @@ class Fixed(_SpatialBase):
         "body_j": Param("body", "the body it is fixed to (default: ground)",
                         default="ground"),
         "point_i": Param("vec3", "weld point, body i coordinates (default: origin)",
-                         default=(0.0, 0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0, 0.0), on="body_i", unit="length"),
         "point_j": _point_j(),
     }
     n_par = 10

@@ -219,12 +219,13 @@ class SpatialTSDA(_CoordinateLaw):
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
         "point_i": Param("vec3", "attachment on body i (body coordinates)",
-                         default=(0.0, 0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec3", "attachment on body j (body coordinates)",
-                         default=(0.0, 0.0, 0.0), on="body_j"),
-        "stiffness": Param("number", "k", default=0.0),
-        "damping": Param("number", "c", default=0.0),
-        "free_length": Param("number", "L0 (default: the initial length)", required=False),
+                         default=(0.0, 0.0, 0.0), on="body_j", unit="length"),
+        "stiffness": Param("number", "k", default=0.0, unit="force/length"),
+        "damping": Param("number", "c", default=0.0, unit="force*time/length"),
+        "free_length": Param("number", "L0 (default: the initial length)", required=False,
+                             unit="length"),
         "actuator": Param("function", "f_a(t), positive = tension", default=0.0),
     }
     n_par = 9
@@ -364,9 +365,9 @@ class SpatialRSDA(_CoordinateLaw):
         "reference_j": Param("axis3", "body-j direction whose angle is theta (default: "
                                       "reference_i in the initial configuration)",
                              required=False),
-        "stiffness": Param("number", "k", default=0.0),
-        "damping": Param("number", "c", default=0.0),
-        "free_angle": Param("number", "theta0 in radians", default=0.0),
+        "stiffness": Param("number", "k", default=0.0, unit="force*length/angle"),
+        "damping": Param("number", "c", default=0.0, unit="force*length*time/angle"),
+        "free_angle": Param("number", "theta0 in radians", default=0.0, unit="angle"),
         "actuator": Param("function", "tau_a(t)", default=0.0),
     }
     n_par = 13
@@ -486,16 +487,18 @@ class Bushing(_CoordinateLaw):
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body"),
         "point_i": Param("vec3", "bushing centre on body i (body coordinates)",
-                         default=(0.0, 0.0, 0.0), on="body_i"),
+                         default=(0.0, 0.0, 0.0), on="body_i", unit="length"),
         "point_j": Param("vec3", "the same point in body j coordinates (default: from "
                                  "the initial configuration)", required=False,
-                         on="body_j"),
+                         on="body_j", unit="length"),
         "stiffness": Param("vec3", "translational stiffness along body-i x, y, z",
-                           default=(0.0, 0.0, 0.0)),
-        "damping": Param("vec3", "translational damping", default=(0.0, 0.0, 0.0)),
+                           default=(0.0, 0.0, 0.0), unit="force/length"),
+        "damping": Param("vec3", "translational damping", default=(0.0, 0.0, 0.0),
+                         unit="force*time/length"),
         "rotational_stiffness": Param("vec3", "rotational stiffness about body-i x, y, z",
-                                      default=(0.0, 0.0, 0.0)),
-        "rotational_damping": Param("vec3", "rotational damping", default=(0.0, 0.0, 0.0)),
+                                      default=(0.0, 0.0, 0.0), unit="force*length/angle"),
+        "rotational_damping": Param("vec3", "rotational damping", default=(0.0, 0.0, 0.0),
+                                    unit="force*length*time/angle"),
     }
     n_par = 22
     n_fun = 0
@@ -652,7 +655,7 @@ class SpatialPointForce(SpatialForceType):
     params = {
         "body": Param("body", "the loaded body"),
         "point": Param("vec3", "point of application (body coordinates)",
-                       default=(0.0, 0.0, 0.0), on="body"),
+                       default=(0.0, 0.0, 0.0), on="body", unit="length"),
         "fx": Param("function", "x component f_x(t)", default=0.0),
         "fy": Param("function", "y component f_y(t)", default=0.0),
         "fz": Param("function", "z component f_z(t)", default=0.0),
@@ -773,12 +776,15 @@ class SpatialDrag(SpatialForceType):
     params = {
         "body": Param("body", "the body"),
         "point": Param("vec3", "point where the drag acts (body coordinates)",
-                       default=(0.0, 0.0, 0.0), on="body"),
+                       default=(0.0, 0.0, 0.0), on="body", unit="length"),
         "drag_coefficient": Param("number", "c_d (>= 0)", default=0.0),
-        "density": Param("number", "fluid density rho (>= 0)", default=1.225),
-        "area": Param("number", "reference area A (>= 0)", default=0.0),
-        "linear": Param("number", "linear drag coefficient c (>= 0): adds -c v", default=0.0),
-        "wind": Param("vec3", "velocity of the fluid (global)", default=(0.0, 0.0, 0.0)),
+        "density": Param("number", "fluid density rho (>= 0)", default=1.225,
+                         unit="mass/length^3"),
+        "area": Param("number", "reference area A (>= 0)", default=0.0, unit="length^2"),
+        "linear": Param("number", "linear drag coefficient c (>= 0): adds -c v", default=0.0,
+                        unit="force*time/length"),
+        "wind": Param("vec3", "velocity of the fluid (global)", default=(0.0, 0.0, 0.0),
+                      unit="length/time"),
     }
     n_par = 8
     n_fun = 0
