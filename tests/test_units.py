@@ -334,3 +334,15 @@ def test_kinematic_channels_units_in_a_mm_model():
     assert res.units("points")[:6] == ["mm", "mm", "mm/s", "mm/s", "mm/s^2", "mm/s^2"]
     assert res.units("solver") == ["", "", ""]
     assert res.unit("t") == "s"
+
+
+def test_joint_channel_units_follow_the_joint_coordinates():
+    """Relative joint angles, displacements, Euler parameters and their rates."""
+    from mbcore.analysis.runner import run
+    res = run(EXAMPLES / "spatial_slider_crank_dynamic.yaml",
+              settings={"t_end": 0.02, "output_step": 0.01})
+    got = dict(zip(res.labels("joints"), res.units("joints")))
+    assert got["pivot.angle"] == "rad" and got["pivot.angle_rate"] == "rad/s"
+    assert got["hooke.angle_j"] == "rad" and got["hooke.angle_j_rate"] == "rad/s"
+    assert got["guide.disp"] == "m" and got["guide.disp_rate"] == "m/s"
+    assert got["pin.p0"] == "" and got["pin.wz"] == "rad/s"

@@ -367,6 +367,10 @@ _ELEMENT = {"fx": _FORCE, "fy": _FORCE, "fz": _FORCE, "fn": _FORCE, "n": _TORQUE
             "tangential": _FORCE, "longitudinal": _FORCE, "lateral": _FORCE,
             "dx": "length", "dy": "length", "dz": "length", "rx": "angle", "ry": "angle",
             "rz": "angle", "tx": _TORQUE, "ty": _TORQUE, "tz": _TORQUE}
+#: columns of the joints channel (labels joint.angle, joint.disp_f, joint.p0, joint.wx,
+#: each with a *_rate twin) by the label's first word
+_JOINT = {"angle": "angle", "disp": "length", "p0": "1", "p1": "1", "p2": "1", "p3": "1",
+          "wx": "angle/time", "wy": "angle/time", "wz": "angle/time"}
 #: whole channels of one dimension
 _CHANNEL = {"energy": "force*length", "solver": "1", "violation": "1", "lam": "1"}
 
@@ -391,6 +395,12 @@ def column_dimension(channel: str, label: str) -> str | None:
             tail[0] + tail[2:]) if len(tail) >= 2 and tail[1] in "xyz" else None
     if channel == "integrator":
         return "time" if tail == "step_size" else "1"
+    if channel == "joints":             # relative joint coordinates and their rates
+        base = tail[:-len("_rate")] if tail.endswith("_rate") else tail
+        dim = _JOINT.get(base.split("_")[0])
+        if dim is None or base == tail:
+            return dim
+        return "1/time" if dim == "1" else f"{dim}/time"
     if channel in ("reactions", "reactions_local", "forces"):
         if tail in _ELEMENT:
             return _ELEMENT[tail]
