@@ -8,9 +8,10 @@ square rods of the OpenSim implementation and the 5 kg balls merged into their r
 springs k = 8e5 N/m, c = 4e4 N s/m) is integrated over 1 s with a fixed step h by
 
 * mbcore ``integrator: genalpha``, rho_inf 0.8 (Chung & Hulbert (1993)):
-  ``formulation: stiff`` (the index-3 equations, Arnold & Brüls (2007); Python
-  driver) with its default Newton tolerance and with ``newton_rtol: 1e-8``, and
-  ``formulation: di`` (the ODE, compiled loop), defaults;
+  ``formulation: stiff`` (the index-3 equations, Arnold & Brüls (2007); compiled loop,
+  ``run_genalpha`` with the DAE Jacobian called back) with its default Newton
+  tolerance and with ``newton_rtol: 1e-8``, and ``formulation: di`` (the ODE,
+  compiled loop), defaults;
 * Exudyn (``pip install exudyn``; skipped when missing): the same bodies on
   ``NodeRigidBodyEP`` (Euler parameters, their norm an index-3 constraint) with
   ``ObjectRigidBody``, ``ObjectJointRevoluteZ`` (the axis on the ground, the rods on
@@ -209,7 +210,7 @@ VARIANTS = {
     "mbcore_stiff_rtol1e-8": (mbcore_run, {"formulation": "stiff", "newton_rtol": 1e-8}),
     "mbcore_di": (mbcore_run, {"formulation": "di"}),
 }
-SLOW = ("mbcore_stiff", "mbcore_stiff_rtol1e-8")      # Python driver
+SLOW = ("mbcore_stiff", "mbcore_stiff_rtol1e-8")      # --slow-min-step
 
 
 def main(argv=None) -> dict:
@@ -217,8 +218,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--steps", type=float, nargs="*",
                     default=[2e-3, 1e-3, 5e-4, 2.5e-4, 1.25e-4, 6.25e-5])
-    ap.add_argument("--slow-min-step", type=float, default=2.5e-4,
-                    help="smallest h for mbcore's stiff runs (Python driver)")
+    ap.add_argument("--slow-min-step", type=float, default=0.0,
+                    help="smallest h for mbcore's stiff runs (default: all)")
     ap.add_argument("--check-step", type=float, default=1e-5)
     ap.add_argument("--levels", type=float, nargs="*", default=[1e-5, 3e-6, 1e-6, 3e-7])
     ap.add_argument("--quick", action="store_true",

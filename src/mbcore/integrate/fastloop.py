@@ -57,14 +57,16 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     it projects at all, and ``CompiledRHS`` with ``enable_projection``; the multistep
     loops take none).  A Jacobian call-back ``jac``
     (the DAE forms) and a DAE right-hand side (``dae``: ``CompiledGGL``) are accepted
-    by 'bdf' only."""
+    by 'bdf' and 'genalpha' (whose fixed step runs the ``stiff`` form's layout; the
+    variable step hands a call-back to the Python driver)."""
     if form.compiled is None or not form.compiled_ready() or events:
         return None
     if post_step is not None and not getattr(form.compiled, "handles_post_step", False):
         return None
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None
-    if (jac is not None or getattr(form.compiled, "dae", False)) and kind != "bdf":
+    if (jac is not None or getattr(form.compiled, "dae", False)) and kind not in (
+            "bdf", "genalpha"):
         return None
     if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # multistep, implicit
         # one-step and the fixed-grid textbook methods

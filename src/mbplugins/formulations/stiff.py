@@ -454,8 +454,45 @@ class Stiff(Formulation):
                 "h_power": np.concatenate([self.state_h_power,
                                            np.full(extra, float(self.H_POWER[3]))]),
                 "newton_system": self._newton_system(),
-                # the layout for the generalized-α methods' second-order form
-                "positions": self.n, "multipliers": self.m}
+                # the layout for the generalized-α methods' second-order form, and
+                # the blocks of their Jacobian refreshed at every step
+                "positions": self.n, "multipliers": self.m,
+                "jacobian_update": self.update_newton_blocks}
+
+    def update_newton_blocks(self, t, y, J) -> None:
+        """The blocks of ``J`` (df/dy at an earlier state, at least ``size`` square)
+        that change fastest, in place at ``y``: the velocity block ``df_s/ds``, the
+        reaction columns ``df_s/dlam`` and the constraint rows (planar ``C``,
+        ``Phi_q^T``, ``Phi_q``; spatial ``M^-1 (C - Dv)``, ``M^-1 P^T``, P the true
+        gradient: :func:`.velocity_jacobian.velocity_blocks` with the force Jacobians
+        of :meth:`mbcore.System.force_jacobians`).  ``df_s/dq`` (the stiffness and
+        ``d(P^T lam)/dq``, by differences of the constraint rows: most of the cost of
+        :meth:`jacobian`) stays: in the generalized-α iteration matrix it is damped
+        by β' h^2, those blocks by γ' h and 1 (Arnold & Brüls (2007), §3).  On the
+        governor of IFToMM A05 a one-step-old Jacobian needed 5-10 Newton iterations,
+        with these blocks refreshed 3-4 and almost no new Jacobian (docs/integrators.md)."""
+        n, m, s = self.n, self.m, self.system
+        q = np.ascontiguousarray(y[:n], dtype=float)
+        v = np.ascontiguousarray(y[n:2 * n], dtype=float)
+        _, C = s.force_jacobians(q, v, t)
+        if not self.spatial:
+            P = s.jacobian_dense(q, t)
+            J[n:2 * n, n:2 * n] = dense(C)
+            J[n:2 * n, 2 * n:2 * n + m] = P.T
+            J[2 * n:2 * n + m, :n] = P
+            return
+        c = self.compiled
+        if c is not None:
+            P = c.true_rows(t, q)
+            a = compiled_f(self)(t, np.ascontiguousarray(y[:self.size], dtype=float))
+        else:
+            P = _phi_rows(s, q, t)
+            a = self.rhs(t, np.asarray(y[:self.size], dtype=float))
+        _, Ks, PT = velocity_blocks(_mass_solver(s).spatial, q, v, a[n:2 * n].copy(),
+                                    np.zeros((n, n)), dense(C), np.asarray(P).T, c)
+        J[n:2 * n, n:2 * n] = Ks
+        J[n:2 * n, 2 * n:2 * n + m] = PT
+        J[2 * n:2 * n + m, :n] = P
 
     def _newton_system(self):
         """The reduced Newton hook: ``_stiffnewton.ReducedNewtonC`` (the same
