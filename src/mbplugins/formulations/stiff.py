@@ -481,18 +481,33 @@ class Stiff(Formulation):
             J[n:2 * n, 2 * n:2 * n + m] = P.T
             J[2 * n:2 * n + m, :n] = P
             return
-        c = self.compiled
-        if c is not None:
-            P = c.true_rows(t, q)
-            a = compiled_f(self)(t, np.ascontiguousarray(y[:self.size], dtype=float))
+        c, L = self.compiled, 2 * n + m
+        if c is not None:                # in C: the rows, f (its accelerations), the
+            P = c.true_rows(t, q)        # mass solve of [0, C - Dv, P^T]
+            X, buf = self._update_buffers()
+            if c.eval(t, np.ascontiguousarray(y[:L], dtype=float), buf) != 0:
+                buf[:L] = self.rhs(t, np.asarray(y[:L], dtype=float))
+            X[:, :n] = 0.0
+            X[:, n:2 * n] = dense(C)
+            X[:, 2 * n:] = P.T
+            c.velocity_columns(q, v, buf[n:2 * n].copy(), X)
+            Ks, PT = X[:, n:2 * n], X[:, 2 * n:]
         else:
             P = _phi_rows(s, q, t)
-            a = self.rhs(t, np.asarray(y[:self.size], dtype=float))
-        _, Ks, PT = velocity_blocks(_mass_solver(s).spatial, q, v, a[n:2 * n].copy(),
-                                    np.zeros((n, n)), dense(C), np.asarray(P).T, c)
+            a = self.rhs(t, np.asarray(y[:L], dtype=float))[n:2 * n].copy()
+            _, Ks, PT = velocity_blocks(_mass_solver(s).spatial, q, v, a, np.zeros((n, n)),
+                                        dense(C), np.asarray(P).T)
         J[n:2 * n, n:2 * n] = Ks
-        J[n:2 * n, 2 * n:2 * n + m] = PT
-        J[2 * n:2 * n + m, :n] = P
+        J[n:2 * n, 2 * n:L] = PT
+        J[2 * n:L, :n] = P
+
+    def _update_buffers(self):
+        """The work arrays of :meth:`update_newton_blocks` (allocated once per size)."""
+        n, L = self.n, self.size
+        b = getattr(self, "_upd", None)
+        if b is None or b[0].shape != (n, L) or b[1].size != L + 1:
+            b = self._upd = (np.empty((n, L)), np.zeros(L + 1))
+        return b
 
     def _newton_system(self):
         """The reduced Newton hook: ``_stiffnewton.ReducedNewtonC`` (the same
