@@ -465,7 +465,8 @@ class Stiff(Formulation):
         reaction columns ``df_s/dlam`` and the constraint rows (planar ``C``,
         ``Phi_q^T``, ``Phi_q``; spatial ``M^-1 (C - Dv)``, ``M^-1 P^T``, P the true
         gradient: :func:`.velocity_jacobian.velocity_blocks` with the force Jacobians
-        of :meth:`mbcore.System.force_jacobians`).  ``df_s/dq`` (the stiffness and
+        of :meth:`mbcore.System.force_jacobians`; no evaluation of f: the inertial
+        term ``Dv`` does not depend on the accelerations).  ``df_s/dq`` (the stiffness and
         ``d(P^T lam)/dq``, by differences of the constraint rows: most of the cost of
         :meth:`jacobian`) stays: in the generalized-α iteration matrix it is damped
         by β' h^2, those blocks by γ' h and 1 (Arnold & Brüls (2007), §3).  On the
@@ -482,15 +483,13 @@ class Stiff(Formulation):
             J[2 * n:2 * n + m, :n] = P
             return
         c, L = self.compiled, 2 * n + m
-        if c is not None:                # in C: the rows, f (its accelerations), the
-            P = c.true_rows(t, q)        # mass solve of [0, C - Dv, P^T]
-            X, buf = self._update_buffers()
-            if c.eval(t, np.ascontiguousarray(y[:L], dtype=float), buf) != 0:
-                buf[:L] = self.rhs(t, np.asarray(y[:L], dtype=float))
+        if c is not None:                # in C: the rows and the mass solve of
+            P = c.true_rows(t, q)        # [0, C - Dv, P^T] (Dv does not depend on the
+            X, zero = self._update_buffers()     # accelerations, only the unused Dq)
             X[:, :n] = 0.0
             X[:, n:2 * n] = dense(C)
             X[:, 2 * n:] = P.T
-            c.velocity_columns(q, v, buf[n:2 * n].copy(), X)
+            c.velocity_columns(q, v, zero, X)
             Ks, PT = X[:, n:2 * n], X[:, 2 * n:]
         else:
             P = _phi_rows(s, q, t)
@@ -502,11 +501,12 @@ class Stiff(Formulation):
         J[2 * n:L, :n] = P
 
     def _update_buffers(self):
-        """The work arrays of :meth:`update_newton_blocks` (allocated once per size)."""
+        """The work arrays of :meth:`update_newton_blocks` (allocated once per size):
+        the columns of the mass solve and zero accelerations."""
         n, L = self.n, self.size
         b = getattr(self, "_upd", None)
-        if b is None or b[0].shape != (n, L) or b[1].size != L + 1:
-            b = self._upd = (np.empty((n, L)), np.zeros(L + 1))
+        if b is None or b[0].shape != (n, L):
+            b = self._upd = (np.empty((n, L)), np.zeros(n))
         return b
 
     def _newton_system(self):
