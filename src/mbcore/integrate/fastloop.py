@@ -13,7 +13,8 @@ Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (it
 ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
 Jacobian call-back), the implicit θ-methods ``implicit_euler`` and ``trapezoid``, the
 generalized-α methods ``genalpha``, ``hht`` and ``genalpha_var`` (loop kind
-'genalpha') in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
+'genalpha'; ``genalpha``/``hht`` also on the index-3 ``stiff`` DAE form with the
+analysis' Jacobian call-back) in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
 fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
 (``run_fixedgrid``, loop kind ``fixedgrid``).  A fixed-step RK object whose tableau
 is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with
