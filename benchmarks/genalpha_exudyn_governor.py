@@ -8,9 +8,10 @@ square rods of the OpenSim implementation and the 5 kg balls merged into their r
 springs k = 8e5 N/m, c = 4e4 N s/m) is integrated over 1 s with a fixed step h by
 
 * mbcore ``integrator: genalpha``, rho_inf 0.8 (Chung & Hulbert (1993)):
-  ``formulation: stiff`` (the index-3 equations, Arnold & Brüls (2007); Python
-  driver) with its default Newton tolerance and with ``newton_rtol: 1e-8``, and
-  ``formulation: di`` (the ODE, compiled loop), defaults;
+  ``formulation: stiff`` (the index-3 equations, Arnold & Brüls (2007); compiled loop,
+  ``run_genalpha`` with the DAE Jacobian called back) with its default Newton
+  tolerance and with ``newton_rtol: 1e-8``, and ``formulation: di`` (the ODE,
+  compiled loop), defaults;
 * Exudyn (``pip install exudyn``; skipped when missing): the same bodies on
   ``NodeRigidBodyEP`` (Euler parameters, their norm an index-3 constraint) with
   ``ObjectRigidBody``, ``ObjectJointRevoluteZ`` (the axis on the ground, the rods on
@@ -27,8 +28,10 @@ mbcore's reference (di + dop853, rtol 1e-12, ``accuracy_problems.governor``).
 Error: the largest deviation over the outputs t = 0.01, 0.02, ..., 1 s of the slider
 height s (the group ``s`` of the accuracy benchmark), and of the two balls' centres
 (``balls``), from that reference.  Wall time: the integration alone (mbcore:
-``stats['wall_time']`` of ``mbcore.run``; Exudyn: ``SolveDynamic``), median of
-``--repeat`` interleaved rounds.  A variant whose Newton iteration fails at some h is
+``stats['wall_time']`` of ``mbcore.run``, which includes the recording of the 100
+output rows of every channel, and ``wall_no_outputs_s``: the same run with outputs at
+0 and 1 s only, the same steps; Exudyn: ``SolveDynamic`` with its three sensors),
+median of ``--repeat`` interleaved rounds.  A variant whose Newton iteration fails at some h is
 reported with the failure and not run again at that h.  From the work–precision
 curves, the time of each code at the error levels ``--levels`` of s and of the
 balls (log-log interpolation between measured steps; no extrapolation) and the
@@ -63,7 +66,12 @@ def mbcore_run(h: float, formulation: str, **options) -> dict:
     res = mbcore.run(governor_model(), analysis="dynamic", settings=settings)
     m = governor_measure(res)
     st = res.stats
-    return {"wall": float(st["wall_time"]), "t": np.asarray(res.t), "s": m["s"][:, 0],
+    # the same steps with outputs at 0 and T_END only (h divides the output step):
+    # the integration without the recording of 100 rows of every channel
+    quiet = mbcore.run(governor_model(), analysis="dynamic",
+                       settings={**settings, "output_step": T_END})
+    return {"wall": float(st["wall_time"]), "wall_quiet": float(quiet.stats["wall_time"]),
+            "t": np.asarray(res.t), "s": m["s"][:, 0],
             "balls": m["balls"], "loop": st.get("loop"),
             "steps": int(st["integrator_nsteps"]),
             "newton_iter": int(st["integrator_nnewton_iter"]),
@@ -171,7 +179,7 @@ def exudyn_run(h: float) -> dict:
     wall = time.perf_counter() - t0
     d = [np.asarray(mbs.GetSensorStoredData(k)) for k in sensors]
     it = mbs.sys["dynamicSolver"].it
-    return {"wall": wall, "t": d[0][:, 0], "s": d[0][:, 3],
+    return {"wall": wall, "wall_quiet": wall, "t": d[0][:, 0], "s": d[0][:, 3],
             "balls": np.hstack([d[1][:, 1:4], d[2][:, 1:4]]), "loop": "C++",
             "steps": int(it.currentStepIndex), "newton_iter": int(it.newtonStepsCount),
             "jacobians": int(it.newtonJacobiCount), "newton_failures": None}
@@ -209,7 +217,7 @@ VARIANTS = {
     "mbcore_stiff_rtol1e-8": (mbcore_run, {"formulation": "stiff", "newton_rtol": 1e-8}),
     "mbcore_di": (mbcore_run, {"formulation": "di"}),
 }
-SLOW = ("mbcore_stiff", "mbcore_stiff_rtol1e-8")      # Python driver
+SLOW = ("mbcore_stiff", "mbcore_stiff_rtol1e-8")      # --slow-min-step
 
 
 def main(argv=None) -> dict:
@@ -217,8 +225,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--steps", type=float, nargs="*",
                     default=[2e-3, 1e-3, 5e-4, 2.5e-4, 1.25e-4, 6.25e-5])
-    ap.add_argument("--slow-min-step", type=float, default=2.5e-4,
-                    help="smallest h for mbcore's stiff runs (Python driver)")
+    ap.add_argument("--slow-min-step", type=float, default=0.0,
+                    help="smallest h for mbcore's stiff runs (default: all)")
     ap.add_argument("--check-step", type=float, default=1e-5)
     ap.add_argument("--levels", type=float, nargs="*", default=[1e-5, 3e-6, 1e-6, 3e-7])
     ap.add_argument("--quick", action="store_true",
@@ -246,6 +254,7 @@ def main(argv=None) -> dict:
     for h in a.steps:
         names = [k for k in variants if k not in SLOW or h >= a.slow_min_step * (1 - 1e-9)]
         walls = {k: [] for k in names}
+        quiet = {k: [] for k in names}
         info: dict = {}
         for _ in range(a.repeat):                       # interleaved rounds
             for k in names:
@@ -258,6 +267,7 @@ def main(argv=None) -> dict:
                     info[k] = {"failed": f"{type(e).__name__}: {str(e)[:160]}"}
                     continue
                 walls[k].append(r["wall"])
+                quiet[k].append(r["wall_quiet"])
                 info[k] = {**errors(r, t_ref, ref), "loop": r["loop"], "steps": r["steps"],
                            "newton_iter_per_step": r["newton_iter"] / r["steps"],
                            "jacobians": r["jacobians"],
@@ -267,17 +277,21 @@ def main(argv=None) -> dict:
             if walls[k]:
                 info[k]["wall_s"] = statistics.median(walls[k])
                 info[k]["us_per_step"] = 1e6 * info[k]["wall_s"] / info[k]["steps"]
+                info[k]["wall_no_outputs_s"] = statistics.median(quiet[k])
+                info[k]["us_per_step_no_outputs"] = (1e6 * info[k]["wall_no_outputs_s"]
+                                                     / info[k]["steps"])
             row[k] = info[k]
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     out["rows"] = rows
     equal = []
-    for group in ("s", "balls"):
-        curves = {k: ([r[k][group] for r in rows if k in r and "wall_s" in r[k]],
-                      [r[k]["wall_s"] for r in rows if k in r and "wall_s" in r[k]])
+    for group, wkey in (("s", "wall_s"), ("balls", "wall_s"),
+                        ("s", "wall_no_outputs_s"), ("balls", "wall_no_outputs_s")):
+        curves = {k: ([r[k][group] for r in rows if k in r and wkey in r[k]],
+                      [r[k][wkey] for r in rows if k in r and wkey in r[k]])
                   for k in variants}
         for lev in a.levels:
-            e = {"group": group, "error": lev}
+            e = {"group": group, "error": lev, "wall": wkey}
             for k, (err, wall) in curves.items():
                 e[f"{k}_s"] = time_at(err, wall, lev)
             if exu_version:

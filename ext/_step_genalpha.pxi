@@ -1,7 +1,9 @@
 # Generalized-α stepper of the step loop (included by _steploop.pyx): the second-order
 # form of ``mbplugins.integrators.genalpha.GeneralizedAlpha`` (Chung & Hulbert (1993);
-# Arnold & Brüls (2007)) for y = [q (p); qd (p); extras] with q' = qd and unit mass,
-# fixed step, modified Newton on q''_n+1 stopped on the residual, f.c_jac, LU.
+# Arnold & Brüls (2007)) for y = [q (p); qd (p); lam (k); extras] with q' = qd, the mass
+# M_v on qd (diagonal) and k index-3 multipliers (the ``stiff`` formulation), fixed
+# step, modified Newton on (q''_n+1, lam_n+1) stopped on the residuals, f.c_jac or a
+# Jacobian call-back, LU of the (p + k) scaled iteration matrix.
 
 #: solve_step: Newton failed with a fresh Jacobian (the fixed step hands the step to the
 #: Python driver, which raises NewtonFailure; the variable step shrinks it)
@@ -13,13 +15,30 @@ cdef enum:
 cdef double GA_STALL_ACCEPT = 100.0
 
 
+cdef int _cb_update(object update, double t, object y, object J) except -1:
+    """GeneralizedAlpha's ``jacobian_update(t, y, J)``: the fast blocks of the Jacobian
+    refreshed in place (``J`` the loop's column-major buffer seen as an N x N array).
+    Returns 1 when the call-back raised (the caller hands the step to the Python
+    driver), else 0."""
+    try:
+        update(t, np.array(y), J)
+    except Exception:
+        return 1
+    return 0
+
+
 cdef class GenAlphaStepper(Stepper):
     """``GeneralizedAlpha`` (:func:`run_genalpha`): the grid ``t_start + i h_step``,
     the true and algorithmic accelerations ``acc``, ``a``, the right-hand side ``fn``
     at the last Newton iterate (its trailing rates: the quadratures), the Jacobian
-    (N x N, column-major) and the LU of the p x p iteration matrix."""
-    cdef Py_ssize_t p
-    cdef double t_start, h_step, h, tnew, t_old, c_lu, a_m, a_f, g, b, rtol
+    (N x N, column-major; ``f.c_jac`` or the call-back ``jac``) and the LU of the
+    (p + k) x (p + k) iteration matrix (``k`` multipliers, ``mv`` the mass of the
+    velocity rows, ``atol`` the constraints' residual tolerance)."""
+    cdef Py_ssize_t p, k
+    cdef double t_start, h_step, h, tnew, t_old, c_lu, a_m, a_f, g, b, rtol, atol
+    cdef bint use_cb, use_upd
+    cdef object jac, ynew_arr, upd, J_F
+    cdef double* mv
     cdef long i_step, i_top, nsteps_top, nrej_top, max_age, jac_age, age_top
     cdef int maxiter
     cdef bint jac_valid, jac_current, lu_valid, ck, jv_top, lu_top, J_kept
@@ -48,16 +67,24 @@ cdef class GenAlphaStepper(Stepper):
     cdef double* fn_top
 
     cdef void factor_lu(self, double h) noexcept:
-        """S = I - β' h^2 J_vq - γ' h J_vv (p x p, column-major), factored by dgetrf."""
-        cdef Py_ssize_t N = self.N, p = self.p, i, j
-        cdef int pp = <int>p, info = 0
+        """GeneralizedAlpha._matrix: ``[[M_v - β' h^2 J_vq - γ' h J_vv, -J_vlam],
+        [J_lamq, 0]]`` ((p + k) square, column-major), factored by dgetrf."""
+        cdef Py_ssize_t N = self.N, p = self.p, k = self.k, P = self.p + self.k, i, j
+        cdef int pp = <int>P, info = 0
         cdef double r = (1.0 - self.a_f) / (1.0 - self.a_m)
         cdef double bb = self.b * r * h * h, gg = self.g * r * h
         for j in range(p):
             for i in range(p):
-                self.LU[j * p + i] = -(bb * self.J[j * N + p + i]
+                self.LU[j * P + i] = -(bb * self.J[j * N + p + i]
                                        + gg * self.J[(p + j) * N + p + i])
-            self.LU[j * p + j] += 1.0
+            self.LU[j * P + j] += self.mv[j]
+            for i in range(k):
+                self.LU[j * P + p + i] = self.J[j * N + 2 * p + i]
+        for j in range(k):
+            for i in range(p):
+                self.LU[(p + j) * P + i] = -self.J[(2 * p + j) * N + p + i]
+            for i in range(k):
+                self.LU[(p + j) * P + p + i] = 0.0
         dgetrf(&pp, &pp, self.LU, &pp, self.ipiv, &info)
 
     cdef int attempt(self, double next_out) except -1:
@@ -115,9 +142,12 @@ cdef class GenAlphaStepper(Stepper):
         (GeneralizedAlpha ``_predict``, ``_attempt``, ``_solve_second`` and the
         quadratures of ``_finish``): 0, LOOP_EVAL_FAILED (an evaluation failed) or
         GA_NEWTON_FAILED (Newton failed with a fresh Jacobian)."""
-        cdef Py_ssize_t N = self.N, p = self.p, i
-        cdef int info = 0, one = 1, pp = <int>p, it, tries, iters
-        cdef double r, bb, gg, an, rn, sa, sf, worst, worst_old = 0.0
+        cdef Py_ssize_t N = self.N, p = self.p, k = self.k, i
+        cdef int info = 0, one = 1, pp = <int>(p + k), it, tries, iters
+        cdef double r, bb, gg, an, rn, sa, sf, worst, worst_old = 0.0, phitol, ph, mb
+        cdef double* mv = self.mv
+        cdef long nfev_cb
+        cdef int l
         cdef double a_m = self.a_m, a_f = self.a_f, g = self.g, b = self.b
         cdef char trans = b'N'
         cdef bint ok, have_old, stalled
@@ -135,6 +165,13 @@ cdef class GenAlphaStepper(Stepper):
             an = ((1.0 - a_f) * self.acc[i] + a_f * self.acc[i] - a_m * self.a[i]) / (1.0 - a_m)
             ynew[i] += h * y[p + i] + (h * h) * ((0.5 - b) * self.a[i] + b * an)
             ynew[p + i] += h * ((1.0 - g) * self.a[i] + g * an)
+        # the constraints' tolerance newton_atol max(1, |q|) at the predictor
+        phitol = 1.0
+        for i in range(p):
+            if fabs(ynew[i]) > phitol:
+                phitol = fabs(ynew[i])
+        phitol = self.atol * phitol
+        mb = -1.0 / bb
         ok = False
         for tries in range(2):
             if tries == 1:      # the retry starts from the predictor again (and its
@@ -148,13 +185,31 @@ cdef class GenAlphaStepper(Stepper):
                 if self.ck and self.jv_top and not self.J_kept:
                     memcpy(self.Jsnap, self.J, N * N * sizeof(double))
                     self.J_kept = True
-                _difference_floor(ynew, p, N, self.fd_floor)
-                if _jacobian(self.f, tnew, ynew, self.fd_floor, self.J, self.jwork, N,
-                             self.counters, &self.nfev0):
-                    return LOOP_EVAL_FAILED
+                if self.use_cb:         # the analysis' DAE Jacobian (Integrator.jac)
+                    nfev_cb = self.f.nfev
+                    l = _cb_jacobian(self.jac, tnew, self.ynew_arr, self.J, N,
+                                     self.counters)
+                    self.nfev0 += self.f.nfev - nfev_cb  # its evaluations: uncounted
+                    if l:
+                        return LOOP_EVAL_FAILED
+                else:
+                    _difference_floor(ynew, p, N, self.fd_floor)
+                    if _jacobian(self.f, tnew, ynew, self.fd_floor, self.J, self.jwork, N,
+                                 self.counters, &self.nfev0):
+                        return LOOP_EVAL_FAILED
                 self.jac_valid = True
                 self.jac_current = True
                 self.jac_age = 0
+                self.lu_valid = False
+            elif self.use_upd:          # the fast blocks at the predictor, a new LU
+                if self.ck and self.jv_top and not self.J_kept:
+                    memcpy(self.Jsnap, self.J, N * N * sizeof(double))
+                    self.J_kept = True
+                nfev_cb = self.f.nfev
+                l = _cb_update(self.upd, tnew, self.ynew_arr, self.J_F)
+                self.nfev0 += self.f.nfev - nfev_cb      # its evaluations: uncounted
+                if l:
+                    return LOOP_EVAL_FAILED
                 self.lu_valid = False
             if not self.lu_valid or fabs(h - self.c_lu) > 1e-12 * fabs(h):
                 self.factor_lu(h)
@@ -172,14 +227,22 @@ cdef class GenAlphaStepper(Stepper):
                 sf = 0.0
                 rn = 0.0
                 for i in range(p):
-                    x[i] = fb[p + i] - accn[i]
+                    an = mv[i] * accn[i]
+                    x[i] = fb[p + i] - an
                     if fabs(x[i]) > rn:
                         rn = fabs(x[i])
-                    if fabs(accn[i]) > sa:
-                        sa = fabs(accn[i])
+                    if fabs(an) > sa:
+                        sa = fabs(an)
                     if fabs(fb[p + i]) > sf:
                         sf = fabs(fb[p + i])
                 worst = (rn / (sa + sf + 1e-300)) / self.rtol
+                if k:
+                    ph = 0.0
+                    for i in range(k):
+                        if fabs(fb[2 * p + i]) > ph:
+                            ph = fabs(fb[2 * p + i])
+                    if ph / phitol > worst:
+                        worst = ph / phitol
                 iters = it
                 if not worst < INFINITY:
                     break
@@ -194,12 +257,16 @@ cdef class GenAlphaStepper(Stepper):
                     break
                 worst_old = worst
                 have_old = True
+                for i in range(k):
+                    x[p + i] = fb[2 * p + i] * mb
                 dgetrs(&trans, &pp, &one, self.LU, &pp, self.ipiv, x, &pp, &info)
                 self.counters[C_SOLVE] += 1.0
                 for i in range(p):
                     accn[i] += x[i]
                     ynew[i] += bb * x[i]
                     ynew[p + i] += gg * x[i]
+                for i in range(k):
+                    ynew[2 * p + i] += x[p + i]
             self.counters[C_NITER] += iters
             if ok:
                 self.jac_age += 1
@@ -215,7 +282,7 @@ cdef class GenAlphaStepper(Stepper):
         if not ok:
             return GA_NEWTON_FAILED
         # the quadratures of the trailing components (trapezoidal rule)
-        for i in range(2 * p, N):
+        for i in range(2 * p + k, N):
             ynew[i] = y[i] + (0.5 * h) * (self.fn[i] + fb[i])
         return 0
 
@@ -264,7 +331,7 @@ cdef class GenAlphaStepper(Stepper):
 
     cdef int dense(self, double tt, double* out) except -1:
         """Cubic Hermite with the slopes (qd, q'', trailing rates) at both ends."""
-        cdef Py_ssize_t N = self.N, p = self.p, i
+        cdef Py_ssize_t N = self.N, p = self.p, e0 = 2 * self.p + self.k, i
         cdef double hd = self.t - self.t_old, s, s2, s3, h00, h10, h01, h11, d0, d1
         s = (tt - self.t_old) / hd
         s2 = s * s
@@ -280,6 +347,9 @@ cdef class GenAlphaStepper(Stepper):
             elif i < 2 * p:
                 d0 = self.acc_old[i - p]
                 d1 = self.acc[i - p]
+            elif i < e0:                # the multipliers: their difference quotient
+                d0 = (self.y[i] - self.y_old[i]) / hd
+                d1 = d0
             else:
                 d0 = self.fn_old[i]
                 d1 = self.fn[i]
@@ -484,13 +554,23 @@ cdef int _genalpha_setup(GenAlphaStepper st, CompiledODE f, double t0, double[::
                          double[::1] a0, double[::1] f0, double a_m, double a_f,
                          double gamma, double beta, int maxiter, double newton_rtol,
                          long max_age, long jac_age0, double[::1] counters, bint ck,
-                         const double[::1] J0, double c_lu0) except -1:
+                         const double[::1] J0, double c_lu0, Py_ssize_t k=0,
+                         const double[::1] mass=None, double newton_atol=0.0,
+                         object jac=None, object jacobian_update=None) except -1:
     """The state and buffers :func:`run_genalpha` and :func:`run_genalpha_var` share
     (arguments checked by the caller): the accelerations, f, the parameters, Newton's
-    settings, the Jacobian and LU (``J0`` and ``c_lu0``: those of a checkpoint)."""
+    settings, the Jacobian and LU (``J0`` and ``c_lu0``: those of a checkpoint), the
+    ``k`` multipliers, the velocity rows' ``mass`` (None: 1), the constraints'
+    tolerance ``newton_atol``, the Jacobian call-back ``jac`` (None: ``f.c_jac``) and
+    ``jacobian_update`` (None: none)."""
     cdef Py_ssize_t N = y0.shape[0], i
     st.setup(f, t0, y0, t1, nfev_start)
     st.p = p
+    st.k = k
+    st.atol = newton_atol
+    st.use_cb = jac is not None
+    st.jac = jac
+    st.mv = st.buf(0, np.ones(p) if mass is None else np.asarray(mass))
     st.a_m, st.a_f, st.g, st.b = a_m, a_f, gamma, beta
     st.maxiter = maxiter
     st.rtol = newton_rtol
@@ -503,8 +583,11 @@ cdef int _genalpha_setup(GenAlphaStepper st, CompiledODE f, double t0, double[::
     st.J_arr = np.zeros(N * N)                    # column-major
     cdef double[::1] Jv = st.J_arr
     st.J = &Jv[0]
-    st.LU = st.buf(p * p)
-    ipiv = np.zeros(p, dtype=np.intc)
+    st.J_F = st.J_arr.reshape((N, N), order="F")      # a view: the call-backs' J
+    st.use_upd = jacobian_update is not None
+    st.upd = jacobian_update
+    st.LU = st.buf((p + k) * (p + k))
+    ipiv = np.zeros(p + k, dtype=np.intc)
     st.keep.append(ipiv)
     cdef int[::1] ipivv = ipiv
     st.ipiv = &ipivv[0]
@@ -515,9 +598,12 @@ cdef int _genalpha_setup(GenAlphaStepper st, CompiledODE f, double t0, double[::
     st.acc_old = st.buf(p)
     st.fn_old = st.buf(N)
     st.y_old = st.buf(N)
-    st.ynew = st.buf(N)
+    st.ynew_arr = np.zeros(N)           # (a numpy array: the call-back's argument)
+    st.keep.append(st.ynew_arr)
+    cdef double[::1] ynv = st.ynew_arr
+    st.ynew = &ynv[0]
     st.fb = st.buf(N)
-    st.x = st.buf(p)
+    st.x = st.buf(p + k)
     st.fd_floor = st.buf(0, np.full(N, 1e-8))
     st.jwork = st.buf(3 * N)
     st.acc_top = st.buf(p)
@@ -542,9 +628,18 @@ cdef int _genalpha_setup(GenAlphaStepper st, CompiledODE f, double t0, double[::
 cdef int _genalpha_check(str who, Py_ssize_t N, Py_ssize_t positions, double[::1] acc0,
                          double[::1] a0, double[::1] f0, int maxiter, double a_m,
                          double a_f, double gamma, double beta, double newton_rtol,
-                         const double[::1] J0) except -1:
+                         const double[::1] J0, Py_ssize_t k=0,
+                         const double[::1] mass=None, double newton_atol=1.0) except -1:
     """The arguments :func:`run_genalpha` and :func:`run_genalpha_var` share."""
+    cdef Py_ssize_t i
     _index(f"{who}: positions", positions, 1, N // 2)
+    _index(f"{who}: multipliers", k, 0, N - 2 * positions)
+    if mass is not None:
+        _size(f"{who}: mass", mass.shape[0], positions)
+        for i in range(positions):
+            if not (mass[i] > 0.0 and mass[i] < INFINITY):
+                raise ValueError(f"{who}: mass[{i}] = {mass[i]} is not positive and finite")
+    _positive(f"{who}: newton_atol", newton_atol)
     _size(f"{who}: acc0", acc0.shape[0], positions)
     _size(f"{who}: a0", a0.shape[0], positions)
     _size(f"{who}: f0", f0.shape[0], N)
@@ -573,10 +668,18 @@ def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 no
                  const double[::1] stop_sign=None, double[::1] ystep=None,
                  dict hist=None, const double[::1] J0=None, double c_lu0=0.0,
                  long jac_age0=0, long max_steps=0, object on_commit=None,
-                 object restart=None):
+                 object restart=None, Py_ssize_t multipliers=0,
+                 const double[::1] mass=None, double newton_atol=1e-13, object jac=None,
+                 object jacobian_update=None):
     """Integrate from (t0, y0) to t1 > t0 by the second-order form of
-    ``GeneralizedAlpha`` (:class:`GenAlphaStepper`; unit mass, no multipliers; the
-    Jacobian ``f.c_jac`` as :func:`run_theta`'s) from its state after
+    ``GeneralizedAlpha`` (:class:`GenAlphaStepper`; the Jacobian ``f.c_jac`` as
+    :func:`run_theta`'s, or the call-back ``jac(t, y)`` as :func:`run_bdf`'s, its
+    evaluations of f not counted; ``multipliers`` index-3 multipliers after the
+    velocities, their constraints stopped at ``newton_atol max(1, |q|)``; ``mass``
+    the diagonal mass of the velocity rows, None: 1 — the ``stiff`` formulation's
+    layout ``[q, s, lam, W]``; ``jacobian_update(t, y, J)``: GeneralizedAlpha's
+    option, called at the predictor of every step that keeps an older Jacobian, then
+    a new LU) from its state after
     ``_restart_impl`` or an accepted step: the true and algorithmic accelerations
     ``acc0``, ``a0`` (``positions`` values each), ``f0`` the right-hand side there, the
     grid ``t_start + i h_step`` with ``i_step`` steps taken, the parameters (α_m, α_f,
@@ -590,12 +693,13 @@ def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 no
     outside [1, N/2], acc0 / a0 / f0 of the wrong size or non-finite, maxiter < 1,
     h_step not positive and finite, α_m, α_f outside [-1, 1) and [0, 1), γ, β not
     positive, newton_rtol not positive, a grid point more than two steps from t0, J0
-    of the wrong size."""
+    of the wrong size, multipliers outside [0, N - 2 positions], a mass of the wrong
+    size or not positive, newton_atol not positive."""
     cdef Py_ssize_t N = y0.shape[0]
     _check_common("run_genalpha", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
-                  stop_val, stop_sign, ystep, max_steps)
+                  stop_val, stop_sign, ystep, max_steps, multipliers > 0)   # (stiff's f)
     _genalpha_check("run_genalpha", N, positions, acc0, a0, f0, maxiter, a_m, a_f, gamma,
-                    beta, newton_rtol, J0)
+                    beta, newton_rtol, J0, multipliers, mass, newton_atol)
     _positive("run_genalpha: h_step", h_step)
     if not fabs(t_start + (<double>i_step) * h_step - t0) <= 2.0 * h_step + 1e-9 * fabs(t0):
         raise ValueError(f"run_genalpha: the grid point t_start + i_step h_step = {t_start} "
@@ -607,7 +711,8 @@ def run_genalpha(CompiledODE f not None, double t0, double t1, double[::1] y0 no
     st.h_step = h_step
     _genalpha_setup(st, f, t0, y0, t1, nfev_start, positions, acc0, a0, f0, a_m, a_f,
                     gamma, beta, maxiter, newton_rtol, max_age, jac_age0, counters,
-                    hist is not None, J0, c_lu0)
+                    hist is not None, J0, c_lu0, multipliers, mass, newton_atol, jac,
+                    jacobian_update)
     _commit_args("run_genalpha", on_commit, restart)
     st.restart_cb = restart
     st.gate = bool(f.post_step) and restart is not None

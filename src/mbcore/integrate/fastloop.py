@@ -13,7 +13,8 @@ Python only at output times; so do the multistep methods ``abm`` and ``bdf`` (it
 ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the analysis'
 Jacobian call-back), the implicit θ-methods ``implicit_euler`` and ``trapezoid``, the
 generalized-α methods ``genalpha``, ``hht`` and ``genalpha_var`` (loop kind
-'genalpha') in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
+'genalpha'; ``genalpha``/``hht`` also on the index-3 ``stiff`` DAE form with the
+analysis' Jacobian call-back) in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
 fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
 (``run_fixedgrid``, loop kind ``fixedgrid``).  A fixed-step RK object whose tableau
 is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with
@@ -57,14 +58,16 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     it projects at all, and ``CompiledRHS`` with ``enable_projection``; the multistep
     loops take none).  A Jacobian call-back ``jac``
     (the DAE forms) and a DAE right-hand side (``dae``: ``CompiledGGL``) are accepted
-    by 'bdf' only."""
+    by 'bdf' and 'genalpha' (whose fixed step runs the ``stiff`` form's layout; the
+    variable step hands a call-back to the Python driver)."""
     if form.compiled is None or not form.compiled_ready() or events:
         return None
     if post_step is not None and not getattr(form.compiled, "handles_post_step", False):
         return None
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None
-    if (jac is not None or getattr(form.compiled, "dae", False)) and kind != "bdf":
+    if (jac is not None or getattr(form.compiled, "dae", False)) and kind not in (
+            "bdf", "genalpha"):
         return None
     if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # multistep, implicit
         # one-step and the fixed-grid textbook methods

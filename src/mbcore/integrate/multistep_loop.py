@@ -9,7 +9,9 @@
 ``compiled_loop_kind() == "abm"``, ``"bdf"``, ``"theta"`` or ``"genalpha"`` (the
 second-order form of generalized-α: ``run_genalpha`` for ``genalpha``/``hht``,
 ``run_genalpha_var`` for the variable step ``genalpha_var``, whose ``loop_start()``
-says ``variable``).  As for the explicit Runge–Kutta
+says ``variable``; ``run_genalpha`` also runs the index-3 ``stiff`` formulation:
+multipliers, the velocity rows' mass and the analysis' DAE Jacobian call-back,
+Arnold & Brüls (2007)).  As for the explicit Runge–Kutta
 loop, the Python integrator object is built first (its ``_restart_impl`` evaluates
 f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
@@ -83,13 +85,16 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
         return (integ.constant_jacobian is None and not integ.has_jacobian
                 and not np.ndim(o["newton_rtol"]) and not np.ndim(o["newton_atol"])
                 and integ.status == "running")
-    if kind == "genalpha":  # the second-order form, unit mass, no multipliers
-        o = integ.opts
-        if start.get("variable"):   # genalpha_var: scalar tolerances, a newer build
-            from .._ext import _steploop
-            if not (scalar and hasattr(_steploop, "run_genalpha_var")):
+    if kind == "genalpha":  # the second-order form (fixed step: also multipliers, a
+        o = integ.opts      # mass and a Jacobian call-back, the stiff formulation)
+        if start.get("variable"):   # genalpha_var: scalar tolerances, a newer build,
+            from .._ext import _steploop     # unit mass, no multipliers nor call-back
+            if not (scalar and hasattr(_steploop, "run_genalpha_var")
+                    and not integ.has_jacobian and not start.get("multipliers")
+                    and o.get("jacobian_update") is None
+                    and bool(np.all(start.get("mass", 1.0) == 1.0))):
                 return False
-        return (integ.constant_jacobian is None and not integ.has_jacobian
+        return (integ.constant_jacobian is None
                 and bool(start.get("compiled"))
                 and not np.ndim(o.get("newton_rtol") or 0.0)
                 and integ.status == "running")
@@ -151,7 +156,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             raise LoopFallback(t)
         return buf
 
-    if jac is not None and kind != "bdf":
+    if jac is not None and kind not in ("bdf", "genalpha"):
         return python_fallback(t0, y0, t_out)
     try:
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
@@ -250,7 +255,11 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             np.array(s0["f"], dtype=float), s0["t_start"], s0["i"], s0["h"], a_m, a_f, g, b,
             int(o["newton_maxiter"]), float(s0["newton_rtol"]), int(o["jac_max_age"] or 0),
             t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
-            hist=hist, **extra, max_steps=budget, **commit)
+            hist=hist, **extra, max_steps=budget, **commit,
+            multipliers=int(s0["multipliers"]), newton_atol=float(s0["newton_atol"]),
+            mass=np.ascontiguousarray(s0["mass"], dtype=float),
+            jac=jac if integ.has_jacobian else None,
+            jacobian_update=o["jacobian_update"])
     elif kind == "fixedgrid":
         code, t, y, i_out, h = ms.run_fixedgrid(
             crhs, float(t0), float(t1), y_start, str(s0["method"]), s0, int(s0["order"]),

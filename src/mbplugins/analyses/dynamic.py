@@ -132,9 +132,10 @@ class DynamicAnalysis(Analysis):
         for k, v in given.items():
             if k in cls.OWN_INTEGRATOR_KEYS:
                 raise ModelError(f"{where}.{k}", f"give it as {path}.{k}")
-            if k not in spec or k in ("mass", "h_power", "newton_system"):
+            if k not in spec or k in ("mass", "h_power", "newton_system", "jacobian_update"):
                 valid = sorted(o for o in spec if o not in cls.OWN_INTEGRATOR_KEYS
-                               and o not in ("mass", "h_power", "newton_system"))
+                               and o not in ("mass", "h_power", "newton_system",
+                                             "jacobian_update"))
                 close = difflib.get_close_matches(k, valid, n=1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 raise ModelError(f"{where}.{k}", f"not an option of integrator "

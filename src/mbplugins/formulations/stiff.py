@@ -454,8 +454,60 @@ class Stiff(Formulation):
                 "h_power": np.concatenate([self.state_h_power,
                                            np.full(extra, float(self.H_POWER[3]))]),
                 "newton_system": self._newton_system(),
-                # the layout for the generalized-α methods' second-order form
-                "positions": self.n, "multipliers": self.m}
+                # the layout for the generalized-α methods' second-order form, and
+                # the blocks of their Jacobian refreshed at every step
+                "positions": self.n, "multipliers": self.m,
+                "jacobian_update": self.update_newton_blocks}
+
+    def update_newton_blocks(self, t, y, J) -> None:
+        """The blocks of ``J`` (df/dy at an earlier state, at least ``size`` square)
+        that change fastest, in place at ``y``: the velocity block ``df_s/ds``, the
+        reaction columns ``df_s/dlam`` and the constraint rows (planar ``C``,
+        ``Phi_q^T``, ``Phi_q``; spatial ``M^-1 (C - Dv)``, ``M^-1 P^T``, P the true
+        gradient: :func:`.velocity_jacobian.velocity_blocks` with the force Jacobians
+        of :meth:`mbcore.System.force_jacobians`; no evaluation of f: the inertial
+        term ``Dv`` does not depend on the accelerations).  ``df_s/dq`` (the stiffness and
+        ``d(P^T lam)/dq``, by differences of the constraint rows: most of the cost of
+        :meth:`jacobian`) stays: in the generalized-α iteration matrix it is damped
+        by β' h^2, those blocks by γ' h and 1 (Arnold & Brüls (2007), §3).  On the
+        governor of IFToMM A05 a one-step-old Jacobian needed 5-10 Newton iterations,
+        with these blocks refreshed 3-4 and almost no new Jacobian (docs/integrators.md)."""
+        n, m, s = self.n, self.m, self.system
+        q = np.ascontiguousarray(y[:n], dtype=float)
+        v = np.ascontiguousarray(y[n:2 * n], dtype=float)
+        _, C = s.force_jacobians(q, v, t)
+        if not self.spatial:
+            P = s.jacobian_dense(q, t)
+            J[n:2 * n, n:2 * n] = dense(C)
+            J[n:2 * n, 2 * n:2 * n + m] = P.T
+            J[2 * n:2 * n + m, :n] = P
+            return
+        c, L = self.compiled, 2 * n + m
+        if c is not None:                # in C: the rows and the mass solve of
+            P = c.true_rows(t, q)        # [0, C - Dv, P^T] (Dv does not depend on the
+            X, zero = self._update_buffers()     # accelerations, only the unused Dq)
+            X[:, :n] = 0.0
+            X[:, n:2 * n] = dense(C)
+            X[:, 2 * n:] = P.T
+            c.velocity_columns(q, v, zero, X)
+            Ks, PT = X[:, n:2 * n], X[:, 2 * n:]
+        else:
+            P = _phi_rows(s, q, t)
+            a = self.rhs(t, np.asarray(y[:L], dtype=float))[n:2 * n].copy()
+            _, Ks, PT = velocity_blocks(_mass_solver(s).spatial, q, v, a, np.zeros((n, n)),
+                                        dense(C), np.asarray(P).T)
+        J[n:2 * n, n:2 * n] = Ks
+        J[n:2 * n, 2 * n:L] = PT
+        J[2 * n:L, :n] = P
+
+    def _update_buffers(self):
+        """The work arrays of :meth:`update_newton_blocks` (allocated once per size):
+        the columns of the mass solve and zero accelerations."""
+        n, L = self.n, self.size
+        b = getattr(self, "_upd", None)
+        if b is None or b[0].shape != (n, L):
+            b = self._upd = (np.empty((n, L)), np.zeros(n))
+        return b
 
     def _newton_system(self):
         """The reduced Newton hook: ``_stiffnewton.ReducedNewtonC`` (the same

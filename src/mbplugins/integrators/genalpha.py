@@ -56,11 +56,12 @@ difference of the last two derivatives, constants ``1/6 + r/4`` and ``δ^2/2 - 1
 is carried unchanged through a step change (Géradin & Cardona (2001), §7.5).
 
 **Compiled loops** (the dynamic analysis with ``di``/``cs``: the second-order form with
-unit mass and no multipliers): ``genalpha``/``hht`` run in
-``mbcore._ext._steploop.run_genalpha``, ``genalpha_var`` in ``run_genalpha_var``
-(ext/_step_genalpha.pxi), both the formulas of this module step for step
-(:meth:`GeneralizedAlpha.compiled_loop_kind`, ``loop_start``,
-``restore_loop_history``; docs/integrators.md).
+unit mass and no multipliers; ``genalpha``/``hht`` also with ``stiff``: multipliers, the
+mass ``M_v`` and the analysis' DAE Jacobian as a call-back, evaluated once per
+Jacobian): ``genalpha``/``hht`` run in ``mbcore._ext._steploop.run_genalpha``,
+``genalpha_var`` in ``run_genalpha_var`` (ext/_step_genalpha.pxi), both the formulas
+of this module step for step (:meth:`GeneralizedAlpha.compiled_loop_kind`,
+``loop_start``, ``restore_loop_history``; docs/integrators.md).
 """
 from __future__ import annotations
 
@@ -100,6 +101,12 @@ def _count_or_none(value: Any, n: int = 0) -> int | None:
     if value is None:
         return None
     return int_range(0, 10 ** 9)(value, n)
+
+
+def _callable_or_none(value: Any):
+    if value is not None and not callable(value):
+        raise ValueError(f"expected a callable (t, y, J) or None, got {value!r}")
+    return value
 
 
 def alpha_parameters(rho: float, kind: str = "genalpha", order: int = 2
@@ -150,6 +157,13 @@ _COMMON = {
                           "until the Newton iteration fails or needs more than 4 "
                           "iterations; 1: a fresh Jacobian every step",
                           lambda v, n=0: None if v is None else int_range(1, 10 ** 9)(v, n)),
+    "jacobian_update": Option(None, "second-order form: a callable (t, y, J) that "
+                              "refreshes in place, at the predictor of every step that "
+                              "keeps an older Jacobian J, the blocks of J that change "
+                              "fastest (the stiff formulation passes its velocity block, "
+                              "constraint rows and reaction columns); the iteration "
+                              "matrix is then factored again",
+                              lambda v, n=0: _callable_or_none(v)),
 }
 
 
@@ -188,16 +202,19 @@ class GeneralizedAlpha(Integrator):
         return "genalpha" if same else None
 
     def loop_start(self) -> dict:
-        """Where ``run_genalpha`` starts: the layout, the accelerations ``acc`` (true)
-        and ``a`` (algorithmic), ``f`` at the last iterate, the grid and the
-        parameters; ``compiled`` False when the compiled loop does not apply (the
-        first-order form, multipliers, a mass matrix)."""
+        """Where ``run_genalpha`` starts: the layout (``positions``, ``multipliers``,
+        the velocity rows' ``mass``), the accelerations ``acc`` (true) and ``a``
+        (algorithmic), ``f`` at the last iterate, the grid, the parameters and Newton's
+        residual tolerances; ``compiled`` False when the compiled loop does not apply
+        (the first-order form)."""
         second = self._second
-        unit = second and self._k == 0 and bool(np.all(self._mv == 1.0))
-        return {"compiled": bool(unit), "positions": self._p if second else 0,
+        return {"compiled": bool(second), "positions": self._p if second else 0,
+                "multipliers": self._k if second else 0,
+                "mass": self._mv if second else None,
                 "acc": self._acc, "a": self._a, "f": self._f, "t_start": float(self._t_start),
                 "i": int(self._i), "h": float(self._h), "params": self._params,
-                "jac_age": int(self._jac_age), "newton_rtol": self._newton_rtol()}
+                "jac_age": int(self._jac_age), "newton_rtol": self._newton_rtol(),
+                "newton_atol": float(self.opts["newton_atol"])}
 
     def restore_loop_history(self, h) -> dict:
         """``run_genalpha``'s checkpoint history (``acc``, ``a``, ``f``, ``t_start``,
@@ -451,6 +468,11 @@ class GeneralizedAlpha(Integrator):
                 self._J = self.jac(t_new, y_pred, None, self._difference_floor(y_pred))
                 self._jac_current = True
                 self._jac_age = 0
+                self._lu = None
+            elif (self.opts["jacobian_update"] is not None and self._second
+                  and self._jac_constant is None):
+                # the fast blocks at the predictor (module docstring), then a new LU
+                self.opts["jacobian_update"](t_new, y_pred, self._J)
                 self._lu = None
             if self._lu is None or abs(h - self._c_lu) > 1e-12 * abs(h):
                 self._lu = self.lu_factor(self._matrix(self._J, h))
