@@ -23,10 +23,19 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+def _bare_number(value: str) -> bool:
+    """Text that is a number alone (``"30"``): quoted by mistake, not a quantity."""
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 def number(value: Any, path: str, *, finite: bool = True, min: float | None = None,
            max: float | None = None, positive: bool = False) -> float:
     if not _is_number(value):
-        if looks_like_quantity(value):
+        if looks_like_quantity(value) and not _bare_number(value):
             raise ModelError(path, f"expected a plain number, got {describe(value)}: this "
                                    f"key declares no dimension, so a number with a unit "
                                    f"cannot be converted (docs/model-format.md, Units)")

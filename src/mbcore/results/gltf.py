@@ -5,7 +5,7 @@ normals) and one animation whose channels move each body node (translation and
 rotation samplers, linear interpolation, keyframe times in seconds).
 
 The container, chunks, accessors and animation samplers follow the Khronos glTF 2.0
-specification (Khronos Group (2021), §3.6 binary data storage: buffers, buffer views
+specification (Khronos (2021), §3.6 binary data storage: buffers, buffer views
 and accessors; §3.11 animations; Ch. 4 the GLB file format).  glTF is y-up: a root node turns mbcore's z-up scene by −90° about x.
 Written with NumPy alone (no glTF library)."""
 from __future__ import annotations

@@ -512,7 +512,7 @@ _PAGE = """<!DOCTYPE html>
 body {{ margin: 0; }}
 #meshcat-pane {{ width: 100vw; height: 100vh; overflow: hidden; }}
 #mbcore-caption {{ position: absolute; left: 8px; bottom: 8px; color: #fff;
-  font: 13px sans-serif; text-shadow: 0 0 3px #000; pointer-events: none; }}
+  font: 13px sans-serif; text-shadow: 0 0 3px black; pointer-events: none; }}
 </style>
 </head>
 <body>
