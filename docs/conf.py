@@ -11,7 +11,9 @@ build starts: the model-file reference from the plugin registry
 (``mbcore_reference``) and the gallery, which runs every example of
 ``examples/`` (``mbcore_gallery``; a failing example or a warning fails the build).
 A third draws the integrators' stability regions (``mbcore_stability``, PNGs in
-``docs/_generated/stability``, shown by docs/integrators.md).
+``docs/_generated/stability``, shown by docs/integrators.md); a fourth the gallery of
+plot types (``mbcore_plots``, PNGs in ``docs/_generated/plots``, shown by
+docs/plotting.md).
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ extensions = [
     "mbcore_reference",
     "mbcore_gallery",
     "mbcore_stability",
+    "mbcore_plots",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}

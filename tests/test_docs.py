@@ -61,3 +61,19 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     test_cmd = block[1].replace("pip install", "python -m pip install -q")
     assert test_cmd in ci
+
+
+def test_plot_gallery_page_shows_every_generated_figure_with_its_call():
+    """docs/plotting.md's gallery names each figure the docs build draws
+    (docs/_ext/mbcore_plots.py) and the call that draws it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mbcore_plots",
+                                                  ROOT / "docs" / "_ext" / "mbcore_plots.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = (ROOT / "docs" / "plotting.md").read_text()
+    assert "mbcore_plots" in (ROOT / "docs" / "conf.py").read_text()
+    for name, (run, shown, _draw) in mod.FIGURES.items():
+        assert run in mod.RUNS, name
+        assert f"(_generated/plots/{name})" in doc, name
+        assert f"`{shown}`" in doc, name
