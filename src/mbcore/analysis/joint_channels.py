@@ -97,11 +97,7 @@ class JointChannel:
         sysm = self.system
         R = Q.shape[0]
         out = np.empty((R, self.width))
-        QX = sysm.extended_rows(Q)
-        QDX = np.zeros_like(QX)
-        QDX[:, :sysm.n] = QD
-        if sysm.padded:                      # particles' padded blocks
-            QDX[:, sysm._pad_dst] = QDX[:, sysm._pad_src]
+        QX, QDX = sysm.extended_rows(Q), sysm.extended_rates(QD)
         for g, ref, cols, k in self.plan:
             ne = g.ne
             shp = (R * ne,) + g.gather_all.shape[1:]

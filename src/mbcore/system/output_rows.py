@@ -69,7 +69,9 @@ class OutputRows:
             QX[:, self._pad_dst] = QX[:, self._pad_src]
         return QX
 
-    def _extended_rates(self, QD: np.ndarray) -> np.ndarray:
+    def extended_rates(self, QD: np.ndarray) -> np.ndarray:
+        """(R, n_ext): each row's qd extended as :meth:`extended_rows` extends q (the
+        ground blocks at rest)."""
         QDX = np.zeros((QD.shape[0], self._qdx.size))
         QDX[:, :self.n] = QD
         if self.padded:
@@ -125,7 +127,7 @@ class OutputRows:
         groups = self._force_groups_of(stacked)
         if not groups:
             return out
-        QX, QDX = self.extended_rows(Q), self._extended_rates(QD)
+        QX, QDX = self.extended_rows(Q), self.extended_rates(QD)
         off = 0
         for fg in self.force_groups:
             w = len(fg.names) * len(fg.ftype.labels)
