@@ -18,46 +18,21 @@ from mbcore.results import plotting  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-# gear pair with fixed centres (the wheel's frame origin is 5 mm off its centre, so the
-# centre must come from its revolute joint) and a rack meshing with the pinion
-GEARS = """
-name: gear pair and rack
-units: {length: mm, angle: rad, time: s}
-settings: {analysis: kinematic, t_end: 1.0, output_step: 0.05}
-bodies:
-  - {name: pinion, position: [0, 0]}
-  - {name: wheel, position: [70, 0]}
-  - {name: rack, position: [0, -25]}
-points:
-  - {name: mark, body: wheel, at: [5, 40]}
-joints:
-  - {name: P, type: revolute, body_i: pinion, body_j: ground, point_i: [0, 0], point_j: [0, 0]}
-  - {name: W, type: revolute, body_i: wheel, body_j: ground, point_i: [5, 0], point_j: [75, 0]}
-  - {name: mesh, type: gear, body_i: pinion, body_j: wheel, radius_i: 25, radius_j: 50}
-  - {name: guide, type: translational, body_i: ground, body_j: rack, point_i: [0, -25],
-     axis: [1, 0], angle: 0}
-  - {name: rp, type: rack_pinion, body_i: pinion, body_j: rack, radius: 25,
-     point_i: [0, 0], point_j: [0, 0], axis: [1, 0], side: left}
-drivers:
-  - {name: d, type: absolute_driver, body: pinion, coordinate: phi, function: "2*t"}
-"""
 
-# disc cam (polar series) turning about its origin, roller follower on a vertical guide
-CAM = """
-name: disc cam with roller follower
-units: {length: mm, angle: rad, time: s}
-settings: {analysis: kinematic, t_end: 1.0, output_step: 0.05}
-bodies:
-  - {name: cam}
-  - {name: follower, position: [0, 60]}
-joints:
-  - {name: A, type: revolute, body_i: ground, body_j: cam, point_i: [0, 0]}
-  - {name: T, type: translational, body_i: ground, body_j: follower, axis: [0, 1]}
-  - {name: roll, type: cam_roller, body_i: cam, body_j: follower, radius: 8,
-     curve: {polar_series: {polynomial: [40], cosine: [10, 0, 3], sine: [0, 4]}}}
-drivers:
-  - {name: d, type: absolute_driver, body: cam, coordinate: phi, function: "2*pi*t"}
-"""
+def _gallery_models():
+    """The gear-and-rack and cam models of the docs' plot gallery (one text for both)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "mbcore_plots", Path(__file__).resolve().parents[1] / "docs" / "_ext" / "mbcore_plots.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.GEARS, mod.CAM
+
+
+# gear pair with fixed centres (the wheel's frame origin is 5 mm off its centre, so the
+# centre must come from its revolute joint) and a rack meshing with the pinion; a disc
+# cam (polar series) turning about its origin, roller follower on a vertical guide
+GEARS, CAM = _gallery_models()
 
 
 def _cam_s(theta):

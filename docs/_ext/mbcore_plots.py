@@ -21,20 +21,22 @@ DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 OUTDIR = DOCS / "_generated" / "plots"
 
-#: a gear pair and a rack driven by the pinion (no shipped example has gears)
+#: a gear pair and a rack driven by the pinion (no shipped example has gears; the
+#: wheel's frame origin is 5 mm off its pivot: its pitch circle is drawn about the
+#: pivot).  tests/test_animate_shapes.py checks the drawing on these two models.
 GEARS = """
 name: gear pair and rack
 units: {length: mm, angle: rad, time: s}
 settings: {analysis: kinematic, t_end: 1.0, output_step: 0.05}
 bodies:
   - {name: pinion, position: [0, 0]}
-  - {name: wheel, position: [75, 0]}
+  - {name: wheel, position: [70, 0]}
   - {name: rack, position: [0, -25]}
 points:
-  - {name: mark, body: wheel, at: [0, 40]}
+  - {name: mark, body: wheel, at: [5, 40]}
 joints:
   - {name: P, type: revolute, body_i: pinion, body_j: ground, point_i: [0, 0], point_j: [0, 0]}
-  - {name: W, type: revolute, body_i: wheel, body_j: ground, point_i: [0, 0], point_j: [75, 0]}
+  - {name: W, type: revolute, body_i: wheel, body_j: ground, point_i: [5, 0], point_j: [75, 0]}
   - {name: mesh, type: gear, body_i: pinion, body_j: wheel, radius_i: 25, radius_j: 50}
   - {name: guide, type: translational, body_i: ground, body_j: rack, point_i: [0, -25],
      axis: [1, 0], angle: 0}
