@@ -423,25 +423,13 @@ def test_a_headless_browser_draws_the_scene(spatial, tmp_path):
 
 
 # ------------------------------------------------- planar bodies drawn by sketches
-GEARS = """
-name: gear pair and rack
-units: {length: mm, angle: rad, time: s}
-settings: {analysis: kinematic, t_end: 1.0, output_step: 0.05}
-bodies:
-  - {name: pinion, position: [0, 0]}
-  - {name: wheel, position: [75, 0]}
-  - {name: rack, position: [0, -25]}
-joints:
-  - {name: P, type: revolute, body_i: pinion, body_j: ground, point_i: [0, 0], point_j: [0, 0]}
-  - {name: W, type: revolute, body_i: wheel, body_j: ground, point_i: [0, 0], point_j: [75, 0]}
-  - {name: mesh, type: gear, body_i: pinion, body_j: wheel, radius_i: 25, radius_j: 50}
-  - {name: guide, type: translational, body_i: ground, body_j: rack, point_i: [0, -25],
-     axis: [1, 0], angle: 0}
-  - {name: rp, type: rack_pinion, body_i: pinion, body_j: rack, radius: 25,
-     point_i: [0, 0], point_j: [0, 0], axis: [1, 0], side: left}
-drivers:
-  - {name: d, type: absolute_driver, body: pinion, coordinate: phi, function: "2*t"}
-"""
+def _docs_model(name: str) -> str:
+    """A model of the docs' plot gallery (docs/_ext/mbcore_plots.py: GEARS, CAM)."""
+    spec = importlib.util.spec_from_file_location(
+        "mbcore_plots", EXAMPLES.parent / "docs" / "_ext" / "mbcore_plots.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name)
 
 
 @pytest.fixture(scope="module")
@@ -457,7 +445,7 @@ def geneva(tmp_path_factory) -> Path:
 def gears(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("viewer_gears")
     model, out = d / "gears.yaml", d / "gears.h5"
-    model.write_text(GEARS)
+    model.write_text(_docs_model("GEARS"))   # a gear pair and a rack
     assert main(["-q", "run", str(model), "-o", str(out)]) == 0
     return out
 
@@ -554,3 +542,20 @@ def test_a_headless_browser_draws_the_geneva_plate_and_slots(geneva, tmp_path):
 
     assert green(a) > 15000 and green(b) == 0      # observed 45156 and 0
     assert white(a) - white(b) > 50                # observed 131 - 34
+
+
+@needs_bundle
+def test_a_cam_is_a_plate_of_its_outline(tmp_path):
+    model, out = tmp_path / "cam.yaml", tmp_path / "cam.h5"
+    model.write_text(_docs_model("CAM"))          # a disc cam and a roller follower
+    assert main(["-q", "run", str(model), "-o", str(out)]) == 0
+    page = tmp_path / "cam.html"
+    VW.to_html(out, page)
+    objs = _objects(_commands(page.read_text()))
+    outlines, _ = _drawing(out)
+    cam = outlines["cam"]
+    n = len(cam) - 1
+    v = _vertices(objs["/mbcore/bodies/cam/shape0"])
+    assert np.array_equal(v[:n, :2], cam[:n])      # the cam's outline, in body coordinates
+    assert np.array_equal(v[n, :2], [0.0, 0.0])    # star-shaped about the cam's axis
+    assert "/mbcore/bodies/cam/sketch:roll.1" in objs
