@@ -39,6 +39,7 @@ from ..errors import MbcoreError
 from ..model import visual as V
 
 __all__ = ["viewer_bundle", "Scene", "build_scene", "scene_commands", "to_html", "view",
+           "plate_mesh",
            "ViewerError", "MAX_FRAMES"]
 
 #: the largest number of animation keyframes per body (the output rows are strided)
