@@ -388,23 +388,28 @@ def _screenshot(exe: str, page: Path, png: Path) -> np.ndarray:
         return np.asarray(img.convert("RGB"), dtype=int)
 
 
-@needs_bundle
-def test_a_headless_browser_draws_the_scene(spatial, tmp_path):
+def _browser_shots(result: Path, tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Screenshots of the result's page (not playing) and of the same page, camera
+    and grid without the bodies, markers and sketches."""
     exe = _chromium()
     if exe is None:
         # .ci/run sets MBCORE_TEST_BROWSER=1 when it installed chromium: then no skip
         assert not os.environ.get("MBCORE_TEST_BROWSER"), "chromium was installed but is not found"
         pytest.skip("no chromium executable")
     page, empty = tmp_path / "scene.html", tmp_path / "empty.html"
-    with Result(spatial) as r:
+    with Result(result) as r:
         scene = VW.build_scene(r)
     cmds = VW.scene_commands(scene, play=False)
     page.write_text(VW.scene_html(cmds))
-    # the same page, camera and grid without the bodies and markers
     empty.write_text(VW.scene_html([c for c in cmds if not c["path"].startswith("/mbcore")
                                     and c["type"] != "set_animation"]))
-    a = _screenshot(exe, page, tmp_path / "scene.png")
-    b = _screenshot(exe, empty, tmp_path / "empty.png")
+    return (_screenshot(exe, page, tmp_path / "scene.png"),
+            _screenshot(exe, empty, tmp_path / "empty.png"))
+
+
+@needs_bundle
+def test_a_headless_browser_draws_the_scene(spatial, tmp_path):
+    a, b = _browser_shots(spatial, tmp_path)
     assert a.shape == (600, 800, 3)
     assert a.std() > 10.0                                  # not a blank or black page
 
@@ -415,3 +420,142 @@ def test_a_headless_browser_draws_the_scene(spatial, tmp_path):
     # observed: 2133 red pixels with the scene, 37 (meshcat's x axis) without
     assert red(a) > 600 and red(b) < 200
     assert np.count_nonzero(np.abs(a - b).sum(axis=-1) > 60) > 1500   # observed 4784
+
+
+# ------------------------------------------------- planar bodies drawn by sketches
+def _docs_model(name: str) -> str:
+    """A model of the docs' plot gallery (docs/_ext/mbcore_plots.py: GEARS, CAM)."""
+    spec = importlib.util.spec_from_file_location(
+        "mbcore_plots", EXAMPLES.parent / "docs" / "_ext" / "mbcore_plots.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
+@pytest.fixture(scope="module")
+def geneva(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("viewer_geneva")
+    out = d / "geneva.h5"
+    assert main(["-q", "run", str(EXAMPLES / "geneva_full_cycle.yaml"), "-o", str(out),
+                 "--t-end", "0.6"]) == 0           # dwell, then the pin in a slot
+    return out
+
+
+@pytest.fixture(scope="module")
+def gears(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("viewer_gears")
+    model, out = d / "gears.yaml", d / "gears.h5"
+    model.write_text(_docs_model("GEARS"))   # a gear pair and a rack
+    assert main(["-q", "run", str(model), "-o", str(out)]) == 0
+    return out
+
+
+def _vertices(obj: dict) -> np.ndarray:
+    geo = obj["geometries"][0]
+    return np.array(geo["data"]["attributes"]["position"]["array"]).reshape(-1, 3)
+
+
+def _drawing(path: Path):
+    from mbcore.results.plotting import geometry
+    with Result(path) as r:
+        geo = geometry(r)
+        fitted = geo.fitted_sketches(r.labels("q"), r.series("q"))
+    return geo.outlines(fitted), fitted
+
+
+@needs_bundle
+def test_geneva_wheel_is_a_plate_of_its_sketch(geneva, tmp_path):
+    page = tmp_path / "g.html"
+    scene = VW.to_html(geneva, page)
+    objs = _objects(_commands(page.read_text()))
+    outlines, fitted = _drawing(geneva)
+    wheel = outlines["wheel"]                      # the disc through the slots' outer ends
+    assert set(outlines) == {"wheel"}
+    v = _vertices(objs["/mbcore/bodies/wheel/shape0"])
+    n = len(wheel) - 1                             # closed: the first point repeated
+    h = VW.PLATE_THICKNESS * float(np.max(np.hypot(*wheel.T)))
+    # the top face: the outline's points in order at z = +h/2, then the fan's centre
+    assert np.array_equal(v[:n, :2], wheel[:n]) and np.all(v[:n, 2] == 0.5 * h)
+    assert np.array_equal(v[n], [0.0, 0.0, 0.5 * h])          # star-shaped about the origin
+    assert np.array_equal(v[n + 1:2 * n + 1], v[:n] * [1, 1, -1])   # the bottom face
+    # the crank keeps its bar; every sketch is a line in its body's frame
+    assert [s.kind for s in scene.bodies[0].shapes] == ["box"]
+    lines = {p: o for p, o in objs.items() if "/sketch:" in p}
+    assert len(lines) == len(fitted) == 9          # 3 slots, mirrored, and 3 locking guides
+    for k, (name, sk) in enumerate(fitted):
+        parent = "/mbcore/ground" if sk.body == "ground" else f"/mbcore/bodies/{sk.body}"
+        obj = lines[f"{parent}/sketch:{name}.{k}"]
+        assert obj["object"]["type"] == "Line"
+        pts = _vertices(obj)
+        assert np.array_equal(pts[:, :2], sk.points)
+        assert np.all(pts[:, 2] > 0.5 * h) if sk.body == "wheel" else np.all(pts[:, 2] < -0.5 * h)
+    slots = [sk for _, sk in fitted if sk.kind == "slot"]
+    assert len(slots) == 6 and all(sk.body == "wheel" for sk in slots)
+
+
+@needs_bundle
+def test_gears_are_pitch_discs_and_the_rack_has_its_pitch_line(gears, tmp_path):
+    page = tmp_path / "gears.html"
+    VW.to_html(gears, page)
+    objs = _objects(_commands(page.read_text()))
+    for body, radius in (("pinion", 25.0), ("wheel", 50.0)):
+        v = _vertices(objs[f"/mbcore/bodies/{body}/shape0"])
+        top = v[:96]                               # the outline, then the fan's centre
+        r = np.hypot(top[:, 0], top[:, 1])
+        assert np.array_equal(v[96], [0.0, 0.0, top[0, 2]]) and np.all(top[:, 2] > 0)
+        assert np.all(np.abs(r - radius) < 1e-12 * radius)   # observed 7.1e-15 (wheel)
+    # the rack (one joint point) keeps its disc, with its pitch line along x
+    assert objs["/mbcore/bodies/rack/shape0"]["geometries"][0]["type"] == "CylinderGeometry"
+    pitch = _vertices(objs["/mbcore/bodies/rack/sketch:rp.4"])
+    assert np.all(pitch[:, 1] == 0.0) and np.ptp(pitch[:, 0]) > 50.0   # the travel seen
+
+
+def test_plate_mesh_faces_outwards_and_fans_from_the_centroid_off_the_origin():
+    # a square beside the origin (not star-shaped about it), clockwise
+    sq = np.array([[10.0, 0.0], [10.0, 2.0], [12.0, 2.0], [12.0, 0.0], [10.0, 0.0]])
+    v, f = VW.plate_mesh(sq, 0.5)
+    assert np.array_equal(v[4], [11.0, 1.0, 0.25])             # the centroid
+    tri = v[f]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    out = tri.mean(axis=1) - [11.0, 1.0, 0.0]
+    assert np.all(np.einsum("ij,ij->i", normal, out) > 0)      # every face outwards
+    # the enclosed volume (divergence theorem) is area x thickness
+    vol = np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum() / 6.0
+    assert vol == pytest.approx(4.0 * 0.5, rel=1e-12)
+
+
+def test_spatial_scenes_have_no_sketch_lines(spatial):
+    with Result(spatial) as r:
+        assert VW.build_scene(r).lines == []
+
+
+@needs_bundle
+def test_a_headless_browser_draws_the_geneva_plate_and_slots(geneva, tmp_path):
+    a, b = _browser_shots(geneva, tmp_path)
+
+    def green(img):     # the wheel's #59a14f under the viewer's lights
+        return int(np.count_nonzero((img[..., 1] > img[..., 0] + 25)
+                                    & (img[..., 1] > img[..., 2] + 25)))
+
+    def white(img):     # the slot lines (#f4f4f4)
+        return int(np.count_nonzero(img.min(axis=-1) > 225))
+
+    assert green(a) > 15000 and green(b) == 0      # observed 45156 and 0
+    assert white(a) - white(b) > 50                # observed 131 - 34
+
+
+@needs_bundle
+def test_a_cam_is_a_plate_of_its_outline(tmp_path):
+    model, out = tmp_path / "cam.yaml", tmp_path / "cam.h5"
+    model.write_text(_docs_model("CAM"))          # a disc cam and a roller follower
+    assert main(["-q", "run", str(model), "-o", str(out)]) == 0
+    page = tmp_path / "cam.html"
+    VW.to_html(out, page)
+    objs = _objects(_commands(page.read_text()))
+    outlines, _ = _drawing(out)
+    cam = outlines["cam"]
+    n = len(cam) - 1
+    v = _vertices(objs["/mbcore/bodies/cam/shape0"])
+    assert np.array_equal(v[:n, :2], cam[:n])      # the cam's outline, in body coordinates
+    assert np.array_equal(v[n, :2], [0.0, 0.0])    # star-shaped about the cam's axis
+    assert "/mbcore/bodies/cam/sketch:roll.1" in objs

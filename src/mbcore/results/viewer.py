@@ -14,6 +14,13 @@ play, pause and the time slider.
 Poses: spatial bodies r and the Euler parameters p (Nikravesh (1988), §6.1.4; the
 three.js quaternion is (p1, p2, p3, p0)); planar bodies x, y, phi in the plane z = 0
 (quaternion (0, 0, sin(phi/2), cos(phi/2))).
+
+Planar bodies without a ``shape`` are drawn from the elements' sketches
+(:func:`mbcore.results.plotting.geometry`, as the 2D animation draws them): a body
+whose drawing is a closed sketch of its own (a cam's outline, a gear's pitch disc, a
+slotted Geneva wheel; :meth:`~mbcore.results.plotting.Geometry.outlines`) is a thin
+plate extruded from that outline (a triangulated mesh), and every sketch (slots,
+guides, pitch lines and circles, cam curves) is a line fixed in its body's frame.
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from ..errors import MbcoreError
 from ..model import visual as V
 
 __all__ = ["viewer_bundle", "Scene", "build_scene", "scene_commands", "to_html", "view",
+           "plate_mesh",
            "ViewerError", "MAX_FRAMES"]
 
 #: the largest number of animation keyframes per body (the output rows are strided)
@@ -127,22 +135,30 @@ def _mesh_object(uid: str, geometry: dict, color: str, matrix: np.ndarray, *,
                        "material": material["uuid"], "matrix": _col_major(matrix)}}
 
 
+def _line_object(uid: str, kind: str, pos: np.ndarray, material: dict,
+                 col: np.ndarray | None = None) -> dict[str, Any]:
+    """A three.js ``Line`` or ``LineSegments`` through the points ``pos`` (n, 3)
+    (optional vertex colours ``col`` (n, 3))."""
+    attrs = {"position": {"itemSize": 3, "type": "Float32Array", "normalized": False,
+                          "array": [float(x) for x in np.asarray(pos).ravel()]}}
+    if col is not None:
+        attrs["color"] = {"itemSize": 3, "type": "Float32Array", "normalized": False,
+                          "array": [float(x) for x in col.ravel()]}
+    geometry = {"uuid": uid + "/geometry", "type": "BufferGeometry",
+                "data": {"attributes": attrs}}
+    material = dict(material, uuid=uid + "/material", type="LineBasicMaterial")
+    return {"metadata": {"version": 4.5, "type": "Object"},
+            "geometries": [geometry], "materials": [material],
+            "object": {"uuid": uid, "type": kind, "geometry": geometry["uuid"],
+                       "material": material["uuid"], "matrix": _col_major(np.eye(4))}}
+
+
 def _triad(uid: str, scale: float) -> dict[str, Any]:
     pos = np.array([[0, 0, 0], [1, 0, 0], [0, 0, 0], [0, 1, 0], [0, 0, 0], [0, 0, 1]],
                    dtype=float) * scale
     col = np.array([[1, 0, 0], [1, 0.6, 0], [0, 0.8, 0], [0.6, 1, 0], [0, 0, 1], [0, 0.6, 1]],
                    dtype=float)
-    geometry = {"uuid": uid + "/geometry", "type": "BufferGeometry", "data": {"attributes": {
-        "position": {"itemSize": 3, "type": "Float32Array", "normalized": False,
-                     "array": [float(x) for x in pos.ravel()]},
-        "color": {"itemSize": 3, "type": "Float32Array", "normalized": False,
-                  "array": [float(x) for x in col.ravel()]}}}}
-    material = {"uuid": uid + "/material", "type": "LineBasicMaterial", "vertexColors": True,
-                "linewidth": 2}
-    return {"metadata": {"version": 4.5, "type": "Object"},
-            "geometries": [geometry], "materials": [material],
-            "object": {"uuid": uid, "type": "LineSegments", "geometry": geometry["uuid"],
-                       "material": material["uuid"], "matrix": _col_major(np.eye(4))}}
+    return _line_object(uid, "LineSegments", pos, {"vertexColors": True, "linewidth": 2}, col)
 
 
 # ------------------------------------------------------------------- the scene
@@ -173,6 +189,9 @@ class Scene:
     planar: bool
     title: str = ""
     mesh_data: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: planar elements' sketches drawn as lines: (parent path, name, points (n, 3) in
+    #: the parent's frame, colour)
+    lines: list[tuple[str, str, np.ndarray, str]] = field(default_factory=list)
 
 
 def _load_model(result):
@@ -317,6 +336,86 @@ def _default_shapes(body, dim: int, joint_pts: list) -> list[V.Shape]:
     return [V.Shape("cylinder", (r, r / 4.0), axis=(0.0, 0.0, 1.0))]
 
 
+#: the colours of sketch lines by style hint (else by kind), see plotting's SKETCH_STYLES
+LINE_COLORS = {"slot": "#f4f4f4", "guide": "#595959"}
+SKETCH_LINE_COLOR = "#222222"
+#: a plate's thickness: this fraction of its outline's reach from the body's origin
+PLATE_THICKNESS = 0.1
+#: sketch lines lie this fraction of the scene size above their body's shapes
+LINE_LIFT = 0.003
+
+
+def plate_mesh(outline: np.ndarray, thickness: float) -> tuple[np.ndarray, np.ndarray]:
+    """The triangles of the plate extruded from the closed planar ``outline`` (n, 2)
+    (its last point may repeat the first) between z = -thickness/2 and +thickness/2:
+    ``(vertices (m, 3), faces (k, 3))``, outward facing (a last point within 1e-9 of
+    the outline's size of the first closes it and is dropped).  Top and bottom are fans
+    from the frame origin when the outline is star-shaped about it (its angle about
+    the origin turns monotonically once round), else from the outline's centroid;
+    the top face's vertices are the outline's points in order (z = +thickness/2)
+    then the fan's centre, and faces share no vertex (flat shading)."""
+    p = np.asarray(outline, dtype=float)
+    if len(p) > 1 and np.allclose(p[0], p[-1], rtol=0.0, atol=1e-9 * np.ptp(p, axis=0).max()):
+        p = p[:-1]
+    n = len(p)
+    x, y = p[:, 0], p[:, 1]
+    area = 0.5 * float(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1)))
+    ccw = area >= 0.0
+    c = np.zeros(2)
+    turn = np.diff(np.unwrap(np.arctan2(np.r_[y, y[:1]], np.r_[x, x[:1]])))
+    if not (np.all(np.hypot(x, y) > 0.0) and (np.all(turn > 0) if ccw else np.all(turn < 0))):
+        cross = x * np.roll(y, -1) - np.roll(x, -1) * y
+        c = np.array([np.dot(x + np.roll(x, -1), cross), np.dot(y + np.roll(y, -1), cross)]) \
+            / (6.0 * area) if area != 0.0 else p.mean(axis=0)
+    h = 0.5 * thickness
+    top = np.column_stack([np.vstack([p, c]), np.full(n + 1, h)])
+    bot = top * np.array([1.0, 1.0, -1.0])
+    i = np.arange(n)
+    j = (i + 1) % n
+    fan = np.column_stack([np.full(n, n), i, j]) if ccw else np.column_stack([np.full(n, n), j, i])
+    a, b = p, p[j]
+    if not ccw:
+        a, b = b, a
+    side = np.stack([np.column_stack([a, -np.full(n, h)]), np.column_stack([b, -np.full(n, h)]),
+                     np.column_stack([b, np.full(n, h)]), np.column_stack([a, np.full(n, h)])],
+                    axis=1).reshape(-1, 3)
+    q = 4 * i[:, None] + 2 * (n + 1)
+    quads = np.concatenate([q + [0, 1, 2], q + [0, 2, 3]])
+    verts = np.vstack([top, bot, side])
+    faces = np.vstack([fan, fan[:, [0, 2, 1]] + (n + 1), quads])
+    return verts, faces
+
+
+def _sketch_drawing(model, result) -> tuple[dict[str, np.ndarray], list]:
+    """A planar model's sketched body outlines ``{body: (n, 2)}`` and its sketches
+    ``[(element name, Sketch)]`` (guides and slots fitted to all the result's rows), as
+    :func:`mbcore.results.plotting.geometry` gives them to the 2D animation."""
+    from .plotting import geometry
+    geo = geometry(model)
+    if not geo.sketches:
+        return {}, []
+    fitted = geo.fitted_sketches(result.labels("q"), np.asarray(result.series("q")))
+    return geo.outlines(fitted), fitted
+
+
+def _z_reach(shapes: list[V.Shape], mesh_data: dict) -> float:
+    """The largest z of the shapes in their body's frame."""
+    top = 0.0
+    for s in shapes:
+        R = shape_matrix(s)[:3, :3]
+        if s.kind == "box":
+            e = 0.5 * float(np.abs(R[2]) @ np.asarray(s.size))
+        elif s.kind == "sphere":
+            e = s.size[0]
+        elif s.kind == "cylinder":
+            e = float(np.abs(R[2]) @ np.array([s.size[0], 0.5 * s.size[1], s.size[0]]))
+        else:
+            v = mesh_data[s.mesh][0] * np.asarray(s.size)
+            e = float(np.max(v @ R[2])) if len(v) else 0.0
+        top = max(top, e + float(s.offset[2]))
+    return top
+
+
 def _shape_extent(shapes: list[V.Shape], mesh_data: dict) -> float:
     ext = 0.0
     for s in shapes:
@@ -351,6 +450,7 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
     q = np.asarray(result.series("q"))[rows]
     t = t_all[rows]
     joint_pts, contacts = _attachments(model, dim)
+    outlines, sketches = _sketch_drawing(model, result) if dim == 2 else ({}, [])
     dirs = _mesh_dirs(result, mesh_dir)
     mesh_data: dict = {}
     bodies: list[BodyTrack] = []
@@ -384,6 +484,11 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
             shapes = V.parse_shapes(given, where, dim)
         elif own:                   # no shape, but contact spheres: drawn as those
             shapes = _contact_shapes(own)
+        elif body.name in outlines:  # a cam, a gear, a wheel: a plate of its outline
+            o = outlines[body.name]
+            key = f"sketch:{body.name}"
+            mesh_data[key] = plate_mesh(o, PLATE_THICKNESS * float(np.max(np.hypot(*o.T))))
+            shapes = [V.Shape("mesh", (1.0, 1.0, 1.0), mesh=key)]
         else:
             shapes = _default_shapes(body, dim, joint_pts.get(body.name, []))
         _read_meshes(shapes, dirs, where, mesh_data)
@@ -398,10 +503,26 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
     for body, pts in joint_pts.items():
         if body == model.ground:
             allpos = np.concatenate([allpos, np.array(pts)])
+    track = {b.name: b for b in bodies}
+    for _, sk in sketches:
+        p = np.asarray(sk.points, dtype=float)
+        if sk.body in track:
+            reach = max(reach, float(np.max(np.hypot(p[:, 0], p[:, 1]))))
+        else:
+            allpos = np.concatenate([allpos, np.column_stack([p, np.zeros(len(p))])])
     lo, hi = allpos.min(axis=0) - reach, allpos.max(axis=0) + reach
     size = float(max(np.max(hi - lo), 1e-9))
     center = 0.5 * (lo + hi)
     rj = 0.025 * size
+    lines = []
+    z_top = max([_z_reach(b.shapes, mesh_data) for b in bodies] + [0.0]) + LINE_LIFT * size
+    for k, (name, sk) in enumerate(sketches):   # above all bodies, the ground's beneath
+        b = track.get(sk.body)
+        z = z_top if b is not None else -z_top
+        color = LINE_COLORS.get(sk.style or {"segment": "guide"}.get(sk.kind, sk.kind),
+                                SKETCH_LINE_COLOR)
+        lines.append((b.path if b is not None else "/mbcore/ground", f"{name}.{k}",
+                      np.column_stack([sk.points, np.full(len(sk.points), z)]), color))
     track = {b.name: b.path for b in bodies}
     for body, pts in joint_pts.items():
         parent = track.get(body, "/mbcore/ground" if body == model.ground else None)
@@ -417,7 +538,7 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
         if body in track and getattr(model.body(body), "shape", None) is not None:
             markers.extend((track[body], p, r, CONTACT_COLOR, 0.6) for p in ends)
     title = f"{result.model_name} ({result.analysis})" if result.analysis else result.model_name
-    return Scene(t, rows, bodies, markers, center, size, dim == 2, title, mesh_data)
+    return Scene(t, rows, bodies, markers, center, size, dim == 2, title, mesh_data, lines)
 
 
 def scene_commands(scene: Scene, *, triads: bool = False, play: bool = True,
@@ -440,6 +561,10 @@ def scene_commands(scene: Scene, *, triads: bool = False, play: bool = True,
             uid = f"{b.path}/triad"
             cmds.append({"type": "set_object", "path": uid,
                          "object": _triad(uid, 0.15 * scene.size)})
+    for parent, name, pts, color in scene.lines:
+        uid = f"{parent}/sketch:{name}"
+        cmds.append({"type": "set_object", "path": uid, "object": _line_object(
+            uid, "Line", pts, {"color": _color(color), "linewidth": 2})})
     for k, (parent, p, r, color, opacity) in enumerate(scene.markers):
         uid = f"{parent}/marker{k}"
         geom = {"uuid": uid + "/geometry", "type": "SphereGeometry", "radius": r,
