@@ -498,10 +498,11 @@ def test_gears_are_pitch_discs_and_the_rack_has_its_pitch_line(gears, tmp_path):
     page = tmp_path / "gears.html"
     VW.to_html(gears, page)
     objs = _objects(_commands(page.read_text()))
-    for body, radius in (("pinion", 25.0), ("wheel", 50.0)):
+    # pitch circles about the pivots: the wheel's frame origin is 5 mm off its pivot
+    for body, radius, cx in (("pinion", 25.0, 0.0), ("wheel", 50.0, 5.0)):
         v = _vertices(objs[f"/mbcore/bodies/{body}/shape0"])
         top = v[:96]                               # the outline, then the fan's centre
-        r = np.hypot(top[:, 0], top[:, 1])
+        r = np.hypot(top[:, 0] - cx, top[:, 1])
         assert np.array_equal(v[96], [0.0, 0.0, top[0, 2]]) and np.all(top[:, 2] > 0)
         assert np.all(np.abs(r - radius) < 1e-12 * radius)   # observed 7.1e-15 (wheel)
     # the rack (one joint point) keeps its disc, with its pitch line along x
