@@ -346,3 +346,15 @@ def test_joint_channel_units_follow_the_joint_coordinates():
     assert got["hooke.angle_j"] == "rad" and got["hooke.angle_j_rate"] == "rad/s"
     assert got["guide.disp"] == "m" and got["guide.disp_rate"] == "m/s"
     assert got["pin.p0"] == "" and got["pin.wz"] == "rad/s"
+
+
+def test_xarray_export_carries_each_columns_unit(mm_run):
+    pytest.importorskip("xarray")
+    from mbcore.results.result import Result
+    with Result(mm_run) as res:
+        ds = res.to_xarray("q,energy")
+    assert list(ds["q"].coords["q_unit"].values) == MM_UNITS["q"]
+    assert ds["q"].attrs["unit"] == ""                      # the columns differ
+    assert ds["energy"].attrs["unit"] == "mN*mm"
+    assert list(ds["energy"].coords["energy_unit"].values) == MM_UNITS["energy"]
+    assert ds["t"].attrs["unit"] == "s"

@@ -692,8 +692,10 @@ class ResultBase:
     def to_xarray(self, channels: str | Sequence[str] | None = None, *,
                   t0: float | None = None, t1: float | None = None):
         """An ``xarray.Dataset``: one variable per channel, dims ``("t", "<channel>_label")``,
-        coordinate ``t`` and the channel's labels; attributes ``description``/``unit``
-        per variable and ``analysis``, ``model_name``, ``status`` on the dataset.
+        coordinate ``t`` (attribute ``unit``) and the channel's labels with each
+        column's unit (coordinate ``<channel>_unit`` along the labels); attributes
+        ``description``/``unit`` (the one all columns share, else "") per variable
+        and ``analysis``, ``model_name``, ``status`` on the dataset.
         Needs xarray: ``pip install mbcore[xarray]``."""
         xr = _optional("xarray", "xarray")
         chans = self.select_channels(channels)
@@ -706,9 +708,11 @@ class ResultBase:
             labels = self.columns([c])
             data_vars[c] = xr.DataArray(
                 np.array(self.series(c)[sl]), dims=("t", dim),
-                coords={"t": t, dim: [lab.split("/", 1)[1] for lab in labels]},
-                attrs={"description": ch.description, "unit": ch.unit})
-        return xr.Dataset(data_vars, coords={"t": t},
+                coords={"t": t, dim: [lab.split("/", 1)[1] for lab in labels],
+                        f"{c}_unit": (dim, list(ch.column_units()))},
+                attrs={"description": ch.description, "unit": self.unit(c)})
+        tcoord = xr.DataArray(t, dims=("t",), attrs={"unit": self.unit("t")})
+        return xr.Dataset(data_vars, coords={"t": tcoord},
                           attrs={"analysis": self.analysis, "model_name": self.model_name,
                                  "status": self.status})
 
