@@ -358,3 +358,19 @@ def test_xarray_export_carries_each_columns_unit(mm_run):
     assert ds["energy"].attrs["unit"] == "mN*mm"
     assert list(ds["energy"].coords["energy_unit"].values) == MM_UNITS["energy"]
     assert ds["t"].attrs["unit"] == "s"
+
+
+def test_orientation_angles_take_quantities_with_units():
+    """Spatial orientations: each angle may carry its own unit ("30 deg", "0.25 rev"),
+    then the spec's ``unit`` may be left out; a number still needs it."""
+    import numpy as np
+    from mbcore.elements.orientation_spec import orientation_from_spec as spec
+    a = spec({"angles": ["30 deg", "0.25 rev", "10 deg"], "sequence": "3-2-1"}, "o")
+    b = spec({"angles": [30, 90, 10], "sequence": "3-2-1", "unit": "deg"}, "o")
+    assert np.array_equal(a, b)
+    c = spec({"axis": [0, 0, 1], "angle": "90 deg"}, "o")
+    assert np.array_equal(c, spec({"axis": [0, 0, 1], "angle": 90, "unit": "deg"}, "o"))
+    with pytest.raises(ModelError, match=r"^o\.euler_313\[0\]: '30 mm' is a length"):
+        spec({"euler_313": ["30 mm", 0, 0]}, "o")
+    with pytest.raises(ModelError, match=r"^o\.unit: required"):
+        spec({"angles": ["30 deg", 10, 0], "sequence": "3-2-1"}, "o")

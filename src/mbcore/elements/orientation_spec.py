@@ -13,6 +13,7 @@ from .angle_sequences import SEQUENCES, angles_to_p, parse_sequence
 from .rotations import (A_from_points, PointsError, axis_angle_to_p, bryant123_to_p,
                         euler313_to_p, normalize, p_from_A)
 from ..errors import ModelError
+from .units import looks_like_quantity, unit_system
 
 __all__ = ["orientation_from_spec", "orientation_to_spec"]
 
@@ -42,6 +43,32 @@ def _unit_factor(spec: Any, path: str) -> float:
     if u == "rad":
         return 1.0
     raise ModelError(upath, f"expected deg or rad, got {S.describe(u)}")
+
+
+def _number_text(text: str) -> bool:
+    """``"30"``: a number quoted by mistake (refused as such), not a quantity."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _radians(value: Any, path: str, spec: Any, n: int = 0) -> np.ndarray | float:
+    """Angles in radians: numbers in the spec's ``unit`` (deg or rad), or quantities
+    with their own unit (``"30 deg"``, ``"0.25 rev"``; then ``unit`` may be left out).
+    ``n`` = 0: one angle at ``path``; else a list of ``n`` at ``path[k]``."""
+    def one(v: Any, where: str) -> float:
+        if looks_like_quantity(v) and not _number_text(v):
+            return unit_system(None).convert(v, "angle", where)
+        return S.number(v, where) * _unit_factor(spec, path.rsplit(".", 1)[0])
+    if n == 0:
+        return one(value, path)
+    if isinstance(value, (list, tuple)) and any(map(looks_like_quantity, value)):
+        if len(value) != n:
+            raise ModelError(path, f"expected {n} angles, got {len(value)}")
+        return np.array([one(v, f"{path}[{k}]") for k, v in enumerate(value)])
+    return np.array(S.vector(value, path, n)) * _unit_factor(spec, path.rsplit(".", 1)[0])
 
 
 def _euler_parameters(value: Any, path: str, notes: list[str] | None) -> np.ndarray:
@@ -119,8 +146,7 @@ def orientation_from_spec(value: Any, path: str, notes: list[str] | None = None)
         axis = np.array(S.vector(value["axis"], fpath, 3))
         if "angle" not in value:
             raise ModelError(f"{path}.angle", "required with 'axis' (and unit: deg or rad)")
-        angle = S.number(value["angle"], f"{path}.angle")
-        f = _unit_factor(value, path)
+        angle = _radians(value["angle"], f"{path}.angle", value)
         big = float(np.abs(axis).max())
         if big > 0.0:                 # [1e308, 1e308, 0]: a norm that overflows
             axis = axis / big
@@ -128,15 +154,12 @@ def orientation_from_spec(value: Any, path: str, notes: list[str] | None = None)
         if not n > 1e-12 * max(1.0, float(np.abs(axis).max())):
             raise ModelError(fpath, f"the rotation axis must have non-zero length, got "
                                     f"{S.format_vector(axis)}")
-        p = axis_angle_to_p(axis / n, angle * f)
+        p = axis_angle_to_p(axis / n, angle)
     elif form == "euler_313":
-        ang = np.array(S.vector(value[form], fpath, 3))
-        p = euler313_to_p(ang * _unit_factor(value, path))
+        p = euler313_to_p(_radians(value[form], fpath, value, 3))
     elif form == "bryant_123":
-        ang = np.array(S.vector(value[form], fpath, 3))
-        p = bryant123_to_p(ang * _unit_factor(value, path))
+        p = bryant123_to_p(_radians(value[form], fpath, value, 3))
     elif form == "angles":
-        ang = np.array(S.vector(value[form], fpath, 3))
         spath = f"{path}.sequence"
         if "sequence" not in value:
             raise ModelError(spath, f"required with 'angles': one of "
@@ -146,7 +169,7 @@ def orientation_from_spec(value: Any, path: str, notes: list[str] | None = None)
             parse_sequence(seq)
         except ValueError as exc:
             raise ModelError(spath, str(exc)) from None
-        p = angles_to_p(ang * _unit_factor(value, path), seq)
+        p = angles_to_p(_radians(value[form], fpath, value, 3), seq)
     elif form == "matrix":
         p = _matrix(value[form], fpath)
     else:
