@@ -45,21 +45,12 @@ def _unit_factor(spec: Any, path: str) -> float:
     raise ModelError(upath, f"expected deg or rad, got {S.describe(u)}")
 
 
-def _number_text(text: str) -> bool:
-    """``"30"``: a number quoted by mistake (refused as such), not a quantity."""
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _radians(value: Any, path: str, spec: Any, n: int = 0) -> np.ndarray | float:
     """Angles in radians: numbers in the spec's ``unit`` (deg or rad), or quantities
     with their own unit (``"30 deg"``, ``"0.25 rev"``; then ``unit`` may be left out).
     ``n`` = 0: one angle at ``path``; else a list of ``n`` at ``path[k]``."""
     def one(v: Any, where: str) -> float:
-        if looks_like_quantity(v) and not _number_text(v):
+        if looks_like_quantity(v) and not S.is_number_text(v):
             return unit_system(None).convert(v, "angle", where)
         return S.number(v, where) * _unit_factor(spec, path.rsplit(".", 1)[0])
     if n == 0:

@@ -23,7 +23,7 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _bare_number(value: str) -> bool:
+def is_number_text(value: str) -> bool:
     """Text that is a number alone (``"30"``): quoted by mistake, not a quantity."""
     try:
         float(value)
@@ -35,7 +35,7 @@ def _bare_number(value: str) -> bool:
 def number(value: Any, path: str, *, finite: bool = True, min: float | None = None,
            max: float | None = None, positive: bool = False) -> float:
     if not _is_number(value):
-        if looks_like_quantity(value) and not _bare_number(value):
+        if looks_like_quantity(value) and not is_number_text(value):
             raise ModelError(path, f"expected a plain number, got {describe(value)}: this "
                                    f"key declares no dimension, so a number with a unit "
                                    f"cannot be converted (docs/model-format.md, Units)")
