@@ -64,6 +64,7 @@ def test_revolute_angle_of_a_driven_crank(crank):
     # the driver holds the angle to the Newton tolerance: observed 1.5e-10 (angle),
     # 2.8e-14 (rate)
     np.testing.assert_allclose(crank["pivot.angle"], 2.0 * t, rtol=0, atol=2e-8)
+    # rate: observed 2.8e-14, bound 5e-12 (178x margin)
     np.testing.assert_allclose(crank["pivot.angle_rate"], 2.0, rtol=0, atol=5e-12)
 
 
@@ -84,9 +85,12 @@ def test_rates_are_the_derivatives_of_the_recorded_coordinates(crank):
 def test_translational_displacement_is_the_slider_position(crank):
     """guide: axis x through (0, 0.05, 0.1) on the ground, slider origin on it:
     disp = slider.x, disp_rate = its velocity."""
-    # observed 0 and 0 (the same sums)
+    # observed 0 and 0 (the same sums); bound 1e-13 on values ≤ 0.5 m: > 100x the
+    # rounding of a few sums of that size (≤ 1e-16 each)
     np.testing.assert_allclose(crank["guide.disp"], crank["slider.x"], rtol=0, atol=1e-13)
     ix = crank.labels("qd").index("slider.x")
+    # observed 0 (the same sums); bound 1e-12 on velocities of O(1) m/s, > 100x
+    # their rounding
     np.testing.assert_allclose(crank["guide.disp_rate"], crank["qd"][:, ix],
                                rtol=0, atol=1e-12)
 
@@ -98,7 +102,7 @@ def test_spherical_relative_rotation_from_the_euler_parameters(crank):
     prel = quat_product(quat_conj(pi), pj)
     got = np.stack([crank[f"pin.{c}"] for c in ("p0", "p1", "p2", "p3")], -1)
     # the same numbers by other formulas (the channel's from unit parameters):
-    # observed 2.6e-14
+    # observed 2.6e-14: bound 5e-12, 190x margin
     np.testing.assert_allclose(got, prel, rtol=0, atol=5e-12)
     # A(p) of the recorded (Newton-converged, not exactly unit) parameters against
     # A of the channel's product of unit ones: observed 1.0e-13
@@ -338,7 +342,8 @@ def test_axis_joints_on_a_prescribed_motion(tname):
             "disp_g": abs_[:, 1], "disp_g_rate": abs_d[:, 1]}
     assert got.shape == (n, len(ct.relative_labels))
     for k, lab in enumerate(ct.relative_labels):
-        # the same motion by other formulas: observed 6.7e-16 (angles), 2.2e-16
+        # the same motion by other formulas: observed 6.7e-16 (angles), 2.2e-16;
+        # bound 1e-13 (149x)
         np.testing.assert_allclose(got[:, k], want[lab], rtol=0, atol=1e-13, err_msg=lab)
 
 

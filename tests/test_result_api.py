@@ -99,7 +99,7 @@ def test_at_linear_and_nearest(dyn):
     assert row["t"] == tm
     q = res.series("q")
     # the same interpolation written another way: a few eps of |q| (relative to an
-    # entry near 0 it was 2e-16 of 1e-14)
+    # entry near 0 it was 2e-16 of 1e-14); bound 1e-13 of max|q|, > 100x the few eps
     np.testing.assert_allclose([row[n] for n in res.columns("q")],
                                0.75 * q[4] + 0.25 * q[5], rtol=0,
                                atol=1e-13 * np.abs(q[4:6]).max())

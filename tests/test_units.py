@@ -59,8 +59,20 @@ def test_the_lbf_example_is_consistent_and_its_force_is_lbf():
 
 
 def test_every_example_loads_with_its_units():
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        Model.from_file(path)
+    """Every shipped example loads, and its unit system is the one its ``units:``
+    block declares: one of each declared unit is exactly 1 in the model's units
+    (SI where the block is silent)."""
+    paths = sorted(EXAMPLES.glob("*.yaml"))
+    assert len(paths) >= 40
+    for path in paths:
+        m = Model.from_file(path)
+        us = m.unit_system
+        for dim, text in m.units.items():
+            assert us.convert(f"1 {text}", dim, f"{path.name}.units.{dim}") == \
+                pytest.approx(1.0, rel=1e-12), (path.name, dim)
+        for dim, si in (("length", "m"), ("angle", "rad"), ("time", "s"), ("mass", "kg")):
+            if dim not in m.units:
+                assert us.convert(f"1 {si}", dim, path.name) == 1.0, (path.name, dim)
 
 
 @pytest.mark.parametrize("units, match", [

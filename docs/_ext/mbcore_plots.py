@@ -138,15 +138,9 @@ def generate(outdir: Path = OUTDIR, log=print) -> list[Path]:
     return written
 
 
-def _on_builder_inited(app) -> None:
-    from sphinx.util import logging
-    logger = logging.getLogger(__name__)
-    generate(Path(app.srcdir) / "_generated" / "plots", log=logger.info)
-
-
 def setup(app):
-    app.connect("builder-inited", _on_builder_inited)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    from mbcore_generated import connect
+    return connect(app, "plots", generate)
 
 
 if __name__ == "__main__":

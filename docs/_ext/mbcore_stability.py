@@ -209,15 +209,9 @@ def generate(outdir: Path = OUTDIR, log=print) -> list[Path]:
     return [outdir / f for f in FIGURES]
 
 
-def _on_builder_inited(app) -> None:
-    from sphinx.util import logging
-    logger = logging.getLogger(__name__)
-    generate(Path(app.srcdir) / "_generated" / "stability", log=logger.info)
-
-
 def setup(app):
-    app.connect("builder-inited", _on_builder_inited)
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    from mbcore_generated import connect
+    return connect(app, "stability", generate)
 
 
 if __name__ == "__main__":
