@@ -132,10 +132,9 @@ class DynamicAnalysis(Analysis):
         for k, v in given.items():
             if k in cls.OWN_INTEGRATOR_KEYS:
                 raise ModelError(f"{where}.{k}", f"give it as {path}.{k}")
-            if k not in spec or k in ("mass", "h_power", "newton_system", "jacobian_update"):
+            if k not in spec or k in cls.FORMULATION_OPTIONS:
                 valid = sorted(o for o in spec if o not in cls.OWN_INTEGRATOR_KEYS
-                               and o not in ("mass", "h_power", "newton_system",
-                                             "jacobian_update"))
+                               and o not in cls.FORMULATION_OPTIONS)
                 close = difflib.get_close_matches(k, valid, n=1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 raise ModelError(f"{where}.{k}", f"not an option of integrator "
@@ -263,6 +262,10 @@ class DynamicAnalysis(Analysis):
 
     #: the analysis follows switching constraint sets (mbcore.solve.switching)
     handles_switching = True
+
+    #: integrator options the formulation sets (a DAE form's mass, error weights,
+    #: Newton system and Jacobian refresh), never the model file
+    FORMULATION_OPTIONS = ("mass", "h_power", "newton_system", "jacobian_update")
 
     #: every channel of the dynamic analysis (``settings.record`` picks a subset)
     CHANNELS = ("q", "qd", "qdd", "lam", "reactions", "reactions_local", "forces", "points",
