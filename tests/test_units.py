@@ -386,3 +386,25 @@ def test_orientation_angles_take_quantities_with_units():
         spec({"euler_313": ["30 mm", 0, 0]}, "o")
     with pytest.raises(ModelError, match=r"^o\.unit: required"):
         spec({"angles": ["30 deg", 10, 0], "sequence": "3-2-1"}, "o")
+
+
+def test_unit_registry_uses_pints_disk_cache_and_works_without_it(tmp_path):
+    """The registry keeps pint's parsed definitions in the user's cache directory (a
+    later process builds it from there); an unusable cache directory (here a file
+    where the directory should be) falls back to building it without the cache."""
+    import os
+    import subprocess
+    import sys
+    code = ("from mbcore.elements.units import registry; "
+            "print(registry().Quantity('2 kN/m').to('N/mm').magnitude)")
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parent / "src")}
+    cache = tmp_path / "cache"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**env, "XDG_CACHE_HOME": str(cache)})
+    assert float(out.stdout) == 2.0
+    assert any((cache / "pint").iterdir())           # the definitions were cached
+    blocked = tmp_path / "not_a_directory"
+    blocked.write_text("")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**env, "XDG_CACHE_HOME": str(blocked)})
+    assert float(out.stdout) == 2.0
