@@ -29,9 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from mbcore.integrate.base import FIXED_STEP_OPTIONS, NEWTON_OPTIONS, NewtonFailure, \
-    Option, int_range
-from mbcore.integrate.common import difference_floor
+from mbcore.integrate.base import FIXED_STEP_OPTIONS, NEWTON_OPTIONS, Option, int_range
 
 from .classical import AB_COEFFICIENTS, _FixedGrid
 from .implicit import ThetaMethod
@@ -87,9 +85,10 @@ class AdamsMoulton(_FixedGrid):
                     "_c_lu")
 
     _solve = ThetaMethod._solve                 # modified Newton for y = base + c f(t, y)
+    _newton = ThetaMethod._newton               # its Jacobian/LU policy
     #: the compiled twin: run_fixedgrid's method 'am' (``_FixedGrid.compiled_loop_kind``)
     LOOP_METHOD = "am"
-    LOOP_KEEPS = ("_implicit_step", "_solve", "jac", "lu_factor", "lu_solve")
+    LOOP_KEEPS = ("_implicit_step", "_solve", "_newton", "jac", "lu_factor", "lu_solve")
 
     def loop_start(self) -> dict:
         """``_FixedGrid.loop_start`` with the AM weights (``beta``), the predictor's
@@ -145,26 +144,4 @@ class AdamsMoulton(_FixedGrid):
         y_pred = y.copy()
         for b, fj in zip(self._pred, hist):
             y_pred += (h * b) * fj
-        c = h * beta[0]
-        for attempt in (0, 1):
-            if self._J is None:
-                self._J = self.jac(t_new, y_pred, None,
-                                   difference_floor(y_pred, ((0, y_pred.size),)))
-                self._jac_current = True
-                self._lu = None
-            if self._lu is None or abs(c - self._c_lu) > 1e-6 * abs(self._c_lu):
-                self._lu = self.lu_factor(self._I - c * self._J)
-                self._c_lu = c
-            ok, y_new, iters = self._solve(t_new, y, base, y_pred, c)
-            self._newton_iterations(iters)
-            if ok:
-                self._jac_current = self._jac_constant is not None
-                return y_new
-            self._reject_newton()
-            if attempt == 1 or self._jac_current:
-                break
-            self._J = None                      # stale: re-evaluate and retry once
-        raise NewtonFailure(
-            f"{self.name}: the Newton iteration did not converge in "
-            f"{self.opts['newton_maxiter']} iterations with step {abs(h):.3e} "
-            f"(fresh Jacobian); reduce 'step' or loosen 'newton_rtol'", t_new)
+        return self._newton(t_new, y, base, y_pred, h * beta[0], h)

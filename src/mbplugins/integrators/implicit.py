@@ -52,7 +52,7 @@ class ThetaMethod(Integrator):
         subclass changes the step, the Newton iteration, the end derivative or the
         dense output."""
         same = all(getattr(cls, m) is getattr(ThetaMethod, m) for m in (
-            "_step_impl", "_restart_impl", "_solve", "jac", "lu_factor", "lu_solve"))
+            "_step_impl", "_restart_impl", "_solve", "_newton", "jac", "lu_factor", "lu_solve"))
         pair = {"difference": ImplicitEuler, "evaluated": Trapezoid}.get(cls.END_DERIVATIVE)
         same = (same and pair is not None and cls._end_derivative is pair._end_derivative
                 and cls._dense_output_impl is pair._dense_output_impl)
@@ -108,6 +108,34 @@ class ThetaMethod(Integrator):
             norm_old = norm
         return False, y, o["newton_maxiter"]
 
+    def _newton(self, t_new, y_n, base, y_pred, c, h) -> np.ndarray:
+        """y_new of ``y = base + c f(t_new, y)`` by :meth:`_solve` from ``y_pred``, with
+        the kept Jacobian and LU (refactorised when c changes by more than 1e-6
+        relative); a failure with an old Jacobian re-evaluates it and retries once, a
+        failure with a fresh one raises :class:`NewtonFailure` (shared by ``am``)."""
+        for attempt in (0, 1):
+            if self._J is None:
+                self._J = self.jac(t_new, y_pred, None,
+                                   difference_floor(y_pred, ((0, y_pred.size),)))
+                self._jac_current = True
+                self._lu = None
+            if self._lu is None or abs(c - self._c_lu) > 1e-6 * abs(self._c_lu):
+                self._lu = self.lu_factor(self._I - c * self._J)
+                self._c_lu = c
+            ok, y_new, iters = self._solve(t_new, y_n, base, y_pred, c)
+            self._newton_iterations(iters)
+            if ok:
+                self._jac_current = self._jac_constant is not None
+                return y_new
+            self._reject_newton()
+            if attempt == 1 or self._jac_current:
+                break
+            self._J = None          # stale: re-evaluate and retry once
+        raise NewtonFailure(
+            f"{self.name}: the Newton iteration did not converge in "
+            f"{self.opts['newton_maxiter']} iterations with step {abs(h):.3e} "
+            f"(fresh Jacobian); reduce 'step' or loosen 'newton_rtol'", t_new)
+
     def _step_impl(self):
         t, y_n, f_n = self.t, self.y, self._f
         self._i += 1
@@ -121,27 +149,7 @@ class ThetaMethod(Integrator):
         c = h * theta
         base = y_n + (h * (1.0 - theta)) * f_n if theta != 1.0 else y_n
         y_pred = y_n + h * f_n
-        for attempt in (0, 1):
-            if self._J is None:
-                self._J = self.jac(t_new, y_pred, None,
-                                   difference_floor(y_pred, ((0, y_pred.size),)))
-                self._jac_current = True
-                self._lu = None
-            if self._lu is None or abs(c - self._c_lu) > 1e-6 * abs(self._c_lu):
-                self._lu = self.lu_factor(self._I - c * self._J)
-                self._c_lu = c
-            ok, y_new, iters = self._solve(t_new, y_n, base, y_pred, c)
-            self._newton_iterations(iters)
-            if ok:
-                break
-            self._reject_newton()
-            if attempt == 1 or self._jac_current:
-                raise NewtonFailure(
-                    f"{self.name}: the Newton iteration did not converge in "
-                    f"{self.opts['newton_maxiter']} iterations with step {abs(h):.3e} "
-                    f"(fresh Jacobian); reduce 'step' or loosen 'newton_rtol'", t_new)
-            self._J = None          # stale: re-evaluate and retry once
-        self._jac_current = self._jac_constant is not None
+        y_new = self._newton(t_new, y_n, base, y_pred, c, h)
         self._y_old, self._f_old = y_n, f_n
         self.t, self.y = t_new, y_new
         self._f = self._end_derivative(t_new, y_n, y_new, f_n, h)
