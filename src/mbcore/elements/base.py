@@ -73,9 +73,12 @@ def frame_points(etype: Any, spec: Mapping[str, Any],
     key of :attr:`frame_fixed` on such a body cannot be moved: ModelError naming
     it."""
     out: dict[str, Any] = {}
-    for key, bkey in getattr(etype, "frame_fixed", {}).items():
-        bodies = spec.get(bkey)
-        for b in bodies if isinstance(bodies, (list, tuple)) else (bodies,):
+    for key, bkeys in getattr(etype, "frame_fixed", {}).items():
+        bodies: list = []
+        for bkey in (bkeys,) if isinstance(bkeys, str) else bkeys:
+            v = spec.get(bkey)
+            bodies += list(v) if isinstance(v, (list, tuple)) else [v]
+        for b in bodies:
             if b is not None and shift(b) is not None and spec.get(key) is not None:
                 raise ModelError(f"{path}.{key}", f"{etype.name} cannot be used with body "
                                  f"'{b}', whose reference frame is not at its centre of "
@@ -201,21 +204,23 @@ class ConstraintType:
         """Initial estimates of the artificial coordinates (default 0)."""
         return [0.0] * len(self.extra)
 
-    #: parameter key -> the body parameter whose reference frame it depends on,
+    #: parameter key -> the body parameter(s) whose reference frame it depends on,
     #: for geometry that :meth:`frame_shift` cannot move (a law on the centroidal
     #: coordinates): an element that has the key on a body with a
     #: ``center_of_mass`` is refused by name
-    frame_fixed: ClassVar[Mapping[str, str]] = {}
+    frame_fixed: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
 
     def frame_shift(self, spec: dict[str, Any], shift: Callable[[str], np.ndarray | None],
-                    path: str) -> dict[str, Any]:
+                    ctx: PackContext) -> dict[str, Any]:
         """Optional hook: the element's entries (model-file data, model units) in
         the centroidal frames, for bodies whose reference frame is not at their
         centre of mass (``shift(body)``: the centroid in the body's reference
         frame, None for a centroidal frame or the ground).  ``spec``: the validated
-        values.  Default (:func:`frame_points`): every point parameter on such a body
-        moves by ``-s_C``; override for other body-local geometry (a cam's curve)."""
-        return frame_points(self, spec, shift, path)
+        values; ``ctx``: the model as written (``ctx.initial``: the reference
+        frames' initial estimates).  Default (:func:`frame_points`): every point
+        parameter on such a body moves by ``-s_C``; override for other body-local
+        geometry (a cam's curve).  See docs/plugin-guide.md."""
+        return frame_points(self, spec, shift, ctx.path)
 
     # -- drawing (optional) --------------------------------------------------------
     def sketch(self, spec: dict[str, Any], ctx: PackContext) -> list[Sketch]:
@@ -371,12 +376,12 @@ class ForceType:
         """Extra validation beyond the schema (raise ModelError naming the key)."""
 
     #: as :attr:`ConstraintType.frame_fixed`
-    frame_fixed: ClassVar[Mapping[str, str]] = {}
+    frame_fixed: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
 
     def frame_shift(self, spec: dict[str, Any], shift: Callable[[str], np.ndarray | None],
-                    path: str) -> dict[str, Any]:
+                    ctx: PackContext) -> dict[str, Any]:
         """Optional hook, as :meth:`ConstraintType.frame_shift`."""
-        return frame_points(self, spec, shift, path)
+        return frame_points(self, spec, shift, ctx.path)
 
     def pack(self, spec: dict[str, Any], ctx: PackContext) -> tuple[Sequence[float], Sequence[Any]]:
         raise NotImplementedError  # pragma: no cover - abstract

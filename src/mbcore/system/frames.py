@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..elements.base import PackContext
 from ..errors import ModelError
 
 __all__ = ["centroidal_model", "has_frames", "FRAME_POINT"]
@@ -138,7 +139,7 @@ def centroidal_model(model, registry=None):
         for el in els:
             cls = registry.get(kinds[section], el.type, bk)
             raw = dict(el.raw)
-            raw.update(cls().frame_shift(dict(el.values), shift, el.path))
+            raw.update(cls().frame_shift(dict(el.values), shift, PackContext(model, el.path)))
             out.append(dataclasses.replace(el, raw=raw, values={}))
         new.elements[section] = out
     new.__dict__.pop("_body_name_cache", None)

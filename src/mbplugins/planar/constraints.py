@@ -52,6 +52,17 @@ class Fixed(ConstraintType):
     local_labels = ("fx", "fy", "n")
     category = "constraint"
 
+    def frame_shift(self, spec, shift, ctx: PackContext):
+        """A held position or angle of a body with ``center_of_mass`` s_C is the
+        reference frame's: the centroid's is ``r + A(phi) s_C``."""
+        s = shift(spec["body"])
+        if s is None or (spec.get("position") is None and spec.get("angle") is None):
+            return {}
+        q0 = ctx.initial(spec["body"])
+        r = np.array(spec["position"] if spec.get("position") is not None else q0[:2])
+        phi = spec["angle"] if spec.get("angle") is not None else q0[2]
+        return {"position": [float(x) for x in r + rot(np.float64(phi), s)]}
+
     def pack(self, spec, ctx: PackContext):
         q0 = ctx.initial(spec["body"])
         if spec.get("position") is not None:
@@ -212,6 +223,18 @@ class RelativeDriver(ConstraintType):
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
     c_kernel = "mbplugins._ext._planar_constraints:RELATIVE"
     labels = ("c",)
+
+    def frame_shift(self, spec, shift, ctx: PackContext):
+        """x or y of the centroids: refused on a body with ``center_of_mass``."""
+        if spec.get("coordinate", "phi") != "phi":
+            for key in self.bodies:
+                if spec.get(key) is not None and shift(spec[key]) is not None:
+                    raise ModelError(f"{ctx.path}.coordinate", f"relative_driver of "
+                                     f"{spec['coordinate']} drives the centroid of body "
+                                     f"'{spec[key]}', whose reference frame is not at its "
+                                     f"centre of mass (center_of_mass): use a "
+                                     f"point_driver or distance_driver on its points")
+        return {}
     local_labels = ("effort",)
 
     def pack(self, spec, ctx):
