@@ -82,19 +82,20 @@ def test_planar_slider_crank_frames_at_joints(examples):
     r0 = _run(data, t_end=0.5)
     r1 = _run(framed, t_end=0.5)
     q0, q1 = np.asarray(r0.series("q")), np.asarray(r1.series("q"))
-    # observed max |dq| 1.3e-16 (the initial estimates differ by rounding of
-    # r_O + A s_C; assembly and the integrator see the same numbers after that)
+    # observed max |dq| 0 (the initial estimates may differ by the rounding of
+    # r_O + A s_C; assembly brings them to the same numbers)
     assert np.abs(q1 - q0).max() < 1e-12
-    # the crank's frame (its pivot A) stays at the origin; observed 6e-17
+    # the crank's frame (its pivot A) stays at the origin up to the joint's drift:
+    # observed 6.1e-13 (x) and 5.8e-12 (yd)
     pts = dict(zip(r1.labels("points"), np.asarray(r1.series("points")).T, strict=True))
-    assert np.abs(pts["crank.frame.x"]).max() < 1e-12
-    assert np.abs(pts["crank.frame.yd"]).max() < 1e-10
+    assert np.abs(pts["crank.frame.x"]).max() < 1e-9
+    assert np.abs(pts["crank.frame.yd"]).max() < 1e-8
     # the rod's frame is the crank pin B: r_crank + A_crank s'_B (centroidal data)
     ix = [r1.labels("q").index(f"crank.{c}") for c in ("x", "y", "phi")]
     xc = q1[:, ix]
     B = xc[:, :2] + np.stack([np.cos(xc[:, 2]) * -0.1, np.sin(xc[:, 2]) * -0.1], axis=1)
-    assert np.abs(B[:, 0] - pts["rod.frame.x"]).max() < 1e-9     # observed 1e-16
-    assert np.abs(B[:, 1] - pts["rod.frame.y"]).max() < 1e-9
+    assert np.abs(B[:, 0] - pts["rod.frame.x"]).max() < 1e-9     # observed 6.2e-13
+    assert np.abs(B[:, 1] - pts["rod.frame.y"]).max() < 1e-9     # observed 2.8e-13
 
 
 def test_spatial_slider_crank_frames_at_joints(examples):
@@ -106,13 +107,13 @@ def test_spatial_slider_crank_frames_at_joints(examples):
     r0 = _run(data, t_end=0.3)
     r1 = _run(framed, t_end=0.3)
     q0, q1 = np.asarray(r0.series("q")), np.asarray(r1.series("q"))
-    # observed max |dq| 2.2e-16
+    # observed max |dq| 0
     assert np.abs(q1 - q0).max() < 1e-11
     # the model's own points (A, B) are the same global points in both
     p0 = dict(zip(r0.labels("points"), np.asarray(r0.series("points")).T, strict=True))
     p1 = dict(zip(r1.labels("points"), np.asarray(r1.series("points")).T, strict=True))
     for name in ("A.x", "A.zd", "B.y", "B.xdd"):
-        assert np.abs(p0[name] - p1[name]).max() < 1e-9        # observed 1e-15
+        assert np.abs(p0[name] - p1[name]).max() < 1e-9        # observed 0
     assert "coupler.frame.xdd" in p1 and "coupler.frame.x" not in p0
 
 
@@ -176,9 +177,10 @@ def test_problem_9_4_reference_point_acceleration(backend):
         row = np.asarray(pk).reshape(len(sysm.point_names), 6)[k]
         want = _problem_9_4(mass, Jc, s, q, qd, F, p, T, g)
         # the frame point is where the model put it
-        np.testing.assert_allclose(row[:2], q[:2], rtol=0, atol=1e-13)   # observed 4e-16
-        np.testing.assert_allclose(row[2:4], qd[:2], rtol=0, atol=1e-13)  # observed 9e-16
-        # observed max |difference| 2.7e-14 (accelerations of order 10-100)
+        np.testing.assert_allclose(row[:2], q[:2], rtol=0, atol=1e-13)   # observed 0
+        np.testing.assert_allclose(row[2:4], qd[:2], rtol=0, atol=1e-13)  # observed 1.1e-16
+        # observed max |difference| 1.4e-14 (r_O''), 2.0e-14 (phi''); both backends;
+        # accelerations up to 19
         np.testing.assert_allclose(row[4:6], want[:2], rtol=0, atol=1e-11)
         np.testing.assert_allclose(qdd[2], want[2], rtol=0, atol=1e-11)
 
@@ -203,16 +205,17 @@ def test_pendulum_frame_at_pivot_period_and_energy():
     t = np.asarray(r.t)
     Q, QD = np.asarray(r.series("q")), np.asarray(r.series("qd"))
     w = QD[:, 2]
-    k = np.flatnonzero((w[:-1] < 0) & (w[1:] >= 0))        # the left turning point
-    tz = t[k] - w[k] * (t[k + 1] - t[k]) / (w[k + 1] - w[k])
-    full = tz[0] + period / 2 if abs(tz[0] - period / 2) < 0.1 * period else tz[0]
-    # observed relative error 3e-8 (linear interpolation of the zero crossing)
-    assert abs(full - period) / period < 1e-5
+    # released at rest at +theta0: the next turning point (-theta0) is half a period
+    k = np.flatnonzero((w[:-1] < 0) & (w[1:] >= 0))
+    assert len(k) == 1
+    half = t[k[0]] - w[k[0]] * (t[k[0] + 1] - t[k[0]]) / (w[k[0] + 1] - w[k[0]])
+    # observed relative error 1.0e-10 (linear interpolation of the zero crossing)
+    assert abs(2.0 * half - period) / period < 1e-8
     E = 0.5 * mass * (QD[:, 0] ** 2 + QD[:, 1] ** 2) + 0.5 * (J_O - mass * d * d) * w ** 2 \
         + mass * g * Q[:, 1]
-    assert np.ptp(E) < 1e-7 * abs(E[0])                     # observed 4e-12 relative
+    assert np.ptp(E) < 1e-7 * abs(E[0])                     # observed 6.7e-15 relative
     pts = dict(zip(r.labels("points"), np.asarray(r.series("points")).T, strict=True))
-    assert np.abs(pts["rod.frame.x"]).max() < 1e-9          # observed 1e-16
+    assert np.abs(pts["rod.frame.x"]).max() < 1e-9          # observed 1.0e-15
 
 
 # -- (d) inertia_about: origin -----------------------------------------------------------
@@ -230,7 +233,7 @@ def test_inertia_about_origin_parallel_axis():
     m.add_body("b", mass=M, inertia=second(ri).tolist(), inertia_about="origin",
                center_of_mass=c)
     sysm = m.compile()
-    # observed max |difference| 1.8e-15 (entries of order 10)
+    # observed max |difference| 7.1e-15 (entries up to 13)
     np.testing.assert_allclose(sysm.body_inertia[0], second(ri - c), rtol=0, atol=1e-12)
     p = Model("plate")
     p.add_body("b", mass=2.0, inertia=1.0, inertia_about="origin", center_of_mass=[0.3, 0.4])
@@ -309,7 +312,8 @@ def test_curves_move_with_the_frame(examples):
             raw["curve"]["center"] = [0.02 - 0.01, 0.0 + 0.02]
     q0 = np.asarray(_run(data).series("q"))
     q1 = np.asarray(_run(framed).series("q"))
-    assert np.abs(q0 - q1).max() < 1e-10                   # observed 2e-16
+    assert np.ptp(q0[:, -1]) > 0.5                         # the contact runs along
+    assert np.abs(q0 - q1).max() < 1e-10                   # observed 0
 
 
 # -- (f) save -> load ------------------------------------------------------------------
