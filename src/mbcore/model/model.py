@@ -81,7 +81,7 @@ class Body:
     def centroidal_inertia(self) -> Any:
         """``inertia`` about the centroid (reference-frame axes): as given, or moved
         from the frame origin by the parallel-axis theorem (Meriam & Kraige (2012),
-        §B/1; Nikravesh (1988), Eq. 8.25): planar J_C = J_O - m s'ᵀs', spatial
+        Appendix B): planar J_C = J_O - m s'ᵀs', spatial
         J_C = J_O - m (s'ᵀs' I - s' s'ᵀ) with s' = ``center_of_mass``."""
         if self.inertia_about != "origin" or self.center_of_mass is None:
             return self.inertia

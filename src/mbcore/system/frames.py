@@ -18,7 +18,8 @@ System is compiled from the *centroidal equivalent* of the model
   (each element type's ``frame_shift`` hook, :mod:`mbcore.elements.base`), as do
   the model's named points and the offsets of the body's ``shape``;
 * the inertia is about the centroid (moved from the origin with
-  ``inertia_about: origin``, parallel-axis theorem, Nikravesh (1988), Eq. 8.25);
+  ``inertia_about: origin``, the parallel-axis theorem, Meriam & Kraige (2012),
+  Appendix B);
 * a point ``<body>.frame`` at ``-s_C`` is added: the reference frame's origin,
   whose position, velocity and acceleration the ``points`` channel reports.
 
