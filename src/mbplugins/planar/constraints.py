@@ -112,6 +112,14 @@ class _AbsoluteBase(ConstraintType):
         if spec["coordinate"] == "phi" and spec.get("point") not in (None, (0.0, 0.0)):
             raise ModelError(f"{path}.point", "a point has no meaning for coordinate 'phi'")
 
+    def frame_shift(self, spec, shift, ctx: PackContext):
+        """x or y of the point (default: the reference frame's origin) moves to
+        s' - s_C on a body with ``center_of_mass``; phi has no point."""
+        s = shift(spec["body"])
+        if s is None or spec["coordinate"] == "phi":
+            return {}
+        return {"point": [float(x) for x in np.asarray(spec.get("point") or (0.0, 0.0)) - s]}
+
     def _par(self, spec):
         s = spec.get("point") or (0.0, 0.0)
         return [float(COORD[spec["coordinate"]]), float(s[0]), float(s[1])]
