@@ -416,3 +416,19 @@ def test_default_points_and_fixed_are_the_reference_frames():
     q = assemble(sysm, st.q, st.qd, 0.0).q
     want = np.array([1.0, 2.0]) + _rot2(0.3) @ [0.2, 0.1]     # the centroid's
     np.testing.assert_allclose(q[:2], want, rtol=0, atol=1e-12)  # observed 0
+
+
+def test_viewer_and_plots_draw_in_the_centroidal_frames(examples):
+    """The 3D viewer and the 2D drawings place body-local data (shape offsets,
+    joint points) in the frames of q, the centroids'."""
+    from mbcore.results.plotting import geometry
+    from mbcore.results.viewer import build_scene
+    r = mbcore.run(examples / "slider_crank_frames.yaml", settings={"t_end": 0.1})
+    scene = build_scene(r)
+    shapes = {b.name: b.shapes[0] for b in scene.bodies}
+    # the rod's box at [-0.25, 0] of its frame: 0.05 from its centroid at [-0.3, 0]
+    assert shapes["rod"].offset == pytest.approx((0.05, 0.0, 0.0), abs=1e-15)
+    assert shapes["crank"].offset == pytest.approx((0.0, 0.0, 0.0), abs=1e-15)
+    pts = dict(geometry(r).bodies["crank"].points)
+    assert pts["A"] == pytest.approx((0.1, 0.0), abs=1e-15)     # the pivot
+    assert pts["B"] == pytest.approx((-0.1, 0.0), abs=1e-15)    # the crank pin
