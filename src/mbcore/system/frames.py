@@ -46,7 +46,7 @@ __all__ = ["centroidal_model", "has_frames", "FRAME_POINT"]
 FRAME_POINT = "{}.frame"
 
 
-def has_frames(model) -> bool:
+def has_frames(model: Any) -> bool:
     """True when some body's reference frame is not at its centroid."""
     return any(getattr(b, "center_of_mass", None) is not None for b in model.bodies)
 
@@ -95,7 +95,7 @@ def _shifted_shapes(shape: Any, sc: np.ndarray) -> Any:
     return out[0] if one else out
 
 
-def centroidal_model(model, registry=None):
+def centroidal_model(model: Any, registry: Any = None) -> Any:
     """The centroidal equivalent of a validated ``model`` (module docstring): a new
     Model, validated, whose bodies have their frames at their centroids; ``model``
     itself when no body has ``center_of_mass``.  Its ``source_text`` is the
