@@ -212,7 +212,7 @@ class Model:
         ``center_of_mass``: the centroid in the body's reference frame (2 or 3
         numbers; then the coordinates, velocities and body-local points are the
         reference frame's), ``inertia_about``: ``"center_of_mass"`` (default) or
-        ``"origin"`` (docs/models.md, "Reference frame and centre of mass")."""
+        ``"origin"`` (docs/model-format.md, "Reference frame and centre of mass")."""
         path = f"bodies[{len(self.bodies)}]"
         spec: dict[str, Any] = {"name": name, "mass": mass, "description": description}
         if inertia is not None:                 # default: 1 (planar), [1, 1, 1] (spatial)

@@ -231,6 +231,7 @@ class RelativeDriver(ConstraintType):
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
     c_kernel = "mbplugins._ext._planar_constraints:RELATIVE"
     labels = ("c",)
+    local_labels = ("effort",)
 
     def frame_shift(self, spec, shift, ctx: PackContext):
         """x or y of the centroids: refused on a body with ``center_of_mass``."""
@@ -243,7 +244,6 @@ class RelativeDriver(ConstraintType):
                                      f"centre of mass (center_of_mass): use a "
                                      f"point_driver or distance_driver on its points")
         return {}
-    local_labels = ("effort",)
 
     def pack(self, spec, ctx):
         return [float(COORD[spec["coordinate"]])], [spec["function"]]
