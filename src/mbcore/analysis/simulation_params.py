@@ -114,6 +114,7 @@ def repack(slot: ParameterSlot, value: Any, model) -> tuple[Any, np.ndarray, np.
     spec[key] = v
     et.check(spec, el.path)
     ctx = PackContext(model, el.path)
+    _check_frames(slot, spec, model, ctx)
     old_par, old_fun = et.pack(el.values, ctx)
     new_par, new_fun = et.pack(spec, ctx)
     old_par = np.asarray(old_par, dtype=float).ravel()
@@ -127,6 +128,21 @@ def repack(slot: ParameterSlot, value: Any, model) -> tuple[Any, np.ndarray, np.
     changed = np.flatnonzero(~((new_par == old_par) | (np.isnan(new_par)
                                                        & np.isnan(old_par))))
     return v, changed, new_par[changed]
+
+
+def _check_frames(slot: ParameterSlot, spec: dict, model, ctx: PackContext) -> None:
+    """Refuse a change of the body-local geometry of an element on a body whose
+    reference frame is not at its centroid (mbcore.system.frames: the System holds
+    it moved to the centroidal frame)."""
+    shifts = {b.name: np.asarray(b.center_of_mass, dtype=float) for b in model.bodies
+              if getattr(b, "center_of_mass", None) is not None}
+    if not shifts:
+        return
+    old = slot.etype.frame_shift(dict(slot.element.values), shifts.get, ctx)
+    new = slot.etype.frame_shift(spec, shifts.get, ctx)
+    if slot.key in new or old != new:
+        raise ValueError(f"parameter '{slot.name}' is geometry on a body with a "
+                         f"center_of_mass, fixed when the model is compiled")
 
 
 def check_formulation(slot: ParameterSlot, form) -> None:

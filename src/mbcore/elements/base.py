@@ -21,10 +21,11 @@ Constraint equations follow Nikravesh (1988), §3.2.2, Eqs. 3.12-3.17: ``Phi(q, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
+from ..errors import ModelError
 from ..plugins.contract import CONTRACT_VERSION
 from .schema import Param
 
@@ -60,6 +61,36 @@ class PackContext:
         from .rotations import A
         q = self.initial(name)
         return q[:3].copy(), A(q[3:7])
+
+
+def frame_points(etype: Any, spec: Mapping[str, Any],
+                 shift: Callable[[str], np.ndarray | None], path: str) -> dict[str, Any]:
+    """The default of the ``frame_shift`` hook of element types (a body's reference
+    frame away from its centroid, Nikravesh (1988), Problem 9.4): every point
+    parameter (kind ``vec2``/``vec3`` with ``on``) on a body whose centroid is at
+    ``s_C = shift(body)`` in its reference frame becomes ``s' - s_C``, returned as
+    model-file data ``{key: [numbers]}``; directions (no ``on``) do not move.  A
+    key of :attr:`frame_fixed` on such a body cannot be moved: ModelError naming
+    it."""
+    out: dict[str, Any] = {}
+    for key, bkeys in getattr(etype, "frame_fixed", {}).items():
+        bodies: list = []
+        for bkey in (bkeys,) if isinstance(bkeys, str) else bkeys:
+            v = spec.get(bkey)
+            bodies += list(v) if isinstance(v, (list, tuple)) else [v]
+        for b in bodies:
+            if b is not None and shift(b) is not None and spec.get(key) is not None:
+                raise ModelError(f"{path}.{key}", f"{etype.name} cannot be used with body "
+                                 f"'{b}', whose reference frame is not at its centre of "
+                                 f"mass (center_of_mass): {key} depends on the body's "
+                                 f"centroidal coordinates")
+    for key, p in etype.params.items():
+        if p.kind not in ("vec2", "vec3") or not p.on:
+            continue
+        v, s = spec.get(key), shift(spec.get(p.on)) if spec.get(p.on) is not None else None
+        if v is not None and s is not None:
+            out[key] = [float(x) for x in np.asarray(v, dtype=float) - s]
+    return out
 
 
 class Sketch(NamedTuple):
@@ -172,6 +203,24 @@ class ConstraintType:
     def initial_extra(self, spec: dict[str, Any], ctx: PackContext) -> Sequence[float]:
         """Initial estimates of the artificial coordinates (default 0)."""
         return [0.0] * len(self.extra)
+
+    #: parameter key -> the body parameter(s) whose reference frame it depends on,
+    #: for geometry that :meth:`frame_shift` cannot move (a law on the centroidal
+    #: coordinates): an element that has the key on a body with a
+    #: ``center_of_mass`` is refused by name
+    frame_fixed: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
+
+    def frame_shift(self, spec: dict[str, Any], shift: Callable[[str], np.ndarray | None],
+                    ctx: PackContext) -> dict[str, Any]:
+        """Optional hook: the element's entries (model-file data, model units) in
+        the centroidal frames, for bodies whose reference frame is not at their
+        centre of mass (``shift(body)``: the centroid in the body's reference
+        frame, None for a centroidal frame or the ground).  ``spec``: the validated
+        values; ``ctx``: the model as written (``ctx.initial``: the reference
+        frames' initial estimates).  Default (:func:`frame_points`): every point
+        parameter on such a body moves by ``-s_C``; override for other body-local
+        geometry (a cam's curve).  See docs/plugin-guide.md."""
+        return frame_points(self, spec, shift, ctx.path)
 
     # -- drawing (optional) --------------------------------------------------------
     def sketch(self, spec: dict[str, Any], ctx: PackContext) -> list[Sketch]:
@@ -325,6 +374,14 @@ class ForceType:
 
     def check(self, spec: dict[str, Any], path: str) -> None:
         """Extra validation beyond the schema (raise ModelError naming the key)."""
+
+    #: as :attr:`ConstraintType.frame_fixed`
+    frame_fixed: ClassVar[Mapping[str, str | tuple[str, ...]]] = {}
+
+    def frame_shift(self, spec: dict[str, Any], shift: Callable[[str], np.ndarray | None],
+                    ctx: PackContext) -> dict[str, Any]:
+        """Optional hook, as :meth:`ConstraintType.frame_shift`."""
+        return frame_points(self, spec, shift, ctx.path)
 
     def pack(self, spec: dict[str, Any], ctx: PackContext) -> tuple[Sequence[float], Sequence[Any]]:
         raise NotImplementedError  # pragma: no cover - abstract

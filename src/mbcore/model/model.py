@@ -30,11 +30,12 @@ TOP_KEYS = ("name", "description", "units", "parameters", "settings", "ground", 
             "dimensions", "bodies", "points", "joints", "drivers", "forces", "impacts",
             "switching")
 BODY_KEYS = ("name", "mass", "inertia", "position", "angle", "velocity",
-             "angular_velocity", "description", "kind", "shape")
+             "angular_velocity", "description", "kind", "shape", "center_of_mass",
+             "inertia_about")
 PARTICLE_KEYS = ("name", "mass", "position", "velocity", "description", "kind")
 SPATIAL_BODY_KEYS = ("name", "mass", "inertia", "position", "orientation", "velocity",
                      "angular_velocity", "angular_velocity_body", "description", "kind",
-                     "shape")
+                     "shape", "center_of_mass", "inertia_about")
 POINT_KEYS = ("name", "body", "at")
 CONSTRAINT_SECTIONS = ("joints", "drivers")
 SECTIONS = CONSTRAINT_SECTIONS + ("forces",)
@@ -51,7 +52,15 @@ class Body:
     moment, ``angular_velocity`` a number.  Spatial (``kind == "spatial"``,
     Nikravesh (1988), §7.3, §8.3): ``position`` r (3), ``orientation`` the Euler parameters p (4),
     ``inertia`` the 3x3 inertia tensor J' in body axes (tuple of rows),
-    ``velocity`` ṙ (3) and ``angular_velocity`` ω in global components (3)."""
+    ``velocity`` ṙ (3) and ``angular_velocity`` ω in global components (3).
+
+    ``center_of_mass`` (None: the body's reference frame is at its centroid): the
+    centroid's coordinates in the body's reference frame (the CAD convention;
+    Nikravesh (1988), Problem 9.4).  Then ``position``, ``angle``/``orientation`` and
+    the velocities are the reference frame's, every body-local point is measured
+    in it, and ``inertia`` is about the centroid, or about the frame origin with
+    ``inertia_about == "origin"`` (parallel-axis theorem); the System works with
+    the centroidal equivalent (:mod:`mbcore.system.frames`)."""
 
     name: str
     mass: float = 1.0
@@ -65,6 +74,30 @@ class Body:
     orientation: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
     notes: tuple[str, ...] = ()
     shape: Any = None          # visual shape as given (mbcore.model.visual)
+    center_of_mass: tuple[float, ...] | None = None    # centroid in the reference frame
+    inertia_about: str = "center_of_mass"              # or "origin" (the frame's)
+
+    @property
+    def centroidal_inertia(self) -> Any:
+        """``inertia`` about the centroid (reference-frame axes): as given, or moved
+        from the frame origin by the parallel-axis theorem (Meriam & Kraige (2012),
+        Appendix B): planar J_C = J_O - m s'ᵀs', spatial
+        J_C = J_O - m (s'ᵀs' I - s' s'ᵀ) with s' = ``center_of_mass``."""
+        if self.inertia_about != "origin" or self.center_of_mass is None:
+            return self.inertia
+        s = np.asarray(self.center_of_mass, dtype=float)
+        if self.kind == "spatial":
+            J = np.asarray(self.inertia, dtype=float) - self.mass * (
+                float(s @ s) * np.eye(3) - np.outer(s, s))
+            return tuple(tuple(float(x) for x in r) for r in J)
+        return float(self.inertia) - self.mass * float(s @ s)
+
+    def _frame_keys(self, d: dict[str, Any]) -> dict[str, Any]:
+        if self.center_of_mass is not None:
+            d["center_of_mass"] = list(self.center_of_mass)
+        if self.inertia_about != "center_of_mass":
+            d["inertia_about"] = self.inertia_about
+        return d
 
     def to_dict(self) -> dict[str, Any]:
         if self.kind in ("particle", "particle3"):
@@ -87,7 +120,7 @@ class Body:
                 d["description"] = self.description
             if self.shape is not None:
                 d["shape"] = self.shape
-            return d
+            return self._frame_keys(d)
         d = {"name": self.name, "mass": self.mass, "inertia": self.inertia,
              "position": list(self.position), "angle": self.angle}
         if any(self.velocity) or self.angular_velocity:
@@ -97,7 +130,7 @@ class Body:
             d["description"] = self.description
         if self.shape is not None:
             d["shape"] = self.shape
-        return d
+        return self._frame_keys(d)
 
 
 @dataclass
@@ -168,13 +201,18 @@ class Model:
     def add_body(self, name: str, *, mass: float = 1.0, inertia: Any = None,
                  position=None, angle: float = 0.0, velocity=None,
                  angular_velocity: Any = None, description: str = "",
-                 orientation: Any = None, angular_velocity_body: Any = None) -> Body:
+                 orientation: Any = None, angular_velocity_body: Any = None,
+                 center_of_mass: Any = None, inertia_about: str | None = None) -> Body:
         """Add a rigid body.  Planar models: ``position`` (x, y), ``angle``,
         ``inertia`` (polar moment).  Spatial models (``set_dimensions(3)``):
         ``position`` (3), ``orientation`` (any model-file form, e.g.
         ``{"axis": [0, 0, 1], "angle": 30, "unit": "deg"}`` or 4 Euler parameters),
         ``inertia`` (3 principal moments or a 3x3 tensor in body axes),
-        ``velocity`` (3), ``angular_velocity`` (global) or ``angular_velocity_body``."""
+        ``velocity`` (3), ``angular_velocity`` (global) or ``angular_velocity_body``.
+        ``center_of_mass``: the centroid in the body's reference frame (2 or 3
+        numbers; then the coordinates, velocities and body-local points are the
+        reference frame's), ``inertia_about``: ``"center_of_mass"`` (default) or
+        ``"origin"`` (docs/model-format.md, "Reference frame and centre of mass")."""
         path = f"bodies[{len(self.bodies)}]"
         spec: dict[str, Any] = {"name": name, "mass": mass, "description": description}
         if inertia is not None:                 # default: 1 (planar), [1, 1, 1] (spatial)
@@ -182,7 +220,8 @@ class Model:
         for key, v in (("position", position), ("velocity", velocity),
                        ("angular_velocity", angular_velocity),
                        ("orientation", orientation),
-                       ("angular_velocity_body", angular_velocity_body)):
+                       ("angular_velocity_body", angular_velocity_body),
+                       ("center_of_mass", center_of_mass), ("inertia_about", inertia_about)):
             if v is not None:
                 spec[key] = _to_data(v)
         if self.dimensions == 2:
@@ -767,7 +806,8 @@ def parse_text(text: str, fmt: str, where: str) -> Any:
 #: the dimension of each body key that takes a quantity with a unit ("10 mm")
 BODY_DIMENSIONS = {"mass": "mass", "inertia": "mass*length^2", "position": "length",
                    "angle": "angle", "velocity": "length/time",
-                   "angular_velocity": "angle/time", "angular_velocity_body": "angle/time"}
+                   "angular_velocity": "angle/time", "angular_velocity_body": "angle/time",
+                   "center_of_mass": "length"}
 
 
 def _body_quantities(b: Mapping[str, Any], path: str, units: UnitSystem | None) -> Any:
@@ -815,8 +855,42 @@ def _make_body(b: Any, path: str, dimensions: int = 2,
     angle = S.number(b.get("angle", 0.0), f"{path}.angle")
     vel = S.vector(b.get("velocity", (0.0, 0.0)), f"{path}.velocity")
     om = S.number(b.get("angular_velocity", 0.0), f"{path}.angular_velocity")
-    return Body(name, mass, inertia, pos, angle, vel, om, _description(b, path),
+    body = Body(name, mass, inertia, pos, angle, vel, om, _description(b, path),
                 shape=_shape(b, path, 2))
+    return _frame(body, b, path, 2)
+
+
+INERTIA_ABOUT = ("center_of_mass", "origin")
+
+
+def _frame(body: Body, b: Mapping[str, Any], path: str, dimensions: int) -> Body:
+    """The body's ``center_of_mass`` and ``inertia_about`` (Nikravesh (1988),
+    Problem 9.4), checked: the inertia about the centroid must be positive (a
+    positive definite tensor, or a thin rod's)."""
+    if b.get("center_of_mass") is not None:
+        body.center_of_mass = S.vector(b["center_of_mass"], f"{path}.center_of_mass",
+                                       dimensions)
+    about = b.get("inertia_about", "center_of_mass")
+    if about not in INERTIA_ABOUT:
+        raise ModelError(f"{path}.inertia_about", f"expected 'center_of_mass' (the "
+                         f"default) or 'origin' (the reference frame's), got "
+                         f"{S.describe(about)}")
+    body.inertia_about = about
+    if about == "origin" and body.center_of_mass is not None:
+        Jc = body.centroidal_inertia
+        if dimensions == 2 and not Jc > 0.0:
+            raise ModelError(f"{path}.inertia", f"the moment of inertia about the origin, "
+                             f"{body.inertia:g}, is not larger than m |center_of_mass|^2 = "
+                             f"{body.inertia - Jc:g}: the moment about the centre of mass "
+                             f"would be {Jc:g}, not positive")
+        if dimensions == 3:
+            try:
+                inertia_tensor([list(r) for r in Jc], f"{path}.inertia")
+            except ModelError as exc:
+                raise ModelError(f"{path}.inertia", f"about the centre of mass (moved "
+                                 f"from the origin by the parallel-axis theorem): "
+                                 f"{exc.reason}") from None
+    return body
 
 
 def _shape(b: Mapping[str, Any], path: str, dimensions: int) -> Any:
@@ -875,9 +949,10 @@ def _make_spatial_body(b: Any, path: str) -> Body:
     else:
         om = S.vector(b.get("angular_velocity", (0.0, 0.0, 0.0)),
                       f"{path}.angular_velocity", 3)
-    return Body(name, mass, J, pos, 0.0, vel, om, _description(b, path),
+    body = Body(name, mass, J, pos, 0.0, vel, om, _description(b, path),
                 kind="spatial", orientation=tuple(float(x) for x in p), notes=tuple(notes),
                 shape=_shape(b, path, 3))
+    return _frame(body, b, path, 3)
 
 
 #: principal moments within this fraction of the largest are zero (a thin rod)

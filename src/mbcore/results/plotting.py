@@ -432,7 +432,9 @@ def geometry(source) -> Geometry:
             raise PlotError(f"cannot rebuild the model stored in the result to draw it: "
                             f"{exc}") from exc
     from ..plugins.manager import registry as _registry
+    from ..system.frames import centroidal_model
     reg = _registry()
+    m = centroidal_model(m, reg)      # body coordinates of q's frames (center_of_mass)
     bk = m.body_kind
     bodies = {b.name: BodyShape(b.name, b.kind) for b in m.bodies}
     anchors: list = []

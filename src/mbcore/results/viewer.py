@@ -196,7 +196,8 @@ class Scene:
 
 def _load_model(result):
     from ..model.model import Model
-    return Model.from_text(result.model_text, result.model_format or "yaml")
+    from ..system.frames import centroidal_model      # drawn where q puts the bodies
+    return centroidal_model(Model.from_text(result.model_text, result.model_format or "yaml"))
 
 
 def _mesh_dirs(result, mesh_dir) -> list[Path]:

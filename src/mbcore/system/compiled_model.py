@@ -22,6 +22,7 @@ from ..plugins.contract import holonomic_rows
 from ..errors import ModelError, PluginError
 from .backend import (BACKENDS, DENSE_LIMIT, compiled_available, constraint_evaluator,
                       default_backend, force_evaluator)
+from .frames import centroidal_model
 from .groups import ForceGroup, Group, pack_element, unique_ints
 from .output_maps import point_maps, reaction_maps
 
@@ -40,7 +41,9 @@ class SystemModel:
 
     def __init__(self, model, registry, kernels: str | None = None,
                  jacobian: str = "auto", dense_limit: int | None = None):
-        self.model = model
+        # bodies whose reference frame is not at the centroid: compiled from the
+        # centroidal equivalent (mbcore.system.frames; the same object otherwise)
+        self.model = model = centroidal_model(model, registry)
         #: the plugin registry this System was compiled with: analyses look up their
         #: integrators and formulations here (state per System, docs/plugins.md)
         self.registry = registry

@@ -81,6 +81,9 @@ class SphereGroup(SpatialForceType):
     rows_stacked = False
 
     name = "sphere_group"
+    #: spheres centred at their body origins, planes in the surface body's frame:
+    #: refused on bodies with ``center_of_mass``
+    frame_fixed = {"spheres": "spheres", "planes": "surface"}
     description = ("many spheres colliding with each other and with planes (compliant "
                    "contact of spatial:contact, grid broad phase)")
     c_kernel = "mbplugins._ext._sphere_group:SPHERE_GROUP"

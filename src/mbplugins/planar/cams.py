@@ -81,6 +81,20 @@ class _CurvePair(ConstraintType):
         """Scleronomic: ``nu = 0``."""
         return np.zeros((par.shape[0], 2))
 
+    #: the body parameter of the body that carries the curve
+    curve_on = "body_i"
+
+    def frame_shift(self, spec, shift, ctx: PackContext):
+        """The points (default hook) and the curve's ``center`` moved by -s_C of the
+        body that carries it (a reference frame away from the centroid)."""
+        out = super().frame_shift(spec, shift, ctx)
+        s = shift(spec[self.curve_on])
+        if s is not None:
+            data = spec["curve"].to_spec()
+            data["center"] = [float(x) for x in np.asarray(spec["curve"].center) - s]
+            out["curve"] = data
+        return out
+
     def sketch(self, spec, ctx: PackContext) -> list[Sketch]:
         """The cam outline: the curve of body i over its parameter range."""
         return [Sketch(spec["body_i"], "curve", curve_points(spec["curve"]), "cam")]
@@ -404,6 +418,7 @@ class Slot(_CurvePair):
 
     name = "slot"
     description = "pin of body i in a curved slot of body j (theta coordinate)"
+    curve_on = "body_j"
     kernel = "slot"
     #: the C kernel, through the compiled plugin tier (ext/plugins/_planar_constraints.pyx)
     c_kernel = "mbplugins._ext._planar_constraints:SLOT"

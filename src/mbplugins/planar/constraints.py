@@ -52,6 +52,17 @@ class Fixed(ConstraintType):
     local_labels = ("fx", "fy", "n")
     category = "constraint"
 
+    def frame_shift(self, spec, shift, ctx: PackContext):
+        """A held position or angle of a body with ``center_of_mass`` s_C is the
+        reference frame's: the centroid's is ``r + A(phi) s_C``."""
+        s = shift(spec["body"])
+        if s is None or (spec.get("position") is None and spec.get("angle") is None):
+            return {}
+        q0 = ctx.initial(spec["body"])
+        r = np.array(spec["position"] if spec.get("position") is not None else q0[:2])
+        phi = spec["angle"] if spec.get("angle") is not None else q0[2]
+        return {"position": [float(x) for x in r + rot(np.float64(phi), s)]}
+
     def pack(self, spec, ctx: PackContext):
         q0 = ctx.initial(spec["body"])
         if spec.get("position") is not None:
@@ -100,6 +111,14 @@ class _AbsoluteBase(ConstraintType):
     def check(self, spec, path):
         if spec["coordinate"] == "phi" and spec.get("point") not in (None, (0.0, 0.0)):
             raise ModelError(f"{path}.point", "a point has no meaning for coordinate 'phi'")
+
+    def frame_shift(self, spec, shift, ctx: PackContext):
+        """x or y of the point (default: the reference frame's origin) moves to
+        s' - s_C on a body with ``center_of_mass``; phi has no point."""
+        s = shift(spec["body"])
+        if s is None or spec["coordinate"] == "phi":
+            return {}
+        return {"point": [float(x) for x in np.asarray(spec.get("point") or (0.0, 0.0)) - s]}
 
     def _par(self, spec):
         s = spec.get("point") or (0.0, 0.0)
@@ -213,6 +232,18 @@ class RelativeDriver(ConstraintType):
     c_kernel = "mbplugins._ext._planar_constraints:RELATIVE"
     labels = ("c",)
     local_labels = ("effort",)
+
+    def frame_shift(self, spec, shift, ctx: PackContext):
+        """x or y of the centroids: refused on a body with ``center_of_mass``."""
+        if spec.get("coordinate", "phi") != "phi":
+            for key in self.bodies:
+                if spec.get(key) is not None and shift(spec[key]) is not None:
+                    raise ModelError(f"{ctx.path}.coordinate", f"relative_driver of "
+                                     f"{spec['coordinate']} drives the centroid of body "
+                                     f"'{spec[key]}', whose reference frame is not at its "
+                                     f"centre of mass (center_of_mass): use a "
+                                     f"point_driver or distance_driver on its points")
+        return {}
 
     def pack(self, spec, ctx):
         return [float(COORD[spec["coordinate"]])], [spec["function"]]

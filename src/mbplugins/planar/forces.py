@@ -488,6 +488,8 @@ class FictitiousDamping(ForceType):
     rows_stacked = True
 
     name = "damping"
+    #: damps the centroids' velocities: refused on a body with ``center_of_mass``
+    frame_fixed = {"coefficients": "body"}
     description = "fictitious damping g = -D qd on a body (dynamic relaxation)"
     bodies = ("body",)
     params = {

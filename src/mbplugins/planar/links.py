@@ -305,6 +305,8 @@ class Translational002(ConstraintType):
     rows_stacked = True
 
     name = "translational_002"
+    #: r_ij, r_ji start at the body origins: refused on a body with ``center_of_mass``
+    frame_fixed = {"r_ij": "body_i", "r_ji": "body_j"}
     description = "prismatic joint in the form of the DADS-2D kinematics report (for reproducing it)"
     equations = 2
     bodies = ("body_i", "body_j")

@@ -211,6 +211,9 @@ class UserForce(ForceType):
     name = "user_force"
     description = "force law given by a Python callable (DAP USRFRC)"
     bodies = ("body_i", "body_j")
+    #: the callable sees the centroids' coordinates: refused on a body with
+    #: ``center_of_mass`` (mbcore.elements.base.frame_points)
+    frame_fixed = {"callable": ("body_i", "body_j")}
     params = {
         "body_i": Param("body", "first body"),
         "body_j": Param("body", "second body (default: ground)", default="ground"),

@@ -875,6 +875,7 @@ class SpatialUserForce(SpatialForceType):
     kernel = None
     bodies = ("body_i", "body_j")
     params = _uf.UserForce.params
+    frame_fixed = _uf.UserForce.frame_fixed
     n_par = 1
     n_fun = 0
     labels = ("fx_i", "fy_i", "fz_i", "nx_i", "ny_i", "nz_i",
