@@ -703,3 +703,20 @@ def test_gltf_carries_the_sketch_lines_of_the_html_scene(geneva, tmp_path):
         html_pts = _vertices(lines[f"{parent}/sketch:{name}"])
         # the HTML line's points as segments (a, b), (b, c), ..., in float32
         assert np.array_equal(seg, np.repeat(html_pts, 2, axis=0)[1:-1].astype(np.float32))
+
+
+def test_a_sphere_group_draws_its_spheres(tmp_path):
+    data = yaml.safe_load((EXAMPLES / "spheres_in_box.yaml").read_text())
+    data["bodies"] = data["bodies"][:3]
+    data["settings"].update(t_end=0.02)
+    [group] = data["forces"]
+    group["spheres"] = group["spheres"][:3]
+    del group["radius"]
+    group["radii"] = [0.04, 0.03, 0.02]
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    out = tmp_path / "g.h5"
+    assert main(["-q", "run", str(tmp_path / "g.yaml"), "-o", str(out)]) == 0
+    with Result(out) as r:
+        scene = VW.build_scene(r)
+    assert [[(s.kind, s.size, s.offset) for s in b.shapes] for b in scene.bodies] == [
+        [("sphere", (radius,), (0.0, 0.0, 0.0))] for radius in (0.04, 0.03, 0.02)]
