@@ -722,3 +722,28 @@ def test_a_sphere_group_draws_its_spheres(tmp_path):
         scene = VW.build_scene(r)
     assert [[(s.kind, s.size, s.offset) for s in b.shapes] for b in scene.bodies] == [
         [("sphere", (radius,), (0.0, 0.0, 0.0))] for radius in (0.04, 0.03, 0.02)]
+
+
+@needs_bundle
+def test_a_headless_browser_draws_the_spring(spatial, tmp_path):
+    exe = _chromium()
+    if exe is None:
+        assert not os.environ.get("MBCORE_TEST_BROWSER"), "chromium was installed but is not found"
+        pytest.skip("no chromium executable")
+    with Result(spatial) as r:
+        cmds = VW.scene_commands(VW.build_scene(r), play=False)
+    bare = []                                   # the same page without the damper's coil
+    for c in copy.deepcopy(cmds):
+        if c["type"] == "set_animation":
+            c["animations"] = [a for a in c["animations"]
+                               if not a["path"].startswith("/mbcore/springs")]
+        elif c["path"].startswith("/mbcore/springs"):
+            continue
+        bare.append(c)
+    assert len(bare) == len(cmds) - 2           # the coil's object and its transform
+    (tmp_path / "a.html").write_text(VW.scene_html(cmds))
+    (tmp_path / "b.html").write_text(VW.scene_html(bare))
+    a = _screenshot(exe, tmp_path / "a.html", tmp_path / "a.png")
+    b = _screenshot(exe, tmp_path / "b.html", tmp_path / "b.png")
+    changed = np.abs(a - b).sum(axis=-1) > 60
+    assert np.count_nonzero(changed) > 40       # observed 126 pixels of the coil
