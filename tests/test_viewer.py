@@ -57,13 +57,17 @@ def spatial(tmp_path_factory) -> Path:
     return out
 
 
+def _run_example(tmp_path_factory, example: str, t_end: str) -> Path:
+    """The result file of ``examples/EXAMPLE`` run to ``t_end``."""
+    out = tmp_path_factory.mktemp("viewer_" + Path(example).stem) / "run.h5"
+    assert main(["-q", "run", str(EXAMPLES / example), "-o", str(out),
+                 "--t-end", t_end]) == 0
+    return out
+
+
 @pytest.fixture(scope="module")
 def planar(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("viewer_planar")
-    out = d / "planar.h5"
-    assert main(["-q", "run", str(EXAMPLES / "slider_crank_dynamic.yaml"), "-o", str(out),
-                 "--t-end", "0.5"]) == 0
-    return out
+    return _run_example(tmp_path_factory, "slider_crank_dynamic.yaml", "0.5")
 
 
 def _commands(html_text: str) -> list[dict]:
@@ -381,6 +385,16 @@ def _chromium() -> str | None:
     return None
 
 
+def _browser() -> str:
+    """The chromium executable, else the test is skipped."""
+    exe = _chromium()
+    if exe is None:
+        # .ci/run sets MBCORE_TEST_BROWSER=1 when it installed chromium: then no skip
+        assert not os.environ.get("MBCORE_TEST_BROWSER"), "chromium was installed but is not found"
+        pytest.skip("no chromium executable")
+    return exe
+
+
 def _screenshot(exe: str, page: Path, png: Path) -> np.ndarray:
     from PIL import Image
     subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu",
@@ -395,11 +409,7 @@ def _screenshot(exe: str, page: Path, png: Path) -> np.ndarray:
 def _browser_shots(result: Path, tmp_path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Screenshots of the result's page (not playing) and of the same page, camera
     and grid without the bodies, markers and sketches."""
-    exe = _chromium()
-    if exe is None:
-        # .ci/run sets MBCORE_TEST_BROWSER=1 when it installed chromium: then no skip
-        assert not os.environ.get("MBCORE_TEST_BROWSER"), "chromium was installed but is not found"
-        pytest.skip("no chromium executable")
+    exe = _browser()
     page, empty = tmp_path / "scene.html", tmp_path / "empty.html"
     with Result(result) as r:
         scene = VW.build_scene(r)
@@ -601,11 +611,7 @@ def _turn(quat: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def platform(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("viewer_platform")
-    out = d / "platform.h5"
-    assert main(["-q", "run", str(EXAMPLES / "platform.yaml"), "-o", str(out),
-                 "--t-end", "0.4"]) == 0
-    return out
+    return _run_example(tmp_path_factory, "platform.yaml", "0.4")
 
 
 @needs_bundle
@@ -726,10 +732,7 @@ def test_a_sphere_group_draws_its_spheres(tmp_path):
 
 @needs_bundle
 def test_a_headless_browser_draws_the_spring(spatial, tmp_path):
-    exe = _chromium()
-    if exe is None:
-        assert not os.environ.get("MBCORE_TEST_BROWSER"), "chromium was installed but is not found"
-        pytest.skip("no chromium executable")
+    exe = _browser()
     with Result(spatial) as r:
         cmds = VW.scene_commands(VW.build_scene(r), play=False)
     bare = []                                   # the same page without the damper's coil
