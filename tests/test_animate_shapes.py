@@ -186,9 +186,10 @@ def test_geneva_wheel_drawn_as_a_slotted_disc(runs, tmp_path):
     ang = sorted(math.degrees(math.atan2(*(_xy(art[g])[1] - _xy(art[g])[0])[::-1])) % 180.0
                  for g in slots[::2])
     assert np.diff(ang) == pytest.approx([60.0, 60.0], abs=1e-6)
-    # the wheel is the disc through the slots' mouths, about its pivot
-    rim = _xy(art["body:wheel"]) - (xw, yw)
-    assert np.allclose(np.hypot(*rim.T), max(ends), atol=1e-9)
+    # the wheel is the disc through the slots' outer ends about its pivot, less the
+    # discs of its locking arcs: its rim between 50 (the arcs' middles) and those ends
+    rim = np.hypot(*(_xy(art["body:wheel"]) - (xw, yw)).T)
+    assert rim.max() <= max(ends) + 1e-9 and abs(rim.min() - 50.0) < 1e-9
     assert (tmp_path / "geneva.png").stat().st_size > 5000
     _close()
 
@@ -249,3 +250,43 @@ def test_a_point_crossing_a_line_does_not_stretch_it():
     (_, sk), = geo.fitted_sketches(labels, q[10:12])
     half = (0.5 * plotting.SKETCH_MIN + plotting.SKETCH_PAD) * geo.span(labels, q[10:12])
     assert sk.points[:, 0] == pytest.approx([40.0 - half, 40.0 + half], abs=1e-9)  # obs. 0
+
+
+def test_geneva_locking_arcs_from_the_models_geometry(runs):
+    """Each lock joint (a wheel point held on the line of centres) draws the two
+    opposite concave arcs of the pin circle (p = 50 about the crank's axis, d = 100
+    from the wheel's centre), between the mouths of the slots beside them; in the
+    dwell the arc facing the crank is concentric with the crank's axis."""
+    res = runs["geneva_full"]
+    geo = plotting.geometry(res)
+    arcs = [(n, sk) for n, sk in geo.sketches if sk.style == "lock"]
+    assert [n for n, _ in arcs] == ["lock_a", "lock_a", "lock_b", "lock_b", "lock_c",
+                                    "lock_c"]
+    held = {"lock_a": (34.64101615137755, -20.0), "lock_b": (34.64101615137755, 20.0),
+            "lock_c": (0.0, 40.0)}
+    mouths = []
+    for k, (name, sk) in enumerate(arcs):
+        assert sk.body == "wheel" and sk.kind == "curve"
+        side = 1.0 if k % 2 == 0 else -1.0            # the held point's side, then the other
+        c = side * 100.0 * np.asarray(held[name]) / 40.0
+        # on the pin circle about its centre (observed 1.4e-14; bound 1e-9)
+        assert np.max(np.abs(np.hypot(*(sk.points - c).T) - 50.0)) < 1e-9
+        r = np.hypot(*sk.points.T)
+        assert abs(r.min() - 50.0) < 1e-9                   # d - p at its middle
+        # its ends at the slots' mouths, sqrt(d^2 - p^2) from the centre, on slot lines
+        for end in (sk.points[0], sk.points[-1]):
+            assert abs(np.hypot(*end) - math.sqrt(7500.0)) < 1e-9
+            mouths.append(round(math.degrees(math.atan2(end[1], end[0])) % 360.0, 6) % 360.0)
+    # every one of the six slot mouths (0, 60, ..., 300 deg) ends two arcs
+    assert sorted(mouths) == [a for a in (0.0, 60.0, 120.0, 180.0, 240.0, 300.0)
+                              for _ in range(2)]
+    # at t = 0 (mid-dwell, lock_a holding) one of lock_a's arcs is concentric with the
+    # crank's axis O = (0, 0): drawn there, every point 50 from it (observed 2.1e-14)
+    art = _artists(plotting.snapshot(res, 0.0))
+    dist = [np.max(np.abs(np.hypot(*_xy(art[f"sketch:lock_a.{k}"]).T) - 50.0))
+            for k in (1, 2)]
+    assert min(dist) < 1e-9 and max(dist) > 10.0
+    _close()
+    # a single-slot wheel without lock joints has no arcs
+    assert not [sk for _, sk in plotting.geometry(runs["geneva"]).sketches
+                if sk.style == "lock"]

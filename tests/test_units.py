@@ -408,3 +408,117 @@ def test_unit_registry_uses_pints_disk_cache_and_works_without_it(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**env, "XDG_CACHE_HOME": str(blocked)})
     assert float(out.stdout) == 2.0
+
+
+# ------------------------------------- (d) formulation options and the contact law
+def test_formulation_options_take_units_in_the_models_system():
+    from mbcore.plugins.manager import registry
+    from mbcore.system import System
+    reg = registry()
+    system = System(slider(units="{length: m, time: ms}"), reg)
+    pen = reg.get("formulation", "penalty")(system, {"omega": "20 1/s", "xi": "0.7"})
+    # 20 per second is 0.02 per millisecond (observed 0 difference: pint's ratio
+    # rounds to it)
+    assert pen.settings["omega"] == pytest.approx(0.02, rel=1e-15, abs=0.0)
+    assert pen.settings["xi"] == 0.7                           # a pure number
+    cs = reg.get("formulation", "cs")(system, {"alpha": "5 1/s", "beta": "10 Hz"})
+    assert (cs.settings["alpha"], cs.settings["beta"]) == pytest.approx((0.005, 0.01),
+                                                                        rel=1e-15, abs=0.0)
+    assert reg.get("formulation", "cs").settings_schema["alpha"].unit == "1/time"
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"omega": "2 m"}, r"^settings\.formulation_options\.omega: '2 m' is a length; "
+                       r"expected 1/time$"),
+    ({"xi": "2 s"}, r"^settings\.formulation_options\.xi: '2 s' is a time; expected a "
+                    r"pure number$"),
+])
+def test_formulation_options_of_another_dimension_are_refused_by_key(options, match):
+    from mbcore.analysis.runner import run
+    m = slider()
+    m.settings.update(formulation="penalty", formulation_options=options)
+    with pytest.raises(ModelError, match=match):
+        run(m)
+
+
+def test_a_run_with_formulation_options_with_units():
+    from mbcore.analysis.runner import run
+    m = slider()
+    m.settings.update(formulation="penalty", formulation_options={"omega": "20 1/s"})
+    plain = slider()
+    plain.settings.update(formulation="penalty", formulation_options={"omega": 20.0})
+    import numpy as np
+    assert np.array_equal(run(m)["q"], run(plain)["q"])     # the same run, bit for bit
+
+
+BALL = """
+name: ball
+units: {UNITS}
+gravity: [0, -9.81]
+settings: {{analysis: dynamic, t_end: 0.01, output_step: 0.005}}
+bodies:
+  - {{name: ball, mass: 1, inertia: 0.001, position: [0, 0.1]}}
+forces:
+  - {{name: floor, type: contact, body: ball, radius: 0.05, stiffness: {K},
+     exponent: {E}, damping: {C}, damping_model: {M}}}
+"""
+
+
+def ball(units="{length: m}", k="1e5", e="1.0", c="0", model="hunt_crossley") -> dict:
+    return Model.from_text(BALL.format(UNITS=units, K=k, E=e, C=c, M=model)) \
+        .elements["forces"][0].values
+
+
+def test_contact_stiffness_converts_by_the_power_of_its_exponent():
+    assert ball(k='"2 kN/m"')["stiffness"] == 2000.0                 # e = 1
+    assert ball(units="{length: mm}", k='"2 kN/m"')["stiffness"] == 2000.0  # mN/mm
+    assert ball(k='"3 kN/mm^2"', e="2")["stiffness"] == 3e9
+    hertz = ball(units="{length: mm}", k='"2e5 N/m^1.5"', e="1.5")["stiffness"]
+    # 1 N/m^1.5 = 1000 mN / (1000 mm)^1.5 (observed 1.4e-16 relative; bound 1e-13,
+    # > 100x)
+    assert hertz == pytest.approx(2e5 * 1000.0 / 1000.0 ** 1.5, rel=1e-13, abs=0.0)
+    plain = ball(units="{length: mm}", k="6324.5", e="1.5")["stiffness"]
+    assert plain == 6324.5 and type(plain) is float           # plain numbers unchanged
+    import copy
+    import pickle
+    assert type(pickle.loads(pickle.dumps(hertz))) is float
+    assert copy.deepcopy(hertz) == hertz
+
+
+def test_contact_damping_converts_by_the_power_its_model_gives():
+    # hunt_crossley: c delta^e delta_dot, force*time/length^(e+1)
+    assert ball(c='"3 N*s/m^2"')["damping"] == 3.0
+    assert ball(units="{length: mm}", c='"3 N*s/m^2.5"', e="1.5",
+                k='"1 N/m^1.5"')["damping"] == pytest.approx(
+        3.0 * 1000.0 / 1000.0 ** 2.5, rel=1e-13, abs=0.0)      # observed 1.4e-16, > 100x
+    # linear and compression: c delta_dot, force*time/length
+    assert ball(units="{length: mm}", c='"3 N*s/m"', model="linear")["damping"] == 3.0
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(k='"2 kN/m"', e="1.5"), r"^forces\[0\]\.stiffness: '2 kN/m' is force/length\^1; "
+                                  r"the contact law \(exponent 1\.5\) needs "
+                                  r"force/length\^1\.5$"),
+    (dict(k='"2 kg"'), r"^forces\[0\]\.stiffness: '2 kg' is a mass; expected "
+                       r"force/length\^e$"),
+    (dict(c='"3 N*s/m"'), r"^forces\[0\]\.damping: '3 N\*s/m' is force\*time/length\^1; "
+                          r"the contact law \(damping_model hunt_crossley, exponent 1\) "
+                          r"needs force\*time/length\^2$"),
+    (dict(c='"3 N*s/m^2"', model="linear"), r"^forces\[0\]\.damping: .* needs "
+                                            r"force\*time/length\^1$"),
+    (dict(k='"2 N/m^1.555"'), r"^forces\[0\]\.stiffness: cannot read .* a decimal "
+                              r"fraction: m\^1\.5\)$"),
+])
+def test_contact_law_units_that_do_not_match_the_exponent_are_refused(kw, match):
+    with pytest.raises(ModelError, match=match):
+        ball(**kw)
+
+
+def test_fractional_powers_in_dimensions_and_unit_texts():
+    from mbcore.elements.units import parse_dimension
+    assert parse_dimension("force/length^1.5") == {"force": 1, "length": -1.5}
+    assert parse_dimension("length^2/length^0.5") == {"length": 1.5}
+    assert unit_system({}).unit("force/length^1.5") == "N/m^1.5"
+    assert unit_system({"length": "mm"}).unit("force/length^1.5") == "mN/mm^1.5"
+    assert unit_system({}).convert("4 N/cm^1.5", "force/length^1.5", "p") == \
+        pytest.approx(4000.0, rel=1e-14, abs=0.0)              # observed 0 difference

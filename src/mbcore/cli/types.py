@@ -57,8 +57,10 @@ def _parameters(kind: str, cls: Any) -> list[dict]:
             default = None if required else p.default_value()
             choices = list(getattr(p, "choices", ()) or ())
             doc = p.doc + (f" (one of: {', '.join(choices)})" if choices else "")
+            unit = getattr(p, "unit", "")
             rows.append({"name": name, "kind": p.kind, "required": required,
-                         "default": default, "doc": doc})
+                         "default": default, "doc": doc + (f" [{unit}]" if unit else ""),
+                         "unit": unit})
     return rows
 
 

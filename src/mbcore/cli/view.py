@@ -11,7 +11,8 @@ examples:
   mbcore view run.h5 --gltf scene.glb              # binary glTF with the animation
 
 Bodies are drawn with the model's shape key (box, cylinder, sphere, mesh), else as
-the box (spatial) or disc/link (planar) of their inertia; joints as small spheres.
+the box (spatial) or disc/link (planar) of their inertia; joints as small spheres,
+springs (tsda) as coils between their attachment points.
 Open the controls (top right), Animations: play, pause and the time slider; playback
 is in real time (--speed to change it)."""
 

@@ -9,7 +9,9 @@ the model's unit system.  Every conversion goes through one cached
 
 Dimensions are written as products and quotients of the base names ``length``,
 ``angle``, ``time``, ``mass``, ``force`` (``force/length``, ``mass*length^2``,
-``angle/time``) or ``1`` (a pure number).  pint treats the radian as
+``angle/time``) or ``1`` (a pure number); a power may be a decimal fraction
+(``force/length^1.5``, the stiffness of a Hertzian contact law, Johnson (1985), Ch. 4;
+:func:`power_law_quantity`).  pint treats the radian as
 dimensionless; here the angle is a dimension of its own, counted by the power of
 the radian in a quantity's root units (``rpm`` is ``radian/second``), so
 ``"30 deg"`` is refused for a length and ``"10 mm"`` for an angle.
@@ -43,7 +45,15 @@ NAMED = ("1", "length", "angle", "time", "mass", "force", "force*length", "force
 #: force units shown by name where the derived force (mass·length/time²) is one
 FORCE_NAMES = ("N", "mN", "kN", "lbf", "pdl")
 
-_TOKEN = re.compile(r"\s*([*/])?\s*([A-Za-z_][A-Za-z_0-9]*|1)\s*(?:\^\s*(-?\d+))?\s*")
+_TOKEN = re.compile(r"\s*([*/])?\s*([A-Za-z_][A-Za-z_0-9]*|1)\s*(?:\^\s*(-?\d+(?:\.\d+)?))?\s*")
+#: a power written in a unit: a small whole number or decimal fraction (m^2, m^1.5)
+_POWER = re.compile(r"\d{1,2}(?:\.\d{1,2})?")
+
+
+def _power(p: Any) -> int | float:
+    """A power as an int when it is whole (1.0 -> 1), else a float (1.5)."""
+    p = float(p)
+    return int(p) if p.is_integer() else p
 
 
 @lru_cache(maxsize=1)
@@ -67,9 +77,10 @@ def registry() -> Any:
     return ureg
 
 
-def parse_dimension(expr: str) -> dict[str, int]:
-    """``"force/length"`` -> ``{"force": 1, "length": -1}`` (``"1"``: ``{}``)."""
-    out: dict[str, int] = {}
+def parse_dimension(expr: str) -> dict[str, int | float]:
+    """``"force/length"`` -> ``{"force": 1, "length": -1}`` (``"1"``: ``{}``;
+    ``"force/length^1.5"`` -> ``{"force": 1, "length": -1.5}``)."""
+    out: dict[str, int | float] = {}
     pos = 0
     first = True
     expr = expr.strip()
@@ -82,7 +93,7 @@ def parse_dimension(expr: str) -> dict[str, int]:
             raise ValueError(f"unknown dimension {name!r} in {expr!r} (one of "
                              f"{', '.join(BASE)})")
         if name != "1":
-            out[name] = out.get(name, 0) + (-1 if op == "/" else 1) * int(power or 1)
+            out[name] = _power(out.get(name, 0) + (-1 if op == "/" else 1) * _power(power or 1))
         pos, first = m.end(), False
     if first:
         raise ValueError("empty dimension expression")
@@ -103,8 +114,8 @@ def _quantity_signature(q) -> tuple[tuple[tuple[str, int], ...], int]:
     ureg = registry()
     root = ureg.get_root_units(q.units if hasattr(q, "units") else q)[1]
     angle = dict(ureg.Quantity(1.0, root).unit_items()).get("radian", 0)
-    dims = tuple(sorted((d, int(p)) for d, p in q.dimensionality.items() if p))
-    return dims, int(angle)
+    dims = tuple(sorted((d, _power(p)) for d, p in q.dimensionality.items() if p))
+    return dims, _power(angle)
 
 
 @lru_cache(maxsize=None)
@@ -119,9 +130,9 @@ def describe_signature(sig) -> str:
     if name is not None:
         return "a pure number" if name == "1" else name
     dims, angle = sig
-    parts = [f"{d.strip('[]')}{'' if p == 1 else '^' + str(p)}" for d, p in dims]
+    parts = [f"{d.strip('[]')}{'' if p == 1 else '^' + format(p, 'g')}" for d, p in dims]
     if angle:
-        parts.append(f"angle{'' if angle == 1 else '^' + str(angle)}")
+        parts.append(f"angle{'' if angle == 1 else '^' + format(angle, 'g')}")
     return "*".join(parts)
 
 
@@ -161,11 +172,11 @@ def _check_text(text: str, path: str) -> None:
         if nxt and nxt[0][1] == "-":
             nxt = nxt[1:]
         ok_base = k > 0 and (toks[k - 1][0] == "name" or toks[k - 1][1] == ")")
-        ok_exp = bool(nxt) and nxt[0][0] == "num" and nxt[0][1].isdigit() and \
-            len(nxt[0][1]) <= 2
+        ok_exp = bool(nxt) and nxt[0][0] == "num" and _POWER.fullmatch(nxt[0][1]) is not None
         if not (ok_base and ok_exp):
             raise ModelError(path, f"cannot read {text!r} as a number with a unit (a "
-                                   f"power is a unit's small whole exponent: m^2, s**-1)")
+                                   f"power is a unit's small whole exponent: m^2, s**-1, "
+                                   f"or a decimal fraction: m^1.5)")
 
 
 def _parse(text: str, path: str):
@@ -296,8 +307,8 @@ class UnitSystem:
         """What :meth:`_pint_text` gives for SI, without pint: the symbols in the
         order of the expression, numerator then denominator."""
         exps = parse_dimension(dimension)
-        num = [SI[k] + (f"^{p}" if p != 1 else "") for k, p in exps.items() if p > 0]
-        den = [SI[k] + (f"^{-p}" if p != -1 else "") for k, p in exps.items() if p < 0]
+        num = [SI[k] + (f"^{p:g}" if p != 1 else "") for k, p in exps.items() if p > 0]
+        den = [SI[k] + (f"^{-p:g}" if p != -1 else "") for k, p in exps.items() if p < 0]
         if not num and not den:
             return ""
         text = "*".join(num) if num else "1"
@@ -325,6 +336,28 @@ class UnitSystem:
         if not math.isfinite(v):
             raise ModelError(path, f"expected a finite number, got {text!r}")
         return v
+
+
+def power_law_quantity(text: str, numerator: str, path: str,
+                       units: UnitSystem | None = None) -> tuple[float, int | float]:
+    """``(value, e)``: the quantity ``text`` of dimension ``numerator/length^e`` in the
+    model's units (default SI), ``e`` read from the text's own power of length
+    (``"2e5 N/m^1.5"``: e = 1.5), for a coefficient of a power law whose exponent is
+    another parameter (the stiffness k of a contact force k delta^e, Johnson (1985),
+    Ch. 4: force/length^e); the caller compares ``e`` with that exponent.  A text of
+    another dimension is a ModelError naming ``path``."""
+    q = _parse(text, path)
+    if not hasattr(q, "units"):
+        q = registry().Quantity(float(q))
+    dims, angle = _quantity_signature(q)
+    top = _signature(parse_dimension(numerator))
+    length = dict(dims).get("[length]", 0) - dict(top[0]).get("[length]", 0)
+    e = _power(-length)
+    dimension = f"{numerator}/length^{e:g}" if e else numerator
+    if (dims, angle) != _signature(parse_dimension(dimension)):
+        raise ModelError(path, f"{text!r} is {_article(describe_signature((dims, angle)))}; "
+                               f"expected {numerator}/length^e")
+    return (units or unit_system(None)).convert(text, dimension, path), e
 
 
 def _group(text: str) -> str:

@@ -2,7 +2,12 @@
 Blender, three.js editors and other tools: the scene of
 :func:`mbcore.results.viewer.build_scene` as nodes with triangle meshes (flat
 normals) and one animation whose channels move each body node (translation and
-rotation samplers, linear interpolation, keyframe times in seconds).
+rotation samplers, linear interpolation, keyframe times in seconds).  The sketches
+of a planar model (slots, guides, pitch lines, cam outlines) are ``LINES``
+primitives (mode 1) in their body's node, as the HTML scene draws them; a spring is
+the unit coil of :func:`mbcore.results.viewer.spring_coil` (``LINES``) in a node
+whose translation, rotation and scale channels stretch it between its attachment
+points (:func:`mbcore.results.viewer.spring_poses`).
 
 The container, chunks, accessors and animation samplers follow the Khronos glTF 2.0
 specification (Khronos (2021), §3.6 binary data storage: buffers, buffer views
@@ -20,11 +25,13 @@ from typing import Any
 import numpy as np
 
 from ..model import visual as V
-from .viewer import Scene, shape_matrix
+from .viewer import Scene, shape_matrix, spring_coil, spring_poses
 
 __all__ = ["triangles", "to_glb", "read_glb"]
 
 _FLOAT, _ARRAY_BUFFER = 5126, 34962
+#: the primitive mode of line segments (pairs of vertices)
+LINES = 1
 
 
 def _box(a: float, b: float, c: float) -> np.ndarray:
@@ -119,12 +126,15 @@ def to_glb(scene: Scene, path: str | os.PathLike) -> dict[str, Any]:
     materials: list[dict] = []
     mat_index: dict[str, int] = {}
 
-    def mesh_node(tri: np.ndarray, color: str, matrix: np.ndarray, name: str) -> int:
+    def material(color: str) -> None:
         if color not in mat_index:
             mat_index[color] = len(materials)
             materials.append({"pbrMetallicRoughness": {"baseColorFactor": _rgb(color),
                                                        "metallicFactor": 0.0,
                                                        "roughnessFactor": 0.6}})
+
+    def mesh_node(tri: np.ndarray, color: str, matrix: np.ndarray, name: str) -> int:
+        material(color)
         n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
         area = np.linalg.norm(n, axis=1, keepdims=True)
         keep = area[:, 0] > 0.0                   # degenerate ones (a sphere's poles)
@@ -137,6 +147,16 @@ def to_glb(scene: Scene, path: str | os.PathLike) -> dict[str, Any]:
         meshes.append({"name": name, "primitives": [prim]})
         nodes.append({"name": name, "mesh": len(meshes) - 1,
                       "matrix": [float(x) for x in np.asarray(matrix).flatten(order="F")]})
+        return len(nodes) - 1
+
+    def line_node(pts: np.ndarray, color: str, name: str) -> int:
+        """A node with the polyline ``pts`` (m, 3) as LINES (its m - 1 segments)."""
+        material(color)
+        seg = np.repeat(np.asarray(pts, dtype=float), 2, axis=0)[1:-1]
+        prim = {"attributes": {"POSITION": buf.add(seg, "VEC3", _ARRAY_BUFFER, bounds=True)},
+                "material": mat_index[color], "mode": LINES}
+        meshes.append({"name": name, "primitives": [prim]})
+        nodes.append({"name": name, "mesh": len(meshes) - 1})
         return len(nodes) - 1
 
     body_node: dict[str, int] = {}
@@ -156,6 +176,18 @@ def to_glb(scene: Scene, path: str | os.PathLike) -> dict[str, Any]:
         M[:3, 3] = p
         k = mesh_node(_sphere(r, 8, 16), color, M, f"marker{i}")
         nodes[body_node.get(parent, 0)]["children"].append(k)     # ground: the root
+    for parent, name, pts, color in scene.lines:
+        nodes[body_node.get(parent, 0)]["children"].append(
+            line_node(pts, color, f"sketch:{name}"))
+    spring_node: list[tuple[int, tuple]] = []
+    for sp in scene.springs:
+        poses = spring_poses(sp.start, sp.end)
+        k = line_node(spring_coil(sp.radius), sp.color, f"spring:{sp.name}")
+        nodes[k].update(translation=[float(x) for x in poses[0][0]],
+                        rotation=[float(x) for x in poses[1][0]],
+                        scale=[float(x) for x in poses[2][0]])
+        nodes[0]["children"].append(k)
+        spring_node.append((k, poses))
     gltf: dict[str, Any] = {"asset": {"version": "2.0", "generator": "mbcore view"},
                             "scene": 0, "scenes": [{"name": scene.title, "nodes": [0]}],
                             "nodes": nodes, "meshes": meshes, "materials": materials}
@@ -169,6 +201,13 @@ def to_glb(scene: Scene, path: str | os.PathLike) -> dict[str, Any]:
                                  "interpolation": "LINEAR"})
                 channels.append({"sampler": len(samplers) - 1,
                                  "target": {"node": body_node[b.path], "path": prop}})
+        for k, poses in spring_node:
+            for prop, values, kind in zip(("translation", "rotation", "scale"), poses,
+                                          ("VEC3", "VEC4", "VEC3")):
+                samplers.append({"input": times, "output": buf.add(values, kind),
+                                 "interpolation": "LINEAR"})
+                channels.append({"sampler": len(samplers) - 1,
+                                 "target": {"node": k, "path": prop}})
         gltf["animations"] = [{"name": "result", "samplers": samplers, "channels": channels}]
     gltf.update(buffers=[{"byteLength": buf.size}], bufferViews=buf.views,
                 accessors=buf.accessors)

@@ -279,14 +279,18 @@ class Geometry:
         circle, a wheel) that holds all the body's points.  A body carrying straight
         slots (``sketches`` as fitted by :meth:`fitted_sketches`) has a wheel among
         its candidates: the disc about its frame origin through the slots' outer
-        ends (a Geneva wheel)."""
+        ends (a Geneva wheel), less the discs of its locking arcs (sketches of style
+        ``lock``: the concave arcs between the slots)."""
         cand: dict[str, list[np.ndarray]] = {}
         reach: dict[str, float] = {}
+        locks: dict[str, list[np.ndarray]] = {}
         for _, sk in sketches:
             b = self.bodies.get(sk.body)
             if b is None or b.kind != "planar":
                 continue
             p = np.asarray(sk.points, dtype=float)
+            if sk.style == "lock" and len(p) >= 3:
+                locks.setdefault(sk.body, []).append(p)
             if sk.kind == "slot" and sk.follow is not None:
                 reach[sk.body] = max(reach.get(sk.body, 0.0),
                                      float(np.max(np.hypot(p[:, 0], p[:, 1]))))
@@ -294,8 +298,9 @@ class Geometry:
                     np.allclose(p[0], p[-1], rtol=0.0, atol=1e-9 * np.ptp(p, axis=0).max()):
                 cand.setdefault(sk.body, []).append(p)
         for body, r in reach.items():
-            a = np.linspace(0.0, 2.0 * math.pi, 97)
-            cand.setdefault(body, []).append(r * np.stack([np.cos(a), np.sin(a)], -1))
+            a = np.linspace(0.0, 2.0 * math.pi, 721 if body in locks else 97)
+            u = np.stack([np.cos(a), np.sin(a)], -1)
+            cand.setdefault(body, []).append(_less_arcs(r, u, locks.get(body, []))[:, None] * u)
         out = {}
         for body, polys in cand.items():
             pts = self.bodies[body].local()
@@ -312,6 +317,29 @@ FOLLOW_TOL = 1e-5
 SKETCH_PAD = 0.03
 #: the length (fraction of the span) of a guide or slot whose point does not travel
 SKETCH_MIN = 0.2
+
+
+def _less_arcs(radius: float, u: np.ndarray, arcs: list[np.ndarray]) -> np.ndarray:
+    """The radii along the unit directions ``u`` (n, 2) of the disc of ``radius``
+    about the origin less the discs of the circles through the ``arcs`` (each
+    circle the circumcircle of an arc's first, middle and last points): a ray that
+    crosses such a circle and leaves it beyond the rim ends where it enters it.  A
+    ray that leaves the circle inside the rim keeps the rim: the wheel's teeth
+    beside its slots (a star-shaped outline cannot hold the sliver of the circle
+    such a ray crosses first)."""
+    r = np.full(len(u), float(radius))
+    for arc in arcs:
+        a, b, c = arc[0], arc[len(arc) // 2], arc[-1]
+        M = 2.0 * np.array([b - a, c - a])
+        centre = np.linalg.solve(M, [b @ b - a @ a, c @ c - a @ a])
+        rho2 = float((a - centre) @ (a - centre))
+        proj = u @ centre
+        disc = proj ** 2 - (centre @ centre - rho2)
+        hit = (disc >= 0.0) & (proj > 0.0)
+        root = np.sqrt(np.where(hit, disc, 0.0))
+        cut = hit & (proj + root >= radius) & (proj - root < r)
+        r = np.where(cut, np.maximum(proj - root, 0.0), r)
+    return r
 
 
 def _area(p: np.ndarray) -> float:

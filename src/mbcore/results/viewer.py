@@ -21,6 +21,12 @@ whose drawing is a closed sketch of its own (a cam's outline, a gear's pitch dis
 slotted Geneva wheel; :meth:`~mbcore.results.plotting.Geometry.outlines`) is a thin
 plate extruded from that outline (a triangulated mesh), and every sketch (slots,
 guides, pitch lines and circles, cam curves) is a line fixed in its body's frame.
+
+Translational spring-damper-actuators (element type ``tsda``, planar and spatial) are
+drawn as a coil between their two attachment points: a helix of unit length along y
+(:func:`spring_coil`) in a node whose keyframed position (point i), quaternion (y
+turned onto the direction from point i to point j) and scale (the length along y,
+:func:`spring_poses`) stretch it between the points at every keyframe.
 """
 from __future__ import annotations
 
@@ -39,7 +45,7 @@ from ..errors import MbcoreError
 from ..model import visual as V
 
 __all__ = ["viewer_bundle", "Scene", "build_scene", "scene_commands", "to_html", "view",
-           "plate_mesh",
+           "plate_mesh", "SpringTrack", "spring_coil", "spring_poses",
            "ViewerError", "MAX_FRAMES"]
 
 #: the largest number of animation keyframes per body (the output rows are strided)
@@ -49,6 +55,10 @@ PALETTE = ("#f28e2b", "#59a14f", "#edc948", "#b07aa1", "#e15759", "#76b7b2",
            "#ff9da7", "#9c755f", "#bab0ac", "#4e79a7")
 JOINT_COLOR = "#333333"
 CONTACT_COLOR = "#ff7f0e"
+SPRING_COLOR = "#1f77b4"
+#: a spring coil's radius, as a fraction of the scene size, and its number of turns
+SPRING_RADIUS = 0.012
+SPRING_TURNS = 10
 
 
 class ViewerError(MbcoreError, ValueError):
@@ -192,6 +202,57 @@ class Scene:
     #: planar elements' sketches drawn as lines: (parent path, name, points (n, 3) in
     #: the parent's frame, colour)
     lines: list[tuple[str, str, np.ndarray, str]] = field(default_factory=list)
+    #: the springs (tsda elements) between their attachment points
+    springs: list["SpringTrack"] = field(default_factory=list)
+
+
+@dataclass
+class SpringTrack:
+    """A spring drawn between its attachment points: ``start`` (point i) and ``end``
+    (point j), global, (n, 3) at the keyframes; the coil's ``radius`` and colour."""
+
+    name: str
+    path: str
+    start: np.ndarray
+    end: np.ndarray
+    radius: float
+    color: str = SPRING_COLOR
+
+
+def spring_coil(radius: float, turns: int = SPRING_TURNS, per_turn: int = 16) -> np.ndarray:
+    """The points (m, 3) of a coil of unit length along y: from the origin a lead to
+    y = 0.1, ``turns`` turns of a helix of ``radius`` about the y axis up to y = 0.9
+    (x = r sin a, z = r cos a), and a lead to (0, 1, 0)."""
+    a = np.linspace(0.0, 2.0 * math.pi * turns, turns * per_turn + 1)
+    helix = np.column_stack([radius * np.sin(a), np.linspace(0.1, 0.9, len(a)),
+                             radius * np.cos(a)])
+    return np.vstack([[0.0, 0.0, 0.0], helix, [0.0, 1.0, 0.0]])
+
+
+def spring_poses(start: np.ndarray, end: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(position (n, 3), quaternion (n, 4) as x, y, z, w, scale (n, 3)) of the node
+    that stretches the unit coil of :func:`spring_coil` from ``start`` to ``end``
+    (n, 3): the position is the start, the quaternion turns y onto the unit vector
+    u = (end - start) / L (half-way quaternion (y x u, 1 + y . u), normalised; a half
+    turn about x for u = -y, y itself for L = 0) and the scale is (1, L, 1)."""
+    d = np.asarray(end, dtype=float) - np.asarray(start, dtype=float)
+    L = np.linalg.norm(d, axis=1)
+    u = np.where(L[:, None] > 0.0, d / np.where(L > 0.0, L, 1.0)[:, None], [0.0, 1.0, 0.0])
+    q = np.column_stack([u[:, 2], np.zeros(len(u)), -u[:, 0], 1.0 + u[:, 1]])
+    flip = q[:, 3] < 1e-12
+    q[flip] = [1.0, 0.0, 0.0, 0.0]
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    scale = np.column_stack([np.ones(len(L)), L, np.ones(len(L))])
+    return np.array(start, dtype=float), q, scale
+
+
+def _rotate(quat: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The vectors v (3,) turned by the unit quaternions ``quat`` (n, 4: x, y, z, w):
+    v + 2 w (u x v) + 2 u x (u x v)."""
+    u, w = quat[:, :3], quat[:, 3:]
+    t = 2.0 * np.cross(u, np.broadcast_to(v, u.shape))
+    return v + w * t + np.cross(u, t)
 
 
 def _load_model(result):
@@ -291,7 +352,40 @@ def _attachments(model, dim: int) -> tuple[dict[str, list], list]:
             if isinstance(pt, (list, tuple)) and len(pt) in (2, 3):
                 ends.append(tuple(float(x) for x in pt) + (0.0,) * (3 - len(pt)))
         contacts.append((vals["body"], ends, float(r)))
+    for el in model.force_elements():        # a group of spheres at their bodies' origins
+        vals = el.values or el.raw
+        if el.type != "sphere_group" or not isinstance(vals.get("spheres"), (list, tuple)):
+            continue
+        radii = vals.get("radii") or [vals.get("radius")] * len(vals["spheres"])
+        for body, r in zip(vals["spheres"], radii):
+            if isinstance(r, (int, float)) and r > 0:
+                contacts.append((body, [(0.0, 0.0, 0.0)], float(r)))
     return points, contacts
+
+
+def _springs(model, bodies: list[BodyTrack], n: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """The tsda elements' attachment points, global, at the keyframes: ``[(name,
+    start (n, 3), end (n, 3))]`` (a body's point: position + its rotation of the
+    body-coordinates point; the ground's: the point itself)."""
+    track = {b.name: b for b in bodies}
+    out = []
+    for el in model.force_elements():
+        vals = el.values or el.raw
+        if el.type != "tsda":
+            continue
+        ends = []
+        for end in ("i", "j"):
+            body, pt = vals.get(f"body_{end}"), vals.get(f"point_{end}")
+            if not isinstance(pt, (list, tuple)) or len(pt) not in (2, 3):
+                break
+            s = np.array([float(x) for x in pt] + [0.0] * (3 - len(pt)))
+            b = track.get(body)
+            ends.append(np.tile(s, (n, 1)) if b is None else
+                        b.position + _rotate(b.quaternion / np.linalg.norm(
+                            b.quaternion, axis=1, keepdims=True), s))
+        if len(ends) == 2:
+            out.append((el.name, ends[0], ends[1]))
+    return out
 
 
 def _contact_shapes(contacts: list) -> list[V.Shape]:
@@ -504,6 +598,9 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
     for body, pts in joint_pts.items():
         if body == model.ground:
             allpos = np.concatenate([allpos, np.array(pts)])
+    spring_ends = _springs(model, bodies, n)
+    for _, a, b in spring_ends:
+        allpos = np.concatenate([allpos, a, b])
     track = {b.name: b for b in bodies}
     for _, sk in sketches:
         p = np.asarray(sk.points, dtype=float)
@@ -538,8 +635,11 @@ def build_scene(result, *, start: float | None = None, end: float | None = None,
     for body, ends, r in contacts:            # beside a shape: translucent markers
         if body in track and getattr(model.body(body), "shape", None) is not None:
             markers.extend((track[body], p, r, CONTACT_COLOR, 0.6) for p in ends)
+    springs = [SpringTrack(name, f"/mbcore/springs/{name}", a, b, SPRING_RADIUS * size)
+               for name, a, b in spring_ends]
     title = f"{result.model_name} ({result.analysis})" if result.analysis else result.model_name
-    return Scene(t, rows, bodies, markers, center, size, dim == 2, title, mesh_data, lines)
+    return Scene(t, rows, bodies, markers, center, size, dim == 2, title, mesh_data, lines,
+                 springs)
 
 
 def scene_commands(scene: Scene, *, triads: bool = False, play: bool = True,
@@ -573,11 +673,22 @@ def scene_commands(scene: Scene, *, triads: bool = False, play: bool = True,
         cmds.append({"type": "set_object", "path": uid,
                      "object": _mesh_object(uid, geom, color, _placement(p, np.eye(3)),
                                             opacity=opacity)})
+    poses = {}
+    for sp in scene.springs:
+        uid = f"{sp.path}/coil"
+        cmds.append({"type": "set_object", "path": uid, "object": _line_object(
+            uid, "Line", spring_coil(sp.radius), {"color": _color(sp.color), "linewidth": 2})})
+        poses[sp.path] = spring_poses(sp.start, sp.end)
     for b in scene.bodies:
         M = np.eye(4)
         M[:3, :3] = _quat_matrix(b.quaternion[0])
         M[:3, 3] = b.position[0]
         cmds.append({"type": "set_transform", "path": b.path, "matrix": _col_major(M)})
+    for path, (pos, quat, scale) in poses.items():
+        M = np.eye(4)
+        M[:3, :3] = _quat_matrix(quat[0]) * scale[0]
+        M[:3, 3] = pos[0]
+        cmds.append({"type": "set_transform", "path": path, "matrix": _col_major(M)})
     cmds.extend(_camera_and_grid(scene))
     if len(scene.t) > 1:
         t0 = float(scene.t[0])
@@ -591,6 +702,13 @@ def scene_commands(scene: Scene, *, triads: bool = False, play: bool = True,
                 {"name": ".quaternion", "type": "quaternion",
                  "keys": [{"time": tk, "value": [float(x) for x in v]}
                           for tk, v in zip(times, b.quaternion)]}]}})
+        for path, values in poses.items():
+            anims.append({"path": path, "clip": {"fps": 1.0, "name": "default", "tracks": [
+                {"name": name, "type": kind,
+                 "keys": [{"time": tk, "value": [float(x) for x in v]}
+                          for tk, v in zip(times, track)]}
+                for name, kind, track in zip((".position", ".quaternion", ".scale"),
+                                             ("vector3", "quaternion", "vector3"), values)]}})
         cmds.append({"type": "set_animation", "animations": anims,
                      "options": {"play": bool(play), "repetitions": int(repetitions)},
                      "path": ""})

@@ -96,7 +96,9 @@ class Formulation:
 
     def __init__(self, system, settings: Mapping[str, Any] | None = None):
         self.system = system
-        self.settings = self.validate_settings(dict(settings or {}), self.settings_schema)
+        self.settings = self.validate_settings(
+            dict(settings or {}), self.settings_schema,
+            units=getattr(getattr(system, "model", None), "unit_system", None))
         self.n = system.n
         self.solver = AccelerationSolver(system)
         self._ydot = np.zeros(2 * self.n)
@@ -107,18 +109,27 @@ class Formulation:
     @classmethod
     def validate_settings(cls, settings: Mapping[str, Any],
                           schema: Mapping[str, Param] | None = None,
-                          where: Mapping[str, str] | None = None) -> dict[str, Any]:
+                          where: Mapping[str, str] | None = None,
+                          units: Any = None) -> dict[str, Any]:
         """``settings`` checked against ``schema`` (default ``settings_schema``), with
         the defaults; ``where``: the key path of each given key (default
-        ``settings.<key>``); a key given as null takes its default.  No System
-        needed (``mbcore validate``)."""
+        ``settings.<key>``); a key given as null takes its default.  A value given
+        with a unit (``omega: "20 1/s"``) where the key declares a dimension converts
+        to ``units``, the model's :class:`~mbcore.elements.units.UnitSystem` (default
+        SI).  No System needed (``mbcore validate``)."""
         schema = cls.settings_schema if schema is None else schema
         where = where or {}
         S.check_keys(S.mapping(settings, "settings.formulation_options"), schema,
                      "settings.formulation_options", of=f"formulation '{cls.name}'")
-        return {k: (p.validate(settings[k], where.get(k, f"settings.{k}"), None)
-                    if settings.get(k) is not None else p.default_value())
-                for k, p in schema.items()}
+        out = {}
+        for k, p in schema.items():
+            if settings.get(k) is None:
+                out[k] = p.default_value()
+                continue
+            kp = where.get(k, f"settings.{k}")
+            value = S.quantities(settings[k], kp, p.unit, units) if p.unit else settings[k]
+            out[k] = p.validate(value, kp, None)
+        return out
 
     @property
     def size(self) -> int:

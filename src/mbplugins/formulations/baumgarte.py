@@ -41,8 +41,10 @@ class CS(DriftProjection, FollowsKeptRows, Formulation):
     name = "cs"
     description = "Baumgarte constraint stabilisation (alpha, beta)"
     settings_schema = {
-        "alpha": Param("number", "damping of the violation dynamics (1/s)", default=5.0),
-        "beta": Param("number", "stiffness of the violation dynamics (1/s)", default=5.0),
+        "alpha": Param("number", "damping of the violation dynamics", default=5.0,
+                       unit="1/time"),
+        "beta": Param("number", "stiffness of the violation dynamics", default=5.0,
+                      unit="1/time"),
         "drift": DRIFT,
     }
 

@@ -75,10 +75,10 @@ class JointCoordinates(LoopClosure, Formulation):
                    "loops through cut joints (Nikravesh (1988), §13.4; TMT: TAM 674 (2003))")
     full_state = False
     settings_schema = {
-        "alpha": Param("number", "Baumgarte damping of the cut-joint / driver rows (1/s)",
-                       default=5.0),
-        "beta": Param("number", "Baumgarte stiffness of the cut-joint / driver rows (1/s)",
-                      default=5.0),
+        "alpha": Param("number", "Baumgarte damping of the cut-joint / driver rows",
+                       default=5.0, unit="1/time"),
+        "beta": Param("number", "Baumgarte stiffness of the cut-joint / driver rows",
+                      default=5.0, unit="1/time"),
         "solver": Param("choice", "forward dynamics: 'recursive' (articulated-body, O(N); "
                         "trees without cut rows), 'composite' (dense B^T M B), 'auto' "
                         "(recursive for trees: compiled, or NumPy above 10 joints)", default="auto",

@@ -74,7 +74,7 @@ LOOP_SETTINGS = {
                                   default=1e-12, positive=True),
     "repartition_factor": Param("number", "partitioning: re-partition when a fresh "
                                 "partition's pivot ratio is this many times better",
-                                default=10.0, positive=True),
+                                default=10.0, positive=True, unit="1"),
     "independent": Param("string", "partitioning: comma-separated initial independent "
                          "joint coordinates (names of nu entries: joints, or e.g. "
                          "'pin.wz'; default: automatic)", required=False),

@@ -165,12 +165,12 @@ class CP(Formulation):
                                   default=1e-12, positive=True),
         "repartition_factor": Param("number", "re-partition when the pivot ratio of Phi_u "
                                     "is this many times worse than the best", default=10.0,
-                                    positive=True),
+                                    positive=True, unit="1"),
         "singular_ratio": Param("number", "stop before a configuration where the Jacobian "
                                 "loses rank (every Phi_u singular) when the rank ratio of "
                                 "the scaled Jacobian falls below this fraction of its "
                                 "initial value toward zero; 0 disables the guard",
-                                default=0.1),
+                                default=0.1, unit="1"),
         "independent": Param("string", "comma-separated initial independent coordinates "
                                        "(default: automatic)", required=False),
         "partition_rule": Param("choice", "how a partition is chosen: 'qr' (QR with column "

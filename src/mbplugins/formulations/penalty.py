@@ -90,20 +90,20 @@ class Penalty(Formulation):
         "alpha": Param("number", "penalty factor a of M + a Phi_q^T Phi_q (default 1e7 x the "
                        "largest diagonal entry of M)", required=False, positive=True),
         "xi": Param("number", "damping ratio of the constraint-violation dynamics",
-                    default=1.0),
-        "omega": Param("number", "natural frequency of the constraint-violation dynamics "
-                       "(1/s)", default=20.0),
+                    default=1.0, unit="1"),
+        "omega": Param("number", "natural frequency of the constraint-violation dynamics",
+                       default=20.0, unit="1/time"),
         "iterations": Param("number", "largest number of multiplier updates per evaluation",
                             default=10, positive=True),
         "tolerance": Param("number", "multiplier iterations stop when the relative change of "
                            "qdd or the relative acceleration-constraint residual is below this",
-                           default=1e-12, positive=True),
+                           default=1e-12, positive=True, unit="1"),
         "projection": Param("bool", "project positions and velocities onto the constraints "
                             "after every step (and at outputs)", default=True),
         "singular_band": Param("number", "no projection where the smallest squared singular "
                                "value of Phi_q M^-1/2 is below this times the largest "
                                "(inside the band of a singular configuration; 0: always "
-                               "project)", default=1e-8),
+                               "project)", default=1e-8, unit="1"),
         "projection_tolerance": Param("number", "project where |Phi| or |Phi_q qd - nu| "
                                       "exceeds this (scaled by 1 + |q|, 1 + |qd|); default: "
                                       "the run's atol, at least 1e-9 (within it the "

@@ -46,11 +46,15 @@ ranges); at a switching point itself they are those of one side.
 """
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 
 from mbcore.elements.base import ForceType, perp, rot
 from mbcore.errors import ModelError
 from mbcore.elements.schema import Param
+from mbcore.elements.units import looks_like_quantity, power_law_quantity
 
 from ._common import cross, unit_vector
 
@@ -73,13 +77,71 @@ def _cross_cols2(a, db):
 FRICTION_MODELS = ("tanh", "linear")
 
 
+class LawValue(float):
+    """A coefficient of the contact law given with a unit: its value in the model's
+    units, the ``text`` given and the ``power`` of length its unit is per (pickled and
+    copied as a plain float)."""
+
+    text: str
+    power: float
+
+    def __new__(cls, value: float, text: str, power: float) -> "LawValue":
+        out = super().__new__(cls, value)
+        out.text, out.power = text, power
+        return out
+
+    def __reduce__(self):
+        return float, (float(self),)
+
+
+class LawCoefficient(Param):
+    """A coefficient of the contact law whose dimension depends on the exponent e
+    and the damping model: ``numerator/length^p`` (the stiffness k of ``k delta^e``:
+    force/length^e; the damping c of ``c delta^e delta_dot``: force*time/length^(e+1),
+    of ``c delta_dot``: force*time/length).  A value with a unit converts by the power
+    of length its unit has (``"2e5 N/m^1.5"``: p = 1.5,
+    :func:`mbcore.elements.units.power_law_quantity`) and :func:`check_law` compares
+    that power with the one of the element's exponent."""
+
+    def __init__(self, numerator: str, doc: str, **kw: Any) -> None:
+        super().__init__("number", doc, **kw)
+        self.numerator = numerator
+
+    def validate(self, value: Any, path: str, ctx: Any) -> Any:
+        if not looks_like_quantity(value):
+            return super().validate(value, path, ctx)
+        v, power = power_law_quantity(value, self.numerator, path,
+                                      getattr(ctx, "units", None))
+        return LawValue(v, value, power)
+
+
+def _law_power(spec, key: str) -> float:
+    """The power of length in the dimension of ``key`` of the contact law."""
+    if key == "stiffness":
+        return spec["exponent"]
+    return spec["exponent"] + 1.0 if spec.get("damping_model") == "hunt_crossley" else 1.0
+
+
 def check_law(spec, path: str, nonnegative=("radius", "damping", "friction")) -> None:
     """The contact law's values: k > 0, e >= 1, v_eps > 0, the ``nonnegative`` keys
-    (those given) >= 0; a ModelError names the key path."""
+    (those given) >= 0, and a stiffness or damping given with a unit of the power of
+    length that e and the damping model give it (:class:`LawCoefficient`); a
+    ModelError names the key path."""
     if not spec["stiffness"] > 0:
         raise ModelError(f"{path}.stiffness", f"must be > 0, got {spec['stiffness']:g}")
     if not spec["exponent"] >= 1:
         raise ModelError(f"{path}.exponent", f"must be >= 1, got {spec['exponent']:g}")
+    for key, top in (("stiffness", "force"), ("damping", "force*time")):
+        v = spec.get(key)
+        if isinstance(v, LawValue) and not math.isclose(v.power, _law_power(spec, key),
+                                                        rel_tol=1e-12):
+            want = _law_power(spec, key)
+            why = (f"exponent {spec['exponent']:g}" if key == "stiffness" else
+                   f"damping_model {spec.get('damping_model')}, exponent "
+                   f"{spec['exponent']:g}")
+            raise ModelError(f"{path}.{key}", f"{v.text!r} is {top}/length^{v.power:g}; "
+                                              f"the contact law ({why}) needs "
+                                              f"{top}/length^{want:g}")
     if not spec["slip_velocity"] > 0:
         raise ModelError(f"{path}.slip_velocity",
                          f"must be > 0, got {spec['slip_velocity']:g}")
@@ -92,15 +154,17 @@ def law_params(exponent: float) -> dict:
     """The parameters of the contact law (stiffness, damping, friction), shared by
     the planar and the spatial contact types; ``exponent``: the default of e."""
     return {
-        "stiffness": Param("number", "k (> 0)"),
+        "stiffness": LawCoefficient("force", "k (> 0), force/length^e"),
         "exponent": Param("number", "e (>= 1): elastic force k delta^e (1.5: Hertz)",
-                          default=exponent),
-        "damping": Param("number", "c (>= 0), see damping_model", default=0.0),
+                          default=exponent, unit="1"),
+        "damping": LawCoefficient("force*time", "c (>= 0), see damping_model: "
+                                  "force*time/length^(e+1) (hunt_crossley), else "
+                                  "force*time/length", default=0.0),
         "damping_model": Param("choice", "hunt_crossley (c delta^e delta_dot), "
                                          "compression (c delta_dot while approaching) or "
                                          "linear (c delta_dot)",
                                default="hunt_crossley", choices=DAMPING_MODELS),
-        "friction": Param("number", "Coulomb coefficient mu (>= 0)", default=0.0),
+        "friction": Param("number", "Coulomb coefficient mu (>= 0)", default=0.0, unit="1"),
         "slip_velocity": Param("number", "regularisation velocity v_eps (> 0)",
                                default=1e-3, unit="length/time"),
         "friction_model": Param("choice", "tanh (mu f_n tanh(|v_t| / v_eps)) or linear "

@@ -177,6 +177,85 @@ class DistanceDriver(_DistanceBase):
 
 
 # =====================================================================================
+# the locking arcs of a Geneva wheel (sketch of a revolute-translational lock)
+# =====================================================================================
+def _pivot(ctx: PackContext, body: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(global point, body point) of the first revolute joint between the ground and
+    ``body`` (a ``point_j`` left to the joint: the body coordinates of the ground
+    point in the initial configuration), or None."""
+    ground = ctx.model.ground
+    for el in ctx.model.constraint_elements():
+        v = el.values or {}
+        if el.type != "revolute" or {v.get("body_i"), v.get("body_j")} != {ground, body}:
+            continue
+        g, b = ("i", "j") if v["body_i"] == ground else ("j", "i")
+        pg = np.asarray(v.get(f"point_{g}") or (0.0, 0.0), dtype=float)
+        pb = v.get(f"point_{b}")
+        if pb is None:
+            q = ctx.initial(body)
+            pb = rot(np.array(-q[2]), pg - q[:2])
+        return pg, np.asarray(pb, dtype=float)
+    return None
+
+
+def locking_arcs(spec: dict, ctx: PackContext) -> list[Sketch]:
+    """The concave locking arcs of a Geneva wheel whose dwell this joint models: a
+    point of the wheel (``point_j`` of body j) held on a line of the ground (the line
+    of centres), the wheel (body j) turning about a ground pivot, slots on it
+    (revolute-translational joints of the wheel) engaged by the pin of a crank
+    turning about a ground pivot on that line (the wheel of Nikravesh (1988),
+    Prob. 5.37: slots a angle 2 beta apart, sin beta = p / d).  In the dwell the
+    wheel's locking arc is concentric with the crank's axis and rides on its locking
+    disc: here the arc of the pin circle (radius p, the pin's distance from the
+    crank's pivot) about the point at the centre distance d from the wheel's pivot
+    along the held point's direction, between the mouths of the two slots beside it
+    (at sqrt(d² − p²) from the wheel's centre, at angles ± beta, beta = asin(p / d),
+    where slot lines are tangent to the pin circle), and the same arc on the opposite
+    side (a
+    lock line holds either of two opposite arcs, as one slot line is two slots).  The
+    model gives neither the pin's nor the locking disc's radius, so the arcs have no
+    clearance.  Anything else (no such pivots, crank axis off the line, d <= p):
+    no arcs."""
+    ground = ctx.model.ground
+    wheel = spec["body_j"]
+    if wheel == ground:
+        return []
+    wp = _pivot(ctx, wheel)
+    if wp is None:
+        return []
+    W, w0 = wp
+    crank = None
+    for el in ctx.model.constraint_elements():
+        v = el.values or {}
+        if el.type == "revolute_translational" and v.get("body_i") == wheel \
+                and v.get("body_j") not in (ground, wheel, None):
+            cp = _pivot(ctx, v["body_j"])
+            if cp is not None:
+                crank, (O, c0), pin = v["body_j"], cp, np.asarray(v["point_j"], dtype=float)
+                break
+    if crank is None:
+        return []
+    d = float(np.hypot(*(O - W)))
+    p = float(np.hypot(*(pin - c0)))
+    u = np.asarray(unit_vector(spec["axis"], f"{ctx.path}.axis"))
+    si = np.asarray(spec["point_i"], dtype=float)
+    held = np.asarray(spec["point_j"], dtype=float) - w0
+    off = [abs(float(u[0] * (x - si)[1] - u[1] * (x - si)[0])) for x in (O, W)]
+    if not d > p > 0.0 or max(off) > 1e-9 * d or not np.hypot(*held) > 0.0:
+        return []
+    beta = math.asin(p / d)                  # half the angle between the slots' mouths
+    half = 0.5 * math.pi - beta              # the arc's half angle about its centre
+    arcs = []
+    for side in (1.0, -1.0):
+        psi = math.atan2(side * held[1], side * held[0])
+        c = w0 + d * np.array([math.cos(psi), math.sin(psi)])
+        th = np.linspace(psi + math.pi - half, psi + math.pi + half, 49)
+        arcs.append(Sketch(wheel, "curve", c + p * np.column_stack([np.cos(th), np.sin(th)]),
+                           "lock"))
+    return arcs
+
+
+# =====================================================================================
 # C7: revolute-translational joint (pin in a straight slot)
 # =====================================================================================
 class RevoluteTranslational(ConstraintType):
@@ -239,7 +318,8 @@ class RevoluteTranslational(ConstraintType):
         kind = "segment" if spec["body_i"] == ctx.model.ground else "slot"
         return [Sketch(spec["body_i"], kind, np.array([si, si + u]),
                        "guide" if kind == "segment" else "slot",
-                       follow=(spec["body_j"], tuple(map(float, spec["point_j"]))))]
+                       follow=(spec["body_j"], tuple(map(float, spec["point_j"]))))] + \
+            (locking_arcs(spec, ctx) if kind == "segment" else [])
 
     _geom = staticmethod(axis_geometry)
 
