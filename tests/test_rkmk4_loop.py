@@ -26,6 +26,7 @@ import pytest
 import mbcore
 from mbcore import Model
 from mbcore.system import compiled_available
+from test_fixed_loops import _assert_identical, _pair, _rezero_work
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
@@ -51,36 +52,14 @@ def _spy(monkeypatch):
     return calls
 
 
-def _pair(model, **settings):
-    """The same run on the compiled loop (``loop: auto``) and the Python driver."""
-    runs = [mbcore.run(model, settings={"analysis": "dynamic", **settings, "loop": loop})
-            for loop in ("auto", "python")]
-    assert [r.stats["loop"] for r in runs] == ["compiled", "python"]
-    return runs
-
-
-def _assert_identical(a, b):
-    """States, accelerations and counts identical; the energy rows (formed by the
-    compiled output rows or by NumPy) to rounding (bound 1e-13 relative, as
-    tests/test_fixed_loops.py)."""
-    assert len(a) == len(b)
-    np.testing.assert_array_equal(np.asarray(a.t), np.asarray(b.t))
-    for ch in ("q", "qd", "qdd"):
-        np.testing.assert_array_equal(np.asarray(a[ch]), np.asarray(b[ch]), err_msg=ch)
-    np.testing.assert_allclose(np.asarray(a["energy"]), np.asarray(b["energy"]),
-                               rtol=1e-13, atol=0)
-    for k in ("integrator_nfev", "integrator_nsteps"):
-        assert a.stats[k] == b.stats[k], k
-
-
 CASES = {
     # outputs every 0.0125 s between step ends of 7e-4 (dense output), the last step
     # shortened onto t_end
     "disc": (lambda: Model.from_file(EX / "spatial_heavy_top.yaml"),
              {"formulation": "di_omega", "t_end": 0.3, "step": 7e-4,
               "output_step": 0.0125}, 429),
-    "bruls_cardona": (_bc_top, {"formulation": "di_omega", "t_end": 0.3, "step": 7e-4,
-                                "output_step": 0.0125}, 429),
+    "bruls_cardona": (_bc_top, {"analysis": "dynamic", "formulation": "di_omega",
+                                "t_end": 0.3, "step": 7e-4, "output_step": 0.0125}, 429),
     "slider_crank": (lambda: Model.from_file(EX / "spatial_slider_crank_dynamic.yaml"),
                      {"formulation": "di_omega", "t_end": 0.3, "step": 7e-4,
                       "output_step": 0.0125}, 429),
@@ -118,23 +97,6 @@ def test_outputs_on_step_ends(monkeypatch):
     assert calls and calls[0][0] == 0
 
 
-def _rezero_work(every, log):
-    """A change of coordinates at the first step end past every multiple of
-    ``every``: the work integral W (the state's last entry) counted from there."""
-    nxt = [every]
-
-    def on_commit(t, y):
-        if t < nxt[0]:
-            return None
-        while nxt[0] <= t:
-            nxt[0] += every
-        log.append(t)
-        y_new = np.array(y)
-        y_new[-1] = 0.0
-        return y_new
-    return on_commit
-
-
 @pytest.mark.parametrize("frame", ["body", "space"])
 def test_the_loop_reads_the_layout_and_restarts_as_the_python_driver(frame):
     """run_compiled against the Python driver (``integrate``) on the compiled
@@ -155,26 +117,24 @@ def test_the_loop_reads_the_layout_and_restarts_as_the_python_driver(frame):
     icls = registry().get("integrator", "rkmk4")
     kind = compiled_loop_for(icls, form)
     assert kind == "lie"
-    crhs = form.compiled
     buf = np.zeros(y0.size)
-
-    def fun(t, y):
-        assert crhs.eval(t, y, buf) == 0
-        return buf
-
     t_out = np.linspace(0.0, 0.2, 21)
     opts = {"step": 7e-4, "lie_group": QuaternionLayout(form.p_idx, frame=frame)}
-    log_ref, log, outs = [], [], []
-    ref = integrate(icls, fun, (0.0, 0.2), y0, t_out=t_out,
-                    on_commit=_rezero_work(0.05, log_ref), **opts)
+    logs, outs = ([], []), []
 
-    def fallback(t, y, o):
+    def fun(t, y):                          # the compiled right-hand side, from Python
+        assert form.compiled.eval(t, y, buf) == 0
+        return buf
+
+    def no_handover(t, y, o):
         raise AssertionError(f"handed to the Python driver at t = {t}")
 
+    ref = integrate(icls, fun, (0.0, 0.2), y0, t_out=t_out,
+                    on_commit=_rezero_work(0.05, logs[0]), **opts)
     res = run_compiled(kind, icls, form, 0.0, 0.2, y0, t_out, dict(opts),
-                       lambda t, y: outs.append(np.array(y)), np.zeros(5), fallback,
-                       on_commit=_rezero_work(0.05, log))
-    assert res.status == 0 and len(log) == 3 and log == log_ref
+                       lambda t, y: outs.append(np.array(y)), np.zeros(5), no_handover,
+                       on_commit=_rezero_work(0.05, logs[1]))
+    assert res.status == 0 and len(logs[1]) == 3 and logs[1] == logs[0]
     np.testing.assert_array_equal(np.array(outs), ref.y)
     np.testing.assert_array_equal(res.y_final, ref.y_final)
     for k in ("nsteps", "nfev"):
