@@ -265,3 +265,14 @@ def test_run_lie_refuses_bad_arguments():
         call([3, 4, 5, 6], {**start, "hist": np.zeros((2, y0.size))})
     with pytest.raises(ValueError, match="h_step"):
         call([3, 4, 5, 6], {**start, "h": -1.0})
+
+
+def test_the_step_budget_on_the_lie_loop():
+    """max_steps between outputs: the same StepBudgetError on both loops."""
+    from mbcore.integrate.base import StepBudgetError
+    make, _, _ = CASES["disc"]
+    st = {"formulation": "di_omega", "integrator": "rkmk4", "step": 1e-4, "t_end": 0.2,
+          "output_step": 0.05, "max_steps": 100}
+    for loop in ("auto", "python"):
+        with pytest.raises(StepBudgetError, match="100"):
+            mbcore.run(make(), settings={**st, "loop": loop})

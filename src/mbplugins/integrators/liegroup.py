@@ -41,6 +41,15 @@ step methods; each quaternion by ``p(s) = p0 ⊗ exp(θ(s))`` with θ(s) the cub
 Hermite interpolant of the algebra variable (θ(0) = 0, θ(1) = u, slopes h ω0 and
 h dexp⁻¹(ω1) from the closed form of :func:`dexpinv`), so interpolated quaternions
 are unit too.
+
+Compiled twin: in the dynamic analysis (a compiled right-hand side, e.g. ``di_omega``)
+the class runs on ``mbcore._ext._steploop.run_lie`` (ext/_step_lie.pxi; loop kind
+'lie' of :mod:`mbcore.integrate.multistep_loop`), which reads the grid, f and the
+layout from :meth:`RKMK4.loop_start` and repeats this module's formulas in NumPy's
+order of operations (the product table's sums, ``np.sum`` of squares, libm's sin and
+cos): the same steps and outputs bit for bit (tests/test_rkmk4_loop.py).  This
+module is the reference; a subclass that changes what the loop repeats
+(``RKMK4.LOOP_KEEPS``) keeps the Python driver.
 """
 from __future__ import annotations
 
