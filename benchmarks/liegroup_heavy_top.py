@@ -17,12 +17,18 @@ Prints JSON; asserts nothing.  The tops:
   there (SciPy DOP853, rtol 1e-13, independent of mbcore).  Their accuracy and cost
   figures could not be consulted here; the comparison is with these references.
 
+``--speed``: instead, the wall time of ``rkmk4`` on ``di_omega`` on the compiled loop
+(``run_lie``) and on the Python driver (``loop: python``), the median of ``--repeat``
+interleaved runs of each in this process (1 s, h = 1e-3: 1000 steps, 10 outputs),
+for both tops, and of ``rk4`` on ``di_omega`` and on ``di`` on its compiled loop for
+scale; and the compiled step loop's cost per step (runs of 1 s and 4 s with one
+output each: the difference of the medians over 3000 steps).
+
 Errors at t_end: ``orientation`` is the angle (rad) of the rotation between the
 body's orientation and the reference's (the integrated p normalised), ``position`` the
 distance (m) of the centres of mass, ``norm_drift`` the largest |(|p| − 1)| of the
-integrated p at the output times.  ``seconds`` is the wall time of the run (the
-Python driver for rkmk4, the compiled loop for the others: not comparable across
-drivers).
+integrated p at the output times.  ``seconds`` is the wall time of the run (every
+integrator here on its compiled loop, rkmk4 on ``run_lie``).
 """
 from __future__ import annotations
 
@@ -49,8 +55,7 @@ OMEGA, THETA, OMEGA3 = 0.4915462, np.radians(30.0), 200.0
 def run(model, t_end, **settings):
     t0 = time.perf_counter()
     res = mbcore.run(model, settings={"analysis": "dynamic", "t_end": t_end,
-                                      "output_step": t_end / 10,
-                                      **settings})
+                                      "output_step": t_end / 10, **settings})
     sec = time.perf_counter() - t0
     return res, sec
 
@@ -94,11 +99,58 @@ def compare(model, T, r_ref, p_ref, steps, tols):
     return out
 
 
+def speed(repeat):
+    """Median wall times (s) of rkmk4 on di_omega, compiled loop and Python driver,
+    and of rk4 on di (compiled), 1 s at h = 1e-3 (the runs' last states of the two
+    rkmk4 loops must agree bit for bit)."""
+    import statistics
+    out = {}
+    for name, make in (("spatial_heavy_top", lambda: Model.from_file(EXAMPLE)),
+                       ("bruls_cardona_top", heavy_top_model)):
+        model = make()
+        cases = (("rkmk4_compiled", "di_omega", "rkmk4", "auto"),
+                 ("rkmk4_python", "di_omega", "rkmk4", "python"),
+                 ("rk4_di_omega_compiled", "di_omega", "rk4", "auto"),
+                 ("rk4_di_compiled", "di", "rk4", "auto"))
+        ts, last = {c[0]: [] for c in cases}, {}
+        for _ in range(repeat):                 # interleaved
+            for key, form, integ, loop in cases:
+                res, sec = run(model, 1.0, formulation=form, integrator=integ, step=1e-3,
+                               loop=loop)
+                ts[key].append(sec)
+                last[key] = np.asarray(res["q"])[-1]
+        times = {k: statistics.median(v) for k, v in ts.items()}
+        # the step loop alone: one output, 1 s and 4 s (the difference / 3000 steps)
+        per = {}
+        for key, form, integ, loop in cases:
+            if loop == "python":
+                continue
+            tt = {1.0: [], 4.0: []}
+            for _ in range(repeat):
+                for T in tt:
+                    tt[T].append(run(model, T, formulation=form, integrator=integ,
+                                     step=1e-3, output_step=T)[1])
+            per[key] = round((statistics.median(tt[4.0]) - statistics.median(tt[1.0]))
+                             / 3000 * 1e6, 2)
+        out[name] = {**{k: round(v, 4) for k, v in times.items()},
+                     "speedup": round(times["rkmk4_python"] / times["rkmk4_compiled"], 1),
+                     "loop_microseconds_per_step": per,
+                     "identical": bool(np.array_equal(last["rkmk4_compiled"],
+                                                      last["rkmk4_python"]))}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--t-end", type=float, default=1.0)
     ap.add_argument("--quick", action="store_true", help="two steps and two tolerances")
+    ap.add_argument("--speed", action="store_true",
+                    help="wall times of rkmk4, compiled loop against Python driver")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per median (--speed)")
     a = ap.parse_args(argv)
+    if a.speed:
+        print(json.dumps(speed(max(a.repeat, 3)), indent=1))
+        return
     T = a.t_end
     steps = [4e-3, 2e-3, 1e-3, 5e-4, 2.5e-4]
     tols = [1e-5, 1e-6, 1e-7, 1e-8, 1e-9]

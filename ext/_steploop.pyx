@@ -38,7 +38,9 @@ The steppers are the methods of the Python integrators, step for step and bit fo
   ``VariableGeneralizedAlpha``), :func:`run_genalpha_var`.
 * :class:`FixedGridStepper` — the fixed-grid textbook methods Adams–Bashforth 1–4,
   the AB3/AM4 PECE pair, second-order Taylor and Störmer–Verlet
-  (``mbplugins.integrators.classical``), :func:`run_fixedgrid`.
+  (``mbplugins.integrators.classical``), :func:`run_fixedgrid`;
+* :class:`LieStepper` — the Lie-group RK4 ``rkmk4`` (unit quaternions by the
+  exponential map, ``mbplugins.integrators.liegroup.RKMK4``), :func:`run_lie`.
 
 A new method is a new ``Stepper`` subclass; the loop, its outputs and its checkpoints
 are not repeated.  Each ``run_*`` function checks its arguments (ValueError naming
@@ -453,3 +455,4 @@ include "_step_bdf.pxi"
 include "_step_theta.pxi"
 include "_step_genalpha.pxi"
 include "_step_fixed.pxi"
+include "_step_lie.pxi"

@@ -388,13 +388,13 @@ def test_bruls_cardona_heavy_top_at_equal_cost():
 
 
 def test_exact_resume_inside_a_step_on_di_omega(tmp_path):
-    """A checkpoint of a di_omega + rkmk4 run, resumed inside a step, continues with
-    exactly the steps of the uninterrupted run (the layout is passed again by the
-    analysis; the state fields are those of the fixed-step grid): every recorded
-    channel bit for bit."""
+    """A checkpoint of a di_omega + rkmk4 run on the Python driver, resumed inside a
+    step, continues with exactly the steps of the uninterrupted run (the layout is
+    passed again by the analysis; the state fields are those of the fixed-step grid):
+    every recorded channel bit for bit (the compiled loop's: tests/test_rkmk4_loop.py)."""
     from test_resume_exact import _check_exact_resume
     ck = _check_exact_resume(
         tmp_path, lambda: model("spatial_heavy_top"),
         {"formulation": "di_omega", "integrator": "rkmk4", "step": 0.0074,
-         "output_step": 0.002, "t_end": 0.24})
+         "output_step": 0.002, "t_end": 0.24, "loop": "python"})
     assert ck.step["loop"] == "python"

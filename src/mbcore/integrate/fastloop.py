@@ -16,8 +16,9 @@ generalized-α methods ``genalpha``, ``hht`` and ``genalpha_var`` (loop kind
 'genalpha'; ``genalpha``/``hht`` also on the index-3 ``stiff`` DAE form with the
 analysis' Jacobian call-back) in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
 fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
-(``run_fixedgrid``, loop kind ``fixedgrid``).  A fixed-step RK object whose tableau
-is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with
+(``run_fixedgrid``, loop kind ``fixedgrid``), and the Lie-group method ``rkmk4``
+(``run_lie``, loop kind ``lie``: unit quaternions by the exponential map).  A
+fixed-step RK object whose tableau is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with
 that tableau (:func:`mbcore.integrate.rk.instance_twin`).  Events
 (impacts), post-step projection and the other DAE forms keep the Python driver
 (:func:`mbcore.integrate.integrate`), except the projections of the penalty and
@@ -50,8 +51,8 @@ __all__ = ["compiled_loop_for", "run_compiled"]
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
-    """'fixed', 'embedded', 'abm', 'bdf', 'theta', 'genalpha' or 'fixedgrid' when the
-    compiled loop can run this
+    """'fixed', 'embedded', 'abm', 'bdf', 'theta', 'genalpha', 'fixedgrid' or 'lie'
+    when the compiled loop can run this
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
     itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
@@ -69,7 +70,7 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     if (jac is not None or getattr(form.compiled, "dae", False)) and kind not in (
             "bdf", "genalpha"):
         return None
-    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # multistep, implicit
+    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "lie"):  # multistep,
         # one-step and the fixed-grid textbook methods
         from .multistep_loop import available, kinds   # (mbcore.integrate.multistep_loop):
         return (kind if post_step is None and available() and kind in kinds()
@@ -111,7 +112,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     end before t1, after its outputs (the Python driver's): the Runge-Kutta loops
     continue from a new state as from a projection, the multistep and θ loops
     restart there as the driver restarts its integrator."""
-    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # ext/_steploop.pyx
+    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "lie"):  # _steploop.pyx
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,

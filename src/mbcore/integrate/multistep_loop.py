@@ -39,6 +39,16 @@ state at the start of each step with outputs (t, y, f, the past derivatives, the
 ``t_start``, ``i``, ``h`` and, for Adams–Moulton, the Jacobian and the LU's ``hβ_0``)
 goes into ``hist``; a resume restores it into the object
 (``_FixedGrid.restore_loop_history``) and the loop redoes that step bit for bit.
+
+``"lie"``: the Lie-group method ``rkmk4``
+(:class:`mbplugins.integrators.liegroup.RKMK4`: the classical RK4 in the Lie algebra,
+Munthe-Kaas (1999); Hairer, Lubich & Wanner (2006), §IV.8.2), stepped by ``run_lie``
+from the object's ``loop_start()`` (the grid, f at t, the quaternion indices and their
+frame) with the same formulas in the same order: the quaternion exponential, the
+commutator terms, the same steps, evaluations and dense output (the quaternions'
+through the exponential of the Hermite interpolant in the algebra), bit for bit with
+the Python driver (tests/test_rkmk4_loop.py).  Checkpoints and resume as for
+``fixedgrid`` (the grid and f at the start of each step with outputs).
 """
 from __future__ import annotations
 
@@ -68,7 +78,8 @@ def kinds() -> tuple:
     from .._ext import _steploop
     return ("abm", "bdf") + (("theta",) if hasattr(_steploop, "run_theta") else ()) \
         + (("genalpha",) if hasattr(_steploop, "run_genalpha") else ()) \
-        + (("fixedgrid",) if hasattr(_steploop, "run_fixedgrid") else ())
+        + (("fixedgrid",) if hasattr(_steploop, "run_fixedgrid") else ()) \
+        + (("lie",) if hasattr(_steploop, "run_lie") else ())
 
 
 def _ode_form(kind: str, integ, start: dict) -> bool:
@@ -105,6 +116,8 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
                     or np.ndim(o["newton_rtol"]) or np.ndim(o["newton_atol"])):
                 return False
         return integ.status == "running" and start["hist"].shape[0] >= 1
+    if kind == "lie":        # a live start state (f at t0)
+        return integ.status == "running" and start["hist"].shape[0] == 1
     return scalar
 
 
@@ -269,6 +282,12 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             **extra, max_steps=budget, **commit,
             **({"maxiter": int(s0["maxiter"]), "newton_rtol": float(s0["newton_rtol"]),
                 "newton_atol": float(s0["newton_atol"])} if s0["method"] == "am" else {}))
+    elif kind == "lie":
+        code, t, y, i_out, h = ms.run_lie(
+            crhs, float(t0), float(t1), y_start, s0,
+            np.ascontiguousarray(np.ravel(s0["quaternions"]), dtype=np.intp),
+            bool(s0["body"]), t_out, i0, on_output, stats, counters, st.nfev, *stop_args,
+            ystep=ystep, hist=hist, max_steps=budget, **commit)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
     _statistics(st, stats, counters)
@@ -280,7 +299,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     if code is LoopStatus.BUDGET:
         raise budget_error(budget, t, t0, t_out, i_out, h)
     if code is LoopStatus.STEP_TOO_SMALL:
-        raise step_too_small(h, t, remaining=kind in ("theta", "fixedgrid") or (
+        raise step_too_small(h, t, remaining=kind in ("theta", "fixedgrid", "lie") or (
             kind == "genalpha" and not s0.get("variable")))
     # EVALUATION_FAILED (or, for 'theta', Newton failed with a fresh Jacobian), or
     # STOP_CONDITION (met in the next step): the Python driver

@@ -41,6 +41,15 @@ step methods; each quaternion by ``p(s) = p0 ⊗ exp(θ(s))`` with θ(s) the cub
 Hermite interpolant of the algebra variable (θ(0) = 0, θ(1) = u, slopes h ω0 and
 h dexp⁻¹(ω1) from the closed form of :func:`dexpinv`), so interpolated quaternions
 are unit too.
+
+Compiled twin: in the dynamic analysis (a compiled right-hand side, e.g. ``di_omega``)
+the class runs on ``mbcore._ext._steploop.run_lie`` (ext/_step_lie.pxi; loop kind
+'lie' of :mod:`mbcore.integrate.multistep_loop`), which reads the grid, f and the
+layout from :meth:`RKMK4.loop_start` and repeats this module's formulas in NumPy's
+order of operations (the product table's sums, ``np.sum`` of squares, libm's sin and
+cos): the same steps and outputs bit for bit (tests/test_rkmk4_loop.py).  This
+module is the reference; a subclass that changes what the loop repeats
+(``RKMK4.LOOP_KEEPS``) keeps the Python driver.
 """
 from __future__ import annotations
 
@@ -48,9 +57,11 @@ from typing import Any
 
 import numpy as np
 
+from mbcore.elements.rotations import quat_conj
 from mbcore.integrate.base import FIXED_STEP_OPTIONS, Option
 from mbcore.integrate.common import DenseOutput, hermite_basis
 from mbcore.integrate.errors import IntegratorOptionError
+from mbplugins.spatial.kinematics import cross as _cross
 
 from .classical import _FixedGrid
 
@@ -64,20 +75,9 @@ UNIT_TOLERANCE = 1e-8
 
 
 # ----------------------------------------------------------------------------------
-# quaternion algebra (vectorised over leading axes)
+# quaternion algebra (vectorised over leading axes; the cross product of the spatial
+# kinematics, the conjugate of the core's rotations)
 # ----------------------------------------------------------------------------------
-def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a × b over leading axes (written out: np.cross costs ~10x more per call on
-    small arrays)."""
-    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
-    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
-    out[..., 0] = a1 * b2 - a2 * b1
-    out[..., 1] = a2 * b0 - a0 * b2
-    out[..., 2] = a0 * b1 - a1 * b0
-    return out
-
-
 def _product_table() -> np.ndarray:
     """``T[i, j, k]`` with ``(p ⊗ q)_i = Σ_jk T[i, j, k] p_j q_k`` (Hamilton's table)."""
     T = np.zeros((4, 4, 4))
@@ -98,8 +98,12 @@ _T_CONJ_SECOND = _T * _CONJ[None, None, :]
 
 
 def quat_mul(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Hamilton product ``p ⊗ q = [p0 q0 − p·q; p0 q + q0 p + p × q]`` (one einsum
-    with the product table: ~6x fewer NumPy calls than the written-out form)."""
+    """Hamilton product ``p ⊗ q = [p0 q0 − p·q; p0 q + q0 p + p × q]`` (Nikravesh
+    (1988), §6.5) as one einsum with the product table: ~7x faster on short stacks
+    than ``mbcore.elements.rotations.quat_product`` (the same product), which matters
+    on the Python driver.  Its sums run over j in order (``(p ⊗ q)_1 =
+    ((p0 q1 + p1 q0) + p2 q3) − p3 q2``, …), the order the compiled loop
+    (ext/_step_lie.pxi) repeats."""
     return np.einsum("ijk,...j,...k->...i", _T, p, q)
 
 
@@ -113,17 +117,12 @@ def _mul_conj(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.einsum("ijk,...j,...k->...i", _T_CONJ_SECOND, p, q)
 
 
-def quat_conj(p: np.ndarray) -> np.ndarray:
-    """``[p0; −p]`` (the inverse of a unit quaternion)."""
-    return p * _CONJ
-
-
 def quat_exp(theta: np.ndarray) -> np.ndarray:
     """The unit quaternion of the rotation vector θ:
     ``[cos(|θ|/2), sin(|θ|/2) θ/|θ|]`` (``sin(a)/a = 1 − a²/6 + a⁴/120`` below
     a = 1e-3: truncation < 1e-22, no cancellation).  (..., 3) -> (..., 4)."""
     theta = np.asarray(theta, dtype=float)
-    n2 = np.einsum("...i,...i->...", theta, theta)
+    n2 = np.sum(theta * theta, axis=-1)      # (θ0² + θ1²) + θ2², as the compiled loop
     a = 0.5 * np.sqrt(n2)
     small = a < 1e-3
     safe = np.where(small, 1.0, a)
@@ -254,6 +253,28 @@ class RKMK4(_FixedGrid):
                                    "pdot = 1/2 (0, omega)*p), e.g. QuaternionLayout; "
                                    "None: plain RK4", _lie_group)}
     state_fields = ("_h", "_t_start", "_i", "_f")
+    #: what the compiled twin ``run_lie`` (loop kind 'lie') implements: a subclass that
+    #: changes any of these keeps the Python driver
+    LOOP_KEEPS = ("_step_impl", "_dense_output_impl", "_restart_impl", "_omega",
+                  "_algebra", "_act", "_bracket", "_next_time", "_accept",
+                  "loop_start")
+
+    @classmethod
+    def compiled_loop_kind(cls) -> str | None:
+        """'lie' when the class steps as RKMK4 (:mod:`mbcore.integrate.multistep_loop`
+        then runs it on ``mbcore._ext._steploop.run_lie``: the same stages, formulas
+        and order of the floating-point operations, the same dense output), else
+        None."""
+        same = all(getattr(cls, n) is _LOOP_TWIN.get(n) for n in RKMK4.LOOP_KEEPS)
+        return "lie" if same else None
+
+    def loop_start(self) -> dict:
+        """Where ``run_lie`` starts: the grid and ``hist`` (f at t) of
+        :meth:`_FixedGrid.loop_start`, the quaternion indices ``quaternions`` (k, 4)
+        and ``body`` (the frame: True body, False space)."""
+        return {**super().loop_start(), "method": "rkmk4",
+                "quaternions": np.ascontiguousarray(self._q, dtype=np.intp),
+                "body": bool(self._body)}
 
     def _restart_impl(self) -> None:
         lg = self.opts["lie_group"]
@@ -329,6 +350,11 @@ class RKMK4(_FixedGrid):
 
     def _dense_output_impl(self):
         return LieHermiteDenseOutput(self)
+
+
+#: the methods of RKMK4 that run_lie repeats, as defined here (a class patched
+#: later, e.g. a test's mutant, keeps the Python driver)
+_LOOP_TWIN = {n: getattr(RKMK4, n) for n in RKMK4.LOOP_KEEPS}
 
 
 class LieHermiteDenseOutput(DenseOutput):
