@@ -453,3 +453,6 @@ include "_step_bdf.pxi"
 include "_step_theta.pxi"
 include "_step_genalpha.pxi"
 include "_step_fixed.pxi"
+
+# the implicit Runge-Kutta steppers
+include "_step_sdirk.pxi"

@@ -103,7 +103,8 @@ def test_compiled_loop_resumes_inside_a_step_bit_identically(tmp_path, examples,
     if registry().get("integrator", integ).compiled_loop_kind() is None:
         assert ck.step["loop"] == "python"      # no compiled twin
     else:
-        assert ck.step["loop"] in ("rk", "abm", "bdf", "theta", "genalpha", "fixedgrid")
+        assert ck.step["loop"] in ("rk", "abm", "bdf", "theta", "genalpha", "fixedgrid",
+                                   "sdirk")
 
 
 @pytest.mark.parametrize("integ", _integrators())

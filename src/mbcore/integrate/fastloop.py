@@ -14,7 +14,9 @@ ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the a
 Jacobian call-back), the implicit θ-methods ``implicit_euler`` and ``trapezoid``, the
 generalized-α methods ``genalpha``, ``hht`` and ``genalpha_var`` (loop kind
 'genalpha'; ``genalpha``/``hht`` also on the index-3 ``stiff`` DAE form with the
-analysis' Jacobian call-back) in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
+analysis' Jacobian call-back), the implicit Runge–Kutta method ``sdirk`` (loop kind
+'sdirk', ``run_sdirk``; also its ``ggl`` DAE form with the Jacobian call-back) in
+``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
 fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
 (``run_fixedgrid``, loop kind ``fixedgrid``).  A fixed-step RK object whose tableau
 is its own rather than its class's (``rk2``'s option ``a``) runs on ``run_rk`` with
@@ -50,7 +52,7 @@ __all__ = ["compiled_loop_for", "run_compiled"]
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
-    """'fixed', 'embedded', 'abm', 'bdf', 'theta', 'genalpha' or 'fixedgrid' when the
+    """'fixed', 'embedded', 'abm', 'bdf', 'theta', 'genalpha', 'fixedgrid' or 'sdirk' when the
     compiled loop can run this
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
@@ -58,8 +60,8 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     it projects at all, and ``CompiledRHS`` with ``enable_projection``; the multistep
     loops take none).  A Jacobian call-back ``jac``
     (the DAE forms) and a DAE right-hand side (``dae``: ``CompiledGGL``) are accepted
-    by 'bdf' and 'genalpha' (whose fixed step runs the ``stiff`` form's layout; the
-    variable step hands a call-back to the Python driver)."""
+    by 'bdf', 'sdirk' and 'genalpha' (whose fixed step runs the ``stiff`` form's
+    layout; the variable step hands a call-back to the Python driver)."""
     if form.compiled is None or not form.compiled_ready() or events:
         return None
     if post_step is not None and not getattr(form.compiled, "handles_post_step", False):
@@ -67,9 +69,9 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None
     if (jac is not None or getattr(form.compiled, "dae", False)) and kind not in (
-            "bdf", "genalpha"):
+            "bdf", "genalpha", "sdirk"):
         return None
-    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # multistep, implicit
+    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "sdirk"):  # implicit
         # one-step and the fixed-grid textbook methods
         from .multistep_loop import available, kinds   # (mbcore.integrate.multistep_loop):
         return (kind if post_step is None and available() and kind in kinds()
@@ -111,7 +113,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     end before t1, after its outputs (the Python driver's): the Runge-Kutta loops
     continue from a new state as from a projection, the multistep and θ loops
     restart there as the driver restarts its integrator."""
-    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid"):  # ext/_steploop.pyx
+    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "sdirk"):  # _steploop
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,
