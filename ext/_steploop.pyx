@@ -456,3 +456,4 @@ include "_step_fixed.pxi"
 
 # the implicit Runge-Kutta steppers
 include "_step_sdirk.pxi"
+include "_step_radau.pxi"

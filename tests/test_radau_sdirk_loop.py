@@ -1,10 +1,14 @@
-"""``sdirk`` on the compiled loop (``mbcore._ext._steploop.run_sdirk``): the 5-stage,
-order-4, L-stable SDIRK of Hairer & Wanner (1996), §IV.6, Table 6.5 with the Python
-class's simplified Newton iteration, Jacobian and LU reuse, error estimate and step
-controller.  The Python driver (``loop: python``) is the reference: the same steps,
-Jacobians, LUs and evaluations on a planar and a spatial model and on the GGL DAE
-form (the mass matrix and the analysis' DAE Jacobian call-back); checkpoints resume
-exactly; a failing evaluation hands the run to the Python driver."""
+"""``radau`` and ``sdirk`` on the compiled loop (``mbcore._ext._steploop.run_radau``,
+``run_sdirk``): Radau IIA of order 5 with RADAU5's transformed simplified Newton
+iteration (one real and one complex LU), error estimate and predictive controller
+(Hairer & Wanner (1996), §IV.8), and the 5-stage, order-4, L-stable SDIRK of Hairer &
+Wanner (1996), §IV.6, Table 6.5, each with the Python class's Newton iteration,
+Jacobian and LU reuse, error estimate and step controller.  The Python driver
+(``loop: python``) is the reference: the same steps, Jacobians, LUs and evaluations
+on a planar and a spatial model and on the DAE forms (``ggl``; radau also ``stiff``:
+the mass matrix, the |h| powers of the error weights and the analysis' DAE Jacobian
+call-back); checkpoints resume exactly; a failing evaluation hands the run to the
+Python driver."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,14 +29,25 @@ COUNTS = ("nsteps", "nrejected", "nerror_test_failures", "nnewton_failures", "nf
           "nfev_jac", "njev", "nlu", "nlu_solves", "nnewton_iter")
 
 
-def _runs(examples, case, **extra):
+def _runs(examples, case, integrator="sdirk", **extra):
     name, formulation = CASES[case]
-    st = {"integrator": "sdirk", "t_end": 1.0, "output_step": 0.05, "rtol": 1e-6,
+    st = {"integrator": integrator, "t_end": 1.0, "output_step": 0.05, "rtol": 1e-6,
           "atol": 1e-8, **extra}
     if formulation:
         st["formulation"] = formulation
     return [mbcore.run(Model.from_file(examples / name), settings={**st, "loop": loop})
             for loop in ("auto", "python")]
+
+
+def _assert_same_steps(a, b):
+    """Compiled (a) and Python (b) runs took the same steps: every count and the
+    integrator channel (step, order, steps, rejections, evaluations at every output)."""
+    assert [a.stats["loop"], b.stats["loop"]] == ["compiled", "python"]
+    assert a.status == b.status == "finished"
+    for k in COUNTS:
+        assert a.stats[f"integrator_{k}"] == b.stats[f"integrator_{k}"], k
+    assert a.stats["integrator_nlu"] > 0 and a.stats["integrator_nsteps"] > 10
+    assert np.array_equal(np.asarray(a["integrator"]), np.asarray(b["integrator"]))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -44,14 +59,33 @@ def test_sdirk_compiled_loop_takes_the_python_drivers_steps_bit_for_bit(examples
     output equal bit for bit (the same formulas and BLAS/LAPACK calls in one
     process; the dense output is the same cubic Hermite polynomial)."""
     a, b = _runs(examples, case)
-    assert [a.stats["loop"], b.stats["loop"]] == ["compiled", "python"]
-    assert a.status == b.status == "finished"
-    for k in COUNTS:
-        assert a.stats[f"integrator_{k}"] == b.stats[f"integrator_{k}"], k
-    assert a.stats["integrator_nlu"] > 0 and a.stats["integrator_nsteps"] > 10
-    assert np.array_equal(np.asarray(a["integrator"]), np.asarray(b["integrator"]))
+    _assert_same_steps(a, b)
     for ch in ("q", "qd", "qdd"):
         assert np.array_equal(np.asarray(a[ch]), np.asarray(b[ch])), ch
+
+
+#: radau's cases: sdirk's and the index-3 'stiff' form (mass, h_power, the DAE Jacobian)
+RADAU_CASES = {**CASES, "stiff": ("slider_crank_dynamic.yaml", "stiff"),
+               "spatial_stiff": ("spatial_slider_crank_dynamic.yaml", "stiff")}
+
+
+@pytest.mark.parametrize("case", sorted(RADAU_CASES))
+def test_radau_compiled_loop_takes_the_python_drivers_steps(examples, case, monkeypatch):
+    """The same collocation iterations (real and complex LU by LAPACK, the complex
+    right-hand side formed as NumPy forms it), Jacobians, error estimates (with the
+    second try) and predictive step sizes: every count and the integrator channel
+    equal, the step ends (here the last row) bit for bit.  Outputs inside a step are
+    the collocation polynomial, which the Python driver evaluates by BLAS products and
+    the loop term by term: equal to the last bits (observed at most 1.04e-16
+    relative to 1 + max|y|, on the GGL case; bound 1e-13)."""
+    monkeypatch.setitem(CASES, case, RADAU_CASES[case])
+    a, b = _runs(examples, case, "radau")
+    _assert_same_steps(a, b)
+    for ch in ("q", "qd"):
+        x, y = np.asarray(a[ch]), np.asarray(b[ch])
+        assert np.array_equal(x[-1], y[-1]), ch
+        # observed <= 1.04e-16 relative; bound 1e-13
+        assert np.abs(x - y).max() <= 1e-13 * (1.0 + np.abs(y).max()), ch
 
 
 def test_sdirk_compiled_loop_runs_no_python_stage(examples, monkeypatch):
@@ -83,12 +117,13 @@ def test_sdirk_compiled_loop_runs_no_python_stage(examples, monkeypatch):
     assert seen["python"][1]["stages"] >= seen["python"][2] > 0
 
 
-def test_sdirk_compiled_loop_kind_and_dispatch(examples):
-    """``SDIRK4.compiled_loop_kind()`` is 'sdirk' and the loop takes the ODE form and
-    the GGL DAE form (its Jacobian call-back); a subclass that changes the step or the
-    tableau keeps the Python driver."""
+def test_compiled_loop_kind_and_dispatch(examples):
+    """``SDIRK4.compiled_loop_kind()`` is 'sdirk', ``Radau5``'s 'radau'; the loops take
+    the ODE form and the DAE forms (a Jacobian call-back); a subclass that changes the
+    step or the method data keeps the Python driver."""
     from mbcore.integrate.fastloop import compiled_loop_for
     from mbcore.plugins import registry
+    from mbplugins.integrators.radau import Radau5
     from mbplugins.integrators.sdirk import SDIRK4
 
     class MyStep(SDIRK4):
@@ -101,48 +136,58 @@ def test_sdirk_compiled_loop_kind_and_dispatch(examples):
         name = "sdirk_tableau"
         C = SDIRK4.C.copy()
 
-    assert SDIRK4.compiled_loop_kind() == "sdirk"
+    class MyRadau(Radau5):
+        name = "radau_mine"
+
+        def _collocation(self, *a):
+            return super()._collocation(*a)
+
+    assert SDIRK4.compiled_loop_kind() == "sdirk" and Radau5.compiled_loop_kind() == "radau"
     assert MyStep.compiled_loop_kind() is None and MyTableau.compiled_loop_kind() is None
+    assert MyRadau.compiled_loop_kind() is None
     m = Model.from_file(examples / "fourbar_dap.yaml")
     form = registry().get("formulation", "di")(m.compile(kernels="compiled"), {})
     assert compiled_loop_for(SDIRK4, form) == "sdirk"
+    assert compiled_loop_for(Radau5, form, jac=lambda t, y: None) == "radau"
+    assert compiled_loop_for(MyRadau, form) is None
     assert compiled_loop_for(SDIRK4, form, post_step=lambda t, y: None) is None
     assert compiled_loop_for(MyStep, form) is None
 
 
-def test_sdirk_checkpointed_run_resumes_bit_identically(tmp_path, examples):
+@pytest.mark.parametrize("integrator, formulation", [
+    ("sdirk", "di"), ("sdirk", "ggl"), ("radau", "di"), ("radau", "ggl"),
+    ("radau", "stiff")])
+def test_checkpointed_run_resumes_bit_identically(tmp_path, examples, integrator,
+                                                  formulation):
     """A run with checkpoints stays on the compiled loop (the step record names the
-    loop 'sdirk' and holds y' at the step's start, its step size and the Newton
-    Jacobian with the h of its LU), and a resume from a checkpoint inside a step that
-    spans several outputs writes the uninterrupted run's file bit for bit."""
-    from test_resume_exact import _check_exact_resume, _model, _settings
-    ck = _check_exact_resume(tmp_path, lambda: _model(examples), _settings("sdirk"))
-    assert ck.step["loop"] == "sdirk"
-    h = ck.step["history"]
-    assert h["kind"] == "sdirk" and h["t"] == ck.step["t"] and h["h_abs"] > 0
-    n = np.asarray(h["yp"]).size
-    assert h["J"] is not None and np.asarray(h["J"]).size == n * n and h["lu_h"] > 0
-
-
-def test_sdirk_ggl_checkpointed_run_resumes_bit_identically(tmp_path, examples):
-    """The same on the GGL DAE form (mass matrix, the DAE Jacobian call-back)."""
+    loop and holds its state at the step's start: sdirk's y', step size and Newton
+    Jacobian with the h of its LU; radau's f, Jacobian, controller state and last
+    collocation increments), and a resume from a checkpoint inside a step that spans
+    several outputs writes the uninterrupted run's file bit for bit."""
     from test_resume_exact import _check_exact_resume, _model, _settings
     ck = _check_exact_resume(tmp_path, lambda: _model(examples),
-                             _settings("sdirk", formulation="ggl"))
-    assert ck.step["loop"] == "sdirk"
+                             _settings(integrator, formulation=formulation))
+    assert ck.step["loop"] == integrator
+    h = ck.step["history"]
+    assert h["kind"] == integrator and h["t"] == ck.step["t"] and h["h_abs"] > 0
+    n = np.asarray(h["yp" if integrator == "sdirk" else "f"]).size
+    assert h["J"] is not None and np.asarray(h["J"]).size == n * n
+    if integrator == "radau":
+        assert np.asarray(h["Z"]).shape == (3, n) and h["err_old"] is not None
 
 
+@pytest.mark.parametrize("integrator", ["sdirk", "radau"])
 @pytest.mark.parametrize("formulation", ["di", "ggl"])
-def test_sdirk_loop_hands_a_failing_run_to_the_python_driver(examples, monkeypatch,
-                                                             formulation):
+def test_loop_hands_a_failing_run_to_the_python_driver(examples, monkeypatch, formulation,
+                                                       integrator):
     """A torque sqrt(0.3 - t) cannot be evaluated after t = 0.3: the compiled loop
     stops at the failing evaluation (code 2, the last accepted step before 0.3) and
     the Python driver continues from there and raises the named error, as the
     Python loop does (the ODE and the GGL form)."""
     from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
-    real, codes = ms.run_sdirk, []
-    monkeypatch.setattr(ms, "run_sdirk",
+    real, codes = getattr(ms, f"run_{integrator}"), []
+    monkeypatch.setattr(ms, f"run_{integrator}",
                         lambda *a, **kw: codes.append(real(*a, **kw)) or codes[-1])
     m = Model.from_file(examples / "fourbar_dap.yaml")
     m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
@@ -151,7 +196,7 @@ def test_sdirk_loop_hands_a_failing_run_to_the_python_driver(examples, monkeypat
         with pytest.raises(FunctionDomainError, match="sqrt") as exc:
             mbcore.run(m, settings={"formulation": formulation, "t_end": 1.0,
                                     "output_step": 0.05, "rtol": 1e-8, "atol": 1e-10,
-                                    "integrator": "sdirk", "loop": loop})
+                                    "integrator": integrator, "loop": loop})
         t_fail[loop] = exc.value.t
     assert len(codes) == 1
     code, t_handover = codes[0][:2]

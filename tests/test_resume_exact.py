@@ -104,7 +104,7 @@ def test_compiled_loop_resumes_inside_a_step_bit_identically(tmp_path, examples,
         assert ck.step["loop"] == "python"      # no compiled twin
     else:
         assert ck.step["loop"] in ("rk", "abm", "bdf", "theta", "genalpha", "fixedgrid",
-                                   "sdirk")
+                                   "sdirk", "radau")
 
 
 @pytest.mark.parametrize("integ", _integrators())

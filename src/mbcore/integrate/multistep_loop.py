@@ -6,7 +6,7 @@
 (:class:`mbplugins.integrators.implicit.ThetaMethod`) by ``run_theta``.
 
 :mod:`mbcore.integrate.fastloop` dispatches here when the integrator class declares
-``compiled_loop_kind() == "abm"``, ``"bdf"``, ``"theta"``, ``"sdirk"`` or
+``compiled_loop_kind() == "abm"``, ``"bdf"``, ``"theta"``, ``"sdirk"``, ``"radau"`` or
 ``"genalpha"`` (the second-order form of generalized-α: ``run_genalpha`` for ``genalpha``/``hht``,
 ``run_genalpha_var`` for the variable step ``genalpha_var``, whose ``loop_start()``
 says ``variable``; ``run_genalpha`` also runs the index-3 ``stiff`` formulation:
@@ -34,6 +34,18 @@ Jacobian call-back of the ``ggl`` form), LUs, error estimates, steps and cubic
 Hermite dense output.  Checkpoints: the state at the start of each step with
 outputs (y, y', h_abs, the Jacobian and the h of its LU) goes into ``hist``; a
 resume restores it (``SDIRK4.restore_loop_history``).
+
+``"radau"``: Radau IIA of order 5 (:class:`mbplugins.integrators.radau.Radau5`;
+Hairer & Wanner (1996), §IV.8, the algorithm of RADAU5), stepped by ``run_radau`` from
+the object's ``loop_start()`` (f and the Jacobian at the start, the controller's
+state, the last collocation increments, the DAE options ``mass`` and ``h_power``)
+with the transformation, nodes, error weights and shifts of its class: the real
+Newton matrix by dgetrf, the complex one by zgetrf, the same iterations, Jacobians
+(``c_jac``, or the DAE forms' call-back; the start-up Jacobian of the analytic DI/CS
+case is ``crhs.jacobian``, as the Python driver's), error estimates and predictive
+steps.  Checkpoints: the state at the start of each step with outputs (f, J,
+``jac_current``, the step, the controller's last step and error, Z, the h of the LU)
+goes into ``hist``; a resume restores it (``Radau5.restore_loop_history``).
 
 ``"fixedgrid"``: the fixed-grid textbook methods of
 :mod:`mbplugins.integrators.classical` — Adams–Bashforth 1–4 and the AB3/AM4 PECE pair
@@ -79,7 +91,8 @@ def kinds() -> tuple:
     return ("abm", "bdf") + (("theta",) if hasattr(_steploop, "run_theta") else ()) \
         + (("genalpha",) if hasattr(_steploop, "run_genalpha") else ()) \
         + (("fixedgrid",) if hasattr(_steploop, "run_fixedgrid") else ()) \
-        + (("sdirk",) if hasattr(_steploop, "run_sdirk") else ())
+        + (("sdirk",) if hasattr(_steploop, "run_sdirk") else ()) \
+        + (("radau",) if hasattr(_steploop, "run_radau") else ())
 
 
 def _ode_form(kind: str, integ, start: dict) -> bool:
@@ -109,7 +122,7 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
                 and bool(start.get("compiled"))
                 and not np.ndim(o.get("newton_rtol") or 0.0)
                 and integ.status == "running")
-    if kind == "sdirk":     # mass and a Jacobian call-back: run_sdirk's own
+    if kind in ("sdirk", "radau"):  # mass (h_power) and a Jacobian call-back: theirs
         return integ.constant_jacobian is None and scalar and integ.status == "running"
     if kind == "fixedgrid":  # a live start state; 'am': as the θ-methods
         if start.get("method") == "am":
@@ -141,8 +154,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
                   history=None, max_steps: int = 0, rhs_state=None, on_commit=None):
     """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf', 'theta',
-    'genalpha', 'fixedgrid' or 'sdirk' (same arguments and result; ``jac``: a Jacobian
-    call-back, 'bdf', 'sdirk' and 'genalpha' only).
+    'genalpha', 'fixedgrid', 'sdirk' or 'radau' (same arguments and result; ``jac``: a
+    Jacobian call-back, 'bdf', 'sdirk', 'radau' and 'genalpha' only).
     Checkpoints: ``ystep`` (size + 2 floats) receives the end state of each step
     with outputs and ``hist`` (a dict) the loop's state at that step's start (its
     ``t``, ``y``, history and ``counts``); ``history`` (such a dict, from a
@@ -169,10 +182,17 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             raise LoopFallback(t)
         return buf
 
-    if jac is not None and kind not in ("bdf", "genalpha", "sdirk"):
+    if jac is not None and kind not in ("bdf", "genalpha", "sdirk", "radau"):
         return python_fallback(t0, y0, t_out)
+    start_jac = jac
+    if kind == "radau" and jac is None and getattr(crhs, "analytic_jac", False):
+        def start_jac(t, y):            # radau's start-up Jacobian: the Python driver's
+            J = np.empty((y.size, y.size))   # (the analysis' rhs_jacobian)
+            if crhs.jacobian(t, np.ascontiguousarray(y, dtype=float), J):
+                raise LoopFallback(t)
+            return J
     try:
-        integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
+        integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=start_jac, **options)
     except LoopFallback:
         return python_fallback(t0, y0, t_out)
     if not _ode_form(kind, integ, integ.loop_start()):
@@ -286,6 +306,21 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   else np.ascontiguousarray(s0["mass"], dtype=float)),
             jac=jac if integ.has_jacobian else None, ystep=ystep, hist=hist, **extra,
             max_steps=budget, **commit)
+    elif kind == "radau":
+        if history is None or history.get("t") is None:   # the start-up's Jacobian
+            counters[2] += integ.stats.nfev_jac
+            counters[3] += integ.stats.njev
+        code, t, y, i_out, h = ms.run_radau(
+            crhs, float(t0), float(t1), y_start, s0,
+            np.ascontiguousarray(icls.T, dtype=float),
+            np.ascontiguousarray(icls.TI, dtype=float),
+            np.ascontiguousarray(icls.TI[1] + 1j * icls.TI[2]),
+            np.ascontiguousarray(icls.P, dtype=float),
+            np.ascontiguousarray(icls.C, dtype=float),
+            np.ascontiguousarray(icls.E, dtype=float), float(icls.GAMMA), complex(icls.MU),
+            float(icls.MIN_FACTOR), float(icls.MAX_FACTOR), float(icls.KEEP_BELOW),
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args,
+            jac=jac, ystep=ystep, hist=hist, **extra, max_steps=budget, **commit)
     elif kind == "fixedgrid":
         code, t, y, i_out, h = ms.run_fixedgrid(
             crhs, float(t0), float(t1), y_start, str(s0["method"]), s0, int(s0["order"]),

@@ -1506,7 +1506,8 @@ class _Run:
     def _step_start(self):
         """Start time of the compiled loop's current step with outputs (None: none
         yet)."""
-        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "sdirk"):
+        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "sdirk",
+                         "radau"):
             return self.mshist.get("t")
         t = float(self.ystep[self.form.size + 3])
         return None if t != t else t
@@ -1604,7 +1605,8 @@ class _Run:
                     "y": state["integrator"]["y"],
                     "counts": base + np.asarray(state["counts"], dtype=float),
                     "driver": state}
-        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "sdirk"):
+        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "sdirk",
+                         "radau"):
             h = self.mshist
             if "t" not in h:
                 return segment
@@ -1635,7 +1637,7 @@ class _Run:
         after that start: they are recorded again)."""
         loop = rec["loop"]
         if loop not in ("segment", "python", "rk", "abm", "bdf", "theta", "genalpha",
-                        "fixedgrid", "sdirk"):
+                        "fixedgrid", "sdirk", "radau"):
             raise AnalysisError(f"checkpoint: unknown loop '{loop}'", t_row)
         self.base[:] = rec["counts"]
         self.istat[2:] = self.base
