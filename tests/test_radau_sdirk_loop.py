@@ -227,3 +227,31 @@ def test_run_sdirk_refuses_bad_arguments_by_name(examples):
                      ({"h_abs": 0.0}, "h_abs"), ({"C": np.zeros(4)}, "C")):
         with pytest.raises(ValueError, match=f"run_sdirk: {word}"):
             call(**kw)
+
+
+def test_run_radau_refuses_bad_arguments_by_name(examples):
+    """run_radau's own checks: a start state whose f or J has the wrong size, a
+    transformation of the wrong shape, a step that is not positive."""
+    from mbcore._ext import _steploop as ms
+    from mbcore.plugins import registry
+    from mbplugins.integrators.radau import Radau5
+    m = Model.from_file(examples / "fourbar_dap.yaml")
+    form = registry().get("formulation", "di")(m.compile(kernels="compiled"), {})
+    n = form.size + 1
+    s0 = {"f": np.zeros(n), "J": np.zeros((n, n)), "jac_current": True, "h_abs": 1e-3,
+          "h_abs_old": None, "err_old": None, "Z": None, "h_last": 0.0,
+          "rejected_first": True, "maxiter": 7, "newton_tol": 0.03, "rtol": 1e-6,
+          "atol": 1e-8, "max_step": np.inf, "mass": None, "h_power": None}
+
+    def call(T=Radau5.T, **kw):
+        return ms.run_radau(form.compiled, 0.0, 1.0, np.zeros(n), {**s0, **kw},
+                            np.ascontiguousarray(T), np.ascontiguousarray(Radau5.TI),
+                            np.ascontiguousarray(Radau5.TI[1] + 1j * Radau5.TI[2]),
+                            np.ascontiguousarray(Radau5.P), np.ascontiguousarray(Radau5.C),
+                            np.ascontiguousarray(Radau5.E), float(Radau5.GAMMA),
+                            complex(Radau5.MU), 0.2, 10.0, 1.2, np.array([1.0]), 0, None,
+                            np.zeros(5), ms.new_counters())
+    for kw, word in (({"f": np.zeros(3)}, "f"), ({"J": np.zeros((3, 3))}, "J"),
+                     ({"T": np.eye(4)}, "T"), ({"h_abs": 0.0}, "h_abs")):
+        with pytest.raises(ValueError, match=f"run_radau: {word}"):
+            call(**kw)
