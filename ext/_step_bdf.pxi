@@ -586,7 +586,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     restarted there (as :func:`run_abm`'s; the Jacobian and LU are discarded).
     Returns ``(code, t, y, i_out, h_abs)`` (module docstring).  Refused (ValueError
     naming the argument): the checks of :func:`_check_common`, max_order outside
-    [1, 5], k outside [1, max_order], D0 not (max_order + 3, N) or non-finite,
+    [1, 6], k outside [1, max_order], D0 not (max_order + 3, N) or non-finite,
     bdf_gamma / err_const shorter than max_order + 1 / + 2, maxiter < 1,
     jac_max_age < 1, mass / h_power / J0 of the wrong size or non-finite, h_abs or
     newton_tol not positive and finite, max_step not > 0, rtol / atol, the
@@ -595,7 +595,7 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     cdef Py_ssize_t N = y0.shape[0], ND = max_order + 3, i
     _check_common("run_bdf", f, t0, t1, y0, t_out, i_out, stats, counters, stop_idx,
                   stop_val, stop_sign, ystep, max_steps, dae_ok=mass is not None)
-    _index("run_bdf: max_order", max_order, 1, 5)
+    _index("run_bdf: max_order", max_order, 1, 6)
     _index("run_bdf: order k", k, 1, max_order)
     _shape2("run_bdf: D0", D0.shape[0], D0.shape[1], ND, N)
     _need("run_bdf: bdf_gamma", bdf_gamma.shape[0], max_order + 1)
@@ -702,9 +702,9 @@ def run_bdf(CompiledODE f not None, double t0, double t1, double[::1] y0 not Non
     st.dy_arr = st.keep[len(st.keep) - 1]
     st.fb = st.buf(N)
     st.jwork = st.buf(3 * N)                      # the Jacobian's work
-    st.R = st.buf(36)
-    st.U = st.buf(36)
-    st.RU = st.buf(36)
+    st.R = st.buf((max_order + 1) * (max_order + 1))   # R(k, factor), U: (k+1)^2
+    st.U = st.buf((max_order + 1) * (max_order + 1))
+    st.RU = st.buf((max_order + 1) * (max_order + 1))
     st.tmp = st.buf((max_order + 1) * N)
     st.pd = st.buf(max_order + 1)
     st.y_trial = st.ynew

@@ -456,3 +456,8 @@ include "_step_theta.pxi"
 include "_step_genalpha.pxi"
 include "_step_fixed.pxi"
 include "_step_lie.pxi"
+
+# the implicit Runge-Kutta steppers: SDIRKStepper (sdirk, run_sdirk) and RadauStepper
+# (radau, run_radau), the Python integrators' methods as the steppers listed above
+include "_step_sdirk.pxi"
+include "_step_radau.pxi"

@@ -14,7 +14,10 @@ ODE form, and the GGL DAE form on ``mbplugins._ext._dae.CompiledGGL`` with the a
 Jacobian call-back), the implicit θ-methods ``implicit_euler`` and ``trapezoid``, the
 generalized-α methods ``genalpha``, ``hht`` and ``genalpha_var`` (loop kind
 'genalpha'; ``genalpha``/``hht`` also on the index-3 ``stiff`` DAE form with the
-analysis' Jacobian call-back) in ``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
+analysis' Jacobian call-back), the implicit Runge–Kutta methods ``sdirk`` (loop kind
+'sdirk', ``run_sdirk``; also its ``ggl`` DAE form with the Jacobian call-back) and
+``radau`` (loop kind 'radau', ``run_radau``; also the ``ggl`` and ``stiff`` DAE forms) in
+``mbcore._ext._steploop`` (:mod:`mbcore.integrate.multistep_loop`), and the
 fixed-grid textbook methods ``ab``, ``abm4``, ``taylor2``, ``verlet`` and ``am``
 (``run_fixedgrid``, loop kind ``fixedgrid``), and the Lie-group method ``rkmk4``
 (``run_lie``, loop kind ``lie``: unit quaternions by the exponential map).  A
@@ -43,6 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Statistics
+from .multistep_loop import STEPLOOP_KINDS
 from .rk import compiled_twin, instance_twin
 from .loop_result import (LoopFallback, LoopResult, LoopStatus,  # noqa: F401
                           budget_error, step_too_small)
@@ -51,16 +55,17 @@ __all__ = ["compiled_loop_for", "run_compiled"]
 
 
 def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str | None:
-    """'fixed', 'embedded', 'abm', 'bdf', 'theta', 'genalpha', 'fixedgrid' or 'lie'
-    when the compiled loop can run this
+    """'fixed', 'embedded', 'abm', 'bdf', 'theta', 'genalpha', 'fixedgrid', 'sdirk' or
+    'radau' when the
+    compiled loop can run this
     integrator class on this formulation, else None.  A ``post_step`` (the
     formulation's projection) is accepted when the compiled object carries it in C
     itself (``handles_post_step``: ``CompiledPenalty``, whose ``projects`` says whether
     it projects at all, and ``CompiledRHS`` with ``enable_projection``; the multistep
     loops take none).  A Jacobian call-back ``jac``
     (the DAE forms) and a DAE right-hand side (``dae``: ``CompiledGGL``) are accepted
-    by 'bdf' and 'genalpha' (whose fixed step runs the ``stiff`` form's layout; the
-    variable step hands a call-back to the Python driver)."""
+    by 'bdf', 'sdirk', 'radau' and 'genalpha' (whose fixed step runs the ``stiff`` form's
+    layout; the variable step hands a call-back to the Python driver)."""
     if form.compiled is None or not form.compiled_ready() or events:
         return None
     if post_step is not None and not getattr(form.compiled, "handles_post_step", False):
@@ -68,10 +73,10 @@ def compiled_loop_for(icls, form, *, events=(), post_step=None, jac=None) -> str
     kind = getattr(icls, "compiled_loop_kind", None)
     kind = kind() if callable(kind) else None
     if (jac is not None or getattr(form.compiled, "dae", False)) and kind not in (
-            "bdf", "genalpha"):
+            "bdf", "genalpha", "sdirk", "radau"):
         return None
-    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "lie"):  # multistep,
-        # one-step and the fixed-grid textbook methods
+    if kind in STEPLOOP_KINDS:
+        # multistep, implicit one-step and the fixed-grid textbook methods
         from .multistep_loop import available, kinds   # (mbcore.integrate.multistep_loop):
         return (kind if post_step is None and available() and kind in kinds()
                 else None)                             # no post-step projection
@@ -112,7 +117,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     end before t1, after its outputs (the Python driver's): the Runge-Kutta loops
     continue from a new state as from a projection, the multistep and θ loops
     restart there as the driver restarts its integrator."""
-    if kind in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "lie"):  # _steploop.pyx
+    if kind in STEPLOOP_KINDS:
         from .multistep_loop import run_multistep
         return run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output,
                              stats, python_fallback, stops, jac=jac, ystep=ystep,

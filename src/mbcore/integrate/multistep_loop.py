@@ -6,8 +6,8 @@
 (:class:`mbplugins.integrators.implicit.ThetaMethod`) by ``run_theta``.
 
 :mod:`mbcore.integrate.fastloop` dispatches here when the integrator class declares
-``compiled_loop_kind() == "abm"``, ``"bdf"``, ``"theta"`` or ``"genalpha"`` (the
-second-order form of generalized-α: ``run_genalpha`` for ``genalpha``/``hht``,
+``compiled_loop_kind() == "abm"``, ``"bdf"``, ``"theta"``, ``"sdirk"``, ``"radau"`` or
+``"genalpha"`` (the second-order form of generalized-α: ``run_genalpha`` for ``genalpha``/``hht``,
 ``run_genalpha_var`` for the variable step ``genalpha_var``, whose ``loop_start()``
 says ``variable``; ``run_genalpha`` also runs the index-3 ``stiff`` formulation:
 multipliers, the velocity rows' mass and the analysis' DAE Jacobian call-back,
@@ -16,7 +16,7 @@ loop, the Python integrator object is built first (its ``_restart_impl`` evaluat
 f(t0, y0), chooses the first step and resolves the calibrated tolerances); the
 compiled loop continues from its state with the same formulas, so both loops take
 the same steps, orders, Jacobians, LU factorisations and evaluations.  BDF runs here
-in its ODE form (unit mass, the compiled right-hand side's Jacobian ``c_jac``: forward
+at every order (1–6: ``max_order: 6`` included) in its ODE form (unit mass, the compiled right-hand side's Jacobian ``c_jac``: forward
 differences column by column, or CompiledRHS's semi-analytic DI/CS one) and with its DAE options ``mass``, ``h_power`` and
 ``newton_system`` (the hook called from C as the Python driver calls it) and a
 Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
@@ -24,6 +24,28 @@ Jacobian call-back (the dynamic analysis' ``dae_jacobian``): the GGL form on
 per-component tolerances keep the Python driver.
 The θ-methods likewise run without a given Jacobian and with scalar Newton
 tolerances only.
+
+``"sdirk"``: the 5-stage, order-4 SDIRK of Hairer & Wanner (1996), §IV.6, Table 6.5
+(:class:`mbplugins.integrators.sdirk.SDIRK4`), stepped by ``run_sdirk`` from the
+object's ``loop_start()`` (y' at the start, the first step, the Newton settings,
+the mass diagonal) with the tableau and controller constants of its class: the same
+stages, simplified Newton iterations, Jacobians (``c_jac``, or the analysis' DAE
+Jacobian call-back of the ``ggl`` form), LUs, error estimates, steps and cubic
+Hermite dense output.  Checkpoints: the state at the start of each step with
+outputs (y, y', h_abs, the Jacobian and the h of its LU) goes into ``hist``; a
+resume restores it (``SDIRK4.restore_loop_history``).
+
+``"radau"``: Radau IIA of order 5 (:class:`mbplugins.integrators.radau.Radau5`;
+Hairer & Wanner (1996), §IV.8, the algorithm of RADAU5), stepped by ``run_radau`` from
+the object's ``loop_start()`` (f and the Jacobian at the start, the controller's
+state, the last collocation increments, the DAE options ``mass`` and ``h_power``)
+with the transformation, nodes, error weights and shifts of its class: the real
+Newton matrix by dgetrf, the complex one by zgetrf, the same iterations, Jacobians
+(``c_jac``, or the DAE forms' call-back; the start-up Jacobian of the analytic DI/CS
+case is ``crhs.jacobian``, as the Python driver's), error estimates and predictive
+steps.  Checkpoints: the state at the start of each step with outputs (f, J,
+``jac_current``, the step, the controller's last step and error, Z, the h of the LU)
+goes into ``hist``; a resume restores it (``Radau5.restore_loop_history``).
 
 ``"fixedgrid"``: the fixed-grid textbook methods of
 :mod:`mbplugins.integrators.classical` — Adams–Bashforth 1–4 and the AB3/AM4 PECE pair
@@ -72,6 +94,12 @@ def available() -> bool:
     return hasattr(_steploop, "run_abm")
 
 
+#: every loop kind of ``mbcore._ext._steploop`` besides the Runge–Kutta loop ('fixed',
+#: 'embedded'): the multistep, implicit one-step, generalized-α, fixed-grid and
+#: Lie-group steppers (:func:`kinds`: those the built extension implements)
+STEPLOOP_KINDS = ("abm", "bdf", "theta", "genalpha", "fixedgrid", "lie", "sdirk", "radau")
+
+
 def kinds() -> tuple:
     """The loop kinds the built extension implements (``run_theta`` came later: an
     older build keeps the θ-methods on the Python driver)."""
@@ -79,7 +107,9 @@ def kinds() -> tuple:
     return ("abm", "bdf") + (("theta",) if hasattr(_steploop, "run_theta") else ()) \
         + (("genalpha",) if hasattr(_steploop, "run_genalpha") else ()) \
         + (("fixedgrid",) if hasattr(_steploop, "run_fixedgrid") else ()) \
-        + (("lie",) if hasattr(_steploop, "run_lie") else ())
+        + (("lie",) if hasattr(_steploop, "run_lie") else ()) \
+        + (("sdirk",) if hasattr(_steploop, "run_sdirk") else ()) \
+        + (("radau",) if hasattr(_steploop, "run_radau") else ())
 
 
 def _ode_form(kind: str, integ, start: dict) -> bool:
@@ -88,7 +118,7 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
         return False
     scalar = not (np.ndim(start.get("rtol", 0.0)) or np.ndim(start.get("atol", 0.0)))
     if kind == "bdf":   # mass, h_power, a Jacobian call-back, a hook: run_bdf's own
-        # (orders above the compiled loop's limit: bdf's max_order 6 runs in Python)
+        # (orders above the compiled loop's limit would run in Python; run_bdf has 1-6)
         return (integ.constant_jacobian is None and scalar and start["max_order"]
                 <= getattr(type(integ), "COMPILED_MAX_ORDER", start["max_order"]))
     if kind == "theta":
@@ -109,6 +139,8 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
                 and bool(start.get("compiled"))
                 and not np.ndim(o.get("newton_rtol") or 0.0)
                 and integ.status == "running")
+    if kind in ("sdirk", "radau"):  # mass (h_power) and a Jacobian call-back: theirs
+        return integ.constant_jacobian is None and scalar and integ.status == "running"
     if kind == "fixedgrid":  # a live start state; 'am': as the θ-methods
         if start.get("method") == "am":
             o = integ.opts
@@ -141,8 +173,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
                   history=None, max_steps: int = 0, rhs_state=None, on_commit=None):
     """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf', 'theta',
-    'genalpha' or 'fixedgrid' (same arguments and result; ``jac``: a Jacobian
-    call-back, 'bdf' only).
+    'genalpha', 'fixedgrid', 'sdirk' or 'radau' (same arguments and result; ``jac``: a
+    Jacobian call-back, 'bdf', 'sdirk', 'radau' and 'genalpha' only).
     Checkpoints: ``ystep`` (size + 2 floats) receives the end state of each step
     with outputs and ``hist`` (a dict) the loop's state at that step's start (its
     ``t``, ``y``, history and ``counts``); ``history`` (such a dict, from a
@@ -169,10 +201,17 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             raise LoopFallback(t)
         return buf
 
-    if jac is not None and kind not in ("bdf", "genalpha"):
+    if jac is not None and kind not in ("bdf", "genalpha", "sdirk", "radau"):
         return python_fallback(t0, y0, t_out)
+    start_jac = jac
+    if kind == "radau" and jac is None and getattr(crhs, "analytic_jac", False):
+        def start_jac(t, y):            # radau's start-up Jacobian: the Python driver's
+            J = np.empty((y.size, y.size))   # (the analysis' rhs_jacobian)
+            if crhs.jacobian(t, np.ascontiguousarray(y, dtype=float), J):
+                raise LoopFallback(t)
+            return J
     try:
-        integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=jac, **options)
+        integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=start_jac, **options)
     except LoopFallback:
         return python_fallback(t0, y0, t_out)
     if not _ode_form(kind, integ, integ.loop_start()):
@@ -273,6 +312,34 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             mass=np.ascontiguousarray(s0["mass"], dtype=float),
             jac=jac if integ.has_jacobian else None,
             jacobian_update=o["jacobian_update"])
+    elif kind == "sdirk":
+        code, t, y, i_out, h = ms.run_sdirk(
+            crhs, float(t0), float(t1), y_start, np.array(s0["yp"], dtype=float),
+            s0["h_abs"], s0["maxiter"], s0["newton_tol"], float(s0["rtol"]),
+            float(s0["atol"]), s0["max_step"], np.ascontiguousarray(icls.A, dtype=float),
+            np.ascontiguousarray(icls.C, dtype=float),
+            np.ascontiguousarray(icls.B - icls.B_HAT, dtype=float), float(icls.GAMMA),
+            float(icls.MIN_FACTOR), float(icls.MAX_FACTOR), float(icls.KEEP_BELOW),
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args,
+            mass=(None if s0["mass"] is None
+                  else np.ascontiguousarray(s0["mass"], dtype=float)),
+            jac=jac if integ.has_jacobian else None, ystep=ystep, hist=hist, **extra,
+            max_steps=budget, **commit)
+    elif kind == "radau":
+        if history is None or history.get("t") is None:   # the start-up's Jacobian
+            counters[2] += integ.stats.nfev_jac
+            counters[3] += integ.stats.njev
+        code, t, y, i_out, h = ms.run_radau(
+            crhs, float(t0), float(t1), y_start, s0,
+            np.ascontiguousarray(icls.T, dtype=float),
+            np.ascontiguousarray(icls.TI, dtype=float),
+            np.ascontiguousarray(icls.TI[1] + 1j * icls.TI[2]),
+            np.ascontiguousarray(icls.P, dtype=float),
+            np.ascontiguousarray(icls.C, dtype=float),
+            np.ascontiguousarray(icls.E, dtype=float), float(icls.GAMMA), complex(icls.MU),
+            float(icls.MIN_FACTOR), float(icls.MAX_FACTOR), float(icls.KEEP_BELOW),
+            t_out, i0, on_output, stats, counters, st.nfev, *stop_args,
+            jac=jac, ystep=ystep, hist=hist, **extra, max_steps=budget, **commit)
     elif kind == "fixedgrid":
         code, t, y, i_out, h = ms.run_fixedgrid(
             crhs, float(t0), float(t1), y_start, str(s0["method"]), s0, int(s0["order"]),

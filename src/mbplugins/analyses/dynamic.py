@@ -23,6 +23,7 @@ from mbcore.solve.assembly import assemble
 from mbcore.solve.drift import drift_bound
 from mbcore.errors import AnalysisError, ModelError, SingularJacobianError
 from mbcore.integrate.fastloop import compiled_loop_for, run_compiled
+from mbcore.integrate.multistep_loop import STEPLOOP_KINDS
 from mbcore.solve.formulation import Formulation, RestartRequest
 from mbcore.analysis.interrupts import CRITICAL
 from mbcore.plugins.manager import registry
@@ -1506,7 +1507,7 @@ class _Run:
     def _step_start(self):
         """Start time of the compiled loop's current step with outputs (None: none
         yet)."""
-        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "lie"):
+        if self._src in STEPLOOP_KINDS:
             return self.mshist.get("t")
         t = float(self.ystep[self.form.size + 3])
         return None if t != t else t
@@ -1604,7 +1605,7 @@ class _Run:
                     "y": state["integrator"]["y"],
                     "counts": base + np.asarray(state["counts"], dtype=float),
                     "driver": state}
-        if self._src in ("abm", "bdf", "theta", "genalpha", "fixedgrid", "lie"):
+        if self._src in STEPLOOP_KINDS:
             h = self.mshist
             if "t" not in h:
                 return segment
@@ -1634,8 +1635,7 @@ class _Run:
         step's start and redoes it (mbcore.analysis.checkpoint.resume has cut the file's rows
         after that start: they are recorded again)."""
         loop = rec["loop"]
-        if loop not in ("segment", "python", "rk", "abm", "bdf", "theta", "genalpha",
-                        "fixedgrid", "lie"):
+        if loop not in ("segment", "python", "rk") + STEPLOOP_KINDS:
             raise AnalysisError(f"checkpoint: unknown loop '{loop}'", t_row)
         self.base[:] = rec["counts"]
         self.istat[2:] = self.base

@@ -71,9 +71,8 @@ __all__ = ["BDF", "BDF_GAMMA", "BDF_ERROR_CONST", "NewtonSystem", "rescale_matri
 MAX_ORDER = 6
 #: highest order by default (BDF1–5: A(α) with α ≥ 51.8°)
 DEFAULT_MAX_ORDER = 5
-#: highest order the compiled loop (``run_bdf``) implements: a run with max_order 6
-#: keeps the Python driver
-COMPILED_MAX_ORDER = 5
+#: highest order the compiled loop (``run_bdf``) implements: all of them, BDF6 included
+COMPILED_MAX_ORDER = 6
 MIN_FACTOR = 0.2
 MAX_FACTOR = 10.0
 KEEP_BELOW = 1.2

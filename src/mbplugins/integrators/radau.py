@@ -125,6 +125,61 @@ class Radau5(ImplicitRK):
     state_fields = ("_h_abs", "_h_abs_old", "_err_old", "_f", "_J", "_jac_current",
                     "_lu_real", "_lu_complex", "_lu_h", "_Z", "_h_last", "_y_prev",
                     "_rejected_first")
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'radau': :mod:`mbcore.integrate.fastloop` runs this method in compiled code
+        (``mbcore._ext._steploop.run_radau``, the same steps) unless a subclass changes
+        the step or the method data: the ODE form (the compiled right-hand side's
+        ``c_jac``) and the DAE options ``mass`` and ``h_power`` with a Jacobian
+        call-back (the ``ggl`` and ``stiff`` forms; ``newton_system`` is not used by
+        radau); a constant Jacobian keeps the Python driver."""
+        same = all(getattr(cls, m) is getattr(Radau5, m) for m in (
+            "_step_impl", "_restart_impl", "_collocation", "_factor", "_scale", "_norm",
+            "_dense_output_impl", "jac", "lu_factor", "lu_solve", "C", "E", "T", "TI",
+            "P", "GAMMA", "MU"))
+        return "radau" if same else None
+
+    #: method data also read by the compiled loop: the shifts of the real and complex
+    #: Newton matrices, the transformation of A⁻¹ and its inverse, the collocation
+    #: polynomial, the step-change limits
+    GAMMA, MU, T, TI, P = RADAU_GAMMA, RADAU_MU, RADAU_T, RADAU_TI, RADAU_P
+    MIN_FACTOR, MAX_FACTOR, KEEP_BELOW = MIN_FACTOR, MAX_FACTOR, KEEP_BELOW
+
+    def loop_start(self) -> dict:
+        """Where ``run_radau`` starts: f and the Jacobian ``J`` at (t, y) with
+        ``jac_current``, the step ``h_abs``, the controller's ``h_abs_old`` and
+        ``err_old`` (None: none yet), the last collocation increments ``Z`` (None:
+        none) with their step ``h_last``, ``rejected_first``, ``maxiter``,
+        ``newton_tol``, ``rtol``, ``atol``, ``max_step``, ``mass`` (None: unit) and
+        ``h_power``."""
+        return {"f": self._f, "J": self._J, "jac_current": bool(self._jac_current),
+                "h_abs": float(self._h_abs), "h_abs_old": self._h_abs_old,
+                "err_old": self._err_old, "Z": self._Z, "h_last": float(self._h_last),
+                "rejected_first": bool(self._rejected_first),
+                "maxiter": int(self._maxiter), "newton_tol": float(self._newton_tol),
+                "rtol": self._rtol, "atol": self._atol, "max_step": float(self._max_step),
+                "mass": None if self._unit_mass else self._m, "h_power": self._hpow}
+
+    def restore_loop_history(self, h) -> dict:
+        """``run_radau``'s checkpoint history into this object (``f``, ``J``,
+        ``jac_current``, ``h_abs``, ``h_abs_old``, ``err_old``, ``Z``, ``h_last``,
+        ``rejected_first``); returns the h of the loop's LU (``lu_h0``, 0: none)."""
+        f = np.array(h["f"], dtype=float)
+        J = np.array(h["J"], dtype=float)
+        if f.shape != (self.n,) or J.shape != (self.n, self.n):
+            raise ValueError(f"checkpoint history: f {f.shape}, J {J.shape}, the "
+                             f"integrator has {self.n} components")
+        self._f, self._J = f, J
+        self._jac_current = bool(h["jac_current"])
+        self._h_abs = float(h["h_abs"])
+        self._h_abs_old = None if h["h_abs_old"] is None else float(h["h_abs_old"])
+        self._err_old = None if h["err_old"] is None else float(h["err_old"])
+        self._Z = None if h["Z"] is None else np.array(h["Z"], dtype=float)
+        self._h_last = float(h["h_last"])
+        self._rejected_first = bool(h["rejected_first"])
+        return {"lu_h0": float(h["lu_h"])}
+
     options = {
         **IMPLICIT_RK_OPTIONS,
         "newton_maxiter": Option(7, "simplified Newton iterations per attempt (RADAU5's "

@@ -78,6 +78,50 @@ class SDIRK4(ImplicitRK):
     #: the method's state between steps (exact resume, Integrator rule 11)
     state_fields = ("_h_abs", "_J", "_jac_current", "_lu", "_lu_h", "_yp", "_y_prev",
                     "_yp_prev")
+    #: method data also read by the compiled loop (mbcore._ext._steploop.run_sdirk)
+    GAMMA = SDIRK_GAMMA
+    B_HAT = SDIRK_B_HAT
+    MIN_FACTOR = MIN_FACTOR
+    MAX_FACTOR = MAX_FACTOR
+    KEEP_BELOW = KEEP_BELOW
+
+    @classmethod
+    def compiled_loop_kind(cls):
+        """'sdirk': :mod:`mbcore.integrate.fastloop` runs this method in compiled code
+        (``mbcore._ext._steploop.run_sdirk``, the same steps) unless a subclass changes
+        the step or the tableau: the ODE form (the compiled right-hand side's
+        ``c_jac``) and the option ``mass`` with a Jacobian call-back (the GGL form on
+        ``mbplugins._ext._dae.CompiledGGL``); a constant Jacobian keeps the Python
+        driver."""
+        same = all(getattr(cls, m) is getattr(SDIRK4, m) for m in (
+            "_step_impl", "_restart_impl", "_stages", "_norm", "_dense_output_impl",
+            "jac", "lu_factor", "lu_solve", "A", "C", "B", "B_HAT", "GAMMA"))
+        return "sdirk" if same else None
+
+    def loop_start(self) -> dict:
+        """Where ``run_sdirk`` starts: the derivative ``yp`` at (t, y), the step
+        ``h_abs``, ``maxiter``, ``newton_tol``, ``rtol``, ``atol``, ``max_step`` and the
+        mass diagonal ``mass`` (None: unit)."""
+        return {"yp": self._yp, "h_abs": float(self._h_abs), "maxiter": int(self._maxiter),
+                "newton_tol": float(self._newton_tol), "rtol": self._rtol,
+                "atol": self._atol, "max_step": float(self._max_step),
+                "mass": None if self._unit_mass else self._m}
+
+    def restore_loop_history(self, h) -> dict:
+        """``run_sdirk``'s checkpoint history (``yp``, ``h_abs``; and the loop's
+        Jacobian ``J`` with the ``lu_h`` of its LU, returned as its arguments ``J0``,
+        ``lu_h0``)."""
+        yp = np.array(h["yp"], dtype=float)
+        if yp.shape != (self.n,):
+            raise ValueError(f"checkpoint history: derivative {yp.shape}, the integrator "
+                             f"has ({self.n},)")
+        self._yp = yp
+        self._h_abs = float(h["h_abs"])
+        if h.get("J") is None:
+            return {}
+        return {"J0": np.ascontiguousarray(h["J"], dtype=float).ravel(),
+                "lu_h0": float(h["lu_h"])}
+
     options = {
         **IMPLICIT_RK_OPTIONS,
         "newton_maxiter": Option(7, "simplified Newton iterations per stage",
