@@ -96,9 +96,11 @@ class DynamicAnalysis(Analysis):
         "output_rows": Param("choice", "how the compiled loop's output rows are computed: "
                              "'block' evaluates the channels for many rows at once "
                              "(mbcore.system.output_rows), each row's evaluation at "
-                             "its state in one compiled call; 'block_python' the same "
-                             "with that evaluation by Python calls; 'reference' row "
-                             "by row", default="block",
+                             "its state in one compiled call (stiff, ggl: their "
+                             "outputs at the block's hand-over; the row-by-row path: "
+                             "its joints channel for blocks of rows); 'block_python' "
+                             "the same with that evaluation by Python calls; "
+                             "'reference' row by row", default="block",
                              choices=("block", "block_python", "reference")),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
                       "methods, abm, bdf (also with ggl), implicit_euler and trapezoid on "
@@ -656,6 +658,16 @@ class DriftWatch:
 DEFERRED_OUTPUTS = frozenset(("stiff", "ggl"))
 
 
+def _take_rows(block) -> int:
+    """The number of rows ``block`` holds (:class:`_RowBlock`, :class:`_JointRows`), the
+    block emptied and its wait restarted when it holds any."""
+    k = block.k
+    if k:
+        block.k = 0
+        block.since = time.monotonic()
+    return k
+
+
 class _RowBlock:
     """Output rows of the compiled loop collected in a block and handed to the
     reporters together (``record.rows``, Reporter rule 5).
@@ -902,11 +914,9 @@ class _RowBlock:
             self._row_types(i)
 
     def flush(self) -> None:
-        k = self.k
+        k = _take_rows(self)
         if not k:
             return
-        self.k = 0
-        self.since = time.monotonic()
         if self.dae:
             # the rows' evaluations in order: a failing row ends the block there
             for j in range(k):
@@ -1058,11 +1068,9 @@ class _JointRows:
             self.flush()
 
     def flush(self) -> None:
-        k = self.k
+        k = _take_rows(self)
         if not k:
             return
-        self.k = 0
-        self.since = time.monotonic()
         run = self.run
         try:
             self.rows[:k, self.jcols] = run.joints.rows(self.Q[:k], self.QD[:k], self.T[:k])
