@@ -30,7 +30,7 @@ from mbcore import Model, hookimpl
 from mbcore.errors import AnalysisError, ElementEvaluationError
 from mbcore.plugins import PluginManager
 from mbcore.results.result import Result
-from mbplugins.planar.forces import TSDA
+from test_output_rows_compiled import FailingTSDA
 from test_output_rows_compiled import _assert_rows_equal as _rows_within_bounds
 
 EXACT = ("q", "qd", "qdd", "lam", "joints", "forces", "angular", "integrator")
@@ -51,18 +51,18 @@ def _assert_rows_equal(new, old):
             assert np.array_equal(np.asarray(new[c]), np.asarray(old[c])), c
 
 
+def _path_of(run, block) -> tuple[bool, bool]:
+    """(the DAE block is used, the joints blocks are used) in ``run``."""
+    return block is not None and block.dae, run.jrows is not None
+
+
 @pytest.fixture
 def paths(monkeypatch):
-    """Per run: (the DAE block was used, the joints blocks were used)."""
-    import mbplugins.analyses.dynamic as dyn
-    seen = []
-    orig = dyn._Run._row_block
-
-    def spy(self):
-        b = orig(self)
-        seen.append((b is not None and b.dae, self.jrows is not None))
-        return b
-    monkeypatch.setattr(dyn._Run, "_row_block", spy)
+    """Per run: :func:`_path_of` as the run chose its rows' path."""
+    from mbplugins.analyses.dynamic import _Run
+    seen, choose = [], _Run._row_block
+    monkeypatch.setattr(_Run, "_row_block",
+                        lambda run: seen.append(_path_of(run, b := choose(run))) or b)
     return seen
 
 
@@ -167,19 +167,9 @@ def test_resume_inside_a_block_gives_the_uninterrupted_file(examples, tmp_path, 
             assert np.array_equal(np.asarray(a[c]), np.asarray(b[c])), c
 
 
-class FailingTSDA(TSDA):
-    """Its outputs cannot be evaluated after t = 0.1 (a run failing midway); called
-    one row at a time (no ``rows_stacked``)."""
-    name = "late_failing_tsda"
-    rows_stacked = False
-
-    def outputs(self, par, qb, qdb, t, f):
-        if t > 0.1:
-            raise ElementEvaluationError(0, "no outputs after t = 0.1")
-        return super().outputs(par, qb, qdb, t, f)
-
-
 class _Types:
+    """tests/test_output_rows_compiled.py's spring whose outputs fail after t = 0.1
+    (called one row at a time: no ``rows_stacked``)."""
     @hookimpl
     def mbcore_force_types(self):
         return [FailingTSDA]
@@ -194,7 +184,7 @@ def test_a_failing_run_keeps_its_rows_up_to_the_failure(examples, tmp_path, path
     pm = PluginManager()
     pm.register(_Types(), name="late_failing")
     d = yaml.safe_load((examples / "platform.yaml").read_text())
-    d["forces"][0]["type"] = "late_failing_tsda"
+    d["forces"][0]["type"] = "failing_tsda"
     files = {}
     for mode in ("block", "reference"):
         files[mode] = tmp_path / f"{mode}.h5"
