@@ -30,7 +30,9 @@ height s (the group ``s`` of the accuracy benchmark), and of the two balls' cent
 (``balls``), from that reference.  Wall time: the integration alone (mbcore:
 ``stats['wall_time']`` of ``mbcore.run``, which includes the recording of the 100
 output rows of every channel, and ``wall_no_outputs_s``: the same run with outputs at
-0 and 1 s only, the same steps; Exudyn: ``SolveDynamic`` with its three sensors),
+0 and 1 s only, the same steps; ``--output-rows``: mbcore's ``settings.output_rows``,
+default ``block``, ``reference`` for the row-by-row path; Exudyn: ``SolveDynamic`` with
+its three sensors),
 median of ``--repeat`` interleaved rounds.  A variant whose Newton iteration fails at some h is
 reported with the failure and not run again at that h.  From the work–precision
 curves, the time of each code at the error levels ``--levels`` of s and of the
@@ -59,9 +61,13 @@ OUTPUT_STEP = 0.01
 
 
 # ------------------------------------------------------------------ mbcore
+#: mbcore's ``settings.output_rows`` (``--output-rows``)
+OUTPUT_ROWS = {"mode": "block"}
+
+
 def mbcore_run(h: float, formulation: str, **options) -> dict:
     settings = {"t_end": T_END, "output_step": OUTPUT_STEP, "formulation": formulation,
-                "integrator": "genalpha", "step": h,
+                "integrator": "genalpha", "step": h, "output_rows": OUTPUT_ROWS["mode"],
                 "integrator_options": {"rho_inf": 0.8, **options}}
     res = mbcore.run(governor_model(), analysis="dynamic", settings=settings)
     m = governor_measure(res)
@@ -229,12 +235,16 @@ def main(argv=None) -> dict:
                     help="smallest h for mbcore's stiff runs (default: all)")
     ap.add_argument("--check-step", type=float, default=1e-5)
     ap.add_argument("--levels", type=float, nargs="*", default=[1e-5, 3e-6, 1e-6, 3e-7])
+    ap.add_argument("--output-rows", default="block",
+                    choices=("block", "block_python", "reference"),
+                    help="mbcore's settings.output_rows (default: block)")
     ap.add_argument("--quick", action="store_true",
                     help="steps 2e-3 1e-3 5e-4, one round, check step 1e-4")
     a = ap.parse_args(argv)
     if a.quick:
         a.steps, a.repeat, a.check_step, a.slow_min_step = [2e-3, 1e-3, 5e-4], 1, 1e-4, 5e-4
     warnings.simplefilter("ignore", DeprecationWarning)
+    OUTPUT_ROWS["mode"] = a.output_rows
     try:
         import exudyn
         exu_version = exudyn.__version__
@@ -244,7 +254,7 @@ def main(argv=None) -> dict:
     t_ref, ref = tight_reference(governor_model, governor_measure, T_END, OUTPUT_STEP)
     out: dict = {"benchmark": "genalpha_governor_A05", "t_end": T_END, "rho_inf": 0.8,
                  "exudyn": exu_version, "mbcore": getattr(mbcore, "__version__", None),
-                 "repeat": a.repeat, "error_measure": "max over t = 0.01..1 s of |s - s_ref| "
+                 "repeat": a.repeat, "output_rows": a.output_rows, "error_measure": "max over t = 0.01..1 s of |s - s_ref| "
                  "(slider height, m); balls: max over both balls' x, y, z (m)"}
     if exu_version:
         chk = exudyn_run(a.check_step)

@@ -14,7 +14,10 @@ rows came in (correct while an angle changes by less than pi between two output
 rows).  A checkpoint of the dynamic analysis keeps the state (:meth:`state`): a
 resumed run continues the count.  The dynamic analysis' compiled loop evaluates it for its output blocks; the
 kinematic analyses, which produce one row at a time, hand their rows to the
-reporters through :class:`BlockRecorder`, which evaluates it for blocks of rows.
+reporters through :class:`BlockRecorder`, which evaluates it for blocks of rows; the
+dynamic analysis' row-by-row path (the Python driver, projection, cp) does the same
+(``_JointRows`` of :mod:`mbplugins.analyses.dynamic`), except with
+``settings.output_rows: reference``, which calls it row by row.
 """
 from __future__ import annotations
 

@@ -97,9 +97,11 @@ class DynamicAnalysis(Analysis):
         "output_rows": Param("choice", "how the compiled loop's output rows are computed: "
                              "'block' evaluates the channels for many rows at once "
                              "(mbcore.system.output_rows), each row's evaluation at "
-                             "its state in one compiled call; 'block_python' the same "
-                             "with that evaluation by Python calls; 'reference' row "
-                             "by row", default="block",
+                             "its state in one compiled call (stiff, ggl: their "
+                             "outputs at the block's hand-over; the row-by-row path: "
+                             "its joints channel for blocks of rows); 'block_python' "
+                             "the same with that evaluation by Python calls; "
+                             "'reference' row by row", default="block",
                              choices=("block", "block_python", "reference")),
         "loop": Param("choice", "integration loop: 'auto' runs explicit Runge-Kutta "
                       "methods, abm, bdf (also with ggl), implicit_euler and trapezoid on "
@@ -651,6 +653,22 @@ class DriftWatch:
             self.bound = None                  # once per run
 
 
+#: formulations whose ``outputs`` are functions of (t, y) alone that change no state
+#: the integration reads: their rows on the compiled loops are evaluated in blocks,
+#: after the loop has moved on (``_RowBlock(dae=True)``)
+DEFERRED_OUTPUTS = frozenset(("stiff", "ggl"))
+
+
+def _take_rows(block) -> int:
+    """The number of rows ``block`` holds (:class:`_RowBlock`, :class:`_JointRows`), the
+    block emptied and its wait restarted when it holds any."""
+    k = block.k
+    if k:
+        block.k = 0
+        block.since = time.monotonic()
+    return k
+
+
 class _RowBlock:
     """Output rows of the compiled loop collected in a block and handed to the
     reporters together (``record.rows``, Reporter rule 5).
@@ -669,7 +687,17 @@ class _RowBlock:
     every channel for the whole block at once (:mod:`mbcore.system.output_rows`),
     packs the columns with the values :meth:`_Run.output` records row by row, and
     updates the run's last output state and statistics.  A row whose evaluation
-    fails is not recorded: the rows before it are, then the error propagates."""
+    fails is not recorded: the rows before it are, then the error propagates.
+
+    ``dae``: the DAE formulations (``stiff``, ``ggl``; :data:`DEFERRED_OUTPUTS`) on
+    the compiled loops, whose state is not ``[q, qd]``: an output copies (t, y, the
+    loop statistics) only, and :meth:`flush` evaluates the formulation's
+    ``outputs`` (q, qd, qdd, lam of the stored y; e.g. the ``stiff`` state
+    ``y = [q, s, lam]``, Nikravesh (1988), §13.3.4) row by row, in order, through
+    :meth:`_Run._output_state` as the row-by-row path does, then every channel for
+    the block as above.  Those ``outputs`` are functions of (t, y) alone and change
+    no state the integration reads, so evaluating them later records the same
+    rows."""
 
     #: largest block (rows, bytes of rows) and longest wait before the reporters get
     #: rows (the per-block Python calls of the channels, ~1 ms for a spatial model,
@@ -680,8 +708,9 @@ class _RowBlock:
     #: channels that read the time functions of the row
     TIMED = frozenset(("energy", "forces", "reactions_local"))
 
-    def __init__(self, run: _Run):
+    def __init__(self, run: _Run, dae: bool = False):
         self.run = run
+        self.dae = dae
         n, m, sysm = run.n, run.sysm.m, run.sysm
         size = run.form.size + 1                    # y = [q; qd; W]
         width = run.row.flat.size
@@ -719,13 +748,17 @@ class _RowBlock:
         self.RL = np.zeros((cap, nl)) if "reactions_local" in names else None
         self.EV = np.zeros(cap)
         self.obuf = np.zeros(size)
+        # the work W's column of y, and (dae) q and qd of every row from ``outputs``
+        self.wcol = run.form.size
+        self.QQ = np.zeros((cap, n)) if dae else None
+        self.QQD = np.zeros((cap, n)) if dae else None
         self.crhs = run.crhs if (run.crhs is not None
                                  and getattr(run.crhs, "cartesian", True)) else None
         self.FV2 = None if self.FV is None else self.FV.reshape(cap, -1)
         # the compiled per-row evaluation (all of it, also for the channels that
         # need only Phi_q)
         self.compiled_row = getattr(self.crhs, "output_row", None)
-        if run.s.get("output_rows", "block") != "block" or not (
+        if run.s.get("output_rows", "block") != "block" or dae or not (
                 self.dynamic or self.want_jd or self.want_pn):
             self.compiled_row = None         # (only the time functions: no evaluation)
         self.cols = []
@@ -740,7 +773,7 @@ class _RowBlock:
         self.n = n
         evaluate = self._evaluate if (self.dynamic or self.want_jd or self.want_pn
                                       or self.want_fv or self.row_forces or self.row_energy
-                                      or self.row_local) else None
+                                      or self.row_local) and not dae else None
 
         # the common case without Python frames in between: the compiled evaluation
         # at the row's state and no per-type quantities row by row (as _evaluate)
@@ -751,7 +784,7 @@ class _RowBlock:
         # into the arrays bound once (CompiledRHS.output_row_at; its reference: the
         # copies below and output_row)
         at = None
-        if run.s.get("output_rows", "block") == "block" and (
+        if run.s.get("output_rows", "block") == "block" and not dae and (
                 row is not None or evaluate is None):
             at = getattr(self.crhs, "output_row_at", None)
         if at is not None:
@@ -842,9 +875,9 @@ class _RowBlock:
 
     def _row_types(self, i: int) -> None:
         """Row ``i``'s per-type quantities of the types without ``rows_stacked``."""
-        n, sysm = self.n, self.run.sysm
+        sysm = self.run.sysm
         sl = slice(i, i + 1)
-        Q, QD, T = self.Y[sl, :n], self.Y[sl, n:2 * n], self.T[sl]
+        (Q, QD), T = self._states(sl), self.T[sl]
         FV = None if self.FV is None else self.FV[sl]
         if self.row_forces:
             sysm.force_outputs_rows(Q, QD, T, FV, stacked=False, out=self.FO[sl])
@@ -855,12 +888,46 @@ class _RowBlock:
                                       out=self.RL[sl],
                                       JD=None if self.JD is None else self.JD[sl])
 
+    def _states(self, sl: slice) -> tuple[np.ndarray, np.ndarray]:
+        """(Q, QD) of rows ``sl``: columns of y, or (dae) from ``outputs``."""
+        if self.dae:
+            return self.QQ[sl], self.QQD[sl]
+        n = self.n
+        return self.Y[sl, :n], self.Y[sl, n:2 * n]
+
+    def _evaluate_dae(self, i: int) -> None:
+        """Row ``i`` of a DAE formulation (``dae``): q, qd, qdd, lam from the
+        formulation's ``outputs`` of the stored y (:meth:`_Run._output_state`, as
+        :meth:`_Run.output`), then Phi_q's values, Phi, nu, the time functions and
+        the per-type quantities of the types evaluated one row at a time."""
+        run, sysm = self.run, self.run.sysm
+        t = float(self.T[i])
+        qq, qqd, qdd, lam, _ = run._output_state(t, self.Y[i])
+        self.QQ[i], self.QQD[i], self.QDD[i], self.LAM[i] = qq, qqd, qdd, lam
+        if self.want_jd:                  # (_output_state evaluated Phi_q at (qq, t))
+            self.JD[i] = sysm.jacobian_values
+        if self.want_pn:
+            self.PHI[i] = sysm.phi(qq, t)
+            self.NU[i] = sysm.nu(qq, t)
+        if self.FV is not None:
+            self.FV[i] = sysm.functions_at(t)
+        if self.row_forces or self.row_energy or self.row_local:
+            self._row_types(i)
+
     def flush(self) -> None:
-        k = self.k
+        k = _take_rows(self)
         if not k:
             return
-        self.k = 0
-        self.since = time.monotonic()
+        if self.dae:
+            # the rows' evaluations in order: a failing row ends the block there
+            for j in range(k):
+                try:
+                    self._evaluate_dae(j)
+                except BaseException:
+                    if j:
+                        self._pack(0, j)
+                        self._hand_over(j, checkpoint=False)
+                    raise
         try:
             self._pack(0, k)
         except Exception:
@@ -878,10 +945,10 @@ class _RowBlock:
 
     def _pack(self, lo: int, hi: int) -> None:
         """The channel columns of rows ``lo:hi`` of the block."""
-        n, sysm = self.n, self.run.sysm
+        sysm = self.run.sysm
         sl = slice(lo, hi)
         Y, S, rows, T = self.Y[sl], self.S[sl], self.rows[sl], self.T[sl]
-        Q, QD = Y[:, :n], Y[:, n:2 * n]
+        Q, QD = self._states(sl)
         QDD, LAM = self.QDD[sl], self.LAM[sl]
         FV = None if self.FV is None else self.FV[sl]
         JD = None if self.JD is None else self.JD[sl]
@@ -917,7 +984,7 @@ class _RowBlock:
                     Q, T, FV, stacked=True)
                 if self.row_energy:
                     V += self.EV[sl]
-                W = Y[:, 2 * n]
+                W = Y[:, self.wcol]
                 col[:, 0], col[:, 1], col[:, 2] = Tk, V, Tk + V
                 col[:, 3], col[:, 4] = W, Tk + V - W
             elif name == "violation":
@@ -935,13 +1002,14 @@ class _RowBlock:
         """Rows ``0:k`` (packed) to the reporters, with the run's last output state,
         statistics and (``checkpoint``: the rows end at the loop's current step)
         checkpoint."""
-        run, n = self.run, self.n
+        run = self.run
         Y, S, rows, T = self.Y[:k], self.S[:k], self.rows[:k], self.T[:k]
+        Q, QD = self._states(slice(k - 1, k))
         # the state of the last row, as output() leaves it
         run.istat[0], run.istat[1] = S[-1, 0], S[-1, 1]
         run.istat[2:] = run.base + S[-1, 2:]
-        run.last.update(t=float(T[-1]), q=np.array(Y[-1, :n]), qd=np.array(Y[-1, n:2 * n]),
-                        W=float(Y[-1, 2 * n]))
+        run.last.update(t=float(T[-1]), q=np.array(Q[0]), qd=np.array(QD[0]),
+                        W=float(Y[-1, self.wcol]))
         with CRITICAL:                      # rows and their checkpoint state: atomic
             if run.record_rows is not None:
                 run.record_rows(T, rows, run.row.layout)
@@ -952,6 +1020,90 @@ class _RowBlock:
                     run.record(float(T[i]), run.row)
             if run.ck is not None and checkpoint:
                 run.ck.offer(run.snapshot(float(T[-1]), Y[-1], float(S[-1, 2])))
+        run.bar.update(k)
+
+
+class _JointRows:
+    """The rows of the row-by-row path (:meth:`_Run.output`: the Python driver,
+    projection, cp, the DAE formulations where :class:`_RowBlock` does not apply)
+    with the ``joints`` channel evaluated for blocks of rows, as the kinematic
+    analyses' :class:`mbcore.analysis.joint_channels.BlockRecorder` does: each row
+    is copied with every other channel filled, with (q, qd, t) and, with
+    checkpoints, the row's checkpoint state made at the row (:meth:`_Run.snapshot`);
+    :meth:`flush` (``ROWS`` rows, ``SECONDS`` of wall time, a checkpoint due at the
+    row, a row after which the loop stops, the end of every segment, also on errors)
+    computes the block's ``joints`` columns in one :meth:`JointChannel.rows` call
+    and hands the rows to the reporters, then offers the last row's checkpoint
+    state.  The channel is row-wise and keeps its whole turns from row to row, so the
+    values are those of the row-by-row evaluation, bit for bit."""
+
+    ROWS, SECONDS = 256, 0.25
+
+    def __init__(self, run: _Run):
+        self.run = run
+        n, width = run.n, run.row.flat.size
+        cap = self.ROWS
+        self.rows = np.empty((cap, width))
+        self.Q, self.QD, self.T = np.empty((cap, n)), np.empty((cap, n)), np.empty(cap)
+        off = 0
+        for name, w in run.row.layout:
+            if name == "joints":
+                self.jcols = slice(off, off + w)
+            off += w
+        self.k = 0
+        self.snap = None                     # the last row's checkpoint state
+        self.since = time.monotonic()
+
+    def add(self, t: float, row, q, qd, snap, stop: bool) -> None:
+        """Row ``row`` (a :class:`Row`, ``joints`` not yet filled) at ``t`` with its
+        ``q``, ``qd`` and checkpoint state ``snap``; ``stop``: the loop stops after
+        it (the rows so far are handed over now)."""
+        i = self.k
+        self.rows[i] = row.flat
+        self.Q[i], self.QD[i], self.T[i] = q, qd, t
+        self.snap = snap
+        self.k = i + 1
+        ck = self.run.ck
+        if (stop or self.k == self.ROWS or time.monotonic() - self.since >= self.SECONDS
+                or (ck is not None and ck.due(t))):
+            self.flush()
+
+    def flush(self) -> None:
+        k = _take_rows(self)
+        if not k:
+            return
+        run = self.run
+        try:
+            self.rows[:k, self.jcols] = run.joints.rows(self.Q[:k], self.QD[:k], self.T[:k])
+        except Exception:
+            # some row's channel cannot be evaluated: the rows one by one (the
+            # channel starts again from the block's first row), those before the
+            # failing row recorded, then its error
+            for j in range(k):
+                try:
+                    self.rows[j, self.jcols] = run.joints.rows(
+                        self.Q[j:j + 1], self.QD[j:j + 1], self.T[j:j + 1])[0]
+                except Exception:
+                    self._hand_over(j, None)
+                    raise
+            raise                                       # (not reached)
+        self._hand_over(k, self.snap)
+
+    def _hand_over(self, k: int, snap) -> None:
+        if not k:
+            return
+        run = self.run
+        T, rows = self.T[:k], self.rows[:k]
+        with CRITICAL:                      # rows and their checkpoint state: atomic
+            if run.record_rows is not None:
+                run.record_rows(T.copy(), rows.copy(), run.row.layout)
+            else:                                   # a plain record(t, data) callable
+                flat = run.row.flat
+                for i in range(k):
+                    flat[:] = rows[i]
+                    run.record(float(T[i]), run.row)
+            if run.ck is not None and snap is not None:
+                run.ck.offer(snap)
         run.bar.update(k)
 
 
@@ -1030,6 +1182,9 @@ class _Run:
         self._acc = None                     # the last accepted step (t, y)
         self.row = Row(analysis.channels())
         self.joints = JointChannel(self.sysm) if "joints" in self.row else None
+        # the joints channel of the row-by-row path in blocks (not on the reference)
+        self.jrows = (_JointRows(self) if self.joints is not None
+                      and self.s.get("output_rows", "block") != "reference" else None)
         # a hint to formulations whose multipliers cost extra at outputs (joint
         # coordinates: the tree joints' least squares): only when a channel uses them
         self.form.multipliers_wanted = bool(
@@ -1342,17 +1497,24 @@ class _Run:
             data["points"][:] = sysm.point_kinematics(qq, qqd, qdd).ravel()
         if "angular" in data:
             data["angular"][:] = sysm.angular_kinematics(qq, qqd, qdd).ravel()
-        if "joints" in data:
-            data["joints"][:] = self.joints.rows(qq[None], qqd[None], np.array([t]))[0]
-        with CRITICAL:                       # the row and its checkpoint state: atomic
-            self.record(t, data)
-            if self.ck is not None:
-                self.ck.offer(self.snapshot(t, y_state, float(self.cstat[2])))
-        self.bar.update(1)
+        if self.jrows is not None:           # joints: for a block of rows (_JointRows)
+            snap = None if self.ck is None else self.snapshot(t, y_state,
+                                                              float(self.cstat[2]))
+            reason = None if rows_moved is not None else form.wants_repartition()
+            self.jrows.add(t, data, qq, qqd, snap, stop=rows_moved is not None
+                           or bool(reason and self.commit is None))
+        else:
+            if "joints" in data:
+                data["joints"][:] = self.joints.rows(qq[None], qqd[None], np.array([t]))[0]
+            with CRITICAL:                   # the row and its checkpoint state: atomic
+                self.record(t, data)
+                if self.ck is not None:
+                    self.ck.offer(self.snapshot(t, y_state, float(self.cstat[2])))
+            self.bar.update(1)
+            reason = None if rows_moved is not None else form.wants_repartition()
         if rows_moved is not None:       # the formulation has new rows: restart here
             self.last["reason"] = rows_moved
             return True
-        reason = form.wants_repartition()
         if self._fs is not None:
             self._fs = form.resume_state()
         if reason and self.commit is None:
@@ -1375,9 +1537,14 @@ class _Run:
         row-by-row :meth:`output`, the reference)."""
         form = self.form
         if (self.s.get("output_rows", "block") == "reference" or self.loop is None
-                or self.projects or not form.full_state or form.size != 2 * self.n
-                or self.a.removed_rows is not None or self.switches is not None
-                or type(form).wants_repartition is not Formulation.wants_repartition
+                or self.projects or self.a.removed_rows is not None
+                or self.switches is not None
+                or type(form).wants_repartition is not Formulation.wants_repartition):
+            return None
+        if (getattr(form, "name", None) in DEFERRED_OUTPUTS and self._fs is None
+                and self.commit is None):
+            return _RowBlock(self, dae=True)
+        if (not form.full_state or form.size != 2 * self.n
                 or form.compiled_stabilisation() is None):
             return None
         return _RowBlock(self)
@@ -1527,6 +1694,15 @@ class _Run:
             return out
         from mbcore.integrate.common import num_jac
         return num_jac(self.rhs, t, np.array(y, dtype=float), self.rhs(t, y).copy())
+
+    def _segment_rows(self, t_a, y_a, outs):
+        """:meth:`segment`, then the rows :class:`_JointRows` holds (also on errors:
+        a failed run keeps its rows)."""
+        try:
+            return self.segment(t_a, y_a, outs)
+        finally:
+            if self.jrows is not None:
+                self.jrows.flush()
 
     def _handover(self, t_a, y_a, outs):
         # the compiled loop stopped at a failing evaluation: the Python driver
@@ -1740,6 +1916,8 @@ class _Run:
         for ev_ in self.stops if self.resume is None else ():   # holds at t_start
             if ev_(self.t0, y0) <= 0.0:
                 self.output(self.t0, y0)
+                if self.jrows is not None:
+                    self.jrows.flush()
                 event(self.t0, "stop", f"stop condition '{ev_.name[5:]}' met at t_start")
                 a.stats["stopped_by"] = ev_.name[5:]
                 self.bar.close()
@@ -1753,7 +1931,7 @@ class _Run:
         try:
             while True:
                 try:
-                    res = self.segment(t_cur, y_cur, outs)
+                    res = self._segment_rows(t_cur, y_cur, outs)
                 except SingularJacobianError as exc:
                     # redundant rows: the kept ones turned dependent between outputs
                     # (the redundant set moved); choose them again at the last output

@@ -86,17 +86,20 @@ def radial_coefficients(system, q, t, Jq):
     return a
 
 
-def true_rows(system, q, t, Jq=None):
+def true_rows(system, q, t, Jq=None, radial=None):
     """The exact derivative of Phi(q) on ``|p_b| = 1``: Phi_q with ``a_b p_b^T`` added
-    on the p columns of every spatial body (:func:`radial_coefficients`); planar:
-    Phi_q.  The stiff form's Newton rows and reactions, and the Phi rows of the
-    GGL form's Newton matrix."""
+    on the p columns of every spatial body (:func:`radial_coefficients`; ``radial``:
+    those coefficients at (q, t) when the caller has them); planar: Phi_q.  The stiff
+    form's Newton rows and reactions, and the Phi rows of the GGL form's Newton
+    matrix."""
     if Jq is None:
         Jq = system.jacobian_dense(q, t)
     if system.mass_diag is not None:
         return Jq
     J = np.array(Jq, dtype=float)
-    for b, a in enumerate(radial_coefficients(system, q, t, J)):
+    if radial is None:
+        radial = radial_coefficients(system, q, t, J)
+    for b, a in enumerate(radial):
         idx = system.p_index[b]
         J[:, idx] += np.outer(a, q[idx])
     return J

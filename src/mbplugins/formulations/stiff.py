@@ -179,12 +179,14 @@ def _norm_rows(system):
     return np.arange(system.m - len(system.p_index), system.m)
 
 
-def _lam_projected(system, q, t, lam, sign=1.0):
+def _lam_projected(system, q, t, lam, sign=1.0, radial=None):
     """Multipliers of the true-gradient DAE -> those of the projected Jacobian (the
-    other formulations'): ``lam_n,b += a_b . lam / 2`` (``sign=-1``: the inverse)."""
+    other formulations'): ``lam_n,b += a_b . lam / 2`` (``sign=-1``: the inverse;
+    ``radial``: the coefficients ``a`` at (q, t) when the caller has them)."""
     lam = np.array(lam, dtype=float)
     if system.mass_diag is None:
-        a = _radial(system, q, t, system.jacobian_dense(q, t))
+        a = radial if radial is not None else _radial(system, q, t,
+                                                      system.jacobian_dense(q, t))
         lam[_norm_rows(system)] += sign * 0.5 * (a @ lam)
     return lam
 
@@ -549,8 +551,10 @@ class Stiff(Formulation):
         n = self.n
         return y[:n], y[n:2 * n]
 
-    def rhs(self, t, y):
-        """f(t, y) of ``diag(1, M, 0) y' = f``: ``[s, Q + Phi_q^T lam, Phi]``."""
+    def rhs(self, t, y, radial=None):
+        """f(t, y) of ``diag(1, M, 0) y' = f``: ``[s, Q + Phi_q^T lam, Phi]``
+        (``radial``: the coefficients of the true gradient at (q, t),
+        :func:`.dae_common.radial_coefficients`, when the caller has them)."""
         self.nfev += 1
         s, n = self.system, self.n
         q, v, lam = y[:n], y[n:2 * n], y[2 * n:]
@@ -558,8 +562,8 @@ class Stiff(Formulation):
         f = self._f
         f[:n] = v
         if self.spatial:                 # true gradient (see _phi_rows)
-            self.solver.mass_solve(q, v, s.forces(q, v, t) + _phi_rows(s, q, t, J).T @ lam,
-                                   f[n:2 * n])
+            self.solver.mass_solve(q, v, s.forces(q, v, t)
+                                   + _phi_rows(s, q, t, J, radial=radial).T @ lam, f[n:2 * n])
         else:
             f[n:2 * n] = s.forces(q, v, t) + J.T @ lam
         f[2 * n:] = s.phi(q, t)
@@ -619,19 +623,24 @@ class Stiff(Formulation):
     def outputs(self, t, y):
         """Positions on Phi = 0 (:meth:`consistent_positions`), the velocities s and
         the method's own multipliers lam (interpolated between steps, not recomputed);
-        qdd = M^-1 (Q + Phi_q^T lam)."""
+        qdd = M^-1 (Q + Phi_q^T lam).  Spatial bodies: the coefficients of the true
+        gradient (:func:`.dae_common.radial_coefficients`) evaluated once for the
+        accelerations and the multipliers of the projected Jacobian (the same values
+        as two evaluations at the same (q, t), bit for bit)."""
         n = self.n
         yy = np.array(y[:self.size], dtype=float)
         yy[:n] = self.consistent_positions(yy[:n], t)
         q, v, lam = yy[:n], yy[n:2 * n], yy[2 * n:]
+        radial = (_radial(self.system, q, t, self.system.jacobian_dense(q, t))
+                  if self.spatial else None)
         if self.solver.augmented:        # massless coordinates: M^-1 does not exist
             qdd = np.array(self.solver.solve(q, v, t)[0])
         else:
-            f = self.rhs(t, yy)
+            f = self.rhs(t, yy, radial=radial)
             self.nfev -= 1               # an output, not an integration cost
             qdd = f[n:2 * n].copy() if self.spatial else self.solver.minv * f[n:2 * n]
         if self.spatial:
-            lam = _lam_projected(self.system, q, t, lam)
+            lam = _lam_projected(self.system, q, t, lam, radial=radial)
         lam = full_multipliers(lam, self.system)
         self.solver.lam[:] = lam
         return q, v, qdd, lam
