@@ -40,7 +40,11 @@ The steppers are the methods of the Python integrators, step for step and bit fo
   the AB3/AM4 PECE pair, second-order Taylor and Störmer–Verlet
   (``mbplugins.integrators.classical``), :func:`run_fixedgrid`;
 * :class:`LieStepper` — the Lie-group RK4 ``rkmk4`` (unit quaternions by the
-  exponential map, ``mbplugins.integrators.liegroup.RKMK4``), :func:`run_lie`.
+  exponential map, ``mbplugins.integrators.liegroup.RKMK4``), :func:`run_lie`;
+* :class:`SDIRKStepper` — the singly diagonally implicit RK method ``sdirk``
+  (``mbplugins.integrators.sdirk``), :func:`run_sdirk`;
+* :class:`RadauStepper` — Radau IIA of order 5 ``radau`` (ODE, ``ggl`` and ``stiff``
+  forms; ``mbplugins.integrators.radau``), :func:`run_radau`.
 
 A new method is a new ``Stepper`` subclass; the loop, its outputs and its checkpoints
 are not repeated.  Each ``run_*`` function checks its arguments (ValueError naming
