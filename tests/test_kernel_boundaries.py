@@ -442,7 +442,8 @@ def test_run_bdf_checks_its_arguments(ms_state):
     assert (code, t, i_out) == (0, 0.01, 2) and np.all(np.isfinite(y))
     cases = _common_cases(N) + [
         (dict(D0=np.zeros((7, N))), "D0"), (dict(D0=np.full((8, N), np.nan)), "D0"),
-        (dict(k=0), "k = 0"), (dict(k=6), "k = 6"), (dict(max_order=6), "max_order"),
+        (dict(k=0), "k = 0"), (dict(k=6), "k = 6"), (dict(max_order=7), "max_order"),
+        (dict(max_order=6), "D0"),          # order 6 needs 9 difference rows
         (dict(max_order=0), "max_order"), (dict(max_order=3, k=4), "k = 4"),
         (dict(bdf_gamma=np.ones(3)), "bdf_gamma"), (dict(err_const=np.ones(6)), "err_const"),
         (dict(maxiter=0), "maxiter"), (dict(jac_max_age=0), "jac_max_age"),
