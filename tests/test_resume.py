@@ -399,3 +399,21 @@ def test_the_old_location_of_resume_still_works_with_a_warning(tmp_path, example
     with pytest.warns(DeprecationWarning, match="mbcore.resume"):
         old = C.resume
     assert old is mbcore.resume is resume
+
+
+def test_checkpoint_state_keeps_complex_arrays_exactly():
+    """An integrator's step state may hold complex arrays (Radau IIA's complex
+    Newton system): both parts are stored, and every other dtype as before."""
+    import numpy as np
+    from mbcore.analysis.checkpoint import pack_state, unpack_state
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    state = {"z": z, "w": z[0].astype(np.complex64), "x": rng.standard_normal(5),
+             "i": np.arange(4), "nested": ({"b": np.array([True, False])}, 2.5)}
+    meta, flat = pack_state(state)
+    back = unpack_state(meta, flat)
+    assert back["z"].dtype == np.complex128 and np.array_equal(back["z"], z)
+    assert back["w"].dtype == np.complex64 and np.array_equal(back["w"], state["w"])
+    assert np.array_equal(back["x"], state["x"]) and back["i"].dtype == state["i"].dtype
+    assert np.array_equal(back["nested"][0]["b"], [True, False])
+    assert back["nested"][1] == 2.5

@@ -147,7 +147,8 @@ def pack_state(obj: Any) -> tuple[Any, np.ndarray]:
     """A nested state (dicts, lists, tuples, arrays, numbers, booleans, strings,
     None) -> (its JSON part, one flat float64 array of its arrays).  An array is
     ``{"@array": [offset, shape, dtype]}`` in the JSON part (integer and boolean
-    arrays are exact as float64 up to 2**53), a tuple ``{"@tuple": [...]}``."""
+    arrays are exact as float64 up to 2**53; a complex array takes two floats per
+    entry, real and imaginary parts), a tuple ``{"@tuple": [...]}``."""
     parts: list[np.ndarray] = []
     size = 0
 
@@ -155,9 +156,13 @@ def pack_state(obj: Any) -> tuple[Any, np.ndarray]:
         nonlocal size
         if isinstance(v, np.ndarray):
             a = np.asarray(v)
-            parts.append(a.astype(np.float64).ravel())
+            if np.iscomplexobj(a):              # real and imaginary parts, interleaved
+                flat_a = np.ascontiguousarray(a, dtype=np.complex128).ravel().view(np.float64)
+            else:
+                flat_a = a.astype(np.float64).ravel()
+            parts.append(flat_a)
             out = {"@array": [size, list(a.shape), a.dtype.str]}
-            size += a.size
+            size += flat_a.size
             return out
         if isinstance(v, dict):
             return {str(k): enc(x) for k, x in v.items()}
@@ -181,11 +186,15 @@ def unpack_state(meta: Any, flat: np.ndarray | None, path: Any = "") -> Any:
         if isinstance(v, dict):
             if set(v) == {"@array"}:
                 off, shape, dtype = v["@array"]
-                n = int(np.prod(shape))
+                cplx = np.dtype(dtype).kind == "c"
+                n = int(np.prod(shape)) * (2 if cplx else 1)
                 if flat is None or flat.size < off + n:
                     raise CheckpointError(f"{path}: the checkpoint's integrator step "
                                           f"state is incomplete (/checkpoint/history)")
-                return np.array(flat[off:off + n]).astype(dtype).reshape(shape)
+                part = np.array(flat[off:off + n], dtype=np.float64)
+                if cplx:
+                    return part.view(np.complex128).astype(dtype).reshape(shape)
+                return part.astype(dtype).reshape(shape)
             if set(v) == {"@tuple"}:
                 return tuple(dec(x) for x in v["@tuple"])
             return {k: dec(x) for k, x in v.items()}
