@@ -1,6 +1,7 @@
 # The Lie-group Runge-Kutta method of the step loop (included by _steploop.pyx): the
-# classical RK4 in the Lie algebra, RKMK4 (Munthe-Kaas (1999); Hairer, Lubich &
-# Wanner (2006), Sec. IV.8.2), as mbplugins.integrators.liegroup.RKMK4 steps it: unit
+# classical RK4 in the Lie algebra, RKMK4 (Munthe-Kaas (1999);
+# Hairer, Lubich & Wanner (2006), Sec. IV.8.2), as mbplugins.integrators.liegroup.RKMK4
+# steps it: unit
 # quaternions advanced by the quaternion exponential, the other components additively,
 # the commutator terms of the dexp^-1 correction, the grid and cubic Hermite dense
 # output of the fixed-grid methods (the quaternions' by the exponential of the

@@ -235,7 +235,7 @@ cdef class SDIRKStepper(Stepper):
 
     cdef int accept(self, bint due) except -1:
         """The step is taken (SDIRK4._step_impl after the error test): the end
-        derivative K_5/(h m) (stiffly accurate), the secant on algebraic components
+        derivative K5/(h m) (stiffly accurate), the secant on algebraic components
         for the dense output."""
         cdef Py_ssize_t N = self.N, j
         cdef double h = self.h, sec
