@@ -108,12 +108,16 @@ def test_stiff_checkpointed_run_resumes_bit_identically(tmp_path, examples, name
     assert np.asarray(h["y"]).size > 2 * n           # [q, s, lam, W]: the multipliers
 
 
-def test_stiff_compiled_loop_runs_no_python_newton_iteration(monkeypatch):
+@pytest.mark.parametrize("blocks", ["compiled", "python"])
+def test_stiff_compiled_loop_runs_no_python_newton_iteration(monkeypatch, blocks):
     """On the compiled loop the Newton iterations run in C: the Python driver's
     ``_solve_second`` is never called (on the Python loop once per step and
     attempt), the DAE Jacobian is called back only when a Jacobian is computed and
-    ``jacobian_update`` once per step that keeps one."""
+    ``jacobian_update`` once per step that keeps one: the NumPy
+    ``update_newton_blocks`` with ``Stiff.newton_blocks = "python"``, never with the
+    compiled refresh (``CompiledStiff.newton_blocks``, no Python per step)."""
     from mbplugins.formulations.stiff import Stiff
+    monkeypatch.setattr(Stiff, "newton_blocks", blocks)
     from mbplugins.integrators.genalpha import GeneralizedAlpha
     calls = {"newton": 0, "jacobian": 0, "update": 0}
     for name, cls, key in (("_solve_second", GeneralizedAlpha, "newton"),
@@ -136,7 +140,8 @@ def test_stiff_compiled_loop_runs_no_python_newton_iteration(monkeypatch):
     assert (lc, lp) == ("compiled", "python") and nc == np_ == 50 and jc == jp
     assert cc["newton"] == 0 and cp["newton"] >= np_
     assert cc["jacobian"] == cp["jacobian"] == jc
-    assert cc["update"] == cp["update"] == nc - jc       # every step that keeps it
+    # every step that keeps it (through C with the compiled refresh)
+    assert cc["update"] == cp["update"] == (nc - jc if blocks == "python" else 0)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -164,3 +169,50 @@ def test_update_newton_blocks_equal_the_jacobians_blocks(examples, case):
     assert np.array_equal(J[:L, :L][fast[:L, :L]], new[fast[:L, :L]])
     assert np.array_equal(J[~fast], old[~fast])
     assert not np.array_equal(J[2 * n:L, :n], old[2 * n:L, :n])       # they moved
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_newton_blocks_equal_update_newton_blocks_bit_for_bit(examples, case):
+    """``CompiledStiff.newton_blocks`` (the compiled ``jacobian_update``: Phi_q, the true
+    gradient, C = dQ/dqd of the force-Jacobian kernels scattered in the System's order,
+    the spatial mass solve) writes the same numbers as its NumPy reference
+    ``Stiff.update_newton_blocks`` (the same formulas in the same order: bitwise) into
+    an older Jacobian, and the formulation hands it to generalized-α by default."""
+    build, h, _ = CASES[case]
+    r = mbcore.run(build(examples), settings={"analysis": "dynamic", "formulation": "stiff",
+                                            "integrator": "genalpha", "step": h,
+                                            "t_end": 4 * h, "output_step": 2 * h})
+    form = _stiff_form(build(examples))
+    L = form.size
+    hook = form.integrator_options(1)["jacobian_update"]
+    assert getattr(hook, "__self__", None) is form.compiled       # the C hook
+    y0, _ = form.initialize(np.asarray(r["q"])[0], np.asarray(r["qd"])[0], 0.0)
+    y1, _ = form.initialize(np.asarray(r["q"])[-1], np.asarray(r["qd"])[-1], 4 * h)
+    old = np.zeros((L + 1, L + 1))
+    old[:L, :L] = form.jacobian(0.0, y0)
+    y = np.concatenate([y1, [0.0]])
+    a, b, f = old.copy(), old.copy(), np.asfortranarray(old)
+    form.update_newton_blocks(4 * h, y, a)
+    hook(4 * h, y, b)
+    hook(4 * h, y, f)                # the loop's column-major buffer
+    assert not np.array_equal(a, old)
+    assert np.array_equal(a, b) and np.array_equal(a, f)
+
+
+def test_compiled_newton_blocks_keep_the_trajectory_bit_for_bit(examples, monkeypatch):
+    """The governor on the compiled loop with the compiled refresh and with the NumPy
+    one (``Stiff.newton_blocks = "python"``): every channel and count identical."""
+    from mbplugins.formulations.stiff import Stiff
+    build, h, t_end = CASES["governor"]
+    st = {"analysis": "dynamic", "formulation": "stiff", "integrator": "genalpha",
+          "step": h, "t_end": t_end, "output_step": 5 * h}
+    runs = []
+    for blocks in ("compiled", "python"):
+        monkeypatch.setattr(Stiff, "newton_blocks", blocks)
+        runs.append(mbcore.run(build(examples), settings=st))
+    a, b = runs
+    assert a.stats["loop"] == b.stats["loop"] == "compiled"
+    for ch in ("q", "qd", "qdd", "lam", "energy"):
+        assert np.array_equal(np.asarray(a[ch]), np.asarray(b[ch])), ch
+    for k in ("nsteps", "njev", "nlu", "nnewton_iter"):
+        assert a.stats[f"integrator_{k}"] == b.stats[f"integrator_{k}"], k

@@ -17,7 +17,7 @@ from libc.string cimport memcpy
 
 from mbcore._ext._dynamics cimport CompiledODE
 from mbcore._ext._planar cimport PlanarEvaluator
-from mbcore._ext._forces cimport ForceEvaluator
+from mbcore._ext._forces cimport ForceEvaluator, ForceJacobianEvaluator
 from mbcore._ext._functions cimport Evaluator, ErrInfo
 from mbcore._ext._sparse cimport idx_t
 
@@ -620,6 +620,112 @@ cdef class CompiledStiff(CompiledGGL):
         self.fb = np.zeros(self.size)
         if self.nsp and self.sparse:
             raise ValueError("CompiledStiff: spatial bodies need a dense Jacobian")
+
+    # the Newton blocks of generalized-α (enable_newton_blocks / newton_blocks)
+    cdef ForceJacobianEvaluator nb_fj
+    cdef idx_t[::1] nb_pos
+    cdef double[::1] nb_Kb, nb_Cb, nb_C, nb_P, nb_zero
+    cdef object nb_X_arr
+    cdef double[:, ::1] nb_X
+    cdef readonly bint newton_blocks_ready
+
+    def enable_newton_blocks(self, ForceJacobianEvaluator force_jacobians, idx_t[::1] pos):
+        """Give :meth:`newton_blocks` the System's compiled force-Jacobian kernels
+        (``force_jacobians``: None without force elements; ``pos``: each block entry's
+        row-major index in the n x n C = dQ/dqd, -1 dropped: the System's
+        ``force_jacobian_kernels``).  Its work arrays are allocated here, once."""
+        cdef Py_ssize_t n = self.n, m = self.m
+        cdef Py_ssize_t size = 0 if force_jacobians is None else force_jacobians.size
+        if (force_jacobians is None) != (self.fe is None) or (
+                force_jacobians is not None and force_jacobians.n != n):
+            raise ValueError("CompiledStiff.enable_newton_blocks: the force Jacobians "
+                             "belong to another system")
+        if pos.shape[0] != size or (size and (np.max(pos) >= n * n or np.min(pos) < -1)):
+            raise ValueError("CompiledStiff.enable_newton_blocks: the scatter map does "
+                             "not match")
+        self.nb_fj = force_jacobians
+        self.nb_pos = np.array(pos, dtype=np.intp) if size else np.full(1, -1, dtype=np.intp)
+        self.nb_Kb = np.zeros(max(size, 1))
+        self.nb_Cb = np.zeros(max(size, 1))
+        self.nb_C = np.zeros(n * n)
+        self.nb_P = np.zeros(max(m * n, 1))
+        self.nb_zero = np.zeros(n)
+        self.nb_X_arr = np.zeros((n, 2 * n + m))
+        self.nb_X = self.nb_X_arr
+        self.newton_blocks_ready = True
+
+    def newton_blocks(self, double t, const double[::1] y not None, double[:, :] J not None):
+        """Generalized-α's ``jacobian_update(t, y, J)`` of the stiff form in one C call:
+        the blocks ``df_s/ds``, ``df_s/dlam`` and the constraint rows of ``J`` (at least
+        2n + m square, any strides) in place at ``y`` -- planar ``C``, ``Phi_q^T``,
+        ``Phi_q``; spatial ``M^-1 (C - Dv)``, ``M^-1 P^T``, ``P`` (:meth:`true_rows`,
+        :meth:`velocity_columns`), C = dQ/dqd of the compiled force-Jacobian kernels
+        scattered in the order of ``mbcore.System.force_jacobians``.  NumPy reference,
+        the same formulas in the same order (equal bit for bit):
+        ``mbplugins.formulations.stiff.Stiff.update_newton_blocks``.  Raises
+        FloatingPointError where an element fails (the loop then hands the step to the
+        Python driver)."""
+        cdef Py_ssize_t n = self.n, m = self.m, L = 2 * n + m, i, j, k, r, p
+        cdef Py_ssize_t mf = self.m_full, b
+        cdef double* C
+        cdef double* P
+        cdef const idx_t* idx
+        if not self.newton_blocks_ready:
+            raise ValueError("CompiledStiff.newton_blocks: call enable_newton_blocks first")
+        if y.shape[0] < L or J.shape[0] < L or J.shape[1] < L:
+            raise ValueError(f"newton_blocks: y needs {L} entries and J {L} x {L}")
+        cdef const double* q = &y[0]
+        cdef const double* v = &y[n]
+        self._rows_at(t, y[:n])          # time functions, Phi_q, radial coefficients
+        C = &self.nb_C[0]
+        P = &self.nb_P[0]
+        for i in range(n * n):
+            C[i] = 0.0
+        if self.nb_fj is not None:
+            if self.nb_fj.c_jacobians(q, v, t, self.fvp, &self.nb_Kb[0],
+                                      &self.nb_Cb[0]) >= 0:
+                raise FloatingPointError("a force Jacobian failed")
+            for k in range(self.nb_fj.size):
+                p = self.nb_pos[k]
+                if p >= 0:
+                    C[p] += self.nb_Cb[k]
+        for i in range(m * n):
+            P[i] = 0.0
+        for i in range(m):
+            r = self.rows[i]
+            if self.sparse:
+                for p in range(self.indptr[r], self.indptr[r + 1]):
+                    P[i * n + self.indices[p]] += self.jdata[p]
+            else:
+                for j in range(n):
+                    P[i * n + j] = self.jdata[r * n + j]
+        for b in range(self.nsp):        # the true gradient (true_rows)
+            idx = &self.sp_pidx[b, 0]
+            for i in range(m):
+                for k in range(4):
+                    P[i * n + idx[k]] += self.rad[b * mf + self.rows[i]] * q[idx[k]]
+        cdef double[:, ::1] X = self.nb_X
+        if self.nsp:
+            for i in range(n):
+                for j in range(n):
+                    X[i, j] = 0.0
+                    X[i, n + j] = C[i * n + j]
+                for r in range(m):
+                    X[i, 2 * n + r] = P[r * n + i]
+            self.velocity_columns(y[:n], y[n:2 * n], self.nb_zero, X)
+            for i in range(n):
+                for j in range(n + m):
+                    J[n + i, n + j] = X[i, n + j]
+        else:
+            for i in range(n):
+                for j in range(n):
+                    J[n + i, n + j] = C[i * n + j]
+                for r in range(m):
+                    J[n + i, 2 * n + r] = P[r * n + i]
+        for r in range(m):
+            for j in range(n):
+                J[2 * n + r, j] = P[r * n + j]
+        return None
 
     def lam_columns(self, const double[::1] q not None, const double[::1] v not None,
                     const double[:, ::1] P not None):

@@ -38,7 +38,10 @@ Models of compiled elements (spatial: dense Jacobian) evaluate ``f`` and the wor
 rate in one C call (``mbplugins._ext._dae.CompiledStiff``; NumPy reference
 :meth:`Stiff.rhs`) and, planar, take the compiled twin of :class:`ReducedNewton`
 (``_stiffnewton.ReducedNewtonC``, the same arithmetic bit for bit); bdf then runs on the compiled loop (``_steploop.run_bdf``,
-which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).
+which calls the hook back; Nikravesh (1988), §12.4, §13.3.4).  Generalized-α's
+``jacobian_update`` is then ``CompiledStiff.newton_blocks`` (one C call per step, bit
+for bit :meth:`Stiff.update_newton_blocks`, which ``Stiff.newton_blocks = "python"``
+selects; Arnold & Brüls (2007)).
 """
 from __future__ import annotations
 
@@ -459,7 +462,31 @@ class Stiff(Formulation):
                 # the layout for the generalized-α methods' second-order form, and
                 # the blocks of their Jacobian refreshed at every step
                 "positions": self.n, "multipliers": self.m,
-                "jacobian_update": self.update_newton_blocks}
+                "jacobian_update": self.newton_blocks_hook()}
+
+    #: the generalized-α Jacobian refresh: ``"compiled"`` (``CompiledStiff.newton_blocks``
+    #: where the compiled right-hand side and force-Jacobian kernels apply) or
+    #: ``"python"`` (:meth:`update_newton_blocks`, its reference: the same numbers bit
+    #: for bit); an instance may override it before the run
+    newton_blocks = "compiled"
+
+    def newton_blocks_hook(self):
+        """The ``jacobian_update`` call-back: ``CompiledStiff.newton_blocks`` (one C call,
+        no Python per step) when :attr:`newton_blocks` is ``"compiled"`` and the
+        compiled right-hand side, the compiled force-Jacobian kernels of every force
+        group and an unpadded coordinate buffer apply; else
+        :meth:`update_newton_blocks`."""
+        c, s = self.compiled, self.system
+        base = getattr(s, "base_system", s)
+        if (self.newton_blocks != "compiled" or c is None or base.padded
+                or not hasattr(c, "enable_newton_blocks")):
+            return self.update_newton_blocks
+        if not c.newton_blocks_ready:
+            kernels = base.force_jacobian_kernels()
+            if kernels is None:
+                return self.update_newton_blocks
+            c.enable_newton_blocks(kernels[0], kernels[1])
+        return c.newton_blocks
 
     def update_newton_blocks(self, t, y, J) -> None:
         """The blocks of ``J`` (df/dy at an earlier state, at least ``size`` square)
