@@ -81,16 +81,6 @@ def test_stiff_compiled_loop_keeps_the_constraints_at_every_step(examples):
     assert np.max(np.abs(a["violation/position"])) < 1e-12
 
 
-def test_stiff_with_the_variable_step_is_refused_by_name(examples):
-    """genalpha_var does not take the index-3 form (its Milne estimate sees the
-    multipliers' Newton noise): refused by the analysis, not silently compiled."""
-    build, _, _ = CASES["planar_slider_crank"]
-    with pytest.raises(Exception) as e:
-        mbcore.run(build(examples), settings={"formulation": "stiff",
-                                              "integrator": "genalpha_var", "t_end": 0.01})
-    assert "genalpha_var" in str(e.value) or "integrator" in str(e.value)
-
-
 @pytest.mark.parametrize("name", ["genalpha", "hht"])
 def test_stiff_checkpointed_run_resumes_bit_identically(tmp_path, examples, name):
     """A run with checkpoints stays on the compiled loop (the checkpoint's step record

@@ -53,7 +53,13 @@ the Milne device from the explicit Taylor predictor ``q_n + h v_n + h^2/2 q''_n`
 (first-order form: the predictor ``y_n + h f_n + h^2/2 ẏ'`` with ``ẏ'`` the
 difference of the last two derivatives, constants ``1/6 + r/4`` and ``δ^2/2 - 1/12``,
 δ = α_f - α_m); the step follows ``h (0.9 / err)^(1/3)``, the state ``(q, v, a, q'')``
-is carried unchanged through a step change (Géradin & Cardona (2001), §7.5).
+is carried unchanged through a step change (Géradin & Cardona (2001), §7.5).  With
+multipliers (the index-3 ``stiff`` formulation) the estimate and its norm take the
+positions only: the multipliers are algebraic (index 3) and stay out of the norm
+(Hairer & Wanner (1996), §VII.3), the velocities enter through q only; the iteration
+matrix and its constraint rows' scaling ``1/(β' h^2)`` follow every change of h (the
+matrix is factored again), the fixed step's Jacobian call-back and ``jacobian_update``
+hook unchanged.  This runs on the Python driver only.
 
 **Compiled loops** (the dynamic analysis with ``di``/``cs``: the second-order form with
 unit mass and no multipliers; ``genalpha``/``hht`` also with ``stiff``: multipliers, the
@@ -557,13 +563,16 @@ class HHT(GeneralizedAlpha):
 
 class VariableGeneralizedAlpha(GeneralizedAlpha):
     """Generalized-α with a variable step (module docstring): ``rtol``/``atol``
-    control the local error of the positions (second-order form) or of y."""
+    control the local error of the positions (second-order form, also with the
+    index-3 multipliers of the ``stiff`` formulation, which stay out of the norm) or
+    of y."""
 
     name = "genalpha_var"
     description = ("generalized-α (Chung & Hulbert (1993); Arnold & Brüls (2007)), "
                    "order 2, variable step by the Milne device on the positions")
     adaptive = True
-    DAE_FORMULATIONS = ()
+    #: the index-3 ``stiff`` layout [q, s, lam] as the fixed step (positions-only error)
+    DAE_FORMULATIONS = ("stiff",)
     options = {**ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS,
                "newton_maxiter": NEWTON_OPTIONS["newton_maxiter"],
                "newton_fraction": Option(0.01, "Newton stops when the correction is "
@@ -580,7 +589,8 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
         second-order form with unit mass (the dynamic analysis' di and cs) in compiled
         code (``mbcore._ext._steploop.run_genalpha_var``: the same trial steps,
         rescaling, Newton iteration, Jacobian policy, error estimate and controller)
-        unless a subclass changes the step."""
+        unless a subclass changes the step; with multipliers (``stiff``) ``loop_start``
+        says not compiled and the loop hands the run to the Python driver."""
         same = all(getattr(cls, m) is getattr(VariableGeneralizedAlpha, m) for m in (
             "_step_impl", "_restart_impl", "_start_grid", "_attempt", "_solve",
             "_solve_second", "_predict", "_finish", "_matrix", "_error", "_tol",
@@ -620,16 +630,6 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
     #: the controller works with (tol/5)^(3/2), which keeps it near tol
     CALIBRATION = (5.0 ** -1.5, 1.5)
 
-    def _restart_impl(self) -> None:
-        if self.opts["multipliers"]:
-            raise IntegratorOptionError(
-                self._label, "multipliers", "the variable step is not available for the "
-                "index-3 form: the velocities of an index-3 method carry the Newton "
-                "tolerance divided by h, which the positions' error estimate then sees "
-                "(the step collapses at tight tolerances); use genalpha or hht (fixed "
-                "step) with this DAE, or genalpha_var with formulation di or cs")
-        super()._restart_impl()
-
     def _start_grid(self) -> None:
         o = self.opts
         self._rtol, self._atol = calibrated_tolerances(o["rtol"], o["atol"],
@@ -666,7 +666,8 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
             p = self._p
             qp = y[:p] + h * y[p:2 * p] + (0.5 * h * h) * self._acc
             cc = 1.0 / 6.0 - b + 0.5 * (g - 0.5)
-            # (no multipliers here: the variable step refuses the index-3 form)
+            # the positions only: with multipliers (the index-3 form) their rows are
+            # algebraic and stay out of the norm (Hairer & Wanner (1996), §VII.3)
             est = (cc / (1.0 / 6.0 - cc)) * (y_new[:p] - qp)
             tol = self._tol(y[:p], y_new[:p])
             tol = tol if np.ndim(tol) == 0 else tol[:p]
