@@ -162,3 +162,15 @@ def test_other_dae_formulations_are_refused_by_name(examples):
         mbcore.run(build(examples), settings={"analysis": "dynamic", "formulation": "ggl",
                                               "integrator": "genalpha_var",
                                               "t_end": 0.01})
+
+
+# -- checkpoint and exact resume ----------------------------------------------------------
+def test_checkpointed_run_resumes_bit_identically(tmp_path, examples):
+    """genalpha_var with stiff on the four-bar: a resume from a checkpoint inside a
+    step that spans several outputs writes the uninterrupted run's file bit for bit
+    (the Python driver's state: the accelerations, f, the next step, the Jacobian and
+    its LU, restored exactly)."""
+    from test_resume_exact import _check_exact_resume, _model, _settings
+    ck = _check_exact_resume(tmp_path, lambda: _model(examples),
+                             _settings("genalpha_var", formulation="stiff"))
+    assert ck.step["loop"] == "python"
