@@ -86,16 +86,34 @@ def test_agrees_with_the_fixed_step_at_small_steps(examples):
     assert np.abs(var - fixed).max() < 3e-7
 
 
-def test_the_auto_loop_hands_the_index3_form_to_the_python_driver(examples):
-    """The compiled ``run_genalpha_var`` has the unit-mass layout without multipliers
-    only: ``loop_start()`` says not compiled and the auto loop runs the Python driver's
-    steps; q, lam and every count equal the Python loop's (bitwise: one code path)."""
-    a = _var(examples, "slider_crank", 1e-4, loop="auto", t_end=0.2)
-    b = _var(examples, "slider_crank", 1e-4, loop="python", t_end=0.2)
-    for ch in ("q", "qd", "lam"):
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_loop_takes_the_python_drivers_steps_bit_for_bit(examples, case):
+    """``run_genalpha_var`` with the stiff layout (multipliers, the velocity rows'
+    mass, the analysis' DAE Jacobian call-back, ``jacobian_update``) runs the Python
+    driver's trial steps, rescaling, Newton iteration, Jacobian policy, positions-only
+    error and controller: every channel and count identical (bitwise: the same
+    formulas in one process)."""
+    a = _var(examples, case, 1e-4, loop="auto", output_rows="reference")
+    b = _var(examples, case, 1e-4, loop="python", output_rows="reference")
+    assert [a.stats["loop"], b.stats["loop"]] == ["compiled", "python"]
+    assert a.status == b.status == "finished"
+    for ch in ("q", "qd", "qdd", "lam", "energy", "violation/position"):
         assert np.array_equal(np.asarray(a[ch]), np.asarray(b[ch]), equal_nan=True), ch
-    for k in ("nsteps", "nrejected", "nfev", "njev", "nlu", "nnewton_iter"):
+    for k in ("nsteps", "nrejected", "nfev", "njev", "nlu", "nlu_solves",
+              "nnewton_iter", "nnewton_failures"):
         assert a.stats[f"integrator_{k}"] == b.stats[f"integrator_{k}"], k
+    assert b.stats["integrator_nrejected"] > 0      # the controller's rejections, too
+
+
+def test_compiled_loop_runs_no_python_newton_iteration(examples, monkeypatch):
+    """On the compiled loop the Python driver's Newton iteration is not called."""
+    from mbplugins.integrators import genalpha as ga
+
+    def boom(*args, **kw):
+        raise AssertionError("the Python driver's Newton iteration ran")
+    monkeypatch.setattr(ga.GeneralizedAlpha, "_solve_second", boom)
+    res = _var(examples, "slider_crank", 1e-4, t_end=0.1)
+    assert res.status == "finished" and res.stats["loop"] == "compiled"
 
 
 # -- the multipliers out of the error norm ------------------------------------------------
@@ -168,9 +186,12 @@ def test_other_dae_formulations_are_refused_by_name(examples):
 def test_checkpointed_run_resumes_bit_identically(tmp_path, examples):
     """genalpha_var with stiff on the four-bar: a resume from a checkpoint inside a
     step that spans several outputs writes the uninterrupted run's file bit for bit
-    (the Python driver's state: the accelerations, f, the next step, the Jacobian and
-    its LU, restored exactly)."""
+    (the compiled loop's step record 'genalpha': the accelerations, f, the next and
+    last steps, the DAE Jacobian, restored exactly)."""
     from test_resume_exact import _check_exact_resume, _model, _settings
     ck = _check_exact_resume(tmp_path, lambda: _model(examples),
                              _settings("genalpha_var", formulation="stiff"))
-    assert ck.step["loop"] == "python"
+    assert ck.step["loop"] == "genalpha"
+    h = ck.step["history"]
+    assert h["kind"] == "genalpha" and h["h_abs"] > 0 and h["J"] is not None
+    assert np.asarray(h["y"]).size > 2 * len(h["acc"])     # [q, s, lam, W]

@@ -59,10 +59,10 @@ positions only: the multipliers are algebraic (index 3) and stay out of the norm
 (Hairer & Wanner (1996), §VII.3), the velocities enter through q only; the iteration
 matrix and its constraint rows' scaling ``1/(β' h^2)`` follow every change of h (the
 matrix is factored again), the fixed step's Jacobian call-back and ``jacobian_update``
-hook unchanged.  This runs on the Python driver only.
+hook unchanged.
 
 **Compiled loops** (the dynamic analysis with ``di``/``cs``: the second-order form with
-unit mass and no multipliers; ``genalpha``/``hht`` also with ``stiff``: multipliers, the
+unit mass and no multipliers; all three also with ``stiff``: multipliers, the
 mass ``M_v`` and the analysis' DAE Jacobian as a call-back, evaluated once per
 Jacobian): ``genalpha``/``hht`` run in ``mbcore._ext._steploop.run_genalpha``,
 ``genalpha_var`` in ``run_genalpha_var`` (ext/_step_genalpha.pxi), both the formulas
@@ -589,8 +589,9 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
         second-order form with unit mass (the dynamic analysis' di and cs) in compiled
         code (``mbcore._ext._steploop.run_genalpha_var``: the same trial steps,
         rescaling, Newton iteration, Jacobian policy, error estimate and controller)
-        unless a subclass changes the step; with multipliers (``stiff``) ``loop_start``
-        says not compiled and the loop hands the run to the Python driver."""
+        unless a subclass changes the step; also with multipliers, the velocity
+        rows' mass and the Jacobian call-back (the ``stiff`` formulation) when the
+        build has them (``GENALPHA_VAR_DAE``)."""
         same = all(getattr(cls, m) is getattr(VariableGeneralizedAlpha, m) for m in (
             "_step_impl", "_restart_impl", "_start_grid", "_attempt", "_solve",
             "_solve_second", "_predict", "_finish", "_matrix", "_error", "_tol",
@@ -599,15 +600,19 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
         return "genalpha" if same else None
 
     def loop_start(self) -> dict:
-        """Where ``run_genalpha_var`` starts: the layout, the accelerations ``acc``
+        """Where ``run_genalpha_var`` starts: the layout (``positions``,
+        ``multipliers``, the velocity rows' ``mass``), the accelerations ``acc``
         and ``a``, ``f``, the next step ``h_abs``, the last accepted step ``hprev``
         (None after a start), the calibrated ``rtol``/``atol``, Newton's residual
-        tolerance and ``max_step``; ``compiled`` False when the compiled loop does not
-        apply (the first-order form, a mass matrix)."""
+        tolerances and ``max_step``; ``compiled`` False when the compiled loop does not
+        apply (the first-order form)."""
         second = self._second
-        unit = second and self._k == 0 and bool(np.all(self._mv == 1.0))
-        return {"compiled": bool(unit), "variable": True,
-                "positions": self._p if second else 0, "acc": self._acc, "a": self._a,
+        return {"compiled": bool(second), "variable": True,
+                "positions": self._p if second else 0,
+                "multipliers": self._k if second else 0,
+                "mass": self._mv if second else None,
+                "newton_atol": self._residual_tolerances()[1],
+                "acc": self._acc, "a": self._a,
                 "f": self._f, "h_abs": float(self._h_abs),
                 "hprev": None if self._hprev is None else float(self._hprev),
                 "params": self._params, "jac_age": int(self._jac_age),
