@@ -93,15 +93,10 @@ def test_compiled_loop_takes_the_python_drivers_steps_bit_for_bit(examples, case
     driver's trial steps, rescaling, Newton iteration, Jacobian policy, positions-only
     error and controller: every channel and count identical (bitwise: the same
     formulas in one process)."""
+    from test_genalpha_stiff_loop import assert_same_runs
     a = _var(examples, case, 1e-4, loop="auto", output_rows="reference")
     b = _var(examples, case, 1e-4, loop="python", output_rows="reference")
-    assert [a.stats["loop"], b.stats["loop"]] == ["compiled", "python"]
-    assert a.status == b.status == "finished"
-    for ch in ("q", "qd", "qdd", "lam", "energy", "violation/position"):
-        assert np.array_equal(np.asarray(a[ch]), np.asarray(b[ch]), equal_nan=True), ch
-    for k in ("nsteps", "nrejected", "nfev", "njev", "nlu", "nlu_solves",
-              "nnewton_iter", "nnewton_failures"):
-        assert a.stats[f"integrator_{k}"] == b.stats[f"integrator_{k}"], k
+    assert_same_runs(a, b)
     assert b.stats["integrator_nrejected"] > 0      # the controller's rejections, too
 
 
