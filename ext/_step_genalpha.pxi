@@ -399,11 +399,16 @@ cdef class GenAlphaStepper(Stepper):
         return self.h
 
 
+#: ``run_genalpha_var`` takes the index-3 ``stiff`` layout (multipliers, mass, call-backs)
+GENALPHA_VAR_DAE = True
+
+
 cdef class GenAlphaVarStepper(GenAlphaStepper):
     """``VariableGeneralizedAlpha`` (:func:`run_genalpha_var`): the step of
     :class:`GenAlphaStepper` (``solve_step``: predictor, Jacobian policy, Newton,
     quadratures; ``accept``, ``dense``) under the variable step's controller: the
-    Milne-device error of the positions against the calibrated tolerances
+    Milne-device error of the positions (only: with multipliers, the ``stiff``
+    layout, they stay out of the norm) against the calibrated tolerances
     ``e_atol + e_rtol |q|``, the next step ``h_abs``, the last accepted step
     ``hprev`` (``has_hprev`` False after a start or restart) by which ``a - q''`` is
     rescaled, ``a0`` the algorithmic accelerations at the step's start."""
@@ -733,10 +738,14 @@ def run_genalpha_var(CompiledODE f not None, double t0, double t1,
                      const double[::1] stop_sign=None, double[::1] ystep=None,
                      dict hist=None, const double[::1] J0=None, double c_lu0=0.0,
                      long jac_age0=0, long max_steps=0, object on_commit=None,
-                     object restart=None):
+                     object restart=None, Py_ssize_t multipliers=0,
+                     const double[::1] mass=None, double newton_atol=1e-13,
+                     object jac=None, object jacobian_update=None):
     """Integrate from (t0, y0) to t1 > t0 by the second-order form of
-    ``VariableGeneralizedAlpha`` (:class:`GenAlphaVarStepper`; unit mass, no
-    multipliers) from its state after ``_restart_impl`` or an accepted step: the
+    ``VariableGeneralizedAlpha`` (:class:`GenAlphaVarStepper`; ``multipliers``,
+    ``mass``, ``newton_atol``, ``jac`` and ``jacobian_update`` as :func:`run_genalpha`'s:
+    the ``stiff`` formulation's layout, the error estimate on the positions only) from
+    its state after ``_restart_impl`` or an accepted step: the
     accelerations ``acc0``, ``a0``, ``f0`` as :func:`run_genalpha`'s, the next step
     ``h_abs`` (at most ``max_step``), the last accepted step ``hprev`` (None: none
     since the start or a restart), the calibrated tolerances ``rtol``, ``atol`` of
@@ -750,9 +759,9 @@ def run_genalpha_var(CompiledODE f not None, double t0, double t1,
     or both 0."""
     cdef Py_ssize_t N = y0.shape[0]
     _check_common("run_genalpha_var", f, t0, t1, y0, t_out, i_out, stats, counters,
-                  stop_idx, stop_val, stop_sign, ystep, max_steps)
+                  stop_idx, stop_val, stop_sign, ystep, max_steps, multipliers > 0)
     _genalpha_check("run_genalpha_var", N, positions, acc0, a0, f0, maxiter, a_m, a_f,
-                    gamma, beta, newton_rtol, J0)
+                    gamma, beta, newton_rtol, J0, multipliers, mass, newton_atol)
     _positive("run_genalpha_var: h_abs", h_abs)
     _positive("run_genalpha_var: max_step", max_step, True)
     if hprev is not None:
@@ -761,7 +770,8 @@ def run_genalpha_var(CompiledODE f not None, double t0, double t1,
     cdef GenAlphaVarStepper st = GenAlphaVarStepper.__new__(GenAlphaVarStepper)
     _genalpha_setup(st, f, t0, y0, t1, nfev_start, positions, acc0, a0, f0, a_m, a_f,
                     gamma, beta, maxiter, newton_rtol, max_age, jac_age0, counters,
-                    hist is not None, J0, c_lu0)
+                    hist is not None, J0, c_lu0, multipliers, mass, newton_atol, jac,
+                    jacobian_update)
     st.h_abs = h_abs
     st.h_abs_new = h_abs
     st.has_hprev = hprev is not None

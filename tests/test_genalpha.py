@@ -257,13 +257,6 @@ def test_bad_options_are_named(name, kw, option):
     assert e.value.option == option
 
 
-def test_variable_step_refuses_the_index3_form():
-    with pytest.raises(IntegratorOptionError, match="index-3") as e:
-        integrate("genalpha_var", _dae, (0.0, 1.0), [L, 0, 0, 0, 0, 0], positions=2,
-                  multipliers=1, mass=[1, 1, MASS, MASS, 0, 1])
-    assert e.value.option == "multipliers"
-
-
 def test_second_order_form_needs_q_prime_equal_v():
     with pytest.raises(IntegratorOptionError, match="q' = v"):
         integrate("genalpha", lambda t, y: np.array([2 * y[1], -y[0]]), (0.0, 1.0),
@@ -272,7 +265,7 @@ def test_second_order_form_needs_q_prime_equal_v():
 
 @pytest.mark.parametrize("form, name, msg", [
     ("ggl", "genalpha", "formulation stiff only"),
-    ("stiff", "genalpha_var", "no DAE formulation"),
+    ("ggl", "genalpha_var", "formulation stiff only"),
 ])
 def test_model_settings_errors_name_the_key(slider_crank, form, name, msg):
     m, _, _ = slider_crank

@@ -130,10 +130,11 @@ def _ode_form(kind: str, integ, start: dict) -> bool:
         o = integ.opts      # mass and a Jacobian call-back, the stiff formulation)
         if start.get("variable"):   # genalpha_var: scalar tolerances, a newer build,
             from .._ext import _steploop     # unit mass, no multipliers nor call-back
+            dae = getattr(_steploop, "GENALPHA_VAR_DAE", False)   # unless it has them
             if not (scalar and hasattr(_steploop, "run_genalpha_var")
-                    and not integ.has_jacobian and not start.get("multipliers")
-                    and o.get("jacobian_update") is None
-                    and bool(np.all(start.get("mass", 1.0) == 1.0))):
+                    and (dae or (not integ.has_jacobian and not start.get("multipliers")
+                                 and o.get("jacobian_update") is None
+                                 and bool(np.all(start.get("mass", 1.0) == 1.0))))):
                 return False
         return (integ.constant_jacobian is None
                 and bool(start.get("compiled"))
@@ -297,7 +298,12 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             int(o["newton_maxiter"]), float(s0["newton_rtol"]), float(s0["rtol"]),
             float(s0["atol"]), s0["max_step"], int(o["jac_max_age"] or 0),
             t_out, i0, on_output, stats, counters, st.nfev, *stop_args, ystep=ystep,
-            hist=hist, **extra, max_steps=budget, **commit)
+            hist=hist, **extra, max_steps=budget, **commit,
+            **({} if not getattr(ms, "GENALPHA_VAR_DAE", False) else dict(
+                multipliers=int(s0["multipliers"]), newton_atol=float(s0["newton_atol"]),
+                mass=np.ascontiguousarray(s0["mass"], dtype=float),
+                jac=jac if integ.has_jacobian else None,
+                jacobian_update=o["jacobian_update"])))
     elif kind == "genalpha":
         o = integ.opts
         a_m, a_f, g, b = s0["params"]

@@ -53,10 +53,16 @@ the Milne device from the explicit Taylor predictor ``q_n + h v_n + h^2/2 q''_n`
 (first-order form: the predictor ``y_n + h f_n + h^2/2 ẏ'`` with ``ẏ'`` the
 difference of the last two derivatives, constants ``1/6 + r/4`` and ``δ^2/2 - 1/12``,
 δ = α_f - α_m); the step follows ``h (0.9 / err)^(1/3)``, the state ``(q, v, a, q'')``
-is carried unchanged through a step change (Géradin & Cardona (2001), §7.5).
+is carried unchanged through a step change (Géradin & Cardona (2001), §7.5).  With
+multipliers (the index-3 ``stiff`` formulation) the estimate and its norm take the
+positions only: the multipliers are algebraic (index 3) and stay out of the norm
+(Hairer & Wanner (1996), §VII.3), the velocities enter through q only; the iteration
+matrix and its constraint rows' scaling ``1/(β' h^2)`` follow every change of h (the
+matrix is factored again), the fixed step's Jacobian call-back and ``jacobian_update``
+hook unchanged.
 
 **Compiled loops** (the dynamic analysis with ``di``/``cs``: the second-order form with
-unit mass and no multipliers; ``genalpha``/``hht`` also with ``stiff``: multipliers, the
+unit mass and no multipliers; all three also with ``stiff``: multipliers, the
 mass ``M_v`` and the analysis' DAE Jacobian as a call-back, evaluated once per
 Jacobian): ``genalpha``/``hht`` run in ``mbcore._ext._steploop.run_genalpha``,
 ``genalpha_var`` in ``run_genalpha_var`` (ext/_step_genalpha.pxi), both the formulas
@@ -557,13 +563,16 @@ class HHT(GeneralizedAlpha):
 
 class VariableGeneralizedAlpha(GeneralizedAlpha):
     """Generalized-α with a variable step (module docstring): ``rtol``/``atol``
-    control the local error of the positions (second-order form) or of y."""
+    control the local error of the positions (second-order form, also with the
+    index-3 multipliers of the ``stiff`` formulation, which stay out of the norm) or
+    of y."""
 
     name = "genalpha_var"
     description = ("generalized-α (Chung & Hulbert (1993); Arnold & Brüls (2007)), "
                    "order 2, variable step by the Milne device on the positions")
     adaptive = True
-    DAE_FORMULATIONS = ()
+    #: the index-3 ``stiff`` layout [q, s, lam] as the fixed step (positions-only error)
+    DAE_FORMULATIONS = ("stiff",)
     options = {**ADAPTIVE_OPTIONS, **CALIBRATION_OPTIONS,
                "newton_maxiter": NEWTON_OPTIONS["newton_maxiter"],
                "newton_fraction": Option(0.01, "Newton stops when the correction is "
@@ -580,7 +589,9 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
         second-order form with unit mass (the dynamic analysis' di and cs) in compiled
         code (``mbcore._ext._steploop.run_genalpha_var``: the same trial steps,
         rescaling, Newton iteration, Jacobian policy, error estimate and controller)
-        unless a subclass changes the step."""
+        unless a subclass changes the step; also with multipliers, the velocity
+        rows' mass and the Jacobian call-back (the ``stiff`` formulation) when the
+        build has them (``GENALPHA_VAR_DAE``)."""
         same = all(getattr(cls, m) is getattr(VariableGeneralizedAlpha, m) for m in (
             "_step_impl", "_restart_impl", "_start_grid", "_attempt", "_solve",
             "_solve_second", "_predict", "_finish", "_matrix", "_error", "_tol",
@@ -589,15 +600,19 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
         return "genalpha" if same else None
 
     def loop_start(self) -> dict:
-        """Where ``run_genalpha_var`` starts: the layout, the accelerations ``acc``
+        """Where ``run_genalpha_var`` starts: the layout (``positions``,
+        ``multipliers``, the velocity rows' ``mass``), the accelerations ``acc``
         and ``a``, ``f``, the next step ``h_abs``, the last accepted step ``hprev``
         (None after a start), the calibrated ``rtol``/``atol``, Newton's residual
-        tolerance and ``max_step``; ``compiled`` False when the compiled loop does not
-        apply (the first-order form, a mass matrix)."""
+        tolerances and ``max_step``; ``compiled`` False when the compiled loop does not
+        apply (the first-order form)."""
         second = self._second
-        unit = second and self._k == 0 and bool(np.all(self._mv == 1.0))
-        return {"compiled": bool(unit), "variable": True,
-                "positions": self._p if second else 0, "acc": self._acc, "a": self._a,
+        return {"compiled": bool(second), "variable": True,
+                "positions": self._p if second else 0,
+                "multipliers": self._k if second else 0,
+                "mass": self._mv if second else None,
+                "newton_atol": self._residual_tolerances()[1],
+                "acc": self._acc, "a": self._a,
                 "f": self._f, "h_abs": float(self._h_abs),
                 "hprev": None if self._hprev is None else float(self._hprev),
                 "params": self._params, "jac_age": int(self._jac_age),
@@ -619,16 +634,6 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
     #: 5 tol^(2/3) (measured on the oscillator and the pendulum, tol = 1e-3 to 1e-9);
     #: the controller works with (tol/5)^(3/2), which keeps it near tol
     CALIBRATION = (5.0 ** -1.5, 1.5)
-
-    def _restart_impl(self) -> None:
-        if self.opts["multipliers"]:
-            raise IntegratorOptionError(
-                self._label, "multipliers", "the variable step is not available for the "
-                "index-3 form: the velocities of an index-3 method carry the Newton "
-                "tolerance divided by h, which the positions' error estimate then sees "
-                "(the step collapses at tight tolerances); use genalpha or hht (fixed "
-                "step) with this DAE, or genalpha_var with formulation di or cs")
-        super()._restart_impl()
 
     def _start_grid(self) -> None:
         o = self.opts
@@ -666,7 +671,8 @@ class VariableGeneralizedAlpha(GeneralizedAlpha):
             p = self._p
             qp = y[:p] + h * y[p:2 * p] + (0.5 * h * h) * self._acc
             cc = 1.0 / 6.0 - b + 0.5 * (g - 0.5)
-            # (no multipliers here: the variable step refuses the index-3 form)
+            # the positions only: with multipliers (the index-3 form) their rows are
+            # algebraic and stay out of the norm (Hairer & Wanner (1996), §VII.3)
             est = (cc / (1.0 / 6.0 - cc)) * (y_new[:p] - qp)
             tol = self._tol(y[:p], y_new[:p])
             tol = tol if np.ndim(tol) == 0 else tol[:p]
