@@ -18,3 +18,35 @@ def assert_compiled_run_matches_python(a, b) -> None:
     for ch in ("q", "qd", "qdd", "lam", "energy"):
         np.testing.assert_allclose(a[ch], b[ch], rtol=0,
                                    atol=1e-10 * (1.0 + np.max(np.abs(b[ch]))), err_msg=ch)
+
+
+def spy_loop(monkeypatch, *names: str) -> list:
+    """Wrap the compiled loops ``mbcore._ext._steploop.<name>`` so that every call's
+    return code and time are appended to the returned list (``(code, t)``)."""
+    from mbcore._ext import _steploop as ms
+    calls: list = []
+    for name in names:
+        def wrapped(*args, _f=getattr(ms, name), **kw):
+            res = _f(*args, **kw)
+            calls.append((res[0], res[1]))
+            return res
+        monkeypatch.setattr(ms, name, wrapped)
+    return calls
+
+
+def assert_checkpointed_run_equals_python(model, settings: dict, out, loop: str) -> None:
+    """A run writing checkpoints (every 0.05 s of model time) into ``out`` names the
+    compiled ``loop`` in its checkpoint and records the Python driver's q, qd, qdd
+    and evaluation count bit for bit."""
+    import mbcore
+    from mbcore.analysis.checkpoint import read_checkpoint
+    from mbcore.analysis.runner import run
+    from mbcore.results.result import Result
+    run(model, settings=settings, output=out, checkpoint_every=0.05, checkpoint_seconds=1e9)
+    ref = mbcore.run(model, settings={**settings, "loop": "python"})
+    assert read_checkpoint(out).step["loop"] == loop
+    with Result(out) as r:
+        for ch in ("q", "qd", "qdd"):
+            np.testing.assert_array_equal(np.asarray(r[ch]), np.asarray(ref[ch]),
+                                          err_msg=f"{loop} {ch}")
+        assert r.stats["integrator_nfev"] == ref.stats["integrator_nfev"]

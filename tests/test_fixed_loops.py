@@ -18,6 +18,7 @@ import pytest
 import mbcore
 from mbcore import Model
 from mbcore.system import compiled_available
+from loop_checks import assert_checkpointed_run_equals_python, spy_loop  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
@@ -173,15 +174,8 @@ def test_a_failing_evaluation_hands_over_to_the_python_driver(examples, monkeypa
     """sqrt(0.3 - t) fails after t = 0.3: the compiled loop stops at the last accepted
     step (code 2) and the Python driver raises the named error in the next step,
     as the Python loop does."""
-    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
-    codes = []
-
-    def wrapped(*args, _f=ms.run_fixedgrid, **kw):
-        res = _f(*args, **kw)
-        codes.append((res[0], res[1]))
-        return res
-    monkeypatch.setattr(ms, "run_fixedgrid", wrapped)
+    codes = spy_loop(monkeypatch, "run_fixedgrid")
     m = Model.from_file(examples / "fourbar_dap.yaml")
     m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
     st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": name,
@@ -250,22 +244,12 @@ def test_checkpointed_fixed_grid_run_with_a_stateful_formulation(tmp_path, examp
 def test_checkpointed_fixed_grid_run_equals_the_python_driver(examples, tmp_path):
     """The compiled loop writing checkpoints takes the Python driver's steps: the file
     equals the Python loop's run (states bitwise)."""
-    from mbcore.analysis.checkpoint import read_checkpoint
-    from mbcore.analysis.runner import run
-    from mbcore.results.result import Result
     m = Model.from_file(examples / "fourbar_dap.yaml")
     for name, opts in (("ab", {}), ("verlet", {"form": "dkd"}), ("am", {"order": 3})):
         st = {"analysis": "dynamic", "integrator": name, "step": 0.0051, "t_end": 0.24,
               "output_step": 0.002, "integrator_options": opts}
-        out = tmp_path / f"ck-{name}.h5"
-        run(m, settings=st, output=out, checkpoint_every=0.05, checkpoint_seconds=1e9)
-        ref = mbcore.run(m, settings={**st, "loop": "python"})
-        assert read_checkpoint(out).step["loop"] == "fixedgrid"
-        with Result(out) as r:
-            for ch in ("q", "qd", "qdd"):
-                np.testing.assert_array_equal(np.asarray(r[ch]), np.asarray(ref[ch]),
-                                              err_msg=f"{name} {ch}")
-            assert r.stats["integrator_nfev"] == ref.stats["integrator_nfev"]
+        assert_checkpointed_run_equals_python(m, st, tmp_path / f"ck-{name}.h5",
+                                              "fixedgrid")
 
 
 def _rezero_work(every, log):
@@ -469,15 +453,8 @@ def test_adams_moulton_newton_failure_hands_over_to_the_python_driver(examples,
     """A step far too large (0.05 s on the four-bar): the Newton iteration fails with a
     fresh Jacobian, the compiled loop stops at the last accepted step (code 2) and
     the Python driver raises the NewtonFailure the Python loop raises."""
-    from mbcore._ext import _steploop as ms
     from mbcore.integrate.base import NewtonFailure
-    codes = []
-
-    def wrapped(*args, _f=ms.run_fixedgrid, **kw):
-        res = _f(*args, **kw)
-        codes.append((res[0], res[1]))
-        return res
-    monkeypatch.setattr(ms, "run_fixedgrid", wrapped)
+    codes = spy_loop(monkeypatch, "run_fixedgrid")
     m = Model.from_file(examples / "fourbar_dap.yaml")
     st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": "am",
           "step": 0.05, "integrator_options": {"order": 2}}

@@ -16,6 +16,7 @@ from mbcore.errors import ModelError
 from mbcore.integrate import integrate
 from mbcore.integrate.errors import IntegratorOptionError
 from mbplugins.integrators.genalpha import alpha_parameters
+from loop_checks import spy_loop  # noqa: E402
 
 G = 9.81
 
@@ -426,15 +427,8 @@ def test_variable_step_compiled_loop_stop_condition_and_failing_evaluation(monke
     stop times within 1e-9 of the Python loop's, observed 1.4e-12, 700x).  A torque sqrt(0.3 - t) that cannot be evaluated
     after t = 0.3: ``run_genalpha_var`` returns code 2 at the last accepted step
     before 0.3 and the Python driver raises the named error from there."""
-    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
-    codes = []
-
-    def wrapped(*args, _f=ms.run_genalpha_var, **kw):
-        res = _f(*args, **kw)
-        codes.append((res[0], res[1]))
-        return res
-    monkeypatch.setattr(ms, "run_genalpha_var", wrapped)
+    codes = spy_loop(monkeypatch, "run_genalpha_var")
     m = mbcore.Model.from_file(EXAMPLES / "fourbar_dap.yaml")
     name = m.bodies[0].name
     st = {"analysis": "dynamic", "formulation": "di", "t_end": 3.0, "output_step": 0.05,

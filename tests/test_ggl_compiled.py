@@ -17,6 +17,7 @@ from mbcore.plugins import registry
 from mbcore.system import compiled_available
 
 from dae_checks import assert_jacobian_and_run_match_numpy  # noqa: E402
+from loop_checks import spy_loop  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
@@ -225,15 +226,8 @@ def torque_failure_hands_over(examples, monkeypatch, formulation):
     (code 2), which raises the named error at the time the Python loop does.
     Returns the recorded (code, t) of every compiled segment (still recording) and
     the settings."""
-    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
-    codes = []
-
-    def wrapped(*args, _f=ms.run_bdf, **kw):
-        res = _f(*args, **kw)
-        codes.append((res[0], res[1]))
-        return res
-    monkeypatch.setattr(ms, "run_bdf", wrapped)
+    codes = spy_loop(monkeypatch, "run_bdf")
     st = {"formulation": formulation, "integrator": "bdf", "t_end": 1.0,
           "output_step": 0.05, "rtol": 1e-7, "atol": 1e-9}
     m = Model.from_file(examples / "fourbar_dap.yaml")

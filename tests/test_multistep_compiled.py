@@ -13,6 +13,7 @@ import pytest
 import mbcore
 from mbcore import Model
 from mbcore.system import compiled_available
+from loop_checks import spy_loop  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
@@ -143,15 +144,8 @@ def test_multistep_loop_hands_a_failing_run_to_the_python_driver(examples, monke
     stops at the failing evaluation (code 2, the last accepted step before 0.3) and
     the Python driver continues from there and raises the named error, as the
     Python loop does."""
-    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
-    codes = []
-    for name in ("run_abm", "run_bdf"):
-        def wrapped(*args, _f=getattr(ms, name), **kw):
-            res = _f(*args, **kw)
-            codes.append((res[0], res[1]))
-            return res
-        monkeypatch.setattr(ms, name, wrapped)
+    codes = spy_loop(monkeypatch, "run_abm", "run_bdf")
     m = Model.from_file(examples / "fourbar_dap.yaml")
     m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
     for integrator in ("abm", "bdf"):
@@ -311,16 +305,9 @@ def test_theta_loop_hands_a_failing_run_to_the_python_driver(examples, monkeypat
     a fresh Jacobian (a step far too large) stop the compiled loop at the last
     accepted step (code 2); the Python driver redoes the step and raises the named
     error at the same time as the Python loop."""
-    from mbcore._ext import _steploop as ms
     from mbcore.elements.functions import FunctionDomainError
     from mbcore.integrate.base import NewtonFailure
-    codes = []
-
-    def wrapped(*args, _f=ms.run_theta, **kw):
-        res = _f(*args, **kw)
-        codes.append((res[0], res[1]))
-        return res
-    monkeypatch.setattr(ms, "run_theta", wrapped)
+    codes = spy_loop(monkeypatch, "run_theta")
     m = Model.from_file(examples / "fourbar_dap.yaml")
     for integrator in ("implicit_euler", "trapezoid"):
         st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": integrator,

@@ -27,6 +27,7 @@ import mbcore
 from mbcore import Model
 from mbcore.system import compiled_available
 from test_fixed_loops import _assert_identical, _pair, _rezero_work
+from loop_checks import assert_checkpointed_run_equals_python, spy_loop  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
@@ -41,15 +42,7 @@ def _bc_top():
 
 def _spy(monkeypatch):
     """Record the return codes and times of ``run_lie``."""
-    from mbcore._ext import _steploop as ms
-    calls = []
-
-    def wrapped(*args, _f=ms.run_lie, **kw):
-        res = _f(*args, **kw)
-        calls.append((res[0], res[1]))
-        return res
-    monkeypatch.setattr(ms, "run_lie", wrapped)
-    return calls
+    return spy_loop(monkeypatch, "run_lie")
 
 
 CASES = {
@@ -166,21 +159,10 @@ def test_checkpointed_run_stays_compiled_and_resumes_bit_identically(tmp_path):
 
 def test_checkpointed_run_equals_the_python_driver(tmp_path):
     """The compiled loop writing checkpoints takes the Python driver's steps."""
-    from mbcore.analysis.checkpoint import read_checkpoint
-    from mbcore.analysis.runner import run
-    from mbcore.results.result import Result
     m = Model.from_file(EX / "spatial_slider_crank_dynamic.yaml")
     st = {"analysis": "dynamic", "formulation": "di_omega", "integrator": "rkmk4",
           "step": 0.0051, "t_end": 0.24, "output_step": 0.002}
-    out = tmp_path / "ck.h5"
-    run(m, settings=st, output=out, checkpoint_every=0.05, checkpoint_seconds=1e9)
-    ref = mbcore.run(m, settings={**st, "loop": "python"})
-    assert read_checkpoint(out).step["loop"] == "lie"
-    with Result(out) as r:
-        for ch in ("q", "qd", "qdd"):
-            np.testing.assert_array_equal(np.asarray(r[ch]), np.asarray(ref[ch]),
-                                          err_msg=ch)
-        assert r.stats["integrator_nfev"] == ref.stats["integrator_nfev"]
+    assert_checkpointed_run_equals_python(m, st, tmp_path / "ck.h5", "lie")
 
 
 def test_a_failing_evaluation_hands_over_to_the_python_driver(monkeypatch):
