@@ -301,7 +301,7 @@ def test_a_change_of_coordinates_restarts_the_method_as_the_python_driver(exampl
     ref = integrate(icls, fun, (0.0, 0.3), y0, t_out=t_out,
                     on_commit=_rezero_work(0.05, log_ref), **opts)
 
-    def fallback(t, y, o):
+    def fallback(t, y, o, why=None):
         raise AssertionError(f"handed to the Python driver at t = {t}")
 
     res = run_compiled(kind, icls, form, 0.0, 0.3, y0, t_out, dict(opts),

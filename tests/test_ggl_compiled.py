@@ -447,7 +447,7 @@ def test_run_bdf_newton_system_hook(examples):
     from mbcore.integrate.base import Statistics
     handed = []
 
-    def fallback(t, y, outs):
+    def fallback(t, y, outs, why=None):
         handed.append(t)
         return LoopResult(0, Statistics(), t, y)
     run_multistep("bdf", BDF, form, 0.0, 0.5, y0, t_out, {**opts, "newton_system": Failing(N)},

@@ -88,7 +88,7 @@ def test_compiled_loop_restarts_as_the_python_driver(name, method, opts):
                     on_commit=_rezero_work(0.05, log_ref), **opts)
     outs = []
 
-    def fallback(t, y, o):
+    def fallback(t, y, o, why=None):
         raise AssertionError(f"handed to the Python driver at t = {t}")
 
     res = run_compiled(kind, icls, form, 0.0, 0.5, y0, t_out, dict(opts),

@@ -92,6 +92,7 @@ def test_stiff_outputs_share_the_radial_coefficients_bit_for_bit():
     from mbplugins.formulations.stiff import _lam_projected
     from mbplugins.formulations.dae_common import radial_coefficients
     form = registry().get("formulation", "stiff")(_governor().compile())
+    form.outputs_backend = "python"       # the NumPy reference of the outputs
     res = mbcore.run(_governor(), analysis="dynamic",
                      settings={**GOVERNOR, "t_end": 0.02, "integrator": "genalpha",
                                "step": 1e-3, "record": "q, qd"})
@@ -205,3 +206,45 @@ def test_a_failing_run_keeps_its_rows_up_to_the_failure(examples, tmp_path, path
             else:           # (observed <= 4.3e-17 of max(1, the largest value))
                 assert np.allclose(got, ref, rtol=0, atol=1e-12 * max(
                     1.0, np.max(np.abs(ref), initial=0.0))), c
+
+
+@pytest.mark.parametrize("extra", [
+    {"integrator": "genalpha", "step": 1e-3, "integrator_options": {"rho_inf": 0.8}},
+    {"integrator": "bdf"},
+    {"integrator": "bdf", "formulation": "ggl"},
+], ids=["stiff-genalpha", "stiff-bdf", "ggl-bdf"])
+@pytest.mark.parametrize("record", [["q"], ["q", "qd", "energy", "forces", "joints",
+                                            "integrator"], ["q", "qdd"]],
+                         ids=["q", "kinematic", "with-qdd"])
+def test_rows_without_qdd_or_lam_skip_the_solve(monkeypatch, extra, record):
+    """Rows whose channels read neither qdd, lam nor Phi_q take q and qd from the
+    formulation's ``output_positions`` (no solve for the accelerations and
+    multipliers): the reference's rows bit for bit (energy within the module's bound),
+    and ``outputs`` is not called for them; a recorded ``qdd`` keeps ``outputs``."""
+    from mbplugins.analyses.dynamic import _RowBlock
+    from mbplugins.formulations.ggl import GGL
+    from mbplugins.formulations.stiff import Stiff
+    seen, init = [], _RowBlock.__init__
+
+    def spy_init(self, run, dae=False):
+        init(self, run, dae)
+        seen.append(self.positions_only)
+    monkeypatch.setattr(_RowBlock, "__init__", spy_init)
+    calls = {"outputs": 0}
+    for cls in (Stiff, GGL):
+        def counted(self, t, y, _f=cls.outputs):
+            calls["outputs"] += 1
+            return _f(self, t, y)
+        monkeypatch.setattr(cls, "outputs", counted)
+    st = {**GOVERNOR, **extra, "record": record}
+    new = mbcore.run(_governor(), analysis="dynamic", settings={**st, "output_rows": "block"})
+    in_block = calls["outputs"]
+    old = mbcore.run(_governor(), analysis="dynamic",
+                     settings={**st, "output_rows": "reference"})
+    assert new.stats["loop"] == old.stats["loop"] == "compiled"
+    skip = "qdd" not in record
+    assert seen == [skip]
+    assert (in_block == 0) if skip else (in_block >= len(new) == 51)
+    assert calls["outputs"] - in_block >= len(old) == 51     # the reference's rows
+    assert new.channels == old.channels
+    _assert_rows_equal(new, old)

@@ -119,7 +119,7 @@ def test_the_loop_reads_the_layout_and_restarts_as_the_python_driver(frame):
         assert form.compiled.eval(t, y, buf) == 0
         return buf
 
-    def no_handover(t, y, o):
+    def no_handover(t, y, o, why=None):
         raise AssertionError(f"handed to the Python driver at t = {t}")
 
     ref = integrate(icls, fun, (0.0, 0.2), y0, t_out=t_out,

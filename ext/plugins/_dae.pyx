@@ -317,6 +317,19 @@ cdef class CompiledGGL(CompiledODE):
                     Pv[i, idx[k]] += self.rad[b * mf + self.rows[i]] * q[idx[k]]
         return P
 
+    def radial_last(self):
+        """(nsp, m) the coefficients ``a_b`` of the true gradient on the used rows, as
+        the last evaluation left them (the stiff form's ``eval``, ``true_rows``): the
+        stiff form's output multipliers without evaluating them again (NumPy
+        reference ``mbplugins.formulations.dae_common.radial_coefficients``)."""
+        cdef Py_ssize_t m = self.m, mf = self.m_full, b, i
+        out = np.empty((self.nsp, m))
+        cdef double[:, ::1] o = out
+        for b in range(self.nsp):
+            for i in range(m):
+                o[b, i] = self.rad[b * mf + self.rows[i]]
+        return out
+
     def constraint_differences(self, double t, const double[::1] q not None,
                                const double[::1] v, const double[:, ::1] L not None,
                                double[:, :, ::1] H not None, double[:, ::1] W,

@@ -91,8 +91,10 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     """Integrate the dynamic analysis' ``y = [q; qd; W]`` with the compiled loop.
 
     ``stats`` (5 floats) receives step size, order, steps, rejected, evaluations
-    before each output (counted from this call); ``python_fallback(t, y, outs)``
-    continues on the Python driver and returns its result.  ``stops``: rows
+    before each output (counted from this call); ``python_fallback(t, y, outs,
+    why=...)`` continues on the Python driver and returns its result (``why``:
+    ``"start"``, the compiled loop cannot start; ``"evaluation_failed"``;
+    ``"stop_condition"``, a stop condition is met in the next step).  ``stops``: rows
     ``(j, value, sign)`` of terminal conditions ``sign (y_j - value)`` falling
     through 0, checked at every step end; the step in which one is met is handed to
     the Python driver (from its start), which locates the crossing with its event
@@ -138,7 +140,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     try:
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, **options)
     except LoopFallback:
-        return python_fallback(t0, y0, t_out)
+        return python_fallback(t0, y0, t_out, why="start")
     if start and start.get("rhs_state") is not None:
         crhs.load_state(start["rhs_state"])   # its warm start at the stored step
     st = Statistics()
@@ -152,7 +154,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         twin = instance_twin(integ, None if getattr(icls, "TABLEAU_PER_RUN", False)
                              else compiled_twin(icls, kind))
         if twin is None:                   # not an explicit tableau: the Python driver
-            return python_fallback(t0, y0, t_out)
+            return python_fallback(t0, y0, t_out, why="start")
     else:
         twin = compiled_twin(icls, kind)   # the class's tableau and controller
     if kind == "embedded":
@@ -202,7 +204,7 @@ def run_compiled(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         raise step_too_small(float(stats[0]), t, remaining=kind == "fixed")
     # EVALUATION_FAILED, or STOP_CONDITION (met in the next step):
     # the Python driver takes over from the last accepted step
-    res = python_fallback(t, y, t_out[i_out:])
+    res = python_fallback(t, y, t_out[i_out:], why=code.name.lower())
     rest = res.stats
     for k in ("nsteps", "nrejected", "nerror_test_failures", "nfev"):
         setattr(rest, k, getattr(rest, k) + getattr(st, k))

@@ -203,7 +203,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
         return buf
 
     if jac is not None and kind not in ("bdf", "genalpha", "sdirk", "radau"):
-        return python_fallback(t0, y0, t_out)
+        return python_fallback(t0, y0, t_out, why="start")
     start_jac = jac
     if kind == "radau" and jac is None and getattr(crhs, "analytic_jac", False):
         def start_jac(t, y):            # radau's start-up Jacobian: the Python driver's
@@ -214,9 +214,9 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     try:
         integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=start_jac, **options)
     except LoopFallback:
-        return python_fallback(t0, y0, t_out)
+        return python_fallback(t0, y0, t_out, why="start")
     if not _ode_form(kind, integ, integ.loop_start()):
-        return python_fallback(t0, y0, t_out)
+        return python_fallback(t0, y0, t_out, why="start")
     if rhs_state is not None:
         crhs.load_state(rhs_state)      # its warm start at the stored step
     extra = {}
@@ -378,7 +378,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     # STOP_CONDITION (met in the next step): the Python driver
     # takes over from the last accepted step (its multistep history starts again at
     # order 1) and raises the named error, or locates the stop
-    res = python_fallback(t, y, t_out[i_out:])
+    res = python_fallback(t, y, t_out[i_out:], why=code.name.lower())
     rest = res.stats
     for k in ("nsteps", "nrejected", "nfev") + _COUNTED:
         setattr(rest, k, getattr(rest, k) + getattr(st, k))

@@ -206,6 +206,14 @@ class Formulation:
         qdd, lam = self.solver.solve(q, qd, t, self.gamma_extra(q, qd, t))
         return q, qd, qdd, lam
 
+    def output_positions(self, t: float, y: np.ndarray):
+        """(q, qd) at an output, the values :meth:`outputs` gives, without its
+        accelerations and multipliers: for rows whose channels need neither.  A
+        formulation whose ``outputs`` solve for more than they return may give
+        them more cheaply (``stiff``, ``ggl``)."""
+        q, qd = self.outputs(t, y)[:2]
+        return q, qd
+
     def after_step(self, t: float, y: np.ndarray) -> bool:
         return False
 

@@ -752,6 +752,10 @@ class _RowBlock:
         self.wcol = run.form.size
         self.QQ = np.zeros((cap, n)) if dae else None
         self.QQD = np.zeros((cap, n)) if dae else None
+        #: (dae) no recorded channel reads qdd, lam or Phi_q: the formulation's
+        #: ``output_positions`` (q, qd alone) instead of its ``outputs``
+        self.positions_only = dae and not (self.dynamic or self.want_jd or self.want_pn
+                                           or self.row_local)
         self.crhs = run.crhs if (run.crhs is not None
                                  and getattr(run.crhs, "cartesian", True)) else None
         self.FV2 = None if self.FV is None else self.FV.reshape(cap, -1)
@@ -898,12 +902,17 @@ class _RowBlock:
     def _evaluate_dae(self, i: int) -> None:
         """Row ``i`` of a DAE formulation (``dae``): q, qd, qdd, lam from the
         formulation's ``outputs`` of the stored y (:meth:`_Run._output_state`, as
-        :meth:`_Run.output`), then Phi_q's values, Phi, nu, the time functions and
+        :meth:`_Run.output`; with ``positions_only``, q and qd alone from its
+        ``output_positions``), then Phi_q's values, Phi, nu, the time functions and
         the per-type quantities of the types evaluated one row at a time."""
         run, sysm = self.run, self.run.sysm
         t = float(self.T[i])
-        qq, qqd, qdd, lam, _ = run._output_state(t, self.Y[i])
-        self.QQ[i], self.QQD[i], self.QDD[i], self.LAM[i] = qq, qqd, qdd, lam
+        if self.positions_only:
+            form = run.form
+            self.QQ[i], self.QQD[i] = form.output_positions(t, self.Y[i, :form.size])
+        else:
+            qq, qqd, qdd, lam, _ = run._output_state(t, self.Y[i])
+            self.QQ[i], self.QQD[i], self.QDD[i], self.LAM[i] = qq, qqd, qdd, lam
         if self.want_jd:                  # (_output_state evaluated Phi_q at (qq, t))
             self.JD[i] = sysm.jacobian_values
         if self.want_pn:
@@ -1704,12 +1713,18 @@ class _Run:
             if self.jrows is not None:
                 self.jrows.flush()
 
-    def _handover(self, t_a, y_a, outs):
-        # the compiled loop stopped at a failing evaluation: the Python driver
-        # continues; the integrator channel keeps counting from the compiled part
+    def _handover(self, t_a, y_a, outs, why=None):
+        # the compiled loop stopped (``why``: a failing evaluation, a start it cannot
+        # take, or a stop condition met in the next step, which the Python driver
+        # locates): the Python driver continues the segment; the integrator channel
+        # keeps counting from the compiled part.  But for a stop condition,
+        # stats.loop says that both ran (stats.loop_handover_t: the first time)
         if self.batch is not None:
             self.batch.flush()               # the rows so far, in order
         self.base[:] = self.base + self.cstat[2:]
+        if why != "stop_condition":
+            self.a.stats["loop"] = "compiled+python"
+            self.a.stats.setdefault("loop_handover_t", float(t_a))
         return self.python_segment(t_a, y_a, outs)
 
     def segment(self, t_a, y_a, outs):

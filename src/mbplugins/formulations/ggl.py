@@ -178,6 +178,11 @@ class GGL(Formulation):
         qdd, lam = self.solver.solve(q, v, t)
         return q, v, qdd, lam
 
+    def output_positions(self, t, y):
+        """(q, v) of :meth:`outputs`, without the solve for qdd and lam."""
+        n = self.n
+        return np.array(y[:n], dtype=float), np.array(y[n:2 * n], dtype=float)
+
 
 def jacobian_fd(self, t, y):
     """The former ``GGL.jacobian``: forward differences of the whole right-hand side

@@ -647,25 +647,68 @@ class Stiff(Formulation):
             q -= J.T @ np.linalg.solve(J @ J.T, phi)
         return q
 
+    #: the output rows' qdd and radial coefficients: ``"compiled"`` (one
+    #: ``CompiledStiff.eval``, where it applies) or ``"python"`` (:meth:`rhs` and
+    #: :func:`.dae_common.radial_coefficients`, the reference; the two agree to the
+    #: rounding of the force sums, see tests/test_stiff_outputs_compiled.py); an
+    #: instance may override it before the run
+    outputs_backend = "compiled"
+
+    def _outputs_compiled(self, t, yy):
+        """(qdd, radial coefficients or None) at the consistent state ``yy`` from the
+        compiled right-hand side (:attr:`outputs_backend`), or None: the NumPy path
+        (no compiled right-hand side, massless coordinates, a failing evaluation,
+        which the NumPy path then names)."""
+        c = self.compiled
+        if (self.outputs_backend != "compiled" or c is None or self.solver.augmented
+                or (self.spatial and not hasattr(c, "radial_last"))):
+            return None
+        buf = getattr(self, "_obuf", None)
+        if buf is None:
+            buf = self._obuf = np.zeros(self.size + 1)
+        ok = c.eval(t, np.ascontiguousarray(yy, dtype=float), buf) == 0
+        c.nfev -= 1                      # an output, not an integration cost
+        if not ok:
+            return None
+        n = self.n
+        if self.spatial:
+            return buf[n:2 * n].copy(), c.radial_last()
+        return self.solver.minv * buf[n:2 * n], None
+
+    def output_positions(self, t, y):
+        """(q, s) of :meth:`outputs` alone: the positions on Phi = 0
+        (:meth:`consistent_positions`) and the velocities, without the solve for
+        qdd and the projected multipliers (bit for bit those of :meth:`outputs`)."""
+        n = self.n
+        return (self.consistent_positions(y[:n], t),
+                np.array(y[n:2 * n], dtype=float))
+
     def outputs(self, t, y):
         """Positions on Phi = 0 (:meth:`consistent_positions`), the velocities s and
         the method's own multipliers lam (interpolated between steps, not recomputed);
         qdd = M^-1 (Q + Phi_q^T lam).  Spatial bodies: the coefficients of the true
         gradient (:func:`.dae_common.radial_coefficients`) evaluated once for the
         accelerations and the multipliers of the projected Jacobian (the same values
-        as two evaluations at the same (q, t), bit for bit)."""
+        as two evaluations at the same (q, t), bit for bit).  qdd and those
+        coefficients by the compiled right-hand side where it applies
+        (:attr:`outputs_backend`)."""
         n = self.n
         yy = np.array(y[:self.size], dtype=float)
         yy[:n] = self.consistent_positions(yy[:n], t)
         q, v, lam = yy[:n], yy[n:2 * n], yy[2 * n:]
-        radial = (_radial(self.system, q, t, self.system.jacobian_dense(q, t))
-                  if self.spatial else None)
-        if self.solver.augmented:        # massless coordinates: M^-1 does not exist
-            qdd = np.array(self.solver.solve(q, v, t)[0])
+        got = self._outputs_compiled(t, yy)
+        if got is not None:
+            qdd, radial = got
         else:
-            f = self.rhs(t, yy, radial=radial)
-            self.nfev -= 1               # an output, not an integration cost
-            qdd = f[n:2 * n].copy() if self.spatial else self.solver.minv * f[n:2 * n]
+            radial = (_radial(self.system, q, t, self.system.jacobian_dense(q, t))
+                      if self.spatial else None)
+            if self.solver.augmented:    # massless coordinates: M^-1 does not exist
+                qdd = np.array(self.solver.solve(q, v, t)[0])
+            else:
+                f = self.rhs(t, yy, radial=radial)
+                self.nfev -= 1           # an output, not an integration cost
+                qdd = (f[n:2 * n].copy() if self.spatial
+                       else self.solver.minv * f[n:2 * n])
         if self.spatial:
             lam = _lam_projected(self.system, q, t, lam, radial=radial)
         lam = full_multipliers(lam, self.system)
