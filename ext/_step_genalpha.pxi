@@ -411,16 +411,55 @@ cdef class GenAlphaVarStepper(GenAlphaStepper):
     layout, they stay out of the norm) against the calibrated tolerances
     ``e_atol + e_rtol |q|``, the next step ``h_abs``, the last accepted step
     ``hprev`` (``has_hprev`` False after a start or restart) by which ``a - q''`` is
-    rescaled, ``a0`` the algorithmic accelerations at the step's start."""
+    rescaled, ``a0`` the algorithmic accelerations at the step's start; with
+    multipliers the estimate projected onto the constraints' tangent space
+    (:meth:`project`: ``PA``, ``pipiv``, ``prhs``)."""
     cdef double h_abs, h_abs_new, hprev, max_step, e_rtol, e_atol
     cdef double h_abs_top, hprev_top
     cdef bint has_hprev, hprev_top_set
     cdef double* a0
     cdef double* est
+    cdef double* PA
+    cdef double* prhs
+    cdef int* pipiv
+
+    cdef void project(self) noexcept:
+        """VariableGeneralizedAlpha._project: ``est`` (p values) replaced by the
+        first p components of the solution of ``[[M_v, -J_vlam], [J_lamq, 0]] x =
+        [M_v est; 0]`` (column-major, dgetrf and dgetrs, counted as the Newton
+        matrix' LU and solve) with the step's Jacobian ``J``, unless a component is
+        not finite (a singular matrix: ``est`` kept)."""
+        cdef Py_ssize_t N = self.N, p = self.p, k = self.k, P = self.p + self.k, i, j
+        cdef int pp = <int>P, info = 0, one = 1
+        cdef char trans = b'N'
+        for j in range(p):
+            for i in range(p):
+                self.PA[j * P + i] = 0.0
+            self.PA[j * P + j] = self.mv[j]
+            for i in range(k):
+                self.PA[j * P + p + i] = self.J[j * N + 2 * p + i]
+        for j in range(k):
+            for i in range(p):
+                self.PA[(p + j) * P + i] = -self.J[(2 * p + j) * N + p + i]
+            for i in range(k):
+                self.PA[(p + j) * P + p + i] = 0.0
+        dgetrf(&pp, &pp, self.PA, &pp, self.pipiv, &info)
+        self.counters[C_LU] += 1.0
+        for i in range(p):
+            self.prhs[i] = self.mv[i] * self.est[i]
+        for i in range(k):
+            self.prhs[p + i] = 0.0
+        dgetrs(&trans, &pp, &one, self.PA, &pp, self.pipiv, self.prhs, &pp, &info)
+        self.counters[C_SOLVE] += 1.0
+        for i in range(p):
+            if not isfinite(self.prhs[i]):
+                return
+        memcpy(self.est, self.prhs, p * sizeof(double))
 
     cdef double error(self, double h) noexcept:
         """VariableGeneralizedAlpha._error (second-order form): the rms norm of
-        ``cc/(1/6 - cc) (q_n+1 - (q_n + h v_n + h^2/2 q''_n))`` over the tolerances."""
+        ``cc/(1/6 - cc) (q_n+1 - (q_n + h v_n + h^2/2 q''_n))`` (with multipliers
+        projected, :meth:`project`) over the tolerances."""
         cdef Py_ssize_t p = self.p, i
         cdef int n = <int>p
         cdef double cc = 1.0 / 6.0 - self.b + 0.5 * (self.g - 0.5)
@@ -430,10 +469,13 @@ cdef class GenAlphaVarStepper(GenAlphaStepper):
         cdef double* ynew = self.ynew
         for i in range(p):
             qp = y[i] + h * y[p + i] + (0.5 * h * h) * self.acc[i]
+            self.est[i] = ratio * (ynew[i] - qp)
+        if self.k:
+            self.project()
+        for i in range(p):
             ya = fabs(y[i])
             yb = fabs(ynew[i])
-            self.est[i] = (ratio * (ynew[i] - qp)) / (self.e_atol + self.e_rtol
-                                                      * (ya if ya >= yb else yb))
+            self.est[i] = self.est[i] / (self.e_atol + self.e_rtol * (ya if ya >= yb else yb))
         return sqrt(ddot(&n, self.est, &ONE, self.est, &ONE) / p)
 
     cdef int attempt_flushed(self) except -1:
@@ -781,6 +823,13 @@ def run_genalpha_var(CompiledODE f not None, double t0, double t1,
     st.e_atol = atol
     st.a0 = st.buf(positions)
     st.est = st.buf(positions)
+    st.PA = st.buf((positions + multipliers) * (positions + multipliers)
+                   if multipliers else 1)
+    st.prhs = st.buf(positions + multipliers if multipliers else 1)
+    pipiv = np.zeros(positions + multipliers if multipliers else 1, dtype=np.intc)
+    st.keep.append(pipiv)
+    cdef int[::1] pipivv = pipiv
+    st.pipiv = &pipivv[0]
     _commit_args("run_genalpha_var", on_commit, restart)
     st.restart_cb = restart
     st.gate = bool(f.post_step) and restart is not None
