@@ -46,7 +46,7 @@ from ..errors import AnalysisError, MbcoreError, ModelError
 from ..solve.formulation import RestartRequest
 from ..integrate.base import StepBudgetError
 from ..integrate.loop_result import LoopFallback
-from ..integrate.simulation_loop import CompiledRK, PythonStepper
+from ..integrate.simulation_loop import CompiledLoop, CompiledRK, PythonStepper
 
 __all__ = ["Simulation", "SimulationState", "SimulationError"]
 
@@ -189,30 +189,42 @@ class Simulation:
             self._record_row()
 
     # -- set-up ----------------------------------------------------------------------
-    def _make_stepper(self, t: float, y: np.ndarray):
+    def _make_stepper(self, t: float, y: np.ndarray, python: bool = False):
+        """The integrator (:mod:`mbcore.integrate.simulation_loop`): the run's compiled
+        loop where it has one (``loop: auto``), else (or ``python``) the Python
+        driver's integrator object."""
         run, a = self._run, self.analysis
         form = run.form
         from ..integrate.fastloop import compiled_loop_for
         post = run.post_step if run.projects else None
         jac = run.dae_jacobian if hasattr(form, "jacobian") else None
         kind = None
-        if self.settings.get("loop", "auto") == "auto" and run.crhs is not None:
+        if (not python and self.settings.get("loop", "auto") == "auto"
+                and run.crhs is not None):
             kind = compiled_loop_for(a.icls, form, post_step=post, jac=jac)
         horizon = float(self.settings["t_end"])
         if horizon <= t:
             horizon = math.inf
+        commit = (None if getattr(form, "step_end_in_compiled_loop", False)
+                  else self._commit_hook())
+        self.loop_kind = "python"
+        if kind is not None and kind not in ("fixed", "embedded") and post is None:
+            # the compiled multistep / implicit loops (as the run's), kept running
+            self.loop = self.loop_kind = "compiled"
+            self.loop_kind = kind
+            return CompiledLoop(kind, a.icls, form, t, y, horizon, a.integrator_options,
+                                jac=jac, max_steps=a.settings["max_steps"],
+                                on_commit=commit)
         if kind in ("fixed", "embedded") and post is None:
             # a failing first evaluation (LoopFallback): the Python path names the error
             # (or continues)
             with contextlib.suppress(LoopFallback):
-                self.loop = "compiled"
+                self.loop, self.loop_kind = "compiled", "rk"
                 # (a formulation whose step-end work the compiled loop does in C,
                 # di's drift gate, needs no call-back there)
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
                                   max_steps=a.settings["max_steps"],
-                                  on_commit=None if getattr(
-                                      form, "step_end_in_compiled_loop", False)
-                                  else self._commit_hook())
+                                  on_commit=commit)
         if (jac is None and getattr(run.crhs, "analytic_jac", False)
                 and getattr(a.icls, "implicit", False)):
             jac = run.rhs_jacobian
@@ -220,6 +232,15 @@ class Simulation:
         return PythonStepper(a.icls, run.rhs, t, y, horizon, a.integrator_options,
                              jac=jac, post_step=post, max_steps=a.settings["max_steps"],
                              on_commit=self._commit_hook())
+
+    def _to_python(self) -> bool:
+        """After a compiled loop that could not start (its first call failed before a
+        step, :attr:`CompiledLoop.unsupported`): the Python driver from here on, as a
+        run hands over; True if so."""
+        if not getattr(self._stepper, "unsupported", False):
+            return False
+        self._stepper = self._make_stepper(self.t, self._y, python=True)
+        return True
 
     def _commit_hook(self):
         """The run's step-end hook (``on_commit``; cp's new partitions at step ends),
@@ -568,6 +589,8 @@ class Simulation:
                 except StepBudgetError as exc:   # it stays where the budget ran out
                     self._stop_at(*exc.state)
                     raise
+                if isinstance(out, tuple) and self._to_python():
+                    out = self._stepper.advance(target)   # the loop could not start
                 if isinstance(out, tuple):       # the compiled loop met a failing evaluation
                     self._acc = out               # (the last accepted step)
                     out = self._python_to(*out, target)
@@ -584,7 +607,7 @@ class Simulation:
     def _stop_at(self, t: float, y: np.ndarray) -> None:
         """After a StepBudgetError: the simulation is at the last accepted step (t, y);
         the compiled loop restarts there (a Python integrator object is there)."""
-        if isinstance(self._stepper, CompiledRK):
+        if isinstance(self._stepper, (CompiledRK, CompiledLoop)):
             self._stepper.restart(t, y, np.array(self._run.rhs(t, y)))
             self.restarts += 1
         self._y, self.t = np.array(y, dtype=float), float(t)
@@ -602,9 +625,12 @@ class Simulation:
             def go():
                 st = self._stepper
                 if st.ts > self.t:
-                    return st.ts, np.array(st.ys if isinstance(st, CompiledRK)
+                    return st.ts, np.array(st.ys if isinstance(st, (CompiledRK,
+                                                                    CompiledLoop))
                                            else st.integ.y)
                 t, y, ok = st.step_end()
+                if not ok and self._to_python():   # the compiled loop cannot start
+                    t, y, ok = self._stepper.step_end()
                 if not ok:                   # the compiled loop met a failing evaluation
                     self._acc = (t, y)
                     t = np.nextafter(t, math.inf)

@@ -13,6 +13,21 @@ reproduce one :func:`mbcore.run` with the call ends as output times.
   back the whole last step, so a later target inside that step redoes it from its
   start (same step size and grid point: bit-identical dense output; counted as
   *replay* evaluations, not integration work).  Bit-identical to the run.
+* :class:`CompiledLoop`: the compiled multistep and implicit loops of
+  :mod:`mbcore.integrate.multistep_loop` (every loop kind of ``STEPLOOP_KINDS``:
+  abm, bdf, the θ-methods, generalized-α/HHT fixed and variable step, the fixed-grid
+  methods, rkmk4, sdirk, radau; also the DAE forms with the analysis' Jacobian
+  call-back), kept running across calls: one ``run_multistep`` call on a worker
+  thread whose output call-back hands each target's dense output to the caller and
+  waits for the next target (written into the loop's output times before the
+  call-back returns, so the loop reads it as if it had been given from the start).
+  The loop never stops between calls, so N calls are one run: the same steps,
+  orders, Jacobians and dense outputs bit for bit.  Only one of the two threads
+  runs at a time (a strict hand-over); the thread is the loop's C stack kept alive,
+  not parallel work.  When its output times run out (:attr:`CompiledLoop.CAPACITY`
+  calls) the loop stops and a new one resumes exactly from the start of the step
+  that held the last output (the checkpoint history of the multistep loops, as a
+  resumed run).
 * :class:`PythonStepper`: every other integrator (multistep, implicit, third
   party) and formulation without a compiled right-hand side: one integrator object
   kept across calls (``step()``, its dense output, history and step size), the
@@ -27,13 +42,16 @@ fixed steps start a new grid at t, multistep methods start at order 1.
 from __future__ import annotations
 
 import math
+import queue
+import threading
+import weakref
 
 import numpy as np
 
 from .base import step_budget_error
-from .loop_result import LoopFallback, LoopStatus, step_too_small
+from .loop_result import LoopFallback, LoopResult, LoopStatus, step_too_small
 
-__all__ = ["CompiledRK", "PythonStepper"]
+__all__ = ["CompiledRK", "CompiledLoop", "PythonStepper"]
 
 
 class CompiledRK:
@@ -202,6 +220,216 @@ class CompiledRK:
 
     def statistics(self) -> tuple[float, float, float, float, float]:
         c = self.counts
+        return self.step_size, self.order, c[0], c[1], c[2]
+
+
+def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue") -> None:
+    """The thread of a :class:`CompiledLoop`: runs loop calls one after the other
+    (``jobs``: a callable, or None to end), each reporting through ``out``."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        try:
+            out.put(("end", job()))
+        except BaseException as exc:      # handed to the caller's thread, raised there
+            out.put(("error", exc))
+
+
+class CompiledLoop:
+    """A compiled multistep / implicit loop kept running across calls (module
+    docstring).  ``advance(target)`` returns y at ``target`` (the loop's dense
+    output, or its step end), or ``(t, y)``: the last accepted state before an
+    evaluation failed (the caller continues on the Python driver and restarts this
+    loop with :meth:`restart`).  :attr:`unsupported` after the first call: the loop
+    could not start (options it does not implement, or the first evaluation failed:
+    the caller takes the Python driver for good, as a run does)."""
+
+    #: output times one loop call holds; then an exact resume (a new call)
+    CAPACITY = 1 << 16
+
+    def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
+                 options: dict, jac=None, max_steps: int = 0, on_commit=None):
+        self.kind, self.icls, self.form = kind, icls, form
+        self.options, self.jac = options, jac
+        self.max_steps = int(max_steps or 0)     # the step budget per call
+        self.on_commit = on_commit
+        self.horizon = float(horizon)
+        self.N = N = np.asarray(y0).size
+        self.ts, self.ys = float(t0), np.array(y0, dtype=float)   # the last step end
+        self.unsupported = False
+        self.base = np.zeros(3)          # steps, rejected, evaluations of ended calls
+        self.stats = np.zeros(5)         # the live call's (run_multistep's stats)
+        self.step_size, self.order = 0.0, 0.0
+        self.calls = 0                   # loop calls started (restarts, resumes)
+        self.ystep = np.full(N + 2, np.nan)
+        self.hist: dict = {}             # the state at the start of the last output step
+        self._start: tuple | None = (float(t0), np.array(y0, dtype=float), None)
+        self._live = False               # a loop call paused in its output call-back
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._out: queue.SimpleQueue = queue.SimpleQueue()
+        self._cmd: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=_loop_worker, args=(self._jobs, self._out),
+                                        daemon=True, name=f"mbcore-{kind}-loop")
+        self._thread.start()
+        # the thread holds no reference to self: when the stepper goes, its loop ends
+        weakref.finalize(self, CompiledLoop._shutdown, self._jobs, self._cmd)
+
+    @staticmethod
+    def _shutdown(jobs, cmd) -> None:
+        cmd.put(None)                    # a paused loop call stops (on_output -> True)
+        jobs.put(None)                   # the thread ends
+
+    # -- the loop call (on the worker thread) ---------------------------------------------
+    def _job(self, t0: float, y0: np.ndarray, target: float, history):
+        """A loop call from (t0, y0) (``history``: an exact resume there) whose first
+        output time is ``target``."""
+        from .multistep_loop import run_multistep
+        from .base import Statistics
+        t_out = np.full(self.CAPACITY, math.inf)
+        t_out[0] = target
+        cmd, out = self._cmd, self._out
+        pos = [1]
+        failed: list = []
+
+        budget, since, inner = self.max_steps, [0], self.on_commit
+        t_prev = [t0]
+
+        def on_output(t, y):
+            since[0], t_prev[0] = -1, t    # (on_commit of this step follows)
+            out.put(("out", t, y))
+            nxt = cmd.get()
+            if nxt is None or pos[0] >= t_out.size:
+                return True
+            t_out[pos[0]] = nxt
+            pos[0] += 1
+            return False
+
+        def python_fallback(t, y, outs):
+            failed.append((float(t), np.array(y, dtype=float)))
+            return LoopResult(int(LoopStatus.EVALUATION_FAILED), Statistics(), t, y)
+
+        on_commit = inner
+        if budget:
+            def on_commit(t, y):
+                # the step budget per call (the loop's own, counted here so that the
+                # error carries the state where it ran out, as CompiledRK's)
+                since[0] += 1
+                if since[0] >= budget:
+                    err = step_budget_error(budget, t, t_prev[0], t_out[pos[0] - 1],
+                                            float(self.stats[0]))
+                    err.state = (float(t), np.array(y))
+                    raise err
+                return None if inner is None else inner(t, y)
+
+        t1 = self.horizon if t0 < self.horizon else math.inf
+        self.stats[:] = 0.0
+        self.hist.clear()
+        res = run_multistep(self.kind, self.icls, self.form, t0, t1, y0, t_out,
+                            self.options, on_output, self.stats, python_fallback,
+                            jac=self.jac, ystep=self.ystep, hist=self.hist,
+                            history=history, on_commit=on_commit)
+        return res, (failed[0] if failed else None), pos[0] >= t_out.size
+
+    def _call(self, t0: float, y0: np.ndarray, target: float, history) -> None:
+        self.calls += 1
+        self.ystep[:] = np.nan
+        t0 = float(t0)
+        self._jobs.put(lambda: self._job(t0, y0, target, history))
+
+    def _receive(self):
+        """The loop's next message: an output (the call pauses), or its end."""
+        msg = self._out.get()
+        if msg[0] == "error":
+            self._live = False
+            raise msg[1]
+        return msg
+
+    def _ended(self, res) -> None:
+        st = res.stats
+        self.base += (st.nsteps, st.nrejected, st.nfev)
+        self.stats[2:] = 0.0
+        self._live = False
+
+    # -- the caller's side -----------------------------------------------------------------
+    def advance(self, target: float):
+        """y at ``target`` (module docstring)."""
+        target = float(target)
+        if self._live:
+            self._cmd.put(target)
+        else:
+            if self._start is None:          # pragma: no cover - restart() sets it
+                raise RuntimeError("the compiled loop ended without a restart")
+            t0, y0, history = self._start
+            self._start = None
+            self._call(t0, y0, target, history)
+        first = self.calls == 1 and not self._live
+        while True:
+            msg = self._receive()
+            if msg[0] == "out":
+                self._live = True
+                N = self.N
+                self.ts, self.ys = float(self.ystep[N]), np.array(self.ystep[:N])
+                self.step_size, self.order = float(self.stats[0]), float(self.stats[1])
+                return np.array(msg[2])
+            res, failed, full = msg[1]
+            self._ended(res)
+            if res.status == LoopStatus.STOPPED and full:
+                # the output times ran out: resume exactly at the start of the step
+                # that held the last output (its history: the counts before it), the
+                # target again; a history without a start (none kept) restarts there
+                h = dict(self.hist)
+                if h.get("t") is not None:
+                    st = res.stats
+                    self.base += np.asarray(h["counts"], dtype=float)[:3] - (
+                        st.nsteps, st.nrejected, st.nfev)
+                    self._call(float(h["t"]), np.array(h["y"], dtype=float), target, h)
+                else:
+                    self._call(self.ts, self.ys, target, None)
+                continue
+            if failed is not None:
+                if first and self.base[0] == 0:
+                    self.unsupported = True      # the loop did not start
+                self._start = None
+                return failed
+            # the horizon reached before target: on past it, the method restarted there
+            self.ts, self.ys = float(res.t_final), np.array(res.y_final, dtype=float)
+            self._call(self.ts, self.ys, target, None)
+            first = False
+
+    def step_end(self) -> tuple[float, np.ndarray, bool]:
+        """One step from the step end (as :meth:`CompiledRK.step_end`: the loop's next
+        output just after it, then its step's end): (t, y, True), or the last accepted
+        (t, y, False) before a failing evaluation."""
+        out = self.advance(np.nextafter(self.ts, math.inf))
+        if isinstance(out, tuple):
+            return out[0], out[1], False
+        return self.ts, np.array(self.ys), True
+
+    def accepted(self) -> tuple[float, np.ndarray]:
+        """The last accepted step's end (t, y)."""
+        return self.ts, np.array(self.ys)
+
+    def stop(self) -> None:
+        """End a paused loop call (its thread waits for the next call)."""
+        if self._live:
+            self._cmd.put(None)
+            while True:
+                msg = self._receive()
+                if msg[0] == "end":
+                    self._ended(msg[1][0])
+                    return
+
+    def restart(self, t: float, y: np.ndarray, f=None) -> None:
+        """The method starts again at (t, y) with the next call (a new loop call: the
+        Python integrator object built there, as the driver's ``restart``)."""
+        self.stop()
+        self.ts, self.ys = float(t), np.array(y, dtype=float)
+        self._start = (self.ts, self.ys.copy(), None)
+
+    def statistics(self) -> tuple[float, float, float, float, float]:
+        s = self.stats
+        c = self.base + s[2:5]
         return self.step_size, self.order, c[0], c[1], c[2]
 
 
