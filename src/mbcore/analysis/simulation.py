@@ -762,7 +762,7 @@ class Simulation:
         h, order, steps, rej, nfev = self._stepper.statistics()
         out = {"steps": int(steps), "rejected": int(rej), "rhs_evaluations": int(nfev),
                "restarts": self.restarts, "step_size": float(h), "order": float(order),
-               "loop": self.loop}
+               "loop": self.loop, "loop_kind": self.loop_kind}
         if isinstance(self._stepper, CompiledRK):
             out["replay_steps"] = int(self._stepper.counts[3])
             out["replay_evaluations"] = int(self._stepper.counts[4])

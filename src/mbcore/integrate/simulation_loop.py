@@ -246,7 +246,7 @@ class CompiledLoop:
     the caller takes the Python driver for good, as a run does)."""
 
     #: output times one loop call holds; then an exact resume (a new call)
-    CAPACITY = 1 << 16
+    CAPACITY = 4096
 
     def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
                  options: dict, jac=None, max_steps: int = 0, on_commit=None):
@@ -374,7 +374,7 @@ class CompiledLoop:
                 return np.array(msg[2])
             res, failed, full = msg[1]
             self._ended(res)
-            if res.status == LoopStatus.STOPPED and full:
+            if full and failed is None:
                 # the output times ran out: resume exactly at the start of the step
                 # that held the last output (its history: the counts before it), the
                 # target again; a history without a start (none kept) restarts there

@@ -1,0 +1,162 @@
+"""mbcore.Simulation on the compiled multistep and implicit loops
+(mbcore.integrate.simulation_loop.CompiledLoop; docs/embedding.md): many
+``advance_to`` calls against one uninterrupted ``mbcore.run`` (bit for bit: one loop
+call kept running) and against the Python-driver simulation (``loop: python``), and
+an input jump restarting the method as the Python driver restarts it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mbcore
+from mbcore import Simulation
+from mbcore.integrate.simulation_loop import CompiledLoop
+
+EX = Path(__file__).resolve().parents[1] / "examples"
+SLIDER = EX / "slider_crank_dynamic.yaml"
+SPATIAL = EX / "spatial_slider_crank_dynamic.yaml"
+
+#: (model, settings, bound of compiled vs Python-driver simulation). The bound is 0
+#: (bitwise) where the compiled loop runs the Python integrator's formulas in the
+#: same order of operations (tests/loop_checks.py); bdf and radau differ from their
+#: Python twins by a last-bit difference of the Newton solves (observed: bdf
+#: 5.6e-17, radau 8.9e-16 on q/qd of the slider-crank; the same as mbcore.run with
+#: loop: python against the compiled run), bounded at 1e-13 (>= 100x).
+CASES = {
+    "genalpha_di": (SLIDER, {"formulation": "di", "integrator": "genalpha", "step": 1e-3},
+                    0.0),
+    "genalpha_stiff": (SLIDER, {"formulation": "stiff", "integrator": "genalpha",
+                                "step": 1e-3}, 0.0),
+    "hht_di": (SLIDER, {"formulation": "di", "integrator": "hht", "step": 1e-3}, 0.0),
+    "bdf": (SLIDER, {"formulation": "di", "integrator": "bdf"}, 1e-13),
+    "radau": (SLIDER, {"formulation": "di", "integrator": "radau"}, 1e-13),
+    "sdirk": (SLIDER, {"formulation": "di", "integrator": "sdirk"}, 0.0),
+    "rkmk4": (SPATIAL, {"formulation": "di_omega", "integrator": "rkmk4", "step": 1e-3},
+              0.0),
+}
+
+
+def _settings(case: str, t_end: float) -> tuple[Path, dict, float]:
+    model, s, bound = CASES[case]
+    return model, {**s, "t_end": t_end}, bound
+
+
+def _targets(t_end: float, n: int) -> np.ndarray:
+    """Uneven call ends (several inside one step, some on the step grid)."""
+    u = np.linspace(0.0, 1.0, n + 1)[1:]
+    return t_end * (u + 0.1 * u * (1.0 - u) * np.sin(17.0 * u))   # increasing
+
+
+def _advance(model, settings, targets, jump=None) -> tuple[Simulation, np.ndarray]:
+    """A simulation advanced to each target; rows (the q and qd columns) after each
+    call.  ``jump``: (call index, input name, value) set before that call."""
+    sim = Simulation(model, settings)
+    cols = ([f"q/{c}" for c in sim.system.coordinate_names]
+            + [f"qd/{c}" for c in sim.system.coordinate_names])
+    rows = []
+    for k, t in enumerate(targets):
+        if jump is not None and k == jump[0]:
+            sim[jump[1]] = jump[2]
+        sim.advance_to(float(t))
+        rows.append(sim.outputs(cols))
+    return sim, np.array(rows)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_calls_equal_one_run_and_the_python_driver(case):
+    """Calls to the output times of a run (0.0017 apart: most inside a step) give
+    that run's q and qd bit for bit, with its steps and evaluations; 150 uneven calls
+    give the Python-driver simulation's trajectory (within the case's bound) with
+    the same steps and rejections."""
+    model, s, bound = _settings(case, 0.2)
+    ref = mbcore.run(mbcore.load(model), analysis="dynamic",
+                     settings={**s, "output_step": 0.0017})
+    assert ref.stats["loop"] == "compiled"
+    sim, rows = _advance(model, s, np.asarray(ref.t)[1:])
+    assert sim.loop == "compiled" and isinstance(sim._stepper, CompiledLoop)
+    assert sim.stats["loop"] == "compiled" and sim.stats["loop_kind"] not in ("rk",
+                                                                              "python")
+    run_rows = np.column_stack([np.asarray(ref["q"]), np.asarray(ref["qd"])])[1:]
+    np.testing.assert_array_equal(rows, run_rows, err_msg=case)
+    assert sim.stats["steps"] == ref.stats["integrator_nsteps"] > 20
+    assert sim.stats["rhs_evaluations"] == ref.stats["integrator_nfev"]
+
+    targets = _targets(0.2, 150)
+    sim, rows = _advance(model, s, targets)
+    py, py_rows = _advance(model, {**s, "loop": "python"}, targets)
+    assert py.loop == "python"
+    assert sim.stats["steps"] == py.stats["steps"] > 20
+    assert sim.stats["rejected"] == py.stats["rejected"]
+    if bound == 0.0:
+        np.testing.assert_array_equal(rows, py_rows, err_msg=case)
+    else:
+        np.testing.assert_allclose(rows, py_rows, rtol=0, atol=bound, err_msg=case)
+
+
+@pytest.mark.parametrize("case", ["genalpha_di", "genalpha_stiff", "bdf", "radau",
+                                  "sdirk"])
+def test_an_input_jump_restarts_as_the_python_driver(case):
+    """A torque set before call 40 of 80 restarts the method at the current time
+    (order 1, a new first step / grid): the compiled and the Python-driver
+    simulations agree (within the case's bound), and the jump changed the motion."""
+    model, s, bound = _settings(case, 0.2)
+    targets = _targets(0.2, 80)
+    jump = (40, "crank.torque", 2.5)
+    sim, rows = _advance(model, s, targets, jump)
+    py, py_rows = _advance(model, {**s, "loop": "python"}, targets, jump)
+    _, free = _advance(model, s, targets)
+    assert sim.loop == "compiled" and py.loop == "python"
+    assert sim.restarts == py.restarts == 1
+    assert sim.stats["steps"] == py.stats["steps"]
+    if bound == 0.0:
+        np.testing.assert_array_equal(rows, py_rows, err_msg=case)
+    else:
+        np.testing.assert_allclose(rows, py_rows, rtol=0, atol=bound, err_msg=case)
+    np.testing.assert_array_equal(rows[:40], free[:40])
+    assert np.max(np.abs(rows[45:] - free[45:])) > 1e-6
+
+
+def test_the_loop_resumes_exactly_when_its_output_times_run_out(monkeypatch):
+    """With room for 7 output times per loop call, 60 calls run 9 loop calls, each
+    resuming from the history at the start of the last output's step: still the
+    uninterrupted trajectory bit for bit, with the same step count."""
+    model, s, _ = _settings("bdf", 0.1)
+    targets = _targets(0.1, 60)
+    _, ref = _advance(model, s, targets)
+    monkeypatch.setattr(CompiledLoop, "CAPACITY", 7)
+    sim, rows = _advance(model, s, targets)
+    assert sim._stepper.calls >= 8
+    np.testing.assert_array_equal(rows, ref)
+    ref_sim = Simulation(model, s)
+    for t in targets:
+        ref_sim.advance_to(float(t))
+    assert sim.stats["steps"] == ref_sim.stats["steps"]
+    assert sim.stats["rhs_evaluations"] == ref_sim.stats["rhs_evaluations"]
+
+
+def test_step_budget_stops_at_the_last_accepted_step():
+    """max_steps per call on the compiled loop: StepBudgetError with the state where
+    it ran out; the simulation is there and goes on (a restart)."""
+    from mbcore.integrate.base import StepBudgetError
+    model, s, _ = _settings("genalpha_di", 1.0)
+    sim = Simulation(model, {**s, "max_steps": 5})
+    sim.advance_to(0.004)
+    with pytest.raises(StepBudgetError):
+        sim.advance_to(0.05)
+    assert sim.t == pytest.approx(0.009, abs=1e-12)
+    sim.advance_to(0.012)
+    assert sim.t == 0.012 and sim.loop == "compiled"
+
+
+def test_step_reaches_the_step_ends():
+    """``step()`` on the compiled loop: the step ends of the uninterrupted run."""
+    model, s, _ = _settings("bdf", 0.05)
+    sim = Simulation(model, s)
+    py = Simulation(model, {**s, "loop": "python"})
+    for _ in range(30):
+        sim.step()
+        py.step()
+        assert sim.t == py.t
+    np.testing.assert_allclose(sim._y, py._y, rtol=0, atol=1e-13)
