@@ -223,17 +223,22 @@ class CompiledRK:
         return self.step_size, self.order, c[0], c[1], c[2]
 
 
-def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue") -> None:
+def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
+                 done: "queue.SimpleQueue") -> None:
     """The thread of a :class:`CompiledLoop`: runs loop calls one after the other
-    (``jobs``: a callable, or None to end), each reporting through ``out``."""
+    (``jobs``: a callable, or None to end), each reporting through ``out``; a call
+    the caller stopped (a restart) reports its end through ``done``, which the
+    caller reads without waiting (so that a restart costs no extra hand-over)."""
     while True:
         job = jobs.get()
         if job is None:
             return
         try:
-            out.put(("end", job()))
+            res = job()
         except BaseException as exc:      # handed to the caller's thread, raised there
             out.put(("error", exc))
+            continue
+        (done if res[3] else out).put(("end", res))
 
 
 class CompiledLoop:
@@ -269,7 +274,9 @@ class CompiledLoop:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._out: queue.SimpleQueue = queue.SimpleQueue()
         self._cmd: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread = threading.Thread(target=_loop_worker, args=(self._jobs, self._out),
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=_loop_worker,
+                                        args=(self._jobs, self._out, self._done),
                                         daemon=True, name=f"mbcore-{kind}-loop")
         self._thread.start()
         # the thread holds no reference to self: when the stepper goes, its loop ends
@@ -291,6 +298,7 @@ class CompiledLoop:
         cmd, out = self._cmd, self._out
         pos = [1]
         failed: list = []
+        stopped = [False]
 
         budget, since, inner = self.max_steps, [0], self.on_commit
         t_prev = [t0]
@@ -299,7 +307,10 @@ class CompiledLoop:
             since[0], t_prev[0] = -1, t    # (on_commit of this step follows)
             out.put(("out", t, y))
             nxt = cmd.get()
-            if nxt is None or pos[0] >= t_out.size:
+            if nxt is None:
+                stopped[0] = True          # a restart: the caller goes on meanwhile
+                return True
+            if pos[0] >= t_out.size:
                 return True
             t_out[pos[0]] = nxt
             pos[0] += 1
@@ -329,7 +340,7 @@ class CompiledLoop:
                             self.options, on_output, self.stats, python_fallback,
                             jac=self.jac, ystep=self.ystep, hist=self.hist,
                             history=history, on_commit=on_commit)
-        return res, (failed[0] if failed else None), pos[0] >= t_out.size
+        return res, (failed[0] if failed else None), pos[0] >= t_out.size, stopped[0]
 
     def _call(self, t0: float, y0: np.ndarray, target: float, history) -> None:
         self.calls += 1
@@ -340,15 +351,24 @@ class CompiledLoop:
     def _receive(self):
         """The loop's next message: an output (the call pauses), or its end."""
         msg = self._out.get()
+        self._drain()
         if msg[0] == "error":
             self._live = False
             raise msg[1]
         return msg
 
+    def _drain(self) -> None:
+        """Forget the ends of the calls a restart stopped (their counts were taken
+        at the restart: the loop counts nothing after its last output)."""
+        while True:
+            try:
+                self._done.get_nowait()
+            except queue.Empty:
+                return
+
     def _ended(self, res) -> None:
         st = res.stats
         self.base += (st.nsteps, st.nrejected, st.nfev)
-        self.stats[2:] = 0.0
         self._live = False
 
     # -- the caller's side -----------------------------------------------------------------
@@ -372,7 +392,7 @@ class CompiledLoop:
                 self.ts, self.ys = float(self.ystep[N]), np.array(self.ystep[:N])
                 self.step_size, self.order = float(self.stats[0]), float(self.stats[1])
                 return np.array(msg[2])
-            res, failed, full = msg[1]
+            res, failed, full, _ = msg[1]
             self._ended(res)
             if full and failed is None:
                 # the output times ran out: resume exactly at the start of the step
@@ -410,26 +430,18 @@ class CompiledLoop:
         """The last accepted step's end (t, y)."""
         return self.ts, np.array(self.ys)
 
-    def stop(self) -> None:
-        """End a paused loop call (its thread waits for the next call)."""
-        if self._live:
-            self._cmd.put(None)
-            while True:
-                msg = self._receive()
-                if msg[0] == "end":
-                    self._ended(msg[1][0])
-                    return
-
     def restart(self, t: float, y: np.ndarray, f=None) -> None:
         """The method starts again at (t, y) with the next call (a new loop call: the
         Python integrator object built there, as the driver's ``restart``)."""
-        self.stop()
+        if self._live:                   # the paused call ends, its counts kept
+            self.base += self.stats[2:5]
+            self._cmd.put(None)
+            self._live = False
         self.ts, self.ys = float(t), np.array(y, dtype=float)
         self._start = (self.ts, self.ys.copy(), None)
 
     def statistics(self) -> tuple[float, float, float, float, float]:
-        s = self.stats
-        c = self.base + s[2:5]
+        c = self.base + self.stats[2:5] if self._live else self.base.copy()
         return self.step_size, self.order, c[0], c[1], c[2]
 
 
