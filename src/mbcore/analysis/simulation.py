@@ -776,7 +776,7 @@ class Simulation:
         return SimulationState(
             t=self.t, q=q, qd=qd, W=float(self._y[-1]) + self._input_work(q),
             y=self._y.copy(), inputs=dict(self._inputs),
-            integrator=st.get() if isinstance(st, CompiledRK) else None,
+            integrator=st.get() if isinstance(st, (CompiledRK, CompiledLoop)) else None,
             extra={"w_inputs": self._w_inputs, "parameters": dict(self._parameters),
                    "q_mark": None if self._q_mark is None else self._q_mark.copy(),
                    "restarts": self.restarts, "dirty": self._dirty})
@@ -798,8 +798,13 @@ class Simulation:
             qm = state.extra.get("q_mark")
             self._q_mark = None if qm is None else np.array(qm)
             st = self._stepper
-            if isinstance(st, CompiledRK) and state.integrator is not None:
+            if isinstance(st, CompiledRK) and state.integrator is not None \
+                    and "loop" not in state.integrator:
                 st.set(state.integrator)
+                self._dirty = bool(state.extra.get("dirty", False))
+                self.restarts = int(state.extra.get("restarts", self.restarts))
+            elif (isinstance(st, CompiledLoop) and state.integrator is not None
+                  and st.set(state.integrator)):
                 self._dirty = bool(state.extra.get("dirty", False))
                 self.restarts = int(state.extra.get("restarts", self.restarts))
             else:

@@ -440,6 +440,40 @@ class CompiledLoop:
         self.ts, self.ys = float(t), np.array(y, dtype=float)
         self._start = (self.ts, self.ys.copy(), None)
 
+    # -- state -------------------------------------------------------------------------
+    def get(self) -> dict | None:
+        """The continuation (a copy): a paused call's history at the start of the step
+        holding the last output, from which :meth:`set` redoes that step (exactly, as a
+        resumed run or an exhausted call), with the counts before it; or the pending
+        start.  None when the loop kept no history there (the caller restarts)."""
+        if self._live:
+            h = self.hist
+            if h.get("t") is None:
+                return None
+            start = (float(h["t"]), np.array(h["y"], dtype=float), dict(h))
+            base = self.base + np.asarray(h["counts"], dtype=float)[:3]
+        elif self._start is not None:
+            start, base = self._start, self.base.copy()
+        else:
+            return None
+        return {"loop": self.kind, "start": start, "base": base, "ts": self.ts,
+                "ys": self.ys.copy(), "step_size": self.step_size, "order": self.order}
+
+    def set(self, d: dict) -> bool:
+        """Continue from :meth:`get`'s ``d`` (of a loop of the same kind) with the next
+        call; False (nothing changed) for another kind's."""
+        if d.get("loop") != self.kind:
+            return False
+        if self._live:                   # the paused call ends, its counts dropped
+            self._cmd.put(None)
+            self._live = False
+        t, y, h = d["start"]
+        self._start = (float(t), np.array(y, dtype=float), None if h is None else dict(h))
+        self.base = np.array(d["base"], dtype=float)
+        self.ts, self.ys = float(d["ts"]), np.array(d["ys"], dtype=float)
+        self.step_size, self.order = d["step_size"], d["order"]
+        return True
+
     def statistics(self) -> tuple[float, float, float, float, float]:
         c = self.base + self.stats[2:5] if self._live else self.base.copy()
         return self.step_size, self.order, c[0], c[1], c[2]
