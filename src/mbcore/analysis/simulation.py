@@ -14,8 +14,9 @@ function table or a compiled object, so several live in one process and in
 threads); the dynamic analysis' stages (assembly of the initial state, the
 formulation's right-hand side, the output channels) are those of
 :func:`mbcore.run`, found through the plugin registry.  Integration:
-:mod:`mbcore.integrate.simulation_loop` (the compiled Runge-Kutta loop with exact
-continuation across calls, else one Python integrator object).
+:mod:`mbcore.integrate.simulation_loop` (the run's compiled loops with exact
+continuation across calls: the Runge-Kutta loop target by target, the multistep and
+implicit loops as one loop call kept running; else one Python integrator object).
 
 Inputs (set between steps; a changed value is a jump: the integrator restarts at
 the current time from the current state, multistep methods at order 1; setting

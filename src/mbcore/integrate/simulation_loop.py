@@ -27,13 +27,17 @@ reproduce one :func:`mbcore.run` with the call ends as output times.
   not parallel work.  When its output times run out (:attr:`CompiledLoop.CAPACITY`
   calls) the loop stops and a new one resumes exactly from the start of the step
   that held the last output (the checkpoint history of the multistep loops, as a
-  resumed run).
-* :class:`PythonStepper`: every other integrator (multistep, implicit, third
-  party) and formulation without a compiled right-hand side: one integrator object
-  kept across calls (``step()``, its dense output, history and step size), the
-  projections of the projection formulations after each step as the Python driver
-  does.  Equal to the run to the integration tolerance (the run uses the compiled
-  multistep loops where they apply).
+  resumed run); :meth:`CompiledLoop.get` / :meth:`CompiledLoop.set` (a
+  simulation's state, its copies) resume the same way.  A restart ends the paused
+  call and starts a new one from (t, y) with the next target (the Python integrator
+  object built there, as the driver's ``restart``).  Past the horizon (``t_end``)
+  the new call starts there with no end time.
+* :class:`PythonStepper`: every other integrator (third party, and any method with
+  ``loop: python``) and formulation without a compiled right-hand side: one
+  integrator object kept across calls (``step()``, its dense output, history and
+  step size), the projections of the projection formulations after each step as
+  the Python driver does.  The same steps as the compiled loops, its values equal
+  to theirs bit for bit or to the last bits where the compiled arithmetic differs.
 
 A restart (an input jump, a new state) starts the method again from (t, y):
 f is evaluated there, embedded pairs keep the controller's last step proposal,
