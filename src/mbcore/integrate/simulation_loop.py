@@ -58,7 +58,28 @@ from .loop_result import LoopFallback, LoopResult, LoopStatus, step_too_small
 __all__ = ["CompiledRK", "CompiledLoop", "PythonStepper"]
 
 
-class CompiledRK:
+class _StepEnds:
+    """What the compiled steppers share: ``ts``, ``ys`` the end of the last step
+    taken, ``advance(target)`` (y, or ``(t, y)`` before a failing evaluation)."""
+
+    ts: float
+    ys: np.ndarray
+
+    def step_end(self) -> tuple[float, np.ndarray, bool]:
+        """One step from the step end (the loop's next output just after it, then
+        that step's end): (t, y, True), or the last accepted (t, y, False) before a
+        failing evaluation."""
+        out = self.advance(np.nextafter(self.ts, math.inf))
+        if isinstance(out, tuple):
+            return out[0], out[1], False
+        return self.ts, np.array(self.ys), True
+
+    def accepted(self) -> tuple[float, np.ndarray]:
+        """The step end the loop continues from (t, y)."""
+        return self.ts, np.array(self.ys)
+
+
+class CompiledRK(_StepEnds):
     """The compiled Runge-Kutta loop driven target by target (module docstring)."""
 
     def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
@@ -189,18 +210,6 @@ class CompiledRK:
         self.counts[3:] += (self.stats[2], self.stats[4])
         return self._out
 
-    def step_end(self) -> tuple[float, np.ndarray, bool]:
-        """One step from the step end (the loop stops right after it): (t, y, True),
-        or the last accepted (t, y, False) before a failing evaluation."""
-        out = self.advance(np.nextafter(self.ts, math.inf))
-        if isinstance(out, tuple):
-            return out[0], out[1], False
-        return self.ts, np.array(self.ys), True
-
-    def accepted(self) -> tuple[float, np.ndarray]:
-        """The step end the loop continues from (t, y)."""
-        return self.ts, np.array(self.ys)
-
     def restart(self, t: float, y: np.ndarray, f: np.ndarray) -> None:
         self.ts, self.ys, self.fs = float(t), np.array(y, dtype=float), np.array(f)
         self.g0, self.istep, self.last = float(t), 0, None
@@ -245,7 +254,7 @@ def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
         (done if res[3] else out).put(("end", res))
 
 
-class CompiledLoop:
+class CompiledLoop(_StepEnds):
     """A compiled multistep / implicit loop kept running across calls (module
     docstring).  ``advance(target)`` returns y at ``target`` (the loop's dense
     output, or its step end), or ``(t, y)``: the last accepted state before an
@@ -420,19 +429,6 @@ class CompiledLoop:
             self.ts, self.ys = float(res.t_final), np.array(res.y_final, dtype=float)
             self._call(self.ts, self.ys, target, None)
             first = False
-
-    def step_end(self) -> tuple[float, np.ndarray, bool]:
-        """One step from the step end (as :meth:`CompiledRK.step_end`: the loop's next
-        output just after it, then its step's end): (t, y, True), or the last accepted
-        (t, y, False) before a failing evaluation."""
-        out = self.advance(np.nextafter(self.ts, math.inf))
-        if isinstance(out, tuple):
-            return out[0], out[1], False
-        return self.ts, np.array(self.ys), True
-
-    def accepted(self) -> tuple[float, np.ndarray]:
-        """The last accepted step's end (t, y)."""
-        return self.ts, np.array(self.ys)
 
     def restart(self, t: float, y: np.ndarray, f=None) -> None:
         """The method starts again at (t, y) with the next call (a new loop call: the
