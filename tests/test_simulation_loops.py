@@ -238,3 +238,20 @@ def test_copy_and_set_state_continue_exactly(case):
     np.testing.assert_array_equal(np.array(copied), rows[17:])
     assert half.stats["steps"] == twin.stats["steps"] == sim.stats["steps"]
     assert half.restarts == twin.restarts == 0
+
+
+def test_a_dropped_simulation_ends_its_loop_thread():
+    """The paused loop call holds no reference to its simulation (call-backs by weak
+    reference): dropping the simulation ends the call and its thread."""
+    import gc
+    model, s, _ = _settings("genalpha_stiff", 0.1)
+    sim = Simulation(model, s)
+    sim.advance_to(0.01)
+    sim["crank.torque"] = 1.0                   # a restart: a second loop call
+    sim.advance_to(0.02)
+    thread = sim._stepper._thread
+    assert thread.is_alive()
+    del sim
+    gc.collect()
+    thread.join(timeout=10.0)
+    assert not thread.is_alive()

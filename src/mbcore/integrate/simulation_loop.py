@@ -45,6 +45,7 @@ fixed steps start a new grid at t, multistep methods start at order 1.
 """
 from __future__ import annotations
 
+import functools
 import math
 import queue
 import threading
@@ -254,6 +255,74 @@ def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
         (done if res[3] else out).put(("end", res))
 
 
+def _weak(f):
+    """``f`` called through a weak reference (None stays None): the loop's thread must
+    not keep the simulation alive."""
+    if f is None:
+        return None
+    ref = weakref.ref(f)
+
+    def call(*args):
+        g = ref()
+        if g is None:                    # pragma: no cover - the loop stops first
+            raise LoopFallback(float(args[0]))
+        return g(*args)
+    return call
+
+
+def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
+               budget, inner, jac, stats, hist, ystep, cmd, out):
+    """One loop call of a :class:`CompiledLoop` on its thread (module docstring):
+    ``run_multistep`` from (t0, y0), the output times written as the caller hands
+    them over (``cmd``: the next target, or None to stop); returns (result, the
+    failed state or None, whether the output times ran out, whether it was
+    stopped)."""
+    from .multistep_loop import run_multistep
+    from .base import Statistics
+    t_out = np.full(capacity, math.inf)
+    t_out[0] = target
+    pos, since, t_prev = [1], [0], [t0]
+    failed: list = []
+    stopped = [False]
+
+    def on_output(t, y):
+        since[0], t_prev[0] = -1, t        # (on_commit of this step follows)
+        out.put(("out", t, y))
+        nxt = cmd.get()
+        if nxt is None:
+            stopped[0] = True              # a restart: the caller goes on meanwhile
+            return True
+        if pos[0] >= t_out.size:
+            return True
+        t_out[pos[0]] = nxt
+        pos[0] += 1
+        return False
+
+    def python_fallback(t, y, outs):
+        failed.append((float(t), np.array(y, dtype=float)))
+        return LoopResult(int(LoopStatus.EVALUATION_FAILED), Statistics(), t, y)
+
+    on_commit = inner
+    if budget:
+        def on_commit(t, y):
+            # the step budget per call (the loop's own, counted here so that the
+            # error carries the state where it ran out, as CompiledRK's)
+            since[0] += 1
+            if since[0] >= budget:
+                err = step_budget_error(budget, t, t_prev[0], t_out[pos[0] - 1],
+                                        float(stats[0]))
+                err.state = (float(t), np.array(y))
+                raise err
+            return None if inner is None else inner(t, y)
+
+    stats[:] = 0.0
+    hist.clear()
+    res = run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output, stats,
+                        python_fallback, jac=jac, ystep=ystep, hist=hist,
+                        history=history, on_commit=on_commit)
+    return res, (failed[0] if failed else None), pos[0] >= t_out.size, stopped[0]
+
+
 class CompiledLoop(_StepEnds):
     """A compiled multistep / implicit loop kept running across calls (module
     docstring).  ``advance(target)`` returns y at ``target`` (the loop's dense
@@ -301,65 +370,19 @@ class CompiledLoop(_StepEnds):
         jobs.put(None)                   # the thread ends
 
     # -- the loop call (on the worker thread) ---------------------------------------------
-    def _job(self, t0: float, y0: np.ndarray, target: float, history):
-        """A loop call from (t0, y0) (``history``: an exact resume there) whose first
-        output time is ``target``."""
-        from .multistep_loop import run_multistep
-        from .base import Statistics
-        t_out = np.full(self.CAPACITY, math.inf)
-        t_out[0] = target
-        cmd, out = self._cmd, self._out
-        pos = [1]
-        failed: list = []
-        stopped = [False]
-
-        budget, since, inner = self.max_steps, [0], self.on_commit
-        t_prev = [t0]
-
-        def on_output(t, y):
-            since[0], t_prev[0] = -1, t    # (on_commit of this step follows)
-            out.put(("out", t, y))
-            nxt = cmd.get()
-            if nxt is None:
-                stopped[0] = True          # a restart: the caller goes on meanwhile
-                return True
-            if pos[0] >= t_out.size:
-                return True
-            t_out[pos[0]] = nxt
-            pos[0] += 1
-            return False
-
-        def python_fallback(t, y, outs):
-            failed.append((float(t), np.array(y, dtype=float)))
-            return LoopResult(int(LoopStatus.EVALUATION_FAILED), Statistics(), t, y)
-
-        on_commit = inner
-        if budget:
-            def on_commit(t, y):
-                # the step budget per call (the loop's own, counted here so that the
-                # error carries the state where it ran out, as CompiledRK's)
-                since[0] += 1
-                if since[0] >= budget:
-                    err = step_budget_error(budget, t, t_prev[0], t_out[pos[0] - 1],
-                                            float(self.stats[0]))
-                    err.state = (float(t), np.array(y))
-                    raise err
-                return None if inner is None else inner(t, y)
-
-        t1 = self.horizon if t0 < self.horizon else math.inf
-        self.stats[:] = 0.0
-        self.hist.clear()
-        res = run_multistep(self.kind, self.icls, self.form, t0, t1, y0, t_out,
-                            self.options, on_output, self.stats, python_fallback,
-                            jac=self.jac, ystep=self.ystep, hist=self.hist,
-                            history=history, on_commit=on_commit)
-        return res, (failed[0] if failed else None), pos[0] >= t_out.size, stopped[0]
-
     def _call(self, t0: float, y0: np.ndarray, target: float, history) -> None:
+        """Queue a loop call from (t0, y0) (``history``: an exact resume there) whose
+        first output time is ``target``.  The call holds no reference to this object
+        (a paused call would keep it alive): its call-backs are weak references to
+        the ones this object holds."""
         self.calls += 1
         self.ystep[:] = np.nan
         t0 = float(t0)
-        self._jobs.put(lambda: self._job(t0, y0, target, history))
+        t1 = self.horizon if t0 < self.horizon else math.inf
+        self._jobs.put(functools.partial(
+            _loop_call, self.kind, self.icls, self.form, self.options, t0, t1, y0, target,
+            history, self.CAPACITY, self.max_steps, _weak(self.on_commit), _weak(self.jac),
+            self.stats, self.hist, self.ystep, self._cmd, self._out))
 
     def _receive(self):
         """The loop's next message: an output (the call pauses), or its end."""
