@@ -255,6 +255,10 @@ def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
         (done if res[3] else out).put(("end", res))
 
 
+#: the end time of a loop call past the simulation's horizon
+_NO_END = float(np.finfo(float).max)
+
+
 def _weak(f):
     """``f`` called through a weak reference (None stays None): the loop's thread must
     not keep the simulation alive."""
@@ -378,7 +382,9 @@ class CompiledLoop(_StepEnds):
         self.calls += 1
         self.ystep[:] = np.nan
         t0 = float(t0)
-        t1 = self.horizon if t0 < self.horizon else math.inf
+        # past the horizon: no end (the largest finite time: the integrator objects
+        # take finite bounds only)
+        t1 = self.horizon if t0 < self.horizon else _NO_END
         self._jobs.put(functools.partial(
             _loop_call, self.kind, self.icls, self.form, self.options, t0, t1, y0, target,
             history, self.CAPACITY, self.max_steps, _weak(self.on_commit), _weak(self.jac),
@@ -388,7 +394,9 @@ class CompiledLoop(_StepEnds):
         """The loop's next message: an output (the call pauses), or its end."""
         msg = self._out.get()
         self._drain()
-        if msg[0] == "error":
+        if msg[0] == "error":            # the call ended (its counts to its last output)
+            if self._live or self.calls:
+                self.base += self.stats[2:5]
             self._live = False
             raise msg[1]
         return msg
