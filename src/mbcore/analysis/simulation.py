@@ -67,8 +67,9 @@ class SimulationState:
     ``inputs`` (values by name), ``integrator``: the continuation data of the
     integrator (step-end state, next step size, grid position, last step;
     opaque): :meth:`Simulation.set_state` continues bit-identically from it on the
-    compiled Runge-Kutta loop and restarts the Python-driver integrators from
-    (t, y)."""
+    compiled loops (the multistep and implicit ones from the history at the start
+    of the step holding the last call's end) and restarts the Python-driver
+    integrators from (t, y)."""
 
     t: float
     q: np.ndarray
