@@ -271,3 +271,18 @@ def test_past_the_horizon_the_loop_starts_again(case):
     bound = CASES[case][2]                      # up to the horizon: as above
     np.testing.assert_allclose(rows[:50], py_rows[:50], rtol=0, atol=bound)
     np.testing.assert_allclose(rows[50:], py_rows[50:], rtol=0, atol=1e-5)
+
+
+def test_an_interrupted_call_leaves_no_stale_output():
+    """A call interrupted while the loop worked (its output never read: here the
+    target handed over by hand) does not answer the next call: its output is
+    skipped, the next call gets its own target's state."""
+    model, s, _ = _settings("bdf", 0.1)
+    ref, rows = _advance(model, s, [0.01, 0.02, 0.03])
+    sim = Simulation(model, s)
+    sim.advance_to(0.01)
+    sim._stepper._cmd.put(0.02)                 # as advance_to(0.02) interrupted
+    sim.advance_to(0.03)
+    names = sim.system.coordinate_names
+    cols = [f"q/{c}" for c in names] + [f"qd/{c}" for c in names]
+    np.testing.assert_array_equal(sim.outputs(cols), rows[2])

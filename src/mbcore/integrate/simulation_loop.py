@@ -432,6 +432,8 @@ class CompiledLoop(_StepEnds):
             msg = self._receive()
             if msg[0] == "out":
                 self._live = True
+                if msg[1] != target:     # an earlier call's, left by an interrupt
+                    continue
                 N = self.N
                 self.ts, self.ys = float(self.ystep[N]), np.array(self.ystep[:N])
                 self.step_size, self.order = float(self.stats[0]), float(self.stats[1])
