@@ -199,6 +199,9 @@ def test_a_failing_evaluation_hands_over_to_the_python_driver(monkeypatch):
         if loop == "auto":
             code, t_handover = codes[-1]
             assert code == 2 and 0.3 - 1.3e-3 < t_handover < 0.3 < exc.value.t
+            with pytest.raises(FunctionDomainError) as again:   # the call again: the
+                sim.advance_to(0.35)                            # same steps and error
+            assert again.value.t == exc.value.t and sim.t == 0.29
         else:
             assert codes == []
     np.testing.assert_array_equal(rows[0], rows[1])

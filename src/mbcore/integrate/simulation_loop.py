@@ -356,6 +356,7 @@ class CompiledLoop(_StepEnds):
         self.ystep = np.full(N + 2, np.nan)
         self.hist: dict = {}             # the state at the start of the last output step
         self._start: tuple | None = (float(t0), np.array(y0, dtype=float), None)
+        self._call_start = self._start   # the last call's start (t, y, history)
         self._live = False               # a loop call paused in its output call-back
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._out: queue.SimpleQueue = queue.SimpleQueue()
@@ -382,6 +383,7 @@ class CompiledLoop(_StepEnds):
         self.calls += 1
         self.ystep[:] = np.nan
         t0 = float(t0)
+        self._call_start = (t0, y0, history)
         # past the horizon: no end (the largest finite time: the integrator objects
         # take finite bounds only)
         t1 = self.horizon if t0 < self.horizon else _NO_END
@@ -395,11 +397,21 @@ class CompiledLoop(_StepEnds):
         msg = self._out.get()
         self._drain()
         if msg[0] == "error":            # the call ended (its counts to its last output)
-            if self._live or self.calls:
-                self.base += self.stats[2:5]
+            self.base += self.stats[2:5]
             self._live = False
             raise msg[1]
         return msg
+
+    def _resume_point(self) -> bool:
+        """The next call resumes exactly at the start of the step that held the last
+        output of the call that ended (its history, the counts before it); False when
+        it kept none."""
+        h = dict(self.hist)
+        if h.get("t") is None:
+            return False
+        self.base += np.asarray(h["counts"], dtype=float)[:3]
+        self._start = (float(h["t"]), np.array(h["y"], dtype=float), h)
+        return True
 
     def _drain(self) -> None:
         """Forget the ends of the calls a restart stopped (their counts were taken
@@ -422,8 +434,10 @@ class CompiledLoop(_StepEnds):
         if self._live:
             self._cmd.put(target)
         else:
-            if self._start is None:          # pragma: no cover - restart() sets it
-                raise RuntimeError("the compiled loop ended without a restart")
+            if self._start is None:
+                # a call that ended in an error the caller caught, no restart since:
+                # that call again from its start (the same steps: the same error)
+                self._start = self._call_start
             t0, y0, history = self._start
             self._start = None
             self._call(t0, y0, target, history)
@@ -439,20 +453,18 @@ class CompiledLoop(_StepEnds):
                 self.step_size, self.order = float(self.stats[0]), float(self.stats[1])
                 return np.array(msg[2])
             res, failed, full, _ = msg[1]
-            self._ended(res)
+            self._live = False
             if full and failed is None:
                 # the output times ran out: resume exactly at the start of the step
-                # that held the last output (its history: the counts before it), the
-                # target again; a history without a start (none kept) restarts there
-                h = dict(self.hist)
-                if h.get("t") is not None:
-                    st = res.stats
-                    self.base += np.asarray(h["counts"], dtype=float)[:3] - (
-                        st.nsteps, st.nrejected, st.nfev)
-                    self._call(float(h["t"]), np.array(h["y"], dtype=float), target, h)
-                else:
-                    self._call(self.ts, self.ys, target, None)
+                # that held the last output, the target again (a history without a
+                # start, none kept: a restart at the last step end)
+                if not self._resume_point():
+                    self._ended(res)
+                    self._start = (self.ts, self.ys, None)
+                (t0, y0, history), self._start = self._start, None
+                self._call(t0, y0, target, history)
                 continue
+            self._ended(res)
             if failed is not None:
                 if first and self.base[0] == 0:
                     self.unsupported = True      # the loop did not start
