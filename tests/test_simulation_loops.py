@@ -17,6 +17,7 @@ from mbcore.integrate.simulation_loop import CompiledLoop
 EX = Path(__file__).resolve().parents[1] / "examples"
 SLIDER = EX / "slider_crank_dynamic.yaml"
 SPATIAL = EX / "spatial_slider_crank_dynamic.yaml"
+FOURBAR = EX / "fourbar_dap.yaml"
 
 #: (model, settings, bound of compiled vs Python-driver simulation). The bound is 0
 #: (bitwise) where the compiled loop runs the Python integrator's formulas in the
@@ -47,6 +48,10 @@ CASES = {
     "abm": (SLIDER, {"formulation": "di", "integrator": "abm"}, 1e-13),
     "am": (SLIDER, {"formulation": "di", "integrator": "am", "step": 1e-3,
                     "integrator_options": {"order": 3}}, 0.0),
+    # the DAE form with the analysis' Jacobian call-back (observed 1.1e-16), and cp
+    # (its step-end hook, on_commit, inside the loop)
+    "ggl_bdf": (FOURBAR, {"formulation": "ggl", "integrator": "bdf"}, 1e-13),
+    "cp_bdf": (FOURBAR, {"formulation": "cp", "integrator": "bdf"}, 0.0),
 }
 
 
