@@ -339,8 +339,9 @@ class CompiledLoop(_StepEnds):
     #: output times one loop call holds; then an exact resume (a new call)
     CAPACITY = 4096
 
-    def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
-                 options: dict, jac=None, max_steps: int = 0, on_commit=None):
+    def __init__(self, kind: str, icls: type, form, t0: float, y0: np.ndarray,
+                 horizon: float, options: dict, jac=None, max_steps: int = 0,
+                 on_commit=None):
         self.kind, self.icls, self.form = kind, icls, form
         self.options, self.jac = options, jac
         self.max_steps = int(max_steps or 0)     # the step budget per call
@@ -428,8 +429,9 @@ class CompiledLoop(_StepEnds):
         self._live = False
 
     # -- the caller's side -----------------------------------------------------------------
-    def advance(self, target: float):
-        """y at ``target`` (module docstring)."""
+    def advance(self, target: float) -> np.ndarray | tuple[float, np.ndarray]:
+        """y at ``target`` (class docstring), or the last accepted ``(t, y)`` before a
+        failing evaluation."""
         target = float(target)
         if self._live:
             self._cmd.put(target)
