@@ -294,3 +294,36 @@ def test_an_interrupted_call_leaves_no_stale_output():
     names = sim.system.coordinate_names
     cols = [f"q/{c}" for c in names] + [f"qd/{c}" for c in names]
     np.testing.assert_array_equal(sim.outputs(cols), rows[2])
+
+
+def test_a_signal_while_the_loop_works_is_raised_once_the_call_is_done():
+    """KeyboardInterrupt while waiting for the loop's output is held until the output
+    arrives: the call completes (t and the state at its target), then the interrupt
+    is raised; the next calls continue the uninterrupted trajectory bit for bit."""
+    model, s, _ = _settings("bdf", 0.1)
+    ref, rows = _advance(model, s, [0.01, 0.02, 0.03])
+    sim = Simulation(model, s)
+    sim.advance_to(0.01)
+    st = sim._stepper
+    real = st._out
+
+    class Interrupted:                          # the first wait is interrupted
+        calls = 0
+
+        def get(self):
+            Interrupted.calls += 1
+            if Interrupted.calls == 1:
+                raise KeyboardInterrupt
+            return real.get()
+
+        def get_nowait(self):
+            return real.get_nowait()
+    st._out = Interrupted()
+    with pytest.raises(KeyboardInterrupt):
+        sim.advance_to(0.02)
+    assert sim.t == 0.02 and Interrupted.calls == 2
+    st._out = real
+    sim.advance_to(0.03)
+    names = sim.system.coordinate_names
+    cols = [f"q/{c}" for c in names] + [f"qd/{c}" for c in names]
+    np.testing.assert_array_equal(sim.outputs(cols), rows[2])

@@ -604,7 +604,16 @@ class Simulation:
             self._settle()
             if self._reporters:
                 self._record_row()
+            self._raise_held()
         return self
+
+    def _raise_held(self) -> None:
+        """A signal the compiled loop's call held until it was done (its state is the
+        simulation's now): raised here."""
+        held = getattr(self._stepper, "pending", None)
+        if held is not None:
+            self._stepper.pending = None
+            raise held
 
     def _stop_at(self, t: float, y: np.ndarray) -> None:
         """After a StepBudgetError: the simulation is at the last accepted step (t, y);
@@ -644,6 +653,7 @@ class Simulation:
             self._settle()
             if self._reporters:
                 self._record_row()
+            self._raise_held()
         return self
 
     def _python_to(self, t0: float, y0: np.ndarray, target: float) -> np.ndarray:

@@ -359,6 +359,7 @@ class CompiledLoop(_StepEnds):
         self._start: tuple | None = (float(t0), np.array(y0, dtype=float), None)
         self._call_start = self._start   # the last call's start (t, y, history)
         self._live = False               # a loop call paused in its output call-back
+        self.pending: BaseException | None = None    # a signal held (:meth:`_receive`)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._out: queue.SimpleQueue = queue.SimpleQueue()
         self._cmd: queue.SimpleQueue = queue.SimpleQueue()
@@ -394,8 +395,16 @@ class CompiledLoop(_StepEnds):
             self.stats, self.hist, self.ystep, self._cmd, self._out))
 
     def _receive(self):
-        """The loop's next message: an output (the call pauses), or its end."""
-        msg = self._out.get()
+        """The loop's next message: an output (the call pauses), or its end.  A signal
+        while the loop works (KeyboardInterrupt) is held in :attr:`pending` until the
+        call is done (the caller raises it then, its state consistent): the loop
+        itself sees signals only at its outputs, as in a run."""
+        while True:
+            try:
+                msg = self._out.get()
+                break
+            except BaseException as exc:    # (SimpleQueue.get raises only signals)
+                self.pending = exc
         self._drain()
         if msg[0] == "error":            # the call ended (its counts to its last output)
             self.base += self.stats[2:5]
