@@ -59,6 +59,9 @@ noisy) and the ratio numpy/compiled.  Cases:
 * ``simulation_fourbar_*`` (``--only simulation``): ``Simulation.advance_to``
   in a 1 kHz loop (four-bar, rk4 and dopri5): µs per macro step with unchanged
   inputs and with a torque changed every step, against ``mbcore.run`` per row.
+* ``simulation_slider_*`` (``--only simulation``): the same loop on the planar
+  slider-crank with genalpha (step 1 ms) and bdf: compiled loop against the Python
+  driver (``loop: python``), ms per 1000 macro steps, medians of 3.
 * ``*_output_rows`` (``--only output_rows``): the cost of one output row with every
   channel recorded on the compiled loop (platform, heavy top, spatial slider-crank),
   blocks of rows (compiled and Python per-row evaluation) against the row-by-row
@@ -1968,6 +1971,37 @@ def bench_simulation(repeat: int, quick: bool) -> dict:
             "run_us_per_row": 1e6 * statistics.median(runs),
             "steps": same[0][1]["steps"], "replay_steps": same[0][1]["replay_steps"],
             "steps_with_jumps": jump[0][1]["steps"], "loop": same[0][1]["loop"]}
+    out.update(bench_simulation_loops(quick))
+    return out
+
+
+def bench_simulation_loops(quick: bool) -> dict:
+    """``simulation_slider_{genalpha,bdf}``: 1000 calls ``advance_to(t + 1 ms)`` on the
+    planar slider-crank (--quick: 200), the compiled multistep loop (one loop call
+    kept running) against the Python driver (``loop: python``), inputs constant and
+    a torque set every call (a restart each time); ms per 1000 calls, median of 3."""
+    model = mbcore.Model.from_file(ROOT / "examples" / "slider_crank_dynamic.yaml")
+    n = 200 if quick else 1000
+    out: dict = {}
+    for integ, extra in (("genalpha", {"step": 1e-3}), ("bdf", {})):
+        row: dict = {"macro_step_s": 1e-3, "macro_steps": n}
+        for loop in ("auto", "python"):
+            for change in (False, True):
+                times = []
+                for _ in range(3):
+                    sim = mbcore.Simulation(model, {"integrator": integ, "t_end": 1.0,
+                                                    "loop": loop, **extra})
+                    t0 = time.perf_counter()
+                    for k in range(1, n + 1):
+                        if change:
+                            sim["crank.torque"] = 0.5 * (10.0 - sim["qd/crank.phi"])
+                        sim.advance_to(k * 1e-3)
+                    times.append(time.perf_counter() - t0)
+                key = ("compiled" if loop == "auto" else "python") + (
+                    "_input_set_ms" if change else "_ms")
+                row[key] = 1e3 * statistics.median(times) * 1000 / n
+                row[key.replace("_ms", "_loop")] = sim.loop
+        out[f"simulation_slider_{integ}"] = row
     return out
 
 

@@ -292,7 +292,7 @@ def test_state_round_trip_and_copy_independence():
 
 def test_state_round_trip_python_stepper():
     s = {"integrator": "bdf", "t_end": 1.0, "output_step": 0.01, "rtol": 1e-9,
-         "atol": 1e-11}
+         "atol": 1e-11, "loop": "python"}
     sim = Simulation(FOURBAR, s)
     assert sim.loop == "python"
     cols = _state_columns(sim.system)

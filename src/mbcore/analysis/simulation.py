@@ -14,8 +14,9 @@ function table or a compiled object, so several live in one process and in
 threads); the dynamic analysis' stages (assembly of the initial state, the
 formulation's right-hand side, the output channels) are those of
 :func:`mbcore.run`, found through the plugin registry.  Integration:
-:mod:`mbcore.integrate.simulation_loop` (the compiled Runge-Kutta loop with exact
-continuation across calls, else one Python integrator object).
+:mod:`mbcore.integrate.simulation_loop` (the run's compiled loops with exact
+continuation across calls: the Runge-Kutta loop target by target, the multistep and
+implicit loops as one loop call kept running; else one Python integrator object).
 
 Inputs (set between steps; a changed value is a jump: the integrator restarts at
 the current time from the current state, multistep methods at order 1; setting
@@ -46,7 +47,7 @@ from ..errors import AnalysisError, MbcoreError, ModelError
 from ..solve.formulation import RestartRequest
 from ..integrate.base import StepBudgetError
 from ..integrate.loop_result import LoopFallback
-from ..integrate.simulation_loop import CompiledRK, PythonStepper
+from ..integrate.simulation_loop import CompiledLoop, CompiledRK, PythonStepper
 
 __all__ = ["Simulation", "SimulationState", "SimulationError"]
 
@@ -66,8 +67,9 @@ class SimulationState:
     ``inputs`` (values by name), ``integrator``: the continuation data of the
     integrator (step-end state, next step size, grid position, last step;
     opaque): :meth:`Simulation.set_state` continues bit-identically from it on the
-    compiled Runge-Kutta loop and restarts the Python-driver integrators from
-    (t, y)."""
+    compiled loops (the multistep and implicit ones from the history at the start
+    of the step holding the last call's end) and restarts the Python-driver
+    integrators from (t, y)."""
 
     t: float
     q: np.ndarray
@@ -189,30 +191,42 @@ class Simulation:
             self._record_row()
 
     # -- set-up ----------------------------------------------------------------------
-    def _make_stepper(self, t: float, y: np.ndarray):
+    def _make_stepper(self, t: float, y: np.ndarray, python: bool = False):
+        """The integrator (:mod:`mbcore.integrate.simulation_loop`): the run's compiled
+        loop where it has one (``loop: auto``), else (or ``python``) the Python
+        driver's integrator object."""
         run, a = self._run, self.analysis
         form = run.form
         from ..integrate.fastloop import compiled_loop_for
         post = run.post_step if run.projects else None
         jac = run.dae_jacobian if hasattr(form, "jacobian") else None
         kind = None
-        if self.settings.get("loop", "auto") == "auto" and run.crhs is not None:
+        if (not python and self.settings.get("loop", "auto") == "auto"
+                and run.crhs is not None):
             kind = compiled_loop_for(a.icls, form, post_step=post, jac=jac)
         horizon = float(self.settings["t_end"])
         if horizon <= t:
             horizon = math.inf
+        commit = (None if getattr(form, "step_end_in_compiled_loop", False)
+                  else self._commit_hook())
+        self.loop_kind = "python"
+        if kind is not None and kind not in ("fixed", "embedded") and post is None:
+            # the compiled multistep / implicit loops (as the run's), kept running
+            self.loop = self.loop_kind = "compiled"
+            self.loop_kind = kind
+            return CompiledLoop(kind, a.icls, form, t, y, horizon, a.integrator_options,
+                                jac=jac, max_steps=a.settings["max_steps"],
+                                on_commit=commit)
         if kind in ("fixed", "embedded") and post is None:
             # a failing first evaluation (LoopFallback): the Python path names the error
             # (or continues)
             with contextlib.suppress(LoopFallback):
-                self.loop = "compiled"
+                self.loop, self.loop_kind = "compiled", "rk"
                 # (a formulation whose step-end work the compiled loop does in C,
                 # di's drift gate, needs no call-back there)
                 return CompiledRK(kind, a.icls, form, t, y, horizon, a.integrator_options,
                                   max_steps=a.settings["max_steps"],
-                                  on_commit=None if getattr(
-                                      form, "step_end_in_compiled_loop", False)
-                                  else self._commit_hook())
+                                  on_commit=commit)
         if (jac is None and getattr(run.crhs, "analytic_jac", False)
                 and getattr(a.icls, "implicit", False)):
             jac = run.rhs_jacobian
@@ -220,6 +234,15 @@ class Simulation:
         return PythonStepper(a.icls, run.rhs, t, y, horizon, a.integrator_options,
                              jac=jac, post_step=post, max_steps=a.settings["max_steps"],
                              on_commit=self._commit_hook())
+
+    def _to_python(self) -> bool:
+        """After a compiled loop that could not start (its first call failed before a
+        step, :attr:`CompiledLoop.unsupported`): the Python driver from here on, as a
+        run hands over; True if so."""
+        if not getattr(self._stepper, "unsupported", False):
+            return False
+        self._stepper = self._make_stepper(self.t, self._y, python=True)
+        return True
 
     def _commit_hook(self):
         """The run's step-end hook (``on_commit``; cp's new partitions at step ends),
@@ -568,6 +591,8 @@ class Simulation:
                 except StepBudgetError as exc:   # it stays where the budget ran out
                     self._stop_at(*exc.state)
                     raise
+                if isinstance(out, tuple) and self._to_python():
+                    out = self._stepper.advance(target)   # the loop could not start
                 if isinstance(out, tuple):       # the compiled loop met a failing evaluation
                     self._acc = out               # (the last accepted step)
                     out = self._python_to(*out, target)
@@ -579,12 +604,21 @@ class Simulation:
             self._settle()
             if self._reporters:
                 self._record_row()
+            self._raise_held()
         return self
+
+    def _raise_held(self) -> None:
+        """A signal the compiled loop's call held until it was done (its state is the
+        simulation's now): raised here."""
+        held = getattr(self._stepper, "pending", None)
+        if held is not None:
+            self._stepper.pending = None
+            raise held
 
     def _stop_at(self, t: float, y: np.ndarray) -> None:
         """After a StepBudgetError: the simulation is at the last accepted step (t, y);
         the compiled loop restarts there (a Python integrator object is there)."""
-        if isinstance(self._stepper, CompiledRK):
+        if isinstance(self._stepper, (CompiledRK, CompiledLoop)):
             self._stepper.restart(t, y, np.array(self._run.rhs(t, y)))
             self.restarts += 1
         self._y, self.t = np.array(y, dtype=float), float(t)
@@ -602,9 +636,12 @@ class Simulation:
             def go():
                 st = self._stepper
                 if st.ts > self.t:
-                    return st.ts, np.array(st.ys if isinstance(st, CompiledRK)
+                    return st.ts, np.array(st.ys if isinstance(st, (CompiledRK,
+                                                                    CompiledLoop))
                                            else st.integ.y)
                 t, y, ok = st.step_end()
+                if not ok and self._to_python():   # the compiled loop cannot start
+                    t, y, ok = self._stepper.step_end()
                 if not ok:                   # the compiled loop met a failing evaluation
                     self._acc = (t, y)
                     t = np.nextafter(t, math.inf)
@@ -616,6 +653,7 @@ class Simulation:
             self._settle()
             if self._reporters:
                 self._record_row()
+            self._raise_held()
         return self
 
     def _python_to(self, t0: float, y0: np.ndarray, target: float) -> np.ndarray:
@@ -736,7 +774,7 @@ class Simulation:
         h, order, steps, rej, nfev = self._stepper.statistics()
         out = {"steps": int(steps), "rejected": int(rej), "rhs_evaluations": int(nfev),
                "restarts": self.restarts, "step_size": float(h), "order": float(order),
-               "loop": self.loop}
+               "loop": self.loop, "loop_kind": self.loop_kind}
         if isinstance(self._stepper, CompiledRK):
             out["replay_steps"] = int(self._stepper.counts[3])
             out["replay_evaluations"] = int(self._stepper.counts[4])
@@ -750,7 +788,7 @@ class Simulation:
         return SimulationState(
             t=self.t, q=q, qd=qd, W=float(self._y[-1]) + self._input_work(q),
             y=self._y.copy(), inputs=dict(self._inputs),
-            integrator=st.get() if isinstance(st, CompiledRK) else None,
+            integrator=st.get() if isinstance(st, (CompiledRK, CompiledLoop)) else None,
             extra={"w_inputs": self._w_inputs, "parameters": dict(self._parameters),
                    "q_mark": None if self._q_mark is None else self._q_mark.copy(),
                    "restarts": self.restarts, "dirty": self._dirty})
@@ -772,8 +810,13 @@ class Simulation:
             qm = state.extra.get("q_mark")
             self._q_mark = None if qm is None else np.array(qm)
             st = self._stepper
-            if isinstance(st, CompiledRK) and state.integrator is not None:
+            if isinstance(st, CompiledRK) and state.integrator is not None \
+                    and "loop" not in state.integrator:
                 st.set(state.integrator)
+                self._dirty = bool(state.extra.get("dirty", False))
+                self.restarts = int(state.extra.get("restarts", self.restarts))
+            elif (isinstance(st, CompiledLoop) and state.integrator is not None
+                  and st.set(state.integrator)):
                 self._dirty = bool(state.extra.get("dirty", False))
                 self.restarts = int(state.extra.get("restarts", self.restarts))
             else:

@@ -25,6 +25,11 @@ per-component tolerances keep the Python driver.
 The θ-methods likewise run without a given Jacobian and with scalar Newton
 tolerances only.
 
+:class:`mbcore.Simulation` runs these loops through
+:class:`mbcore.integrate.simulation_loop.CompiledLoop`: one :func:`run_multistep` call
+kept running across its ``advance_to`` calls (the output times written while the
+loop waits in its output call-back; ``hist``/``history`` for its exact resumes).
+
 ``"sdirk"``: the 5-stage, order-4 SDIRK of Hairer & Wanner (1996), §IV.6, Table 6.5
 (:class:`mbplugins.integrators.sdirk.SDIRK4`), stepped by ``run_sdirk`` from the
 object's ``loop_start()`` (y' at the start, the first step, the Newton settings,

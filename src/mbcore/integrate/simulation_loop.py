@@ -13,12 +13,31 @@ reproduce one :func:`mbcore.run` with the call ends as output times.
   back the whole last step, so a later target inside that step redoes it from its
   start (same step size and grid point: bit-identical dense output; counted as
   *replay* evaluations, not integration work).  Bit-identical to the run.
-* :class:`PythonStepper`: every other integrator (multistep, implicit, third
-  party) and formulation without a compiled right-hand side: one integrator object
-  kept across calls (``step()``, its dense output, history and step size), the
-  projections of the projection formulations after each step as the Python driver
-  does.  Equal to the run to the integration tolerance (the run uses the compiled
-  multistep loops where they apply).
+* :class:`CompiledLoop`: the compiled multistep and implicit loops of
+  :mod:`mbcore.integrate.multistep_loop` (every loop kind of ``STEPLOOP_KINDS``:
+  abm, bdf, the θ-methods, generalized-α/HHT fixed and variable step, the fixed-grid
+  methods, rkmk4, sdirk, radau; also the DAE forms with the analysis' Jacobian
+  call-back), kept running across calls: one ``run_multistep`` call on a worker
+  thread whose output call-back hands each target's dense output to the caller and
+  waits for the next target (written into the loop's output times before the
+  call-back returns, so the loop reads it as if it had been given from the start).
+  The loop never stops between calls, so N calls are one run: the same steps,
+  orders, Jacobians and dense outputs bit for bit.  Only one of the two threads
+  runs at a time (a strict hand-over); the thread is the loop's C stack kept alive,
+  not parallel work.  When its output times run out (:attr:`CompiledLoop.CAPACITY`
+  calls) the loop stops and a new one resumes exactly from the start of the step
+  that held the last output (the checkpoint history of the multistep loops, as a
+  resumed run); :meth:`CompiledLoop.get` / :meth:`CompiledLoop.set` (a
+  simulation's state, its copies) resume the same way.  A restart ends the paused
+  call and starts a new one from (t, y) with the next target (the Python integrator
+  object built there, as the driver's ``restart``).  Past the horizon (``t_end``)
+  the new call starts there with no end time.
+* :class:`PythonStepper`: every other integrator (third party, and any method with
+  ``loop: python``) and formulation without a compiled right-hand side: one
+  integrator object kept across calls (``step()``, its dense output, history and
+  step size), the projections of the projection formulations after each step as
+  the Python driver does.  The same steps as the compiled loops, its values equal
+  to theirs bit for bit or to the last bits where the compiled arithmetic differs.
 
 A restart (an input jump, a new state) starts the method again from (t, y):
 f is evaluated there, embedded pairs keep the controller's last step proposal,
@@ -26,17 +45,42 @@ fixed steps start a new grid at t, multistep methods start at order 1.
 """
 from __future__ import annotations
 
+import functools
 import math
+import queue
+import threading
+import weakref
 
 import numpy as np
 
 from .base import step_budget_error
-from .loop_result import LoopFallback, LoopStatus, step_too_small
+from .loop_result import LoopFallback, LoopResult, LoopStatus, step_too_small
 
-__all__ = ["CompiledRK", "PythonStepper"]
+__all__ = ["CompiledRK", "CompiledLoop", "PythonStepper"]
 
 
-class CompiledRK:
+class _StepEnds:
+    """What the compiled steppers share: ``ts``, ``ys`` the end of the last step
+    taken, ``advance(target)`` (y, or ``(t, y)`` before a failing evaluation)."""
+
+    ts: float
+    ys: np.ndarray
+
+    def step_end(self) -> tuple[float, np.ndarray, bool]:
+        """One step from the step end (the loop's next output just after it, then
+        that step's end): (t, y, True), or the last accepted (t, y, False) before a
+        failing evaluation."""
+        out = self.advance(np.nextafter(self.ts, math.inf))
+        if isinstance(out, tuple):
+            return out[0], out[1], False
+        return self.ts, np.array(self.ys), True
+
+    def accepted(self) -> tuple[float, np.ndarray]:
+        """The step end the loop continues from (t, y)."""
+        return self.ts, np.array(self.ys)
+
+
+class CompiledRK(_StepEnds):
     """The compiled Runge-Kutta loop driven target by target (module docstring)."""
 
     def __init__(self, kind: str, icls, form, t0: float, y0: np.ndarray, horizon: float,
@@ -167,18 +211,6 @@ class CompiledRK:
         self.counts[3:] += (self.stats[2], self.stats[4])
         return self._out
 
-    def step_end(self) -> tuple[float, np.ndarray, bool]:
-        """One step from the step end (the loop stops right after it): (t, y, True),
-        or the last accepted (t, y, False) before a failing evaluation."""
-        out = self.advance(np.nextafter(self.ts, math.inf))
-        if isinstance(out, tuple):
-            return out[0], out[1], False
-        return self.ts, np.array(self.ys), True
-
-    def accepted(self) -> tuple[float, np.ndarray]:
-        """The step end the loop continues from (t, y)."""
-        return self.ts, np.array(self.ys)
-
     def restart(self, t: float, y: np.ndarray, f: np.ndarray) -> None:
         self.ts, self.ys, self.fs = float(t), np.array(y, dtype=float), np.array(f)
         self.g0, self.istep, self.last = float(t), 0, None
@@ -202,6 +234,304 @@ class CompiledRK:
 
     def statistics(self) -> tuple[float, float, float, float, float]:
         c = self.counts
+        return self.step_size, self.order, c[0], c[1], c[2]
+
+
+def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
+                 done: "queue.SimpleQueue") -> None:
+    """The thread of a :class:`CompiledLoop`: runs loop calls one after the other
+    (``jobs``: a callable, or None to end), each reporting through ``out``; a call
+    the caller stopped (a restart) reports its end through ``done``, which the
+    caller reads without waiting (so that a restart costs no extra hand-over)."""
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        try:
+            res = job()
+        except BaseException as exc:      # handed to the caller's thread, raised there
+            out.put(("error", exc))
+            continue
+        (done if res[3] else out).put(("end", res))
+
+
+#: the end time of a loop call past the simulation's horizon
+_NO_END = float(np.finfo(float).max)
+
+
+def _weak(f):
+    """``f`` called through a weak reference (None stays None): the loop's thread must
+    not keep the simulation alive."""
+    if f is None:
+        return None
+    ref = weakref.ref(f)
+
+    def call(*args):
+        g = ref()
+        if g is None:                    # pragma: no cover - the loop stops first
+            raise LoopFallback(float(args[0]))
+        return g(*args)
+    return call
+
+
+def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
+               budget, inner, jac, stats, hist, ystep, cmd, out):
+    """One loop call of a :class:`CompiledLoop` on its thread (module docstring):
+    ``run_multistep`` from (t0, y0), the output times written as the caller hands
+    them over (``cmd``: the next target, or None to stop); returns (result, the
+    failed state or None, whether the output times ran out, whether it was
+    stopped)."""
+    from .multistep_loop import run_multistep
+    from .base import Statistics
+    t_out = np.full(capacity, math.inf)
+    t_out[0] = target
+    pos, since, t_prev = [1], [0], [t0]
+    failed: list = []
+    stopped = [False]
+
+    def on_output(t, y):
+        since[0], t_prev[0] = -1, t        # (on_commit of this step follows)
+        out.put(("out", t, y))
+        nxt = cmd.get()
+        if nxt is None:
+            stopped[0] = True              # a restart: the caller goes on meanwhile
+            return True
+        if pos[0] >= t_out.size:
+            return True
+        t_out[pos[0]] = nxt
+        pos[0] += 1
+        return False
+
+    def python_fallback(t, y, outs):
+        failed.append((float(t), np.array(y, dtype=float)))
+        return LoopResult(int(LoopStatus.EVALUATION_FAILED), Statistics(), t, y)
+
+    on_commit = inner
+    if budget:
+        def on_commit(t, y):
+            # the step budget per call (the loop's own, counted here so that the
+            # error carries the state where it ran out, as CompiledRK's)
+            since[0] += 1
+            if since[0] >= budget:
+                err = step_budget_error(budget, t, t_prev[0], t_out[pos[0] - 1],
+                                        float(stats[0]))
+                err.state = (float(t), np.array(y))
+                raise err
+            return None if inner is None else inner(t, y)
+
+    stats[:] = 0.0
+    hist.clear()
+    res = run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output, stats,
+                        python_fallback, jac=jac, ystep=ystep, hist=hist,
+                        history=history, on_commit=on_commit)
+    return res, (failed[0] if failed else None), pos[0] >= t_out.size, stopped[0]
+
+
+class CompiledLoop(_StepEnds):
+    """A compiled multistep / implicit loop kept running across calls (module
+    docstring).  ``advance(target)`` returns y at ``target`` (the loop's dense
+    output, or its step end), or ``(t, y)``: the last accepted state before an
+    evaluation failed (the caller continues on the Python driver and restarts this
+    loop with :meth:`restart`).  :attr:`unsupported` after the first call: the loop
+    could not start (options it does not implement, or the first evaluation failed:
+    the caller takes the Python driver for good, as a run does)."""
+
+    #: output times one loop call holds; then an exact resume (a new call)
+    CAPACITY = 4096
+
+    def __init__(self, kind: str, icls: type, form, t0: float, y0: np.ndarray,
+                 horizon: float, options: dict, jac=None, max_steps: int = 0,
+                 on_commit=None):
+        self.kind, self.icls, self.form = kind, icls, form
+        self.options, self.jac = options, jac
+        self.max_steps = int(max_steps or 0)     # the step budget per call
+        self.on_commit = on_commit
+        self.horizon = float(horizon)
+        self.N = N = np.asarray(y0).size
+        self.ts, self.ys = float(t0), np.array(y0, dtype=float)   # the last step end
+        self.unsupported = False
+        self.base = np.zeros(3)          # steps, rejected, evaluations of ended calls
+        self.stats = np.zeros(5)         # the live call's (run_multistep's stats)
+        self.step_size, self.order = 0.0, 0.0
+        self.calls = 0                   # loop calls started (restarts, resumes)
+        self.ystep = np.full(N + 2, np.nan)
+        self.hist: dict = {}             # the state at the start of the last output step
+        self._start: tuple | None = (float(t0), np.array(y0, dtype=float), None)
+        self._call_start = self._start   # the last call's start (t, y, history)
+        self._live = False               # a loop call paused in its output call-back
+        self.pending: BaseException | None = None    # a signal held (:meth:`_receive`)
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._out: queue.SimpleQueue = queue.SimpleQueue()
+        self._cmd: queue.SimpleQueue = queue.SimpleQueue()
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=_loop_worker,
+                                        args=(self._jobs, self._out, self._done),
+                                        daemon=True, name=f"mbcore-{kind}-loop")
+        self._thread.start()
+        # the thread holds no reference to self: when the stepper goes, its loop ends
+        weakref.finalize(self, CompiledLoop._shutdown, self._jobs, self._cmd)
+
+    @staticmethod
+    def _shutdown(jobs, cmd) -> None:
+        cmd.put(None)                    # a paused loop call stops (on_output -> True)
+        jobs.put(None)                   # the thread ends
+
+    # -- the loop call (on the worker thread) ---------------------------------------------
+    def _call(self, t0: float, y0: np.ndarray, target: float, history) -> None:
+        """Queue a loop call from (t0, y0) (``history``: an exact resume there) whose
+        first output time is ``target``.  The call holds no reference to this object
+        (a paused call would keep it alive): its call-backs are weak references to
+        the ones this object holds."""
+        self.calls += 1
+        self.ystep[:] = np.nan
+        t0 = float(t0)
+        self._call_start = (t0, y0, history)
+        # past the horizon: no end (the largest finite time: the integrator objects
+        # take finite bounds only)
+        t1 = self.horizon if t0 < self.horizon else _NO_END
+        self._jobs.put(functools.partial(
+            _loop_call, self.kind, self.icls, self.form, self.options, t0, t1, y0, target,
+            history, self.CAPACITY, self.max_steps, _weak(self.on_commit), _weak(self.jac),
+            self.stats, self.hist, self.ystep, self._cmd, self._out))
+
+    def _receive(self):
+        """The loop's next message: an output (the call pauses), or its end.  A signal
+        while the loop works (KeyboardInterrupt) is held in :attr:`pending` until the
+        call is done (the caller raises it then, its state consistent): the loop
+        itself sees signals only at its outputs, as in a run."""
+        while True:
+            try:
+                msg = self._out.get()
+                break
+            except BaseException as exc:    # (SimpleQueue.get raises only signals)
+                self.pending = exc
+        self._drain()
+        if msg[0] == "error":            # the call ended (its counts to its last output)
+            self.base += self.stats[2:5]
+            self._live = False
+            raise msg[1]
+        return msg
+
+    def _resume_point(self) -> bool:
+        """The next call resumes exactly at the start of the step that held the last
+        output of the call that ended (its history, the counts before it); False when
+        it kept none."""
+        h = dict(self.hist)
+        if h.get("t") is None:
+            return False
+        self.base += np.asarray(h["counts"], dtype=float)[:3]
+        self._start = (float(h["t"]), np.array(h["y"], dtype=float), h)
+        return True
+
+    def _drain(self) -> None:
+        """Forget the ends of the calls a restart stopped (their counts were taken
+        at the restart: the loop counts nothing after its last output)."""
+        while True:
+            try:
+                self._done.get_nowait()
+            except queue.Empty:
+                return
+
+    def _ended(self, res) -> None:
+        st = res.stats
+        self.base += (st.nsteps, st.nrejected, st.nfev)
+        self._live = False
+
+    # -- the caller's side -----------------------------------------------------------------
+    def advance(self, target: float) -> np.ndarray | tuple[float, np.ndarray]:
+        """y at ``target`` (class docstring), or the last accepted ``(t, y)`` before a
+        failing evaluation."""
+        target = float(target)
+        if self._live:
+            self._cmd.put(target)
+        else:
+            if self._start is None:
+                # a call that ended in an error the caller caught, no restart since:
+                # that call again from its start (the same steps: the same error)
+                self._start = self._call_start
+            t0, y0, history = self._start
+            self._start = None
+            self._call(t0, y0, target, history)
+        first = self.calls == 1 and not self._live
+        while True:
+            msg = self._receive()
+            if msg[0] == "out":
+                self._live = True
+                if msg[1] != target:     # an earlier call's, left by an interrupt
+                    continue
+                N = self.N
+                self.ts, self.ys = float(self.ystep[N]), np.array(self.ystep[:N])
+                self.step_size, self.order = float(self.stats[0]), float(self.stats[1])
+                return np.array(msg[2])
+            res, failed, full, _ = msg[1]
+            self._live = False
+            if full and failed is None:
+                # the output times ran out: resume exactly at the start of the step
+                # that held the last output, the target again (a history without a
+                # start, none kept: a restart at the last step end)
+                if not self._resume_point():
+                    self._ended(res)
+                    self._start = (self.ts, self.ys, None)
+                (t0, y0, history), self._start = self._start, None
+                self._call(t0, y0, target, history)
+                continue
+            self._ended(res)
+            if failed is not None:
+                if first and self.base[0] == 0:
+                    self.unsupported = True      # the loop did not start
+                self._start = None
+                return failed
+            # the horizon reached before target: on past it, the method restarted there
+            self.ts, self.ys = float(res.t_final), np.array(res.y_final, dtype=float)
+            self._call(self.ts, self.ys, target, None)
+            first = False
+
+    def restart(self, t: float, y: np.ndarray, f=None) -> None:
+        """The method starts again at (t, y) with the next call (a new loop call: the
+        Python integrator object built there, as the driver's ``restart``)."""
+        if self._live:                   # the paused call ends, its counts kept
+            self.base += self.stats[2:5]
+            self._cmd.put(None)
+            self._live = False
+        self.ts, self.ys = float(t), np.array(y, dtype=float)
+        self._start = (self.ts, self.ys.copy(), None)
+
+    # -- state -------------------------------------------------------------------------
+    def get(self) -> dict | None:
+        """The continuation (a copy): a paused call's history at the start of the step
+        holding the last output, from which :meth:`set` redoes that step (exactly, as a
+        resumed run or an exhausted call), with the counts before it; or the pending
+        start.  None when the loop kept no history there (the caller restarts)."""
+        if self._live:
+            h = self.hist
+            if h.get("t") is None:
+                return None
+            start = (float(h["t"]), np.array(h["y"], dtype=float), dict(h))
+            base = self.base + np.asarray(h["counts"], dtype=float)[:3]
+        elif self._start is not None:
+            start, base = self._start, self.base.copy()
+        else:
+            return None
+        return {"loop": self.kind, "start": start, "base": base, "ts": self.ts,
+                "ys": self.ys.copy(), "step_size": self.step_size, "order": self.order}
+
+    def set(self, d: dict) -> bool:
+        """Continue from :meth:`get`'s ``d`` (of a loop of the same kind) with the next
+        call; False (nothing changed) for another kind's."""
+        if d.get("loop") != self.kind:
+            return False
+        if self._live:                   # the paused call ends, its counts dropped
+            self._cmd.put(None)
+            self._live = False
+        t, y, h = d["start"]
+        self._start = (float(t), np.array(y, dtype=float), None if h is None else dict(h))
+        self.base = np.array(d["base"], dtype=float)
+        self.ts, self.ys = float(d["ts"]), np.array(d["ys"], dtype=float)
+        self.step_size, self.order = d["step_size"], d["order"]
+        return True
+
+    def statistics(self) -> tuple[float, float, float, float, float]:
+        c = self.base + self.stats[2:5] if self._live else self.base.copy()
         return self.step_size, self.order, c[0], c[1], c[2]
 
 
