@@ -302,7 +302,7 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
         pos[0] += 1
         return False
 
-    def python_fallback(t, y, outs):
+    def python_fallback(t, y, outs, why=None):
         failed.append((float(t), np.array(y, dtype=float)))
         return LoopResult(int(LoopStatus.EVALUATION_FAILED), Statistics(), t, y)
 
