@@ -211,7 +211,8 @@ cdef class GenAlphaStepper(Stepper):
                 if l:
                     return LOOP_EVAL_FAILED
                 self.lu_valid = False
-            if not self.lu_valid or fabs(h - self.c_lu) > 1e-12 * fabs(h):
+            # (within 1e-6 of the factored step: the same LU, as the Python driver)
+            if not self.lu_valid or fabs(h - self.c_lu) > 1e-6 * fabs(h):
                 self.factor_lu(h)
                 self.counters[C_LU] += 1.0
                 self.lu_valid = True

@@ -483,7 +483,10 @@ class GeneralizedAlpha(Integrator):
                 # the fast blocks at the predictor (module docstring), then a new LU
                 self.opts["jacobian_update"](t_new, y_pred, self._J)
                 self._lu = None
-            if self._lu is None or abs(h - self._c_lu) > 1e-12 * abs(h):
+            # (a step within 1e-6 of the factored one keeps the LU, as the θ-methods:
+            # the fixed grid's steps t_n+1 - t_n differ in their last bits where
+            # t/h is large; the iteration matrix only steers Newton)
+            if self._lu is None or abs(h - self._c_lu) > 1e-6 * abs(h):
                 self._lu = self.lu_factor(self._matrix(self._J, h))
                 self._c_lu = h
             ok, y, acc, f, iters = self._solve(t_new, h, y_pred, scale)
