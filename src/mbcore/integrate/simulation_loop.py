@@ -275,7 +275,7 @@ def _weak(f):
 
 
 def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
-               budget, inner, jac, stats, hist, ystep, cmd, out):
+               budget, inner, jac, stats, hist, ystep, cmd, out, keep=None):
     """One loop call of a :class:`CompiledLoop` on its thread (module docstring):
     ``run_multistep`` from (t0, y0), the output times written as the caller hands
     them over (``cmd``: the next target, or None to stop); returns (result, the
@@ -323,7 +323,7 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
     hist.clear()
     res = run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output, stats,
                         python_fallback, jac=jac, ystep=ystep, hist=hist,
-                        history=history, on_commit=on_commit)
+                        history=history, on_commit=on_commit, keep=keep)
     return res, (failed[0] if failed else None), pos[0] >= t_out.size, stopped[0]
 
 
@@ -356,6 +356,9 @@ class CompiledLoop(_StepEnds):
         self.calls = 0                   # loop calls started (restarts, resumes)
         self.ystep = np.full(N + 2, np.nan)
         self.hist: dict = {}             # the state at the start of the last output step
+        #: the integrator object of the loop calls, restarted at each fresh start
+        #: (``run_multistep``'s ``keep``)
+        self._keep: dict = {}
         self._start: tuple | None = (float(t0), np.array(y0, dtype=float), None)
         self._call_start = self._start   # the last call's start (t, y, history)
         self._live = False               # a loop call paused in its output call-back
@@ -392,7 +395,7 @@ class CompiledLoop(_StepEnds):
         self._jobs.put(functools.partial(
             _loop_call, self.kind, self.icls, self.form, self.options, t0, t1, y0, target,
             history, self.CAPACITY, self.max_steps, _weak(self.on_commit), _weak(self.jac),
-            self.stats, self.hist, self.ystep, self._cmd, self._out))
+            self.stats, self.hist, self.ystep, self._cmd, self._out, self._keep))
 
     def _receive(self):
         """The loop's next message: an output (the call pauses), or its end.  A signal
