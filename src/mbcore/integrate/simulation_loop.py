@@ -275,12 +275,14 @@ def _weak(f):
 
 
 def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
-               budget, inner, jac, stats, hist, ystep, cmd, out, keep=None):
+               budget, inner, jac, stats, hist, ystep, cmd, out, keep=None,
+               held=None):
     """One loop call of a :class:`CompiledLoop` on its thread (module docstring):
     ``run_multistep`` from (t0, y0), the output times written as the caller hands
     them over (``cmd``: the next target, or None to stop); returns (result, the
     failed state or None, whether the output times ran out, whether it was
-    stopped)."""
+    stopped).  ``held`` (a list): the call runs on the caller's thread and stops at
+    its first output, (t, y) appended to ``held`` (a restart's first call)."""
     from .multistep_loop import run_multistep
     from .base import Statistics
     t_out = np.full(capacity, math.inf)
@@ -291,6 +293,9 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
 
     def on_output(t, y):
         since[0], t_prev[0] = -1, t        # (on_commit of this step follows)
+        if held is not None:
+            held.append((t, np.array(y)))
+            return True
         out.put(("out", t, y))
         nxt = cmd.get()
         if nxt is None:
@@ -324,7 +329,8 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
     res = run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output, stats,
                         python_fallback, jac=jac, ystep=ystep, hist=hist,
                         history=history, on_commit=on_commit, keep=keep)
-    return res, (failed[0] if failed else None), pos[0] >= t_out.size, stopped[0]
+    return (res, (failed[0] if failed else None),
+            held is None and pos[0] >= t_out.size, stopped[0] or bool(held))
 
 
 class CompiledLoop(_StepEnds):
@@ -362,6 +368,11 @@ class CompiledLoop(_StepEnds):
         self._start: tuple | None = (float(t0), np.array(y0, dtype=float), None)
         self._call_start = self._start   # the last call's start (t, y, history)
         self._live = False               # a loop call paused in its output call-back
+        #: a restart's call, run on the caller's thread, stopped at its output: the
+        #: next call resumes from its history (:meth:`_continue_held`) unless restarted
+        self._held = False
+        self._fresh = False              # the next call starts a restart (synchronous)
+        self._sync_msg: tuple | None = None     # the synchronous call's message
         self.pending: BaseException | None = None    # a signal held (:meth:`_receive`)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._out: queue.SimpleQueue = queue.SimpleQueue()
@@ -380,11 +391,14 @@ class CompiledLoop(_StepEnds):
         jobs.put(None)                   # the thread ends
 
     # -- the loop call (on the worker thread) ---------------------------------------------
-    def _call(self, t0: float, y0: np.ndarray, target: float, history) -> None:
+    def _call(self, t0: float, y0: np.ndarray, target: float, history,
+              sync: bool = False) -> None:
         """Queue a loop call from (t0, y0) (``history``: an exact resume there) whose
         first output time is ``target``.  The call holds no reference to this object
         (a paused call would keep it alive): its call-backs are weak references to
-        the ones this object holds."""
+        the ones this object holds.  ``sync`` (a restart): the call runs here, on the
+        caller's thread, and stops at its output (no hand-over; :meth:`_receive`
+        returns its message, ``"held"`` for the output)."""
         self.calls += 1
         self.ystep[:] = np.nan
         t0 = float(t0)
@@ -392,6 +406,18 @@ class CompiledLoop(_StepEnds):
         # past the horizon: no end (the largest finite time: the integrator objects
         # take finite bounds only)
         t1 = self.horizon if t0 < self.horizon else _NO_END
+        if sync:
+            held: list = []
+            try:
+                res = _loop_call(self.kind, self.icls, self.form, self.options, t0, t1,
+                                 y0, target, history, 1, self.max_steps,
+                                 _weak(self.on_commit), _weak(self.jac), self.stats,
+                                 self.hist, self.ystep, None, None, self._keep, held)
+            except BaseException as exc:
+                self._sync_msg = ("error", exc)
+                return
+            self._sync_msg = ("held", *held[0]) if held else ("end", res)
+            return
         self._jobs.put(functools.partial(
             _loop_call, self.kind, self.icls, self.form, self.options, t0, t1, y0, target,
             history, self.CAPACITY, self.max_steps, _weak(self.on_commit), _weak(self.jac),
@@ -402,10 +428,10 @@ class CompiledLoop(_StepEnds):
         while the loop works (KeyboardInterrupt) is held in :attr:`pending` until the
         call is done (the caller raises it then, its state consistent): the loop
         itself sees signals only at its outputs, as in a run."""
-        while True:
+        msg, self._sync_msg = self._sync_msg, None
+        while msg is None:
             try:
                 msg = self._out.get()
-                break
             except BaseException as exc:    # (SimpleQueue.get raises only signals)
                 self.pending = exc
         self._drain()
@@ -448,18 +474,24 @@ class CompiledLoop(_StepEnds):
         if self._live:
             self._cmd.put(target)
         else:
-            if self._start is None:
+            if self._held:
+                self._continue_held()
+            elif self._start is None:
                 # a call that ended in an error the caller caught, no restart since:
                 # that call again from its start (the same steps: the same error)
                 self._start = self._call_start
             t0, y0, history = self._start
             self._start = None
-            self._call(t0, y0, target, history)
+            sync, self._fresh = self._fresh and history is None, False
+            self._call(t0, y0, target, history, sync)
         first = self.calls == 1 and not self._live
         while True:
             msg = self._receive()
-            if msg[0] == "out":
-                self._live = True
+            if msg[0] == "out" or msg[0] == "held":
+                if msg[0] == "held":
+                    self._held = True
+                else:
+                    self._live = True
                 if msg[1] != target:     # an earlier call's, left by an interrupt
                     continue
                 N = self.N
@@ -489,15 +521,31 @@ class CompiledLoop(_StepEnds):
             self._call(self.ts, self.ys, target, None)
             first = False
 
+    def _continue_held(self) -> None:
+        """The next call after a restart's synchronous one, with no restart since:
+        it resumes exactly at the start of the step that held that call's output
+        (its history, as an exhausted call: the same steps, counts and outputs as a
+        call kept running; a kind that kept no history restarts at the step end)."""
+        self._held = False
+        if not self._resume_point():
+            self.base += self.stats[2:5]
+            self._start = (self.ts, self.ys, None)
+
     def restart(self, t: float, y: np.ndarray, f=None) -> None:
-        """The method starts again at (t, y) with the next call (a new loop call: the
-        Python integrator object built there, as the driver's ``restart``)."""
+        """The method starts again at (t, y) with the next call: the kept integrator
+        object restarted there (the driver's ``restart``), that call run on the
+        caller's thread up to its target (a control loop that sets an input before
+        every call restarts every call: no thread hand-over)."""
         if self._live:                   # the paused call ends, its counts kept
             self.base += self.stats[2:5]
             self._cmd.put(None)
             self._live = False
+        elif self._held:                 # the stopped call's counts kept
+            self.base += self.stats[2:5]
+            self._held = False
         self.ts, self.ys = float(t), np.array(y, dtype=float)
         self._start = (self.ts, self.ys.copy(), None)
+        self._fresh = True
 
     # -- state -------------------------------------------------------------------------
     def get(self) -> dict | None:
@@ -505,7 +553,7 @@ class CompiledLoop(_StepEnds):
         holding the last output, from which :meth:`set` redoes that step (exactly, as a
         resumed run or an exhausted call), with the counts before it; or the pending
         start.  None when the loop kept no history there (the caller restarts)."""
-        if self._live:
+        if self._live or self._held:
             h = self.hist
             if h.get("t") is None:
                 return None
@@ -526,6 +574,7 @@ class CompiledLoop(_StepEnds):
         if self._live:                   # the paused call ends, its counts dropped
             self._cmd.put(None)
             self._live = False
+        self._held = self._fresh = False
         t, y, h = d["start"]
         self._start = (float(t), np.array(y, dtype=float), None if h is None else dict(h))
         self.base = np.array(d["base"], dtype=float)
@@ -534,7 +583,7 @@ class CompiledLoop(_StepEnds):
         return True
 
     def statistics(self) -> tuple[float, float, float, float, float]:
-        c = self.base + self.stats[2:5] if self._live else self.base.copy()
+        c = self.base + self.stats[2:5] if self._live or self._held else self.base.copy()
         return self.step_size, self.order, c[0], c[1], c[2]
 
 
