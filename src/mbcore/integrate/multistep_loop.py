@@ -174,6 +174,11 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
             st.orders[k] = st.orders.get(k, 0) + int(counters[ORDERS + k])
 
 
+def _checked(f) -> None:
+    """The kept generalized-α object's kinematic-row check (:func:`run_multistep`):
+    done once, at its construction."""
+
+
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
@@ -201,7 +206,8 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     start (no ``history``) restarts that object at (t0, y0) (``integ.restart``: the
     Python driver's restart, the same start-up formulas) instead of building and
     checking a new one; its start-up evaluations counted from zero as a new
-    object's."""
+    object's; ``keep["discard"]`` set (by ``on_output``) before it stops the loop:
+    the result is dropped, its Statistics left empty (the counts are in ``stats``)."""
     from .._ext import _steploop as ms
     from .loop_result import (LoopFallback, LoopResult, LoopStatus, budget_error,
                               step_too_small)
@@ -239,6 +245,11 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             return python_fallback(t0, y0, t_out, why="start")
         if keep is not None and history is None:
             keep["integ"] = integ
+            if hasattr(integ, "_check_kinematic_rows"):
+                # generalized-α's check of the second-order form (f's q rows = v),
+                # a property of the formulation it passed just now: not repeated at
+                # the kept object's restarts (an np.allclose, most of their cost)
+                integ._check_kinematic_rows = _checked
     if rhs_state is not None:
         crhs.load_state(rhs_state)      # its warm start at the stored step
     extra = {}
@@ -385,8 +396,10 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             ystep=ystep, hist=hist, max_steps=budget, **commit)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
-    _statistics(st, stats, counters)
     code = LoopStatus(code)
+    if code is LoopStatus.STOPPED and keep is not None and keep.get("discard"):
+        return LoopResult(2, st, t, y)  # (a result its caller drops: ``stats`` only)
+    _statistics(st, stats, counters)
     if code is LoopStatus.DONE:
         return LoopResult(0, st, t, y)
     if code is LoopStatus.STOPPED:

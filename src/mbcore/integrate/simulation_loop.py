@@ -275,7 +275,7 @@ def _weak(f):
 
 
 def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
-               budget, inner, jac, stats, hist, ystep, cmd, out, keep=None,
+               budget, inner, jac, stats, hist, ystep, cmd, out, keep: dict,
                held=None):
     """One loop call of a :class:`CompiledLoop` on its thread (module docstring):
     ``run_multistep`` from (t0, y0), the output times written as the caller hands
@@ -295,11 +295,13 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
         since[0], t_prev[0] = -1, t        # (on_commit of this step follows)
         if held is not None:
             held.append((t, np.array(y)))
+            keep["discard"] = True         # (the caller reads the counts in stats)
             return True
         out.put(("out", t, y))
         nxt = cmd.get()
         if nxt is None:
             stopped[0] = True              # a restart: the caller goes on meanwhile
+            keep["discard"] = True
             return True
         if pos[0] >= t_out.size:
             return True
@@ -326,6 +328,7 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
 
     stats[:] = 0.0
     hist.clear()
+    keep["discard"] = False
     res = run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output, stats,
                         python_fallback, jac=jac, ystep=ystep, hist=hist,
                         history=history, on_commit=on_commit, keep=keep)
