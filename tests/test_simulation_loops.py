@@ -371,16 +371,21 @@ def test_an_input_set_before_every_call_restarts_as_the_python_driver(case, monk
     sim, rows = control("auto")
     assert sim.loop == "compiled" and py.loop == "python"
     assert sim.restarts == py.restarts == 45
-    # one object built for the fresh starts (the first call's); the restarts' calls
-    # restart it; the exact resume after call 45 builds its own (a history)
+    # one object built for the fresh starts (by the first call, itself a restart at
+    # t = 0); the 44 later restarts restart it; the exact resume after call 45 builds
+    # its own (a history)
     assert len(built) == 2, built
-    assert len(restarted) >= 45
-    # 1 thread call at the start, 45 synchronous ones, 1 resumed (thread) call
-    assert sim._stepper.calls == 47
+    assert len(restarted) == 44, restarted
+    # 45 synchronous calls, then 1 resumed (thread) call for the last 15
+    assert sim._stepper.calls == 46
     assert sim.stats["steps"] == py.stats["steps"]
     assert sim.stats["rejected"] == py.stats["rejected"]
+    if case == "radau":
+        # observed 4.4e-15 (the Newton solves' last bits over 45 restarts), bounded
+        # at 5e-13 (>= 100x); genalpha and bdf observed 0.0 (bdf's bound 1e-13 kept)
+        bound = 5e-13
     if bound == 0.0:
         np.testing.assert_array_equal(rows, py_rows, err_msg=case)
-    else:                                    # observed: see CASES
+    else:
         np.testing.assert_allclose(rows, py_rows, rtol=0, atol=bound, err_msg=case)
     assert np.max(np.abs(np.diff(rows[:45, 2]))) > 0.0   # the torque moved the crank
