@@ -242,7 +242,8 @@ def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
     """The thread of a :class:`CompiledLoop`: runs loop calls one after the other
     (``jobs``: a callable, or None to end), each reporting through ``out``; a call
     the caller stopped (a restart) reports its end through ``done``, which the
-    caller reads without waiting (so that a restart costs no extra hand-over)."""
+    caller reads without waiting (so that a restart costs no extra hand-over); a job
+    that returns None reports nothing (:meth:`CompiledLoop._idle`)."""
     while True:
         job = jobs.get()
         if job is None:
@@ -252,7 +253,8 @@ def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
         except BaseException as exc:      # handed to the caller's thread, raised there
             out.put(("error", exc))
             continue
-        (done if res[3] else out).put(("end", res))
+        if res is not None:
+            (done if res[3] else out).put(("end", res))
 
 
 #: the end time of a loop call past the simulation's horizon
@@ -376,6 +378,12 @@ class CompiledLoop(_StepEnds):
         self._held = False
         self._fresh = False              # the next call starts a restart (synchronous)
         self._sync_msg: tuple | None = None     # the synchronous call's message
+        self._stopping = False           # a restart stopped the paused call (:meth:`_idle`)
+        #: whether a call resumed from a history takes the uninterrupted steps: not
+        #: for a formulation with its own state (``resume_state``: cp's partitions,
+        #: the joint-coordinate loops), whose restarts' calls stay on the worker
+        self._exact_resume = not (form.resume_state() if hasattr(form, "resume_state")
+                                  else {})
         self.pending: BaseException | None = None    # a signal held (:meth:`_receive`)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._out: queue.SimpleQueue = queue.SimpleQueue()
@@ -410,6 +418,7 @@ class CompiledLoop(_StepEnds):
         # take finite bounds only)
         t1 = self.horizon if t0 < self.horizon else _NO_END
         if sync:
+            self._idle()
             held: list = []
             try:
                 res = _loop_call(self.kind, self.icls, self.form, self.options, t0, t1,
@@ -425,6 +434,17 @@ class CompiledLoop(_StepEnds):
             _loop_call, self.kind, self.icls, self.form, self.options, t0, t1, y0, target,
             history, self.CAPACITY, self.max_steps, _weak(self.on_commit), _weak(self.jac),
             self.stats, self.hist, self.ystep, self._cmd, self._out, self._keep))
+
+    def _idle(self) -> None:
+        """Wait until a loop call that a restart stopped has ended on the worker (it
+        shares the buffers and the integrator object with the call that follows
+        here); at once when none is ending."""
+        if not self._stopping:
+            return
+        self._stopping = False
+        ended = threading.Event()
+        self._jobs.put(ended.set)
+        ended.wait()
 
     def _receive(self):
         """The loop's next message: an output (the call pauses), or its end.  A signal
@@ -485,7 +505,8 @@ class CompiledLoop(_StepEnds):
                 self._start = self._call_start
             t0, y0, history = self._start
             self._start = None
-            sync, self._fresh = self._fresh and history is None, False
+            sync = self._fresh and history is None and self._exact_resume
+            self._fresh = False
             self._call(t0, y0, target, history, sync)
         first = self.calls == 1 and not self._live
         while True:
@@ -543,6 +564,7 @@ class CompiledLoop(_StepEnds):
             self.base += self.stats[2:5]
             self._cmd.put(None)
             self._live = False
+            self._stopping = True
         elif self._held:                 # the stopped call's counts kept
             self.base += self.stats[2:5]
             self._held = False
@@ -577,6 +599,7 @@ class CompiledLoop(_StepEnds):
         if self._live:                   # the paused call ends, its counts dropped
             self._cmd.put(None)
             self._live = False
+            self._stopping = True
         self._held = self._fresh = False
         t, y, h = d["start"]
         self._start = (float(t), np.array(y, dtype=float), None if h is None else dict(h))
