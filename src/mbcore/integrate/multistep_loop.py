@@ -28,7 +28,8 @@ tolerances only.
 :class:`mbcore.Simulation` runs these loops through
 :class:`mbcore.integrate.simulation_loop.CompiledLoop`: one :func:`run_multistep` call
 kept running across its ``advance_to`` calls (the output times written while the
-loop waits in its output call-back; ``hist``/``history`` for its exact resumes).
+loop waits in its output call-back; ``hist``/``history`` for its exact resumes;
+``keep``: the integrator object kept and restarted at a restart, not built again).
 
 ``"sdirk"``: the 5-stage, order-4 SDIRK of Hairer & Wanner (1996), §IV.6, Table 6.5
 (:class:`mbplugins.integrators.sdirk.SDIRK4`), stepped by ``run_sdirk`` from the

@@ -29,8 +29,16 @@ reproduce one :func:`mbcore.run` with the call ends as output times.
   that held the last output (the checkpoint history of the multistep loops, as a
   resumed run); :meth:`CompiledLoop.get` / :meth:`CompiledLoop.set` (a
   simulation's state, its copies) resume the same way.  A restart ends the paused
-  call and starts a new one from (t, y) with the next target (the Python integrator
-  object built there, as the driver's ``restart``).  Past the horizon (``t_end``)
+  call and starts a new one from (t, y) with the next target: the integrator object
+  the first call built (and checked) is kept and restarted there
+  (``integ.restart``, as the driver's ``restart``: the same start-up formulas), and
+  that call runs on the caller's thread, stopping at its target's output (no
+  hand-over between the threads: a control loop that sets an input before every
+  call restarts every call).  A next call without a restart resumes exactly from
+  the history at the start of the step that held that output (as an exhausted
+  call), on the worker again; a formulation with its own state
+  (``resume_state``: cp, the joint-coordinate loops), whose resume would not be
+  exact, keeps its restarts' calls on the worker.  Past the horizon (``t_end``)
   the new call starts there with no end time.
 * :class:`PythonStepper`: every other integrator (third party, and any method with
   ``loop: python``) and formulation without a compiled right-hand side: one
