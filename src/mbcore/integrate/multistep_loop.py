@@ -28,7 +28,8 @@ tolerances only.
 :class:`mbcore.Simulation` runs these loops through
 :class:`mbcore.integrate.simulation_loop.CompiledLoop`: one :func:`run_multistep` call
 kept running across its ``advance_to`` calls (the output times written while the
-loop waits in its output call-back; ``hist``/``history`` for its exact resumes).
+loop waits in its output call-back; ``hist``/``history`` for its exact resumes;
+``keep``: the integrator object kept and restarted at a restart, not built again).
 
 ``"sdirk"``: the 5-stage, order-4 SDIRK of Hairer & Wanner (1996), §IV.6, Table 6.5
 (:class:`mbplugins.integrators.sdirk.SDIRK4`), stepped by ``run_sdirk`` from the
@@ -174,10 +175,16 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
             st.orders[k] = st.orders.get(k, 0) + int(counters[ORDERS + k])
 
 
+def _checked(f) -> None:
+    """The kept generalized-α object's kinematic-row check (:func:`run_multistep`):
+    done once, at its construction."""
+
+
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
-                  history=None, max_steps: int = 0, rhs_state=None, on_commit=None):
+                  history=None, max_steps: int = 0, rhs_state=None, on_commit=None,
+                  keep: dict | None = None):
     """:func:`mbcore.integrate.fastloop.run_compiled` for ``kind`` 'abm', 'bdf', 'theta',
     'genalpha', 'fixedgrid', 'sdirk' or 'radau' (same arguments and result; ``jac``: a
     Jacobian call-back, 'bdf', 'sdirk', 'radau' and 'genalpha' only).
@@ -194,7 +201,14 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
     before t1, after its outputs (the Python driver's): a new state restarts the
     method there as the driver does (``integ.restart(t, y_new)``: order 1, the first
     step chosen again), the loop continuing with the same outputs, statistics, step
-    budget and checkpoints; the restart's evaluations count as the driver's."""
+    budget and checkpoints; the restart's evaluations count as the driver's.
+    ``keep``: a dict in which the integrator object is kept between calls of one
+    caller (:class:`mbcore.integrate.simulation_loop.CompiledLoop`): a later fresh
+    start (no ``history``) restarts that object at (t0, y0) (``integ.restart``: the
+    Python driver's restart, the same start-up formulas) instead of building and
+    checking a new one; its start-up evaluations counted from zero as a new
+    object's; ``keep["discard"]`` set (by ``on_output``) before it stops the loop:
+    the result is dropped, its Statistics left empty (the counts are in ``stats``)."""
     from .._ext import _steploop as ms
     from .loop_result import (LoopFallback, LoopResult, LoopStatus, budget_error,
                               step_too_small)
@@ -216,12 +230,27 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             if crhs.jacobian(t, np.ascontiguousarray(y, dtype=float), J):
                 raise LoopFallback(t)
             return J
+    integ = None if keep is None or history is not None else keep.get("integ")
     try:
-        integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=start_jac, **options)
+        if integ is None:
+            integ = icls(fun, t0, np.array(y0, dtype=float), t1, jac=start_jac,
+                         **options)
+        else:                           # the kept object (it passed _ode_form)
+            integ.t_bound = float(t1)
+            integ.stats.__init__()      # in place: its counting function holds it
+            integ.restart(t0, y0)
     except LoopFallback:
         return python_fallback(t0, y0, t_out, why="start")
-    if not _ode_form(kind, integ, integ.loop_start()):
-        return python_fallback(t0, y0, t_out, why="start")
+    if keep is None or keep.get("integ") is not integ:
+        if not _ode_form(kind, integ, integ.loop_start()):
+            return python_fallback(t0, y0, t_out, why="start")
+        if keep is not None and history is None:
+            keep["integ"] = integ
+            if hasattr(integ, "_check_kinematic_rows"):
+                # generalized-α's check of the second-order form (f's q rows = v),
+                # a property of the formulation it passed just now: not repeated at
+                # the kept object's restarts (an np.allclose, most of their cost)
+                integ._check_kinematic_rows = _checked
     if rhs_state is not None:
         crhs.load_state(rhs_state)      # its warm start at the stored step
     extra = {}
@@ -368,8 +397,10 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             ystep=ystep, hist=hist, max_steps=budget, **commit)
     else:
         raise ValueError(f"no compiled multistep loop '{kind}'")
-    _statistics(st, stats, counters)
     code = LoopStatus(code)
+    if code is LoopStatus.STOPPED and keep is not None and keep.get("discard"):
+        return LoopResult(2, st, t, y)  # (a result its caller drops: ``stats`` only)
+    _statistics(st, stats, counters)
     if code is LoopStatus.DONE:
         return LoopResult(0, st, t, y)
     if code is LoopStatus.STOPPED:

@@ -29,8 +29,16 @@ reproduce one :func:`mbcore.run` with the call ends as output times.
   that held the last output (the checkpoint history of the multistep loops, as a
   resumed run); :meth:`CompiledLoop.get` / :meth:`CompiledLoop.set` (a
   simulation's state, its copies) resume the same way.  A restart ends the paused
-  call and starts a new one from (t, y) with the next target (the Python integrator
-  object built there, as the driver's ``restart``).  Past the horizon (``t_end``)
+  call and starts a new one from (t, y) with the next target: the integrator object
+  the first call built (and checked) is kept and restarted there
+  (``integ.restart``, as the driver's ``restart``: the same start-up formulas), and
+  that call runs on the caller's thread, stopping at its target's output (no
+  hand-over between the threads: a control loop that sets an input before every
+  call restarts every call).  A next call without a restart resumes exactly from
+  the history at the start of the step that held that output (as an exhausted
+  call), on the worker again; a formulation with its own state
+  (``resume_state``: cp, the joint-coordinate loops), whose resume would not be
+  exact, keeps its restarts' calls on the worker.  Past the horizon (``t_end``)
   the new call starts there with no end time.
 * :class:`PythonStepper`: every other integrator (third party, and any method with
   ``loop: python``) and formulation without a compiled right-hand side: one
@@ -242,7 +250,8 @@ def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
     """The thread of a :class:`CompiledLoop`: runs loop calls one after the other
     (``jobs``: a callable, or None to end), each reporting through ``out``; a call
     the caller stopped (a restart) reports its end through ``done``, which the
-    caller reads without waiting (so that a restart costs no extra hand-over)."""
+    caller reads without waiting (so that a restart costs no extra hand-over); a job
+    that returns None reports nothing (:meth:`CompiledLoop._idle`)."""
     while True:
         job = jobs.get()
         if job is None:
@@ -252,7 +261,8 @@ def _loop_worker(jobs: "queue.SimpleQueue", out: "queue.SimpleQueue",
         except BaseException as exc:      # handed to the caller's thread, raised there
             out.put(("error", exc))
             continue
-        (done if res[3] else out).put(("end", res))
+        if res is not None:
+            (done if res[3] else out).put(("end", res))
 
 
 #: the end time of a loop call past the simulation's horizon
@@ -275,12 +285,14 @@ def _weak(f):
 
 
 def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
-               budget, inner, jac, stats, hist, ystep, cmd, out):
+               budget, inner, jac, stats, hist, ystep, cmd, out, keep: dict,
+               held=None):
     """One loop call of a :class:`CompiledLoop` on its thread (module docstring):
     ``run_multistep`` from (t0, y0), the output times written as the caller hands
     them over (``cmd``: the next target, or None to stop); returns (result, the
     failed state or None, whether the output times ran out, whether it was
-    stopped)."""
+    stopped).  ``held`` (a list): the call runs on the caller's thread and stops at
+    its first output, (t, y) appended to ``held`` (a restart's first call)."""
     from .multistep_loop import run_multistep
     from .base import Statistics
     t_out = np.full(capacity, math.inf)
@@ -291,10 +303,15 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
 
     def on_output(t, y):
         since[0], t_prev[0] = -1, t        # (on_commit of this step follows)
+        if held is not None:
+            held.append((t, np.array(y)))
+            keep["discard"] = True         # (the caller reads the counts in stats)
+            return True
         out.put(("out", t, y))
         nxt = cmd.get()
         if nxt is None:
             stopped[0] = True              # a restart: the caller goes on meanwhile
+            keep["discard"] = True
             return True
         if pos[0] >= t_out.size:
             return True
@@ -321,10 +338,12 @@ def _loop_call(kind, icls, form, options, t0, t1, y0, target, history, capacity,
 
     stats[:] = 0.0
     hist.clear()
+    keep["discard"] = False
     res = run_multistep(kind, icls, form, t0, t1, y0, t_out, options, on_output, stats,
                         python_fallback, jac=jac, ystep=ystep, hist=hist,
-                        history=history, on_commit=on_commit)
-    return res, (failed[0] if failed else None), pos[0] >= t_out.size, stopped[0]
+                        history=history, on_commit=on_commit, keep=keep)
+    return (res, (failed[0] if failed else None),
+            held is None and pos[0] >= t_out.size, stopped[0] or bool(held))
 
 
 class CompiledLoop(_StepEnds):
@@ -356,9 +375,23 @@ class CompiledLoop(_StepEnds):
         self.calls = 0                   # loop calls started (restarts, resumes)
         self.ystep = np.full(N + 2, np.nan)
         self.hist: dict = {}             # the state at the start of the last output step
+        #: the integrator object of the loop calls, restarted at each fresh start
+        #: (``run_multistep``'s ``keep``)
+        self._keep: dict = {}
         self._start: tuple | None = (float(t0), np.array(y0, dtype=float), None)
         self._call_start = self._start   # the last call's start (t, y, history)
         self._live = False               # a loop call paused in its output call-back
+        #: a restart's call, run on the caller's thread, stopped at its output: the
+        #: next call resumes from its history (:meth:`_continue_held`) unless restarted
+        self._held = False
+        self._fresh = False              # the next call starts a restart (synchronous)
+        self._sync_msg: tuple | None = None     # the synchronous call's message
+        self._stopping = False           # a restart stopped the paused call (:meth:`_idle`)
+        #: whether a call resumed from a history takes the uninterrupted steps: not
+        #: for a formulation with its own state (``resume_state``: cp's partitions,
+        #: the joint-coordinate loops), whose restarts' calls stay on the worker
+        self._exact_resume = not (form.resume_state() if hasattr(form, "resume_state")
+                                  else {})
         self.pending: BaseException | None = None    # a signal held (:meth:`_receive`)
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._out: queue.SimpleQueue = queue.SimpleQueue()
@@ -377,11 +410,14 @@ class CompiledLoop(_StepEnds):
         jobs.put(None)                   # the thread ends
 
     # -- the loop call (on the worker thread) ---------------------------------------------
-    def _call(self, t0: float, y0: np.ndarray, target: float, history) -> None:
+    def _call(self, t0: float, y0: np.ndarray, target: float, history,
+              sync: bool = False) -> None:
         """Queue a loop call from (t0, y0) (``history``: an exact resume there) whose
         first output time is ``target``.  The call holds no reference to this object
         (a paused call would keep it alive): its call-backs are weak references to
-        the ones this object holds."""
+        the ones this object holds.  ``sync`` (a restart): the call runs here, on the
+        caller's thread, and stops at its output (no hand-over; :meth:`_receive`
+        returns its message, ``"held"`` for the output)."""
         self.calls += 1
         self.ystep[:] = np.nan
         t0 = float(t0)
@@ -389,20 +425,44 @@ class CompiledLoop(_StepEnds):
         # past the horizon: no end (the largest finite time: the integrator objects
         # take finite bounds only)
         t1 = self.horizon if t0 < self.horizon else _NO_END
+        if sync:
+            self._idle()
+            held: list = []
+            try:
+                res = _loop_call(self.kind, self.icls, self.form, self.options, t0, t1,
+                                 y0, target, history, 1, self.max_steps,
+                                 _weak(self.on_commit), _weak(self.jac), self.stats,
+                                 self.hist, self.ystep, None, None, self._keep, held)
+            except BaseException as exc:
+                self._sync_msg = ("error", exc)
+                return
+            self._sync_msg = ("held", *held[0]) if held else ("end", res)
+            return
         self._jobs.put(functools.partial(
             _loop_call, self.kind, self.icls, self.form, self.options, t0, t1, y0, target,
             history, self.CAPACITY, self.max_steps, _weak(self.on_commit), _weak(self.jac),
-            self.stats, self.hist, self.ystep, self._cmd, self._out))
+            self.stats, self.hist, self.ystep, self._cmd, self._out, self._keep))
+
+    def _idle(self) -> None:
+        """Wait until a loop call that a restart stopped has ended on the worker (it
+        shares the buffers and the integrator object with the call that follows
+        here); at once when none is ending."""
+        if not self._stopping:
+            return
+        self._stopping = False
+        ended = threading.Event()
+        self._jobs.put(ended.set)
+        ended.wait()
 
     def _receive(self):
         """The loop's next message: an output (the call pauses), or its end.  A signal
         while the loop works (KeyboardInterrupt) is held in :attr:`pending` until the
         call is done (the caller raises it then, its state consistent): the loop
         itself sees signals only at its outputs, as in a run."""
-        while True:
+        msg, self._sync_msg = self._sync_msg, None
+        while msg is None:
             try:
                 msg = self._out.get()
-                break
             except BaseException as exc:    # (SimpleQueue.get raises only signals)
                 self.pending = exc
         self._drain()
@@ -445,18 +505,25 @@ class CompiledLoop(_StepEnds):
         if self._live:
             self._cmd.put(target)
         else:
-            if self._start is None:
+            if self._held:
+                self._continue_held()
+            elif self._start is None:
                 # a call that ended in an error the caller caught, no restart since:
                 # that call again from its start (the same steps: the same error)
                 self._start = self._call_start
             t0, y0, history = self._start
             self._start = None
-            self._call(t0, y0, target, history)
+            sync = self._fresh and history is None and self._exact_resume
+            self._fresh = False
+            self._call(t0, y0, target, history, sync)
         first = self.calls == 1 and not self._live
         while True:
             msg = self._receive()
-            if msg[0] == "out":
-                self._live = True
+            if msg[0] == "out" or msg[0] == "held":
+                if msg[0] == "held":
+                    self._held = True
+                else:
+                    self._live = True
                 if msg[1] != target:     # an earlier call's, left by an interrupt
                     continue
                 N = self.N
@@ -486,15 +553,32 @@ class CompiledLoop(_StepEnds):
             self._call(self.ts, self.ys, target, None)
             first = False
 
+    def _continue_held(self) -> None:
+        """The next call after a restart's synchronous one, with no restart since:
+        it resumes exactly at the start of the step that held that call's output
+        (its history, as an exhausted call: the same steps, counts and outputs as a
+        call kept running; a kind that kept no history restarts at the step end)."""
+        self._held = False
+        if not self._resume_point():
+            self.base += self.stats[2:5]
+            self._start = (self.ts, self.ys, None)
+
     def restart(self, t: float, y: np.ndarray, f=None) -> None:
-        """The method starts again at (t, y) with the next call (a new loop call: the
-        Python integrator object built there, as the driver's ``restart``)."""
+        """The method starts again at (t, y) with the next call: the kept integrator
+        object restarted there (the driver's ``restart``), that call run on the
+        caller's thread up to its target (a control loop that sets an input before
+        every call restarts every call: no thread hand-over)."""
         if self._live:                   # the paused call ends, its counts kept
             self.base += self.stats[2:5]
             self._cmd.put(None)
             self._live = False
+            self._stopping = True
+        elif self._held:                 # the stopped call's counts kept
+            self.base += self.stats[2:5]
+            self._held = False
         self.ts, self.ys = float(t), np.array(y, dtype=float)
         self._start = (self.ts, self.ys.copy(), None)
+        self._fresh = True
 
     # -- state -------------------------------------------------------------------------
     def get(self) -> dict | None:
@@ -502,7 +586,7 @@ class CompiledLoop(_StepEnds):
         holding the last output, from which :meth:`set` redoes that step (exactly, as a
         resumed run or an exhausted call), with the counts before it; or the pending
         start.  None when the loop kept no history there (the caller restarts)."""
-        if self._live:
+        if self._live or self._held:
             h = self.hist
             if h.get("t") is None:
                 return None
@@ -523,6 +607,8 @@ class CompiledLoop(_StepEnds):
         if self._live:                   # the paused call ends, its counts dropped
             self._cmd.put(None)
             self._live = False
+            self._stopping = True
+        self._held = self._fresh = False
         t, y, h = d["start"]
         self._start = (float(t), np.array(y, dtype=float), None if h is None else dict(h))
         self.base = np.array(d["base"], dtype=float)
@@ -531,7 +617,7 @@ class CompiledLoop(_StepEnds):
         return True
 
     def statistics(self) -> tuple[float, float, float, float, float]:
-        c = self.base + self.stats[2:5] if self._live else self.base.copy()
+        c = self.base + self.stats[2:5] if self._live or self._held else self.base.copy()
         return self.step_size, self.order, c[0], c[1], c[2]
 
 
