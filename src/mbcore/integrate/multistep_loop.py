@@ -175,11 +175,6 @@ def _statistics(st: Statistics, stats: np.ndarray, counters: np.ndarray) -> None
             st.orders[k] = st.orders.get(k, 0) + int(counters[ORDERS + k])
 
 
-def _checked(f) -> None:
-    """The kept generalized-α object's kinematic-row check (:func:`run_multistep`):
-    done once, at its construction."""
-
-
 def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                   t_out: np.ndarray, options: dict, on_output, stats: np.ndarray,
                   python_fallback, stops=None, jac=None, ystep=None, hist=None,
@@ -246,11 +241,6 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
             return python_fallback(t0, y0, t_out, why="start")
         if keep is not None and history is None:
             keep["integ"] = integ
-            if hasattr(integ, "_check_kinematic_rows"):
-                # generalized-α's check of the second-order form (f's q rows = v),
-                # a property of the formulation it passed just now: not repeated at
-                # the kept object's restarts (an np.allclose, most of their cost)
-                integ._check_kinematic_rows = _checked
     if rhs_state is not None:
         crhs.load_state(rhs_state)      # its warm start at the stored step
     extra = {}
