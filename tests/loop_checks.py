@@ -50,3 +50,23 @@ def assert_checkpointed_run_equals_python(model, settings: dict, out, loop: str)
             np.testing.assert_array_equal(np.asarray(r[ch]), np.asarray(ref[ch]),
                                           err_msg=f"{loop} {ch}")
         assert r.stats["integrator_nfev"] == ref.stats["integrator_nfev"]
+
+
+def assert_failing_evaluation_handed_over(model, settings: dict, calls: list,
+                                          t_tol: float = 0.0) -> None:
+    """``model`` drives a torque ``sqrt(0.3 - t)``, which fails after t = 0.3: the
+    compiled loop (spied into ``calls`` by :func:`spy_loop`) stops at the last
+    accepted step before it (code 2), the Python driver raises the named error in
+    the next step (``settings["step"]`` long), at the time of the Python loop's error
+    (within ``t_tol``; 0: the same step, the same stage time)."""
+    import mbcore
+    import pytest
+    from mbcore.elements.functions import FunctionDomainError
+    h = settings["step"]
+    with pytest.raises(FunctionDomainError, match="sqrt") as exc:
+        mbcore.run(model, settings=settings)
+    code, t_handover = calls[-1][:2]
+    assert code == 2 and 0.3 - h < t_handover < 0.3 < exc.value.t < 0.3 + h
+    with pytest.raises(FunctionDomainError, match="sqrt") as ref:
+        mbcore.run(model, settings={**settings, "loop": "python"})
+    assert abs(ref.value.t - exc.value.t) <= t_tol

@@ -27,7 +27,8 @@ import mbcore
 from mbcore import Model
 from mbcore.system import compiled_available
 from test_fixed_loops import _assert_identical, _pair, _rezero_work
-from loop_checks import assert_checkpointed_run_equals_python, spy_loop  # noqa: E402
+from loop_checks import (assert_checkpointed_run_equals_python,  # noqa: E402
+                         assert_failing_evaluation_handed_over, spy_loop)
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="compiled kernels not built")
 
@@ -169,19 +170,12 @@ def test_a_failing_evaluation_hands_over_to_the_python_driver(monkeypatch):
     """sqrt(0.3 - t) fails after t = 0.3: run_lie stops at the last accepted step
     (code 2) and the Python driver raises the named error in the next step, as the
     Python loop does."""
-    from mbcore.elements.functions import FunctionDomainError
     calls = _spy(monkeypatch)
     m = Model.from_file(EX / "fourbar_dap.yaml")
     m.add_force("torque", "motor", body="crank", torque="sqrt(0.3 - t)")
     st = {"formulation": "di", "t_end": 1.0, "output_step": 0.05, "integrator": "rkmk4",
           "step": 1.3e-3}
-    with pytest.raises(FunctionDomainError, match="sqrt") as exc:
-        mbcore.run(m, settings=st)
-    code, t_handover = calls[-1]
-    assert code == 2 and 0.3 - 1.3e-3 < t_handover < 0.3 < exc.value.t < 0.3 + 1.3e-3
-    with pytest.raises(FunctionDomainError, match="sqrt") as ref:
-        mbcore.run(m, settings={**st, "loop": "python"})
-    assert ref.value.t == exc.value.t        # the same step, the same stage time
+    assert_failing_evaluation_handed_over(m, st, calls)
 
 
 def test_a_stop_condition_is_located_by_the_python_driver(monkeypatch):

@@ -176,7 +176,9 @@ def test_step_reaches_the_step_ends():
         sim.step()
         py.step()
         assert sim.t == py.t
-    np.testing.assert_allclose(sim._y, py._y, rtol=0, atol=1e-13)
+    # bdf's Newton solves may differ from the Python twin's in the last bit (CASES:
+    # 5.6e-17 observed on q/qd); here observed 0.0; bound 1e-13, >= 1000x
+    np.testing.assert_allclose(sim.get_state().y, py.get_state().y, rtol=0, atol=1e-13)
 
 
 def test_a_failing_evaluation_hands_over_to_the_python_driver(monkeypatch):
