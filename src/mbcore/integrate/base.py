@@ -214,6 +214,13 @@ class Statistics:
     h_max: float = 0.0              #: largest accepted step size
     orders: dict = field(default_factory=dict)  #: accepted steps per order
 
+    def reset(self) -> None:
+        """Every counter back to its start value, in place (an integrator object
+        restarted for a new run keeps this object: its counting functions hold it)."""
+        for f in fields(self):
+            setattr(self, f.name, f.default_factory() if f.default_factory is not MISSING
+                    else f.default)
+
     def as_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["orders"] = dict(sorted(self.orders.items()))

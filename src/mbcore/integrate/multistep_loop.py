@@ -232,7 +232,7 @@ def run_multistep(kind: str, icls, form, t0: float, t1: float, y0: np.ndarray,
                          **options)
         else:                           # the kept object (it passed _ode_form)
             integ.t_bound = float(t1)
-            integ.stats.__init__()      # in place: its counting function holds it
+            integ.stats.reset()         # in place: its counting function holds it
             integ.restart(t0, y0)
     except LoopFallback:
         return python_fallback(t0, y0, t_out, why="start")
